@@ -1,0 +1,209 @@
+//! EVM addresses: keccak256, EIP-55 checksums, validation and the CREATE2 deposit address
+//! rule of DECISIONS.md section 9.
+
+use tiny_keccak::{Hasher, Keccak};
+use uuid::Uuid;
+
+/// Keccak-256 of `data` (the Ethereum variant, not NIST SHA3-256).
+pub fn keccak256(data: &[u8]) -> [u8; 32] {
+    let mut k = Keccak::v256();
+    k.update(data);
+    let mut out = [0u8; 32];
+    k.finalize(&mut out);
+    out
+}
+
+/// The deterministic deployment proxy present at the same address on most EVM chains
+/// (CHAINS.md); the factory is deployed through it so it has one address everywhere.
+pub const DEPLOYMENT_PROXY: [u8; 20] = hex20("4e59b44847b379578588920ca78fbf26c0b4956c");
+
+/// Salt under which the factory is deployed through [`DEPLOYMENT_PROXY`].
+pub const FACTORY_SALT: [u8; 32] = [0u8; 32];
+
+/// keccak256 of the forwarder factory's creation code. Together with [`FACTORY_SALT`] it
+/// fixes the factory address on every EVM chain (EIP-1014 under the deployment proxy).
+///
+/// The pinned Solidity bytecode arrives with the live EVM adapter; until then this is the
+/// hash of the placeholder creation code `FORWARDER_FACTORY_V1` so that addresses are
+/// derived by the real formula and stay stable for a data dir.
+pub fn factory_init_code_hash() -> [u8; 32] {
+    keccak256(b"FORWARDER_FACTORY_V1")
+}
+
+/// keccak256 of the forwarder's creation code (no constructor arguments: the forwarder
+/// reads its sweep destination from the factory, CHAINS.md), so the deposit address depends
+/// only on (factory, salt).
+pub fn forwarder_init_code_hash() -> [u8; 32] {
+    keccak256(b"FORWARDER_V1")
+}
+
+const fn hex20(s: &str) -> [u8; 20] {
+    let b = s.as_bytes();
+    let mut out = [0u8; 20];
+    let mut i = 0;
+    while i < 20 {
+        out[i] = (hexval(b[2 * i]) << 4) | hexval(b[2 * i + 1]);
+        i += 1;
+    }
+    out
+}
+
+const fn hexval(c: u8) -> u8 {
+    match c {
+        b'0'..=b'9' => c - b'0',
+        b'a'..=b'f' => c - b'a' + 10,
+        b'A'..=b'F' => c - b'A' + 10,
+        _ => panic!("not a hex digit"),
+    }
+}
+
+/// EIP-1014: `keccak256(0xff ‖ deployer ‖ salt ‖ init_code_hash)[12..]`.
+pub fn create2(deployer: &[u8; 20], salt: &[u8; 32], init_code_hash: &[u8; 32]) -> [u8; 20] {
+    let mut buf = [0u8; 85];
+    buf[0] = 0xff;
+    buf[1..21].copy_from_slice(deployer);
+    buf[21..53].copy_from_slice(salt);
+    buf[53..85].copy_from_slice(init_code_hash);
+    let h = keccak256(&buf);
+    let mut out = [0u8; 20];
+    out.copy_from_slice(&h[12..]);
+    out
+}
+
+/// The forwarder factory's address: the same on every EVM chain.
+pub fn factory_address() -> [u8; 20] {
+    create2(&DEPLOYMENT_PROXY, &FACTORY_SALT, &factory_init_code_hash())
+}
+
+/// Salt of a customer's forwarder: `keccak256(project_id ‖ customer_id)` (16 bytes each).
+/// The chain id is left out so the address is identical on every EVM chain.
+pub fn deposit_salt(project_id: Uuid, customer_id: Uuid) -> [u8; 32] {
+    let mut buf = [0u8; 32];
+    buf[..16].copy_from_slice(project_id.as_bytes());
+    buf[16..].copy_from_slice(customer_id.as_bytes());
+    keccak256(&buf)
+}
+
+/// A customer's deposit address on every EVM chain, EIP-55 checksummed.
+pub fn deposit_address(project_id: Uuid, customer_id: Uuid) -> String {
+    let a = create2(
+        &factory_address(),
+        &deposit_salt(project_id, customer_id),
+        &forwarder_init_code_hash(),
+    );
+    to_checksum(&a)
+}
+
+/// EIP-55 mixed-case checksum encoding, `0x`-prefixed.
+pub fn to_checksum(addr: &[u8; 20]) -> String {
+    let lower = hex::encode(addr);
+    let hash = keccak256(lower.as_bytes());
+    let mut out = String::with_capacity(42);
+    out.push_str("0x");
+    for (i, c) in lower.chars().enumerate() {
+        let nibble = (hash[i / 2] >> (if i % 2 == 0 { 4 } else { 0 })) & 0x0f;
+        if c.is_ascii_alphabetic() && nibble >= 8 {
+            out.push(c.to_ascii_uppercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Why an EVM address was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddressError {
+    /// Not `0x` followed by 40 hex digits.
+    Format,
+    /// Mixed case that does not match the EIP-55 checksum.
+    Checksum,
+    /// The zero address can never be a destination.
+    Zero,
+}
+
+impl std::fmt::Display for AddressError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            AddressError::Format => "must be 0x followed by 40 hexadecimal characters",
+            AddressError::Checksum => "mixed-case address fails its EIP-55 checksum",
+            AddressError::Zero => "the zero address cannot receive funds",
+        })
+    }
+}
+
+/// Parses an EVM address. All-lower or all-upper hex is accepted as is; mixed case must
+/// carry a valid EIP-55 checksum.
+pub fn parse_evm_address(s: &str) -> Result<[u8; 20], AddressError> {
+    let body = s.strip_prefix("0x").ok_or(AddressError::Format)?;
+    if body.len() != 40 || !body.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return Err(AddressError::Format);
+    }
+    let mut out = [0u8; 20];
+    hex::decode_to_slice(body, &mut out).map_err(|_| AddressError::Format)?;
+    let has_lower = body.bytes().any(|c| c.is_ascii_lowercase());
+    let has_upper = body.bytes().any(|c| c.is_ascii_uppercase());
+    if has_lower && has_upper && to_checksum(&out) != s {
+        return Err(AddressError::Checksum);
+    }
+    if out == [0u8; 20] {
+        return Err(AddressError::Zero);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keccak_of_empty_is_the_known_constant() {
+        assert_eq!(
+            hex::encode(keccak256(b"")),
+            "c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470"
+        );
+    }
+
+    #[test]
+    fn eip55_reference_vectors() {
+        for s in [
+            "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+            "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+            "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+            "0xD1220A0cf47c7B9Be7A2E6BA89F429762e7b9aDb",
+        ] {
+            let a = parse_evm_address(s).unwrap();
+            assert_eq!(to_checksum(&a), s);
+        }
+        assert_eq!(
+            parse_evm_address("0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAeD"),
+            Err(AddressError::Checksum)
+        );
+        assert!(parse_evm_address("0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed").is_ok());
+        assert_eq!(parse_evm_address("0x12"), Err(AddressError::Format));
+        assert_eq!(
+            parse_evm_address(&format!("0x{}", "0".repeat(40))),
+            Err(AddressError::Zero)
+        );
+    }
+
+    #[test]
+    fn create2_matches_eip1014_example_1() {
+        // EIP-1014 example 1: deployer 0x00..00, salt 0x00..00, init_code 0x00.
+        let a = create2(&[0u8; 20], &[0u8; 32], &keccak256(&[0u8]));
+        assert_eq!(
+            to_checksum(&a),
+            "0x4D1A2e2bB4F88F0250f26Ffff098B0b30B26BF38"
+        );
+    }
+
+    #[test]
+    fn deposit_address_is_deterministic_and_per_customer() {
+        let p = Uuid::now_v7();
+        let c1 = Uuid::now_v7();
+        let c2 = Uuid::now_v7();
+        assert_eq!(deposit_address(p, c1), deposit_address(p, c1));
+        assert_ne!(deposit_address(p, c1), deposit_address(p, c2));
+        assert!(parse_evm_address(&deposit_address(p, c1)).is_ok());
+    }
+}

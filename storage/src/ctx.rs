@@ -1,0 +1,608 @@
+//! Read and write contexts: typed access to the tables of [`crate::schema`].
+//!
+//! [`ReadOps`] holds every read, written once for both contexts. Writes exist only on
+//! [`WriteCtx`]; each marks the running job dirty so the writer can tell a clean refusal from
+//! a half-done change.
+
+use std::collections::BTreeMap;
+
+use redb::{Key, ReadTransaction, ReadableTable, TableDefinition, Value, WriteTransaction};
+use uuid::Uuid;
+
+use crate::codec::{decode, encode};
+use crate::index::{self, IndexTag};
+use crate::ledger::{self, Account, Balance, JournalEntry, LedgerError};
+use crate::records::{Event, IdempotencyRecord, Row};
+use crate::schema::*;
+use crate::{CommitNotice, StoreError};
+
+/// One page of a list: rows newest first (or as asked) and whether more follow.
+#[derive(Debug, Clone)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub has_more: bool,
+}
+
+/// Anything that can open a table for reading.
+pub trait Reader {
+    fn open<K: Key + 'static, V: Value + 'static>(
+        &self,
+        def: TableDefinition<K, V>,
+    ) -> Result<impl ReadableTable<K, V> + '_, StoreError>;
+}
+
+/// A read-only snapshot.
+pub struct ReadCtx {
+    txn: ReadTransaction,
+}
+
+impl ReadCtx {
+    pub(crate) fn new(txn: ReadTransaction) -> Self {
+        ReadCtx { txn }
+    }
+}
+
+impl Reader for ReadCtx {
+    fn open<K: Key + 'static, V: Value + 'static>(
+        &self,
+        def: TableDefinition<K, V>,
+    ) -> Result<impl ReadableTable<K, V> + '_, StoreError> {
+        Ok(self.txn.open_table(def)?)
+    }
+}
+
+/// The write transaction of one batch, shared by the jobs in it.
+pub struct WriteCtx<'t> {
+    txn: &'t WriteTransaction,
+    job_dirty: bool,
+    storage_failed: bool,
+    notice: CommitNotice,
+    now: i64,
+}
+
+impl Reader for WriteCtx<'_> {
+    fn open<K: Key + 'static, V: Value + 'static>(
+        &self,
+        def: TableDefinition<K, V>,
+    ) -> Result<impl ReadableTable<K, V> + '_, StoreError> {
+        Ok(self.txn.open_table(def)?)
+    }
+}
+
+/// Reads shared by both contexts.
+pub trait ReadOps: Reader {
+    /// A row by id; `None` when absent.
+    fn get<R: Row>(&self, id: Uuid) -> Result<Option<R>, StoreError> {
+        let t = self.open(R::TABLE)?;
+        let v = t.get(id.as_u128())?;
+        v.map(|g| decode(g.value())).transpose()
+    }
+
+    /// A row by id that must belong to `project` (another project's row reads as absent,
+    /// SPEC.md section 1 convention 6).
+    fn get_in<R: Row>(&self, project: Uuid, id: Uuid) -> Result<Option<R>, StoreError> {
+        Ok(self.get::<R>(id)?.filter(|r| r.project_id() == project))
+    }
+
+    /// Row id under a unique key.
+    fn unique_get(&self, key: &[u8]) -> Result<Option<Uuid>, StoreError> {
+        let t = self.open(UNIQUE)?;
+        let v = t.get(key)?;
+        Ok(v.map(|g| Uuid::from_u128(g.value())))
+    }
+
+    /// Ids under an index prefix, newest first, strictly older than `before` when given.
+    /// Stops after `limit` ids accepted by `keep`.
+    fn scan_ids(
+        &self,
+        prefix: &[u8],
+        before: Option<Uuid>,
+        limit: usize,
+        mut keep: impl FnMut(Uuid) -> Result<bool, StoreError>,
+    ) -> Result<Page<Uuid>, StoreError> {
+        let t = self.open(INDEX)?;
+        let upper = match before {
+            Some(c) => {
+                let mut k = prefix.to_vec();
+                k.extend_from_slice(c.as_bytes());
+                k
+            }
+            None => index::prefix_end(prefix),
+        };
+        let mut items = Vec::new();
+        let mut has_more = false;
+        for entry in t.range::<&[u8]>(prefix..upper.as_slice())?.rev() {
+            let (k, _) = entry?;
+            let id = index::id_of(k.value());
+            if keep(id)? {
+                if items.len() == limit {
+                    has_more = true;
+                    break;
+                }
+                items.push(id);
+            }
+        }
+        Ok(Page { items, has_more })
+    }
+
+    /// Rows under an index prefix, newest first, filtered by `keep`.
+    fn list<R: Row>(
+        &self,
+        prefix: &[u8],
+        before: Option<Uuid>,
+        limit: usize,
+        keep: impl Fn(&R) -> bool,
+    ) -> Result<Page<R>, StoreError> {
+        let t = self.open(INDEX)?;
+        let rows = self.open(R::TABLE)?;
+        let upper = match before {
+            Some(c) => {
+                let mut k = prefix.to_vec();
+                k.extend_from_slice(c.as_bytes());
+                k
+            }
+            None => index::prefix_end(prefix),
+        };
+        let mut items = Vec::new();
+        let mut has_more = false;
+        for entry in t.range::<&[u8]>(prefix..upper.as_slice())?.rev() {
+            let (k, _) = entry?;
+            let id = index::id_of(k.value());
+            let Some(v) = rows.get(id.as_u128())? else {
+                return Err(StoreError::Corrupt(format!("index points at missing row {id}")));
+            };
+            let r: R = decode(v.value())?;
+            if keep(&r) {
+                if items.len() == limit {
+                    has_more = true;
+                    break;
+                }
+                items.push(r);
+            }
+        }
+        Ok(Page { items, has_more })
+    }
+
+    /// Number of keys under an index prefix (bounded by `cap`).
+    fn count_prefix(&self, prefix: &[u8], cap: usize) -> Result<usize, StoreError> {
+        let t = self.open(INDEX)?;
+        let end = index::prefix_end(prefix);
+        let mut n = 0;
+        for e in t.range::<&[u8]>(prefix..end.as_slice())? {
+            e?;
+            n += 1;
+            if n >= cap {
+                break;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Posted totals of one account (zero when never posted to).
+    fn balance(&self, account: &Account) -> Result<Balance, StoreError> {
+        let t = self.open(ACCOUNTS)?;
+        let v = t.get(account.key().as_slice())?;
+        Ok(v.map(|g| {
+            let (debits, credits) = g.value();
+            Balance { debits, credits }
+        })
+        .unwrap_or_default())
+    }
+
+    /// Every account of one customer (nil: the project's own accounts).
+    fn accounts_of(&self, project: Uuid, customer: Uuid) -> Result<Vec<(Account, Balance)>, StoreError> {
+        let t = self.open(ACCOUNTS)?;
+        let prefix = Account::customer_prefix(project, customer);
+        let end = index::prefix_end(&prefix);
+        let mut out = Vec::new();
+        for e in t.range::<&[u8]>(prefix.as_slice()..end.as_slice())? {
+            let (k, v) = e?;
+            let a = Account::from_key(k.value())
+                .ok_or_else(|| StoreError::Corrupt("bad account key".into()))?;
+            let (debits, credits) = v.value();
+            out.push((a, Balance { debits, credits }));
+        }
+        Ok(out)
+    }
+
+    /// A journal entry by id.
+    fn journal_entry(&self, id: Uuid) -> Result<Option<JournalEntry>, StoreError> {
+        let t = self.open(JOURNAL)?;
+        let v = t.get(id.as_u128())?;
+        v.map(|g| decode(g.value())).transpose()
+    }
+
+    /// An event by its `evt_` id, within `project`.
+    fn event(&self, project: Uuid, id: &str) -> Result<Option<Event>, StoreError> {
+        let Some(ulid) = id.strip_prefix("evt_").and_then(|u| ulid::Ulid::from_string(u).ok()) else {
+            return Ok(None);
+        };
+        let ids = self.open(EVENT_IDS)?;
+        let Some(loc) = ids.get(u128::from(ulid))? else { return Ok(None) };
+        let (p, seq) = loc.value();
+        if p != project.as_u128() {
+            return Ok(None);
+        }
+        self.event_at(project, seq)
+    }
+
+    /// The event at (project, sequence).
+    fn event_at(&self, project: Uuid, seq: u64) -> Result<Option<Event>, StoreError> {
+        let t = self.open(EVENTS)?;
+        let v = t.get((project.as_u128(), seq))?;
+        v.map(|g| decode(g.value())).transpose()
+    }
+
+    /// Latest event sequence of a project (0 when none).
+    fn last_sequence(&self, project: Uuid) -> Result<u64, StoreError> {
+        let t = self.open(SEQUENCES)?;
+        let v = t.get(project.as_u128())?;
+        Ok(v.map(|g| g.value()).unwrap_or(0))
+    }
+
+    /// Events of a project ordered by sequence (descending unless `ascending`), after
+    /// `cursor` in that order, with optional type and resource filters.
+    fn list_events(
+        &self,
+        project: Uuid,
+        types: &[String],
+        resource_id: Option<&str>,
+        cursor: Option<u64>,
+        limit: usize,
+        ascending: bool,
+    ) -> Result<Page<Event>, StoreError> {
+        let p = project.as_u128();
+        let (lo, hi) = match (cursor, ascending) {
+            (Some(c), true) => (c.saturating_add(1), u64::MAX),
+            (Some(c), false) => (0, c),
+            (None, _) => (0, u64::MAX),
+        };
+        let mut items = Vec::new();
+        let mut has_more = false;
+        let mut push = |e: Event, items: &mut Vec<Event>| -> bool {
+            if items.len() == limit {
+                has_more = true;
+                return false;
+            }
+            items.push(e);
+            true
+        };
+        let indexed: Option<Vec<u8>> = if let Some(r) = resource_id {
+            Some(index::prefix(IndexTag::EventsByResource, project, &[r.as_bytes()]))
+        } else if types.len() == 1 {
+            Some(index::prefix(IndexTag::EventsByType, project, &[types[0].as_bytes()]))
+        } else {
+            None
+        };
+        if let Some(prefix) = indexed {
+            let t = self.open(INDEX)?;
+            let mut lo_k = prefix.clone();
+            lo_k.extend_from_slice(&lo.to_be_bytes());
+            let mut hi_k = prefix.clone();
+            hi_k.extend_from_slice(&hi.to_be_bytes());
+            let range = t.range::<&[u8]>(lo_k.as_slice()..hi_k.as_slice())?;
+            let iter: Box<dyn Iterator<Item = _>> =
+                if ascending { Box::new(range) } else { Box::new(range.rev()) };
+            for e in iter {
+                let (k, _) = e?;
+                let kb = k.value();
+                let seq = u64::from_be_bytes(kb[kb.len() - 8..].try_into().unwrap_or([0; 8]));
+                let Some(ev) = self.event_at(project, seq)? else { continue };
+                if (types.is_empty() || types.contains(&ev.event_type)) && !push(ev, &mut items) {
+                    break;
+                }
+            }
+        } else {
+            let t = self.open(EVENTS)?;
+            let range = t.range((p, lo)..(p, hi))?;
+            let iter: Box<dyn Iterator<Item = _>> =
+                if ascending { Box::new(range) } else { Box::new(range.rev()) };
+            for e in iter {
+                let (_, v) = e?;
+                let ev: Event = decode(v.value())?;
+                if (types.is_empty() || types.contains(&ev.event_type)) && !push(ev, &mut items) {
+                    break;
+                }
+            }
+        }
+        Ok(Page { items, has_more })
+    }
+
+    /// The stored answer of an idempotent request, if any (expired or not: see caller).
+    fn idempotency_get(&self, key: &[u8]) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let t = self.open(IDEMPOTENCY)?;
+        let v = t.get(key)?;
+        v.map(|g| decode(g.value())).transpose()
+    }
+
+    /// Ledger's view of what sits on a deposit address: confirmed deposits less sweeps.
+    fn holding(&self, wallet: Uuid, asset: &str) -> Result<u128, StoreError> {
+        let t = self.open(HOLDINGS)?;
+        let v = t.get(holding_key(wallet, asset).as_slice())?;
+        Ok(v.map(|g| g.value()).unwrap_or(0))
+    }
+
+    /// Simulated on-chain balance of an address (test mode's chain).
+    fn sim_balance(&self, chain: &str, address: &str, asset: &str) -> Result<u128, StoreError> {
+        let t = self.open(SIM_BALANCES)?;
+        let v = t.get(sim_key(chain, address, asset).as_slice())?;
+        Ok(v.map(|g| g.value()).unwrap_or(0))
+    }
+
+    /// A value of the `meta` table.
+    fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let t = self.open(META)?;
+        let v = t.get(key)?;
+        Ok(v.map(|g| g.value().to_vec()))
+    }
+
+    /// New addresses issued by `project` on UTC day `day` (days since the Unix epoch).
+    fn addresses_issued(&self, project: Uuid, day: u32) -> Result<u32, StoreError> {
+        let t = self.open(ADDRESS_QUOTA)?;
+        let v = t.get((project.as_u128(), day))?;
+        Ok(v.map(|g| g.value()).unwrap_or(0))
+    }
+}
+
+impl ReadOps for ReadCtx {}
+impl ReadOps for WriteCtx<'_> {}
+
+fn holding_key(wallet: Uuid, asset: &str) -> Vec<u8> {
+    let mut k = wallet.as_bytes().to_vec();
+    k.extend_from_slice(asset.as_bytes());
+    k
+}
+
+fn sim_key(chain: &str, address: &str, asset: &str) -> Vec<u8> {
+    index::prefix(
+        IndexTag::Projects,
+        Uuid::nil(),
+        &[chain.as_bytes(), address.to_ascii_lowercase().as_bytes(), asset.as_bytes()],
+    )
+}
+
+impl<'t> WriteCtx<'t> {
+    pub(crate) fn new(txn: &'t WriteTransaction) -> Self {
+        WriteCtx {
+            txn,
+            job_dirty: false,
+            storage_failed: false,
+            notice: CommitNotice::default(),
+            now: crate::now_us(),
+        }
+    }
+
+    pub(crate) fn begin_job(&mut self) {
+        self.job_dirty = false;
+        self.now = crate::now_us();
+    }
+    pub(crate) fn job_dirty(&self) -> bool {
+        self.job_dirty
+    }
+    pub(crate) fn storage_failed(&self) -> bool {
+        self.storage_failed
+    }
+    pub(crate) fn take_notice(&mut self) -> CommitNotice {
+        std::mem::take(&mut self.notice)
+    }
+
+    /// The transaction's clock (Unix microseconds), fixed when the job starts.
+    pub fn now_us(&self) -> i64 {
+        self.now
+    }
+
+    fn track<T>(&mut self, r: Result<T, StoreError>) -> Result<T, StoreError> {
+        self.job_dirty = true;
+        if r.is_err() {
+            self.storage_failed = true;
+        }
+        r
+    }
+
+    /// Inserts or replaces a row and keeps its index entries in step with its fields.
+    pub fn put<R: Row>(&mut self, row: &R) -> Result<(), StoreError> {
+        let r = (|| {
+            let old: Option<R> = self.get(row.id())?;
+            let new_keys = row.index_keys();
+            let mut idx = self.txn.open_table(INDEX)?;
+            if let Some(old) = old {
+                for k in old.index_keys() {
+                    if !new_keys.contains(&k) {
+                        idx.remove(k.as_slice())?;
+                    }
+                }
+            }
+            for k in &new_keys {
+                idx.insert(k.as_slice(), ())?;
+            }
+            drop(idx);
+            let mut t = self.txn.open_table(R::TABLE)?;
+            t.insert(row.id().as_u128(), encode(row).as_slice())?;
+            Ok(())
+        })();
+        self.track(r)
+    }
+
+    /// Claims a unique key for `id`.
+    pub fn unique_put(&mut self, key: &[u8], id: Uuid) -> Result<(), StoreError> {
+        let r = (|| {
+            let mut t = self.txn.open_table(UNIQUE)?;
+            t.insert(key, id.as_u128())?;
+            Ok(())
+        })();
+        self.track(r)
+    }
+
+    /// Releases a unique key.
+    pub fn unique_remove(&mut self, key: &[u8]) -> Result<(), StoreError> {
+        let r = (|| {
+            let mut t = self.txn.open_table(UNIQUE)?;
+            t.remove(key)?;
+            Ok(())
+        })();
+        self.track(r)
+    }
+
+    /// Posts a journal entry. Checks balance and the no-negative rule before writing
+    /// anything, so an `Err` leaves the job clean.
+    pub fn post(&mut self, entry: &JournalEntry) -> Result<Result<(), LedgerError>, StoreError> {
+        let mut balances = BTreeMap::new();
+        for p in &entry.postings {
+            balances.insert(p.account.clone(), self.balance(&p.account)?);
+        }
+        if let Err(e) = ledger::apply(entry, &mut balances) {
+            return Ok(Err(e));
+        }
+        let r = (|| {
+            let mut acc = self.txn.open_table(ACCOUNTS)?;
+            for (a, b) in &balances {
+                acc.insert(a.key().as_slice(), (b.debits, b.credits))?;
+            }
+            drop(acc);
+            let mut j = self.txn.open_table(JOURNAL)?;
+            j.insert(entry.id.as_u128(), encode(entry).as_slice())?;
+            Ok(())
+        })();
+        self.track(r).map(Ok)
+    }
+
+    /// Appends an event to the project's log with the next sequence number.
+    pub fn append_event(
+        &mut self,
+        project: Uuid,
+        livemode: bool,
+        event_type: &str,
+        resource_id: &str,
+        data: serde_json::Value,
+    ) -> Result<Event, StoreError> {
+        let r = (|| {
+            let seq = self.last_sequence(project)? + 1;
+            let ulid = ulid::Ulid::new();
+            let ev = Event {
+                id: format!("evt_{ulid}"),
+                project_id: project,
+                sequence: seq,
+                event_type: event_type.to_string(),
+                resource_id: resource_id.to_string(),
+                created_at: self.now,
+                livemode,
+                data,
+            };
+            let mut seqs = self.txn.open_table(SEQUENCES)?;
+            seqs.insert(project.as_u128(), seq)?;
+            drop(seqs);
+            let mut events = self.txn.open_table(EVENTS)?;
+            events.insert((project.as_u128(), seq), encode(&ev).as_slice())?;
+            drop(events);
+            let mut ids = self.txn.open_table(EVENT_IDS)?;
+            ids.insert(u128::from(ulid), (project.as_u128(), seq))?;
+            drop(ids);
+            let mut idx = self.txn.open_table(INDEX)?;
+            idx.insert(
+                index::key_seq(IndexTag::EventsByType, project, &[event_type.as_bytes()], seq).as_slice(),
+                (),
+            )?;
+            idx.insert(
+                index::key_seq(IndexTag::EventsByResource, project, &[resource_id.as_bytes()], seq).as_slice(),
+                (),
+            )?;
+            Ok(ev)
+        })();
+        let ev = self.track(r)?;
+        self.notice.events.push((project, ev.sequence));
+        Ok(ev)
+    }
+
+    /// Stores the first answer to an idempotent request.
+    pub fn idempotency_put(&mut self, key: &[u8], rec: &IdempotencyRecord) -> Result<(), StoreError> {
+        let r = (|| {
+            let mut t = self.txn.open_table(IDEMPOTENCY)?;
+            t.insert(key, encode(rec).as_slice())?;
+            drop(t);
+            let mut exp = self.txn.open_table(IDEMPOTENCY_EXP)?;
+            let mut ek = rec.created_at.to_be_bytes().to_vec();
+            ek.extend_from_slice(key);
+            exp.insert(ek.as_slice(), ())?;
+            Ok(())
+        })();
+        self.track(r)
+    }
+
+    /// Deletes idempotency records created before `cutoff_us`, at most `max` of them.
+    /// Returns how many were removed.
+    pub fn idempotency_purge(&mut self, cutoff_us: i64, max: usize) -> Result<usize, StoreError> {
+        let r = (|| {
+            let mut exp = self.txn.open_table(IDEMPOTENCY_EXP)?;
+            let hi = cutoff_us.max(0).to_be_bytes();
+            let mut victims = Vec::new();
+            for e in exp.range::<&[u8]>(..hi.as_slice())? {
+                let (k, _) = e?;
+                victims.push(k.value().to_vec());
+                if victims.len() >= max {
+                    break;
+                }
+            }
+            let mut t = self.txn.open_table(IDEMPOTENCY)?;
+            for v in &victims {
+                exp.remove(v.as_slice())?;
+                t.remove(&v[8..])?;
+            }
+            Ok(victims.len())
+        })();
+        self.track(r)
+    }
+
+    /// Adds `delta` (may be negative) to the ledger's holding of a deposit address.
+    pub fn holding_add(&mut self, wallet: Uuid, asset: &str, delta: i128) -> Result<u128, StoreError> {
+        let cur = self.holding(wallet, asset)?;
+        let next = apply_delta(cur, delta)?;
+        let r = (|| {
+            let mut t = self.txn.open_table(HOLDINGS)?;
+            t.insert(holding_key(wallet, asset).as_slice(), next)?;
+            Ok(next)
+        })();
+        self.track(r)
+    }
+
+    /// Adds `delta` to a simulated on-chain balance (test mode's chain state).
+    pub fn sim_balance_add(&mut self, chain: &str, address: &str, asset: &str, delta: i128) -> Result<u128, StoreError> {
+        let cur = self.sim_balance(chain, address, asset)?;
+        let next = apply_delta(cur, delta)?;
+        let r = (|| {
+            let mut t = self.txn.open_table(SIM_BALANCES)?;
+            t.insert(sim_key(chain, address, asset).as_slice(), next)?;
+            Ok(next)
+        })();
+        self.track(r)
+    }
+
+    /// Sets a value of the `meta` table.
+    pub fn meta_put(&mut self, key: &str, value: &[u8]) -> Result<(), StoreError> {
+        let r = (|| {
+            let mut t = self.txn.open_table(META)?;
+            t.insert(key, value)?;
+            Ok(())
+        })();
+        self.track(r)
+    }
+
+    /// Counts one more new address for (project, day); returns the new count.
+    pub fn addresses_issued_incr(&mut self, project: Uuid, day: u32) -> Result<u32, StoreError> {
+        let n = self.addresses_issued(project, day)? + 1;
+        let r = (|| {
+            let mut t = self.txn.open_table(ADDRESS_QUOTA)?;
+            t.insert((project.as_u128(), day), n)?;
+            Ok(n)
+        })();
+        self.track(r)
+    }
+}
+
+fn apply_delta(cur: u128, delta: i128) -> Result<u128, StoreError> {
+    let next = if delta >= 0 {
+        cur.checked_add(delta as u128)
+    } else {
+        cur.checked_sub(delta.unsigned_abs())
+    };
+    next.ok_or_else(|| StoreError::Corrupt(format!("balance {cur} cannot take {delta}")))
+}

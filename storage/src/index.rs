@@ -1,0 +1,140 @@
+//! Secondary index keys.
+//!
+//! Layout of a key in the `index` table (all fixed-width parts big-endian):
+//!
+//! ```text
+//! tag (1) ‖ project (16) ‖ for each value: len (2) ‖ bytes ‖ row id (16)
+//! ```
+//!
+//! Length-prefixing each value makes "all rows with value V" an exact prefix, and because
+//! row ids are UUID v7 the rows under one prefix sort oldest to newest: a list is a reverse
+//! range scan from the cursor.
+//!
+//! Keys of the `unique` table have the same shape without the trailing row id; the row id is
+//! the value.
+
+use uuid::Uuid;
+
+/// One tag per index. Values are part of the on-disk layout: never renumber.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum IndexTag {
+    Projects = 1,
+    ApiKeys = 2,
+    Customers = 10,
+    CustomersByStatus = 11,
+    CustomersByRef = 12,
+    Wallets = 20,
+    WalletsByCustomer = 21,
+    WalletsByChain = 22,
+    Deposits = 30,
+    DepositsByCustomer = 31,
+    DepositsByWallet = 32,
+    DepositsByChain = 33,
+    DepositsByStatus = 34,
+    DepositsPending = 35,
+    Payouts = 40,
+    PayoutsByCustomer = 41,
+    PayoutsByChain = 42,
+    PayoutsByStatus = 43,
+    PayoutsByReference = 44,
+    PayoutsOpen = 45,
+    PayoutsWork = 46,
+    Sweeps = 50,
+    SweepsByWallet = 51,
+    SweepsByStatus = 52,
+    SweepsWork = 53,
+    EventsByType = 60,
+    EventsByResource = 61,
+    /// Unique: project ‖ reference_id -> customer.
+    UniqueCustomerRef = 100,
+    /// Unique: project ‖ customer ‖ chain -> wallet.
+    UniqueWallet = 101,
+    /// Unique: token hash -> api key.
+    UniqueTokenHash = 102,
+    /// Unique: project name -> project.
+    UniqueProjectName = 103,
+    /// Unique: chain ‖ lower-case address -> wallet (any project).
+    UniqueAddress = 104,
+    /// Unique: chain ‖ tx hash ‖ log index -> deposit.
+    UniqueDepositTx = 105,
+}
+
+/// Prefix of all index keys for `tag`, `project` and the given values.
+pub fn prefix(tag: IndexTag, project: Uuid, values: &[&[u8]]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(17 + values.iter().map(|v| v.len() + 2).sum::<usize>() + 16);
+    k.push(tag as u8);
+    k.extend_from_slice(project.as_bytes());
+    for v in values {
+        let len = u16::try_from(v.len()).unwrap_or(u16::MAX);
+        k.extend_from_slice(&len.to_be_bytes());
+        k.extend_from_slice(&v[..len as usize]);
+    }
+    k
+}
+
+/// Full index key: [`prefix`] followed by the row id.
+pub fn key(tag: IndexTag, project: Uuid, values: &[&[u8]], id: Uuid) -> Vec<u8> {
+    let mut k = prefix(tag, project, values);
+    k.extend_from_slice(id.as_bytes());
+    k
+}
+
+/// Same as [`key`] for an integer row id (event sequences).
+pub fn key_seq(tag: IndexTag, project: Uuid, values: &[&[u8]], seq: u64) -> Vec<u8> {
+    let mut k = prefix(tag, project, values);
+    k.extend_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// The row id at the end of an index key.
+pub fn id_of(key: &[u8]) -> Uuid {
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&key[key.len() - 16..]);
+    Uuid::from_bytes(b)
+}
+
+/// Key of the `unique` table.
+pub fn unique(tag: IndexTag, project: Uuid, values: &[&[u8]]) -> Vec<u8> {
+    prefix(tag, project, values)
+}
+
+/// The smallest key strictly greater than every key starting with `prefix`.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0xff; prefix.len() + 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_under_one_prefix_sort_by_time_ordered_id() {
+        let p = Uuid::now_v7();
+        let a = Uuid::now_v7();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let b = Uuid::now_v7();
+        let ka = key(IndexTag::DepositsByChain, p, &[b"bsc"], a);
+        let kb = key(IndexTag::DepositsByChain, p, &[b"bsc"], b);
+        assert!(ka < kb);
+        let pre = prefix(IndexTag::DepositsByChain, p, &[b"bsc"]);
+        assert!(ka.starts_with(&pre) && kb.starts_with(&pre));
+        assert!(kb.as_slice() < prefix_end(&pre).as_slice());
+        assert_eq!(id_of(&kb), b);
+    }
+
+    #[test]
+    fn a_value_is_not_a_prefix_of_a_longer_value() {
+        let p = Uuid::nil();
+        let short = prefix(IndexTag::CustomersByRef, p, &[b"ab"]);
+        let long = key(IndexTag::CustomersByRef, p, &[b"abc"], Uuid::nil());
+        assert!(!long.starts_with(&short));
+    }
+}

@@ -1,0 +1,387 @@
+//! The double-entry ledger.
+//!
+//! Every balance change is a [`JournalEntry`] whose postings balance per asset: the sum of
+//! debits equals the sum of credits for each (chain, asset). Entries never change; a
+//! correction is a new entry (a reversal). Each account keeps its posted debit and credit
+//! totals as two `u128`s, TigerBeetle style, so no balance needs a sign.
+//!
+//! Accounts, per (project, chain, asset):
+//!
+//! | kind | owner | normal side | meaning |
+//! |---|---|---|---|
+//! | `available` | customer (or nil: the project's own) | credit | spendable, owed to the customer |
+//! | `locked` | customer | credit | reserved against an in-flight payout |
+//! | `receivable` | customer | debit | a reorged credit the customer had already spent |
+//! | `deposits` | project | debit | funds on deposit addresses, not yet swept |
+//! | `in_transit` | project | debit | sweep submitted, not yet confirmed |
+//! | `treasury` | project | debit | funds in the master wallet |
+//!
+//! Invariants (checked by [`verify`] and the property tests): every entry balances; the sum
+//! of (debits - credits) over all accounts of an asset is zero; no `available` or `locked`
+//! account has more debits than credits.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// Account kinds. Values are part of the key layout: never renumber.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum AccountKind {
+    Available = 1,
+    Locked = 2,
+    Receivable = 3,
+    Deposits = 10,
+    InTransit = 11,
+    Treasury = 12,
+}
+
+impl AccountKind {
+    fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            1 => AccountKind::Available,
+            2 => AccountKind::Locked,
+            3 => AccountKind::Receivable,
+            10 => AccountKind::Deposits,
+            11 => AccountKind::InTransit,
+            12 => AccountKind::Treasury,
+            _ => return None,
+        })
+    }
+
+    /// Liability accounts may never go below zero.
+    pub fn is_credit_normal(self) -> bool {
+        matches!(self, AccountKind::Available | AccountKind::Locked)
+    }
+}
+
+/// Identifies one ledger account.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Account {
+    pub project_id: Uuid,
+    /// Nil for the project's own accounts.
+    pub customer_id: Uuid,
+    pub chain: String,
+    pub asset: String,
+    pub kind: AccountKind,
+}
+
+impl Account {
+    pub fn customer(project: Uuid, customer: Uuid, chain: &str, asset: &str, kind: AccountKind) -> Self {
+        Account {
+            project_id: project,
+            customer_id: customer,
+            chain: chain.to_string(),
+            asset: asset.to_string(),
+            kind,
+        }
+    }
+
+    pub fn project(project: Uuid, chain: &str, asset: &str, kind: AccountKind) -> Self {
+        Self::customer(project, Uuid::nil(), chain, asset, kind)
+    }
+
+    /// Key layout: project (16) ‖ customer (16) ‖ len (1) ‖ chain ‖ len (1) ‖ asset ‖ kind (1).
+    /// A customer's accounts are one contiguous range (prefix [`Account::customer_prefix`]).
+    pub fn key(&self) -> Vec<u8> {
+        let mut k = Self::customer_prefix(self.project_id, self.customer_id);
+        k.push(self.chain.len() as u8);
+        k.extend_from_slice(self.chain.as_bytes());
+        k.push(self.asset.len() as u8);
+        k.extend_from_slice(self.asset.as_bytes());
+        k.push(self.kind as u8);
+        k
+    }
+
+    /// Prefix of every account of one customer (nil: the project's own accounts).
+    pub fn customer_prefix(project: Uuid, customer: Uuid) -> Vec<u8> {
+        let mut k = Vec::with_capacity(48);
+        k.extend_from_slice(project.as_bytes());
+        k.extend_from_slice(customer.as_bytes());
+        k
+    }
+
+    /// Inverse of [`Account::key`]; `None` for a malformed key.
+    pub fn from_key(k: &[u8]) -> Option<Self> {
+        if k.len() < 35 {
+            return None;
+        }
+        let project_id = Uuid::from_slice(&k[..16]).ok()?;
+        let customer_id = Uuid::from_slice(&k[16..32]).ok()?;
+        let mut i = 32;
+        let cl = *k.get(i)? as usize;
+        let chain = std::str::from_utf8(k.get(i + 1..i + 1 + cl)?).ok()?.to_string();
+        i += 1 + cl;
+        let al = *k.get(i)? as usize;
+        let asset = std::str::from_utf8(k.get(i + 1..i + 1 + al)?).ok()?.to_string();
+        i += 1 + al;
+        let kind = AccountKind::from_u8(*k.get(i)?)?;
+        if i + 1 != k.len() {
+            return None;
+        }
+        Some(Account { project_id, customer_id, chain, asset, kind })
+    }
+}
+
+/// One side of a journal entry: exactly one of `debit`, `credit` is non-zero.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Posting {
+    pub account: Account,
+    pub debit: u128,
+    pub credit: u128,
+}
+
+impl Posting {
+    pub fn debit(account: Account, amount: u128) -> Self {
+        Posting { account, debit: amount, credit: 0 }
+    }
+    pub fn credit(account: Account, amount: u128) -> Self {
+        Posting { account, debit: 0, credit: amount }
+    }
+}
+
+/// An immutable journal entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    /// UUID v7; also the `ledger_tx_id` shown on deposits.
+    pub id: Uuid,
+    pub project_id: Uuid,
+    /// What caused it: `deposit_credit`, `deposit_reversal`, `payout_lock`, `payout_settle`,
+    /// `payout_release`, `sweep_submit`, `sweep_settle`.
+    pub kind: String,
+    /// The resource the entry is about.
+    pub ref_id: Uuid,
+    pub created_at: i64,
+    pub postings: Vec<Posting>,
+}
+
+/// Posted totals of one account.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Balance {
+    pub debits: u128,
+    pub credits: u128,
+}
+
+impl Balance {
+    /// `credits - debits` for a credit-normal account (0 if the invariant were broken).
+    pub fn credit_balance(&self) -> u128 {
+        self.credits.saturating_sub(self.debits)
+    }
+
+    /// `debits - credits` as a signed decimal string (debit-normal accounts may be negative).
+    pub fn debit_balance_string(&self) -> String {
+        signed_string(self.debits, self.credits)
+    }
+}
+
+/// `a - b` as a decimal string, exact for any pair of `u128`.
+pub fn signed_string(a: u128, b: u128) -> String {
+    if a >= b {
+        (a - b).to_string()
+    } else {
+        format!("-{}", b - a)
+    }
+}
+
+/// Why an entry was refused. Nothing is written when this is returned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LedgerError {
+    #[error("journal entry has no postings")]
+    Empty,
+    #[error("posting must have exactly one non-zero side")]
+    BadPosting,
+    #[error("postings for {chain}/{asset} do not balance: debits {debits}, credits {credits}")]
+    Unbalanced { chain: String, asset: String, debits: u128, credits: u128 },
+    #[error("account totals overflow")]
+    Overflow,
+    #[error("{kind:?} balance would go negative for {chain}/{asset}: have {have}, need {need}")]
+    Insufficient { chain: String, asset: String, kind: AccountKind, have: u128, need: u128 },
+}
+
+/// Checks an entry's shape: non-empty, one side per posting, balanced per asset.
+pub fn check_balanced(entry: &JournalEntry) -> Result<(), LedgerError> {
+    if entry.postings.is_empty() {
+        return Err(LedgerError::Empty);
+    }
+    let mut sums: std::collections::BTreeMap<(&str, &str), (u128, u128)> = Default::default();
+    for p in &entry.postings {
+        if (p.debit == 0) == (p.credit == 0) {
+            return Err(LedgerError::BadPosting);
+        }
+        let s = sums.entry((&p.account.chain, &p.account.asset)).or_default();
+        s.0 = s.0.checked_add(p.debit).ok_or(LedgerError::Overflow)?;
+        s.1 = s.1.checked_add(p.credit).ok_or(LedgerError::Overflow)?;
+    }
+    for ((chain, asset), (d, c)) in sums {
+        if d != c {
+            return Err(LedgerError::Unbalanced {
+                chain: chain.into(),
+                asset: asset.into(),
+                debits: d,
+                credits: c,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Applies `entry` to `balances` (account -> totals), refusing any change that leaves a
+/// credit-normal account with more debits than credits. Pure: the store calls it on the
+/// balances it read, then writes the result.
+pub fn apply(
+    entry: &JournalEntry,
+    balances: &mut std::collections::BTreeMap<Account, Balance>,
+) -> Result<(), LedgerError> {
+    check_balanced(entry)?;
+    for p in &entry.postings {
+        let b = balances.entry(p.account.clone()).or_default();
+        b.debits = b.debits.checked_add(p.debit).ok_or(LedgerError::Overflow)?;
+        b.credits = b.credits.checked_add(p.credit).ok_or(LedgerError::Overflow)?;
+    }
+    for p in &entry.postings {
+        let b = balances[&p.account];
+        if p.account.kind.is_credit_normal() && b.debits > b.credits {
+            return Err(LedgerError::Insufficient {
+                chain: p.account.chain.clone(),
+                asset: p.account.asset.clone(),
+                kind: p.account.kind,
+                have: b.credits.saturating_sub(b.debits.saturating_sub(p.debit)),
+                need: p.debit,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn acct(c: u8, kind: AccountKind) -> Account {
+        let cust = if c == 0 { Uuid::nil() } else { Uuid::from_u128(c as u128) };
+        Account::customer(Uuid::from_u128(1), cust, "ethereum", "USDT", kind)
+    }
+
+    #[test]
+    fn account_key_round_trips() {
+        let a = acct(7, AccountKind::Locked);
+        assert_eq!(Account::from_key(&a.key()), Some(a.clone()));
+        assert!(a.key().starts_with(&Account::customer_prefix(a.project_id, a.customer_id)));
+    }
+
+    #[test]
+    fn unbalanced_entry_is_refused() {
+        let e = JournalEntry {
+            id: Uuid::now_v7(),
+            project_id: Uuid::from_u128(1),
+            kind: "t".into(),
+            ref_id: Uuid::nil(),
+            created_at: 0,
+            postings: vec![
+                Posting::debit(acct(0, AccountKind::Deposits), 5),
+                Posting::credit(acct(1, AccountKind::Available), 4),
+            ],
+        };
+        assert!(matches!(check_balanced(&e), Err(LedgerError::Unbalanced { .. })));
+    }
+
+    /// One step of a random workload over a few customers.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Deposit(u8, u64),
+        Lock(u8, u64),
+        Settle(u8, u64),
+        Release(u8, u64),
+        Sweep(u64),
+        Reverse(u8, u64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (1u8..4, 1u64..1_000_000).prop_map(|(c, a)| Op::Deposit(c, a)),
+            (1u8..4, 1u64..1_000_000).prop_map(|(c, a)| Op::Lock(c, a)),
+            (1u8..4, 1u64..1_000_000).prop_map(|(c, a)| Op::Settle(c, a)),
+            (1u8..4, 1u64..1_000_000).prop_map(|(c, a)| Op::Release(c, a)),
+            (1u64..1_000_000).prop_map(Op::Sweep),
+            (1u8..4, 1u64..1_000_000).prop_map(|(c, a)| Op::Reverse(c, a)),
+        ]
+    }
+
+    fn entry(postings: Vec<Posting>) -> JournalEntry {
+        JournalEntry {
+            id: Uuid::now_v7(),
+            project_id: Uuid::from_u128(1),
+            kind: "t".into(),
+            ref_id: Uuid::nil(),
+            created_at: 0,
+            postings,
+        }
+    }
+
+    proptest! {
+        /// Every accepted entry balances, the sum over all accounts is zero, and no
+        /// available or locked balance ever goes negative, whatever the sequence of
+        /// (possibly over-drawing) operations.
+        #[test]
+        fn ledger_invariants_hold(ops in proptest::collection::vec(op(), 1..200)) {
+            use AccountKind::*;
+            let mut balances: BTreeMap<Account, Balance> = BTreeMap::new();
+            let mut journal = Vec::new();
+            for op in ops {
+                let amount = |a: u64| a as u128;
+                let e = match op {
+                    Op::Deposit(c, a) => entry(vec![
+                        Posting::debit(acct(0, Deposits), amount(a)),
+                        Posting::credit(acct(c, Available), amount(a)),
+                    ]),
+                    Op::Lock(c, a) => entry(vec![
+                        Posting::debit(acct(c, Available), amount(a)),
+                        Posting::credit(acct(c, Locked), amount(a)),
+                    ]),
+                    Op::Settle(c, a) => entry(vec![
+                        Posting::debit(acct(c, Locked), amount(a)),
+                        Posting::credit(acct(0, Treasury), amount(a)),
+                    ]),
+                    Op::Release(c, a) => entry(vec![
+                        Posting::debit(acct(c, Locked), amount(a)),
+                        Posting::credit(acct(c, Available), amount(a)),
+                    ]),
+                    Op::Sweep(a) => entry(vec![
+                        Posting::debit(acct(0, InTransit), amount(a)),
+                        Posting::credit(acct(0, Deposits), amount(a)),
+                    ]),
+                    Op::Reverse(c, a) => {
+                        let have = balances.get(&acct(c, Available)).map(|b| b.credit_balance()).unwrap_or(0);
+                        let from_avail = have.min(amount(a));
+                        let mut p = vec![Posting::credit(acct(0, Deposits), amount(a))];
+                        if from_avail > 0 { p.push(Posting::debit(acct(c, Available), from_avail)); }
+                        if amount(a) > from_avail { p.push(Posting::debit(acct(c, Receivable), amount(a) - from_avail)); }
+                        entry(p)
+                    }
+                };
+                let mut trial = balances.clone();
+                if apply(&e, &mut trial).is_ok() {
+                    balances = trial;
+                    journal.push(e);
+                }
+            }
+            for e in &journal {
+                prop_assert!(check_balanced(e).is_ok());
+            }
+            let mut net: i128 = 0;
+            for (a, b) in &balances {
+                net += b.debits as i128 - b.credits as i128;
+                if a.kind.is_credit_normal() {
+                    prop_assert!(b.credits >= b.debits, "{a:?} negative");
+                }
+            }
+            prop_assert_eq!(net, 0);
+            // Replaying the journal from zero gives the same balances.
+            let mut replay = BTreeMap::new();
+            for e in &journal { apply(e, &mut replay).unwrap(); }
+            prop_assert_eq!(replay, balances);
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! The appliance's embedded store: one redb file holding every table, the double-entry
+//! ledger, the event log and idempotency records.
+//!
+//! All mutations go through one writer thread ([`Store::write`]). The writer drains whatever
+//! requests are queued, runs each as a closure on the same write transaction and commits them
+//! together with `Durability::Immediate` and two-phase commit: one fsync is shared by the
+//! batch (group commit) and no caller hears back before its changes are durable. A closure
+//! that returns an error before writing anything is simply left out of the batch; one that
+//! fails after writing poisons the batch, which is aborted whole (nothing half-written).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use appliance_storage::{Store, StoreOptions};
+//! let store = Store::open(std::path::Path::new("/tmp/demo.redb"), StoreOptions::default())?;
+//! let n: u64 = store.write(|ctx| Ok::<_, std::convert::Infallible>(ctx.now_us() as u64)).await?;
+//! # let _ = n; Ok(()) }
+//! ```
+
+pub mod codec;
+mod ctx;
+pub mod index;
+pub mod ledger;
+pub mod records;
+pub mod schema;
+pub mod verify;
+
+use std::panic::AssertUnwindSafe;
+use std::path::Path;
+use std::sync::Arc;
+
+use redb::{Database, Durability, ReadableDatabase};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+pub use ctx::{Page, ReadCtx, ReadOps, Reader, WriteCtx};
+
+/// Errors of the store itself (never a business rule).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("storage: {0}")]
+    Redb(#[from] redb::Error),
+    #[error("stored value is corrupt: {0}")]
+    Corrupt(String),
+    #[error("the data store is already opened by another process")]
+    Locked,
+    #[error("the store writer has stopped")]
+    WriterGone,
+    #[error("the batch was aborted because another request in it failed mid-write")]
+    BatchAborted,
+    #[error("schema version {found} is newer than this build supports ({supported})")]
+    SchemaTooNew { found: u32, supported: u32 },
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+macro_rules! redb_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for StoreError {
+            fn from(e: $t) -> Self { StoreError::Redb(e.into()) }
+        }
+    )*};
+}
+redb_from!(
+    redb::StorageError,
+    redb::TableError,
+    redb::TransactionError,
+    redb::CommitError,
+    redb::DatabaseError,
+    redb::SetDurabilityError
+);
+
+/// Result of [`Store::write`]: the closure's own error, or the store's.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError<E> {
+    /// The closure refused (nothing it did was written).
+    #[error("rejected")]
+    Rejected(E),
+    /// The store failed; the change is not committed.
+    #[error(transparent)]
+    Store(Arc<StoreError>),
+}
+
+/// Tuning of [`Store::open`].
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// redb page cache, bytes.
+    pub cache_size_bytes: usize,
+    /// Save allocator state on every commit so that reopening after a crash is instant
+    /// (slower commits; see PERFORMANCE.md).
+    pub quick_repair: bool,
+    /// Most requests committed together in one transaction.
+    pub max_batch: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions { cache_size_bytes: 256 << 20, quick_repair: false, max_batch: 512 }
+    }
+}
+
+/// What a committed batch wrote that others may want to hear about.
+#[derive(Debug, Clone, Default)]
+pub struct CommitNotice {
+    /// (project, sequence) of every event appended.
+    pub events: Vec<(uuid::Uuid, u64)>,
+}
+
+type Completion = Box<dyn FnOnce(Result<(), Arc<StoreError>>) + Send>;
+struct JobOutcome {
+    poisoned: bool,
+    complete: Completion,
+}
+type Job = Box<dyn for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> JobOutcome + Send>;
+
+/// Handle to the store; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    db: Arc<Database>,
+    jobs: mpsc::Sender<Job>,
+    commits: broadcast::Sender<CommitNotice>,
+}
+
+impl Store {
+    /// Opens (or creates) the store file, runs pending migrations and starts the writer.
+    ///
+    /// Errors: [`StoreError::Locked`] when another process has the file open.
+    pub fn open(path: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut builder = Database::builder();
+        builder.set_cache_size(opts.cache_size_bytes);
+        builder.set_repair_callback(|s| {
+            tracing::warn!(progress = s.progress(), "repairing store after unclean shutdown");
+        });
+        let db = match builder.create(path) {
+            Ok(db) => db,
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => return Err(StoreError::Locked),
+            Err(e) => return Err(e.into()),
+        };
+        let db = Arc::new(db);
+        init_schema(&db)?;
+        let (jobs, rx) = mpsc::channel::<Job>(16_384);
+        let (commits, _) = broadcast::channel(4096);
+        let writer_db = db.clone();
+        let writer_commits = commits.clone();
+        std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || writer_loop(writer_db, rx, writer_commits, opts))?;
+        Ok(Store { db, jobs, commits })
+    }
+
+    /// Runs `f` inside the next write transaction and returns once it is durably committed.
+    ///
+    /// `f` must do its checks before its first write: an `Err` returned after writing
+    /// aborts the whole batch ([`StoreError::BatchAborted`] for everyone in it).
+    pub async fn write<T, E, F>(&self, f: F) -> Result<T, WriteError<E>>
+    where
+        F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        let rx = self.submit(f).await?;
+        rx.await.unwrap_or_else(|_| Err(WriteError::Store(Arc::new(StoreError::WriterGone))))
+    }
+
+    /// Blocking twin of [`Store::write`] for threads outside the async runtime (CLI).
+    pub fn write_blocking<T, E, F>(&self, f: F) -> Result<T, WriteError<E>>
+    where
+        F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        let (job, rx) = make_job(f);
+        self.jobs
+            .blocking_send(job)
+            .map_err(|_| WriteError::Store(Arc::new(StoreError::WriterGone)))?;
+        rx.blocking_recv()
+            .unwrap_or_else(|_| Err(WriteError::Store(Arc::new(StoreError::WriterGone))))
+    }
+
+    async fn submit<T, E, F>(&self, f: F) -> Result<oneshot::Receiver<Result<T, WriteError<E>>>, WriteError<E>>
+    where
+        F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        let (job, rx) = make_job(f);
+        self.jobs
+            .send(job)
+            .await
+            .map_err(|_| WriteError::Store(Arc::new(StoreError::WriterGone)))?;
+        Ok(rx)
+    }
+
+    /// Runs `f` on a read snapshot, off the async runtime.
+    pub async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(&ReadCtx) -> Result<T, StoreError> + Send + 'static,
+        T: Send + 'static,
+    {
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || {
+            let ctx = ReadCtx::new(db.begin_read()?);
+            f(&ctx)
+        })
+        .await
+        .map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Blocking twin of [`Store::read`].
+    pub fn read_blocking<T>(&self, f: impl FnOnce(&ReadCtx) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let ctx = ReadCtx::new(self.db.begin_read()?);
+        f(&ctx)
+    }
+
+    /// Notices of committed batches (events appended), for the webhook outbox and streams.
+    pub fn subscribe(&self) -> broadcast::Receiver<CommitNotice> {
+        self.commits.subscribe()
+    }
+}
+
+fn make_job<T, E, F>(f: F) -> (Job, oneshot::Receiver<Result<T, WriteError<E>>>)
+where
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<T, E> + Send + 'static,
+    T: Send + 'static,
+    E: Send + 'static,
+{
+    let (tx, rx) = oneshot::channel();
+    let job: Job = Box::new(move |ctx: &mut WriteCtx<'_>| {
+        ctx.begin_job();
+        let r = f(ctx);
+        let poisoned = ctx.storage_failed() || (r.is_err() && ctx.job_dirty());
+        JobOutcome {
+            poisoned,
+            complete: Box::new(move |commit| {
+                let _ = tx.send(match commit {
+                    Ok(()) => r.map_err(WriteError::Rejected),
+                    Err(e) => Err(WriteError::Store(e)),
+                });
+            }),
+        }
+    });
+    (job, rx)
+}
+
+fn init_schema(db: &Database) -> Result<(), StoreError> {
+    let mut txn = db.begin_write()?;
+    txn.set_two_phase_commit(true);
+    {
+        use redb::ReadableTable;
+        let mut meta = txn.open_table(schema::META)?;
+        let found = meta
+            .get("schema_version")?
+            .map(|v| {
+                let b = v.value();
+                u32::from_be_bytes(b.try_into().unwrap_or([0; 4]))
+            });
+        match found {
+            Some(v) if v > schema::SCHEMA_VERSION => {
+                return Err(StoreError::SchemaTooNew { found: v, supported: schema::SCHEMA_VERSION })
+            }
+            // Migrations from older versions go here, in order.
+            _ => {
+                meta.insert("schema_version", schema::SCHEMA_VERSION.to_be_bytes().as_slice())?;
+            }
+        }
+    }
+    txn.open_table(schema::PROJECTS)?;
+    txn.open_table(schema::API_KEYS)?;
+    txn.open_table(schema::CUSTOMERS)?;
+    txn.open_table(schema::WALLETS)?;
+    txn.open_table(schema::DEPOSITS)?;
+    txn.open_table(schema::PAYOUTS)?;
+    txn.open_table(schema::SWEEPS)?;
+    txn.open_table(schema::UNIQUE)?;
+    txn.open_table(schema::INDEX)?;
+    txn.open_table(schema::ACCOUNTS)?;
+    txn.open_table(schema::JOURNAL)?;
+    txn.open_table(schema::EVENTS)?;
+    txn.open_table(schema::EVENT_IDS)?;
+    txn.open_table(schema::SEQUENCES)?;
+    txn.open_table(schema::IDEMPOTENCY)?;
+    txn.open_table(schema::IDEMPOTENCY_EXP)?;
+    txn.open_table(schema::HOLDINGS)?;
+    txn.open_table(schema::SIM_BALANCES)?;
+    txn.open_table(schema::ADDRESS_QUOTA)?;
+    txn.commit()?;
+    Ok(())
+}
+
+fn writer_loop(
+    db: Arc<Database>,
+    mut rx: mpsc::Receiver<Job>,
+    commits: broadcast::Sender<CommitNotice>,
+    opts: StoreOptions,
+) {
+    while let Some(first) = rx.blocking_recv() {
+        let mut jobs = vec![first];
+        while jobs.len() < opts.max_batch {
+            match rx.try_recv() {
+                Ok(j) => jobs.push(j),
+                Err(_) => break,
+            }
+        }
+        let mut completions: Vec<Completion> = Vec::with_capacity(jobs.len());
+        let result = run_batch(&db, jobs, &mut completions, &opts);
+        let (result, notice) = match result {
+            Ok(n) => (Ok(()), Some(n)),
+            Err(e) => {
+                tracing::error!(error = %e, "store batch failed");
+                (Err(Arc::new(e)), None)
+            }
+        };
+        for c in completions {
+            c(result.clone());
+        }
+        if let Some(n) = notice {
+            if !n.events.is_empty() {
+                let _ = commits.send(n);
+            }
+        }
+    }
+}
+
+fn run_batch(
+    db: &Database,
+    jobs: Vec<Job>,
+    completions: &mut Vec<Completion>,
+    opts: &StoreOptions,
+) -> Result<CommitNotice, StoreError> {
+    let mut txn = db.begin_write()?;
+    txn.set_durability(Durability::Immediate)?;
+    txn.set_two_phase_commit(true);
+    txn.set_quick_repair(opts.quick_repair);
+    let mut poisoned = false;
+    let notice;
+    {
+        let mut ctx = WriteCtx::new(&txn);
+        for job in jobs {
+            match std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut ctx))) {
+                Ok(out) => {
+                    poisoned |= out.poisoned;
+                    completions.push(out.complete);
+                }
+                Err(_) => {
+                    tracing::error!("a store job panicked; aborting its batch");
+                    poisoned = true;
+                }
+            }
+        }
+        notice = ctx.take_notice();
+    }
+    if poisoned {
+        txn.abort()?;
+        return Err(StoreError::BatchAborted);
+    }
+    txn.commit()?;
+    Ok(notice)
+}
+
+/// Current time as Unix microseconds.
+pub fn now_us() -> i64 {
+    chrono::Utc::now().timestamp_micros()
+}

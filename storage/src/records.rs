@@ -1,0 +1,545 @@
+//! Stored records. These are the domain rows; the HTTP shapes are built from them in the
+//! binary. Times are Unix microseconds (UTC); amounts are atomic units as `u128`.
+
+use redb::TableDefinition;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::index::{self, IndexTag};
+use crate::schema;
+
+/// A stored row with its table and the secondary index keys it must appear under.
+pub trait Row: Serialize + serde::de::DeserializeOwned {
+    const TABLE: TableDefinition<'static, u128, &'static [u8]>;
+    fn id(&self) -> Uuid;
+    fn project_id(&self) -> Uuid;
+    /// Every index key for this row's current state (see [`crate::index`]).
+    fn index_keys(&self) -> Vec<Vec<u8>>;
+}
+
+/// Project (tenant) mode: the key's environment follows it (SPEC.md section 4, API keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    Live,
+    Test,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Live => "live",
+            Mode::Test => "test",
+        }
+    }
+}
+
+/// Per-chain switches the operator sets on a project (`appliance project set`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainOverride {
+    pub chain: String,
+    /// `live`, `paused` or `coming_soon`; `None` keeps the registry/mode default.
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub status_note: Option<String>,
+    #[serde(default)]
+    pub deposits_enabled: Option<bool>,
+    #[serde(default)]
+    pub payouts_enabled: Option<bool>,
+    /// Keypair chains are listed only when switched on (SPEC.md section 2, Chain).
+    #[serde(default)]
+    pub listed: Option<bool>,
+}
+
+/// Per-asset switches on a project.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssetOverride {
+    pub chain: String,
+    pub symbol: String,
+    #[serde(default)]
+    pub deposits_enabled: Option<bool>,
+    #[serde(default)]
+    pub payouts_enabled: Option<bool>,
+    /// An archived coin (compromised contract) is never credited (SPEC.md section 3, Deposit).
+    #[serde(default)]
+    pub archived: Option<bool>,
+}
+
+/// Project settings; limits default per DECISIONS.md section 8.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectSettings {
+    pub signing_enabled: bool,
+    /// Payouts valued above this many US cents wait for approval; `None` auto-approves all
+    /// (DECISIONS.md section 5).
+    #[serde(default)]
+    pub auto_approve_threshold_cents: Option<u64>,
+    pub requests_per_minute: u32,
+    pub addresses_per_day: u32,
+    pub max_pending_payouts: u32,
+    #[serde(default)]
+    pub chains: Vec<ChainOverride>,
+    #[serde(default)]
+    pub assets: Vec<AssetOverride>,
+}
+
+impl Default for ProjectSettings {
+    fn default() -> Self {
+        ProjectSettings {
+            signing_enabled: true,
+            auto_approve_threshold_cents: None,
+            requests_per_minute: 1200,
+            addresses_per_day: 10_000,
+            max_pending_payouts: 1000,
+            chains: Vec::new(),
+            assets: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Project {
+    pub id: Uuid,
+    pub name: String,
+    pub mode: Mode,
+    pub settings: ProjectSettings,
+    pub created_at: i64,
+}
+
+impl Row for Project {
+    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::PROJECTS;
+    fn id(&self) -> Uuid {
+        self.id
+    }
+    fn project_id(&self) -> Uuid {
+        self.id
+    }
+    fn index_keys(&self) -> Vec<Vec<u8>> {
+        vec![index::key(IndexTag::Projects, Uuid::nil(), &[], self.id)]
+    }
+}
+
+/// Key kinds (SPEC.md section 5 rule 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyKind {
+    Checkout,
+    Payout,
+    Wallet,
+}
+
+impl KeyKind {
+    pub const ALL: [KeyKind; 3] = [KeyKind::Checkout, KeyKind::Payout, KeyKind::Wallet];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyKind::Checkout => "checkout",
+            KeyKind::Payout => "payout",
+            KeyKind::Wallet => "wallet",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "checkout" => Some(KeyKind::Checkout),
+            "payout" => Some(KeyKind::Payout),
+            "wallet" => Some(KeyKind::Wallet),
+            _ => None,
+        }
+    }
+}
+
+/// An API key. Only the peppered hash of the token is kept (SPEC.md section 5 rule 10).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ApiKey {
+    pub id: Uuid,
+    pub project_id: Uuid,
+    pub kind: KeyKind,
+    pub name: String,
+    /// HMAC-SHA256(pepper, token), hex (DECISIONS.md section 2).
+    pub token_hash: String,
+    /// Display handle: prefix + first 8 hex characters of the random part.
+    pub key_id: String,
+    pub last4: String,
+    pub scopes: Vec<String>,
+    pub ip_allowlist: Vec<String>,
+    pub signing_enabled: bool,
+    pub created_by: String,
+    pub rotated_from: Option<Uuid>,
+    pub expires_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+    pub last_used_at: Option<i64>,
+    pub use_count: u64,
+    pub created_at: i64,
+}
+
+impl ApiKey {
+    /// Usable at `now`: neither revoked nor past its expiry.
+    pub fn is_enabled(&self, now: i64) -> bool {
+        self.revoked_at.is_none() && self.expires_at.is_none_or(|e| e > now)
+    }
+}
+
+impl Row for ApiKey {
+    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::API_KEYS;
+    fn id(&self) -> Uuid {
+        self.id
+    }
+    fn project_id(&self) -> Uuid {
+        self.project_id
+    }
+    fn index_keys(&self) -> Vec<Vec<u8>> {
+        vec![index::key(IndexTag::ApiKeys, self.project_id, &[], self.id)]
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Customer {
+    pub id: Uuid,
+    pub project_id: Uuid,
+    pub reference_id: Option<String>,
+    pub email: Option<String>,
+    pub status: String,
+    pub metadata: serde_json::Value,
+    pub created_at: i64,
+}
+
+impl Row for Customer {
+    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::CUSTOMERS;
+    fn id(&self) -> Uuid {
+        self.id
+    }
+    fn project_id(&self) -> Uuid {
+        self.project_id
+    }
+    fn index_keys(&self) -> Vec<Vec<u8>> {
+        let mut k = vec![
+            index::key(IndexTag::Customers, self.project_id, &[], self.id),
+            index::key(IndexTag::CustomersByStatus, self.project_id, &[self.status.as_bytes()], self.id),
+        ];
+        if let Some(r) = &self.reference_id {
+            k.push(index::key(IndexTag::CustomersByRef, self.project_id, &[r.as_bytes()], self.id));
+        }
+        k
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Wallet {
+    pub id: Uuid,
+    pub project_id: Uuid,
+    pub customer_id: Uuid,
+    pub chain: String,
+    pub role: String,
+    pub status: String,
+    pub address: String,
+    pub memo: Option<String>,
+    pub created_at: i64,
+}
+
+impl Row for Wallet {
+    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::WALLETS;
+    fn id(&self) -> Uuid {
+        self.id
+    }
+    fn project_id(&self) -> Uuid {
+        self.project_id
+    }
+    fn index_keys(&self) -> Vec<Vec<u8>> {
+        let p = self.project_id;
+        vec![
+            index::key(IndexTag::Wallets, p, &[], self.id),
+            index::key(IndexTag::WalletsByCustomer, p, &[self.customer_id.as_bytes()], self.id),
+            index::key(IndexTag::WalletsByChain, p, &[self.chain.as_bytes()], self.id),
+        ]
+    }
+}
+
+/// Deposit statuses (SPEC.md section 3, Deposit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DepositStatus {
+    Detected,
+    Confirmed,
+    Failed,
+    Orphaned,
+}
+
+impl DepositStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DepositStatus::Detected => "detected",
+            DepositStatus::Confirmed => "confirmed",
+            DepositStatus::Failed => "failed",
+            DepositStatus::Orphaned => "orphaned",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "detected" => Some(DepositStatus::Detected),
+            "confirmed" => Some(DepositStatus::Confirmed),
+            "failed" => Some(DepositStatus::Failed),
+            "orphaned" => Some(DepositStatus::Orphaned),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Deposit {
+    pub id: Uuid,
+    pub project_id: Uuid,
+    pub customer_id: Uuid,
+    pub wallet_id: Uuid,
+    pub chain: String,
+    pub asset: String,
+    pub amount: u128,
+    pub tx_hash: String,
+    pub log_index: u32,
+    pub from_address: String,
+    pub to_address: String,
+    pub block_number: u64,
+    pub block_time: i64,
+    pub confirmations: u32,
+    pub required_confirmations: u32,
+    pub status: DepositStatus,
+    pub failure_reason: Option<String>,
+    /// Journal entry that credited the customer (set on confirm).
+    pub ledger_tx_id: Option<Uuid>,
+    /// Journal entry that reversed the credit (set on orphan).
+    pub reversal_tx_id: Option<Uuid>,
+    /// Manual test deposits (`confirm:false`) are not confirmed by the block clock.
+    pub manual: bool,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl Row for Deposit {
+    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::DEPOSITS;
+    fn id(&self) -> Uuid {
+        self.id
+    }
+    fn project_id(&self) -> Uuid {
+        self.project_id
+    }
+    fn index_keys(&self) -> Vec<Vec<u8>> {
+        let p = self.project_id;
+        let mut k = vec![
+            index::key(IndexTag::Deposits, p, &[], self.id),
+            index::key(IndexTag::DepositsByCustomer, p, &[self.customer_id.as_bytes()], self.id),
+            index::key(IndexTag::DepositsByWallet, p, &[self.wallet_id.as_bytes()], self.id),
+            index::key(IndexTag::DepositsByChain, p, &[self.chain.as_bytes()], self.id),
+            index::key(IndexTag::DepositsByStatus, p, &[self.status.as_str().as_bytes()], self.id),
+        ];
+        if self.status == DepositStatus::Detected {
+            // Global work queue of the confirmation clock (project nil: all projects).
+            k.push(index::key(IndexTag::DepositsPending, Uuid::nil(), &[], self.id));
+        }
+        k
+    }
+}
+
+/// Payout statuses (DECISIONS.md section 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PayoutStatus {
+    PendingApproval,
+    Queued,
+    Signing,
+    Submitted,
+    Confirmed,
+    Failed,
+    Canceled,
+    Rejected,
+}
+
+impl PayoutStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PayoutStatus::PendingApproval => "pending_approval",
+            PayoutStatus::Queued => "queued",
+            PayoutStatus::Signing => "signing",
+            PayoutStatus::Submitted => "submitted",
+            PayoutStatus::Confirmed => "confirmed",
+            PayoutStatus::Failed => "failed",
+            PayoutStatus::Canceled => "canceled",
+            PayoutStatus::Rejected => "rejected",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            PayoutStatus::PendingApproval,
+            PayoutStatus::Queued,
+            PayoutStatus::Signing,
+            PayoutStatus::Submitted,
+            PayoutStatus::Confirmed,
+            PayoutStatus::Failed,
+            PayoutStatus::Canceled,
+            PayoutStatus::Rejected,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == s)
+    }
+    /// In flight: funds are locked and the payout counts against the pending ceiling.
+    pub fn is_open(self) -> bool {
+        matches!(
+            self,
+            PayoutStatus::PendingApproval
+                | PayoutStatus::Queued
+                | PayoutStatus::Signing
+                | PayoutStatus::Submitted
+        )
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Payout {
+    pub id: Uuid,
+    pub project_id: Uuid,
+    /// `None`: drawn from the project's own account (customer nil in the ledger).
+    pub customer_id: Option<Uuid>,
+    pub chain: String,
+    pub asset: String,
+    pub amount: u128,
+    pub fee_amount: u128,
+    pub to_address: String,
+    pub memo: Option<String>,
+    pub status: PayoutStatus,
+    pub reference: Option<String>,
+    pub tx_hash: Option<String>,
+    pub failure_reason: Option<String>,
+    /// Value in US cents at creation (stablecoins at par); `None` when no price is known.
+    pub amount_usd_cents: Option<u64>,
+    pub created_by_key: Uuid,
+    pub approved_by_key: Option<Uuid>,
+    pub submitted_block: Option<u64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl Row for Payout {
+    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::PAYOUTS;
+    fn id(&self) -> Uuid {
+        self.id
+    }
+    fn project_id(&self) -> Uuid {
+        self.project_id
+    }
+    fn index_keys(&self) -> Vec<Vec<u8>> {
+        let p = self.project_id;
+        let mut k = vec![
+            index::key(IndexTag::Payouts, p, &[], self.id),
+            index::key(IndexTag::PayoutsByChain, p, &[self.chain.as_bytes()], self.id),
+            index::key(IndexTag::PayoutsByStatus, p, &[self.status.as_str().as_bytes()], self.id),
+        ];
+        if let Some(c) = self.customer_id {
+            k.push(index::key(IndexTag::PayoutsByCustomer, p, &[c.as_bytes()], self.id));
+        }
+        if let Some(r) = &self.reference {
+            k.push(index::key(IndexTag::PayoutsByReference, p, &[r.as_bytes()], self.id));
+        }
+        if self.status.is_open() {
+            k.push(index::key(IndexTag::PayoutsOpen, p, &[], self.id));
+        }
+        if matches!(self.status, PayoutStatus::Queued | PayoutStatus::Signing | PayoutStatus::Submitted) {
+            k.push(index::key(IndexTag::PayoutsWork, Uuid::nil(), &[], self.id));
+        }
+        k
+    }
+}
+
+/// Sweep statuses (DECISIONS.md section 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SweepStatus {
+    Open,
+    Submitted,
+    Confirmed,
+    Failed,
+    Skipped,
+}
+
+impl SweepStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SweepStatus::Open => "open",
+            SweepStatus::Submitted => "submitted",
+            SweepStatus::Confirmed => "confirmed",
+            SweepStatus::Failed => "failed",
+            SweepStatus::Skipped => "skipped",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            SweepStatus::Open,
+            SweepStatus::Submitted,
+            SweepStatus::Confirmed,
+            SweepStatus::Failed,
+            SweepStatus::Skipped,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == s)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Sweep {
+    pub id: Uuid,
+    pub project_id: Uuid,
+    pub wallet_id: Uuid,
+    pub chain: String,
+    pub asset: String,
+    pub amount: u128,
+    pub status: SweepStatus,
+    pub skip_reason: Option<String>,
+    pub tx_hash: Option<String>,
+    pub submitted_block: Option<u64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl Row for Sweep {
+    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::SWEEPS;
+    fn id(&self) -> Uuid {
+        self.id
+    }
+    fn project_id(&self) -> Uuid {
+        self.project_id
+    }
+    fn index_keys(&self) -> Vec<Vec<u8>> {
+        let p = self.project_id;
+        let mut k = vec![
+            index::key(IndexTag::Sweeps, p, &[], self.id),
+            index::key(IndexTag::SweepsByWallet, p, &[self.wallet_id.as_bytes()], self.id),
+            index::key(IndexTag::SweepsByStatus, p, &[self.status.as_str().as_bytes()], self.id),
+        ];
+        if matches!(self.status, SweepStatus::Open | SweepStatus::Submitted) {
+            k.push(index::key(IndexTag::SweepsWork, Uuid::nil(), &[], self.id));
+        }
+        k
+    }
+}
+
+/// An event of the log (SPEC.md section 6). `data` is the resource as its REST read
+/// returns it at the time of the event.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Event {
+    /// `evt_` + ULID.
+    pub id: String,
+    pub project_id: Uuid,
+    pub sequence: u64,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub resource_id: String,
+    pub created_at: i64,
+    pub livemode: bool,
+    pub data: serde_json::Value,
+}
+
+/// The stored first answer to an idempotent request (DECISIONS.md section 2).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IdempotencyRecord {
+    /// SHA-256 of the request body, hex: a different body under the same key is a reuse.
+    pub request_hash: String,
+    pub status: u16,
+    pub body: String,
+    pub created_at: i64,
+}

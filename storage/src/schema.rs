@@ -1,0 +1,54 @@
+//! Every redb table of the appliance, in one place (STYLE.md habit 6).
+//!
+//! Keys are chosen so that the natural scan order is the list order: resource ids are UUID v7
+//! (time-ordered) stored as big-endian `u128`, so newest-first is a reverse range scan.
+//! Values are [`crate::codec`] encodings (a version byte, then JSON).
+//!
+//! ```text
+//! meta              <&str, &[u8]>          schema_version, pepper presence, sim heights ...
+//! projects          <u128, &[u8]>          project id -> Project
+//! api_keys          <u128, &[u8]>          key id -> ApiKey
+//! customers         <u128, &[u8]>          customer id -> Customer
+//! wallets           <u128, &[u8]>          wallet id -> Wallet
+//! deposits          <u128, &[u8]>          deposit id -> Deposit
+//! payouts           <u128, &[u8]>          payout id -> Payout
+//! sweeps            <u128, &[u8]>          sweep id -> Sweep
+//! unique            <&[u8], u128>          unique secondary key -> row id (see index.rs)
+//! index             <&[u8], ()>            tag ‖ project ‖ value ‖ row id  (list filters)
+//! accounts          <&[u8], (u128, u128)>  ledger account key -> (debits, credits) posted
+//! journal           <u128, &[u8]>          entry id (UUID v7) -> JournalEntry
+//! events            <(u128, u64), &[u8]>   (project, sequence) -> Event
+//! event_ids         <u128, (u128, u64)>    event ULID -> (project, sequence)
+//! sequences         <u128, u64>            project -> last event sequence
+//! idempotency       <&[u8], &[u8]>         project ‖ method ‖ path ‖ key -> IdempotencyRecord
+//! idempotency_exp   <&[u8], ()>            created_at_us (BE) ‖ idempotency key bytes
+//! holdings          <&[u8], u128>          wallet ‖ asset -> atomic amount on the address per ledger
+//! sim_balances      <&[u8], u128>          chain ‖ address ‖ asset -> simulated on-chain balance
+//! address_quota     <(u128, u32), u32>     (project, UTC day number) -> addresses issued
+//! ```
+
+use redb::TableDefinition;
+
+pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+pub const PROJECTS: TableDefinition<u128, &[u8]> = TableDefinition::new("projects");
+pub const API_KEYS: TableDefinition<u128, &[u8]> = TableDefinition::new("api_keys");
+pub const CUSTOMERS: TableDefinition<u128, &[u8]> = TableDefinition::new("customers");
+pub const WALLETS: TableDefinition<u128, &[u8]> = TableDefinition::new("wallets");
+pub const DEPOSITS: TableDefinition<u128, &[u8]> = TableDefinition::new("deposits");
+pub const PAYOUTS: TableDefinition<u128, &[u8]> = TableDefinition::new("payouts");
+pub const SWEEPS: TableDefinition<u128, &[u8]> = TableDefinition::new("sweeps");
+pub const UNIQUE: TableDefinition<&[u8], u128> = TableDefinition::new("unique");
+pub const INDEX: TableDefinition<&[u8], ()> = TableDefinition::new("index");
+pub const ACCOUNTS: TableDefinition<&[u8], (u128, u128)> = TableDefinition::new("accounts");
+pub const JOURNAL: TableDefinition<u128, &[u8]> = TableDefinition::new("journal");
+pub const EVENTS: TableDefinition<(u128, u64), &[u8]> = TableDefinition::new("events");
+pub const EVENT_IDS: TableDefinition<u128, (u128, u64)> = TableDefinition::new("event_ids");
+pub const SEQUENCES: TableDefinition<u128, u64> = TableDefinition::new("sequences");
+pub const IDEMPOTENCY: TableDefinition<&[u8], &[u8]> = TableDefinition::new("idempotency");
+pub const IDEMPOTENCY_EXP: TableDefinition<&[u8], ()> = TableDefinition::new("idempotency_exp");
+pub const HOLDINGS: TableDefinition<&[u8], u128> = TableDefinition::new("holdings");
+pub const SIM_BALANCES: TableDefinition<&[u8], u128> = TableDefinition::new("sim_balances");
+pub const ADDRESS_QUOTA: TableDefinition<(u128, u32), u32> = TableDefinition::new("address_quota");
+
+/// Current layout version, stored under `meta["schema_version"]`.
+pub const SCHEMA_VERSION: u32 = 1;

@@ -1,0 +1,158 @@
+//! `appliance verify`: recomputes the ledger from the journal and checks every invariant.
+
+use std::collections::BTreeMap;
+
+use redb::ReadableTable;
+use uuid::Uuid;
+
+use crate::codec::decode;
+use crate::ledger::{self, Account, AccountKind, Balance, JournalEntry};
+use crate::records::{Deposit, DepositStatus, Row, Wallet};
+use crate::schema::*;
+use crate::{ReadCtx, ReadOps, Reader, StoreError};
+
+/// What `verify` found.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub journal_entries: u64,
+    pub accounts: u64,
+    pub events: u64,
+    pub rows_checked: u64,
+    /// Human-readable descriptions of every violation; empty means all invariants hold.
+    pub violations: Vec<String>,
+}
+
+/// Checks: each journal entry balances; account totals equal the replayed journal; the sum
+/// of debits minus credits per (project, chain, asset) is zero; no `available` or `locked`
+/// account is negative; every index entry points at a row that lists it; confirmed deposits
+/// carry their ledger entry; per-wallet holdings add up to the `deposits` account; event
+/// sequences are contiguous from 1 per project.
+pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
+    let mut rep = Report::default();
+    let mut replay: BTreeMap<Account, Balance> = BTreeMap::new();
+    let journal = ctx.open(JOURNAL)?;
+    for e in journal.iter()? {
+        let (_, v) = e?;
+        let entry: JournalEntry = decode(v.value())?;
+        rep.journal_entries += 1;
+        if let Err(err) = ledger::check_balanced(&entry) {
+            rep.violations.push(format!("journal entry {} does not balance: {err}", entry.id));
+        }
+        for p in &entry.postings {
+            let b = replay.entry(p.account.clone()).or_default();
+            b.debits = b.debits.saturating_add(p.debit);
+            b.credits = b.credits.saturating_add(p.credit);
+        }
+    }
+    let accounts = ctx.open(ACCOUNTS)?;
+    let mut stored: BTreeMap<Account, Balance> = BTreeMap::new();
+    for e in accounts.iter()? {
+        let (k, v) = e?;
+        rep.accounts += 1;
+        let Some(a) = Account::from_key(k.value()) else {
+            rep.violations.push("malformed account key".into());
+            continue;
+        };
+        let (debits, credits) = v.value();
+        stored.insert(a, Balance { debits, credits });
+    }
+    for (a, b) in &stored {
+        let r = replay.get(a).copied().unwrap_or_default();
+        if r != *b {
+            rep.violations.push(format!("account {a:?} holds {b:?} but the journal gives {r:?}"));
+        }
+        if a.kind.is_credit_normal() && b.debits > b.credits {
+            rep.violations.push(format!("account {a:?} is negative"));
+        }
+    }
+    for a in replay.keys() {
+        if !stored.contains_key(a) {
+            rep.violations.push(format!("journal posts to missing account {a:?}"));
+        }
+    }
+    let mut sums: BTreeMap<(Uuid, String, String), i128> = BTreeMap::new();
+    let mut deposits_acct: BTreeMap<(Uuid, String, String), u128> = BTreeMap::new();
+    for (a, b) in &stored {
+        *sums.entry((a.project_id, a.chain.clone(), a.asset.clone())).or_default() +=
+            b.debits as i128 - b.credits as i128;
+        if a.kind == AccountKind::Deposits {
+            deposits_acct.insert((a.project_id, a.chain.clone(), a.asset.clone()), b.debits.saturating_sub(b.credits));
+        }
+    }
+    for (k, s) in sums {
+        if s != 0 {
+            rep.violations.push(format!("accounts of {k:?} sum to {s}, not zero"));
+        }
+    }
+
+    // Holdings per wallet add up to each project's deposits account.
+    let mut holdings: BTreeMap<(Uuid, String, String), u128> = BTreeMap::new();
+    let hold = ctx.open(HOLDINGS)?;
+    for e in hold.iter()? {
+        let (k, v) = e?;
+        let kb = k.value();
+        let wallet = Uuid::from_slice(&kb[..16]).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let asset = String::from_utf8_lossy(&kb[16..]).to_string();
+        match ctx.get::<Wallet>(wallet)? {
+            Some(w) => *holdings.entry((w.project_id, w.chain, asset)).or_default() += v.value(),
+            None => rep.violations.push(format!("holding for missing wallet {wallet}")),
+        }
+    }
+    for (k, h) in &holdings {
+        let d = deposits_acct.get(k).copied().unwrap_or(0);
+        if *h != d {
+            rep.violations.push(format!("holdings of {k:?} total {h} but the deposits account holds {d}"));
+        }
+    }
+    for (k, d) in &deposits_acct {
+        if *d != 0 && !holdings.contains_key(k) {
+            rep.violations.push(format!("deposits account {k:?} holds {d} with no wallet holdings"));
+        }
+    }
+
+    // Deposits: confirmed ones carry a journal entry that exists.
+    let deposits = ctx.open(DEPOSITS)?;
+    for e in deposits.iter()? {
+        let (_, v) = e?;
+        let d: Deposit = decode(v.value())?;
+        rep.rows_checked += 1;
+        if matches!(d.status, DepositStatus::Confirmed | DepositStatus::Orphaned) {
+            match d.ledger_tx_id {
+                Some(id) if ctx.journal_entry(id)?.is_some() => {}
+                _ => rep.violations.push(format!("deposit {} is {:?} without its ledger entry", d.id, d.status)),
+            }
+        }
+        check_indexed(ctx, &d, &mut rep)?;
+    }
+
+    // Event sequences contiguous per project.
+    let events = ctx.open(EVENTS)?;
+    let mut last: BTreeMap<u128, u64> = BTreeMap::new();
+    for e in events.iter()? {
+        let (k, _) = e?;
+        let (p, seq) = k.value();
+        rep.events += 1;
+        let prev = last.insert(p, seq).unwrap_or(0);
+        if seq != prev + 1 {
+            rep.violations.push(format!("project {} event sequence jumps from {prev} to {seq}", Uuid::from_u128(p)));
+        }
+    }
+    let seqs = ctx.open(SEQUENCES)?;
+    for (p, seq) in &last {
+        let stored = seqs.get(*p)?.map(|g| g.value()).unwrap_or(0);
+        if stored != *seq {
+            rep.violations.push(format!("project {} sequence counter {stored} but last event {seq}", Uuid::from_u128(*p)));
+        }
+    }
+    Ok(rep)
+}
+
+fn check_indexed<R: Row>(ctx: &ReadCtx, row: &R, rep: &mut Report) -> Result<(), StoreError> {
+    let idx = ctx.open(INDEX)?;
+    for k in row.index_keys() {
+        if idx.get(k.as_slice())?.is_none() {
+            rep.violations.push(format!("row {} is missing an index entry", row.id()));
+        }
+    }
+    Ok(())
+}
