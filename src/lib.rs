@@ -1,1 +1,19 @@
+//! The appliance: a self-hosted, multi-tenant custodial wallet and payments service.
+//!
+//! `main.rs` only parses the command line ([`cli`]); everything else lives here:
+//! configuration ([`config`]), the HTTP API ([`api`]), business rules ([`services`]),
+//! background workers ([`workers`]), the operator socket ([`operator`]) and the server
+//! wiring ([`server`]). Storage, chains and signing are crates of their own.
 
+pub mod api;
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod operator;
+pub mod registry;
+pub mod server;
+pub mod services;
+pub mod state;
+pub mod views;
+pub mod workers;

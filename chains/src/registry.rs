@@ -237,7 +237,11 @@ pub static CHAINS: &[ChainInfo] = &[
         "Base",
         8453,
         native("ETH", "Ether", 18),
-        &[token("USDC", 6, "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913")],
+        &[token(
+            "USDC",
+            6,
+            "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+        )],
         20,
         "https://basescan.org",
         ChainStatus::Live,
@@ -420,8 +424,21 @@ mod tests {
     #[test]
     fn every_spec_chain_is_listed_once() {
         let ids = [
-            "ethereum", "bsc", "polygon", "arbitrum", "base", "avalanche", "tron", "solana",
-            "ton", "bitcoin", "dogecoin", "optimism", "linea", "zksync", "scroll",
+            "ethereum",
+            "bsc",
+            "polygon",
+            "arbitrum",
+            "base",
+            "avalanche",
+            "tron",
+            "solana",
+            "ton",
+            "bitcoin",
+            "dogecoin",
+            "optimism",
+            "linea",
+            "zksync",
+            "scroll",
         ];
         assert_eq!(CHAINS.len(), ids.len());
         for id in ids {

@@ -149,7 +149,9 @@ pub trait ReadOps: Reader {
             let (k, _) = entry?;
             let id = index::id_of(k.value());
             let Some(v) = rows.get(id.as_u128())? else {
-                return Err(StoreError::Corrupt(format!("index points at missing row {id}")));
+                return Err(StoreError::Corrupt(format!(
+                    "index points at missing row {id}"
+                )));
             };
             let r: R = decode(v.value())?;
             if keep(&r) {
@@ -190,7 +192,11 @@ pub trait ReadOps: Reader {
     }
 
     /// Every account of one customer (nil: the project's own accounts).
-    fn accounts_of(&self, project: Uuid, customer: Uuid) -> Result<Vec<(Account, Balance)>, StoreError> {
+    fn accounts_of(
+        &self,
+        project: Uuid,
+        customer: Uuid,
+    ) -> Result<Vec<(Account, Balance)>, StoreError> {
         let t = self.open(ACCOUNTS)?;
         let prefix = Account::customer_prefix(project, customer);
         let end = index::prefix_end(&prefix);
@@ -214,11 +220,16 @@ pub trait ReadOps: Reader {
 
     /// An event by its `evt_` id, within `project`.
     fn event(&self, project: Uuid, id: &str) -> Result<Option<Event>, StoreError> {
-        let Some(ulid) = id.strip_prefix("evt_").and_then(|u| ulid::Ulid::from_string(u).ok()) else {
+        let Some(ulid) = id
+            .strip_prefix("evt_")
+            .and_then(|u| ulid::Ulid::from_string(u).ok())
+        else {
             return Ok(None);
         };
         let ids = self.open(EVENT_IDS)?;
-        let Some(loc) = ids.get(u128::from(ulid))? else { return Ok(None) };
+        let Some(loc) = ids.get(u128::from(ulid))? else {
+            return Ok(None);
+        };
         let (p, seq) = loc.value();
         if p != project.as_u128() {
             return Ok(None);
@@ -268,9 +279,17 @@ pub trait ReadOps: Reader {
             true
         };
         let indexed: Option<Vec<u8>> = if let Some(r) = resource_id {
-            Some(index::prefix(IndexTag::EventsByResource, project, &[r.as_bytes()]))
+            Some(index::prefix(
+                IndexTag::EventsByResource,
+                project,
+                &[r.as_bytes()],
+            ))
         } else if types.len() == 1 {
-            Some(index::prefix(IndexTag::EventsByType, project, &[types[0].as_bytes()]))
+            Some(index::prefix(
+                IndexTag::EventsByType,
+                project,
+                &[types[0].as_bytes()],
+            ))
         } else {
             None
         };
@@ -281,13 +300,18 @@ pub trait ReadOps: Reader {
             let mut hi_k = prefix.clone();
             hi_k.extend_from_slice(&hi.to_be_bytes());
             let range = t.range::<&[u8]>(lo_k.as_slice()..hi_k.as_slice())?;
-            let iter: Box<dyn Iterator<Item = _>> =
-                if ascending { Box::new(range) } else { Box::new(range.rev()) };
+            let iter: Box<dyn Iterator<Item = _>> = if ascending {
+                Box::new(range)
+            } else {
+                Box::new(range.rev())
+            };
             for e in iter {
                 let (k, _) = e?;
                 let kb = k.value();
                 let seq = u64::from_be_bytes(kb[kb.len() - 8..].try_into().unwrap_or([0; 8]));
-                let Some(ev) = self.event_at(project, seq)? else { continue };
+                let Some(ev) = self.event_at(project, seq)? else {
+                    continue;
+                };
                 if (types.is_empty() || types.contains(&ev.event_type)) && !push(ev, &mut items) {
                     break;
                 }
@@ -295,8 +319,11 @@ pub trait ReadOps: Reader {
         } else {
             let t = self.open(EVENTS)?;
             let range = t.range((p, lo)..(p, hi))?;
-            let iter: Box<dyn Iterator<Item = _>> =
-                if ascending { Box::new(range) } else { Box::new(range.rev()) };
+            let iter: Box<dyn Iterator<Item = _>> = if ascending {
+                Box::new(range)
+            } else {
+                Box::new(range.rev())
+            };
             for e in iter {
                 let (_, v) = e?;
                 let ev: Event = decode(v.value())?;
@@ -357,7 +384,11 @@ fn sim_key(chain: &str, address: &str, asset: &str) -> Vec<u8> {
     index::prefix(
         IndexTag::Projects,
         Uuid::nil(),
-        &[chain.as_bytes(), address.to_ascii_lowercase().as_bytes(), asset.as_bytes()],
+        &[
+            chain.as_bytes(),
+            address.to_ascii_lowercase().as_bytes(),
+            asset.as_bytes(),
+        ],
     )
 }
 
@@ -499,11 +530,23 @@ impl<'t> WriteCtx<'t> {
             drop(ids);
             let mut idx = self.txn.open_table(INDEX)?;
             idx.insert(
-                index::key_seq(IndexTag::EventsByType, project, &[event_type.as_bytes()], seq).as_slice(),
+                index::key_seq(
+                    IndexTag::EventsByType,
+                    project,
+                    &[event_type.as_bytes()],
+                    seq,
+                )
+                .as_slice(),
                 (),
             )?;
             idx.insert(
-                index::key_seq(IndexTag::EventsByResource, project, &[resource_id.as_bytes()], seq).as_slice(),
+                index::key_seq(
+                    IndexTag::EventsByResource,
+                    project,
+                    &[resource_id.as_bytes()],
+                    seq,
+                )
+                .as_slice(),
                 (),
             )?;
             Ok(ev)
@@ -514,7 +557,11 @@ impl<'t> WriteCtx<'t> {
     }
 
     /// Stores the first answer to an idempotent request.
-    pub fn idempotency_put(&mut self, key: &[u8], rec: &IdempotencyRecord) -> Result<(), StoreError> {
+    pub fn idempotency_put(
+        &mut self,
+        key: &[u8],
+        rec: &IdempotencyRecord,
+    ) -> Result<(), StoreError> {
         let r = (|| {
             let mut t = self.txn.open_table(IDEMPOTENCY)?;
             t.insert(key, encode(rec).as_slice())?;
@@ -552,8 +599,13 @@ impl<'t> WriteCtx<'t> {
         self.track(r)
     }
 
-    /// Adds `delta` (may be negative) to the ledger's holding of a deposit address.
-    pub fn holding_add(&mut self, wallet: Uuid, asset: &str, delta: i128) -> Result<u128, StoreError> {
+    /// Changes the ledger's holding of a deposit address.
+    pub fn holding_add(
+        &mut self,
+        wallet: Uuid,
+        asset: &str,
+        delta: Delta,
+    ) -> Result<u128, StoreError> {
         let cur = self.holding(wallet, asset)?;
         let next = apply_delta(cur, delta)?;
         let r = (|| {
@@ -564,8 +616,14 @@ impl<'t> WriteCtx<'t> {
         self.track(r)
     }
 
-    /// Adds `delta` to a simulated on-chain balance (test mode's chain state).
-    pub fn sim_balance_add(&mut self, chain: &str, address: &str, asset: &str, delta: i128) -> Result<u128, StoreError> {
+    /// Changes a simulated on-chain balance (test mode's chain state).
+    pub fn sim_balance_add(
+        &mut self,
+        chain: &str,
+        address: &str,
+        asset: &str,
+        delta: Delta,
+    ) -> Result<u128, StoreError> {
         let cur = self.sim_balance(chain, address, asset)?;
         let next = apply_delta(cur, delta)?;
         let r = (|| {
@@ -598,11 +656,34 @@ impl<'t> WriteCtx<'t> {
     }
 }
 
-fn apply_delta(cur: u128, delta: i128) -> Result<u128, StoreError> {
-    let next = if delta >= 0 {
-        cur.checked_add(delta as u128)
-    } else {
-        cur.checked_sub(delta.unsigned_abs())
-    };
-    next.ok_or_else(|| StoreError::Corrupt(format!("balance {cur} cannot take {delta}")))
+/// A change to an unsigned balance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delta {
+    Add(u128),
+    Sub(u128),
 }
+
+fn apply_delta(cur: u128, delta: Delta) -> Result<u128, StoreError> {
+    let next = match delta {
+        Delta::Add(a) => cur.checked_add(a),
+        Delta::Sub(a) => cur.checked_sub(a),
+    };
+    next.ok_or_else(|| StoreError::Corrupt(format!("balance {cur} cannot take {delta:?}")))
+}
+
+/// Whole-table reads, for start-up caches and operator listings.
+pub trait ScanOps: Reader {
+    /// Every row of a table, in id order.
+    fn all<R: Row>(&self) -> Result<Vec<R>, StoreError> {
+        let t = self.open(R::TABLE)?;
+        let mut out = Vec::new();
+        for e in t.iter()? {
+            let (_, v) = e?;
+            out.push(decode(v.value())?);
+        }
+        Ok(out)
+    }
+}
+
+impl ScanOps for ReadCtx {}
+impl ScanOps for WriteCtx<'_> {}

@@ -58,6 +58,8 @@ pub enum IndexTag {
     UniqueAddress = 104,
     /// Unique: chain ‖ tx hash ‖ log index -> deposit.
     UniqueDepositTx = 105,
+    /// Unique: wallet ‖ asset -> the sweep still `open` for it.
+    UniqueOpenSweep = 106,
 }
 
 /// Prefix of all index keys for `tag`, `project` and the given values.

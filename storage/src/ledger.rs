@@ -67,7 +67,13 @@ pub struct Account {
 }
 
 impl Account {
-    pub fn customer(project: Uuid, customer: Uuid, chain: &str, asset: &str, kind: AccountKind) -> Self {
+    pub fn customer(
+        project: Uuid,
+        customer: Uuid,
+        chain: &str,
+        asset: &str,
+        kind: AccountKind,
+    ) -> Self {
         Account {
             project_id: project,
             customer_id: customer,
@@ -110,16 +116,26 @@ impl Account {
         let customer_id = Uuid::from_slice(&k[16..32]).ok()?;
         let mut i = 32;
         let cl = *k.get(i)? as usize;
-        let chain = std::str::from_utf8(k.get(i + 1..i + 1 + cl)?).ok()?.to_string();
+        let chain = std::str::from_utf8(k.get(i + 1..i + 1 + cl)?)
+            .ok()?
+            .to_string();
         i += 1 + cl;
         let al = *k.get(i)? as usize;
-        let asset = std::str::from_utf8(k.get(i + 1..i + 1 + al)?).ok()?.to_string();
+        let asset = std::str::from_utf8(k.get(i + 1..i + 1 + al)?)
+            .ok()?
+            .to_string();
         i += 1 + al;
         let kind = AccountKind::from_u8(*k.get(i)?)?;
         if i + 1 != k.len() {
             return None;
         }
-        Some(Account { project_id, customer_id, chain, asset, kind })
+        Some(Account {
+            project_id,
+            customer_id,
+            chain,
+            asset,
+            kind,
+        })
     }
 }
 
@@ -133,10 +149,18 @@ pub struct Posting {
 
 impl Posting {
     pub fn debit(account: Account, amount: u128) -> Self {
-        Posting { account, debit: amount, credit: 0 }
+        Posting {
+            account,
+            debit: amount,
+            credit: 0,
+        }
     }
     pub fn credit(account: Account, amount: u128) -> Self {
-        Posting { account, debit: 0, credit: amount }
+        Posting {
+            account,
+            debit: 0,
+            credit: amount,
+        }
     }
 }
 
@@ -191,11 +215,22 @@ pub enum LedgerError {
     #[error("posting must have exactly one non-zero side")]
     BadPosting,
     #[error("postings for {chain}/{asset} do not balance: debits {debits}, credits {credits}")]
-    Unbalanced { chain: String, asset: String, debits: u128, credits: u128 },
+    Unbalanced {
+        chain: String,
+        asset: String,
+        debits: u128,
+        credits: u128,
+    },
     #[error("account totals overflow")]
     Overflow,
     #[error("{kind:?} balance would go negative for {chain}/{asset}: have {have}, need {need}")]
-    Insufficient { chain: String, asset: String, kind: AccountKind, have: u128, need: u128 },
+    Insufficient {
+        chain: String,
+        asset: String,
+        kind: AccountKind,
+        have: u128,
+        need: u128,
+    },
 }
 
 /// Checks an entry's shape: non-empty, one side per posting, balanced per asset.
@@ -208,7 +243,9 @@ pub fn check_balanced(entry: &JournalEntry) -> Result<(), LedgerError> {
         if (p.debit == 0) == (p.credit == 0) {
             return Err(LedgerError::BadPosting);
         }
-        let s = sums.entry((&p.account.chain, &p.account.asset)).or_default();
+        let s = sums
+            .entry((&p.account.chain, &p.account.asset))
+            .or_default();
         s.0 = s.0.checked_add(p.debit).ok_or(LedgerError::Overflow)?;
         s.1 = s.1.checked_add(p.credit).ok_or(LedgerError::Overflow)?;
     }
@@ -236,7 +273,10 @@ pub fn apply(
     for p in &entry.postings {
         let b = balances.entry(p.account.clone()).or_default();
         b.debits = b.debits.checked_add(p.debit).ok_or(LedgerError::Overflow)?;
-        b.credits = b.credits.checked_add(p.credit).ok_or(LedgerError::Overflow)?;
+        b.credits = b
+            .credits
+            .checked_add(p.credit)
+            .ok_or(LedgerError::Overflow)?;
     }
     for p in &entry.postings {
         let b = balances[&p.account];
@@ -260,7 +300,11 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn acct(c: u8, kind: AccountKind) -> Account {
-        let cust = if c == 0 { Uuid::nil() } else { Uuid::from_u128(c as u128) };
+        let cust = if c == 0 {
+            Uuid::nil()
+        } else {
+            Uuid::from_u128(c as u128)
+        };
         Account::customer(Uuid::from_u128(1), cust, "ethereum", "USDT", kind)
     }
 
@@ -268,7 +312,9 @@ mod tests {
     fn account_key_round_trips() {
         let a = acct(7, AccountKind::Locked);
         assert_eq!(Account::from_key(&a.key()), Some(a.clone()));
-        assert!(a.key().starts_with(&Account::customer_prefix(a.project_id, a.customer_id)));
+        assert!(a
+            .key()
+            .starts_with(&Account::customer_prefix(a.project_id, a.customer_id)));
     }
 
     #[test]
@@ -284,7 +330,10 @@ mod tests {
                 Posting::credit(acct(1, AccountKind::Available), 4),
             ],
         };
-        assert!(matches!(check_balanced(&e), Err(LedgerError::Unbalanced { .. })));
+        assert!(matches!(
+            check_balanced(&e),
+            Err(LedgerError::Unbalanced { .. })
+        ));
     }
 
     /// One step of a random workload over a few customers.

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use redb::{Database, Durability, ReadableDatabase};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-pub use ctx::{Page, ReadCtx, ReadOps, Reader, WriteCtx};
+pub use ctx::{Delta, Page, ReadCtx, ReadOps, Reader, ScanOps, WriteCtx};
 
 /// Errors of the store itself (never a business rule).
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +93,11 @@ pub struct StoreOptions {
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { cache_size_bytes: 256 << 20, quick_repair: false, max_batch: 512 }
+        StoreOptions {
+            cache_size_bytes: 256 << 20,
+            quick_repair: false,
+            max_batch: 512,
+        }
     }
 }
 
@@ -130,7 +134,10 @@ impl Store {
         let mut builder = Database::builder();
         builder.set_cache_size(opts.cache_size_bytes);
         builder.set_repair_callback(|s| {
-            tracing::warn!(progress = s.progress(), "repairing store after unclean shutdown");
+            tracing::warn!(
+                progress = s.progress(),
+                "repairing store after unclean shutdown"
+            );
         });
         let db = match builder.create(path) {
             Ok(db) => db,
@@ -160,7 +167,8 @@ impl Store {
         E: Send + 'static,
     {
         let rx = self.submit(f).await?;
-        rx.await.unwrap_or_else(|_| Err(WriteError::Store(Arc::new(StoreError::WriterGone))))
+        rx.await
+            .unwrap_or_else(|_| Err(WriteError::Store(Arc::new(StoreError::WriterGone))))
     }
 
     /// Blocking twin of [`Store::write`] for threads outside the async runtime (CLI).
@@ -178,7 +186,10 @@ impl Store {
             .unwrap_or_else(|_| Err(WriteError::Store(Arc::new(StoreError::WriterGone))))
     }
 
-    async fn submit<T, E, F>(&self, f: F) -> Result<oneshot::Receiver<Result<T, WriteError<E>>>, WriteError<E>>
+    async fn submit<T, E, F>(
+        &self,
+        f: F,
+    ) -> Result<oneshot::Receiver<Result<T, WriteError<E>>>, WriteError<E>>
     where
         F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<T, E> + Send + 'static,
         T: Send + 'static,
@@ -208,7 +219,10 @@ impl Store {
     }
 
     /// Blocking twin of [`Store::read`].
-    pub fn read_blocking<T>(&self, f: impl FnOnce(&ReadCtx) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    pub fn read_blocking<T>(
+        &self,
+        f: impl FnOnce(&ReadCtx) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let ctx = ReadCtx::new(self.db.begin_read()?);
         f(&ctx)
     }
@@ -249,19 +263,23 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
     {
         use redb::ReadableTable;
         let mut meta = txn.open_table(schema::META)?;
-        let found = meta
-            .get("schema_version")?
-            .map(|v| {
-                let b = v.value();
-                u32::from_be_bytes(b.try_into().unwrap_or([0; 4]))
-            });
+        let found = meta.get("schema_version")?.map(|v| {
+            let b = v.value();
+            u32::from_be_bytes(b.try_into().unwrap_or([0; 4]))
+        });
         match found {
             Some(v) if v > schema::SCHEMA_VERSION => {
-                return Err(StoreError::SchemaTooNew { found: v, supported: schema::SCHEMA_VERSION })
+                return Err(StoreError::SchemaTooNew {
+                    found: v,
+                    supported: schema::SCHEMA_VERSION,
+                })
             }
             // Migrations from older versions go here, in order.
             _ => {
-                meta.insert("schema_version", schema::SCHEMA_VERSION.to_be_bytes().as_slice())?;
+                meta.insert(
+                    "schema_version",
+                    schema::SCHEMA_VERSION.to_be_bytes().as_slice(),
+                )?;
             }
         }
     }

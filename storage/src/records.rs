@@ -213,10 +213,20 @@ impl Row for Customer {
     fn index_keys(&self) -> Vec<Vec<u8>> {
         let mut k = vec![
             index::key(IndexTag::Customers, self.project_id, &[], self.id),
-            index::key(IndexTag::CustomersByStatus, self.project_id, &[self.status.as_bytes()], self.id),
+            index::key(
+                IndexTag::CustomersByStatus,
+                self.project_id,
+                &[self.status.as_bytes()],
+                self.id,
+            ),
         ];
         if let Some(r) = &self.reference_id {
-            k.push(index::key(IndexTag::CustomersByRef, self.project_id, &[r.as_bytes()], self.id));
+            k.push(index::key(
+                IndexTag::CustomersByRef,
+                self.project_id,
+                &[r.as_bytes()],
+                self.id,
+            ));
         }
         k
     }
@@ -247,8 +257,18 @@ impl Row for Wallet {
         let p = self.project_id;
         vec![
             index::key(IndexTag::Wallets, p, &[], self.id),
-            index::key(IndexTag::WalletsByCustomer, p, &[self.customer_id.as_bytes()], self.id),
-            index::key(IndexTag::WalletsByChain, p, &[self.chain.as_bytes()], self.id),
+            index::key(
+                IndexTag::WalletsByCustomer,
+                p,
+                &[self.customer_id.as_bytes()],
+                self.id,
+            ),
+            index::key(
+                IndexTag::WalletsByChain,
+                p,
+                &[self.chain.as_bytes()],
+                self.id,
+            ),
         ]
     }
 }
@@ -324,14 +344,39 @@ impl Row for Deposit {
         let p = self.project_id;
         let mut k = vec![
             index::key(IndexTag::Deposits, p, &[], self.id),
-            index::key(IndexTag::DepositsByCustomer, p, &[self.customer_id.as_bytes()], self.id),
-            index::key(IndexTag::DepositsByWallet, p, &[self.wallet_id.as_bytes()], self.id),
-            index::key(IndexTag::DepositsByChain, p, &[self.chain.as_bytes()], self.id),
-            index::key(IndexTag::DepositsByStatus, p, &[self.status.as_str().as_bytes()], self.id),
+            index::key(
+                IndexTag::DepositsByCustomer,
+                p,
+                &[self.customer_id.as_bytes()],
+                self.id,
+            ),
+            index::key(
+                IndexTag::DepositsByWallet,
+                p,
+                &[self.wallet_id.as_bytes()],
+                self.id,
+            ),
+            index::key(
+                IndexTag::DepositsByChain,
+                p,
+                &[self.chain.as_bytes()],
+                self.id,
+            ),
+            index::key(
+                IndexTag::DepositsByStatus,
+                p,
+                &[self.status.as_str().as_bytes()],
+                self.id,
+            ),
         ];
         if self.status == DepositStatus::Detected {
             // Global work queue of the confirmation clock (project nil: all projects).
-            k.push(index::key(IndexTag::DepositsPending, Uuid::nil(), &[], self.id));
+            k.push(index::key(
+                IndexTag::DepositsPending,
+                Uuid::nil(),
+                &[],
+                self.id,
+            ));
         }
         k
     }
@@ -410,6 +455,9 @@ pub struct Payout {
     pub amount_usd_cents: Option<u64>,
     pub created_by_key: Uuid,
     pub approved_by_key: Option<Uuid>,
+    /// Simulated/real block height when the payout entered `queued`.
+    #[serde(default)]
+    pub queued_block: Option<u64>,
     pub submitted_block: Option<u64>,
     pub created_at: i64,
     pub updated_at: i64,
@@ -427,19 +475,42 @@ impl Row for Payout {
         let p = self.project_id;
         let mut k = vec![
             index::key(IndexTag::Payouts, p, &[], self.id),
-            index::key(IndexTag::PayoutsByChain, p, &[self.chain.as_bytes()], self.id),
-            index::key(IndexTag::PayoutsByStatus, p, &[self.status.as_str().as_bytes()], self.id),
+            index::key(
+                IndexTag::PayoutsByChain,
+                p,
+                &[self.chain.as_bytes()],
+                self.id,
+            ),
+            index::key(
+                IndexTag::PayoutsByStatus,
+                p,
+                &[self.status.as_str().as_bytes()],
+                self.id,
+            ),
         ];
         if let Some(c) = self.customer_id {
-            k.push(index::key(IndexTag::PayoutsByCustomer, p, &[c.as_bytes()], self.id));
+            k.push(index::key(
+                IndexTag::PayoutsByCustomer,
+                p,
+                &[c.as_bytes()],
+                self.id,
+            ));
         }
         if let Some(r) = &self.reference {
-            k.push(index::key(IndexTag::PayoutsByReference, p, &[r.as_bytes()], self.id));
+            k.push(index::key(
+                IndexTag::PayoutsByReference,
+                p,
+                &[r.as_bytes()],
+                self.id,
+            ));
         }
         if self.status.is_open() {
             k.push(index::key(IndexTag::PayoutsOpen, p, &[], self.id));
         }
-        if matches!(self.status, PayoutStatus::Queued | PayoutStatus::Signing | PayoutStatus::Submitted) {
+        if matches!(
+            self.status,
+            PayoutStatus::Queued | PayoutStatus::Signing | PayoutStatus::Submitted
+        ) {
             k.push(index::key(IndexTag::PayoutsWork, Uuid::nil(), &[], self.id));
         }
         k
@@ -491,6 +562,9 @@ pub struct Sweep {
     pub status: SweepStatus,
     pub skip_reason: Option<String>,
     pub tx_hash: Option<String>,
+    /// Block height when the sweep was opened.
+    #[serde(default)]
+    pub open_block: Option<u64>,
     pub submitted_block: Option<u64>,
     pub created_at: i64,
     pub updated_at: i64,
@@ -508,8 +582,18 @@ impl Row for Sweep {
         let p = self.project_id;
         let mut k = vec![
             index::key(IndexTag::Sweeps, p, &[], self.id),
-            index::key(IndexTag::SweepsByWallet, p, &[self.wallet_id.as_bytes()], self.id),
-            index::key(IndexTag::SweepsByStatus, p, &[self.status.as_str().as_bytes()], self.id),
+            index::key(
+                IndexTag::SweepsByWallet,
+                p,
+                &[self.wallet_id.as_bytes()],
+                self.id,
+            ),
+            index::key(
+                IndexTag::SweepsByStatus,
+                p,
+                &[self.status.as_str().as_bytes()],
+                self.id,
+            ),
         ];
         if matches!(self.status, SweepStatus::Open | SweepStatus::Submitted) {
             k.push(index::key(IndexTag::SweepsWork, Uuid::nil(), &[], self.id));

@@ -36,7 +36,10 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
         let entry: JournalEntry = decode(v.value())?;
         rep.journal_entries += 1;
         if let Err(err) = ledger::check_balanced(&entry) {
-            rep.violations.push(format!("journal entry {} does not balance: {err}", entry.id));
+            rep.violations.push(format!(
+                "journal entry {} does not balance: {err}",
+                entry.id
+            ));
         }
         for p in &entry.postings {
             let b = replay.entry(p.account.clone()).or_default();
@@ -59,7 +62,9 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
     for (a, b) in &stored {
         let r = replay.get(a).copied().unwrap_or_default();
         if r != *b {
-            rep.violations.push(format!("account {a:?} holds {b:?} but the journal gives {r:?}"));
+            rep.violations.push(format!(
+                "account {a:?} holds {b:?} but the journal gives {r:?}"
+            ));
         }
         if a.kind.is_credit_normal() && b.debits > b.credits {
             rep.violations.push(format!("account {a:?} is negative"));
@@ -67,21 +72,27 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
     }
     for a in replay.keys() {
         if !stored.contains_key(a) {
-            rep.violations.push(format!("journal posts to missing account {a:?}"));
+            rep.violations
+                .push(format!("journal posts to missing account {a:?}"));
         }
     }
     let mut sums: BTreeMap<(Uuid, String, String), i128> = BTreeMap::new();
     let mut deposits_acct: BTreeMap<(Uuid, String, String), u128> = BTreeMap::new();
     for (a, b) in &stored {
-        *sums.entry((a.project_id, a.chain.clone(), a.asset.clone())).or_default() +=
-            b.debits as i128 - b.credits as i128;
+        *sums
+            .entry((a.project_id, a.chain.clone(), a.asset.clone()))
+            .or_default() += b.debits as i128 - b.credits as i128;
         if a.kind == AccountKind::Deposits {
-            deposits_acct.insert((a.project_id, a.chain.clone(), a.asset.clone()), b.debits.saturating_sub(b.credits));
+            deposits_acct.insert(
+                (a.project_id, a.chain.clone(), a.asset.clone()),
+                b.debits.saturating_sub(b.credits),
+            );
         }
     }
     for (k, s) in sums {
         if s != 0 {
-            rep.violations.push(format!("accounts of {k:?} sum to {s}, not zero"));
+            rep.violations
+                .push(format!("accounts of {k:?} sum to {s}, not zero"));
         }
     }
 
@@ -95,18 +106,24 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
         let asset = String::from_utf8_lossy(&kb[16..]).to_string();
         match ctx.get::<Wallet>(wallet)? {
             Some(w) => *holdings.entry((w.project_id, w.chain, asset)).or_default() += v.value(),
-            None => rep.violations.push(format!("holding for missing wallet {wallet}")),
+            None => rep
+                .violations
+                .push(format!("holding for missing wallet {wallet}")),
         }
     }
     for (k, h) in &holdings {
         let d = deposits_acct.get(k).copied().unwrap_or(0);
         if *h != d {
-            rep.violations.push(format!("holdings of {k:?} total {h} but the deposits account holds {d}"));
+            rep.violations.push(format!(
+                "holdings of {k:?} total {h} but the deposits account holds {d}"
+            ));
         }
     }
     for (k, d) in &deposits_acct {
         if *d != 0 && !holdings.contains_key(k) {
-            rep.violations.push(format!("deposits account {k:?} holds {d} with no wallet holdings"));
+            rep.violations.push(format!(
+                "deposits account {k:?} holds {d} with no wallet holdings"
+            ));
         }
     }
 
@@ -119,7 +136,10 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
         if matches!(d.status, DepositStatus::Confirmed | DepositStatus::Orphaned) {
             match d.ledger_tx_id {
                 Some(id) if ctx.journal_entry(id)?.is_some() => {}
-                _ => rep.violations.push(format!("deposit {} is {:?} without its ledger entry", d.id, d.status)),
+                _ => rep.violations.push(format!(
+                    "deposit {} is {:?} without its ledger entry",
+                    d.id, d.status
+                )),
             }
         }
         check_indexed(ctx, &d, &mut rep)?;
@@ -134,14 +154,20 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
         rep.events += 1;
         let prev = last.insert(p, seq).unwrap_or(0);
         if seq != prev + 1 {
-            rep.violations.push(format!("project {} event sequence jumps from {prev} to {seq}", Uuid::from_u128(p)));
+            rep.violations.push(format!(
+                "project {} event sequence jumps from {prev} to {seq}",
+                Uuid::from_u128(p)
+            ));
         }
     }
     let seqs = ctx.open(SEQUENCES)?;
     for (p, seq) in &last {
         let stored = seqs.get(*p)?.map(|g| g.value()).unwrap_or(0);
         if stored != *seq {
-            rep.violations.push(format!("project {} sequence counter {stored} but last event {seq}", Uuid::from_u128(*p)));
+            rep.violations.push(format!(
+                "project {} sequence counter {stored} but last event {seq}",
+                Uuid::from_u128(*p)
+            ));
         }
     }
     Ok(rep)
@@ -151,7 +177,8 @@ fn check_indexed<R: Row>(ctx: &ReadCtx, row: &R, rep: &mut Report) -> Result<(),
     let idx = ctx.open(INDEX)?;
     for k in row.index_keys() {
         if idx.get(k.as_slice())?.is_none() {
-            rep.violations.push(format!("row {} is missing an index entry", row.id()));
+            rep.violations
+                .push(format!("row {} is missing an index entry", row.id()));
         }
     }
     Ok(())

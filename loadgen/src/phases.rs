@@ -1,0 +1,409 @@
+//! The load phases and the concurrent runner that drives them.
+//!
+//! A phase is one kind of traffic (SPEC.md section 4): [`Phase::Customers`] creates customers,
+//! [`Phase::Wallets`] gives them Ethereum deposit addresses, [`Phase::Deposits`] credits them
+//! through simulated test deposits, [`Phase::Payouts`] spends from the credited ones and
+//! [`Phase::Reads`] mixes fetches, balances, deposit lists and pings. Each phase runs
+//! `clients` concurrent tasks, each with its own keep-alive connection, until a deadline or a
+//! request count is reached ([`Limit`]). Ids produced by one phase feed the next ([`Pools`]);
+//! when a phase is run without its predecessors, [`Runner::prepare`] seeds what it needs with
+//! a few untimed, unreported requests.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use clap::ValueEnum;
+use hyper::Method;
+
+use crate::client::{Conn, Outcome, Req, Rng, Stats, Target};
+
+/// One kind of traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Phase {
+    /// `POST /v1/customers` with a unique `reference_id` (wallet key); 201 expected.
+    Customers,
+    /// `POST /v1/wallets` on `ethereum` for the customers created so far (wallet key); 201,
+    /// or 200 once every customer has its address and the phase wraps around.
+    Wallets,
+    /// `POST /v1/test/deposits`, 100 USDT (6 decimals) confirmed at once (wallet key); 201.
+    Deposits,
+    /// `POST /v1/payouts` of 0.001 USDT from a credited customer (payout key, a fresh
+    /// `Idempotency-Key` each); 202.
+    Payouts,
+    /// An even mix of `GET /v1/customers/{id}`, `GET /v1/customers/{id}/balances`,
+    /// `GET /v1/deposits?limit=10` and `GET /v1/ping` (wallet key); 200.
+    Reads,
+}
+
+impl Phase {
+    /// Lower-case name, as on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Customers => "customers",
+            Phase::Wallets => "wallets",
+            Phase::Deposits => "deposits",
+            Phase::Payouts => "payouts",
+            Phase::Reads => "reads",
+        }
+    }
+}
+
+/// When a phase stops.
+#[derive(Clone, Copy, Debug)]
+pub enum Limit {
+    /// Start no request after this long.
+    Time(Duration),
+    /// Send exactly this many requests (split among the clients as they go).
+    Count(u64),
+}
+
+/// Payout destination: a valid EIP-55 address that the appliance does not custody.
+const PAYOUT_TO: &str = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed";
+
+/// Endpoint labels (method + route template) under which figures are reported.
+const CREATE_CUSTOMER: &str = "POST /v1/customers";
+const CREATE_WALLET: &str = "POST /v1/wallets";
+const TEST_DEPOSIT: &str = "POST /v1/test/deposits";
+const CREATE_PAYOUT: &str = "POST /v1/payouts";
+const GET_CUSTOMER: &str = "GET /v1/customers/{id}";
+const GET_BALANCES: &str = "GET /v1/customers/{id}/balances";
+const LIST_DEPOSITS: &str = "GET /v1/deposits?limit=10";
+const PING: &str = "GET /v1/ping";
+
+/// What every client needs to reach the server.
+pub struct Setup {
+    pub target: Target,
+    pub wallet_token: String,
+    pub payout_token: String,
+    /// Concurrent clients (= connections).
+    pub clients: usize,
+    /// Bound on one request, send to last body byte.
+    pub request_timeout: Duration,
+}
+
+/// Customer ids gathered so far.
+#[derive(Default)]
+pub struct Pools {
+    /// Customers created (`POST /v1/customers` answered 2xx with an `id`).
+    pub customers: Vec<String>,
+    /// Customers holding an Ethereum address.
+    pub with_wallet: Vec<String>,
+    /// Customers credited by at least one confirmed test deposit.
+    pub funded: Vec<String>,
+}
+
+/// The figures of one phase.
+pub struct PhaseResult {
+    pub phase: Phase,
+    /// From the first request's start until the last client finished.
+    pub elapsed: Duration,
+    pub stats: Stats,
+}
+
+/// Hands out request sequence numbers until the phase's limit is reached.
+struct Budget {
+    deadline: Option<Instant>,
+    max: Option<u64>,
+    next: AtomicU64,
+    /// Successful requests so far, for progress reports.
+    succeeded: AtomicU64,
+}
+
+impl Budget {
+    fn new(limit: Limit) -> Self {
+        let (deadline, max) = match limit {
+            Limit::Time(d) => (Some(Instant::now() + d), None),
+            Limit::Count(n) => (None, Some(n)),
+        };
+        Self {
+            deadline,
+            max,
+            next: AtomicU64::new(0),
+            succeeded: AtomicU64::new(0),
+        }
+    }
+
+    /// The next sequence number, or `None` when the phase is over.
+    fn take(&self) -> Option<u64> {
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return None;
+        }
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        match self.max {
+            Some(max) if n >= max => None,
+            _ => Some(n),
+        }
+    }
+}
+
+/// The ids one phase works on, shared read-only by its clients.
+struct Input {
+    /// Customers to create wallets for / deposit to / read.
+    customers: Vec<String>,
+    /// Customers to pay out from / read balances of.
+    funded: Vec<String>,
+}
+
+/// Runs phases against one server and carries ids from one phase to the next.
+pub struct Runner {
+    setup: Arc<Setup>,
+    /// Distinguishes this run's `reference_id`s from any earlier run's.
+    run_id: Arc<str>,
+    pub pools: Pools,
+}
+
+impl Runner {
+    pub fn new(setup: Setup) -> Self {
+        let run_id = uuid::Uuid::now_v7().simple().to_string();
+        Self {
+            setup: Arc::new(setup),
+            run_id: Arc::from(&run_id[..]),
+            pools: Pools::default(),
+        }
+    }
+
+    /// Seeds the ids `phase` needs when earlier phases did not run (or produced none):
+    /// customers for wallets, customers with addresses for deposits, credited customers for
+    /// payouts and reads.
+    pub async fn prepare(&mut self, phase: Phase) -> Result<()> {
+        let seed = (self.setup.clients as u64 * 4).max(256);
+        let needs_customers = phase != Phase::Customers;
+        let needs_wallets = matches!(phase, Phase::Deposits | Phase::Payouts | Phase::Reads);
+        let needs_funds = matches!(phase, Phase::Payouts | Phase::Reads);
+        if needs_customers && self.pools.customers.is_empty() {
+            self.seed(Phase::Customers, seed).await?;
+        }
+        if needs_wallets && self.pools.with_wallet.is_empty() {
+            let n = self.pools.customers.len() as u64;
+            self.seed(Phase::Wallets, n).await?;
+        }
+        if needs_funds && self.pools.funded.is_empty() {
+            let n = self.pools.with_wallet.len() as u64;
+            self.seed(Phase::Deposits, n).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs `phase` for `n` requests without reporting, failing if none succeeded.
+    async fn seed(&mut self, phase: Phase, n: u64) -> Result<()> {
+        println!("setup: {n} x {} (not measured)", phase.name());
+        let result = self.run(phase, Limit::Count(n), None).await?;
+        if result.stats.successes() == 0 {
+            Stats::print_header();
+            result.stats.print_table(result.elapsed);
+            bail!(
+                "setup for the {} phase failed: no request succeeded",
+                phase.name()
+            );
+        }
+        Ok(())
+    }
+
+    /// Runs one phase with `setup.clients` concurrent clients until `limit`, adds the ids it
+    /// produced to the pools, and returns its figures. With `progress`, prints the number of
+    /// successful requests at that interval.
+    pub async fn run(
+        &mut self,
+        phase: Phase,
+        limit: Limit,
+        progress: Option<Duration>,
+    ) -> Result<PhaseResult> {
+        let input = Arc::new(Input {
+            customers: match phase {
+                Phase::Wallets | Phase::Reads => self.pools.customers.clone(),
+                _ => self.pools.with_wallet.clone(),
+            },
+            funded: self.pools.funded.clone(),
+        });
+        let needs = match phase {
+            Phase::Customers => false,
+            Phase::Wallets | Phase::Deposits => input.customers.is_empty(),
+            Phase::Payouts | Phase::Reads => input.funded.is_empty() || input.customers.is_empty(),
+        };
+        if needs {
+            bail!(
+                "the {} phase has no customers to work on (call prepare first)",
+                phase.name()
+            );
+        }
+
+        let budget = Arc::new(Budget::new(limit));
+        let started = Instant::now();
+        let ticker = progress.map(|every| {
+            let budget = Arc::clone(&budget);
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+                loop {
+                    tick.tick().await;
+                    let done = budget.succeeded.load(Ordering::Relaxed);
+                    let secs = started.elapsed().as_secs_f64();
+                    println!(
+                        "  ... {done} successful after {secs:.0} s ({:.0}/s)",
+                        done as f64 / secs
+                    );
+                }
+            })
+        });
+
+        let mut handles = Vec::with_capacity(self.setup.clients);
+        for idx in 0..self.setup.clients {
+            let setup = Arc::clone(&self.setup);
+            let run_id = Arc::clone(&self.run_id);
+            let input = Arc::clone(&input);
+            let budget = Arc::clone(&budget);
+            handles.push(tokio::spawn(client_loop(
+                phase, setup, run_id, input, budget, idx,
+            )));
+        }
+        let mut stats = Stats::default();
+        let mut produced = Vec::new();
+        for handle in handles {
+            let (client_stats, ids) = handle.await?;
+            stats.merge(&client_stats);
+            produced.extend(ids);
+        }
+        let elapsed = started.elapsed();
+        if let Some(ticker) = ticker {
+            ticker.abort();
+        }
+
+        let pool = match phase {
+            Phase::Customers => Some(&mut self.pools.customers),
+            Phase::Wallets => Some(&mut self.pools.with_wallet),
+            Phase::Deposits => Some(&mut self.pools.funded),
+            Phase::Payouts | Phase::Reads => None,
+        };
+        if let Some(pool) = pool {
+            let mut seen: HashSet<String> = pool.iter().cloned().collect();
+            for id in produced {
+                if seen.insert(id.clone()) {
+                    pool.push(id);
+                }
+            }
+        }
+        Ok(PhaseResult {
+            phase,
+            elapsed,
+            stats,
+        })
+    }
+}
+
+/// One client: sends `phase` requests on one connection until the budget runs out. Returns
+/// its figures and the customer ids its successful requests produced or touched.
+async fn client_loop(
+    phase: Phase,
+    setup: Arc<Setup>,
+    run_id: Arc<str>,
+    input: Arc<Input>,
+    budget: Arc<Budget>,
+    idx: usize,
+) -> (Stats, Vec<String>) {
+    let mut conn = Conn::new(setup.target.clone(), setup.request_timeout);
+    let mut stats = Stats::default();
+    let mut produced = Vec::new();
+    let mut rng = Rng::new(idx as u64 + 1);
+    let wallet = setup.wallet_token.as_str();
+
+    while let Some(seq) = budget.take() {
+        // Spread consecutive requests over different customers so that concurrent clients
+        // rarely contend for the same ledger accounts.
+        let pick = |pool: &[String]| pool[(seq % pool.len() as u64) as usize].clone();
+        let (label, req, customer) = match phase {
+            Phase::Customers => {
+                let body =
+                    format!(r#"{{"reference_id":"lg-{run_id}-{seq}","email":"x@example.com"}}"#);
+                (CREATE_CUSTOMER, post("/v1/customers", wallet, body), None)
+            }
+            Phase::Wallets => {
+                let c = pick(&input.customers);
+                let body = format!(r#"{{"customer_id":"{c}","chain":"ethereum"}}"#);
+                (CREATE_WALLET, post("/v1/wallets", wallet, body), Some(c))
+            }
+            Phase::Deposits => {
+                let c = pick(&input.customers);
+                let body = format!(
+                    r#"{{"customer_id":"{c}","chain":"ethereum","asset":"USDT","decimals":6,"amount":"100000000","confirm":true}}"#
+                );
+                (
+                    TEST_DEPOSIT,
+                    post("/v1/test/deposits", wallet, body),
+                    Some(c),
+                )
+            }
+            Phase::Payouts => {
+                let c = pick(&input.funded);
+                let body = format!(
+                    r#"{{"customer_id":"{c}","chain":"ethereum","asset":"USDT","decimals":6,"amount":"1000","to_address":"{PAYOUT_TO}"}}"#
+                );
+                let mut req = post("/v1/payouts", &setup.payout_token, body);
+                req.idempotency_key = Some(uuid::Uuid::now_v7().to_string());
+                (CREATE_PAYOUT, req, None)
+            }
+            Phase::Reads => match seq % 4 {
+                0 => {
+                    let c = &input.customers[rng.below(input.customers.len())];
+                    (
+                        GET_CUSTOMER,
+                        get(format!("/v1/customers/{c}"), wallet),
+                        None,
+                    )
+                }
+                1 => {
+                    let c = &input.funded[rng.below(input.funded.len())];
+                    let path = format!("/v1/customers/{c}/balances");
+                    (GET_BALANCES, get(path, wallet), None)
+                }
+                2 => (
+                    LIST_DEPOSITS,
+                    get("/v1/deposits?limit=10".into(), wallet),
+                    None,
+                ),
+                _ => (PING, get("/v1/ping".into(), wallet), None),
+            },
+        };
+
+        let outcome = conn.send(req).await;
+        stats.record(label, &outcome);
+        if !outcome.is_success() {
+            continue;
+        }
+        match phase {
+            Phase::Customers => match outcome.json().as_ref().and_then(|v| v["id"].as_str()) {
+                Some(id) => produced.push(id.to_string()),
+                None => {
+                    if let Outcome::Response { body, .. } = &outcome {
+                        stats.record_bad_body(label, &String::from_utf8_lossy(body));
+                    }
+                    continue;
+                }
+            },
+            _ => produced.extend(customer),
+        }
+        budget.succeeded.fetch_add(1, Ordering::Relaxed);
+    }
+    (stats, produced)
+}
+
+fn post<'a>(path: &str, token: &'a str, body: String) -> Req<'a> {
+    Req {
+        method: Method::POST,
+        path: path.to_string(),
+        token,
+        body: Some(body.into_bytes()),
+        idempotency_key: None,
+    }
+}
+
+fn get(path: String, token: &str) -> Req<'_> {
+    Req {
+        method: Method::GET,
+        path,
+        token,
+        body: None,
+        idempotency_key: None,
+    }
+}

@@ -1,0 +1,254 @@
+//! API keys (SPEC.md section 4, API keys; section 5).
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use serde_json::{json, Map, Value};
+
+use appliance_storage::index::{self, IndexTag};
+use appliance_storage::records::{ApiKey, KeyKind};
+use appliance_storage::ReadOps;
+
+use crate::api::extract::{cursor_of, list_json, path_uuid, JsonBody, Params};
+use crate::api::{begin, commit, idempotency_key, json, Begin};
+use crate::auth::{default_scopes, Access, Caller, ANY_KIND};
+use crate::error::ApiError;
+use crate::services::keys::{self, KeyPatch, NewKey, LIMIT_PER_KIND};
+use crate::state::AppState;
+use crate::views;
+
+const READ: Access = Access::new(ANY_KIND, "api_keys:read");
+const WRITE: Access = Access::new(ANY_KIND, "api_keys:write");
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/api_keys", get(list_keys).post(create_key))
+        .route(
+            "/v1/api_keys/{id}",
+            get(get_key).patch(patch_key).delete(revoke_key),
+        )
+        .route("/v1/api_keys/{id}/roll", post(roll_key))
+}
+
+fn view(state: &AppState, caller: &Caller, k: &ApiKey) -> Value {
+    views::api_key(
+        k,
+        caller.project.mode.as_str(),
+        state.keys.pending_usage(k.id),
+    )
+}
+
+/// `GET /v1/api_keys` — with `limit_per_kind` and `default_scopes`; `include_revoked=1`
+/// adds revoked keys.
+async fn list_keys(
+    State(state): State<AppState>,
+    caller: Caller,
+    q: Params,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let page = q.page()?;
+    let include_revoked = q
+        .one_of("include_revoked", &["0", "1", "true", "false"])?
+        .is_some_and(|v| v == "1" || v == "true");
+    let before = page.cursor_uuid()?;
+    let p = caller.project_id();
+    let limit = page.limit;
+    let rows = state
+        .store
+        .read(move |r| {
+            r.list::<ApiKey>(
+                &index::prefix(IndexTag::ApiKeys, p, &[]),
+                before,
+                limit,
+                move |k| include_revoked || k.revoked_at.is_none(),
+            )
+        })
+        .await?;
+    let next = rows.items.last().map(|k| cursor_of(k.id.as_bytes()));
+    let data = rows
+        .items
+        .iter()
+        .map(|k| view(&state, &caller, k))
+        .collect();
+    let mut v = list_json(data, rows.has_more, next);
+    let defaults: Map<String, Value> = KeyKind::ALL
+        .iter()
+        .map(|k| (k.as_str().to_string(), json!(default_scopes(*k))))
+        .collect();
+    v["limit_per_kind"] = json!(LIMIT_PER_KIND);
+    v["default_scopes"] = Value::Object(defaults);
+    Ok(json(StatusCode::OK, &v))
+}
+
+/// `POST /v1/api_keys` — mint a key of the project's mode; the token is in this answer only.
+async fn create_key(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require(WRITE)?;
+    let f = &body.fields;
+    let name = f
+        .opt_bounded("name", 100)?
+        .ok_or_else(|| ApiError::invalid("name", "name is required."))?;
+    let kind_s = f.req_str("kind")?;
+    let kind = KeyKind::parse(&kind_s)
+        .ok_or_else(|| ApiError::invalid("kind", "kind must be checkout, payout or wallet."))?;
+    let scopes = f.opt_str_list("scopes")?;
+    let effective = scopes.clone().unwrap_or_else(|| default_scopes(kind));
+    keys::check_scopes(&effective, Some(&caller.key.scopes))?;
+    let ip_allowlist = keys::check_allowlist(&f.opt_str_list("ip_allowlist")?.unwrap_or_default())?;
+    let signing_enabled = f.opt_bool("signing_enabled")?.unwrap_or(false);
+    let idem = match begin(
+        &state,
+        &caller,
+        &Method::POST,
+        "/v1/api_keys",
+        idempotency_key(&headers)?,
+        &body.raw,
+    )
+    .await?
+    {
+        Begin::Replay(r) => return Ok(r),
+        Begin::Fresh(i) => i,
+    };
+    let pepper = state.pepper.clone();
+    let project = caller.project.clone();
+    let env = project.mode.as_str();
+    let (resp, key) = commit(&state, idem, move |ctx| {
+        let (k, token) = keys::create(
+            ctx,
+            &pepper,
+            &project,
+            NewKey {
+                kind,
+                name,
+                scopes: Some(effective),
+                ip_allowlist,
+                signing_enabled,
+                created_by: "merchant".into(),
+            },
+        )?;
+        let mut v = views::api_key(&k, env, None);
+        v["token"] = json!(token);
+        Ok((StatusCode::CREATED, v, k))
+    })
+    .await?;
+    if let Some(k) = key {
+        state.keys.put_key(k);
+    }
+    Ok(resp)
+}
+
+/// `GET /v1/api_keys/{id}`.
+async fn get_key(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let id = path_uuid(&id)?;
+    let p = caller.project_id();
+    let k = state
+        .store
+        .read(move |r| r.get_in::<ApiKey>(p, id))
+        .await?
+        .ok_or_else(|| ApiError::not_found("API key"))?;
+    Ok(json(StatusCode::OK, &view(&state, &caller, &k)))
+}
+
+/// `PATCH /v1/api_keys/{id}` — `name`, `scopes`, `ip_allowlist` (empty clears),
+/// `signing_enabled`; effective immediately.
+async fn patch_key(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require(WRITE)?;
+    let id = path_uuid(&id)?;
+    let f = &body.fields;
+    let scopes = f.opt_str_list("scopes")?;
+    if let Some(s) = &scopes {
+        keys::check_scopes(s, Some(&caller.key.scopes))?;
+    }
+    let patch = KeyPatch {
+        name: f.opt_bounded("name", 100)?,
+        scopes,
+        ip_allowlist: f
+            .opt_str_list("ip_allowlist")?
+            .map(|l| keys::check_allowlist(&l))
+            .transpose()?,
+        signing_enabled: f.opt_bool("signing_enabled")?,
+    };
+    let p = caller.project_id();
+    let env = caller.project.mode.as_str();
+    let (resp, key) = commit(&state, None, move |ctx| {
+        let k = keys::patch(ctx, p, id, patch)?;
+        Ok((StatusCode::OK, views::api_key(&k, env, None), k))
+    })
+    .await?;
+    if let Some(k) = key {
+        state.keys.put_key(k);
+    }
+    Ok(resp)
+}
+
+/// `DELETE /v1/api_keys/{id}` — revoke now; idempotent.
+async fn revoke_key(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(WRITE)?;
+    let id = path_uuid(&id)?;
+    let p = caller.project_id();
+    let env = caller.project.mode.as_str();
+    let (resp, key) = commit(&state, None, move |ctx| {
+        let k = keys::revoke(ctx, p, id)?;
+        Ok((StatusCode::OK, views::api_key(&k, env, None), k))
+    })
+    .await?;
+    if let Some(k) = key {
+        state.keys.put_key(k);
+    }
+    Ok(resp)
+}
+
+/// `POST /v1/api_keys/{id}/roll` — a new key; the old one expires after `grace_hours`
+/// (default 24, max 168).
+async fn roll_key(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require(WRITE)?;
+    let id = path_uuid(&id)?;
+    let grace = body.fields.opt_u64("grace_hours")?.unwrap_or(24);
+    if grace > 168 {
+        return Err(ApiError::invalid(
+            "grace_hours",
+            "grace_hours must be from 0 to 168.",
+        ));
+    }
+    let pepper = state.pepper.clone();
+    let project = caller.project.clone();
+    let env = project.mode.as_str();
+    let (resp, keys_out) = commit(&state, None, move |ctx| {
+        let (new, token, old) = keys::roll(ctx, &pepper, &project, id, grace)?;
+        let mut v = views::api_key(&new, env, None);
+        v["token"] = json!(token);
+        v["old_key_expires_at"] = json!(old.expires_at.map(views::ts));
+        Ok((StatusCode::CREATED, v, (new, old)))
+    })
+    .await?;
+    if let Some((new, old)) = keys_out {
+        state.keys.put_key(new);
+        state.keys.put_key(old);
+    }
+    Ok(resp)
+}

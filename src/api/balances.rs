@@ -1,0 +1,99 @@
+//! Balances (SPEC.md section 2, Balance lists; section 4, Wallets and balances).
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+
+use appliance_storage::records::{Customer, KeyKind, Wallet};
+use appliance_storage::ReadOps;
+
+use crate::api::extract::{path_uuid, Params};
+use crate::api::{json, registry};
+use crate::auth::{Access, Caller};
+use crate::error::ApiError;
+use crate::services::balances;
+use crate::state::AppState;
+
+const READ: Access = Access::new(&[KeyKind::Wallet, KeyKind::Payout], "balances:read");
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/customers/{id}/balances", get(customer_balances))
+        .route("/v1/wallets/{id}/balances", get(wallet_balances))
+        .route("/v1/balances", get(treasury))
+}
+
+/// `GET /v1/customers/{id}/balances` — available, locked and total per (chain, asset).
+async fn customer_balances(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let id = path_uuid(&id)?;
+    let p = caller.project_id();
+    let reg = registry(&state);
+    let v = state
+        .store
+        .read(move |r| {
+            if r.get_in::<Customer>(p, id)?.is_none() {
+                return Ok(None);
+            }
+            balances::customer(r, &reg, p, id).map(Some)
+        })
+        .await?
+        .ok_or_else(|| ApiError::not_found("customer"))?;
+    Ok(json(StatusCode::OK, &v))
+}
+
+/// `GET /v1/wallets/{id}/balances?source=ledger|chain|both` — with `chain` or `both`, the
+/// on-chain reading and `drift` (test mode: the simulated chain answers).
+async fn wallet_balances(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    q: Params,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let id = path_uuid(&id)?;
+    let source = q
+        .one_of("source", &["ledger", "chain", "both"])?
+        .unwrap_or_else(|| "ledger".into());
+    if source != "ledger" && caller.livemode() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "chain_unavailable",
+            "No chain adapter is available to read on-chain balances in this release.",
+        ));
+    }
+    let p = caller.project_id();
+    let reg = registry(&state);
+    let v = state
+        .store
+        .read(move |r| {
+            let Some(w) = r.get_in::<Wallet>(p, id)? else {
+                return Ok(None);
+            };
+            balances::wallet(r, &reg, &w, &source, |asset| {
+                r.sim_balance(&w.chain, &w.address, asset)
+            })
+            .map(Some)
+        })
+        .await?
+        .ok_or_else(|| ApiError::not_found("wallet"))?;
+    Ok(json(StatusCode::OK, &v))
+}
+
+/// `GET /v1/balances` — the treasury report; any key kind.
+async fn treasury(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+    caller.require(Access::any())?;
+    let p = caller.project_id();
+    let reg = registry(&state);
+    let v = state
+        .store
+        .read(move |r| balances::treasury(r, &reg, p))
+        .await?;
+    Ok(json(StatusCode::OK, &v))
+}

@@ -1,0 +1,159 @@
+//! Customers (SPEC.md section 4, Customers).
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+
+use appliance_storage::index::{self, IndexTag};
+use appliance_storage::records::{Customer, KeyKind};
+use appliance_storage::ReadOps;
+
+use crate::api::extract::{path_uuid, JsonBody, Params};
+use crate::api::{begin, commit, idempotency_key, json, list_rows, scope, Begin};
+use crate::auth::{Access, Caller};
+use crate::error::ApiError;
+use crate::services::customers::{self, CustomerPatch, NewCustomer};
+use crate::state::AppState;
+use crate::views;
+
+const READ: Access = Access::new(&[KeyKind::Wallet], "customers:read");
+const WRITE: Access = Access::new(&[KeyKind::Wallet], "customers:write");
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/customers", get(list_customers).post(create_customer))
+        .route(
+            "/v1/customers/{id}",
+            get(get_customer).patch(patch_customer),
+        )
+}
+
+/// `POST /v1/customers` — create a customer; an existing `reference_id` answers 200 with
+/// the existing customer (SPEC 4, Customers).
+async fn create_customer(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require(WRITE)?;
+    let f = &body.fields;
+    let req = NewCustomer {
+        reference_id: f.opt_bounded("reference_id", 255)?,
+        email: f.opt_bounded("email", 320)?,
+        metadata: f.opt_object("metadata")?,
+    };
+    let idem = match begin(
+        &state,
+        &caller,
+        &Method::POST,
+        "/v1/customers",
+        idempotency_key(&headers)?,
+        &body.raw,
+    )
+    .await?
+    {
+        Begin::Replay(r) => return Ok(r),
+        Begin::Fresh(i) => i,
+    };
+    let s = scope(&state, &caller);
+    let (resp, _) = commit(&state, idem, move |ctx| {
+        let (c, created) = customers::create(ctx, &s, req)?;
+        Ok((
+            if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            },
+            views::customer(&c),
+            (),
+        ))
+    })
+    .await?;
+    Ok(resp)
+}
+
+/// `GET /v1/customers` — newest first; filters `reference_id`, `status`.
+async fn list_customers(
+    State(state): State<AppState>,
+    caller: Caller,
+    q: Params,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let page = q.page()?;
+    let p = caller.project_id();
+    let status = q.get("status").map(str::to_string);
+    let prefix = match (q.get("reference_id"), &status) {
+        (Some(r), _) => index::prefix(IndexTag::CustomersByRef, p, &[r.as_bytes()]),
+        (None, Some(s)) => index::prefix(IndexTag::CustomersByStatus, p, &[s.as_bytes()]),
+        (None, None) => index::prefix(IndexTag::Customers, p, &[]),
+    };
+    list_rows(
+        &state,
+        prefix,
+        page,
+        move |c: &Customer| status.as_ref().is_none_or(|s| &c.status == s),
+        views::customer,
+    )
+    .await
+}
+
+/// `GET /v1/customers/{id}`.
+async fn get_customer(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let id = path_uuid(&id)?;
+    let p = caller.project_id();
+    let c = state
+        .store
+        .read(move |r| r.get_in::<Customer>(p, id))
+        .await?
+        .ok_or_else(|| ApiError::not_found("customer"))?;
+    Ok(json(StatusCode::OK, &views::customer(&c)))
+}
+
+/// `PATCH /v1/customers/{id}` — `email`, `metadata` (merged; null removes a key),
+/// `reference_id`, `status` (`active` | `disabled`).
+async fn patch_customer(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require(WRITE)?;
+    let id = path_uuid(&id)?;
+    let f = &body.fields;
+    let nullable = |name: &str, max: usize| -> Result<Option<Option<String>>, ApiError> {
+        if !f.has(name) {
+            return Ok(None);
+        }
+        Ok(Some(f.opt_bounded(name, max)?))
+    };
+    let status = f.opt_str("status")?;
+    if let Some(s) = &status {
+        if !matches!(s.as_str(), "active" | "disabled") {
+            return Err(ApiError::invalid(
+                "status",
+                "status must be active or disabled.",
+            ));
+        }
+    }
+    let req = CustomerPatch {
+        email: nullable("email", 320)?,
+        reference_id: nullable("reference_id", 255)?,
+        metadata: f.opt_object("metadata")?,
+        status,
+    };
+    let s = scope(&state, &caller);
+    let (resp, _) = commit(&state, None, move |ctx| {
+        let c = customers::patch(ctx, &s, id, req)?;
+        Ok((StatusCode::OK, views::customer(&c), ()))
+    })
+    .await?;
+    Ok(resp)
+}

@@ -1,0 +1,95 @@
+//! Deposits (SPEC.md section 4, Deposits).
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use chrono::DateTime;
+
+use appliance_storage::index::{self, IndexTag};
+use appliance_storage::records::{Deposit, DepositStatus, KeyKind};
+use appliance_storage::ReadOps;
+
+use crate::api::extract::{path_uuid, Params};
+use crate::api::{json, list_rows, registry};
+use crate::auth::{Access, Caller};
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::views;
+
+const READ: Access = Access::new(&[KeyKind::Wallet], "deposits:read");
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/deposits", get(list_deposits))
+        .route("/v1/deposits/{id}", get(get_deposit))
+}
+
+/// `GET /v1/deposits` — filters `customer_id`, `wallet_id`, `chain`, `status`, `since`.
+async fn list_deposits(
+    State(state): State<AppState>,
+    caller: Caller,
+    q: Params,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let page = q.page()?;
+    let p = caller.project_id();
+    let customer = q.uuid("customer_id")?;
+    let wallet = q.uuid("wallet_id")?;
+    let chain = q.get("chain").map(str::to_string);
+    let status = q
+        .one_of("status", &["detected", "confirmed", "failed", "orphaned"])?
+        .and_then(|s| DepositStatus::parse(&s));
+    let since = q
+        .get("since")
+        .map(|s| {
+            DateTime::parse_from_rfc3339(s)
+                .map(|d| d.timestamp_micros())
+                .map_err(|_| ApiError::invalid("since", "since must be an RFC 3339 timestamp."))
+        })
+        .transpose()?;
+    let prefix = if let Some(w) = wallet {
+        index::prefix(IndexTag::DepositsByWallet, p, &[w.as_bytes()])
+    } else if let Some(c) = customer {
+        index::prefix(IndexTag::DepositsByCustomer, p, &[c.as_bytes()])
+    } else if let Some(s) = status {
+        index::prefix(IndexTag::DepositsByStatus, p, &[s.as_str().as_bytes()])
+    } else if let Some(c) = &chain {
+        index::prefix(IndexTag::DepositsByChain, p, &[c.as_bytes()])
+    } else {
+        index::prefix(IndexTag::Deposits, p, &[])
+    };
+    let reg = registry(&state);
+    list_rows(
+        &state,
+        prefix,
+        page,
+        move |d: &Deposit| {
+            customer.is_none_or(|c| d.customer_id == c)
+                && wallet.is_none_or(|w| d.wallet_id == w)
+                && chain.as_ref().is_none_or(|c| &d.chain == c)
+                && status.is_none_or(|s| d.status == s)
+                && since.is_none_or(|t| d.created_at >= t)
+        },
+        move |d| views::deposit(&reg, d),
+    )
+    .await
+}
+
+/// `GET /v1/deposits/{id}`.
+async fn get_deposit(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let id = path_uuid(&id)?;
+    let p = caller.project_id();
+    let d = state
+        .store
+        .read(move |r| r.get_in::<Deposit>(p, id))
+        .await?
+        .ok_or_else(|| ApiError::not_found("deposit"))?;
+    Ok(json(StatusCode::OK, &views::deposit(&registry(&state), &d)))
+}

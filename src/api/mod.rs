@@ -1,0 +1,308 @@
+//! The `/v1` HTTP API: one file per resource, each with its own `router()`.
+
+pub mod api_keys;
+pub mod balances;
+pub mod chains;
+pub mod customers;
+pub mod deposits;
+pub mod events;
+pub mod extract;
+pub mod payouts;
+pub mod ping;
+pub mod sweeps;
+pub mod test_mode;
+pub mod wallets;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use serde_json::Value;
+use sha2::Digest;
+
+use appliance_storage::records::IdempotencyRecord;
+use appliance_storage::{ReadOps, WriteCtx};
+
+use crate::auth::Caller;
+use crate::error::{ApiError, REQUEST_ID};
+use crate::registry::Registry;
+use crate::services::Scope;
+use crate::state::AppState;
+
+/// Idempotency records expire after 24 hours (SPEC.md section 8).
+pub const IDEMPOTENCY_TTL_US: i64 = 24 * 3_600_000_000;
+/// Longest accepted `Idempotency-Key`.
+pub const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// The whole API, with request ids, the 1 MiB body limit and enveloped 404/405.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .merge(ping::router())
+        .merge(chains::router())
+        .merge(api_keys::router())
+        .merge(customers::router())
+        .merge(wallets::router())
+        .merge(balances::router())
+        .merge(deposits::router())
+        .merge(payouts::router())
+        .merge(sweeps::router())
+        .merge(events::router())
+        .merge(test_mode::router())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn(request_id))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "route_not_found", "No such route.")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "This route does not accept that method.",
+    )
+}
+
+async fn request_id(req: Request, next: Next) -> Response {
+    let id = format!("req_{}", ulid::Ulid::new());
+    let mut resp = REQUEST_ID.scope(id.clone(), next.run(req)).await;
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        resp.headers_mut().insert("request-id", v);
+    }
+    resp
+}
+
+/// The service scope of a caller.
+pub fn scope(state: &AppState, caller: &Caller) -> Scope {
+    Scope {
+        reg: registry(state),
+        project: caller.project.clone(),
+    }
+}
+
+/// The registry shared by all requests.
+pub fn registry(state: &AppState) -> Arc<Registry> {
+    static REG: std::sync::OnceLock<Arc<Registry>> = std::sync::OnceLock::new();
+    REG.get_or_init(|| Arc::new(Registry::from_config(&state.config)))
+        .clone()
+}
+
+/// A JSON answer.
+pub fn json(status: StatusCode, v: &Value) -> Response {
+    raw_json(status, serde_json::to_string(v).expect("json"))
+}
+
+fn raw_json(status: StatusCode, body: String) -> Response {
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// The `Idempotency-Key` of a request, validated.
+pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(v) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let s = v.to_str().map_err(|_| {
+        ApiError::invalid(
+            "Idempotency-Key",
+            "Idempotency-Key must be printable ASCII.",
+        )
+    })?;
+    if s.is_empty() || s.len() > MAX_IDEMPOTENCY_KEY {
+        return Err(ApiError::invalid(
+            "Idempotency-Key",
+            format!("Idempotency-Key must have 1 to {MAX_IDEMPOTENCY_KEY} characters."),
+        ));
+    }
+    Ok(Some(s.to_string()))
+}
+
+/// An idempotent request in flight: removes its key from the in-flight set when dropped.
+pub struct Idem {
+    state: AppState,
+    key: Vec<u8>,
+    hash: String,
+}
+
+impl Drop for Idem {
+    fn drop(&mut self) {
+        self.state.inflight.lock().expect("lock").remove(&self.key);
+    }
+}
+
+fn record_key(caller: &Caller, method: &Method, path: &str, key: &str) -> Vec<u8> {
+    appliance_storage::index::unique(
+        appliance_storage::index::IndexTag::Projects,
+        caller.project_id(),
+        &[method.as_str().as_bytes(), path.as_bytes(), key.as_bytes()],
+    )
+}
+
+fn reuse_error() -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "idempotency_key_reuse",
+        "This Idempotency-Key was used with a different request body.",
+    )
+    .param("Idempotency-Key")
+}
+
+fn replay(rec: &IdempotencyRecord, hash: &str) -> Result<Response, ApiError> {
+    if rec.request_hash != hash {
+        return Err(reuse_error());
+    }
+    let mut r = raw_json(
+        StatusCode::from_u16(rec.status).unwrap_or(StatusCode::OK),
+        rec.body.clone(),
+    );
+    r.headers_mut()
+        .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    Ok(r)
+}
+
+/// Either the stored first answer, or a guard to run the request under.
+pub enum Begin {
+    Replay(Response),
+    Fresh(Option<Idem>),
+}
+
+/// Starts an idempotent request (SPEC.md sections 4, 7, 8): replays the stored answer of
+/// a completed one, refuses a different body (409 `idempotency_key_reuse`) or a concurrent
+/// duplicate (409 `idempotency_in_progress` with `Retry-After`).
+pub async fn begin(
+    state: &AppState,
+    caller: &Caller,
+    method: &Method,
+    path: &str,
+    key: Option<String>,
+    body: &[u8],
+) -> Result<Begin, ApiError> {
+    let Some(key) = key else {
+        return Ok(Begin::Fresh(None));
+    };
+    let rkey = record_key(caller, method, path, &key);
+    let hash = hex::encode(sha2::Sha256::digest(body));
+    let k2 = rkey.clone();
+    let stored = state.store.read(move |r| r.idempotency_get(&k2)).await?;
+    let now = appliance_storage::now_us();
+    if let Some(rec) = stored.filter(|r| r.created_at + IDEMPOTENCY_TTL_US > now) {
+        return replay(&rec, &hash).map(Begin::Replay);
+    }
+    if !state.inflight.lock().expect("lock").insert(rkey.clone()) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "idempotency_in_progress",
+            "A request with this Idempotency-Key is still being processed.",
+        )
+        .retry_after(1));
+    }
+    Ok(Begin::Fresh(Some(Idem {
+        state: state.clone(),
+        key: rkey,
+        hash,
+    })))
+}
+
+/// Runs a mutation as one store transaction together with its idempotency record, and
+/// answers with exactly the bytes that were stored. `T` is handed back for post-commit
+/// work (cache updates); it is `None` on a replay.
+pub async fn commit<T, F>(
+    state: &AppState,
+    idem: Option<Idem>,
+    f: F,
+) -> Result<(Response, Option<T>), ApiError>
+where
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, Value, T), ApiError>
+        + Send
+        + 'static,
+    T: Send + 'static,
+{
+    let rec_key = idem.as_ref().map(|i| (i.key.clone(), i.hash.clone()));
+    let out = state
+        .store
+        .write(move |ctx| {
+            if let Some((k, h)) = &rec_key {
+                if let Some(rec) = ctx
+                    .idempotency_get(k)?
+                    .filter(|r| r.created_at + IDEMPOTENCY_TTL_US > ctx.now_us())
+                {
+                    if &rec.request_hash != h {
+                        return Err(reuse_error());
+                    }
+                    return Ok((rec.status, rec.body, None));
+                }
+            }
+            let (status, value, extra) = f(ctx)?;
+            let body = serde_json::to_string(&value).expect("json");
+            if let Some((k, h)) = rec_key {
+                ctx.idempotency_put(
+                    &k,
+                    &IdempotencyRecord {
+                        request_hash: h,
+                        status: status.as_u16(),
+                        body: body.clone(),
+                        created_at: ctx.now_us(),
+                    },
+                )?;
+            }
+            Ok((status.as_u16(), body, Some(extra)))
+        })
+        .await;
+    drop(idem);
+    let (status, body, extra) = out?;
+    Ok((
+        raw_json(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body),
+        extra,
+    ))
+}
+
+impl IntoResponse for Begin {
+    fn into_response(self) -> Response {
+        match self {
+            Begin::Replay(r) => r,
+            Begin::Fresh(_) => StatusCode::NO_CONTENT.into_response(),
+        }
+    }
+}
+
+/// A page of rows under an index prefix as a list answer.
+pub async fn list_rows<R, K, V>(
+    state: &AppState,
+    prefix: Vec<u8>,
+    page: extract::PageReq,
+    keep: K,
+    view: V,
+) -> Result<Response, ApiError>
+where
+    R: appliance_storage::records::Row + Send + 'static,
+    K: Fn(&R) -> bool + Send + 'static,
+    V: Fn(&R) -> Value,
+{
+    let before = page.cursor_uuid()?;
+    let limit = page.limit;
+    let rows = state
+        .store
+        .read(move |r| r.list::<R>(&prefix, before, limit, keep))
+        .await?;
+    let next = rows
+        .items
+        .last()
+        .map(|r| extract::cursor_of(r.id().as_bytes()));
+    let data = rows.items.iter().map(view).collect();
+    Ok(json(
+        StatusCode::OK,
+        &extract::list_json(data, rows.has_more, next),
+    ))
+}

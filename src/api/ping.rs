@@ -1,0 +1,50 @@
+//! `GET /v1/ping`.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use serde_json::json;
+
+use appliance_chains::ChainStatus;
+
+use crate::api::{json, registry};
+use crate::auth::{Access, Caller};
+use crate::error::ApiError;
+use crate::services::chains::effective;
+use crate::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/ping", get(ping))
+}
+
+/// `GET /v1/ping` — who am I (SPEC 2, Ping); any key kind.
+async fn ping(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+    caller.require(Access::any())?;
+    let reg = registry(&state);
+    let enabled: Vec<&str> = reg
+        .chains
+        .iter()
+        .map(|c| effective(c, &caller.project))
+        .filter(|e| e.listed && e.status == ChainStatus::Live)
+        .map(|e| e.chain.id())
+        .collect();
+    let blocked = caller.signing_blocked_by();
+    Ok(json(
+        StatusCode::OK,
+        &json!({
+            "object": "ping",
+            "tenant_id": caller.project.id,
+            "tenant_slug": caller.project.name,
+            "key_id": caller.key.key_id,
+            "env": caller.project.mode.as_str(),
+            "kind": caller.key.kind.as_str(),
+            "scopes": caller.key.scopes,
+            "signing_enabled": blocked.is_empty(),
+            "signing_blocked_by": blocked,
+            "network": if caller.livemode() { "mainnet" } else { "testnet" },
+            "enabled_chains": enabled,
+        }),
+    ))
+}

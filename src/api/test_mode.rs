@@ -1,0 +1,167 @@
+//! `/v1/test/*`: the simulated chain (SPEC.md section 4, Test mode). Test wallet keys
+//! only; anything else is 403 `test_mode_only`.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::Response;
+use axum::routing::post;
+use axum::Router;
+use serde_json::json;
+
+use appliance_storage::records::{KeyKind, Mode};
+
+use crate::api::extract::{path_uuid, JsonBody};
+use crate::api::{begin, commit, idempotency_key, registry, scope, Begin};
+use crate::auth::{Access, Caller};
+use crate::error::ApiError;
+use crate::services::deposits::{self, TestDeposit};
+use crate::services::Scope;
+use crate::state::AppState;
+use crate::views;
+use crate::workers::sim_chain;
+
+const ACCESS: Access = Access::new(&[KeyKind::Wallet], "wallets:create");
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/test/deposits", post(create_test_deposit))
+        .route("/v1/test/deposits/{id}/confirm", post(confirm_test_deposit))
+        .route("/v1/test/deposits/{id}/fail", post(fail_test_deposit))
+        .route("/v1/test/deposits/{id}/orphan", post(orphan_test_deposit))
+        .route("/v1/test/blocks", post(mine_blocks))
+}
+
+fn check(caller: &Caller) -> Result<(), ApiError> {
+    if caller.project.mode != Mode::Test || caller.key.kind != KeyKind::Wallet {
+        return Err(ApiError::forbidden(
+            "test_mode_only",
+            "Only test-mode wallet keys can use /v1/test endpoints.",
+        ));
+    }
+    caller.require(ACCESS)
+}
+
+/// `POST /v1/test/deposits` — simulate a transfer to the customer's address; with
+/// `confirm` (default true) it is credited at once.
+async fn create_test_deposit(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    check(&caller)?;
+    let f = &body.fields;
+    let req = TestDeposit {
+        customer_id: f.req_uuid("customer_id")?,
+        chain: f.req_str("chain")?,
+        asset: f.req_str("asset")?,
+        decimals: f.req_u64("decimals")?,
+        amount: f.req_atomic("amount")?,
+        confirm: f.opt_bool("confirm")?.unwrap_or(true),
+    };
+    let idem = match begin(
+        &state,
+        &caller,
+        &Method::POST,
+        "/v1/test/deposits",
+        idempotency_key(&headers)?,
+        &body.raw,
+    )
+    .await?
+    {
+        Begin::Replay(r) => return Ok(r),
+        Begin::Fresh(i) => i,
+    };
+    let s = scope(&state, &caller);
+    let (resp, _) = commit(&state, idem, move |ctx| {
+        let d = deposits::create_test(ctx, &s, req)?;
+        Ok((StatusCode::CREATED, views::deposit(&s.reg, &d), ()))
+    })
+    .await?;
+    Ok(resp)
+}
+
+async fn transition(
+    state: AppState,
+    caller: Caller,
+    id: String,
+    f: fn(
+        &mut appliance_storage::WriteCtx<'_>,
+        &Scope,
+        uuid::Uuid,
+    ) -> Result<appliance_storage::records::Deposit, ApiError>,
+) -> Result<Response, ApiError> {
+    check(&caller)?;
+    let id = path_uuid(&id)?;
+    let s = scope(&state, &caller);
+    let (resp, _) = commit(&state, None, move |ctx| {
+        let d = f(ctx, &s, id)?;
+        Ok((StatusCode::OK, views::deposit(&s.reg, &d), ()))
+    })
+    .await?;
+    Ok(resp)
+}
+
+/// `POST /v1/test/deposits/{id}/confirm` — `detected` -> `confirmed`, credited.
+async fn confirm_test_deposit(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    transition(state, caller, id, deposits::confirm).await
+}
+
+/// `POST /v1/test/deposits/{id}/fail` — `detected` -> `failed`.
+async fn fail_test_deposit(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    transition(state, caller, id, deposits::fail).await
+}
+
+/// `POST /v1/test/deposits/{id}/orphan` — `confirmed` -> `orphaned`, credit reversed.
+async fn orphan_test_deposit(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    transition(state, caller, id, deposits::orphan).await
+}
+
+/// `POST /v1/test/blocks` — mine `count` (1-10,000, default 1) blocks on `chain` (default:
+/// every EVM chain) and advance sweeps and payouts accordingly.
+async fn mine_blocks(
+    State(state): State<AppState>,
+    caller: Caller,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    check(&caller)?;
+    let count = body.fields.opt_u64("count")?.unwrap_or(1);
+    if !(1..=sim_chain::MAX_BLOCKS).contains(&count) {
+        return Err(ApiError::invalid(
+            "count",
+            format!("count must be from 1 to {}.", sim_chain::MAX_BLOCKS),
+        ));
+    }
+    let chain = body.fields.opt_str("chain")?;
+    let reg = registry(&state);
+    if let Some(c) = &chain {
+        if !reg.chain(c).is_some_and(|c| c.is_evm()) {
+            return Err(ApiError::invalid(
+                "chain",
+                format!("{c:?} is not a simulated chain."),
+            ));
+        }
+    }
+    let (resp, _) = commit(&state, None, move |ctx| {
+        let heights = sim_chain::mine(ctx, &reg, chain.as_deref(), count)?;
+        Ok((
+            StatusCode::OK,
+            json!({"object": "test_blocks", "mined": count, "heights": heights}),
+            (),
+        ))
+    })
+    .await?;
+    Ok(resp)
+}

@@ -1,0 +1,112 @@
+//! Wallets (deposit addresses): SPEC.md section 4, Wallets and balances; DECISIONS.md 3.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+
+use appliance_storage::index::{self, IndexTag};
+use appliance_storage::records::{KeyKind, Wallet};
+use appliance_storage::ReadOps;
+
+use crate::api::extract::{path_uuid, JsonBody, Params};
+use crate::api::{begin, commit, idempotency_key, json, list_rows, scope, Begin};
+use crate::auth::{Access, Caller};
+use crate::error::ApiError;
+use crate::services::wallets;
+use crate::state::AppState;
+use crate::views;
+
+const READ: Access = Access::new(&[KeyKind::Wallet], "wallets:read");
+const WRITE: Access = Access::new(&[KeyKind::Wallet], "wallets:create");
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/wallets", get(list_wallets).post(create_wallet))
+        .route("/v1/wallets/{id}", get(get_wallet))
+}
+
+/// `POST /v1/wallets` — the customer's address on a chain: 201 when new, 200 with the
+/// existing wallet on repeat (SPEC 4, Wallets).
+async fn create_wallet(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require(WRITE)?;
+    let customer_id = body.fields.req_uuid("customer_id")?;
+    let chain = body.fields.req_str("chain")?;
+    let idem = match begin(
+        &state,
+        &caller,
+        &Method::POST,
+        "/v1/wallets",
+        idempotency_key(&headers)?,
+        &body.raw,
+    )
+    .await?
+    {
+        Begin::Replay(r) => return Ok(r),
+        Begin::Fresh(i) => i,
+    };
+    let s = scope(&state, &caller);
+    let (resp, _) = commit(&state, idem, move |ctx| {
+        let (w, created) = wallets::get_or_create(ctx, &s, customer_id, &chain)?;
+        Ok((
+            if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            },
+            views::wallet(&w),
+            (),
+        ))
+    })
+    .await?;
+    Ok(resp)
+}
+
+/// `GET /v1/wallets` — filters `customer_id`, `chain`.
+async fn list_wallets(
+    State(state): State<AppState>,
+    caller: Caller,
+    q: Params,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let page = q.page()?;
+    let p = caller.project_id();
+    let customer = q.uuid("customer_id")?;
+    let chain = q.get("chain").map(str::to_string);
+    let prefix = match (customer, &chain) {
+        (Some(c), _) => index::prefix(IndexTag::WalletsByCustomer, p, &[c.as_bytes()]),
+        (None, Some(ch)) => index::prefix(IndexTag::WalletsByChain, p, &[ch.as_bytes()]),
+        (None, None) => index::prefix(IndexTag::Wallets, p, &[]),
+    };
+    list_rows(
+        &state,
+        prefix,
+        page,
+        move |w: &Wallet| chain.as_ref().is_none_or(|c| &w.chain == c),
+        views::wallet,
+    )
+    .await
+}
+
+/// `GET /v1/wallets/{id}`.
+async fn get_wallet(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let id = path_uuid(&id)?;
+    let p = caller.project_id();
+    let w = state
+        .store
+        .read(move |r| r.get_in::<Wallet>(p, id))
+        .await?
+        .ok_or_else(|| ApiError::not_found("wallet"))?;
+    Ok(json(StatusCode::OK, &views::wallet(&w)))
+}

@@ -1,0 +1,428 @@
+//! API keys: token format, peppered hashes, the in-memory key cache, kinds, scopes and the
+//! order of checks of SPEC.md section 5 (kind, scope, IP allowlist, signing).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex, RwLock};
+
+use axum::http::StatusCode;
+use hmac::{Hmac, Mac};
+use rand::RngCore;
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
+use uuid::Uuid;
+
+use appliance_storage::records::{ApiKey, KeyKind, Mode, Project};
+
+use crate::error::ApiError;
+
+/// Token prefix of live keys (DECISIONS.md section 2).
+pub const LIVE_PREFIX: &str = "apk";
+/// Token prefix of test keys: the live prefix followed by `test`.
+pub const TEST_PREFIX: &str = "apktest";
+
+/// Every scope a key may carry (SPEC.md section 5 rule 6, DECISIONS.md section 4).
+pub const ALL_SCOPES: &[&str] = &[
+    "customers:read",
+    "customers:write",
+    "wallets:read",
+    "wallets:create",
+    "balances:read",
+    "deposits:read",
+    "sweeps:read",
+    "sweeps:create",
+    "payouts:read",
+    "payouts:create",
+    "payouts:approve",
+    "webhooks:read",
+    "webhooks:write",
+    "webhooks:replay",
+    "invoices:read",
+    "invoices:write",
+    "events:read",
+    "conversions:read",
+    "conversions:write",
+    "billing:read",
+    "billing:write",
+    "api_keys:read",
+    "api_keys:write",
+];
+
+/// Scopes every kind gets by default: the groups any kind reaches.
+const ANY_KIND_DEFAULTS: &[&str] = &[
+    "webhooks:read",
+    "webhooks:write",
+    "webhooks:replay",
+    "events:read",
+    "billing:read",
+    "billing:write",
+];
+
+/// DECISIONS.md section 4: the kind's read and write scopes, never `payouts:create`,
+/// `payouts:approve`, `sweeps:create` or `api_keys:*`.
+pub fn default_scopes(kind: KeyKind) -> Vec<String> {
+    let own: &[&str] = match kind {
+        KeyKind::Checkout => &["invoices:read", "invoices:write"],
+        KeyKind::Payout => &[
+            "payouts:read",
+            "balances:read",
+            "conversions:read",
+            "conversions:write",
+        ],
+        KeyKind::Wallet => &[
+            "customers:read",
+            "customers:write",
+            "wallets:read",
+            "wallets:create",
+            "balances:read",
+            "deposits:read",
+            "sweeps:read",
+            "payouts:read",
+        ],
+    };
+    own.iter()
+        .chain(ANY_KIND_DEFAULTS)
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// Whether a granted scope (possibly `*` or `group:*`) covers `wanted`.
+pub fn scope_covers(granted: &str, wanted: &str) -> bool {
+    if granted == "*" || granted == wanted {
+        return true;
+    }
+    match granted.strip_suffix(":*") {
+        Some(group) => wanted.split(':').next() == Some(group),
+        None => false,
+    }
+}
+
+/// Whether a scope string is acceptable on a key: a known scope, `*`, or `group:*` of a
+/// known group.
+pub fn is_valid_scope(s: &str) -> bool {
+    if s == "*" || ALL_SCOPES.contains(&s) {
+        return true;
+    }
+    s.strip_suffix(":*")
+        .is_some_and(|g| ALL_SCOPES.iter().any(|k| k.split(':').next() == Some(g)))
+}
+
+/// A freshly minted token (shown once) and what is stored about it.
+pub struct NewToken {
+    pub token: String,
+    pub key_id: String,
+    pub last4: String,
+}
+
+/// Mints `prefix ‖ 64 lowercase hex` from 32 random bytes.
+pub fn mint_token(mode: Mode) -> NewToken {
+    let mut raw = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut raw);
+    let hexpart = hex::encode(raw);
+    let prefix = match mode {
+        Mode::Live => LIVE_PREFIX,
+        Mode::Test => TEST_PREFIX,
+    };
+    NewToken {
+        token: format!("{prefix}{hexpart}"),
+        key_id: format!("{prefix}{}", &hexpart[..8]),
+        last4: hexpart[60..].to_string(),
+    }
+}
+
+/// Splits a presented token into (mode, hex part); `None` when malformed.
+pub fn parse_token(token: &str) -> Option<Mode> {
+    let (mode, rest) = if let Some(r) = token.strip_prefix(TEST_PREFIX) {
+        (Mode::Test, r)
+    } else if let Some(r) = token.strip_prefix(LIVE_PREFIX) {
+        (Mode::Live, r)
+    } else {
+        return None;
+    };
+    (rest.len() == 64 && rest.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')))
+        .then_some(mode)
+}
+
+/// The secret mixed into every stored token hash.
+#[derive(Clone)]
+pub struct Pepper([u8; 32]);
+
+impl std::fmt::Debug for Pepper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pepper(..)")
+    }
+}
+
+impl Pepper {
+    /// Reads `dir/pepper`, creating it (mode 0600) on first use.
+    pub fn load_or_create(dir: &Path) -> std::io::Result<Pepper> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join("pepper");
+        match std::fs::read_to_string(&path) {
+            Ok(s) => {
+                let mut b = [0u8; 32];
+                hex::decode_to_slice(s.trim(), &mut b)
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+                Ok(Pepper(b))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let mut b = [0u8; 32];
+                rand::rngs::OsRng.fill_bytes(&mut b);
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&path)?;
+                f.write_all(hex::encode(b).as_bytes())?;
+                f.sync_all()?;
+                Ok(Pepper(b))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// HMAC-SHA256(pepper, token), hex.
+    pub fn hash(&self, token: &str) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("any key length");
+        mac.update(token.as_bytes());
+        hex::encode(mac.finalize().into_bytes())
+    }
+}
+
+/// Keys and projects held in memory so authentication needs no store read.
+#[derive(Default)]
+pub struct KeyCache {
+    by_hash: RwLock<HashMap<String, Arc<ApiKey>>>,
+    projects: RwLock<HashMap<Uuid, Arc<Project>>>,
+    usage: Mutex<HashMap<Uuid, (i64, u64)>>,
+}
+
+impl KeyCache {
+    /// Replaces (or adds) a key.
+    pub fn put_key(&self, key: ApiKey) {
+        self.by_hash
+            .write()
+            .expect("lock")
+            .insert(key.token_hash.clone(), Arc::new(key));
+    }
+
+    pub fn put_project(&self, p: Project) {
+        self.projects
+            .write()
+            .expect("lock")
+            .insert(p.id, Arc::new(p));
+    }
+
+    pub fn project(&self, id: Uuid) -> Option<Arc<Project>> {
+        self.projects.read().expect("lock").get(&id).cloned()
+    }
+
+    /// The key whose stored hash equals `hash` (compared in constant time).
+    pub fn key_by_hash(&self, hash: &str) -> Option<Arc<ApiKey>> {
+        let k = self.by_hash.read().expect("lock").get(hash).cloned()?;
+        bool::from(k.token_hash.as_bytes().ct_eq(hash.as_bytes())).then_some(k)
+    }
+
+    /// Counts one use of a key (flushed to the store by the maintenance worker).
+    pub fn record_use(&self, key: Uuid, now: i64) {
+        let mut u = self.usage.lock().expect("lock");
+        let e = u.entry(key).or_insert((now, 0));
+        e.0 = now;
+        e.1 += 1;
+    }
+
+    /// Takes the uses counted since the last call: key -> (last_used_at, count).
+    pub fn take_usage(&self) -> HashMap<Uuid, (i64, u64)> {
+        std::mem::take(&mut *self.usage.lock().expect("lock"))
+    }
+
+    /// Uses not yet flushed, for answers that show `use_count`.
+    pub fn pending_usage(&self, key: Uuid) -> Option<(i64, u64)> {
+        self.usage.lock().expect("lock").get(&key).copied()
+    }
+}
+
+/// What an endpoint requires of the calling key.
+#[derive(Debug, Clone, Copy)]
+pub struct Access {
+    pub kinds: &'static [KeyKind],
+    pub scope: Option<&'static str>,
+    /// Moves funds: needs signing at service, project and key level.
+    pub signing: bool,
+}
+
+/// Any kind of key, no scope.
+pub const ANY_KIND: &[KeyKind] = &[KeyKind::Checkout, KeyKind::Payout, KeyKind::Wallet];
+
+impl Access {
+    pub const fn new(kinds: &'static [KeyKind], scope: &'static str) -> Self {
+        Access {
+            kinds,
+            scope: Some(scope),
+            signing: false,
+        }
+    }
+    pub const fn any() -> Self {
+        Access {
+            kinds: ANY_KIND,
+            scope: None,
+            signing: false,
+        }
+    }
+    pub const fn signing(mut self) -> Self {
+        self.signing = true;
+        self
+    }
+}
+
+/// The authenticated caller of a request.
+#[derive(Clone)]
+pub struct Caller {
+    pub key: Arc<ApiKey>,
+    pub project: Arc<Project>,
+    pub ip: IpAddr,
+    /// Service-level signing switch from config.
+    pub service_signing: bool,
+}
+
+impl Caller {
+    pub fn project_id(&self) -> Uuid {
+        self.project.id
+    }
+
+    pub fn livemode(&self) -> bool {
+        self.project.mode == Mode::Live
+    }
+
+    pub fn has_scope(&self, wanted: &str) -> bool {
+        self.key.scopes.iter().any(|g| scope_covers(g, wanted))
+    }
+
+    /// Which of `service`, `project`, `key` have signing off (SPEC.md section 2, Ping).
+    pub fn signing_blocked_by(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if !self.service_signing {
+            v.push("service");
+        }
+        if !self.project.settings.signing_enabled {
+            v.push("project");
+        }
+        if !self.key.signing_enabled {
+            v.push("key");
+        }
+        v
+    }
+
+    /// SPEC.md section 5 rule 7: kind, then scope, then IP allowlist, then signing.
+    pub fn require(&self, access: Access) -> Result<(), ApiError> {
+        if !access.kinds.contains(&self.key.kind) {
+            return Err(ApiError::forbidden(
+                "wrong_key_kind",
+                format!(
+                    "A {} key cannot call this endpoint.",
+                    self.key.kind.as_str()
+                ),
+            ));
+        }
+        if let Some(scope) = access.scope {
+            if !self.has_scope(scope) {
+                return Err(ApiError::forbidden(
+                    "missing_scope",
+                    format!("This key lacks the scope {scope}."),
+                ));
+            }
+        }
+        if !ip_allowed(&self.key.ip_allowlist, self.ip) {
+            return Err(ApiError::forbidden(
+                "ip_not_allowed",
+                format!("Requests from {} are not allowed for this key.", self.ip),
+            ));
+        }
+        if access.signing {
+            let blocked = self.signing_blocked_by();
+            if !blocked.is_empty() {
+                return Err(ApiError::forbidden(
+                    "signing_disabled",
+                    format!("Signing is disabled at the {} level.", blocked.join(", ")),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parses one allowlist entry: an exact IP or a CIDR block, IPv4 or IPv6.
+pub fn parse_allow_entry(s: &str) -> Option<ipnet::IpNet> {
+    if let Ok(net) = s.parse::<ipnet::IpNet>() {
+        return Some(net.trunc());
+    }
+    s.parse::<IpAddr>().ok().map(ipnet::IpNet::from)
+}
+
+/// Empty allows any source (SPEC.md section 5 rule 9). IPv4-mapped IPv6 sources are judged
+/// as IPv4.
+pub fn ip_allowed(list: &[String], ip: IpAddr) -> bool {
+    if list.is_empty() {
+        return true;
+    }
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+        v4 => v4,
+    };
+    list.iter()
+        .filter_map(|s| parse_allow_entry(s))
+        .any(|n| n.contains(&ip))
+}
+
+/// 401 `invalid_api_key`.
+pub fn invalid_key() -> ApiError {
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "invalid_api_key",
+        "Missing, malformed, expired or revoked API key.",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_format() {
+        let t = mint_token(Mode::Test);
+        assert!(t.token.starts_with("apktest") && t.token.len() == 7 + 64);
+        assert_eq!(parse_token(&t.token), Some(Mode::Test));
+        assert_eq!(t.key_id.len(), 7 + 8);
+        let l = mint_token(Mode::Live);
+        assert_eq!(parse_token(&l.token), Some(Mode::Live));
+        assert_eq!(parse_token(&l.token.to_uppercase()), None);
+        assert_eq!(parse_token("apk1234"), None);
+    }
+
+    #[test]
+    fn scope_wildcards() {
+        assert!(scope_covers("*", "payouts:create"));
+        assert!(scope_covers("wallets:*", "wallets:create"));
+        assert!(!scope_covers("wallets:*", "customers:read"));
+        assert!(!scope_covers("wallets:read", "wallets:create"));
+        assert!(is_valid_scope("wallets:*") && !is_valid_scope("nope:*") && !is_valid_scope("x"));
+        assert!(!default_scopes(KeyKind::Payout).contains(&"payouts:create".to_string()));
+    }
+
+    #[test]
+    fn allowlists_match_cidrs_both_families() {
+        let l = vec![
+            "10.0.0.0/8".to_string(),
+            "2001:db8::/32".to_string(),
+            "192.0.2.7".to_string(),
+        ];
+        assert!(ip_allowed(&l, "10.1.2.3".parse().unwrap()));
+        assert!(ip_allowed(&l, "2001:db8::1".parse().unwrap()));
+        assert!(ip_allowed(&l, "::ffff:192.0.2.7".parse().unwrap()));
+        assert!(!ip_allowed(&l, "192.0.2.8".parse().unwrap()));
+        assert!(ip_allowed(&[], "1.1.1.1".parse().unwrap()));
+    }
+}

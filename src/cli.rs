@@ -1,0 +1,267 @@
+//! Command line (DECISIONS.md section 1).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use serde_json::Value;
+
+use crate::auth::Pepper;
+use crate::config::Config;
+use crate::operator::{self, ProjectSet, Request};
+
+/// Self-hosted custodial wallet and payments service.
+#[derive(Debug, Parser)]
+#[command(name = "appliance", version, about)]
+pub struct Cli {
+    /// Serve test mode: simulated chains, project `default` created on first start.
+    #[arg(long)]
+    pub test: bool,
+    /// Address to listen on (overrides `listen` in config).
+    #[arg(long, global = true)]
+    pub listen: Option<String>,
+    /// Data directory (overrides `data_dir` in config; default ./appliance-data).
+    #[arg(long, global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// Configuration file (TOML).
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve live mode (chains without a configured adapter are listed as paused).
+    Serve,
+    /// Manage projects.
+    #[command(subcommand)]
+    Project(ProjectCmd),
+    /// Manage API keys.
+    #[command(subcommand)]
+    Key(KeyCmd),
+    /// Check every ledger and index invariant; exits non-zero on any violation.
+    Verify,
+    /// Print the version.
+    Version,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProjectCmd {
+    /// Create a project.
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long, value_parser = ["live", "test"])]
+        mode: String,
+    },
+    /// List projects.
+    List,
+    /// Show one project (id or name).
+    Show { project: String },
+    /// Change a project's settings and switches.
+    Set(SetArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SetArgs {
+    /// Project id or name.
+    pub project: String,
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(long)]
+    pub signing_enabled: Option<bool>,
+    /// US cents above which payouts wait for approval, or `none`.
+    #[arg(long)]
+    pub auto_approve_threshold_cents: Option<String>,
+    #[arg(long)]
+    pub requests_per_minute: Option<u32>,
+    #[arg(long)]
+    pub addresses_per_day: Option<u32>,
+    #[arg(long)]
+    pub max_pending_payouts: Option<u32>,
+    /// Chain the chain and asset switches apply to.
+    #[arg(long)]
+    pub chain: Option<String>,
+    #[arg(long, value_parser = ["live", "paused", "coming_soon"])]
+    pub chain_status: Option<String>,
+    #[arg(long)]
+    pub chain_status_note: Option<String>,
+    #[arg(long)]
+    pub chain_deposits: Option<bool>,
+    #[arg(long)]
+    pub chain_payouts: Option<bool>,
+    #[arg(long)]
+    pub chain_listed: Option<bool>,
+    /// Asset (with --chain) the asset switches apply to.
+    #[arg(long)]
+    pub asset: Option<String>,
+    #[arg(long)]
+    pub asset_deposits: Option<bool>,
+    #[arg(long)]
+    pub asset_payouts: Option<bool>,
+    #[arg(long)]
+    pub asset_archived: Option<bool>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyCmd {
+    /// Mint a key (the token is printed once).
+    Create {
+        /// Project id or name.
+        #[arg(long)]
+        project: String,
+        #[arg(long, value_parser = ["checkout", "payout", "wallet"])]
+        kind: String,
+        #[arg(long)]
+        name: Option<String>,
+        /// Comma-separated scopes (default: the kind's default scopes).
+        #[arg(long, value_delimiter = ',')]
+        scopes: Option<Vec<String>>,
+        #[arg(long)]
+        signing_enabled: bool,
+    },
+    /// List a project's keys.
+    List {
+        #[arg(long)]
+        project: String,
+    },
+    /// Revoke a key now (by id).
+    Revoke { key: String },
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("APPLIANCE_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_config(cli: &Cli) -> anyhow::Result<Config> {
+    let mut cfg = Config::load(cli.config.as_deref())?;
+    if let Some(l) = &cli.listen {
+        cfg.listen = l.clone();
+    }
+    if let Some(d) = &cli.data_dir {
+        cfg.data_dir = d.clone();
+    }
+    Ok(cfg)
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let cfg = load_config(&cli)?;
+    let req = match cli.command {
+        None if cli.test => return serve(cfg, true),
+        None => {
+            eprintln!("nothing to do: use `appliance --test` or `appliance serve --config FILE` (see --help)");
+            return Ok(ExitCode::from(2));
+        }
+        Some(Command::Serve) => return serve(cfg, cli.test),
+        Some(Command::Version) => {
+            println!("appliance {}", env!("CARGO_PKG_VERSION"));
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(Command::Verify) => Request::Verify,
+        Some(Command::Project(p)) => match p {
+            ProjectCmd::Create { name, mode } => Request::ProjectCreate { name, mode },
+            ProjectCmd::List => Request::ProjectList,
+            ProjectCmd::Show { project } => Request::ProjectShow { project },
+            ProjectCmd::Set(a) => {
+                let (threshold, clear) = match a.auto_approve_threshold_cents.as_deref() {
+                    None => (None, false),
+                    Some("none") => (None, true),
+                    Some(v) => (
+                        Some(v.parse::<u64>().map_err(|_| {
+                            anyhow::anyhow!("--auto-approve-threshold-cents takes cents or `none`")
+                        })?),
+                        false,
+                    ),
+                };
+                Request::ProjectSet {
+                    project: a.project,
+                    set: ProjectSet {
+                        name: a.name,
+                        signing_enabled: a.signing_enabled,
+                        auto_approve_threshold_cents: threshold,
+                        clear_auto_approve_threshold: clear,
+                        requests_per_minute: a.requests_per_minute,
+                        addresses_per_day: a.addresses_per_day,
+                        max_pending_payouts: a.max_pending_payouts,
+                        chain: a.chain,
+                        chain_status: a.chain_status,
+                        chain_status_note: a.chain_status_note,
+                        chain_deposits: a.chain_deposits,
+                        chain_payouts: a.chain_payouts,
+                        chain_listed: a.chain_listed,
+                        asset: a.asset,
+                        asset_deposits: a.asset_deposits,
+                        asset_payouts: a.asset_payouts,
+                        asset_archived: a.asset_archived,
+                    },
+                }
+            }
+        },
+        Some(Command::Key(k)) => match k {
+            KeyCmd::Create {
+                project,
+                kind,
+                name,
+                scopes,
+                signing_enabled,
+            } => Request::KeyCreate {
+                project,
+                kind,
+                name,
+                scopes,
+                signing_enabled,
+            },
+            KeyCmd::List { project } => Request::KeyList { project },
+            KeyCmd::Revoke { key } => Request::KeyRevoke { key },
+        },
+    };
+    let is_verify = matches!(req, Request::Verify);
+    let answer =
+        match operator::call_socket(&cfg.socket_path(), &req).map_err(anyhow::Error::msg)? {
+            Some(v) => v,
+            None => {
+                let pepper = Pepper::load_or_create(&cfg.data_dir)?;
+                let store = crate::server::open_store(&cfg)?;
+                operator::execute(&store, &pepper, req)
+                    .map_err(anyhow::Error::msg)?
+                    .0
+            }
+        };
+    if let Some(token) = answer.get("token").and_then(Value::as_str) {
+        println!("token: {token}");
+    }
+    println!("{}", serde_json::to_string_pretty(&answer)?);
+    if is_verify {
+        let n = answer["violations"].as_array().map(Vec::len).unwrap_or(0);
+        if n > 0 {
+            eprintln!("verify: {n} violation(s)");
+            return Ok(ExitCode::FAILURE);
+        }
+        eprintln!("verify: all invariants hold");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn serve(cfg: Config, test_mode: bool) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(crate::server::run(cfg, test_mode))?;
+    Ok(ExitCode::SUCCESS)
+}

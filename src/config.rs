@@ -1,0 +1,274 @@
+//! Configuration in layers (DECISIONS.md section 1): built-in defaults, then the TOML file
+//! given by `--config`, then `APPLIANCE_<SECTION>__<KEY>` environment variables.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Whole configuration. `config.toml.example` documents every key.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    /// Address to serve on, e.g. `127.0.0.1:8080`.
+    pub listen: String,
+    pub data_dir: PathBuf,
+    /// Base of links the appliance hands out (checkout, explorer), e.g. `https://pay.example.com`.
+    pub public_base_url: Option<String>,
+    pub tls: Option<TlsConfig>,
+    pub signing: SigningConfig,
+    pub storage: StorageConfig,
+    pub test: TestConfig,
+    pub limits: LimitsConfig,
+    pub chains: BTreeMap<String, ChainConfig>,
+    pub webhooks: WebhooksConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: "127.0.0.1:8080".into(),
+            data_dir: PathBuf::from("./appliance-data"),
+            public_base_url: None,
+            tls: None,
+            signing: SigningConfig::default(),
+            storage: StorageConfig::default(),
+            test: TestConfig::default(),
+            limits: LimitsConfig::default(),
+            chains: BTreeMap::new(),
+            webhooks: WebhooksConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct TlsConfig {
+    /// PEM certificate chain.
+    pub cert: PathBuf,
+    /// PEM private key.
+    pub key: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct SigningConfig {
+    /// Service-level signing switch (SPEC.md section 5 rule 8): off blocks every payout and sweep.
+    pub enabled: bool,
+    /// Environment variable holding the seed passphrase.
+    pub passphrase_env: Option<String>,
+    /// File holding the seed passphrase (e.g. a systemd credential).
+    pub passphrase_file: Option<PathBuf>,
+}
+
+impl Default for SigningConfig {
+    fn default() -> Self {
+        SigningConfig {
+            enabled: true,
+            passphrase_env: None,
+            passphrase_file: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct StorageConfig {
+    /// Save allocator state on every commit: instant recovery after a crash, slower commits.
+    pub quick_repair: bool,
+    /// redb page cache in MiB.
+    pub cache_size_mb: usize,
+    /// Most requests committed in one transaction.
+    pub max_batch: usize,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig {
+            quick_repair: false,
+            cache_size_mb: 256,
+            max_batch: 512,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct TestConfig {
+    /// Simulated chain: one block per chain every this many milliseconds.
+    pub block_interval_ms: u64,
+}
+
+impl Default for TestConfig {
+    fn default() -> Self {
+        TestConfig {
+            block_interval_ms: 1000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct LimitsConfig {
+    /// Requests per minute per source IP that carry no valid key (DECISIONS.md section 8).
+    pub unauthenticated_per_minute: u32,
+    /// Largest request body accepted, bytes (413 above).
+    pub max_body_bytes: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            unauthenticated_per_minute: 60,
+            max_body_bytes: 1 << 20,
+        }
+    }
+}
+
+/// One live chain (DECISIONS.md section 10).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ChainConfig {
+    pub rpc_url: String,
+    pub confirmations: Option<u32>,
+    #[serde(default = "default_poll_ms")]
+    pub poll_interval_ms: u64,
+    #[serde(default)]
+    pub sweep_threshold_usd_cents: Option<u64>,
+    #[serde(default)]
+    pub assets: Vec<AssetConfig>,
+}
+
+fn default_poll_ms() -> u64 {
+    1000
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct AssetConfig {
+    pub symbol: String,
+    pub contract: String,
+    pub decimals: u8,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct WebhooksConfig {
+    /// Lets tests and local development target http and loopback receivers.
+    pub allow_private_targets: bool,
+}
+
+/// Why configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("parsing {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
+    #[error("invalid configuration: {0}")]
+    Invalid(#[from] toml::de::Error),
+    #[error("environment variable {0} is not of the form APPLIANCE_<SECTION>__<KEY>")]
+    BadEnv(String),
+}
+
+/// Environment variables that carry secrets, never configuration keys.
+const SECRET_ENV: &[&str] = &["APPLIANCE_PASSPHRASE"];
+
+impl Config {
+    /// Loads defaults, then `file` (if any), then the environment.
+    pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+        let mut root = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.into(),
+                    source,
+                })?;
+                text.parse::<toml::Table>()
+                    .map_err(|source| ConfigError::Parse {
+                        path: path.into(),
+                        source,
+                    })?
+            }
+            None => toml::Table::new(),
+        };
+        for (name, value) in std::env::vars() {
+            let Some(rest) = name.strip_prefix("APPLIANCE_") else {
+                continue;
+            };
+            if SECRET_ENV.contains(&name.as_str()) || rest.is_empty() {
+                continue;
+            }
+            let path: Vec<String> = rest.split("__").map(|s| s.to_ascii_lowercase()).collect();
+            if path.iter().any(|p| p.is_empty()) {
+                return Err(ConfigError::BadEnv(name));
+            }
+            set_path(&mut root, &path, parse_env_value(&value));
+        }
+        let cfg: Config = toml::Value::Table(root).try_into()?;
+        Ok(cfg)
+    }
+
+    /// The store file inside the data dir.
+    pub fn store_path(&self) -> PathBuf {
+        self.data_dir.join("appliance.redb")
+    }
+
+    /// The operator socket inside the data dir.
+    pub fn socket_path(&self) -> PathBuf {
+        self.data_dir.join("appliance.sock")
+    }
+}
+
+fn parse_env_value(v: &str) -> toml::Value {
+    if let Ok(b) = v.parse::<bool>() {
+        return toml::Value::Boolean(b);
+    }
+    if let Ok(i) = v.parse::<i64>() {
+        return toml::Value::Integer(i);
+    }
+    toml::Value::String(v.to_string())
+}
+
+fn set_path(table: &mut toml::Table, path: &[String], value: toml::Value) {
+    let (head, rest) = path.split_first().expect("non-empty path");
+    if rest.is_empty() {
+        table.insert(head.clone(), value);
+        return;
+    }
+    let entry = table
+        .entry(head.clone())
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    if !entry.is_table() {
+        *entry = toml::Value::Table(toml::Table::new());
+    }
+    if let toml::Value::Table(t) = entry {
+        set_path(t, rest, value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_path_sets_nested_keys() {
+        let mut t = toml::Table::new();
+        set_path(
+            &mut t,
+            &["webhooks".into(), "allow_private_targets".into()],
+            parse_env_value("true"),
+        );
+        set_path(
+            &mut t,
+            &["test".into(), "block_interval_ms".into()],
+            parse_env_value("250"),
+        );
+        let cfg: Config = toml::Value::Table(t).try_into().unwrap();
+        assert!(cfg.webhooks.allow_private_targets);
+        assert_eq!(cfg.test.block_interval_ms, 250);
+        assert_eq!(cfg.listen, "127.0.0.1:8080");
+    }
+}

@@ -1,0 +1,386 @@
+//! Operator commands (`appliance project ...`, `key ...`, `verify`): one implementation,
+//! reached through the Unix socket of a running server (mode 0600, in the data dir) or
+//! directly on the store when no server runs (DECISIONS.md section 1). There is no network
+//! admin surface.
+//!
+//! Wire format on the socket: one JSON [`Request`] per line, one JSON answer per line:
+//! `{"ok": <value>}` or `{"error": "<message>"}`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use appliance_storage::index::{self, IndexTag};
+use appliance_storage::records::{ApiKey, AssetOverride, ChainOverride, KeyKind, Mode, Project};
+use appliance_storage::{ReadOps, ScanOps, Store};
+
+use crate::auth::Pepper;
+use crate::error::ApiError;
+use crate::services::{keys, projects};
+use crate::views;
+
+/// An operator command.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case")]
+pub enum Request {
+    ProjectCreate {
+        name: String,
+        mode: String,
+    },
+    ProjectList,
+    ProjectShow {
+        project: String,
+    },
+    ProjectSet {
+        project: String,
+        set: ProjectSet,
+    },
+    KeyCreate {
+        project: String,
+        kind: String,
+        name: Option<String>,
+        scopes: Option<Vec<String>>,
+        signing_enabled: bool,
+    },
+    KeyList {
+        project: String,
+    },
+    KeyRevoke {
+        key: String,
+    },
+    Verify,
+}
+
+/// Settings changed by `project set`; `None` leaves a field alone.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ProjectSet {
+    pub name: Option<String>,
+    pub signing_enabled: Option<bool>,
+    pub auto_approve_threshold_cents: Option<u64>,
+    /// Removes the threshold: every payout auto-approves.
+    #[serde(default)]
+    pub clear_auto_approve_threshold: bool,
+    pub requests_per_minute: Option<u32>,
+    pub addresses_per_day: Option<u32>,
+    pub max_pending_payouts: Option<u32>,
+    pub chain: Option<String>,
+    pub chain_status: Option<String>,
+    pub chain_status_note: Option<String>,
+    pub chain_deposits: Option<bool>,
+    pub chain_payouts: Option<bool>,
+    pub chain_listed: Option<bool>,
+    pub asset: Option<String>,
+    pub asset_deposits: Option<bool>,
+    pub asset_payouts: Option<bool>,
+    pub asset_archived: Option<bool>,
+}
+
+fn err(e: ApiError) -> String {
+    e.message
+}
+
+fn project_json(p: &Project) -> Value {
+    json!({
+        "id": p.id,
+        "name": p.name,
+        "mode": p.mode.as_str(),
+        "settings": p.settings,
+        "created_at": views::ts(p.created_at),
+    })
+}
+
+fn find_project(store: &Store, s: &str) -> Result<Project, String> {
+    let s2 = s.to_string();
+    store
+        .read_blocking(|r| Ok(projects::find(r, &s2)))
+        .map_err(|e| e.to_string())?
+        .map_err(err)?
+        .ok_or_else(|| format!("no project {s:?}"))
+}
+
+/// Runs one command on the store. Returns the answer and whether keys or projects changed
+/// (so a running server refreshes its cache).
+pub fn execute(store: &Store, pepper: &Pepper, req: Request) -> Result<(Value, bool), String> {
+    match req {
+        Request::ProjectCreate { name, mode } => {
+            let mode = match mode.as_str() {
+                "live" => Mode::Live,
+                "test" => Mode::Test,
+                _ => return Err("--mode must be live or test".into()),
+            };
+            let p = store
+                .write_blocking(move |ctx| projects::create(ctx, &name, mode))
+                .map_err(|e| err(e.into()))?;
+            Ok((project_json(&p), true))
+        }
+        Request::ProjectList => {
+            let ps = store
+                .read_blocking(|r| r.all::<Project>())
+                .map_err(|e| e.to_string())?;
+            Ok((
+                json!(ps.iter().map(project_json).collect::<Vec<_>>()),
+                false,
+            ))
+        }
+        Request::ProjectShow { project } => {
+            Ok((project_json(&find_project(store, &project)?), false))
+        }
+        Request::ProjectSet { project, set } => {
+            let id = find_project(store, &project)?.id;
+            let p = store
+                .write_blocking(move |ctx| {
+                    let mut p = ctx
+                        .get::<Project>(id)?
+                        .ok_or_else(|| ApiError::not_found("project"))?;
+                    apply_set(&mut p, set).map_err(|m| ApiError::invalid("settings", m))?;
+                    ctx.put(&p)?;
+                    Ok::<_, ApiError>(p)
+                })
+                .map_err(|e| err(e.into()))?;
+            Ok((project_json(&p), true))
+        }
+        Request::KeyCreate {
+            project,
+            kind,
+            name,
+            scopes,
+            signing_enabled,
+        } => {
+            let p = find_project(store, &project)?;
+            let kind = KeyKind::parse(&kind).ok_or("--kind must be checkout, payout or wallet")?;
+            if let Some(s) = &scopes {
+                keys::check_scopes(s, None).map_err(err)?;
+            }
+            let pepper = pepper.clone();
+            let env = p.mode.as_str();
+            let (k, token) = store
+                .write_blocking(move |ctx| {
+                    keys::create(
+                        ctx,
+                        &pepper,
+                        &p,
+                        keys::NewKey {
+                            kind,
+                            name: name.unwrap_or_else(|| format!("{} key", kind.as_str())),
+                            scopes,
+                            ip_allowlist: vec![],
+                            signing_enabled,
+                            created_by: "merchant".into(),
+                        },
+                    )
+                })
+                .map_err(|e| err(e.into()))?;
+            let mut v = views::api_key(&k, env, None);
+            v["token"] = json!(token);
+            Ok((v, true))
+        }
+        Request::KeyList { project } => {
+            let p = find_project(store, &project)?;
+            let ks = store
+                .read_blocking(|r| {
+                    r.list::<ApiKey>(
+                        &index::prefix(IndexTag::ApiKeys, p.id, &[]),
+                        None,
+                        10_000,
+                        |_| true,
+                    )
+                })
+                .map_err(|e| e.to_string())?;
+            Ok((
+                json!(ks
+                    .items
+                    .iter()
+                    .map(|k| views::api_key(k, p.mode.as_str(), None))
+                    .collect::<Vec<_>>()),
+                false,
+            ))
+        }
+        Request::KeyRevoke { key } => {
+            let id = Uuid::parse_str(&key).map_err(|_| "the key id must be a UUID".to_string())?;
+            let k = store
+                .write_blocking(move |ctx| {
+                    let k = ctx
+                        .get::<ApiKey>(id)?
+                        .ok_or_else(|| ApiError::not_found("API key"))?;
+                    keys::revoke(ctx, k.project_id, id)
+                })
+                .map_err(|e| err(e.into()))?;
+            Ok((views::api_key(&k, "", None), true))
+        }
+        Request::Verify => {
+            let rep = store
+                .read_blocking(appliance_storage::verify::verify)
+                .map_err(|e| e.to_string())?;
+            Ok((
+                json!({
+                    "journal_entries": rep.journal_entries,
+                    "accounts": rep.accounts,
+                    "events": rep.events,
+                    "rows_checked": rep.rows_checked,
+                    "violations": rep.violations,
+                }),
+                false,
+            ))
+        }
+    }
+}
+
+fn apply_set(p: &mut Project, s: ProjectSet) -> Result<(), String> {
+    if let Some(n) = s.name {
+        p.name = n;
+    }
+    let st = &mut p.settings;
+    if let Some(v) = s.signing_enabled {
+        st.signing_enabled = v;
+    }
+    if s.clear_auto_approve_threshold {
+        st.auto_approve_threshold_cents = None;
+    }
+    if let Some(v) = s.auto_approve_threshold_cents {
+        st.auto_approve_threshold_cents = Some(v);
+    }
+    if let Some(v) = s.requests_per_minute {
+        st.requests_per_minute = v.max(1);
+    }
+    if let Some(v) = s.addresses_per_day {
+        st.addresses_per_day = v;
+    }
+    if let Some(v) = s.max_pending_payouts {
+        st.max_pending_payouts = v;
+    }
+    let chain_fields = s.chain_status.is_some()
+        || s.chain_status_note.is_some()
+        || s.chain_deposits.is_some()
+        || s.chain_payouts.is_some()
+        || s.chain_listed.is_some();
+    let asset_fields =
+        s.asset_deposits.is_some() || s.asset_payouts.is_some() || s.asset_archived.is_some();
+    if (chain_fields || asset_fields || s.asset.is_some()) && s.chain.is_none() {
+        return Err("chain and asset switches need --chain".into());
+    }
+    if let Some(chain) = s.chain {
+        let c =
+            appliance_chains::chain(&chain).ok_or_else(|| format!("unknown chain {chain:?}"))?;
+        if let Some(status) = &s.chain_status {
+            appliance_chains::ChainStatus::parse(status)
+                .ok_or("--chain-status must be live, paused or coming_soon")?;
+        }
+        if chain_fields {
+            let o = match st.chains.iter_mut().find(|o| o.chain == chain) {
+                Some(o) => o,
+                None => {
+                    st.chains.push(ChainOverride {
+                        chain: chain.clone(),
+                        ..Default::default()
+                    });
+                    st.chains.last_mut().expect("pushed")
+                }
+            };
+            o.status = s.chain_status.or(o.status.take());
+            o.status_note = s.chain_status_note.or(o.status_note.take());
+            o.deposits_enabled = s.chain_deposits.or(o.deposits_enabled);
+            o.payouts_enabled = s.chain_payouts.or(o.payouts_enabled);
+            o.listed = s.chain_listed.or(o.listed);
+        }
+        if let Some(asset) = s.asset {
+            if c.asset(&asset).is_none() {
+                return Err(format!("{asset:?} is not an asset on {chain}"));
+            }
+            let o = match st
+                .assets
+                .iter_mut()
+                .find(|o| o.chain == chain && o.symbol == asset)
+            {
+                Some(o) => o,
+                None => {
+                    st.assets.push(AssetOverride {
+                        chain: chain.clone(),
+                        symbol: asset.clone(),
+                        ..Default::default()
+                    });
+                    st.assets.last_mut().expect("pushed")
+                }
+            };
+            o.deposits_enabled = s.asset_deposits.or(o.deposits_enabled);
+            o.payouts_enabled = s.asset_payouts.or(o.payouts_enabled);
+            o.archived = s.asset_archived.or(o.archived);
+        }
+    }
+    Ok(())
+}
+
+/// Sends a command to the server listening on `socket`. `Ok(None)` when no server answers
+/// there (then the caller opens the store itself).
+pub fn call_socket(socket: &Path, req: &Request) -> Result<Option<Value>, String> {
+    let mut stream = match UnixStream::connect(socket) {
+        Ok(s) => s,
+        Err(_) => return Ok(None),
+    };
+    let mut line = serde_json::to_string(req).map_err(|e| e.to_string())?;
+    line.push('\n');
+    stream
+        .write_all(line.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut answer = String::new();
+    BufReader::new(stream)
+        .read_line(&mut answer)
+        .map_err(|e| e.to_string())?;
+    let v: Value =
+        serde_json::from_str(&answer).map_err(|e| format!("bad answer from server: {e}"))?;
+    match (v.get("ok"), v.get("error")) {
+        (Some(ok), _) => Ok(Some(ok.clone())),
+        (_, Some(e)) => Err(e.as_str().unwrap_or("error").to_string()),
+        _ => Err("bad answer from server".into()),
+    }
+}
+
+/// Serves the operator socket of a running server.
+pub async fn serve_socket(
+    state: crate::state::AppState,
+    path: std::path::PathBuf,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let _ = std::fs::remove_file(&path);
+    let listener = tokio::net::UnixListener::bind(&path)?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let state = state.clone();
+        tokio::spawn(async move {
+            let (r, mut w) = stream.into_split();
+            let mut lines = tokio::io::BufReader::new(r).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let answer = match serde_json::from_str::<Request>(&line) {
+                    Ok(req) => {
+                        let st = state.clone();
+                        match tokio::task::spawn_blocking(move || {
+                            execute(&st.store, &st.pepper, req)
+                        })
+                        .await
+                        {
+                            Ok(Ok((v, changed))) => {
+                                if changed {
+                                    state.reload_cache();
+                                }
+                                json!({"ok": v})
+                            }
+                            Ok(Err(e)) => json!({"error": e}),
+                            Err(e) => json!({"error": e.to_string()}),
+                        }
+                    }
+                    Err(e) => json!({"error": format!("bad request: {e}")}),
+                };
+                let mut s = answer.to_string();
+                s.push('\n');
+                if w.write_all(s.as_bytes()).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,155 @@
+//! Starting and stopping a server: store, key cache, workers, operator socket, HTTP(S).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use appliance_storage::{Store, StoreError, StoreOptions};
+
+use crate::auth::Pepper;
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::services::projects;
+use crate::state::AppState;
+use crate::{api, operator, workers};
+
+/// Opens the data dir's store with the configured options.
+pub fn open_store(config: &Config) -> anyhow::Result<Store> {
+    let opts = StoreOptions {
+        cache_size_bytes: config.storage.cache_size_mb << 20,
+        quick_repair: config.storage.quick_repair,
+        max_batch: config.storage.max_batch.max(1),
+    };
+    match Store::open(&config.store_path(), opts) {
+        Ok(s) => Ok(s),
+        Err(StoreError::Locked) => anyhow::bail!(
+            "the data dir {} is in use by another appliance process",
+            config.data_dir.display()
+        ),
+        Err(e) => Err(e).context("opening the store"),
+    }
+}
+
+/// Runs the server until SIGINT or SIGTERM. `test_mode` creates project `default` on first
+/// start and prints its keys once.
+pub async fn run(config: Config, test_mode: bool) -> anyhow::Result<()> {
+    if config.webhooks.allow_private_targets {
+        tracing::warn!("webhooks.allow_private_targets is ON: webhooks may target private and loopback addresses");
+    }
+    let pepper = Pepper::load_or_create(&config.data_dir).context("reading the pepper")?;
+    let store = open_store(&config)?;
+    if test_mode {
+        bootstrap(&store, &pepper).await?;
+    }
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    let state = AppState::new(config.clone(), store, pepper)?;
+    let mode = if test_mode { " (test mode)" } else { "" };
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    println!("appliance listening on {scheme}://{addr}{mode}");
+    tokio::spawn(workers::sim_chain::run(state.clone()));
+    tokio::spawn(workers::maintenance::run(state.clone()));
+    let sock = config.socket_path();
+    {
+        let state = state.clone();
+        let sock = sock.clone();
+        tokio::spawn(async move {
+            if let Err(e) = operator::serve_socket(state, sock).await {
+                tracing::error!(error = %e, "operator socket stopped");
+            }
+        });
+    }
+    let app = api::router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
+    match &config.tls {
+        Some(tls) => {
+            let rustls = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key)
+                .await
+                .context("loading TLS certificate and key")?;
+            let handle = axum_server::Handle::new();
+            let h2 = handle.clone();
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                h2.graceful_shutdown(Some(std::time::Duration::from_secs(10)));
+            });
+            axum_server::from_tcp_rustls(listener.into_std()?, rustls)?
+                .handle(handle)
+                .serve(app)
+                .await?;
+        }
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown_signal())
+                .await?;
+        }
+    }
+    workers::maintenance::flush_usage(&state).await;
+    let _ = std::fs::remove_file(&sock);
+    println!("appliance stopped");
+    Ok(())
+}
+
+/// First start of `--test`: project `default` and its three keys, printed once.
+async fn bootstrap(store: &Store, pepper: &Pepper) -> anyhow::Result<()> {
+    let existing = store
+        .read(|r| Ok(projects::find(r, "default")))
+        .await?
+        .map_err(|e| anyhow::anyhow!(e.message))?;
+    if let Some(p) = existing {
+        let keys = store
+            .read(move |r| {
+                use appliance_storage::ReadOps;
+                r.list::<appliance_storage::records::ApiKey>(
+                    &appliance_storage::index::prefix(
+                        appliance_storage::index::IndexTag::ApiKeys,
+                        p.id,
+                        &[],
+                    ),
+                    None,
+                    100,
+                    |_| true,
+                )
+            })
+            .await?;
+        println!("project default (test mode) id={}", p.id);
+        for k in keys.items {
+            println!("  {} key {} id={}", k.kind.as_str(), k.key_id, k.id);
+        }
+        return Ok(());
+    }
+    let pepper = Arc::new(pepper.clone());
+    let (p, tokens) = store
+        .write(move |ctx| projects::bootstrap_test(ctx, &pepper))
+        .await
+        .map_err(|e| anyhow::anyhow!(ApiError::from(e).message))?;
+    println!("created project default (test mode) id={}", p.id);
+    println!("These keys are shown once; store them now.");
+    for (kind, token) in &tokens {
+        println!("{} key: {}", kind.as_str(), token);
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

@@ -1,0 +1,165 @@
+//! Balance reports from the ledger (SPEC.md section 2, Balance lists and Treasury).
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use appliance_chains::format_decimal;
+use appliance_storage::ledger::{signed_string, AccountKind, Balance};
+use appliance_storage::records::Wallet;
+use appliance_storage::{ReadOps, StoreError};
+
+use crate::registry::Registry;
+
+#[derive(Default, Clone, Copy)]
+struct Pair {
+    available: u128,
+    locked: u128,
+}
+
+fn item(reg: &Registry, chain: &str, asset: &str, p: Pair, onchain: Option<(u128, u128)>) -> Value {
+    let d = reg.decimals(chain, asset);
+    let total = p.available.saturating_add(p.locked);
+    let mut v = json!({
+        "chain": chain,
+        "asset": asset,
+        "decimals": d,
+        "available": p.available.to_string(),
+        "available_decimal": format_decimal(p.available, d),
+        "locked": p.locked.to_string(),
+        "locked_decimal": format_decimal(p.locked, d),
+        "total": total.to_string(),
+        "total_decimal": format_decimal(total, d),
+    });
+    if let Some((onchain, expected)) = onchain {
+        v["onchain"] = json!(onchain.to_string());
+        v["onchain_decimal"] = json!(format_decimal(onchain, d));
+        v["drift"] = json!(signed_string(onchain, expected));
+    }
+    v
+}
+
+fn customer_pairs(
+    r: &impl ReadOps,
+    project: Uuid,
+    customer: Uuid,
+) -> Result<BTreeMap<(String, String), Pair>, StoreError> {
+    let mut m: BTreeMap<(String, String), Pair> = BTreeMap::new();
+    for (a, b) in r.accounts_of(project, customer)? {
+        let e = m.entry((a.chain.clone(), a.asset.clone())).or_default();
+        match a.kind {
+            AccountKind::Available => e.available = b.credit_balance(),
+            AccountKind::Locked => e.locked = b.credit_balance(),
+            _ => {}
+        }
+    }
+    Ok(m)
+}
+
+/// `GET /v1/customers/{id}/balances`: every (chain, asset) the customer holds.
+pub fn customer(
+    r: &impl ReadOps,
+    reg: &Registry,
+    project: Uuid,
+    customer: Uuid,
+) -> Result<Value, StoreError> {
+    let data: Vec<Value> = customer_pairs(r, project, customer)?
+        .into_iter()
+        .map(|((c, a), p)| item(reg, &c, &a, p, None))
+        .collect();
+    Ok(json!({"object": "balance_list", "customer_id": customer, "data": data}))
+}
+
+/// `GET /v1/wallets/{id}/balances`: every asset of the wallet's chain. With an on-chain
+/// reading, `drift` = on-chain balance minus what the ledger expects on the address.
+pub fn wallet(
+    r: &impl ReadOps,
+    reg: &Registry,
+    w: &Wallet,
+    source: &str,
+    onchain: impl Fn(&str) -> Result<u128, StoreError>,
+) -> Result<Value, StoreError> {
+    let pairs = customer_pairs(r, w.project_id, w.customer_id)?;
+    let mut data = Vec::new();
+    if let Some(chain) = reg.chain(&w.chain) {
+        for a in &chain.assets {
+            let p = pairs
+                .get(&(w.chain.clone(), a.symbol.clone()))
+                .copied()
+                .unwrap_or_default();
+            let reading = if source == "ledger" {
+                None
+            } else {
+                Some((onchain(&a.symbol)?, r.holding(w.id, &a.symbol)?))
+            };
+            let mut v = item(reg, &w.chain, &a.symbol, p, reading);
+            if source == "chain" {
+                for k in [
+                    "available",
+                    "available_decimal",
+                    "locked",
+                    "locked_decimal",
+                    "total",
+                    "total_decimal",
+                ] {
+                    v.as_object_mut().map(|o| o.remove(k));
+                }
+            }
+            data.push(v);
+        }
+    }
+    Ok(json!({"object": "balance_list", "wallet_id": w.id, "source": source, "data": data}))
+}
+
+/// `GET /v1/balances`: the project's treasury report per (chain, asset).
+pub fn treasury(r: &impl ReadOps, reg: &Registry, project: Uuid) -> Result<Value, StoreError> {
+    let mut m: BTreeMap<(String, String), BTreeMap<AccountKind, Balance>> = BTreeMap::new();
+    for (a, b) in r.accounts_of(project, Uuid::nil())? {
+        m.entry((a.chain.clone(), a.asset.clone()))
+            .or_default()
+            .insert(a.kind, b);
+    }
+    let data: Vec<Value> = m
+        .into_iter()
+        .map(|((chain, asset), k)| {
+            let get = |kind| k.get(&kind).copied().unwrap_or_default();
+            let (dep, transit, treas, recv) = (
+                get(AccountKind::Deposits),
+                get(AccountKind::InTransit),
+                get(AccountKind::Treasury),
+                get(AccountKind::Receivable),
+            );
+            // Assets held, as (debits, credits) sums; the ledger sums to zero per asset, so
+            // everything owed (customers' and the project's own available + locked) equals
+            // the net of the project-side accounts.
+            let held_d = dep
+                .debits
+                .saturating_add(transit.debits)
+                .saturating_add(treas.debits);
+            let held_c = dep
+                .credits
+                .saturating_add(transit.credits)
+                .saturating_add(treas.credits);
+            let liab_d = held_d.saturating_add(recv.debits);
+            let liab_c = held_c.saturating_add(recv.credits);
+            let d = reg.decimals(&chain, &asset);
+            let held = signed_string(held_d, held_c);
+            let liability = signed_string(liab_d, liab_c);
+            let surplus =
+                signed_string(held_d.saturating_add(liab_c), held_c.saturating_add(liab_d));
+            json!({
+                "chain": chain,
+                "asset": asset,
+                "decimals": d,
+                "deposits": dep.debit_balance_string(),
+                "in_transit": transit.debit_balance_string(),
+                "treasury": treas.debit_balance_string(),
+                "held": held,
+                "liability": liability,
+                "surplus": surplus,
+            })
+        })
+        .collect();
+    Ok(json!({"object": "treasury", "data": data}))
+}

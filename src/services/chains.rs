@@ -1,0 +1,190 @@
+//! The chains a project sees and which of their switches are on (SPEC.md section 2, Chain;
+//! section 4, Wallets rules and Payouts rule 5).
+
+use appliance_chains::{AccountKind, ChainStatus};
+use appliance_storage::records::{Mode, Project};
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+
+use crate::error::ApiError;
+use crate::registry::{Asset, Chain, Registry};
+
+/// An asset with the project's switches applied.
+pub struct EffAsset<'a> {
+    pub asset: &'a Asset,
+    pub deposits_enabled: bool,
+    pub payouts_enabled: bool,
+    pub archived: bool,
+}
+
+/// A chain with the project's switches applied.
+pub struct EffChain<'a> {
+    pub chain: &'a Chain,
+    pub listed: bool,
+    pub status: ChainStatus,
+    pub status_note: String,
+    pub deposits_enabled: bool,
+    pub payouts_enabled: bool,
+    pub assets: Vec<EffAsset<'a>>,
+}
+
+impl<'a> EffChain<'a> {
+    pub fn asset(&self, symbol: &str) -> Option<&EffAsset<'a>> {
+        self.assets.iter().find(|a| a.asset.symbol == symbol)
+    }
+}
+
+/// The effective state of one chain for a project.
+pub fn effective<'a>(chain: &'a Chain, project: &Project) -> EffChain<'a> {
+    let o = project
+        .settings
+        .chains
+        .iter()
+        .find(|c| c.chain == chain.id());
+    let keypair = chain.info.account_kind == AccountKind::Eoa;
+    let listed = o.and_then(|o| o.listed).unwrap_or(!keypair);
+    let (default_status, default_note) = match (project.mode, chain.info.default_status) {
+        (_, ChainStatus::ComingSoon) => (
+            ChainStatus::ComingSoon,
+            "Support for this chain is on the way.",
+        ),
+        (Mode::Test, _) if !keypair => (ChainStatus::Live, ""),
+        (Mode::Test, _) => (
+            ChainStatus::Paused,
+            "Keypair chains are not simulated in test mode.",
+        ),
+        (Mode::Live, _) if !chain.configured => {
+            (ChainStatus::Paused, "No node is configured for this chain.")
+        }
+        (Mode::Live, _) => (
+            ChainStatus::Paused,
+            "The live adapter for this chain is not available in this release.",
+        ),
+    };
+    let status = o
+        .and_then(|o| o.status.as_deref())
+        .and_then(ChainStatus::parse)
+        .unwrap_or(default_status);
+    let status_note = o.and_then(|o| o.status_note.clone()).unwrap_or_else(|| {
+        if status == default_status {
+            default_note.to_string()
+        } else {
+            String::new()
+        }
+    });
+    let assets = chain
+        .assets
+        .iter()
+        .map(|a| {
+            let ao = project
+                .settings
+                .assets
+                .iter()
+                .find(|x| x.chain == chain.id() && x.symbol == a.symbol);
+            EffAsset {
+                asset: a,
+                deposits_enabled: ao.and_then(|x| x.deposits_enabled).unwrap_or(true),
+                payouts_enabled: ao.and_then(|x| x.payouts_enabled).unwrap_or(true),
+                archived: ao.and_then(|x| x.archived).unwrap_or(false),
+            }
+        })
+        .collect();
+    EffChain {
+        chain,
+        listed,
+        status,
+        status_note,
+        deposits_enabled: o.and_then(|o| o.deposits_enabled).unwrap_or(true),
+        payouts_enabled: o.and_then(|o| o.payouts_enabled).unwrap_or(true),
+        assets,
+    }
+}
+
+/// Resolves a chain identifier from a request: 400 when it is not a chain identifier at all,
+/// 422 `chain_not_enabled` when the project does not list it.
+pub fn resolve<'a>(
+    reg: &'a Registry,
+    project: &Project,
+    id: &str,
+    param: &str,
+) -> Result<EffChain<'a>, ApiError> {
+    let chain = reg
+        .chain(id)
+        .ok_or_else(|| ApiError::invalid(param, format!("Unknown chain {id:?}.")))?;
+    let eff = effective(chain, project);
+    if !eff.listed {
+        return Err(ApiError::unprocessable(
+            "chain_not_enabled",
+            format!("The chain {id} is not enabled for this project."),
+        )
+        .param(param));
+    }
+    Ok(eff)
+}
+
+/// Resolves an asset symbol on a chain: 400 `unknown_asset` (DECISIONS.md section 6).
+pub fn resolve_asset<'a, 'b>(
+    chain: &'b EffChain<'a>,
+    symbol: &str,
+    param: &str,
+) -> Result<&'b EffAsset<'a>, ApiError> {
+    chain.asset(symbol).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "unknown_asset",
+            format!("{symbol:?} is not an asset on {}.", chain.chain.id()),
+        )
+        .param(param)
+    })
+}
+
+/// 400 `decimals_mismatch` reporting both values (SPEC.md section 4, Payouts rule 1).
+pub fn check_decimals(asset: &Asset, echoed: u64) -> Result<(), ApiError> {
+    if echoed != asset.decimals as u64 {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "decimals_mismatch",
+            format!(
+                "decimals is {echoed} but {} uses {} decimals on this chain.",
+                asset.symbol, asset.decimals
+            ),
+        )
+        .param("decimals"));
+    }
+    Ok(())
+}
+
+/// One item of `GET /v1/chains`.
+pub fn chain_json(e: &EffChain<'_>) -> Value {
+    let c = e.chain;
+    json!({
+        "chain": c.id(),
+        "name": c.info.name,
+        "network_type": c.info.network_type,
+        "chain_id": c.info.chain_id,
+        "native_currency": {
+            "name": c.info.native.name,
+            "symbol": c.info.native.symbol,
+            "decimals": c.info.native.decimals,
+        },
+        "required_confirmations": c.required_confirmations,
+        "explorer_url": c.info.explorer_url,
+        "enabled_for_tenant": e.listed,
+        "account_kind": match c.info.account_kind { AccountKind::Contract => "contract", AccountKind::Eoa => "eoa" },
+        "status": e.status.as_str(),
+        "status_note": e.status_note,
+        "deposits_enabled": e.deposits_enabled,
+        "payouts_enabled": e.payouts_enabled,
+        "supports_memo": c.info.supports_memo,
+        "assets": e.assets.iter().map(|a| json!({
+            "symbol": a.asset.symbol,
+            "name": a.asset.name,
+            "decimals": a.asset.decimals,
+            "contract": a.asset.contract,
+            "is_native": a.asset.is_native,
+            "deposits_enabled": a.deposits_enabled && !a.archived,
+            "payouts_enabled": a.payouts_enabled && !a.archived,
+            "decimals_differ_from_default": a.asset.decimals_differ_from_default(),
+        })).collect::<Vec<_>>(),
+    })
+}

@@ -1,0 +1,143 @@
+//! Customers (SPEC.md section 4, Customers).
+
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use appliance_storage::index::{self, IndexTag};
+use appliance_storage::records::Customer;
+use appliance_storage::{ReadOps, WriteCtx};
+
+use crate::error::ApiError;
+use crate::services::{emit, Scope};
+use crate::views;
+
+/// Fields of a create request, already parsed.
+pub struct NewCustomer {
+    pub reference_id: Option<String>,
+    pub email: Option<String>,
+    pub metadata: Option<Map<String, Value>>,
+}
+
+/// Creates a customer, or returns the existing one with the same `reference_id`
+/// (`(customer, created)`); emits `customer.created` for a new one.
+pub fn create(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    req: NewCustomer,
+) -> Result<(Customer, bool), ApiError> {
+    let p = s.project_id();
+    if let Some(r) = &req.reference_id {
+        let key = index::unique(IndexTag::UniqueCustomerRef, p, &[r.as_bytes()]);
+        if let Some(id) = ctx.unique_get(&key)? {
+            let c = ctx
+                .get::<Customer>(id)?
+                .ok_or_else(|| ApiError::internal(&"reference index points at nothing"))?;
+            return Ok((c, false));
+        }
+    }
+    let c = Customer {
+        id: Uuid::now_v7(),
+        project_id: p,
+        reference_id: req.reference_id,
+        email: req.email,
+        status: "active".into(),
+        metadata: Value::Object(req.metadata.unwrap_or_default()),
+        created_at: ctx.now_us(),
+    };
+    if let Some(r) = &c.reference_id {
+        ctx.unique_put(
+            &index::unique(IndexTag::UniqueCustomerRef, p, &[r.as_bytes()]),
+            c.id,
+        )?;
+    }
+    ctx.put(&c)?;
+    emit(
+        ctx,
+        &s.project,
+        "customer.created",
+        c.id,
+        views::customer(&c),
+    )?;
+    Ok((c, true))
+}
+
+/// A patch: each `Some` replaces the field (`Some(None)` clears it).
+pub struct CustomerPatch {
+    pub email: Option<Option<String>>,
+    pub metadata: Option<Map<String, Value>>,
+    pub reference_id: Option<Option<String>>,
+    pub status: Option<String>,
+}
+
+/// Applies a patch and emits `customer.updated`. A `reference_id` taken by another customer
+/// is 409 `reference_id_taken`.
+pub fn patch(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: Uuid,
+    req: CustomerPatch,
+) -> Result<Customer, ApiError> {
+    let p = s.project_id();
+    let mut c = ctx
+        .get_in::<Customer>(p, id)?
+        .ok_or_else(|| ApiError::not_found("customer"))?;
+    if let Some(Some(r)) = &req.reference_id {
+        if c.reference_id.as_deref() != Some(r) {
+            let key = index::unique(IndexTag::UniqueCustomerRef, p, &[r.as_bytes()]);
+            if ctx.unique_get(&key)?.is_some() {
+                return Err(ApiError::new(
+                    axum::http::StatusCode::CONFLICT,
+                    "reference_id_taken",
+                    "Another customer already has this reference_id.",
+                )
+                .param("reference_id"));
+            }
+        }
+    }
+    if let Some(r) = req.reference_id {
+        if let Some(old) = &c.reference_id {
+            ctx.unique_remove(&index::unique(
+                IndexTag::UniqueCustomerRef,
+                p,
+                &[old.as_bytes()],
+            ))?;
+        }
+        if let Some(new) = &r {
+            ctx.unique_put(
+                &index::unique(IndexTag::UniqueCustomerRef, p, &[new.as_bytes()]),
+                c.id,
+            )?;
+        }
+        c.reference_id = r;
+    }
+    if let Some(e) = req.email {
+        c.email = e;
+    }
+    if let Some(m) = req.metadata {
+        // Stripe-style merge: a key set to null is removed.
+        let mut cur = match std::mem::take(&mut c.metadata) {
+            Value::Object(o) => o,
+            _ => Map::new(),
+        };
+        for (k, v) in m {
+            if v.is_null() {
+                cur.remove(&k);
+            } else {
+                cur.insert(k, v);
+            }
+        }
+        c.metadata = Value::Object(cur);
+    }
+    if let Some(st) = req.status {
+        c.status = st;
+    }
+    ctx.put(&c)?;
+    emit(
+        ctx,
+        &s.project,
+        "customer.updated",
+        c.id,
+        views::customer(&c),
+    )?;
+    Ok(c)
+}

@@ -1,0 +1,372 @@
+//! Deposits: detection, confirmation (ledger credit), failure and orphaning (reversal).
+//! SPEC.md section 3, Deposit; section 4, Test mode.
+
+use uuid::Uuid;
+
+use appliance_storage::index::{self, IndexTag};
+use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
+use appliance_storage::records::{Customer, Deposit, DepositStatus, Wallet};
+use appliance_storage::{Delta, ReadOps, WriteCtx};
+
+use crate::error::ApiError;
+use crate::services::{chains, emit, sim_tx_hash, sweeps, Scope};
+use crate::views;
+
+/// A simulated transfer (`POST /v1/test/deposits`).
+pub struct TestDeposit {
+    pub customer_id: Uuid,
+    pub chain: String,
+    pub asset: String,
+    pub decimals: u64,
+    pub amount: u128,
+    pub confirm: bool,
+}
+
+/// Simulated block height of a chain (test mode).
+pub fn sim_height(ctx: &impl ReadOps, chain: &str) -> Result<u64, ApiError> {
+    Ok(ctx
+        .meta_get(&format!("sim_height:{chain}"))?
+        .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
+        .map(u64::from_be_bytes)
+        .unwrap_or(0))
+}
+
+/// Writes a detected deposit (and, with `confirm`, its credit) in one transaction.
+pub fn create_test(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    req: TestDeposit,
+) -> Result<Deposit, ApiError> {
+    let p = s.project_id();
+    ctx.get_in::<Customer>(p, req.customer_id)?
+        .ok_or_else(|| ApiError::not_found("customer").param("customer_id"))?;
+    let eff = chains::resolve(&s.reg, &s.project, &req.chain, "chain")?;
+    let asset = chains::resolve_asset(&eff, &req.asset, "asset")?;
+    chains::check_decimals(asset.asset, req.decimals)?;
+    let archived = asset.archived;
+    let ukey = index::unique(
+        IndexTag::UniqueWallet,
+        p,
+        &[req.customer_id.as_bytes(), req.chain.as_bytes()],
+    );
+    let wallet_id = ctx.unique_get(&ukey)?.ok_or_else(|| {
+        ApiError::unprocessable(
+            "no_deposit_address",
+            format!(
+                "The customer has no {} address yet; create one with POST /v1/wallets.",
+                req.chain
+            ),
+        )
+        .param("customer_id")
+    })?;
+    let wallet = ctx
+        .get::<Wallet>(wallet_id)?
+        .ok_or_else(|| ApiError::internal(&"wallet index points at nothing"))?;
+    let onchain = ctx.sim_balance(&req.chain, &wallet.address, &req.asset)?;
+    let held = ctx.holding(wallet.id, &req.asset)?;
+    if onchain.checked_add(req.amount).is_none() || held.checked_add(req.amount).is_none() {
+        return Err(too_large());
+    }
+    let height = sim_height(ctx, &req.chain)?;
+    let id = Uuid::now_v7();
+    let now = ctx.now_us();
+    let mut d = Deposit {
+        id,
+        project_id: p,
+        customer_id: req.customer_id,
+        wallet_id: wallet.id,
+        chain: req.chain.clone(),
+        asset: req.asset.clone(),
+        amount: req.amount,
+        tx_hash: sim_tx_hash("deposit", id),
+        log_index: 0,
+        from_address: sim_sender(id),
+        to_address: wallet.address.clone(),
+        block_number: height,
+        block_time: now,
+        confirmations: 0,
+        required_confirmations: eff.chain.required_confirmations,
+        status: DepositStatus::Detected,
+        failure_reason: None,
+        ledger_tx_id: None,
+        reversal_tx_id: None,
+        manual: !req.confirm,
+        created_at: now,
+        updated_at: now,
+    };
+    let credit = (req.confirm && !archived).then(|| credit_entry(&d, now));
+    if let Some(e) = &credit {
+        // The posting is the first write: a refusal (overflow) leaves nothing behind.
+        ctx.post(e)?.map_err(|_| too_large())?;
+    }
+    ctx.sim_balance_add(&d.chain, &d.to_address, &d.asset, Delta::Add(req.amount))?;
+    ctx.unique_put(
+        &index::unique(
+            IndexTag::UniqueDepositTx,
+            Uuid::nil(),
+            &[
+                d.chain.as_bytes(),
+                d.tx_hash.as_bytes(),
+                &0u32.to_be_bytes(),
+            ],
+        ),
+        d.id,
+    )?;
+    ctx.put(&d)?;
+    emit(
+        ctx,
+        &s.project,
+        "deposit.detected",
+        d.id,
+        views::deposit(&s.reg, &d),
+    )?;
+    if archived {
+        // SPEC.md section 3: a coin the operator archived is never credited.
+        d.status = DepositStatus::Failed;
+        d.failure_reason = Some("asset_archived".into());
+        ctx.put(&d)?;
+        emit(
+            ctx,
+            &s.project,
+            "deposit.failed",
+            d.id,
+            views::deposit(&s.reg, &d),
+        )?;
+    } else if let Some(e) = credit {
+        mark_confirmed(ctx, s, &mut d, e.id, height)?;
+    }
+    Ok(d)
+}
+
+fn too_large() -> ApiError {
+    ApiError::unprocessable(
+        "amount_too_large",
+        "The amount would overflow the balances it credits.",
+    )
+    .param("amount")
+}
+
+fn sim_sender(id: Uuid) -> String {
+    let h = sim_tx_hash("sender", id);
+    let mut a = [0u8; 20];
+    hex::decode_to_slice(&h[2..42], &mut a).expect("hex");
+    appliance_chains::address::to_checksum(&a)
+}
+
+/// The journal entry crediting a deposit: Dr deposits / Cr customer available.
+fn credit_entry(d: &Deposit, now: i64) -> JournalEntry {
+    JournalEntry {
+        id: Uuid::now_v7(),
+        project_id: d.project_id,
+        kind: "deposit_credit".into(),
+        ref_id: d.id,
+        created_at: now,
+        postings: vec![
+            Posting::debit(
+                Account::project(d.project_id, &d.chain, &d.asset, AccountKind::Deposits),
+                d.amount,
+            ),
+            Posting::credit(
+                Account::customer(
+                    d.project_id,
+                    d.customer_id,
+                    &d.chain,
+                    &d.asset,
+                    AccountKind::Available,
+                ),
+                d.amount,
+            ),
+        ],
+    }
+}
+
+/// After the credit is posted: holdings, status, event, and the sweep that follows.
+fn mark_confirmed(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    d: &mut Deposit,
+    entry: Uuid,
+    height: u64,
+) -> Result<(), ApiError> {
+    ctx.holding_add(d.wallet_id, &d.asset, Delta::Add(d.amount))?;
+    d.status = DepositStatus::Confirmed;
+    d.confirmations = d.required_confirmations;
+    d.ledger_tx_id = Some(entry);
+    d.updated_at = ctx.now_us();
+    ctx.put(d)?;
+    emit(
+        ctx,
+        &s.project,
+        "deposit.confirmed",
+        d.id,
+        views::deposit(&s.reg, d),
+    )?;
+    sweeps::schedule(
+        ctx,
+        d.project_id,
+        d.wallet_id,
+        &d.chain,
+        &d.asset,
+        d.amount,
+        height,
+    )?;
+    Ok(())
+}
+
+fn load_detected(
+    ctx: &WriteCtx<'_>,
+    s: &Scope,
+    id: Uuid,
+    action: &str,
+) -> Result<Deposit, ApiError> {
+    let d = ctx
+        .get_in::<Deposit>(s.project_id(), id)?
+        .ok_or_else(|| ApiError::not_found("deposit"))?;
+    if d.status != DepositStatus::Detected {
+        return Err(ApiError::invalid_state(format!(
+            "Only a detected deposit can be {action}; this one is {}.",
+            d.status.as_str()
+        )));
+    }
+    Ok(d)
+}
+
+/// `detected` -> `confirmed`, crediting the ledger (archived coins fail instead).
+pub fn confirm(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, ApiError> {
+    let mut d = load_detected(ctx, s, id, "confirmed")?;
+    let eff = chains::resolve(&s.reg, &s.project, &d.chain, "chain").ok();
+    let archived = eff
+        .as_ref()
+        .and_then(|e| e.asset(&d.asset))
+        .is_some_and(|a| a.archived);
+    if archived {
+        return fail_with(ctx, s, d, "asset_archived");
+    }
+    let held = ctx.holding(d.wallet_id, &d.asset)?;
+    if held.checked_add(d.amount).is_none() {
+        return Err(too_large());
+    }
+    let e = credit_entry(&d, ctx.now_us());
+    ctx.post(&e)?.map_err(|_| too_large())?;
+    let height = sim_height(ctx, &d.chain)?;
+    mark_confirmed(ctx, s, &mut d, e.id, height)?;
+    Ok(d)
+}
+
+/// `detected` -> `failed`: the transfer was not money.
+pub fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, ApiError> {
+    let d = load_detected(ctx, s, id, "failed")?;
+    fail_with(ctx, s, d, "simulated_failure")
+}
+
+fn fail_with(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    mut d: Deposit,
+    reason: &str,
+) -> Result<Deposit, ApiError> {
+    let onchain = ctx.sim_balance(&d.chain, &d.to_address, &d.asset)?;
+    ctx.sim_balance_add(
+        &d.chain,
+        &d.to_address,
+        &d.asset,
+        Delta::Sub(onchain.min(d.amount)),
+    )?;
+    d.status = DepositStatus::Failed;
+    d.failure_reason = Some(reason.into());
+    d.updated_at = ctx.now_us();
+    ctx.put(&d)?;
+    emit(
+        ctx,
+        &s.project,
+        "deposit.failed",
+        d.id,
+        views::deposit(&s.reg, &d),
+    )?;
+    Ok(d)
+}
+
+/// `confirmed` -> `orphaned`: the credit is reversed. What the customer already spent is
+/// posted to the project's `receivable`; what was already swept comes out of the treasury.
+pub fn orphan(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, ApiError> {
+    let p = s.project_id();
+    let mut d = ctx
+        .get_in::<Deposit>(p, id)?
+        .ok_or_else(|| ApiError::not_found("deposit"))?;
+    if d.status != DepositStatus::Confirmed {
+        return Err(ApiError::invalid_state(format!(
+            "Only a confirmed deposit can be orphaned; this one is {}.",
+            d.status.as_str()
+        )));
+    }
+    let avail = ctx
+        .balance(&Account::customer(
+            p,
+            d.customer_id,
+            &d.chain,
+            &d.asset,
+            AccountKind::Available,
+        ))?
+        .credit_balance();
+    let from_avail = avail.min(d.amount);
+    // Funds not yet swept leave the deposit address; an open sweep shrinks with them.
+    let held = ctx.holding(d.wallet_id, &d.asset)?;
+    let from_deposits = held.min(d.amount);
+    let mut postings = Vec::new();
+    if from_avail > 0 {
+        postings.push(Posting::debit(
+            Account::customer(p, d.customer_id, &d.chain, &d.asset, AccountKind::Available),
+            from_avail,
+        ));
+    }
+    if d.amount > from_avail {
+        postings.push(Posting::debit(
+            Account::project(p, &d.chain, &d.asset, AccountKind::Receivable),
+            d.amount - from_avail,
+        ));
+    }
+    if from_deposits > 0 {
+        postings.push(Posting::credit(
+            Account::project(p, &d.chain, &d.asset, AccountKind::Deposits),
+            from_deposits,
+        ));
+    }
+    if d.amount > from_deposits {
+        postings.push(Posting::credit(
+            Account::project(p, &d.chain, &d.asset, AccountKind::Treasury),
+            d.amount - from_deposits,
+        ));
+    }
+    let e = JournalEntry {
+        id: Uuid::now_v7(),
+        project_id: p,
+        kind: "deposit_reversal".into(),
+        ref_id: d.id,
+        created_at: ctx.now_us(),
+        postings,
+    };
+    ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
+    if from_deposits > 0 {
+        ctx.holding_add(d.wallet_id, &d.asset, Delta::Sub(from_deposits))?;
+        sweeps::shrink_open(ctx, d.wallet_id, &d.asset, from_deposits)?;
+    }
+    let onchain = ctx.sim_balance(&d.chain, &d.to_address, &d.asset)?;
+    ctx.sim_balance_add(
+        &d.chain,
+        &d.to_address,
+        &d.asset,
+        Delta::Sub(onchain.min(d.amount)),
+    )?;
+    d.status = DepositStatus::Orphaned;
+    d.reversal_tx_id = Some(e.id);
+    d.updated_at = ctx.now_us();
+    ctx.put(&d)?;
+    emit(
+        ctx,
+        &s.project,
+        "deposit.orphaned",
+        d.id,
+        views::deposit(&s.reg, &d),
+    )?;
+    Ok(d)
+}

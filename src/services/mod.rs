@@ -1,0 +1,69 @@
+//! Business rules. Each service function runs inside one store write transaction (or a read
+//! snapshot) and does all its checks before its first write, so a refusal writes nothing.
+
+pub mod balances;
+pub mod chains;
+pub mod customers;
+pub mod deposits;
+pub mod keys;
+pub mod payouts;
+pub mod projects;
+pub mod sweeps;
+pub mod wallets;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use appliance_storage::records::{Mode, Project};
+use appliance_storage::WriteCtx;
+
+use crate::error::ApiError;
+use crate::registry::Registry;
+
+/// What a service needs to know about the request's project.
+#[derive(Clone)]
+pub struct Scope {
+    pub reg: Arc<Registry>,
+    pub project: Arc<Project>,
+}
+
+impl Scope {
+    pub fn project_id(&self) -> Uuid {
+        self.project.id
+    }
+    pub fn livemode(&self) -> bool {
+        self.project.mode == Mode::Live
+    }
+}
+
+/// Appends an event for the project in the running transaction.
+pub fn emit(
+    ctx: &mut WriteCtx<'_>,
+    project: &Project,
+    event_type: &str,
+    resource_id: Uuid,
+    data: Value,
+) -> Result<(), ApiError> {
+    ctx.append_event(
+        project.id,
+        project.mode == Mode::Live,
+        event_type,
+        &resource_id.to_string(),
+        data,
+    )?;
+    Ok(())
+}
+
+/// Days since the Unix epoch (UTC) of a microsecond timestamp.
+pub fn utc_day(us: i64) -> u32 {
+    (us.div_euclid(86_400_000_000)).max(0) as u32
+}
+
+/// Test-mode transaction hash: `0x` + hex of SHA-256 over a label and an id.
+pub fn sim_tx_hash(label: &str, id: Uuid) -> String {
+    use sha2::Digest;
+    let h = sha2::Sha256::digest([label.as_bytes(), id.as_bytes()].concat());
+    format!("0x{}", hex::encode(h))
+}

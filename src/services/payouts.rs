@@ -1,0 +1,420 @@
+//! Payouts (SPEC.md section 4, Payouts; DECISIONS.md section 5).
+//!
+//! Ledger: creation moves amount + fee from `available` to `locked`; confirmation removes it
+//! from `locked` against the treasury; failure, cancel and rejection return it to `available`.
+
+use axum::http::StatusCode;
+use uuid::Uuid;
+
+use appliance_chains::ChainStatus;
+use appliance_storage::index::{self, IndexTag};
+use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
+use appliance_storage::records::{Customer, Payout, PayoutStatus};
+use appliance_storage::{Delta, ReadOps, WriteCtx};
+
+use crate::error::ApiError;
+use crate::services::{chains, deposits, emit, sim_tx_hash, wallets, Scope};
+use crate::views;
+
+/// A parsed `POST /v1/payouts` body.
+pub struct NewPayout {
+    pub customer_id: Option<Uuid>,
+    pub chain: String,
+    pub asset: String,
+    pub decimals: u64,
+    pub amount: u128,
+    pub to_address: String,
+    pub reference: Option<String>,
+    pub memo: Option<String>,
+}
+
+fn owner(p: &Payout) -> Uuid {
+    p.customer_id.unwrap_or(Uuid::nil())
+}
+
+fn lock_entry(
+    p: &Payout,
+    kind: &str,
+    from: AccountKind,
+    to: AccountKind,
+    now: i64,
+) -> JournalEntry {
+    let total = p.amount + p.fee_amount;
+    JournalEntry {
+        id: Uuid::now_v7(),
+        project_id: p.project_id,
+        kind: kind.into(),
+        ref_id: p.id,
+        created_at: now,
+        postings: vec![
+            Posting::debit(
+                Account::customer(p.project_id, owner(p), &p.chain, &p.asset, from),
+                total,
+            ),
+            Posting::credit(
+                Account::customer(p.project_id, owner(p), &p.chain, &p.asset, to),
+                total,
+            ),
+        ],
+    }
+}
+
+/// Accepts a payout: checks every rule, locks the funds and queues it (or holds it for
+/// approval above the project's threshold).
+///
+/// Errors: 400 `unknown_asset`, `decimals_mismatch`, `invalid_request`; 404 customer;
+/// 422 `chain_not_enabled`, `chain_unavailable`, `asset_payouts_disabled`,
+/// `invalid_address`, `self_payout_forbidden`; 402 `insufficient_funds`;
+/// 429 `too_many_pending_payouts`.
+pub fn create(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    key_id: Uuid,
+    req: NewPayout,
+) -> Result<Payout, ApiError> {
+    let p = s.project_id();
+    if let Some(c) = req.customer_id {
+        ctx.get_in::<Customer>(p, c)?
+            .ok_or_else(|| ApiError::not_found("customer").param("customer_id"))?;
+    }
+    let eff = chains::resolve(&s.reg, &s.project, &req.chain, "chain")?;
+    let asset = chains::resolve_asset(&eff, &req.asset, "asset")?;
+    chains::check_decimals(asset.asset, req.decimals)?;
+    if eff.status != ChainStatus::Live || !eff.payouts_enabled {
+        return Err(ApiError::unprocessable(
+            "chain_unavailable",
+            format!(
+                "Payouts on {} are not available: {}",
+                req.chain,
+                if eff.status_note.is_empty() {
+                    "switched off"
+                } else {
+                    &eff.status_note
+                }
+            ),
+        )
+        .param("chain"));
+    }
+    if !asset.payouts_enabled || asset.archived {
+        return Err(ApiError::unprocessable(
+            "asset_payouts_disabled",
+            format!(
+                "Payouts of {} on {} are switched off.",
+                req.asset, req.chain
+            ),
+        )
+        .param("asset"));
+    }
+    if eff.chain.is_evm() {
+        appliance_chains::address::parse_evm_address(&req.to_address).map_err(|e| {
+            ApiError::unprocessable(
+                "invalid_address",
+                format!("to_address is not a valid address: {e}."),
+            )
+            .param("to_address")
+        })?;
+    }
+    if ctx
+        .unique_get(&wallets::address_key(&req.chain, &req.to_address))?
+        .is_some()
+        || req
+            .to_address
+            .eq_ignore_ascii_case(&wallets::master_address(p))
+    {
+        return Err(ApiError::unprocessable(
+            "self_payout_forbidden",
+            "to_address is an address this service custodies.",
+        )
+        .param("to_address"));
+    }
+    let max = s.project.settings.max_pending_payouts as usize;
+    if ctx.count_prefix(&index::prefix(IndexTag::PayoutsOpen, p, &[]), max)? >= max {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_pending_payouts",
+            format!("This project already has {max} payouts in flight."),
+        )
+        .retry_after(60));
+    }
+    let decimals = asset.asset.decimals;
+    let usd_cents = asset.asset.usd_cents(req.amount);
+    let now = ctx.now_us();
+    let status = match (s.project.settings.auto_approve_threshold_cents, usd_cents) {
+        (None, _) => PayoutStatus::Queued,
+        (Some(t), Some(c)) if c <= t as u128 => PayoutStatus::Queued,
+        _ => PayoutStatus::PendingApproval,
+    };
+    let payout = Payout {
+        id: Uuid::now_v7(),
+        project_id: p,
+        customer_id: req.customer_id,
+        chain: req.chain.clone(),
+        asset: req.asset.clone(),
+        amount: req.amount,
+        fee_amount: 0,
+        to_address: req.to_address,
+        memo: req.memo,
+        status,
+        reference: req.reference,
+        tx_hash: None,
+        failure_reason: None,
+        amount_usd_cents: usd_cents.and_then(|c| u64::try_from(c).ok()),
+        created_by_key: key_id,
+        approved_by_key: None,
+        queued_block: None,
+        submitted_block: None,
+        created_at: now,
+        updated_at: now,
+    };
+    let available = ctx
+        .balance(&Account::customer(
+            p,
+            owner(&payout),
+            &payout.chain,
+            &payout.asset,
+            AccountKind::Available,
+        ))?
+        .credit_balance();
+    let needed = payout.amount.checked_add(payout.fee_amount);
+    if needed.is_none_or(|n| n > available) {
+        return Err(ApiError::new(
+            StatusCode::PAYMENT_REQUIRED,
+            "insufficient_funds",
+            format!(
+                "Insufficient funds: available {} {} ({} atomic), requested {} {} ({} atomic).",
+                appliance_chains::format_decimal(available, decimals),
+                payout.asset,
+                available,
+                appliance_chains::format_decimal(payout.amount, decimals),
+                payout.asset,
+                payout.amount,
+            ),
+        )
+        .param("amount"));
+    }
+    let mut payout = payout;
+    if status == PayoutStatus::Queued {
+        payout.queued_block = Some(deposits::sim_height(ctx, &payout.chain)?);
+    }
+    let e = lock_entry(
+        &payout,
+        "payout_lock",
+        AccountKind::Available,
+        AccountKind::Locked,
+        now,
+    );
+    ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
+    ctx.put(&payout)?;
+    emit(
+        ctx,
+        &s.project,
+        "payout.created",
+        payout.id,
+        views::payout(&s.reg, &payout),
+    )?;
+    Ok(payout)
+}
+
+fn load(ctx: &WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Payout, ApiError> {
+    ctx.get_in::<Payout>(s.project_id(), id)?
+        .ok_or_else(|| ApiError::not_found("payout"))
+}
+
+/// `pending_approval` -> `queued`, by a key other than the creator's.
+pub fn approve(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    key_id: Uuid,
+    id: Uuid,
+) -> Result<Payout, ApiError> {
+    let mut p = load(ctx, s, id)?;
+    if p.status != PayoutStatus::PendingApproval {
+        return Err(ApiError::invalid_state(format!(
+            "Only a payout pending approval can be approved; this one is {}.",
+            p.status.as_str()
+        )));
+    }
+    if p.created_by_key == key_id {
+        return Err(ApiError::forbidden(
+            "approver_must_differ",
+            "A payout must be approved by a different key than the one that created it.",
+        ));
+    }
+    p.status = PayoutStatus::Queued;
+    p.approved_by_key = Some(key_id);
+    p.queued_block = Some(deposits::sim_height(ctx, &p.chain)?);
+    p.updated_at = ctx.now_us();
+    ctx.put(&p)?;
+    emit(
+        ctx,
+        &s.project,
+        "payout.approved",
+        p.id,
+        views::payout(&s.reg, &p),
+    )?;
+    Ok(p)
+}
+
+/// `pending_approval` -> `rejected`; funds return to available.
+pub fn reject(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    key_id: Uuid,
+    id: Uuid,
+) -> Result<Payout, ApiError> {
+    let p = load(ctx, s, id)?;
+    if p.status != PayoutStatus::PendingApproval {
+        return Err(ApiError::invalid_state(format!(
+            "Only a payout pending approval can be rejected; this one is {}.",
+            p.status.as_str()
+        )));
+    }
+    if p.created_by_key == key_id {
+        return Err(ApiError::forbidden(
+            "approver_must_differ",
+            "A payout must be rejected by a different key than the one that created it.",
+        ));
+    }
+    release(ctx, s, p, PayoutStatus::Rejected, "payout.rejected", None)
+}
+
+/// `pending_approval` or `queued` -> `canceled`; otherwise 409 `payout_not_cancelable`.
+pub fn cancel(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Payout, ApiError> {
+    let p = load(ctx, s, id)?;
+    if !matches!(
+        p.status,
+        PayoutStatus::PendingApproval | PayoutStatus::Queued
+    ) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "payout_not_cancelable",
+            format!(
+                "A payout that is {} can no longer be canceled.",
+                p.status.as_str()
+            ),
+        ));
+    }
+    release(ctx, s, p, PayoutStatus::Canceled, "payout.canceled", None)
+}
+
+fn release(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    mut p: Payout,
+    to: PayoutStatus,
+    event: &str,
+    reason: Option<String>,
+) -> Result<Payout, ApiError> {
+    let e = lock_entry(
+        &p,
+        "payout_release",
+        AccountKind::Locked,
+        AccountKind::Available,
+        ctx.now_us(),
+    );
+    ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
+    p.status = to;
+    p.failure_reason = reason;
+    p.updated_at = ctx.now_us();
+    ctx.put(&p)?;
+    emit(ctx, &s.project, event, p.id, views::payout(&s.reg, &p))?;
+    Ok(p)
+}
+
+/// Test mode: a payout to an address ending in `fa11` reverts on the simulated chain.
+fn sim_reverts(to: &str) -> bool {
+    to.to_ascii_lowercase().ends_with("fa11")
+}
+
+/// Advances a queued or submitted payout on the simulated chain at `height`, emitting each
+/// step's event: queued -> signing -> submitted on the block after it was queued, then
+/// confirmed once the asset's required confirmations are mined on top (or failed).
+pub fn advance(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    mut p: Payout,
+    height: u64,
+) -> Result<(), ApiError> {
+    let required = s
+        .reg
+        .chain(&p.chain)
+        .map(|c| c.required_confirmations as u64)
+        .unwrap_or(1);
+    let queued_at = p.queued_block.unwrap_or(0);
+    if p.status == PayoutStatus::Queued && height > queued_at {
+        p.status = PayoutStatus::Signing;
+        p.updated_at = ctx.now_us();
+        ctx.put(&p)?;
+        emit(
+            ctx,
+            &s.project,
+            "payout.signing",
+            p.id,
+            views::payout(&s.reg, &p),
+        )?;
+    }
+    if p.status == PayoutStatus::Signing && height > queued_at {
+        p.status = PayoutStatus::Submitted;
+        p.tx_hash = Some(sim_tx_hash("payout", p.id));
+        p.submitted_block = Some(queued_at + 1);
+        p.updated_at = ctx.now_us();
+        ctx.put(&p)?;
+        emit(
+            ctx,
+            &s.project,
+            "payout.submitted",
+            p.id,
+            views::payout(&s.reg, &p),
+        )?;
+    }
+    if p.status == PayoutStatus::Submitted {
+        let sub = p.submitted_block.unwrap_or(queued_at + 1);
+        if sim_reverts(&p.to_address) && height > sub {
+            return release(
+                ctx,
+                s,
+                p,
+                PayoutStatus::Failed,
+                "payout.failed",
+                Some("execution reverted".into()),
+            )
+            .map(|_| ());
+        }
+        if height >= sub + required {
+            let total = p.amount + p.fee_amount;
+            let pid = p.project_id;
+            let e = JournalEntry {
+                id: Uuid::now_v7(),
+                project_id: pid,
+                kind: "payout_settle".into(),
+                ref_id: p.id,
+                created_at: ctx.now_us(),
+                postings: vec![
+                    Posting::debit(
+                        Account::customer(pid, owner(&p), &p.chain, &p.asset, AccountKind::Locked),
+                        total,
+                    ),
+                    Posting::credit(
+                        Account::project(pid, &p.chain, &p.asset, AccountKind::Treasury),
+                        total,
+                    ),
+                ],
+            };
+            ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
+            let master = wallets::master_address(pid);
+            let have = ctx.sim_balance(&p.chain, &master, &p.asset)?;
+            ctx.sim_balance_add(&p.chain, &master, &p.asset, Delta::Sub(have.min(total)))?;
+            p.status = PayoutStatus::Confirmed;
+            p.updated_at = ctx.now_us();
+            ctx.put(&p)?;
+            emit(
+                ctx,
+                &s.project,
+                "payout.confirmed",
+                p.id,
+                views::payout(&s.reg, &p),
+            )?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,96 @@
+//! Projects (tenants), managed by the operator (DECISIONS.md section 1).
+
+use uuid::Uuid;
+
+use appliance_storage::index::{self, IndexTag};
+use appliance_storage::records::{KeyKind, Mode, Project, ProjectSettings};
+use appliance_storage::{ReadOps, WriteCtx};
+
+use crate::auth::Pepper;
+use crate::error::ApiError;
+use crate::services::keys::{self, NewKey};
+use crate::services::wallets;
+
+/// Creates a project; 409 `name_taken` when the name exists.
+pub fn create(ctx: &mut WriteCtx<'_>, name: &str, mode: Mode) -> Result<Project, ApiError> {
+    let ukey = index::unique(IndexTag::UniqueProjectName, Uuid::nil(), &[name.as_bytes()]);
+    if name.is_empty() || name.len() > 64 {
+        return Err(ApiError::invalid(
+            "name",
+            "A project name has 1 to 64 characters.",
+        ));
+    }
+    if ctx.unique_get(&ukey)?.is_some() {
+        return Err(ApiError::new(
+            axum::http::StatusCode::CONFLICT,
+            "name_taken",
+            format!("A project named {name:?} exists."),
+        )
+        .param("name"));
+    }
+    let p = Project {
+        id: Uuid::now_v7(),
+        name: name.to_string(),
+        mode,
+        settings: ProjectSettings::default(),
+        created_at: ctx.now_us(),
+    };
+    ctx.unique_put(&ukey, p.id)?;
+    // The master wallet is an address the service custodies on every EVM chain.
+    for c in appliance_chains::CHAINS
+        .iter()
+        .filter(|c| c.family == appliance_chains::Family::Evm)
+    {
+        ctx.unique_put(
+            &wallets::address_key(c.id, &wallets::master_address(p.id)),
+            Uuid::nil(),
+        )?;
+    }
+    ctx.put(&p)?;
+    Ok(p)
+}
+
+/// Finds a project by id or name.
+pub fn find(ctx: &impl ReadOps, id_or_name: &str) -> Result<Option<Project>, ApiError> {
+    if let Ok(id) = Uuid::parse_str(id_or_name) {
+        if let Some(p) = ctx.get::<Project>(id)? {
+            return Ok(Some(p));
+        }
+    }
+    let ukey = index::unique(
+        IndexTag::UniqueProjectName,
+        Uuid::nil(),
+        &[id_or_name.as_bytes()],
+    );
+    match ctx.unique_get(&ukey)? {
+        Some(id) => Ok(ctx.get::<Project>(id)?),
+        None => Ok(None),
+    }
+}
+
+/// First start of `--test`: project `default` with one key of each kind, `*` scopes and
+/// signing on. Returns the project and (kind, token) pairs.
+pub fn bootstrap_test(
+    ctx: &mut WriteCtx<'_>,
+    pepper: &Pepper,
+) -> Result<(Project, Vec<(KeyKind, String)>), ApiError> {
+    let p = create(ctx, "default", Mode::Test)?;
+    let mut tokens = Vec::new();
+    for kind in KeyKind::ALL {
+        let (_, token) = keys::create(
+            ctx,
+            pepper,
+            &p,
+            NewKey {
+                kind,
+                name: format!("default {}", kind.as_str()),
+                scopes: Some(vec!["*".into()]),
+                ip_allowlist: vec![],
+                signing_enabled: true,
+                created_by: "merchant".into(),
+            },
+        )?;
+        tokens.push((kind, token));
+    }
+    Ok((p, tokens))
+}

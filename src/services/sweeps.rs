@@ -1,0 +1,264 @@
+//! Sweeps: moving funds from deposit addresses into the master wallet (SPEC.md section 4,
+//! Sweeps; DECISIONS.md section 5). A sweep never changes customer balances: the ledger
+//! moves the amount `deposits` -> `in_transit` on submission and `in_transit` -> `treasury`
+//! on confirmation.
+
+use uuid::Uuid;
+
+use appliance_storage::index::{self, IndexTag};
+use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
+use appliance_storage::records::{Sweep, SweepStatus, Wallet};
+use appliance_storage::{Delta, ReadOps, WriteCtx};
+
+use crate::error::ApiError;
+use crate::services::{chains, emit, sim_tx_hash, wallets, Scope};
+use crate::views;
+
+fn open_key(wallet: Uuid, asset: &str) -> Vec<u8> {
+    index::unique(
+        IndexTag::UniqueOpenSweep,
+        Uuid::nil(),
+        &[wallet.as_bytes(), asset.as_bytes()],
+    )
+}
+
+/// Adds `amount` to the wallet's open sweep for `asset`, opening one at `height` if none.
+pub fn schedule(
+    ctx: &mut WriteCtx<'_>,
+    project: Uuid,
+    wallet: Uuid,
+    chain: &str,
+    asset: &str,
+    amount: u128,
+    height: u64,
+) -> Result<Sweep, ApiError> {
+    let key = open_key(wallet, asset);
+    let now = ctx.now_us();
+    if let Some(id) = ctx.unique_get(&key)? {
+        if let Some(mut s) = ctx.get::<Sweep>(id)? {
+            s.amount = s.amount.saturating_add(amount);
+            s.updated_at = now;
+            ctx.put(&s)?;
+            return Ok(s);
+        }
+    }
+    let s = Sweep {
+        id: Uuid::now_v7(),
+        project_id: project,
+        wallet_id: wallet,
+        chain: chain.to_string(),
+        asset: asset.to_string(),
+        amount,
+        status: SweepStatus::Open,
+        skip_reason: None,
+        tx_hash: None,
+        open_block: Some(height),
+        submitted_block: None,
+        created_at: now,
+        updated_at: now,
+    };
+    ctx.unique_put(&key, s.id)?;
+    ctx.put(&s)?;
+    Ok(s)
+}
+
+/// Lowers the open sweep of (wallet, asset) by `amount` (funds reorged away before it left).
+pub fn shrink_open(
+    ctx: &mut WriteCtx<'_>,
+    wallet: Uuid,
+    asset: &str,
+    amount: u128,
+) -> Result<(), ApiError> {
+    if let Some(id) = ctx.unique_get(&open_key(wallet, asset))? {
+        if let Some(mut s) = ctx.get::<Sweep>(id)? {
+            s.amount = s.amount.saturating_sub(amount);
+            ctx.put(&s)?;
+        }
+    }
+    Ok(())
+}
+
+/// `POST /v1/sweeps`: opens a sweep of what the ledger holds on the wallet's address for
+/// `asset` (default: the first asset with a holding), to be submitted on the next block;
+/// `skipped` with `nothing_to_sweep` when the address holds nothing.
+pub fn request(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    wallet_id: Uuid,
+    asset: Option<String>,
+    height: impl Fn(&WriteCtx<'_>, &str) -> Result<u64, ApiError>,
+) -> Result<Sweep, ApiError> {
+    let p = s.project_id();
+    let w = ctx
+        .get_in::<Wallet>(p, wallet_id)?
+        .ok_or_else(|| ApiError::not_found("wallet").param("wallet_id"))?;
+    let eff = chains::resolve(&s.reg, &s.project, &w.chain, "wallet_id")?;
+    if let Some(a) = &asset {
+        chains::resolve_asset(&eff, a, "asset")?;
+    }
+    let mut candidates: Vec<String> = match asset {
+        Some(a) => vec![a],
+        None => eff.chain.assets.iter().map(|a| a.symbol.clone()).collect(),
+    };
+    let mut chosen = None;
+    for a in candidates.drain(..) {
+        let held = ctx.holding(w.id, &a)?;
+        let already = match ctx.unique_get(&open_key(w.id, &a))? {
+            Some(id) => ctx.get::<Sweep>(id)?.map(|s| s.amount).unwrap_or(0),
+            None => 0,
+        };
+        if held > already || (held > 0 && already > 0) {
+            chosen = Some((a, held, already));
+            break;
+        }
+        if chosen.is_none() {
+            chosen = Some((a, 0, 0));
+        }
+    }
+    let (asset, held, already) =
+        chosen.unwrap_or_else(|| (eff.chain.info.native.symbol.to_string(), 0, 0));
+    let now = ctx.now_us();
+    if held == 0 {
+        let sw = Sweep {
+            id: Uuid::now_v7(),
+            project_id: p,
+            wallet_id: w.id,
+            chain: w.chain.clone(),
+            asset,
+            amount: 0,
+            status: SweepStatus::Skipped,
+            skip_reason: Some("nothing_to_sweep".into()),
+            tx_hash: None,
+            open_block: None,
+            submitted_block: None,
+            created_at: now,
+            updated_at: now,
+        };
+        ctx.put(&sw)?;
+        emit(
+            ctx,
+            &s.project,
+            "sweep.skipped",
+            sw.id,
+            views::sweep(&s.reg, &sw),
+        )?;
+        return Ok(sw);
+    }
+    let h = height(ctx, &w.chain)?;
+    schedule(ctx, p, w.id, &w.chain, &asset, held - already, h)
+}
+
+/// Advances one sweep as far as the chain at `height` allows; emits each step's event.
+pub fn advance(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    mut sw: Sweep,
+    height: u64,
+) -> Result<(), ApiError> {
+    let p = sw.project_id;
+    let required = s
+        .reg
+        .chain(&sw.chain)
+        .map(|c| c.required_confirmations as u64)
+        .unwrap_or(1);
+    if sw.status == SweepStatus::Open && height > sw.open_block.unwrap_or(0) {
+        ctx.unique_remove(&open_key(sw.wallet_id, &sw.asset))?;
+        let held = ctx.holding(sw.wallet_id, &sw.asset)?;
+        let amount = sw.amount.min(held);
+        let now = ctx.now_us();
+        sw.updated_at = now;
+        if amount == 0 {
+            sw.status = SweepStatus::Skipped;
+            sw.skip_reason = Some("nothing_to_sweep".into());
+            ctx.put(&sw)?;
+            emit(
+                ctx,
+                &s.project,
+                "sweep.skipped",
+                sw.id,
+                views::sweep(&s.reg, &sw),
+            )?;
+            return Ok(());
+        }
+        let e = JournalEntry {
+            id: Uuid::now_v7(),
+            project_id: p,
+            kind: "sweep_submit".into(),
+            ref_id: sw.id,
+            created_at: now,
+            postings: vec![
+                Posting::debit(
+                    Account::project(p, &sw.chain, &sw.asset, AccountKind::InTransit),
+                    amount,
+                ),
+                Posting::credit(
+                    Account::project(p, &sw.chain, &sw.asset, AccountKind::Deposits),
+                    amount,
+                ),
+            ],
+        };
+        ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
+        ctx.holding_add(sw.wallet_id, &sw.asset, Delta::Sub(amount))?;
+        if let Some(w) = ctx.get::<Wallet>(sw.wallet_id)? {
+            let onchain = ctx.sim_balance(&sw.chain, &w.address, &sw.asset)?;
+            ctx.sim_balance_add(
+                &sw.chain,
+                &w.address,
+                &sw.asset,
+                Delta::Sub(onchain.min(amount)),
+            )?;
+        }
+        sw.amount = amount;
+        sw.status = SweepStatus::Submitted;
+        sw.tx_hash = Some(sim_tx_hash("sweep", sw.id));
+        sw.submitted_block = Some(sw.open_block.unwrap_or(0) + 1);
+        ctx.put(&sw)?;
+        emit(
+            ctx,
+            &s.project,
+            "sweep.submitted",
+            sw.id,
+            views::sweep(&s.reg, &sw),
+        )?;
+    }
+    if sw.status == SweepStatus::Submitted && height >= sw.submitted_block.unwrap_or(0) + required {
+        let now = ctx.now_us();
+        let e = JournalEntry {
+            id: Uuid::now_v7(),
+            project_id: p,
+            kind: "sweep_settle".into(),
+            ref_id: sw.id,
+            created_at: now,
+            postings: vec![
+                Posting::debit(
+                    Account::project(p, &sw.chain, &sw.asset, AccountKind::Treasury),
+                    sw.amount,
+                ),
+                Posting::credit(
+                    Account::project(p, &sw.chain, &sw.asset, AccountKind::InTransit),
+                    sw.amount,
+                ),
+            ],
+        };
+        ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
+        let master = wallets::master_address(p);
+        let cur = ctx.sim_balance(&sw.chain, &master, &sw.asset)?;
+        ctx.sim_balance_add(
+            &sw.chain,
+            &master,
+            &sw.asset,
+            Delta::Add(sw.amount.min(u128::MAX - cur)),
+        )?;
+        sw.status = SweepStatus::Confirmed;
+        sw.updated_at = now;
+        ctx.put(&sw)?;
+        emit(
+            ctx,
+            &s.project,
+            "sweep.confirmed",
+            sw.id,
+            views::sweep(&s.reg, &sw),
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,132 @@
+//! Deposit addresses (SPEC.md section 4, Wallets and balances; DECISIONS.md section 9).
+
+use axum::http::StatusCode;
+use uuid::Uuid;
+
+use appliance_chains::{AccountKind, ChainStatus};
+use appliance_storage::index::{self, IndexTag};
+use appliance_storage::records::{Customer, Wallet};
+use appliance_storage::{ReadOps, WriteCtx};
+
+use crate::error::ApiError;
+use crate::services::{chains, emit, utc_day, Scope};
+use crate::views;
+
+/// Returns the customer's wallet on `chain`, creating it when absent (`(wallet, created)`).
+///
+/// An existing wallet is always returned, whatever the switches say. A new one needs the
+/// chain to issue addresses: 422 `account_kind_disabled`, `chain_not_live_yet`,
+/// `chain_deposits_disabled` or `asset_deposits_disabled` by the level that is off, and
+/// counts against the daily new-address cap (429 `quota_exceeded`).
+pub fn get_or_create(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    customer_id: Uuid,
+    chain_id: &str,
+) -> Result<(Wallet, bool), ApiError> {
+    let p = s.project_id();
+    let customer = ctx
+        .get_in::<Customer>(p, customer_id)?
+        .ok_or_else(|| ApiError::not_found("customer").param("customer_id"))?;
+    let eff = chains::resolve(&s.reg, &s.project, chain_id, "chain")?;
+    let ukey = index::unique(
+        IndexTag::UniqueWallet,
+        p,
+        &[customer.id.as_bytes(), chain_id.as_bytes()],
+    );
+    if let Some(id) = ctx.unique_get(&ukey)? {
+        let w = ctx
+            .get::<Wallet>(id)?
+            .ok_or_else(|| ApiError::internal(&"wallet index points at nothing"))?;
+        return Ok((w, false));
+    }
+    if eff.chain.info.account_kind != AccountKind::Contract {
+        return Err(ApiError::unprocessable(
+            "account_kind_disabled",
+            format!(
+                "New {} addresses are not issued: keypair accounts are switched off.",
+                chain_id
+            ),
+        )
+        .param("chain"));
+    }
+    match eff.status {
+        ChainStatus::ComingSoon => {
+            return Err(ApiError::unprocessable(
+                "chain_not_live_yet",
+                format!("{chain_id} is not live yet."),
+            )
+            .param("chain"))
+        }
+        ChainStatus::Paused => {
+            return Err(ApiError::unprocessable(
+                "chain_deposits_disabled",
+                format!("{chain_id} is paused: {}", eff.status_note),
+            )
+            .param("chain"))
+        }
+        ChainStatus::Live => {}
+    }
+    if !eff.deposits_enabled {
+        return Err(ApiError::unprocessable(
+            "chain_deposits_disabled",
+            format!("Deposits on {chain_id} are switched off."),
+        )
+        .param("chain"));
+    }
+    if !eff.assets.iter().any(|a| a.deposits_enabled && !a.archived) {
+        return Err(ApiError::unprocessable(
+            "asset_deposits_disabled",
+            format!("Deposits of every asset on {chain_id} are switched off."),
+        )
+        .param("chain"));
+    }
+    let day = utc_day(ctx.now_us());
+    let cap = s.project.settings.addresses_per_day;
+    if ctx.addresses_issued(p, day)? >= cap {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "quota_exceeded",
+            format!("The daily cap of {cap} new addresses is reached; it resets at 00:00 UTC."),
+        )
+        .retry_after(seconds_to_midnight(ctx.now_us())));
+    }
+    let address = appliance_chains::address::deposit_address(p, customer.id);
+    let w = Wallet {
+        id: Uuid::now_v7(),
+        project_id: p,
+        customer_id: customer.id,
+        chain: chain_id.to_string(),
+        role: "customer".into(),
+        status: "active".into(),
+        address: address.clone(),
+        memo: None,
+        created_at: ctx.now_us(),
+    };
+    ctx.addresses_issued_incr(p, day)?;
+    ctx.unique_put(&ukey, w.id)?;
+    ctx.unique_put(&address_key(chain_id, &address), w.id)?;
+    ctx.put(&w)?;
+    emit(ctx, &s.project, "wallet.created", w.id, views::wallet(&w))?;
+    Ok((w, true))
+}
+
+/// Unique key of an issued address on a chain (any project): detects self-payouts and
+/// attributes incoming transfers.
+pub fn address_key(chain: &str, address: &str) -> Vec<u8> {
+    index::unique(
+        IndexTag::UniqueAddress,
+        Uuid::nil(),
+        &[chain.as_bytes(), address.to_ascii_lowercase().as_bytes()],
+    )
+}
+
+/// Master (omnibus) wallet address of a project: the CREATE2 address of customer nil.
+pub fn master_address(project: Uuid) -> String {
+    appliance_chains::address::deposit_address(project, Uuid::nil())
+}
+
+fn seconds_to_midnight(now_us: i64) -> u64 {
+    let day_us = 86_400_000_000i64;
+    ((day_us - now_us.rem_euclid(day_us)) / 1_000_000).max(1) as u64
+}

@@ -1,0 +1,132 @@
+//! Shared state of a running appliance.
+
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::ops::Deref;
+use std::sync::{Arc, Mutex};
+
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
+use uuid::Uuid;
+
+use appliance_storage::records::{ApiKey, Project};
+use appliance_storage::{ScanOps, Store, StoreError};
+
+use crate::auth::{KeyCache, Pepper};
+use crate::config::Config;
+
+/// Cheap-to-clone handle to everything a request or worker needs.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+pub struct Inner {
+    pub config: Config,
+    pub store: Store,
+    pub keys: KeyCache,
+    pub pepper: Pepper,
+    pub limits: Limits,
+    /// Idempotency keys whose first request is still running.
+    pub inflight: Mutex<HashSet<Vec<u8>>>,
+    /// Wakes the simulated chain's block producer early (after `POST /v1/test/blocks`).
+    pub chain_wakeup: tokio::sync::Notify,
+}
+
+impl Deref for AppState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl AppState {
+    /// Re-reads every project and key into the cache (after operator changes).
+    pub fn reload_cache(&self) {
+        match self
+            .store
+            .read_blocking(|r| Ok((r.all::<Project>()?, r.all::<ApiKey>()?)))
+        {
+            Ok((projects, keys)) => {
+                for p in projects {
+                    self.keys.put_project(p);
+                }
+                for k in keys {
+                    self.keys.put_key(k);
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "reloading the key cache failed"),
+        }
+    }
+
+    /// Builds the state and fills the key cache from the store.
+    pub fn new(config: Config, store: Store, pepper: Pepper) -> Result<AppState, StoreError> {
+        let keys = KeyCache::default();
+        let (projects, api_keys) =
+            store.read_blocking(|r| Ok((r.all::<Project>()?, r.all::<ApiKey>()?)))?;
+        for p in projects {
+            keys.put_project(p);
+        }
+        for k in api_keys {
+            keys.put_key(k);
+        }
+        let unauth =
+            NonZeroU32::new(config.limits.unauthenticated_per_minute.max(1)).expect("non-zero");
+        Ok(AppState(Arc::new(Inner {
+            limits: Limits {
+                per_key: Mutex::new(HashMap::new()),
+                unauthenticated: RateLimiter::keyed(Quota::per_minute(unauth)),
+            },
+            config,
+            store,
+            keys,
+            pepper,
+            inflight: Mutex::new(HashSet::new()),
+            chain_wakeup: tokio::sync::Notify::new(),
+        })))
+    }
+}
+
+/// Request-rate limiters (SPEC.md section 8, DECISIONS.md section 8).
+pub struct Limits {
+    per_key: Mutex<HashMap<Uuid, (u32, Arc<DefaultDirectRateLimiter>)>>,
+    unauthenticated: DefaultKeyedRateLimiter<IpAddr>,
+}
+
+impl Limits {
+    /// Counts one request of `key` against `per_minute`; `Err(retry_after_s)` when over.
+    pub fn check_key(&self, key: Uuid, per_minute: u32) -> Result<(), u64> {
+        let limiter = {
+            let mut m = self.per_key.lock().expect("lock");
+            let e = m
+                .entry(key)
+                .or_insert_with(|| (0, Arc::new(direct(per_minute))));
+            if e.0 != per_minute {
+                *e = (per_minute, Arc::new(direct(per_minute)));
+            }
+            e.1.clone()
+        };
+        limiter.check().map_err(|nu| {
+            nu.wait_time_from(governor::clock::Clock::now(
+                &governor::clock::DefaultClock::default(),
+            ))
+            .as_secs()
+            .max(1)
+        })
+    }
+
+    /// Counts one unauthenticated request from `ip`.
+    pub fn check_unauthenticated(&self, ip: IpAddr) -> Result<(), u64> {
+        self.unauthenticated.check_key(&ip).map_err(|nu| {
+            nu.wait_time_from(governor::clock::Clock::now(
+                &governor::clock::DefaultClock::default(),
+            ))
+            .as_secs()
+            .max(1)
+        })
+    }
+}
+
+fn direct(per_minute: u32) -> DefaultDirectRateLimiter {
+    RateLimiter::direct(Quota::per_minute(
+        NonZeroU32::new(per_minute.max(1)).expect("non-zero"),
+    ))
+}

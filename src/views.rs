@@ -1,0 +1,187 @@
+//! JSON shapes of every resource (SPEC.md section 2). The REST reads and the event `data`
+//! both come from here, so an event's data is identical to the REST read at that moment.
+
+use chrono::{SecondsFormat, TimeZone, Utc};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use appliance_chains::format_decimal;
+use appliance_storage::records::{ApiKey, Customer, Deposit, Event, Payout, Sweep, Wallet};
+use sha2::Digest;
+
+use crate::registry::Registry;
+
+/// The API version carried by events (SPEC.md section 9).
+pub const API_VERSION: &str = "2026-08-01";
+
+/// RFC 3339 UTC with milliseconds, from Unix microseconds.
+pub fn ts(us: i64) -> String {
+    Utc.timestamp_micros(us)
+        .single()
+        .unwrap_or_default()
+        .to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn opt_ts(us: Option<i64>) -> Value {
+    us.map(|u| Value::String(ts(u))).unwrap_or(Value::Null)
+}
+
+/// A stable id for a (chain, asset) pair, for the payout's `asset_id`.
+pub fn asset_id(chain: &str, symbol: &str) -> Uuid {
+    let h = sha2::Sha256::digest(format!("asset:{chain}:{symbol}").as_bytes());
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&h[..16]);
+    uuid::Builder::from_custom_bytes(b).into_uuid()
+}
+
+pub fn customer(c: &Customer) -> Value {
+    json!({
+        "id": c.id,
+        "object": "customer",
+        "reference_id": c.reference_id,
+        "email": c.email,
+        "status": c.status,
+        "metadata": c.metadata,
+        "created_at": ts(c.created_at),
+    })
+}
+
+pub fn wallet(w: &Wallet) -> Value {
+    json!({
+        "id": w.id,
+        "object": "wallet",
+        "customer_id": w.customer_id,
+        "chain": w.chain,
+        "role": w.role,
+        "status": w.status,
+        "address": w.address,
+        "memo": w.memo,
+        "created_at": ts(w.created_at),
+    })
+}
+
+pub fn deposit(reg: &Registry, d: &Deposit) -> Value {
+    let chain = reg.chain(&d.chain);
+    let asset = chain.and_then(|c| c.asset(&d.asset));
+    let decimals = asset.map(|a| a.decimals).unwrap_or(0);
+    json!({
+        "id": d.id,
+        "object": "deposit",
+        "customer_id": d.customer_id,
+        "wallet_id": d.wallet_id,
+        "chain": d.chain,
+        "asset": {
+            "chain": d.chain,
+            "symbol": d.asset,
+            "decimals": decimals,
+            "contract": asset.map(|a| a.contract.as_str()).unwrap_or(""),
+        },
+        "amount": d.amount.to_string(),
+        "amount_decimal": format_decimal(d.amount, decimals),
+        "tx_hash": d.tx_hash,
+        "log_index": d.log_index,
+        "from_address": d.from_address,
+        "to_address": d.to_address,
+        "block_number": d.block_number,
+        "confirmations": d.confirmations,
+        "required_confirmations": d.required_confirmations,
+        "status": d.status.as_str(),
+        "failure_reason": d.failure_reason,
+        "block_time": ts(d.block_time),
+        "explorer_url": chain.map(|c| c.info.tx_url(&d.tx_hash)),
+        "ledger_tx_id": d.ledger_tx_id,
+        "created_at": ts(d.created_at),
+    })
+}
+
+pub fn payout(reg: &Registry, p: &Payout) -> Value {
+    let decimals = reg.decimals(&p.chain, &p.asset);
+    json!({
+        "id": p.id,
+        "object": "payout",
+        "customer_id": p.customer_id,
+        "chain": p.chain,
+        "asset": p.asset,
+        "asset_id": asset_id(&p.chain, &p.asset),
+        "decimals": decimals,
+        "amount": p.amount.to_string(),
+        "amount_decimal": format_decimal(p.amount, decimals),
+        "fee_amount": p.fee_amount.to_string(),
+        "fee_amount_decimal": format_decimal(p.fee_amount, decimals),
+        "to_address": p.to_address,
+        "memo": p.memo,
+        "status": p.status.as_str(),
+        "reference": p.reference,
+        "tx_hash": p.tx_hash,
+        "explorer_url": p.tx_hash.as_ref().and_then(|h| reg.chain(&p.chain).map(|c| c.info.tx_url(h))),
+        "failure_reason": p.failure_reason,
+        "amount_usd": p.amount_usd_cents.map(|c| format_decimal(c as u128, 2)),
+        "created_at": ts(p.created_at),
+        "updated_at": ts(p.updated_at),
+    })
+}
+
+pub fn sweep(reg: &Registry, s: &Sweep) -> Value {
+    let asset = reg.asset(&s.chain, &s.asset);
+    let decimals = asset.map(|a| a.decimals).unwrap_or(0);
+    json!({
+        "id": s.id,
+        "object": "sweep",
+        "wallet_id": s.wallet_id,
+        "chain": s.chain,
+        "status": s.status.as_str(),
+        "amount": s.amount.to_string(),
+        "amount_decimal": format_decimal(s.amount, decimals),
+        "asset": {
+            "symbol": s.asset,
+            "decimals": decimals,
+            "contract": asset.map(|a| a.contract.as_str()).unwrap_or(""),
+        },
+        "skip_reason": s.skip_reason,
+        "tx_hash": s.tx_hash,
+        "created_at": ts(s.created_at),
+        "updated_at": ts(s.updated_at),
+    })
+}
+
+/// An API key; `pending` adds uses counted in memory but not yet flushed.
+pub fn api_key(k: &ApiKey, env: &str, pending: Option<(i64, u64)>) -> Value {
+    let (last_used, count) = match pending {
+        Some((at, n)) => (Some(at), k.use_count + n),
+        None => (k.last_used_at, k.use_count),
+    };
+    json!({
+        "id": k.id,
+        "object": "api_key",
+        "key_id": k.key_id,
+        "env": env,
+        "kind": k.kind.as_str(),
+        "name": k.name,
+        "last4": k.last4,
+        "scopes": k.scopes,
+        "ip_allowlist": k.ip_allowlist,
+        "signing_enabled": k.signing_enabled,
+        "created_by": k.created_by,
+        "rotated_from": k.rotated_from,
+        "expires_at": opt_ts(k.expires_at),
+        "revoked_at": opt_ts(k.revoked_at),
+        "last_used_at": opt_ts(last_used),
+        "use_count": count.to_string(),
+        "created_at": ts(k.created_at),
+    })
+}
+
+pub fn event(e: &Event) -> Value {
+    json!({
+        "id": e.id,
+        "object": "event",
+        "type": e.event_type,
+        "api_version": API_VERSION,
+        "created": ts(e.created_at),
+        "livemode": e.livemode,
+        "tenant": e.project_id,
+        "sequence": e.sequence,
+        "resource_id": e.resource_id,
+        "data": e.data,
+    })
+}

@@ -1,0 +1,297 @@
+//! Issue point 6: idempotency (SPEC sections 4, 7, 8; DECISIONS 2).
+
+use serde_json::json;
+
+use crate::helpers::*;
+
+#[tokio::test]
+async fn first_answer_is_replayed_byte_for_byte() {
+    let app = spawn_app().await;
+    let key = idem();
+    let body = json!({ "email": "a@example.com", "metadata": { "n": "1" } });
+    let a = app
+        .post_idem(&app.wallet_key, "/v1/customers", body.clone(), &key)
+        .await;
+    assert_eq!(a.status, 201, "{}", a.text);
+    let b = app
+        .post_idem(&app.wallet_key, "/v1/customers", body.clone(), &key)
+        .await;
+    assert_eq!(b.status, a.status);
+    assert_eq!(b.text, a.text, "replay differs from the first answer");
+    let l = app.get(&app.wallet_key, "/v1/customers").await.expect(200);
+    assert_eq!(assert_list(&l).len(), 1, "replay created a second customer");
+    assert_eq!(app.events("type=customer.created").await.len(), 1);
+    // Another key creates another customer.
+    app.post_idem(&app.wallet_key, "/v1/customers", body, &idem())
+        .await
+        .expect(201);
+    let l = app.get(&app.wallet_key, "/v1/customers").await.expect(200);
+    assert_eq!(assert_list(&l).len(), 2);
+}
+
+#[tokio::test]
+async fn same_key_with_another_body_is_409_reuse() {
+    let app = spawn_app().await;
+    let key = idem();
+    app.post_idem(
+        &app.wallet_key,
+        "/v1/customers",
+        json!({ "email": "a@example.com" }),
+        &key,
+    )
+    .await
+    .expect(201);
+    let r = app
+        .post_idem(
+            &app.wallet_key,
+            "/v1/customers",
+            json!({ "email": "b@example.com" }),
+            &key,
+        )
+        .await;
+    r.expect_error(409, "idempotency_key_reuse");
+    let l = app.get(&app.wallet_key, "/v1/customers").await.expect(200);
+    assert_eq!(assert_list(&l).len(), 1);
+}
+
+#[tokio::test]
+async fn keys_are_scoped_by_path() {
+    let app = spawn_app().await;
+    let key = idem();
+    let c = app
+        .post_idem(&app.wallet_key, "/v1/customers", json!({}), &key)
+        .await
+        .expect(201);
+    let w = app
+        .post_idem(
+            &app.wallet_key,
+            "/v1/wallets",
+            json!({ "customer_id": c["id"], "chain": "ethereum" }),
+            &key,
+        )
+        .await
+        .expect(201);
+    assert_eq!(w["object"], "wallet");
+}
+
+#[tokio::test]
+async fn keys_are_scoped_by_project() {
+    let app = spawn_app().await;
+    let other = app.other_project_key("other", "test", "wallet");
+    let key = idem();
+    let a = app
+        .post_idem(&app.wallet_key, "/v1/customers", json!({}), &key)
+        .await
+        .expect(201);
+    let b = app
+        .post_idem(&other, "/v1/customers", json!({}), &key)
+        .await
+        .expect(201);
+    assert_ne!(
+        a["id"], b["id"],
+        "another project got this project's answer"
+    );
+}
+
+#[tokio::test]
+async fn key_length_is_at_most_255() {
+    let app = spawn_app().await;
+    let ok = "k".repeat(255);
+    app.post_idem(&app.wallet_key, "/v1/customers", json!({}), &ok)
+        .await
+        .expect(201);
+    let long = "k".repeat(256);
+    let r = app
+        .post_idem(&app.wallet_key, "/v1/customers", json!({}), &long)
+        .await;
+    r.expect_client_error(400);
+    assert_idem_param(&r.body);
+    let l = app.get(&app.wallet_key, "/v1/customers").await.expect(200);
+    assert_eq!(assert_list(&l).len(), 1);
+}
+
+#[tokio::test]
+async fn payouts_require_a_key() {
+    let app = spawn_app().await;
+    let (c, _, _) = app.funded_customer("ethereum", "USDT", 6, "2000000").await;
+    let r = app
+        .post(
+            &app.payout_key,
+            "/v1/payouts",
+            json!({ "customer_id": c["id"], "chain": "ethereum", "asset": "USDT",
+                    "decimals": 6, "amount": "1000", "to_address": external_address(0x31) }),
+        )
+        .await;
+    r.expect_error(400, "idempotency_key_required");
+    assert_idem_param(&r.body);
+    let l = app.get(&app.payout_key, "/v1/payouts").await.expect(200);
+    assert_eq!(assert_list(&l).len(), 0);
+}
+
+#[tokio::test]
+async fn payout_replay_returns_the_same_payout_and_locks_once() {
+    let app = spawn_app().await;
+    let (c, _, _) = app.funded_customer("ethereum", "USDT", 6, "5000000").await;
+    let cid = s(&c["id"]);
+    let key = idem();
+    let body = json!({ "customer_id": cid, "chain": "ethereum", "asset": "USDT",
+                       "decimals": 6, "amount": "1000000", "to_address": external_address(0x32) });
+    let a = app
+        .post_idem(&app.payout_key, "/v1/payouts", body.clone(), &key)
+        .await;
+    assert_eq!(a.status, 202, "{}", a.text);
+    let b = app
+        .post_idem(&app.payout_key, "/v1/payouts", body.clone(), &key)
+        .await;
+    assert_eq!(b.status, 202);
+    assert_eq!(a.text, b.text);
+    assert_eq!(app.locked(&cid, "ethereum", "USDT").await, 1_000_000);
+    assert_eq!(app.available(&cid, "ethereum", "USDT").await, 4_000_000);
+    // Even after the payout moved on, the replay is the first answer.
+    app.mine(1).await;
+    let c2 = app
+        .post_idem(&app.payout_key, "/v1/payouts", body.clone(), &key)
+        .await;
+    assert_eq!(c2.text, a.text);
+    let mut other = body.clone();
+    other["amount"] = json!("2000000");
+    app.post_idem(&app.payout_key, "/v1/payouts", other, &key)
+        .await
+        .expect_error(409, "idempotency_key_reuse");
+    let l = app.get(&app.payout_key, "/v1/payouts").await.expect(200);
+    assert_eq!(assert_list(&l).len(), 1);
+}
+
+#[tokio::test]
+async fn a_refused_request_stores_nothing_under_its_key() {
+    let app = spawn_app().await;
+    let c = app.create_customer(None).await;
+    let cid = s(&c["id"]);
+    app.create_wallet(&cid, "ethereum").await;
+    let key = idem();
+    let mut body = json!({ "customer_id": cid, "chain": "ethereum", "asset": "USDT",
+                           "decimals": 18, "amount": "1000000", "to_address": external_address(0x33) });
+    app.post_idem(&app.payout_key, "/v1/payouts", body.clone(), &key)
+        .await
+        .expect_error(400, "decimals_mismatch");
+    body["decimals"] = json!(6);
+    // Not a reuse: the failed validation stored nothing. Funds are still missing: 402.
+    app.post_idem(&app.payout_key, "/v1/payouts", body.clone(), &key)
+        .await
+        .expect_error(402, "insufficient_funds");
+    // After a deposit the same key goes through (402 is retryable after a deposit).
+    app.test_deposit(&cid, "ethereum", "USDT", 6, "1000000", None)
+        .await;
+    let p = app
+        .post_idem(&app.payout_key, "/v1/payouts", body.clone(), &key)
+        .await
+        .expect(202);
+    assert_eq!(p["amount"], "1000000");
+}
+
+#[tokio::test]
+async fn concurrent_duplicates_create_one_resource() {
+    let app = spawn_app().await;
+    let key = idem();
+    let body = json!({ "email": "race@example.com" });
+    let mut futs = Vec::new();
+    for _ in 0..16 {
+        futs.push(app.post_idem(&app.wallet_key, "/v1/customers", body.clone(), &key));
+    }
+    let results = futures_join(futs).await;
+    let mut first_text: Option<String> = None;
+    let mut in_progress = 0;
+    for r in &results {
+        match r.status {
+            201 => {
+                if let Some(t) = &first_text {
+                    assert_eq!(&r.text, t, "two different answers for one key");
+                } else {
+                    first_text = Some(r.text.clone());
+                }
+            }
+            409 => {
+                r.expect_error(409, "idempotency_in_progress");
+                let ra = r.header("retry-after").expect("Retry-After on in_progress");
+                assert!(ra.trim().parse::<u64>().is_ok(), "Retry-After {ra}");
+                in_progress += 1;
+            }
+            other => panic!("unexpected {other}: {}", r.text),
+        }
+    }
+    assert!(
+        first_text.is_some(),
+        "no request succeeded ({in_progress} in progress)"
+    );
+    let l = app.get(&app.wallet_key, "/v1/customers").await.expect(200);
+    assert_eq!(assert_list(&l).len(), 1, "duplicates created: {l}");
+}
+
+#[tokio::test]
+async fn concurrent_duplicate_payouts_lock_funds_once() {
+    let app = spawn_app().await;
+    let (c, _, _) = app.funded_customer("ethereum", "USDT", 6, "10000000").await;
+    let cid = s(&c["id"]);
+    let key = idem();
+    let body = json!({ "customer_id": cid, "chain": "ethereum", "asset": "USDT",
+                       "decimals": 6, "amount": "3000000", "to_address": external_address(0x34) });
+    let mut futs = Vec::new();
+    for _ in 0..12 {
+        futs.push(app.post_idem(&app.payout_key, "/v1/payouts", body.clone(), &key));
+    }
+    let results = futures_join(futs).await;
+    let mut ids_seen = std::collections::HashSet::new();
+    for r in &results {
+        match r.status {
+            202 => {
+                ids_seen.insert(s(&r.body["id"]));
+            }
+            409 => {
+                r.expect_error(409, "idempotency_in_progress");
+                assert!(r.header("retry-after").is_some());
+            }
+            other => panic!("unexpected {other}: {}", r.text),
+        }
+    }
+    assert_eq!(ids_seen.len(), 1, "{ids_seen:?}");
+    assert_eq!(app.locked(&cid, "ethereum", "USDT").await, 3_000_000);
+    assert_eq!(app.available(&cid, "ethereum", "USDT").await, 7_000_000);
+}
+
+/// Runs the futures concurrently on this task (no extra dependency).
+async fn futures_join<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output> {
+    let mut set = Vec::new();
+    for f in futs {
+        set.push(Box::pin(f));
+    }
+    let mut out: Vec<Option<F::Output>> = (0..set.len()).map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (i, f) in set.iter_mut().enumerate() {
+            if out[i].is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => out[i] = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().map(|o| o.unwrap()).collect()
+}
+
+/// `param` names the Idempotency-Key header (any common spelling).
+#[track_caller]
+fn assert_idem_param(body: &serde_json::Value) {
+    let p = body["param"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no param: {body}"))
+        .to_ascii_lowercase()
+        .replace('_', "-");
+    assert_eq!(p, "idempotency-key", "{body}");
+}

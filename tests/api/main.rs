@@ -1,0 +1,20 @@
+//! Black-box integration tests: each test starts the real `appliance --test` binary on an
+//! ephemeral port with a temporary data dir and talks to it over HTTP like a merchant's
+//! client (and over the operator CLI like an operator).
+
+mod helpers;
+
+mod api_keys;
+mod auth;
+mod balances;
+mod chains;
+mod cli;
+mod conventions;
+mod customers;
+mod deposits;
+mod events;
+mod idempotency;
+mod payouts;
+mod restart;
+mod sweeps;
+mod wallets;
