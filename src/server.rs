@@ -39,13 +39,13 @@ pub async fn run(config: Config, test_mode: bool) -> anyhow::Result<()> {
     }
     let pepper = Pepper::load_or_create(&config.data_dir).context("reading the pepper")?;
     let store = open_store(&config)?;
-    if test_mode {
-        bootstrap(&store, &pepper).await?;
-    }
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     let addr = listener.local_addr()?;
+    if test_mode {
+        bootstrap(&store, &pepper, &addr.to_string()).await?;
+    }
     let state = AppState::new(config.clone(), store, pepper)?;
     let mode = if test_mode { " (test mode)" } else { "" };
     let scheme = if config.tls.is_some() {
@@ -96,7 +96,7 @@ pub async fn run(config: Config, test_mode: bool) -> anyhow::Result<()> {
 }
 
 /// First start of `--test`: project `default` and its three keys, printed once.
-async fn bootstrap(store: &Store, pepper: &Pepper) -> anyhow::Result<()> {
+async fn bootstrap(store: &Store, pepper: &Pepper, listen: &str) -> anyhow::Result<()> {
     let existing = store
         .read(|r| Ok(projects::find(r, "default")))
         .await?
@@ -132,6 +132,13 @@ async fn bootstrap(store: &Store, pepper: &Pepper) -> anyhow::Result<()> {
     println!("These keys are shown once; store them now.");
     for (kind, token) in &tokens {
         println!("{} key: {}", kind.as_str(), token);
+    }
+    if let Some((_, wallet)) = tokens.iter().find(|(k, _)| *k == appliance_storage::records::KeyKind::Wallet) {
+        println!("Try it (from another shell):");
+        println!("  curl -s http://{listen}/v1/ping -H 'Authorization: Bearer {wallet}'");
+        println!(
+            "  curl -s http://{listen}/v1/customers -H 'Authorization: Bearer {wallet}' -H 'Content-Type: application/json' -d '{{\"reference_id\":\"user-1\"}}'"
+        );
     }
     Ok(())
 }
