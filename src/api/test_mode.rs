@@ -11,7 +11,7 @@ use serde_json::json;
 use appliance_storage::records::{KeyKind, Mode};
 
 use crate::api::extract::{path_uuid, JsonBody};
-use crate::api::{begin, commit, idempotency_key, registry, scope, Begin};
+use crate::api::{begin, commit, idempotency_key, json as json_response, registry, scope, Begin};
 use crate::auth::{Access, Caller};
 use crate::error::ApiError;
 use crate::services::deposits::{self, TestDeposit};
@@ -154,14 +154,9 @@ async fn mine_blocks(
             ));
         }
     }
-    let (resp, _) = commit(&state, None, move |ctx| {
-        let heights = sim_chain::mine(ctx, &reg, chain.as_deref(), count)?;
-        Ok((
-            StatusCode::OK,
-            json!({"object": "test_blocks", "mined": count, "heights": heights}),
-            (),
-        ))
-    })
-    .await?;
-    Ok(resp)
+    let heights = sim_chain::mine(&state, chain, count).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"object": "test_blocks", "mined": count, "heights": heights}),
+    ))
 }

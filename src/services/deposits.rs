@@ -290,7 +290,7 @@ fn fail_with(
 /// posted to the project's `receivable`; what was already swept comes out of the treasury.
 pub fn orphan(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, ApiError> {
     let p = s.project_id();
-    let mut d = ctx
+    let d = ctx
         .get_in::<Deposit>(p, id)?
         .ok_or_else(|| ApiError::not_found("deposit"))?;
     if d.status != DepositStatus::Confirmed {
@@ -299,6 +299,18 @@ pub fn orphan(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, Ap
             d.status.as_str()
         )));
     }
+    orphan_inner(ctx, s, d, true)
+}
+
+/// The reversal shared by test mode (`simulated`: the simulated balance follows) and the
+/// live watcher.
+fn orphan_inner(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    mut d: Deposit,
+    simulated: bool,
+) -> Result<Deposit, ApiError> {
+    let p = d.project_id;
     let avail = ctx
         .balance(&Account::customer(
             p,
@@ -350,13 +362,15 @@ pub fn orphan(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, Ap
         ctx.holding_add(d.wallet_id, &d.asset, Delta::Sub(from_deposits))?;
         sweeps::shrink_open(ctx, d.wallet_id, &d.asset, from_deposits)?;
     }
-    let onchain = ctx.sim_balance(&d.chain, &d.to_address, &d.asset)?;
-    ctx.sim_balance_add(
-        &d.chain,
-        &d.to_address,
-        &d.asset,
-        Delta::Sub(onchain.min(d.amount)),
-    )?;
+    if simulated {
+        let onchain = ctx.sim_balance(&d.chain, &d.to_address, &d.asset)?;
+        ctx.sim_balance_add(
+            &d.chain,
+            &d.to_address,
+            &d.asset,
+            Delta::Sub(onchain.min(d.amount)),
+        )?;
+    }
     d.status = DepositStatus::Orphaned;
     d.reversal_tx_id = Some(e.id);
     d.updated_at = ctx.now_us();
@@ -369,4 +383,178 @@ pub fn orphan(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, Ap
         views::deposit(&s.reg, &d),
     )?;
     Ok(d)
+}
+
+// ---------------------------------------------------------------------------------------
+// Live chains (issue 4): the EVM watcher calls these inside its block-batch transaction.
+
+/// A transfer the chain watcher saw arriving at a deposit address.
+#[derive(Debug, Clone)]
+pub struct ChainTransfer {
+    pub chain: String,
+    pub asset: String,
+    pub amount: u128,
+    /// `0x` + 64 lower-case hex.
+    pub tx_hash: String,
+    /// Token transfers: the log index; native transfers: `None` (stored as 0).
+    pub log_index: Option<u32>,
+    pub from_address: String,
+    pub to_address: String,
+    pub block_number: u64,
+    /// Unix microseconds.
+    pub block_time: i64,
+}
+
+/// Unique key of a detected transfer: chain ‖ tx hash ‖ log index (native: `u32::MAX`, so
+/// a transaction that both sends the coin and emits a token log yields two deposits).
+pub fn transfer_key(chain: &str, tx_hash: &str, log_index: Option<u32>) -> Vec<u8> {
+    index::unique(
+        IndexTag::UniqueDepositTx,
+        Uuid::nil(),
+        &[
+            chain.as_bytes(),
+            tx_hash.as_bytes(),
+            &log_index.unwrap_or(u32::MAX).to_be_bytes(),
+        ],
+    )
+}
+
+/// Writes a `detected` deposit for a transfer into `wallet` (SPEC.md section 3, Deposit),
+/// unless this (chain, tx hash, log index) is already recorded: `Ok(None)` then, so a
+/// rescan after a restart credits nothing twice.
+pub fn detect_live(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    wallet: &Wallet,
+    t: &ChainTransfer,
+    required_confirmations: u32,
+) -> Result<Option<Deposit>, ApiError> {
+    let key = transfer_key(&t.chain, &t.tx_hash, t.log_index);
+    if ctx.unique_get(&key)?.is_some() {
+        return Ok(None);
+    }
+    let now = ctx.now_us();
+    let d = Deposit {
+        id: Uuid::now_v7(),
+        project_id: wallet.project_id,
+        customer_id: wallet.customer_id,
+        wallet_id: wallet.id,
+        chain: t.chain.clone(),
+        asset: t.asset.clone(),
+        amount: t.amount,
+        tx_hash: t.tx_hash.clone(),
+        log_index: t.log_index.unwrap_or(0),
+        from_address: t.from_address.clone(),
+        to_address: wallet.address.clone(),
+        block_number: t.block_number,
+        block_time: t.block_time,
+        confirmations: 0,
+        required_confirmations,
+        status: DepositStatus::Detected,
+        failure_reason: None,
+        ledger_tx_id: None,
+        reversal_tx_id: None,
+        manual: false,
+        created_at: now,
+        updated_at: now,
+    };
+    ctx.unique_put(&key, d.id)?;
+    ctx.put(&d)?;
+    emit(
+        ctx,
+        &s.project,
+        "deposit.detected",
+        d.id,
+        views::deposit(&s.reg, &d),
+    )?;
+    Ok(Some(d))
+}
+
+/// Updates a detected live deposit's confirmation count at processed height `height` and
+/// credits it once the count reaches its threshold. Returns the new status.
+pub fn advance_live(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    mut d: Deposit,
+    height: u64,
+) -> Result<DepositStatus, ApiError> {
+    if d.status != DepositStatus::Detected {
+        return Ok(d.status);
+    }
+    let conf = height.saturating_sub(d.block_number).saturating_add(1);
+    let conf = u32::try_from(conf).unwrap_or(u32::MAX);
+    if conf < d.required_confirmations {
+        if conf != d.confirmations {
+            d.confirmations = conf;
+            d.updated_at = ctx.now_us();
+            ctx.put(&d)?;
+        }
+        return Ok(d.status);
+    }
+    let archived = chains::resolve(&s.reg, &s.project, &d.chain, "chain")
+        .ok()
+        .and_then(|e| e.asset(&d.asset).map(|a| a.archived))
+        .unwrap_or(false);
+    if archived {
+        return Ok(fail_live(ctx, s, d, "asset_archived")?.status);
+    }
+    let held = ctx.holding(d.wallet_id, &d.asset)?;
+    if held.checked_add(d.amount).is_none() {
+        return Ok(fail_live(ctx, s, d, "amount_too_large")?.status);
+    }
+    let e = credit_entry(&d, ctx.now_us());
+    if ctx.post(&e)?.is_err() {
+        return Ok(fail_live(ctx, s, d, "amount_too_large")?.status);
+    }
+    mark_confirmed(ctx, s, &mut d, e.id, height)?;
+    d.confirmations = conf;
+    ctx.put(&d)?;
+    Ok(d.status)
+}
+
+/// `detected` -> `failed` on a live chain (the unique transfer key is released so the same
+/// transfer, re-mined on the new canonical chain, is detected again).
+pub fn fail_live(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    mut d: Deposit,
+    reason: &str,
+) -> Result<Deposit, ApiError> {
+    if reason == "reorg" {
+        let li = (d.log_index != 0 || !is_native(&s.reg, &d)).then_some(d.log_index);
+        ctx.unique_remove(&transfer_key(&d.chain, &d.tx_hash, li))?;
+    }
+    d.status = DepositStatus::Failed;
+    d.failure_reason = Some(reason.into());
+    d.updated_at = ctx.now_us();
+    ctx.put(&d)?;
+    emit(
+        ctx,
+        &s.project,
+        "deposit.failed",
+        d.id,
+        views::deposit(&s.reg, &d),
+    )?;
+    Ok(d)
+}
+
+fn is_native(reg: &crate::registry::Registry, d: &Deposit) -> bool {
+    reg.asset(&d.chain, &d.asset).is_some_and(|a| a.is_native)
+}
+
+/// A live deposit whose block left the canonical chain: `detected` -> `failed`,
+/// `confirmed` -> `orphaned` with its credit reversed (SPEC.md section 3, Deposit).
+pub fn unwind_live(ctx: &mut WriteCtx<'_>, s: &Scope, d: Deposit) -> Result<(), ApiError> {
+    match d.status {
+        DepositStatus::Detected => {
+            fail_live(ctx, s, d, "reorg")?;
+        }
+        DepositStatus::Confirmed => {
+            let li = (d.log_index != 0 || !is_native(&s.reg, &d)).then_some(d.log_index);
+            ctx.unique_remove(&transfer_key(&d.chain, &d.tx_hash, li))?;
+            orphan_inner(ctx, s, d, false)?;
+        }
+        DepositStatus::Failed | DepositStatus::Orphaned => {}
+    }
+    Ok(())
 }

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use uuid::Uuid;
 
 use appliance_chains::ChainStatus;
-use appliance_storage::index::{self, IndexTag};
+use appliance_storage::index::IndexTag;
 use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
 use appliance_storage::records::{Customer, Payout, PayoutStatus};
 use appliance_storage::{Delta, ReadOps, WriteCtx};
@@ -127,8 +127,8 @@ pub fn create(
         )
         .param("to_address"));
     }
-    let max = s.project.settings.max_pending_payouts as usize;
-    if ctx.count_prefix(&index::prefix(IndexTag::PayoutsOpen, p, &[]), max)? >= max {
+    let max = s.project.settings.max_pending_payouts;
+    if ctx.count_of(IndexTag::PayoutsOpen, p)? >= max as u64 {
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             "too_many_pending_payouts",

@@ -165,6 +165,14 @@ pub trait ReadOps: Reader {
         Ok(Page { items, has_more })
     }
 
+    /// Number of keys of a counted index (`IndexTag::is_counted`) for a project.
+    fn count_of(&self, tag: IndexTag, project: Uuid) -> Result<u64, StoreError> {
+        let t = self.open(COUNTERS)?;
+        let key = index::prefix(tag, project, &[]);
+        let v = t.get(key.as_slice())?;
+        Ok(v.map(|g| g.value()).unwrap_or(0))
+    }
+
     /// Number of keys under an index prefix (bounded by `cap`).
     fn count_prefix(&self, prefix: &[u8], cap: usize) -> Result<usize, StoreError> {
         let t = self.open(INDEX)?;
@@ -436,17 +444,32 @@ impl<'t> WriteCtx<'t> {
             let old: Option<R> = self.get(row.id())?;
             let new_keys = row.index_keys();
             let mut idx = self.txn.open_table(INDEX)?;
+            let mut counted: Vec<(Vec<u8>, bool)> = Vec::new();
             if let Some(old) = old {
                 for k in old.index_keys() {
-                    if !new_keys.contains(&k) {
-                        idx.remove(k.as_slice())?;
+                    if !new_keys.contains(&k) && idx.remove(k.as_slice())?.is_some() {
+                        if let Some(c) = index::counter_key(&k) {
+                            counted.push((c.to_vec(), false));
+                        }
                     }
                 }
             }
             for k in &new_keys {
-                idx.insert(k.as_slice(), ())?;
+                if idx.insert(k.as_slice(), ())?.is_none() {
+                    if let Some(c) = index::counter_key(k) {
+                        counted.push((c.to_vec(), true));
+                    }
+                }
             }
             drop(idx);
+            if !counted.is_empty() {
+                let mut counters = self.txn.open_table(COUNTERS)?;
+                for (c, up) in counted {
+                    let cur = counters.get(c.as_slice())?.map(|g| g.value()).unwrap_or(0);
+                    let next = if up { cur + 1 } else { cur.saturating_sub(1) };
+                    counters.insert(c.as_slice(), next)?;
+                }
+            }
             let mut t = self.txn.open_table(R::TABLE)?;
             t.insert(row.id().as_u128(), encode(row).as_slice())?;
             Ok(())

@@ -46,6 +46,20 @@ pub enum IndexTag {
     SweepsWork = 53,
     EventsByType = 60,
     EventsByResource = 61,
+    /// Webhook endpoints of a project (at most 16).
+    WebhookEndpoints = 70,
+    WebhookDeliveries = 71,
+    /// project ‖ endpoint id.
+    WebhookDeliveriesByEndpoint = 72,
+    /// project ‖ event sequence (8 bytes, big-endian).
+    WebhookDeliveriesByEvent = 73,
+    /// project ‖ status.
+    WebhookDeliveriesByStatus = 74,
+    /// project ‖ endpoint id ‖ status (bulk replay, ordered delivery, cancel on disable).
+    WebhookDeliveriesByEndpointStatus = 75,
+    /// Global (project nil) ‖ next_attempt_at (8 bytes, big-endian µs): open deliveries by
+    /// due time, the dispatcher's durable schedule.
+    WebhookDeliveriesDue = 76,
     /// Unique: project ‖ reference_id -> customer.
     UniqueCustomerRef = 100,
     /// Unique: project ‖ customer ‖ chain -> wallet.
@@ -60,6 +74,24 @@ pub enum IndexTag {
     UniqueDepositTx = 105,
     /// Unique: wallet ‖ asset -> the sweep still `open` for it.
     UniqueOpenSweep = 106,
+}
+
+impl IndexTag {
+    /// Counted indexes keep the number of their keys per project in the `counters` table,
+    /// maintained by `WriteCtx::put`, so "how many" is one read instead of a scan.
+    pub fn is_counted(self) -> bool {
+        matches!(self, IndexTag::PayoutsOpen)
+    }
+
+    fn from_u8(v: u8) -> Option<IndexTag> {
+        (v == IndexTag::PayoutsOpen as u8).then_some(IndexTag::PayoutsOpen)
+    }
+}
+
+/// The counter key (`tag ‖ project`) of an index key whose tag is counted.
+pub fn counter_key(key: &[u8]) -> Option<&[u8]> {
+    let tag = IndexTag::from_u8(*key.first()?)?;
+    (tag.is_counted() && key.len() >= 17).then(|| &key[..17])
 }
 
 /// Prefix of all index keys for `tag`, `project` and the given values.

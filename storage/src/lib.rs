@@ -302,6 +302,7 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
     txn.open_table(schema::HOLDINGS)?;
     txn.open_table(schema::SIM_BALANCES)?;
     txn.open_table(schema::ADDRESS_QUOTA)?;
+    txn.open_table(schema::COUNTERS)?;
     txn.commit()?;
     Ok(())
 }

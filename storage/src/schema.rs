@@ -25,6 +25,7 @@
 //! holdings          <&[u8], u128>          wallet ‖ asset -> atomic amount on the address per ledger
 //! sim_balances      <&[u8], u128>          chain ‖ address ‖ asset -> simulated on-chain balance
 //! address_quota     <(u128, u32), u32>     (project, UTC day number) -> addresses issued
+//! counters          <&[u8], u64>           tag ‖ project -> number of keys of a counted index
 //! ```
 
 use redb::TableDefinition;
@@ -49,6 +50,7 @@ pub const IDEMPOTENCY_EXP: TableDefinition<&[u8], ()> = TableDefinition::new("id
 pub const HOLDINGS: TableDefinition<&[u8], u128> = TableDefinition::new("holdings");
 pub const SIM_BALANCES: TableDefinition<&[u8], u128> = TableDefinition::new("sim_balances");
 pub const ADDRESS_QUOTA: TableDefinition<(u128, u32), u32> = TableDefinition::new("address_quota");
+pub const COUNTERS: TableDefinition<&[u8], u64> = TableDefinition::new("counters");
 
 /// Current layout version, stored under `meta["schema_version"]`.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -145,6 +145,27 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
         check_indexed(ctx, &d, &mut rep)?;
     }
 
+    // Counted indexes agree with their counters.
+    let mut counted: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+    let idx = ctx.open(INDEX)?;
+    for e in idx.iter()? {
+        let (k, _) = e?;
+        if let Some(c) = crate::index::counter_key(k.value()) {
+            *counted.entry(c.to_vec()).or_default() += 1;
+        }
+    }
+    let counters = ctx.open(COUNTERS)?;
+    for e in counters.iter()? {
+        let (k, v) = e?;
+        let actual = counted.remove(k.value()).unwrap_or(0);
+        if actual != v.value() {
+            rep.violations.push(format!("counter {} holds {} but its index has {actual} keys", hex::encode(k.value()), v.value()));
+        }
+    }
+    for (k, n) in counted {
+        rep.violations.push(format!("index {} has {n} keys and no counter", hex::encode(k)));
+    }
+
     // Event sequences contiguous per project.
     let events = ctx.open(EVENTS)?;
     let mut last: BTreeMap<u128, u64> = BTreeMap::new();
