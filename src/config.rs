@@ -16,6 +16,8 @@ pub struct Config {
     /// Base of links the appliance hands out (checkout, explorer), e.g. `https://pay.example.com`.
     pub public_base_url: Option<String>,
     pub tls: Option<TlsConfig>,
+    /// `[signing]` (alias `[signer]`, the name DECISIONS.md section 10 uses).
+    #[serde(alias = "signer")]
     pub signing: SigningConfig,
     pub storage: StorageConfig,
     pub test: TestConfig,
@@ -135,10 +137,21 @@ pub struct ChainConfig {
     pub sweep_threshold_usd_cents: Option<u64>,
     #[serde(default)]
     pub assets: Vec<AssetConfig>,
+    /// A transaction of the master wallet unmined this long is replaced with the same
+    /// nonce and higher fees.
+    #[serde(default = "default_replace_ms")]
+    pub replace_after_ms: u64,
+    /// Block the watcher starts from on its first run (default: the node's head then).
+    #[serde(default)]
+    pub start_block: Option<u64>,
 }
 
 fn default_poll_ms() -> u64 {
     1000
+}
+
+fn default_replace_ms() -> u64 {
+    120_000
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -148,11 +161,70 @@ pub struct AssetConfig {
     pub decimals: u8,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(default)]
 pub struct WebhooksConfig {
     /// Lets tests and local development target http and loopback receivers.
     pub allow_private_targets: bool,
+    /// Delays between attempts, seconds (DECISIONS.md section 7); `max_attempts` is one more
+    /// than its length. A list, or a comma-separated string (for the environment).
+    #[serde(deserialize_with = "seconds_list")]
+    pub retry_schedule_s: Vec<u64>,
+    /// Longest wait for a receiver's answer (status and the start of the body).
+    pub timeout_ms: u64,
+    /// Most sends in flight at once.
+    pub max_concurrency: usize,
+}
+
+impl Default for WebhooksConfig {
+    fn default() -> Self {
+        WebhooksConfig {
+            allow_private_targets: false,
+            retry_schedule_s: vec![60, 300, 1800, 7200, 21_600, 43_200, 86_400],
+            timeout_ms: 10_000,
+            max_concurrency: 64,
+        }
+    }
+}
+
+impl WebhooksConfig {
+    /// Refuses values the dispatcher cannot work with.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.retry_schedule_s.len() > 20 {
+            return Err("webhooks.retry_schedule_s has more than 20 entries".into());
+        }
+        if self.retry_schedule_s.iter().any(|s| *s == 0 || *s > 7 * 86_400) {
+            return Err("webhooks.retry_schedule_s entries must be 1 to 604800 seconds".into());
+        }
+        if !(100..=60_000).contains(&self.timeout_ms) {
+            return Err("webhooks.timeout_ms must be 100 to 60000".into());
+        }
+        if !(1..=1024).contains(&self.max_concurrency) {
+            return Err("webhooks.max_concurrency must be 1 to 1024".into());
+        }
+        Ok(())
+    }
+}
+
+/// A list of seconds given as a TOML array or as a string `"60,300,1800"`.
+fn seconds_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Form {
+        List(Vec<u64>),
+        Text(String),
+        One(u64),
+    }
+    match Form::deserialize(d)? {
+        Form::List(v) => Ok(v),
+        Form::One(n) => Ok(vec![n]),
+        Form::Text(s) => s
+            .split(',')
+            .map(|p| p.trim())
+            .filter(|p| !p.is_empty())
+            .map(|p| p.parse::<u64>().map_err(serde::de::Error::custom))
+            .collect(),
+    }
 }
 
 /// Why configuration could not be loaded.
@@ -268,7 +340,23 @@ mod tests {
         );
         let cfg: Config = toml::Value::Table(t).try_into().unwrap();
         assert!(cfg.webhooks.allow_private_targets);
+        assert_eq!(cfg.webhooks.retry_schedule_s.len(), 7);
         assert_eq!(cfg.test.block_interval_ms, 250);
         assert_eq!(cfg.listen, "127.0.0.1:8080");
+    }
+
+    #[test]
+    fn retry_schedule_reads_a_list_or_a_string() {
+        let mut t = toml::Table::new();
+        set_path(
+            &mut t,
+            &["webhooks".into(), "retry_schedule_s".into()],
+            parse_env_value("1,2, 3"),
+        );
+        let cfg: Config = toml::Value::Table(t).try_into().unwrap();
+        assert_eq!(cfg.webhooks.retry_schedule_s, vec![1, 2, 3]);
+        let cfg: Config = toml::from_str("[webhooks]\nretry_schedule_s = [5, 6]\n").unwrap();
+        assert_eq!(cfg.webhooks.retry_schedule_s, vec![5, 6]);
+        assert!(cfg.webhooks.validate().is_ok());
     }
 }

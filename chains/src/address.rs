@@ -20,21 +20,63 @@ pub const DEPLOYMENT_PROXY: [u8; 20] = hex20("4e59b44847b379578588920ca78fbf26c0
 /// Salt under which the factory is deployed through [`DEPLOYMENT_PROXY`].
 pub const FACTORY_SALT: [u8; 32] = [0u8; 32];
 
-/// keccak256 of the forwarder factory's creation code. Together with [`FACTORY_SALT`] it
-/// fixes the factory address on every EVM chain (EIP-1014 under the deployment proxy).
-///
-/// The pinned Solidity bytecode arrives with the live EVM adapter; until then this is the
-/// hash of the placeholder creation code `FORWARDER_FACTORY_V1` so that addresses are
-/// derived by the real formula and stay stable for a data dir.
-pub fn factory_init_code_hash() -> [u8; 32] {
-    keccak256(b"FORWARDER_FACTORY_V1")
+/// The pinned contracts: `chains/contracts/Forwarder.sol` compiled by `compile.js` (compiler
+/// version and settings inside). A test recompiles and compares.
+pub const PINNED_CONTRACTS_JSON: &str = include_str!("../contracts/Forwarder.json");
+
+fn pinned(name: &str) -> &'static [u8] {
+    static CODE: std::sync::OnceLock<(Vec<u8>, Vec<u8>)> = std::sync::OnceLock::new();
+    let (fwd, fac) = CODE.get_or_init(|| {
+        let v: serde_json::Value =
+            serde_json::from_str(PINNED_CONTRACTS_JSON).expect("pinned contracts JSON");
+        let get = |n: &str| {
+            hex::decode(v["contracts"][n].as_str().expect("pinned contract"))
+                .expect("pinned bytecode hex")
+        };
+        (get("Forwarder"), get("ForwarderFactory"))
+    });
+    if name == "Forwarder" {
+        fwd
+    } else {
+        fac
+    }
+}
+
+/// Creation code of the forwarder (no constructor arguments).
+pub fn forwarder_init_code() -> &'static [u8] {
+    pinned("Forwarder")
+}
+
+/// Creation code of the factory for `treasury`: bytecode ‖ abi.encode(treasury).
+pub fn factory_init_code(treasury: &[u8; 20]) -> Vec<u8> {
+    let mut code = pinned("ForwarderFactory").to_vec();
+    code.extend_from_slice(&[0u8; 12]);
+    code.extend_from_slice(treasury);
+    code
+}
+
+/// Stand-in treasury of test mode, which has no master key: `keccak256("appliance test
+/// mode treasury")[12..]`. Test-mode addresses are derived under the factory of this
+/// treasury; nobody holds its key, so they must never receive real funds.
+pub fn test_treasury() -> [u8; 20] {
+    let h = keccak256(b"appliance test mode treasury");
+    let mut out = [0u8; 20];
+    out.copy_from_slice(&h[12..]);
+    out
+}
+
+/// keccak256 of the factory's creation code for `treasury`. Together with [`FACTORY_SALT`]
+/// it fixes the factory address on every EVM chain (EIP-1014 under the deployment proxy).
+pub fn factory_init_code_hash(treasury: &[u8; 20]) -> [u8; 32] {
+    keccak256(&factory_init_code(treasury))
 }
 
 /// keccak256 of the forwarder's creation code (no constructor arguments: the forwarder
 /// reads its sweep destination from the factory, CHAINS.md), so the deposit address depends
 /// only on (factory, salt).
 pub fn forwarder_init_code_hash() -> [u8; 32] {
-    keccak256(b"FORWARDER_V1")
+    static H: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
+    *H.get_or_init(|| keccak256(forwarder_init_code()))
 }
 
 const fn hex20(s: &str) -> [u8; 20] {
@@ -70,9 +112,13 @@ pub fn create2(deployer: &[u8; 20], salt: &[u8; 32], init_code_hash: &[u8; 32]) 
     out
 }
 
-/// The forwarder factory's address: the same on every EVM chain.
-pub fn factory_address() -> [u8; 20] {
-    create2(&DEPLOYMENT_PROXY, &FACTORY_SALT, &factory_init_code_hash())
+/// The forwarder factory's address for `treasury`: the same on every EVM chain.
+pub fn factory_address(treasury: &[u8; 20]) -> [u8; 20] {
+    create2(
+        &DEPLOYMENT_PROXY,
+        &FACTORY_SALT,
+        &factory_init_code_hash(treasury),
+    )
 }
 
 /// Salt of a customer's forwarder: `keccak256(project_id ‖ customer_id)` (16 bytes each).
@@ -84,14 +130,19 @@ pub fn deposit_salt(project_id: Uuid, customer_id: Uuid) -> [u8; 32] {
     keccak256(&buf)
 }
 
-/// A customer's deposit address on every EVM chain, EIP-55 checksummed.
-pub fn deposit_address(project_id: Uuid, customer_id: Uuid) -> String {
+/// A customer's deposit address under `factory`, EIP-55 checksummed.
+pub fn deposit_address_under(factory: &[u8; 20], project_id: Uuid, customer_id: Uuid) -> String {
     let a = create2(
-        &factory_address(),
+        factory,
         &deposit_salt(project_id, customer_id),
         &forwarder_init_code_hash(),
     );
     to_checksum(&a)
+}
+
+/// A customer's deposit address in test mode (under the factory of [`test_treasury`]).
+pub fn deposit_address(project_id: Uuid, customer_id: Uuid) -> String {
+    deposit_address_under(&factory_address(&test_treasury()), project_id, customer_id)
 }
 
 /// EIP-55 mixed-case checksum encoding, `0x`-prefixed.
@@ -205,5 +256,43 @@ mod tests {
         assert_eq!(deposit_address(p, c1), deposit_address(p, c1));
         assert_ne!(deposit_address(p, c1), deposit_address(p, c2));
         assert!(parse_evm_address(&deposit_address(p, c1)).is_ok());
+    }
+
+    #[test]
+    fn factory_address_depends_on_the_treasury_only() {
+        let t1 = [1u8; 20];
+        let t2 = [2u8; 20];
+        assert_eq!(factory_address(&t1), factory_address(&t1));
+        assert_ne!(factory_address(&t1), factory_address(&t2));
+        let p = Uuid::now_v7();
+        let c = Uuid::now_v7();
+        assert_ne!(
+            deposit_address_under(&factory_address(&t1), p, c),
+            deposit_address_under(&factory_address(&t2), p, c)
+        );
+    }
+
+    /// The shipped bytecode is what `compile.js` produces from the shipped source with the
+    /// npm `solc` package (installed by `scripts/install-test-deps.sh`). Fails when node or
+    /// solc is missing: the pin must be checked, not skipped.
+    #[test]
+    fn pinned_bytecode_matches_fresh_compile() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let out = std::process::Command::new("node")
+            .arg(root.join("contracts/compile.js"))
+            .arg(root.join("contracts/Forwarder.sol"))
+            .output()
+            .expect("node must be installed (scripts/install-test-deps.sh)");
+        assert!(
+            out.status.success(),
+            "compile.js failed (run scripts/install-test-deps.sh): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let fresh: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let pinned: serde_json::Value = serde_json::from_str(PINNED_CONTRACTS_JSON).expect("json");
+        assert_eq!(fresh, pinned, "chains/contracts/Forwarder.json is stale");
+        assert!(pinned["compiler"].as_str().unwrap().starts_with("0.8.37+"));
+        // No PUSH0 anywhere would need a disassembler; evmVersion paris is pinned instead.
+        assert_eq!(pinned["settings"]["evmVersion"], "paris");
     }
 }

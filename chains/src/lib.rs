@@ -4,6 +4,7 @@
 //!   defaults, contracts, explorer links).
 //! * [`address`]: EVM address rules (EIP-55, CREATE2 deposit addresses of DECISIONS.md
 //!   section 9).
+//! * [`evm`]: the live EVM adapter (JSON-RPC with alloy): watcher, sender rules, sweeper.
 //!
 //! ```
 //! let eth = appliance_chains::registry::chain("ethereum").unwrap();
@@ -13,6 +14,7 @@
 //! ```
 
 pub mod address;
+pub mod evm;
 pub mod registry;
 
 pub use registry::{chain, AccountKind, AssetInfo, ChainInfo, ChainStatus, Family, CHAINS};

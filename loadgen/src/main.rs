@@ -294,13 +294,29 @@ async fn run(cli: &Cli) -> Result<bool> {
         request_timeout: timeout,
     });
     let mut results = Vec::new();
+    let server_pid = server.as_ref().map(|s| s.pid().to_string());
+    let cpu = || {
+        (
+            server_pid.as_deref().and_then(server::cpu_seconds),
+            server::cpu_seconds("self"),
+        )
+    };
     for &phase in &cli.phases {
         runner.prepare(phase).await?;
+        let (server_before, own_before) = cpu();
         let result = runner.run(phase, cli.limit(), None).await?;
+        let (server_after, own_after) = cpu();
+        // CPU use during the phase in cores (1.0 = one core busy), to see who is saturated.
+        let secs = result.elapsed.as_secs_f64();
+        let cores = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if secs > 0.0 => format!("{:.2}", (b - a) / secs),
+            _ => "n/a".to_string(),
+        };
         println!(
-            "\nphase {}: {:.2} s",
+            "\nphase {}: {secs:.2} s; CPU cores busy: server {}, loadgen {}",
             phase.name(),
-            result.elapsed.as_secs_f64()
+            cores(server_before, server_after),
+            cores(own_before, own_after)
         );
         Stats::print_header();
         result.stats.print_table(result.elapsed);

@@ -343,10 +343,30 @@ impl Server {
 
 /// Raises the `default` project's limits so the load generator measures the server rather
 /// than its rate limiter, through the operator command (which talks to the running server
-/// over its Unix socket):
+/// over its Unix socket `DIR/appliance.sock`):
 /// `appliance project set default --data-dir DIR --requests-per-minute 100000000
 /// --addresses-per-day 100000000 --max-pending-payouts 100000000`.
+///
+/// The server may print its listening line before its operator socket is bound, and the
+/// command then finds the store locked; so this waits for the socket file and retries for a
+/// few seconds.
 pub async fn raise_limits(bin: &Path, data_dir: &Path) -> Result<()> {
+    let socket = data_dir.join("appliance.sock");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    loop {
+        match project_set(bin, data_dir).await {
+            Ok(()) => return Ok(()),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+/// One run of `appliance project set default ...` with the raised limits.
+async fn project_set(bin: &Path, data_dir: &Path) -> Result<()> {
     let output = Command::new(bin)
         .args(["project", "set", "default", "--data-dir"])
         .arg(data_dir)
@@ -372,6 +392,18 @@ pub async fn raise_limits(bin: &Path, data_dir: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// CPU time (user + system) consumed so far by process `pid` (`"self"` for loadgen), in
+/// seconds, from `/proc/PID/stat`. Assumes the usual 100 clock ticks per second.
+pub fn cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name start at field 3 (state); utime and stime
+    // are fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
 }
 
 /// Size in bytes of the files directly in `dir` (the store is one file there).

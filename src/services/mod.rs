@@ -67,3 +67,6 @@ pub fn sim_tx_hash(label: &str, id: Uuid) -> String {
     let h = sha2::Sha256::digest([label.as_bytes(), id.as_bytes()].concat());
     format!("0x{}", hex::encode(h))
 }
+
+#[cfg(test)]
+mod tests;

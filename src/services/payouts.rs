@@ -120,6 +120,7 @@ pub fn create(
         || req
             .to_address
             .eq_ignore_ascii_case(&wallets::master_address(p))
+        || wallets::is_live_treasury(&req.to_address)
     {
         return Err(ApiError::unprocessable(
             "self_payout_forbidden",
@@ -416,5 +417,156 @@ pub fn advance(
             )?;
         }
     }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Live chains (issue 4): the EVM sender's saga steps. `queued` -> `signing` is written
+// before the signature; `signing` -> `submitted` is written together with the signed
+// transaction and its nonce, before the broadcast.
+
+/// `queued` -> `signing` (`payout.signing`). `None` when the payout is no longer queued.
+pub fn begin_signing(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: Uuid,
+) -> Result<Option<Payout>, ApiError> {
+    let Some(mut p) = ctx.get::<Payout>(id)? else {
+        return Ok(None);
+    };
+    match p.status {
+        PayoutStatus::Queued => {}
+        PayoutStatus::Signing => return Ok(Some(p)),
+        _ => return Ok(None),
+    }
+    p.status = PayoutStatus::Signing;
+    p.updated_at = ctx.now_us();
+    ctx.put(&p)?;
+    emit(
+        ctx,
+        &s.project,
+        "payout.signing",
+        p.id,
+        views::payout(&s.reg, &p),
+    )?;
+    Ok(Some(p))
+}
+
+/// `signing` -> `submitted` with the transaction hash (`payout.submitted`).
+pub fn submit_live(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: Uuid,
+    tx_hash: &str,
+    height: u64,
+) -> Result<Option<Payout>, ApiError> {
+    let Some(mut p) = ctx.get::<Payout>(id)? else {
+        return Ok(None);
+    };
+    if p.status != PayoutStatus::Signing {
+        return Ok(None);
+    }
+    p.status = PayoutStatus::Submitted;
+    p.tx_hash = Some(tx_hash.to_string());
+    p.submitted_block = Some(height);
+    p.updated_at = ctx.now_us();
+    ctx.put(&p)?;
+    emit(
+        ctx,
+        &s.project,
+        "payout.submitted",
+        p.id,
+        views::payout(&s.reg, &p),
+    )?;
+    Ok(Some(p))
+}
+
+/// The transaction of a replacement (fee bump) carries a new hash: the payout follows it.
+pub fn retarget_live(ctx: &mut WriteCtx<'_>, id: Uuid, tx_hash: &str) -> Result<(), ApiError> {
+    if let Some(mut p) = ctx.get::<Payout>(id)? {
+        if p.status == PayoutStatus::Submitted {
+            p.tx_hash = Some(tx_hash.to_string());
+            p.updated_at = ctx.now_us();
+            ctx.put(&p)?;
+        }
+    }
+    Ok(())
+}
+
+/// The payout's transaction is final: `confirmed` (locked -> treasury) when it succeeded,
+/// `failed` with `failure_reason` and the funds back in `available` when it reverted.
+pub fn settle_live(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: Uuid,
+    tx_hash: &str,
+    success: bool,
+) -> Result<(), ApiError> {
+    let Some(mut p) = ctx.get::<Payout>(id)? else {
+        return Ok(());
+    };
+    if !matches!(p.status, PayoutStatus::Submitted | PayoutStatus::Signing) {
+        return Ok(());
+    }
+    p.tx_hash = Some(tx_hash.to_string());
+    if !success {
+        release(
+            ctx,
+            s,
+            p,
+            PayoutStatus::Failed,
+            "payout.failed",
+            Some("execution reverted".into()),
+        )?;
+        return Ok(());
+    }
+    let total = p.amount + p.fee_amount;
+    let pid = p.project_id;
+    let e = JournalEntry {
+        id: Uuid::now_v7(),
+        project_id: pid,
+        kind: "payout_settle".into(),
+        ref_id: p.id,
+        created_at: ctx.now_us(),
+        postings: vec![
+            Posting::debit(
+                Account::customer(pid, owner(&p), &p.chain, &p.asset, AccountKind::Locked),
+                total,
+            ),
+            Posting::credit(
+                Account::project(pid, &p.chain, &p.asset, AccountKind::Treasury),
+                total,
+            ),
+        ],
+    };
+    ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
+    p.status = PayoutStatus::Confirmed;
+    p.updated_at = ctx.now_us();
+    ctx.put(&p)?;
+    emit(
+        ctx,
+        &s.project,
+        "payout.confirmed",
+        p.id,
+        views::payout(&s.reg, &p),
+    )?;
+    Ok(())
+}
+
+/// A payout that cannot be sent (signing switched off, the node refuses it in simulation):
+/// `failed` with `reason`, funds back in `available`.
+pub fn fail_live(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: Uuid,
+    reason: &str,
+) -> Result<(), ApiError> {
+    let Some(p) = ctx.get::<Payout>(id)? else {
+        return Ok(());
+    };
+    if !matches!(p.status, PayoutStatus::Queued | PayoutStatus::Signing) {
+        return Ok(());
+    }
+    release(ctx, s, p, PayoutStatus::Failed, "payout.failed", Some(reason.into()))?;
     Ok(())
 }

@@ -262,3 +262,133 @@ pub fn advance(
     }
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------
+// Live chains (issue 4): the EVM sender runs these around its broadcast (a saga: the
+// submission is recorded with the signed transaction before it is broadcast).
+
+fn project_move(
+    sw: &Sweep,
+    kind: &str,
+    debit: AccountKind,
+    credit: AccountKind,
+    amount: u128,
+    now: i64,
+) -> JournalEntry {
+    let p = sw.project_id;
+    JournalEntry {
+        id: Uuid::now_v7(),
+        project_id: p,
+        kind: kind.into(),
+        ref_id: sw.id,
+        created_at: now,
+        postings: vec![
+            Posting::debit(Account::project(p, &sw.chain, &sw.asset, debit), amount),
+            Posting::credit(Account::project(p, &sw.chain, &sw.asset, credit), amount),
+        ],
+    }
+}
+
+/// What an open live sweep would move now: the ledger's holding of the address, capped by
+/// the sweep's amount. 0: nothing to sweep.
+pub fn live_amount(ctx: &impl ReadOps, sw: &Sweep) -> Result<u128, ApiError> {
+    Ok(sw.amount.min(ctx.holding(sw.wallet_id, &sw.asset)?))
+}
+
+/// `open` -> `submitted` with `tx_hash` (ledger: deposits -> in_transit), or `skipped`
+/// (`nothing_to_sweep`) when the address holds nothing any more. `None` when the sweep is
+/// no longer open (someone else moved it).
+pub fn submit_live(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: Uuid,
+    tx_hash: &str,
+    height: u64,
+) -> Result<Option<Sweep>, ApiError> {
+    let Some(mut sw) = ctx.get::<Sweep>(id)? else {
+        return Ok(None);
+    };
+    if sw.status != SweepStatus::Open {
+        return Ok(None);
+    }
+    let amount = live_amount(ctx, &sw)?;
+    let now = ctx.now_us();
+    if amount == 0 {
+        ctx.unique_remove(&open_key(sw.wallet_id, &sw.asset))?;
+        sw.status = SweepStatus::Skipped;
+        sw.skip_reason = Some("nothing_to_sweep".into());
+        sw.updated_at = now;
+        ctx.put(&sw)?;
+        emit(ctx, &s.project, "sweep.skipped", sw.id, views::sweep(&s.reg, &sw))?;
+        return Ok(Some(sw));
+    }
+    let e = project_move(
+        &sw,
+        "sweep_submit",
+        AccountKind::InTransit,
+        AccountKind::Deposits,
+        amount,
+        now,
+    );
+    ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
+    ctx.unique_remove(&open_key(sw.wallet_id, &sw.asset))?;
+    ctx.holding_add(sw.wallet_id, &sw.asset, Delta::Sub(amount))?;
+    sw.amount = amount;
+    sw.status = SweepStatus::Submitted;
+    sw.tx_hash = Some(tx_hash.to_string());
+    sw.submitted_block = Some(height);
+    sw.updated_at = now;
+    ctx.put(&sw)?;
+    emit(
+        ctx,
+        &s.project,
+        "sweep.submitted",
+        sw.id,
+        views::sweep(&s.reg, &sw),
+    )?;
+    Ok(Some(sw))
+}
+
+/// A submitted live sweep's transaction is final: `confirmed` (in_transit -> treasury) when
+/// it succeeded, `failed` (in_transit -> deposits, the holding restored) when it reverted.
+pub fn settle_live(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: Uuid,
+    success: bool,
+) -> Result<(), ApiError> {
+    let Some(mut sw) = ctx.get::<Sweep>(id)? else {
+        return Ok(());
+    };
+    if sw.status != SweepStatus::Submitted {
+        return Ok(());
+    }
+    let now = ctx.now_us();
+    let (debit, credit, status, event) = if success {
+        (
+            AccountKind::Treasury,
+            AccountKind::InTransit,
+            SweepStatus::Confirmed,
+            "sweep.confirmed",
+        )
+    } else {
+        (
+            AccountKind::Deposits,
+            AccountKind::InTransit,
+            SweepStatus::Failed,
+            "sweep.failed",
+        )
+    };
+    let kind = if success { "sweep_settle" } else { "sweep_revert" };
+    let e = project_move(&sw, kind, debit, credit, sw.amount, now);
+    ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
+    if !success {
+        ctx.holding_add(sw.wallet_id, &sw.asset, Delta::Add(sw.amount))?;
+        sw.skip_reason = Some("execution reverted".into());
+    }
+    sw.status = status;
+    sw.updated_at = now;
+    ctx.put(&sw)?;
+    emit(ctx, &s.project, event, sw.id, views::sweep(&s.reg, &sw))?;
+    Ok(())
+}

@@ -173,6 +173,30 @@ pub trait ReadOps: Reader {
         Ok(v.map(|g| g.value()).unwrap_or(0))
     }
 
+    /// Raw keys of the `index` table in `[from, to)`, ascending unless `descending`, at most
+    /// `limit` of them.
+    fn index_range(
+        &self,
+        from: &[u8],
+        to: &[u8],
+        limit: usize,
+        descending: bool,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        let t = self.open(INDEX)?;
+        let range = t.range::<&[u8]>(from..to)?;
+        let iter: Box<dyn Iterator<Item = _>> = if descending {
+            Box::new(range.rev())
+        } else {
+            Box::new(range)
+        };
+        let mut out = Vec::new();
+        for e in iter.take(limit) {
+            let (k, _) = e?;
+            out.push(k.value().to_vec());
+        }
+        Ok(out)
+    }
+
     /// Number of keys under an index prefix (bounded by `cap`).
     fn count_prefix(&self, prefix: &[u8], cap: usize) -> Result<usize, StoreError> {
         let t = self.open(INDEX)?;
@@ -472,6 +496,58 @@ impl<'t> WriteCtx<'t> {
             }
             let mut t = self.txn.open_table(R::TABLE)?;
             t.insert(row.id().as_u128(), encode(row).as_slice())?;
+            Ok(())
+        })();
+        self.track(r)
+    }
+
+    /// Removes a row and all its index entries; returns it (`None` when absent, nothing
+    /// written).
+    pub fn delete<R: Row>(&mut self, id: Uuid) -> Result<Option<R>, StoreError> {
+        let Some(old) = self.get::<R>(id)? else {
+            return Ok(None);
+        };
+        let r = (|| {
+            let mut idx = self.txn.open_table(INDEX)?;
+            let mut counted: Vec<Vec<u8>> = Vec::new();
+            for k in old.index_keys() {
+                if idx.remove(k.as_slice())?.is_some() {
+                    if let Some(c) = index::counter_key(&k) {
+                        counted.push(c.to_vec());
+                    }
+                }
+            }
+            drop(idx);
+            if !counted.is_empty() {
+                let mut counters = self.txn.open_table(COUNTERS)?;
+                for c in counted {
+                    let cur = counters.get(c.as_slice())?.map(|g| g.value()).unwrap_or(0);
+                    counters.insert(c.as_slice(), cur.saturating_sub(1))?;
+                }
+            }
+            let mut t = self.txn.open_table(R::TABLE)?;
+            t.remove(id.as_u128())?;
+            Ok(())
+        })();
+        self.track(r)?;
+        Ok(Some(old))
+    }
+
+    /// Adds a bare key to the `index` table (markers that belong to no row).
+    pub fn index_insert(&mut self, key: &[u8]) -> Result<(), StoreError> {
+        let r = (|| {
+            let mut t = self.txn.open_table(INDEX)?;
+            t.insert(key, ())?;
+            Ok(())
+        })();
+        self.track(r)
+    }
+
+    /// Removes a bare key from the `index` table.
+    pub fn index_remove(&mut self, key: &[u8]) -> Result<(), StoreError> {
+        let r = (|| {
+            let mut t = self.txn.open_table(INDEX)?;
+            t.remove(key)?;
             Ok(())
         })();
         self.track(r)

@@ -60,6 +60,9 @@ pub enum IndexTag {
     /// Global (project nil) ‖ next_attempt_at (8 bytes, big-endian µs): open deliveries by
     /// due time, the dispatcher's durable schedule.
     WebhookDeliveriesDue = 76,
+    /// Global (project nil) ‖ endpoint id: a deleted endpoint whose deliveries are still
+    /// being removed in chunks.
+    WebhookPurge = 77,
     /// Unique: project ‖ reference_id -> customer.
     UniqueCustomerRef = 100,
     /// Unique: project ‖ customer ‖ chain -> wallet.

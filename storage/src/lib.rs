@@ -303,6 +303,8 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
     txn.open_table(schema::SIM_BALANCES)?;
     txn.open_table(schema::ADDRESS_QUOTA)?;
     txn.open_table(schema::COUNTERS)?;
+    txn.open_table(schema::WEBHOOK_ENDPOINTS)?;
+    txn.open_table(schema::WEBHOOK_DELIVERIES)?;
     txn.commit()?;
     Ok(())
 }

@@ -26,6 +26,8 @@
 //! sim_balances      <&[u8], u128>          chain ‖ address ‖ asset -> simulated on-chain balance
 //! address_quota     <(u128, u32), u32>     (project, UTC day number) -> addresses issued
 //! counters          <&[u8], u64>           tag ‖ project -> number of keys of a counted index
+//! webhook_endpoints <u128, &[u8]>          endpoint id (UUID v7) -> WebhookEndpoint
+//! webhook_deliveries <u128, &[u8]>         delivery ULID (as u128) -> WebhookDelivery
 //! ```
 
 use redb::TableDefinition;
@@ -51,6 +53,10 @@ pub const HOLDINGS: TableDefinition<&[u8], u128> = TableDefinition::new("holding
 pub const SIM_BALANCES: TableDefinition<&[u8], u128> = TableDefinition::new("sim_balances");
 pub const ADDRESS_QUOTA: TableDefinition<(u128, u32), u32> = TableDefinition::new("address_quota");
 pub const COUNTERS: TableDefinition<&[u8], u64> = TableDefinition::new("counters");
+pub const WEBHOOK_ENDPOINTS: TableDefinition<u128, &[u8]> =
+    TableDefinition::new("webhook_endpoints");
+pub const WEBHOOK_DELIVERIES: TableDefinition<u128, &[u8]> =
+    TableDefinition::new("webhook_deliveries");
 
 /// Current layout version, stored under `meta["schema_version"]`.
 pub const SCHEMA_VERSION: u32 = 1;

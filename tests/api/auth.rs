@@ -470,3 +470,27 @@ async fn revoked_and_expired_keys_are_401() {
         .expect_error(401, "invalid_api_key");
     app.get(&s(&new["token"]), "/v1/ping").await.expect(200);
 }
+
+#[tokio::test]
+async fn service_level_signing_off_blocks_payouts_and_sweeps() {
+    let app = spawn_app_with("127.0.0.1:0", &[("APPLIANCE_SIGNING__ENABLED", "false")]).await;
+    let p = app.ping(&app.payout_key).await;
+    assert_eq!(p["signing_blocked_by"], json!(["service"]), "{p}");
+    let (c, w, _) = app.funded_customer("ethereum", "USDT", 6, "2000000").await;
+    app.create_payout(
+        json!({ "customer_id": c["id"], "chain": "ethereum", "asset": "USDT",
+        "decimals": 6, "amount": "1000", "to_address": external_address(0x24) }),
+    )
+    .await
+    .expect_error(403, "signing_disabled");
+    app.post_idem(
+        &app.wallet_key,
+        "/v1/sweeps",
+        json!({ "wallet_id": w["id"] }),
+        &idem(),
+    )
+    .await
+    .expect_error(403, "signing_disabled");
+    // Reads are unaffected.
+    app.get(&app.payout_key, "/v1/payouts").await.expect(200);
+}

@@ -209,11 +209,44 @@ async fn bodies_over_one_mebibyte_are_413() {
         )
         .await;
     r.expect_client_error(413);
+    assert_eq!(r.body["code"], "request_too_large", "{}", r.text);
     let list = app
-        .get(&app.wallet_key, "/v1/customers?reference_id=big")
+        .get_fresh(&app.wallet_key, "/v1/customers?reference_id=big")
         .await
         .expect(200);
     assert_eq!(assert_list(&list).len(), 0);
+}
+
+/// A client with a connection pool must not see a transport error on the request that
+/// follows a 413: the server either drains the body or closes with `Connection: close`.
+#[tokio::test]
+async fn the_connection_after_a_413_is_usable_or_closed_cleanly() {
+    let app = spawn_app().await;
+    let r = app
+        .send_raw(
+            Method::POST,
+            Some(&app.wallet_key),
+            "/v1/customers",
+            vec![b' '; 2 * 1024 * 1024],
+            Some("application/json"),
+            &[],
+        )
+        .await;
+    r.expect_client_error(413);
+    let closes = r
+        .header("connection")
+        .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+    let next = app
+        .client
+        .get(app.url("/v1/ping"))
+        .header("Authorization", format!("Bearer {}", app.wallet_key))
+        .send()
+        .await;
+    assert!(
+        next.is_ok(),
+        "the pooled connection broke after a 413 (Connection: close sent: {closes}): {:?}",
+        next.err()
+    );
 }
 
 #[tokio::test]
@@ -576,4 +609,111 @@ async fn per_key_request_rate_is_limited_with_retry_after() {
     r.expect_error(429, "rate_limited");
     let ra = r.header("retry-after").expect("Retry-After header");
     assert!(ra.trim().parse::<u64>().is_ok(), "Retry-After: {ra}");
+}
+
+#[tokio::test]
+async fn deeply_nested_or_odd_json_is_a_clean_400() {
+    let app = spawn_app().await;
+    let deep = format!(
+        "{{\"metadata\":{}1{}}}",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let r = app
+        .send_raw(
+            Method::POST,
+            Some(&app.wallet_key),
+            "/v1/customers",
+            deep.into_bytes(),
+            Some("application/json"),
+            &[],
+        )
+        .await;
+    r.expect_client_error(400);
+    let r = app
+        .send_raw(
+            Method::POST,
+            Some(&app.wallet_key),
+            "/v1/customers",
+            b"{\"email\": \"a@b.co\"} trailing".to_vec(),
+            Some("application/json"),
+            &[],
+        )
+        .await;
+    r.expect_client_error(400);
+    // The server is still healthy.
+    app.get(&app.wallet_key, "/v1/ping").await.expect(200);
+    let l = app.get(&app.wallet_key, "/v1/customers").await.expect(200);
+    assert_eq!(assert_list(&l).len(), 0);
+}
+
+#[tokio::test]
+async fn every_list_checks_its_limit() {
+    let app = spawn_app().await;
+    for (tok, path) in [
+        (&app.wallet_key, "/v1/customers"),
+        (&app.wallet_key, "/v1/wallets"),
+        (&app.wallet_key, "/v1/deposits"),
+        (&app.wallet_key, "/v1/sweeps"),
+        (&app.payout_key, "/v1/payouts"),
+        (&app.wallet_key, "/v1/events"),
+    ] {
+        for bad in ["0", "101", "x"] {
+            let r = app.get(tok, &format!("{path}?limit={bad}")).await;
+            r.expect_error_param(400, "invalid_request", "limit");
+        }
+        let l = app.get(tok, &format!("{path}?limit=100")).await.expect(200);
+        assert_list(&l);
+        let r = app.get(tok, &format!("{path}?cursor=!!notacursor!!")).await;
+        assert_eq!(r.expect_client_error(400)["param"], "cursor", "{path}");
+    }
+}
+
+#[tokio::test]
+async fn unauthenticated_requests_have_a_small_per_ip_budget() {
+    let app = spawn_app().await;
+    let mut limited = None;
+    for _ in 0..80 {
+        let r = app.send(Method::GET, None, "/v1/ping", None, &[]).await;
+        if r.status == 429 {
+            limited = Some(r);
+            break;
+        }
+        r.expect_error(401, "invalid_api_key");
+    }
+    let r = limited.expect("no 429 after 80 unauthenticated requests (budget is 60/min)");
+    r.expect_error(429, "rate_limited");
+    assert!(r.header("retry-after").is_some());
+    // A keyed client is not affected by the anonymous budget.
+    app.get(&app.wallet_key, "/v1/ping").await.expect(200);
+}
+
+#[tokio::test]
+async fn another_projects_payout_cannot_be_approved_or_rejected() {
+    let app = spawn_app().await;
+    app.project_set(&["--auto-approve-threshold-cents", "100"]);
+    let (c, _, _) = app.funded_customer("ethereum", "USDT", 6, "9000000").await;
+    let p = app
+        .create_payout(
+            json!({ "customer_id": c["id"], "chain": "ethereum", "asset": "USDT",
+            "decimals": 6, "amount": "5000000", "to_address": external_address(0x15) }),
+        )
+        .await
+        .expect(202);
+    assert_eq!(p["status"], "pending_approval");
+    let other = app.other_project_key("other", "test", "payout");
+    for action in ["approve", "reject"] {
+        app.post(
+            &other,
+            &format!("/v1/payouts/{}/{action}", s(&p["id"])),
+            json!({}),
+        )
+        .await
+        .expect_error(404, "not_found");
+    }
+    let got = app
+        .get(&app.payout_key, &format!("/v1/payouts/{}", s(&p["id"])))
+        .await
+        .expect(200);
+    assert_eq!(got["status"], "pending_approval");
 }

@@ -30,6 +30,8 @@ pub struct App {
     pub data_dir: PathBuf,
     pub client: reqwest::Client,
     listen: String,
+    /// Extra environment for every start (e.g. `APPLIANCE_SIGNING__ENABLED`).
+    env: Vec<(String, String)>,
     child: Option<Child>,
     /// Every line the server printed (stdout and stderr), all runs.
     pub output: Arc<Mutex<Vec<String>>>,
@@ -56,6 +58,11 @@ pub async fn spawn_app() -> App {
 
 /// Starts a fresh server listening on `listen` (e.g. `[::1]:0`).
 pub async fn spawn_app_on(listen: &str) -> App {
+    spawn_app_with(listen, &[]).await
+}
+
+/// Starts a fresh server with extra environment variables.
+pub async fn spawn_app_with(listen: &str, env: &[(&str, &str)]) -> App {
     let tmp = tempfile::tempdir().expect("tempdir");
     let data_dir = tmp.path().join("data");
     let mut app = App {
@@ -71,6 +78,10 @@ pub async fn spawn_app_on(listen: &str) -> App {
             .build()
             .unwrap(),
         listen: listen.to_string(),
+        env: env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
         child: None,
         output: Arc::new(Mutex::new(Vec::new())),
         run_output: Arc::new(Mutex::new(Vec::new())),
@@ -154,6 +165,7 @@ impl App {
             .arg(&self.data_dir)
             .env("APPLIANCE_TEST__BLOCK_INTERVAL_MS", "3600000")
             .env_remove("RUST_LOG")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -223,6 +235,12 @@ impl App {
                     );
                 }
             }
+        }
+        // Operator commands need the socket; it is bound just after the listening line.
+        let sock = self.data_dir.join("appliance.sock");
+        let sock_deadline = Instant::now() + Duration::from_secs(5);
+        while !sock.exists() && Instant::now() < sock_deadline {
+            std::thread::sleep(Duration::from_millis(5));
         }
         self.child = Some(child);
         self.addr = listening.unwrap();
@@ -376,6 +394,21 @@ impl App {
 
     pub async fn get(&self, token: &str, path: &str) -> Resp {
         self.send(Method::GET, Some(token), path, None, &[]).await
+    }
+
+    /// `GET` on a new connection (not from the pool).
+    pub async fn get_fresh(&self, token: &str, path: &str) -> Resp {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let r = client
+            .get(self.url(path))
+            .header("Authorization", format!("Bearer {token}"))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: transport error {e}"));
+        Resp::read("GET".into(), path.to_string(), r).await
     }
 
     pub async fn post(&self, token: &str, path: &str, body: Value) -> Resp {
@@ -992,4 +1025,31 @@ pub fn s(v: &Value) -> String {
 #[allow(dead_code)]
 pub fn path_exists(p: &Path) -> bool {
     p.exists()
+}
+
+/// Runs the futures concurrently on this task (no extra dependency).
+pub async fn join_all<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output> {
+    let mut set = Vec::new();
+    for f in futs {
+        set.push(Box::pin(f));
+    }
+    let mut out: Vec<Option<F::Output>> = (0..set.len()).map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (i, f) in set.iter_mut().enumerate() {
+            if out[i].is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => out[i] = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().map(|o| o.unwrap()).collect()
 }

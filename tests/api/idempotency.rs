@@ -198,7 +198,7 @@ async fn concurrent_duplicates_create_one_resource() {
     for _ in 0..16 {
         futs.push(app.post_idem(&app.wallet_key, "/v1/customers", body.clone(), &key));
     }
-    let results = futures_join(futs).await;
+    let results = join_all(futs).await;
     let mut first_text: Option<String> = None;
     let mut in_progress = 0;
     for r in &results {
@@ -239,7 +239,7 @@ async fn concurrent_duplicate_payouts_lock_funds_once() {
     for _ in 0..12 {
         futs.push(app.post_idem(&app.payout_key, "/v1/payouts", body.clone(), &key));
     }
-    let results = futures_join(futs).await;
+    let results = join_all(futs).await;
     let mut ids_seen = std::collections::HashSet::new();
     for r in &results {
         match r.status {
@@ -256,33 +256,6 @@ async fn concurrent_duplicate_payouts_lock_funds_once() {
     assert_eq!(ids_seen.len(), 1, "{ids_seen:?}");
     assert_eq!(app.locked(&cid, "ethereum", "USDT").await, 3_000_000);
     assert_eq!(app.available(&cid, "ethereum", "USDT").await, 7_000_000);
-}
-
-/// Runs the futures concurrently on this task (no extra dependency).
-async fn futures_join<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output> {
-    let mut set = Vec::new();
-    for f in futs {
-        set.push(Box::pin(f));
-    }
-    let mut out: Vec<Option<F::Output>> = (0..set.len()).map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (i, f) in set.iter_mut().enumerate() {
-            if out[i].is_none() {
-                match f.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => out[i] = Some(v),
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    out.into_iter().map(|o| o.unwrap()).collect()
 }
 
 /// `param` names the Idempotency-Key header (any common spelling).

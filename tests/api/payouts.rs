@@ -700,3 +700,137 @@ fn mentions_amount(msg: &str, atomic: &str, decimal: &str) -> bool {
         .filter(|t| !t.is_empty())
         .any(|t| t == atomic || decimal_eq(t, decimal))
 }
+
+#[tokio::test]
+async fn concurrent_payouts_never_overdraw() {
+    let app = spawn_app().await;
+    let (c, _, _) = app.funded_customer("ethereum", "USDT", 6, "5000000").await;
+    let cid = s(&c["id"]);
+    let mut futs = Vec::new();
+    for _ in 0..12 {
+        futs.push(app.create_payout(payout_body(&cid, "1000000")));
+    }
+    let mut accepted = 0;
+    let mut refused = 0;
+    for r in join_all(futs).await {
+        match r.status {
+            202 => accepted += 1,
+            402 => {
+                r.expect_error(402, "insufficient_funds");
+                refused += 1;
+            }
+            other => panic!("unexpected {other}: {}", r.text),
+        }
+    }
+    assert_eq!(accepted, 5, "{accepted} accepted, {refused} refused");
+    assert_eq!(app.available(&cid, "ethereum", "USDT").await, 0);
+    assert_eq!(app.locked(&cid, "ethereum", "USDT").await, 5_000_000);
+}
+
+#[tokio::test]
+async fn parallel_payouts_from_many_clients_never_overdraw() {
+    let app = spawn_app().await;
+    let (c, _, _) = app.funded_customer("ethereum", "USDT", 6, "5000000").await;
+    let cid = s(&c["id"]);
+    let mut handles = Vec::new();
+    for _ in 0..12 {
+        let client = app.client.clone();
+        let url = app.url("/v1/payouts");
+        let tok = app.payout_key.clone();
+        let body = payout_body(&cid, "1000000");
+        handles.push(tokio::spawn(async move {
+            let r = client
+                .post(url)
+                .header("Authorization", format!("Bearer {tok}"))
+                .header("Idempotency-Key", idem())
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            r.status().as_u16()
+        }));
+    }
+    let mut statuses = Vec::new();
+    for h in handles {
+        statuses.push(h.await.unwrap());
+    }
+    let ok = statuses.iter().filter(|s| **s == 202).count();
+    assert!(
+        statuses.iter().all(|s| *s == 202 || *s == 402),
+        "{statuses:?}"
+    );
+    assert_eq!(ok, 5, "{statuses:?}");
+    assert_eq!(app.available(&cid, "ethereum", "USDT").await, 0);
+    assert_eq!(app.locked(&cid, "ethereum", "USDT").await, 5_000_000);
+    let (st, out, err) = app.cli(&["verify"]);
+    assert!(st.success(), "verify: {out}{err}");
+}
+
+#[tokio::test]
+async fn extreme_amounts_are_never_a_5xx() {
+    let app = spawn_app().await;
+    let c = app.create_customer(None).await;
+    let cid = s(&c["id"]);
+    app.create_wallet(&cid, "ethereum").await;
+    let max = u128::MAX.to_string();
+    let r = app
+        .test_deposit_resp(&cid, "ethereum", "USDT", 6, &max, None)
+        .await;
+    assert!(r.status < 500, "{}: {}", r.status, r.text);
+    let r = app
+        .test_deposit_resp(&cid, "ethereum", "USDT", 6, &max, None)
+        .await;
+    assert!(
+        r.status < 500,
+        "second u128::MAX deposit: {}: {}",
+        r.status,
+        r.text
+    );
+    let r = app
+        .test_deposit_resp(&cid, "ethereum", "USDT", 6, "1", None)
+        .await;
+    assert!(r.status < 500, "{}: {}", r.status, r.text);
+    let r = app.create_payout(payout_body(&cid, &max)).await;
+    assert!(r.status < 500, "{}: {}", r.status, r.text);
+    let r = app
+        .get(&app.wallet_key, &format!("/v1/customers/{cid}/balances"))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = app.get(&app.wallet_key, "/v1/balances").await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    app.mine(1).await;
+    let (st, out, err) = app.cli(&["verify"]);
+    assert!(st.success(), "verify: {out}{err}");
+}
+
+#[tokio::test]
+async fn payouts_on_chains_not_enabled_are_422() {
+    let app = spawn_app().await;
+    let (c, _, _) = app.funded_customer("ethereum", "USDT", 6, "5000000").await;
+    let r = app
+        .create_payout(
+            json!({ "customer_id": c["id"], "chain": "tron", "asset": "USDT",
+            "decimals": 6, "amount": "1000", "to_address": "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t" }),
+        )
+        .await;
+    let b = r.expect_client_error(422);
+    assert!(
+        b["code"] == "chain_not_enabled" || b["code"] == "chain_unavailable",
+        "{b}"
+    );
+    let r = app
+        .create_payout(
+            json!({ "customer_id": c["id"], "chain": "zksync", "asset": "USDT",
+            "decimals": 6, "amount": "1000", "to_address": external_address(0x66) }),
+        )
+        .await;
+    assert_eq!(r.status, 422, "{}", r.text);
+    let r = app
+        .create_payout(
+            json!({ "customer_id": c["id"], "chain": "narnia", "asset": "USDT",
+            "decimals": 6, "amount": "1000", "to_address": external_address(0x66) }),
+        )
+        .await;
+    assert!(r.status == 400 || r.status == 422, "{}", r.text);
+    assert_eq!(r.body["param"], "chain", "{}", r.text);
+}

@@ -274,3 +274,27 @@ async fn wallets_need_the_wallet_kind_and_scopes() {
     .expect_error(403, "missing_scope");
     app.get(&s(&ro["token"]), "/v1/wallets").await.expect(200);
 }
+
+#[tokio::test]
+async fn repeated_address_requests_count_towards_the_daily_cap() {
+    let app = spawn_app().await;
+    app.project_set(&["--addresses-per-day", "2"]);
+    let a = app.create_customer(None).await;
+    let b = app.create_customer(None).await;
+    app.create_wallet(&s(&a["id"]), "ethereum").await;
+    // The idempotent repeat answers the held address, and still counts.
+    app.post(
+        &app.wallet_key,
+        "/v1/wallets",
+        json!({ "customer_id": a["id"], "chain": "ethereum" }),
+    )
+    .await
+    .expect(200);
+    app.post(
+        &app.wallet_key,
+        "/v1/wallets",
+        json!({ "customer_id": b["id"], "chain": "ethereum" }),
+    )
+    .await
+    .expect_error(429, "quota_exceeded");
+}

@@ -1,0 +1,19 @@
+//! The EVM adapter (issue 4): JSON-RPC over HTTP with alloy.
+//!
+//! * [`rpc`]: the node client (blocks, logs, balances, fees, receipts, raw broadcast), every
+//!   call bounded by a timeout.
+//! * [`watcher`]: turns a block range into the transfers that reach watched addresses
+//!   (native coin from the block's transactions, tokens from one `eth_getLogs` per range
+//!   matched against a set), and keeps the recent block hashes that detect a reorg.
+//! * [`sender`]: EIP-1559 transaction building, nonce choice and fee bumping rules.
+//! * [`sweeper`]: calldata of the forwarder factory (deploy-and-flush in one transaction).
+//!
+//! Storage and the ledger stay in the binary (`src/workers/evm.rs`); this module knows the
+//! chain only.
+
+pub mod rpc;
+pub mod sender;
+pub mod sweeper;
+pub mod watcher;
+
+pub use alloy::primitives::{Address, Bytes, B256, U256};

@@ -1,0 +1,231 @@
+//! State-machine tests of the services against a real store in a temp dir: payout, deposit
+//! and sweep lifecycles, with the ledger checked after every step.
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use appliance_storage::ledger::{Account, AccountKind};
+use appliance_storage::records::{Deposit, DepositStatus, Mode, Payout, PayoutStatus, Project, Sweep, SweepStatus};
+use appliance_storage::{ReadOps, Store, StoreOptions, WriteCtx};
+
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::registry::Registry;
+use crate::services::{customers, deposits, payouts, projects, sweeps, wallets, Scope};
+use crate::workers::sim_chain;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    store: Store,
+    scope: Scope,
+    customer: Uuid,
+}
+
+fn write<T: Send + 'static>(f: &Fixture, op: impl for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>, &Scope) -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
+    let s = f.scope.clone();
+    f.store.write_blocking(move |ctx| op(ctx, &s)).map_err(ApiError::from)
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
+    let project: Project = store.write_blocking(|ctx| projects::create(ctx, "t", Mode::Test)).unwrap();
+    let scope = Scope { reg: Arc::new(Registry::from_config(&Config::default())), project: Arc::new(project) };
+    let s = scope.clone();
+    let customer = store
+        .write_blocking(move |ctx| {
+            let (c, _) = customers::create(ctx, &s, customers::NewCustomer { reference_id: None, email: None, metadata: None })?;
+            wallets::get_or_create(ctx, &s, c.id, "ethereum")?;
+            Ok::<_, ApiError>(c.id)
+        })
+        .unwrap();
+    Fixture { _dir: dir, store, scope, customer }
+}
+
+fn deposit(f: &Fixture, amount: u128, confirm: bool) -> Deposit {
+    let c = f.customer;
+    write(f, move |ctx, s| {
+        deposits::create_test(ctx, s, deposits::TestDeposit { customer_id: c, chain: "ethereum".into(), asset: "USDT".into(), decimals: 6, amount, confirm })
+    })
+    .unwrap()
+}
+
+fn balance(f: &Fixture, customer: Uuid, kind: AccountKind) -> u128 {
+    let p = f.scope.project_id();
+    f.store
+        .read_blocking(move |r| r.balance(&Account::customer(p, customer, "ethereum", "USDT", kind)))
+        .unwrap()
+        .credit_balance()
+}
+
+fn mine(f: &Fixture, count: u64) {
+    let reg = f.scope.reg.clone();
+    let (h, sw, po) = f.store.write_blocking(move |ctx| sim_chain::raise_heights(ctx, &reg, Some("ethereum"), count)).unwrap();
+    let reg = f.scope.reg.clone();
+    f.store.write_blocking(move |ctx| sim_chain::advance_items(ctx, &reg, &h, &sw, &po)).unwrap();
+}
+
+fn verify_clean(f: &Fixture) {
+    let rep = f.store.read_blocking(appliance_storage::verify::verify).unwrap();
+    assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+}
+
+fn new_payout(f: &Fixture, amount: u128, to: &str) -> Result<Payout, ApiError> {
+    let (c, to) = (f.customer, to.to_string());
+    write(f, move |ctx, s| {
+        payouts::create(
+            ctx,
+            s,
+            Uuid::now_v7(),
+            payouts::NewPayout { customer_id: Some(c), chain: "ethereum".into(), asset: "USDT".into(), decimals: 6, amount, to_address: to, reference: None, memo: None },
+        )
+    })
+}
+
+fn get<R: appliance_storage::records::Row + Send + 'static>(f: &Fixture, id: Uuid) -> R {
+    f.store.read_blocking(move |r| r.get::<R>(id)).unwrap().unwrap()
+}
+
+const DEST: &str = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed";
+
+#[test]
+fn payout_walks_to_confirmed_and_settles_the_lock() {
+    let f = fixture();
+    deposit(&f, 5_000_000, true);
+    let p = new_payout(&f, 2_000_000, DEST).unwrap();
+    assert_eq!(p.status, PayoutStatus::Queued);
+    assert_eq!(balance(&f, f.customer, AccountKind::Available), 3_000_000);
+    assert_eq!(balance(&f, f.customer, AccountKind::Locked), 2_000_000);
+    mine(&f, 1);
+    let p1: Payout = get(&f, p.id);
+    assert_eq!(p1.status, PayoutStatus::Submitted);
+    assert!(p1.tx_hash.is_some());
+    mine(&f, 11);
+    assert_eq!(get::<Payout>(&f, p.id).status, PayoutStatus::Submitted, "12 confirmations not yet reached");
+    mine(&f, 1);
+    assert_eq!(get::<Payout>(&f, p.id).status, PayoutStatus::Confirmed);
+    assert_eq!(balance(&f, f.customer, AccountKind::Locked), 0);
+    assert_eq!(balance(&f, f.customer, AccountKind::Available), 3_000_000);
+    verify_clean(&f);
+}
+
+#[test]
+fn reverted_payout_fails_and_unlocks() {
+    let f = fixture();
+    deposit(&f, 1_000_000, true);
+    let p = new_payout(&f, 1_000_000, "0x000000000000000000000000000000000000fa11").unwrap();
+    assert_eq!(balance(&f, f.customer, AccountKind::Available), 0);
+    mine(&f, 2);
+    let p: Payout = get(&f, p.id);
+    assert_eq!(p.status, PayoutStatus::Failed);
+    assert_eq!(p.failure_reason.as_deref(), Some("execution reverted"));
+    assert_eq!(balance(&f, f.customer, AccountKind::Available), 1_000_000);
+    assert_eq!(balance(&f, f.customer, AccountKind::Locked), 0);
+    verify_clean(&f);
+}
+
+#[test]
+fn cancel_only_before_signing() {
+    let f = fixture();
+    deposit(&f, 1_000_000, true);
+    let a = new_payout(&f, 400_000, DEST).unwrap();
+    let id = a.id;
+    let c = write(&f, move |ctx, s| payouts::cancel(ctx, s, id)).unwrap();
+    assert_eq!(c.status, PayoutStatus::Canceled);
+    assert_eq!(balance(&f, f.customer, AccountKind::Available), 1_000_000);
+    let b = new_payout(&f, 400_000, DEST).unwrap();
+    mine(&f, 1);
+    let id = b.id;
+    let err = write(&f, move |ctx, s| payouts::cancel(ctx, s, id)).unwrap_err();
+    assert_eq!(err.code, "payout_not_cancelable");
+    verify_clean(&f);
+}
+
+#[test]
+fn overdraw_is_refused_and_writes_nothing() {
+    let f = fixture();
+    deposit(&f, 100, true);
+    let err = new_payout(&f, 101, DEST).unwrap_err();
+    assert_eq!(err.code, "insufficient_funds");
+    assert!(err.message.contains("available 0.0001") && err.message.contains("requested 0.000101"), "{}", err.message);
+    assert_eq!(balance(&f, f.customer, AccountKind::Available), 100);
+    assert_eq!(balance(&f, f.customer, AccountKind::Locked), 0);
+    verify_clean(&f);
+}
+
+#[test]
+fn orphan_after_spend_posts_the_shortfall_to_receivable() {
+    let f = fixture();
+    let d = deposit(&f, 1_000, true);
+    new_payout(&f, 600, DEST).unwrap();
+    let id = d.id;
+    let o = write(&f, move |ctx, s| deposits::orphan(ctx, s, id)).unwrap();
+    assert_eq!(o.status, DepositStatus::Orphaned);
+    assert_eq!(balance(&f, f.customer, AccountKind::Available), 0);
+    assert_eq!(balance(&f, f.customer, AccountKind::Locked), 600);
+    let p = f.scope.project_id();
+    let recv = f
+        .store
+        .read_blocking(move |r| r.balance(&Account::project(p, "ethereum", "USDT", AccountKind::Receivable)))
+        .unwrap();
+    assert_eq!(recv.debits - recv.credits, 600);
+    verify_clean(&f);
+}
+
+#[test]
+fn sweep_moves_deposits_to_treasury_without_touching_customers() {
+    let f = fixture();
+    deposit(&f, 7_000, true);
+    deposit(&f, 3_000, true);
+    let p = f.scope.project_id();
+    let proj = |kind| {
+        let b = f.store.read_blocking(move |r| r.balance(&Account::project(p, "ethereum", "USDT", kind))).unwrap();
+        b.debits as i128 - b.credits as i128
+    };
+    assert_eq!(proj(AccountKind::Deposits), 10_000);
+    mine(&f, 1);
+    assert_eq!(proj(AccountKind::Deposits), 0);
+    assert_eq!(proj(AccountKind::InTransit), 10_000);
+    mine(&f, 12);
+    assert_eq!(proj(AccountKind::InTransit), 0);
+    assert_eq!(proj(AccountKind::Treasury), 10_000);
+    assert_eq!(balance(&f, f.customer, AccountKind::Available), 10_000);
+    let sweeps: Vec<Sweep> = f
+        .store
+        .read_blocking(move |r| {
+            r.list::<Sweep>(&appliance_storage::index::prefix(appliance_storage::index::IndexTag::Sweeps, p, &[]), None, 10, |_| true)
+        })
+        .unwrap()
+        .items;
+    assert_eq!(sweeps.len(), 1, "two deposits before the next block share one sweep");
+    assert_eq!(sweeps[0].status, SweepStatus::Confirmed);
+    assert_eq!(sweeps[0].amount, 10_000);
+    verify_clean(&f);
+}
+
+#[test]
+fn manual_deposit_waits_for_confirm_and_fail_leaves_no_credit() {
+    let f = fixture();
+    let d = deposit(&f, 500, false);
+    assert_eq!(d.status, DepositStatus::Detected);
+    mine(&f, 50);
+    assert_eq!(get::<Deposit>(&f, d.id).status, DepositStatus::Detected);
+    assert_eq!(balance(&f, f.customer, AccountKind::Available), 0);
+    let id = d.id;
+    let failed = write(&f, move |ctx, s| deposits::fail(ctx, s, id)).unwrap();
+    assert_eq!(failed.status, DepositStatus::Failed);
+    let err = write(&f, move |ctx, s| deposits::confirm(ctx, s, id)).unwrap_err();
+    assert_eq!(err.code, "invalid_state");
+    verify_clean(&f);
+}
+
+#[test]
+fn explicit_sweep_of_an_empty_address_is_skipped() {
+    let f = fixture();
+    let c = f.customer;
+    let w = write(&f, move |ctx, s| wallets::get_or_create(ctx, s, c, "ethereum")).unwrap().0;
+    let sw = write(&f, move |ctx, s| sweeps::request(ctx, s, w.id, None, |c, chain| deposits::sim_height(c, chain))).unwrap();
+    assert_eq!(sw.status, SweepStatus::Skipped);
+    assert_eq!(sw.skip_reason.as_deref(), Some("nothing_to_sweep"));
+}
