@@ -34,6 +34,10 @@ pub struct Cli {
 pub enum Command {
     /// Serve live mode (chains without a configured adapter are listed as paused).
     Serve,
+    /// Create the data dir: store, pepper and the encrypted master seed (passphrase from
+    /// APPLIANCE_PASSPHRASE, `signing.passphrase_env` or `signing.passphrase_file`, never an
+    /// argument); prints the master addresses.
+    Init,
     /// Manage projects.
     #[command(subcommand)]
     Project(ProjectCmd),
@@ -169,6 +173,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
         Some(Command::Serve) => return serve(cfg, cli.test),
+        Some(Command::Init) => return init(&cfg),
         Some(Command::Version) => {
             println!("appliance {}", env!("CARGO_PKG_VERSION"));
             return Ok(ExitCode::SUCCESS);
@@ -232,17 +237,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         },
     };
     let is_verify = matches!(req, Request::Verify);
-    let answer =
-        match operator::call_socket(&cfg.socket_path(), &req).map_err(anyhow::Error::msg)? {
-            Some(v) => v,
-            None => {
-                let pepper = Pepper::load_or_create(&cfg.data_dir)?;
-                let store = crate::server::open_store(&cfg)?;
-                operator::execute(&store, &pepper, req)
-                    .map_err(anyhow::Error::msg)?
-                    .0
-            }
-        };
+    let answer = run_operator(&cfg, req)?;
     if let Some(token) = answer.get("token").and_then(Value::as_str) {
         println!("token: {token}");
     }
@@ -258,10 +253,79 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `appliance init` (DECISIONS.md section 10).
+fn init(cfg: &Config) -> anyhow::Result<ExitCode> {
+    use appliance_signer::Signer;
+    std::fs::create_dir_all(&cfg.data_dir)?;
+    Pepper::load_or_create(&cfg.data_dir)?;
+    close_store(crate::server::open_store(cfg, std::time::Duration::from_secs(10))?);
+    let pass = appliance_signer::read_passphrase(
+        cfg.signing.passphrase_env.as_deref(),
+        cfg.signing.passphrase_file.as_deref(),
+    )?;
+    let signer = if Signer::exists(&cfg.data_dir) {
+        println!(
+            "already initialised: {}",
+            cfg.data_dir.join(appliance_signer::SEED_FILE).display()
+        );
+        Signer::unlock(&cfg.data_dir, &pass)?
+    } else {
+        let s = Signer::init(&cfg.data_dir, &pass)?;
+        println!(
+            "created the encrypted master seed {}",
+            cfg.data_dir.join(appliance_signer::SEED_FILE).display()
+        );
+        s
+    };
+    let master = signer.evm_master_address();
+    println!("evm master wallet: {}", master.to_checksum(None));
+    println!(
+        "evm forwarder factory (same on every EVM chain): {}",
+        appliance_chains::address::to_checksum(&appliance_chains::address::factory_address(
+            &master.0 .0
+        ))
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Closes a store opened by a command so the next open needs no repair.
+fn close_store(store: appliance_storage::Store) {
+    let closer = store.shutdown();
+    drop(store);
+    if let Some(h) = closer {
+        let _ = h.join();
+    }
+}
+
+/// Runs an operator command through a running server's socket, or on the store directly
+/// when no server runs. A server that is still starting holds the store before its socket
+/// answers: keep trying the socket for a while then.
+fn run_operator(cfg: &Config, req: Request) -> anyhow::Result<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if let Some(v) = operator::call_socket(&cfg.socket_path(), &req).map_err(anyhow::Error::msg)? {
+            return Ok(v);
+        }
+        match crate::server::open_store(cfg, std::time::Duration::ZERO) {
+            Ok(store) => {
+                let pepper = Pepper::load_or_create(&cfg.data_dir)?;
+                let out = operator::execute(&store, &pepper, req);
+                close_store(store);
+                return out.map(|(v, _)| v).map_err(anyhow::Error::msg);
+            }
+            Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    }
+}
+
 fn serve(cfg: Config, test_mode: bool) -> anyhow::Result<ExitCode> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(crate::server::run(cfg, test_mode))?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let closer = rt.block_on(crate::server::run(cfg, test_mode))?;
+    // Dropping the runtime drops every task's store handle; then the writer closes the file.
+    rt.shutdown_timeout(std::time::Duration::from_secs(5));
+    if let Some(h) = closer {
+        let _ = h.join();
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -16,4 +16,5 @@ pub mod server;
 pub mod services;
 pub mod state;
 pub mod views;
+pub mod webhooks;
 pub mod workers;

@@ -338,16 +338,21 @@ pub fn call_socket(socket: &Path, req: &Request) -> Result<Option<Value>, String
     }
 }
 
+/// Binds the operator socket (mode 0600), replacing a stale one.
+pub fn bind_socket(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::remove_file(path);
+    let listener = tokio::net::UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
 /// Serves the operator socket of a running server.
 pub async fn serve_socket(
     state: crate::state::AppState,
-    path: std::path::PathBuf,
+    listener: tokio::net::UnixListener,
 ) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-    let _ = std::fs::remove_file(&path);
-    let listener = tokio::net::UnixListener::bind(&path)?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
     loop {
         let (stream, _) = listener.accept().await?;
         let state = state.clone();

@@ -14,31 +14,43 @@ use crate::services::projects;
 use crate::state::AppState;
 use crate::{api, operator, workers};
 
-/// Opens the data dir's store with the configured options.
-pub fn open_store(config: &Config) -> anyhow::Result<Store> {
+/// Opens the data dir's store with the configured options, waiting up to `wait` while
+/// another process (an operator command) holds it.
+pub fn open_store(config: &Config, wait: std::time::Duration) -> anyhow::Result<Store> {
     let opts = StoreOptions {
         cache_size_bytes: config.storage.cache_size_mb << 20,
         quick_repair: config.storage.quick_repair,
         max_batch: config.storage.max_batch.max(1),
     };
-    match Store::open(&config.store_path(), opts) {
-        Ok(s) => Ok(s),
-        Err(StoreError::Locked) => anyhow::bail!(
-            "the data dir {} is in use by another appliance process",
-            config.data_dir.display()
-        ),
-        Err(e) => Err(e).context("opening the store"),
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match Store::open(&config.store_path(), opts.clone()) {
+            Ok(s) => return Ok(s),
+            Err(StoreError::Locked) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(StoreError::Locked) => anyhow::bail!(
+                "the data dir {} is in use by another appliance process",
+                config.data_dir.display()
+            ),
+            Err(e) => return Err(e).context("opening the store"),
+        }
     }
 }
 
 /// Runs the server until SIGINT or SIGTERM. `test_mode` creates project `default` on first
-/// start and prints its keys once.
-pub async fn run(config: Config, test_mode: bool) -> anyhow::Result<()> {
+/// start and prints its keys once. Returns the store's writer thread: join it after the
+/// runtime is dropped so the store file is closed cleanly.
+pub async fn run(config: Config, test_mode: bool) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
     if config.webhooks.allow_private_targets {
         tracing::warn!("webhooks.allow_private_targets is ON: webhooks may target private and loopback addresses");
     }
+    config.webhooks.validate().map_err(anyhow::Error::msg)?;
     let pepper = Pepper::load_or_create(&config.data_dir).context("reading the pepper")?;
-    let store = open_store(&config)?;
+    let store = {
+        let c = config.clone();
+        tokio::task::spawn_blocking(move || open_store(&c, std::time::Duration::from_secs(10))).await??
+    };
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
@@ -46,22 +58,38 @@ pub async fn run(config: Config, test_mode: bool) -> anyhow::Result<()> {
     if test_mode {
         bootstrap(&store, &pepper, &addr.to_string()).await?;
     }
+    let signer = unlock_signer(&config)?;
     let state = AppState::new(config.clone(), store, pepper)?;
+    if let Some(signer) = &signer {
+        println!(
+            "evm master wallet: {}",
+            signer.evm_master_address().to_checksum(None)
+        );
+    }
+    if !config.chains.is_empty() {
+        let signer = signer
+            .clone()
+            .context("live chains are configured but no master seed is unlocked")?;
+        workers::evm::start(&state, signer).await?;
+    }
     let mode = if test_mode { " (test mode)" } else { "" };
     let scheme = if config.tls.is_some() {
         "https"
     } else {
         "http"
     };
+    // The operator socket is up before the server announces itself, so an operator command
+    // run right after the "listening" line reaches it.
+    let sock = config.socket_path();
+    let sock_listener = operator::bind_socket(&sock).context("binding the operator socket")?;
     println!("appliance listening on {scheme}://{addr}{mode}");
     tokio::spawn(workers::sim_chain::run(state.clone()));
     tokio::spawn(workers::maintenance::run(state.clone()));
-    let sock = config.socket_path();
+    tokio::spawn(crate::webhooks::dispatcher::run(state.clone()));
     {
         let state = state.clone();
-        let sock = sock.clone();
         tokio::spawn(async move {
-            if let Err(e) = operator::serve_socket(state, sock).await {
+            if let Err(e) = operator::serve_socket(state, sock_listener).await {
                 tracing::error!(error = %e, "operator socket stopped");
             }
         });
@@ -74,8 +102,10 @@ pub async fn run(config: Config, test_mode: bool) -> anyhow::Result<()> {
                 .context("loading TLS certificate and key")?;
             let handle = axum_server::Handle::new();
             let h2 = handle.clone();
+            let s2 = state.clone();
             tokio::spawn(async move {
                 shutdown_signal().await;
+                s2.webhooks.shutdown();
                 h2.graceful_shutdown(Some(std::time::Duration::from_secs(10)));
             });
             axum_server::from_tcp_rustls(listener.into_std()?, rustls)?
@@ -85,14 +115,49 @@ pub async fn run(config: Config, test_mode: bool) -> anyhow::Result<()> {
         }
         None => {
             axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown_signal())
+                .with_graceful_shutdown({
+                    // Open event streams end too, or the shutdown would wait for them.
+                    let s2 = state.clone();
+                    async move {
+                        shutdown_signal().await;
+                        s2.webhooks.shutdown();
+                    }
+                })
                 .await?;
         }
     }
     workers::maintenance::flush_usage(&state).await;
     let _ = std::fs::remove_file(&sock);
+    let closer = state.store.shutdown();
+    drop(state);
     println!("appliance stopped");
-    Ok(())
+    Ok(closer)
+}
+
+/// Unlocks the master seed when one exists or live chains are configured (they need it),
+/// and records the EVM master wallet for address derivation (DECISIONS.md section 10).
+pub fn unlock_signer(
+    config: &Config,
+) -> anyhow::Result<Option<Arc<appliance_signer::Signer>>> {
+    use appliance_signer::Signer;
+    let exists = Signer::exists(&config.data_dir);
+    if !exists && config.chains.is_empty() {
+        return Ok(None);
+    }
+    if !exists {
+        anyhow::bail!(
+            "no master seed in {}: run `appliance init --data-dir {}` first",
+            config.data_dir.display(),
+            config.data_dir.display()
+        );
+    }
+    let pass = appliance_signer::read_passphrase(
+        config.signing.passphrase_env.as_deref(),
+        config.signing.passphrase_file.as_deref(),
+    )?;
+    let signer = Signer::unlock(&config.data_dir, &pass).context("unlocking the master seed")?;
+    crate::services::wallets::set_live_treasury(signer.evm_master_address().0 .0);
+    Ok(Some(Arc::new(signer)))
 }
 
 /// First start of `--test`: project `default` and its three keys, printed once.

@@ -29,6 +29,8 @@ pub struct Inner {
     pub inflight: Mutex<HashSet<Vec<u8>>>,
     /// Wakes the simulated chain's block producer early (after `POST /v1/test/blocks`).
     pub chain_wakeup: tokio::sync::Notify,
+    /// Webhook dispatcher handle, rate limits and event stream slots.
+    pub webhooks: crate::webhooks::Webhooks,
 }
 
 impl Deref for AppState {
@@ -71,6 +73,7 @@ impl AppState {
         let unauth =
             NonZeroU32::new(config.limits.unauthenticated_per_minute.max(1)).expect("non-zero");
         Ok(AppState(Arc::new(Inner {
+            webhooks: crate::webhooks::Webhooks::new(config.webhooks.clone()),
             limits: Limits {
                 per_key: Mutex::new(HashMap::new()),
                 unauthenticated: RateLimiter::keyed(Quota::per_minute(unauth)),

@@ -115,7 +115,11 @@ pub fn payout(reg: &Registry, p: &Payout) -> Value {
         "tx_hash": p.tx_hash,
         "explorer_url": p.tx_hash.as_ref().and_then(|h| reg.chain(&p.chain).map(|c| c.info.tx_url(h))),
         "failure_reason": p.failure_reason,
-        "amount_usd": p.amount_usd_cents.map(|c| format_decimal(c as u128, 2)),
+        // Stablecoins are valued at par, so the dollar value is the token amount, exactly.
+        "amount_usd": reg
+            .asset(&p.chain, &p.asset)
+            .filter(|a| a.is_stable())
+            .map(|_| format_decimal(p.amount, decimals)),
         "created_at": ts(p.created_at),
         "updated_at": ts(p.updated_at),
     })

@@ -59,14 +59,17 @@ needs with a few unmeasured requests.
 For each phase it prints, per endpoint (method + route template): count, errors (non-2xx \
 answers, requests without an answer, and 2xx answers lacking a needed field; with a breakdown \
 by status and the first body of each), requests/s, and p50/p90/p99/max latency in ms, \
-measured from sending the request to reading the last body byte. Then one line for all \
-mutating requests and one for all reads. The exit status is 1 when more than --max-error-pct \
+measured from sending the request to reading the last body byte, and how many CPU cores the \
+server and loadgen kept busy (from /proc; shows which side is saturated). Then one line for \
+all mutating requests and one for all reads. The exit status is 1 when more than --max-error-pct \
 of all measured requests failed, 2 on any other error.
 
 --restart-bench instead fills a fresh server with --entries confirmed test deposits (one \
 journal entry each, plus the sweeps that follow), kills it with SIGKILL, restarts it on the \
 same data dir and times spawn -> first `GET /v1/ping` 200 (polled every 10 ms), with the \
-restarted process's peak RSS (VmHWM); then does the same after a clean SIGTERM shutdown.",
+restarted process's peak RSS (VmHWM) and the number of server stderr lines mentioning \
+`repair` (the store warns while it repairs after an unclean shutdown); then does the same \
+after a clean SIGTERM shutdown. The server's logs are in the work dir (--keep-data keeps them).",
     after_long_help = "\
 Examples:
   cargo build --release --bin appliance

@@ -52,8 +52,11 @@ async fn restart(
         .await
         .with_context(|| format!("{what}: waiting for the restarted server"))?;
     let (peak, now) = server.memory_kib();
+    // The store logs a warning while it repairs after an unclean shutdown; seeing one after
+    // a clean SIGTERM means the store was not closed properly.
+    let repair_lines = server.stderr_lines_with("repair");
     println!(
-        "{what}: serving after {:.3} s (listening line after {:.3} s); peak RSS {} (VmHWM), RSS now {}",
+        "{what}: serving after {:.3} s (listening line after {:.3} s); peak RSS {} (VmHWM), RSS now {}; stderr lines mentioning repair: {repair_lines}",
         ready.as_secs_f64(),
         server.listening_after.as_secs_f64(),
         mib(peak),
@@ -63,6 +66,7 @@ async fn restart(
         "ready_s": ready.as_secs_f64(),
         "listening_s": server.listening_after.as_secs_f64(),
         "peak_rss_kib": peak,
+        "repair_log_lines": repair_lines,
     });
     Ok((server, figures))
 }

@@ -98,6 +98,9 @@ pub struct Server {
     pub listening_after: Duration,
     /// Present when the server printed the wallet and payout key lines.
     pub tokens: Option<Tokens>,
+    /// The shared stderr log and its length when this process was spawned.
+    stderr_log: PathBuf,
+    stderr_start: u64,
 }
 
 /// What the stdout reader learned from one line.
@@ -165,6 +168,7 @@ impl Server {
         let marker = format!("---- loadgen: spawning {} ----", opts.bin.display());
         writeln!(out, "{marker}")?;
         writeln!(err, "{marker}")?;
+        let stderr_start = err.metadata()?.len();
 
         let mut cmd = Command::new(&opts.bin);
         cmd.arg("--test")
@@ -248,7 +252,24 @@ impl Server {
             spawned_at,
             listening_after: at.saturating_duration_since(spawned_at),
             tokens,
+            stderr_log,
+            stderr_start,
         })
+    }
+
+    /// Lines this process has written to stderr so far that contain `needle` (e.g. the
+    /// store's "repairing store after unclean shutdown" warnings).
+    pub fn stderr_lines_with(&self, needle: &str) -> usize {
+        let Ok(bytes) = std::fs::read(&self.stderr_log) else {
+            return 0;
+        };
+        let start = usize::try_from(self.stderr_start)
+            .unwrap_or(usize::MAX)
+            .min(bytes.len());
+        String::from_utf8_lossy(&bytes[start..])
+            .lines()
+            .filter(|l| l.contains(needle))
+            .count()
     }
 
     /// The process id.

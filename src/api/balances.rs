@@ -61,23 +61,34 @@ async fn wallet_balances(
     let source = q
         .one_of("source", &["ledger", "chain", "both"])?
         .unwrap_or_else(|| "ledger".into());
-    if source != "ledger" && caller.livemode() {
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "chain_unavailable",
-            "No chain adapter is available to read on-chain balances in this release.",
-        ));
-    }
     let p = caller.project_id();
     let reg = registry(&state);
+    // Live: read the node first (outside the store snapshot), then report against the ledger.
+    let mut live: Option<std::collections::BTreeMap<String, u128>> = None;
+    if source != "ledger" && caller.livemode() {
+        let w = state
+            .store
+            .read(move |r| r.get_in::<Wallet>(p, id))
+            .await?
+            .ok_or_else(|| ApiError::not_found("wallet"))?;
+        let read = crate::workers::evm::onchain_balances(&reg, &w.chain, &w.address).await;
+        live = Some(read.map_err(|e| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "chain_unavailable",
+                format!("The on-chain balance could not be read: {e:#}"),
+            )
+        })?);
+    }
     let v = state
         .store
         .read(move |r| {
             let Some(w) = r.get_in::<Wallet>(p, id)? else {
                 return Ok(None);
             };
-            balances::wallet(r, &reg, &w, &source, |asset| {
-                r.sim_balance(&w.chain, &w.address, asset)
+            balances::wallet(r, &reg, &w, &source, |asset| match &live {
+                Some(m) => Ok(m.get(asset).copied().unwrap_or(0)),
+                None => r.sim_balance(&w.chain, &w.address, asset),
             })
             .map(Some)
         })

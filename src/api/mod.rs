@@ -9,9 +9,12 @@ pub mod events;
 pub mod extract;
 pub mod payouts;
 pub mod ping;
+pub mod stream;
 pub mod sweeps;
 pub mod test_mode;
 pub mod wallets;
+pub mod webhook_deliveries;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -51,6 +54,9 @@ pub fn router(state: AppState) -> Router {
         .merge(payouts::router())
         .merge(sweeps::router())
         .merge(events::router())
+        .merge(stream::router())
+        .merge(webhooks::router())
+        .merge(webhook_deliveries::router())
         .merge(test_mode::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

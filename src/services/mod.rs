@@ -46,13 +46,19 @@ pub fn emit(
     resource_id: Uuid,
     data: Value,
 ) -> Result<(), ApiError> {
-    ctx.append_event(
+    debug_assert!(
+        crate::webhooks::EVENT_CATALOG.contains(&event_type),
+        "event type {event_type} is missing from webhooks::EVENT_CATALOG"
+    );
+    let event = ctx.append_event(
         project.id,
         project.mode == Mode::Live,
         event_type,
         &resource_id.to_string(),
         data,
     )?;
+    // The outbox: this event's webhook deliveries commit with it.
+    crate::webhooks::outbox::enqueue(ctx, &event)?;
     Ok(())
 }
 

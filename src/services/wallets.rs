@@ -17,7 +17,7 @@ use crate::views;
 /// An existing wallet is always returned, whatever the switches say. A new one needs the
 /// chain to issue addresses: 422 `account_kind_disabled`, `chain_not_live_yet`,
 /// `chain_deposits_disabled` or `asset_deposits_disabled` by the level that is off, and
-/// counts against the daily new-address cap (429 `quota_exceeded`).
+/// is refused past the daily cap (429 `quota_exceeded`); every call is metered.
 pub fn get_or_create(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
@@ -28,7 +28,9 @@ pub fn get_or_create(
     let customer = ctx
         .get_in::<Customer>(p, customer_id)?
         .ok_or_else(|| ApiError::not_found("customer").param("customer_id"))?;
-    let eff = chains::resolve(&s.reg, &s.project, chain_id, "chain")?;
+    if s.reg.chain(chain_id).is_none() {
+        return Err(ApiError::invalid("chain", format!("Unknown chain {chain_id:?}.")));
+    }
     let ukey = index::unique(
         IndexTag::UniqueWallet,
         p,
@@ -38,8 +40,12 @@ pub fn get_or_create(
         let w = ctx
             .get::<Wallet>(id)?
             .ok_or_else(|| ApiError::internal(&"wallet index points at nothing"))?;
+        // SPEC.md section 8: every address handed out counts against the daily meter, even
+        // on a repeat; only NEW addresses are refused when it is full.
+        ctx.addresses_issued_incr(p, utc_day(ctx.now_us()))?;
         return Ok((w, false));
     }
+    let eff = chains::resolve(&s.reg, &s.project, chain_id, "chain")?;
     if eff.chain.info.account_kind != AccountKind::Contract {
         return Err(ApiError::unprocessable(
             "account_kind_disabled",

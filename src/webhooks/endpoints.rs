@@ -292,11 +292,13 @@ pub fn bulk_replay(
         );
         let mut from = prefix.clone();
         match (req.after, since_id) {
-            (Some(a), s) if s.is_none_or(|s| a >= s) => {
+            (Some(a), Some(s)) if s > a => from.extend_from_slice(s.as_bytes()),
+            (Some(a), _) => {
+                // Strictly after `a`.
                 from.extend_from_slice(a.as_bytes());
                 from.push(0);
             }
-            (_, Some(s)) => from.extend_from_slice(s.as_bytes()),
+            (None, Some(s)) => from.extend_from_slice(s.as_bytes()),
             (None, None) => {}
         }
         let end = index::prefix_end(&prefix);

@@ -291,7 +291,7 @@ mod tests {
 
     #[test]
     fn delivery_refs_round_trip() {
-        let id = outbox::new_delivery_id();
+        let id = outbox::new_delivery_id(appliance_storage::now_us());
         let r = delivery_ref(id);
         assert!(r.starts_with("whd_") && r.len() == 30, "{r}");
         assert_eq!(parse_delivery_ref(&r), Some(id));

@@ -25,16 +25,18 @@ pub fn max_attempts() -> u32 {
     MAX_ATTEMPTS.load(Ordering::Relaxed)
 }
 
-/// A new delivery id: a ULID, monotonic within this process, so deliveries created one after
+/// A new delivery id for a row created at `now_us`: a ULID carrying that time (so `since`
+/// filters can work on ids), monotonic within this process, so deliveries created one after
 /// the other sort in creation order even within one millisecond (ordered endpoints rely on
 /// it: creation order is sequence order).
-pub fn new_delivery_id() -> Uuid {
+pub fn new_delivery_id(now_us: i64) -> Uuid {
     static GEN: Mutex<ulid::Generator> = Mutex::new(ulid::Generator::new());
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(now_us.max(0) as u64);
     let u = GEN
         .lock()
         .expect("lock")
-        .generate()
-        .unwrap_or_else(|_| ulid::Ulid::new());
+        .generate_from_datetime(at)
+        .unwrap_or_else(|_| ulid::Ulid::from_datetime(at));
     Uuid::from_u128(u.0)
 }
 
@@ -68,7 +70,7 @@ pub fn new_delivery(
 ) -> WebhookDelivery {
     let active = ep.status == EndpointStatus::Active;
     WebhookDelivery {
-        id: new_delivery_id(),
+        id: new_delivery_id(now),
         project_id: event.project_id,
         endpoint_id: ep.id,
         event_id: event.id.to_string(),

@@ -121,6 +121,8 @@ pub struct Store {
     db: Arc<Database>,
     jobs: mpsc::Sender<Job>,
     commits: broadcast::Sender<CommitNotice>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    writer: Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>>,
 }
 
 impl Store {
@@ -150,10 +152,24 @@ impl Store {
         let (commits, _) = broadcast::channel(4096);
         let writer_db = db.clone();
         let writer_commits = commits.clone();
-        std::thread::Builder::new()
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer_stop = stop.clone();
+        let handle = std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || writer_loop(writer_db, rx, writer_commits, opts))?;
-        Ok(Store { db, jobs, commits })
+            .spawn(move || writer_loop(writer_db, rx, writer_commits, opts, writer_stop))?;
+        Ok(Store { db, jobs, commits, stop, writer: Arc::new(std::sync::Mutex::new(Some(handle))) })
+    }
+
+    /// Stops the writer once the queued jobs are committed and closes the file cleanly as
+    /// soon as every other handle to the store is dropped (so the next open needs no
+    /// repair). Join the returned thread after dropping the other handles (for a server:
+    /// after its runtime is gone). Later writes fail with [`StoreError::WriterGone`].
+    pub fn shutdown(&self) -> Option<std::thread::JoinHandle<()>> {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        // Wake the writer if it is idle.
+        let (job, _rx) = make_job(|_| Ok::<(), std::convert::Infallible>(()));
+        let _ = self.jobs.try_send(job);
+        self.writer.lock().ok()?.take()
     }
 
     /// Runs `f` inside the next write transaction and returns once it is durably committed.
@@ -314,6 +330,7 @@ fn writer_loop(
     mut rx: mpsc::Receiver<Job>,
     commits: broadcast::Sender<CommitNotice>,
     opts: StoreOptions,
+    stop: Arc<std::sync::atomic::AtomicBool>,
 ) {
     while let Some(first) = rx.blocking_recv() {
         let mut jobs = vec![first];
@@ -340,7 +357,21 @@ fn writer_loop(
                 let _ = commits.send(n);
             }
         }
+        if stop.load(std::sync::atomic::Ordering::SeqCst) && rx.is_empty() {
+            break;
+        }
     }
+    // Refuse further jobs, then close the file once this is the last handle: redb marks
+    // the file clean when the Database is dropped.
+    drop(rx);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while Arc::strong_count(&db) > 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    if Arc::strong_count(&db) > 1 {
+        tracing::warn!("store handles still open at shutdown; the next start will check the file");
+    }
+    drop(db);
 }
 
 fn run_batch(

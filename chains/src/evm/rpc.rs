@@ -197,6 +197,11 @@ impl EvmRpc {
         data.extend_from_slice(&[0u8; 12]);
         data.extend_from_slice(owner.as_slice());
         let out = self.call(token, data.into()).await?;
+        if out.is_empty() {
+            // No contract at that address on this node (a registry token a local chain
+            // lacks): it holds nothing.
+            return Ok(U256::ZERO);
+        }
         if out.len() < 32 {
             return Err(malformed(
                 "eth_call",

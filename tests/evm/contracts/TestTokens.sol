@@ -15,9 +15,9 @@ contract TestToken {
     event Transfer(address indexed from, address indexed to, uint256 value);
     event Approval(address indexed owner, address indexed spender, uint256 value);
 
-    constructor(string memory name_, string memory symbol_, uint8 decimals_) {
-        name = name_;
-        symbol = symbol_;
+    constructor(uint8 decimals_) {
+        name = "Test Token";
+        symbol = "TEST";
         decimals = decimals_;
     }
 
@@ -62,9 +62,9 @@ contract TetherLike {
 
     event Transfer(address indexed from, address indexed to, uint256 value);
 
-    constructor(string memory name_, string memory symbol_, uint8 decimals_) {
-        name = name_;
-        symbol = symbol_;
+    constructor(uint8 decimals_) {
+        name = "Test Token";
+        symbol = "TEST";
         decimals = decimals_;
     }
 

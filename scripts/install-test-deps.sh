@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the test-only tools into ./node_modules from the pinned package.json /
+# package-lock.json: Anvil (a local EVM node, npm @foundry-rs/anvil-linux-amd64) and the
+# Solidity compiler (npm solc) that checks chains/contracts' pinned bytecode.
+#
+# Under npm 11 the anvil package's postinstall does not run, so nothing links a binary onto
+# PATH: the tests call node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil directly.
+# Tests that need Anvil or solc FAIL when they are missing (they are never skipped).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v node >/dev/null || { echo "node is required (apt-get install nodejs npm)" >&2; exit 1; }
+command -v npm >/dev/null || { echo "npm is required (apt-get install npm)" >&2; exit 1; }
+if [ -f package-lock.json ]; then
+  npm ci --no-audit --no-fund
+else
+  npm install --no-audit --no-fund
+fi
+ANVIL=node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil
+chmod +x "$ANVIL" 2>/dev/null || true
+"$ANVIL" --version | head -1
+node -e 'console.log("solc " + require("solc").version())'

@@ -1,0 +1,82 @@
+//! The event stream (SPEC.md section 4, Events; DECISIONS.md section 7).
+
+use std::convert::Infallible;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use tokio::sync::mpsc;
+
+use crate::auth::{Access, Caller, ANY_KIND};
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::webhooks::{stream, MAX_STREAMS};
+
+const READ: Access = Access::new(ANY_KIND, "events:read");
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/events/stream", get(stream_events))
+}
+
+/// `GET /v1/events/stream` — `text/event-stream`: `ready` `{cursor, replay_truncated}`, then
+/// `event` frames (SSE id = sequence), `ping` every 25 s; closes after 30 minutes.
+/// `Last-Event-ID` resumes after that sequence (the last 10 minutes at most). At most 10 open
+/// per project (429 `too_many_streams`).
+async fn stream_events(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let last_id = match headers.get("last-event-id") {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse::<u64>())
+                .transpose()
+                .map_err(|_| {
+                    ApiError::invalid(
+                        "Last-Event-ID",
+                        "Last-Event-ID must be the id of a frame this stream sent.",
+                    )
+                })?,
+        )
+        .flatten(),
+    };
+    let project = caller.project_id();
+    let slot = state.webhooks.open_stream(project).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_streams",
+            format!("At most {MAX_STREAMS} event streams may be open per project."),
+        )
+        .retry_after(5)
+    })?;
+    // Subscribe before reading the start, so no commit falls between the two.
+    let commits = state.store.subscribe();
+    let now = appliance_storage::now_us();
+    let start = state
+        .store
+        .read(move |r| stream::start_point(r, project, last_id, now))
+        .await?;
+    let (tx, mut rx) = mpsc::channel::<Result<SseEvent, Infallible>>(64);
+    tokio::spawn(stream::produce(
+        state.clone(),
+        project,
+        slot,
+        commits,
+        start,
+        tx,
+    ));
+    let frames = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    let mut resp = Sse::new(frames).into_response();
+    resp.headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(resp)
+}

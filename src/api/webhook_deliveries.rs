@@ -1,0 +1,244 @@
+//! Webhook deliveries: reads and replays (SPEC.md section 4, Webhooks and Events).
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use serde_json::Value;
+use uuid::Uuid;
+
+use appliance_storage::index::{self, IndexTag};
+use appliance_storage::records::{DeliveryStatus, WebhookDelivery};
+use appliance_storage::ReadOps;
+
+use crate::api::extract::{list_json, JsonBody, Params};
+use crate::api::webhooks::{rate_limited, READ};
+use crate::api::{commit, json, list_rows};
+use crate::auth::{Access, Caller, ANY_KIND};
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::webhooks::endpoints::{self, BulkReplay};
+use crate::webhooks::{delivery_json, parse_delivery_ref, Poke};
+
+const REPLAY: Access = Access::new(ANY_KIND, "webhooks:replay");
+/// Most deliveries `GET /v1/events/{id}/deliveries` returns (it is not paginated).
+const EVENT_DELIVERIES_MAX: usize = 1_000;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/webhook_deliveries", get(list_deliveries))
+        .route("/v1/webhook_deliveries/replay", post(bulk_replay))
+        .route("/v1/webhook_deliveries/{id}", get(get_delivery))
+        .route("/v1/webhook_deliveries/{id}/replay", post(replay_delivery))
+        .route("/v1/events/{id}/deliveries", get(list_event_deliveries))
+}
+
+fn delivery_id(s: &str) -> Result<Uuid, ApiError> {
+    parse_delivery_ref(s)
+        .ok_or_else(|| ApiError::invalid("id", format!("{s:?} is not a delivery id (whd_...).")))
+}
+
+fn status_param(s: &str, param: &str) -> Result<DeliveryStatus, ApiError> {
+    DeliveryStatus::parse(s).ok_or_else(|| {
+        ApiError::invalid(
+            param,
+            "status must be pending, succeeded, failed, exhausted, skipped or canceled.",
+        )
+    })
+}
+
+/// `GET /v1/webhook_deliveries` — newest first; filters `endpoint_id`, `event_id`, `status`.
+async fn list_deliveries(
+    State(state): State<AppState>,
+    caller: Caller,
+    q: Params,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let page = q.page()?;
+    let p = caller.project_id();
+    let endpoint = q.uuid("endpoint_id")?;
+    let status = q.get("status").map(|s| status_param(s, "status")).transpose()?;
+    let event = match q.get("event_id") {
+        None => None,
+        Some(e) => {
+            let e = e.to_string();
+            match state.store.read(move |r| r.event(p, &e)).await? {
+                Some(ev) => Some(ev.sequence),
+                None => return Ok(json(StatusCode::OK, &list_json(Vec::new(), false, None))),
+            }
+        }
+    };
+    let prefix = match (endpoint, status, event) {
+        (_, _, Some(seq)) => index::prefix(
+            IndexTag::WebhookDeliveriesByEvent,
+            p,
+            &[&seq.to_be_bytes()],
+        ),
+        (Some(e), Some(s), None) => index::prefix(
+            IndexTag::WebhookDeliveriesByEndpointStatus,
+            p,
+            &[e.as_bytes(), s.as_str().as_bytes()],
+        ),
+        (Some(e), None, None) => {
+            index::prefix(IndexTag::WebhookDeliveriesByEndpoint, p, &[e.as_bytes()])
+        }
+        (None, Some(s), None) => index::prefix(
+            IndexTag::WebhookDeliveriesByStatus,
+            p,
+            &[s.as_str().as_bytes()],
+        ),
+        (None, None, None) => index::prefix(IndexTag::WebhookDeliveries, p, &[]),
+    };
+    list_rows(
+        &state,
+        prefix,
+        page,
+        move |d: &WebhookDelivery| {
+            endpoint.is_none_or(|e| d.endpoint_id == e)
+                && status.is_none_or(|s| d.status == s)
+                && event.is_none_or(|q| d.event_sequence == q)
+        },
+        |d| delivery_json(d, false),
+    )
+    .await
+}
+
+/// `GET /v1/webhook_deliveries/{id}` — `{id}` is `whd_...`; adds `response_body`.
+async fn get_delivery(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let id = delivery_id(&id)?;
+    let p = caller.project_id();
+    let d = state
+        .store
+        .read(move |r| r.get_in::<WebhookDelivery>(p, id))
+        .await?
+        .ok_or_else(|| ApiError::not_found("webhook delivery"))?;
+    Ok(json(StatusCode::OK, &delivery_json(&d, true)))
+}
+
+/// `POST /v1/webhook_deliveries/{id}/replay` — 201, a new delivery of the same event with
+/// `replay_of` set; only `failed`, `exhausted` and `skipped` deliveries (10 replay calls per
+/// minute per project).
+async fn replay_delivery(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(REPLAY)?;
+    let id = delivery_id(&id)?;
+    if let Err(retry) = state.webhooks.check_replay_rate(caller.project_id()) {
+        return Err(rate_limited(retry));
+    }
+    let p = caller.project_id();
+    let (resp, new_id) = commit(&state, None, move |ctx| {
+        let d = endpoints::replay(ctx, p, id)?;
+        Ok((StatusCode::CREATED, delivery_json(&d, false), d.id))
+    })
+    .await?;
+    if let Some(d) = new_id {
+        state.webhooks.poke(Poke::Deliveries(vec![d]));
+    }
+    Ok(resp)
+}
+
+/// `POST /v1/webhook_deliveries/replay` — `endpoint_id` (required), `status` (`failed`,
+/// `exhausted` or `skipped`; default all three), `since` (timestamp), `cursor` (the previous
+/// answer's `next_cursor`): replays up to 100 matching deliveries, oldest first. Answers the
+/// new deliveries as a list.
+async fn bulk_replay(
+    State(state): State<AppState>,
+    caller: Caller,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require(REPLAY)?;
+    let f = &body.fields;
+    let endpoint_id = f.req_uuid("endpoint_id")?;
+    let statuses = match f.opt_str("status")? {
+        None => vec![
+            DeliveryStatus::Failed,
+            DeliveryStatus::Exhausted,
+            DeliveryStatus::Skipped,
+        ],
+        Some(s) => {
+            let st = status_param(&s, "status")?;
+            if !st.is_replayable() {
+                return Err(ApiError::invalid(
+                    "status",
+                    "Only failed, exhausted and skipped deliveries can be replayed.",
+                ));
+            }
+            vec![st]
+        }
+    };
+    let since_us = f
+        .opt_str("since")?
+        .map(|s| {
+            chrono::DateTime::parse_from_rfc3339(&s)
+                .map(|t| t.timestamp_micros())
+                .map_err(|_| ApiError::invalid("since", "since must be an RFC 3339 timestamp."))
+        })
+        .transpose()?;
+    let after = f
+        .opt_str("cursor")?
+        .map(|c| {
+            parse_delivery_ref(&c)
+                .ok_or_else(|| ApiError::invalid("cursor", "cursor is not a cursor this API returned."))
+        })
+        .transpose()?;
+    if let Err(retry) = state.webhooks.check_replay_rate(caller.project_id()) {
+        return Err(rate_limited(retry));
+    }
+    let p = caller.project_id();
+    let req = BulkReplay {
+        endpoint_id,
+        statuses,
+        since_us,
+        after,
+    };
+    let (resp, ids) = commit(&state, None, move |ctx| {
+        let (new, has_more, last) = endpoints::bulk_replay(ctx, p, req)?;
+        let data: Vec<Value> = new.iter().map(|d| delivery_json(d, false)).collect();
+        let next = last.map(crate::webhooks::delivery_ref);
+        let body = list_json(data, has_more, next);
+        Ok((StatusCode::OK, body, new.iter().map(|d| d.id).collect::<Vec<_>>()))
+    })
+    .await?;
+    if let Some(ids) = ids.filter(|v| !v.is_empty()) {
+        state.webhooks.poke(Poke::Deliveries(ids));
+    }
+    Ok(resp)
+}
+
+/// `GET /v1/events/{id}/deliveries` — every delivery of one event, newest first (not
+/// paginated; at most 1,000).
+async fn list_event_deliveries(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let p = caller.project_id();
+    let rows = state
+        .store
+        .read(move |r| {
+            let Some(ev) = r.event(p, &id)? else {
+                return Ok(None);
+            };
+            let prefix = index::prefix(
+                IndexTag::WebhookDeliveriesByEvent,
+                p,
+                &[&ev.sequence.to_be_bytes()],
+            );
+            r.list::<WebhookDelivery>(&prefix, None, EVENT_DELIVERIES_MAX, |_| true)
+                .map(Some)
+        })
+        .await?
+        .ok_or_else(|| ApiError::not_found("event"))?;
+    let data = rows.items.iter().map(|d| delivery_json(d, false)).collect();
+    Ok(json(StatusCode::OK, &list_json(data, false, None)))
+}

@@ -1,0 +1,294 @@
+//! Webhook endpoints (SPEC.md section 4, Webhooks; DECISIONS.md section 7).
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use serde_json::{json, Value};
+
+use appliance_storage::records::{DeliveryMode, EndpointStatus, WebhookEndpoint};
+use appliance_storage::ReadOps;
+
+use crate::api::extract::{path_uuid, Fields, JsonBody};
+use crate::api::{begin, commit, idempotency_key, json, Begin};
+use crate::auth::{Access, Caller, ANY_KIND};
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::webhooks::endpoints::{
+    self, EndpointPatch, NewEndpoint, DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS,
+};
+use crate::webhooks::{
+    delivery_ref, dispatcher, endpoint_json, guard, outbox, Poke, EVENT_CATALOG,
+};
+
+pub(crate) const READ: Access = Access::new(ANY_KIND, "webhooks:read");
+const WRITE: Access = Access::new(ANY_KIND, "webhooks:write");
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/webhooks", get(list_webhooks).post(create_webhook))
+        .route(
+            "/v1/webhooks/{id}",
+            get(get_webhook)
+                .patch(patch_webhook)
+                .delete(delete_webhook),
+        )
+        .route("/v1/webhooks/{id}/rotate_secret", post(rotate_secret))
+        .route("/v1/webhooks/{id}/test", post(test_webhook))
+}
+
+/// Checks a target URL with the guard (400 `invalid_url`, `param: url`).
+async fn checked_url(state: &AppState, raw: &str) -> Result<String, ApiError> {
+    guard::check(raw, state.webhooks.config.allow_private_targets)
+        .await
+        .map(|u| u.to_string())
+        .map_err(|e| {
+            ApiError::new(StatusCode::BAD_REQUEST, "invalid_url", e.to_string()).param("url")
+        })
+}
+
+fn event_types(f: &Fields) -> Result<Option<Vec<String>>, ApiError> {
+    f.opt_str_list("event_types")?
+        .map(endpoints::parse_event_types)
+        .transpose()
+}
+
+fn delivery_mode(f: &Fields) -> Result<Option<DeliveryMode>, ApiError> {
+    f.opt_str("delivery_mode")?
+        .map(|m| {
+            DeliveryMode::parse(&m).ok_or_else(|| {
+                ApiError::invalid("delivery_mode", "delivery_mode must be unordered or ordered.")
+            })
+        })
+        .transpose()
+}
+
+/// The endpoint with its secret and overlap end (creation and rotation answers only).
+fn with_secret(ep: &WebhookEndpoint, now: i64) -> Value {
+    let mut v = endpoint_json(ep, now);
+    v["secret"] = json!(ep.secret);
+    v["overlap_until"] = v["secret_overlap_until"].clone();
+    v
+}
+
+/// `GET /v1/webhooks` — every endpoint of the project, newest first (never paginated), and
+/// `event_catalog`.
+async fn list_webhooks(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let p = caller.project_id();
+    let mut eps = state
+        .store
+        .read(move |r| outbox::endpoints_of(r, p))
+        .await?;
+    eps.reverse();
+    let now = appliance_storage::now_us();
+    let data: Vec<Value> = eps.iter().map(|e| endpoint_json(e, now)).collect();
+    Ok(json(
+        StatusCode::OK,
+        &json!({
+            "object": "list",
+            "data": data,
+            "has_more": false,
+            "next_cursor": null,
+            "event_catalog": EVENT_CATALOG,
+        }),
+    ))
+}
+
+/// `POST /v1/webhooks` — register an endpoint: 201 with `secret` (shown once) and
+/// `overlap_until`. `url` must pass the guard; `event_types` empty means every type.
+async fn create_webhook(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require(WRITE)?;
+    let f = &body.fields;
+    let raw_url = f.req_str("url")?;
+    let description = f.opt_bounded("description", 255)?;
+    let event_types = event_types(f)?.unwrap_or_default();
+    let delivery_mode = delivery_mode(f)?.unwrap_or(DeliveryMode::Unordered);
+    let idem = match begin(
+        &state,
+        &caller,
+        &Method::POST,
+        "/v1/webhooks",
+        idempotency_key(&headers)?,
+        &body.raw,
+    )
+    .await?
+    {
+        Begin::Replay(r) => return Ok(r),
+        Begin::Fresh(i) => i,
+    };
+    let url = checked_url(&state, &raw_url).await?;
+    let p = caller.project_id();
+    let req = NewEndpoint {
+        url,
+        description,
+        event_types,
+        delivery_mode,
+    };
+    let (resp, _) = commit(&state, idem, move |ctx| {
+        let ep = endpoints::create(ctx, p, req)?;
+        Ok((StatusCode::CREATED, with_secret(&ep, ctx.now_us()), ()))
+    })
+    .await?;
+    Ok(resp)
+}
+
+/// `GET /v1/webhooks/{id}`.
+async fn get_webhook(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let id = path_uuid(&id)?;
+    let p = caller.project_id();
+    let ep = state
+        .store
+        .read(move |r| r.get_in::<WebhookEndpoint>(p, id))
+        .await?
+        .ok_or_else(|| ApiError::not_found("webhook endpoint"))?;
+    Ok(json(
+        StatusCode::OK,
+        &endpoint_json(&ep, appliance_storage::now_us()),
+    ))
+}
+
+/// `PATCH /v1/webhooks/{id}` — `status` (`paused` | `active`: re-enables a disabled endpoint
+/// and resets `consecutive_failures`), `url`, `description`, `event_types`, `delivery_mode`.
+async fn patch_webhook(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require(WRITE)?;
+    let id = path_uuid(&id)?;
+    let f = &body.fields;
+    let status = match f.opt_str("status")?.as_deref() {
+        None => None,
+        Some("active") => Some(EndpointStatus::Active),
+        Some("paused") => Some(EndpointStatus::Paused),
+        Some(_) => return Err(ApiError::invalid("status", "status must be active or paused.")),
+    };
+    let description = if f.has("description") {
+        Some(f.opt_bounded("description", 255)?)
+    } else {
+        None
+    };
+    let mut req = EndpointPatch {
+        url: None,
+        description,
+        event_types: event_types(f)?,
+        delivery_mode: delivery_mode(f)?,
+        status,
+    };
+    if let Some(u) = f.opt_str("url")? {
+        req.url = Some(checked_url(&state, &u).await?);
+    }
+    let p = caller.project_id();
+    let (resp, resumed) = commit(&state, None, move |ctx| {
+        let (ep, resumed) = endpoints::patch(ctx, p, id, req)?;
+        Ok((StatusCode::OK, endpoint_json(&ep, ctx.now_us()), resumed))
+    })
+    .await?;
+    if resumed == Some(true) {
+        state.webhooks.poke(Poke::Resumed(id));
+    }
+    Ok(resp)
+}
+
+/// `DELETE /v1/webhooks/{id}` — removes the endpoint and all its deliveries; events stay.
+async fn delete_webhook(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(WRITE)?;
+    let id = path_uuid(&id)?;
+    let p = caller.project_id();
+    let (resp, more) = commit(&state, None, move |ctx| {
+        let more = endpoints::delete(ctx, p, id)?;
+        Ok((
+            StatusCode::OK,
+            json!({ "id": id, "object": "webhook_endpoint", "deleted": true }),
+            more,
+        ))
+    })
+    .await?;
+    if more == Some(true) {
+        dispatcher::purge(&state, p, id).await;
+    }
+    Ok(resp)
+}
+
+/// `POST /v1/webhooks/{id}/rotate_secret` — `overlap_hours` (default 24, max 168; 0 for a
+/// leaked secret): a new `secret`; the old one also signs until `overlap_until`.
+async fn rotate_secret(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require(WRITE)?;
+    let id = path_uuid(&id)?;
+    let hours = body
+        .fields
+        .opt_u64("overlap_hours")?
+        .unwrap_or(DEFAULT_OVERLAP_HOURS);
+    if hours > MAX_OVERLAP_HOURS {
+        return Err(ApiError::invalid(
+            "overlap_hours",
+            format!("overlap_hours must be 0 to {MAX_OVERLAP_HOURS}."),
+        ));
+    }
+    let p = caller.project_id();
+    let (resp, _) = commit(&state, None, move |ctx| {
+        let ep = endpoints::rotate(ctx, p, id, hours)?;
+        Ok((StatusCode::OK, with_secret(&ep, ctx.now_us()), ()))
+    })
+    .await?;
+    Ok(resp)
+}
+
+/// `POST /v1/webhooks/{id}/test` — 202 `{event_id, delivery_id}`: one `endpoint.test` event
+/// through the real pipeline, to this endpoint only (5 per minute per project).
+async fn test_webhook(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(WRITE)?;
+    let id = path_uuid(&id)?;
+    if let Err(retry) = state.webhooks.check_test_rate(caller.project_id()) {
+        return Err(rate_limited(retry));
+    }
+    let project = caller.project.clone();
+    // The event's commit notice brings the delivery to the dispatcher.
+    let (resp, _) = commit(&state, None, move |ctx| {
+        let (ev, d) = endpoints::send_test(ctx, &project, id)?;
+        let body = json!({
+            "object": "webhook_test",
+            "event_id": ev.id,
+            "delivery_id": delivery_ref(d.id),
+        });
+        Ok((StatusCode::ACCEPTED, body, ()))
+    })
+    .await?;
+    Ok(resp)
+}
+
+/// 429 `rate_limited` with `Retry-After`.
+pub(crate) fn rate_limited(retry_after_s: u64) -> ApiError {
+    ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+        "Too many requests of this kind; retry later.",
+    )
+    .retry_after(retry_after_s)
+}

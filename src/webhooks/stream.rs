@@ -1,0 +1,164 @@
+//! The event stream (SPEC.md section 4, Events; DECISIONS.md section 7): `ready` with the
+//! latest sequence, then one `event` frame per event of the project (SSE id = sequence), a
+//! `ping` every 25 s, closed after 30 minutes. `Last-Event-ID` resumes after that sequence,
+//! replaying at most the last 10 minutes.
+//!
+//! Each stream wakes on the store's commit notices and reads what follows its cursor from the
+//! event log, so frames go out right after the commit and a slow or lagging stream catches up
+//! from the log without gaps or duplicates.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::response::sse::Event as SseEvent;
+use serde_json::json;
+use tokio::sync::{broadcast, mpsc, watch};
+use uuid::Uuid;
+
+use appliance_storage::records::Event;
+use appliance_storage::{CommitNotice, ReadCtx, ReadOps, StoreError};
+
+use crate::state::AppState;
+use crate::views::ts;
+use crate::webhooks::StreamSlot;
+
+/// Interval of `ping` frames.
+pub const PING_EVERY: Duration = Duration::from_secs(25);
+/// A stream is closed after this long; the client reconnects with `Last-Event-ID`.
+pub const MAX_AGE: Duration = Duration::from_secs(30 * 60);
+/// How far back a resume replays.
+pub const REPLAY_WINDOW_US: i64 = 10 * 60 * 1_000_000;
+/// Events read per catch-up step.
+const PAGE: usize = 200;
+
+/// Where a stream starts.
+pub struct Start {
+    /// The latest sequence when the stream opened (`ready.cursor`).
+    pub latest: u64,
+    /// Frames follow this sequence.
+    pub after: u64,
+    /// The resume point was older than the replay window: events were skipped.
+    pub truncated: bool,
+}
+
+/// Works out the start of a stream resumed after `last_event_id` (or a fresh one).
+pub fn start_point(
+    r: &ReadCtx,
+    project: Uuid,
+    last_event_id: Option<u64>,
+    now_us: i64,
+) -> Result<Start, StoreError> {
+    let latest = r.last_sequence(project)?;
+    let Some(n) = last_event_id else {
+        return Ok(Start {
+            latest,
+            after: latest,
+            truncated: false,
+        });
+    };
+    let n = n.min(latest);
+    // Sequences are dense and `created_at` never decreases along them: binary search for the
+    // first event inside the window.
+    let cutoff = now_us - REPLAY_WINDOW_US;
+    let (mut lo, mut hi) = (n + 1, latest + 1);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match r.event_at(project, mid)? {
+            Some(e) if e.created_at >= cutoff => hi = mid,
+            _ => lo = mid + 1,
+        }
+    }
+    Ok(Start {
+        latest,
+        after: lo - 1,
+        truncated: lo > n + 1,
+    })
+}
+
+fn event_frame(e: &Event) -> SseEvent {
+    let data = json!({
+        "id": e.id,
+        "type": e.event_type,
+        "created": ts(e.created_at),
+        "livemode": e.livemode,
+        "scope": "account",
+        "data": e.data,
+    });
+    SseEvent::default()
+        .id(e.sequence.to_string())
+        .event("event")
+        .data(data.to_string())
+}
+
+/// Writes the stream's frames into `tx` until the client leaves, the stream ages out or the
+/// server stops. `commits` must have been subscribed before `start` was computed.
+pub async fn produce(
+    state: AppState,
+    project: Uuid,
+    slot: StreamSlot,
+    mut commits: broadcast::Receiver<CommitNotice>,
+    start: Start,
+    tx: mpsc::Sender<Result<SseEvent, Infallible>>,
+) {
+    let _slot = slot;
+    let mut shutdown: watch::Receiver<bool> = state.webhooks.shutdown_signal();
+    let ready = json!({ "cursor": start.latest, "replay_truncated": start.truncated });
+    let ready = SseEvent::default().event("ready").data(ready.to_string());
+    if tx.send(Ok(ready)).await.is_err() {
+        return;
+    }
+    let mut cursor = start.after;
+    if catch_up(&state, project, &mut cursor, &tx).await.is_err() {
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + MAX_AGE;
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
+    loop {
+        tokio::select! {
+            n = commits.recv() => {
+                let relevant = match n {
+                    Ok(n) => n.events.iter().any(|(p, _)| *p == project),
+                    Err(broadcast::error::RecvError::Lagged(_)) => true,
+                    Err(broadcast::error::RecvError::Closed) => return,
+                };
+                if relevant && catch_up(&state, project, &mut cursor, &tx).await.is_err() {
+                    return;
+                }
+            }
+            _ = ping.tick() => {
+                let f = SseEvent::default().event("ping").data(json!({ "time": ts(appliance_storage::now_us()) }).to_string());
+                if tx.send(Ok(f)).await.is_err() {
+                    return;
+                }
+            }
+            _ = tokio::time::sleep_until(deadline) => return,
+            _ = shutdown.changed() => return,
+            _ = tx.closed() => return,
+        }
+    }
+}
+
+/// Sends every event after `cursor`, oldest first, moving the cursor. `Err` when the client
+/// is gone or the store failed (the stream ends; the client resumes).
+async fn catch_up(
+    state: &AppState,
+    project: Uuid,
+    cursor: &mut u64,
+    tx: &mpsc::Sender<Result<SseEvent, Infallible>>,
+) -> Result<(), ()> {
+    loop {
+        let after = *cursor;
+        let page = state
+            .store
+            .read(move |r| r.list_events(project, &[], None, Some(after), PAGE, true))
+            .await
+            .map_err(|e| tracing::error!(error = %e, "event stream read failed"))?;
+        for e in &page.items {
+            tx.send(Ok(event_frame(e))).await.map_err(|_| ())?;
+            *cursor = e.sequence;
+        }
+        if !page.has_more {
+            return Ok(());
+        }
+    }
+}
