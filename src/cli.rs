@@ -46,6 +46,9 @@ pub enum Command {
     Key(KeyCmd),
     /// Check every ledger and index invariant; exits non-zero on any violation.
     Verify,
+    /// Approve or reject a payout waiting for approval (operator approval).
+    #[command(subcommand)]
+    Payout(PayoutCmd),
     /// Print the version.
     Version,
 }
@@ -106,6 +109,14 @@ pub struct SetArgs {
     pub asset_payouts: Option<bool>,
     #[arg(long)]
     pub asset_archived: Option<bool>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PayoutCmd {
+    /// `pending_approval` -> `queued`.
+    Approve { payout: String },
+    /// `pending_approval` -> `rejected`; the funds return to available.
+    Reject { payout: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -179,6 +190,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         Some(Command::Verify) => Request::Verify,
+        Some(Command::Payout(PayoutCmd::Approve { payout })) => Request::PayoutApprove { payout },
+        Some(Command::Payout(PayoutCmd::Reject { payout })) => Request::PayoutReject { payout },
         Some(Command::Project(p)) => match p {
             ProjectCmd::Create { name, mode } => Request::ProjectCreate { name, mode },
             ProjectCmd::List => Request::ProjectList,
@@ -309,7 +322,7 @@ fn run_operator(cfg: &Config, req: Request) -> anyhow::Result<Value> {
         match crate::server::open_store(cfg, std::time::Duration::ZERO) {
             Ok(store) => {
                 let pepper = Pepper::load_or_create(&cfg.data_dir)?;
-                let out = operator::execute(&store, &pepper, req);
+                let out = operator::execute(&store, &pepper, cfg, req);
                 close_store(store);
                 return out.map(|(v, _)| v).map_err(anyhow::Error::msg);
             }

@@ -53,6 +53,8 @@ pub enum Request {
         key: String,
     },
     Verify,
+    PayoutApprove { payout: String },
+    PayoutReject { payout: String },
 }
 
 /// Settings changed by `project set`; `None` leaves a field alone.
@@ -104,7 +106,7 @@ fn find_project(store: &Store, s: &str) -> Result<Project, String> {
 
 /// Runs one command on the store. Returns the answer and whether keys or projects changed
 /// (so a running server refreshes its cache).
-pub fn execute(store: &Store, pepper: &Pepper, req: Request) -> Result<(Value, bool), String> {
+pub fn execute(store: &Store, pepper: &Pepper, config: &crate::config::Config, req: Request) -> Result<(Value, bool), String> {
     match req {
         Request::ProjectCreate { name, mode } => {
             let mode = match mode.as_str() {
@@ -211,6 +213,8 @@ pub fn execute(store: &Store, pepper: &Pepper, req: Request) -> Result<(Value, b
                 .map_err(|e| err(e.into()))?;
             Ok((views::api_key(&k, "", None), true))
         }
+        Request::PayoutApprove { payout } => decide_payout(store, config, &payout, true),
+        Request::PayoutReject { payout } => decide_payout(store, config, &payout, false),
         Request::Verify => {
             let rep = store
                 .read_blocking(appliance_storage::verify::verify)
@@ -227,6 +231,29 @@ pub fn execute(store: &Store, pepper: &Pepper, req: Request) -> Result<(Value, b
             ))
         }
     }
+}
+
+/// Operator approval or rejection of a payout waiting for approval. The operator acts as no
+/// key at all (nil), which always differs from the key that created the payout.
+fn decide_payout(store: &Store, config: &crate::config::Config, payout: &str, approve: bool) -> Result<(Value, bool), String> {
+    let id = Uuid::parse_str(payout).map_err(|_| "the payout id must be a UUID".to_string())?;
+    let reg = std::sync::Arc::new(crate::registry::Registry::from_config(config));
+    let v = store
+        .write_blocking(move |ctx| {
+            let p = ctx
+                .get::<appliance_storage::records::Payout>(id)?
+                .ok_or_else(|| ApiError::not_found("payout"))?;
+            let project = ctx.get::<Project>(p.project_id)?.ok_or_else(|| ApiError::not_found("project"))?;
+            let scope = crate::services::Scope { reg, project: std::sync::Arc::new(project) };
+            let p = if approve {
+                crate::services::payouts::approve(ctx, &scope, Uuid::nil(), id)?
+            } else {
+                crate::services::payouts::reject(ctx, &scope, Uuid::nil(), id)?
+            };
+            Ok::<_, ApiError>(views::payout(&scope.reg, &p))
+        })
+        .map_err(|e| err(e.into()))?;
+    Ok((v, false))
 }
 
 fn apply_set(p: &mut Project, s: ProjectSet) -> Result<(), String> {
@@ -364,7 +391,7 @@ pub async fn serve_socket(
                     Ok(req) => {
                         let st = state.clone();
                         match tokio::task::spawn_blocking(move || {
-                            execute(&st.store, &st.pepper, req)
+                            execute(&st.store, &st.pepper, &st.config, req)
                         })
                         .await
                         {

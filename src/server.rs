@@ -3,6 +3,8 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use std::io::Write;
+
 use anyhow::Context;
 
 use appliance_storage::{Store, StoreError, StoreOptions};
@@ -130,7 +132,8 @@ pub async fn run(config: Config, test_mode: bool) -> anyhow::Result<Option<std::
     let _ = std::fs::remove_file(&sock);
     let closer = state.store.shutdown();
     drop(state);
-    println!("appliance stopped");
+    // stdout may be gone by now (a closed pipe must not turn a clean stop into a panic).
+    let _ = writeln!(std::io::stdout(), "appliance stopped");
     Ok(closer)
 }
 

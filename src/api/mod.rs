@@ -82,6 +82,11 @@ async fn request_id(req: Request, next: Next) -> Response {
     if let Ok(v) = HeaderValue::from_str(&id) {
         resp.headers_mut().insert("request-id", v);
     }
+    // An oversized body was not read to its end: the connection cannot carry another
+    // request, so say so instead of leaving the client to find out.
+    if resp.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     resp
 }
 

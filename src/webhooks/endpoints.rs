@@ -130,10 +130,12 @@ pub fn patch(
         },
         Some(EndpointStatus::Active) => {
             resumed = ep.status != EndpointStatus::Active;
+            if ep.status == EndpointStatus::Disabled {
+                ep.consecutive_failures = 0;
+                ep.disabled_reason = None;
+                ep.disabled_at = None;
+            }
             ep.status = EndpointStatus::Active;
-            ep.consecutive_failures = 0;
-            ep.disabled_reason = None;
-            ep.disabled_at = None;
         }
         Some(EndpointStatus::Disabled) => {
             return Err(ApiError::invalid("status", "status must be active or paused."))

@@ -210,7 +210,10 @@ fn watch_key(chain: &str) -> String {
 }
 
 /// The watcher's stored state of `chain`.
-pub fn load_watch(r: &impl ReadOps, chain: &str) -> Result<WatchState, appliance_storage::StoreError> {
+pub fn load_watch(
+    r: &impl ReadOps,
+    chain: &str,
+) -> Result<WatchState, appliance_storage::StoreError> {
     Ok(r.meta_get(&watch_key(chain))?
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default())
@@ -251,7 +254,11 @@ async fn watch_loop(state: AppState, c: LiveChain) {
 
 /// One batch: scan up to [`MAX_RANGE`] blocks, record and confirm deposits, move the
 /// cursor. `Ok(true)` when caught up with the node's head.
-pub async fn watch_step(state: &AppState, c: &LiveChain, checked: &mut bool) -> anyhow::Result<bool> {
+pub async fn watch_step(
+    state: &AppState,
+    c: &LiveChain,
+    checked: &mut bool,
+) -> anyhow::Result<bool> {
     if !*checked {
         let n = c.rpc.chain_id().await?;
         if n != c.chain_id {
@@ -379,9 +386,14 @@ pub async fn watch_step(state: &AppState, c: &LiveChain, checked: &mut bool) -> 
         Ok(())
     })
     .await?;
-    if n_detected > 0 {
-        tracing::debug!(chain, n_detected, elapsed_ms = detected_at.elapsed().as_millis() as u64, "deposits detected");
-    }
+    tracing::debug!(
+        chain,
+        from,
+        to,
+        deposits = n_detected,
+        commit_ms = detected_at.elapsed().as_millis() as u64,
+        "watched blocks"
+    );
     Ok(to == head)
 }
 
@@ -417,12 +429,14 @@ fn advance_pending(
 /// The cursor's last block is no longer canonical: find the fork point, unwind the
 /// deposits above it (failed or orphaned, with events) and rewind the cursor.
 async fn reorg(state: &AppState, c: &LiveChain, ws: WatchState) -> anyhow::Result<()> {
-    let fork = watcher::fork_point(&c.rpc, &ws.cursor).await?.ok_or_else(|| {
-        anyhow!(
-            "a reorg deeper than the {} remembered blocks: operator attention needed",
-            ws.cursor.recent.len()
-        )
-    })?;
+    let fork = watcher::fork_point(&c.rpc, &ws.cursor)
+        .await?
+        .ok_or_else(|| {
+            anyhow!(
+                "a reorg deeper than the {} remembered blocks: operator attention needed",
+                ws.cursor.recent.len()
+            )
+        })?;
     tracing::warn!(chain = c.id, fork, height = ?ws.cursor.height, "reorg: rewinding");
     let reg = crate::api::registry(state);
     let chain = c.id;
@@ -500,14 +514,21 @@ pub fn stored_nonce(r: &impl ReadOps, chain: &str) -> Result<u64, appliance_stor
 }
 
 /// Nonces of the transactions not yet final.
-pub fn pending_nonces(r: &impl ReadOps, chain: &str) -> Result<Vec<u64>, appliance_storage::StoreError> {
+pub fn pending_nonces(
+    r: &impl ReadOps,
+    chain: &str,
+) -> Result<Vec<u64>, appliance_storage::StoreError> {
     Ok(r.meta_get(&pending_key(chain))?
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default())
 }
 
 /// A recorded outgoing transaction.
-pub fn out_tx(r: &impl ReadOps, chain: &str, nonce: u64) -> Result<Option<OutTx>, appliance_storage::StoreError> {
+pub fn out_tx(
+    r: &impl ReadOps,
+    chain: &str,
+    nonce: u64,
+) -> Result<Option<OutTx>, appliance_storage::StoreError> {
     Ok(r.meta_get(&tx_key(chain, nonce))?
         .and_then(|b| serde_json::from_slice(&b).ok()))
 }
@@ -681,7 +702,11 @@ async fn track_pending(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::R
                 if age_ms > c.cfg.replace_after_ms as i64 {
                     replace(state, c, m, tx).await?;
                 } else {
-                    let last: B256 = tx.hashes.last().and_then(|h| h.parse().ok()).unwrap_or_default();
+                    let last: B256 = tx
+                        .hashes
+                        .last()
+                        .and_then(|h| h.parse().ok())
+                        .unwrap_or_default();
                     if !c.rpc.knows_tx(last).await? {
                         let raw = hex::decode(tx.raws.last().map(String::as_str).unwrap_or(""))?;
                         if let Err(e) = c.rpc.send_raw(&raw).await {
@@ -780,7 +805,13 @@ async fn replace(state: &AppState, c: &LiveChain, m: &Master, mut tx: OutTx) -> 
         Ok(())
     })
     .await?;
-    tracing::info!(chain, nonce = tx.nonce, max_fee, tip, "replaced a stuck transaction");
+    tracing::info!(
+        chain,
+        nonce = tx.nonce,
+        max_fee,
+        tip,
+        "replaced a stuck transaction"
+    );
     if let Err(e) = c.rpc.send_raw(&signed.raw).await {
         tracing::warn!(chain, nonce = tx.nonce, error = %e, "replacement broadcast failed");
     }
@@ -824,7 +855,9 @@ async fn send_payouts(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Re
                 {
                     return Ok(None);
                 }
-                let Some(project) = r.get::<Project>(p.project_id)?.filter(|x| x.mode == Mode::Live)
+                let Some(project) = r
+                    .get::<Project>(p.project_id)?
+                    .filter(|x| x.mode == Mode::Live)
                 else {
                     return Ok(None);
                 };
@@ -841,10 +874,17 @@ async fn send_payouts(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Re
             project: Arc::new(project.clone()),
         };
         let s2 = scope.clone();
-        if write(state, move |ctx| payouts::begin_signing(ctx, &s2, id)).await?.is_none() {
+        if write(state, move |ctx| payouts::begin_signing(ctx, &s2, id))
+            .await?
+            .is_none()
+        {
             continue;
         }
-        let pol = policy(state, &project, key.as_ref().is_some_and(|k| k.signing_enabled));
+        let pol = policy(
+            state,
+            &project,
+            key.as_ref().is_some_and(|k| k.signing_enabled),
+        );
         if !pol.blocked_by().is_empty() {
             let reason = format!("signing_disabled: {}", pol.blocked_by().join(","));
             let s2 = scope.clone();
@@ -858,21 +898,31 @@ async fn send_payouts(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Re
             Ok(a) => a,
             Err(_) => {
                 let s2 = scope.clone();
-                write(state, move |ctx| payouts::fail_live(ctx, &s2, id, "invalid_address")).await?;
+                write(state, move |ctx| {
+                    payouts::fail_live(ctx, &s2, id, "invalid_address")
+                })
+                .await?;
                 continue;
             }
         };
         let (to, value, data) = if asset.is_native {
             (dest, U256::from(p.amount), Default::default())
         } else {
-            let token: Address = asset.contract.parse().map_err(|_| anyhow!("bad contract"))?;
+            let token: Address = asset
+                .contract
+                .parse()
+                .map_err(|_| anyhow!("bad contract"))?;
             (
                 token,
                 U256::ZERO,
                 sweeper::erc20_transfer_calldata(&dest, U256::from(p.amount)),
             )
         };
-        let gas = match c.rpc.estimate_gas(m.treasury, to, value, data.clone()).await {
+        let gas = match c
+            .rpc
+            .estimate_gas(m.treasury, to, value, data.clone())
+            .await
+        {
             Ok(g) => sender::gas_limit_with_margin(g),
             Err(e) if is_refusal(&e) => {
                 // The node says the transfer cannot succeed now (the master wallet lacks
@@ -887,7 +937,17 @@ async fn send_payouts(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Re
         let s2 = scope.clone();
         let head = c.rpc.block_number().await?;
         let sent = send_new(
-            state, c, m, pol, OutKind::Payout, id, p.project_id, to, value, data, gas,
+            state,
+            c,
+            m,
+            pol,
+            OutKind::Payout,
+            id,
+            p.project_id,
+            to,
+            value,
+            data,
+            gas,
             move |ctx, hash| Ok(payouts::submit_live(ctx, &s2, id, hash, head)?.is_some()),
         )
         .await?;
@@ -924,7 +984,9 @@ async fn ensure_factory(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::
     let proxy = Address::from(appliance_chains::address::DEPLOYMENT_PROXY);
     let data = sweeper::factory_deploy_calldata(&m.treasury);
     let gas = sender::gas_limit_with_margin(
-        c.rpc.estimate_gas(m.treasury, proxy, U256::ZERO, data.clone()).await?,
+        c.rpc
+            .estimate_gas(m.treasury, proxy, U256::ZERO, data.clone())
+            .await?,
     );
     let pol = SigningPolicy {
         service: state.config.signing.enabled,
@@ -932,8 +994,18 @@ async fn ensure_factory(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::
         key: true,
     };
     let r = send_new(
-        state, c, m, pol, OutKind::Factory, Uuid::nil(), Uuid::nil(), proxy, U256::ZERO, data,
-        gas, |_, _| Ok(true),
+        state,
+        c,
+        m,
+        pol,
+        OutKind::Factory,
+        Uuid::nil(),
+        Uuid::nil(),
+        proxy,
+        U256::ZERO,
+        data,
+        gas,
+        |_, _| Ok(true),
     )
     .await?;
     if let Err(e) = r {
@@ -962,7 +1034,9 @@ async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Res
                 if sw.chain != chain || sw.status != SweepStatus::Open {
                     return Ok(None);
                 }
-                let Some(project) = r.get::<Project>(sw.project_id)?.filter(|x| x.mode == Mode::Live)
+                let Some(project) = r
+                    .get::<Project>(sw.project_id)?
+                    .filter(|x| x.mode == Mode::Live)
                 else {
                     return Ok(None);
                 };
@@ -991,7 +1065,10 @@ async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Res
         };
         if amount == 0 {
             let s2 = scope.clone();
-            write(state, move |ctx| sweeps::submit_live(ctx, &s2, id, "", 0).map(|_| ())).await?;
+            write(state, move |ctx| {
+                sweeps::submit_live(ctx, &s2, id, "", 0).map(|_| ())
+            })
+            .await?;
             continue;
         }
         if factory_ready.is_none() {
@@ -1007,11 +1084,18 @@ async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Res
         let token = if asset.is_native {
             Address::ZERO
         } else {
-            asset.contract.parse().map_err(|_| anyhow!("bad contract"))?
+            asset
+                .contract
+                .parse()
+                .map_err(|_| anyhow!("bad contract"))?
         };
         let salt = appliance_chains::address::deposit_salt(w.project_id, w.customer_id);
         let data = sweeper::sweep_calldata(salt, &[token]);
-        let gas = match c.rpc.estimate_gas(m.treasury, m.factory, U256::ZERO, data.clone()).await {
+        let gas = match c
+            .rpc
+            .estimate_gas(m.treasury, m.factory, U256::ZERO, data.clone())
+            .await
+        {
             Ok(g) => sender::gas_limit_with_margin(g),
             Err(e) if is_refusal(&e) => {
                 tracing::warn!(chain, sweep = %id, error = %e, "sweep would revert; left open");
@@ -1022,7 +1106,17 @@ async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Res
         let head = c.rpc.block_number().await?;
         let s2 = scope.clone();
         let r = send_new(
-            state, c, m, pol, OutKind::Sweep, id, sw.project_id, m.factory, U256::ZERO, data, gas,
+            state,
+            c,
+            m,
+            pol,
+            OutKind::Sweep,
+            id,
+            sw.project_id,
+            m.factory,
+            U256::ZERO,
+            data,
+            gas,
             move |ctx, hash| {
                 Ok(sweeps::submit_live(ctx, &s2, id, hash, head)?
                     .is_some_and(|s| s.status == SweepStatus::Submitted))

@@ -21,7 +21,7 @@ use crate::state::AppState;
 pub const MAX_BLOCKS: u64 = 10_000;
 
 /// Work items advance in jobs of this many, so one block never holds the writer long.
-const CHUNK: usize = 128;
+const CHUNK: usize = 32;
 
 /// Raises the simulated height of `chain` (or of every EVM chain) by `count` and lists the
 /// sweeps and payouts waiting on blocks. Returns (new heights, sweep ids, payout ids).

@@ -223,6 +223,10 @@ async fn concurrent_duplicates_create_one_resource() {
         first_text.is_some(),
         "no request succeeded ({in_progress} in progress)"
     );
+    assert!(
+        in_progress > 0,
+        "no concurrent duplicate was answered 409 idempotency_in_progress"
+    );
     let l = app.get(&app.wallet_key, "/v1/customers").await.expect(200);
     assert_eq!(assert_list(&l).len(), 1, "duplicates created: {l}");
 }

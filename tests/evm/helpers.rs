@@ -133,7 +133,10 @@ impl Anvil {
     }
 
     pub async fn token_balance(&self, token: &str, owner: &str) -> u128 {
-        let data = format!("0x70a08231{:0>64}", owner.trim_start_matches("0x").to_lowercase());
+        let data = format!(
+            "0x70a08231{:0>64}",
+            owner.trim_start_matches("0x").to_lowercase()
+        );
         let r = self
             .rpc("eth_call", json!([{"to": token, "data": data}, "latest"]))
             .await;
@@ -160,7 +163,9 @@ impl Anvil {
 
     pub async fn mint(&self, token: &str, to: &str, amount: u128) {
         // mint(address,uint256)
-        let sel = &hex::encode(appliance_chains::address::keccak256(b"mint(address,uint256)"))[..8];
+        let sel = &hex::encode(appliance_chains::address::keccak256(
+            b"mint(address,uint256)",
+        ))[..8];
         let data = format!(
             "0x{sel}{:0>64}{:064x}",
             to.trim_start_matches("0x").to_lowercase(),
@@ -193,7 +198,11 @@ fn contracts(json_text: &str, name: &str) -> String {
 pub async fn deploy_token(anvil: &Anvil, decimals: u8, tether_like: bool) -> String {
     let code = contracts(
         include_str!("contracts/TestTokens.json"),
-        if tether_like { "TetherLike" } else { "TestToken" },
+        if tether_like {
+            "TetherLike"
+        } else {
+            "TestToken"
+        },
     );
     let mut arg = [0u8; 32];
     arg[31] = decimals;
@@ -205,12 +214,22 @@ pub async fn deploy_token(anvil: &Anvil, decimals: u8, tether_like: bool) -> Str
 pub async fn deploy_factory(anvil: &Anvil, treasury: &str) -> String {
     let t = appliance_chains::address::parse_evm_address(treasury).unwrap();
     let data = appliance_chains::evm::sweeper::factory_deploy_calldata(&t.into());
-    let proxy = appliance_chains::address::to_checksum(&appliance_chains::address::DEPLOYMENT_PROXY);
+    let proxy =
+        appliance_chains::address::to_checksum(&appliance_chains::address::DEPLOYMENT_PROXY);
     anvil
-        .send(ACCOUNT0, Some(&proxy), 0, &format!("0x{}", hex::encode(&data)))
+        .send(
+            ACCOUNT0,
+            Some(&proxy),
+            0,
+            &format!("0x{}", hex::encode(&data)),
+        )
         .await;
-    let factory = appliance_chains::address::to_checksum(&appliance_chains::address::factory_address(&t));
-    assert!(anvil.code(&factory).await.len() > 2, "factory not at {factory}");
+    let factory =
+        appliance_chains::address::to_checksum(&appliance_chains::address::factory_address(&t));
+    assert!(
+        anvil.code(&factory).await.len() > 2,
+        "factory not at {factory}"
+    );
     factory
 }
 
@@ -274,6 +293,7 @@ pub struct ChainSetup<'a> {
     pub confirmations: u32,
     /// (symbol, contract, decimals)
     pub assets: Vec<(&'a str, String, u8)>,
+    pub replace_after_ms: u64,
 }
 
 /// `appliance init` in a fresh data dir; returns (tempdir, data dir, master address).
@@ -305,8 +325,8 @@ impl Live {
         let mut text = String::from("listen = \"127.0.0.1:0\"\n");
         for c in chains {
             text.push_str(&format!(
-                "[chains.{}]\nrpc_url = \"{}\"\nconfirmations = {}\npoll_interval_ms = 100\nsweep_threshold_usd_cents = 100\nreplace_after_ms = 30000\n",
-                c.id, c.anvil.url, c.confirmations
+                "[chains.{}]\nrpc_url = \"{}\"\nconfirmations = {}\npoll_interval_ms = 100\nsweep_threshold_usd_cents = 100\nreplace_after_ms = {}\n",
+                c.id, c.anvil.url, c.confirmations, c.replace_after_ms
             ));
             for (sym, contract, dec) in &c.assets {
                 text.push_str(&format!(
@@ -353,8 +373,15 @@ impl Live {
             &live.data_dir,
             &live.config,
             &[
-                "key", "create", "--project", "shop", "--kind", "payout", "--signing-enabled",
-                "--scopes", "payouts:read,payouts:create,balances:read",
+                "key",
+                "create",
+                "--project",
+                "shop",
+                "--kind",
+                "payout",
+                "--signing-enabled",
+                "--scopes",
+                "payouts:read,payouts:create,balances:read",
             ],
         ));
         live
@@ -376,7 +403,10 @@ impl Live {
             .expect("spawn appliance");
         let (tx, rx) = mpsc::channel();
         for (r, tag) in [
-            (Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>, ""),
+            (
+                Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+                "",
+            ),
             (Box::new(child.stderr.take().unwrap()), "[stderr] "),
         ] {
             let tx = tx.clone();
@@ -424,7 +454,13 @@ impl Live {
         self.output.lock().unwrap().join("\n")
     }
 
-    pub async fn call(&self, key: &str, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    pub async fn call(
+        &self,
+        key: &str,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let mut req = self
             .http
             .request(method.clone(), format!("{}{}", self.base_url, path))
@@ -449,7 +485,9 @@ impl Live {
     }
 
     pub async fn post(&self, key: &str, path: &str, body: Value, expect: u16) -> Value {
-        let (s, v) = self.call(key, reqwest::Method::POST, path, Some(body)).await;
+        let (s, v) = self
+            .call(key, reqwest::Method::POST, path, Some(body))
+            .await;
         assert_eq!(s, expect, "POST {path}: {v}");
         v
     }
@@ -457,7 +495,12 @@ impl Live {
     /// A customer and its wallet on `chain`; returns (customer id, wallet).
     pub async fn customer_wallet(&self, reference: &str, chain: &str) -> (String, Value) {
         let c = self
-            .post(&self.wallet_key, "/v1/customers", json!({"reference_id": reference}), 201)
+            .post(
+                &self.wallet_key,
+                "/v1/customers",
+                json!({"reference_id": reference}),
+                201,
+            )
             .await;
         let cid = c["id"].as_str().unwrap().to_string();
         let w = self.wallet(&cid, chain).await;
@@ -479,7 +522,10 @@ impl Live {
 
     pub async fn deposits_of(&self, cid: &str) -> Vec<Value> {
         let v = self
-            .get(&self.wallet_key, &format!("/v1/deposits?customer_id={cid}&limit=100"))
+            .get(
+                &self.wallet_key,
+                &format!("/v1/deposits?customer_id={cid}&limit=100"),
+            )
             .await;
         v["data"].as_array().unwrap().clone()
     }

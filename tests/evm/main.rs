@@ -2,6 +2,7 @@
 //! contracts, the pinned forwarder factory, and the real binary driven over its API.
 //! Needs `scripts/install-test-deps.sh` (Anvil and solc under node_modules/).
 
+mod bench;
 mod helpers;
 
 use std::collections::BTreeSet;
@@ -29,9 +30,15 @@ async fn deposits_sweeps_and_payouts_on_two_chains() {
     let busdt = deploy_token(&bsc, 18, false).await; // 18 decimals, as on bsc
     let (tmp, data, master) = init_data_dir();
     let factory = deploy_factory(&eth, &master).await;
-    assert_eq!(deploy_factory(&bsc, &master).await, factory, "one factory address everywhere");
-    eth.send(ACCOUNT0, Some(&master), 10u128.pow(19), "0x").await; // gas money
-    bsc.send(ACCOUNT0, Some(&master), 10u128.pow(19), "0x").await;
+    assert_eq!(
+        deploy_factory(&bsc, &master).await,
+        factory,
+        "one factory address everywhere"
+    );
+    eth.send(ACCOUNT0, Some(&master), 10u128.pow(19), "0x")
+        .await; // gas money
+    bsc.send(ACCOUNT0, Some(&master), 10u128.pow(19), "0x")
+        .await;
     eth.mint(&usdt, ACCOUNT0, 1_000_000_000_000).await;
     bsc.mint(&busdt, ACCOUNT0, 10u128.pow(24)).await;
 
@@ -40,8 +47,20 @@ async fn deposits_sweeps_and_payouts_on_two_chains() {
         data,
         master.clone(),
         &[
-            ChainSetup { id: "ethereum", anvil: &eth, confirmations: 3, assets: vec![("USDT", usdt.clone(), 6)] },
-            ChainSetup { id: "bsc", anvil: &bsc, confirmations: 3, assets: vec![("USDT", busdt.clone(), 18)] },
+            ChainSetup {
+                id: "ethereum",
+                anvil: &eth,
+                confirmations: 3,
+                assets: vec![("USDT", usdt.clone(), 6)],
+                replace_after_ms: 30_000,
+            },
+            ChainSetup {
+                id: "bsc",
+                anvil: &bsc,
+                confirmations: 3,
+                assets: vec![("USDT", busdt.clone(), 18)],
+                replace_after_ms: 30_000,
+            },
         ],
     )
     .await;
@@ -50,11 +69,18 @@ async fn deposits_sweeps_and_payouts_on_two_chains() {
     let chains = wait_for("chains live", &[], 30, || async {
         let v = live.get(&live.wallet_key, "/v1/chains").await;
         let all = v["data"].as_array().cloned().unwrap_or_default();
-        let st = |id: &str| all.iter().find(|c| c["chain"] == id).map(|c| s(&c["status"]));
-        (st("ethereum").as_deref() == Some("live") && st("bsc").as_deref() == Some("live")).then_some(all)
+        let st = |id: &str| {
+            all.iter()
+                .find(|c| c["chain"] == id)
+                .map(|c| s(&c["status"]))
+        };
+        (st("ethereum").as_deref() == Some("live") && st("bsc").as_deref() == Some("live"))
+            .then_some(all)
     })
     .await;
-    assert!(chains.iter().any(|c| c["chain"] == "polygon" && c["status"] == "paused"));
+    assert!(chains
+        .iter()
+        .any(|c| c["chain"] == "polygon" && c["status"] == "paused"));
 
     // The same customer gets the same address on both chains, and it is the factory's own
     // CREATE2 answer.
@@ -74,26 +100,56 @@ async fn deposits_sweeps_and_payouts_on_two_chains() {
 
     // USDT and ETH arrive at the undeployed address.
     let r1 = eth.token_transfer(&usdt, ACCOUNT0, &addr, 25_000_000).await;
-    let r2 = eth.send(ACCOUNT0, Some(&addr), 1_500_000_000_000_000_000, "0x").await;
-    let r3 = bsc.token_transfer(&busdt, ACCOUNT0, &addr, 7 * 10u128.pow(18)).await;
-    let (t1, t2, t3) = (s(&r1["transactionHash"]), s(&r2["transactionHash"]), s(&r3["transactionHash"]));
+    let r2 = eth
+        .send(ACCOUNT0, Some(&addr), 1_500_000_000_000_000_000, "0x")
+        .await;
+    let r3 = bsc
+        .token_transfer(&busdt, ACCOUNT0, &addr, 7 * 10u128.pow(18))
+        .await;
+    let (t1, t2, t3) = (
+        s(&r1["transactionHash"]),
+        s(&r2["transactionHash"]),
+        s(&r3["transactionHash"]),
+    );
 
     // Detected first (not credited), confirmed after 3 blocks.
-    let d1 = wait_for("usdt detected", &[], 30, || deposit_with(&live, &cid, &t1, "detected")).await;
+    let d1 = wait_for("usdt detected", &[], 30, || {
+        deposit_with(&live, &cid, &t1, "detected")
+    })
+    .await;
     assert_eq!(d1["amount"], "25000000");
     assert_eq!(d1["asset"]["symbol"], "USDT");
     assert_eq!(d1["chain"], "ethereum");
-    assert_eq!(live.available(&cid, "ethereum", "USDT").await, 0, "not credited before the threshold");
-    wait_for("usdt confirmed", &[&eth], 60, || deposit_with(&live, &cid, &t1, "confirmed")).await;
-    let d2 = wait_for("eth confirmed", &[&eth], 60, || deposit_with(&live, &cid, &t2, "confirmed")).await;
+    assert_eq!(
+        live.available(&cid, "ethereum", "USDT").await,
+        0,
+        "not credited before the threshold"
+    );
+    wait_for("usdt confirmed", &[&eth], 60, || {
+        deposit_with(&live, &cid, &t1, "confirmed")
+    })
+    .await;
+    let d2 = wait_for("eth confirmed", &[&eth], 60, || {
+        deposit_with(&live, &cid, &t2, "confirmed")
+    })
+    .await;
     assert_eq!(d2["asset"]["symbol"], "ETH");
     assert_eq!(d2["log_index"], 0);
-    let d3 = wait_for("bsc confirmed", &[&bsc], 60, || deposit_with(&live, &cid, &t3, "confirmed")).await;
+    let d3 = wait_for("bsc confirmed", &[&bsc], 60, || {
+        deposit_with(&live, &cid, &t3, "confirmed")
+    })
+    .await;
     assert_eq!(d3["chain"], "bsc");
     assert_eq!(d3["amount"], "7000000000000000000");
     assert_eq!(live.available(&cid, "ethereum", "USDT").await, 25_000_000);
-    assert_eq!(live.available(&cid, "ethereum", "ETH").await, 1_500_000_000_000_000_000);
-    assert_eq!(live.available(&cid, "bsc", "USDT").await, 7 * 10u128.pow(18));
+    assert_eq!(
+        live.available(&cid, "ethereum", "ETH").await,
+        1_500_000_000_000_000_000
+    );
+    assert_eq!(
+        live.available(&cid, "bsc", "USDT").await,
+        7 * 10u128.pow(18)
+    );
     assert!(!live.events("deposit.detected").await.is_empty());
     assert!(live.events("deposit.confirmed").await.len() >= 3);
 
@@ -109,9 +165,15 @@ async fn deposits_sweeps_and_payouts_on_two_chains() {
     assert_eq!(eth.balance(&addr).await, 0);
     // 10 ETH of gas money + the swept 1.5 ETH, less the (small) gas of the sweeps.
     let m = eth.balance(&master).await;
-    assert!(m > 11_400_000_000_000_000_000 && m < 11_500_000_000_000_000_000, "ETH swept: {m}");
+    assert!(
+        m > 11_400_000_000_000_000_000 && m < 11_500_000_000_000_000_000,
+        "ETH swept: {m}"
+    );
     assert_eq!(bsc.token_balance(&busdt, &master).await, 7 * 10u128.pow(18));
-    assert!(eth.code(&addr).await.len() > 2, "the sweep deployed the forwarder");
+    assert!(
+        eth.code(&addr).await.len() > 2,
+        "the sweep deployed the forwarder"
+    );
     let treasury = live.get(&live.wallet_key, "/v1/balances").await;
     let row = treasury["data"]
         .as_array()
@@ -127,9 +189,18 @@ async fn deposits_sweeps_and_payouts_on_two_chains() {
     // Balances from chain: on-chain 0 on the swept address, drift 0 against the ledger.
     let wid = s(&w["id"]);
     let b = live
-        .get(&live.wallet_key, &format!("/v1/wallets/{wid}/balances?source=both"))
+        .get(
+            &live.wallet_key,
+            &format!("/v1/wallets/{wid}/balances?source=both"),
+        )
         .await;
-    let usdt_row = b["data"].as_array().unwrap().iter().find(|r| r["asset"] == "USDT").unwrap().clone();
+    let usdt_row = b["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["asset"] == "USDT")
+        .unwrap()
+        .clone();
     assert_eq!(usdt_row["onchain"], "0", "{b}");
     assert_eq!(usdt_row["drift"], "0", "{b}");
 
@@ -152,12 +223,16 @@ async fn deposits_sweeps_and_payouts_on_two_chains() {
         .await;
     let pid = s(&p["id"]);
     let done = wait_for("payout confirmed", &[&eth], 60, || async {
-        let v = live.get(&live.payout_key, &format!("/v1/payouts/{pid}")).await;
+        let v = live
+            .get(&live.payout_key, &format!("/v1/payouts/{pid}"))
+            .await;
         (v["status"] == "confirmed").then_some(v)
     })
     .await;
     assert_eq!(eth.token_balance(&usdt, &dest).await, 5_000_000);
-    let tx = eth.rpc("eth_getTransactionByHash", json!([done["tx_hash"]])).await;
+    let tx = eth
+        .rpc("eth_getTransactionByHash", json!([done["tx_hash"]]))
+        .await;
     assert_eq!(s(&tx["from"]).to_lowercase(), master.to_lowercase());
     assert_eq!(tx["type"], "0x2", "EIP-1559");
     assert_eq!(live.available(&cid, "ethereum", "USDT").await, 20_000_000);
@@ -174,7 +249,9 @@ async fn deposits_sweeps_and_payouts_on_two_chains() {
     let hashes = wait_for("20 payouts confirmed", &[&eth], 120, || async {
         let mut hs = Vec::new();
         for id in &ids {
-            let v = live.get(&live.payout_key, &format!("/v1/payouts/{id}")).await;
+            let v = live
+                .get(&live.payout_key, &format!("/v1/payouts/{id}"))
+                .await;
             if v["status"] != "confirmed" {
                 return None;
             }
@@ -202,11 +279,16 @@ async fn deposits_sweeps_and_payouts_on_two_chains() {
         .await;
     let nid = s(&native["id"]);
     wait_for("bsc payout confirmed", &[&bsc], 60, || async {
-        let v = live.get(&live.payout_key, &format!("/v1/payouts/{nid}")).await;
+        let v = live
+            .get(&live.payout_key, &format!("/v1/payouts/{nid}"))
+            .await;
         (v["status"] == "confirmed").then_some(())
     })
     .await;
-    assert_eq!(bsc.token_balance(&busdt, &external(7)).await, 10u128.pow(18));
+    assert_eq!(
+        bsc.token_balance(&busdt, &external(7)).await,
+        10u128.pow(18)
+    );
 
     let v = live.verify();
     assert!(v.contains("\"violations\": []"), "{v}");
@@ -256,7 +338,13 @@ async fn a_reorg_orphans_a_confirmed_deposit_and_reverses_its_credit() {
         tmp,
         data,
         master,
-        &[ChainSetup { id: "ethereum", anvil: &eth, confirmations: 2, assets: vec![("USDT", usdt.clone(), 6)] }],
+        &[ChainSetup {
+            id: "ethereum",
+            anvil: &eth,
+            confirmations: 2,
+            assets: vec![("USDT", usdt.clone(), 6)],
+            replace_after_ms: 30_000,
+        }],
     )
     .await;
     let (cid, w) = live.customer_wallet("bob", "ethereum").await;
@@ -264,24 +352,43 @@ async fn a_reorg_orphans_a_confirmed_deposit_and_reverses_its_credit() {
     // A detected (unconfirmed) one and a confirmed one, both in blocks the reorg removes.
     let r = eth.token_transfer(&usdt, ACCOUNT0, &addr, 3_000_000).await;
     let t = s(&r["transactionHash"]);
-    wait_for("confirmed", &[&eth], 60, || deposit_with(&live, &cid, &t, "confirmed")).await;
+    wait_for("confirmed", &[&eth], 60, || {
+        deposit_with(&live, &cid, &t, "confirmed")
+    })
+    .await;
     assert_eq!(live.available(&cid, "ethereum", "USDT").await, 3_000_000);
     let r2 = eth.token_transfer(&usdt, ACCOUNT0, &addr, 1_000_000).await;
     let t2 = s(&r2["transactionHash"]);
-    wait_for("detected", &[], 30, || deposit_with(&live, &cid, &t2, "detected")).await;
+    wait_for("detected", &[], 30, || {
+        deposit_with(&live, &cid, &t2, "detected")
+    })
+    .await;
 
     // Replace the last blocks (the transfers are dropped, not re-mined).
     let head = eth.block_number().await;
     let first = hex_u64(&r["blockNumber"]);
     eth.rpc("anvil_reorg", json!([head - first + 1, []])).await;
 
-    let d = wait_for("orphaned", &[&eth], 60, || deposit_with(&live, &cid, &t, "orphaned")).await;
+    let d = wait_for("orphaned", &[&eth], 60, || {
+        deposit_with(&live, &cid, &t, "orphaned")
+    })
+    .await;
     assert_eq!(d["amount"], "3000000");
-    let f = wait_for("failed", &[], 30, || deposit_with(&live, &cid, &t2, "failed")).await;
+    let f = wait_for("failed", &[], 30, || {
+        deposit_with(&live, &cid, &t2, "failed")
+    })
+    .await;
     assert_eq!(f["tx_hash"], t2);
-    assert_eq!(live.available(&cid, "ethereum", "USDT").await, 0, "credit reversed");
+    assert_eq!(
+        live.available(&cid, "ethereum", "USDT").await,
+        0,
+        "credit reversed"
+    );
     let ev = live.events("deposit.orphaned").await;
-    assert!(ev.iter().any(|e| e["data"]["tx_hash"] == t), "deposit.orphaned emitted");
+    assert!(
+        ev.iter().any(|e| e["data"]["tx_hash"] == t),
+        "deposit.orphaned emitted"
+    );
     assert!(!live.events("deposit.failed").await.is_empty());
     assert_eq!(eth.token_balance(&usdt, &addr).await, 0);
     let v = live.verify();
@@ -299,7 +406,13 @@ async fn a_restart_mid_flow_misses_and_duplicates_nothing() {
         tmp,
         data,
         master,
-        &[ChainSetup { id: "ethereum", anvil: &eth, confirmations: 2, assets: vec![("USDT", usdt.clone(), 6)] }],
+        &[ChainSetup {
+            id: "ethereum",
+            anvil: &eth,
+            confirmations: 2,
+            assets: vec![("USDT", usdt.clone(), 6)],
+            replace_after_ms: 30_000,
+        }],
     )
     .await;
     let mut customers = Vec::new();
@@ -353,19 +466,33 @@ async fn rpc_failures_show_on_the_chain_list_and_a_wrong_chain_id_refuses_the_st
         tmp,
         data,
         master,
-        &[ChainSetup { id: "ethereum", anvil: &eth, confirmations: 2, assets: vec![] }],
+        &[ChainSetup {
+            id: "ethereum",
+            anvil: &eth,
+            confirmations: 2,
+            assets: vec![],
+            replace_after_ms: 30_000,
+        }],
     )
     .await;
     wait_for("live", &[], 30, || async {
         let v = live.get(&live.wallet_key, "/v1/chains").await;
-        let e = v["data"].as_array()?.iter().find(|c| c["chain"] == "ethereum")?.clone();
+        let e = v["data"]
+            .as_array()?
+            .iter()
+            .find(|c| c["chain"] == "ethereum")?
+            .clone();
         (e["status"] == "live" && e["status_note"] == "").then_some(())
     })
     .await;
     drop(eth); // the node goes away; the appliance keeps serving
     let note = wait_for("status note", &[], 30, || async {
         let v = live.get(&live.wallet_key, "/v1/chains").await;
-        let e = v["data"].as_array()?.iter().find(|c| c["chain"] == "ethereum")?.clone();
+        let e = v["data"]
+            .as_array()?
+            .iter()
+            .find(|c| c["chain"] == "ethereum")?
+            .clone();
         let n = s(&e["status_note"]);
         (!n.is_empty()).then_some(n)
     })
@@ -378,15 +505,119 @@ async fn rpc_failures_show_on_the_chain_list_and_a_wrong_chain_id_refuses_the_st
     let cfg = tmp2.path().join("bad.toml");
     std::fs::write(
         &cfg,
-        format!("listen = \"127.0.0.1:0\"\n[chains.ethereum]\nrpc_url = \"{}\"\n", other.url),
+        format!(
+            "listen = \"127.0.0.1:0\"\n[chains.ethereum]\nrpc_url = \"{}\"\n",
+            other.url
+        ),
     )
     .unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_appliance"))
-        .args(["--data-dir", data2.to_str().unwrap(), "--config", cfg.to_str().unwrap(), "serve"])
+        .args([
+            "--data-dir",
+            data2.to_str().unwrap(),
+            "--config",
+            cfg.to_str().unwrap(),
+            "serve",
+        ])
         .env("APPLIANCE_PASSPHRASE", PASSPHRASE)
         .output()
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("chain id 5"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_payout_is_replaced_with_higher_fees_and_the_same_nonce() {
+    let eth = Anvil::start(1);
+    let (tmp, data, master) = init_data_dir();
+    deploy_factory(&eth, &master).await;
+    eth.send(ACCOUNT0, Some(&master), 10u128.pow(19), "0x")
+        .await;
+    let live = Live::start(
+        tmp,
+        data,
+        master.clone(),
+        &[ChainSetup {
+            id: "ethereum",
+            anvil: &eth,
+            confirmations: 1,
+            assets: vec![],
+            replace_after_ms: 1_500,
+        }],
+    )
+    .await;
+    let (cid, w) = live.customer_wallet("carol", "ethereum").await;
+    let r = eth
+        .send(ACCOUNT0, Some(&s(&w["address"])), 2 * 10u128.pow(18), "0x")
+        .await;
+    let t = s(&r["transactionHash"]);
+    wait_for("confirmed", &[&eth], 60, || {
+        deposit_with(&live, &cid, &t, "confirmed")
+    })
+    .await;
+    wait_for("swept", &[&eth], 60, || async {
+        let v = live.get(&live.wallet_key, "/v1/sweeps").await;
+        v["data"]
+            .as_array()?
+            .iter()
+            .any(|x| x["status"] == "confirmed")
+            .then_some(())
+    })
+    .await;
+
+    // The node stops mining: the payout's transaction sits in the mempool.
+    eth.rpc("evm_setAutomine", json!([false])).await;
+    let dest = external(9);
+    let p = live
+        .post(
+            &live.payout_key,
+            "/v1/payouts",
+            json!({"customer_id": cid, "chain": "ethereum", "asset": "ETH", "decimals": 18,
+                   "amount": "500000000000000000", "to_address": dest}),
+            202,
+        )
+        .await;
+    let pid = s(&p["id"]);
+    let first = wait_for("submitted", &[], 30, || async {
+        let v = live
+            .get(&live.payout_key, &format!("/v1/payouts/{pid}"))
+            .await;
+        (v["status"] == "submitted").then(|| s(&v["tx_hash"]))
+    })
+    .await;
+    // Read while it is still in the mempool (the replacement evicts it).
+    let a = eth.rpc("eth_getTransactionByHash", json!([first])).await;
+    assert!(!a.is_null());
+    let second = wait_for("replaced", &[], 30, || async {
+        let v = live
+            .get(&live.payout_key, &format!("/v1/payouts/{pid}"))
+            .await;
+        let h = s(&v["tx_hash"]);
+        (h != first).then_some(h)
+    })
+    .await;
+    let b = eth.rpc("eth_getTransactionByHash", json!([second])).await;
+    assert_eq!(b["nonce"], a["nonce"], "a replacement keeps the nonce");
+    let fee = |x: &Value| hex_u128(&x["maxFeePerGas"]);
+    let tip = |x: &Value| hex_u128(&x["maxPriorityFeePerGas"]);
+    assert!(
+        fee(&b) * 8 >= fee(&a) * 9 && tip(&b) * 8 >= tip(&a) * 9,
+        "fees up by 12.5%"
+    );
+
+    eth.rpc("evm_setAutomine", json!([true])).await;
+    let done = wait_for("confirmed payout", &[&eth], 60, || async {
+        let v = live
+            .get(&live.payout_key, &format!("/v1/payouts/{pid}"))
+            .await;
+        (v["status"] == "confirmed").then_some(v)
+    })
+    .await;
+    assert_ne!(done["tx_hash"], first);
+    let gone = eth.rpc("eth_getTransactionReceipt", json!([first])).await;
+    assert!(gone.is_null(), "the replaced transaction never mined");
+    assert_eq!(eth.balance(&dest).await, 500_000_000_000_000_000);
+    let v = live.verify();
+    assert!(v.contains("\"violations\": []"), "{v}");
 }

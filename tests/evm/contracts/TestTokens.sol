@@ -27,6 +27,16 @@ contract TestToken {
         emit Transfer(address(0), to, value);
     }
 
+    /// Credits `value` to each of `to`, one Transfer log each: a block full of deposits
+    /// for the watcher benchmark.
+    function spray(address[] calldata to, uint256 value) external {
+        for (uint256 i = 0; i < to.length; i++) {
+            totalSupply += value;
+            balanceOf[to[i]] += value;
+            emit Transfer(msg.sender, to[i], value);
+        }
+    }
+
     function _move(address from, address to, uint256 value) internal {
         require(balanceOf[from] >= value, "balance");
         balanceOf[from] -= value;
