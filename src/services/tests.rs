@@ -229,3 +229,72 @@ fn explicit_sweep_of_an_empty_address_is_skipped() {
     assert_eq!(sw.status, SweepStatus::Skipped);
     assert_eq!(sw.skip_reason.as_deref(), Some("nothing_to_sweep"));
 }
+
+/// One step of a random merchant workload.
+#[derive(Debug, Clone)]
+enum Step {
+    Deposit(u32, bool),
+    Confirm(usize),
+    Fail(usize),
+    Orphan(usize),
+    Payout(u32, bool),
+    Cancel(usize),
+    Mine(u8),
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (1u32..5_000, any::<bool>()).prop_map(|(a, c)| Step::Deposit(a, c)),
+        (0usize..8).prop_map(Step::Confirm),
+        (0usize..8).prop_map(Step::Fail),
+        (0usize..8).prop_map(Step::Orphan),
+        (1u32..5_000, any::<bool>()).prop_map(|(a, r)| Step::Payout(a, r)),
+        (0usize..8).prop_map(Step::Cancel),
+        (1u8..15).prop_map(Step::Mine),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 16, ..Default::default() })]
+
+    /// Whatever the order of deposits, confirmations, failures, orphans, payouts (some
+    /// reverting), cancels and blocks, every refusal leaves no trace and `verify` finds the
+    /// ledger balanced, summing to zero per asset, with no negative available or locked
+    /// balance and holdings matching the deposits account.
+    #[test]
+    fn random_workloads_keep_every_invariant(steps in proptest::collection::vec(step(), 1..40)) {
+        let f = fixture();
+        let mut deposits_made: Vec<Uuid> = Vec::new();
+        let mut payouts_made: Vec<Uuid> = Vec::new();
+        for s in steps {
+            let label = format!("{s:?}");
+            match s {
+                Step::Deposit(a, c) => deposits_made.push(deposit(&f, a as u128, c).id),
+                Step::Confirm(i) | Step::Fail(i) | Step::Orphan(i) => {
+                    if let Some(id) = deposits_made.get(i).copied() {
+                        let _ = write(&f, move |ctx, sc| match s {
+                            Step::Confirm(_) => deposits::confirm(ctx, sc, id),
+                            Step::Fail(_) => deposits::fail(ctx, sc, id),
+                            _ => deposits::orphan(ctx, sc, id),
+                        });
+                    }
+                }
+                Step::Payout(a, revert) => {
+                    let to = if revert { "0x000000000000000000000000000000000000fa11" } else { DEST };
+                    if let Ok(p) = new_payout(&f, a as u128, to) {
+                        payouts_made.push(p.id);
+                    }
+                }
+                Step::Cancel(i) => {
+                    if let Some(id) = payouts_made.get(i).copied() {
+                        let _ = write(&f, move |ctx, sc| payouts::cancel(ctx, sc, id));
+                    }
+                }
+                Step::Mine(n) => mine(&f, n as u64),
+            }
+            let rep = f.store.read_blocking(appliance_storage::verify::verify).unwrap();
+            proptest::prop_assert!(rep.violations.is_empty(), "after {label}: {:?}", rep.violations);
+        }
+    }
+}

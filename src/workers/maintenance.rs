@@ -46,7 +46,7 @@ pub async fn run(state: AppState) {
         tokio::time::sleep(Duration::from_secs(10)).await;
         flush_usage(&state).await;
         tick += 1;
-        if tick % 6 == 0 {
+        if tick.is_multiple_of(6) {
             let cutoff = appliance_storage::now_us() - IDEMPOTENCY_TTL_US;
             if let Err(e) = state
                 .store

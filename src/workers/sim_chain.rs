@@ -23,6 +23,9 @@ pub const MAX_BLOCKS: u64 = 10_000;
 /// Work items advance in jobs of this many, so one block never holds the writer long.
 const CHUNK: usize = 32;
 
+/// New heights per chain, then the sweep and payout ids waiting on blocks.
+pub type Raised = (BTreeMap<String, u64>, Vec<Uuid>, Vec<Uuid>);
+
 /// Raises the simulated height of `chain` (or of every EVM chain) by `count` and lists the
 /// sweeps and payouts waiting on blocks. Returns (new heights, sweep ids, payout ids).
 pub fn raise_heights(
@@ -30,7 +33,7 @@ pub fn raise_heights(
     reg: &Registry,
     chain: Option<&str>,
     count: u64,
-) -> Result<(BTreeMap<String, u64>, Vec<Uuid>, Vec<Uuid>), ApiError> {
+) -> Result<Raised, ApiError> {
     let mut heights = BTreeMap::new();
     for c in reg.chains.iter().filter(|c| c.is_evm() && chain.is_none_or(|x| x == c.id())) {
         let h = deposits::sim_height(ctx, c.id())? + count;
