@@ -19,3 +19,11 @@ ANVIL=node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil
 chmod +x "$ANVIL" 2>/dev/null || true
 "$ANVIL" --version | head -1
 node -e 'console.log("solc " + require("solc").version())'
+
+# Stripe's own library verifies our webhook signatures in the webhook tests (DECISIONS.md
+# section 7: Stripe-compatible scheme). Pinned; installed for the user running the tests.
+STRIPE_VERSION=$(cat scripts/stripe-version.txt)
+if ! python3 -c "import stripe, sys; sys.exit(0 if stripe.VERSION == '$STRIPE_VERSION' else 1)" 2>/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check "stripe==$STRIPE_VERSION"
+fi
+python3 -c 'import stripe; print("stripe (python) " + stripe.VERSION)'
