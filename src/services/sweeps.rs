@@ -145,7 +145,17 @@ pub fn request(
         return Ok(sw);
     }
     let h = height(ctx, &w.chain)?;
-    schedule(ctx, p, w.id, &w.chain, &asset, held - already, h)
+    let sw = schedule(ctx, p, w.id, &w.chain, &asset, held - already, h)?;
+    if s.livemode() {
+        // An explicit request is swept whatever the chain's automatic threshold says.
+        ctx.meta_put(&requested_key(sw.id), b"1")?;
+    }
+    Ok(sw)
+}
+
+/// `meta` key marking a live sweep requested through `POST /v1/sweeps`.
+pub fn requested_key(sweep: Uuid) -> String {
+    format!("sweep_requested:{sweep}")
 }
 
 /// Advances one sweep as far as the chain at `height` allows; emits each step's event.

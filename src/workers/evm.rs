@@ -2,9 +2,10 @@
 //!
 //! The watcher follows blocks, records transfers to deposit addresses as `detected`
 //! deposits, counts confirmations, credits at the threshold and unwinds deposits whose
-//! blocks leave the canonical chain. Its position, the recent block hashes and the deposits
-//! of the recent blocks live in `meta["evm_watch:<chain>"]`, written in the same
-//! transaction as the deposits of each batch: after a restart it resumes exactly there.
+//! blocks leave the canonical chain. Its position and the recent block hashes live in
+//! `meta["evm_watch:<chain>"]` (the deposit ids of each block in `evm_block:<chain>:<n>`),
+//! written in the same transaction as the deposits of each slice of blocks: after a
+//! restart it resumes exactly there.
 //!
 //! The sender is a saga runner (STYLE.md habit 9). For each queued payout and each open
 //! sweep it writes the intent, the nonce and the signed raw transaction in one store
@@ -198,8 +199,6 @@ fn note(e: &anyhow::Error) -> String {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct WatchState {
     pub cursor: Cursor,
-    /// Deposits found in the remembered blocks: (block, deposit id).
-    pub deposits: Vec<(u64, Uuid)>,
     /// Chain id verified against the node.
     #[serde(default)]
     pub chain_id_checked: bool,
@@ -207,6 +206,12 @@ pub struct WatchState {
 
 fn watch_key(chain: &str) -> String {
     format!("evm_watch:{chain}")
+}
+
+/// Deposits found in one block (`meta["evm_block:<chain>:<number>"]`, JSON ids), read back
+/// when a reorg removes the block. Written only for blocks with deposits.
+fn block_key(chain: &str, n: u64) -> String {
+    format!("evm_block:{chain}:{n:020}")
 }
 
 /// The watcher's stored state of `chain`.
@@ -234,7 +239,12 @@ async fn watch_loop(state: AppState, c: LiveChain) {
     let mut backoff = poll;
     let mut checked = false;
     loop {
-        match watch_step(&state, &c, &mut checked).await {
+        let step = std::panic::AssertUnwindSafe(watch_step(&state, &c, &mut checked));
+        let r = match futures_util::FutureExt::catch_unwind(step).await {
+            Ok(r) => r,
+            Err(_) => Err(anyhow!("the watcher step panicked (a bug); retrying")),
+        };
+        match r {
             Ok(caught_up) => {
                 set_adapter_health(c.id, AdapterHealth::Healthy);
                 backoff = poll;
@@ -332,19 +342,76 @@ pub async fn watch_step(
         }
         kept.push((t, w));
     }
+    // Commit in slices of at most MAX_DEPOSITS_PER_COMMIT deposits (whole blocks), so a
+    // burst of transfers never holds the store writer for long.
+    kept.sort_by_key(|(t, _)| (t.block_number, t.log_index.unwrap_or(u32::MAX)));
+    let mut expected = ws.cursor.height;
+    let mut blocks = scan.blocks.into_iter().peekable();
+    let mut kept = kept.into_iter().peekable();
+    while blocks.peek().is_some() {
+        let mut slice_blocks = Vec::new();
+        let mut slice_kept = Vec::new();
+        while let Some(b) = blocks.peek() {
+            let n = b.number;
+            let in_block = kept_in_block(&mut kept, n);
+            if !slice_blocks.is_empty()
+                && slice_kept.len() + in_block.len() > MAX_DEPOSITS_PER_COMMIT
+            {
+                // This block starts the next slice.
+                commit_slice(state, c, expected, slice_blocks, slice_kept).await?;
+                expected = Some(n - 1);
+                slice_blocks = Vec::new();
+                slice_kept = Vec::new();
+            }
+            slice_kept.extend(in_block);
+            slice_blocks.push(blocks.next().expect("peeked"));
+        }
+        let last = slice_blocks.last().map(|b| b.number);
+        commit_slice(state, c, expected, slice_blocks, slice_kept).await?;
+        expected = last;
+    }
+    Ok(to == head)
+}
+
+/// Most deposits written by one watcher commit.
+const MAX_DEPOSITS_PER_COMMIT: usize = 1_000;
+
+fn kept_in_block(
+    kept: &mut std::iter::Peekable<std::vec::IntoIter<(Transfer, Wallet)>>,
+    block: u64,
+) -> Vec<(Transfer, Wallet)> {
+    let mut out = Vec::new();
+    while kept.peek().is_some_and(|(t, _)| t.block_number == block) {
+        out.push(kept.next().expect("peeked"));
+    }
+    out
+}
+
+/// Records the deposits of consecutive blocks, advances confirmations and moves the cursor
+/// past them, in one transaction. `expected`: the cursor height this slice follows.
+async fn commit_slice(
+    state: &AppState,
+    c: &LiveChain,
+    expected: Option<u64>,
+    blocks: Vec<appliance_chains::evm::rpc::BlockInfo>,
+    kept: Vec<(Transfer, Wallet)>,
+) -> anyhow::Result<()> {
     let reg = crate::api::registry(state);
     let lc = c.clone();
-    let blocks = scan.blocks;
-    let detected_at = std::time::Instant::now();
-    let expected = ws.cursor.height;
-    let n_detected = kept.len();
+    let started = std::time::Instant::now();
+    let (from, to, n) = (
+        blocks.first().map(|b| b.number).unwrap_or(0),
+        blocks.last().map(|b| b.number).unwrap_or(0),
+        kept.len(),
+    );
     write(state, move |ctx| {
         let mut ws = load_watch(ctx, lc.id)?;
         if ws.cursor.height != expected {
-            // Another pass moved the cursor meanwhile: drop this batch.
+            // Another pass moved the cursor meanwhile: drop this slice.
             return Ok(());
         }
         let mut scopes = Scopes::new(reg);
+        let mut by_block: BTreeMap<u64, Vec<Uuid>> = BTreeMap::new();
         for (t, w) in &kept {
             let Some(s) = scopes.live(ctx, w.project_id)? else {
                 continue;
@@ -374,27 +441,29 @@ pub async fn watch_step(
                 block_time: (t.block_time as i64).saturating_mul(1_000_000),
             };
             if let Some(d) = deposits::detect_live(ctx, &s, w, &ct, lc.required_confirmations)? {
-                ws.deposits.push((t.block_number, d.id));
+                by_block.entry(t.block_number).or_default().push(d.id);
             }
+        }
+        for (n, ids) in &by_block {
+            let b = serde_json::to_vec(ids).map_err(|e| ApiError::internal(&e))?;
+            ctx.meta_put(&block_key(lc.id, *n), &b)?;
         }
         let height = blocks.last().map(|b| b.number).unwrap_or(0);
         advance_pending(ctx, &mut scopes, lc.id, height)?;
         ws.cursor.push(&blocks, memory_blocks(&lc));
-        let oldest = ws.cursor.recent.front().map(|(n, _)| *n).unwrap_or(0);
-        ws.deposits.retain(|(b, _)| *b >= oldest);
         save_watch(ctx, lc.id, &ws)?;
         Ok(())
     })
     .await?;
     tracing::debug!(
-        chain,
+        chain = c.id,
         from,
         to,
-        deposits = n_detected,
-        commit_ms = detected_at.elapsed().as_millis() as u64,
+        deposits = n,
+        commit_ms = started.elapsed().as_millis() as u64,
         "watched blocks"
     );
-    Ok(to == head)
+    Ok(())
 }
 
 /// Counts confirmations of the chain's detected deposits at `height` and credits those at
@@ -443,16 +512,26 @@ async fn reorg(state: &AppState, c: &LiveChain, ws: WatchState) -> anyhow::Resul
     write(state, move |ctx| {
         let mut ws = load_watch(ctx, chain)?;
         let mut scopes = Scopes::new(reg);
-        for (b, id) in ws.deposits.iter().filter(|(b, _)| *b > fork) {
-            let Some(d) = ctx.get::<Deposit>(*id)? else {
+        let top = ws.cursor.height.unwrap_or(fork);
+        for n in fork + 1..=top {
+            let key = block_key(chain, n);
+            let ids: Vec<Uuid> = ctx
+                .meta_get(&key)?
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or_default();
+            if ids.is_empty() {
                 continue;
-            };
-            debug_assert!(d.block_number == *b);
-            if let Some(s) = scopes.live(ctx, d.project_id)? {
-                deposits::unwind_live(ctx, &s, d)?;
             }
+            for id in ids {
+                let Some(d) = ctx.get::<Deposit>(id)? else {
+                    continue;
+                };
+                if let Some(s) = scopes.live(ctx, d.project_id)? {
+                    deposits::unwind_live(ctx, &s, d)?;
+                }
+            }
+            ctx.meta_put(&key, b"[]")?;
         }
-        ws.deposits.retain(|(b, _)| *b <= fork);
         ws.cursor.rewind(fork);
         save_watch(ctx, chain, &ws)?;
         Ok(())
@@ -549,7 +628,12 @@ async fn send_loop(state: AppState, c: LiveChain, m: Master) {
     let poll = Duration::from_millis(c.cfg.poll_interval_ms.max(50));
     let mut backoff = poll;
     loop {
-        match send_step(&state, &c, &m).await {
+        let step = std::panic::AssertUnwindSafe(send_step(&state, &c, &m));
+        let r = match futures_util::FutureExt::catch_unwind(step).await {
+            Ok(r) => r,
+            Err(_) => Err(anyhow!("the sender step panicked (a bug); retrying")),
+        };
+        match r {
             Ok(()) => {
                 backoff = poll;
                 tokio::time::sleep(poll).await;
@@ -1024,7 +1108,6 @@ async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Res
         if done >= MAX_NEW_PER_PASS {
             break;
         }
-        let reg2 = reg.clone();
         let item = state
             .store
             .read(move |r| {
@@ -1044,18 +1127,22 @@ async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Res
                     return Ok(None);
                 };
                 let amount = sweeps::live_amount(r, &sw).unwrap_or(0);
-                let _ = &reg2;
-                Ok(Some((sw, project, w, amount)))
+                let requested = r.meta_get(&sweeps::requested_key(sw.id))?.is_some();
+                Ok(Some((sw, project, w, amount, requested)))
             })
             .await?;
-        let Some((sw, project, w, amount)) = item else {
+        let Some((sw, project, w, amount, requested)) = item else {
             continue;
         };
         let Some(asset) = reg.asset(chain, &sw.asset).cloned() else {
             continue;
         };
         // Natives have no price source yet: any confirmed amount is swept.
-        if amount > 0 && asset.is_stable() && asset.usd_cents(amount).unwrap_or(0) < threshold {
+        if !requested
+            && amount > 0
+            && asset.is_stable()
+            && asset.usd_cents(amount).unwrap_or(0) < threshold
+        {
             continue;
         }
         done += 1;

@@ -145,7 +145,7 @@ async fn watcher_benchmark() {
 
     let t = Instant::now();
     live.run();
-    let target = format!("to={last_block}");
+    let target = format!("to={last_block} ");
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         if live
@@ -180,19 +180,22 @@ async fn watcher_benchmark() {
         eprintln!("  {l}");
     }
 
+    let logs = live.logs();
+    let slices: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("watched blocks"))
+        .collect();
+    if let Some(l) = slices.last() {
+        eprintln!("  last slice: {l}");
+    }
+
     // Detection latency: block mined -> deposit visible over the API as detected.
-    let cid_of = |addr: &str| addr.to_string();
-    let _ = cid_of;
+    eth.mint(&token, ACCOUNT0, 1_000_000_000_000).await;
     let mut lat = Vec::new();
     for i in 0..10 {
         let (cid, w) = live.customer_wallet(&format!("lat-{i}"), "ethereum").await;
         let r = eth
-            .token_transfer(
-                &token,
-                ACCOUNT0,
-                &w["address"].as_str().unwrap().to_string(),
-                1_000_000,
-            )
+            .token_transfer(&token, ACCOUNT0, w["address"].as_str().unwrap(), 1_000_000)
             .await;
         let mined = Instant::now();
         let tx = r["transactionHash"].as_str().unwrap().to_string();

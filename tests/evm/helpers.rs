@@ -450,8 +450,23 @@ impl Live {
         cli(&self.data_dir, &self.config, &["verify"])
     }
 
+    /// Everything the server printed, ANSI colour codes removed.
     pub fn logs(&self) -> String {
-        self.output.lock().unwrap().join("\n")
+        let raw = self.output.lock().unwrap().join("\n");
+        let mut out = String::with_capacity(raw.len());
+        let mut chars = raw.chars();
+        while let Some(ch) = chars.next() {
+            if ch == '\u{1b}' {
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            } else {
+                out.push(ch);
+            }
+        }
+        out
     }
 
     pub async fn call(

@@ -186,6 +186,18 @@ async fn deposits_sweeps_and_payouts_on_two_chains() {
     assert_eq!(row["deposits"], "0");
     assert_eq!(row["in_transit"], "0");
 
+    // POST /v1/sweeps on a swept address: nothing left to sweep.
+    let sk = live
+        .post(
+            &live.wallet_key,
+            "/v1/sweeps",
+            json!({"wallet_id": s(&w["id"]), "asset": "USDT"}),
+            201,
+        )
+        .await;
+    assert_eq!(sk["status"], "skipped", "{sk}");
+    assert_eq!(sk["skip_reason"], "nothing_to_sweep");
+
     // Balances from chain: on-chain 0 on the swept address, drift 0 against the ledger.
     let wid = s(&w["id"]);
     let b = live
@@ -290,6 +302,43 @@ async fn deposits_sweeps_and_payouts_on_two_chains() {
         10u128.pow(18)
     );
 
+    // Below the automatic threshold (1 USD) a deposit waits on its address; an explicit
+    // POST /v1/sweeps moves it anyway.
+    let r = eth.token_transfer(&usdt, ACCOUNT0, &addr, 500_000).await;
+    let small = s(&r["transactionHash"]);
+    wait_for("small confirmed", &[&eth], 60, || {
+        deposit_with(&live, &cid, &small, "confirmed")
+    })
+    .await;
+    eth.mine(5).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        eth.token_balance(&usdt, &addr).await,
+        500_000,
+        "not swept automatically"
+    );
+    let master_before = eth.token_balance(&usdt, &master).await;
+    let req = live
+        .post(
+            &live.wallet_key,
+            "/v1/sweeps",
+            json!({"wallet_id": s(&w["id"]), "asset": "USDT"}),
+            201,
+        )
+        .await;
+    let sid = s(&req["id"]);
+    wait_for("requested sweep confirmed", &[&eth], 60, || async {
+        let v = live
+            .get(&live.wallet_key, &format!("/v1/sweeps/{sid}"))
+            .await;
+        (v["status"] == "confirmed").then_some(())
+    })
+    .await;
+    assert_eq!(
+        eth.token_balance(&usdt, &master).await,
+        master_before + 500_000
+    );
+
     let v = live.verify();
     assert!(v.contains("\"violations\": []"), "{v}");
 }
@@ -357,12 +406,44 @@ async fn a_reorg_orphans_a_confirmed_deposit_and_reverses_its_credit() {
     })
     .await;
     assert_eq!(live.available(&cid, "ethereum", "USDT").await, 3_000_000);
+    // A payout the master wallet cannot fund (no tokens, no gas) fails and unlocks its funds.
+    let p = live
+        .post(
+            &live.payout_key,
+            "/v1/payouts",
+            json!({"customer_id": cid, "chain": "ethereum", "asset": "USDT", "decimals": 6,
+                   "amount": "1000000", "to_address": external(3)}),
+            202,
+        )
+        .await;
+    let pid = s(&p["id"]);
+    let failed = wait_for("payout failed", &[], 30, || async {
+        let v = live
+            .get(&live.payout_key, &format!("/v1/payouts/{pid}"))
+            .await;
+        (v["status"] == "failed").then_some(v)
+    })
+    .await;
+    assert!(
+        s(&failed["failure_reason"]).starts_with("execution reverted"),
+        "{failed}"
+    );
+    assert_eq!(
+        live.available(&cid, "ethereum", "USDT").await,
+        3_000_000,
+        "funds unlocked"
+    );
+    assert!(!live.events("payout.failed").await.is_empty());
+
     let r2 = eth.token_transfer(&usdt, ACCOUNT0, &addr, 1_000_000).await;
     let t2 = s(&r2["transactionHash"]);
     wait_for("detected", &[], 30, || {
         deposit_with(&live, &cid, &t2, "detected")
     })
     .await;
+
+    let raw = eth.rpc("eth_getRawTransactionByHash", json!([t])).await;
+    assert!(raw.is_string(), "{raw}");
 
     // Replace the last blocks (the transfers are dropped, not re-mined).
     let head = eth.block_number().await;
@@ -391,6 +472,15 @@ async fn a_reorg_orphans_a_confirmed_deposit_and_reverses_its_credit() {
     );
     assert!(!live.events("deposit.failed").await.is_empty());
     assert_eq!(eth.token_balance(&usdt, &addr).await, 0);
+
+    // The same transaction mined again on the new chain is a new deposit, credited again.
+    eth.rpc("eth_sendRawTransaction", json!([raw])).await;
+    let again = wait_for("re-mined deposit confirmed", &[&eth], 60, || {
+        deposit_with(&live, &cid, &t, "confirmed")
+    })
+    .await;
+    assert_ne!(again["id"], d["id"]);
+    assert_eq!(live.available(&cid, "ethereum", "USDT").await, 3_000_000);
     let v = live.verify();
     assert!(v.contains("\"violations\": []"), "{v}");
 }
@@ -531,7 +621,8 @@ async fn rpc_failures_show_on_the_chain_list_and_a_wrong_chain_id_refuses_the_st
 async fn a_stuck_payout_is_replaced_with_higher_fees_and_the_same_nonce() {
     let eth = Anvil::start(1);
     let (tmp, data, master) = init_data_dir();
-    deploy_factory(&eth, &master).await;
+    // No factory on this chain: the appliance deploys it before its first sweep.
+
     eth.send(ACCOUNT0, Some(&master), 10u128.pow(19), "0x")
         .await;
     let live = Live::start(
@@ -565,6 +656,15 @@ async fn a_stuck_payout_is_replaced_with_higher_fees_and_the_same_nonce() {
             .then_some(())
     })
     .await;
+
+    let factory =
+        appliance_chains::address::to_checksum(&appliance_chains::address::factory_address(
+            &appliance_chains::address::parse_evm_address(&master).unwrap(),
+        ));
+    assert!(
+        eth.code(&factory).await.len() > 2,
+        "the appliance deployed the factory"
+    );
 
     // The node stops mining: the payout's transaction sits in the mempool.
     eth.rpc("evm_setAutomine", json!([false])).await;
@@ -618,6 +718,178 @@ async fn a_stuck_payout_is_replaced_with_higher_fees_and_the_same_nonce() {
     let gone = eth.rpc("eth_getTransactionReceipt", json!([first])).await;
     assert!(gone.is_null(), "the replaced transaction never mined");
     assert_eq!(eth.balance(&dest).await, 500_000_000_000_000_000);
+    let v = live.verify();
+    assert!(v.contains("\"violations\": []"), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payout_that_reverts_on_chain_fails_and_unlocks_its_funds() {
+    let eth = Anvil::start(1);
+    let usdt = deploy_token(&eth, 6, false).await;
+    let (tmp, data, master) = init_data_dir();
+    deploy_factory(&eth, &master).await;
+    eth.send(ACCOUNT0, Some(&master), 10u128.pow(19), "0x")
+        .await;
+    eth.mint(&usdt, ACCOUNT0, 1_000_000_000_000).await;
+    let live = Live::start(
+        tmp,
+        data,
+        master.clone(),
+        &[ChainSetup {
+            id: "ethereum",
+            anvil: &eth,
+            confirmations: 2,
+            assets: vec![("USDT", usdt.clone(), 6)],
+            replace_after_ms: 30_000,
+        }],
+    )
+    .await;
+    let (cid, w) = live.customer_wallet("dave", "ethereum").await;
+    let r = eth
+        .token_transfer(&usdt, ACCOUNT0, &s(&w["address"]), 10_000_000)
+        .await;
+    let t = s(&r["transactionHash"]);
+    wait_for("confirmed", &[&eth], 60, || {
+        deposit_with(&live, &cid, &t, "confirmed")
+    })
+    .await;
+    wait_for("swept", &[&eth], 60, || async {
+        (eth.token_balance(&usdt, &master).await == 10_000_000).then_some(())
+    })
+    .await;
+
+    // The payout passes simulation, then the token is paused in the same block, ahead of it
+    // (higher tip): the payout's transaction is mined and reverts.
+    eth.rpc("evm_setAutomine", json!([false])).await;
+    let dest = external(11);
+    let p = live
+        .post(
+            &live.payout_key,
+            "/v1/payouts",
+            json!({"customer_id": cid, "chain": "ethereum", "asset": "USDT", "decimals": 6,
+                   "amount": "2000000", "to_address": dest}),
+            202,
+        )
+        .await;
+    let pid = s(&p["id"]);
+    wait_for("submitted", &[], 30, || async {
+        let v = live
+            .get(&live.payout_key, &format!("/v1/payouts/{pid}"))
+            .await;
+        (v["status"] == "submitted").then_some(())
+    })
+    .await;
+    assert_eq!(
+        live.available(&cid, "ethereum", "USDT").await,
+        8_000_000,
+        "locked"
+    );
+    let sel = &hex::encode(appliance_chains::address::keccak256(b"setPaused(bool)"))[..8];
+    eth.rpc(
+        "eth_sendTransaction",
+        json!([{"from": ACCOUNT0, "to": usdt, "data": format!("0x{sel}{:064x}", 1),
+                "maxPriorityFeePerGas": "0x174876e800", "maxFeePerGas": "0x2e90edd000"}]),
+    )
+    .await;
+    eth.mine(1).await;
+    eth.rpc("evm_setAutomine", json!([true])).await;
+    let failed = wait_for("payout failed", &[&eth], 60, || async {
+        let v = live
+            .get(&live.payout_key, &format!("/v1/payouts/{pid}"))
+            .await;
+        (v["status"] == "failed").then_some(v)
+    })
+    .await;
+    assert_eq!(failed["failure_reason"], "execution reverted");
+    let rc = eth
+        .rpc("eth_getTransactionReceipt", json!([failed["tx_hash"]]))
+        .await;
+    assert_eq!(rc["status"], "0x0", "mined and reverted: {rc}");
+    assert_eq!(
+        live.available(&cid, "ethereum", "USDT").await,
+        10_000_000,
+        "unlocked"
+    );
+    assert_eq!(eth.token_balance(&usdt, &dest).await, 0);
+    let v = live.verify();
+    assert!(v.contains("\"violations\": []"), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payout_recorded_before_a_crash_is_rebroadcast_once_after_restart() {
+    let eth = Anvil::start(1);
+    let (tmp, data, master) = init_data_dir();
+    deploy_factory(&eth, &master).await;
+    eth.send(ACCOUNT0, Some(&master), 10u128.pow(19), "0x")
+        .await;
+    let mut live = Live::start(
+        tmp,
+        data,
+        master.clone(),
+        &[ChainSetup {
+            id: "ethereum",
+            anvil: &eth,
+            confirmations: 2,
+            assets: vec![],
+            replace_after_ms: 600_000,
+        }],
+    )
+    .await;
+    let (cid, w) = live.customer_wallet("erin", "ethereum").await;
+    let r = eth
+        .send(ACCOUNT0, Some(&s(&w["address"])), 3 * 10u128.pow(18), "0x")
+        .await;
+    let t = s(&r["transactionHash"]);
+    wait_for("confirmed", &[&eth], 60, || {
+        deposit_with(&live, &cid, &t, "confirmed")
+    })
+    .await;
+
+    eth.rpc("evm_setAutomine", json!([false])).await;
+    let dest = external(21);
+    let p = live
+        .post(
+            &live.payout_key,
+            "/v1/payouts",
+            json!({"customer_id": cid, "chain": "ethereum", "asset": "ETH", "decimals": 18,
+                   "amount": "1000000000000000000", "to_address": dest}),
+            202,
+        )
+        .await;
+    let pid = s(&p["id"]);
+    let hash = wait_for("submitted", &[], 30, || async {
+        let v = live
+            .get(&live.payout_key, &format!("/v1/payouts/{pid}"))
+            .await;
+        (v["status"] == "submitted").then(|| s(&v["tx_hash"]))
+    })
+    .await;
+    // Crash, and lose the broadcast: as if the process died between recording the signed
+    // transaction and sending it.
+    live.kill();
+    eth.rpc("anvil_dropTransaction", json!([hash])).await;
+    assert!(eth
+        .rpc("eth_getTransactionByHash", json!([hash]))
+        .await
+        .is_null());
+    eth.rpc("evm_setAutomine", json!([true])).await;
+    live.run();
+    let done = wait_for("confirmed payout", &[&eth], 60, || async {
+        let v = live
+            .get(&live.payout_key, &format!("/v1/payouts/{pid}"))
+            .await;
+        (v["status"] == "confirmed").then_some(v)
+    })
+    .await;
+    assert_eq!(
+        done["tx_hash"], hash,
+        "the recorded transaction itself was rebroadcast"
+    );
+    assert_eq!(
+        eth.balance(&dest).await,
+        10u128.pow(18),
+        "paid exactly once"
+    );
     let v = live.verify();
     assert!(v.contains("\"violations\": []"), "{v}");
 }

@@ -5,6 +5,8 @@ pragma solidity 0.8.37;
 // bool; `TetherLike` returns nothing from transfer/transferFrom, as USDT on Ethereum does.
 
 contract TestToken {
+    /// When set, every transfer reverts (to make a mined payout fail on chain).
+    bool public paused;
     string public name;
     string public symbol;
     uint8 public immutable decimals;
@@ -37,7 +39,12 @@ contract TestToken {
         }
     }
 
+    function setPaused(bool p) external {
+        paused = p;
+    }
+
     function _move(address from, address to, uint256 value) internal {
+        require(!paused, "paused");
         require(balanceOf[from] >= value, "balance");
         balanceOf[from] -= value;
         balanceOf[to] += value;
