@@ -272,10 +272,22 @@ fn init(cfg: &Config) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&cfg.data_dir)?;
     Pepper::load_or_create(&cfg.data_dir)?;
     close_store(crate::server::open_store(cfg, std::time::Duration::from_secs(10))?);
-    let pass = appliance_signer::read_passphrase(
+    let pass = match appliance_signer::read_passphrase(
         cfg.signing.passphrase_env.as_deref(),
         cfg.signing.passphrase_file.as_deref(),
-    )?;
+    ) {
+        Ok(p) => p,
+        // DECISIONS.md section 10: with no passphrase configured, ask on a terminal.
+        Err(e) if std::io::IsTerminal::is_terminal(&std::io::stdin()) => {
+            let first = zeroize::Zeroizing::new(rpassword::prompt_password("seed passphrase: ")?);
+            let again = zeroize::Zeroizing::new(rpassword::prompt_password("again: ")?);
+            if first.is_empty() || *first != *again {
+                anyhow::bail!("the passphrases are empty or differ ({e})");
+            }
+            first
+        }
+        Err(e) => return Err(e.into()),
+    };
     let signer = if Signer::exists(&cfg.data_dir) {
         println!(
             "already initialised: {}",
