@@ -322,6 +322,31 @@ fn release(
     Ok(p)
 }
 
+/// `submitted` -> `confirmed`: the locked amount leaves against the treasury
+/// (`payout_settle`) and `payout.confirmed` is emitted. Shared by the simulated and the
+/// live chains.
+fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, ApiError> {
+    let total = p.amount + p.fee_amount;
+    let pid = p.project_id;
+    let e = JournalEntry {
+        id: Uuid::now_v7(),
+        project_id: pid,
+        kind: "payout_settle".into(),
+        ref_id: p.id,
+        created_at: ctx.now_us(),
+        postings: vec![
+            Posting::debit(Account::customer(pid, owner(&p), &p.chain, &p.asset, AccountKind::Locked), total),
+            Posting::credit(Account::project(pid, &p.chain, &p.asset, AccountKind::Treasury), total),
+        ],
+    };
+    ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
+    p.status = PayoutStatus::Confirmed;
+    p.updated_at = ctx.now_us();
+    ctx.put(&p)?;
+    emit(ctx, &s.project, "payout.confirmed", p.id, views::payout(&s.reg, &p))?;
+    Ok(p)
+}
+
 /// Test mode: a payout to an address ending in `fa11` reverts on the simulated chain.
 fn sim_reverts(to: &str) -> bool {
     to.to_ascii_lowercase().ends_with("fa11")
@@ -383,38 +408,10 @@ pub fn advance(
         }
         if height >= sub + required {
             let total = p.amount + p.fee_amount;
-            let pid = p.project_id;
-            let e = JournalEntry {
-                id: Uuid::now_v7(),
-                project_id: pid,
-                kind: "payout_settle".into(),
-                ref_id: p.id,
-                created_at: ctx.now_us(),
-                postings: vec![
-                    Posting::debit(
-                        Account::customer(pid, owner(&p), &p.chain, &p.asset, AccountKind::Locked),
-                        total,
-                    ),
-                    Posting::credit(
-                        Account::project(pid, &p.chain, &p.asset, AccountKind::Treasury),
-                        total,
-                    ),
-                ],
-            };
-            ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
-            let master = wallets::master_address(pid);
+            let master = wallets::master_address(p.project_id);
             let have = ctx.sim_balance(&p.chain, &master, &p.asset)?;
             ctx.sim_balance_add(&p.chain, &master, &p.asset, Delta::Sub(have.min(total)))?;
-            p.status = PayoutStatus::Confirmed;
-            p.updated_at = ctx.now_us();
-            ctx.put(&p)?;
-            emit(
-                ctx,
-                &s.project,
-                "payout.confirmed",
-                p.id,
-                views::payout(&s.reg, &p),
-            )?;
+            settle(ctx, s, p)?;
         }
     }
     Ok(())
@@ -520,36 +517,7 @@ pub fn settle_live(
         )?;
         return Ok(());
     }
-    let total = p.amount + p.fee_amount;
-    let pid = p.project_id;
-    let e = JournalEntry {
-        id: Uuid::now_v7(),
-        project_id: pid,
-        kind: "payout_settle".into(),
-        ref_id: p.id,
-        created_at: ctx.now_us(),
-        postings: vec![
-            Posting::debit(
-                Account::customer(pid, owner(&p), &p.chain, &p.asset, AccountKind::Locked),
-                total,
-            ),
-            Posting::credit(
-                Account::project(pid, &p.chain, &p.asset, AccountKind::Treasury),
-                total,
-            ),
-        ],
-    };
-    ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
-    p.status = PayoutStatus::Confirmed;
-    p.updated_at = ctx.now_us();
-    ctx.put(&p)?;
-    emit(
-        ctx,
-        &s.project,
-        "payout.confirmed",
-        p.id,
-        views::payout(&s.reg, &p),
-    )?;
+    settle(ctx, s, p)?;
     Ok(())
 }
 
