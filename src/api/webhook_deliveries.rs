@@ -58,7 +58,10 @@ async fn list_deliveries(
     let page = q.page()?;
     let p = caller.project_id();
     let endpoint = q.uuid("endpoint_id")?;
-    let status = q.get("status").map(|s| status_param(s, "status")).transpose()?;
+    let status = q
+        .get("status")
+        .map(|s| status_param(s, "status"))
+        .transpose()?;
     let event = match q.get("event_id") {
         None => None,
         Some(e) => {
@@ -70,11 +73,9 @@ async fn list_deliveries(
         }
     };
     let prefix = match (endpoint, status, event) {
-        (_, _, Some(seq)) => index::prefix(
-            IndexTag::WebhookDeliveriesByEvent,
-            p,
-            &[&seq.to_be_bytes()],
-        ),
+        (_, _, Some(seq)) => {
+            index::prefix(IndexTag::WebhookDeliveriesByEvent, p, &[&seq.to_be_bytes()])
+        }
         (Some(e), Some(s), None) => index::prefix(
             IndexTag::WebhookDeliveriesByEndpointStatus,
             p,
@@ -186,8 +187,9 @@ async fn bulk_replay(
     let after = f
         .opt_str("cursor")?
         .map(|c| {
-            parse_delivery_ref(&c)
-                .ok_or_else(|| ApiError::invalid("cursor", "cursor is not a cursor this API returned."))
+            parse_delivery_ref(&c).ok_or_else(|| {
+                ApiError::invalid("cursor", "cursor is not a cursor this API returned.")
+            })
         })
         .transpose()?;
     if let Err(retry) = state.webhooks.check_replay_rate(caller.project_id()) {
@@ -205,7 +207,11 @@ async fn bulk_replay(
         let data: Vec<Value> = new.iter().map(|d| delivery_json(d, false)).collect();
         let next = last.map(crate::webhooks::delivery_ref);
         let body = list_json(data, has_more, next);
-        Ok((StatusCode::OK, body, new.iter().map(|d| d.id).collect::<Vec<_>>()))
+        Ok((
+            StatusCode::OK,
+            body,
+            new.iter().map(|d| d.id).collect::<Vec<_>>(),
+        ))
     })
     .await?;
     if let Some(ids) = ids.filter(|v| !v.is_empty()) {

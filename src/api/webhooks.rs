@@ -30,9 +30,7 @@ pub fn router() -> Router<AppState> {
         .route("/v1/webhooks", get(list_webhooks).post(create_webhook))
         .route(
             "/v1/webhooks/{id}",
-            get(get_webhook)
-                .patch(patch_webhook)
-                .delete(delete_webhook),
+            get(get_webhook).patch(patch_webhook).delete(delete_webhook),
         )
         .route("/v1/webhooks/{id}/rotate_secret", post(rotate_secret))
         .route("/v1/webhooks/{id}/test", post(test_webhook))
@@ -58,7 +56,10 @@ fn delivery_mode(f: &Fields) -> Result<Option<DeliveryMode>, ApiError> {
     f.opt_str("delivery_mode")?
         .map(|m| {
             DeliveryMode::parse(&m).ok_or_else(|| {
-                ApiError::invalid("delivery_mode", "delivery_mode must be unordered or ordered.")
+                ApiError::invalid(
+                    "delivery_mode",
+                    "delivery_mode must be unordered or ordered.",
+                )
             })
         })
         .transpose()
@@ -74,7 +75,10 @@ fn with_secret(ep: &WebhookEndpoint, now: i64) -> Value {
 
 /// `GET /v1/webhooks` — every endpoint of the project, newest first (never paginated), and
 /// `event_catalog`.
-async fn list_webhooks(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+async fn list_webhooks(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let p = caller.project_id();
     let mut eps = state
@@ -174,7 +178,12 @@ async fn patch_webhook(
         None => None,
         Some("active") => Some(EndpointStatus::Active),
         Some("paused") => Some(EndpointStatus::Paused),
-        Some(_) => return Err(ApiError::invalid("status", "status must be active or paused.")),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "status",
+                "status must be active or paused.",
+            ))
+        }
     };
     let description = if f.has("description") {
         Some(f.opt_bounded("description", 255)?)

@@ -14,11 +14,12 @@
 //! its outcome sends again after restart, with the same event id.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
-use tokio::sync::{broadcast, mpsc, Notify, Semaphore};
+use tokio::sync::{broadcast, mpsc};
 use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
@@ -30,7 +31,9 @@ use appliance_storage::{now_us, ReadCtx, ReadOps, StoreError, WriteCtx};
 use crate::state::AppState;
 use crate::views;
 use crate::webhooks::sender::{AttemptResult, Sender};
-use crate::webhooks::{delivery_ref, endpoints, envelope, signature, Poke, DISABLE_AFTER_EXHAUSTED};
+use crate::webhooks::{
+    delivery_ref, endpoints, envelope, signature, Poke, DISABLE_AFTER_EXHAUSTED,
+};
 
 /// Most (due time, id) pairs held in memory; the rest wait in the due index.
 const MAX_SCHEDULED: usize = 100_000;
@@ -44,6 +47,9 @@ const OUTCOME_BATCH: usize = 1_024;
 const CANCEL_CHUNK: usize = 1_000;
 /// A full rescan of the due index at least this often (a safety net).
 const RESCAN_EVERY: Duration = Duration::from_secs(60);
+/// Rescans asked for (overflow, lagging notices, resumed endpoints) at most this often: each
+/// reads the due index from its start.
+const RESCAN_GAP: Duration = Duration::from_secs(1);
 /// Retry delay after the store failed to record an outcome.
 const STORE_RETRY_US: i64 = 5_000_000;
 
@@ -65,8 +71,15 @@ pub async fn run(state: AppState) {
     let (done_tx, done_rx) = mpsc::unbounded_channel::<Committed>();
     tokio::spawn(record_outcomes(state.clone(), out_rx, done_tx));
     tokio::spawn(finish_purges(state.clone()));
+    let (finished_tx, finished_rx) = mpsc::unbounded_channel::<Uuid>();
     let d = Dispatcher {
-        permits: Arc::new(Semaphore::new(cfg.max_concurrency)),
+        max_sending: cfg.max_concurrency,
+        max_per_endpoint: per_endpoint_limit(cfg.max_concurrency),
+        sending: 0,
+        per_endpoint: HashMap::new(),
+        parked: HashMap::new(),
+        parked_len: 0,
+        finished: finished_tx,
         state,
         sender,
         outcomes: out_tx,
@@ -75,11 +88,16 @@ pub async fn run(state: AppState) {
         inflight: HashSet::new(),
         busy: HashSet::new(),
         waiting: VecDeque::new(),
-        freed: Arc::new(Notify::new()),
         overflow: false,
         last_rescan: Instant::now(),
     };
-    d.run(pokes, done_rx).await;
+    d.run(pokes, done_rx, finished_rx).await;
+}
+
+/// Sends in flight to one endpoint at most: a quarter of all slots, so a slow or dead
+/// receiver (each attempt up to the timeout) cannot hold up every other endpoint.
+fn per_endpoint_limit(max_concurrency: usize) -> usize {
+    (max_concurrency / 4).max(1)
 }
 
 /// A delivery ready to be sent.
@@ -153,8 +171,16 @@ struct Dispatcher {
     /// Ordered endpoints with their one delivery in flight.
     busy: HashSet<Uuid>,
     waiting: VecDeque<Job>,
-    permits: Arc<Semaphore>,
-    freed: Arc<Notify>,
+    /// Sends in flight, in all and per endpoint, and their limits.
+    sending: usize,
+    max_sending: usize,
+    per_endpoint: HashMap<Uuid, usize>,
+    max_per_endpoint: usize,
+    /// Jobs whose endpoint is at its limit, released one per finished send.
+    parked: HashMap<Uuid, VecDeque<Job>>,
+    parked_len: usize,
+    /// Each send task reports its endpoint here when it is done.
+    finished: mpsc::UnboundedSender<Uuid>,
     /// Memory dropped some work the due index still holds.
     overflow: bool,
     last_rescan: Instant,
@@ -165,6 +191,7 @@ impl Dispatcher {
         mut self,
         mut pokes: mpsc::Receiver<Poke>,
         mut done: mpsc::UnboundedReceiver<Committed>,
+        mut finished: mpsc::UnboundedReceiver<Uuid>,
     ) {
         let mut commits = self.state.store.subscribe();
         self.rescan().await;
@@ -172,16 +199,12 @@ impl Dispatcher {
             self.start_waiting();
             self.run_due().await;
             self.start_waiting();
-            let hooks = &self.state.webhooks;
-            if hooks.rescan.swap(false, std::sync::atomic::Ordering::SeqCst)
-                || (self.overflow && self.schedule.len() < MAX_SCHEDULED / 2)
-                || self.last_rescan.elapsed() >= RESCAN_EVERY
-            {
+            let rescan_at = self.rescan_at();
+            if rescan_at <= Instant::now() {
                 self.rescan().await;
                 continue;
             }
-            let wake = self.next_wake();
-            let freed = self.freed.clone();
+            let wake = self.next_wake(rescan_at);
             let state = self.state.clone();
             tokio::select! {
                 r = commits.recv() => match r {
@@ -194,7 +217,12 @@ impl Dispatcher {
                                 Err(_) => break,
                             }
                         }
-                        self.resolve(events, Vec::new(), Vec::new()).await;
+                        if self.queued() >= MAX_WAITING {
+                            // Saturated: the due index has them; a rescan brings them later.
+                            self.overflow = true;
+                        } else {
+                            self.resolve(events, Vec::new(), Vec::new()).await;
+                        }
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => self.lagged(),
                     Err(broadcast::error::RecvError::Closed) => return,
@@ -206,7 +234,7 @@ impl Dispatcher {
                         match p {
                             Poke::Deliveries(v) => ids.extend(v),
                             Poke::Resumed(_) => {
-                                state.webhooks.rescan.store(true, std::sync::atomic::Ordering::SeqCst)
+                                state.webhooks.rescan.store(true, Ordering::SeqCst)
                             }
                         }
                         next = pokes.try_recv().ok();
@@ -224,7 +252,13 @@ impl Dispatcher {
                         self.resolve(Vec::new(), Vec::new(), kicks).await;
                     }
                 }
-                _ = freed.notified() => {}
+                Some(ep) = finished.recv() => {
+                    let mut next = Some(ep);
+                    while let Some(ep) = next {
+                        self.send_done(ep);
+                        next = finished.try_recv().ok();
+                    }
+                }
                 _ = state.webhooks.rescan_wake.notified() => {}
                 _ = tokio::time::sleep_until(wake) => {}
             }
@@ -233,15 +267,30 @@ impl Dispatcher {
 
     fn lagged(&mut self) {
         tracing::warn!("webhook dispatcher fell behind the commit notices; rescanning");
-        self.state
-            .webhooks
-            .rescan
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.state.webhooks.rescan.store(true, Ordering::SeqCst);
     }
 
-    /// When the earliest scheduled delivery falls due (or the next safety rescan).
-    fn next_wake(&self) -> tokio::time::Instant {
-        let rescan = tokio::time::Instant::from_std(self.last_rescan + RESCAN_EVERY);
+    /// When the next rescan is due: soon after one was asked for (memory dropped work that
+    /// it now has room for, notices were lost, an endpoint resumed), else the safety net.
+    fn rescan_at(&self) -> Instant {
+        let asked = self.state.webhooks.rescan.load(Ordering::SeqCst)
+            || (self.overflow
+                && self.schedule.len() < MAX_SCHEDULED / 2
+                && self.queued() < MAX_WAITING / 2);
+        if asked {
+            self.last_rescan + RESCAN_GAP
+        } else {
+            self.last_rescan + RESCAN_EVERY
+        }
+    }
+
+    /// When the earliest scheduled delivery falls due, or the next rescan. While the waiting
+    /// queue is full, finished sends (not the clock) wake the dispatcher.
+    fn next_wake(&self, rescan_at: Instant) -> tokio::time::Instant {
+        let rescan = tokio::time::Instant::from_std(rescan_at);
+        if self.queued() >= MAX_WAITING {
+            return rescan;
+        }
         match self.schedule.first() {
             Some(&(at, _)) => {
                 let wait_us = (at - now_us()).max(0) as u64;
@@ -275,7 +324,7 @@ impl Dispatcher {
         loop {
             let now = now_us();
             let mut ids = Vec::new();
-            while ids.len() < RESOLVE_BATCH && self.waiting.len() + ids.len() < MAX_WAITING {
+            while ids.len() < RESOLVE_BATCH && self.queued() + ids.len() < MAX_WAITING {
                 let Some(&(at, id)) = self.schedule.first() else {
                     break;
                 };
@@ -311,10 +360,7 @@ impl Dispatcher {
             Ok(v) => v,
             Err(e) => {
                 tracing::error!(error = %e, "webhook dispatcher could not read its work; rescanning");
-                self.state
-                    .webhooks
-                    .rescan
-                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                self.state.webhooks.rescan.store(true, Ordering::SeqCst);
                 return;
             }
         };
@@ -326,7 +372,7 @@ impl Dispatcher {
                     {
                         continue;
                     }
-                    if self.waiting.len() >= MAX_WAITING {
+                    if self.queued() >= MAX_WAITING {
                         self.overflow = true;
                         continue;
                     }
@@ -362,24 +408,57 @@ impl Dispatcher {
         }
     }
 
-    /// Starts waiting jobs while send slots are free.
+    /// Jobs resolved and not yet sending.
+    fn queued(&self) -> usize {
+        self.waiting.len() + self.parked_len
+    }
+
+    /// Starts waiting jobs while send slots are free; a job whose endpoint has all its slots
+    /// in use is parked until one of them finishes.
     fn start_waiting(&mut self) {
-        while !self.waiting.is_empty() {
-            let Ok(permit) = self.permits.clone().try_acquire_owned() else {
-                return;
-            };
+        while self.sending < self.max_sending {
             let Some(job) = self.waiting.pop_front() else {
                 return;
             };
+            let n = self.per_endpoint.entry(job.endpoint).or_insert(0);
+            if *n >= self.max_per_endpoint {
+                self.parked.entry(job.endpoint).or_default().push_back(job);
+                self.parked_len += 1;
+                continue;
+            }
+            *n += 1;
+            self.sending += 1;
             let sender = self.sender.clone();
             let outcomes = self.outcomes.clone();
-            let freed = self.freed.clone();
+            let finished = self.finished.clone();
             tokio::spawn(async move {
+                let endpoint = job.endpoint;
                 let o = attempt(&sender, job).await;
+                // Waiting for room in the outcome queue holds the slot: back-pressure.
                 let _ = outcomes.send(o).await;
-                drop(permit);
-                freed.notify_one();
+                let _ = finished.send(endpoint);
             });
+        }
+    }
+
+    /// A send to `endpoint` finished: its slot is free, and a parked job of that endpoint
+    /// goes first.
+    fn send_done(&mut self, endpoint: Uuid) {
+        self.sending = self.sending.saturating_sub(1);
+        if let Some(n) = self.per_endpoint.get_mut(&endpoint) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_endpoint.remove(&endpoint);
+            }
+        }
+        if let Some(q) = self.parked.get_mut(&endpoint) {
+            if let Some(job) = q.pop_front() {
+                self.parked_len -= 1;
+                self.waiting.push_front(job);
+            }
+            if q.is_empty() {
+                self.parked.remove(&endpoint);
+            }
         }
     }
 
@@ -406,6 +485,7 @@ impl Dispatcher {
     /// Loads open deliveries from the due index, earliest first, up to the memory bound.
     async fn rescan(&mut self) {
         self.last_rescan = Instant::now();
+        self.state.webhooks.rescan.store(false, Ordering::SeqCst);
         let room = MAX_SCHEDULED.saturating_sub(self.schedule.len());
         let limit = room + self.scheduled.len() + self.inflight.len();
         let prefix = index::prefix(IndexTag::WebhookDeliveriesDue, Uuid::nil(), &[]);
@@ -616,8 +696,10 @@ async fn record_outcomes(
                 Err(_) => break,
             }
         }
-        let keys: Vec<(Uuid, Uuid, bool)> =
-            batch.iter().map(|o| (o.id, o.endpoint, o.ordered)).collect();
+        let keys: Vec<(Uuid, Uuid, bool)> = batch
+            .iter()
+            .map(|o| (o.id, o.endpoint, o.ordered))
+            .collect();
         let sched = schedule.clone();
         let r = state
             .store
@@ -695,9 +777,10 @@ fn apply_outcomes(
                     items.push(item);
                     continue;
                 }
-                if !endpoints.contains_key(&d.endpoint_id) {
-                    let e = ctx.get::<WebhookEndpoint>(d.endpoint_id)?;
-                    endpoints.insert(d.endpoint_id, e);
+                if let std::collections::hash_map::Entry::Vacant(slot) =
+                    endpoints.entry(d.endpoint_id)
+                {
+                    slot.insert(ctx.get::<WebhookEndpoint>(d.endpoint_id)?);
                 }
                 let Some(Some(ep)) = endpoints.get_mut(&d.endpoint_id) else {
                     // Deleted: its deliveries are being purged.
@@ -830,7 +913,7 @@ async fn cancel_rest(state: AppState, project: Uuid, endpoint: Uuid) {
 
 /// Finishes deleting the deliveries of endpoints deleted before a crash.
 async fn finish_purges(state: AppState) {
-    let pending = match state.store.read(|r| endpoints::pending_purges(r)).await {
+    let pending = match state.store.read(endpoints::pending_purges).await {
         Ok(p) => p,
         Err(e) => {
             tracing::error!(error = %e, "reading pending webhook purges failed");

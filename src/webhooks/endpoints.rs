@@ -138,7 +138,10 @@ pub fn patch(
             ep.status = EndpointStatus::Active;
         }
         Some(EndpointStatus::Disabled) => {
-            return Err(ApiError::invalid("status", "status must be active or paused."))
+            return Err(ApiError::invalid(
+                "status",
+                "status must be active or paused.",
+            ))
         }
         None => {}
     }
@@ -368,7 +371,11 @@ fn purge_some(ctx: &mut WriteCtx<'_>, project: Uuid, endpoint: Uuid) -> Result<b
 
 /// Removes the next chunk of a deleted endpoint's deliveries; clears the marker when done.
 /// Returns whether more remain.
-pub fn purge_chunk(ctx: &mut WriteCtx<'_>, project: Uuid, endpoint: Uuid) -> Result<bool, StoreError> {
+pub fn purge_chunk(
+    ctx: &mut WriteCtx<'_>,
+    project: Uuid,
+    endpoint: Uuid,
+) -> Result<bool, StoreError> {
     let more = purge_some(ctx, project, endpoint)?;
     if !more {
         ctx.index_remove(&purge_marker(project, endpoint))?;

@@ -75,10 +75,7 @@ impl Sender {
         {
             Ok(r) => r,
             Err(_) => AttemptResult {
-                error: Some(format!(
-                    "timed out after {} ms",
-                    self.timeout.as_millis()
-                )),
+                error: Some(format!("timed out after {} ms", self.timeout.as_millis())),
                 ..Default::default()
             },
         };

@@ -89,7 +89,10 @@ mod tests {
             h,
             "t=1700000000,v1=38877139021993b830af32feea6e18a8da83eb2f6e49ee50bd9e4cf4ca4d3789"
         );
-        assert_eq!(verify(&h, br#"{"a":1}"#, "whsec_test", 300, 1_700_000_100), Ok(()));
+        assert_eq!(
+            verify(&h, br#"{"a":1}"#, "whsec_test", 300, 1_700_000_100),
+            Ok(())
+        );
         assert_eq!(
             verify(&h, br#"{"a":2}"#, "whsec_test", 300, 1_700_000_100),
             Err(VerifyError::Mismatch)

@@ -162,3 +162,50 @@ async fn catch_up(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use appliance_storage::{Store, StoreOptions, WriteError};
+
+    #[test]
+    fn resume_replays_only_the_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
+        let p = Uuid::now_v7();
+        let mut created = Vec::new();
+        for i in 0..6 {
+            let e = store
+                .write_blocking(move |ctx| {
+                    ctx.append_event(p, false, "customer.created", &i.to_string(), json!({}))
+                })
+                .map_err(|e| match e {
+                    WriteError::Rejected(e) => e.to_string(),
+                    WriteError::Store(e) => e.to_string(),
+                })
+                .unwrap();
+            created.push(e.created_at);
+            std::thread::sleep(Duration::from_millis(3));
+        }
+        let start = |last: Option<u64>, now: i64| {
+            store
+                .read_blocking(|r| start_point(r, p, last, now))
+                .unwrap()
+        };
+        // Fresh: from the latest.
+        let s = start(None, created[5]);
+        assert_eq!((s.latest, s.after, s.truncated), (6, 6, false));
+        // Inside the window: right after the given id.
+        let s = start(Some(2), created[5]);
+        assert_eq!((s.after, s.truncated), (2, false));
+        // Events 1-3 are older than the window: the replay starts at 4.
+        let s = start(Some(1), created[3] + REPLAY_WINDOW_US);
+        assert_eq!((s.after, s.truncated), (3, true));
+        // Everything is older: nothing is replayed.
+        let s = start(Some(0), created[5] + REPLAY_WINDOW_US + 1);
+        assert_eq!((s.after, s.truncated), (6, true));
+        // An id past the end is clamped.
+        let s = start(Some(99), created[5]);
+        assert_eq!((s.after, s.truncated), (6, false));
+    }
+}

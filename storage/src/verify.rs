@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::codec::decode;
 use crate::ledger::{self, Account, AccountKind, Balance, JournalEntry};
-use crate::records::{Deposit, DepositStatus, Row, Wallet};
+use crate::records::{Deposit, DepositStatus, Row, Wallet, WebhookDelivery, WebhookEndpoint};
 use crate::schema::*;
 use crate::{ReadCtx, ReadOps, Reader, StoreError};
 
@@ -143,6 +143,39 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
             }
         }
         check_indexed(ctx, &d, &mut rep)?;
+    }
+
+    // Webhooks: rows are indexed; a delivery's endpoint exists (or is being purged after a
+    // delete); open deliveries are scheduled.
+    let endpoints = ctx.open(WEBHOOK_ENDPOINTS)?;
+    for e in endpoints.iter()? {
+        let (_, v) = e?;
+        let ep: WebhookEndpoint = decode(v.value())?;
+        rep.rows_checked += 1;
+        check_indexed(ctx, &ep, &mut rep)?;
+    }
+    let purge = crate::index::prefix(crate::index::IndexTag::WebhookPurge, Uuid::nil(), &[]);
+    let purging: Vec<Uuid> = ctx
+        .index_range(&purge, &crate::index::prefix_end(&purge), usize::MAX, false)?
+        .iter()
+        .map(|k| crate::index::id_of(k))
+        .collect();
+    let deliveries = ctx.open(WEBHOOK_DELIVERIES)?;
+    for e in deliveries.iter()? {
+        let (_, v) = e?;
+        let d: WebhookDelivery = decode(v.value())?;
+        rep.rows_checked += 1;
+        check_indexed(ctx, &d, &mut rep)?;
+        if ctx.get::<WebhookEndpoint>(d.endpoint_id)?.is_none() && !purging.contains(&d.endpoint_id) {
+            rep.violations.push(format!(
+                "webhook delivery {} belongs to missing endpoint {}",
+                d.id, d.endpoint_id
+            ));
+        }
+        if d.status.is_open() && d.next_attempt_at.is_none() {
+            rep.violations
+                .push(format!("open webhook delivery {} has no next attempt", d.id));
+        }
     }
 
     // Counted indexes agree with their counters.

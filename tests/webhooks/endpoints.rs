@@ -25,7 +25,10 @@ async fn create_shows_the_secret_once_and_lists_the_catalog() {
     assert_eq!(ep["event_types"], json!(["customer.created"]));
     assert!(ep["overlap_until"].is_null() && ep["secret_overlap_until"].is_null());
     let secret = s(&ep["secret"]);
-    assert!(secret.starts_with("whsec_") && secret.len() == 49, "{secret}");
+    assert!(
+        secret.starts_with("whsec_") && secret.len() == 49,
+        "{secret}"
+    );
     for f in [
         "tenant_id",
         "url",
@@ -61,7 +64,10 @@ async fn create_shows_the_secret_once_and_lists_the_catalog() {
         "payout.confirmed",
         "endpoint.test",
     ] {
-        assert!(catalog.contains(&t.to_string()), "{t} missing from {catalog:?}");
+        assert!(
+            catalog.contains(&t.to_string()),
+            "{t} missing from {catalog:?}"
+        );
     }
     assert!(!app.log().contains(&secret), "the secret was logged");
 }
@@ -73,11 +79,23 @@ async fn create_is_idempotent_with_a_key() {
     let body = json!({ "url": rx.url("/idem") });
     let h = [("Idempotency-Key", "hook-1")];
     let a = app
-        .send(Method::POST, &app.wallet_key, "/v1/webhooks", Some(body.clone()), &h)
+        .send(
+            Method::POST,
+            &app.wallet_key,
+            "/v1/webhooks",
+            Some(body.clone()),
+            &h,
+        )
         .await
         .expect(201);
     let b = app
-        .send(Method::POST, &app.wallet_key, "/v1/webhooks", Some(body), &h)
+        .send(
+            Method::POST,
+            &app.wallet_key,
+            "/v1/webhooks",
+            Some(body),
+            &h,
+        )
         .await;
     assert_eq!(b.headers.get("idempotent-replayed").unwrap(), "true");
     let b = b.expect(201);
@@ -99,7 +117,9 @@ async fn create_is_idempotent_with_a_key() {
 async fn validation_and_the_limit_of_16() {
     let app = spawn_app().await;
     let rx = receiver().await;
-    app.post("/v1/webhooks", json!({})).await.expect_error(400, "invalid_request");
+    app.post("/v1/webhooks", json!({}))
+        .await
+        .expect_error(400, "invalid_request");
     let e = app
         .post(
             "/v1/webhooks",
@@ -117,7 +137,8 @@ async fn validation_and_the_limit_of_16() {
         .expect_error(400, "invalid_request");
     assert_eq!(e["param"], "delivery_mode");
     for i in 0..16 {
-        app.create_endpoint(&rx.url(&format!("/n{i}")), json!({})).await;
+        app.create_endpoint(&rx.url(&format!("/n{i}")), json!({}))
+            .await;
     }
     app.post("/v1/webhooks", json!({ "url": rx.url("/n16") }))
         .await
@@ -170,12 +191,21 @@ async fn patch_rotate_and_state_rules() {
     assert_eq!(r["overlap_until"], r["secret_overlap_until"]);
     let until = chrono::DateTime::parse_from_rfc3339(r["overlap_until"].as_str().unwrap()).unwrap();
     let hours = (until.timestamp() - chrono::Utc::now().timestamp()) as f64 / 3600.0;
-    assert!((23.9..=24.1).contains(&hours), "default overlap is 24 h: {hours}");
-    app.post(&format!("{path}/rotate_secret"), json!({ "overlap_hours": 169 }))
-        .await
-        .expect_error(400, "invalid_request");
+    assert!(
+        (23.9..=24.1).contains(&hours),
+        "default overlap is 24 h: {hours}"
+    );
+    app.post(
+        &format!("{path}/rotate_secret"),
+        json!({ "overlap_hours": 169 }),
+    )
+    .await
+    .expect_error(400, "invalid_request");
     let r = app
-        .post(&format!("{path}/rotate_secret"), json!({ "overlap_hours": 0 }))
+        .post(
+            &format!("{path}/rotate_secret"),
+            json!({ "overlap_hours": 0 }),
+        )
         .await
         .expect(200);
     assert!(r["overlap_until"].is_null(), "{r}");
@@ -206,7 +236,10 @@ async fn delete_removes_deliveries_but_not_events() {
     })
     .await;
     let d = app.delete(&format!("/v1/webhooks/{id}")).await.expect(200);
-    assert_eq!(d, json!({ "id": id, "object": "webhook_endpoint", "deleted": true }));
+    assert_eq!(
+        d,
+        json!({ "id": id, "object": "webhook_endpoint", "deleted": true })
+    );
     app.get(&format!("/v1/webhooks/{id}"))
         .await
         .expect_error(404, "not_found");
@@ -222,6 +255,7 @@ async fn delete_removes_deliveries_but_not_events() {
     app.delete(&format!("/v1/webhooks/{id}"))
         .await
         .expect_error(404, "not_found");
+    app.cli(&["verify"]);
 }
 
 #[tokio::test]
@@ -235,14 +269,22 @@ async fn scopes_decide_who_reads_writes_and_replays() {
         .await
         .expect(200);
     let mk = |scopes: Value| json!({ "name": "limited", "kind": "wallet", "scopes": scopes });
-    let reader = app
-        .post("/v1/api_keys", mk(json!(["webhooks:read"])))
-        .await;
-    assert!(reader.status == 200 || reader.status == 201, "{}", reader.text);
+    let reader = app.post("/v1/api_keys", mk(json!(["webhooks:read"]))).await;
+    assert!(
+        reader.status == 200 || reader.status == 201,
+        "{}",
+        reader.text
+    );
     let reader = s(&reader.body["token"]);
-    app.send(Method::GET, &reader, &format!("/v1/webhooks/{id}"), None, &[])
-        .await
-        .expect(200);
+    app.send(
+        Method::GET,
+        &reader,
+        &format!("/v1/webhooks/{id}"),
+        None,
+        &[],
+    )
+    .await
+    .expect(200);
     app.send(Method::GET, &reader, "/v1/webhook_deliveries", None, &[])
         .await
         .expect(200);

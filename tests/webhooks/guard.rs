@@ -102,9 +102,17 @@ async fn update_is_checked_and_every_send_is_checked_again() {
         s(&x["error_detail"])
     };
     assert!(detail(&plain).contains("https"), "{}", detail(&plain));
-    assert!(detail(&literal).contains("loopback"), "{}", detail(&literal));
+    assert!(
+        detail(&literal).contains("loopback"),
+        "{}",
+        detail(&literal)
+    );
     assert!(detail(&named).contains("loopback"), "{}", detail(&named));
-    assert_eq!(rx.hits("/guarded").len(), 1, "no request reached the receiver");
+    assert_eq!(
+        rx.hits("/guarded").len(),
+        1,
+        "no request reached the receiver"
+    );
 
     let e = app
         .patch(

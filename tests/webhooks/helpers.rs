@@ -195,7 +195,14 @@ impl App {
         self.output.lock().unwrap().join("\n")
     }
 
-    pub async fn send(&self, method: Method, token: &str, path: &str, body: Option<Value>, headers: &[(&str, &str)]) -> Resp {
+    pub async fn send(
+        &self,
+        method: Method,
+        token: &str,
+        path: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> Resp {
         let mut rb = self
             .client
             .request(method.clone(), format!("{}{}", self.base_url, path))
@@ -225,7 +232,8 @@ impl App {
     }
 
     pub async fn get(&self, path: &str) -> Resp {
-        self.send(Method::GET, &self.wallet_key, path, None, &[]).await
+        self.send(Method::GET, &self.wallet_key, path, None, &[])
+            .await
     }
 
     pub async fn post(&self, path: &str, body: Value) -> Resp {
@@ -239,7 +247,8 @@ impl App {
     }
 
     pub async fn delete(&self, path: &str) -> Resp {
-        self.send(Method::DELETE, &self.wallet_key, path, None, &[]).await
+        self.send(Method::DELETE, &self.wallet_key, path, None, &[])
+            .await
     }
 
     /// Registers an endpoint (201); returns it with `secret`.
@@ -262,7 +271,9 @@ impl App {
     /// Events of a resource, oldest first.
     pub async fn events_of(&self, resource_id: &str) -> Vec<Value> {
         let l = self
-            .get(&format!("/v1/events?order=asc&limit=100&resource_id={resource_id}"))
+            .get(&format!(
+                "/v1/events?order=asc&limit=100&resource_id={resource_id}"
+            ))
             .await
             .expect(200);
         l["data"].as_array().unwrap().clone()
@@ -298,7 +309,12 @@ impl App {
     }
 
     /// Polls an endpoint until `pred` holds.
-    pub async fn wait_endpoint(&self, id: &str, within: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+    pub async fn wait_endpoint(
+        &self,
+        id: &str,
+        within: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
         let deadline = Instant::now() + within;
         loop {
             let e = self.get(&format!("/v1/webhooks/{id}")).await.expect(200);
@@ -473,7 +489,11 @@ impl Receiver {
     }
 
     pub fn set(&self, path: &str, b: Behavior) {
-        self.state.behavior.lock().unwrap().insert(path.to_string(), b);
+        self.state
+            .behavior
+            .lock()
+            .unwrap()
+            .insert(path.to_string(), b);
     }
 
     pub fn status(&self, path: &str, status: u16) {
@@ -549,7 +569,7 @@ pub fn verify_signature(header: &str, body: &[u8], secret: &str) -> bool {
     mac.update(format!("{t}.").as_bytes());
     mac.update(body);
     let want = hex::encode(mac.finalize().into_bytes());
-    v1.iter().any(|s| *s == want)
+    v1.contains(&want)
 }
 
 /// Stripe's own library (`stripe.WebhookSignature.verify_header` from the `stripe` PyPI
@@ -623,7 +643,15 @@ impl App {
     pub fn other_project_key(&self) -> String {
         self.cli(&["project", "create", "--name", "other", "--mode", "test"]);
         let out = self.cli(&[
-            "key", "create", "--project", "other", "--kind", "wallet", "--name", "o", "--scopes",
+            "key",
+            "create",
+            "--project",
+            "other",
+            "--kind",
+            "wallet",
+            "--name",
+            "o",
+            "--scopes",
             "*",
         ]);
         let i = out.find("apktest").expect("a token in the output");

@@ -34,7 +34,10 @@ async fn ordered_endpoints_get_one_at_a_time_in_sequence_order() {
         r.expect(201);
     }
     let hits = rx.wait("/ord", 30, Duration::from_secs(30)).await;
-    let seqs: Vec<u64> = hits.iter().map(|h| h.json["sequence"].as_u64().unwrap()).collect();
+    let seqs: Vec<u64> = hits
+        .iter()
+        .map(|h| h.json["sequence"].as_u64().unwrap())
+        .collect();
     let mut sorted = seqs.clone();
     sorted.sort();
     assert_eq!(seqs, sorted, "in sequence order");
@@ -63,7 +66,10 @@ async fn a_failing_delivery_holds_the_next_ones_back() {
         .iter()
         .map(|h| h.json["sequence"].as_u64().unwrap())
         .collect();
-    assert_eq!(seqs[0], seqs[1], "the first event is retried before anything else");
+    assert_eq!(
+        seqs[0], seqs[1],
+        "the first event is retried before anything else"
+    );
     assert_eq!(hits[0].json["attempt"], 1);
     assert_eq!(hits[1].json["attempt"], 2);
     assert_eq!(seqs[2], seqs[1] + 1);

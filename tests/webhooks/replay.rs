@@ -30,14 +30,20 @@ async fn pause_records_skipped_and_replay_sends_a_new_row() {
     assert!(rx.hits("/p").is_empty(), "nothing is sent while paused");
 
     // Replaying needs the endpoint active.
-    app.post(&format!("/v1/webhook_deliveries/{skipped}/replay"), json!({}))
-        .await
-        .expect_error(409, "invalid_state");
+    app.post(
+        &format!("/v1/webhook_deliveries/{skipped}/replay"),
+        json!({}),
+    )
+    .await
+    .expect_error(409, "invalid_state");
     app.patch(&format!("/v1/webhooks/{id}"), json!({ "status": "active" }))
         .await
         .expect(200);
     let r = app
-        .post(&format!("/v1/webhook_deliveries/{skipped}/replay"), json!({}))
+        .post(
+            &format!("/v1/webhook_deliveries/{skipped}/replay"),
+            json!({}),
+        )
         .await
         .expect(201);
     assert_eq!(r["replay_of"], skipped.as_str());
@@ -47,7 +53,11 @@ async fn pause_records_skipped_and_replay_sends_a_new_row() {
     assert_eq!(hit.json["id"], d[0]["event_id"], "same event id");
     assert_eq!(hit.json["delivery_id"], r["id"]);
     assert_eq!(hit.json["data"]["id"], cust.as_str());
-    assert!(stripe_verifies(hit.signature.as_deref().unwrap(), &hit.body, &secret));
+    assert!(stripe_verifies(
+        hit.signature.as_deref().unwrap(),
+        &hit.body,
+        &secret
+    ));
     let evt = s(&d[0]["event_id"]);
     let l = app
         .get(&format!("/v1/events/{evt}/deliveries"))
@@ -55,12 +65,17 @@ async fn pause_records_skipped_and_replay_sends_a_new_row() {
         .expect(200);
     assert_eq!(l["data"].as_array().unwrap().len(), 2);
     let new_id = s(&r["id"]);
-    app.wait_deliveries("status=succeeded", Duration::from_secs(10), |d| d.len() == 1)
-        .await;
+    app.wait_deliveries("status=succeeded", Duration::from_secs(10), |d| {
+        d.len() == 1
+    })
+    .await;
     // A succeeded delivery does not replay; the original stays skipped.
-    app.post(&format!("/v1/webhook_deliveries/{new_id}/replay"), json!({}))
-        .await
-        .expect_error(409, "invalid_state");
+    app.post(
+        &format!("/v1/webhook_deliveries/{new_id}/replay"),
+        json!({}),
+    )
+    .await
+    .expect_error(409, "invalid_state");
     let orig = app
         .get(&format!("/v1/webhook_deliveries/{skipped}"))
         .await
@@ -117,7 +132,11 @@ async fn bulk_replay_takes_up_to_100_oldest_first() {
         .iter()
         .map(|d| s(&d["replay_of"]))
         .collect();
-    assert_eq!(first, oldest[..100].to_vec(), "the 100 oldest, oldest first");
+    assert_eq!(
+        first,
+        oldest[..100].to_vec(),
+        "the 100 oldest, oldest first"
+    );
     let r2 = app
         .post(
             "/v1/webhook_deliveries/replay",
@@ -184,12 +203,18 @@ async fn replays_are_limited_to_10_per_minute() {
         .await
         .expect(200);
     for _ in 0..10 {
-        app.post(&format!("/v1/webhook_deliveries/{skipped}/replay"), json!({}))
-            .await
-            .expect(201);
+        app.post(
+            &format!("/v1/webhook_deliveries/{skipped}/replay"),
+            json!({}),
+        )
+        .await
+        .expect(201);
     }
     let r = app
-        .post(&format!("/v1/webhook_deliveries/{skipped}/replay"), json!({}))
+        .post(
+            &format!("/v1/webhook_deliveries/{skipped}/replay"),
+            json!({}),
+        )
         .await;
     assert!(r.headers.get("retry-after").is_some());
     r.expect_error(429, "rate_limited");

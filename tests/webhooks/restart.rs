@@ -13,8 +13,11 @@ async fn every_pending_delivery_is_delivered_after_kill_9() {
     let rx = receiver().await;
     rx.status("/r", 503);
     app.create_endpoint(&rx.url("/r"), json!({})).await;
-    app.create_endpoint(&rx.url("/r2"), json!({ "event_types": ["customer.created"] }))
-        .await;
+    app.create_endpoint(
+        &rx.url("/r2"),
+        json!({ "event_types": ["customer.created"] }),
+    )
+    .await;
     rx.status("/r2", 503);
     let mut customers = Vec::new();
     for _ in 0..30 {
@@ -60,9 +63,12 @@ async fn every_pending_delivery_is_delivered_after_kill_9() {
         }
     }
     let d = app
-        .wait_deliveries("status=succeeded", Duration::from_secs(10), |d| d.len() == 60)
+        .wait_deliveries("status=succeeded", Duration::from_secs(10), |d| {
+            d.len() == 60
+        })
         .await;
     assert_eq!(d.len(), 60);
     assert!(app.deliveries("status=failed").await.is_empty());
     assert!(app.deliveries("status=pending").await.is_empty());
+    app.cli(&["verify"]);
 }

@@ -35,7 +35,9 @@ async fn retries_in_place_until_exhausted() {
 
     let hits = rx.wait("/fail", 3, Duration::from_secs(15)).await;
     let d = app
-        .wait_deliveries("", Duration::from_secs(10), |d| d[0]["status"] == "exhausted")
+        .wait_deliveries("", Duration::from_secs(10), |d| {
+            d[0]["status"] == "exhausted"
+        })
         .await;
     assert_eq!(d.len(), 1, "retried in place, no new rows");
     assert_eq!(d[0]["attempt"], 3);
@@ -123,8 +125,11 @@ async fn five_exhausted_deliveries_disable_and_cancel_the_rest() {
     assert_eq!(e["consecutive_failures"], 0);
     assert!(e["disabled_reason"].is_null() && e["disabled_at"].is_null());
     app.customer().await;
-    app.wait_deliveries("status=succeeded", Duration::from_secs(10), |d| d.len() == 1)
-        .await;
+    app.wait_deliveries("status=succeeded", Duration::from_secs(10), |d| {
+        d.len() == 1
+    })
+    .await;
+    app.cli(&["verify"]);
 }
 
 #[tokio::test]

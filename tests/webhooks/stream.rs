@@ -117,7 +117,10 @@ async fn frames_follow_commits_quickly_with_sequence_ids() {
         assert_eq!(f.id.as_deref(), Some(evt["sequence"].to_string().as_str()));
         assert_eq!(f.data["id"], evt["id"]);
         assert_eq!(f.data["created"], evt["created"]);
-        assert_eq!(f.data["data"], evt["data"], "the same data as GET /v1/events");
+        assert_eq!(
+            f.data["data"], evt["data"],
+            "the same data as GET /v1/events"
+        );
     }
     lat.sort();
     // Request, commit and frame together; the frame itself follows the commit's notice.
@@ -128,7 +131,10 @@ async fn frames_follow_commits_quickly_with_sequence_ids() {
 async fn resume_with_last_event_id_has_no_gaps_or_duplicates() {
     let app = spawn_app().await;
     let mut sse = SseClient::open(&app, None).await.unwrap();
-    assert_eq!(sse.next(Duration::from_secs(5)).await.unwrap().event, "ready");
+    assert_eq!(
+        sse.next(Duration::from_secs(5)).await.unwrap().event,
+        "ready"
+    );
     let mut seen: Vec<u64> = Vec::new();
     for _ in 0..5 {
         app.customer().await;
@@ -167,7 +173,10 @@ async fn resume_with_last_event_id_has_no_gaps_or_duplicates() {
         .map(|e| e["sequence"].as_u64().unwrap())
         .collect();
     assert_eq!(seen, all, "every event once, in order");
-    assert!(sse.next(Duration::from_millis(300)).await.is_none_or(|f| f.event == "ping"));
+    assert!(sse
+        .next(Duration::from_millis(300))
+        .await
+        .is_none_or(|f| f.event == "ping"));
 
     let r = app
         .send(
@@ -190,7 +199,10 @@ async fn at_most_ten_streams_per_project() {
         assert_eq!(s.next(Duration::from_secs(5)).await.unwrap().event, "ready");
         open.push(s);
     }
-    let (st, body) = SseClient::open(&app, None).await.err().expect("the 11th is refused");
+    let (st, body) = SseClient::open(&app, None)
+        .await
+        .err()
+        .expect("the 11th is refused");
     assert_eq!(st, 429);
     assert_eq!(body["code"], "too_many_streams");
     // Another project has its own ten.
