@@ -271,7 +271,10 @@ fn init(cfg: &Config) -> anyhow::Result<ExitCode> {
     use appliance_signer::Signer;
     std::fs::create_dir_all(&cfg.data_dir)?;
     Pepper::load_or_create(&cfg.data_dir)?;
-    close_store(crate::server::open_store(cfg, std::time::Duration::from_secs(10))?);
+    close_store(crate::server::open_store(
+        cfg,
+        std::time::Duration::from_secs(10),
+    )?);
     let pass = match appliance_signer::read_passphrase(
         cfg.signing.passphrase_env.as_deref(),
         cfg.signing.passphrase_file.as_deref(),
@@ -328,7 +331,9 @@ fn close_store(store: appliance_storage::Store) {
 fn run_operator(cfg: &Config, req: Request) -> anyhow::Result<Value> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        if let Some(v) = operator::call_socket(&cfg.socket_path(), &req).map_err(anyhow::Error::msg)? {
+        if let Some(v) =
+            operator::call_socket(&cfg.socket_path(), &req).map_err(anyhow::Error::msg)?
+        {
             return Ok(v);
         }
         match crate::server::open_store(cfg, std::time::Duration::ZERO) {
@@ -345,7 +350,9 @@ fn run_operator(cfg: &Config, req: Request) -> anyhow::Result<Value> {
 }
 
 fn serve(cfg: Config, test_mode: bool) -> anyhow::Result<ExitCode> {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     let closer = rt.block_on(crate::server::run(cfg, test_mode))?;
     // Dropping the runtime drops every task's store handle; then the writer closes the file.
     rt.shutdown_timeout(std::time::Duration::from_secs(5));

@@ -193,7 +193,11 @@ impl WebhooksConfig {
         if self.retry_schedule_s.len() > 20 {
             return Err("webhooks.retry_schedule_s has more than 20 entries".into());
         }
-        if self.retry_schedule_s.iter().any(|s| *s == 0 || *s > 7 * 86_400) {
+        if self
+            .retry_schedule_s
+            .iter()
+            .any(|s| *s == 0 || *s > 7 * 86_400)
+        {
             return Err("webhooks.retry_schedule_s entries must be 1 to 604800 seconds".into());
         }
         if !(100..=60_000).contains(&self.timeout_ms) {

@@ -53,8 +53,12 @@ pub enum Request {
         key: String,
     },
     Verify,
-    PayoutApprove { payout: String },
-    PayoutReject { payout: String },
+    PayoutApprove {
+        payout: String,
+    },
+    PayoutReject {
+        payout: String,
+    },
 }
 
 /// Settings changed by `project set`; `None` leaves a field alone.
@@ -106,7 +110,12 @@ fn find_project(store: &Store, s: &str) -> Result<Project, String> {
 
 /// Runs one command on the store. Returns the answer and whether keys or projects changed
 /// (so a running server refreshes its cache).
-pub fn execute(store: &Store, pepper: &Pepper, config: &crate::config::Config, req: Request) -> Result<(Value, bool), String> {
+pub fn execute(
+    store: &Store,
+    pepper: &Pepper,
+    config: &crate::config::Config,
+    req: Request,
+) -> Result<(Value, bool), String> {
     match req {
         Request::ProjectCreate { name, mode } => {
             let mode = match mode.as_str() {
@@ -235,7 +244,12 @@ pub fn execute(store: &Store, pepper: &Pepper, config: &crate::config::Config, r
 
 /// Operator approval or rejection of a payout waiting for approval. The operator acts as no
 /// key at all (nil), which always differs from the key that created the payout.
-fn decide_payout(store: &Store, config: &crate::config::Config, payout: &str, approve: bool) -> Result<(Value, bool), String> {
+fn decide_payout(
+    store: &Store,
+    config: &crate::config::Config,
+    payout: &str,
+    approve: bool,
+) -> Result<(Value, bool), String> {
     let id = Uuid::parse_str(payout).map_err(|_| "the payout id must be a UUID".to_string())?;
     let reg = std::sync::Arc::new(crate::registry::Registry::from_config(config));
     let v = store
@@ -243,8 +257,13 @@ fn decide_payout(store: &Store, config: &crate::config::Config, payout: &str, ap
             let p = ctx
                 .get::<appliance_storage::records::Payout>(id)?
                 .ok_or_else(|| ApiError::not_found("payout"))?;
-            let project = ctx.get::<Project>(p.project_id)?.ok_or_else(|| ApiError::not_found("project"))?;
-            let scope = crate::services::Scope { reg, project: std::sync::Arc::new(project) };
+            let project = ctx
+                .get::<Project>(p.project_id)?
+                .ok_or_else(|| ApiError::not_found("project"))?;
+            let scope = crate::services::Scope {
+                reg,
+                project: std::sync::Arc::new(project),
+            };
             let p = if approve {
                 crate::services::payouts::approve(ctx, &scope, Uuid::nil(), id)?
             } else {

@@ -43,7 +43,10 @@ pub fn open_store(config: &Config, wait: std::time::Duration) -> anyhow::Result<
 /// Runs the server until SIGINT or SIGTERM. `test_mode` creates project `default` on first
 /// start and prints its keys once. Returns the store's writer thread: join it after the
 /// runtime is dropped so the store file is closed cleanly.
-pub async fn run(config: Config, test_mode: bool) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
+pub async fn run(
+    config: Config,
+    test_mode: bool,
+) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
     if config.webhooks.allow_private_targets {
         tracing::warn!("webhooks.allow_private_targets is ON: webhooks may target private and loopback addresses");
     }
@@ -51,7 +54,8 @@ pub async fn run(config: Config, test_mode: bool) -> anyhow::Result<Option<std::
     let pepper = Pepper::load_or_create(&config.data_dir).context("reading the pepper")?;
     let store = {
         let c = config.clone();
-        tokio::task::spawn_blocking(move || open_store(&c, std::time::Duration::from_secs(10))).await??
+        tokio::task::spawn_blocking(move || open_store(&c, std::time::Duration::from_secs(10)))
+            .await??
     };
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
@@ -139,9 +143,7 @@ pub async fn run(config: Config, test_mode: bool) -> anyhow::Result<Option<std::
 
 /// Unlocks the master seed when one exists or live chains are configured (they need it),
 /// and records the EVM master wallet for address derivation (DECISIONS.md section 10).
-pub fn unlock_signer(
-    config: &Config,
-) -> anyhow::Result<Option<Arc<appliance_signer::Signer>>> {
+pub fn unlock_signer(config: &Config) -> anyhow::Result<Option<Arc<appliance_signer::Signer>>> {
     use appliance_signer::Signer;
     let exists = Signer::exists(&config.data_dir);
     if !exists && config.chains.is_empty() {
@@ -201,7 +203,10 @@ async fn bootstrap(store: &Store, pepper: &Pepper, listen: &str) -> anyhow::Resu
     for (kind, token) in &tokens {
         println!("{} key: {}", kind.as_str(), token);
     }
-    if let Some((_, wallet)) = tokens.iter().find(|(k, _)| *k == appliance_storage::records::KeyKind::Wallet) {
+    if let Some((_, wallet)) = tokens
+        .iter()
+        .find(|(k, _)| *k == appliance_storage::records::KeyKind::Wallet)
+    {
         println!("Try it (from another shell):");
         println!("  curl -s http://{listen}/v1/ping -H 'Authorization: Bearer {wallet}'");
         println!(

@@ -17,7 +17,11 @@ fn serves_https_with_the_configured_certificate() {
     let config = dir.path().join("config.toml");
     std::fs::write(
         &config,
-        format!("[tls]\ncert = {:?}\nkey = {:?}\n", cert_path.display().to_string(), key_path.display().to_string()),
+        format!(
+            "[tls]\ncert = {:?}\nkey = {:?}\n",
+            cert_path.display().to_string(),
+            key_path.display().to_string()
+        ),
     )
     .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_appliance"))
@@ -51,17 +55,32 @@ fn serves_https_with_the_configured_certificate() {
     let curl = Command::new("curl")
         .args(["-s", "--cacert"])
         .arg(&cert_path)
-        .args(["-H", &format!("Authorization: Bearer {}", wallet.unwrap()), &url])
+        .args([
+            "-H",
+            &format!("Authorization: Bearer {}", wallet.unwrap()),
+            &url,
+        ])
         .output()
         .expect("curl is installed");
     let body = String::from_utf8_lossy(&curl.stdout);
-    assert!(curl.status.success(), "curl failed: {}", String::from_utf8_lossy(&curl.stderr));
+    assert!(
+        curl.status.success(),
+        "curl failed: {}",
+        String::from_utf8_lossy(&curl.stderr)
+    );
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["object"], "ping");
     assert_eq!(v["env"], "test");
     // Plain HTTP on the same port is not served.
     let plain = Command::new("curl")
-        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", &format!("http://127.0.0.1:{port}/v1/ping")])
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &format!("http://127.0.0.1:{port}/v1/ping"),
+        ])
         .output()
         .unwrap();
     assert_ne!(String::from_utf8_lossy(&plain.stdout), "200");

@@ -32,7 +32,12 @@ fn start(data: &std::path::Path) -> (std::process::Child, String, String) {
 }
 
 fn verify(data: &std::path::Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_appliance")).arg("verify").arg("--data-dir").arg(data).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_appliance"))
+        .arg("verify")
+        .arg("--data-dir")
+        .arg(data)
+        .output()
+        .unwrap()
 }
 
 #[tokio::test]
@@ -42,11 +47,28 @@ async fn verify_fails_on_a_tampered_ledger() {
     let (mut child, base, key) = start(&data);
     let http = reqwest::Client::new();
     let post = |path: &str, body: serde_json::Value| {
-        http.post(format!("{base}{path}")).bearer_auth(&key).json(&body).send()
+        http.post(format!("{base}{path}"))
+            .bearer_auth(&key)
+            .json(&body)
+            .send()
     };
-    let c: serde_json::Value = post("/v1/customers", serde_json::json!({})).await.unwrap().json().await.unwrap();
+    let c: serde_json::Value = post("/v1/customers", serde_json::json!({}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let cid = c["id"].as_str().unwrap().to_string();
-    assert_eq!(post("/v1/wallets", serde_json::json!({"customer_id": cid, "chain": "ethereum"})).await.unwrap().status(), 201);
+    assert_eq!(
+        post(
+            "/v1/wallets",
+            serde_json::json!({"customer_id": cid, "chain": "ethereum"})
+        )
+        .await
+        .unwrap()
+        .status(),
+        201
+    );
     let d = post(
         "/v1/test/deposits",
         serde_json::json!({"customer_id": cid, "chain": "ethereum", "asset": "USDT", "decimals": 6, "amount": "5000000"}),
@@ -60,7 +82,11 @@ async fn verify_fails_on_a_tampered_ledger() {
     assert!(child.wait().unwrap().success());
 
     let healthy = verify(&data);
-    assert!(healthy.status.success(), "{}", String::from_utf8_lossy(&healthy.stderr));
+    assert!(
+        healthy.status.success(),
+        "{}",
+        String::from_utf8_lossy(&healthy.stderr)
+    );
 
     {
         let db = redb::Database::open(data.join("appliance.redb")).unwrap();
@@ -77,7 +103,10 @@ async fn verify_fails_on_a_tampered_ledger() {
     }
 
     let broken = verify(&data);
-    assert!(!broken.status.success(), "verify must fail on a tampered ledger");
+    assert!(
+        !broken.status.success(),
+        "verify must fail on a tampered ledger"
+    );
     let out = String::from_utf8_lossy(&broken.stdout);
     assert!(out.contains("but the journal gives"), "{out}");
     assert!(out.contains("not zero"), "{out}");
@@ -85,5 +114,11 @@ async fn verify_fails_on_a_tampered_ledger() {
 
 /// SIGTERM through the `kill` command (the crate forbids unsafe code).
 fn sigterm(pid: i32) -> i32 {
-    Command::new("kill").arg("-TERM").arg(pid.to_string()).status().unwrap().code().unwrap_or(1)
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status()
+        .unwrap()
+        .code()
+        .unwrap_or(1)
 }

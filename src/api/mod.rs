@@ -85,7 +85,8 @@ async fn request_id(req: Request, next: Next) -> Response {
     // An oversized body was not read to its end: the connection cannot carry another
     // request, so say so instead of leaving the client to find out.
     if resp.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     resp
 }

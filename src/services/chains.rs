@@ -50,7 +50,8 @@ static HEALTH: std::sync::RwLock<Option<std::collections::BTreeMap<String, Adapt
 /// Records the live adapter's health for `chain` (read by [`effective`]).
 pub fn set_adapter_health(chain: &str, h: AdapterHealth) {
     let mut g = HEALTH.write().unwrap_or_else(|e| e.into_inner());
-    g.get_or_insert_with(Default::default).insert(chain.to_string(), h);
+    g.get_or_insert_with(Default::default)
+        .insert(chain.to_string(), h);
 }
 
 /// The live adapter's last health report; `None` before it first reached its node.

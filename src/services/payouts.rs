@@ -335,15 +335,27 @@ fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, Ap
         ref_id: p.id,
         created_at: ctx.now_us(),
         postings: vec![
-            Posting::debit(Account::customer(pid, owner(&p), &p.chain, &p.asset, AccountKind::Locked), total),
-            Posting::credit(Account::project(pid, &p.chain, &p.asset, AccountKind::Treasury), total),
+            Posting::debit(
+                Account::customer(pid, owner(&p), &p.chain, &p.asset, AccountKind::Locked),
+                total,
+            ),
+            Posting::credit(
+                Account::project(pid, &p.chain, &p.asset, AccountKind::Treasury),
+                total,
+            ),
         ],
     };
     ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
     p.status = PayoutStatus::Confirmed;
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
-    emit(ctx, &s.project, "payout.confirmed", p.id, views::payout(&s.reg, &p))?;
+    emit(
+        ctx,
+        &s.project,
+        "payout.confirmed",
+        p.id,
+        views::payout(&s.reg, &p),
+    )?;
     Ok(p)
 }
 
@@ -535,6 +547,13 @@ pub fn fail_live(
     if !matches!(p.status, PayoutStatus::Queued | PayoutStatus::Signing) {
         return Ok(());
     }
-    release(ctx, s, p, PayoutStatus::Failed, "payout.failed", Some(reason.into()))?;
+    release(
+        ctx,
+        s,
+        p,
+        PayoutStatus::Failed,
+        "payout.failed",
+        Some(reason.into()),
+    )?;
     Ok(())
 }

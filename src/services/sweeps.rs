@@ -329,7 +329,13 @@ pub fn submit_live(
         sw.skip_reason = Some("nothing_to_sweep".into());
         sw.updated_at = now;
         ctx.put(&sw)?;
-        emit(ctx, &s.project, "sweep.skipped", sw.id, views::sweep(&s.reg, &sw))?;
+        emit(
+            ctx,
+            &s.project,
+            "sweep.skipped",
+            sw.id,
+            views::sweep(&s.reg, &sw),
+        )?;
         return Ok(Some(sw));
     }
     let e = project_move(
@@ -389,7 +395,11 @@ pub fn settle_live(
             "sweep.failed",
         )
     };
-    let kind = if success { "sweep_settle" } else { "sweep_revert" };
+    let kind = if success {
+        "sweep_settle"
+    } else {
+        "sweep_revert"
+    };
     let e = project_move(&sw, kind, debit, credit, sw.amount, now);
     ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
     if !success {

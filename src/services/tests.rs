@@ -6,7 +6,9 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use appliance_storage::ledger::{Account, AccountKind};
-use appliance_storage::records::{Deposit, DepositStatus, Mode, Payout, PayoutStatus, Project, Sweep, SweepStatus};
+use appliance_storage::records::{
+    Deposit, DepositStatus, Mode, Payout, PayoutStatus, Project, Sweep, SweepStatus,
+};
 use appliance_storage::{ReadOps, Store, StoreOptions, WriteCtx};
 
 use crate::config::Config;
@@ -22,31 +24,65 @@ struct Fixture {
     customer: Uuid,
 }
 
-fn write<T: Send + 'static>(f: &Fixture, op: impl for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>, &Scope) -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
+fn write<T: Send + 'static>(
+    f: &Fixture,
+    op: impl for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>, &Scope) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
     let s = f.scope.clone();
-    f.store.write_blocking(move |ctx| op(ctx, &s)).map_err(ApiError::from)
+    f.store
+        .write_blocking(move |ctx| op(ctx, &s))
+        .map_err(ApiError::from)
 }
 
 fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
-    let project: Project = store.write_blocking(|ctx| projects::create(ctx, "t", Mode::Test)).unwrap();
-    let scope = Scope { reg: Arc::new(Registry::from_config(&Config::default())), project: Arc::new(project) };
+    let project: Project = store
+        .write_blocking(|ctx| projects::create(ctx, "t", Mode::Test))
+        .unwrap();
+    let scope = Scope {
+        reg: Arc::new(Registry::from_config(&Config::default())),
+        project: Arc::new(project),
+    };
     let s = scope.clone();
     let customer = store
         .write_blocking(move |ctx| {
-            let (c, _) = customers::create(ctx, &s, customers::NewCustomer { reference_id: None, email: None, metadata: None })?;
+            let (c, _) = customers::create(
+                ctx,
+                &s,
+                customers::NewCustomer {
+                    reference_id: None,
+                    email: None,
+                    metadata: None,
+                },
+            )?;
             wallets::get_or_create(ctx, &s, c.id, "ethereum")?;
             Ok::<_, ApiError>(c.id)
         })
         .unwrap();
-    Fixture { _dir: dir, store, scope, customer }
+    Fixture {
+        _dir: dir,
+        store,
+        scope,
+        customer,
+    }
 }
 
 fn deposit(f: &Fixture, amount: u128, confirm: bool) -> Deposit {
     let c = f.customer;
     write(f, move |ctx, s| {
-        deposits::create_test(ctx, s, deposits::TestDeposit { customer_id: c, chain: "ethereum".into(), asset: "USDT".into(), decimals: 6, amount, confirm })
+        deposits::create_test(
+            ctx,
+            s,
+            deposits::TestDeposit {
+                customer_id: c,
+                chain: "ethereum".into(),
+                asset: "USDT".into(),
+                decimals: 6,
+                amount,
+                confirm,
+            },
+        )
     })
     .unwrap()
 }
@@ -54,20 +90,30 @@ fn deposit(f: &Fixture, amount: u128, confirm: bool) -> Deposit {
 fn balance(f: &Fixture, customer: Uuid, kind: AccountKind) -> u128 {
     let p = f.scope.project_id();
     f.store
-        .read_blocking(move |r| r.balance(&Account::customer(p, customer, "ethereum", "USDT", kind)))
+        .read_blocking(move |r| {
+            r.balance(&Account::customer(p, customer, "ethereum", "USDT", kind))
+        })
         .unwrap()
         .credit_balance()
 }
 
 fn mine(f: &Fixture, count: u64) {
     let reg = f.scope.reg.clone();
-    let (h, sw, po) = f.store.write_blocking(move |ctx| sim_chain::raise_heights(ctx, &reg, Some("ethereum"), count)).unwrap();
+    let (h, sw, po) = f
+        .store
+        .write_blocking(move |ctx| sim_chain::raise_heights(ctx, &reg, Some("ethereum"), count))
+        .unwrap();
     let reg = f.scope.reg.clone();
-    f.store.write_blocking(move |ctx| sim_chain::advance_items(ctx, &reg, &h, &sw, &po)).unwrap();
+    f.store
+        .write_blocking(move |ctx| sim_chain::advance_items(ctx, &reg, &h, &sw, &po))
+        .unwrap();
 }
 
 fn verify_clean(f: &Fixture) {
-    let rep = f.store.read_blocking(appliance_storage::verify::verify).unwrap();
+    let rep = f
+        .store
+        .read_blocking(appliance_storage::verify::verify)
+        .unwrap();
     assert!(rep.violations.is_empty(), "{:?}", rep.violations);
 }
 
@@ -78,13 +124,25 @@ fn new_payout(f: &Fixture, amount: u128, to: &str) -> Result<Payout, ApiError> {
             ctx,
             s,
             Uuid::now_v7(),
-            payouts::NewPayout { customer_id: Some(c), chain: "ethereum".into(), asset: "USDT".into(), decimals: 6, amount, to_address: to, reference: None, memo: None },
+            payouts::NewPayout {
+                customer_id: Some(c),
+                chain: "ethereum".into(),
+                asset: "USDT".into(),
+                decimals: 6,
+                amount,
+                to_address: to,
+                reference: None,
+                memo: None,
+            },
         )
     })
 }
 
 fn get<R: appliance_storage::records::Row + Send + 'static>(f: &Fixture, id: Uuid) -> R {
-    f.store.read_blocking(move |r| r.get::<R>(id)).unwrap().unwrap()
+    f.store
+        .read_blocking(move |r| r.get::<R>(id))
+        .unwrap()
+        .unwrap()
 }
 
 const DEST: &str = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed";
@@ -102,7 +160,11 @@ fn payout_walks_to_confirmed_and_settles_the_lock() {
     assert_eq!(p1.status, PayoutStatus::Submitted);
     assert!(p1.tx_hash.is_some());
     mine(&f, 11);
-    assert_eq!(get::<Payout>(&f, p.id).status, PayoutStatus::Submitted, "12 confirmations not yet reached");
+    assert_eq!(
+        get::<Payout>(&f, p.id).status,
+        PayoutStatus::Submitted,
+        "12 confirmations not yet reached"
+    );
     mine(&f, 1);
     assert_eq!(get::<Payout>(&f, p.id).status, PayoutStatus::Confirmed);
     assert_eq!(balance(&f, f.customer, AccountKind::Locked), 0);
@@ -148,7 +210,11 @@ fn overdraw_is_refused_and_writes_nothing() {
     deposit(&f, 100, true);
     let err = new_payout(&f, 101, DEST).unwrap_err();
     assert_eq!(err.code, "insufficient_funds");
-    assert!(err.message.contains("available 0.0001") && err.message.contains("requested 0.000101"), "{}", err.message);
+    assert!(
+        err.message.contains("available 0.0001") && err.message.contains("requested 0.000101"),
+        "{}",
+        err.message
+    );
     assert_eq!(balance(&f, f.customer, AccountKind::Available), 100);
     assert_eq!(balance(&f, f.customer, AccountKind::Locked), 0);
     verify_clean(&f);
@@ -167,7 +233,14 @@ fn orphan_after_spend_posts_the_shortfall_to_receivable() {
     let p = f.scope.project_id();
     let recv = f
         .store
-        .read_blocking(move |r| r.balance(&Account::project(p, "ethereum", "USDT", AccountKind::Receivable)))
+        .read_blocking(move |r| {
+            r.balance(&Account::project(
+                p,
+                "ethereum",
+                "USDT",
+                AccountKind::Receivable,
+            ))
+        })
         .unwrap();
     assert_eq!(recv.debits - recv.credits, 600);
     verify_clean(&f);
@@ -180,7 +253,10 @@ fn sweep_moves_deposits_to_treasury_without_touching_customers() {
     deposit(&f, 3_000, true);
     let p = f.scope.project_id();
     let proj = |kind| {
-        let b = f.store.read_blocking(move |r| r.balance(&Account::project(p, "ethereum", "USDT", kind))).unwrap();
+        let b = f
+            .store
+            .read_blocking(move |r| r.balance(&Account::project(p, "ethereum", "USDT", kind)))
+            .unwrap();
         b.debits as i128 - b.credits as i128
     };
     assert_eq!(proj(AccountKind::Deposits), 10_000);
@@ -194,11 +270,24 @@ fn sweep_moves_deposits_to_treasury_without_touching_customers() {
     let sweeps: Vec<Sweep> = f
         .store
         .read_blocking(move |r| {
-            r.list::<Sweep>(&appliance_storage::index::prefix(appliance_storage::index::IndexTag::Sweeps, p, &[]), None, 10, |_| true)
+            r.list::<Sweep>(
+                &appliance_storage::index::prefix(
+                    appliance_storage::index::IndexTag::Sweeps,
+                    p,
+                    &[],
+                ),
+                None,
+                10,
+                |_| true,
+            )
         })
         .unwrap()
         .items;
-    assert_eq!(sweeps.len(), 1, "two deposits before the next block share one sweep");
+    assert_eq!(
+        sweeps.len(),
+        1,
+        "two deposits before the next block share one sweep"
+    );
     assert_eq!(sweeps[0].status, SweepStatus::Confirmed);
     assert_eq!(sweeps[0].amount, 10_000);
     verify_clean(&f);
@@ -224,8 +313,17 @@ fn manual_deposit_waits_for_confirm_and_fail_leaves_no_credit() {
 fn explicit_sweep_of_an_empty_address_is_skipped() {
     let f = fixture();
     let c = f.customer;
-    let w = write(&f, move |ctx, s| wallets::get_or_create(ctx, s, c, "ethereum")).unwrap().0;
-    let sw = write(&f, move |ctx, s| sweeps::request(ctx, s, w.id, None, |c, chain| deposits::sim_height(c, chain))).unwrap();
+    let w = write(&f, move |ctx, s| {
+        wallets::get_or_create(ctx, s, c, "ethereum")
+    })
+    .unwrap()
+    .0;
+    let sw = write(&f, move |ctx, s| {
+        sweeps::request(ctx, s, w.id, None, |c, chain| {
+            deposits::sim_height(c, chain)
+        })
+    })
+    .unwrap();
     assert_eq!(sw.status, SweepStatus::Skipped);
     assert_eq!(sw.skip_reason.as_deref(), Some("nothing_to_sweep"));
 }

@@ -29,7 +29,10 @@ pub fn get_or_create(
         .get_in::<Customer>(p, customer_id)?
         .ok_or_else(|| ApiError::not_found("customer").param("customer_id"))?;
     if s.reg.chain(chain_id).is_none() {
-        return Err(ApiError::invalid("chain", format!("Unknown chain {chain_id:?}.")));
+        return Err(ApiError::invalid(
+            "chain",
+            format!("Unknown chain {chain_id:?}."),
+        ));
     }
     let ukey = index::unique(
         IndexTag::UniqueWallet,

@@ -35,14 +35,25 @@ pub fn raise_heights(
     count: u64,
 ) -> Result<Raised, ApiError> {
     let mut heights = BTreeMap::new();
-    for c in reg.chains.iter().filter(|c| c.is_evm() && chain.is_none_or(|x| x == c.id())) {
+    for c in reg
+        .chains
+        .iter()
+        .filter(|c| c.is_evm() && chain.is_none_or(|x| x == c.id()))
+    {
         let h = deposits::sim_height(ctx, c.id())? + count;
         heights.insert(c.id().to_string(), h);
     }
     for (c, h) in &heights {
         ctx.meta_put(&format!("sim_height:{c}"), &h.to_be_bytes())?;
     }
-    let all = |tag| ctx.scan_ids(&index::prefix(tag, Uuid::nil(), &[]), None, usize::MAX, |_| Ok(true));
+    let all = |tag| {
+        ctx.scan_ids(
+            &index::prefix(tag, Uuid::nil(), &[]),
+            None,
+            usize::MAX,
+            |_| Ok(true),
+        )
+    };
     let mut sweeps = all(IndexTag::SweepsWork)?.items;
     let mut payouts = all(IndexTag::PayoutsWork)?.items;
     sweeps.reverse();
@@ -66,20 +77,31 @@ pub fn advance_items(
         let s = ctx
             .get::<Project>(id)?
             .filter(|p| p.mode == Mode::Test)
-            .map(|p| Scope { reg: reg.clone(), project: Arc::new(p) });
+            .map(|p| Scope {
+                reg: reg.clone(),
+                project: Arc::new(p),
+            });
         projects.insert(id, s.clone());
         Ok(s)
     };
     for id in sweep_ids {
-        let Some(sw) = ctx.get::<Sweep>(*id)? else { continue };
-        let Some(h) = heights.get(&sw.chain).copied() else { continue };
+        let Some(sw) = ctx.get::<Sweep>(*id)? else {
+            continue;
+        };
+        let Some(h) = heights.get(&sw.chain).copied() else {
+            continue;
+        };
         if let Some(s) = scope_of(ctx, sw.project_id)? {
             sweeps::advance(ctx, &s, sw, h)?;
         }
     }
     for id in payout_ids {
-        let Some(p) = ctx.get::<Payout>(*id)? else { continue };
-        let Some(h) = heights.get(&p.chain).copied() else { continue };
+        let Some(p) = ctx.get::<Payout>(*id)? else {
+            continue;
+        };
+        let Some(h) = heights.get(&p.chain).copied() else {
+            continue;
+        };
         if let Some(s) = scope_of(ctx, p.project_id)? {
             payouts::advance(ctx, &s, p, h)?;
         }
@@ -89,7 +111,11 @@ pub fn advance_items(
 
 /// Mines `count` blocks on `chain` (or every EVM chain) and advances the work that depends
 /// on them, in writer jobs of at most [`CHUNK`] items. Returns once all are committed.
-pub async fn mine(state: &AppState, chain: Option<String>, count: u64) -> Result<BTreeMap<String, u64>, ApiError> {
+pub async fn mine(
+    state: &AppState,
+    chain: Option<String>,
+    count: u64,
+) -> Result<BTreeMap<String, u64>, ApiError> {
     let reg = crate::api::registry(state);
     let r2 = reg.clone();
     let (heights, sweep_ids, payout_ids) = state
@@ -106,7 +132,10 @@ pub async fn mine(state: &AppState, chain: Option<String>, count: u64) -> Result
     // waiting behind the whole block's work (bounded latency under load).
     for (sw, po) in chunks {
         let (reg, h) = (reg.clone(), heights.clone());
-        state.store.write(move |ctx| advance_items(ctx, &reg, &h, &sw, &po)).await?;
+        state
+            .store
+            .write(move |ctx| advance_items(ctx, &reg, &h, &sw, &po))
+            .await?;
     }
     Ok((*heights).clone())
 }

@@ -17,8 +17,19 @@ fn main() {
     let seconds: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5);
     let quick_repair = args.get(3).is_some_and(|s| s == "quick_repair");
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("bench.redb"), StoreOptions { quick_repair, ..Default::default() }).unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let store = Store::open(
+        &dir.path().join("bench.redb"),
+        StoreOptions {
+            quick_repair,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let done = Arc::new(AtomicU64::new(0));
     let project = Uuid::now_v7();
     let deadline = Instant::now() + Duration::from_secs(seconds);
@@ -42,7 +53,13 @@ fn main() {
                                 created_at: ctx.now_us(),
                             };
                             ctx.put(&c)?;
-                            ctx.append_event(project, false, "customer.created", &c.id.to_string(), serde_json::json!({"id": c.id}))?;
+                            ctx.append_event(
+                                project,
+                                false,
+                                "customer.created",
+                                &c.id.to_string(),
+                                serde_json::json!({"id": c.id}),
+                            )?;
                             Ok::<_, appliance_storage::StoreError>(())
                         })
                         .await
@@ -62,7 +79,8 @@ fn main() {
     let mut lat = lat;
     lat.sort();
     let n = done.load(Ordering::Relaxed);
-    let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)].as_secs_f64() * 1000.0;
+    let pct =
+        |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)].as_secs_f64() * 1000.0;
     println!(
         "writers {writers} quick_repair {quick_repair}: {} req/s, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         n / seconds,

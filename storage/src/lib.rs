@@ -157,7 +157,13 @@ impl Store {
         let handle = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || writer_loop(writer_db, rx, writer_commits, opts, writer_stop))?;
-        Ok(Store { db, jobs, commits, stop, writer: Arc::new(std::sync::Mutex::new(Some(handle))) })
+        Ok(Store {
+            db,
+            jobs,
+            commits,
+            stop,
+            writer: Arc::new(std::sync::Mutex::new(Some(handle))),
+        })
     }
 
     /// Stops the writer once the queued jobs are committed and closes the file cleanly as

@@ -166,15 +166,18 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
         let d: WebhookDelivery = decode(v.value())?;
         rep.rows_checked += 1;
         check_indexed(ctx, &d, &mut rep)?;
-        if ctx.get::<WebhookEndpoint>(d.endpoint_id)?.is_none() && !purging.contains(&d.endpoint_id) {
+        if ctx.get::<WebhookEndpoint>(d.endpoint_id)?.is_none() && !purging.contains(&d.endpoint_id)
+        {
             rep.violations.push(format!(
                 "webhook delivery {} belongs to missing endpoint {}",
                 d.id, d.endpoint_id
             ));
         }
         if d.status.is_open() && d.next_attempt_at.is_none() {
-            rep.violations
-                .push(format!("open webhook delivery {} has no next attempt", d.id));
+            rep.violations.push(format!(
+                "open webhook delivery {} has no next attempt",
+                d.id
+            ));
         }
     }
 
@@ -192,11 +195,18 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
         let (k, v) = e?;
         let actual = counted.remove(k.value()).unwrap_or(0);
         if actual != v.value() {
-            rep.violations.push(format!("counter {} holds {} but its index has {actual} keys", hex::encode(k.value()), v.value()));
+            rep.violations.push(format!(
+                "counter {} holds {} but its index has {actual} keys",
+                hex::encode(k.value()),
+                v.value()
+            ));
         }
     }
     for (k, n) in counted {
-        rep.violations.push(format!("index {} has {n} keys and no counter", hex::encode(k)));
+        rep.violations.push(format!(
+            "index {} has {n} keys and no counter",
+            hex::encode(k)
+        ));
     }
 
     // Event sequences contiguous per project.
