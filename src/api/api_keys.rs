@@ -1,7 +1,7 @@
 //! API keys (SPEC.md section 4, API keys; section 5).
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
@@ -12,7 +12,7 @@ use appliance_storage::records::{ApiKey, KeyKind};
 use appliance_storage::ReadOps;
 
 use crate::api::extract::{cursor_of, list_json, path_uuid, JsonBody, Params};
-use crate::api::{begin, commit, idempotency_key, json, Begin};
+use crate::api::{commit, json, mutate};
 use crate::auth::{default_scopes, Access, Caller, ANY_KIND};
 use crate::error::ApiError;
 use crate::services::keys::{self, KeyPatch, NewKey, LIMIT_PER_KIND};
@@ -102,40 +102,34 @@ async fn create_key(
     keys::check_scopes(&effective, Some(&caller.key.scopes))?;
     let ip_allowlist = keys::check_allowlist(&f.opt_str_list("ip_allowlist")?.unwrap_or_default())?;
     let signing_enabled = f.opt_bool("signing_enabled")?.unwrap_or(false);
-    let idem = match begin(
-        &state,
-        &caller,
-        &Method::POST,
-        "/v1/api_keys",
-        idempotency_key(&headers)?,
-        &body.raw,
-    )
-    .await?
-    {
-        Begin::Replay(r) => return Ok(r),
-        Begin::Fresh(i) => i,
-    };
     let pepper = state.pepper.clone();
     let project = caller.project.clone();
     let env = project.mode.as_str();
-    let (resp, key) = commit(&state, idem, move |ctx| {
-        let (k, token) = keys::create(
-            ctx,
-            &pepper,
-            &project,
-            NewKey {
-                kind,
-                name,
-                scopes: Some(effective),
-                ip_allowlist,
-                signing_enabled,
-                created_by: "merchant".into(),
-            },
-        )?;
-        let mut v = views::api_key(&k, env, None);
-        v["token"] = json!(token);
-        Ok((StatusCode::CREATED, v, k))
-    })
+    let (resp, key) = mutate(
+        &state,
+        &caller,
+        &headers,
+        "/v1/api_keys",
+        &body.raw,
+        move |ctx| {
+            let (k, token) = keys::create(
+                ctx,
+                &pepper,
+                &project,
+                NewKey {
+                    kind,
+                    name,
+                    scopes: Some(effective),
+                    ip_allowlist,
+                    signing_enabled,
+                    created_by: "merchant".into(),
+                },
+            )?;
+            let mut v = views::api_key(&k, env, None);
+            v["token"] = json!(token);
+            Ok((StatusCode::CREATED, v, k))
+        },
+    )
     .await?;
     if let Some(k) = key {
         state.keys.put_key(k);

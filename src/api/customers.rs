@@ -1,7 +1,7 @@
 //! Customers (SPEC.md section 4, Customers).
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
@@ -11,7 +11,7 @@ use appliance_storage::records::{Customer, KeyKind};
 use appliance_storage::ReadOps;
 
 use crate::api::extract::{path_uuid, JsonBody, Params};
-use crate::api::{begin, commit, idempotency_key, json, list_rows, scope, Begin};
+use crate::api::{commit, created_or_ok, json, list_rows, mutate, scope};
 use crate::auth::{Access, Caller};
 use crate::error::ApiError;
 use crate::services::customers::{self, CustomerPatch, NewCustomer};
@@ -45,32 +45,18 @@ async fn create_customer(
         email: f.opt_bounded("email", 320)?,
         metadata: f.opt_object("metadata")?,
     };
-    let idem = match begin(
+    let s = scope(&state, &caller);
+    let (resp, _) = mutate(
         &state,
         &caller,
-        &Method::POST,
+        &headers,
         "/v1/customers",
-        idempotency_key(&headers)?,
         &body.raw,
+        move |ctx| {
+            let (c, created) = customers::create(ctx, &s, req)?;
+            Ok((created_or_ok(created), views::customer(&c), ()))
+        },
     )
-    .await?
-    {
-        Begin::Replay(r) => return Ok(r),
-        Begin::Fresh(i) => i,
-    };
-    let s = scope(&state, &caller);
-    let (resp, _) = commit(&state, idem, move |ctx| {
-        let (c, created) = customers::create(ctx, &s, req)?;
-        Ok((
-            if created {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            },
-            views::customer(&c),
-            (),
-        ))
-    })
     .await?;
     Ok(resp)
 }

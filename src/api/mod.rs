@@ -227,6 +227,38 @@ pub async fn begin(
     })))
 }
 
+/// An idempotent `POST`: replays the stored first answer for a known `Idempotency-Key`
+/// (from `headers`, optional), otherwise runs `f` through [`commit`].
+pub async fn mutate<T, F>(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    path: &str,
+    body: &[u8],
+    f: F,
+) -> Result<(Response, Option<T>), ApiError>
+where
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, Value, T), ApiError>
+        + Send
+        + 'static,
+    T: Send + 'static,
+{
+    let key = idempotency_key(headers)?;
+    match begin(state, caller, &Method::POST, path, key, body).await? {
+        Begin::Replay(r) => Ok((r, None)),
+        Begin::Fresh(idem) => commit(state, idem, f).await,
+    }
+}
+
+/// 201 for a new resource, 200 for an existing one returned again.
+pub fn created_or_ok(created: bool) -> StatusCode {
+    if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    }
+}
+
 /// Runs a mutation as one store transaction together with its idempotency record, and
 /// answers with exactly the bytes that were stored. `T` is handed back for post-commit
 /// work (cache updates); it is `None` on a replay.

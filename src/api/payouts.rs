@@ -1,7 +1,7 @@
 //! Payouts (SPEC.md section 4, Payouts; DECISIONS.md sections 4 and 5).
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
@@ -11,7 +11,7 @@ use appliance_storage::records::{KeyKind, Payout, PayoutStatus};
 use appliance_storage::ReadOps;
 
 use crate::api::extract::{path_uuid, JsonBody, Params};
-use crate::api::{begin, commit, idempotency_key, json, list_rows, registry, scope, Begin};
+use crate::api::{commit, idempotency_key, json, list_rows, mutate, registry, scope};
 use crate::auth::{Access, Caller};
 use crate::error::ApiError;
 use crate::services::payouts::{self, NewPayout};
@@ -40,13 +40,14 @@ async fn create_payout(
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     caller.require(CREATE)?;
-    let Some(key) = idempotency_key(&headers)? else {
+    // SPEC.md section 4, Payouts rule 2: a payout must be retryable without paying twice.
+    if idempotency_key(&headers)?.is_none() {
         return Err(ApiError::invalid(
             "Idempotency-Key",
             "POST /v1/payouts requires an Idempotency-Key header.",
         )
         .with_code("idempotency_key_required"));
-    };
+    }
     let f = &body.fields;
     let req = NewPayout {
         customer_id: f.opt_uuid("customer_id")?,
@@ -58,25 +59,19 @@ async fn create_payout(
         reference: f.opt_bounded("reference", 255)?,
         memo: f.opt_bounded("memo", 255)?,
     };
-    let idem = match begin(
-        &state,
-        &caller,
-        &Method::POST,
-        "/v1/payouts",
-        Some(key),
-        &body.raw,
-    )
-    .await?
-    {
-        Begin::Replay(r) => return Ok(r),
-        Begin::Fresh(i) => i,
-    };
     let s = scope(&state, &caller);
     let key_id = caller.key.id;
-    let (resp, _) = commit(&state, idem, move |ctx| {
-        let p = payouts::create(ctx, &s, key_id, req)?;
-        Ok((StatusCode::ACCEPTED, views::payout(&s.reg, &p), ()))
-    })
+    let (resp, _) = mutate(
+        &state,
+        &caller,
+        &headers,
+        "/v1/payouts",
+        &body.raw,
+        move |ctx| {
+            let p = payouts::create(ctx, &s, key_id, req)?;
+            Ok((StatusCode::ACCEPTED, views::payout(&s.reg, &p), ()))
+        },
+    )
     .await?;
     Ok(resp)
 }

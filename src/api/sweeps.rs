@@ -1,7 +1,7 @@
 //! Sweeps (SPEC.md section 4, Sweeps).
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
@@ -11,7 +11,7 @@ use appliance_storage::records::{KeyKind, Sweep, SweepStatus};
 use appliance_storage::ReadOps;
 
 use crate::api::extract::{path_uuid, JsonBody, Params};
-use crate::api::{begin, commit, idempotency_key, json, list_rows, registry, scope, Begin};
+use crate::api::{json, list_rows, mutate, registry, scope};
 use crate::auth::{Access, Caller};
 use crate::error::ApiError;
 use crate::services::{deposits, sweeps};
@@ -38,26 +38,20 @@ async fn create_sweep(
     caller.require(CREATE)?;
     let wallet_id = body.fields.req_uuid("wallet_id")?;
     let asset = body.fields.opt_str("asset")?;
-    let idem = match begin(
+    let s = scope(&state, &caller);
+    let (resp, _) = mutate(
         &state,
         &caller,
-        &Method::POST,
+        &headers,
         "/v1/sweeps",
-        idempotency_key(&headers)?,
         &body.raw,
+        move |ctx| {
+            let sw = sweeps::request(ctx, &s, wallet_id, asset, |c, chain| {
+                deposits::sim_height(c, chain)
+            })?;
+            Ok((StatusCode::CREATED, views::sweep(&s.reg, &sw), ()))
+        },
     )
-    .await?
-    {
-        Begin::Replay(r) => return Ok(r),
-        Begin::Fresh(i) => i,
-    };
-    let s = scope(&state, &caller);
-    let (resp, _) = commit(&state, idem, move |ctx| {
-        let sw = sweeps::request(ctx, &s, wallet_id, asset, |c, chain| {
-            deposits::sim_height(c, chain)
-        })?;
-        Ok((StatusCode::CREATED, views::sweep(&s.reg, &sw), ()))
-    })
     .await?;
     Ok(resp)
 }

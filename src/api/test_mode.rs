@@ -2,7 +2,7 @@
 //! only; anything else is 403 `test_mode_only`.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
@@ -11,7 +11,7 @@ use serde_json::json;
 use appliance_storage::records::{KeyKind, Mode};
 
 use crate::api::extract::{path_uuid, JsonBody};
-use crate::api::{begin, commit, idempotency_key, json as json_response, registry, scope, Begin};
+use crate::api::{commit, json as json_response, mutate, registry, scope};
 use crate::auth::{Access, Caller};
 use crate::error::ApiError;
 use crate::services::deposits::{self, TestDeposit};
@@ -59,24 +59,18 @@ async fn create_test_deposit(
         amount: f.req_atomic("amount")?,
         confirm: f.opt_bool("confirm")?.unwrap_or(true),
     };
-    let idem = match begin(
+    let s = scope(&state, &caller);
+    let (resp, _) = mutate(
         &state,
         &caller,
-        &Method::POST,
+        &headers,
         "/v1/test/deposits",
-        idempotency_key(&headers)?,
         &body.raw,
+        move |ctx| {
+            let d = deposits::create_test(ctx, &s, req)?;
+            Ok((StatusCode::CREATED, views::deposit(&s.reg, &d), ()))
+        },
     )
-    .await?
-    {
-        Begin::Replay(r) => return Ok(r),
-        Begin::Fresh(i) => i,
-    };
-    let s = scope(&state, &caller);
-    let (resp, _) = commit(&state, idem, move |ctx| {
-        let d = deposits::create_test(ctx, &s, req)?;
-        Ok((StatusCode::CREATED, views::deposit(&s.reg, &d), ()))
-    })
     .await?;
     Ok(resp)
 }

@@ -1,7 +1,7 @@
 //! Wallets (deposit addresses): SPEC.md section 4, Wallets and balances; DECISIONS.md 3.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
@@ -11,7 +11,7 @@ use appliance_storage::records::{KeyKind, Wallet};
 use appliance_storage::ReadOps;
 
 use crate::api::extract::{path_uuid, JsonBody, Params};
-use crate::api::{begin, commit, idempotency_key, json, list_rows, scope, Begin};
+use crate::api::{created_or_ok, json, list_rows, mutate, scope};
 use crate::auth::{Access, Caller};
 use crate::error::ApiError;
 use crate::services::wallets;
@@ -38,32 +38,18 @@ async fn create_wallet(
     caller.require(WRITE)?;
     let customer_id = body.fields.req_uuid("customer_id")?;
     let chain = body.fields.req_str("chain")?;
-    let idem = match begin(
+    let s = scope(&state, &caller);
+    let (resp, _) = mutate(
         &state,
         &caller,
-        &Method::POST,
+        &headers,
         "/v1/wallets",
-        idempotency_key(&headers)?,
         &body.raw,
+        move |ctx| {
+            let (w, created) = wallets::get_or_create(ctx, &s, customer_id, &chain)?;
+            Ok((created_or_ok(created), views::wallet(&w), ()))
+        },
     )
-    .await?
-    {
-        Begin::Replay(r) => return Ok(r),
-        Begin::Fresh(i) => i,
-    };
-    let s = scope(&state, &caller);
-    let (resp, _) = commit(&state, idem, move |ctx| {
-        let (w, created) = wallets::get_or_create(ctx, &s, customer_id, &chain)?;
-        Ok((
-            if created {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            },
-            views::wallet(&w),
-            (),
-        ))
-    })
     .await?;
     Ok(resp)
 }
