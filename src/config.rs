@@ -174,6 +174,10 @@ pub struct WebhooksConfig {
     pub timeout_ms: u64,
     /// Most sends in flight at once.
     pub max_concurrency: usize,
+    /// Event stream: seconds between `ping` frames (SPEC.md section 8: 25).
+    pub stream_ping_s: u64,
+    /// Event stream: seconds after which a stream is closed (SPEC.md section 8: 30 minutes).
+    pub stream_max_age_s: u64,
 }
 
 impl Default for WebhooksConfig {
@@ -183,6 +187,8 @@ impl Default for WebhooksConfig {
             retry_schedule_s: vec![60, 300, 1800, 7200, 21_600, 43_200, 86_400],
             timeout_ms: 10_000,
             max_concurrency: 64,
+            stream_ping_s: 25,
+            stream_max_age_s: 1800,
         }
     }
 }
@@ -199,6 +205,12 @@ impl WebhooksConfig {
             .any(|s| *s == 0 || *s > 7 * 86_400)
         {
             return Err("webhooks.retry_schedule_s entries must be 1 to 604800 seconds".into());
+        }
+        if !(1..=3600).contains(&self.stream_ping_s) {
+            return Err("webhooks.stream_ping_s must be 1 to 3600".into());
+        }
+        if !(1..=86_400).contains(&self.stream_max_age_s) {
+            return Err("webhooks.stream_max_age_s must be 1 to 86400".into());
         }
         if !(100..=60_000).contains(&self.timeout_ms) {
             return Err("webhooks.timeout_ms must be 100 to 60000".into());

@@ -22,10 +22,8 @@ use crate::state::AppState;
 use crate::views::ts;
 use crate::webhooks::StreamSlot;
 
-/// Interval of `ping` frames.
-pub const PING_EVERY: Duration = Duration::from_secs(25);
-/// A stream is closed after this long; the client reconnects with `Last-Event-ID`.
-pub const MAX_AGE: Duration = Duration::from_secs(30 * 60);
+// The ping interval (25 s) and the longest life of a stream (30 minutes) are config:
+// `webhooks.stream_ping_s`, `webhooks.stream_max_age_s`.
 /// How far back a resume replays.
 pub const REPLAY_WINDOW_US: i64 = 10 * 60 * 1_000_000;
 /// Events read per catch-up step.
@@ -111,8 +109,10 @@ pub async fn produce(
     if catch_up(&state, project, &mut cursor, &tx).await.is_err() {
         return;
     }
-    let deadline = tokio::time::Instant::now() + MAX_AGE;
-    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
+    let max_age = Duration::from_secs(state.config.webhooks.stream_max_age_s);
+    let ping_every = Duration::from_secs(state.config.webhooks.stream_ping_s);
+    let deadline = tokio::time::Instant::now() + max_age;
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + ping_every, ping_every);
     loop {
         tokio::select! {
             n = commits.recv() => {

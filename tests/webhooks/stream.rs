@@ -229,3 +229,35 @@ async fn at_most_ten_streams_per_project() {
         }
     }
 }
+
+/// `ping` frames arrive on the configured interval and the server closes the stream at its
+/// maximum age (SPEC.md section 8: 25 s and 30 minutes; shortened here through config).
+#[tokio::test]
+async fn pings_arrive_and_the_stream_closes_at_its_maximum_age() {
+    let app = spawn_with(Opts {
+        env: vec![
+            ("APPLIANCE_WEBHOOKS__STREAM_PING_S".into(), "1".into()),
+            ("APPLIANCE_WEBHOOKS__STREAM_MAX_AGE_S".into(), "3".into()),
+        ],
+        ..Opts::default()
+    })
+    .await;
+    let opened = Instant::now();
+    let mut sse = SseClient::open(&app, None).await.expect("stream opens");
+    let ready = sse.next(Duration::from_secs(2)).await.expect("ready frame");
+    assert_eq!(ready.event, "ready");
+    let mut pings = 0;
+    while let Some(f) = sse.next(Duration::from_secs(5)).await {
+        assert_eq!(f.event, "ping", "{f:?}");
+        assert!(f.data["time"].is_string(), "{f:?}");
+        pings += 1;
+    }
+    let lived = opened.elapsed();
+    assert!(pings >= 2, "expected a ping every second, got {pings}");
+    assert!(
+        lived >= Duration::from_millis(2_900) && lived < Duration::from_secs(6),
+        "the stream should close at about 3 s, it lived {lived:?}"
+    );
+    // A closed stream frees its slot: a new one opens.
+    assert!(SseClient::open(&app, None).await.is_ok());
+}
