@@ -75,7 +75,9 @@ impl Default for SigningConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default)]
 pub struct StorageConfig {
-    /// Save allocator state on every commit: instant recovery after a crash, slower commits.
+    /// Save allocator state on every commit: reopening after a crash takes milliseconds
+    /// instead of a walk of the whole file (11.7 s at 1M deposits), for a commit cost that
+    /// does not show over HTTP (see docs/decisions.md, Storage). On by default.
     pub quick_repair: bool,
     /// redb page cache in MiB.
     pub cache_size_mb: usize,
@@ -86,7 +88,7 @@ pub struct StorageConfig {
 impl Default for StorageConfig {
     fn default() -> Self {
         StorageConfig {
-            quick_repair: false,
+            quick_repair: true,
             cache_size_mb: 256,
             max_batch: 512,
         }
