@@ -97,6 +97,20 @@ pub struct Limits {
 impl Limits {
     /// Counts one request of `key` against `per_minute`; `Err(retry_after_s)` when over.
     pub fn check_key(&self, key: Uuid, per_minute: u32) -> Result<(), u64> {
+        self.check_key_weighted(key, per_minute, 1)
+    }
+
+    /// Counts a request that costs `weight` requests of the key's budget (on-chain reads,
+    /// SPEC.md section 4: "rate-limited harder"). The extra `weight - 1` is taken on top of
+    /// the one the extractor already counted.
+    pub fn check_key_extra(&self, key: Uuid, per_minute: u32, weight: u32) -> Result<(), u64> {
+        match weight.checked_sub(1).and_then(std::num::NonZeroU32::new) {
+            Some(extra) => self.check_key_weighted(key, per_minute, extra.get()),
+            None => Ok(()),
+        }
+    }
+
+    fn check_key_weighted(&self, key: Uuid, per_minute: u32, weight: u32) -> Result<(), u64> {
         let limiter = {
             let mut m = self.per_key.lock().expect("lock");
             let e = m
@@ -107,13 +121,18 @@ impl Limits {
             }
             e.1.clone()
         };
-        limiter.check().map_err(|nu| {
-            nu.wait_time_from(governor::clock::Clock::now(
-                &governor::clock::DefaultClock::default(),
-            ))
-            .as_secs()
-            .max(1)
-        })
+        let n = std::num::NonZeroU32::new(weight.max(1)).expect("non-zero");
+        match limiter.check_n(n) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(nu)) => Err(nu
+                .wait_time_from(governor::clock::Clock::now(
+                    &governor::clock::DefaultClock::default(),
+                ))
+                .as_secs()
+                .max(1)),
+            // More than the whole budget at once: never allowed, retry in a minute.
+            Err(_) => Err(60),
+        }
     }
 
     /// Counts one unauthenticated request from `ip`.

@@ -18,6 +18,10 @@ use crate::state::AppState;
 
 const READ: Access = Access::new(&[KeyKind::Wallet, KeyKind::Payout], "balances:read");
 
+/// An on-chain balance read (`source=chain|both`) costs this many requests of the key's
+/// per-minute budget (SPEC.md section 4: "rate-limited harder").
+pub const CHAIN_READ_WEIGHT: u32 = 5;
+
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/customers/{id}/balances", get(customer_balances))
@@ -61,6 +65,23 @@ async fn wallet_balances(
     let source = q
         .one_of("source", &["ledger", "chain", "both"])?
         .unwrap_or_else(|| "ledger".into());
+    if source != "ledger" {
+        state
+            .limits
+            .check_key_extra(
+                caller.key.id,
+                caller.project.settings.requests_per_minute,
+                CHAIN_READ_WEIGHT,
+            )
+            .map_err(|retry| {
+                ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    "Too many on-chain balance reads; retry later.",
+                )
+                .retry_after(retry)
+            })?;
+    }
     let p = caller.project_id();
     let reg = registry(&state);
     // Live: read the node first (outside the store snapshot), then report against the ledger.

@@ -225,3 +225,29 @@ async fn ledger_sums_stay_consistent_across_many_customers() {
     let (st, out, err) = app.cli(&["verify"]);
     assert!(st.success(), "verify: {out}{err}");
 }
+
+/// On-chain balance reads are rate-limited harder than ledger reads (SPEC.md section 4):
+/// each costs five requests of the key's per-minute budget.
+#[tokio::test]
+async fn chain_balance_reads_cost_more_of_the_rate_budget() {
+    let app = spawn_app().await;
+    let c = app.create_customer(None).await;
+    let cid = c["id"].as_str().unwrap().to_string();
+    let w = app.create_wallet(&cid, "ethereum").await;
+    let wid = w["id"].as_str().unwrap().to_string();
+    // A fresh budget of 10 requests a minute for the key.
+    app.cli_ok(&["project", "set", "default", "--requests-per-minute", "10"]);
+    let ledger = format!("/v1/wallets/{wid}/balances");
+    let chain = format!("/v1/wallets/{wid}/balances?source=chain");
+    for _ in 0..3 {
+        app.get(&app.wallet_key, &ledger).await.expect(200); // 3 used
+    }
+    app.get(&app.wallet_key, &chain).await.expect(200); // 8 used
+    let r = app.get(&app.wallet_key, &chain).await; // needs 5, 2 left
+    assert_eq!(r.status, 429, "{}", r.text);
+    assert_eq!(r.body["code"], "rate_limited");
+    assert!(r.headers.contains_key("retry-after"));
+    // The refused read cost one; a ledger read still fits in what is left.
+    app.get(&app.wallet_key, &ledger).await.expect(200);
+    assert_eq!(app.get(&app.wallet_key, &ledger).await.status, 429);
+}
