@@ -414,7 +414,7 @@ async fn signing_is_required_at_project_and_key_level() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|v| s(v))
+        .map(s)
         .collect();
     assert!(
         blocked.contains(&"project".to_string()) && blocked.contains(&"key".to_string()),
