@@ -46,6 +46,18 @@ pub enum Command {
     Key(KeyCmd),
     /// Check every ledger and index invariant; exits non-zero on any violation.
     Verify,
+    /// Write a consistent backup (store snapshot, pepper, encrypted seed) to a new directory;
+    /// works while the server runs.
+    Backup {
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Replace the data dir's store, pepper and seed with a backup's (the server must be
+    /// stopped; the backup is verified first and the current files are kept aside).
+    Restore {
+        #[arg(long)]
+        from: PathBuf,
+    },
     /// Approve or reject a payout waiting for approval (operator approval).
     #[command(subcommand)]
     Payout(PayoutCmd),
@@ -190,6 +202,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         Some(Command::Verify) => Request::Verify,
+        Some(Command::Backup { out }) => {
+            let out = std::path::absolute(&out)?;
+            Request::Backup {
+                out: out.display().to_string(),
+            }
+        }
+        Some(Command::Restore { from }) => return restore(&cfg, &from),
         Some(Command::Payout(PayoutCmd::Approve { payout })) => Request::PayoutApprove { payout },
         Some(Command::Payout(PayoutCmd::Reject { payout })) => Request::PayoutReject { payout },
         Some(Command::Project(p)) => match p {
@@ -312,6 +331,68 @@ fn init(cfg: &Config) -> anyhow::Result<ExitCode> {
         appliance_chains::address::to_checksum(&appliance_chains::address::factory_address(
             &master.0 .0
         ))
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `appliance restore --from DIR`: checks that no server runs, that the backup opens and
+/// passes every `verify` invariant, then moves the current store, pepper and seed aside
+/// (`<name>.before-restore-<unix time>`) and puts the backup's in their place.
+fn restore(cfg: &Config, from: &std::path::Path) -> anyhow::Result<ExitCode> {
+    if operator::call_socket(&cfg.socket_path(), &Request::ProjectList)
+        .map_err(anyhow::Error::msg)?
+        .is_some()
+    {
+        anyhow::bail!(
+            "a server is running on {}; stop it before restoring",
+            cfg.data_dir.display()
+        );
+    }
+    // Holding the current store's lock for the whole swap keeps a server from starting on it.
+    let current = if cfg.store_path().exists() {
+        Some(crate::server::open_store(cfg, std::time::Duration::ZERO)?)
+    } else {
+        None
+    };
+    let backup_db = from.join("appliance.redb");
+    {
+        let b =
+            appliance_storage::Store::open(&backup_db, appliance_storage::StoreOptions::default())
+                .map_err(|e| {
+                    anyhow::anyhow!("{} is not a readable backup: {e}", backup_db.display())
+                })?;
+        let rep = b.read_blocking(appliance_storage::verify::verify)?;
+        close_store(b);
+        if !rep.violations.is_empty() {
+            anyhow::bail!(
+                "the backup fails verify ({} violations); not restoring",
+                rep.violations.len()
+            );
+        }
+    }
+    if let Some(s) = current {
+        close_store(s);
+    }
+    std::fs::create_dir_all(&cfg.data_dir)?;
+    let stamp = chrono::Utc::now().timestamp();
+    for name in std::iter::once("appliance.redb").chain(operator::BACKUP_FILES.iter().copied()) {
+        let target = cfg.data_dir.join(name);
+        if target.exists() {
+            std::fs::rename(
+                &target,
+                cfg.data_dir.join(format!("{name}.before-restore-{stamp}")),
+            )?;
+        }
+        let source = from.join(name);
+        if source.exists() {
+            std::fs::copy(&source, &target)?;
+            std::fs::set_permissions(&target, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        }
+    }
+    println!(
+        "restored {} into {}",
+        from.display(),
+        cfg.data_dir.display()
     );
     Ok(ExitCode::SUCCESS)
 }

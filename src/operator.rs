@@ -53,6 +53,10 @@ pub enum Request {
         key: String,
     },
     Verify,
+    /// A consistent backup into the new directory `out` (absolute path).
+    Backup {
+        out: String,
+    },
     PayoutApprove {
         payout: String,
     },
@@ -222,6 +226,7 @@ pub fn execute(
                 .map_err(|e| err(e.into()))?;
             Ok((views::api_key(&k, "", None), true))
         }
+        Request::Backup { out } => backup(store, config, Path::new(&out)).map(|v| (v, false)),
         Request::PayoutApprove { payout } => decide_payout(store, config, &payout, true),
         Request::PayoutReject { payout } => decide_payout(store, config, &payout, false),
         Request::Verify => {
@@ -240,6 +245,59 @@ pub fn execute(
             ))
         }
     }
+}
+
+/// Files of the data dir besides the store that a backup must carry: without the pepper no
+/// API key validates; without the encrypted seed live funds cannot move.
+pub const BACKUP_FILES: &[&str] = &["pepper", appliance_signer::SEED_FILE];
+
+/// Writes `out/appliance.redb` (a consistent snapshot, taken while the server runs), the
+/// pepper, the encrypted seed when there is one, and `manifest.json`. `out` must not exist;
+/// it is created with mode 0700 and its files 0600.
+fn backup(store: &Store, config: &crate::config::Config, out: &Path) -> Result<Value, String> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if !out.is_absolute() {
+        return Err("the backup directory must be an absolute path".into());
+    }
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(out)
+        .map_err(|e| format!("creating {}: {e}", out.display()))?;
+    let db = out.join("appliance.redb");
+    let rep = store
+        .read_blocking(|r| appliance_storage::backup::backup(r, &db))
+        .map_err(|e| e.to_string())?;
+    std::fs::set_permissions(&db, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .map_err(|e| e.to_string())?;
+    let mut files = vec!["appliance.redb".to_string()];
+    for name in BACKUP_FILES {
+        let from = config.data_dir.join(name);
+        if !from.exists() {
+            continue;
+        }
+        let bytes = std::fs::read(&from).map_err(|e| format!("reading {}: {e}", from.display()))?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(out.join(name))
+            .map_err(|e| e.to_string())?;
+        std::io::Write::write_all(&mut f, &bytes).map_err(|e| e.to_string())?;
+        f.sync_all().map_err(|e| e.to_string())?;
+        files.push(name.to_string());
+    }
+    let manifest = json!({
+        "created_at": views::ts(appliance_storage::now_us()),
+        "tables": rep.tables,
+        "rows": rep.rows,
+        "files": files,
+    });
+    std::fs::write(
+        out.join("manifest.json"),
+        serde_json::to_vec_pretty(&manifest).expect("json"),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(json!({"backup": out.display().to_string(), "manifest": manifest}))
 }
 
 /// Operator approval or rejection of a payout waiting for approval. The operator acts as no

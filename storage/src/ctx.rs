@@ -40,6 +40,10 @@ impl ReadCtx {
     pub(crate) fn new(txn: ReadTransaction) -> Self {
         ReadCtx { txn }
     }
+
+    pub(crate) fn txn(&self) -> &ReadTransaction {
+        &self.txn
+    }
 }
 
 impl Reader for ReadCtx {

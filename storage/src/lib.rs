@@ -16,6 +16,7 @@
 //! # let _ = n; Ok(()) }
 //! ```
 
+pub mod backup;
 pub mod codec;
 mod ctx;
 pub mod index;

@@ -6,6 +6,7 @@ mod helpers;
 
 mod api_keys;
 mod auth;
+mod backup;
 mod balances;
 mod chains;
 mod cli;
