@@ -201,12 +201,21 @@ pub struct KeyCache {
 }
 
 impl KeyCache {
-    /// Replaces (or adds) a key.
-    pub fn put_key(&self, key: ApiKey) {
-        self.by_hash
-            .write()
-            .expect("lock")
-            .insert(key.token_hash.clone(), Arc::new(key));
+    /// Replaces (or adds) a key. Revocation and expiry only ever tighten: a record read
+    /// before a revocation or a roll committed can never make the key usable again here.
+    pub fn put_key(&self, mut key: ApiKey) {
+        let mut map = self.by_hash.write().expect("lock");
+        if let Some(cur) = map.get(&key.token_hash) {
+            key.revoked_at = match (cur.revoked_at, key.revoked_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            key.expires_at = match (cur.expires_at, key.expires_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        map.insert(key.token_hash.clone(), Arc::new(key));
     }
 
     pub fn put_project(&self, p: Project) {
@@ -410,6 +419,48 @@ mod tests {
         assert!(!scope_covers("wallets:read", "wallets:create"));
         assert!(is_valid_scope("wallets:*") && !is_valid_scope("nope:*") && !is_valid_scope("x"));
         assert!(!default_scopes(KeyKind::Payout).contains(&"payouts:create".to_string()));
+    }
+
+    #[test]
+    fn a_stale_record_never_makes_a_revoked_key_usable_again() {
+        let t = mint_token(Mode::Test);
+        let key = ApiKey {
+            id: Uuid::now_v7(),
+            project_id: Uuid::now_v7(),
+            kind: KeyKind::Wallet,
+            name: "k".into(),
+            token_hash: "h".into(),
+            key_id: t.key_id,
+            last4: t.last4,
+            scopes: vec!["*".into()],
+            ip_allowlist: vec![],
+            signing_enabled: true,
+            created_by: "merchant".into(),
+            rotated_from: None,
+            expires_at: None,
+            revoked_at: None,
+            last_used_at: None,
+            use_count: 0,
+            created_at: 0,
+        };
+        let cache = KeyCache::default();
+        cache.put_key(ApiKey {
+            revoked_at: Some(10),
+            expires_at: Some(500),
+            ..key.clone()
+        });
+        // A record read before the revocation and the roll arrives late.
+        cache.put_key(key.clone());
+        let k = cache.key_by_hash("h").unwrap();
+        assert_eq!(k.revoked_at, Some(10));
+        assert_eq!(k.expires_at, Some(500));
+        assert!(!k.is_enabled(20));
+        // Other fields still follow the newest record.
+        cache.put_key(ApiKey {
+            name: "renamed".into(),
+            ..key
+        });
+        assert_eq!(cache.key_by_hash("h").unwrap().name, "renamed");
     }
 
     #[test]

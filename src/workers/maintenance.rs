@@ -17,25 +17,21 @@ pub async fn flush_usage(state: &AppState) {
     let r = state
         .store
         .write(move |ctx| {
-            let mut updated = Vec::new();
             for (id, (at, n)) in usage {
                 if let Some(mut k) = ctx.get::<ApiKey>(id)? {
                     k.last_used_at = Some(at);
                     k.use_count += n;
                     ctx.put(&k)?;
-                    updated.push(k);
                 }
             }
-            Ok::<_, appliance_storage::StoreError>(updated)
+            Ok::<_, appliance_storage::StoreError>(())
         })
         .await;
-    match r {
-        Ok(keys) => {
-            for k in keys {
-                state.keys.put_key(k);
-            }
-        }
-        Err(e) => tracing::warn!(error = ?e, "flushing key usage failed"),
+    // The auth cache is left alone: authentication does not need the counters (key views
+    // read the store plus `pending_usage`), and putting this record back into the cache
+    // could race with a revocation committed meanwhile.
+    if let Err(e) = r {
+        tracing::warn!(error = ?e, "flushing key usage failed");
     }
 }
 
