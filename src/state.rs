@@ -27,8 +27,8 @@ pub struct Inner {
     pub limits: Limits,
     /// Idempotency keys whose first request is still running.
     pub inflight: Mutex<HashSet<Vec<u8>>>,
-    /// Wakes the simulated chain's block producer early (after `POST /v1/test/blocks`).
-    pub chain_wakeup: tokio::sync::Notify,
+    /// The chain registry with this config's overrides.
+    pub registry: Arc<crate::registry::Registry>,
     /// Webhook dispatcher handle, rate limits and event stream slots.
     pub webhooks: crate::webhooks::Webhooks,
 }
@@ -72,6 +72,7 @@ impl AppState {
         }
         let unauth =
             NonZeroU32::new(config.limits.unauthenticated_per_minute.max(1)).expect("non-zero");
+        let registry = Arc::new(crate::registry::Registry::from_config(&config));
         Ok(AppState(Arc::new(Inner {
             webhooks: crate::webhooks::Webhooks::new(config.webhooks.clone()),
             limits: Limits {
@@ -83,7 +84,7 @@ impl AppState {
             keys,
             pepper,
             inflight: Mutex::new(HashSet::new()),
-            chain_wakeup: tokio::sync::Notify::new(),
+            registry,
         })))
     }
 }
@@ -124,12 +125,7 @@ impl Limits {
         let n = std::num::NonZeroU32::new(weight.max(1)).expect("non-zero");
         match limiter.check_n(n) {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(nu)) => Err(nu
-                .wait_time_from(governor::clock::Clock::now(
-                    &governor::clock::DefaultClock::default(),
-                ))
-                .as_secs()
-                .max(1)),
+            Ok(Err(nu)) => Err(retry_after_s(&nu)),
             // More than the whole budget at once: never allowed, retry in a minute.
             Err(_) => Err(60),
         }
@@ -137,14 +133,19 @@ impl Limits {
 
     /// Counts one unauthenticated request from `ip`.
     pub fn check_unauthenticated(&self, ip: IpAddr) -> Result<(), u64> {
-        self.unauthenticated.check_key(&ip).map_err(|nu| {
-            nu.wait_time_from(governor::clock::Clock::now(
-                &governor::clock::DefaultClock::default(),
-            ))
-            .as_secs()
-            .max(1)
-        })
+        self.unauthenticated
+            .check_key(&ip)
+            .map_err(|nu| retry_after_s(&nu))
     }
+}
+
+/// Whole seconds (at least 1) until a refused request would be allowed.
+fn retry_after_s(nu: &governor::NotUntil<governor::clock::QuantaInstant>) -> u64 {
+    nu.wait_time_from(governor::clock::Clock::now(
+        &governor::clock::DefaultClock::default(),
+    ))
+    .as_secs()
+    .max(1)
 }
 
 fn direct(per_minute: u32) -> DefaultDirectRateLimiter {

@@ -99,11 +99,9 @@ pub fn scope(state: &AppState, caller: &Caller) -> Scope {
     }
 }
 
-/// The registry shared by all requests.
+/// The chain registry of this server (built once from its config).
 pub fn registry(state: &AppState) -> Arc<Registry> {
-    static REG: std::sync::OnceLock<Arc<Registry>> = std::sync::OnceLock::new();
-    REG.get_or_init(|| Arc::new(Registry::from_config(&state.config)))
-        .clone()
+    state.registry.clone()
 }
 
 /// A JSON answer.

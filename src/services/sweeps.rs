@@ -96,27 +96,27 @@ pub fn request(
     if let Some(a) = &asset {
         chains::resolve_asset(&eff, a, "asset")?;
     }
-    let mut candidates: Vec<String> = match asset {
+    let candidates: Vec<String> = match asset {
         Some(a) => vec![a],
         None => eff.chain.assets.iter().map(|a| a.symbol.clone()).collect(),
     };
+    // The first asset the ledger holds on the address; nothing held means a skipped sweep
+    // of the asked-for (or first) asset.
     let mut chosen = None;
-    for a in candidates.drain(..) {
-        let held = ctx.holding(w.id, &a)?;
-        let already = match ctx.unique_get(&open_key(w.id, &a))? {
-            Some(id) => ctx.get::<Sweep>(id)?.map(|s| s.amount).unwrap_or(0),
-            None => 0,
-        };
-        if held > already || (held > 0 && already > 0) {
-            chosen = Some((a, held, already));
+    for a in &candidates {
+        let held = ctx.holding(w.id, a)?;
+        if held > 0 {
+            chosen = Some((a.clone(), held));
             break;
         }
-        if chosen.is_none() {
-            chosen = Some((a, 0, 0));
-        }
     }
-    let (asset, held, already) =
-        chosen.unwrap_or_else(|| (eff.chain.info.native.symbol.to_string(), 0, 0));
+    let (asset, held) = chosen.unwrap_or_else(|| {
+        let first = candidates.first().cloned();
+        (
+            first.unwrap_or_else(|| eff.chain.info.native.symbol.to_string()),
+            0,
+        )
+    });
     let now = ctx.now_us();
     if held == 0 {
         let sw = Sweep {
@@ -144,8 +144,21 @@ pub fn request(
         )?;
         return Ok(sw);
     }
+    // An open sweep already covers part of the holding; add only the rest.
+    let already = match ctx.unique_get(&open_key(w.id, &asset))? {
+        Some(id) => ctx.get::<Sweep>(id)?.map(|s| s.amount).unwrap_or(0),
+        None => 0,
+    };
     let h = height(ctx, &w.chain)?;
-    let sw = schedule(ctx, p, w.id, &w.chain, &asset, held - already, h)?;
+    let sw = schedule(
+        ctx,
+        p,
+        w.id,
+        &w.chain,
+        &asset,
+        held.saturating_sub(already),
+        h,
+    )?;
     if s.livemode() {
         // An explicit request is swept whatever the chain's automatic threshold says.
         ctx.meta_put(&requested_key(sw.id), b"1")?;

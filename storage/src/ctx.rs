@@ -105,14 +105,7 @@ pub trait ReadOps: Reader {
         mut keep: impl FnMut(Uuid) -> Result<bool, StoreError>,
     ) -> Result<Page<Uuid>, StoreError> {
         let t = self.open(INDEX)?;
-        let upper = match before {
-            Some(c) => {
-                let mut k = prefix.to_vec();
-                k.extend_from_slice(c.as_bytes());
-                k
-            }
-            None => index::prefix_end(prefix),
-        };
+        let upper = upper_bound(prefix, before);
         let mut items = Vec::new();
         let mut has_more = false;
         for entry in t.range::<&[u8]>(prefix..upper.as_slice())?.rev() {
@@ -139,14 +132,7 @@ pub trait ReadOps: Reader {
     ) -> Result<Page<R>, StoreError> {
         let t = self.open(INDEX)?;
         let rows = self.open(R::TABLE)?;
-        let upper = match before {
-            Some(c) => {
-                let mut k = prefix.to_vec();
-                k.extend_from_slice(c.as_bytes());
-                k
-            }
-            None => index::prefix_end(prefix),
-        };
+        let upper = upper_bound(prefix, before);
         let mut items = Vec::new();
         let mut has_more = false;
         for entry in t.range::<&[u8]>(prefix..upper.as_slice())?.rev() {
@@ -409,6 +395,15 @@ pub trait ReadOps: Reader {
 
 impl ReadOps for ReadCtx {}
 impl ReadOps for WriteCtx<'_> {}
+
+/// Exclusive upper bound of a newest-first scan under `prefix`: just below the cursor row,
+/// or the end of the prefix.
+fn upper_bound(prefix: &[u8], before: Option<Uuid>) -> Vec<u8> {
+    match before {
+        Some(c) => [prefix, c.as_bytes().as_slice()].concat(),
+        None => index::prefix_end(prefix),
+    }
+}
 
 fn holding_key(wallet: Uuid, asset: &str) -> Vec<u8> {
     let mut k = wallet.as_bytes().to_vec();

@@ -76,12 +76,15 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
                 .push(format!("journal posts to missing account {a:?}"));
         }
     }
-    let mut sums: BTreeMap<(Uuid, String, String), i128> = BTreeMap::new();
+    // Exact totals of debits and credits per asset (a sum of u128 can exceed u128).
+    let mut sums: BTreeMap<(Uuid, String, String), (Wide, Wide)> = BTreeMap::new();
     let mut deposits_acct: BTreeMap<(Uuid, String, String), u128> = BTreeMap::new();
     for (a, b) in &stored {
-        *sums
+        let s = sums
             .entry((a.project_id, a.chain.clone(), a.asset.clone()))
-            .or_default() += b.debits as i128 - b.credits as i128;
+            .or_default();
+        s.0.add(b.debits);
+        s.1.add(b.credits);
         if a.kind == AccountKind::Deposits {
             deposits_acct.insert(
                 (a.project_id, a.chain.clone(), a.asset.clone()),
@@ -89,10 +92,11 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
             );
         }
     }
-    for (k, s) in sums {
-        if s != 0 {
-            rep.violations
-                .push(format!("accounts of {k:?} sum to {s}, not zero"));
+    for (k, (debits, credits)) in sums {
+        if debits != credits {
+            rep.violations.push(format!(
+                "accounts of {k:?} sum to debits {debits:?} against credits {credits:?}, not zero"
+            ));
         }
     }
 
@@ -237,6 +241,21 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
     Ok(rep)
 }
 
+/// A 256-bit unsigned total, enough for any sum of `u128` amounts here.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Wide {
+    hi: u128,
+    lo: u128,
+}
+
+impl Wide {
+    fn add(&mut self, v: u128) {
+        let (lo, carry) = self.lo.overflowing_add(v);
+        self.lo = lo;
+        self.hi += u128::from(carry);
+    }
+}
+
 fn check_indexed<R: Row>(ctx: &ReadCtx, row: &R, rep: &mut Report) -> Result<(), StoreError> {
     let idx = ctx.open(INDEX)?;
     for k in row.index_keys() {
@@ -246,4 +265,22 @@ fn check_indexed<R: Row>(ctx: &ReadCtx, row: &R, rep: &mut Report) -> Result<(),
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Wide;
+
+    #[test]
+    fn wide_totals_are_exact_past_u128() {
+        let (mut a, mut b) = (Wide::default(), Wide::default());
+        a.add(u128::MAX);
+        a.add(u128::MAX);
+        b.add(u128::MAX - 1);
+        b.add(u128::MAX);
+        assert_ne!(a, b, "off by one past u128 must still differ");
+        b.add(1);
+        assert_eq!(a, b);
+        assert_eq!(a.hi, 1);
+    }
 }
