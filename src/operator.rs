@@ -221,10 +221,15 @@ pub fn execute(
                     let k = ctx
                         .get::<ApiKey>(id)?
                         .ok_or_else(|| ApiError::not_found("API key"))?;
-                    keys::revoke(ctx, k.project_id, id)
+                    // The key's `env` is its project's mode (test or live).
+                    let p = ctx
+                        .get::<Project>(k.project_id)?
+                        .ok_or_else(|| ApiError::not_found("project"))?;
+                    Ok((keys::revoke(ctx, k.project_id, id)?, p.mode))
                 })
                 .map_err(|e| err(e.into()))?;
-            Ok((views::api_key(&k, "", None), true))
+            let (k, mode) = k;
+            Ok((views::api_key(&k, mode.as_str(), None), true))
         }
         Request::Backup { out } => backup(store, config, Path::new(&out)).map(|v| (v, false)),
         Request::PayoutApprove { payout } => decide_payout(store, config, &payout, true),
