@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod operator;
+pub mod ops;
 pub mod registry;
 pub mod server;
 pub mod services;

@@ -434,6 +434,9 @@ impl Dispatcher {
             tokio::spawn(async move {
                 let endpoint = job.endpoint;
                 let o = attempt(&sender, job).await;
+                if let OutcomeKind::Attempt { result, .. } = &o.kind {
+                    crate::ops::metrics::webhook_attempt(result.succeeded(), result.status);
+                }
                 // Waiting for room in the outcome queue holds the slot: back-pressure.
                 let _ = outcomes.send(o).await;
                 let _ = finished.send(endpoint);
