@@ -12,11 +12,11 @@ use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{DeliveryStatus, WebhookDelivery};
 use appliance_storage::ReadOps;
 
+use crate::api::error::ApiError;
 use crate::api::extract::{list_json, JsonBody, Params};
 use crate::api::webhooks::{rate_limited, READ};
 use crate::api::{commit, json, list_rows};
 use crate::auth::{Access, Caller, ANY_KIND};
-use crate::error::ApiError;
 use crate::state::AppState;
 use crate::webhooks::endpoints::{self, BulkReplay};
 use crate::webhooks::{delivery_json, parse_delivery_ref, Poke};

@@ -10,10 +10,10 @@ use serde_json::{json, Value};
 use appliance_storage::records::{DeliveryMode, EndpointStatus, WebhookEndpoint};
 use appliance_storage::ReadOps;
 
+use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, Fields, JsonBody};
 use crate::api::{begin, commit, idempotency_key, json, Begin};
 use crate::auth::{Access, Caller, ANY_KIND};
-use crate::error::ApiError;
 use crate::state::AppState;
 use crate::webhooks::endpoints::{
     self, EndpointPatch, NewEndpoint, DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS,

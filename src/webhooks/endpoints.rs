@@ -12,7 +12,7 @@ use appliance_storage::records::{
 };
 use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
-use crate::error::ApiError;
+use crate::api::error::ApiError;
 use crate::webhooks::outbox::{self, EventRef};
 use crate::webhooks::{endpoint_json, new_secret, EVENT_CATALOG, MAX_ENDPOINTS};
 
