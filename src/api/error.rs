@@ -24,6 +24,8 @@ use crate::services::payouts::PayoutError;
 use crate::services::projects::ProjectError;
 use crate::services::sweeps::SweepError;
 use crate::services::wallets::WalletError;
+use crate::services::webhook_deliveries::WebhookDeliveryError;
+use crate::services::webhook_endpoints::WebhookEndpointError;
 
 tokio::task_local! {
     /// Id of the request being served (`req_` + ULID), for error bodies and logs.
@@ -310,6 +312,43 @@ impl From<ProjectError> for ApiError {
             ProjectError::NameTaken { .. } => {
                 ApiError::new(CONFLICT, "name_taken", m).param("name")
             }
+        }
+    }
+}
+
+/// SPEC.md section 7 for each refusal of the endpoint rules.
+impl From<WebhookEndpointError> for ApiError {
+    fn from(e: WebhookEndpointError) -> Self {
+        let message = e.to_string();
+        match e {
+            WebhookEndpointError::NotFound => ApiError::not_found("webhook endpoint"),
+            WebhookEndpointError::LimitReached => {
+                ApiError::new(StatusCode::CONFLICT, "endpoint_limit_reached", message)
+            }
+            WebhookEndpointError::UnknownEventType(_) => ApiError::invalid("event_types", message),
+            WebhookEndpointError::CannotPauseDisabled => ApiError::invalid_state(message),
+            WebhookEndpointError::Store(s) => ApiError::internal(&s),
+        }
+    }
+}
+
+/// SPEC.md section 7 for each refusal of the delivery rules.
+impl From<WebhookDeliveryError> for ApiError {
+    fn from(e: WebhookDeliveryError) -> Self {
+        let message = e.to_string();
+        match e {
+            WebhookDeliveryError::NotFound => ApiError::not_found("webhook delivery"),
+            WebhookDeliveryError::EndpointNotFound { param } => {
+                let e = ApiError::not_found("webhook endpoint");
+                match param {
+                    Some(p) => e.param(p),
+                    None => e,
+                }
+            }
+            WebhookDeliveryError::NotReplayable(_) | WebhookDeliveryError::EndpointNotActive(_) => {
+                ApiError::invalid_state(message)
+            }
+            WebhookDeliveryError::Store(s) => ApiError::internal(&s),
         }
     }
 }

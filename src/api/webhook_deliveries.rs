@@ -17,9 +17,10 @@ use crate::api::extract::{list_json, JsonBody, Params};
 use crate::api::webhooks::{rate_limited, READ};
 use crate::api::{commit, json, list_rows};
 use crate::auth::{Access, Caller, ANY_KIND};
+use crate::services::webhook_deliveries::{self as deliveries, BulkReplay, WebhookDeliveryError};
 use crate::state::AppState;
-use crate::webhooks::endpoints::{self, BulkReplay};
-use crate::webhooks::{delivery_json, parse_delivery_ref, Poke};
+use crate::views::{delivery_json, delivery_ref, parse_delivery_ref};
+use crate::webhooks::Poke;
 
 const REPLAY: Access = Access::new(ANY_KIND, "webhooks:replay");
 /// Most deliveries `GET /v1/events/{id}/deliveries` returns (it is not paginated).
@@ -118,7 +119,7 @@ async fn get_delivery(
         .store
         .read(move |r| r.get_in::<WebhookDelivery>(p, id))
         .await?
-        .ok_or_else(|| ApiError::not_found("webhook delivery"))?;
+        .ok_or(WebhookDeliveryError::NotFound)?;
     Ok(json(StatusCode::OK, &delivery_json(&d, true)))
 }
 
@@ -137,7 +138,7 @@ async fn replay_delivery(
     }
     let p = caller.project_id();
     let (resp, new_id) = commit(&state, None, move |ctx| {
-        let d = endpoints::replay(ctx, p, id)?;
+        let d = deliveries::replay(ctx, p, id)?;
         Ok((StatusCode::CREATED, delivery_json(&d, false), d.id))
     })
     .await?;
@@ -203,9 +204,9 @@ async fn bulk_replay(
         after,
     };
     let (resp, ids) = commit(&state, None, move |ctx| {
-        let (new, has_more, last) = endpoints::bulk_replay(ctx, p, req)?;
+        let (new, has_more, last) = deliveries::bulk_replay(ctx, p, req)?;
         let data: Vec<Value> = new.iter().map(|d| delivery_json(d, false)).collect();
-        let next = last.map(crate::webhooks::delivery_ref);
+        let next = last.map(delivery_ref);
         let body = list_json(data, has_more, next);
         Ok((
             StatusCode::OK,
