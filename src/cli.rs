@@ -162,13 +162,6 @@ pub fn main() -> ExitCode {
     // Files 0600 and directories 0700 whatever umask we were started with (issue 9 item 5).
     crate::data_dir::set_private_umask();
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("APPLIANCE_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -191,6 +184,7 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let cfg = load_config(&cli)?;
+    crate::ops::logging::init(cfg.log_format);
     let req = match cli.command {
         None if cli.test => return serve(cfg, true),
         None => {

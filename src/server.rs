@@ -6,11 +6,10 @@ use std::io::Write;
 
 use anyhow::Context;
 
-use appliance_storage::{Store, StoreError, StoreOptions};
+use appliance_storage::{Store, StoreError, StoreOptions, WriteError};
 
 use crate::auth::Pepper;
 use crate::config::Config;
-use crate::error::ApiError;
 use crate::services::projects;
 use crate::state::AppState;
 use crate::{api, operator, transport, workers};
@@ -50,6 +49,7 @@ pub async fn run(
         tracing::warn!("webhooks.allow_private_targets is ON: webhooks may target private and loopback addresses");
     }
     config.webhooks.validate().map_err(anyhow::Error::msg)?;
+    crate::ops::init(&config)?;
     config.limits.validate().map_err(anyhow::Error::msg)?;
     crate::data_dir::prepare(&config.data_dir)?;
     crate::data_dir::raise_open_files_limit();
@@ -175,7 +175,7 @@ async fn bootstrap(store: &Store, pepper: &Pepper, listen: &str) -> anyhow::Resu
     let existing = store
         .read(|r| Ok(projects::find(r, "default")))
         .await?
-        .map_err(|e| anyhow::anyhow!(e.message))?;
+        .map_err(|e| anyhow::anyhow!(e))?;
     if let Some(p) = existing {
         let keys = store
             .read(move |r| {
@@ -202,7 +202,10 @@ async fn bootstrap(store: &Store, pepper: &Pepper, listen: &str) -> anyhow::Resu
     let (p, tokens) = store
         .write(move |ctx| projects::bootstrap_test(ctx, &pepper))
         .await
-        .map_err(|e| anyhow::anyhow!(ApiError::from(e).message))?;
+        .map_err(|e| match e {
+            WriteError::Rejected(e) => anyhow::anyhow!(e),
+            WriteError::Store(s) => anyhow::anyhow!(s),
+        })?;
     println!("created project default (test mode) id={}", p.id);
     println!("These keys are shown once; store them now.");
     for (kind, token) in &tokens {

@@ -27,7 +27,7 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use hyper::body::Body as _;
 
-use crate::error::ApiError;
+use crate::api::error::ApiError;
 use crate::state::AppState;
 
 /// Largest total size of the request headers (names and values), bytes: 431 above.

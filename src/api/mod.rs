@@ -5,6 +5,7 @@ pub mod balances;
 pub mod chains;
 pub mod customers;
 pub mod deposits;
+pub mod error;
 pub mod events;
 pub mod extract;
 pub mod http_rules;
@@ -31,8 +32,8 @@ use sha2::Digest;
 use appliance_storage::records::IdempotencyRecord;
 use appliance_storage::{ReadOps, WriteCtx};
 
+use crate::api::error::{ApiError, REQUEST_ID};
 use crate::auth::Caller;
-use crate::error::{ApiError, REQUEST_ID};
 use crate::registry::Registry;
 use crate::services::Scope;
 use crate::state::AppState;
@@ -59,16 +60,19 @@ pub fn router(state: AppState) -> Router {
         .merge(webhooks::router())
         .merge(webhook_deliveries::router())
         .merge(test_mode::router())
+        .merge(crate::ops::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         // HTTP-level rules (issue 9): envelope the framework's own errors, header-count and
-        // URI limits, drain what was left unread; outermost the request id.
+        // URI limits, drain what was left unread.
         .layer(axum::middleware::from_fn(http_rules::envelope_errors))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             http_rules::limits,
         ))
         .layer(axum::middleware::from_fn(http_rules::drain_unread_body))
+        // Inside the request-id scope, so the access log line carries the request's id.
+        .layer(axum::middleware::from_fn(crate::ops::access::layer))
         .layer(axum::middleware::from_fn(request_id))
         .with_state(state)
 }
