@@ -42,7 +42,7 @@ pub async fn layer(mut req: Request, next: Next) -> Response {
     let latency = start.elapsed();
     let route = route.as_deref().unwrap_or(UNMATCHED);
     let status = resp.status().as_u16();
-    let request_id = crate::error::request_id();
+    let request_id = crate::api::error::request_id();
     tracing::info!(
         target: "appliance::access",
         method = %method,

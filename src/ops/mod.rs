@@ -30,8 +30,8 @@ use serde_json::{json, Map};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
+use crate::api::error::ApiError;
 use crate::config::{Config, MetricsAccess};
-use crate::error::ApiError;
 use crate::state::AppState;
 
 /// The routes of this module (merged into the API router, so they share its request ids,
