@@ -7,7 +7,7 @@ use axum::routing::get;
 use axum::Router;
 
 use crate::api::extract::list_json;
-use crate::api::{json, registry};
+use crate::api::json;
 use crate::auth::{Access, Caller};
 use crate::error::ApiError;
 use crate::services::chains::{chain_json, effective};
@@ -21,7 +21,7 @@ pub fn router() -> Router<AppState> {
 /// (SPEC 2, Chain); any key kind.
 async fn list_chains(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require(Access::any())?;
-    let reg = registry(&state);
+    let reg = state.registry.clone();
     let data = reg
         .chains
         .iter()

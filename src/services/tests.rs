@@ -14,8 +14,8 @@ use appliance_storage::{ReadOps, Store, StoreOptions, WriteCtx};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::registry::Registry;
+use crate::services::sim_chain;
 use crate::services::{customers, deposits, payouts, projects, sweeps, wallets, Scope};
-use crate::workers::sim_chain;
 
 struct Fixture {
     _dir: tempfile::TempDir,
