@@ -6,7 +6,7 @@ use uuid::Uuid;
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
 use appliance_storage::records::{Customer, Deposit, DepositStatus, Project, Wallet};
-use appliance_storage::{Delta, ReadOps, WriteCtx};
+use appliance_storage::{ChainStateOps, Delta, ReadOps, WriteCtx};
 
 use crate::error::ApiError;
 use crate::registry::Registry;
@@ -46,12 +46,8 @@ pub fn credit_refusal(
 }
 
 /// Simulated block height of a chain (test mode).
-pub fn sim_height(ctx: &impl ReadOps, chain: &str) -> Result<u64, ApiError> {
-    Ok(ctx
-        .meta_get(&format!("sim_height:{chain}"))?
-        .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
-        .map(u64::from_be_bytes)
-        .unwrap_or(0))
+pub fn sim_height(ctx: &impl ChainStateOps, chain: &str) -> Result<u64, ApiError> {
+    Ok(ctx.sim_height(chain)?)
 }
 
 /// Writes a detected deposit (and, with `confirm`, its credit) in one transaction.

@@ -42,7 +42,7 @@ pub fn raise_heights(
         heights.insert(c.id().to_string(), h);
     }
     for (c, h) in &heights {
-        ctx.meta_put(&format!("sim_height:{c}"), &h.to_be_bytes())?;
+        ctx.sim_height_put(c, *h)?;
     }
     let all = |tag| {
         ctx.scan_ids(

@@ -21,9 +21,7 @@ use appliance_storage::records::{
 };
 use appliance_storage::{ReadOps, WriteCtx};
 
-use super::store::{
-    nonce_key, out_tx, pending_nonces, put_pending, put_tx, stored_nonce, OutKind, OutTx,
-};
+use super::store::{out_tx, pending_nonces, put_tx, stored_nonce, OutKind, OutTx};
 use super::{hex32, write, LiveChain, Master, Scopes, MAX_BACKOFF};
 use crate::error::ApiError;
 use crate::services::{payouts, sweeps, Scope};
@@ -139,10 +137,8 @@ where
             return Ok(false);
         }
         put_tx(ctx, chain, &out)?;
-        let mut list = pending_nonces(ctx, chain)?;
-        list.push(nonce);
-        put_pending(ctx, chain, &list)?;
-        ctx.meta_put(&nonce_key(chain), &(nonce + 1).to_be_bytes())?;
+        ctx.evm_pending_set(chain, nonce, true)?;
+        ctx.evm_next_nonce_put(chain, nonce + 1)?;
         Ok(true)
     })
     .await?;
@@ -239,9 +235,7 @@ async fn finalise(
         let mut done = tx.clone();
         done.done = true;
         put_tx(ctx, chain, &done)?;
-        let mut list = pending_nonces(ctx, chain)?;
-        list.retain(|n| *n != tx.nonce);
-        put_pending(ctx, chain, &list)?;
+        ctx.evm_pending_set(chain, tx.nonce, false)?;
         Ok(())
     })
     .await

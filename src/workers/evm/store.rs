@@ -1,16 +1,19 @@
-//! The live adapters' durable state: the watcher's position and the deposits of each
-//! recent block, and the sender's outgoing transactions, pending list and next nonce.
+//! The live adapters' durable state, kept in their tables of the store
+//! (`appliance_storage::schema`: `evm_watch`, `evm_block_deposits`, `evm_out_txs`,
+//! `evm_pending`, `evm_nonces`): the watcher's position and the deposits of each recent
+//! block, and the sender's outgoing transactions, pending set and next nonce. This module
+//! owns the JSON shapes of the watcher state and of an outgoing transaction.
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use appliance_chains::evm::watcher::Cursor;
 use appliance_chains::evm::Address;
-use appliance_storage::{ReadOps, WriteCtx};
+use appliance_storage::{ChainStateOps, StoreError, WriteCtx};
 
 use crate::error::ApiError;
 
-/// The watcher's durable state (`meta["evm_watch:<chain>"]`, JSON).
+/// The watcher's durable state (table `evm_watch`, JSON).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct WatchState {
     pub cursor: Cursor,
@@ -19,22 +22,10 @@ pub struct WatchState {
     pub chain_id_checked: bool,
 }
 
-pub(super) fn watch_key(chain: &str) -> String {
-    format!("evm_watch:{chain}")
-}
-
-/// Deposits found in one block (`meta["evm_block:<chain>:<number>"]`, JSON ids), read back
-/// when a reorg removes the block. Written only for blocks with deposits.
-pub(super) fn block_key(chain: &str, n: u64) -> String {
-    format!("evm_block:{chain}:{n:020}")
-}
-
-/// The watcher's stored state of `chain`.
-pub fn load_watch(
-    r: &impl ReadOps,
-    chain: &str,
-) -> Result<WatchState, appliance_storage::StoreError> {
-    Ok(r.meta_get(&watch_key(chain))?
+/// The watcher's stored state of `chain` (the default before its first batch; a value
+/// that does not parse reads as the default too).
+pub fn load_watch(r: &impl ChainStateOps, chain: &str) -> Result<WatchState, StoreError> {
+    Ok(r.evm_watch(chain)?
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default())
 }
@@ -45,7 +36,7 @@ pub(super) fn save_watch(
     w: &WatchState,
 ) -> Result<(), ApiError> {
     let bytes = serde_json::to_vec(w).map_err(|e| ApiError::internal(&e))?;
-    ctx.meta_put(&watch_key(chain), &bytes)?;
+    ctx.evm_watch_put(chain, &bytes)?;
     Ok(())
 }
 
@@ -58,7 +49,8 @@ pub enum OutKind {
     Factory,
 }
 
-/// An outgoing transaction of the master wallet, recorded before its first broadcast.
+/// An outgoing transaction of the master wallet, recorded before its first broadcast
+/// (table `evm_out_txs`, JSON).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OutTx {
     pub nonce: u64,
@@ -82,56 +74,28 @@ pub struct OutTx {
     pub done: bool,
 }
 
-pub(super) fn nonce_key(chain: &str) -> String {
-    format!("evm_nonce:{chain}")
-}
-pub(super) fn pending_key(chain: &str) -> String {
-    format!("evm_txs:{chain}")
-}
-pub(super) fn tx_key(chain: &str, nonce: u64) -> String {
-    format!("evm_tx:{chain}:{nonce:020}")
-}
-
 /// Next nonce the store will hand out (0 when never used).
-pub fn stored_nonce(r: &impl ReadOps, chain: &str) -> Result<u64, appliance_storage::StoreError> {
-    Ok(r.meta_get(&nonce_key(chain))?
-        .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
-        .map(u64::from_be_bytes)
-        .unwrap_or(0))
+pub fn stored_nonce(r: &impl ChainStateOps, chain: &str) -> Result<u64, StoreError> {
+    r.evm_next_nonce(chain)
 }
 
-/// Nonces of the transactions not yet final.
-pub fn pending_nonces(
-    r: &impl ReadOps,
-    chain: &str,
-) -> Result<Vec<u64>, appliance_storage::StoreError> {
-    Ok(r.meta_get(&pending_key(chain))?
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default())
+/// Nonces of the transactions not yet final, ascending.
+pub fn pending_nonces(r: &impl ChainStateOps, chain: &str) -> Result<Vec<u64>, StoreError> {
+    r.evm_pending(chain)
 }
 
-/// A recorded outgoing transaction.
+/// A recorded outgoing transaction (`None` when absent or unreadable).
 pub fn out_tx(
-    r: &impl ReadOps,
+    r: &impl ChainStateOps,
     chain: &str,
     nonce: u64,
-) -> Result<Option<OutTx>, appliance_storage::StoreError> {
-    Ok(r.meta_get(&tx_key(chain, nonce))?
+) -> Result<Option<OutTx>, StoreError> {
+    Ok(r.evm_out_tx(chain, nonce)?
         .and_then(|b| serde_json::from_slice(&b).ok()))
 }
 
 pub(super) fn put_tx(ctx: &mut WriteCtx<'_>, chain: &str, tx: &OutTx) -> Result<(), ApiError> {
     let b = serde_json::to_vec(tx).map_err(|e| ApiError::internal(&e))?;
-    ctx.meta_put(&tx_key(chain, tx.nonce), &b)?;
-    Ok(())
-}
-
-pub(super) fn put_pending(
-    ctx: &mut WriteCtx<'_>,
-    chain: &str,
-    list: &[u64],
-) -> Result<(), ApiError> {
-    let b = serde_json::to_vec(list).map_err(|e| ApiError::internal(&e))?;
-    ctx.meta_put(&pending_key(chain), &b)?;
+    ctx.evm_out_tx_put(chain, tx.nonce, &b)?;
     Ok(())
 }

@@ -14,9 +14,9 @@ use appliance_chains::evm::watcher::{self, ScanError, Transfer};
 use appliance_chains::evm::Address;
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{Deposit, Wallet};
-use appliance_storage::{ReadOps, WriteCtx};
+use appliance_storage::{ChainStateOps, ReadOps, WriteCtx};
 
-use super::store::{block_key, load_watch, save_watch, WatchState};
+use super::store::{load_watch, save_watch, WatchState};
 use super::{hex32, note, set_health, write, LiveChain, Scopes, MAX_BACKOFF, MAX_RANGE};
 use crate::error::ApiError;
 use crate::services::chains::AdapterHealth;
@@ -238,8 +238,9 @@ async fn commit_slice(
             }
         }
         for (n, ids) in &by_block {
-            let b = serde_json::to_vec(ids).map_err(|e| ApiError::internal(&e))?;
-            ctx.meta_put(&block_key(lc.id, *n), &b)?;
+            for id in ids {
+                ctx.evm_block_deposit_add(lc.id, *n, *id)?;
+            }
         }
         let height = blocks.last().map(|b| b.number).unwrap_or(0);
         advance_pending(ctx, &mut scopes, lc.id, height)?;
@@ -307,11 +308,7 @@ async fn reorg(state: &AppState, c: &LiveChain, ws: WatchState) -> anyhow::Resul
         let mut scopes = Scopes::new(reg);
         let top = ws.cursor.height.unwrap_or(fork);
         for n in fork + 1..=top {
-            let key = block_key(chain, n);
-            let ids: Vec<Uuid> = ctx
-                .meta_get(&key)?
-                .and_then(|b| serde_json::from_slice(&b).ok())
-                .unwrap_or_default();
+            let ids = ctx.evm_block_deposits(chain, n)?;
             if ids.is_empty() {
                 continue;
             }
@@ -323,7 +320,7 @@ async fn reorg(state: &AppState, c: &LiveChain, ws: WatchState) -> anyhow::Resul
                     deposits::unwind_live(ctx, &s, d)?;
                 }
             }
-            ctx.meta_put(&key, b"[]")?;
+            ctx.evm_block_deposits_clear(chain, n)?;
         }
         ws.cursor.rewind(fork);
         save_watch(ctx, chain, &ws)?;
