@@ -5,6 +5,7 @@ pub mod balances;
 pub mod chains;
 pub mod customers;
 pub mod deposits;
+pub mod error;
 pub mod events;
 pub mod extract;
 pub mod payouts;
@@ -28,8 +29,8 @@ use sha2::Digest;
 use appliance_storage::records::IdempotencyRecord;
 use appliance_storage::{ReadOps, WriteCtx};
 
+use crate::api::error::{ApiError, REQUEST_ID};
 use crate::auth::Caller;
-use crate::error::{ApiError, REQUEST_ID};
 use crate::services::Scope;
 use crate::state::AppState;
 

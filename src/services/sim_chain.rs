@@ -9,10 +9,10 @@ use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{Mode, Payout, Project, Sweep};
-use appliance_storage::{ReadOps, Store, WriteCtx};
+use appliance_storage::{ReadOps, Store, WriteCtx, WriteError};
 
-use crate::error::ApiError;
 use crate::registry::Registry;
+use crate::services::error::Fault;
 use crate::services::{deposits, payouts, sweeps, Scope};
 
 /// Most blocks one call may mine.
@@ -31,7 +31,7 @@ pub fn raise_heights(
     reg: &Registry,
     chain: Option<&str>,
     count: u64,
-) -> Result<Raised, ApiError> {
+) -> Result<Raised, Fault> {
     let mut heights = BTreeMap::new();
     for c in reg
         .chains
@@ -66,9 +66,9 @@ pub fn advance_items(
     heights: &BTreeMap<String, u64>,
     sweep_ids: &[Uuid],
     payout_ids: &[Uuid],
-) -> Result<(), ApiError> {
+) -> Result<(), Fault> {
     let mut projects: BTreeMap<Uuid, Option<Scope>> = BTreeMap::new();
-    let mut scope_of = |ctx: &WriteCtx<'_>, id: Uuid| -> Result<Option<Scope>, ApiError> {
+    let mut scope_of = |ctx: &WriteCtx<'_>, id: Uuid| -> Result<Option<Scope>, Fault> {
         if let Some(s) = projects.get(&id) {
             return Ok(s.clone());
         }
@@ -114,7 +114,7 @@ pub async fn mine(
     reg: Arc<Registry>,
     chain: Option<String>,
     count: u64,
-) -> Result<BTreeMap<String, u64>, ApiError> {
+) -> Result<BTreeMap<String, u64>, WriteError<Fault>> {
     let r2 = reg.clone();
     let (heights, sweep_ids, payout_ids) = store
         .write(move |ctx| raise_heights(ctx, &r2, chain.as_deref(), count))

@@ -11,7 +11,7 @@ pub async fn run(state: AppState) {
     loop {
         tokio::time::sleep(interval).await;
         if let Err(e) = sim_chain::mine(&state.store, state.registry.clone(), None, 1).await {
-            tracing::error!(error = ?e.message, "simulated block failed");
+            tracing::error!(error = %e, "simulated block failed");
         }
     }
 }

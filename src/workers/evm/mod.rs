@@ -22,12 +22,12 @@ use appliance_chains::evm::rpc::EvmRpc;
 use appliance_chains::evm::{factory, Address, B256};
 use appliance_signer::Signer;
 use appliance_storage::records::{Mode, Project};
-use appliance_storage::{ReadOps, WriteCtx};
+use appliance_storage::{ReadOps, WriteCtx, WriteError};
 
 use crate::config::ChainConfig;
-use crate::error::ApiError;
 use crate::registry::Registry;
 use crate::services::chains::AdapterHealth;
+use crate::services::error::Fault;
 use crate::services::Scope;
 use crate::state::AppState;
 
@@ -113,14 +113,13 @@ pub async fn start(state: &AppState, signer: Arc<Signer>) -> anyhow::Result<()> 
 
 pub(crate) async fn write<T, F>(state: &AppState, f: F) -> anyhow::Result<T>
 where
-    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<T, ApiError> + Send + 'static,
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<T, Fault> + Send + 'static,
     T: Send + 'static,
 {
-    state
-        .store
-        .write(f)
-        .await
-        .map_err(|e| anyhow!("store: {}", ApiError::from(e).message))
+    state.store.write(f).await.map_err(|e| match e {
+        WriteError::Rejected(f) => anyhow!("store: {f}"),
+        WriteError::Store(s) => anyhow!("store: {s}"),
+    })
 }
 
 /// Live projects seen by one transaction, as service scopes.
@@ -141,7 +140,7 @@ impl Scopes {
         &mut self,
         ctx: &impl ReadOps,
         project: Uuid,
-    ) -> Result<Option<Scope>, ApiError> {
+    ) -> Result<Option<Scope>, Fault> {
         if let Some(s) = self.cache.get(&project) {
             return Ok(s.clone());
         }

@@ -23,7 +23,7 @@ use appliance_storage::{ReadOps, WriteCtx};
 
 use super::store::{out_tx, pending_nonces, put_tx, stored_nonce, OutKind, OutTx};
 use super::{hex32, write, LiveChain, Master, Scopes, MAX_BACKOFF};
-use crate::error::ApiError;
+use crate::services::error::Fault;
 use crate::services::{payouts, sweeps, Scope};
 use crate::state::AppState;
 
@@ -90,7 +90,7 @@ async fn send_new<F>(
     record: F,
 ) -> anyhow::Result<Result<Option<B256>, SignError>>
 where
-    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>, &str) -> Result<bool, ApiError> + Send + 'static,
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>, &str) -> Result<bool, Fault> + Send + 'static,
 {
     let chain = c.id;
     let stored = state.store.read(move |r| stored_nonce(r, chain)).await?;
@@ -131,7 +131,7 @@ where
     };
     let recorded = write(state, move |ctx| {
         if stored_nonce(ctx, chain)? != stored {
-            return Err(ApiError::invalid_state("nonce moved under the sender"));
+            return Err(Fault::invariant("nonce moved under the sender"));
         }
         if !record(ctx, &out.hashes[0])? {
             return Ok(false);

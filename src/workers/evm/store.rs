@@ -11,7 +11,7 @@ use appliance_chains::evm::watcher::Cursor;
 use appliance_chains::evm::Address;
 use appliance_storage::{ChainStateOps, StoreError, WriteCtx};
 
-use crate::error::ApiError;
+use crate::services::error::Fault;
 
 /// The watcher's durable state (table `evm_watch`, JSON).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -30,12 +30,8 @@ pub fn load_watch(r: &impl ChainStateOps, chain: &str) -> Result<WatchState, Sto
         .unwrap_or_default())
 }
 
-pub(super) fn save_watch(
-    ctx: &mut WriteCtx<'_>,
-    chain: &str,
-    w: &WatchState,
-) -> Result<(), ApiError> {
-    let bytes = serde_json::to_vec(w).map_err(|e| ApiError::internal(&e))?;
+pub(super) fn save_watch(ctx: &mut WriteCtx<'_>, chain: &str, w: &WatchState) -> Result<(), Fault> {
+    let bytes = serde_json::to_vec(w).map_err(Fault::invariant)?;
     ctx.evm_watch_put(chain, &bytes)?;
     Ok(())
 }
@@ -94,8 +90,8 @@ pub fn out_tx(
         .and_then(|b| serde_json::from_slice(&b).ok()))
 }
 
-pub(super) fn put_tx(ctx: &mut WriteCtx<'_>, chain: &str, tx: &OutTx) -> Result<(), ApiError> {
-    let b = serde_json::to_vec(tx).map_err(|e| ApiError::internal(&e))?;
+pub(super) fn put_tx(ctx: &mut WriteCtx<'_>, chain: &str, tx: &OutTx) -> Result<(), Fault> {
+    let b = serde_json::to_vec(tx).map_err(Fault::invariant)?;
     ctx.evm_out_tx_put(chain, tx.nonce, &b)?;
     Ok(())
 }

@@ -18,8 +18,8 @@ use appliance_storage::{ChainStateOps, ReadOps, WriteCtx};
 
 use super::store::{load_watch, save_watch, WatchState};
 use super::{hex32, note, set_health, write, LiveChain, Scopes, MAX_BACKOFF, MAX_RANGE};
-use crate::error::ApiError;
 use crate::services::chains::AdapterHealth;
+use crate::services::error::Fault;
 use crate::services::{deposits, wallets};
 use crate::state::AppState;
 
@@ -267,7 +267,7 @@ fn advance_pending(
     scopes: &mut Scopes,
     chain: &str,
     height: u64,
-) -> Result<(), ApiError> {
+) -> Result<(), Fault> {
     let ids = ctx.scan_ids(
         &index::prefix(IndexTag::DepositsPending, Uuid::nil(), &[]),
         None,
