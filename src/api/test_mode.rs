@@ -149,6 +149,9 @@ async fn mine_blocks(
         }
     }
     let heights = sim_chain::mine(&state.store, reg, chain, count).await?;
+    for (c, h) in &heights {
+        crate::ops::metrics::chain_position(c, "test", *h, *h);
+    }
     Ok(json_response(
         StatusCode::OK,
         &json!({"object": "test_blocks", "mined": count, "heights": heights}),

@@ -10,8 +10,13 @@ pub async fn run(state: AppState) {
     let interval = Duration::from_millis(state.config.test.block_interval_ms.max(10));
     loop {
         tokio::time::sleep(interval).await;
-        if let Err(e) = sim_chain::mine(&state.store, state.registry.clone(), None, 1).await {
-            tracing::error!(error = %e, "simulated block failed");
+        match sim_chain::mine(&state.store, state.registry.clone(), None, 1).await {
+            Ok(heights) => {
+                for (c, h) in &heights {
+                    crate::ops::metrics::chain_position(c, "test", *h, *h);
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "simulated block failed"),
         }
     }
 }
