@@ -105,15 +105,35 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// 500 `record_unreadable`: a stored row this build cannot decode. Lists pass such rows
+    /// over; a read of the row itself says what is wrong (`appliance verify` reports it).
+    pub fn unreadable(cause: &dyn std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "a stored row cannot be decoded");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "record_unreadable",
+            "This record is stored in a form this server cannot read; the operator's \
+             `appliance verify` reports it.",
+        )
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        ApiError::internal(&e)
+        match e {
+            StoreError::Corrupt(_) => ApiError::unreadable(&e),
+            e => ApiError::internal(&e),
+        }
     }
 }
 
 impl From<Arc<StoreError>> for ApiError {
     fn from(e: Arc<StoreError>) -> Self {
-        ApiError::internal(&e)
+        match &*e {
+            StoreError::Corrupt(_) => ApiError::unreadable(&e),
+            _ => ApiError::internal(&e),
+        }
     }
 }
 
@@ -121,7 +141,7 @@ impl From<WriteError<ApiError>> for ApiError {
     fn from(e: WriteError<ApiError>) -> Self {
         match e {
             WriteError::Rejected(e) => e,
-            WriteError::Store(s) => ApiError::internal(&s),
+            WriteError::Store(s) => s.into(),
         }
     }
 }

@@ -8,7 +8,7 @@ use appliance_storage::records::Customer;
 use appliance_storage::{ReadOps, WriteCtx};
 
 use crate::error::ApiError;
-use crate::services::{emit, Scope};
+use crate::services::{emit, metadata, Scope};
 use crate::views;
 
 /// Fields of a create request, already parsed.
@@ -26,6 +26,7 @@ pub fn create(
     req: NewCustomer,
 ) -> Result<(Customer, bool), ApiError> {
     let p = s.project_id();
+    let md = metadata::for_create(req.metadata.unwrap_or_default())?;
     if let Some(r) = &req.reference_id {
         let key = index::unique(IndexTag::UniqueCustomerRef, p, &[r.as_bytes()]);
         if let Some(id) = ctx.unique_get(&key)? {
@@ -41,7 +42,7 @@ pub fn create(
         reference_id: req.reference_id,
         email: req.email,
         status: "active".into(),
-        metadata: Value::Object(req.metadata.unwrap_or_default()),
+        metadata: Value::Object(md),
         created_at: ctx.now_us(),
     };
     if let Some(r) = &c.reference_id {
@@ -115,18 +116,11 @@ pub fn patch(
     }
     if let Some(m) = req.metadata {
         // Stripe-style merge: a key set to null is removed.
-        let mut cur = match std::mem::take(&mut c.metadata) {
-            Value::Object(o) => o,
+        let cur = match &c.metadata {
+            Value::Object(o) => o.clone(),
             _ => Map::new(),
         };
-        for (k, v) in m {
-            if v.is_null() {
-                cur.remove(&k);
-            } else {
-                cur.insert(k, v);
-            }
-        }
-        c.metadata = Value::Object(cur);
+        c.metadata = Value::Object(metadata::merge(cur, m)?);
     }
     if let Some(st) = req.status {
         c.status = st;

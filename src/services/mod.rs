@@ -6,6 +6,7 @@ pub mod chains;
 pub mod customers;
 pub mod deposits;
 pub mod keys;
+pub mod metadata;
 pub mod payouts;
 pub mod projects;
 pub mod sweeps;

@@ -28,6 +28,7 @@ use appliance_storage::records::{
 };
 use appliance_storage::{now_us, ReadCtx, ReadOps, StoreError, WriteCtx};
 
+use crate::sealing::DataKey;
 use crate::state::AppState;
 use crate::views;
 use crate::webhooks::sender::{AttemptResult, Sender};
@@ -50,6 +51,8 @@ const RESCAN_EVERY: Duration = Duration::from_secs(60);
 /// Rescans asked for (overflow, lagging notices, resumed endpoints) at most this often: each
 /// reads the due index from its start.
 const RESCAN_GAP: Duration = Duration::from_secs(1);
+/// Open deliveries looked at per status when choosing an ordered endpoint's next one.
+const HEAD_CANDIDATES: usize = 8;
 /// Retry delay after the store failed to record an outcome.
 const STORE_RETRY_US: i64 = 5_000_000;
 
@@ -108,8 +111,8 @@ struct Job {
     /// The attempt this send is (attempts made so far + 1).
     attempt: u32,
     url: String,
-    /// Live secrets, newest first.
-    secrets: Vec<String>,
+    /// Live secrets, newest first, opened.
+    secrets: Vec<zeroize::Zeroizing<String>>,
     /// The event as `GET /v1/events/{id}` shows it.
     event_json: Arc<str>,
 }
@@ -124,6 +127,16 @@ enum Resolution {
         id: Uuid,
         endpoint: Uuid,
         attempt: u32,
+    },
+    /// Cannot be sent: its event cannot be decoded from the store, or its endpoint's secret
+    /// does not open. Recorded `skipped` with the reason (replayable), so an ordered endpoint
+    /// moves on instead of waiting for it for ever.
+    Skip {
+        id: Uuid,
+        endpoint: Uuid,
+        ordered: bool,
+        attempt: u32,
+        reason: &'static str,
     },
 }
 
@@ -140,6 +153,7 @@ struct Outcome {
 enum OutcomeKind {
     Attempt { url: String, result: AttemptResult },
     Cancel,
+    Skip { reason: &'static str },
 }
 
 /// What the outcome writer committed, back to the dispatcher.
@@ -351,10 +365,11 @@ impl Dispatcher {
             return;
         }
         let now = now_us();
+        let key = self.state.data_key.clone();
         let read = self
             .state
             .store
-            .read(move |r| resolve_in(r, &events, ids, &kicks, now))
+            .read(move |r| resolve_in(r, &key, &events, ids, &kicks, now))
             .await;
         let resolutions = match read {
             Ok(v) => v,
@@ -398,6 +413,29 @@ impl Dispatcher {
                             ordered: false,
                             attempt,
                             kind: OutcomeKind::Cancel,
+                        };
+                        if self.outcomes.send(o).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Resolution::Skip {
+                    id,
+                    endpoint,
+                    ordered,
+                    attempt,
+                    reason,
+                } => {
+                    if self.inflight.insert(id) {
+                        if let Some(at) = self.scheduled.remove(&id) {
+                            self.schedule.remove(&(at, id));
+                        }
+                        let o = Outcome {
+                            id,
+                            endpoint,
+                            ordered,
+                            attempt,
+                            kind: OutcomeKind::Skip { reason },
                         };
                         if self.outcomes.send(o).await.is_err() {
                             return;
@@ -516,6 +554,7 @@ impl Dispatcher {
 /// The resolving read (blocking, one snapshot).
 fn resolve_in(
     r: &ReadCtx,
+    key: &DataKey,
     events: &[(Uuid, u64)],
     mut ids: Vec<Uuid>,
     kicks: &[Uuid],
@@ -536,6 +575,7 @@ fn resolve_in(
     ids.retain(|id| seen.insert(*id));
     let mut cx = ResolveCtx {
         r,
+        key,
         now,
         endpoints: HashMap::new(),
         events: HashMap::new(),
@@ -543,8 +583,14 @@ fn resolve_in(
         out: Vec::new(),
     };
     for id in ids {
-        let Some(d) = r.get::<WebhookDelivery>(id)? else {
-            continue;
+        let d = match r.get::<WebhookDelivery>(id) {
+            Ok(Some(d)) => d,
+            Ok(None) => continue,
+            Err(StoreError::Corrupt(e)) => {
+                tracing::error!(delivery = %delivery_ref(id), error = %e, "a webhook delivery row cannot be decoded; skipped (appliance verify reports it)");
+                continue;
+            }
+            Err(e) => return Err(e),
         };
         if !d.status.is_open() {
             continue;
@@ -580,11 +626,21 @@ fn resolve_in(
     Ok(cx.out)
 }
 
+/// An event as a delivery needs it.
+#[derive(Clone)]
+enum EventRead {
+    Found(Arc<str>),
+    Missing,
+    /// The stored row does not decode (reported by `appliance verify`).
+    Undecodable,
+}
+
 struct ResolveCtx<'r> {
     r: &'r ReadCtx,
+    key: &'r DataKey,
     now: i64,
     endpoints: HashMap<Uuid, Option<Arc<WebhookEndpoint>>>,
-    events: HashMap<(Uuid, u64), Option<Arc<str>>>,
+    events: HashMap<(Uuid, u64), EventRead>,
     /// Ordered endpoints already advanced in this read.
     heads: HashSet<Uuid>,
     out: Vec<Resolution>,
@@ -605,7 +661,9 @@ impl ResolveCtx<'_> {
         if !self.heads.insert(ep.id) {
             return Ok(());
         }
-        let mut first: Option<Uuid> = None;
+        // A few candidates per status, oldest first: a row that cannot be decoded (reported by
+        // `appliance verify`) is passed over, so it cannot hold the endpoint up for ever.
+        let mut open: Vec<Uuid> = Vec::new();
         for s in [DeliveryStatus::Pending, DeliveryStatus::Failed] {
             let prefix = index::prefix(
                 IndexTag::WebhookDeliveriesByEndpointStatus,
@@ -613,18 +671,22 @@ impl ResolveCtx<'_> {
                 &[ep.id.as_bytes(), s.as_str().as_bytes()],
             );
             let end = index::prefix_end(&prefix);
-            if let Some(k) = self.r.index_range(&prefix, &end, 1, false)?.first() {
-                let id = index::id_of(k);
-                first = Some(first.map_or(id, |f| f.min(id)));
+            for k in self.r.index_range(&prefix, &end, HEAD_CANDIDATES, false)? {
+                open.push(index::id_of(&k));
             }
         }
-        let Some(id) = first else {
-            return Ok(());
-        };
-        match self.r.get::<WebhookDelivery>(id)? {
-            Some(d) if d.status.is_open() => self.ready(d, ep),
-            _ => Ok(()),
+        open.sort();
+        for id in open {
+            match self.r.get::<WebhookDelivery>(id) {
+                Ok(Some(d)) if d.status.is_open() => return self.ready(d, ep),
+                Ok(_) => return Ok(()),
+                Err(StoreError::Corrupt(e)) => {
+                    tracing::error!(delivery = %delivery_ref(id), error = %e, "a webhook delivery row cannot be decoded; passed over (appliance verify reports it)");
+                }
+                Err(e) => return Err(e),
+            }
         }
+        Ok(())
     }
 
     /// Sends `d` now or schedules it for later.
@@ -635,20 +697,55 @@ impl ResolveCtx<'_> {
             return Ok(());
         }
         let key = (d.project_id, d.event_sequence);
-        let event_json = match self.events.get(&key) {
+        let event_read = match self.events.get(&key) {
             Some(e) => e.clone(),
             None => {
-                let e = self
-                    .r
-                    .event_at(d.project_id, d.event_sequence)?
-                    .map(|ev| Arc::<str>::from(views::event(&ev).to_string()));
+                let e = match self.r.event_at(d.project_id, d.event_sequence) {
+                    Ok(Some(ev)) => EventRead::Found(Arc::from(views::event(&ev).to_string())),
+                    Ok(None) => EventRead::Missing,
+                    Err(StoreError::Corrupt(e)) => {
+                        tracing::error!(
+                            event_sequence = d.event_sequence,
+                            error = %e,
+                            "an event row cannot be decoded; its deliveries are skipped (appliance verify reports it)"
+                        );
+                        EventRead::Undecodable
+                    }
+                    Err(e) => return Err(e),
+                };
                 self.events.insert(key, e.clone());
                 e
             }
         };
-        let Some(event_json) = event_json else {
-            tracing::error!(delivery = %delivery_ref(d.id), "the event of a delivery is missing");
-            return Ok(());
+        let skip = |reason: &'static str| Resolution::Skip {
+            id: d.id,
+            endpoint: ep.id,
+            ordered: ep.delivery_mode == DeliveryMode::Ordered,
+            attempt: d.attempt,
+            reason,
+        };
+        let event_json = match event_read {
+            EventRead::Found(e) => e,
+            EventRead::Missing => {
+                tracing::error!(delivery = %delivery_ref(d.id), "the event of a delivery is missing");
+                return Ok(());
+            }
+            EventRead::Undecodable => {
+                self.out.push(skip(
+                    "The event cannot be decoded from the store; appliance verify reports it.",
+                ));
+                return Ok(());
+            }
+        };
+        let secrets = match self.key.webhook_secrets(ep, self.now) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(endpoint = %ep.id, error = %e, "a webhook endpoint's signing secret does not open; its deliveries are skipped");
+                self.out.push(skip(
+                    "The endpoint's signing secret cannot be opened with this data key.",
+                ));
+                return Ok(());
+            }
         };
         self.out.push(Resolution::Send(Job {
             id: d.id,
@@ -656,7 +753,7 @@ impl ResolveCtx<'_> {
             ordered: ep.delivery_mode == DeliveryMode::Ordered,
             attempt: d.attempt + 1,
             url: ep.url.clone(),
-            secrets: ep.live_secrets(self.now).map(str::to_string).collect(),
+            secrets,
             event_json,
         }));
         Ok(())
@@ -667,7 +764,7 @@ impl ResolveCtx<'_> {
 async fn attempt(sender: &Sender, job: Job) -> Outcome {
     let body = envelope(&job.event_json, job.attempt, &delivery_ref(job.id));
     let t = now_us() / 1_000_000;
-    let header = signature::header(job.secrets.iter().map(String::as_str), t, body.as_bytes());
+    let header = signature::header(job.secrets.iter().map(|s| s.as_str()), t, body.as_bytes());
     let result = sender.send(&job.url, body, header).await;
     Outcome {
         id: job.id,
@@ -770,6 +867,15 @@ fn apply_outcomes(
                     continue;
                 }
                 d.status = DeliveryStatus::Canceled;
+                d.next_attempt_at = None;
+            }
+            OutcomeKind::Skip { reason } => {
+                if d.attempt != o.attempt {
+                    items.push(item);
+                    continue;
+                }
+                d.status = DeliveryStatus::Skipped;
+                d.error_detail = Some(reason.to_string());
                 d.next_attempt_at = None;
             }
             OutcomeKind::Attempt { url, result } => {

@@ -4,6 +4,7 @@
 
 use axum::http::StatusCode;
 use uuid::Uuid;
+use zeroize::Zeroizing;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{
@@ -13,6 +14,7 @@ use appliance_storage::records::{
 use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
 use crate::error::ApiError;
+use crate::sealing::DataKey;
 use crate::webhooks::outbox::{self, EventRef};
 use crate::webhooks::{endpoint_json, new_secret, EVENT_CATALOG, MAX_ENDPOINTS};
 
@@ -62,19 +64,24 @@ fn limit_reached() -> ApiError {
     )
 }
 
-/// Creates an active endpoint with a new secret (409 `endpoint_limit_reached` past 16).
+/// Creates an active endpoint with a new secret, stored sealed under `key` (409
+/// `endpoint_limit_reached` past 16). Returns the endpoint and its secret in clear, for the
+/// creation answer only.
 pub fn create(
     ctx: &mut WriteCtx<'_>,
     project: Uuid,
+    key: &DataKey,
     req: NewEndpoint,
-) -> Result<WebhookEndpoint, ApiError> {
+) -> Result<(WebhookEndpoint, Zeroizing<String>), ApiError> {
     let prefix = index::prefix(IndexTag::WebhookEndpoints, project, &[]);
     if ctx.count_prefix(&prefix, MAX_ENDPOINTS)? >= MAX_ENDPOINTS {
         return Err(limit_reached());
     }
     let now = ctx.now_us();
+    let id = Uuid::now_v7();
+    let secret = Zeroizing::new(new_secret());
     let ep = WebhookEndpoint {
-        id: Uuid::now_v7(),
+        id,
         project_id: project,
         url: req.url,
         description: req.description,
@@ -84,7 +91,7 @@ pub fn create(
         consecutive_failures: 0,
         disabled_reason: None,
         disabled_at: None,
-        secret: new_secret(),
+        secret: key.seal_webhook_secret(id, &secret),
         retired_secrets: Vec::new(),
         last_success_at: None,
         last_failure_at: None,
@@ -92,7 +99,7 @@ pub fn create(
         updated_at: now,
     };
     ctx.put(&ep)?;
-    Ok(ep)
+    Ok((ep, secret))
 }
 
 /// Changes to an endpoint; `None` leaves a field as it is.
@@ -162,19 +169,24 @@ pub fn patch(
     Ok((ep, resumed))
 }
 
-/// Gives the endpoint a new secret. The old one keeps signing for `overlap_hours` (0: stops
-/// at once, with every older secret — the answer to a leak).
+/// Gives the endpoint a new secret, stored sealed under `key`. The old one keeps signing for
+/// `overlap_hours` (0: stops at once, with every older secret — the answer to a leak).
+/// Returns the endpoint and the new secret in clear, for the rotation answer only.
 pub fn rotate(
     ctx: &mut WriteCtx<'_>,
     project: Uuid,
+    key: &DataKey,
     id: Uuid,
     overlap_hours: u64,
-) -> Result<WebhookEndpoint, ApiError> {
+) -> Result<(WebhookEndpoint, Zeroizing<String>), ApiError> {
     let mut ep = ctx
         .get_in::<WebhookEndpoint>(project, id)?
         .ok_or_else(|| ApiError::not_found("webhook endpoint"))?;
     let now = ctx.now_us();
-    let old = std::mem::replace(&mut ep.secret, new_secret());
+    let secret = Zeroizing::new(new_secret());
+    // Older rows may still hold secrets in clear: never carry one forward unsealed.
+    key.seal_endpoint_in_place(&mut ep);
+    let old = std::mem::replace(&mut ep.secret, key.seal_webhook_secret(ep.id, &secret));
     if overlap_hours == 0 {
         ep.retired_secrets.clear();
     } else {
@@ -190,7 +202,7 @@ pub fn rotate(
     }
     ep.updated_at = now;
     ctx.put(&ep)?;
-    Ok(ep)
+    Ok((ep, secret))
 }
 
 /// Writes an `endpoint.test` event for one endpoint and its single delivery (the event goes to

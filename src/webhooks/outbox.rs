@@ -147,6 +147,7 @@ mod tests {
         let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
         for n in [0usize, 1, 8, 16] {
             let p = Uuid::now_v7();
+            let key = crate::sealing::DataKey::from_bytes([1; 32]);
             store
                 .write_blocking(move |ctx| {
                     for i in 0..n {
@@ -156,7 +157,7 @@ mod tests {
                             event_types: Vec::new(),
                             delivery_mode: DeliveryMode::Unordered,
                         };
-                        endpoints::create(ctx, p, req).map_err(|e| e.message)?;
+                        endpoints::create(ctx, p, &key, req).map_err(|e| e.message)?;
                     }
                     Ok::<_, String>(())
                 })
