@@ -77,7 +77,7 @@ async fn undecodable_rows_are_passed_over_reported_and_never_block_an_ordered_en
                     &cid.to_string(),
                     json!({ "id": cid, "object": "customer", "metadata": deep(200) }),
                 )?;
-                appliance::webhooks::outbox::enqueue(ctx, &ev)?;
+                appliance::services::webhook_deliveries::enqueue(ctx, &ev)?;
                 Ok::<_, appliance_storage::StoreError>(ev.id)
             })
             .await
