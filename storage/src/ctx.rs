@@ -86,8 +86,20 @@ pub trait ReadOps: Reader {
 
     /// A row by id that must belong to `project` (another project's row reads as absent,
     /// SPEC.md section 1 convention 6).
+    ///
+    /// A row that cannot be decoded is [`StoreError::Corrupt`] only when it is `project`'s
+    /// own (judged on its `project_id` field); another project's reads as absent, so the
+    /// error never confirms that the row exists for someone else.
     fn get_in<R: Row>(&self, project: Uuid, id: Uuid) -> Result<Option<R>, StoreError> {
-        Ok(self.get::<R>(id)?.filter(|r| r.project_id() == project))
+        let t = self.open(R::TABLE)?;
+        let Some(v) = t.get(id.as_u128())? else {
+            return Ok(None);
+        };
+        match decode::<R>(v.value()) {
+            Ok(r) => Ok(Some(r).filter(|r| r.project_id() == project)),
+            Err(e) if raw_project_id(v.value()) == Some(project) => Err(e),
+            Err(_) => Ok(None),
+        }
     }
 
     /// Row id under a unique key.
@@ -410,6 +422,16 @@ pub trait ReadOps: Reader {
 
 impl ReadOps for ReadCtx {}
 impl ReadOps for WriteCtx<'_> {}
+
+/// The `project_id` of an encoded row, read without decoding it (rows write `project_id`
+/// among their first fields, so it lies near the start). For rows that do not decode.
+fn raw_project_id(bytes: &[u8]) -> Option<Uuid> {
+    const FIELD: &[u8] = b"\"project_id\":\"";
+    let head = &bytes[..bytes.len().min(512)];
+    let at = head.windows(FIELD.len()).position(|w| w == FIELD)? + FIELD.len();
+    let uuid = head.get(at..at + 36)?;
+    Uuid::parse_str(std::str::from_utf8(uuid).ok()?).ok()
+}
 
 /// Decodes a row for a reader of many rows (lists, pages, scans): a row that cannot be
 /// decoded is logged and passed over, never the end of the whole read (`appliance verify`
