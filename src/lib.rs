@@ -9,7 +9,6 @@ pub mod api;
 pub mod auth;
 pub mod cli;
 pub mod config;
-pub mod error;
 pub mod operator;
 pub mod registry;
 pub mod sealing;

@@ -9,8 +9,8 @@ use base64::Engine;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use crate::api::error::ApiError;
 use crate::auth::{invalid_key, parse_token, Caller};
-use crate::error::ApiError;
 use crate::state::AppState;
 
 impl FromRequestParts<AppState> for Caller {

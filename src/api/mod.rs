@@ -5,6 +5,7 @@ pub mod balances;
 pub mod chains;
 pub mod customers;
 pub mod deposits;
+pub mod error;
 pub mod events;
 pub mod extract;
 pub mod payouts;
@@ -30,8 +31,8 @@ use sha2::Digest;
 use appliance_storage::records::IdempotencyRecord;
 use appliance_storage::{ReadOps, WriteCtx};
 
+use crate::api::error::{ApiError, REQUEST_ID};
 use crate::auth::Caller;
-use crate::error::{ApiError, REQUEST_ID};
 use crate::registry::Registry;
 use crate::services::Scope;
 use crate::state::AppState;

@@ -1,6 +1,5 @@
 //! API keys (SPEC.md section 4, API keys; section 5; DECISIONS.md sections 2 and 4).
 
-use axum::http::StatusCode;
 use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
@@ -8,7 +7,49 @@ use appliance_storage::records::{ApiKey, KeyKind, Project};
 use appliance_storage::{ReadOps, WriteCtx};
 
 use crate::auth::{self, Pepper};
-use crate::error::ApiError;
+use crate::services::error::{fault_from, Fault, Invalid};
+
+/// Why a key request is refused (statuses and codes: `api::error`).
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// A malformed field (`scopes`, `ip_allowlist`): 400 `invalid_request`.
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    /// DECISIONS.md section 16, kind: a key without the scope `*` manages only keys of its
+    /// own kind: 403 `wrong_key_kind` on `kind`.
+    #[error(
+        "A {} key can only manage {} keys; a key with the scope * manages every kind.",
+        .granter.as_str(),
+        .granter.as_str()
+    )]
+    WrongKind { granter: KeyKind },
+    /// A scope the managing key does not hold: 403 `missing_scope` on `scopes`.
+    #[error("A key can only manage keys within its own scopes; this key lacks {scope}.")]
+    MissingScope { scope: String },
+    /// A key with signing managed by a key without: 403 `signing_disabled` on
+    /// `signing_enabled`.
+    #[error("Only a key with signing enabled can manage a key with signing enabled.")]
+    SigningNotHeld,
+    /// A key pinned to an allowlist managing a key not pinned within it: 403
+    /// `ip_not_allowed` on `ip_allowlist`.
+    #[error("A key pinned to an ip_allowlist can only manage keys pinned within that allowlist.")]
+    AllowlistWider,
+    /// Too many enabled keys of the kind: 409 `key_limit_reached` on `kind`.
+    #[error(
+        "At most {LIMIT_PER_KIND} enabled {} keys per project; revoke one first.",
+        .kind.as_str()
+    )]
+    LimitReached { kind: KeyKind },
+    /// No such key in the project: 404 `not_found`.
+    #[error("No such API key.")]
+    NotFound,
+    /// Roll of a revoked or expired key: 409 `invalid_state`.
+    #[error("A revoked or expired key cannot be rolled.")]
+    NotRollable,
+    #[error(transparent)]
+    Fault(#[from] Fault),
+}
+fault_from!(KeyError);
 
 /// Most enabled keys per kind (SPEC.md section 8).
 pub const LIMIT_PER_KIND: usize = 5;
@@ -28,10 +69,10 @@ pub struct NewKey {
 
 /// Validates scopes against the grammar (400 `invalid_request`, param `scopes`). Whether the
 /// caller may grant them is [`authorize`]'s question.
-pub fn check_scopes(scopes: &[String]) -> Result<(), ApiError> {
+pub fn check_scopes(scopes: &[String]) -> Result<(), KeyError> {
     for s in scopes {
         if !auth::is_valid_scope(s) {
-            return Err(ApiError::invalid("scopes", format!("Unknown scope {s:?}.")));
+            return Err(Invalid::new("scopes", format!("Unknown scope {s:?}.")).into());
         }
     }
     Ok(())
@@ -107,41 +148,23 @@ fn allowlist_within(inner: &[String], outer: &[String]) -> bool {
 /// key being rolled (its successor has the same powers) and to the key being revoked. A key
 /// managing itself is bound the same way, so no key widens itself: not its scopes, not its
 /// signing, not by loosening or removing its allowlist.
-pub fn authorize(granter: &ApiKey, target: KeyPowers<'_>) -> Result<(), ApiError> {
+pub fn authorize(granter: &ApiKey, target: KeyPowers<'_>) -> Result<(), KeyError> {
     let wildcard = granter.scopes.iter().any(|s| s == "*");
     if !wildcard && granter.kind != target.kind {
-        return Err(ApiError::forbidden(
-            "wrong_key_kind",
-            format!(
-                "A {} key can only manage {} keys; a key with the scope * manages every kind.",
-                granter.kind.as_str(),
-                granter.kind.as_str()
-            ),
-        )
-        .param("kind"));
+        return Err(KeyError::WrongKind {
+            granter: granter.kind,
+        });
     }
     for s in target.scopes {
         if !granter.scopes.iter().any(|have| grants(have, s)) {
-            return Err(ApiError::forbidden(
-                "missing_scope",
-                format!("A key can only manage keys within its own scopes; this key lacks {s}."),
-            )
-            .param("scopes"));
+            return Err(KeyError::MissingScope { scope: s.clone() });
         }
     }
     if target.signing_enabled && !granter.signing_enabled {
-        return Err(ApiError::forbidden(
-            "signing_disabled",
-            "Only a key with signing enabled can manage a key with signing enabled.",
-        )
-        .param("signing_enabled"));
+        return Err(KeyError::SigningNotHeld);
     }
     if !allowlist_within(target.ip_allowlist, &granter.ip_allowlist) {
-        return Err(ApiError::forbidden(
-            "ip_not_allowed",
-            "A key pinned to an ip_allowlist can only manage keys pinned within that allowlist.",
-        )
-        .param("ip_allowlist"));
+        return Err(KeyError::AllowlistWider);
     }
     Ok(())
 }
@@ -152,7 +175,7 @@ fn authorize_actor(
     ctx: &WriteCtx<'_>,
     actor: Actor<'_>,
     target: KeyPowers<'_>,
-) -> Result<(), ApiError> {
+) -> Result<(), KeyError> {
     match actor {
         Actor::Operator => Ok(()),
         Actor::Key(cached) => {
@@ -163,9 +186,9 @@ fn authorize_actor(
 }
 
 /// Validates and normalizes an allowlist (exact IPs or CIDRs, at most 32).
-pub fn check_allowlist(list: &[String]) -> Result<Vec<String>, ApiError> {
+pub fn check_allowlist(list: &[String]) -> Result<Vec<String>, Invalid> {
     if list.len() > MAX_ALLOWLIST {
-        return Err(ApiError::invalid(
+        return Err(Invalid::new(
             "ip_allowlist",
             format!("ip_allowlist holds at most {MAX_ALLOWLIST} entries."),
         ));
@@ -181,7 +204,7 @@ pub fn check_allowlist(list: &[String]) -> Result<Vec<String>, ApiError> {
                     }
                 })
                 .ok_or_else(|| {
-                    ApiError::invalid(
+                    Invalid::new(
                         "ip_allowlist",
                         format!("{e:?} is not an IP address or CIDR block."),
                     )
@@ -195,7 +218,7 @@ fn enabled_of_kind(
     project: Uuid,
     kind: KeyKind,
     now: i64,
-) -> Result<usize, ApiError> {
+) -> Result<usize, Fault> {
     let page = ctx.list::<ApiKey>(
         &index::prefix(IndexTag::ApiKeys, project, &[]),
         None,
@@ -205,16 +228,8 @@ fn enabled_of_kind(
     Ok(page.items.len())
 }
 
-fn limit_reached(kind: KeyKind) -> ApiError {
-    ApiError::new(
-        StatusCode::CONFLICT,
-        "key_limit_reached",
-        format!(
-            "At most {LIMIT_PER_KIND} enabled {} keys per project; revoke one first.",
-            kind.as_str()
-        ),
-    )
-    .param("kind")
+fn limit_reached(kind: KeyKind) -> KeyError {
+    KeyError::LimitReached { kind }
 }
 
 /// Mints a key for `actor` ([`authorize`]); returns the stored row and the token (shown
@@ -225,7 +240,7 @@ pub fn create(
     project: &Project,
     actor: Actor<'_>,
     req: NewKey,
-) -> Result<(ApiKey, String), ApiError> {
+) -> Result<(ApiKey, String), KeyError> {
     let now = ctx.now_us();
     let scopes = req.scopes.unwrap_or_else(|| auth::default_scopes(req.kind));
     authorize_actor(
@@ -282,9 +297,8 @@ pub struct KeyPatch {
     pub signing_enabled: Option<bool>,
 }
 
-pub fn load(ctx: &WriteCtx<'_>, project: Uuid, id: Uuid) -> Result<ApiKey, ApiError> {
-    ctx.get_in::<ApiKey>(project, id)?
-        .ok_or_else(|| ApiError::not_found("API key"))
+pub fn load(ctx: &WriteCtx<'_>, project: Uuid, id: Uuid) -> Result<ApiKey, KeyError> {
+    ctx.get_in::<ApiKey>(project, id)?.ok_or(KeyError::NotFound)
 }
 
 /// Applies a patch for `actor`: [`authorize`] must accept the key both as it is and as it
@@ -295,7 +309,7 @@ pub fn patch(
     actor: Actor<'_>,
     id: Uuid,
     p: KeyPatch,
-) -> Result<ApiKey, ApiError> {
+) -> Result<ApiKey, KeyError> {
     let mut k = load(ctx, project, id)?;
     authorize_actor(ctx, actor, KeyPowers::from(&k))?;
     if let Some(n) = p.name {
@@ -322,7 +336,7 @@ pub fn revoke(
     project: Uuid,
     actor: Actor<'_>,
     id: Uuid,
-) -> Result<ApiKey, ApiError> {
+) -> Result<ApiKey, KeyError> {
     let mut k = load(ctx, project, id)?;
     authorize_actor(ctx, actor, KeyPowers::from(&k))?;
     if k.revoked_at.is_none() {
@@ -342,14 +356,12 @@ pub fn roll(
     actor: Actor<'_>,
     id: Uuid,
     grace_hours: u64,
-) -> Result<(ApiKey, String, ApiKey), ApiError> {
+) -> Result<(ApiKey, String, ApiKey), KeyError> {
     let now = ctx.now_us();
     let mut old = load(ctx, project.id, id)?;
     authorize_actor(ctx, actor, KeyPowers::from(&old))?;
     if !old.is_enabled(now) {
-        return Err(ApiError::invalid_state(
-            "A revoked or expired key cannot be rolled.",
-        ));
+        return Err(KeyError::NotRollable);
     }
     // The old key keeps working during the grace period, so it still counts; a roll may
     // exceed the limit by its own successor.
@@ -411,10 +423,12 @@ mod tests {
         }
     }
 
+    /// The refusal as SPEC.md section 7 answers it: (code, param).
     fn code(granter: &ApiKey, target: &ApiKey) -> Option<(&'static str, String)> {
-        authorize(granter, KeyPowers::from(target))
-            .err()
-            .map(|e| (e.code, e.param.unwrap_or_default()))
+        authorize(granter, KeyPowers::from(target)).err().map(|e| {
+            let e = crate::api::error::ApiError::from(e);
+            (e.code, e.param.unwrap_or_default())
+        })
     }
 
     const NARROW: &[&str] = &["api_keys:read", "api_keys:write", "customers:read"];

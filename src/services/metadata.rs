@@ -9,8 +9,6 @@
 
 use serde_json::{Map, Value};
 
-use crate::error::ApiError;
-
 /// Most keys in one resource's metadata.
 pub const MAX_KEYS: usize = 50;
 /// Longest key, characters.
@@ -18,15 +16,31 @@ pub const MAX_KEY_CHARS: usize = 40;
 /// Longest string value, characters.
 pub const MAX_VALUE_CHARS: usize = 500;
 
+/// Metadata out of bounds: 400 `invalid_request` naming `param` (`metadata`, or
+/// `metadata[<key>]` for that key's value). The message is for the client.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct MetadataError {
+    pub param: String,
+    pub message: String,
+}
+
+fn invalid(param: impl Into<String>, message: impl Into<String>) -> MetadataError {
+    MetadataError {
+        param: param.into(),
+        message: message.into(),
+    }
+}
+
 /// Checks each pair of a metadata object as sent (create, or the changes of a patch).
-pub fn check_pairs(m: &Map<String, Value>) -> Result<(), ApiError> {
+pub fn check_pairs(m: &Map<String, Value>) -> Result<(), MetadataError> {
     if m.len() > MAX_KEYS {
         return Err(too_many());
     }
     for (k, v) in m {
         let n = k.chars().count();
         if n == 0 || n > MAX_KEY_CHARS {
-            return Err(ApiError::invalid(
+            return Err(invalid(
                 "metadata",
                 format!("metadata keys must have 1 to {MAX_KEY_CHARS} characters."),
             ));
@@ -34,14 +48,14 @@ pub fn check_pairs(m: &Map<String, Value>) -> Result<(), ApiError> {
         let param = format!("metadata[{k}]");
         match v {
             Value::String(s) if s.chars().count() > MAX_VALUE_CHARS => {
-                return Err(ApiError::invalid(
+                return Err(invalid(
                     &param,
                     format!("metadata values must have at most {MAX_VALUE_CHARS} characters."),
                 ))
             }
             Value::String(_) | Value::Number(_) | Value::Bool(_) | Value::Null => {}
             Value::Object(_) | Value::Array(_) => {
-                return Err(ApiError::invalid(
+                return Err(invalid(
                     &param,
                     "metadata values must be strings, numbers or booleans (no nesting).",
                 ))
@@ -52,7 +66,7 @@ pub fn check_pairs(m: &Map<String, Value>) -> Result<(), ApiError> {
 }
 
 /// The metadata of a new resource: the pairs checked, null values left out.
-pub fn for_create(m: Map<String, Value>) -> Result<Map<String, Value>, ApiError> {
+pub fn for_create(m: Map<String, Value>) -> Result<Map<String, Value>, MetadataError> {
     check_pairs(&m)?;
     Ok(m.into_iter().filter(|(_, v)| !v.is_null()).collect())
 }
@@ -62,7 +76,7 @@ pub fn for_create(m: Map<String, Value>) -> Result<Map<String, Value>, ApiError>
 pub fn merge(
     current: Map<String, Value>,
     patch: Map<String, Value>,
-) -> Result<Map<String, Value>, ApiError> {
+) -> Result<Map<String, Value>, MetadataError> {
     check_pairs(&patch)?;
     let mut cur = current;
     for (k, v) in patch {
@@ -78,8 +92,8 @@ pub fn merge(
     Ok(cur)
 }
 
-fn too_many() -> ApiError {
-    ApiError::invalid(
+fn too_many() -> MetadataError {
+    invalid(
         "metadata",
         format!("metadata holds at most {MAX_KEYS} keys."),
     )
@@ -94,8 +108,8 @@ mod tests {
         v.as_object().unwrap().clone()
     }
 
-    fn param(r: Result<Map<String, Value>, ApiError>) -> String {
-        let e = r.expect_err("accepted");
+    fn param(r: Result<Map<String, Value>, MetadataError>) -> String {
+        let e = crate::api::error::ApiError::from(r.expect_err("accepted"));
         assert_eq!((e.status.as_u16(), e.code), (400, "invalid_request"));
         e.param.unwrap()
     }
