@@ -13,6 +13,7 @@ pub mod data_dir;
 pub mod operator;
 pub mod ops;
 pub mod registry;
+pub mod sealing;
 pub mod server;
 pub mod services;
 pub mod state;

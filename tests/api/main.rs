@@ -19,6 +19,8 @@ mod file_modes;
 mod fuzz;
 mod http_errors;
 mod idempotency;
+mod key_escalation;
+mod metadata;
 mod payouts;
 mod restart;
 mod sweeps;
