@@ -117,7 +117,7 @@ pub fn emit(
         data,
     )?;
     // The outbox: this event's webhook deliveries commit with it.
-    webhook_deliveries::enqueue(ctx, &event, s.delivery_attempts)?;
+    webhook_deliveries::enqueue_with(ctx, &event, s.delivery_attempts)?;
     Ok(())
 }
 

@@ -129,11 +129,26 @@ pub fn new_delivery(
     }
 }
 
+/// [`enqueue_with`] with the attempts of the default retry schedule (8), for tools and tests that
+/// write events without a running appliance's config.
+pub fn enqueue(ctx: &mut WriteCtx<'_>, event: &Event) -> Result<(), StoreError> {
+    enqueue_with(
+        ctx,
+        event,
+        crate::config::WebhooksConfig::default().max_attempts(),
+    )
+}
+
 /// The outbox (DECISIONS.md section 1): writes one delivery per endpoint of the event's
 /// project that subscribes to its type, in the event's transaction, so a crash can lose
 /// neither. Runs for every event; a project without endpoints costs one index seek. Each
-/// delivery gets `max_attempts` attempts (`WebhooksConfig::max_attempts`).
-pub fn enqueue(ctx: &mut WriteCtx<'_>, event: &Event, max_attempts: u32) -> Result<(), StoreError> {
+/// delivery gets `max_attempts` attempts (`WebhooksConfig::max_attempts`; `services::emit`
+/// passes its scope's).
+pub fn enqueue_with(
+    ctx: &mut WriteCtx<'_>,
+    event: &Event,
+    max_attempts: u32,
+) -> Result<(), StoreError> {
     let prefix = index::prefix(IndexTag::WebhookEndpoints, event.project_id, &[]);
     if ctx
         .index_range(&prefix, &index::prefix_end(&prefix), 1, false)?

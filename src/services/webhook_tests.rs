@@ -78,7 +78,7 @@ impl Fixture {
                     "r",
                     serde_json::json!({ "object": "customer" }),
                 )?;
-                deliveries::enqueue(ctx, &ev, 8)?;
+                deliveries::enqueue(ctx, &ev)?;
                 let prefix = appliance_storage::index::prefix(
                     appliance_storage::index::IndexTag::WebhookDeliveriesByEvent,
                     p,
@@ -444,7 +444,7 @@ fn outbox_cost() {
                             serde_json::json!({ "id": "r", "object": "customer" }),
                         )?;
                         if with_outbox {
-                            deliveries::enqueue(ctx, &e, 8)?;
+                            deliveries::enqueue(ctx, &e)?;
                         }
                     }
                     Ok::<_, StoreError>(t0.elapsed())
