@@ -67,6 +67,13 @@ pub fn get_or_create(
             )
             .param("chain"))
         }
+        ChainStatus::Paused if eff.unreached => {
+            return Err(ApiError::unprocessable(
+                "chain_unavailable",
+                format!("{chain_id} is unavailable: {}", eff.status_note),
+            )
+            .param("chain"))
+        }
         ChainStatus::Paused => {
             return Err(ApiError::unprocessable(
                 "chain_deposits_disabled",

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use anyhow::{anyhow, Context};
+use anyhow::anyhow;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -95,15 +95,18 @@ pub async fn start(state: &AppState, signer: Arc<Signer>) -> anyhow::Result<()> 
         if !chain.is_evm() {
             anyhow::bail!("[chains.{id}]: no live adapter for this chain family yet");
         }
-        let rpc = EvmRpc::new(&cc.rpc_url).with_context(|| format!("[chains.{id}] rpc_url"))?;
+        let shown = appliance_chains::redact::redact_url(&cc.rpc_url);
+        let rpc = EvmRpc::new(&cc.rpc_url)
+            .map_err(|e| anyhow!("[chains.{id}] rpc_url {shown}: {}", clean(&e)))?;
         match rpc.chain_id().await {
             Ok(n) if n != chain.info.chain_id => anyhow::bail!(
-                "[chains.{id}]: the node at {} reports chain id {n}, expected {}",
-                cc.rpc_url,
+                "[chains.{id}]: the node at {shown} reports chain id {n}, expected {}",
                 chain.info.chain_id
             ),
             Ok(_) => {}
-            Err(e) => tracing::warn!(chain = id, error = %e, "node unreachable at start"),
+            Err(e) => {
+                tracing::warn!(chain = id, node = %shown, error = %clean(&e), "node unreachable at start")
+            }
         }
         let mut tokens = Vec::new();
         for a in chain.assets.iter().filter(|a| !a.is_native) {
@@ -181,16 +184,29 @@ fn hex32(h: &B256) -> String {
     format!("{h:#x}")
 }
 
+/// An error as one line for logs and answers, every URL in it cut to scheme and host
+/// (node URLs carry account keys: issue 10 point 2).
+pub fn clean(e: &dyn std::fmt::Display) -> String {
+    appliance_chains::redact::scrub_urls(&format!("{e:#}"))
+}
+
+/// `status_note` for a failing node: one plain sentence, never an error chain.
 fn note(e: &anyhow::Error) -> String {
-    let mut s = format!("Node calls are failing; retrying with back-off: {e:#}");
-    if s.len() > 300 {
-        let mut cut = 300;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
+    if let Some(m) = e.chain().find_map(|c| c.downcast_ref::<ChainIdMismatch>()) {
+        return format!(
+            "The node reports chain id {}, expected {}; check rpc_url.",
+            m.got, m.expected
+        );
     }
-    s
+    "Node calls are failing; retrying with back-off.".into()
+}
+
+/// The node answered `eth_chainId` with another chain.
+#[derive(Debug, thiserror::Error)]
+#[error("the node reports chain id {got}, expected {expected}")]
+struct ChainIdMismatch {
+    got: u64,
+    expected: u64,
 }
 
 // ------------------------------------------------------------------------------ watcher
@@ -238,6 +254,8 @@ async fn watch_loop(state: AppState, c: LiveChain) {
     let poll = Duration::from_millis(c.cfg.poll_interval_ms.max(50));
     let mut backoff = poll;
     let mut checked = false;
+    // Until the node is first reached the chain is `paused` (issue 10 point 7).
+    let mut reached = false;
     loop {
         let step = std::panic::AssertUnwindSafe(watch_step(&state, &c, &mut checked));
         let r = match futures_util::FutureExt::catch_unwind(step).await {
@@ -246,6 +264,7 @@ async fn watch_loop(state: AppState, c: LiveChain) {
         };
         match r {
             Ok(caught_up) => {
+                reached = true;
                 set_adapter_health(c.id, AdapterHealth::Healthy);
                 backoff = poll;
                 if caught_up {
@@ -253,8 +272,15 @@ async fn watch_loop(state: AppState, c: LiveChain) {
                 }
             }
             Err(e) => {
-                tracing::warn!(chain = c.id, error = %format!("{e:#}"), "watcher step failed");
-                set_adapter_health(c.id, AdapterHealth::Failing(note(&e)));
+                tracing::warn!(chain = c.id, error = %clean(&e), "watcher step failed");
+                let h = if reached {
+                    AdapterHealth::Failing(note(&e))
+                } else if e.chain().any(|x| x.is::<ChainIdMismatch>()) {
+                    AdapterHealth::Unreached(note(&e))
+                } else {
+                    AdapterHealth::Unreached(crate::services::chains::CONNECTING.into())
+                };
+                set_adapter_health(c.id, h);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
@@ -272,7 +298,11 @@ pub async fn watch_step(
     if !*checked {
         let n = c.rpc.chain_id().await?;
         if n != c.chain_id {
-            anyhow::bail!("the node reports chain id {n}, expected {}", c.chain_id);
+            return Err(ChainIdMismatch {
+                got: n,
+                expected: c.chain_id,
+            }
+            .into());
         }
         *checked = true;
     }
@@ -639,7 +669,7 @@ async fn send_loop(state: AppState, c: LiveChain, m: Master) {
                 tokio::time::sleep(poll).await;
             }
             Err(e) => {
-                tracing::warn!(chain = c.id, error = %format!("{e:#}"), "sender step failed");
+                tracing::warn!(chain = c.id, error = %clean(&e), "sender step failed");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
@@ -743,7 +773,7 @@ where
     }
     if let Err(e) = c.rpc.send_raw(&signed.raw).await {
         // Recorded: the tracker rebroadcasts it.
-        tracing::warn!(chain, nonce, error = %e, "broadcast failed; will retry");
+        tracing::warn!(chain, nonce, error = %clean(&e), "broadcast failed; will retry");
     }
     Ok(Ok(Some(hash)))
 }
@@ -794,7 +824,7 @@ async fn track_pending(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::R
                     if !c.rpc.knows_tx(last).await? {
                         let raw = hex::decode(tx.raws.last().map(String::as_str).unwrap_or(""))?;
                         if let Err(e) = c.rpc.send_raw(&raw).await {
-                            tracing::debug!(chain, nonce = tx.nonce, error = %e, "rebroadcast refused");
+                            tracing::debug!(chain, nonce = tx.nonce, error = %clean(&e), "rebroadcast refused");
                         }
                     }
                 }
@@ -869,7 +899,7 @@ async fn replace(state: &AppState, c: &LiveChain, m: &Master, mut tx: OutTx) -> 
     let signed = match m.signer.sign_evm(pol, unsigned) {
         Ok(s) => s,
         Err(e) => {
-            tracing::warn!(chain = c.id, nonce = tx.nonce, error = %e, "cannot replace a stuck transaction");
+            tracing::warn!(chain = c.id, nonce = tx.nonce, error = %clean(&e), "cannot replace a stuck transaction");
             return Ok(());
         }
     };
@@ -897,7 +927,7 @@ async fn replace(state: &AppState, c: &LiveChain, m: &Master, mut tx: OutTx) -> 
         "replaced a stuck transaction"
     );
     if let Err(e) = c.rpc.send_raw(&signed.raw).await {
-        tracing::warn!(chain, nonce = tx.nonce, error = %e, "replacement broadcast failed");
+        tracing::warn!(chain, nonce = tx.nonce, error = %clean(&e), "replacement broadcast failed");
     }
     Ok(())
 }
@@ -1011,7 +1041,7 @@ async fn send_payouts(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Re
             Err(e) if is_refusal(&e) => {
                 // The node says the transfer cannot succeed now (the master wallet lacks
                 // the funds or gas): fail it without spending a nonce.
-                let reason = format!("execution reverted: {e}");
+                let reason = format!("execution reverted: {}", clean(&e));
                 let s2 = scope.clone();
                 write(state, move |ctx| payouts::fail_live(ctx, &s2, id, &reason)).await?;
                 continue;
@@ -1093,7 +1123,7 @@ async fn ensure_factory(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::
     )
     .await?;
     if let Err(e) = r {
-        tracing::warn!(chain = c.id, error = %e, "cannot deploy the forwarder factory");
+        tracing::warn!(chain = c.id, error = %clean(&e), "cannot deploy the forwarder factory");
     }
     Ok(false)
 }
@@ -1185,7 +1215,7 @@ async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Res
         {
             Ok(g) => sender::gas_limit_with_margin(g),
             Err(e) if is_refusal(&e) => {
-                tracing::warn!(chain, sweep = %id, error = %e, "sweep would revert; left open");
+                tracing::warn!(chain, sweep = %id, error = %clean(&e), "sweep would revert; left open");
                 continue;
             }
             Err(e) => return Err(e.into()),
@@ -1211,7 +1241,7 @@ async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Res
         )
         .await?;
         if let Err(e) = r {
-            tracing::warn!(chain, sweep = %id, error = %e, "sweep not signed");
+            tracing::warn!(chain, sweep = %id, error = %clean(&e), "sweep not signed");
         }
     }
     Ok(())

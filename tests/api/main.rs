@@ -17,5 +17,6 @@ mod events;
 mod idempotency;
 mod payouts;
 mod restart;
+mod selfhost;
 mod sweeps;
 mod wallets;
