@@ -6,7 +6,9 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use appliance_chains::format_decimal;
-use appliance_storage::records::{ApiKey, Customer, Deposit, Event, Payout, Sweep, Wallet};
+use appliance_storage::records::{
+    ApiKey, Customer, Deposit, Event, Payout, Sweep, Wallet, WebhookDelivery, WebhookEndpoint,
+};
 use sha2::Digest;
 
 use crate::registry::Registry;
@@ -188,4 +190,80 @@ pub fn event(e: &Event) -> Value {
         "resource_id": e.resource_id,
         "data": e.data,
     })
+}
+
+/// `whd_` + ULID of a delivery id (SPEC.md section 2, Webhook delivery).
+pub fn delivery_ref(id: Uuid) -> String {
+    format!("whd_{}", ulid::Ulid::from(id.as_u128()))
+}
+
+/// The delivery id in a `whd_...` reference; `None` when malformed.
+pub fn parse_delivery_ref(s: &str) -> Option<Uuid> {
+    let u = ulid::Ulid::from_string(s.strip_prefix("whd_")?).ok()?;
+    Some(Uuid::from_u128(u.0))
+}
+
+/// `object: webhook_endpoint` (SPEC.md section 2), without secrets; `now` decides whether a
+/// rotation overlap is running.
+pub fn endpoint_json(e: &WebhookEndpoint, now: i64) -> Value {
+    json!({
+        "id": e.id,
+        "object": "webhook_endpoint",
+        "tenant_id": e.project_id,
+        "url": e.url,
+        "description": e.description,
+        "event_types": e.event_types,
+        "status": e.status.as_str(),
+        "delivery_mode": e.delivery_mode.as_str(),
+        "consecutive_failures": e.consecutive_failures,
+        "disabled_reason": e.disabled_reason,
+        "disabled_at": opt_ts(e.disabled_at),
+        "secret_overlap_until": opt_ts(e.overlap_until(now)),
+        "last_success_at": opt_ts(e.last_success_at),
+        "last_failure_at": opt_ts(e.last_failure_at),
+        "created_at": ts(e.created_at),
+    })
+}
+
+/// `object: webhook_delivery` (SPEC.md section 2); the single read adds `response_body`.
+pub fn delivery_json(d: &WebhookDelivery, with_body: bool) -> Value {
+    let mut v = json!({
+        "id": delivery_ref(d.id),
+        "object": "webhook_delivery",
+        "tenant_id": d.project_id,
+        "event_id": d.event_id,
+        "endpoint_id": d.endpoint_id,
+        "event_type": d.event_type,
+        "endpoint_url": d.endpoint_url,
+        "status": d.status.as_str(),
+        "attempt": d.attempt,
+        "max_attempts": d.max_attempts,
+        "next_attempt_at": opt_ts(d.next_attempt_at.filter(|_| d.status.is_open())),
+        "response_status": d.response_status,
+        "resolved_ip": d.resolved_ip,
+        "duration_ms": d.duration_ms,
+        "error_detail": d.error_detail,
+        "replay_of": d.replay_of.map(delivery_ref),
+        "delivered_at": opt_ts(d.delivered_at),
+        "created_at": ts(d.created_at),
+    });
+    if with_body {
+        v["response_body"] = json!(d.response_body);
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delivery_refs_round_trip() {
+        let id = crate::services::webhook_deliveries::new_delivery_id(appliance_storage::now_us());
+        let r = delivery_ref(id);
+        assert!(r.starts_with("whd_") && r.len() == 30, "{r}");
+        assert_eq!(parse_delivery_ref(&r), Some(id));
+        assert_eq!(parse_delivery_ref("whd_nope"), None);
+        assert_eq!(parse_delivery_ref(&id.to_string()), None);
+    }
 }

@@ -17,13 +17,35 @@ use crate::api::webhooks::{rate_limited, READ};
 use crate::api::{commit, json, list_rows};
 use crate::auth::{Access, Caller, ANY_KIND};
 use crate::error::ApiError;
+use crate::services::webhook_deliveries::{self as deliveries, BulkReplay, WebhookDeliveryError};
 use crate::state::AppState;
-use crate::webhooks::endpoints::{self, BulkReplay};
-use crate::webhooks::{delivery_json, parse_delivery_ref, Poke};
+use crate::views::{delivery_json, delivery_ref, parse_delivery_ref};
+use crate::webhooks::Poke;
 
 const REPLAY: Access = Access::new(ANY_KIND, "webhooks:replay");
 /// Most deliveries `GET /v1/events/{id}/deliveries` returns (it is not paginated).
 const EVENT_DELIVERIES_MAX: usize = 1_000;
+
+/// SPEC.md section 7 for each refusal of the delivery rules.
+impl From<WebhookDeliveryError> for ApiError {
+    fn from(e: WebhookDeliveryError) -> Self {
+        let message = e.to_string();
+        match e {
+            WebhookDeliveryError::NotFound => ApiError::not_found("webhook delivery"),
+            WebhookDeliveryError::EndpointNotFound { param } => {
+                let e = ApiError::not_found("webhook endpoint");
+                match param {
+                    Some(p) => e.param(p),
+                    None => e,
+                }
+            }
+            WebhookDeliveryError::NotReplayable(_) | WebhookDeliveryError::EndpointNotActive(_) => {
+                ApiError::invalid_state(message)
+            }
+            WebhookDeliveryError::Store(s) => ApiError::internal(&s),
+        }
+    }
+}
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -118,7 +140,7 @@ async fn get_delivery(
         .store
         .read(move |r| r.get_in::<WebhookDelivery>(p, id))
         .await?
-        .ok_or_else(|| ApiError::not_found("webhook delivery"))?;
+        .ok_or(WebhookDeliveryError::NotFound)?;
     Ok(json(StatusCode::OK, &delivery_json(&d, true)))
 }
 
@@ -137,7 +159,7 @@ async fn replay_delivery(
     }
     let p = caller.project_id();
     let (resp, new_id) = commit(&state, None, move |ctx| {
-        let d = endpoints::replay(ctx, p, id)?;
+        let d = deliveries::replay(ctx, p, id)?;
         Ok((StatusCode::CREATED, delivery_json(&d, false), d.id))
     })
     .await?;
@@ -203,9 +225,9 @@ async fn bulk_replay(
         after,
     };
     let (resp, ids) = commit(&state, None, move |ctx| {
-        let (new, has_more, last) = endpoints::bulk_replay(ctx, p, req)?;
+        let (new, has_more, last) = deliveries::bulk_replay(ctx, p, req)?;
         let data: Vec<Value> = new.iter().map(|d| delivery_json(d, false)).collect();
-        let next = last.map(crate::webhooks::delivery_ref);
+        let next = last.map(delivery_ref);
         let body = list_json(data, has_more, next);
         Ok((
             StatusCode::OK,

@@ -7,23 +7,40 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value};
 
-use appliance_storage::records::{DeliveryMode, EndpointStatus, WebhookEndpoint};
+use appliance_storage::records::{DeliveryMode, WebhookEndpoint};
 use appliance_storage::ReadOps;
 
 use crate::api::extract::{path_uuid, Fields, JsonBody};
 use crate::api::{begin, commit, idempotency_key, json, Begin};
 use crate::auth::{Access, Caller, ANY_KIND};
 use crate::error::ApiError;
+use crate::services::webhook_endpoints::{
+    self as endpoints, EndpointPatch, NewEndpoint, RequestedStatus, WebhookEndpointError,
+    DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS,
+};
+use crate::services::EVENT_CATALOG;
 use crate::state::AppState;
-use crate::webhooks::endpoints::{
-    self, EndpointPatch, NewEndpoint, DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS,
-};
-use crate::webhooks::{
-    delivery_ref, dispatcher, endpoint_json, guard, outbox, Poke, EVENT_CATALOG,
-};
+use crate::views::{delivery_ref, endpoint_json};
+use crate::webhooks::{dispatcher, guard, Poke};
 
 pub(crate) const READ: Access = Access::new(ANY_KIND, "webhooks:read");
 const WRITE: Access = Access::new(ANY_KIND, "webhooks:write");
+
+/// SPEC.md section 7 for each refusal of the endpoint rules.
+impl From<WebhookEndpointError> for ApiError {
+    fn from(e: WebhookEndpointError) -> Self {
+        let message = e.to_string();
+        match e {
+            WebhookEndpointError::NotFound => ApiError::not_found("webhook endpoint"),
+            WebhookEndpointError::LimitReached => {
+                ApiError::new(StatusCode::CONFLICT, "endpoint_limit_reached", message)
+            }
+            WebhookEndpointError::UnknownEventType(_) => ApiError::invalid("event_types", message),
+            WebhookEndpointError::CannotPauseDisabled => ApiError::invalid_state(message),
+            WebhookEndpointError::Store(s) => ApiError::internal(&s),
+        }
+    }
+}
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -47,9 +64,9 @@ async fn checked_url(state: &AppState, raw: &str) -> Result<String, ApiError> {
 }
 
 fn event_types(f: &Fields) -> Result<Option<Vec<String>>, ApiError> {
-    f.opt_str_list("event_types")?
+    Ok(f.opt_str_list("event_types")?
         .map(endpoints::parse_event_types)
-        .transpose()
+        .transpose()?)
 }
 
 fn delivery_mode(f: &Fields) -> Result<Option<DeliveryMode>, ApiError> {
@@ -81,10 +98,7 @@ async fn list_webhooks(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let p = caller.project_id();
-    let mut eps = state
-        .store
-        .read(move |r| outbox::endpoints_of(r, p))
-        .await?;
+    let mut eps = state.store.read(move |r| endpoints::list(r, p)).await?;
     eps.reverse();
     let now = appliance_storage::now_us();
     let data: Vec<Value> = eps.iter().map(|e| endpoint_json(e, now)).collect();
@@ -156,7 +170,7 @@ async fn get_webhook(
         .store
         .read(move |r| r.get_in::<WebhookEndpoint>(p, id))
         .await?
-        .ok_or_else(|| ApiError::not_found("webhook endpoint"))?;
+        .ok_or(WebhookEndpointError::NotFound)?;
     Ok(json(
         StatusCode::OK,
         &endpoint_json(&ep, appliance_storage::now_us()),
@@ -174,17 +188,13 @@ async fn patch_webhook(
     caller.require(WRITE)?;
     let id = path_uuid(&id)?;
     let f = &body.fields;
-    let status = match f.opt_str("status")?.as_deref() {
-        None => None,
-        Some("active") => Some(EndpointStatus::Active),
-        Some("paused") => Some(EndpointStatus::Paused),
-        Some(_) => {
-            return Err(ApiError::invalid(
-                "status",
-                "status must be active or paused.",
-            ))
-        }
-    };
+    let status = f
+        .opt_str("status")?
+        .map(|s| {
+            RequestedStatus::parse(&s)
+                .ok_or_else(|| ApiError::invalid("status", "status must be active or paused."))
+        })
+        .transpose()?;
     let description = if f.has("description") {
         Some(f.opt_bounded("description", 255)?)
     } else {

@@ -16,7 +16,8 @@ use crate::webhooks::signature;
 /// Bytes of the receiver's answer kept in `response_body`.
 pub const RESPONSE_BODY_MAX: usize = 2048;
 
-/// What one attempt found out.
+/// What one attempt found out (whether it counts as a success is
+/// `services::webhook_deliveries::AttemptReport::succeeded`).
 #[derive(Debug, Clone, Default)]
 pub struct AttemptResult {
     /// The receiver's HTTP status, when it answered.
@@ -26,13 +27,6 @@ pub struct AttemptResult {
     /// Why the attempt failed (transport, timeout, guard, or a non-2xx status).
     pub error: Option<String>,
     pub body: Option<String>,
-}
-
-impl AttemptResult {
-    /// Success is any 2xx (DECISIONS.md section 7).
-    pub fn succeeded(&self) -> bool {
-        self.status.is_some_and(|s| (200..300).contains(&s))
-    }
 }
 
 /// A shared client for every send.

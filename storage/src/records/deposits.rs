@@ -1,0 +1,119 @@
+//! Deposits and their statuses (SPEC.md section 3, Deposit).
+
+use redb::TableDefinition;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::Row;
+use crate::index::{self, IndexTag};
+use crate::schema;
+
+/// Deposit statuses (SPEC.md section 3, Deposit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DepositStatus {
+    Detected,
+    Confirmed,
+    Failed,
+    Orphaned,
+}
+
+impl DepositStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DepositStatus::Detected => "detected",
+            DepositStatus::Confirmed => "confirmed",
+            DepositStatus::Failed => "failed",
+            DepositStatus::Orphaned => "orphaned",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "detected" => Some(DepositStatus::Detected),
+            "confirmed" => Some(DepositStatus::Confirmed),
+            "failed" => Some(DepositStatus::Failed),
+            "orphaned" => Some(DepositStatus::Orphaned),
+            _ => None,
+        }
+    }
+}
+
+/// A transfer received at a customer wallet (SPEC.md section 2).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Deposit {
+    pub id: Uuid,
+    pub project_id: Uuid,
+    pub customer_id: Uuid,
+    pub wallet_id: Uuid,
+    pub chain: String,
+    pub asset: String,
+    pub amount: u128,
+    pub tx_hash: String,
+    pub log_index: u32,
+    pub from_address: String,
+    pub to_address: String,
+    pub block_number: u64,
+    pub block_time: i64,
+    pub confirmations: u32,
+    pub required_confirmations: u32,
+    pub status: DepositStatus,
+    pub failure_reason: Option<String>,
+    /// Journal entry that credited the customer (set on confirm).
+    pub ledger_tx_id: Option<Uuid>,
+    /// Journal entry that reversed the credit (set on orphan).
+    pub reversal_tx_id: Option<Uuid>,
+    /// Manual test deposits (`confirm:false`) are not confirmed by the block clock.
+    pub manual: bool,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl Row for Deposit {
+    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::DEPOSITS;
+    fn id(&self) -> Uuid {
+        self.id
+    }
+    fn project_id(&self) -> Uuid {
+        self.project_id
+    }
+    fn index_keys(&self) -> Vec<Vec<u8>> {
+        let p = self.project_id;
+        let mut k = vec![
+            index::key(IndexTag::Deposits, p, &[], self.id),
+            index::key(
+                IndexTag::DepositsByCustomer,
+                p,
+                &[self.customer_id.as_bytes()],
+                self.id,
+            ),
+            index::key(
+                IndexTag::DepositsByWallet,
+                p,
+                &[self.wallet_id.as_bytes()],
+                self.id,
+            ),
+            index::key(
+                IndexTag::DepositsByChain,
+                p,
+                &[self.chain.as_bytes()],
+                self.id,
+            ),
+            index::key(
+                IndexTag::DepositsByStatus,
+                p,
+                &[self.status.as_str().as_bytes()],
+                self.id,
+            ),
+        ];
+        if self.status == DepositStatus::Detected {
+            // Global work queue of the confirmation clock (project nil: all projects).
+            k.push(index::key(
+                IndexTag::DepositsPending,
+                Uuid::nil(),
+                &[],
+                self.id,
+            ));
+        }
+        k
+    }
+}

@@ -1,0 +1,145 @@
+//! Payouts and their statuses (DECISIONS.md section 5).
+
+use redb::TableDefinition;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::Row;
+use crate::index::{self, IndexTag};
+use crate::schema;
+
+/// Payout statuses (DECISIONS.md section 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PayoutStatus {
+    PendingApproval,
+    Queued,
+    Signing,
+    Submitted,
+    Confirmed,
+    Failed,
+    Canceled,
+    Rejected,
+}
+
+impl PayoutStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PayoutStatus::PendingApproval => "pending_approval",
+            PayoutStatus::Queued => "queued",
+            PayoutStatus::Signing => "signing",
+            PayoutStatus::Submitted => "submitted",
+            PayoutStatus::Confirmed => "confirmed",
+            PayoutStatus::Failed => "failed",
+            PayoutStatus::Canceled => "canceled",
+            PayoutStatus::Rejected => "rejected",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            PayoutStatus::PendingApproval,
+            PayoutStatus::Queued,
+            PayoutStatus::Signing,
+            PayoutStatus::Submitted,
+            PayoutStatus::Confirmed,
+            PayoutStatus::Failed,
+            PayoutStatus::Canceled,
+            PayoutStatus::Rejected,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == s)
+    }
+    /// In flight: funds are locked and the payout counts against the pending ceiling.
+    pub fn is_open(self) -> bool {
+        matches!(
+            self,
+            PayoutStatus::PendingApproval
+                | PayoutStatus::Queued
+                | PayoutStatus::Signing
+                | PayoutStatus::Submitted
+        )
+    }
+}
+
+/// A withdrawal from a customer balance to an outside address (SPEC.md section 2).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Payout {
+    pub id: Uuid,
+    pub project_id: Uuid,
+    /// `None`: drawn from the project's own account (customer nil in the ledger).
+    pub customer_id: Option<Uuid>,
+    pub chain: String,
+    pub asset: String,
+    pub amount: u128,
+    pub fee_amount: u128,
+    pub to_address: String,
+    pub memo: Option<String>,
+    pub status: PayoutStatus,
+    pub reference: Option<String>,
+    pub tx_hash: Option<String>,
+    pub failure_reason: Option<String>,
+    /// Value in US cents at creation (stablecoins at par); `None` when no price is known.
+    pub amount_usd_cents: Option<u64>,
+    pub created_by_key: Uuid,
+    pub approved_by_key: Option<Uuid>,
+    /// Simulated/real block height when the payout entered `queued`.
+    #[serde(default)]
+    pub queued_block: Option<u64>,
+    pub submitted_block: Option<u64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl Row for Payout {
+    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::PAYOUTS;
+    fn id(&self) -> Uuid {
+        self.id
+    }
+    fn project_id(&self) -> Uuid {
+        self.project_id
+    }
+    fn index_keys(&self) -> Vec<Vec<u8>> {
+        let p = self.project_id;
+        let mut k = vec![
+            index::key(IndexTag::Payouts, p, &[], self.id),
+            index::key(
+                IndexTag::PayoutsByChain,
+                p,
+                &[self.chain.as_bytes()],
+                self.id,
+            ),
+            index::key(
+                IndexTag::PayoutsByStatus,
+                p,
+                &[self.status.as_str().as_bytes()],
+                self.id,
+            ),
+        ];
+        if let Some(c) = self.customer_id {
+            k.push(index::key(
+                IndexTag::PayoutsByCustomer,
+                p,
+                &[c.as_bytes()],
+                self.id,
+            ));
+        }
+        if let Some(r) = &self.reference {
+            k.push(index::key(
+                IndexTag::PayoutsByReference,
+                p,
+                &[r.as_bytes()],
+                self.id,
+            ));
+        }
+        if self.status.is_open() {
+            k.push(index::key(IndexTag::PayoutsOpen, p, &[], self.id));
+        }
+        if matches!(
+            self.status,
+            PayoutStatus::Queued | PayoutStatus::Signing | PayoutStatus::Submitted
+        ) {
+            k.push(index::key(IndexTag::PayoutsWork, Uuid::nil(), &[], self.id));
+        }
+        k
+    }
+}

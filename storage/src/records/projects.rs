@@ -1,0 +1,113 @@
+//! Projects (tenants): their mode and the operator's per-chain and per-asset switches
+//! (DECISIONS.md section 8).
+
+use redb::TableDefinition;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::Row;
+use crate::index::{self, IndexTag};
+use crate::schema;
+
+/// Project (tenant) mode: the key's environment follows it (SPEC.md section 4, API keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    Live,
+    Test,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Live => "live",
+            Mode::Test => "test",
+        }
+    }
+}
+
+/// Per-chain switches the operator sets on a project (`appliance project set`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainOverride {
+    pub chain: String,
+    /// `live`, `paused` or `coming_soon`; `None` keeps the registry/mode default.
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub status_note: Option<String>,
+    #[serde(default)]
+    pub deposits_enabled: Option<bool>,
+    #[serde(default)]
+    pub payouts_enabled: Option<bool>,
+    /// Keypair chains are listed only when switched on (SPEC.md section 2, Chain).
+    #[serde(default)]
+    pub listed: Option<bool>,
+}
+
+/// Per-asset switches on a project.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssetOverride {
+    pub chain: String,
+    pub symbol: String,
+    #[serde(default)]
+    pub deposits_enabled: Option<bool>,
+    #[serde(default)]
+    pub payouts_enabled: Option<bool>,
+    /// An archived coin (compromised contract) is never credited (SPEC.md section 3, Deposit).
+    #[serde(default)]
+    pub archived: Option<bool>,
+}
+
+/// Project settings; limits default per DECISIONS.md section 8.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectSettings {
+    pub signing_enabled: bool,
+    /// Payouts valued above this many US cents wait for approval; `None` auto-approves all
+    /// (DECISIONS.md section 5).
+    #[serde(default)]
+    pub auto_approve_threshold_cents: Option<u64>,
+    pub requests_per_minute: u32,
+    pub addresses_per_day: u32,
+    pub max_pending_payouts: u32,
+    #[serde(default)]
+    pub chains: Vec<ChainOverride>,
+    #[serde(default)]
+    pub assets: Vec<AssetOverride>,
+}
+
+impl Default for ProjectSettings {
+    fn default() -> Self {
+        ProjectSettings {
+            signing_enabled: true,
+            auto_approve_threshold_cents: None,
+            requests_per_minute: 1200,
+            addresses_per_day: 10_000,
+            max_pending_payouts: 1000,
+            chains: Vec::new(),
+            assets: Vec::new(),
+        }
+    }
+}
+
+/// A project (tenant): its name, mode and settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Project {
+    pub id: Uuid,
+    pub name: String,
+    pub mode: Mode,
+    pub settings: ProjectSettings,
+    pub created_at: i64,
+}
+
+impl Row for Project {
+    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::PROJECTS;
+    fn id(&self) -> Uuid {
+        self.id
+    }
+    fn project_id(&self) -> Uuid {
+        self.id
+    }
+    fn index_keys(&self) -> Vec<Vec<u8>> {
+        vec![index::key(IndexTag::Projects, Uuid::nil(), &[], self.id)]
+    }
+}

@@ -1,0 +1,95 @@
+//! Sweeps and their statuses (DECISIONS.md section 5).
+
+use redb::TableDefinition;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::Row;
+use crate::index::{self, IndexTag};
+use crate::schema;
+
+/// Sweep statuses (DECISIONS.md section 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SweepStatus {
+    Open,
+    Submitted,
+    Confirmed,
+    Failed,
+    Skipped,
+}
+
+impl SweepStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SweepStatus::Open => "open",
+            SweepStatus::Submitted => "submitted",
+            SweepStatus::Confirmed => "confirmed",
+            SweepStatus::Failed => "failed",
+            SweepStatus::Skipped => "skipped",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            SweepStatus::Open,
+            SweepStatus::Submitted,
+            SweepStatus::Confirmed,
+            SweepStatus::Failed,
+            SweepStatus::Skipped,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == s)
+    }
+}
+
+/// A transfer of a wallet's funds to the treasury (SPEC.md section 2).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Sweep {
+    pub id: Uuid,
+    pub project_id: Uuid,
+    pub wallet_id: Uuid,
+    pub chain: String,
+    pub asset: String,
+    pub amount: u128,
+    pub status: SweepStatus,
+    pub skip_reason: Option<String>,
+    pub tx_hash: Option<String>,
+    /// Block height when the sweep was opened.
+    #[serde(default)]
+    pub open_block: Option<u64>,
+    pub submitted_block: Option<u64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl Row for Sweep {
+    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::SWEEPS;
+    fn id(&self) -> Uuid {
+        self.id
+    }
+    fn project_id(&self) -> Uuid {
+        self.project_id
+    }
+    fn index_keys(&self) -> Vec<Vec<u8>> {
+        let p = self.project_id;
+        let mut k = vec![
+            index::key(IndexTag::Sweeps, p, &[], self.id),
+            index::key(
+                IndexTag::SweepsByWallet,
+                p,
+                &[self.wallet_id.as_bytes()],
+                self.id,
+            ),
+            index::key(
+                IndexTag::SweepsByStatus,
+                p,
+                &[self.status.as_str().as_bytes()],
+                self.id,
+            ),
+        ];
+        if matches!(self.status, SweepStatus::Open | SweepStatus::Submitted) {
+            k.push(index::key(IndexTag::SweepsWork, Uuid::nil(), &[], self.id));
+        }
+        k
+    }
+}
