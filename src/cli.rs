@@ -732,3 +732,41 @@ fn serve(cfg: Config, test_mode: bool) -> anyhow::Result<ExitCode> {
     result?;
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 10 point 13: every flag and argument of every command has help text, and only
+    /// the serving commands take `--listen`.
+    #[test]
+    fn every_flag_has_help_and_listen_is_only_where_something_serves() {
+        fn walk(
+            cmd: &clap::Command,
+            path: &str,
+            missing: &mut Vec<String>,
+            listen: &mut Vec<String>,
+        ) {
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+                if id == "listen" {
+                    listen.push(path.to_string());
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing, listen);
+            }
+        }
+        let cmd = <Cli as clap::CommandFactory>::command();
+        let (mut missing, mut listen) = (Vec::new(), Vec::new());
+        walk(&cmd, "appliance", &mut missing, &mut listen);
+        assert!(missing.is_empty(), "flags without help: {missing:?}");
+        assert_eq!(listen, vec!["appliance", "appliance serve"]);
+    }
+}
