@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use appliance_storage::records::{ApiKey, KeyKind, Mode, Project};
 
-use crate::error::ApiError;
+use crate::api::error::ApiError;
 
 /// Token prefix of live keys (DECISIONS.md section 2).
 pub const LIVE_PREFIX: &str = "apk";

@@ -27,6 +27,15 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub chains: BTreeMap<String, ChainConfig>,
     pub webhooks: WebhooksConfig,
+    /// Log lines on stderr: `text` (default; colour only on a terminal) or `json` (one object
+    /// per line, for journald and log shippers).
+    pub log_format: LogFormat,
+    /// Reverse proxies whose `X-Forwarded-For` is believed (CIDR blocks or single addresses).
+    /// Empty (default): the peer address is the client, whatever the header says.
+    #[serde(deserialize_with = "crate::ops::proxy::deserialize_nets")]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// `[metrics]`: who may read `GET /metrics` (DECISIONS.md section 16).
+    pub metrics: MetricsConfig,
 }
 
 impl Default for Config {
@@ -43,8 +52,46 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             chains: BTreeMap::new(),
             webhooks: WebhooksConfig::default(),
+            log_format: LogFormat::Text,
+            trusted_proxies: Vec::new(),
+            metrics: MetricsConfig::default(),
         }
     }
+}
+
+/// Format of the log lines on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines; ANSI colour only when stderr is a terminal.
+    #[default]
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `target`, `message` and the fields).
+    Json,
+}
+
+/// Who may read `GET /metrics` (DECISIONS.md section 16).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricsAccess {
+    /// Only clients on a loopback address (the default).
+    #[default]
+    Loopback,
+    /// Not served at all (404).
+    Off,
+    /// Any client presenting `Authorization: Bearer <token>`, the token read at start from
+    /// the environment variable named by `token_env`.
+    Token,
+}
+
+/// `[metrics]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    pub access: MetricsAccess,
+    /// Environment variable holding the bearer token (with `access = "token"`; at least 16
+    /// characters).
+    pub token_env: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -319,6 +366,12 @@ impl Config {
         let mut from_env: Vec<(String, String)> = Vec::new();
         let mut env: Vec<(String, String)> = env.into_iter().collect();
         env.sort();
+        // `*_env` keys set from the environment name secrets too.
+        for (name, value) in &env {
+            if name.starts_with("APPLIANCE_") && name.ends_with("_ENV") {
+                not_config.push(value.clone());
+            }
+        }
         for (name, value) in env {
             let Some(rest) = name.strip_prefix("APPLIANCE_") else {
                 continue;
@@ -572,6 +625,41 @@ mod tests {
         assert_eq!(cfg.webhooks.retry_schedule_s.len(), 7);
         assert_eq!(cfg.test.block_interval_ms, 250);
         assert_eq!(cfg.listen, "127.0.0.1:8080");
+    }
+
+    #[test]
+    fn the_example_config_loads_under_the_strict_rules() {
+        let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.toml.example");
+        let cfg = Config::load_from(Some(&f), Vec::new()).expect("config.toml.example");
+        assert!(!cfg.allow_plain_http);
+        // Every commented-out `key = value` line of a table is a known key too.
+        let text = std::fs::read_to_string(&f).unwrap();
+        let uncommented: String = text
+            .lines()
+            .map(|l| {
+                let t = l.trim_start();
+                match t.strip_prefix("# ") {
+                    Some(rest)
+                        if rest.starts_with('[')
+                            || rest.split_once(" = ").is_some_and(|(k, _)| {
+                                !k.contains(' ')
+                                    && k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                            }) =>
+                    {
+                        rest.to_string()
+                    }
+                    _ => l.to_string(),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        if let Ok(table) = uncommented.parse::<toml::Table>() {
+            let r: Result<Config, _> = serde_path_to_error::deserialize(toml::Value::Table(table));
+            if let Err(e) = r {
+                let m = e.inner().message().to_string();
+                assert!(!m.starts_with("unknown field"), "{}: {m}", e.path());
+            }
+        }
     }
 
     #[test]

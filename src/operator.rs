@@ -16,10 +16,11 @@ use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{ApiKey, AssetOverride, ChainOverride, KeyKind, Mode, Project};
-use appliance_storage::{ReadOps, ScanOps, Store};
+use appliance_storage::{ReadOps, ScanOps, Store, WriteError};
 
 use crate::auth::Pepper;
-use crate::error::ApiError;
+use crate::services::error::Fault;
+use crate::services::payouts::PayoutError;
 use crate::services::{keys, projects};
 use crate::views;
 
@@ -89,8 +90,12 @@ pub struct ProjectSet {
     pub asset_archived: Option<bool>,
 }
 
-fn err(e: ApiError) -> String {
-    e.message
+/// The operator's message for a failed write: the refusal's text, or the store's failure.
+fn err<E: std::fmt::Display>(e: WriteError<E>) -> String {
+    match e {
+        WriteError::Rejected(e) => e.to_string(),
+        WriteError::Store(s) => s.to_string(),
+    }
 }
 
 fn project_json(p: &Project) -> Value {
@@ -108,7 +113,7 @@ fn find_project(store: &Store, s: &str) -> Result<Project, String> {
     store
         .read_blocking(|r| Ok(projects::find(r, &s2)))
         .map_err(|e| e.to_string())?
-        .map_err(err)?
+        .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("no project {s:?}"))
 }
 
@@ -129,7 +134,7 @@ pub fn execute(
             };
             let p = store
                 .write_blocking(move |ctx| projects::create(ctx, &name, mode))
-                .map_err(|e| err(e.into()))?;
+                .map_err(err)?;
             Ok((project_json(&p), true))
         }
         Request::ProjectList => {
@@ -149,13 +154,14 @@ pub fn execute(
             let p = store
                 .write_blocking(move |ctx| {
                     let mut p = ctx
-                        .get::<Project>(id)?
-                        .ok_or_else(|| ApiError::not_found("project"))?;
-                    apply_set(&mut p, set).map_err(|m| ApiError::invalid("settings", m))?;
-                    ctx.put(&p)?;
-                    Ok::<_, ApiError>(p)
+                        .get::<Project>(id)
+                        .map_err(|e| e.to_string())?
+                        .ok_or("No such project.")?;
+                    apply_set(&mut p, set)?;
+                    ctx.put(&p).map_err(|e| e.to_string())?;
+                    Ok::<_, String>(p)
                 })
-                .map_err(|e| err(e.into()))?;
+                .map_err(err)?;
             Ok((project_json(&p), true))
         }
         Request::KeyCreate {
@@ -168,7 +174,7 @@ pub fn execute(
             let p = find_project(store, &project)?;
             let kind = KeyKind::parse(&kind).ok_or("--kind must be checkout, payout or wallet")?;
             if let Some(s) = &scopes {
-                keys::check_scopes(s, None).map_err(err)?;
+                keys::check_scopes(s, None).map_err(|e| e.to_string())?;
             }
             let pepper = pepper.clone();
             let env = p.mode.as_str();
@@ -188,7 +194,7 @@ pub fn execute(
                         },
                     )
                 })
-                .map_err(|e| err(e.into()))?;
+                .map_err(err)?;
             let mut v = views::api_key(&k, env, None);
             v["token"] = json!(token);
             Ok((v, true))
@@ -218,12 +224,10 @@ pub fn execute(
             let id = Uuid::parse_str(&key).map_err(|_| "the key id must be a UUID".to_string())?;
             let k = store
                 .write_blocking(move |ctx| {
-                    let k = ctx
-                        .get::<ApiKey>(id)?
-                        .ok_or_else(|| ApiError::not_found("API key"))?;
+                    let k = ctx.get::<ApiKey>(id)?.ok_or(keys::KeyError::NotFound)?;
                     keys::revoke(ctx, k.project_id, id)
                 })
-                .map_err(|e| err(e.into()))?;
+                .map_err(err)?;
             Ok((views::api_key(&k, "", None), true))
         }
         Request::Backup { out } => backup(store, config, Path::new(&out)).map(|v| (v, false)),
@@ -335,10 +339,10 @@ fn decide_payout(
         .write_blocking(move |ctx| {
             let p = ctx
                 .get::<appliance_storage::records::Payout>(id)?
-                .ok_or_else(|| ApiError::not_found("payout"))?;
+                .ok_or(PayoutError::NotFound)?;
             let project = ctx
                 .get::<Project>(p.project_id)?
-                .ok_or_else(|| ApiError::not_found("project"))?;
+                .ok_or_else(|| Fault::invariant("No such project."))?;
             let scope = crate::services::Scope {
                 reg,
                 project: std::sync::Arc::new(project),
@@ -348,9 +352,9 @@ fn decide_payout(
             } else {
                 crate::services::payouts::reject(ctx, &scope, Uuid::nil(), id)?
             };
-            Ok::<_, ApiError>(views::payout(&scope.reg, &p))
+            Ok::<_, PayoutError>(views::payout(&scope.reg, &p))
         })
-        .map_err(|e| err(e.into()))?;
+        .map_err(err)?;
     Ok((v, false))
 }
 

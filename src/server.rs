@@ -7,11 +7,10 @@ use std::io::Write;
 
 use anyhow::Context;
 
-use appliance_storage::{Store, StoreError, StoreOptions};
+use appliance_storage::{Store, StoreError, StoreOptions, WriteError};
 
 use crate::auth::Pepper;
 use crate::config::Config;
-use crate::error::ApiError;
 use crate::services::projects;
 use crate::state::AppState;
 use crate::{api, operator, workers};
@@ -101,6 +100,7 @@ async fn prepare(config: &Config, test_mode: bool) -> anyhow::Result<Prepared> {
     if config.webhooks.allow_private_targets {
         tracing::warn!("webhooks.allow_private_targets is ON: webhooks may target private and loopback addresses");
     }
+    crate::ops::init(config)?;
     let rustls = match &config.tls {
         Some(tls) => Some(
             axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key)
@@ -297,7 +297,7 @@ async fn bootstrap(store: &Store, pepper: &Pepper, listen: &str) -> anyhow::Resu
     let existing = store
         .read(|r| Ok(projects::find(r, "default")))
         .await?
-        .map_err(|e| anyhow::anyhow!(e.message))?;
+        .map_err(|e| anyhow::anyhow!(e))?;
     if let Some(p) = existing {
         let keys = store
             .read(move |r| {
@@ -333,7 +333,10 @@ async fn bootstrap(store: &Store, pepper: &Pepper, listen: &str) -> anyhow::Resu
     let (p, tokens) = store
         .write(move |ctx| projects::bootstrap_test(ctx, &pepper))
         .await
-        .map_err(|e| anyhow::anyhow!(ApiError::from(e).message))?;
+        .map_err(|e| match e {
+            WriteError::Rejected(e) => anyhow::anyhow!(e),
+            WriteError::Store(s) => anyhow::anyhow!(s),
+        })?;
     println!("created project default (test mode) id={}", p.id);
     println!("These keys are shown once; store them now.");
     for (kind, token) in &tokens {

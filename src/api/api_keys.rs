@@ -11,10 +11,10 @@ use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{ApiKey, KeyKind};
 use appliance_storage::ReadOps;
 
+use crate::api::error::ApiError;
 use crate::api::extract::{cursor_of, list_json, path_uuid, JsonBody, Params};
 use crate::api::{commit, json, mutate};
 use crate::auth::{default_scopes, Access, Caller, ANY_KIND};
-use crate::error::ApiError;
 use crate::services::keys::{self, KeyPatch, NewKey, LIMIT_PER_KIND};
 use crate::state::AppState;
 use crate::views;

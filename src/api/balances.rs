@@ -9,10 +9,10 @@ use axum::Router;
 use appliance_storage::records::{Customer, KeyKind, Wallet};
 use appliance_storage::ReadOps;
 
+use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, Params};
 use crate::api::{json, registry};
 use crate::auth::{Access, Caller};
-use crate::error::ApiError;
 use crate::services::balances;
 use crate::state::AppState;
 

@@ -6,10 +6,10 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 
+use crate::api::error::ApiError;
 use crate::api::extract::list_json;
 use crate::api::{json, registry};
 use crate::auth::{Access, Caller};
-use crate::error::ApiError;
 use crate::services::chains::{chain_json, effective};
 use crate::state::AppState;
 

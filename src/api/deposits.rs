@@ -11,10 +11,10 @@ use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{Deposit, DepositStatus, KeyKind};
 use appliance_storage::ReadOps;
 
+use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, Params};
 use crate::api::{json, list_rows, registry};
 use crate::auth::{Access, Caller};
-use crate::error::ApiError;
 use crate::state::AppState;
 use crate::views;
 

@@ -8,10 +8,10 @@ use axum::Router;
 
 use appliance_storage::ReadOps;
 
+use crate::api::error::ApiError;
 use crate::api::extract::{cursor_of, list_json, Params};
 use crate::api::json;
 use crate::auth::{Access, Caller, ANY_KIND};
-use crate::error::ApiError;
 use crate::state::AppState;
 use crate::views;
 

@@ -5,6 +5,7 @@ pub mod balances;
 pub mod chains;
 pub mod customers;
 pub mod deposits;
+pub mod error;
 pub mod events;
 pub mod extract;
 pub mod payouts;
@@ -30,8 +31,8 @@ use sha2::Digest;
 use appliance_storage::records::IdempotencyRecord;
 use appliance_storage::{ReadOps, WriteCtx};
 
+use crate::api::error::{ApiError, REQUEST_ID};
 use crate::auth::Caller;
-use crate::error::{ApiError, REQUEST_ID};
 use crate::registry::Registry;
 use crate::services::Scope;
 use crate::state::AppState;
@@ -58,8 +59,11 @@ pub fn router(state: AppState) -> Router {
         .merge(webhooks::router())
         .merge(webhook_deliveries::router())
         .merge(test_mode::router())
+        .merge(crate::ops::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        // Inside the request-id scope, so the access log line carries the request's id.
+        .layer(axum::middleware::from_fn(crate::ops::access::layer))
         .layer(axum::middleware::from_fn(request_id))
         .with_state(state)
 }

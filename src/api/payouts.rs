@@ -10,10 +10,10 @@ use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{KeyKind, Payout, PayoutStatus};
 use appliance_storage::ReadOps;
 
+use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
 use crate::api::{commit, idempotency_key, json, list_rows, mutate, registry, scope};
 use crate::auth::{Access, Caller};
-use crate::error::ApiError;
 use crate::services::payouts::{self, NewPayout};
 use crate::state::AppState;
 use crate::views;

@@ -9,9 +9,9 @@ use serde_json::json;
 
 use appliance_chains::ChainStatus;
 
+use crate::api::error::ApiError;
 use crate::api::{json, registry};
 use crate::auth::{Access, Caller};
-use crate::error::ApiError;
 use crate::services::chains::effective;
 use crate::state::AppState;
 

@@ -10,8 +10,8 @@ use axum::routing::get;
 use axum::Router;
 use tokio::sync::mpsc;
 
+use crate::api::error::ApiError;
 use crate::auth::{Access, Caller, ANY_KIND};
-use crate::error::ApiError;
 use crate::state::AppState;
 use crate::webhooks::{stream, MAX_STREAMS};
 

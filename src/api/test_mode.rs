@@ -10,10 +10,10 @@ use serde_json::json;
 
 use appliance_storage::records::{KeyKind, Mode};
 
+use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody};
 use crate::api::{commit, json as json_response, mutate, registry, scope};
 use crate::auth::{Access, Caller};
-use crate::error::ApiError;
 use crate::services::deposits::{self, TestDeposit};
 use crate::services::Scope;
 use crate::state::AppState;
@@ -83,7 +83,7 @@ async fn transition(
         &mut appliance_storage::WriteCtx<'_>,
         &Scope,
         uuid::Uuid,
-    ) -> Result<appliance_storage::records::Deposit, ApiError>,
+    ) -> Result<appliance_storage::records::Deposit, deposits::DepositError>,
 ) -> Result<Response, ApiError> {
     check(&caller)?;
     let id = path_uuid(&id)?;

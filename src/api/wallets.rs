@@ -10,10 +10,10 @@ use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{KeyKind, Wallet};
 use appliance_storage::ReadOps;
 
+use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
 use crate::api::{created_or_ok, json, list_rows, mutate, scope};
 use crate::auth::{Access, Caller};
-use crate::error::ApiError;
 use crate::services::wallets;
 use crate::state::AppState;
 use crate::views;

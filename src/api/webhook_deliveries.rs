@@ -12,11 +12,11 @@ use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{DeliveryStatus, WebhookDelivery};
 use appliance_storage::ReadOps;
 
+use crate::api::error::ApiError;
 use crate::api::extract::{list_json, JsonBody, Params};
 use crate::api::webhooks::{rate_limited, READ};
 use crate::api::{commit, json, list_rows};
 use crate::auth::{Access, Caller, ANY_KIND};
-use crate::error::ApiError;
 use crate::services::webhook_deliveries::{self as deliveries, BulkReplay, WebhookDeliveryError};
 use crate::state::AppState;
 use crate::views::{delivery_json, delivery_ref, parse_delivery_ref};
@@ -25,27 +25,6 @@ use crate::webhooks::Poke;
 const REPLAY: Access = Access::new(ANY_KIND, "webhooks:replay");
 /// Most deliveries `GET /v1/events/{id}/deliveries` returns (it is not paginated).
 const EVENT_DELIVERIES_MAX: usize = 1_000;
-
-/// SPEC.md section 7 for each refusal of the delivery rules.
-impl From<WebhookDeliveryError> for ApiError {
-    fn from(e: WebhookDeliveryError) -> Self {
-        let message = e.to_string();
-        match e {
-            WebhookDeliveryError::NotFound => ApiError::not_found("webhook delivery"),
-            WebhookDeliveryError::EndpointNotFound { param } => {
-                let e = ApiError::not_found("webhook endpoint");
-                match param {
-                    Some(p) => e.param(p),
-                    None => e,
-                }
-            }
-            WebhookDeliveryError::NotReplayable(_) | WebhookDeliveryError::EndpointNotActive(_) => {
-                ApiError::invalid_state(message)
-            }
-            WebhookDeliveryError::Store(s) => ApiError::internal(&s),
-        }
-    }
-}
 
 pub fn router() -> Router<AppState> {
     Router::new()

@@ -10,10 +10,10 @@ use serde_json::{json, Value};
 use appliance_storage::records::{DeliveryMode, WebhookEndpoint};
 use appliance_storage::ReadOps;
 
+use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, Fields, JsonBody};
 use crate::api::{begin, commit, idempotency_key, json, Begin};
 use crate::auth::{Access, Caller, ANY_KIND};
-use crate::error::ApiError;
 use crate::services::webhook_endpoints::{
     self as endpoints, EndpointPatch, NewEndpoint, RequestedStatus, WebhookEndpointError,
     DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS,
@@ -25,22 +25,6 @@ use crate::webhooks::{dispatcher, guard, Poke};
 
 pub(crate) const READ: Access = Access::new(ANY_KIND, "webhooks:read");
 const WRITE: Access = Access::new(ANY_KIND, "webhooks:write");
-
-/// SPEC.md section 7 for each refusal of the endpoint rules.
-impl From<WebhookEndpointError> for ApiError {
-    fn from(e: WebhookEndpointError) -> Self {
-        let message = e.to_string();
-        match e {
-            WebhookEndpointError::NotFound => ApiError::not_found("webhook endpoint"),
-            WebhookEndpointError::LimitReached => {
-                ApiError::new(StatusCode::CONFLICT, "endpoint_limit_reached", message)
-            }
-            WebhookEndpointError::UnknownEventType(_) => ApiError::invalid("event_types", message),
-            WebhookEndpointError::CannotPauseDisabled => ApiError::invalid_state(message),
-            WebhookEndpointError::Store(s) => ApiError::internal(&s),
-        }
-    }
-}
 
 pub fn router() -> Router<AppState> {
     Router::new()

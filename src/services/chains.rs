@@ -3,11 +3,35 @@
 
 use appliance_chains::{AccountKind, ChainStatus};
 use appliance_storage::records::{Mode, Project};
-use axum::http::StatusCode;
 use serde_json::{json, Value};
 
-use crate::error::ApiError;
 use crate::registry::{Asset, Chain, Registry};
+
+/// Why a chain or asset named in a request cannot be used (mapped in `api::error`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChainError {
+    /// Not a chain identifier this server knows: 400 `invalid_request`.
+    #[error("Unknown chain {id:?}.")]
+    Unknown { id: String, param: &'static str },
+    /// A chain the project does not list: 422 `chain_not_enabled`.
+    #[error("The chain {id} is not enabled for this project.")]
+    NotEnabled { id: String, param: &'static str },
+    /// Not an asset of the chain: 400 `unknown_asset` (DECISIONS.md section 6).
+    #[error("{symbol:?} is not an asset on {chain}.")]
+    UnknownAsset {
+        symbol: String,
+        chain: String,
+        param: &'static str,
+    },
+    /// The echoed `decimals` differ from the asset's: 400 `decimals_mismatch` (SPEC.md
+    /// section 4, Payouts rule 1).
+    #[error("decimals is {echoed} but {symbol} uses {decimals} decimals on this chain.")]
+    DecimalsMismatch {
+        echoed: u64,
+        symbol: String,
+        decimals: u8,
+    },
+}
 
 /// An asset with the project's switches applied.
 pub struct EffAsset<'a> {
@@ -172,18 +196,18 @@ pub fn resolve<'a>(
     reg: &'a Registry,
     project: &Project,
     id: &str,
-    param: &str,
-) -> Result<EffChain<'a>, ApiError> {
-    let chain = reg
-        .chain(id)
-        .ok_or_else(|| ApiError::invalid(param, format!("Unknown chain {id:?}.")))?;
+    param: &'static str,
+) -> Result<EffChain<'a>, ChainError> {
+    let chain = reg.chain(id).ok_or_else(|| ChainError::Unknown {
+        id: id.to_string(),
+        param,
+    })?;
     let eff = effective(chain, project);
     if !eff.listed {
-        return Err(ApiError::unprocessable(
-            "chain_not_enabled",
-            format!("The chain {id} is not enabled for this project."),
-        )
-        .param(param));
+        return Err(ChainError::NotEnabled {
+            id: id.to_string(),
+            param,
+        });
     }
     Ok(eff)
 }
@@ -192,30 +216,23 @@ pub fn resolve<'a>(
 pub fn resolve_asset<'a, 'b>(
     chain: &'b EffChain<'a>,
     symbol: &str,
-    param: &str,
-) -> Result<&'b EffAsset<'a>, ApiError> {
-    chain.asset(symbol).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "unknown_asset",
-            format!("{symbol:?} is not an asset on {}.", chain.chain.id()),
-        )
-        .param(param)
+    param: &'static str,
+) -> Result<&'b EffAsset<'a>, ChainError> {
+    chain.asset(symbol).ok_or_else(|| ChainError::UnknownAsset {
+        symbol: symbol.to_string(),
+        chain: chain.chain.id().to_string(),
+        param,
     })
 }
 
 /// 400 `decimals_mismatch` reporting both values (SPEC.md section 4, Payouts rule 1).
-pub fn check_decimals(asset: &Asset, echoed: u64) -> Result<(), ApiError> {
+pub fn check_decimals(asset: &Asset, echoed: u64) -> Result<(), ChainError> {
     if echoed != asset.decimals as u64 {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "decimals_mismatch",
-            format!(
-                "decimals is {echoed} but {} uses {} decimals on this chain.",
-                asset.symbol, asset.decimals
-            ),
-        )
-        .param("decimals"));
+        return Err(ChainError::DecimalsMismatch {
+            echoed,
+            symbol: asset.symbol.clone(),
+            decimals: asset.decimals,
+        });
     }
     Ok(())
 }

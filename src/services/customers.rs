@@ -7,9 +7,23 @@ use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::Customer;
 use appliance_storage::{ReadOps, WriteCtx};
 
-use crate::error::ApiError;
+use crate::services::error::{fault_from, Fault};
 use crate::services::{emit, Scope};
 use crate::views;
+
+/// Why a customer request is refused (statuses and codes: `api::error`).
+#[derive(Debug, thiserror::Error)]
+pub enum CustomerError {
+    /// No such customer in the project: 404 `not_found`.
+    #[error("No such customer.")]
+    NotFound,
+    /// Another customer of the project has this `reference_id`: 409 `reference_id_taken`.
+    #[error("Another customer already has this reference_id.")]
+    ReferenceTaken,
+    #[error(transparent)]
+    Fault(#[from] Fault),
+}
+fault_from!(CustomerError);
 
 /// Fields of a create request, already parsed.
 pub struct NewCustomer {
@@ -24,14 +38,14 @@ pub fn create(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
     req: NewCustomer,
-) -> Result<(Customer, bool), ApiError> {
+) -> Result<(Customer, bool), CustomerError> {
     let p = s.project_id();
     if let Some(r) = &req.reference_id {
         let key = index::unique(IndexTag::UniqueCustomerRef, p, &[r.as_bytes()]);
         if let Some(id) = ctx.unique_get(&key)? {
             let c = ctx
                 .get::<Customer>(id)?
-                .ok_or_else(|| ApiError::internal(&"reference index points at nothing"))?;
+                .ok_or_else(|| Fault::invariant("reference index points at nothing"))?;
             return Ok((c, false));
         }
     }
@@ -76,21 +90,16 @@ pub fn patch(
     s: &Scope,
     id: Uuid,
     req: CustomerPatch,
-) -> Result<Customer, ApiError> {
+) -> Result<Customer, CustomerError> {
     let p = s.project_id();
     let mut c = ctx
         .get_in::<Customer>(p, id)?
-        .ok_or_else(|| ApiError::not_found("customer"))?;
+        .ok_or(CustomerError::NotFound)?;
     if let Some(Some(r)) = &req.reference_id {
         if c.reference_id.as_deref() != Some(r) {
             let key = index::unique(IndexTag::UniqueCustomerRef, p, &[r.as_bytes()]);
             if ctx.unique_get(&key)?.is_some() {
-                return Err(ApiError::new(
-                    axum::http::StatusCode::CONFLICT,
-                    "reference_id_taken",
-                    "Another customer already has this reference_id.",
-                )
-                .param("reference_id"));
+                return Err(CustomerError::ReferenceTaken);
             }
         }
     }

@@ -6,11 +6,42 @@ use uuid::Uuid;
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
 use appliance_storage::records::{Customer, Deposit, DepositStatus, Wallet};
-use appliance_storage::{Delta, ReadOps, WriteCtx};
+use appliance_storage::{Delta, ReadOps, StoreError, WriteCtx};
 
-use crate::error::ApiError;
-use crate::services::{chains, emit, sim_tx_hash, sweeps, Scope};
+use crate::services::chains::{self, ChainError};
+use crate::services::error::{fault_from, Fault};
+use crate::services::{emit, sim_tx_hash, sweeps, Scope};
 use crate::views;
+
+/// Why a deposit request (test mode) is refused (statuses and codes: `api::error`).
+#[derive(Debug, thiserror::Error)]
+pub enum DepositError {
+    /// No such deposit in the project: 404 `not_found`.
+    #[error("No such deposit.")]
+    NotFound,
+    /// `customer_id` names no customer of the project: 404 `not_found`.
+    #[error("No such customer.")]
+    CustomerNotFound,
+    /// The chain or asset cannot be used.
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+    /// The customer has no address on the chain: 422 `no_deposit_address`.
+    #[error("The customer has no {chain} address yet; create one with POST /v1/wallets.")]
+    NoDepositAddress { chain: String },
+    /// The credit would overflow a balance: 422 `amount_too_large`.
+    #[error("The amount would overflow the balances it credits.")]
+    AmountTooLarge,
+    /// A transition from the wrong status: 409 `invalid_state`.
+    #[error("Only a {required} deposit can be {action}; this one is {}.", .status.as_str())]
+    InvalidState {
+        required: &'static str,
+        action: &'static str,
+        status: DepositStatus,
+    },
+    #[error(transparent)]
+    Fault(#[from] Fault),
+}
+fault_from!(DepositError);
 
 /// A simulated transfer (`POST /v1/test/deposits`).
 pub struct TestDeposit {
@@ -23,7 +54,7 @@ pub struct TestDeposit {
 }
 
 /// Simulated block height of a chain (test mode).
-pub fn sim_height(ctx: &impl ReadOps, chain: &str) -> Result<u64, ApiError> {
+pub fn sim_height(ctx: &impl ReadOps, chain: &str) -> Result<u64, StoreError> {
     Ok(ctx
         .meta_get(&format!("sim_height:{chain}"))?
         .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
@@ -36,10 +67,10 @@ pub fn create_test(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
     req: TestDeposit,
-) -> Result<Deposit, ApiError> {
+) -> Result<Deposit, DepositError> {
     let p = s.project_id();
     ctx.get_in::<Customer>(p, req.customer_id)?
-        .ok_or_else(|| ApiError::not_found("customer").param("customer_id"))?;
+        .ok_or(DepositError::CustomerNotFound)?;
     let eff = chains::resolve(&s.reg, &s.project, &req.chain, "chain")?;
     let asset = chains::resolve_asset(&eff, &req.asset, "asset")?;
     chains::check_decimals(asset.asset, req.decimals)?;
@@ -49,19 +80,14 @@ pub fn create_test(
         p,
         &[req.customer_id.as_bytes(), req.chain.as_bytes()],
     );
-    let wallet_id = ctx.unique_get(&ukey)?.ok_or_else(|| {
-        ApiError::unprocessable(
-            "no_deposit_address",
-            format!(
-                "The customer has no {} address yet; create one with POST /v1/wallets.",
-                req.chain
-            ),
-        )
-        .param("customer_id")
-    })?;
+    let wallet_id = ctx
+        .unique_get(&ukey)?
+        .ok_or_else(|| DepositError::NoDepositAddress {
+            chain: req.chain.clone(),
+        })?;
     let wallet = ctx
         .get::<Wallet>(wallet_id)?
-        .ok_or_else(|| ApiError::internal(&"wallet index points at nothing"))?;
+        .ok_or_else(|| Fault::invariant("wallet index points at nothing"))?;
     let onchain = ctx.sim_balance(&req.chain, &wallet.address, &req.asset)?;
     let held = ctx.holding(wallet.id, &req.asset)?;
     if onchain.checked_add(req.amount).is_none() || held.checked_add(req.amount).is_none() {
@@ -138,12 +164,8 @@ pub fn create_test(
     Ok(d)
 }
 
-fn too_large() -> ApiError {
-    ApiError::unprocessable(
-        "amount_too_large",
-        "The amount would overflow the balances it credits.",
-    )
-    .param("amount")
+fn too_large() -> DepositError {
+    DepositError::AmountTooLarge
 }
 
 fn sim_sender(id: Uuid) -> String {
@@ -187,7 +209,7 @@ fn mark_confirmed(
     d: &mut Deposit,
     entry: Uuid,
     height: u64,
-) -> Result<(), ApiError> {
+) -> Result<(), Fault> {
     ctx.holding_add(d.wallet_id, &d.asset, Delta::Add(d.amount))?;
     d.status = DepositStatus::Confirmed;
     d.confirmations = d.required_confirmations;
@@ -217,22 +239,23 @@ fn load_detected(
     ctx: &WriteCtx<'_>,
     s: &Scope,
     id: Uuid,
-    action: &str,
-) -> Result<Deposit, ApiError> {
+    action: &'static str,
+) -> Result<Deposit, DepositError> {
     let d = ctx
         .get_in::<Deposit>(s.project_id(), id)?
-        .ok_or_else(|| ApiError::not_found("deposit"))?;
+        .ok_or(DepositError::NotFound)?;
     if d.status != DepositStatus::Detected {
-        return Err(ApiError::invalid_state(format!(
-            "Only a detected deposit can be {action}; this one is {}.",
-            d.status.as_str()
-        )));
+        return Err(DepositError::InvalidState {
+            required: "detected",
+            action,
+            status: d.status,
+        });
     }
     Ok(d)
 }
 
 /// `detected` -> `confirmed`, crediting the ledger (archived coins fail instead).
-pub fn confirm(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, ApiError> {
+pub fn confirm(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, DepositError> {
     let mut d = load_detected(ctx, s, id, "confirmed")?;
     let eff = chains::resolve(&s.reg, &s.project, &d.chain, "chain").ok();
     let archived = eff
@@ -240,7 +263,7 @@ pub fn confirm(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, A
         .and_then(|e| e.asset(&d.asset))
         .is_some_and(|a| a.archived);
     if archived {
-        return fail_with(ctx, s, d, "asset_archived");
+        return Ok(fail_with(ctx, s, d, "asset_archived")?);
     }
     let held = ctx.holding(d.wallet_id, &d.asset)?;
     if held.checked_add(d.amount).is_none() {
@@ -254,9 +277,9 @@ pub fn confirm(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, A
 }
 
 /// `detected` -> `failed`: the transfer was not money.
-pub fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, ApiError> {
+pub fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, DepositError> {
     let d = load_detected(ctx, s, id, "failed")?;
-    fail_with(ctx, s, d, "simulated_failure")
+    Ok(fail_with(ctx, s, d, "simulated_failure")?)
 }
 
 fn fail_with(
@@ -264,7 +287,7 @@ fn fail_with(
     s: &Scope,
     mut d: Deposit,
     reason: &str,
-) -> Result<Deposit, ApiError> {
+) -> Result<Deposit, Fault> {
     let onchain = ctx.sim_balance(&d.chain, &d.to_address, &d.asset)?;
     ctx.sim_balance_add(
         &d.chain,
@@ -288,18 +311,19 @@ fn fail_with(
 
 /// `confirmed` -> `orphaned`: the credit is reversed. What the customer already spent is
 /// posted to the project's `receivable`; what was already swept comes out of the treasury.
-pub fn orphan(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, ApiError> {
+pub fn orphan(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, DepositError> {
     let p = s.project_id();
     let d = ctx
         .get_in::<Deposit>(p, id)?
-        .ok_or_else(|| ApiError::not_found("deposit"))?;
+        .ok_or(DepositError::NotFound)?;
     if d.status != DepositStatus::Confirmed {
-        return Err(ApiError::invalid_state(format!(
-            "Only a confirmed deposit can be orphaned; this one is {}.",
-            d.status.as_str()
-        )));
+        return Err(DepositError::InvalidState {
+            required: "confirmed",
+            action: "orphaned",
+            status: d.status,
+        });
     }
-    orphan_inner(ctx, s, d, true)
+    Ok(orphan_inner(ctx, s, d, true)?)
 }
 
 /// The reversal shared by test mode (`simulated`: the simulated balance follows) and the
@@ -309,7 +333,7 @@ fn orphan_inner(
     s: &Scope,
     mut d: Deposit,
     simulated: bool,
-) -> Result<Deposit, ApiError> {
+) -> Result<Deposit, Fault> {
     let p = d.project_id;
     let avail = ctx
         .balance(&Account::customer(
@@ -357,7 +381,7 @@ fn orphan_inner(
         created_at: ctx.now_us(),
         postings,
     };
-    ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
+    ctx.post(&e)??;
     if from_deposits > 0 {
         ctx.holding_add(d.wallet_id, &d.asset, Delta::Sub(from_deposits))?;
         sweeps::shrink_open(ctx, d.wallet_id, &d.asset, from_deposits)?;
@@ -428,7 +452,7 @@ pub fn detect_live(
     wallet: &Wallet,
     t: &ChainTransfer,
     required_confirmations: u32,
-) -> Result<Option<Deposit>, ApiError> {
+) -> Result<Option<Deposit>, Fault> {
     let key = transfer_key(&t.chain, &t.tx_hash, t.log_index);
     if ctx.unique_get(&key)?.is_some() {
         return Ok(None);
@@ -477,7 +501,7 @@ pub fn advance_live(
     s: &Scope,
     mut d: Deposit,
     height: u64,
-) -> Result<DepositStatus, ApiError> {
+) -> Result<DepositStatus, Fault> {
     if d.status != DepositStatus::Detected {
         return Ok(d.status);
     }
@@ -519,7 +543,7 @@ pub fn fail_live(
     s: &Scope,
     mut d: Deposit,
     reason: &str,
-) -> Result<Deposit, ApiError> {
+) -> Result<Deposit, Fault> {
     if reason == "reorg" {
         let li = (d.log_index != 0 || !is_native(&s.reg, &d)).then_some(d.log_index);
         ctx.unique_remove(&transfer_key(&d.chain, &d.tx_hash, li))?;
@@ -544,7 +568,7 @@ fn is_native(reg: &crate::registry::Registry, d: &Deposit) -> bool {
 
 /// A live deposit whose block left the canonical chain: `detected` -> `failed`,
 /// `confirmed` -> `orphaned` with its credit reversed (SPEC.md section 3, Deposit).
-pub fn unwind_live(ctx: &mut WriteCtx<'_>, s: &Scope, d: Deposit) -> Result<(), ApiError> {
+pub fn unwind_live(ctx: &mut WriteCtx<'_>, s: &Scope, d: Deposit) -> Result<(), Fault> {
     match d.status {
         DepositStatus::Detected => {
             fail_live(ctx, s, d, "reorg")?;

@@ -1,6 +1,5 @@
 //! API keys (SPEC.md section 4, API keys; section 5; DECISIONS.md sections 2 and 4).
 
-use axum::http::StatusCode;
 use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
@@ -8,7 +7,33 @@ use appliance_storage::records::{ApiKey, KeyKind, Project};
 use appliance_storage::{ReadOps, WriteCtx};
 
 use crate::auth::{self, Pepper};
-use crate::error::ApiError;
+use crate::services::error::{fault_from, Fault, Invalid};
+
+/// Why a key request is refused (statuses and codes: `api::error`).
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// A malformed field (`scopes`, `ip_allowlist`): 400 `invalid_request`.
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    /// A scope the granting key does not hold: 403 `missing_scope` on `scopes`.
+    #[error("A key can only grant scopes it holds; this key lacks {scope}.")]
+    MissingScope { scope: String },
+    /// Too many enabled keys of the kind: 409 `key_limit_reached` on `kind`.
+    #[error(
+        "At most {LIMIT_PER_KIND} enabled {} keys per project; revoke one first.",
+        .kind.as_str()
+    )]
+    LimitReached { kind: KeyKind },
+    /// No such key in the project: 404 `not_found`.
+    #[error("No such API key.")]
+    NotFound,
+    /// Roll of a revoked or expired key: 409 `invalid_state`.
+    #[error("A revoked or expired key cannot be rolled.")]
+    NotRollable,
+    #[error(transparent)]
+    Fault(#[from] Fault),
+}
+fault_from!(KeyError);
 
 /// Most enabled keys per kind (SPEC.md section 8).
 pub const LIMIT_PER_KIND: usize = 5;
@@ -27,21 +52,17 @@ pub struct NewKey {
 }
 
 /// Validates scopes against the grammar and the granter's own scopes.
-pub fn check_scopes(scopes: &[String], granter: Option<&[String]>) -> Result<(), ApiError> {
+pub fn check_scopes(scopes: &[String], granter: Option<&[String]>) -> Result<(), KeyError> {
     for s in scopes {
         if !auth::is_valid_scope(s) {
-            return Err(ApiError::invalid("scopes", format!("Unknown scope {s:?}.")));
+            return Err(Invalid::new("scopes", format!("Unknown scope {s:?}.")).into());
         }
         if let Some(g) = granter {
             let covered = g.iter().any(|have| {
                 auth::scope_covers(have, s) && (!s.ends_with('*') || have == "*" || have == s)
             });
             if !covered {
-                return Err(ApiError::forbidden(
-                    "missing_scope",
-                    format!("A key can only grant scopes it holds; this key lacks {s}."),
-                )
-                .param("scopes"));
+                return Err(KeyError::MissingScope { scope: s.clone() });
             }
         }
     }
@@ -49,9 +70,9 @@ pub fn check_scopes(scopes: &[String], granter: Option<&[String]>) -> Result<(),
 }
 
 /// Validates and normalizes an allowlist (exact IPs or CIDRs, at most 32).
-pub fn check_allowlist(list: &[String]) -> Result<Vec<String>, ApiError> {
+pub fn check_allowlist(list: &[String]) -> Result<Vec<String>, Invalid> {
     if list.len() > MAX_ALLOWLIST {
-        return Err(ApiError::invalid(
+        return Err(Invalid::new(
             "ip_allowlist",
             format!("ip_allowlist holds at most {MAX_ALLOWLIST} entries."),
         ));
@@ -67,7 +88,7 @@ pub fn check_allowlist(list: &[String]) -> Result<Vec<String>, ApiError> {
                     }
                 })
                 .ok_or_else(|| {
-                    ApiError::invalid(
+                    Invalid::new(
                         "ip_allowlist",
                         format!("{e:?} is not an IP address or CIDR block."),
                     )
@@ -81,7 +102,7 @@ fn enabled_of_kind(
     project: Uuid,
     kind: KeyKind,
     now: i64,
-) -> Result<usize, ApiError> {
+) -> Result<usize, Fault> {
     let page = ctx.list::<ApiKey>(
         &index::prefix(IndexTag::ApiKeys, project, &[]),
         None,
@@ -91,16 +112,8 @@ fn enabled_of_kind(
     Ok(page.items.len())
 }
 
-fn limit_reached(kind: KeyKind) -> ApiError {
-    ApiError::new(
-        StatusCode::CONFLICT,
-        "key_limit_reached",
-        format!(
-            "At most {LIMIT_PER_KIND} enabled {} keys per project; revoke one first.",
-            kind.as_str()
-        ),
-    )
-    .param("kind")
+fn limit_reached(kind: KeyKind) -> KeyError {
+    KeyError::LimitReached { kind }
 }
 
 /// Mints a key; returns the stored row and the token (shown once).
@@ -109,7 +122,7 @@ pub fn create(
     pepper: &Pepper,
     project: &Project,
     req: NewKey,
-) -> Result<(ApiKey, String), ApiError> {
+) -> Result<(ApiKey, String), KeyError> {
     let now = ctx.now_us();
     if enabled_of_kind(ctx, project.id, req.kind, now)? >= LIMIT_PER_KIND {
         return Err(limit_reached(req.kind));
@@ -155,9 +168,8 @@ pub struct KeyPatch {
     pub signing_enabled: Option<bool>,
 }
 
-pub fn load(ctx: &WriteCtx<'_>, project: Uuid, id: Uuid) -> Result<ApiKey, ApiError> {
-    ctx.get_in::<ApiKey>(project, id)?
-        .ok_or_else(|| ApiError::not_found("API key"))
+pub fn load(ctx: &WriteCtx<'_>, project: Uuid, id: Uuid) -> Result<ApiKey, KeyError> {
+    ctx.get_in::<ApiKey>(project, id)?.ok_or(KeyError::NotFound)
 }
 
 pub fn patch(
@@ -165,7 +177,7 @@ pub fn patch(
     project: Uuid,
     id: Uuid,
     p: KeyPatch,
-) -> Result<ApiKey, ApiError> {
+) -> Result<ApiKey, KeyError> {
     let mut k = load(ctx, project, id)?;
     if let Some(n) = p.name {
         k.name = n;
@@ -184,7 +196,7 @@ pub fn patch(
 }
 
 /// Revokes at once; revoking a revoked key answers it unchanged (idempotent).
-pub fn revoke(ctx: &mut WriteCtx<'_>, project: Uuid, id: Uuid) -> Result<ApiKey, ApiError> {
+pub fn revoke(ctx: &mut WriteCtx<'_>, project: Uuid, id: Uuid) -> Result<ApiKey, KeyError> {
     let mut k = load(ctx, project, id)?;
     if k.revoked_at.is_none() {
         k.revoked_at = Some(ctx.now_us());
@@ -201,13 +213,11 @@ pub fn roll(
     project: &Project,
     id: Uuid,
     grace_hours: u64,
-) -> Result<(ApiKey, String, ApiKey), ApiError> {
+) -> Result<(ApiKey, String, ApiKey), KeyError> {
     let now = ctx.now_us();
     let mut old = load(ctx, project.id, id)?;
     if !old.is_enabled(now) {
-        return Err(ApiError::invalid_state(
-            "A revoked or expired key cannot be rolled.",
-        ));
+        return Err(KeyError::NotRollable);
     }
     // The old key keeps working during the grace period, so it still counts; a roll may
     // exceed the limit by its own successor.

@@ -1,10 +1,36 @@
 //! Business rules. Each service function runs inside one store write transaction (or a read
 //! snapshot) and does all its checks before its first write, so a refusal writes nothing.
+//!
+//! # Errors: one enum per service, mapped to HTTP once in `api::error`
+//!
+//! The core (services, workers, webhooks transport, storage, chains, signer) never imports
+//! axum or HTTP status codes. Each service module declares its own `thiserror` enum
+//! (`PayoutError`, `CustomerError`, ...) whose variants name the refusal and carry its
+//! data (`PayoutError::InsufficientFunds { available, requested, .. }`); the variant's
+//! `#[error("...")]` text is the client-facing message. Shared pieces live in [`error`]:
+//!
+//! - every enum has `#[error(transparent)] Fault(#[from] Fault)` plus
+//!   `error::fault_from!(TheError)`, so `?` lifts store (`StoreError`) and ledger failures
+//!   (500 `internal_error`, cause logged);
+//! - a field that breaks a rule checked in the service is [`error::Invalid`]
+//!   (`param` + message: 400 `invalid_request`), usually held as
+//!   `#[error(transparent)] Invalid(#[from] Invalid)`;
+//! - an error of another service used inside is wrapped transparently
+//!   (`PayoutError::Chain(#[from] ChainError)`), not re-described;
+//! - a function that can only fail in the store returns `StoreError`, one that can only
+//!   fail internally (worker steps, transitions without a caller-facing rule) returns
+//!   `Fault`.
+//!
+//! `src/api/error.rs` holds `ApiError` (the SPEC.md section 7 envelope) and one
+//! `impl From<TheError> for ApiError` per enum: the only place a variant gets its status,
+//! `code`, `param` and `Retry-After`. Handlers then use `?` on service results inside
+//! `api::commit` / `api::mutate`. A new service adds its enum here and its `From` there.
 
 pub mod balances;
 pub mod chains;
 pub mod customers;
 pub mod deposits;
+pub mod error;
 pub mod keys;
 pub mod payouts;
 pub mod projects;
@@ -19,9 +45,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use appliance_storage::records::{Mode, Project};
-use appliance_storage::WriteCtx;
+use appliance_storage::{StoreError, WriteCtx};
 
-use crate::error::ApiError;
 use crate::registry::Registry;
 
 /// Every event type the appliance emits or SPEC.md section 6 lists (`invoice.*` and
@@ -80,7 +105,7 @@ pub fn emit(
     event_type: &str,
     resource_id: Uuid,
     data: Value,
-) -> Result<(), ApiError> {
+) -> Result<(), StoreError> {
     debug_assert!(
         EVENT_CATALOG.contains(&event_type),
         "event type {event_type} is missing from services::EVENT_CATALOG"

@@ -3,7 +3,6 @@
 //! Ledger: creation moves amount + fee from `available` to `locked`; confirmation removes it
 //! from `locked` against the treasury; failure, cancel and rejection return it to `available`.
 
-use axum::http::StatusCode;
 use uuid::Uuid;
 
 use appliance_chains::ChainStatus;
@@ -12,9 +11,67 @@ use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
 use appliance_storage::records::{Customer, Payout, PayoutStatus};
 use appliance_storage::{Delta, ReadOps, WriteCtx};
 
-use crate::error::ApiError;
-use crate::services::{chains, deposits, emit, sim_tx_hash, wallets, Scope};
+use crate::services::chains::{self, ChainError};
+use crate::services::error::{fault_from, Fault};
+use crate::services::{deposits, emit, sim_tx_hash, wallets, Scope};
 use crate::views;
+
+/// Why a payout request is refused (statuses and codes: `api::error`).
+#[derive(Debug, thiserror::Error)]
+pub enum PayoutError {
+    /// No such payout in the project: 404 `not_found`.
+    #[error("No such payout.")]
+    NotFound,
+    /// `customer_id` names no customer of the project: 404 `not_found`.
+    #[error("No such customer.")]
+    CustomerNotFound,
+    /// The chain or asset cannot be used.
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+    /// The chain is not live or its payouts are switched off: 422 `chain_unavailable`.
+    #[error("Payouts on {chain} are not available: {note}")]
+    ChainUnavailable { chain: String, note: String },
+    /// The asset's payouts are switched off or it is archived: 422 `asset_payouts_disabled`.
+    #[error("Payouts of {asset} on {chain} are switched off.")]
+    AssetPayoutsDisabled { asset: String, chain: String },
+    /// `to_address` does not parse on the chain: 422 `invalid_address`.
+    #[error("to_address is not a valid address: {reason}.")]
+    InvalidAddress { reason: String },
+    /// `to_address` is custodied by this service: 422 `self_payout_forbidden`.
+    #[error("to_address is an address this service custodies.")]
+    SelfPayout,
+    /// The project's in-flight ceiling is reached: 429 `too_many_pending_payouts`.
+    #[error("This project already has {max} payouts in flight.")]
+    TooManyPending { max: u32 },
+    /// Amount plus fee exceed the available balance: 402 `insufficient_funds`. Amounts in
+    /// atomic units of `asset` (`decimals` places).
+    #[error(
+        "Insufficient funds: available {} {asset} ({available} atomic), requested {} {asset} ({requested} atomic).",
+        appliance_chains::format_decimal(*.available, *.decimals),
+        appliance_chains::format_decimal(*.requested, *.decimals)
+    )]
+    InsufficientFunds {
+        available: u128,
+        requested: u128,
+        asset: String,
+        decimals: u8,
+    },
+    /// Approve or reject of a payout that is not pending approval: 409 `invalid_state`.
+    #[error("Only a payout pending approval can be {action}; this one is {}.", .status.as_str())]
+    NotPendingApproval {
+        action: &'static str,
+        status: PayoutStatus,
+    },
+    /// The creating key approves or rejects its own payout: 403 `approver_must_differ`.
+    #[error("A payout must be {action} by a different key than the one that created it.")]
+    ApproverMustDiffer { action: &'static str },
+    /// Cancel after signing began: 409 `payout_not_cancelable`.
+    #[error("A payout that is {} can no longer be canceled.", .status.as_str())]
+    NotCancelable { status: PayoutStatus },
+    #[error(transparent)]
+    Fault(#[from] Fault),
+}
+fault_from!(PayoutError);
 
 /// A parsed `POST /v1/payouts` body.
 pub struct NewPayout {
@@ -71,47 +128,36 @@ pub fn create(
     s: &Scope,
     key_id: Uuid,
     req: NewPayout,
-) -> Result<Payout, ApiError> {
+) -> Result<Payout, PayoutError> {
     let p = s.project_id();
     if let Some(c) = req.customer_id {
         ctx.get_in::<Customer>(p, c)?
-            .ok_or_else(|| ApiError::not_found("customer").param("customer_id"))?;
+            .ok_or(PayoutError::CustomerNotFound)?;
     }
     let eff = chains::resolve(&s.reg, &s.project, &req.chain, "chain")?;
     let asset = chains::resolve_asset(&eff, &req.asset, "asset")?;
     chains::check_decimals(asset.asset, req.decimals)?;
     if eff.status != ChainStatus::Live || !eff.payouts_enabled {
-        return Err(ApiError::unprocessable(
-            "chain_unavailable",
-            format!(
-                "Payouts on {} are not available: {}",
-                req.chain,
-                if eff.status_note.is_empty() {
-                    "switched off"
-                } else {
-                    &eff.status_note
-                }
-            ),
-        )
-        .param("chain"));
+        return Err(PayoutError::ChainUnavailable {
+            chain: req.chain,
+            note: if eff.status_note.is_empty() {
+                "switched off".into()
+            } else {
+                eff.status_note
+            },
+        });
     }
     if !asset.payouts_enabled || asset.archived {
-        return Err(ApiError::unprocessable(
-            "asset_payouts_disabled",
-            format!(
-                "Payouts of {} on {} are switched off.",
-                req.asset, req.chain
-            ),
-        )
-        .param("asset"));
+        return Err(PayoutError::AssetPayoutsDisabled {
+            asset: req.asset,
+            chain: req.chain,
+        });
     }
     if eff.chain.is_evm() {
         appliance_chains::address::parse_evm_address(&req.to_address).map_err(|e| {
-            ApiError::unprocessable(
-                "invalid_address",
-                format!("to_address is not a valid address: {e}."),
-            )
-            .param("to_address")
+            PayoutError::InvalidAddress {
+                reason: e.to_string(),
+            }
         })?;
     }
     if ctx
@@ -122,20 +168,11 @@ pub fn create(
             .eq_ignore_ascii_case(&wallets::master_address(p))
         || wallets::is_live_treasury(&req.to_address)
     {
-        return Err(ApiError::unprocessable(
-            "self_payout_forbidden",
-            "to_address is an address this service custodies.",
-        )
-        .param("to_address"));
+        return Err(PayoutError::SelfPayout);
     }
     let max = s.project.settings.max_pending_payouts;
     if ctx.count_of(IndexTag::PayoutsOpen, p)? >= max as u64 {
-        return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too_many_pending_payouts",
-            format!("This project already has {max} payouts in flight."),
-        )
-        .retry_after(60));
+        return Err(PayoutError::TooManyPending { max });
     }
     let decimals = asset.asset.decimals;
     let usd_cents = asset.asset.usd_cents(req.amount);
@@ -178,20 +215,12 @@ pub fn create(
         .credit_balance();
     let needed = payout.amount.checked_add(payout.fee_amount);
     if needed.is_none_or(|n| n > available) {
-        return Err(ApiError::new(
-            StatusCode::PAYMENT_REQUIRED,
-            "insufficient_funds",
-            format!(
-                "Insufficient funds: available {} {} ({} atomic), requested {} {} ({} atomic).",
-                appliance_chains::format_decimal(available, decimals),
-                payout.asset,
-                available,
-                appliance_chains::format_decimal(payout.amount, decimals),
-                payout.asset,
-                payout.amount,
-            ),
-        )
-        .param("amount"));
+        return Err(PayoutError::InsufficientFunds {
+            available,
+            requested: payout.amount,
+            asset: payout.asset,
+            decimals,
+        });
     }
     let mut payout = payout;
     if status == PayoutStatus::Queued {
@@ -204,7 +233,7 @@ pub fn create(
         AccountKind::Locked,
         now,
     );
-    ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
+    ctx.post(&e)??;
     ctx.put(&payout)?;
     emit(
         ctx,
@@ -216,9 +245,9 @@ pub fn create(
     Ok(payout)
 }
 
-fn load(ctx: &WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Payout, ApiError> {
+fn load(ctx: &WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Payout, PayoutError> {
     ctx.get_in::<Payout>(s.project_id(), id)?
-        .ok_or_else(|| ApiError::not_found("payout"))
+        .ok_or(PayoutError::NotFound)
 }
 
 /// `pending_approval` -> `queued`, by a key other than the creator's.
@@ -227,19 +256,16 @@ pub fn approve(
     s: &Scope,
     key_id: Uuid,
     id: Uuid,
-) -> Result<Payout, ApiError> {
+) -> Result<Payout, PayoutError> {
     let mut p = load(ctx, s, id)?;
     if p.status != PayoutStatus::PendingApproval {
-        return Err(ApiError::invalid_state(format!(
-            "Only a payout pending approval can be approved; this one is {}.",
-            p.status.as_str()
-        )));
+        return Err(PayoutError::NotPendingApproval {
+            action: "approved",
+            status: p.status,
+        });
     }
     if p.created_by_key == key_id {
-        return Err(ApiError::forbidden(
-            "approver_must_differ",
-            "A payout must be approved by a different key than the one that created it.",
-        ));
+        return Err(PayoutError::ApproverMustDiffer { action: "approved" });
     }
     p.status = PayoutStatus::Queued;
     p.approved_by_key = Some(key_id);
@@ -262,40 +288,44 @@ pub fn reject(
     s: &Scope,
     key_id: Uuid,
     id: Uuid,
-) -> Result<Payout, ApiError> {
+) -> Result<Payout, PayoutError> {
     let p = load(ctx, s, id)?;
     if p.status != PayoutStatus::PendingApproval {
-        return Err(ApiError::invalid_state(format!(
-            "Only a payout pending approval can be rejected; this one is {}.",
-            p.status.as_str()
-        )));
+        return Err(PayoutError::NotPendingApproval {
+            action: "rejected",
+            status: p.status,
+        });
     }
     if p.created_by_key == key_id {
-        return Err(ApiError::forbidden(
-            "approver_must_differ",
-            "A payout must be rejected by a different key than the one that created it.",
-        ));
+        return Err(PayoutError::ApproverMustDiffer { action: "rejected" });
     }
-    release(ctx, s, p, PayoutStatus::Rejected, "payout.rejected", None)
+    Ok(release(
+        ctx,
+        s,
+        p,
+        PayoutStatus::Rejected,
+        "payout.rejected",
+        None,
+    )?)
 }
 
 /// `pending_approval` or `queued` -> `canceled`; otherwise 409 `payout_not_cancelable`.
-pub fn cancel(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Payout, ApiError> {
+pub fn cancel(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Payout, PayoutError> {
     let p = load(ctx, s, id)?;
     if !matches!(
         p.status,
         PayoutStatus::PendingApproval | PayoutStatus::Queued
     ) {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "payout_not_cancelable",
-            format!(
-                "A payout that is {} can no longer be canceled.",
-                p.status.as_str()
-            ),
-        ));
+        return Err(PayoutError::NotCancelable { status: p.status });
     }
-    release(ctx, s, p, PayoutStatus::Canceled, "payout.canceled", None)
+    Ok(release(
+        ctx,
+        s,
+        p,
+        PayoutStatus::Canceled,
+        "payout.canceled",
+        None,
+    )?)
 }
 
 fn release(
@@ -305,7 +335,7 @@ fn release(
     to: PayoutStatus,
     event: &str,
     reason: Option<String>,
-) -> Result<Payout, ApiError> {
+) -> Result<Payout, Fault> {
     let e = lock_entry(
         &p,
         "payout_release",
@@ -313,7 +343,7 @@ fn release(
         AccountKind::Available,
         ctx.now_us(),
     );
-    ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
+    ctx.post(&e)??;
     p.status = to;
     p.failure_reason = reason;
     p.updated_at = ctx.now_us();
@@ -325,7 +355,7 @@ fn release(
 /// `submitted` -> `confirmed`: the locked amount leaves against the treasury
 /// (`payout_settle`) and `payout.confirmed` is emitted. Shared by the simulated and the
 /// live chains.
-fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, ApiError> {
+fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, Fault> {
     let total = p.amount + p.fee_amount;
     let pid = p.project_id;
     let e = JournalEntry {
@@ -345,7 +375,7 @@ fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, Ap
             ),
         ],
     };
-    ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
+    ctx.post(&e)??;
     p.status = PayoutStatus::Confirmed;
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
@@ -367,12 +397,7 @@ fn sim_reverts(to: &str) -> bool {
 /// Advances a queued or submitted payout on the simulated chain at `height`, emitting each
 /// step's event: queued -> signing -> submitted on the block after it was queued, then
 /// confirmed once the asset's required confirmations are mined on top (or failed).
-pub fn advance(
-    ctx: &mut WriteCtx<'_>,
-    s: &Scope,
-    mut p: Payout,
-    height: u64,
-) -> Result<(), ApiError> {
+pub fn advance(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout, height: u64) -> Result<(), Fault> {
     let required = s
         .reg
         .chain(&p.chain)
@@ -435,11 +460,7 @@ pub fn advance(
 // transaction and its nonce, before the broadcast.
 
 /// `queued` -> `signing` (`payout.signing`). `None` when the payout is no longer queued.
-pub fn begin_signing(
-    ctx: &mut WriteCtx<'_>,
-    s: &Scope,
-    id: Uuid,
-) -> Result<Option<Payout>, ApiError> {
+pub fn begin_signing(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Option<Payout>, Fault> {
     let Some(mut p) = ctx.get::<Payout>(id)? else {
         return Ok(None);
     };
@@ -468,7 +489,7 @@ pub fn submit_live(
     id: Uuid,
     tx_hash: &str,
     height: u64,
-) -> Result<Option<Payout>, ApiError> {
+) -> Result<Option<Payout>, Fault> {
     let Some(mut p) = ctx.get::<Payout>(id)? else {
         return Ok(None);
     };
@@ -491,7 +512,7 @@ pub fn submit_live(
 }
 
 /// The transaction of a replacement (fee bump) carries a new hash: the payout follows it.
-pub fn retarget_live(ctx: &mut WriteCtx<'_>, id: Uuid, tx_hash: &str) -> Result<(), ApiError> {
+pub fn retarget_live(ctx: &mut WriteCtx<'_>, id: Uuid, tx_hash: &str) -> Result<(), Fault> {
     if let Some(mut p) = ctx.get::<Payout>(id)? {
         if p.status == PayoutStatus::Submitted {
             p.tx_hash = Some(tx_hash.to_string());
@@ -510,7 +531,7 @@ pub fn settle_live(
     id: Uuid,
     tx_hash: &str,
     success: bool,
-) -> Result<(), ApiError> {
+) -> Result<(), Fault> {
     let Some(mut p) = ctx.get::<Payout>(id)? else {
         return Ok(());
     };
@@ -535,12 +556,7 @@ pub fn settle_live(
 
 /// A payout that cannot be sent (signing switched off, the node refuses it in simulation):
 /// `failed` with `reason`, funds back in `available`.
-pub fn fail_live(
-    ctx: &mut WriteCtx<'_>,
-    s: &Scope,
-    id: Uuid,
-    reason: &str,
-) -> Result<(), ApiError> {
+pub fn fail_live(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> Result<(), Fault> {
     let Some(p) = ctx.get::<Payout>(id)? else {
         return Ok(());
     };

@@ -4,29 +4,40 @@ use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{KeyKind, Mode, Project, ProjectSettings};
-use appliance_storage::{ReadOps, WriteCtx};
+use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
 use crate::auth::Pepper;
-use crate::error::ApiError;
-use crate::services::keys::{self, NewKey};
+use crate::services::error::{fault_from, Fault, Invalid};
+use crate::services::keys::{self, KeyError, NewKey};
 use crate::services::wallets;
 
+/// Why a project operation is refused (statuses and codes: `api::error`).
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectError {
+    /// A malformed `name`: 400 `invalid_request`.
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    /// Another project has the name: 409 `name_taken` on `name`.
+    #[error("A project named {name:?} exists.")]
+    NameTaken { name: String },
+    /// Minting the project's first keys failed.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error(transparent)]
+    Fault(#[from] Fault),
+}
+fault_from!(ProjectError);
+
 /// Creates a project; 409 `name_taken` when the name exists.
-pub fn create(ctx: &mut WriteCtx<'_>, name: &str, mode: Mode) -> Result<Project, ApiError> {
+pub fn create(ctx: &mut WriteCtx<'_>, name: &str, mode: Mode) -> Result<Project, ProjectError> {
     let ukey = index::unique(IndexTag::UniqueProjectName, Uuid::nil(), &[name.as_bytes()]);
     if name.is_empty() || name.len() > 64 {
-        return Err(ApiError::invalid(
-            "name",
-            "A project name has 1 to 64 characters.",
-        ));
+        return Err(Invalid::new("name", "A project name has 1 to 64 characters.").into());
     }
     if ctx.unique_get(&ukey)?.is_some() {
-        return Err(ApiError::new(
-            axum::http::StatusCode::CONFLICT,
-            "name_taken",
-            format!("A project named {name:?} exists."),
-        )
-        .param("name"));
+        return Err(ProjectError::NameTaken {
+            name: name.to_string(),
+        });
     }
     let p = Project {
         id: Uuid::now_v7(),
@@ -51,7 +62,7 @@ pub fn create(ctx: &mut WriteCtx<'_>, name: &str, mode: Mode) -> Result<Project,
 }
 
 /// Finds a project by id or name.
-pub fn find(ctx: &impl ReadOps, id_or_name: &str) -> Result<Option<Project>, ApiError> {
+pub fn find(ctx: &impl ReadOps, id_or_name: &str) -> Result<Option<Project>, StoreError> {
     if let Ok(id) = Uuid::parse_str(id_or_name) {
         if let Some(p) = ctx.get::<Project>(id)? {
             return Ok(Some(p));
@@ -73,7 +84,7 @@ pub fn find(ctx: &impl ReadOps, id_or_name: &str) -> Result<Option<Project>, Api
 pub fn bootstrap_test(
     ctx: &mut WriteCtx<'_>,
     pepper: &Pepper,
-) -> Result<(Project, Vec<(KeyKind, String)>), ApiError> {
+) -> Result<(Project, Vec<(KeyKind, String)>), ProjectError> {
     let p = create(ctx, "default", Mode::Test)?;
     let mut tokens = Vec::new();
     for kind in KeyKind::ALL {

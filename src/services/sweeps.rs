@@ -8,11 +8,26 @@ use uuid::Uuid;
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
 use appliance_storage::records::{Sweep, SweepStatus, Wallet};
-use appliance_storage::{Delta, ReadOps, WriteCtx};
+use appliance_storage::{Delta, ReadOps, StoreError, WriteCtx};
 
-use crate::error::ApiError;
-use crate::services::{chains, emit, sim_tx_hash, wallets, Scope};
+use crate::services::chains::{self, ChainError};
+use crate::services::error::{fault_from, Fault};
+use crate::services::{emit, sim_tx_hash, wallets, Scope};
 use crate::views;
+
+/// Why a sweep request is refused (statuses and codes: `api::error`).
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    /// `wallet_id` names no wallet of the project: 404 `not_found`.
+    #[error("No such wallet.")]
+    WalletNotFound,
+    /// The wallet's chain or the asset cannot be used.
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+    #[error(transparent)]
+    Fault(#[from] Fault),
+}
+fault_from!(SweepError);
 
 fn open_key(wallet: Uuid, asset: &str) -> Vec<u8> {
     index::unique(
@@ -31,7 +46,7 @@ pub fn schedule(
     asset: &str,
     amount: u128,
     height: u64,
-) -> Result<Sweep, ApiError> {
+) -> Result<Sweep, StoreError> {
     let key = open_key(wallet, asset);
     let now = ctx.now_us();
     if let Some(id) = ctx.unique_get(&key)? {
@@ -68,7 +83,7 @@ pub fn shrink_open(
     wallet: Uuid,
     asset: &str,
     amount: u128,
-) -> Result<(), ApiError> {
+) -> Result<(), StoreError> {
     if let Some(id) = ctx.unique_get(&open_key(wallet, asset))? {
         if let Some(mut s) = ctx.get::<Sweep>(id)? {
             s.amount = s.amount.saturating_sub(amount);
@@ -86,12 +101,12 @@ pub fn request(
     s: &Scope,
     wallet_id: Uuid,
     asset: Option<String>,
-    height: impl Fn(&WriteCtx<'_>, &str) -> Result<u64, ApiError>,
-) -> Result<Sweep, ApiError> {
+    height: impl Fn(&WriteCtx<'_>, &str) -> Result<u64, StoreError>,
+) -> Result<Sweep, SweepError> {
     let p = s.project_id();
     let w = ctx
         .get_in::<Wallet>(p, wallet_id)?
-        .ok_or_else(|| ApiError::not_found("wallet").param("wallet_id"))?;
+        .ok_or(SweepError::WalletNotFound)?;
     let eff = chains::resolve(&s.reg, &s.project, &w.chain, "wallet_id")?;
     if let Some(a) = &asset {
         chains::resolve_asset(&eff, a, "asset")?;
@@ -172,12 +187,7 @@ pub fn requested_key(sweep: Uuid) -> String {
 }
 
 /// Advances one sweep as far as the chain at `height` allows; emits each step's event.
-pub fn advance(
-    ctx: &mut WriteCtx<'_>,
-    s: &Scope,
-    mut sw: Sweep,
-    height: u64,
-) -> Result<(), ApiError> {
+pub fn advance(ctx: &mut WriteCtx<'_>, s: &Scope, mut sw: Sweep, height: u64) -> Result<(), Fault> {
     let p = sw.project_id;
     let required = s
         .reg
@@ -220,7 +230,7 @@ pub fn advance(
                 ),
             ],
         };
-        ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
+        ctx.post(&e)??;
         ctx.holding_add(sw.wallet_id, &sw.asset, Delta::Sub(amount))?;
         if let Some(w) = ctx.get::<Wallet>(sw.wallet_id)? {
             let onchain = ctx.sim_balance(&sw.chain, &w.address, &sw.asset)?;
@@ -263,7 +273,7 @@ pub fn advance(
                 ),
             ],
         };
-        ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
+        ctx.post(&e)??;
         let master = wallets::master_address(p);
         let cur = ctx.sim_balance(&sw.chain, &master, &sw.asset)?;
         ctx.sim_balance_add(
@@ -314,7 +324,7 @@ fn project_move(
 
 /// What an open live sweep would move now: the ledger's holding of the address, capped by
 /// the sweep's amount. 0: nothing to sweep.
-pub fn live_amount(ctx: &impl ReadOps, sw: &Sweep) -> Result<u128, ApiError> {
+pub fn live_amount(ctx: &impl ReadOps, sw: &Sweep) -> Result<u128, StoreError> {
     Ok(sw.amount.min(ctx.holding(sw.wallet_id, &sw.asset)?))
 }
 
@@ -327,7 +337,7 @@ pub fn submit_live(
     id: Uuid,
     tx_hash: &str,
     height: u64,
-) -> Result<Option<Sweep>, ApiError> {
+) -> Result<Option<Sweep>, Fault> {
     let Some(mut sw) = ctx.get::<Sweep>(id)? else {
         return Ok(None);
     };
@@ -359,7 +369,7 @@ pub fn submit_live(
         amount,
         now,
     );
-    ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
+    ctx.post(&e)??;
     ctx.unique_remove(&open_key(sw.wallet_id, &sw.asset))?;
     ctx.holding_add(sw.wallet_id, &sw.asset, Delta::Sub(amount))?;
     sw.amount = amount;
@@ -385,7 +395,7 @@ pub fn settle_live(
     s: &Scope,
     id: Uuid,
     success: bool,
-) -> Result<(), ApiError> {
+) -> Result<(), Fault> {
     let Some(mut sw) = ctx.get::<Sweep>(id)? else {
         return Ok(());
     };
@@ -414,7 +424,7 @@ pub fn settle_live(
         "sweep_revert"
     };
     let e = project_move(&sw, kind, debit, credit, sw.amount, now);
-    ctx.post(&e)?.map_err(|err| ApiError::internal(&err))?;
+    ctx.post(&e)??;
     if !success {
         ctx.holding_add(sw.wallet_id, &sw.asset, Delta::Add(sw.amount))?;
         sw.skip_reason = Some("execution reverted".into());

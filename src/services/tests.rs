@@ -9,11 +9,13 @@ use appliance_storage::ledger::{Account, AccountKind};
 use appliance_storage::records::{
     Deposit, DepositStatus, Mode, Payout, PayoutStatus, Project, Sweep, SweepStatus,
 };
-use appliance_storage::{ReadOps, Store, StoreOptions, WriteCtx};
+use appliance_storage::{ReadOps, Store, StoreOptions, WriteCtx, WriteError};
 
+use crate::api::error::ApiError;
 use crate::config::Config;
-use crate::error::ApiError;
 use crate::registry::Registry;
+use crate::services::deposits::DepositError;
+use crate::services::payouts::PayoutError;
 use crate::services::{customers, deposits, payouts, projects, sweeps, wallets, Scope};
 use crate::workers::sim_chain;
 
@@ -24,14 +26,19 @@ struct Fixture {
     customer: Uuid,
 }
 
-fn write<T: Send + 'static>(
+/// Runs a service call in one transaction; a store failure fails the test, a refusal is
+/// returned as the service's own error.
+fn write<T: Send + 'static, E: Send + 'static>(
     f: &Fixture,
-    op: impl for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>, &Scope) -> Result<T, ApiError> + Send + 'static,
-) -> Result<T, ApiError> {
+    op: impl for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>, &Scope) -> Result<T, E> + Send + 'static,
+) -> Result<T, E> {
     let s = f.scope.clone();
     f.store
         .write_blocking(move |ctx| op(ctx, &s))
-        .map_err(ApiError::from)
+        .map_err(|e| match e {
+            WriteError::Rejected(e) => e,
+            WriteError::Store(s) => panic!("store failed: {s}"),
+        })
 }
 
 fn fixture() -> Fixture {
@@ -117,7 +124,7 @@ fn verify_clean(f: &Fixture) {
     assert!(rep.violations.is_empty(), "{:?}", rep.violations);
 }
 
-fn new_payout(f: &Fixture, amount: u128, to: &str) -> Result<Payout, ApiError> {
+fn new_payout(f: &Fixture, amount: u128, to: &str) -> Result<Payout, PayoutError> {
     let (c, to) = (f.customer, to.to_string());
     write(f, move |ctx, s| {
         payouts::create(
@@ -200,7 +207,8 @@ fn cancel_only_before_signing() {
     mine(&f, 1);
     let id = b.id;
     let err = write(&f, move |ctx, s| payouts::cancel(ctx, s, id)).unwrap_err();
-    assert_eq!(err.code, "payout_not_cancelable");
+    assert!(matches!(err, PayoutError::NotCancelable { .. }), "{err:?}");
+    assert_eq!(ApiError::from(err).code, "payout_not_cancelable");
     verify_clean(&f);
 }
 
@@ -209,7 +217,21 @@ fn overdraw_is_refused_and_writes_nothing() {
     let f = fixture();
     deposit(&f, 100, true);
     let err = new_payout(&f, 101, DEST).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            PayoutError::InsufficientFunds {
+                available: 100,
+                requested: 101,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let err = ApiError::from(err);
     assert_eq!(err.code, "insufficient_funds");
+    assert_eq!(err.status.as_u16(), 402);
+    assert_eq!(err.param.as_deref(), Some("amount"));
     assert!(
         err.message.contains("available 0.0001") && err.message.contains("requested 0.000101"),
         "{}",
@@ -305,7 +327,8 @@ fn manual_deposit_waits_for_confirm_and_fail_leaves_no_credit() {
     let failed = write(&f, move |ctx, s| deposits::fail(ctx, s, id)).unwrap();
     assert_eq!(failed.status, DepositStatus::Failed);
     let err = write(&f, move |ctx, s| deposits::confirm(ctx, s, id)).unwrap_err();
-    assert_eq!(err.code, "invalid_state");
+    assert!(matches!(err, DepositError::InvalidState { .. }), "{err:?}");
+    assert_eq!(ApiError::from(err).code, "invalid_state");
     verify_clean(&f);
 }
 

@@ -1,6 +1,5 @@
 //! Deposit addresses (SPEC.md section 4, Wallets and balances; DECISIONS.md section 9).
 
-use axum::http::StatusCode;
 use uuid::Uuid;
 
 use appliance_chains::{AccountKind, ChainStatus};
@@ -8,9 +7,50 @@ use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{Customer, Wallet};
 use appliance_storage::{ReadOps, WriteCtx};
 
-use crate::error::ApiError;
-use crate::services::{chains, emit, utc_day, Scope};
+use crate::services::chains::{self, ChainError};
+use crate::services::error::{fault_from, Fault};
+use crate::services::{emit, utc_day, Scope};
 use crate::views;
+
+/// Why a new deposit address is refused (statuses and codes: `api::error`). Every variant
+/// but `CustomerNotFound`, `Chain`, `QuotaExceeded` and `Fault` is a 422 naming `chain`.
+#[derive(Debug, thiserror::Error)]
+pub enum WalletError {
+    /// `customer_id` names no customer of the project: 404 `not_found`.
+    #[error("No such customer.")]
+    CustomerNotFound,
+    /// The chain is unknown or not enabled.
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+    /// Keypair (EOA) chains issue no new addresses: 422 `account_kind_disabled`.
+    #[error("New {chain} addresses are not issued: keypair accounts are switched off.")]
+    AccountKindDisabled { chain: String },
+    /// 422 `chain_not_live_yet`.
+    #[error("{chain} is not live yet.")]
+    NotLiveYet { chain: String },
+    /// The chain's node has not been reached since start: 422 `chain_unavailable`
+    /// (issue 10 point 7).
+    #[error("{chain} is unavailable: {note}")]
+    Unavailable { chain: String, note: String },
+    /// The chain is paused: 422 `chain_deposits_disabled`.
+    #[error("{chain} is paused: {note}")]
+    Paused { chain: String, note: String },
+    /// The chain's deposits are switched off: 422 `chain_deposits_disabled`.
+    #[error("Deposits on {chain} are switched off.")]
+    DepositsDisabled { chain: String },
+    /// No asset of the chain takes deposits: 422 `asset_deposits_disabled`.
+    #[error("Deposits of every asset on {chain} are switched off.")]
+    AssetDepositsDisabled { chain: String },
+    /// A live project but no master key unlocked: 422 `chain_deposits_disabled`.
+    #[error("No master key is unlocked: live addresses are issued once `appliance init` has run.")]
+    NoMasterKey,
+    /// The daily address cap is reached: 429 `quota_exceeded`, retry at 00:00 UTC.
+    #[error("The daily cap of {cap} new addresses is reached; it resets at 00:00 UTC.")]
+    QuotaExceeded { cap: u32, retry_after_s: u64 },
+    #[error(transparent)]
+    Fault(#[from] Fault),
+}
+fault_from!(WalletError);
 
 /// Returns the customer's wallet on `chain`, creating it when absent (`(wallet, created)`).
 ///
@@ -23,16 +63,17 @@ pub fn get_or_create(
     s: &Scope,
     customer_id: Uuid,
     chain_id: &str,
-) -> Result<(Wallet, bool), ApiError> {
+) -> Result<(Wallet, bool), WalletError> {
     let p = s.project_id();
     let customer = ctx
         .get_in::<Customer>(p, customer_id)?
-        .ok_or_else(|| ApiError::not_found("customer").param("customer_id"))?;
+        .ok_or(WalletError::CustomerNotFound)?;
     if s.reg.chain(chain_id).is_none() {
-        return Err(ApiError::invalid(
-            "chain",
-            format!("Unknown chain {chain_id:?}."),
-        ));
+        return Err(ChainError::Unknown {
+            id: chain_id.to_string(),
+            param: "chain",
+        }
+        .into());
     }
     let ukey = index::unique(
         IndexTag::UniqueWallet,
@@ -42,77 +83,49 @@ pub fn get_or_create(
     if let Some(id) = ctx.unique_get(&ukey)? {
         let w = ctx
             .get::<Wallet>(id)?
-            .ok_or_else(|| ApiError::internal(&"wallet index points at nothing"))?;
+            .ok_or_else(|| Fault::invariant("wallet index points at nothing"))?;
         // SPEC.md section 8: every address handed out counts against the daily meter, even
         // on a repeat; only NEW addresses are refused when it is full.
         ctx.addresses_issued_incr(p, utc_day(ctx.now_us()))?;
         return Ok((w, false));
     }
     let eff = chains::resolve(&s.reg, &s.project, chain_id, "chain")?;
+    let chain = chain_id.to_string();
     if eff.chain.info.account_kind != AccountKind::Contract {
-        return Err(ApiError::unprocessable(
-            "account_kind_disabled",
-            format!(
-                "New {} addresses are not issued: keypair accounts are switched off.",
-                chain_id
-            ),
-        )
-        .param("chain"));
+        return Err(WalletError::AccountKindDisabled { chain });
     }
     match eff.status {
-        ChainStatus::ComingSoon => {
-            return Err(ApiError::unprocessable(
-                "chain_not_live_yet",
-                format!("{chain_id} is not live yet."),
-            )
-            .param("chain"))
-        }
+        ChainStatus::ComingSoon => return Err(WalletError::NotLiveYet { chain }),
         ChainStatus::Paused if eff.unreached => {
-            return Err(ApiError::unprocessable(
-                "chain_unavailable",
-                format!("{chain_id} is unavailable: {}", eff.status_note),
-            )
-            .param("chain"))
+            return Err(WalletError::Unavailable {
+                chain,
+                note: eff.status_note,
+            })
         }
         ChainStatus::Paused => {
-            return Err(ApiError::unprocessable(
-                "chain_deposits_disabled",
-                format!("{chain_id} is paused: {}", eff.status_note),
-            )
-            .param("chain"))
+            return Err(WalletError::Paused {
+                chain,
+                note: eff.status_note,
+            })
         }
         ChainStatus::Live => {}
     }
     if !eff.deposits_enabled {
-        return Err(ApiError::unprocessable(
-            "chain_deposits_disabled",
-            format!("Deposits on {chain_id} are switched off."),
-        )
-        .param("chain"));
+        return Err(WalletError::DepositsDisabled { chain });
     }
     if !eff.assets.iter().any(|a| a.deposits_enabled && !a.archived) {
-        return Err(ApiError::unprocessable(
-            "asset_deposits_disabled",
-            format!("Deposits of every asset on {chain_id} are switched off."),
-        )
-        .param("chain"));
+        return Err(WalletError::AssetDepositsDisabled { chain });
     }
     let day = utc_day(ctx.now_us());
     let cap = s.project.settings.addresses_per_day;
     if ctx.addresses_issued(p, day)? >= cap {
-        return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "quota_exceeded",
-            format!("The daily cap of {cap} new addresses is reached; it resets at 00:00 UTC."),
-        )
-        .retry_after(seconds_to_midnight(ctx.now_us())));
+        return Err(WalletError::QuotaExceeded {
+            cap,
+            retry_after_s: seconds_to_midnight(ctx.now_us()),
+        });
     }
     let Some(factory) = factory_for(&s.project) else {
-        return Err(ApiError::unprocessable(
-            "chain_deposits_disabled",
-            "No master key is unlocked: live addresses are issued once `appliance init` has run.",
-        )
-        .param("chain"));
+        return Err(WalletError::NoMasterKey);
     };
     let address = appliance_chains::address::deposit_address_under(&factory, p, customer.id);
     let w = Wallet {

@@ -32,12 +32,12 @@ use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{
     ApiKey, Deposit, Mode, Payout, PayoutStatus, Project, Sweep, SweepStatus, Wallet,
 };
-use appliance_storage::{ReadOps, WriteCtx};
+use appliance_storage::{ReadOps, WriteCtx, WriteError};
 
 use crate::config::ChainConfig;
-use crate::error::ApiError;
 use crate::registry::Registry;
 use crate::services::chains::{set_adapter_health, AdapterHealth};
+use crate::services::error::Fault;
 use crate::services::{deposits, payouts, sweeps, wallets, Scope};
 use crate::state::AppState;
 
@@ -140,14 +140,13 @@ pub async fn start(state: &AppState, signer: Arc<Signer>) -> anyhow::Result<()> 
 
 async fn write<T, F>(state: &AppState, f: F) -> anyhow::Result<T>
 where
-    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<T, ApiError> + Send + 'static,
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<T, Fault> + Send + 'static,
     T: Send + 'static,
 {
-    state
-        .store
-        .write(f)
-        .await
-        .map_err(|e| anyhow!("store: {}", ApiError::from(e).message))
+    state.store.write(f).await.map_err(|e| match e {
+        WriteError::Rejected(f) => anyhow!("store: {f}"),
+        WriteError::Store(s) => anyhow!("store: {s}"),
+    })
 }
 
 /// Live projects seen by one transaction, as service scopes.
@@ -164,7 +163,7 @@ impl Scopes {
         }
     }
 
-    fn live(&mut self, ctx: &impl ReadOps, project: Uuid) -> Result<Option<Scope>, ApiError> {
+    fn live(&mut self, ctx: &impl ReadOps, project: Uuid) -> Result<Option<Scope>, Fault> {
         if let Some(s) = self.cache.get(&project) {
             return Ok(s.clone());
         }
@@ -240,8 +239,8 @@ pub fn load_watch(
         .unwrap_or_default())
 }
 
-fn save_watch(ctx: &mut WriteCtx<'_>, chain: &str, w: &WatchState) -> Result<(), ApiError> {
-    let bytes = serde_json::to_vec(w).map_err(|e| ApiError::internal(&e))?;
+fn save_watch(ctx: &mut WriteCtx<'_>, chain: &str, w: &WatchState) -> Result<(), Fault> {
+    let bytes = serde_json::to_vec(w).map_err(Fault::invariant)?;
     ctx.meta_put(&watch_key(chain), &bytes)?;
     Ok(())
 }
@@ -265,6 +264,7 @@ async fn watch_loop(state: AppState, c: LiveChain) {
         match r {
             Ok(caught_up) => {
                 reached = true;
+                crate::ops::metrics::chain_reached(c.id);
                 set_adapter_health(c.id, AdapterHealth::Healthy);
                 backoff = poll;
                 if caught_up {
@@ -273,6 +273,7 @@ async fn watch_loop(state: AppState, c: LiveChain) {
             }
             Err(e) => {
                 tracing::warn!(chain = c.id, error = %clean(&e), "watcher step failed");
+                crate::ops::metrics::chain_error(c.id);
                 let h = if reached {
                     AdapterHealth::Failing(note(&e))
                 } else if e.chain().any(|x| x.is::<ChainIdMismatch>()) {
@@ -324,6 +325,7 @@ pub async fn watch_step(
                 return reorg(state, c, ws).await.map(|_| false);
             }
         }
+        crate::ops::metrics::chain_position(c.id, "live", head, from.saturating_sub(1));
         return Ok(true);
     }
     let to = head.min(from + MAX_RANGE - 1);
@@ -400,6 +402,7 @@ pub async fn watch_step(
         commit_slice(state, c, expected, slice_blocks, slice_kept).await?;
         expected = last;
     }
+    crate::ops::metrics::chain_position(c.id, "live", head, to);
     Ok(to == head)
 }
 
@@ -475,7 +478,7 @@ async fn commit_slice(
             }
         }
         for (n, ids) in &by_block {
-            let b = serde_json::to_vec(ids).map_err(|e| ApiError::internal(&e))?;
+            let b = serde_json::to_vec(ids).map_err(Fault::invariant)?;
             ctx.meta_put(&block_key(lc.id, *n), &b)?;
         }
         let height = blocks.last().map(|b| b.number).unwrap_or(0);
@@ -503,7 +506,7 @@ fn advance_pending(
     scopes: &mut Scopes,
     chain: &str,
     height: u64,
-) -> Result<(), ApiError> {
+) -> Result<(), Fault> {
     let ids = ctx.scan_ids(
         &index::prefix(IndexTag::DepositsPending, Uuid::nil(), &[]),
         None,
@@ -642,14 +645,14 @@ pub fn out_tx(
         .and_then(|b| serde_json::from_slice(&b).ok()))
 }
 
-fn put_tx(ctx: &mut WriteCtx<'_>, chain: &str, tx: &OutTx) -> Result<(), ApiError> {
-    let b = serde_json::to_vec(tx).map_err(|e| ApiError::internal(&e))?;
+fn put_tx(ctx: &mut WriteCtx<'_>, chain: &str, tx: &OutTx) -> Result<(), Fault> {
+    let b = serde_json::to_vec(tx).map_err(Fault::invariant)?;
     ctx.meta_put(&tx_key(chain, tx.nonce), &b)?;
     Ok(())
 }
 
-fn put_pending(ctx: &mut WriteCtx<'_>, chain: &str, list: &[u64]) -> Result<(), ApiError> {
-    let b = serde_json::to_vec(list).map_err(|e| ApiError::internal(&e))?;
+fn put_pending(ctx: &mut WriteCtx<'_>, chain: &str, list: &[u64]) -> Result<(), Fault> {
+    let b = serde_json::to_vec(list).map_err(Fault::invariant)?;
     ctx.meta_put(&pending_key(chain), &b)?;
     Ok(())
 }
@@ -714,7 +717,7 @@ async fn send_new<F>(
     record: F,
 ) -> anyhow::Result<Result<Option<B256>, SignError>>
 where
-    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>, &str) -> Result<bool, ApiError> + Send + 'static,
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>, &str) -> Result<bool, Fault> + Send + 'static,
 {
     let chain = c.id;
     let stored = state.store.read(move |r| stored_nonce(r, chain)).await?;
@@ -755,7 +758,7 @@ where
     };
     let recorded = write(state, move |ctx| {
         if stored_nonce(ctx, chain)? != stored {
-            return Err(ApiError::invalid_state("nonce moved under the sender"));
+            return Err(Fault::invariant("nonce moved under the sender"));
         }
         if !record(ctx, &out.hashes[0])? {
             return Ok(false);

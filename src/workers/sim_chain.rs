@@ -10,10 +10,10 @@ use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{Mode, Payout, Project, Sweep};
-use appliance_storage::{ReadOps, WriteCtx};
+use appliance_storage::{ReadOps, WriteCtx, WriteError};
 
-use crate::error::ApiError;
 use crate::registry::Registry;
+use crate::services::error::Fault;
 use crate::services::{deposits, payouts, sweeps, Scope};
 use crate::state::AppState;
 
@@ -33,7 +33,7 @@ pub fn raise_heights(
     reg: &Registry,
     chain: Option<&str>,
     count: u64,
-) -> Result<Raised, ApiError> {
+) -> Result<Raised, Fault> {
     let mut heights = BTreeMap::new();
     for c in reg
         .chains
@@ -68,9 +68,9 @@ pub fn advance_items(
     heights: &BTreeMap<String, u64>,
     sweep_ids: &[Uuid],
     payout_ids: &[Uuid],
-) -> Result<(), ApiError> {
+) -> Result<(), Fault> {
     let mut projects: BTreeMap<Uuid, Option<Scope>> = BTreeMap::new();
-    let mut scope_of = |ctx: &WriteCtx<'_>, id: Uuid| -> Result<Option<Scope>, ApiError> {
+    let mut scope_of = |ctx: &WriteCtx<'_>, id: Uuid| -> Result<Option<Scope>, Fault> {
         if let Some(s) = projects.get(&id) {
             return Ok(s.clone());
         }
@@ -115,13 +115,16 @@ pub async fn mine(
     state: &AppState,
     chain: Option<String>,
     count: u64,
-) -> Result<BTreeMap<String, u64>, ApiError> {
+) -> Result<BTreeMap<String, u64>, WriteError<Fault>> {
     let reg = crate::api::registry(state);
     let r2 = reg.clone();
     let (heights, sweep_ids, payout_ids) = state
         .store
         .write(move |ctx| raise_heights(ctx, &r2, chain.as_deref(), count))
         .await?;
+    for (c, h) in &heights {
+        crate::ops::metrics::chain_position(c, "test", *h, *h);
+    }
     let heights = Arc::new(heights);
     let chunks: Vec<(Vec<Uuid>, Vec<Uuid>)> = sweep_ids
         .chunks(CHUNK)
@@ -146,7 +149,7 @@ pub async fn run(state: AppState) {
     loop {
         tokio::time::sleep(interval).await;
         if let Err(e) = mine(&state, None, 1).await {
-            tracing::error!(error = ?e.message, "simulated block failed");
+            tracing::error!(error = %e, "simulated block failed");
         }
     }
 }

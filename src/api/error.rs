@@ -1,0 +1,386 @@
+//! The error every request can end in, with its SPEC.md section 7 envelope, and the one
+//! place each service error gets its HTTP status, `code`, `param` and `Retry-After`.
+//!
+//! Services return their own enums (`services::payouts::PayoutError`, ...; the pattern is
+//! described in `services/mod.rs`); the `From` impls below map every variant. The variant's
+//! `Display` is the client-facing message. Store failures and broken invariants
+//! (`services::error::Fault`) become 500 `internal_error` with the cause logged, never a
+//! 4xx. Boundary checks in `api/` (extractors, field readers) build [`ApiError`] directly.
+
+use std::sync::Arc;
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use appliance_storage::{StoreError, WriteError};
+
+use crate::services::chains::ChainError;
+use crate::services::customers::CustomerError;
+use crate::services::deposits::DepositError;
+use crate::services::error::{Fault, Invalid};
+use crate::services::keys::KeyError;
+use crate::services::payouts::PayoutError;
+use crate::services::projects::ProjectError;
+use crate::services::sweeps::SweepError;
+use crate::services::wallets::WalletError;
+use crate::services::webhook_deliveries::WebhookDeliveryError;
+use crate::services::webhook_endpoints::WebhookEndpointError;
+
+tokio::task_local! {
+    /// Id of the request being served (`req_` + ULID), for error bodies and logs.
+    pub static REQUEST_ID: String;
+}
+
+/// An error answer.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub param: Option<String>,
+    pub retry_after_s: Option<u64>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            param: None,
+            retry_after_s: None,
+        }
+    }
+
+    /// Names the request field at fault.
+    pub fn param(mut self, p: impl Into<String>) -> Self {
+        self.param = Some(p.into());
+        self
+    }
+
+    /// Replaces the code (same status).
+    pub fn with_code(mut self, code: &'static str) -> Self {
+        self.code = code;
+        self
+    }
+
+    pub fn retry_after(mut self, s: u64) -> Self {
+        self.retry_after_s = Some(s);
+        self
+    }
+
+    /// 400 `invalid_request` about `param`.
+    pub fn invalid(param: &str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message).param(param)
+    }
+
+    /// 404 `not_found` (also for another project's resource).
+    pub fn not_found(what: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("No such {what}."),
+        )
+    }
+
+    /// 409 `invalid_state`: an illegal state transition.
+    pub fn invalid_state(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "invalid_state", message)
+    }
+
+    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+    }
+
+    pub fn forbidden(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, code, message)
+    }
+
+    /// 500 with a generic message; the cause goes to the log only.
+    pub fn internal(cause: &dyn std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "An internal error occurred; retry with the same Idempotency-Key.",
+        )
+    }
+
+    /// SPEC.md section 7: the `type` that goes with a status.
+    fn error_type(&self) -> &'static str {
+        match self.status.as_u16() {
+            401 => "authentication_error",
+            403 => "authentication_error",
+            409 => "idempotency_error",
+            429 => "rate_limit_error",
+            s if s >= 500 => "api_error",
+            _ => "invalid_request_error",
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError::internal(&e)
+    }
+}
+
+impl From<Arc<StoreError>> for ApiError {
+    fn from(e: Arc<StoreError>) -> Self {
+        ApiError::internal(&e)
+    }
+}
+
+impl<E: Into<ApiError>> From<WriteError<E>> for ApiError {
+    fn from(e: WriteError<E>) -> Self {
+        match e {
+            WriteError::Rejected(e) => e.into(),
+            WriteError::Store(s) => ApiError::internal(&s),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Service errors -> SPEC.md section 7 (status, code, param, Retry-After). The message is
+// the variant's `Display`, taken before the match.
+
+const BAD_REQUEST: StatusCode = StatusCode::BAD_REQUEST;
+const NOT_FOUND: StatusCode = StatusCode::NOT_FOUND;
+const CONFLICT: StatusCode = StatusCode::CONFLICT;
+const UNPROCESSABLE: StatusCode = StatusCode::UNPROCESSABLE_ENTITY;
+
+impl From<Fault> for ApiError {
+    fn from(e: Fault) -> Self {
+        ApiError::internal(&e)
+    }
+}
+
+impl From<Invalid> for ApiError {
+    fn from(e: Invalid) -> Self {
+        ApiError::invalid(e.param, e.message)
+    }
+}
+
+impl From<ChainError> for ApiError {
+    fn from(e: ChainError) -> Self {
+        let m = e.to_string();
+        match e {
+            ChainError::Unknown { param, .. } => {
+                ApiError::new(BAD_REQUEST, "invalid_request", m).param(param)
+            }
+            ChainError::NotEnabled { param, .. } => {
+                ApiError::new(UNPROCESSABLE, "chain_not_enabled", m).param(param)
+            }
+            ChainError::UnknownAsset { param, .. } => {
+                ApiError::new(BAD_REQUEST, "unknown_asset", m).param(param)
+            }
+            ChainError::DecimalsMismatch { .. } => {
+                ApiError::new(BAD_REQUEST, "decimals_mismatch", m).param("decimals")
+            }
+        }
+    }
+}
+
+impl From<PayoutError> for ApiError {
+    fn from(e: PayoutError) -> Self {
+        use PayoutError::*;
+        let m = e.to_string();
+        match e {
+            Chain(c) => c.into(),
+            Fault(f) => f.into(),
+            NotFound => ApiError::new(NOT_FOUND, "not_found", m),
+            CustomerNotFound => ApiError::new(NOT_FOUND, "not_found", m).param("customer_id"),
+            ChainUnavailable { .. } => {
+                ApiError::new(UNPROCESSABLE, "chain_unavailable", m).param("chain")
+            }
+            AssetPayoutsDisabled { .. } => {
+                ApiError::new(UNPROCESSABLE, "asset_payouts_disabled", m).param("asset")
+            }
+            InvalidAddress { .. } => {
+                ApiError::new(UNPROCESSABLE, "invalid_address", m).param("to_address")
+            }
+            SelfPayout => {
+                ApiError::new(UNPROCESSABLE, "self_payout_forbidden", m).param("to_address")
+            }
+            TooManyPending { .. } => {
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_pending_payouts", m)
+                    .retry_after(60)
+            }
+            InsufficientFunds { .. } => {
+                ApiError::new(StatusCode::PAYMENT_REQUIRED, "insufficient_funds", m).param("amount")
+            }
+            NotPendingApproval { .. } => ApiError::new(CONFLICT, "invalid_state", m),
+            ApproverMustDiffer { .. } => {
+                ApiError::new(StatusCode::FORBIDDEN, "approver_must_differ", m)
+            }
+            NotCancelable { .. } => ApiError::new(CONFLICT, "payout_not_cancelable", m),
+        }
+    }
+}
+
+impl From<DepositError> for ApiError {
+    fn from(e: DepositError) -> Self {
+        use DepositError::*;
+        let m = e.to_string();
+        match e {
+            Chain(c) => c.into(),
+            Fault(f) => f.into(),
+            NotFound => ApiError::new(NOT_FOUND, "not_found", m),
+            CustomerNotFound => ApiError::new(NOT_FOUND, "not_found", m).param("customer_id"),
+            NoDepositAddress { .. } => {
+                ApiError::new(UNPROCESSABLE, "no_deposit_address", m).param("customer_id")
+            }
+            AmountTooLarge => ApiError::new(UNPROCESSABLE, "amount_too_large", m).param("amount"),
+            InvalidState { .. } => ApiError::new(CONFLICT, "invalid_state", m),
+        }
+    }
+}
+
+impl From<SweepError> for ApiError {
+    fn from(e: SweepError) -> Self {
+        let m = e.to_string();
+        match e {
+            SweepError::Chain(c) => c.into(),
+            SweepError::Fault(f) => f.into(),
+            SweepError::WalletNotFound => {
+                ApiError::new(NOT_FOUND, "not_found", m).param("wallet_id")
+            }
+        }
+    }
+}
+
+impl From<WalletError> for ApiError {
+    fn from(e: WalletError) -> Self {
+        use WalletError::*;
+        let m = e.to_string();
+        let off = |code| ApiError::new(UNPROCESSABLE, code, m.clone()).param("chain");
+        match e {
+            Chain(c) => c.into(),
+            Fault(f) => f.into(),
+            CustomerNotFound => ApiError::new(NOT_FOUND, "not_found", m).param("customer_id"),
+            AccountKindDisabled { .. } => off("account_kind_disabled"),
+            NotLiveYet { .. } => off("chain_not_live_yet"),
+            Unavailable { .. } => off("chain_unavailable"),
+            Paused { .. } | DepositsDisabled { .. } | NoMasterKey => off("chain_deposits_disabled"),
+            AssetDepositsDisabled { .. } => off("asset_deposits_disabled"),
+            QuotaExceeded { retry_after_s, .. } => {
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "quota_exceeded", m)
+                    .retry_after(retry_after_s)
+            }
+        }
+    }
+}
+
+impl From<CustomerError> for ApiError {
+    fn from(e: CustomerError) -> Self {
+        let m = e.to_string();
+        match e {
+            CustomerError::Fault(f) => f.into(),
+            CustomerError::NotFound => ApiError::new(NOT_FOUND, "not_found", m),
+            CustomerError::ReferenceTaken => {
+                ApiError::new(CONFLICT, "reference_id_taken", m).param("reference_id")
+            }
+        }
+    }
+}
+
+impl From<KeyError> for ApiError {
+    fn from(e: KeyError) -> Self {
+        let m = e.to_string();
+        match e {
+            KeyError::Invalid(i) => i.into(),
+            KeyError::Fault(f) => f.into(),
+            KeyError::MissingScope { .. } => {
+                ApiError::new(StatusCode::FORBIDDEN, "missing_scope", m).param("scopes")
+            }
+            KeyError::LimitReached { .. } => {
+                ApiError::new(CONFLICT, "key_limit_reached", m).param("kind")
+            }
+            KeyError::NotFound => ApiError::new(NOT_FOUND, "not_found", m),
+            KeyError::NotRollable => ApiError::new(CONFLICT, "invalid_state", m),
+        }
+    }
+}
+
+impl From<ProjectError> for ApiError {
+    fn from(e: ProjectError) -> Self {
+        let m = e.to_string();
+        match e {
+            ProjectError::Invalid(i) => i.into(),
+            ProjectError::Key(k) => k.into(),
+            ProjectError::Fault(f) => f.into(),
+            ProjectError::NameTaken { .. } => {
+                ApiError::new(CONFLICT, "name_taken", m).param("name")
+            }
+        }
+    }
+}
+
+/// SPEC.md section 7 for each refusal of the endpoint rules.
+impl From<WebhookEndpointError> for ApiError {
+    fn from(e: WebhookEndpointError) -> Self {
+        let message = e.to_string();
+        match e {
+            WebhookEndpointError::NotFound => ApiError::not_found("webhook endpoint"),
+            WebhookEndpointError::LimitReached => {
+                ApiError::new(StatusCode::CONFLICT, "endpoint_limit_reached", message)
+            }
+            WebhookEndpointError::UnknownEventType(_) => ApiError::invalid("event_types", message),
+            WebhookEndpointError::CannotPauseDisabled => ApiError::invalid_state(message),
+            WebhookEndpointError::Store(s) => ApiError::internal(&s),
+        }
+    }
+}
+
+/// SPEC.md section 7 for each refusal of the delivery rules.
+impl From<WebhookDeliveryError> for ApiError {
+    fn from(e: WebhookDeliveryError) -> Self {
+        let message = e.to_string();
+        match e {
+            WebhookDeliveryError::NotFound => ApiError::not_found("webhook delivery"),
+            WebhookDeliveryError::EndpointNotFound { param } => {
+                let e = ApiError::not_found("webhook endpoint");
+                match param {
+                    Some(p) => e.param(p),
+                    None => e,
+                }
+            }
+            WebhookDeliveryError::NotReplayable(_) | WebhookDeliveryError::EndpointNotActive(_) => {
+                ApiError::invalid_state(message)
+            }
+            WebhookDeliveryError::Store(s) => ApiError::internal(&s),
+        }
+    }
+}
+
+/// The current request id, or a fresh one outside a request.
+pub fn request_id() -> String {
+    REQUEST_ID
+        .try_with(|id| id.clone())
+        .unwrap_or_else(|_| format!("req_{}", ulid::Ulid::new()))
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_client_error() {
+            tracing::debug!(code = self.code, message = %self.message, "request refused");
+        }
+        let mut body = json!({
+            "error": self.code,
+            "code": self.code,
+            "type": self.error_type(),
+            "message": self.message,
+            "request_id": request_id(),
+        });
+        if let Some(p) = &self.param {
+            body["param"] = json!(p);
+        }
+        let mut resp = (self.status, axum::Json(body)).into_response();
+        if let Some(s) = self.retry_after_s {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
+        resp
+    }
+}
