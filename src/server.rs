@@ -201,6 +201,9 @@ async fn serve(
     }
     let state = AppState::new(config.clone(), store, pepper)?;
     if let Some(signer) = &signer {
+        state
+            .registry
+            .set_live_treasury(signer.evm_master_address().0 .0);
         println!(
             "evm master wallet: {}",
             signer.evm_master_address().to_checksum(None)
@@ -288,7 +291,6 @@ pub fn unlock_signer(config: &Config) -> anyhow::Result<Option<Arc<appliance_sig
         config.signing.passphrase_file.as_deref(),
     )?;
     let signer = Signer::unlock(&config.data_dir, &pass).context("unlocking the master seed")?;
-    crate::services::wallets::set_live_treasury(signer.evm_master_address().0 .0);
     Ok(Some(Arc::new(signer)))
 }
 
