@@ -379,6 +379,13 @@ fn init(cfg: &Config) -> anyhow::Result<ExitCode> {
     };
     create_data_dir(&cfg.data_dir)?;
     crate::server::load_pepper(cfg)?;
+    crate::sealing::DataKey::load_or_create(&cfg.data_dir).map_err(|e| {
+        anyhow::anyhow!(
+            "creating the data key {}: {}",
+            cfg.data_dir.join(crate::sealing::DATA_KEY_FILE).display(),
+            crate::config::io_message(&e)
+        )
+    })?;
     let store = crate::server::open_store(cfg, std::time::Duration::from_secs(10))?;
     let recorded = store.write_blocking(|ctx| crate::server::record_mode(ctx, "live"));
     close_store(store);
@@ -619,18 +626,30 @@ fn restore_locked(
                 from.display()
             )
         })?;
+        // The backup's data key (checksum-equal to its staged copy) must open the secrets
+        // its store holds sealed.
+        let key = crate::sealing::DataKey::load(from);
         let checked = b.read_blocking(|r| {
             Ok::<_, appliance_storage::StoreError>((
                 appliance_storage::verify::verify(r)?,
                 crate::server::recorded_mode(r)?,
+                key.as_ref()
+                    .map_err(|e| format!("{}: {e}", crate::sealing::DATA_KEY_FILE))
+                    .and_then(|k| crate::sealing::check_webhook_secrets(r, k.as_ref())),
             ))
         });
         close_store(b);
-        let (rep, backup_mode) = checked?;
+        let (rep, backup_mode, secrets) = checked?;
         if !rep.violations.is_empty() {
             anyhow::bail!(
                 "the backup fails verify ({} violations); nothing was restored",
                 rep.violations.len()
+            );
+        }
+        if let Err(e) = secrets {
+            anyhow::bail!(
+                "{} is not a complete backup: {e}; nothing was restored",
+                from.display()
             );
         }
         let backup_mode = backup_mode.unwrap_or_else(|| {

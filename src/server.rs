@@ -160,6 +160,22 @@ pub async fn run(
         Ok(p) => p,
         Err(e) => return (None, Err(e)),
     };
+    let data_key = match crate::sealing::DataKey::load_or_create(&config.data_dir) {
+        Ok(k) => k,
+        Err(e) => {
+            return (
+                None,
+                Err(anyhow::anyhow!(
+                    "reading the data key {}: {}",
+                    config
+                        .data_dir
+                        .join(crate::sealing::DATA_KEY_FILE)
+                        .display(),
+                    crate::config::io_message(&e)
+                )),
+            )
+        }
+    };
     let store = {
         let c = config.clone();
         match tokio::task::spawn_blocking(move || {
@@ -172,7 +188,7 @@ pub async fn run(
             Err(e) => return (None, Err(e.into())),
         }
     };
-    let result = serve(config, test_mode, store.clone(), pepper, prepared).await;
+    let result = serve(config, test_mode, store.clone(), pepper, data_key, prepared).await;
     let closer = store.shutdown();
     drop(store);
     (closer, result)
@@ -183,6 +199,7 @@ async fn serve(
     test_mode: bool,
     store: Store,
     pepper: Pepper,
+    data_key: crate::sealing::DataKey,
     prepared: Prepared,
 ) -> anyhow::Result<()> {
     let Prepared {
@@ -199,7 +216,20 @@ async fn serve(
     if test_mode {
         bootstrap(&store, &pepper, &addr.to_string()).await?;
     }
-    let state = AppState::new(config.clone(), store, pepper)?;
+    {
+        // Webhook secrets written before they were sealed are sealed now.
+        let (store, key) = (store.clone(), data_key.clone());
+        match tokio::task::spawn_blocking(move || {
+            crate::sealing::migrate_webhook_secrets(&store, &key)
+        })
+        .await?
+        {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(endpoints = n, "sealed webhook secrets stored in clear"),
+            Err(e) => tracing::error!(error = %e, "sealing webhook secrets stored in clear failed"),
+        }
+    }
+    let state = AppState::new(config.clone(), store, pepper, data_key)?;
     if let Some(signer) = &signer {
         state
             .registry
