@@ -206,6 +206,8 @@ pub enum KeyCmd {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
+    // Files 0600 and directories 0700 whatever umask we were started with (issue 9 item 5).
+    crate::data_dir::set_private_umask();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
@@ -377,7 +379,7 @@ fn init(cfg: &Config) -> anyhow::Result<ExitCode> {
         }
         None
     };
-    create_data_dir(&cfg.data_dir)?;
+    crate::data_dir::prepare(&cfg.data_dir)?;
     crate::server::load_pepper(cfg)?;
     crate::sealing::DataKey::load_or_create(&cfg.data_dir).map_err(|e| {
         anyhow::anyhow!(
@@ -416,25 +418,6 @@ fn init(cfg: &Config) -> anyhow::Result<ExitCode> {
         ))
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// Creates the data dir (mode 0700) when it does not exist; errors name the path.
-fn create_data_dir(dir: &Path) -> anyhow::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    if dir.is_dir() {
-        return Ok(());
-    }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "creating the data dir {}: {}",
-                dir.display(),
-                crate::config::io_message(&e)
-            )
-        })
 }
 
 /// `appliance restore --from DIR` (issue 10 point 1). Refuses, changing nothing, unless
@@ -581,7 +564,7 @@ fn restore_locked(
     current: Option<&appliance_storage::Store>,
 ) -> anyhow::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
-    create_data_dir(&cfg.data_dir)?;
+    crate::data_dir::prepare(&cfg.data_dir)?;
     let staged = |name: &str| cfg.data_dir.join(format!("{name}.restoring"));
     let cleanup = || {
         for name in &manifest.files {

@@ -1,6 +1,5 @@
 //! Starting and stopping a server: store, key cache, workers, operator socket, HTTP(S).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use std::io::Write;
@@ -13,7 +12,7 @@ use crate::auth::Pepper;
 use crate::config::Config;
 use crate::services::projects;
 use crate::state::AppState;
-use crate::{api, operator, workers};
+use crate::{api, operator, transport, workers};
 
 /// Opens the data dir's store with the configured options, waiting up to `wait` while
 /// another process (an operator command) holds it. Errors name the file
@@ -90,7 +89,7 @@ pub fn load_pepper(config: &Config) -> anyhow::Result<Pepper> {
 /// master seed (passphrase). Nothing here writes to the data dir.
 struct Prepared {
     listener: tokio::net::TcpListener,
-    addr: SocketAddr,
+    addr: std::net::SocketAddr,
     rustls: Option<axum_server::tls_rustls::RustlsConfig>,
     signer: Option<Arc<appliance_signer::Signer>>,
 }
@@ -101,6 +100,7 @@ async fn prepare(config: &Config, test_mode: bool) -> anyhow::Result<Prepared> {
         tracing::warn!("webhooks.allow_private_targets is ON: webhooks may target private and loopback addresses");
     }
     crate::ops::init(config)?;
+    config.limits.validate().map_err(anyhow::Error::msg)?;
     let rustls = match &config.tls {
         Some(tls) => Some(
             axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key)
@@ -156,6 +156,11 @@ pub async fn run(
         Ok(p) => p,
         Err(e) => return (None, Err(e)),
     };
+    // Every check passed: now the data dir may be created (0700) and written.
+    if let Err(e) = crate::data_dir::prepare(&config.data_dir) {
+        return (None, Err(e));
+    }
+    crate::data_dir::raise_open_files_limit();
     let pepper = match load_pepper(&config) {
         Ok(p) => p,
         Err(e) => return (None, Err(e)),
@@ -264,40 +269,40 @@ async fn serve(
             }
         });
     }
-    let app = api::router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
-    match rustls {
-        Some(rustls) => {
-            let handle = axum_server::Handle::new();
-            let h2 = handle.clone();
-            let s2 = state.clone();
-            tokio::spawn(async move {
-                shutdown_signal().await;
-                s2.webhooks.shutdown();
-                h2.graceful_shutdown(Some(std::time::Duration::from_secs(10)));
-            });
-            axum_server::from_tcp_rustls(listener.into_std()?, rustls)?
-                .handle(handle)
-                .serve(app)
-                .await?;
-        }
-        None => {
-            axum::serve(listener, app)
-                .with_graceful_shutdown({
-                    // Open event streams end too, or the shutdown would wait for them.
-                    let s2 = state.clone();
-                    async move {
-                        shutdown_signal().await;
-                        s2.webhooks.shutdown();
-                    }
-                })
-                .await?;
-        }
-    }
+    let app = api::router(state.clone());
+    serve_http(&config, &state, listener, app, rustls).await?;
     workers::maintenance::flush_usage(&state).await;
     let _ = std::fs::remove_file(&sock);
     drop(state);
     // stdout may be gone by now (a closed pipe must not turn a clean stop into a panic).
     let _ = writeln!(std::io::stdout(), "appliance stopped");
+    Ok(())
+}
+
+/// Serves the API on `listener` (HTTPS when `[tls]` is set) through [`transport::serve`]
+/// until SIGINT or SIGTERM; open event streams are ended so the shutdown does not wait on them.
+async fn serve_http(
+    config: &Config,
+    state: &AppState,
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    rustls: Option<axum_server::tls_rustls::RustlsConfig>,
+) -> anyhow::Result<()> {
+    // Loaded in `prepare`, before the store opened (issue 10 point 5).
+    let tls = rustls.map(|r| r.get_inner());
+    let s2 = state.clone();
+    let stop = async move {
+        shutdown_signal().await;
+        s2.webhooks.shutdown();
+    };
+    transport::serve(
+        listener,
+        app,
+        tls,
+        transport::Settings::from_limits(&config.limits),
+        stop,
+    )
+    .await?;
     Ok(())
 }
 
