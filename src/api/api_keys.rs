@@ -1,7 +1,7 @@
 //! API keys (SPEC.md section 4, API keys; section 5).
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
@@ -13,7 +13,7 @@ use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{cursor_of, list_json, path_uuid, JsonBody, Params};
-use crate::api::{commit, json, mutate};
+use crate::api::{commit, get_by_id, json, mutate, IdempotencyKey};
 use crate::auth::{default_scopes, Access, Caller, ANY_KIND};
 use crate::services::keys::{self, KeyPatch, NewKey, LIMIT_PER_KIND};
 use crate::state::AppState;
@@ -86,7 +86,7 @@ async fn list_keys(
 async fn create_key(
     State(state): State<AppState>,
     caller: Caller,
-    headers: HeaderMap,
+    key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     caller.require(WRITE)?;
@@ -108,9 +108,9 @@ async fn create_key(
     let (resp, key) = mutate(
         &state,
         &caller,
-        &headers,
+        &key,
         "/v1/api_keys",
-        &body.raw,
+        &body.fingerprint,
         move |ctx| {
             let (k, token) = keys::create(
                 ctx,
@@ -145,13 +145,10 @@ async fn get_key(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = path_uuid(&id)?;
-    let p = caller.project_id();
-    let k = state
-        .store
-        .read(move |r| r.get_in::<ApiKey>(p, id))
-        .await?
-        .ok_or_else(|| ApiError::not_found("API key"))?;
-    Ok(json(StatusCode::OK, &view(&state, &caller, &k)))
+    get_by_id::<ApiKey, _>(&state, &caller, id, ApiError::not_found("API key"), |k| {
+        view(&state, &caller, k)
+    })
+    .await
 }
 
 /// `PATCH /v1/api_keys/{id}` — `name`, `scopes`, `ip_allowlist` (empty clears),

@@ -35,6 +35,7 @@ pub mod keys;
 pub mod payouts;
 pub mod projects;
 pub mod sweeps;
+pub mod types;
 pub mod wallets;
 pub mod webhook_deliveries;
 pub mod webhook_endpoints;

@@ -16,6 +16,7 @@ use crate::config::Config;
 use crate::registry::Registry;
 use crate::services::deposits::DepositError;
 use crate::services::payouts::PayoutError;
+use crate::services::types::Amount;
 use crate::services::{customers, deposits, payouts, projects, sweeps, wallets, Scope};
 use crate::workers::sim_chain;
 
@@ -86,7 +87,7 @@ fn deposit(f: &Fixture, amount: u128, confirm: bool) -> Deposit {
                 chain: "ethereum".into(),
                 asset: "USDT".into(),
                 decimals: 6,
-                amount,
+                amount: Amount::new(amount).expect("a positive amount"),
                 confirm,
             },
         )
@@ -136,7 +137,7 @@ fn new_payout(f: &Fixture, amount: u128, to: &str) -> Result<Payout, PayoutError
                 chain: "ethereum".into(),
                 asset: "USDT".into(),
                 decimals: 6,
-                amount,
+                amount: Amount::new(amount).expect("a positive amount"),
                 to_address: to,
                 reference: None,
                 memo: None,

@@ -281,7 +281,10 @@ fn a_success_resets_the_strike_count() {
 fn a_paused_endpoint_skips_new_events_and_holds_open_ones() {
     let f = fixture();
     let open = f.events(1).remove(0);
-    assert!(!f.set_status(RequestedStatus::Paused).unwrap(), "pausing is no resume");
+    assert!(
+        !f.set_status(RequestedStatus::Paused).unwrap(),
+        "pausing is no resume"
+    );
     let ep = f.endpoint();
     assert_eq!(ep.status, EndpointStatus::Paused);
     assert_eq!(deliveries::open_delivery(&ep), OpenDelivery::Hold);
