@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs the test-only tools into ./node_modules from the pinned package.json /
 # package-lock.json: Anvil (a local EVM node, npm @foundry-rs/anvil-linux-amd64) and the
-# Solidity compiler (npm solc) that checks chains/contracts' pinned bytecode.
+# Solidity compiler (npm solc) that checks chains/contracts' pinned bytecode. Then the
+# operations tests' tools (tests/ops): Python prometheus_client (the reference parser of
+# the /metrics text), systemd-analyze (the unit's security score), util-linux
+# unshare/setpriv (the sandbox imitation) and cargo-deb (the Debian package).
 #
 # Under npm 11 the anvil package's postinstall does not run, so nothing links a binary onto
 # PATH: the tests call node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil directly.
@@ -27,3 +30,30 @@ if ! python3 -c "import stripe, sys; sys.exit(0 if stripe.VERSION == '$STRIPE_VE
   python3 -m pip install --quiet --disable-pip-version-check "stripe==$STRIPE_VERSION"
 fi
 python3 -c 'import stripe; print("stripe (python) " + stripe.VERSION)'
+
+# The reference Prometheus text parser for the /metrics tests (tests/ops). Pinned.
+PROM_CLIENT_VERSION=0.21.1
+if ! python3 -c "import importlib.metadata as m, sys; sys.exit(0 if m.version('prometheus_client') == '$PROM_CLIENT_VERSION' else 1)" 2>/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check "prometheus_client==$PROM_CLIENT_VERSION"
+fi
+python3 -c 'import importlib.metadata as m; print("prometheus_client (python) " + m.version("prometheus_client"))'
+
+# systemd-analyze rates packaging/appliance.service (tests/ops/systemd.rs); unshare and
+# setpriv (util-linux) imitate the unit's sandbox; dpkg-deb unpacks the package.
+missing=""
+command -v systemd-analyze >/dev/null || missing="$missing systemd"
+command -v unshare >/dev/null && command -v setpriv >/dev/null || missing="$missing util-linux"
+command -v dpkg-deb >/dev/null || missing="$missing dpkg"
+if [ -n "$missing" ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq $missing
+fi
+systemd-analyze --version | head -1
+
+# cargo-deb builds the Debian package in tests/ops/deb.rs (from the binary already built).
+# Pinned; compiles for a few minutes, only when missing or another version.
+CARGO_DEB_VERSION=3.8.0
+if ! cargo deb --version 2>/dev/null | grep -q " $CARGO_DEB_VERSION\$"; then
+  cargo install --locked cargo-deb --version "$CARGO_DEB_VERSION"
+fi
+cargo deb --version; echo

@@ -160,13 +160,6 @@ pub enum KeyCmd {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("APPLIANCE_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -189,6 +182,7 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let cfg = load_config(&cli)?;
+    crate::ops::logging::init(cfg.log_format);
     let req = match cli.command {
         None if cli.test => return serve(cfg, true),
         None => {

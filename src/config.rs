@@ -24,6 +24,15 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub chains: BTreeMap<String, ChainConfig>,
     pub webhooks: WebhooksConfig,
+    /// Log lines on stderr: `text` (default; colour only on a terminal) or `json` (one object
+    /// per line, for journald and log shippers).
+    pub log_format: LogFormat,
+    /// Reverse proxies whose `X-Forwarded-For` is believed (CIDR blocks or single addresses).
+    /// Empty (default): the peer address is the client, whatever the header says.
+    #[serde(deserialize_with = "crate::ops::proxy::deserialize_nets")]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// `[metrics]`: who may read `GET /metrics` (DECISIONS.md section 16).
+    pub metrics: MetricsConfig,
 }
 
 impl Default for Config {
@@ -39,8 +48,46 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             chains: BTreeMap::new(),
             webhooks: WebhooksConfig::default(),
+            log_format: LogFormat::Text,
+            trusted_proxies: Vec::new(),
+            metrics: MetricsConfig::default(),
         }
     }
+}
+
+/// Format of the log lines on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines; ANSI colour only when stderr is a terminal.
+    #[default]
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `target`, `message` and the fields).
+    Json,
+}
+
+/// Who may read `GET /metrics` (DECISIONS.md section 16).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricsAccess {
+    /// Only clients on a loopback address (the default).
+    #[default]
+    Loopback,
+    /// Not served at all (404).
+    Off,
+    /// Any client presenting `Authorization: Bearer <token>`, the token read at start from
+    /// the environment variable named by `token_env`.
+    Token,
+}
+
+/// `[metrics]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct MetricsConfig {
+    pub access: MetricsAccess,
+    /// Environment variable holding the bearer token (with `access = "token"`; at least 16
+    /// characters).
+    pub token_env: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

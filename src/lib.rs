@@ -10,6 +10,7 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod operator;
+pub mod ops;
 pub mod registry;
 pub mod server;
 pub mod services;

@@ -50,6 +50,7 @@ pub async fn run(
         tracing::warn!("webhooks.allow_private_targets is ON: webhooks may target private and loopback addresses");
     }
     config.webhooks.validate().map_err(anyhow::Error::msg)?;
+    crate::ops::init(&config)?;
     let pepper = Pepper::load_or_create(&config.data_dir).context("reading the pepper")?;
     let store = {
         let c = config.clone();

@@ -18,7 +18,7 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let ip = client_ip(parts);
+        let ip = client_ip(parts, &state.config.trusted_proxies);
         let presented = parts
             .headers
             .get(header::AUTHORIZATION)
@@ -45,6 +45,9 @@ impl FromRequestParts<AppState> for Caller {
             return Err(rate_limited(retry));
         }
         state.keys.record_use(key.id, now);
+        if let Some(slot) = parts.extensions.get::<crate::ops::access::KeySlot>() {
+            slot.set(&key.key_id);
+        }
         Ok(Caller {
             key,
             project,
@@ -63,13 +66,15 @@ fn rate_limited(retry: u64) -> ApiError {
     .retry_after(retry)
 }
 
-/// The peer address the client's server presents (SPEC.md section 4, API keys).
-fn client_ip(parts: &Parts) -> IpAddr {
-    parts
+/// The address the client's server presents (SPEC.md section 4, API keys): the peer, or
+/// behind a trusted reverse proxy the address it forwarded (`trusted_proxies`).
+fn client_ip(parts: &Parts, trusted: &[ipnet::IpNet]) -> IpAddr {
+    let peer = parts
         .extensions
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip())
-        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))
+        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
+    crate::ops::proxy::client_ip(peer, &parts.headers, trusted)
 }
 
 /// A JSON object body with its idempotency fingerprint. An empty body reads as `{}`;

@@ -57,8 +57,11 @@ pub fn router(state: AppState) -> Router {
         .merge(webhooks::router())
         .merge(webhook_deliveries::router())
         .merge(test_mode::router())
+        .merge(crate::ops::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        // Inside the request-id scope, so the access log line carries the request's id.
+        .layer(axum::middleware::from_fn(crate::ops::access::layer))
         .layer(axum::middleware::from_fn(request_id))
         .with_state(state)
 }

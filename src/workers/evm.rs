@@ -245,6 +245,7 @@ async fn watch_loop(state: AppState, c: LiveChain) {
         };
         match r {
             Ok(caught_up) => {
+                crate::ops::metrics::chain_reached(c.id);
                 set_adapter_health(c.id, AdapterHealth::Healthy);
                 backoff = poll;
                 if caught_up {
@@ -253,6 +254,7 @@ async fn watch_loop(state: AppState, c: LiveChain) {
             }
             Err(e) => {
                 tracing::warn!(chain = c.id, error = %format!("{e:#}"), "watcher step failed");
+                crate::ops::metrics::chain_error(c.id);
                 set_adapter_health(c.id, AdapterHealth::Failing(note(&e)));
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -293,6 +295,7 @@ pub async fn watch_step(
                 return reorg(state, c, ws).await.map(|_| false);
             }
         }
+        crate::ops::metrics::chain_position(c.id, "live", head, from.saturating_sub(1));
         return Ok(true);
     }
     let to = head.min(from + MAX_RANGE - 1);
@@ -369,6 +372,7 @@ pub async fn watch_step(
         commit_slice(state, c, expected, slice_blocks, slice_kept).await?;
         expected = last;
     }
+    crate::ops::metrics::chain_position(c.id, "live", head, to);
     Ok(to == head)
 }
 

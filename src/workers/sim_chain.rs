@@ -122,6 +122,9 @@ pub async fn mine(
         .store
         .write(move |ctx| raise_heights(ctx, &r2, chain.as_deref(), count))
         .await?;
+    for (c, h) in &heights {
+        crate::ops::metrics::chain_position(c, "test", *h, *h);
+    }
     let heights = Arc::new(heights);
     let chunks: Vec<(Vec<Uuid>, Vec<Uuid>)> = sweep_ids
         .chunks(CHUNK)

@@ -348,7 +348,10 @@ fn writer_loop(
             }
         }
         let mut completions: Vec<Completion> = Vec::with_capacity(jobs.len());
+        let batch_size = jobs.len();
+        let started = std::time::Instant::now();
         let result = run_batch(&db, jobs, &mut completions, &opts);
+        record_commit(batch_size, started.elapsed(), result.is_ok());
         let (result, notice) = match result {
             Ok(n) => (Ok(()), Some(n)),
             Err(e) => {
@@ -379,6 +382,19 @@ fn writer_loop(
         tracing::warn!("store handles still open at shutdown; the next start will check the file");
     }
     drop(db);
+}
+
+/// Commit figures through the `metrics` facade (a no-op unless the process installed a
+/// recorder): `appliance_store_commit_duration_seconds`, `appliance_store_batch_size`
+/// (requests in the transaction) and `appliance_store_commits_total{result}`.
+fn record_commit(batch_size: usize, took: std::time::Duration, ok: bool) {
+    metrics::histogram!("appliance_store_commit_duration_seconds").record(took.as_secs_f64());
+    metrics::histogram!("appliance_store_batch_size").record(batch_size as f64);
+    metrics::counter!(
+        "appliance_store_commits_total",
+        "result" => if ok { "ok" } else { "error" }
+    )
+    .increment(1);
 }
 
 fn run_batch(
