@@ -86,7 +86,7 @@ pub enum MetricsAccess {
 pub struct MetricsConfig {
     pub access: MetricsAccess,
     /// Environment variable holding the bearer token (with `access = "token"`; at least 16
-    /// characters).
+    /// characters). A name outside `APPLIANCE_*`: those variables are configuration keys.
     pub token_env: Option<String>,
 }
 

@@ -67,6 +67,9 @@ pub async fn run(
     let signer = unlock_signer(&config)?;
     let state = AppState::new(config.clone(), store, pepper)?;
     if let Some(signer) = &signer {
+        state
+            .registry
+            .set_live_treasury(signer.evm_master_address().0 .0);
         println!(
             "evm master wallet: {}",
             signer.evm_master_address().to_checksum(None)
@@ -161,7 +164,6 @@ pub fn unlock_signer(config: &Config) -> anyhow::Result<Option<Arc<appliance_sig
         config.signing.passphrase_file.as_deref(),
     )?;
     let signer = Signer::unlock(&config.data_dir, &pass).context("unlocking the master seed")?;
-    crate::services::wallets::set_live_treasury(signer.evm_master_address().0 .0);
     Ok(Some(Arc::new(signer)))
 }
 

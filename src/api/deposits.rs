@@ -11,7 +11,7 @@ use appliance_storage::records::{Deposit, DepositStatus, KeyKind};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, Params};
-use crate::api::{get_by_id, list_rows, registry};
+use crate::api::{get_by_id, list_rows};
 use crate::auth::{Access, Caller};
 use crate::state::AppState;
 use crate::views;
@@ -56,7 +56,7 @@ async fn list_deposits(
     } else {
         index::prefix(IndexTag::Deposits, p, &[])
     };
-    let reg = registry(&state);
+    let reg = state.registry.clone();
     list_rows(
         &state,
         prefix,
@@ -82,7 +82,7 @@ async fn get_deposit(
     caller.require(READ)?;
     let id = path_uuid(&id)?;
     get_by_id::<Deposit, _>(&state, &caller, id, ApiError::not_found("deposit"), |d| {
-        views::deposit(&registry(&state), d)
+        views::deposit(&state.registry, d)
     })
     .await
 }

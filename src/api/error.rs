@@ -325,9 +325,9 @@ impl From<WebhookEndpointError> for ApiError {
             WebhookEndpointError::LimitReached => {
                 ApiError::new(StatusCode::CONFLICT, "endpoint_limit_reached", message)
             }
-            WebhookEndpointError::UnknownEventType(_) => ApiError::invalid("event_types", message),
             WebhookEndpointError::CannotPauseDisabled => ApiError::invalid_state(message),
-            WebhookEndpointError::Store(s) => ApiError::internal(&s),
+            WebhookEndpointError::Invalid(i) => i.into(),
+            WebhookEndpointError::Fault(f) => f.into(),
         }
     }
 }
@@ -348,7 +348,7 @@ impl From<WebhookDeliveryError> for ApiError {
             WebhookDeliveryError::NotReplayable(_) | WebhookDeliveryError::EndpointNotActive(_) => {
                 ApiError::invalid_state(message)
             }
-            WebhookDeliveryError::Store(s) => ApiError::internal(&s),
+            WebhookDeliveryError::Fault(f) => f.into(),
         }
     }
 }

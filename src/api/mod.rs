@@ -17,8 +17,6 @@ pub mod wallets;
 pub mod webhook_deliveries;
 pub mod webhooks;
 
-use std::sync::Arc;
-
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, HeaderValue, Method, StatusCode};
@@ -32,12 +30,10 @@ use appliance_storage::{ReadOps, WriteCtx};
 
 use crate::api::error::{ApiError, REQUEST_ID};
 use crate::auth::Caller;
-use crate::registry::Registry;
 use crate::services::Scope;
 use crate::state::AppState;
 
-/// Idempotency records expire after 24 hours (SPEC.md section 8).
-pub const IDEMPOTENCY_TTL_US: i64 = 24 * 3_600_000_000;
+pub use crate::services::IDEMPOTENCY_TTL_US;
 pub use extract::{Fingerprint, IdempotencyKey, MAX_IDEMPOTENCY_KEY};
 
 /// The whole API, with request ids, the 1 MiB body limit and enveloped 404/405.
@@ -96,14 +92,9 @@ async fn request_id(req: Request, next: Next) -> Response {
 /// The service scope of a caller.
 pub fn scope(state: &AppState, caller: &Caller) -> Scope {
     Scope {
-        reg: registry(state),
+        reg: state.registry.clone(),
         project: caller.project.clone(),
     }
-}
-
-/// The chain registry of this server (built once from its config).
-pub fn registry(state: &AppState) -> Arc<Registry> {
-    state.registry.clone()
 }
 
 /// A JSON answer.

@@ -11,7 +11,7 @@ use appliance_storage::records::{KeyKind, Payout, PayoutStatus};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
-use crate::api::{commit, get_by_id, list_rows, mutate, registry, scope, IdempotencyKey};
+use crate::api::{commit, get_by_id, list_rows, mutate, scope, IdempotencyKey};
 use crate::auth::{Access, Caller};
 use crate::services::payouts::{self, NewPayout};
 use crate::state::AppState;
@@ -99,7 +99,7 @@ async fn list_payouts(
     } else {
         index::prefix(IndexTag::Payouts, p, &[])
     };
-    let reg = registry(&state);
+    let reg = state.registry.clone();
     list_rows(
         &state,
         prefix,
@@ -123,7 +123,7 @@ async fn get_payout(
     caller.require(READ)?;
     let id = path_uuid(&id)?;
     get_by_id::<Payout, _>(&state, &caller, id, ApiError::not_found("payout"), |x| {
-        views::payout(&registry(&state), x)
+        views::payout(&state.registry, x)
     })
     .await
 }

@@ -11,7 +11,7 @@ use appliance_storage::records::{KeyKind, Sweep, SweepStatus};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
-use crate::api::{get_by_id, list_rows, mutate, registry, scope, IdempotencyKey};
+use crate::api::{get_by_id, list_rows, mutate, scope, IdempotencyKey};
 use crate::auth::{Access, Caller};
 use crate::services::{deposits, sweeps};
 use crate::state::AppState;
@@ -71,7 +71,7 @@ async fn list_sweeps(
         (None, Some(s)) => index::prefix(IndexTag::SweepsByStatus, p, &[s.as_str().as_bytes()]),
         (None, None) => index::prefix(IndexTag::Sweeps, p, &[]),
     };
-    let reg = registry(&state);
+    let reg = state.registry.clone();
     list_rows(
         &state,
         prefix,
@@ -91,7 +91,7 @@ async fn get_sweep(
     caller.require(READ)?;
     let id = path_uuid(&id)?;
     get_by_id::<Sweep, _>(&state, &caller, id, ApiError::not_found("sweep"), |s| {
-        views::sweep(&registry(&state), s)
+        views::sweep(&state.registry, s)
     })
     .await
 }

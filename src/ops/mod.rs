@@ -242,3 +242,65 @@ pub fn loopback_allowed(peer: IpAddr, headers: &HeaderMap, trusted: &[ipnet::IpN
     }
     client.is_loopback()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut m = HeaderMap::new();
+        for (k, v) in pairs {
+            m.append(
+                axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        m
+    }
+
+    #[test]
+    fn loopback_access_follows_the_client_not_a_relaying_peer() {
+        let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        let v6lo: IpAddr = "::1".parse().unwrap();
+        let remote: IpAddr = "203.0.113.5".parse().unwrap();
+        let trusted = vec![proxy::parse_net("127.0.0.1").unwrap()];
+        // Direct connections.
+        assert!(loopback_allowed(lo, &h(&[]), &[]));
+        assert!(loopback_allowed(v6lo, &h(&[]), &[]));
+        assert!(!loopback_allowed(remote, &h(&[]), &[]));
+        // Relayed by an untrusted local proxy: refused whatever the header says.
+        assert!(!loopback_allowed(
+            lo,
+            &h(&[("x-forwarded-for", "127.0.0.1")]),
+            &[]
+        ));
+        assert!(!loopback_allowed(
+            lo,
+            &h(&[("forwarded", "for=1.2.3.4")]),
+            &[]
+        ));
+        // Relayed by a trusted proxy: the forwarded client decides.
+        assert!(!loopback_allowed(
+            lo,
+            &h(&[("x-forwarded-for", "203.0.113.5")]),
+            &trusted
+        ));
+        assert!(loopback_allowed(
+            lo,
+            &h(&[("x-forwarded-for", "127.0.0.1")]),
+            &trusted
+        ));
+        // A remote peer cannot claim to be local.
+        assert!(!loopback_allowed(
+            remote,
+            &h(&[("x-forwarded-for", "127.0.0.1")]),
+            &trusted
+        ));
+    }
+
+    #[test]
+    fn chain_ready_window_allows_a_round_trip_past_the_interval() {
+        assert_eq!(chain_ready_window(1000), Duration::from_secs(7));
+        assert_eq!(chain_ready_window(0), Duration::from_millis(5100));
+    }
+}

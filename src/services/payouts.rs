@@ -167,7 +167,7 @@ pub fn create(
         || req
             .to_address
             .eq_ignore_ascii_case(&wallets::master_address(p))
-        || wallets::is_live_treasury(&req.to_address)
+        || wallets::is_live_treasury(&s.reg, &req.to_address)
     {
         return Err(PayoutError::SelfPayout);
     }

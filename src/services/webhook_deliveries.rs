@@ -24,6 +24,7 @@ use appliance_storage::records::{
 };
 use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
+use crate::services::error::{fault_from, Fault};
 use crate::services::webhook_endpoints;
 
 /// Most deliveries replayed by one bulk call (SPEC.md section 8).
@@ -31,8 +32,7 @@ pub const BULK_REPLAY_MAX: usize = 100;
 /// Open deliveries canceled per transaction when an endpoint is disabled.
 pub const CANCEL_CHUNK: usize = 1_000;
 
-/// Why a delivery request was refused. `api::webhook_deliveries` maps each to SPEC.md
-/// section 7.
+/// Why a delivery request was refused (statuses and codes: `api::error`).
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookDeliveryError {
     /// No such delivery in the project (404 `not_found`).
@@ -48,10 +48,10 @@ pub enum WebhookDeliveryError {
     /// Replays go to active endpoints only (409 `invalid_state`).
     #[error("The endpoint is {}; set its status to active before replaying.", .0.as_str())]
     EndpointNotActive(EndpointStatus),
-    /// The store failed (500).
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Fault(#[from] Fault),
 }
+fault_from!(WebhookDeliveryError);
 
 type Result<T, E = WebhookDeliveryError> = std::result::Result<T, E>;
 

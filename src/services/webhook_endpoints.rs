@@ -18,6 +18,7 @@ use appliance_storage::records::{
 };
 use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
+use crate::services::error::{fault_from, Fault, Invalid};
 use crate::services::webhook_deliveries::{self, EventRef};
 use crate::services::EVENT_CATALOG;
 use crate::views;
@@ -37,7 +38,7 @@ pub const PURGE_CHUNK: usize = 2_000;
 
 const HOUR_US: i64 = 3_600_000_000;
 
-/// Why an endpoint request was refused. `api::webhooks` maps each to SPEC.md section 7.
+/// Why an endpoint request was refused (statuses and codes: `api::error`).
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookEndpointError {
     /// No such endpoint in the project (404 `not_found`).
@@ -46,16 +47,17 @@ pub enum WebhookEndpointError {
     /// The project has [`MAX_ENDPOINTS`] already (409 `endpoint_limit_reached`).
     #[error("At most {MAX_ENDPOINTS} webhook endpoints per project; delete one first.")]
     LimitReached,
-    /// An `event_types` entry is not in [`EVENT_CATALOG`] (400, `param: event_types`).
-    #[error("Unknown event type {0:?}; GET /v1/webhooks lists event_catalog.")]
-    UnknownEventType(String),
+    /// A field breaks a rule: an `event_types` entry is not in [`EVENT_CATALOG`] (400
+    /// `invalid_request`, `param: event_types`).
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
     /// `paused` asked of a disabled endpoint (409 `invalid_state`).
     #[error("A disabled endpoint cannot be paused; set status active to re-enable it.")]
     CannotPauseDisabled,
-    /// The store failed (500).
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Fault(#[from] Fault),
 }
+fault_from!(WebhookEndpointError);
 
 type Result<T, E = WebhookEndpointError> = std::result::Result<T, E>;
 
@@ -74,7 +76,11 @@ pub fn parse_event_types(types: Vec<String>) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::with_capacity(types.len());
     for t in types {
         if !EVENT_CATALOG.contains(&t.as_str()) {
-            return Err(WebhookEndpointError::UnknownEventType(t));
+            return Err(Invalid::new(
+                "event_types",
+                format!("Unknown event type {t:?}; GET /v1/webhooks lists event_catalog."),
+            )
+            .into());
         }
         if !out.contains(&t) {
             out.push(t);

@@ -453,7 +453,11 @@ impl<'t> WriteCtx<'t> {
         self.now
     }
 
-    fn track<T>(&mut self, r: Result<T, StoreError>) -> Result<T, StoreError> {
+    pub(crate) fn txn(&self) -> &'t WriteTransaction {
+        self.txn
+    }
+
+    pub(crate) fn track<T>(&mut self, r: Result<T, StoreError>) -> Result<T, StoreError> {
         self.job_dirty = true;
         if r.is_err() {
             self.storage_failed = true;

@@ -26,7 +26,8 @@ pub struct Report {
 /// of debits minus credits per (project, chain, asset) is zero; no `available` or `locked`
 /// account is negative; every index entry points at a row that lists it; confirmed deposits
 /// carry their ledger entry; per-wallet holdings add up to the `deposits` account; event
-/// sequences are contiguous from 1 per project.
+/// sequences are contiguous from 1 per project; the chain adapters' tables are consistent
+/// ([`crate::chain_state::check`]).
 pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
     let mut rep = Report::default();
     let mut replay: BTreeMap<Account, Balance> = BTreeMap::new();
@@ -184,6 +185,11 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
             ));
         }
     }
+
+    // Chain-adapter state (live EVM sender and watcher).
+    let (rows, bad) = crate::chain_state::check(ctx)?;
+    rep.rows_checked += rows;
+    rep.violations.extend(bad);
 
     // Counted indexes agree with their counters.
     let mut counted: BTreeMap<Vec<u8>, u64> = BTreeMap::new();

@@ -56,10 +56,6 @@ pub(super) async fn attempt(sender: &Sender, job: Job) -> Outcome {
     let t = now_us() / 1_000_000;
     let header = signature::header(job.secrets.iter().map(String::as_str), t, body.as_bytes());
     let result = sender.send(&job.url, body, header).await;
-    crate::ops::metrics::webhook_attempt(
-        result.status.is_some_and(|s| (200..300).contains(&s)),
-        result.status,
-    );
     let report = AttemptReport {
         url: job.url,
         status: result.status,
@@ -68,6 +64,7 @@ pub(super) async fn attempt(sender: &Sender, job: Job) -> Outcome {
         error: result.error,
         body: result.body,
     };
+    crate::ops::metrics::webhook_attempt(report.succeeded(), report.status);
     Outcome {
         endpoint: job.endpoint,
         ordered: job.ordered,
