@@ -214,9 +214,34 @@ where
         + 'static,
     T: Send + 'static,
 {
+    mutate_redacting(state, caller, key, path, fingerprint, &[], f).await
+}
+
+/// Top-level answer fields that carry a secret shown once: an API key's `token`, a webhook
+/// endpoint's `secret`.
+pub const SECRET_FIELDS: &[&str] = &["token", "secret"];
+
+/// [`mutate`] for an answer that carries secrets: the stored first answer has each of
+/// `redact` (top-level fields) set to null, so a replay answers the same object without the
+/// secret (DECISIONS.md section 16; SPEC.md section 5 rule 10: shown exactly once).
+pub async fn mutate_redacting<T, F>(
+    state: &AppState,
+    caller: &Caller,
+    key: &IdempotencyKey,
+    path: &str,
+    fingerprint: &Fingerprint,
+    redact: &'static [&'static str],
+    f: F,
+) -> Result<(Response, Option<T>), ApiError>
+where
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, Value, T), ApiError>
+        + Send
+        + 'static,
+    T: Send + 'static,
+{
     match begin(state, caller, &Method::POST, path, key, fingerprint).await? {
         Begin::Replay(r) => Ok((r, None)),
-        Begin::Fresh(idem) => commit(state, idem, f).await,
+        Begin::Fresh(idem) => commit_redacting(state, idem, redact, f).await,
     }
 }
 
@@ -243,6 +268,24 @@ where
         + 'static,
     T: Send + 'static,
 {
+    commit_redacting(state, idem, &[], f).await
+}
+
+/// [`commit`] for an answer that carries secrets: the first answer has them, the stored
+/// idempotency record has each top-level field of `redact` set to null (never a secret at
+/// rest, never a secret in a replay).
+pub async fn commit_redacting<T, F>(
+    state: &AppState,
+    idem: Option<Idem>,
+    redact: &'static [&'static str],
+    f: F,
+) -> Result<(Response, Option<T>), ApiError>
+where
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, Value, T), ApiError>
+        + Send
+        + 'static,
+    T: Send + 'static,
+{
     let rec_key = idem
         .as_ref()
         .map(|i| (i.key.clone(), i.fingerprint.clone()));
@@ -260,15 +303,29 @@ where
                     return Ok((rec.status, rec.body, None));
                 }
             }
-            let (status, value, extra) = f(ctx)?;
+            let (status, mut value, extra) = f(ctx)?;
             let body = serde_json::to_string(&value).expect("json");
             if let Some((k, h)) = rec_key {
+                let mut redacted = false;
+                if let Value::Object(m) = &mut value {
+                    for field in redact {
+                        if let Some(v) = m.get_mut(*field) {
+                            *v = Value::Null;
+                            redacted = true;
+                        }
+                    }
+                }
+                let stored = if redacted {
+                    serde_json::to_string(&value).expect("json")
+                } else {
+                    body.clone()
+                };
                 ctx.idempotency_put(
                     &k,
                     &IdempotencyRecord {
                         request_hash: h.stored().to_string(),
                         status: status.as_u16(),
-                        body: body.clone(),
+                        body: stored,
                         created_at: ctx.now_us(),
                     },
                 )?;

@@ -174,16 +174,7 @@ pub fn create_test(
         views::deposit(&s.reg, &d),
     )?;
     if let Some(reason) = refusal {
-        d.status = DepositStatus::Failed;
-        d.failure_reason = Some(reason.into());
-        ctx.put(&d)?;
-        emit(
-            ctx,
-            &s.project,
-            "deposit.failed",
-            d.id,
-            views::deposit(&s.reg, &d),
-        )?;
+        d = mark_failed(ctx, s, d, reason)?;
     } else if let Some(e) = credit {
         mark_confirmed(ctx, s, &mut d, e.id, height)?;
     }
@@ -306,7 +297,7 @@ pub fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, Depo
 fn fail_with(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    mut d: Deposit,
+    d: Deposit,
     reason: &str,
 ) -> Result<Deposit, Fault> {
     let onchain = ctx.sim_balance(&d.chain, &d.to_address, &d.asset)?;
@@ -316,6 +307,18 @@ fn fail_with(
         &d.asset,
         Delta::Sub(onchain.min(d.amount)),
     )?;
+    mark_failed(ctx, s, d, reason)
+}
+
+/// `detected` -> `failed` with `reason` (`deposit.failed`): the one transition of both
+/// chains. Test mode first takes the amount off the simulated balance ([`fail_with`]); the
+/// live watcher first releases the transfer key after a reorg ([`fail_live`]).
+fn mark_failed(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    mut d: Deposit,
+    reason: &str,
+) -> Result<Deposit, Fault> {
     d.status = DepositStatus::Failed;
     d.failure_reason = Some(reason.into());
     d.updated_at = ctx.now_us();
@@ -558,25 +561,14 @@ pub fn advance_live(
 pub fn fail_live(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    mut d: Deposit,
+    d: Deposit,
     reason: &str,
 ) -> Result<Deposit, Fault> {
     if reason == "reorg" {
         let li = (d.log_index != 0 || !is_native(&s.reg, &d)).then_some(d.log_index);
         ctx.unique_remove(&transfer_key(&d.chain, &d.tx_hash, li))?;
     }
-    d.status = DepositStatus::Failed;
-    d.failure_reason = Some(reason.into());
-    d.updated_at = ctx.now_us();
-    ctx.put(&d)?;
-    emit(
-        ctx,
-        &s.project,
-        "deposit.failed",
-        d.id,
-        views::deposit(&s.reg, &d),
-    )?;
-    Ok(d)
+    mark_failed(ctx, s, d, reason)
 }
 
 fn is_native(reg: &Registry, d: &Deposit) -> bool {

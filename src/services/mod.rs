@@ -32,6 +32,7 @@ pub mod customers;
 pub mod deposits;
 pub mod error;
 pub mod keys;
+pub mod metadata;
 pub mod payouts;
 pub mod projects;
 pub mod sim_chain;
