@@ -243,6 +243,12 @@ impl Default for WebhooksConfig {
 }
 
 impl WebhooksConfig {
+    /// Attempts a new webhook delivery gets: one more than the retry schedule's length
+    /// (DECISIONS.md section 7; default 8).
+    pub fn max_attempts(&self) -> u32 {
+        (self.retry_schedule_s.len() as u32).saturating_add(1)
+    }
+
     /// Refuses values the dispatcher cannot work with.
     pub fn validate(&self) -> Result<(), String> {
         if self.retry_schedule_s.len() > 20 {

@@ -320,6 +320,7 @@ fn decide_payout(
 ) -> Result<(Value, bool), String> {
     let id = Uuid::parse_str(payout).map_err(|_| "the payout id must be a UUID".to_string())?;
     let reg = std::sync::Arc::new(crate::registry::Registry::from_config(config));
+    let attempts = config.webhooks.max_attempts();
     let v = store
         .write_blocking(move |ctx| {
             let p = ctx
@@ -331,6 +332,7 @@ fn decide_payout(
             let scope = crate::services::Scope {
                 reg,
                 project: std::sync::Arc::new(project),
+                delivery_attempts: attempts,
             };
             let p = if approve {
                 crate::services::payouts::approve(ctx, &scope, Uuid::nil(), id)?

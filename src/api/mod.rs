@@ -94,6 +94,7 @@ pub fn scope(state: &AppState, caller: &Caller) -> Scope {
     Scope {
         reg: state.registry.clone(),
         project: caller.project.clone(),
+        delivery_attempts: state.config.webhooks.max_attempts(),
     }
 }
 
