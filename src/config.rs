@@ -84,6 +84,7 @@ pub enum MetricsAccess {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct MetricsConfig {
+    /// Who may read `GET /metrics` (default `loopback`).
     pub access: MetricsAccess,
     /// Environment variable holding the bearer token (with `access = "token"`; at least 16
     /// characters). A name outside `APPLIANCE_*`: those variables are configuration keys.
