@@ -284,6 +284,7 @@ fn init(cfg: &Config) -> anyhow::Result<ExitCode> {
     use appliance_signer::Signer;
     std::fs::create_dir_all(&cfg.data_dir)?;
     Pepper::load_or_create(&cfg.data_dir)?;
+    crate::sealing::DataKey::load_or_create(&cfg.data_dir)?;
     close_store(crate::server::open_store(
         cfg,
         std::time::Duration::from_secs(10),
@@ -330,7 +331,8 @@ fn init(cfg: &Config) -> anyhow::Result<ExitCode> {
 }
 
 /// `appliance restore --from DIR`: checks that no server runs, that the backup opens and
-/// passes every `verify` invariant, then moves the current store, pepper and seed aside
+/// passes every `verify` invariant and that its data key opens its sealed secrets, then moves
+/// the current store, pepper, data key and seed aside
 /// (`<name>.before-restore-<unix time>`) and puts the backup's in their place.
 fn restore(cfg: &Config, from: &std::path::Path) -> anyhow::Result<ExitCode> {
     if operator::call_socket(&cfg.socket_path(), &Request::ProjectList)
@@ -356,12 +358,19 @@ fn restore(cfg: &Config, from: &std::path::Path) -> anyhow::Result<ExitCode> {
                     anyhow::anyhow!("{} is not a readable backup: {e}", backup_db.display())
                 })?;
         let rep = b.read_blocking(appliance_storage::verify::verify)?;
+        // The backup's data key must open the secrets its store holds sealed.
+        let key = crate::sealing::DataKey::load(from)?;
+        let secrets =
+            b.read_blocking(|r| Ok(crate::sealing::check_webhook_secrets(r, key.as_ref())))?;
         close_store(b);
         if !rep.violations.is_empty() {
             anyhow::bail!(
                 "the backup fails verify ({} violations); not restoring",
                 rep.violations.len()
             );
+        }
+        if let Err(e) = secrets {
+            anyhow::bail!("the backup is not complete: {e}; not restoring");
         }
     }
     if let Some(s) = current {

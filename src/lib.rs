@@ -12,6 +12,7 @@ pub mod config;
 pub mod operator;
 pub mod ops;
 pub mod registry;
+pub mod sealing;
 pub mod server;
 pub mod services;
 pub mod state;

@@ -174,7 +174,7 @@ pub fn execute(
             let p = find_project(store, &project)?;
             let kind = KeyKind::parse(&kind).ok_or("--kind must be checkout, payout or wallet")?;
             if let Some(s) = &scopes {
-                keys::check_scopes(s, None).map_err(|e| e.to_string())?;
+                keys::check_scopes(s).map_err(|e| e.to_string())?;
             }
             let pepper = pepper.clone();
             let env = p.mode.as_str();
@@ -184,6 +184,7 @@ pub fn execute(
                         ctx,
                         &pepper,
                         &p,
+                        keys::Actor::Operator,
                         keys::NewKey {
                             kind,
                             name: name.unwrap_or_else(|| format!("{} key", kind.as_str())),
@@ -225,7 +226,7 @@ pub fn execute(
             let k = store
                 .write_blocking(move |ctx| {
                     let k = ctx.get::<ApiKey>(id)?.ok_or(keys::KeyError::NotFound)?;
-                    keys::revoke(ctx, k.project_id, id)
+                    keys::revoke(ctx, k.project_id, keys::Actor::Operator, id)
                 })
                 .map_err(err)?;
             Ok((views::api_key(&k, "", None), true))
@@ -252,11 +253,16 @@ pub fn execute(
 }
 
 /// Files of the data dir besides the store that a backup must carry: without the pepper no
-/// API key validates; without the encrypted seed live funds cannot move.
-pub const BACKUP_FILES: &[&str] = &["pepper", appliance_signer::SEED_FILE];
+/// API key validates; without the data key no webhook secret opens; without the encrypted
+/// seed live funds cannot move.
+pub const BACKUP_FILES: &[&str] = &[
+    "pepper",
+    crate::sealing::DATA_KEY_FILE,
+    appliance_signer::SEED_FILE,
+];
 
 /// Writes `out/appliance.redb` (a consistent snapshot, taken while the server runs), the
-/// pepper, the encrypted seed when there is one, and `manifest.json`. `out` must not exist;
+/// pepper, the data key, the encrypted seed when there is one, and `manifest.json`. `out` must not exist;
 /// it is created with mode 0700 and its files 0600.
 fn backup(store: &Store, config: &crate::config::Config, out: &Path) -> Result<Value, String> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};

@@ -1,6 +1,14 @@
 //! The chain registry as this appliance runs it: the static registry of `appliance-chains`
-//! with the operator's config overrides (confirmations, extra or replaced token contracts).
+//! with the operator's config overrides (confirmations, extra or replaced token contracts),
+//! plus what the running process learns about its chains: the node client and the last
+//! health report of each live adapter, and the EVM master wallet once the signer is
+//! unlocked. One registry belongs to one [`crate::state::AppState`]; nothing here is
+//! process-wide.
 
+use std::collections::BTreeMap;
+use std::sync::{OnceLock, RwLock};
+
+use appliance_chains::evm::rpc::EvmRpc;
 use appliance_chains::{AccountKind, ChainInfo};
 
 use crate::config::Config;
@@ -35,17 +43,55 @@ impl Asset {
     }
 }
 
+/// What the live adapter of a chain last reported (DECISIONS.md section 10; issue 4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdapterHealth {
+    /// The last round of node calls succeeded.
+    Healthy,
+    /// Node calls fail; the note is shown as `status_note` while the adapter backs off and
+    /// retries.
+    Failing(String),
+}
+
 /// One chain as configured.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Chain {
     pub info: &'static ChainInfo,
     pub required_confirmations: u32,
     pub assets: Vec<Asset>,
     /// A `[chains.<id>]` table exists in config (an RPC endpoint is configured).
     pub configured: bool,
+    /// The live adapter's last health report; `None` before it first reached its node.
+    health: RwLock<Option<AdapterHealth>>,
+    /// The node client, set once when the live adapter starts.
+    rpc: OnceLock<EvmRpc>,
 }
 
 impl Chain {
+    /// The live adapter's last health report; `None` before it first reached its node (or
+    /// when no adapter runs for this chain).
+    pub fn health(&self) -> Option<AdapterHealth> {
+        self.health
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Records the live adapter's health (read by `services::chains::effective`).
+    pub fn set_health(&self, h: AdapterHealth) {
+        *self.health.write().unwrap_or_else(|e| e.into_inner()) = Some(h);
+    }
+
+    /// The node client of this chain's live adapter; `None` when no adapter runs.
+    pub fn rpc(&self) -> Option<&EvmRpc> {
+        self.rpc.get()
+    }
+
+    /// Records the node client when the live adapter starts (the first one set stays).
+    pub fn set_rpc(&self, rpc: EvmRpc) {
+        let _ = self.rpc.set(rpc);
+    }
+
     pub fn id(&self) -> &'static str {
         self.info.id
     }
@@ -59,10 +105,13 @@ impl Chain {
     }
 }
 
-/// Every chain, in registry order.
-#[derive(Debug, Clone)]
+/// Every chain, in registry order, and the installation's EVM master wallet.
+#[derive(Debug)]
 pub struct Registry {
     pub chains: Vec<Chain>,
+    /// The EVM master wallet (treasury of the forwarder factory), set once at start from
+    /// the unlocked signer.
+    treasury: OnceLock<[u8; 20]>,
 }
 
 impl Registry {
@@ -104,10 +153,33 @@ impl Registry {
                         .unwrap_or(info.required_confirmations),
                     assets,
                     configured: cc.is_some(),
+                    health: RwLock::new(None),
+                    rpc: OnceLock::new(),
                 }
             })
             .collect();
-        Registry { chains }
+        Registry {
+            chains,
+            treasury: OnceLock::new(),
+        }
+    }
+
+    /// Records the EVM master wallet at start (the first one set stays).
+    pub fn set_live_treasury(&self, address: [u8; 20]) {
+        let _ = self.treasury.set(address);
+    }
+
+    /// The EVM master wallet, once the signer is unlocked.
+    pub fn live_treasury(&self) -> Option<[u8; 20]> {
+        self.treasury.get().copied()
+    }
+
+    /// Node clients of the chains whose live adapter runs, by chain id.
+    pub fn rpcs(&self) -> BTreeMap<&'static str, EvmRpc> {
+        self.chains
+            .iter()
+            .filter_map(|c| c.rpc().map(|r| (c.id(), r.clone())))
+            .collect()
     }
 
     pub fn chain(&self, id: &str) -> Option<&Chain> {

@@ -52,6 +52,8 @@ pub async fn run(
     config.webhooks.validate().map_err(anyhow::Error::msg)?;
     crate::ops::init(&config)?;
     let pepper = Pepper::load_or_create(&config.data_dir).context("reading the pepper")?;
+    let data_key = crate::sealing::DataKey::load_or_create(&config.data_dir)
+        .context("reading the data key")?;
     let store = {
         let c = config.clone();
         tokio::task::spawn_blocking(move || open_store(&c, std::time::Duration::from_secs(10)))
@@ -65,8 +67,24 @@ pub async fn run(
         bootstrap(&store, &pepper, &addr.to_string()).await?;
     }
     let signer = unlock_signer(&config)?;
-    let state = AppState::new(config.clone(), store, pepper)?;
+    {
+        // Webhook secrets written before they were sealed are sealed now.
+        let (store, key) = (store.clone(), data_key.clone());
+        match tokio::task::spawn_blocking(move || {
+            crate::sealing::migrate_webhook_secrets(&store, &key)
+        })
+        .await?
+        {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(endpoints = n, "sealed webhook secrets stored in clear"),
+            Err(e) => tracing::error!(error = %e, "sealing webhook secrets stored in clear failed"),
+        }
+    }
+    let state = AppState::new(config.clone(), store, pepper, data_key)?;
     if let Some(signer) = &signer {
+        state
+            .registry
+            .set_live_treasury(signer.evm_master_address().0 .0);
         println!(
             "evm master wallet: {}",
             signer.evm_master_address().to_checksum(None)
@@ -161,7 +179,6 @@ pub fn unlock_signer(config: &Config) -> anyhow::Result<Option<Arc<appliance_sig
         config.signing.passphrase_file.as_deref(),
     )?;
     let signer = Signer::unlock(&config.data_dir, &pass).context("unlocking the master seed")?;
-    crate::services::wallets::set_live_treasury(signer.evm_master_address().0 .0);
     Ok(Some(Arc::new(signer)))
 }
 

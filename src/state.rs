@@ -14,6 +14,7 @@ use appliance_storage::{ScanOps, Store, StoreError};
 
 use crate::auth::{KeyCache, Pepper};
 use crate::config::Config;
+use crate::sealing::DataKey;
 
 /// Cheap-to-clone handle to everything a request or worker needs.
 #[derive(Clone)]
@@ -24,6 +25,8 @@ pub struct Inner {
     pub store: Store,
     pub keys: KeyCache,
     pub pepper: Pepper,
+    /// Seals the secrets the store keeps (webhook signing secrets).
+    pub data_key: DataKey,
     pub limits: Limits,
     /// Idempotency keys whose first request is still running.
     pub inflight: Mutex<HashSet<Vec<u8>>>,
@@ -60,7 +63,12 @@ impl AppState {
     }
 
     /// Builds the state and fills the key cache from the store.
-    pub fn new(config: Config, store: Store, pepper: Pepper) -> Result<AppState, StoreError> {
+    pub fn new(
+        config: Config,
+        store: Store,
+        pepper: Pepper,
+        data_key: DataKey,
+    ) -> Result<AppState, StoreError> {
         let keys = KeyCache::default();
         let (projects, api_keys) =
             store.read_blocking(|r| Ok((r.all::<Project>()?, r.all::<ApiKey>()?)))?;
@@ -83,6 +91,7 @@ impl AppState {
             store,
             keys,
             pepper,
+            data_key,
             inflight: Mutex::new(HashSet::new()),
             registry,
         })))

@@ -13,9 +13,9 @@ use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{cursor_of, list_json, path_uuid, JsonBody, Params};
-use crate::api::{commit, json, mutate};
+use crate::api::{commit, json, mutate_redacting, SECRET_FIELDS};
 use crate::auth::{default_scopes, Access, Caller, ANY_KIND};
-use crate::services::keys::{self, KeyPatch, NewKey, LIMIT_PER_KIND};
+use crate::services::keys::{self, Actor, KeyPatch, NewKey, LIMIT_PER_KIND};
 use crate::state::AppState;
 use crate::views;
 
@@ -99,23 +99,26 @@ async fn create_key(
         .ok_or_else(|| ApiError::invalid("kind", "kind must be checkout, payout or wallet."))?;
     let scopes = f.opt_str_list("scopes")?;
     let effective = scopes.clone().unwrap_or_else(|| default_scopes(kind));
-    keys::check_scopes(&effective, Some(&caller.key.scopes))?;
+    keys::check_scopes(&effective)?;
     let ip_allowlist = keys::check_allowlist(&f.opt_str_list("ip_allowlist")?.unwrap_or_default())?;
     let signing_enabled = f.opt_bool("signing_enabled")?.unwrap_or(false);
     let pepper = state.pepper.clone();
     let project = caller.project.clone();
     let env = project.mode.as_str();
-    let (resp, key) = mutate(
+    let granter = caller.key.clone();
+    let (resp, key) = mutate_redacting(
         &state,
         &caller,
         &headers,
         "/v1/api_keys",
         &body.raw,
+        SECRET_FIELDS,
         move |ctx| {
             let (k, token) = keys::create(
                 ctx,
                 &pepper,
                 &project,
+                Actor::Key(&granter),
                 NewKey {
                     kind,
                     name,
@@ -167,7 +170,7 @@ async fn patch_key(
     let f = &body.fields;
     let scopes = f.opt_str_list("scopes")?;
     if let Some(s) = &scopes {
-        keys::check_scopes(s, Some(&caller.key.scopes))?;
+        keys::check_scopes(s)?;
     }
     let patch = KeyPatch {
         name: f.opt_bounded("name", 100)?,
@@ -180,8 +183,9 @@ async fn patch_key(
     };
     let p = caller.project_id();
     let env = caller.project.mode.as_str();
+    let granter = caller.key.clone();
     let (resp, key) = commit(&state, None, move |ctx| {
-        let k = keys::patch(ctx, p, id, patch)?;
+        let k = keys::patch(ctx, p, Actor::Key(&granter), id, patch)?;
         Ok((StatusCode::OK, views::api_key(&k, env, None), k))
     })
     .await?;
@@ -201,8 +205,9 @@ async fn revoke_key(
     let id = path_uuid(&id)?;
     let p = caller.project_id();
     let env = caller.project.mode.as_str();
+    let granter = caller.key.clone();
     let (resp, key) = commit(&state, None, move |ctx| {
-        let k = keys::revoke(ctx, p, id)?;
+        let k = keys::revoke(ctx, p, Actor::Key(&granter), id)?;
         Ok((StatusCode::OK, views::api_key(&k, env, None), k))
     })
     .await?;
@@ -213,11 +218,13 @@ async fn revoke_key(
 }
 
 /// `POST /v1/api_keys/{id}/roll` — a new key; the old one expires after `grace_hours`
-/// (default 24, max 168).
+/// (default 24, max 168). Takes an optional `Idempotency-Key`; a replay answers the new key
+/// with `token` null.
 async fn roll_key(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
+    headers: HeaderMap,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     caller.require(WRITE)?;
@@ -232,13 +239,24 @@ async fn roll_key(
     let pepper = state.pepper.clone();
     let project = caller.project.clone();
     let env = project.mode.as_str();
-    let (resp, keys_out) = commit(&state, None, move |ctx| {
-        let (new, token, old) = keys::roll(ctx, &pepper, &project, id, grace)?;
-        let mut v = views::api_key(&new, env, None);
-        v["token"] = json!(token);
-        v["old_key_expires_at"] = json!(old.expires_at.map(views::ts));
-        Ok((StatusCode::CREATED, v, (new, old)))
-    })
+    let granter = caller.key.clone();
+    let path = format!("/v1/api_keys/{id}/roll");
+    let (resp, keys_out) = mutate_redacting(
+        &state,
+        &caller,
+        &headers,
+        &path,
+        &body.raw,
+        SECRET_FIELDS,
+        move |ctx| {
+            let (new, token, old) =
+                keys::roll(ctx, &pepper, &project, Actor::Key(&granter), id, grace)?;
+            let mut v = views::api_key(&new, env, None);
+            v["token"] = json!(token);
+            v["old_key_expires_at"] = json!(old.expires_at.map(views::ts));
+            Ok((StatusCode::CREATED, v, (new, old)))
+        },
+    )
     .await?;
     if let Some((new, old)) = keys_out {
         state.keys.put_key(new);

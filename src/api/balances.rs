@@ -11,7 +11,7 @@ use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, Params};
-use crate::api::{json, registry};
+use crate::api::json;
 use crate::auth::{Access, Caller};
 use crate::services::balances;
 use crate::state::AppState;
@@ -38,7 +38,7 @@ async fn customer_balances(
     caller.require(READ)?;
     let id = path_uuid(&id)?;
     let p = caller.project_id();
-    let reg = registry(&state);
+    let reg = state.registry.clone();
     let v = state
         .store
         .read(move |r| {
@@ -83,7 +83,7 @@ async fn wallet_balances(
             })?;
     }
     let p = caller.project_id();
-    let reg = registry(&state);
+    let reg = state.registry.clone();
     // Live: read the node first (outside the store snapshot), then report against the ledger.
     let mut live: Option<std::collections::BTreeMap<String, u128>> = None;
     if source != "ledger" && caller.livemode() {
@@ -92,12 +92,15 @@ async fn wallet_balances(
             .read(move |r| r.get_in::<Wallet>(p, id))
             .await?
             .ok_or_else(|| ApiError::not_found("wallet"))?;
-        let read = crate::workers::evm::onchain_balances(&reg, &w.chain, &w.address).await;
+        let read = balances::onchain(&reg, &w.chain, &w.address).await;
         live = Some(read.map_err(|e| {
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "chain_unavailable",
-                format!("The on-chain balance could not be read: {e:#}"),
+                format!(
+                    "The on-chain balance could not be read: {:#}",
+                    anyhow::Error::from(e)
+                ),
             )
         })?);
     }
@@ -122,7 +125,7 @@ async fn wallet_balances(
 async fn treasury(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require(Access::any())?;
     let p = caller.project_id();
-    let reg = registry(&state);
+    let reg = state.registry.clone();
     let v = state
         .store
         .read(move |r| balances::treasury(r, &reg, p))

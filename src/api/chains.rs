@@ -8,7 +8,7 @@ use axum::Router;
 
 use crate::api::error::ApiError;
 use crate::api::extract::list_json;
-use crate::api::{json, registry};
+use crate::api::json;
 use crate::auth::{Access, Caller};
 use crate::services::chains::{chain_json, effective};
 use crate::state::AppState;
@@ -21,7 +21,7 @@ pub fn router() -> Router<AppState> {
 /// (SPEC 2, Chain); any key kind.
 async fn list_chains(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require(Access::any())?;
-    let reg = registry(&state);
+    let reg = state.registry.clone();
     let data = reg
         .chains
         .iter()

@@ -13,7 +13,7 @@ use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, Params};
-use crate::api::{json, list_rows, registry};
+use crate::api::{json, list_rows};
 use crate::auth::{Access, Caller};
 use crate::state::AppState;
 use crate::views;
@@ -60,7 +60,7 @@ async fn list_deposits(
     } else {
         index::prefix(IndexTag::Deposits, p, &[])
     };
-    let reg = registry(&state);
+    let reg = state.registry.clone();
     list_rows(
         &state,
         prefix,
@@ -91,5 +91,8 @@ async fn get_deposit(
         .read(move |r| r.get_in::<Deposit>(p, id))
         .await?
         .ok_or_else(|| ApiError::not_found("deposit"))?;
-    Ok(json(StatusCode::OK, &views::deposit(&registry(&state), &d)))
+    Ok(json(
+        StatusCode::OK,
+        &views::deposit(&state.registry.clone(), &d),
+    ))
 }

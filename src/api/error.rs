@@ -20,6 +20,7 @@ use crate::services::customers::CustomerError;
 use crate::services::deposits::DepositError;
 use crate::services::error::{Fault, Invalid};
 use crate::services::keys::KeyError;
+use crate::services::metadata::MetadataError;
 use crate::services::payouts::PayoutError;
 use crate::services::projects::ProjectError;
 use crate::services::sweeps::SweepError;
@@ -120,15 +121,35 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// 500 `record_unreadable`: a stored row this build cannot decode. Lists pass such rows
+    /// over; a read of the row itself says what is wrong (`appliance verify` reports it).
+    pub fn unreadable(cause: &dyn std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "a stored row cannot be decoded");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "record_unreadable",
+            "This record is stored in a form this server cannot read; the operator's \
+             `appliance verify` reports it.",
+        )
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        ApiError::internal(&e)
+        match e {
+            StoreError::Corrupt(_) => ApiError::unreadable(&e),
+            e => ApiError::internal(&e),
+        }
     }
 }
 
 impl From<Arc<StoreError>> for ApiError {
     fn from(e: Arc<StoreError>) -> Self {
-        ApiError::internal(&e)
+        match &*e {
+            StoreError::Corrupt(_) => ApiError::unreadable(&e),
+            _ => ApiError::internal(&e),
+        }
     }
 }
 
@@ -136,7 +157,7 @@ impl<E: Into<ApiError>> From<WriteError<E>> for ApiError {
     fn from(e: WriteError<E>) -> Self {
         match e {
             WriteError::Rejected(e) => e.into(),
-            WriteError::Store(s) => ApiError::internal(&s),
+            WriteError::Store(s) => s.into(),
         }
     }
 }
@@ -152,7 +173,16 @@ const UNPROCESSABLE: StatusCode = StatusCode::UNPROCESSABLE_ENTITY;
 
 impl From<Fault> for ApiError {
     fn from(e: Fault) -> Self {
-        ApiError::internal(&e)
+        match e {
+            Fault::Store(s) => s.into(),
+            e => ApiError::internal(&e),
+        }
+    }
+}
+
+impl From<MetadataError> for ApiError {
+    fn from(e: MetadataError) -> Self {
+        ApiError::new(BAD_REQUEST, "invalid_request", e.message).param(e.param)
     }
 }
 
@@ -280,6 +310,7 @@ impl From<CustomerError> for ApiError {
             CustomerError::ReferenceTaken => {
                 ApiError::new(CONFLICT, "reference_id_taken", m).param("reference_id")
             }
+            CustomerError::Metadata(e) => e.into(),
         }
     }
 }
@@ -290,8 +321,18 @@ impl From<KeyError> for ApiError {
         match e {
             KeyError::Invalid(i) => i.into(),
             KeyError::Fault(f) => f.into(),
+            // DECISIONS.md section 16: SPEC.md's own 403 codes for the same facts.
+            KeyError::WrongKind { .. } => {
+                ApiError::new(StatusCode::FORBIDDEN, "wrong_key_kind", m).param("kind")
+            }
             KeyError::MissingScope { .. } => {
                 ApiError::new(StatusCode::FORBIDDEN, "missing_scope", m).param("scopes")
+            }
+            KeyError::SigningNotHeld => {
+                ApiError::new(StatusCode::FORBIDDEN, "signing_disabled", m).param("signing_enabled")
+            }
+            KeyError::AllowlistWider => {
+                ApiError::new(StatusCode::FORBIDDEN, "ip_not_allowed", m).param("ip_allowlist")
             }
             KeyError::LimitReached { .. } => {
                 ApiError::new(CONFLICT, "key_limit_reached", m).param("kind")

@@ -17,8 +17,6 @@ pub mod wallets;
 pub mod webhook_deliveries;
 pub mod webhooks;
 
-use std::sync::Arc;
-
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
@@ -33,12 +31,10 @@ use appliance_storage::{ReadOps, WriteCtx};
 
 use crate::api::error::{ApiError, REQUEST_ID};
 use crate::auth::Caller;
-use crate::registry::Registry;
 use crate::services::Scope;
 use crate::state::AppState;
 
-/// Idempotency records expire after 24 hours (SPEC.md section 8).
-pub const IDEMPOTENCY_TTL_US: i64 = 24 * 3_600_000_000;
+pub use crate::services::IDEMPOTENCY_TTL_US;
 /// Longest accepted `Idempotency-Key`.
 pub const MAX_IDEMPOTENCY_KEY: usize = 255;
 
@@ -98,14 +94,9 @@ async fn request_id(req: Request, next: Next) -> Response {
 /// The service scope of a caller.
 pub fn scope(state: &AppState, caller: &Caller) -> Scope {
     Scope {
-        reg: registry(state),
+        reg: state.registry.clone(),
         project: caller.project.clone(),
     }
-}
-
-/// The chain registry of this server (built once from its config).
-pub fn registry(state: &AppState) -> Arc<Registry> {
-    state.registry.clone()
 }
 
 /// A JSON answer.
@@ -245,10 +236,35 @@ where
         + 'static,
     T: Send + 'static,
 {
+    mutate_redacting(state, caller, headers, path, body, &[], f).await
+}
+
+/// Top-level answer fields that carry a secret shown once: an API key's `token`, a webhook
+/// endpoint's `secret`.
+pub const SECRET_FIELDS: &[&str] = &["token", "secret"];
+
+/// [`mutate`] for an answer that carries secrets: the stored first answer has each of
+/// `redact` (top-level fields) set to null, so a replay answers the same object without the
+/// secret (DECISIONS.md section 16; SPEC.md section 5 rule 10: shown exactly once).
+pub async fn mutate_redacting<T, F>(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    path: &str,
+    body: &[u8],
+    redact: &'static [&'static str],
+    f: F,
+) -> Result<(Response, Option<T>), ApiError>
+where
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, Value, T), ApiError>
+        + Send
+        + 'static,
+    T: Send + 'static,
+{
     let key = idempotency_key(headers)?;
     match begin(state, caller, &Method::POST, path, key, body).await? {
         Begin::Replay(r) => Ok((r, None)),
-        Begin::Fresh(idem) => commit(state, idem, f).await,
+        Begin::Fresh(idem) => commit_redacting(state, idem, redact, f).await,
     }
 }
 
@@ -275,6 +291,24 @@ where
         + 'static,
     T: Send + 'static,
 {
+    commit_redacting(state, idem, &[], f).await
+}
+
+/// [`commit`] for an answer that carries secrets: the first answer has them, the stored
+/// idempotency record has each top-level field of `redact` set to null (never a secret at
+/// rest, never a secret in a replay).
+pub async fn commit_redacting<T, F>(
+    state: &AppState,
+    idem: Option<Idem>,
+    redact: &'static [&'static str],
+    f: F,
+) -> Result<(Response, Option<T>), ApiError>
+where
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, Value, T), ApiError>
+        + Send
+        + 'static,
+    T: Send + 'static,
+{
     let rec_key = idem.as_ref().map(|i| (i.key.clone(), i.hash.clone()));
     let out = state
         .store
@@ -290,15 +324,29 @@ where
                     return Ok((rec.status, rec.body, None));
                 }
             }
-            let (status, value, extra) = f(ctx)?;
+            let (status, mut value, extra) = f(ctx)?;
             let body = serde_json::to_string(&value).expect("json");
             if let Some((k, h)) = rec_key {
+                let mut redacted = false;
+                if let Value::Object(m) = &mut value {
+                    for field in redact {
+                        if let Some(v) = m.get_mut(*field) {
+                            *v = Value::Null;
+                            redacted = true;
+                        }
+                    }
+                }
+                let stored = if redacted {
+                    serde_json::to_string(&value).expect("json")
+                } else {
+                    body.clone()
+                };
                 ctx.idempotency_put(
                     &k,
                     &IdempotencyRecord {
                         request_hash: h,
                         status: status.as_u16(),
-                        body: body.clone(),
+                        body: stored,
                         created_at: ctx.now_us(),
                     },
                 )?;

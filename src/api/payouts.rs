@@ -12,7 +12,7 @@ use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
-use crate::api::{commit, idempotency_key, json, list_rows, mutate, registry, scope};
+use crate::api::{commit, idempotency_key, json, list_rows, mutate, scope};
 use crate::auth::{Access, Caller};
 use crate::services::payouts::{self, NewPayout};
 use crate::state::AppState;
@@ -106,7 +106,7 @@ async fn list_payouts(
     } else {
         index::prefix(IndexTag::Payouts, p, &[])
     };
-    let reg = registry(&state);
+    let reg = state.registry.clone();
     list_rows(
         &state,
         prefix,
@@ -135,7 +135,10 @@ async fn get_payout(
         .read(move |r| r.get_in::<Payout>(p, id))
         .await?
         .ok_or_else(|| ApiError::not_found("payout"))?;
-    Ok(json(StatusCode::OK, &views::payout(&registry(&state), &x)))
+    Ok(json(
+        StatusCode::OK,
+        &views::payout(&state.registry.clone(), &x),
+    ))
 }
 
 /// `POST /v1/payouts/{id}/cancel` — before signing only; funds return to available.

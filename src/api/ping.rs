@@ -10,7 +10,7 @@ use serde_json::json;
 use appliance_chains::ChainStatus;
 
 use crate::api::error::ApiError;
-use crate::api::{json, registry};
+use crate::api::json;
 use crate::auth::{Access, Caller};
 use crate::services::chains::effective;
 use crate::state::AppState;
@@ -22,7 +22,7 @@ pub fn router() -> Router<AppState> {
 /// `GET /v1/ping` — who am I (SPEC 2, Ping); any key kind.
 async fn ping(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require(Access::any())?;
-    let reg = registry(&state);
+    let reg = state.registry.clone();
     let enabled: Vec<&str> = reg
         .chains
         .iter()

@@ -12,7 +12,7 @@ use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
-use crate::api::{json, list_rows, mutate, registry, scope};
+use crate::api::{json, list_rows, mutate, scope};
 use crate::auth::{Access, Caller};
 use crate::services::{deposits, sweeps};
 use crate::state::AppState;
@@ -77,7 +77,7 @@ async fn list_sweeps(
         (None, Some(s)) => index::prefix(IndexTag::SweepsByStatus, p, &[s.as_str().as_bytes()]),
         (None, None) => index::prefix(IndexTag::Sweeps, p, &[]),
     };
-    let reg = registry(&state);
+    let reg = state.registry.clone();
     list_rows(
         &state,
         prefix,
@@ -102,5 +102,8 @@ async fn get_sweep(
         .read(move |r| r.get_in::<Sweep>(p, id))
         .await?
         .ok_or_else(|| ApiError::not_found("sweep"))?;
-    Ok(json(StatusCode::OK, &views::sweep(&registry(&state), &s)))
+    Ok(json(
+        StatusCode::OK,
+        &views::sweep(&state.registry.clone(), &s),
+    ))
 }

@@ -12,13 +12,13 @@ use appliance_storage::records::{KeyKind, Mode};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody};
-use crate::api::{commit, json as json_response, mutate, registry, scope};
+use crate::api::{commit, json as json_response, mutate, scope};
 use crate::auth::{Access, Caller};
 use crate::services::deposits::{self, TestDeposit};
+use crate::services::sim_chain;
 use crate::services::Scope;
 use crate::state::AppState;
 use crate::views;
-use crate::workers::sim_chain;
 
 const ACCESS: Access = Access::new(&[KeyKind::Wallet], "wallets:create");
 
@@ -139,7 +139,7 @@ async fn mine_blocks(
         ));
     }
     let chain = body.fields.opt_str("chain")?;
-    let reg = registry(&state);
+    let reg = state.registry.clone();
     if let Some(c) = &chain {
         if !reg.chain(c).is_some_and(|c| c.is_evm()) {
             return Err(ApiError::invalid(
@@ -148,7 +148,10 @@ async fn mine_blocks(
             ));
         }
     }
-    let heights = sim_chain::mine(&state, chain, count).await?;
+    let heights = sim_chain::mine(&state.store, reg, chain, count).await?;
+    for (c, h) in &heights {
+        crate::ops::metrics::chain_position(c, "test", *h, *h);
+    }
     Ok(json_response(
         StatusCode::OK,
         &json!({"object": "test_blocks", "mined": count, "heights": heights}),

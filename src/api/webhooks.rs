@@ -12,7 +12,7 @@ use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, Fields, JsonBody};
-use crate::api::{begin, commit, idempotency_key, json, Begin};
+use crate::api::{begin, commit, commit_redacting, idempotency_key, json, Begin, SECRET_FIELDS};
 use crate::auth::{Access, Caller, ANY_KIND};
 use crate::services::webhook_endpoints::{
     self as endpoints, EndpointPatch, NewEndpoint, RequestedStatus, WebhookEndpointError,
@@ -66,10 +66,11 @@ fn delivery_mode(f: &Fields) -> Result<Option<DeliveryMode>, ApiError> {
         .transpose()
 }
 
-/// The endpoint with its secret and overlap end (creation and rotation answers only).
-fn with_secret(ep: &WebhookEndpoint, now: i64) -> Value {
+/// The endpoint with its secret (in clear) and overlap end (creation and rotation answers
+/// only; an idempotent replay answers it with `secret` null, DECISIONS.md section 16).
+fn with_secret(ep: &WebhookEndpoint, secret: &str, now: i64) -> Value {
     let mut v = endpoint_json(ep, now);
-    v["secret"] = json!(ep.secret);
+    v["secret"] = json!(secret);
     v["overlap_until"] = v["secret_overlap_until"].clone();
     v
 }
@@ -133,9 +134,14 @@ async fn create_webhook(
         event_types,
         delivery_mode,
     };
-    let (resp, _) = commit(&state, idem, move |ctx| {
-        let ep = endpoints::create(ctx, p, req)?;
-        Ok((StatusCode::CREATED, with_secret(&ep, ctx.now_us()), ()))
+    let key = state.data_key.clone();
+    let (resp, _) = commit_redacting(&state, idem, SECRET_FIELDS, move |ctx| {
+        let (ep, secret) = endpoints::create(ctx, p, &key, req)?;
+        Ok((
+            StatusCode::CREATED,
+            with_secret(&ep, &secret, ctx.now_us()),
+            (),
+        ))
     })
     .await?;
     Ok(resp)
@@ -251,9 +257,10 @@ async fn rotate_secret(
         ));
     }
     let p = caller.project_id();
+    let key = state.data_key.clone();
     let (resp, _) = commit(&state, None, move |ctx| {
-        let ep = endpoints::rotate(ctx, p, id, hours)?;
-        Ok((StatusCode::OK, with_secret(&ep, ctx.now_us()), ()))
+        let (ep, secret) = endpoints::rotate(ctx, p, &key, id, hours)?;
+        Ok((StatusCode::OK, with_secret(&ep, &secret, ctx.now_us()), ()))
     })
     .await?;
     Ok(resp)

@@ -1,4 +1,5 @@
-//! Balance reports from the ledger (SPEC.md section 2, Balance lists and Treasury).
+//! Balance reports from the ledger (SPEC.md section 2, Balance lists and Treasury), and the
+//! on-chain reading of a live wallet that `source=chain|both` compares them with.
 
 use std::collections::BTreeMap;
 
@@ -162,4 +163,50 @@ pub fn treasury(r: &impl ReadOps, reg: &Registry, project: Uuid) -> Result<Value
         })
         .collect();
     Ok(json!({"object": "treasury", "data": data}))
+}
+
+/// Why an on-chain balance could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum OnchainError {
+    /// No live adapter runs for the chain (no `[chains.<id>]` table).
+    #[error("no node is configured for {0}")]
+    NoNode(String),
+    /// The stored address or a token contract does not parse.
+    #[error("bad {0}")]
+    Bad(&'static str),
+    /// The node failed or refused.
+    #[error(transparent)]
+    Rpc(#[from] appliance_chains::evm::rpc::RpcError),
+}
+
+/// On-chain balances of `address` for every asset of `chain` (atomic units; a reading over
+/// `u128::MAX` saturates), read from the chain's live node, for
+/// `GET /v1/wallets/{id}/balances?source=chain|both` (SPEC.md section 4).
+pub async fn onchain(
+    reg: &Registry,
+    chain: &str,
+    address: &str,
+) -> Result<BTreeMap<String, u128>, OnchainError> {
+    use appliance_chains::evm::Address;
+    let c = reg
+        .chain(chain)
+        .ok_or_else(|| OnchainError::NoNode(chain.to_string()))?;
+    let rpc = c
+        .rpc()
+        .ok_or_else(|| OnchainError::NoNode(chain.to_string()))?;
+    let owner: Address = address.parse().map_err(|_| OnchainError::Bad("address"))?;
+    let mut out = BTreeMap::new();
+    for a in &c.assets {
+        let v = if a.is_native {
+            rpc.balance(owner).await?
+        } else {
+            let token: Address = a
+                .contract
+                .parse()
+                .map_err(|_| OnchainError::Bad("contract"))?;
+            rpc.token_balance(token, owner).await?
+        };
+        out.insert(a.symbol.clone(), u128::try_from(v).unwrap_or(u128::MAX));
+    }
+    Ok(out)
 }

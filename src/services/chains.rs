@@ -58,31 +58,7 @@ impl<'a> EffChain<'a> {
     }
 }
 
-/// What the live adapter of a chain last reported (DECISIONS.md section 10; issue 4).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AdapterHealth {
-    /// The last round of node calls succeeded.
-    Healthy,
-    /// Node calls fail; the note is shown as `status_note` while the adapter backs off and
-    /// retries.
-    Failing(String),
-}
-
-static HEALTH: std::sync::RwLock<Option<std::collections::BTreeMap<String, AdapterHealth>>> =
-    std::sync::RwLock::new(None);
-
-/// Records the live adapter's health for `chain` (read by [`effective`]).
-pub fn set_adapter_health(chain: &str, h: AdapterHealth) {
-    let mut g = HEALTH.write().unwrap_or_else(|e| e.into_inner());
-    g.get_or_insert_with(Default::default)
-        .insert(chain.to_string(), h);
-}
-
-/// The live adapter's last health report; `None` before it first reached its node.
-pub fn adapter_health(chain: &str) -> Option<AdapterHealth> {
-    let g = HEALTH.read().unwrap_or_else(|e| e.into_inner());
-    g.as_ref().and_then(|m| m.get(chain).cloned())
-}
+pub use crate::registry::AdapterHealth;
 
 /// The effective state of one chain for a project.
 pub fn effective<'a>(chain: &'a Chain, project: &Project) -> EffChain<'a> {
@@ -94,7 +70,7 @@ pub fn effective<'a>(chain: &'a Chain, project: &Project) -> EffChain<'a> {
     let keypair = chain.info.account_kind == AccountKind::Eoa;
     let listed = o.and_then(|o| o.listed).unwrap_or(!keypair);
     let health = match project.mode {
-        Mode::Live if chain.configured => adapter_health(chain.id()),
+        Mode::Live if chain.configured => chain.health(),
         _ => None,
     };
     let (default_status, default_note) = match (project.mode, chain.info.default_status) {

@@ -8,6 +8,7 @@ use appliance_storage::records::Customer;
 use appliance_storage::{ReadOps, WriteCtx};
 
 use crate::services::error::{fault_from, Fault};
+use crate::services::metadata::{self, MetadataError};
 use crate::services::{emit, Scope};
 use crate::views;
 
@@ -20,6 +21,9 @@ pub enum CustomerError {
     /// Another customer of the project has this `reference_id`: 409 `reference_id_taken`.
     #[error("Another customer already has this reference_id.")]
     ReferenceTaken,
+    /// `metadata` out of bounds: 400 `invalid_request` on `metadata` or `metadata[key]`.
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
     #[error(transparent)]
     Fault(#[from] Fault),
 }
@@ -40,6 +44,7 @@ pub fn create(
     req: NewCustomer,
 ) -> Result<(Customer, bool), CustomerError> {
     let p = s.project_id();
+    let md = metadata::for_create(req.metadata.unwrap_or_default())?;
     if let Some(r) = &req.reference_id {
         let key = index::unique(IndexTag::UniqueCustomerRef, p, &[r.as_bytes()]);
         if let Some(id) = ctx.unique_get(&key)? {
@@ -55,7 +60,7 @@ pub fn create(
         reference_id: req.reference_id,
         email: req.email,
         status: "active".into(),
-        metadata: Value::Object(req.metadata.unwrap_or_default()),
+        metadata: Value::Object(md),
         created_at: ctx.now_us(),
     };
     if let Some(r) = &c.reference_id {
@@ -124,18 +129,11 @@ pub fn patch(
     }
     if let Some(m) = req.metadata {
         // Stripe-style merge: a key set to null is removed.
-        let mut cur = match std::mem::take(&mut c.metadata) {
-            Value::Object(o) => o,
+        let cur = match &c.metadata {
+            Value::Object(o) => o.clone(),
             _ => Map::new(),
         };
-        for (k, v) in m {
-            if v.is_null() {
-                cur.remove(&k);
-            } else {
-                cur.insert(k, v);
-            }
-        }
-        c.metadata = Value::Object(cur);
+        c.metadata = Value::Object(metadata::merge(cur, m)?);
     }
     if let Some(st) = req.status {
         c.status = st;

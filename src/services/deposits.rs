@@ -5,9 +5,10 @@ use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
-use appliance_storage::records::{Customer, Deposit, DepositStatus, Wallet};
-use appliance_storage::{Delta, ReadOps, StoreError, WriteCtx};
+use appliance_storage::records::{Customer, Deposit, DepositStatus, Project, Wallet};
+use appliance_storage::{ChainStateOps, Delta, ReadOps, StoreError, WriteCtx};
 
+use crate::registry::Registry;
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
 use crate::services::{emit, sim_tx_hash, sweeps, Scope};
@@ -53,13 +54,31 @@ pub struct TestDeposit {
     pub confirm: bool,
 }
 
+/// Whether a transfer that reached an address the customer holds is credited (SPEC.md
+/// section 3, Deposit): money that arrived is credited whatever the project's switches say
+/// (deposits or payouts switched off, chain paused), except a coin the operator archived
+/// (a compromised contract), which is never credited. `Some(reason)`: the deposit fails
+/// with that `failure_reason` (`asset_archived`) instead of being credited.
+///
+/// The one home of this rule: test deposits ([`create_test`], [`confirm`]) and the live
+/// watcher ([`advance_live`]) all ask here. Overrides count only on a chain the project
+/// lists (an unlisted chain's transfer is credited).
+pub fn credit_refusal(
+    reg: &Registry,
+    project: &Project,
+    chain: &str,
+    asset: &str,
+) -> Option<&'static str> {
+    let archived = chains::resolve(reg, project, chain, "chain")
+        .ok()
+        .and_then(|e| e.asset(asset).map(|a| a.archived))
+        .unwrap_or(false);
+    archived.then_some("asset_archived")
+}
+
 /// Simulated block height of a chain (test mode).
-pub fn sim_height(ctx: &impl ReadOps, chain: &str) -> Result<u64, StoreError> {
-    Ok(ctx
-        .meta_get(&format!("sim_height:{chain}"))?
-        .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
-        .map(u64::from_be_bytes)
-        .unwrap_or(0))
+pub fn sim_height(ctx: &impl ChainStateOps, chain: &str) -> Result<u64, StoreError> {
+    ctx.sim_height(chain)
 }
 
 /// Writes a detected deposit (and, with `confirm`, its credit) in one transaction.
@@ -74,7 +93,7 @@ pub fn create_test(
     let eff = chains::resolve(&s.reg, &s.project, &req.chain, "chain")?;
     let asset = chains::resolve_asset(&eff, &req.asset, "asset")?;
     chains::check_decimals(asset.asset, req.decimals)?;
-    let archived = asset.archived;
+    let refusal = credit_refusal(&s.reg, &s.project, &req.chain, &req.asset);
     let ukey = index::unique(
         IndexTag::UniqueWallet,
         p,
@@ -120,7 +139,7 @@ pub fn create_test(
         created_at: now,
         updated_at: now,
     };
-    let credit = (req.confirm && !archived).then(|| credit_entry(&d, now));
+    let credit = (req.confirm && refusal.is_none()).then(|| credit_entry(&d, now));
     if let Some(e) = &credit {
         // The posting is the first write: a refusal (overflow) leaves nothing behind.
         ctx.post(e)?.map_err(|_| too_large())?;
@@ -146,18 +165,8 @@ pub fn create_test(
         d.id,
         views::deposit(&s.reg, &d),
     )?;
-    if archived {
-        // SPEC.md section 3: a coin the operator archived is never credited.
-        d.status = DepositStatus::Failed;
-        d.failure_reason = Some("asset_archived".into());
-        ctx.put(&d)?;
-        emit(
-            ctx,
-            &s.project,
-            "deposit.failed",
-            d.id,
-            views::deposit(&s.reg, &d),
-        )?;
+    if let Some(reason) = refusal {
+        d = mark_failed(ctx, s, d, reason)?;
     } else if let Some(e) = credit {
         mark_confirmed(ctx, s, &mut d, e.id, height)?;
     }
@@ -257,13 +266,8 @@ fn load_detected(
 /// `detected` -> `confirmed`, crediting the ledger (archived coins fail instead).
 pub fn confirm(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, DepositError> {
     let mut d = load_detected(ctx, s, id, "confirmed")?;
-    let eff = chains::resolve(&s.reg, &s.project, &d.chain, "chain").ok();
-    let archived = eff
-        .as_ref()
-        .and_then(|e| e.asset(&d.asset))
-        .is_some_and(|a| a.archived);
-    if archived {
-        return Ok(fail_with(ctx, s, d, "asset_archived")?);
+    if let Some(reason) = credit_refusal(&s.reg, &s.project, &d.chain, &d.asset) {
+        return Ok(fail_with(ctx, s, d, reason)?);
     }
     let held = ctx.holding(d.wallet_id, &d.asset)?;
     if held.checked_add(d.amount).is_none() {
@@ -285,7 +289,7 @@ pub fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, Depo
 fn fail_with(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    mut d: Deposit,
+    d: Deposit,
     reason: &str,
 ) -> Result<Deposit, Fault> {
     let onchain = ctx.sim_balance(&d.chain, &d.to_address, &d.asset)?;
@@ -295,6 +299,18 @@ fn fail_with(
         &d.asset,
         Delta::Sub(onchain.min(d.amount)),
     )?;
+    mark_failed(ctx, s, d, reason)
+}
+
+/// `detected` -> `failed` with `reason` (`deposit.failed`): the one transition of both
+/// chains. Test mode first takes the amount off the simulated balance ([`fail_with`]); the
+/// live watcher first releases the transfer key after a reorg ([`fail_live`]).
+fn mark_failed(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    mut d: Deposit,
+    reason: &str,
+) -> Result<Deposit, Fault> {
     d.status = DepositStatus::Failed;
     d.failure_reason = Some(reason.into());
     d.updated_at = ctx.now_us();
@@ -515,12 +531,8 @@ pub fn advance_live(
         }
         return Ok(d.status);
     }
-    let archived = chains::resolve(&s.reg, &s.project, &d.chain, "chain")
-        .ok()
-        .and_then(|e| e.asset(&d.asset).map(|a| a.archived))
-        .unwrap_or(false);
-    if archived {
-        return Ok(fail_live(ctx, s, d, "asset_archived")?.status);
+    if let Some(reason) = credit_refusal(&s.reg, &s.project, &d.chain, &d.asset) {
+        return Ok(fail_live(ctx, s, d, reason)?.status);
     }
     let held = ctx.holding(d.wallet_id, &d.asset)?;
     if held.checked_add(d.amount).is_none() {
@@ -541,28 +553,17 @@ pub fn advance_live(
 pub fn fail_live(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    mut d: Deposit,
+    d: Deposit,
     reason: &str,
 ) -> Result<Deposit, Fault> {
     if reason == "reorg" {
         let li = (d.log_index != 0 || !is_native(&s.reg, &d)).then_some(d.log_index);
         ctx.unique_remove(&transfer_key(&d.chain, &d.tx_hash, li))?;
     }
-    d.status = DepositStatus::Failed;
-    d.failure_reason = Some(reason.into());
-    d.updated_at = ctx.now_us();
-    ctx.put(&d)?;
-    emit(
-        ctx,
-        &s.project,
-        "deposit.failed",
-        d.id,
-        views::deposit(&s.reg, &d),
-    )?;
-    Ok(d)
+    mark_failed(ctx, s, d, reason)
 }
 
-fn is_native(reg: &crate::registry::Registry, d: &Deposit) -> bool {
+fn is_native(reg: &Registry, d: &Deposit) -> bool {
     reg.asset(&d.chain, &d.asset).is_some_and(|a| a.is_native)
 }
 
@@ -581,4 +582,66 @@ pub fn unwind_live(ctx: &mut WriteCtx<'_>, s: &Scope, d: Deposit) -> Result<(), 
         DepositStatus::Failed | DepositStatus::Orphaned => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod rule_tests {
+    use appliance_storage::records::{AssetOverride, ChainOverride, Mode, Project};
+
+    use super::credit_refusal;
+    use crate::config::Config;
+    use crate::registry::Registry;
+
+    fn project(chains: Vec<ChainOverride>, assets: Vec<AssetOverride>) -> Project {
+        let mut p = Project {
+            id: uuid::Uuid::now_v7(),
+            name: "t".into(),
+            mode: Mode::Live,
+            settings: Default::default(),
+            created_at: 0,
+        };
+        p.settings.chains = chains;
+        p.settings.assets = assets;
+        p
+    }
+
+    fn asset(archived: Option<bool>, deposits: Option<bool>) -> AssetOverride {
+        AssetOverride {
+            chain: "ethereum".into(),
+            symbol: "USDT".into(),
+            deposits_enabled: deposits,
+            payouts_enabled: Some(false),
+            archived,
+        }
+    }
+
+    #[test]
+    fn credited_whatever_the_switches_say_except_an_archived_coin() {
+        let reg = Registry::from_config(&Config::default());
+        // No overrides: credited.
+        let p = project(vec![], vec![]);
+        assert_eq!(credit_refusal(&reg, &p, "ethereum", "USDT"), None);
+        // Deposits and payouts switched off, chain paused: still credited.
+        let p = project(
+            vec![ChainOverride {
+                chain: "ethereum".into(),
+                status: Some("paused".into()),
+                status_note: None,
+                deposits_enabled: Some(false),
+                payouts_enabled: Some(false),
+                listed: None,
+            }],
+            vec![asset(Some(false), Some(false))],
+        );
+        assert_eq!(credit_refusal(&reg, &p, "ethereum", "USDT"), None);
+        // An archived coin is refused, whatever else is on.
+        let p = project(vec![], vec![asset(Some(true), Some(true))]);
+        assert_eq!(
+            credit_refusal(&reg, &p, "ethereum", "USDT"),
+            Some("asset_archived")
+        );
+        // Archiving one coin leaves the others credited.
+        assert_eq!(credit_refusal(&reg, &p, "ethereum", "ETH"), None);
+        assert_eq!(credit_refusal(&reg, &p, "polygon", "USDT"), None);
+    }
 }

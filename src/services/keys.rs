@@ -15,9 +15,25 @@ pub enum KeyError {
     /// A malformed field (`scopes`, `ip_allowlist`): 400 `invalid_request`.
     #[error(transparent)]
     Invalid(#[from] Invalid),
-    /// A scope the granting key does not hold: 403 `missing_scope` on `scopes`.
-    #[error("A key can only grant scopes it holds; this key lacks {scope}.")]
+    /// DECISIONS.md section 16, kind: a key without the scope `*` manages only keys of its
+    /// own kind: 403 `wrong_key_kind` on `kind`.
+    #[error(
+        "A {} key can only manage {} keys; a key with the scope * manages every kind.",
+        .granter.as_str(),
+        .granter.as_str()
+    )]
+    WrongKind { granter: KeyKind },
+    /// A scope the managing key does not hold: 403 `missing_scope` on `scopes`.
+    #[error("A key can only manage keys within its own scopes; this key lacks {scope}.")]
     MissingScope { scope: String },
+    /// A key with signing managed by a key without: 403 `signing_disabled` on
+    /// `signing_enabled`.
+    #[error("Only a key with signing enabled can manage a key with signing enabled.")]
+    SigningNotHeld,
+    /// A key pinned to an allowlist managing a key not pinned within it: 403
+    /// `ip_not_allowed` on `ip_allowlist`.
+    #[error("A key pinned to an ip_allowlist can only manage keys pinned within that allowlist.")]
+    AllowlistWider,
     /// Too many enabled keys of the kind: 409 `key_limit_reached` on `kind`.
     #[error(
         "At most {LIMIT_PER_KIND} enabled {} keys per project; revoke one first.",
@@ -51,22 +67,122 @@ pub struct NewKey {
     pub created_by: String,
 }
 
-/// Validates scopes against the grammar and the granter's own scopes.
-pub fn check_scopes(scopes: &[String], granter: Option<&[String]>) -> Result<(), KeyError> {
+/// Validates scopes against the grammar (400 `invalid_request`, param `scopes`). Whether the
+/// caller may grant them is [`authorize`]'s question.
+pub fn check_scopes(scopes: &[String]) -> Result<(), KeyError> {
     for s in scopes {
         if !auth::is_valid_scope(s) {
             return Err(Invalid::new("scopes", format!("Unknown scope {s:?}.")).into());
         }
-        if let Some(g) = granter {
-            let covered = g.iter().any(|have| {
-                auth::scope_covers(have, s) && (!s.ends_with('*') || have == "*" || have == s)
-            });
-            if !covered {
-                return Err(KeyError::MissingScope { scope: s.clone() });
-            }
-        }
     }
     Ok(())
+}
+
+/// Who asks for a key to be minted, patched, rolled or revoked: the operator (command line,
+/// socket), who may do anything, or an API key, bound by [`authorize`].
+#[derive(Clone, Copy)]
+pub enum Actor<'a> {
+    Operator,
+    Key(&'a ApiKey),
+}
+
+/// What a key can do, as far as DECISIONS.md section 16 is concerned.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyPowers<'a> {
+    pub kind: KeyKind,
+    pub scopes: &'a [String],
+    pub signing_enabled: bool,
+    /// Empty: any source.
+    pub ip_allowlist: &'a [String],
+}
+
+impl<'a> From<&'a ApiKey> for KeyPowers<'a> {
+    fn from(k: &'a ApiKey) -> Self {
+        KeyPowers {
+            kind: k.kind,
+            scopes: &k.scopes,
+            signing_enabled: k.signing_enabled,
+            ip_allowlist: &k.ip_allowlist,
+        }
+    }
+}
+
+/// Whether the granted scope `have` covers the scope `want` on a key being managed: a
+/// wildcard is only covered by `*` or by the same wildcard.
+fn grants(have: &str, want: &str) -> bool {
+    auth::scope_covers(have, want) && (!want.ends_with('*') || have == "*" || have == want)
+}
+
+/// Whether every source `inner` admits is also admitted by `outer` (both allowlists, empty
+/// meaning any source).
+fn allowlist_within(inner: &[String], outer: &[String]) -> bool {
+    if outer.is_empty() {
+        return true;
+    }
+    if inner.is_empty() {
+        return false;
+    }
+    let outer: Vec<ipnet::IpNet> = outer
+        .iter()
+        .filter_map(|e| auth::parse_allow_entry(e))
+        .collect();
+    inner
+        .iter()
+        .all(|e| auth::parse_allow_entry(e).is_some_and(|n| outer.iter().any(|o| o.contains(&n))))
+}
+
+/// DECISIONS.md section 16, the one rule for key management: a key may mint, patch, roll or
+/// revoke a key only when it could hold that key itself.
+///
+/// - kind: a key holding the scope `*` manages keys of every kind; any other key only keys
+///   of its own kind (403 `wrong_key_kind`, param `kind`);
+/// - scopes: the target's scopes must be a subset of the granter's, a wildcard only granted
+///   by `*` or the same wildcard (403 `missing_scope`, param `scopes`);
+/// - signing: a target with signing enabled needs a granter with signing enabled (403
+///   `signing_disabled`, param `signing_enabled`);
+/// - IP allowlist: a granter pinned to an allowlist may only manage keys pinned within it;
+///   an empty list (any source) is wider than any list (403 `ip_not_allowed`, param
+///   `ip_allowlist`).
+///
+/// Applied to the key being minted, to a patched key both before and after the patch, to the
+/// key being rolled (its successor has the same powers) and to the key being revoked. A key
+/// managing itself is bound the same way, so no key widens itself: not its scopes, not its
+/// signing, not by loosening or removing its allowlist.
+pub fn authorize(granter: &ApiKey, target: KeyPowers<'_>) -> Result<(), KeyError> {
+    let wildcard = granter.scopes.iter().any(|s| s == "*");
+    if !wildcard && granter.kind != target.kind {
+        return Err(KeyError::WrongKind {
+            granter: granter.kind,
+        });
+    }
+    for s in target.scopes {
+        if !granter.scopes.iter().any(|have| grants(have, s)) {
+            return Err(KeyError::MissingScope { scope: s.clone() });
+        }
+    }
+    if target.signing_enabled && !granter.signing_enabled {
+        return Err(KeyError::SigningNotHeld);
+    }
+    if !allowlist_within(target.ip_allowlist, &granter.ip_allowlist) {
+        return Err(KeyError::AllowlistWider);
+    }
+    Ok(())
+}
+
+/// [`authorize`] for an actor, judged on the granter's row as stored in this transaction
+/// (the cached copy only when the row is gone), so a concurrent narrowing counts.
+fn authorize_actor(
+    ctx: &WriteCtx<'_>,
+    actor: Actor<'_>,
+    target: KeyPowers<'_>,
+) -> Result<(), KeyError> {
+    match actor {
+        Actor::Operator => Ok(()),
+        Actor::Key(cached) => {
+            let fresh = ctx.get::<ApiKey>(cached.id)?;
+            authorize(fresh.as_ref().unwrap_or(cached), target)
+        }
+    }
 }
 
 /// Validates and normalizes an allowlist (exact IPs or CIDRs, at most 32).
@@ -116,14 +232,27 @@ fn limit_reached(kind: KeyKind) -> KeyError {
     KeyError::LimitReached { kind }
 }
 
-/// Mints a key; returns the stored row and the token (shown once).
+/// Mints a key for `actor` ([`authorize`]); returns the stored row and the token (shown
+/// once).
 pub fn create(
     ctx: &mut WriteCtx<'_>,
     pepper: &Pepper,
     project: &Project,
+    actor: Actor<'_>,
     req: NewKey,
 ) -> Result<(ApiKey, String), KeyError> {
     let now = ctx.now_us();
+    let scopes = req.scopes.unwrap_or_else(|| auth::default_scopes(req.kind));
+    authorize_actor(
+        ctx,
+        actor,
+        KeyPowers {
+            kind: req.kind,
+            scopes: &scopes,
+            signing_enabled: req.signing_enabled,
+            ip_allowlist: &req.ip_allowlist,
+        },
+    )?;
     if enabled_of_kind(ctx, project.id, req.kind, now)? >= LIMIT_PER_KIND {
         return Err(limit_reached(req.kind));
     }
@@ -136,7 +265,7 @@ pub fn create(
         token_hash: pepper.hash(&t.token),
         key_id: t.key_id,
         last4: t.last4,
-        scopes: req.scopes.unwrap_or_else(|| auth::default_scopes(req.kind)),
+        scopes,
         ip_allowlist: req.ip_allowlist,
         signing_enabled: req.signing_enabled,
         created_by: req.created_by,
@@ -172,13 +301,17 @@ pub fn load(ctx: &WriteCtx<'_>, project: Uuid, id: Uuid) -> Result<ApiKey, KeyEr
     ctx.get_in::<ApiKey>(project, id)?.ok_or(KeyError::NotFound)
 }
 
+/// Applies a patch for `actor`: [`authorize`] must accept the key both as it is and as it
+/// would be after the patch.
 pub fn patch(
     ctx: &mut WriteCtx<'_>,
     project: Uuid,
+    actor: Actor<'_>,
     id: Uuid,
     p: KeyPatch,
 ) -> Result<ApiKey, KeyError> {
     let mut k = load(ctx, project, id)?;
+    authorize_actor(ctx, actor, KeyPowers::from(&k))?;
     if let Some(n) = p.name {
         k.name = n;
     }
@@ -191,13 +324,21 @@ pub fn patch(
     if let Some(s) = p.signing_enabled {
         k.signing_enabled = s;
     }
+    authorize_actor(ctx, actor, KeyPowers::from(&k))?;
     ctx.put(&k)?;
     Ok(k)
 }
 
-/// Revokes at once; revoking a revoked key answers it unchanged (idempotent).
-pub fn revoke(ctx: &mut WriteCtx<'_>, project: Uuid, id: Uuid) -> Result<ApiKey, KeyError> {
+/// Revokes at once, for `actor` ([`authorize`]); revoking a revoked key answers it
+/// unchanged (idempotent).
+pub fn revoke(
+    ctx: &mut WriteCtx<'_>,
+    project: Uuid,
+    actor: Actor<'_>,
+    id: Uuid,
+) -> Result<ApiKey, KeyError> {
     let mut k = load(ctx, project, id)?;
+    authorize_actor(ctx, actor, KeyPowers::from(&k))?;
     if k.revoked_at.is_none() {
         k.revoked_at = Some(ctx.now_us());
         ctx.put(&k)?;
@@ -206,16 +347,19 @@ pub fn revoke(ctx: &mut WriteCtx<'_>, project: Uuid, id: Uuid) -> Result<ApiKey,
 }
 
 /// Rolls a key: a new key with the same settings, the old one expiring after
-/// `grace_hours` (both work until then). Returns (new, token, old).
+/// `grace_hours` (both work until then). `actor` must be able to hold the key
+/// ([`authorize`]): the successor carries the same powers. Returns (new, token, old).
 pub fn roll(
     ctx: &mut WriteCtx<'_>,
     pepper: &Pepper,
     project: &Project,
+    actor: Actor<'_>,
     id: Uuid,
     grace_hours: u64,
 ) -> Result<(ApiKey, String, ApiKey), KeyError> {
     let now = ctx.now_us();
     let mut old = load(ctx, project.id, id)?;
+    authorize_actor(ctx, actor, KeyPowers::from(&old))?;
     if !old.is_enabled(now) {
         return Err(KeyError::NotRollable);
     }
@@ -251,4 +395,159 @@ pub fn roll(
     )?;
     ctx.put(&new)?;
     Ok((new, t.token, old))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(kind: KeyKind, scopes: &[&str], signing: bool, allow: &[&str]) -> ApiKey {
+        ApiKey {
+            id: Uuid::now_v7(),
+            project_id: Uuid::nil(),
+            kind,
+            name: "k".into(),
+            token_hash: "h".into(),
+            key_id: "apktest00000000".into(),
+            last4: "0000".into(),
+            scopes: scopes.iter().map(|s| s.to_string()).collect(),
+            ip_allowlist: allow.iter().map(|s| s.to_string()).collect(),
+            signing_enabled: signing,
+            created_by: "merchant".into(),
+            rotated_from: None,
+            expires_at: None,
+            revoked_at: None,
+            last_used_at: None,
+            use_count: 0,
+            created_at: 0,
+        }
+    }
+
+    /// The refusal as SPEC.md section 7 answers it: (code, param).
+    fn code(granter: &ApiKey, target: &ApiKey) -> Option<(&'static str, String)> {
+        authorize(granter, KeyPowers::from(target)).err().map(|e| {
+            let e = crate::api::error::ApiError::from(e);
+            (e.code, e.param.unwrap_or_default())
+        })
+    }
+
+    const NARROW: &[&str] = &["api_keys:read", "api_keys:write", "customers:read"];
+
+    #[test]
+    fn a_star_key_manages_every_kind() {
+        let star = key(KeyKind::Wallet, &["*"], true, &[]);
+        for kind in KeyKind::ALL {
+            assert_eq!(code(&star, &key(kind, &["*"], true, &[])), None);
+        }
+    }
+
+    #[test]
+    fn other_keys_manage_only_their_own_kind_within_their_scopes() {
+        let narrow = key(KeyKind::Wallet, NARROW, false, &[]);
+        // The example: the * payout key is out of reach on every count.
+        let payout_star = key(KeyKind::Payout, &["*"], true, &[]);
+        assert_eq!(
+            code(&narrow, &payout_star),
+            Some(("wrong_key_kind", "kind".into()))
+        );
+        let wallet_star = key(KeyKind::Wallet, &["*"], false, &[]);
+        assert_eq!(
+            code(&narrow, &wallet_star),
+            Some(("missing_scope", "scopes".into()))
+        );
+        let wider = key(
+            KeyKind::Wallet,
+            &["customers:read", "customers:write"],
+            false,
+            &[],
+        );
+        assert_eq!(
+            code(&narrow, &wider),
+            Some(("missing_scope", "scopes".into()))
+        );
+        assert_eq!(
+            code(
+                &narrow,
+                &key(KeyKind::Wallet, &["customers:read"], false, &[])
+            ),
+            None
+        );
+        assert_eq!(code(&narrow, &key(KeyKind::Wallet, &[], false, &[])), None);
+        // Group wildcards: covered by * or the same wildcard, never by its members.
+        let group = key(KeyKind::Wallet, &["customers:*", "api_keys:*"], false, &[]);
+        assert_eq!(
+            code(
+                &group,
+                &key(KeyKind::Wallet, &["customers:write"], false, &[])
+            ),
+            None
+        );
+        assert_eq!(
+            code(&group, &key(KeyKind::Wallet, &["customers:*"], false, &[])),
+            None
+        );
+        assert_eq!(
+            code(&narrow, &key(KeyKind::Wallet, &["customers:*"], false, &[])),
+            Some(("missing_scope", "scopes".into()))
+        );
+    }
+
+    #[test]
+    fn signing_only_from_a_key_that_has_it() {
+        let star_no_signing = key(KeyKind::Payout, &["*"], false, &[]);
+        let signer = key(KeyKind::Payout, &["payouts:create"], true, &[]);
+        assert_eq!(
+            code(&star_no_signing, &signer),
+            Some(("signing_disabled", "signing_enabled".into()))
+        );
+        let star = key(KeyKind::Payout, &["*"], true, &[]);
+        assert_eq!(code(&star, &signer), None);
+    }
+
+    #[test]
+    fn no_key_widens_itself() {
+        let me = key(KeyKind::Wallet, NARROW, false, &["10.0.0.0/8"]);
+        let mut widened = me.clone();
+        widened.signing_enabled = true;
+        assert_eq!(
+            code(&me, &widened),
+            Some(("signing_disabled", "signing_enabled".into()))
+        );
+        let mut widened = me.clone();
+        widened.scopes.push("customers:write".into());
+        assert_eq!(
+            code(&me, &widened),
+            Some(("missing_scope", "scopes".into()))
+        );
+        let mut widened = me.clone();
+        widened.ip_allowlist.clear();
+        assert_eq!(
+            code(&me, &widened),
+            Some(("ip_not_allowed", "ip_allowlist".into()))
+        );
+        let mut widened = me.clone();
+        widened.ip_allowlist = vec!["10.0.0.0/7".into()];
+        assert_eq!(
+            code(&me, &widened),
+            Some(("ip_not_allowed", "ip_allowlist".into()))
+        );
+        // Narrowing, or changing nothing that matters, is fine.
+        let mut narrowed = me.clone();
+        narrowed.name = "renamed".into();
+        narrowed.scopes = vec!["customers:read".into()];
+        narrowed.ip_allowlist = vec!["10.1.0.0/16".into(), "10.2.3.4".into()];
+        assert_eq!(code(&me, &narrowed), None);
+        assert_eq!(code(&me, &me), None);
+    }
+
+    #[test]
+    fn allowlists_compare_by_containment() {
+        let outer = vec!["10.0.0.0/8".to_string(), "2001:db8::/32".to_string()];
+        assert!(allowlist_within(&["10.1.2.3".into()], &outer));
+        assert!(allowlist_within(&["2001:db8:1::/48".into()], &outer));
+        assert!(!allowlist_within(&["11.0.0.1".into()], &outer));
+        assert!(!allowlist_within(&[], &outer));
+        assert!(allowlist_within(&[], &[]));
+        assert!(allowlist_within(&["1.2.3.4".into()], &[]));
+    }
 }

@@ -32,8 +32,10 @@ pub mod customers;
 pub mod deposits;
 pub mod error;
 pub mod keys;
+pub mod metadata;
 pub mod payouts;
 pub mod projects;
+pub mod sim_chain;
 pub mod sweeps;
 pub mod wallets;
 pub mod webhook_deliveries;
@@ -113,6 +115,10 @@ pub fn emit(
     webhook_deliveries::enqueue(ctx, &event)?;
     Ok(())
 }
+
+/// Idempotency records expire after 24 hours (SPEC.md section 8); the API replays within
+/// it and the maintenance worker purges after it.
+pub const IDEMPOTENCY_TTL_US: i64 = 24 * 3_600_000_000;
 
 /// Days since the Unix epoch (UTC) of a microsecond timestamp.
 pub fn utc_day(us: i64) -> u32 {

@@ -166,7 +166,7 @@ pub fn create(
         || req
             .to_address
             .eq_ignore_ascii_case(&wallets::master_address(p))
-        || wallets::is_live_treasury(&req.to_address)
+        || wallets::is_live_treasury(&s.reg, &req.to_address)
     {
         return Err(PayoutError::SelfPayout);
     }
@@ -389,6 +389,61 @@ fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, Fa
     Ok(p)
 }
 
+/// `queued` -> `signing` (`payout.signing`). The one transition of both chains: test mode
+/// takes it on the block after the payout was queued, the live sender before it signs.
+fn to_signing(ctx: &mut WriteCtx<'_>, s: &Scope, p: &mut Payout) -> Result<(), Fault> {
+    p.status = PayoutStatus::Signing;
+    p.updated_at = ctx.now_us();
+    ctx.put(p)?;
+    emit(
+        ctx,
+        &s.project,
+        "payout.signing",
+        p.id,
+        views::payout(&s.reg, p),
+    )?;
+    Ok(())
+}
+
+/// `signing` -> `submitted` with the transaction's hash and the block it was sent at
+/// (`payout.submitted`). Test mode: a simulated hash; live: written with the signed
+/// transaction, before the broadcast.
+fn to_submitted(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    p: &mut Payout,
+    tx_hash: String,
+    block: u64,
+) -> Result<(), Fault> {
+    p.status = PayoutStatus::Submitted;
+    p.tx_hash = Some(tx_hash);
+    p.submitted_block = Some(block);
+    p.updated_at = ctx.now_us();
+    ctx.put(p)?;
+    emit(
+        ctx,
+        &s.project,
+        "payout.submitted",
+        p.id,
+        views::payout(&s.reg, p),
+    )?;
+    Ok(())
+}
+
+/// -> `failed` with `reason` (`payout.failed`), the locked funds back in `available`: a
+/// reverted transaction (`execution reverted`, both chains) or one the live sender cannot
+/// send.
+fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, p: Payout, reason: &str) -> Result<Payout, Fault> {
+    release(
+        ctx,
+        s,
+        p,
+        PayoutStatus::Failed,
+        "payout.failed",
+        Some(reason.into()),
+    )
+}
+
 /// Test mode: a payout to an address ending in `fa11` reverts on the simulated chain.
 fn sim_reverts(to: &str) -> bool {
     to.to_ascii_lowercase().ends_with("fa11")
@@ -405,43 +460,16 @@ pub fn advance(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout, height: u64) ->
         .unwrap_or(1);
     let queued_at = p.queued_block.unwrap_or(0);
     if p.status == PayoutStatus::Queued && height > queued_at {
-        p.status = PayoutStatus::Signing;
-        p.updated_at = ctx.now_us();
-        ctx.put(&p)?;
-        emit(
-            ctx,
-            &s.project,
-            "payout.signing",
-            p.id,
-            views::payout(&s.reg, &p),
-        )?;
+        to_signing(ctx, s, &mut p)?;
     }
     if p.status == PayoutStatus::Signing && height > queued_at {
-        p.status = PayoutStatus::Submitted;
-        p.tx_hash = Some(sim_tx_hash("payout", p.id));
-        p.submitted_block = Some(queued_at + 1);
-        p.updated_at = ctx.now_us();
-        ctx.put(&p)?;
-        emit(
-            ctx,
-            &s.project,
-            "payout.submitted",
-            p.id,
-            views::payout(&s.reg, &p),
-        )?;
+        let hash = sim_tx_hash("payout", p.id);
+        to_submitted(ctx, s, &mut p, hash, queued_at + 1)?;
     }
     if p.status == PayoutStatus::Submitted {
         let sub = p.submitted_block.unwrap_or(queued_at + 1);
         if sim_reverts(&p.to_address) && height > sub {
-            return release(
-                ctx,
-                s,
-                p,
-                PayoutStatus::Failed,
-                "payout.failed",
-                Some("execution reverted".into()),
-            )
-            .map(|_| ());
+            return fail(ctx, s, p, "execution reverted").map(|_| ());
         }
         if height >= sub + required {
             let total = p.amount + p.fee_amount;
@@ -469,16 +497,7 @@ pub fn begin_signing(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Opti
         PayoutStatus::Signing => return Ok(Some(p)),
         _ => return Ok(None),
     }
-    p.status = PayoutStatus::Signing;
-    p.updated_at = ctx.now_us();
-    ctx.put(&p)?;
-    emit(
-        ctx,
-        &s.project,
-        "payout.signing",
-        p.id,
-        views::payout(&s.reg, &p),
-    )?;
+    to_signing(ctx, s, &mut p)?;
     Ok(Some(p))
 }
 
@@ -496,18 +515,7 @@ pub fn submit_live(
     if p.status != PayoutStatus::Signing {
         return Ok(None);
     }
-    p.status = PayoutStatus::Submitted;
-    p.tx_hash = Some(tx_hash.to_string());
-    p.submitted_block = Some(height);
-    p.updated_at = ctx.now_us();
-    ctx.put(&p)?;
-    emit(
-        ctx,
-        &s.project,
-        "payout.submitted",
-        p.id,
-        views::payout(&s.reg, &p),
-    )?;
+    to_submitted(ctx, s, &mut p, tx_hash.to_string(), height)?;
     Ok(Some(p))
 }
 
@@ -540,14 +548,7 @@ pub fn settle_live(
     }
     p.tx_hash = Some(tx_hash.to_string());
     if !success {
-        release(
-            ctx,
-            s,
-            p,
-            PayoutStatus::Failed,
-            "payout.failed",
-            Some("execution reverted".into()),
-        )?;
+        fail(ctx, s, p, "execution reverted")?;
         return Ok(());
     }
     settle(ctx, s, p)?;
@@ -563,13 +564,6 @@ pub fn fail_live(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> R
     if !matches!(p.status, PayoutStatus::Queued | PayoutStatus::Signing) {
         return Ok(());
     }
-    release(
-        ctx,
-        s,
-        p,
-        PayoutStatus::Failed,
-        "payout.failed",
-        Some(reason.into()),
-    )?;
+    fail(ctx, s, p, reason)?;
     Ok(())
 }

@@ -92,6 +92,7 @@ pub fn bootstrap_test(
             ctx,
             pepper,
             &p,
+            keys::Actor::Operator,
             NewKey {
                 kind,
                 name: format!("default {}", kind.as_str()),

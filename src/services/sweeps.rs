@@ -195,43 +195,15 @@ pub fn advance(ctx: &mut WriteCtx<'_>, s: &Scope, mut sw: Sweep, height: u64) ->
         .map(|c| c.required_confirmations as u64)
         .unwrap_or(1);
     if sw.status == SweepStatus::Open && height > sw.open_block.unwrap_or(0) {
-        ctx.unique_remove(&open_key(sw.wallet_id, &sw.asset))?;
-        let held = ctx.holding(sw.wallet_id, &sw.asset)?;
-        let amount = sw.amount.min(held);
-        let now = ctx.now_us();
-        sw.updated_at = now;
+        let amount = live_amount(ctx, &sw)?;
         if amount == 0 {
-            sw.status = SweepStatus::Skipped;
-            sw.skip_reason = Some("nothing_to_sweep".into());
-            ctx.put(&sw)?;
-            emit(
-                ctx,
-                &s.project,
-                "sweep.skipped",
-                sw.id,
-                views::sweep(&s.reg, &sw),
-            )?;
+            to_skipped(ctx, s, &mut sw)?;
             return Ok(());
         }
-        let e = JournalEntry {
-            id: Uuid::now_v7(),
-            project_id: p,
-            kind: "sweep_submit".into(),
-            ref_id: sw.id,
-            created_at: now,
-            postings: vec![
-                Posting::debit(
-                    Account::project(p, &sw.chain, &sw.asset, AccountKind::InTransit),
-                    amount,
-                ),
-                Posting::credit(
-                    Account::project(p, &sw.chain, &sw.asset, AccountKind::Deposits),
-                    amount,
-                ),
-            ],
-        };
-        ctx.post(&e)??;
-        ctx.holding_add(sw.wallet_id, &sw.asset, Delta::Sub(amount))?;
+        let block = sw.open_block.unwrap_or(0) + 1;
+        let hash = sim_tx_hash("sweep", sw.id);
+        to_submitted(ctx, s, &mut sw, amount, hash, block)?;
+        // The simulated chain: the funds leave the deposit address.
         if let Some(w) = ctx.get::<Wallet>(sw.wallet_id)? {
             let onchain = ctx.sim_balance(&sw.chain, &w.address, &sw.asset)?;
             ctx.sim_balance_add(
@@ -241,39 +213,10 @@ pub fn advance(ctx: &mut WriteCtx<'_>, s: &Scope, mut sw: Sweep, height: u64) ->
                 Delta::Sub(onchain.min(amount)),
             )?;
         }
-        sw.amount = amount;
-        sw.status = SweepStatus::Submitted;
-        sw.tx_hash = Some(sim_tx_hash("sweep", sw.id));
-        sw.submitted_block = Some(sw.open_block.unwrap_or(0) + 1);
-        ctx.put(&sw)?;
-        emit(
-            ctx,
-            &s.project,
-            "sweep.submitted",
-            sw.id,
-            views::sweep(&s.reg, &sw),
-        )?;
     }
     if sw.status == SweepStatus::Submitted && height >= sw.submitted_block.unwrap_or(0) + required {
-        let now = ctx.now_us();
-        let e = JournalEntry {
-            id: Uuid::now_v7(),
-            project_id: p,
-            kind: "sweep_settle".into(),
-            ref_id: sw.id,
-            created_at: now,
-            postings: vec![
-                Posting::debit(
-                    Account::project(p, &sw.chain, &sw.asset, AccountKind::Treasury),
-                    sw.amount,
-                ),
-                Posting::credit(
-                    Account::project(p, &sw.chain, &sw.asset, AccountKind::InTransit),
-                    sw.amount,
-                ),
-            ],
-        };
-        ctx.post(&e)??;
+        to_final(ctx, s, &mut sw, true)?;
+        // The simulated chain: the funds reach the master wallet.
         let master = wallets::master_address(p);
         let cur = ctx.sim_balance(&sw.chain, &master, &sw.asset)?;
         ctx.sim_balance_add(
@@ -282,17 +225,104 @@ pub fn advance(ctx: &mut WriteCtx<'_>, s: &Scope, mut sw: Sweep, height: u64) ->
             &sw.asset,
             Delta::Add(sw.amount.min(u128::MAX - cur)),
         )?;
-        sw.status = SweepStatus::Confirmed;
-        sw.updated_at = now;
-        ctx.put(&sw)?;
-        emit(
-            ctx,
-            &s.project,
-            "sweep.confirmed",
-            sw.id,
-            views::sweep(&s.reg, &sw),
-        )?;
     }
+    Ok(())
+}
+
+/// `open` -> `skipped` (`nothing_to_sweep`, `sweep.skipped`): the address holds nothing any
+/// more. The one transition of both chains.
+fn to_skipped(ctx: &mut WriteCtx<'_>, s: &Scope, sw: &mut Sweep) -> Result<(), Fault> {
+    ctx.unique_remove(&open_key(sw.wallet_id, &sw.asset))?;
+    sw.status = SweepStatus::Skipped;
+    sw.skip_reason = Some("nothing_to_sweep".into());
+    sw.updated_at = ctx.now_us();
+    ctx.put(sw)?;
+    emit(
+        ctx,
+        &s.project,
+        "sweep.skipped",
+        sw.id,
+        views::sweep(&s.reg, sw),
+    )?;
+    Ok(())
+}
+
+/// `open` -> `submitted` for `amount` with the transaction's hash and the block it was sent
+/// at (`sweep.submitted`); ledger: deposits -> in_transit, the address's holding reduced.
+/// The one transition of both chains (live: written with the signed transaction, before the
+/// broadcast).
+fn to_submitted(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    sw: &mut Sweep,
+    amount: u128,
+    tx_hash: String,
+    block: u64,
+) -> Result<(), Fault> {
+    let now = ctx.now_us();
+    let e = project_move(
+        sw,
+        "sweep_submit",
+        AccountKind::InTransit,
+        AccountKind::Deposits,
+        amount,
+        now,
+    );
+    ctx.post(&e)??;
+    ctx.unique_remove(&open_key(sw.wallet_id, &sw.asset))?;
+    ctx.holding_add(sw.wallet_id, &sw.asset, Delta::Sub(amount))?;
+    sw.amount = amount;
+    sw.status = SweepStatus::Submitted;
+    sw.tx_hash = Some(tx_hash);
+    sw.submitted_block = Some(block);
+    sw.updated_at = now;
+    ctx.put(sw)?;
+    emit(
+        ctx,
+        &s.project,
+        "sweep.submitted",
+        sw.id,
+        views::sweep(&s.reg, sw),
+    )?;
+    Ok(())
+}
+
+/// `submitted` -> `confirmed` (in_transit -> treasury, `sweep.confirmed`) when the
+/// transaction succeeded, `failed` (in_transit -> deposits, the holding restored,
+/// `skip_reason` `execution reverted`, `sweep.failed`) when it reverted. The one transition
+/// of both chains (the simulated chain never reverts a sweep).
+fn to_final(ctx: &mut WriteCtx<'_>, s: &Scope, sw: &mut Sweep, success: bool) -> Result<(), Fault> {
+    let now = ctx.now_us();
+    let (debit, credit, status, event) = if success {
+        (
+            AccountKind::Treasury,
+            AccountKind::InTransit,
+            SweepStatus::Confirmed,
+            "sweep.confirmed",
+        )
+    } else {
+        (
+            AccountKind::Deposits,
+            AccountKind::InTransit,
+            SweepStatus::Failed,
+            "sweep.failed",
+        )
+    };
+    let kind = if success {
+        "sweep_settle"
+    } else {
+        "sweep_revert"
+    };
+    let e = project_move(sw, kind, debit, credit, sw.amount, now);
+    ctx.post(&e)??;
+    if !success {
+        ctx.holding_add(sw.wallet_id, &sw.asset, Delta::Add(sw.amount))?;
+        sw.skip_reason = Some("execution reverted".into());
+    }
+    sw.status = status;
+    sw.updated_at = now;
+    ctx.put(sw)?;
+    emit(ctx, &s.project, event, sw.id, views::sweep(&s.reg, sw))?;
     Ok(())
 }
 
@@ -345,46 +375,11 @@ pub fn submit_live(
         return Ok(None);
     }
     let amount = live_amount(ctx, &sw)?;
-    let now = ctx.now_us();
     if amount == 0 {
-        ctx.unique_remove(&open_key(sw.wallet_id, &sw.asset))?;
-        sw.status = SweepStatus::Skipped;
-        sw.skip_reason = Some("nothing_to_sweep".into());
-        sw.updated_at = now;
-        ctx.put(&sw)?;
-        emit(
-            ctx,
-            &s.project,
-            "sweep.skipped",
-            sw.id,
-            views::sweep(&s.reg, &sw),
-        )?;
+        to_skipped(ctx, s, &mut sw)?;
         return Ok(Some(sw));
     }
-    let e = project_move(
-        &sw,
-        "sweep_submit",
-        AccountKind::InTransit,
-        AccountKind::Deposits,
-        amount,
-        now,
-    );
-    ctx.post(&e)??;
-    ctx.unique_remove(&open_key(sw.wallet_id, &sw.asset))?;
-    ctx.holding_add(sw.wallet_id, &sw.asset, Delta::Sub(amount))?;
-    sw.amount = amount;
-    sw.status = SweepStatus::Submitted;
-    sw.tx_hash = Some(tx_hash.to_string());
-    sw.submitted_block = Some(height);
-    sw.updated_at = now;
-    ctx.put(&sw)?;
-    emit(
-        ctx,
-        &s.project,
-        "sweep.submitted",
-        sw.id,
-        views::sweep(&s.reg, &sw),
-    )?;
+    to_submitted(ctx, s, &mut sw, amount, tx_hash.to_string(), height)?;
     Ok(Some(sw))
 }
 
@@ -402,36 +397,5 @@ pub fn settle_live(
     if sw.status != SweepStatus::Submitted {
         return Ok(());
     }
-    let now = ctx.now_us();
-    let (debit, credit, status, event) = if success {
-        (
-            AccountKind::Treasury,
-            AccountKind::InTransit,
-            SweepStatus::Confirmed,
-            "sweep.confirmed",
-        )
-    } else {
-        (
-            AccountKind::Deposits,
-            AccountKind::InTransit,
-            SweepStatus::Failed,
-            "sweep.failed",
-        )
-    };
-    let kind = if success {
-        "sweep_settle"
-    } else {
-        "sweep_revert"
-    };
-    let e = project_move(&sw, kind, debit, credit, sw.amount, now);
-    ctx.post(&e)??;
-    if !success {
-        ctx.holding_add(sw.wallet_id, &sw.asset, Delta::Add(sw.amount))?;
-        sw.skip_reason = Some("execution reverted".into());
-    }
-    sw.status = status;
-    sw.updated_at = now;
-    ctx.put(&sw)?;
-    emit(ctx, &s.project, event, sw.id, views::sweep(&s.reg, &sw))?;
-    Ok(())
+    to_final(ctx, s, &mut sw, success)
 }

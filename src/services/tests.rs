@@ -16,8 +16,8 @@ use crate::config::Config;
 use crate::registry::Registry;
 use crate::services::deposits::DepositError;
 use crate::services::payouts::PayoutError;
+use crate::services::sim_chain;
 use crate::services::{customers, deposits, payouts, projects, sweeps, wallets, Scope};
-use crate::workers::sim_chain;
 
 struct Fixture {
     _dir: tempfile::TempDir,

@@ -7,6 +7,7 @@ use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{Customer, Wallet};
 use appliance_storage::{ReadOps, WriteCtx};
 
+use crate::registry::Registry;
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
 use crate::services::{emit, utc_day, Scope};
@@ -114,7 +115,7 @@ pub fn get_or_create(
             retry_after_s: seconds_to_midnight(ctx.now_us()),
         });
     }
-    let Some(factory) = factory_for(&s.project) else {
+    let Some(factory) = factory_for(&s.reg, &s.project) else {
         return Err(WalletError::NoMasterKey);
     };
     let address = appliance_chains::address::deposit_address_under(&factory, p, customer.id);
@@ -148,39 +149,29 @@ pub fn address_key(chain: &str, address: &str) -> Vec<u8> {
 }
 
 /// Master (omnibus) wallet address of a test project: the CREATE2 address of customer nil.
-/// Live projects share the signer's EVM master wallet ([`live_treasury`]).
+/// Live projects share the signer's EVM master wallet (`Registry::live_treasury`).
 pub fn master_address(project: Uuid) -> String {
     appliance_chains::address::deposit_address(project, Uuid::nil())
 }
 
-/// Whether `address` is the live EVM master wallet (payouts to it are self-payouts).
-pub fn is_live_treasury(address: &str) -> bool {
-    LIVE_TREASURY
-        .get()
-        .is_some_and(|t| appliance_chains::address::to_checksum(t).eq_ignore_ascii_case(address))
-}
-
-/// The EVM master wallet of this installation, set once at start from the unlocked signer.
-static LIVE_TREASURY: std::sync::OnceLock<[u8; 20]> = std::sync::OnceLock::new();
-
-/// Records the EVM master wallet (the treasury of the forwarder factory) at start.
-pub fn set_live_treasury(address: [u8; 20]) {
-    let _ = LIVE_TREASURY.set(address);
-}
-
-/// The EVM master wallet, once the signer is unlocked.
-pub fn live_treasury() -> Option<[u8; 20]> {
-    LIVE_TREASURY.get().copied()
+/// Whether `address` is the live EVM master wallet of `reg` (payouts to it are
+/// self-payouts).
+pub fn is_live_treasury(reg: &Registry, address: &str) -> bool {
+    reg.live_treasury()
+        .is_some_and(|t| appliance_chains::address::to_checksum(&t).eq_ignore_ascii_case(address))
 }
 
 /// The forwarder factory a project's addresses are derived under (DECISIONS.md section 9):
 /// live projects use the factory of the real treasury; test projects that of the test
 /// stand-in. `None`: live project but no master key unlocked.
-pub fn factory_for(project: &appliance_storage::records::Project) -> Option<[u8; 20]> {
+pub fn factory_for(
+    reg: &Registry,
+    project: &appliance_storage::records::Project,
+) -> Option<[u8; 20]> {
     use appliance_chains::address::{factory_address, test_treasury};
     match project.mode {
         appliance_storage::records::Mode::Test => Some(factory_address(&test_treasury())),
-        appliance_storage::records::Mode::Live => LIVE_TREASURY.get().map(factory_address),
+        appliance_storage::records::Mode::Live => reg.live_treasury().map(|t| factory_address(&t)),
     }
 }
 

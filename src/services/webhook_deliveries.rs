@@ -224,6 +224,11 @@ pub enum OutcomeKind {
     Attempt(AttemptReport),
     /// The delivery's endpoint is disabled.
     Cancel,
+    /// The delivery cannot be sent (its event does not decode, its endpoint's secret does
+    /// not open): recorded `skipped` with the reason, so an ordered endpoint moves on.
+    Skip {
+        reason: &'static str,
+    },
 }
 
 /// What [`apply_attempt`] did.
@@ -289,6 +294,15 @@ pub fn cancel(d: &mut WebhookDelivery, now: i64) {
     d.updated_at = now;
 }
 
+/// An open delivery that cannot be sent is `skipped` with the reason in `error_detail`
+/// (replayable, like a delivery recorded while its endpoint was paused).
+pub fn skip(d: &mut WebhookDelivery, reason: &str, now: i64) {
+    d.status = DeliveryStatus::Skipped;
+    d.error_detail = Some(reason.to_string());
+    d.next_attempt_at = None;
+    d.updated_at = now;
+}
+
 /// What [`record_outcomes`] committed.
 #[derive(Debug, Default)]
 pub struct Recorded {
@@ -327,6 +341,12 @@ pub fn record_outcomes(
                     continue;
                 }
                 cancel(&mut d, now);
+            }
+            OutcomeKind::Skip { reason } => {
+                if d.attempt != o.attempt {
+                    continue;
+                }
+                skip(&mut d, reason, now);
             }
             OutcomeKind::Attempt(report) => {
                 if d.attempt + 1 != o.attempt {

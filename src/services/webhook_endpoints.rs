@@ -10,6 +10,7 @@
 use base64::Engine;
 use rand::RngCore;
 use uuid::Uuid;
+use zeroize::Zeroizing;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{
@@ -18,6 +19,7 @@ use appliance_storage::records::{
 };
 use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
+use crate::sealing::DataKey;
 use crate::services::error::{fault_from, Fault, Invalid};
 use crate::services::webhook_deliveries::{self, EventRef};
 use crate::services::EVENT_CATALOG;
@@ -111,16 +113,24 @@ pub struct NewEndpoint {
     pub delivery_mode: DeliveryMode,
 }
 
-/// Creates an active endpoint with a new secret ([`WebhookEndpointError::LimitReached`] past
-/// [`MAX_ENDPOINTS`]).
-pub fn create(ctx: &mut WriteCtx<'_>, project: Uuid, req: NewEndpoint) -> Result<WebhookEndpoint> {
+/// Creates an active endpoint with a new secret, stored sealed under `key`
+/// ([`WebhookEndpointError::LimitReached`] past [`MAX_ENDPOINTS`]). Returns the endpoint and
+/// its secret in clear, for the creation answer only.
+pub fn create(
+    ctx: &mut WriteCtx<'_>,
+    project: Uuid,
+    key: &DataKey,
+    req: NewEndpoint,
+) -> Result<(WebhookEndpoint, Zeroizing<String>)> {
     let prefix = index::prefix(IndexTag::WebhookEndpoints, project, &[]);
     if ctx.count_prefix(&prefix, MAX_ENDPOINTS)? >= MAX_ENDPOINTS {
         return Err(WebhookEndpointError::LimitReached);
     }
     let now = ctx.now_us();
+    let id = Uuid::now_v7();
+    let secret = Zeroizing::new(new_secret());
     let ep = WebhookEndpoint {
-        id: Uuid::now_v7(),
+        id,
         project_id: project,
         url: req.url,
         description: req.description,
@@ -130,7 +140,7 @@ pub fn create(ctx: &mut WriteCtx<'_>, project: Uuid, req: NewEndpoint) -> Result
         consecutive_failures: 0,
         disabled_reason: None,
         disabled_at: None,
-        secret: new_secret(),
+        secret: key.seal_webhook_secret(id, &secret),
         retired_secrets: Vec::new(),
         last_success_at: None,
         last_failure_at: None,
@@ -138,7 +148,7 @@ pub fn create(ctx: &mut WriteCtx<'_>, project: Uuid, req: NewEndpoint) -> Result
         updated_at: now,
     };
     ctx.put(&ep)?;
-    Ok(ep)
+    Ok((ep, secret))
 }
 
 /// The statuses a client may ask for (`disabled` is only ever set by the dispatcher).
@@ -224,18 +234,23 @@ pub fn patch(
     Ok((ep, resumed))
 }
 
-/// Gives the endpoint a new secret. The old one keeps signing for `overlap_hours` (0: stops
-/// at once, with every older secret — the answer to a leak). The handler bounds
-/// `overlap_hours` by [`MAX_OVERLAP_HOURS`].
+/// Gives the endpoint a new secret, stored sealed under `key`. The old one keeps signing for
+/// `overlap_hours` (0: stops at once, with every older secret — the answer to a leak). The
+/// handler bounds `overlap_hours` by [`MAX_OVERLAP_HOURS`]. Returns the endpoint and the new
+/// secret in clear, for the rotation answer only.
 pub fn rotate(
     ctx: &mut WriteCtx<'_>,
     project: Uuid,
+    key: &DataKey,
     id: Uuid,
     overlap_hours: u64,
-) -> Result<WebhookEndpoint> {
+) -> Result<(WebhookEndpoint, Zeroizing<String>)> {
     let mut ep = get(ctx, project, id)?;
     let now = ctx.now_us();
-    let old = std::mem::replace(&mut ep.secret, new_secret());
+    let secret = Zeroizing::new(new_secret());
+    // Older rows may still hold secrets in clear: never carry one forward unsealed.
+    key.seal_endpoint_in_place(&mut ep);
+    let old = std::mem::replace(&mut ep.secret, key.seal_webhook_secret(ep.id, &secret));
     if overlap_hours == 0 {
         ep.retired_secrets.clear();
     } else {
@@ -251,7 +266,7 @@ pub fn rotate(
     }
     ep.updated_at = now;
     ctx.put(&ep)?;
-    Ok(ep)
+    Ok((ep, secret))
 }
 
 /// Writes an `endpoint.test` event for one endpoint and its single delivery (the event goes to

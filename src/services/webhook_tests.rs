@@ -157,7 +157,7 @@ fn fixture() -> Fixture {
                 event_types: Vec::new(),
                 delivery_mode: DeliveryMode::Unordered,
             };
-            endpoints::create(ctx, project, req).map(|e| e.id)
+            endpoints::create(ctx, project, &test_key(), req).map(|(e, _)| e.id)
         })
         .unwrap();
     Fixture {
@@ -424,7 +424,7 @@ fn outbox_cost() {
                         event_types: Vec::new(),
                         delivery_mode: DeliveryMode::Unordered,
                     };
-                    endpoints::create(ctx, p, req)?;
+                    endpoints::create(ctx, p, &test_key(), req)?;
                 }
                 Ok::<_, WebhookEndpointError>(())
             })
@@ -456,4 +456,9 @@ fn outbox_cost() {
             );
         }
     }
+}
+
+/// A data key for stores made by these tests.
+fn test_key() -> crate::sealing::DataKey {
+    crate::sealing::DataKey::from_bytes([1; 32])
 }

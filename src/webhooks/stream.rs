@@ -61,9 +61,11 @@ pub fn start_point(
     let (mut lo, mut hi) = (n + 1, latest + 1);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        match r.event_at(project, mid)? {
-            Some(e) if e.created_at >= cutoff => hi = mid,
-            _ => lo = mid + 1,
+        match r.event_at(project, mid) {
+            Ok(Some(e)) if e.created_at >= cutoff => hi = mid,
+            // An undecodable event (reported by `appliance verify`) counts as outside.
+            Ok(_) | Err(StoreError::Corrupt(_)) => lo = mid + 1,
+            Err(e) => return Err(e),
         }
     }
     Ok(Start {

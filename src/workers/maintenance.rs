@@ -5,7 +5,7 @@ use std::time::Duration;
 use appliance_storage::records::ApiKey;
 use appliance_storage::ReadOps;
 
-use crate::api::IDEMPOTENCY_TTL_US;
+use crate::services::IDEMPOTENCY_TTL_US;
 use crate::state::AppState;
 
 /// Writes counted key uses (`last_used_at`, `use_count`) to the store.

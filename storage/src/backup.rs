@@ -83,6 +83,12 @@ pub fn backup(ctx: &ReadCtx, dest: &Path) -> Result<BackupReport, StoreError> {
     copy(src, &dst, COUNTERS, &mut seen, &mut rep)?;
     copy(src, &dst, WEBHOOK_ENDPOINTS, &mut seen, &mut rep)?;
     copy(src, &dst, WEBHOOK_DELIVERIES, &mut seen, &mut rep)?;
+    copy(src, &dst, EVM_OUT_TXS, &mut seen, &mut rep)?;
+    copy(src, &dst, EVM_PENDING, &mut seen, &mut rep)?;
+    copy(src, &dst, EVM_NONCES, &mut seen, &mut rep)?;
+    copy(src, &dst, EVM_WATCH, &mut seen, &mut rep)?;
+    copy(src, &dst, EVM_BLOCK_DEPOSITS, &mut seen, &mut rep)?;
+    copy(src, &dst, SIM_HEIGHTS, &mut seen, &mut rep)?;
     for t in src.list_tables()? {
         if !seen.contains(t.name()) {
             dst.abort()?;

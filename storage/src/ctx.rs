@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use redb::{Key, ReadTransaction, ReadableTable, TableDefinition, Value, WriteTransaction};
+use redb::{
+    Key, ReadTransaction, ReadableTable, TableDefinition, TableHandle, Value, WriteTransaction,
+};
 use uuid::Uuid;
 
 use crate::codec::{decode, encode};
@@ -84,8 +86,20 @@ pub trait ReadOps: Reader {
 
     /// A row by id that must belong to `project` (another project's row reads as absent,
     /// SPEC.md section 1 convention 6).
+    ///
+    /// A row that cannot be decoded is [`StoreError::Corrupt`] only when it is `project`'s
+    /// own (judged on its `project_id` field); another project's reads as absent, so the
+    /// error never confirms that the row exists for someone else.
     fn get_in<R: Row>(&self, project: Uuid, id: Uuid) -> Result<Option<R>, StoreError> {
-        Ok(self.get::<R>(id)?.filter(|r| r.project_id() == project))
+        let t = self.open(R::TABLE)?;
+        let Some(v) = t.get(id.as_u128())? else {
+            return Ok(None);
+        };
+        match decode::<R>(v.value()) {
+            Ok(r) => Ok(Some(r).filter(|r| r.project_id() == project)),
+            Err(e) if raw_project_id(v.value()) == Some(project) => Err(e),
+            Err(_) => Ok(None),
+        }
     }
 
     /// Row id under a unique key.
@@ -143,7 +157,9 @@ pub trait ReadOps: Reader {
                     "index points at missing row {id}"
                 )));
             };
-            let r: R = decode(v.value())?;
+            let Some(r) = decode_listed::<R>(R::TABLE.name(), &id, v.value()) else {
+                continue;
+            };
             if keep(&r) {
                 if items.len() == limit {
                     has_more = true;
@@ -331,8 +347,14 @@ pub trait ReadOps: Reader {
                 let (k, _) = e?;
                 let kb = k.value();
                 let seq = u64::from_be_bytes(kb[kb.len() - 8..].try_into().unwrap_or([0; 8]));
-                let Some(ev) = self.event_at(project, seq)? else {
-                    continue;
+                let ev = match self.event_at(project, seq) {
+                    Ok(Some(ev)) => ev,
+                    Ok(None) => continue,
+                    Err(StoreError::Corrupt(e)) => {
+                        log_undecodable("events", &format_args!("{project}/{seq}"), &e);
+                        continue;
+                    }
+                    Err(e) => return Err(e),
                 };
                 if (types.is_empty() || types.contains(&ev.event_type)) && !push(ev, &mut items) {
                     break;
@@ -347,8 +369,13 @@ pub trait ReadOps: Reader {
                 Box::new(range.rev())
             };
             for e in iter {
-                let (_, v) = e?;
-                let ev: Event = decode(v.value())?;
+                let (k, v) = e?;
+                let (_, seq) = k.value();
+                let Some(ev) =
+                    decode_listed::<Event>("events", &format_args!("{project}/{seq}"), v.value())
+                else {
+                    continue;
+                };
                 if (types.is_empty() || types.contains(&ev.event_type)) && !push(ev, &mut items) {
                     break;
                 }
@@ -395,6 +422,42 @@ pub trait ReadOps: Reader {
 
 impl ReadOps for ReadCtx {}
 impl ReadOps for WriteCtx<'_> {}
+
+/// The `project_id` of an encoded row, read without decoding it (rows write `project_id`
+/// among their first fields, so it lies near the start). For rows that do not decode.
+fn raw_project_id(bytes: &[u8]) -> Option<Uuid> {
+    const FIELD: &[u8] = b"\"project_id\":\"";
+    let head = &bytes[..bytes.len().min(512)];
+    let at = head.windows(FIELD.len()).position(|w| w == FIELD)? + FIELD.len();
+    let uuid = head.get(at..at + 36)?;
+    Uuid::parse_str(std::str::from_utf8(uuid).ok()?).ok()
+}
+
+/// Decodes a row for a reader of many rows (lists, pages, scans): a row that cannot be
+/// decoded is logged and passed over, never the end of the whole read (`appliance verify`
+/// reports it).
+fn decode_listed<T: serde::de::DeserializeOwned>(
+    table: &str,
+    key: &dyn std::fmt::Display,
+    bytes: &[u8],
+) -> Option<T> {
+    match decode(bytes) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            log_undecodable(table, key, &e.to_string());
+            None
+        }
+    }
+}
+
+fn log_undecodable(table: &str, key: &dyn std::fmt::Display, error: &str) {
+    tracing::error!(
+        table,
+        key = %key,
+        error,
+        "a stored row cannot be decoded; passed over (appliance verify reports it)"
+    );
+}
 
 /// Exclusive upper bound of a newest-first scan under `prefix`: just below the cursor row,
 /// or the end of the prefix.
@@ -453,7 +516,11 @@ impl<'t> WriteCtx<'t> {
         self.now
     }
 
-    fn track<T>(&mut self, r: Result<T, StoreError>) -> Result<T, StoreError> {
+    pub(crate) fn txn(&self) -> &'t WriteTransaction {
+        self.txn
+    }
+
+    pub(crate) fn track<T>(&mut self, r: Result<T, StoreError>) -> Result<T, StoreError> {
         self.job_dirty = true;
         if r.is_err() {
             self.storage_failed = true;
@@ -771,13 +838,17 @@ fn apply_delta(cur: u128, delta: Delta) -> Result<u128, StoreError> {
 
 /// Whole-table reads, for start-up caches and operator listings.
 pub trait ScanOps: Reader {
-    /// Every row of a table, in id order.
+    /// Every row of a table, in id order; a row that cannot be decoded is logged and passed
+    /// over (`appliance verify` reports it).
     fn all<R: Row>(&self) -> Result<Vec<R>, StoreError> {
         let t = self.open(R::TABLE)?;
         let mut out = Vec::new();
         for e in t.iter()? {
-            let (_, v) = e?;
-            out.push(decode(v.value())?);
+            let (k, v) = e?;
+            let id = Uuid::from_u128(k.value());
+            if let Some(r) = decode_listed(R::TABLE.name(), &id, v.value()) {
+                out.push(r);
+            }
         }
         Ok(out)
     }

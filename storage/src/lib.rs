@@ -17,6 +17,7 @@
 //! ```
 
 pub mod backup;
+pub mod chain_state;
 pub mod codec;
 mod ctx;
 pub mod index;
@@ -32,6 +33,7 @@ use std::sync::Arc;
 use redb::{Database, Durability, ReadableDatabase};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
+pub use chain_state::ChainStateOps;
 pub use ctx::{Delta, Page, ReadCtx, ReadOps, Reader, ScanOps, WriteCtx};
 
 /// Errors of the store itself (never a business rule).
@@ -283,7 +285,7 @@ where
 fn init_schema(db: &Database) -> Result<(), StoreError> {
     let mut txn = db.begin_write()?;
     txn.set_two_phase_commit(true);
-    {
+    let found = {
         use redb::ReadableTable;
         let mut meta = txn.open_table(schema::META)?;
         let found = meta.get("schema_version")?.map(|v| {
@@ -297,7 +299,7 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
                     supported: schema::SCHEMA_VERSION,
                 })
             }
-            // Migrations from older versions go here, in order.
+            // Migrations from older versions run below, in order, once every table exists.
             _ => {
                 meta.insert(
                     "schema_version",
@@ -305,7 +307,8 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
                 )?;
             }
         }
-    }
+        found
+    };
     txn.open_table(schema::PROJECTS)?;
     txn.open_table(schema::API_KEYS)?;
     txn.open_table(schema::CUSTOMERS)?;
@@ -328,6 +331,20 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
     txn.open_table(schema::COUNTERS)?;
     txn.open_table(schema::WEBHOOK_ENDPOINTS)?;
     txn.open_table(schema::WEBHOOK_DELIVERIES)?;
+    txn.open_table(schema::EVM_OUT_TXS)?;
+    txn.open_table(schema::EVM_PENDING)?;
+    txn.open_table(schema::EVM_NONCES)?;
+    txn.open_table(schema::EVM_WATCH)?;
+    txn.open_table(schema::EVM_BLOCK_DEPOSITS)?;
+    txn.open_table(schema::SIM_HEIGHTS)?;
+    if found.is_some_and(|v| v < 2) {
+        let m = chain_state::migrate_meta(&txn)?;
+        tracing::info!(
+            rows = m.rows,
+            left = m.left,
+            "store migrated to schema version 2"
+        );
+    }
     txn.commit()?;
     Ok(())
 }

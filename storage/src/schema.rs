@@ -5,7 +5,7 @@
 //! Values are [`crate::codec`] encodings (a version byte, then JSON).
 //!
 //! ```text
-//! meta              <&str, &[u8]>          schema_version, pepper presence, sim heights ...
+//! meta              <&str, &[u8]>          schema_version, pepper presence ...
 //! projects          <u128, &[u8]>          project id -> Project
 //! api_keys          <u128, &[u8]>          key id -> ApiKey
 //! customers         <u128, &[u8]>          customer id -> Customer
@@ -28,7 +28,16 @@
 //! counters          <&[u8], u64>           tag ‖ project -> number of keys of a counted index
 //! webhook_endpoints <u128, &[u8]>          endpoint id (UUID v7) -> WebhookEndpoint
 //! webhook_deliveries <u128, &[u8]>         delivery ULID (as u128) -> WebhookDelivery
+//! evm_out_txs       <(&str, u64), &[u8]>   (chain, nonce) -> OutTx JSON (the sender's record)
+//! evm_pending       <(&str, u64), ()>      (chain, nonce) of outgoing transactions not final
+//! evm_nonces        <&str, u64>            chain -> next nonce the sender hands out
+//! evm_watch         <&str, &[u8]>          chain -> WatchState JSON (cursor, recent hashes)
+//! evm_block_deposits <(&str, u64, u128), ()> (chain, block, deposit id) found in that block
+//! sim_heights       <&str, u64>            chain -> simulated block height (test mode)
 //! ```
+//!
+//! The chain-adapter tables (`evm_*`, `sim_heights`) are written through
+//! [`crate::chain_state`]; before schema version 2 their rows lived in `meta`.
 
 use redb::TableDefinition;
 
@@ -58,5 +67,29 @@ pub const WEBHOOK_ENDPOINTS: TableDefinition<u128, &[u8]> =
 pub const WEBHOOK_DELIVERIES: TableDefinition<u128, &[u8]> =
     TableDefinition::new("webhook_deliveries");
 
+/// Outgoing transactions of the live EVM sender: (chain id, nonce) -> the sender's `OutTx`
+/// as JSON (intent, signed raw transactions per fee level, hashes, `done`). Kept after the
+/// transaction is final.
+pub const EVM_OUT_TXS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("evm_out_txs");
+/// (chain id, nonce) of every outgoing transaction not yet final; the sender's tracker walks
+/// these in nonce order.
+pub const EVM_PENDING: TableDefinition<(&str, u64), ()> = TableDefinition::new("evm_pending");
+/// Chain id -> the next nonce the sender hands out on it.
+pub const EVM_NONCES: TableDefinition<&str, u64> = TableDefinition::new("evm_nonces");
+/// Chain id -> the live watcher's `WatchState` as JSON: its cursor (last processed height
+/// and the hashes of the recent blocks that detect a reorg).
+pub const EVM_WATCH: TableDefinition<&str, &[u8]> = TableDefinition::new("evm_watch");
+/// (chain id, block number, deposit id as u128) of each deposit the watcher found in a
+/// block, read back when a reorg removes the block. Rows exist only for blocks with
+/// deposits.
+pub const EVM_BLOCK_DEPOSITS: TableDefinition<(&str, u64, u128), ()> =
+    TableDefinition::new("evm_block_deposits");
+/// Chain id -> simulated block height (test mode's chain).
+pub const SIM_HEIGHTS: TableDefinition<&str, u64> = TableDefinition::new("sim_heights");
+
 /// Current layout version, stored under `meta["schema_version"]`.
-pub const SCHEMA_VERSION: u32 = 1;
+///
+/// * 1: first release.
+/// * 2: chain-adapter state moved from `meta` keys to its own tables
+///   ([`crate::chain_state::migrate_meta`]).
+pub const SCHEMA_VERSION: u32 = 2;

@@ -423,8 +423,17 @@ async fn signing_is_required_at_project_and_key_level() {
     // Reads stay allowed for a key without signing.
     app.get(&app.payout_key, "/v1/payouts").await.expect(200);
     app.project_set(&["--signing-enabled", "true"]);
+    // A key without signing cannot give itself signing back (DECISIONS 16: no key widens
+    // itself); a key with signing can.
     app.patch(
         &app.payout_key,
+        &format!("/v1/api_keys/{id}"),
+        json!({ "signing_enabled": true }),
+    )
+    .await
+    .expect_error(403, "signing_disabled");
+    app.patch(
+        &app.wallet_key,
         &format!("/v1/api_keys/{id}"),
         json!({ "signing_enabled": true }),
     )

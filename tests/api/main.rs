@@ -15,6 +15,8 @@ mod customers;
 mod deposits;
 mod events;
 mod idempotency;
+mod key_escalation;
+mod metadata;
 mod payouts;
 mod restart;
 mod sweeps;

@@ -7,10 +7,12 @@
 //!   matched against a set), and keeps the recent block hashes that detect a reorg.
 //! * [`sender`]: EIP-1559 transaction building, nonce choice and fee bumping rules.
 //! * [`sweeper`]: calldata of the forwarder factory (deploy-and-flush in one transaction).
+//! * [`factory`]: whether the forwarder factory is deployed and the transaction deploying it.
 //!
-//! Storage and the ledger stay in the binary (`src/workers/evm.rs`); this module knows the
+//! Storage and the ledger stay in the binary (`src/workers/evm/`); this module knows the
 //! chain only.
 
+pub mod factory;
 pub mod rpc;
 pub mod sender;
 pub mod sweeper;

@@ -294,10 +294,11 @@ impl Dispatcher {
             return;
         }
         let now = now_us();
+        let key = self.state.data_key.clone();
         let read = self
             .state
             .store
-            .read(move |r| resolve_in(r, &events, ids, &kicks, now))
+            .read(move |r| resolve_in(r, &key, &events, ids, &kicks, now))
             .await;
         let resolutions = match read {
             Ok(v) => v,
@@ -342,6 +343,31 @@ impl Dispatcher {
                                 id,
                                 attempt,
                                 kind: OutcomeKind::Cancel,
+                            },
+                        };
+                        if self.outcomes.send(o).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Resolution::Skip {
+                    id,
+                    endpoint,
+                    ordered,
+                    attempt,
+                    reason,
+                } => {
+                    if self.inflight.insert(id) {
+                        if let Some(at) = self.scheduled.remove(&id) {
+                            self.schedule.remove(&(at, id));
+                        }
+                        let o = Outcome {
+                            endpoint,
+                            ordered,
+                            recording: Recording {
+                                id,
+                                attempt,
+                                kind: OutcomeKind::Skip { reason },
                             },
                         };
                         if self.outcomes.send(o).await.is_err() {

@@ -54,7 +54,7 @@ pub(super) struct Done {
 pub(super) async fn attempt(sender: &Sender, job: Job) -> Outcome {
     let body = envelope(&job.event_json, job.attempt, &delivery_ref(job.id));
     let t = now_us() / 1_000_000;
-    let header = signature::header(job.secrets.iter().map(String::as_str), t, body.as_bytes());
+    let header = signature::header(job.secrets.iter().map(|s| s.as_str()), t, body.as_bytes());
     let result = sender.send(&job.url, body, header).await;
     let report = AttemptReport {
         url: job.url,

@@ -7,11 +7,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use uuid::Uuid;
+use zeroize::Zeroizing;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{DeliveryMode, DeliveryStatus, WebhookDelivery, WebhookEndpoint};
 use appliance_storage::{ReadCtx, ReadOps, StoreError};
 
+use crate::sealing::DataKey;
 use crate::services::webhook_deliveries::{open_delivery, OpenDelivery};
 use crate::views::{self, delivery_ref};
 
@@ -23,8 +25,8 @@ pub(super) struct Job {
     /// The attempt this send is (attempts made so far + 1).
     pub attempt: u32,
     pub url: String,
-    /// Live secrets, newest first.
-    pub secrets: Vec<String>,
+    /// Live secrets, newest first, opened.
+    pub secrets: Vec<Zeroizing<String>>,
     /// The event as `GET /v1/events/{id}` shows it.
     pub event_json: Arc<str>,
 }
@@ -40,11 +42,25 @@ pub(super) enum Resolution {
         endpoint: Uuid,
         attempt: u32,
     },
+    /// Cannot be sent: its event cannot be decoded from the store, or its endpoint's secret
+    /// does not open. Recorded `skipped` with the reason (replayable), so an ordered endpoint
+    /// moves on instead of waiting for it for ever.
+    Skip {
+        id: Uuid,
+        endpoint: Uuid,
+        ordered: bool,
+        attempt: u32,
+        reason: &'static str,
+    },
 }
+
+/// Open deliveries looked at per status when choosing an ordered endpoint's next one.
+const HEAD_CANDIDATES: usize = 8;
 
 /// The resolving read (blocking, one snapshot).
 pub(super) fn resolve_in(
     r: &ReadCtx,
+    key: &DataKey,
     events: &[(Uuid, u64)],
     mut ids: Vec<Uuid>,
     kicks: &[Uuid],
@@ -65,6 +81,7 @@ pub(super) fn resolve_in(
     ids.retain(|id| seen.insert(*id));
     let mut cx = ResolveCtx {
         r,
+        key,
         now,
         endpoints: HashMap::new(),
         events: HashMap::new(),
@@ -72,8 +89,14 @@ pub(super) fn resolve_in(
         out: Vec::new(),
     };
     for id in ids {
-        let Some(d) = r.get::<WebhookDelivery>(id)? else {
-            continue;
+        let d = match r.get::<WebhookDelivery>(id) {
+            Ok(Some(d)) => d,
+            Ok(None) => continue,
+            Err(StoreError::Corrupt(e)) => {
+                tracing::error!(delivery = %delivery_ref(id), error = %e, "a webhook delivery row cannot be decoded; passed over (appliance verify reports it)");
+                continue;
+            }
+            Err(e) => return Err(e),
         };
         if !d.status.is_open() {
             continue;
@@ -110,11 +133,21 @@ pub(super) fn resolve_in(
     Ok(cx.out)
 }
 
+/// An event as a delivery needs it.
+#[derive(Clone)]
+enum EventRead {
+    Found(Arc<str>),
+    Missing,
+    /// The stored row does not decode (reported by `appliance verify`).
+    Undecodable,
+}
+
 struct ResolveCtx<'r> {
     r: &'r ReadCtx,
+    key: &'r DataKey,
     now: i64,
     endpoints: HashMap<Uuid, Option<Arc<WebhookEndpoint>>>,
-    events: HashMap<(Uuid, u64), Option<Arc<str>>>,
+    events: HashMap<(Uuid, u64), EventRead>,
     /// Ordered endpoints already advanced in this read.
     heads: HashSet<Uuid>,
     out: Vec<Resolution>,
@@ -135,7 +168,9 @@ impl ResolveCtx<'_> {
         if !self.heads.insert(ep.id) {
             return Ok(());
         }
-        let mut first: Option<Uuid> = None;
+        // A few candidates per status, oldest first: a row that cannot be decoded (reported by
+        // `appliance verify`) is passed over, so it cannot hold the endpoint up for ever.
+        let mut open: Vec<Uuid> = Vec::new();
         for s in [DeliveryStatus::Pending, DeliveryStatus::Failed] {
             let prefix = index::prefix(
                 IndexTag::WebhookDeliveriesByEndpointStatus,
@@ -143,18 +178,22 @@ impl ResolveCtx<'_> {
                 &[ep.id.as_bytes(), s.as_str().as_bytes()],
             );
             let end = index::prefix_end(&prefix);
-            if let Some(k) = self.r.index_range(&prefix, &end, 1, false)?.first() {
-                let id = index::id_of(k);
-                first = Some(first.map_or(id, |f| f.min(id)));
+            for k in self.r.index_range(&prefix, &end, HEAD_CANDIDATES, false)? {
+                open.push(index::id_of(&k));
             }
         }
-        let Some(id) = first else {
-            return Ok(());
-        };
-        match self.r.get::<WebhookDelivery>(id)? {
-            Some(d) if d.status.is_open() => self.ready(d, ep),
-            _ => Ok(()),
+        open.sort();
+        for id in open {
+            match self.r.get::<WebhookDelivery>(id) {
+                Ok(Some(d)) if d.status.is_open() => return self.ready(d, ep),
+                Ok(_) => return Ok(()),
+                Err(StoreError::Corrupt(e)) => {
+                    tracing::error!(delivery = %delivery_ref(id), error = %e, "a webhook delivery row cannot be decoded; passed over (appliance verify reports it)");
+                }
+                Err(e) => return Err(e),
+            }
         }
+        Ok(())
     }
 
     /// Sends `d` now or schedules it for later.
@@ -165,20 +204,55 @@ impl ResolveCtx<'_> {
             return Ok(());
         }
         let key = (d.project_id, d.event_sequence);
-        let event_json = match self.events.get(&key) {
+        let event_read = match self.events.get(&key) {
             Some(e) => e.clone(),
             None => {
-                let e = self
-                    .r
-                    .event_at(d.project_id, d.event_sequence)?
-                    .map(|ev| Arc::<str>::from(views::event(&ev).to_string()));
+                let e = match self.r.event_at(d.project_id, d.event_sequence) {
+                    Ok(Some(ev)) => EventRead::Found(Arc::from(views::event(&ev).to_string())),
+                    Ok(None) => EventRead::Missing,
+                    Err(StoreError::Corrupt(e)) => {
+                        tracing::error!(
+                            event_sequence = d.event_sequence,
+                            error = %e,
+                            "an event row cannot be decoded; its deliveries are skipped (appliance verify reports it)"
+                        );
+                        EventRead::Undecodable
+                    }
+                    Err(e) => return Err(e),
+                };
                 self.events.insert(key, e.clone());
                 e
             }
         };
-        let Some(event_json) = event_json else {
-            tracing::error!(delivery = %delivery_ref(d.id), "the event of a delivery is missing");
-            return Ok(());
+        let skip = |reason: &'static str| Resolution::Skip {
+            id: d.id,
+            endpoint: ep.id,
+            ordered: ep.delivery_mode == DeliveryMode::Ordered,
+            attempt: d.attempt,
+            reason,
+        };
+        let event_json = match event_read {
+            EventRead::Found(e) => e,
+            EventRead::Missing => {
+                tracing::error!(delivery = %delivery_ref(d.id), "the event of a delivery is missing");
+                return Ok(());
+            }
+            EventRead::Undecodable => {
+                self.out.push(skip(
+                    "The event cannot be decoded from the store; appliance verify reports it.",
+                ));
+                return Ok(());
+            }
+        };
+        let secrets = match self.key.webhook_secrets(ep, self.now) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(endpoint = %ep.id, error = %e, "a webhook endpoint's signing secret does not open; its deliveries are skipped");
+                self.out.push(skip(
+                    "The endpoint's signing secret cannot be opened with this data key.",
+                ));
+                return Ok(());
+            }
         };
         self.out.push(Resolution::Send(Job {
             id: d.id,
@@ -186,7 +260,7 @@ impl ResolveCtx<'_> {
             ordered: ep.delivery_mode == DeliveryMode::Ordered,
             attempt: d.attempt + 1,
             url: ep.url.clone(),
-            secrets: ep.live_secrets(self.now).map(str::to_string).collect(),
+            secrets,
             event_json,
         }));
         Ok(())

@@ -56,12 +56,15 @@ impl DeliveryMode {
 /// A signing secret replaced by a rotation, still signing until `valid_until_us`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetiredSecret {
+    /// Sealed, as [`WebhookEndpoint::secret`].
     pub secret: String,
     pub valid_until_us: i64,
 }
 
-/// A webhook endpoint (SPEC.md section 2). The secrets are kept in clear because every send
-/// signs with them; they are never logged and only returned at creation and rotation.
+/// A webhook endpoint (SPEC.md section 2). Its signing secrets are stored sealed under the
+/// data key (`sealed:v1:...`, see the binary's `sealing` module; a row written before sealing
+/// holds `whsec_...` until the start-up migration seals it); they are never logged and only
+/// returned at creation and rotation.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WebhookEndpoint {
     pub id: Uuid,
@@ -77,7 +80,7 @@ pub struct WebhookEndpoint {
     /// `consecutive_failures` or `gone` (DECISIONS.md section 5).
     pub disabled_reason: Option<String>,
     pub disabled_at: Option<i64>,
-    /// `whsec_` + 43 base64url characters.
+    /// The sealed form of `whsec_` + 43 base64url characters.
     pub secret: String,
     /// Older secrets still inside their rotation overlap, newest first.
     #[serde(default)]
@@ -89,8 +92,8 @@ pub struct WebhookEndpoint {
 }
 
 impl WebhookEndpoint {
-    /// Every secret that signs at `now`, newest first.
-    pub fn live_secrets(&self, now: i64) -> impl Iterator<Item = &str> {
+    /// Every secret that signs at `now`, newest first, in their stored (sealed) form.
+    pub fn live_sealed_secrets(&self, now: i64) -> impl Iterator<Item = &str> {
         std::iter::once(self.secret.as_str()).chain(
             self.retired_secrets
                 .iter()

@@ -1,0 +1,615 @@
+//! The sender of a live EVM chain, a saga runner (STYLE.md habit 9). For each queued payout
+//! and each open sweep it writes the intent, the nonce and the signed raw transaction in one
+//! store transaction, then broadcasts outside it, and finalises in a later transaction once
+//! the receipt has the chain's confirmations. Every pass first walks the pending list: a
+//! transaction the node does not know is rebroadcast (this is also the start-up recovery
+//! pass), one stuck longer than `replace_after_ms` is replaced with the same nonce and
+//! higher fees.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use uuid::Uuid;
+
+use appliance_chains::evm::rpc::RpcError;
+use appliance_chains::evm::{factory, sender, sweeper, Address, B256, U256};
+use appliance_signer::{SignError, SigningPolicy};
+use appliance_storage::index::{self, IndexTag};
+use appliance_storage::records::{
+    ApiKey, Mode, Payout, PayoutStatus, Project, Sweep, SweepStatus, Wallet,
+};
+use appliance_storage::{ReadOps, WriteCtx};
+
+use super::store::{out_tx, pending_nonces, put_tx, stored_nonce, OutKind, OutTx};
+use super::{hex32, write, LiveChain, Master, Scopes, MAX_BACKOFF};
+use crate::services::error::Fault;
+use crate::services::{payouts, sweeps, Scope};
+use crate::state::AppState;
+
+/// Most payouts or sweeps one sender pass signs.
+const MAX_NEW_PER_PASS: usize = 64;
+
+pub(super) async fn send_loop(state: AppState, c: LiveChain, m: Master) {
+    let poll = Duration::from_millis(c.cfg.poll_interval_ms.max(50));
+    let mut backoff = poll;
+    loop {
+        let step = std::panic::AssertUnwindSafe(send_step(&state, &c, &m));
+        let r = match futures_util::FutureExt::catch_unwind(step).await {
+            Ok(r) => r,
+            Err(_) => Err(anyhow!("the sender step panicked (a bug); retrying")),
+        };
+        match r {
+            Ok(()) => {
+                backoff = poll;
+                tokio::time::sleep(poll).await;
+            }
+            Err(e) => {
+                tracing::warn!(chain = c.id, error = %format!("{e:#}"), "sender step failed");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+}
+
+/// One sender pass: follow pending transactions, then sign new payouts and sweeps.
+pub async fn send_step(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Result<()> {
+    track_pending(state, c, m).await?;
+    send_payouts(state, c, m).await?;
+    send_sweeps(state, c, m).await?;
+    Ok(())
+}
+
+fn is_refusal(e: &RpcError) -> bool {
+    matches!(e, RpcError::Transport { source, .. } if source.as_error_resp().is_some())
+}
+
+fn policy(state: &AppState, project: &Project, key: bool) -> SigningPolicy {
+    SigningPolicy {
+        service: state.config.signing.enabled,
+        project: project.settings.signing_enabled,
+        key,
+    }
+}
+
+/// Signs, records (with the saga step `record`) and broadcasts one transaction.
+#[allow(clippy::too_many_arguments)]
+async fn send_new<F>(
+    state: &AppState,
+    c: &LiveChain,
+    m: &Master,
+    pol: SigningPolicy,
+    kind: OutKind,
+    ref_id: Uuid,
+    project_id: Uuid,
+    to: Address,
+    value: U256,
+    data: appliance_chains::evm::Bytes,
+    gas_limit: u64,
+    record: F,
+) -> anyhow::Result<Result<Option<B256>, SignError>>
+where
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>, &str) -> Result<bool, Fault> + Send + 'static,
+{
+    let chain = c.id;
+    let stored = state.store.read(move |r| stored_nonce(r, chain)).await?;
+    let node = c.rpc.pending_nonce(m.treasury).await?;
+    let nonce = sender::choose_nonce(stored, node);
+    let (max_fee, tip) = c.rpc.fees().await?;
+    let tx = sender::eip1559(
+        c.chain_id,
+        nonce,
+        to,
+        value,
+        data.clone(),
+        gas_limit,
+        max_fee,
+        tip,
+    );
+    let signed = match m.signer.sign_evm(pol, tx) {
+        Ok(s) => s,
+        Err(e) => return Ok(Err(e)),
+    };
+    let hash = B256::from(signed.hash);
+    let raw_hex = hex::encode(&signed.raw);
+    let out = OutTx {
+        nonce,
+        kind,
+        ref_id,
+        project_id,
+        to,
+        value: value.to_string(),
+        data: hex::encode(&data),
+        gas_limit,
+        max_fee_per_gas: max_fee.to_string(),
+        max_priority_fee_per_gas: tip.to_string(),
+        raws: vec![raw_hex],
+        hashes: vec![hex32(&hash)],
+        sent_at: appliance_storage::now_us(),
+        done: false,
+    };
+    let recorded = write(state, move |ctx| {
+        if stored_nonce(ctx, chain)? != stored {
+            return Err(Fault::invariant("nonce moved under the sender"));
+        }
+        if !record(ctx, &out.hashes[0])? {
+            return Ok(false);
+        }
+        put_tx(ctx, chain, &out)?;
+        ctx.evm_pending_set(chain, nonce, true)?;
+        ctx.evm_next_nonce_put(chain, nonce + 1)?;
+        Ok(true)
+    })
+    .await?;
+    if !recorded {
+        return Ok(Ok(None));
+    }
+    if let Err(e) = c.rpc.send_raw(&signed.raw).await {
+        // Recorded: the tracker rebroadcasts it.
+        tracing::warn!(chain, nonce, error = %e, "broadcast failed; will retry");
+    }
+    Ok(Ok(Some(hash)))
+}
+
+async fn track_pending(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Result<()> {
+    let chain = c.id;
+    let txs: Vec<OutTx> = state
+        .store
+        .read(move |r| {
+            let mut v = Vec::new();
+            for n in pending_nonces(r, chain)? {
+                if let Some(t) = out_tx(r, chain, n)? {
+                    v.push(t);
+                }
+            }
+            Ok(v)
+        })
+        .await?;
+    if txs.is_empty() {
+        return Ok(());
+    }
+    let head = c.rpc.block_number().await?;
+    for tx in txs {
+        let mut mined = None;
+        for h in tx.hashes.iter().rev() {
+            let hash: B256 = h.parse().map_err(|_| anyhow!("bad stored hash {h}"))?;
+            if let Some(r) = c.rpc.receipt(hash).await? {
+                mined = Some((h.clone(), r));
+                break;
+            }
+        }
+        match mined {
+            Some((h, r)) => {
+                if head + 1 >= r.block_number + c.required_confirmations as u64 {
+                    finalise(state, c, tx, h, r.success).await?;
+                }
+            }
+            None => {
+                let age_ms = (appliance_storage::now_us() - tx.sent_at) / 1000;
+                if age_ms > c.cfg.replace_after_ms as i64 {
+                    replace(state, c, m, tx).await?;
+                } else {
+                    let last: B256 = tx
+                        .hashes
+                        .last()
+                        .and_then(|h| h.parse().ok())
+                        .unwrap_or_default();
+                    if !c.rpc.knows_tx(last).await? {
+                        let raw = hex::decode(tx.raws.last().map(String::as_str).unwrap_or(""))?;
+                        if let Err(e) = c.rpc.send_raw(&raw).await {
+                            tracing::debug!(chain, nonce = tx.nonce, error = %e, "rebroadcast refused");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn finalise(
+    state: &AppState,
+    c: &LiveChain,
+    tx: OutTx,
+    hash: String,
+    success: bool,
+) -> anyhow::Result<()> {
+    let reg = state.registry.clone();
+    let chain = c.id;
+    write(state, move |ctx| {
+        let mut scopes = Scopes::new(reg);
+        match tx.kind {
+            OutKind::Sweep => {
+                if let Some(s) = scopes.live(ctx, tx.project_id)? {
+                    sweeps::settle_live(ctx, &s, tx.ref_id, success)?;
+                }
+            }
+            OutKind::Payout => {
+                if let Some(s) = scopes.live(ctx, tx.project_id)? {
+                    payouts::settle_live(ctx, &s, tx.ref_id, &hash, success)?;
+                }
+            }
+            OutKind::Factory => {}
+        }
+        let mut done = tx.clone();
+        done.done = true;
+        put_tx(ctx, chain, &done)?;
+        ctx.evm_pending_set(chain, tx.nonce, false)?;
+        Ok(())
+    })
+    .await
+}
+
+/// Replaces a stuck transaction: same nonce, same call, fees up by at least 12.5%.
+async fn replace(state: &AppState, c: &LiveChain, m: &Master, mut tx: OutTx) -> anyhow::Result<()> {
+    let old = (
+        tx.max_fee_per_gas.parse::<u128>().unwrap_or(0),
+        tx.max_priority_fee_per_gas.parse::<u128>().unwrap_or(0),
+    );
+    let (max_fee, tip) = sender::bumped_fees(old, c.rpc.fees().await?);
+    let project_id = tx.project_id;
+    let project = state
+        .store
+        .read(move |r| r.get::<Project>(project_id))
+        .await?;
+    let pol = SigningPolicy {
+        service: state.config.signing.enabled,
+        project: project.as_ref().is_none_or(|p| p.settings.signing_enabled),
+        key: true,
+    };
+    let unsigned = sender::eip1559(
+        c.chain_id,
+        tx.nonce,
+        tx.to,
+        tx.value.parse().unwrap_or(U256::ZERO),
+        hex::decode(&tx.data)?.into(),
+        tx.gas_limit,
+        max_fee,
+        tip,
+    );
+    let signed = match m.signer.sign_evm(pol, unsigned) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(chain = c.id, nonce = tx.nonce, error = %e, "cannot replace a stuck transaction");
+            return Ok(());
+        }
+    };
+    let hash = hex32(&B256::from(signed.hash));
+    tx.raws.push(hex::encode(&signed.raw));
+    tx.hashes.push(hash.clone());
+    tx.max_fee_per_gas = max_fee.to_string();
+    tx.max_priority_fee_per_gas = tip.to_string();
+    tx.sent_at = appliance_storage::now_us();
+    let chain = c.id;
+    let t2 = tx.clone();
+    write(state, move |ctx| {
+        put_tx(ctx, chain, &t2)?;
+        if t2.kind == OutKind::Payout {
+            payouts::retarget_live(ctx, t2.ref_id, &hash)?;
+        }
+        Ok(())
+    })
+    .await?;
+    tracing::info!(
+        chain,
+        nonce = tx.nonce,
+        max_fee,
+        tip,
+        "replaced a stuck transaction"
+    );
+    if let Err(e) = c.rpc.send_raw(&signed.raw).await {
+        tracing::warn!(chain, nonce = tx.nonce, error = %e, "replacement broadcast failed");
+    }
+    Ok(())
+}
+
+/// Work items of the global queue `tag` on this chain, oldest first.
+async fn work_ids(state: &AppState, tag: IndexTag) -> anyhow::Result<Vec<Uuid>> {
+    let page = state
+        .store
+        .read(move |r| {
+            r.scan_ids(
+                &index::prefix(tag, Uuid::nil(), &[]),
+                None,
+                usize::MAX,
+                |_| Ok(true),
+            )
+        })
+        .await?;
+    let mut ids = page.items;
+    ids.reverse();
+    Ok(ids)
+}
+
+async fn send_payouts(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Result<()> {
+    let reg = state.registry.clone();
+    let mut done = 0;
+    for id in work_ids(state, IndexTag::PayoutsWork).await? {
+        if done >= MAX_NEW_PER_PASS {
+            break;
+        }
+        let chain = c.id;
+        let item = state
+            .store
+            .read(move |r| {
+                let Some(p) = r.get::<Payout>(id)? else {
+                    return Ok(None);
+                };
+                if p.chain != chain
+                    || !matches!(p.status, PayoutStatus::Queued | PayoutStatus::Signing)
+                {
+                    return Ok(None);
+                }
+                let Some(project) = r
+                    .get::<Project>(p.project_id)?
+                    .filter(|x| x.mode == Mode::Live)
+                else {
+                    return Ok(None);
+                };
+                let key = r.get::<ApiKey>(p.created_by_key)?;
+                Ok(Some((p, project, key)))
+            })
+            .await?;
+        let Some((p, project, key)) = item else {
+            continue;
+        };
+        done += 1;
+        let scope = Scope {
+            reg: reg.clone(),
+            project: Arc::new(project.clone()),
+        };
+        let s2 = scope.clone();
+        if write(state, move |ctx| payouts::begin_signing(ctx, &s2, id))
+            .await?
+            .is_none()
+        {
+            continue;
+        }
+        let pol = policy(
+            state,
+            &project,
+            key.as_ref().is_some_and(|k| k.signing_enabled),
+        );
+        if !pol.blocked_by().is_empty() {
+            let reason = format!("signing_disabled: {}", pol.blocked_by().join(","));
+            let s2 = scope.clone();
+            write(state, move |ctx| payouts::fail_live(ctx, &s2, id, &reason)).await?;
+            continue;
+        }
+        let Some(asset) = reg.asset(&p.chain, &p.asset).cloned() else {
+            continue;
+        };
+        let dest: Address = match p.to_address.parse() {
+            Ok(a) => a,
+            Err(_) => {
+                let s2 = scope.clone();
+                write(state, move |ctx| {
+                    payouts::fail_live(ctx, &s2, id, "invalid_address")
+                })
+                .await?;
+                continue;
+            }
+        };
+        let (to, value, data) = if asset.is_native {
+            (dest, U256::from(p.amount), Default::default())
+        } else {
+            let token: Address = asset
+                .contract
+                .parse()
+                .map_err(|_| anyhow!("bad contract"))?;
+            (
+                token,
+                U256::ZERO,
+                sweeper::erc20_transfer_calldata(&dest, U256::from(p.amount)),
+            )
+        };
+        let gas = match c
+            .rpc
+            .estimate_gas(m.treasury, to, value, data.clone())
+            .await
+        {
+            Ok(g) => sender::gas_limit_with_margin(g),
+            Err(e) if is_refusal(&e) => {
+                // The node says the transfer cannot succeed now (the master wallet lacks
+                // the funds or gas): fail it without spending a nonce.
+                let reason = format!("execution reverted: {e}");
+                let s2 = scope.clone();
+                write(state, move |ctx| payouts::fail_live(ctx, &s2, id, &reason)).await?;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let s2 = scope.clone();
+        let head = c.rpc.block_number().await?;
+        let sent = send_new(
+            state,
+            c,
+            m,
+            pol,
+            OutKind::Payout,
+            id,
+            p.project_id,
+            to,
+            value,
+            data,
+            gas,
+            move |ctx, hash| Ok(payouts::submit_live(ctx, &s2, id, hash, head)?.is_some()),
+        )
+        .await?;
+        if let Err(e) = sent {
+            let reason = format!("signing refused: {e}");
+            let s2 = scope.clone();
+            write(state, move |ctx| payouts::fail_live(ctx, &s2, id, &reason)).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Deploys the factory through the deterministic deployment proxy when the chain lacks it
+/// (the chain side is `appliance_chains::evm::factory`). `Ok(true)` once its code is on
+/// chain.
+async fn ensure_factory(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Result<bool> {
+    if factory::is_deployed(&c.rpc, m.factory).await? {
+        return Ok(true);
+    }
+    let chain = c.id;
+    let pending = state
+        .store
+        .read(move |r| {
+            for n in pending_nonces(r, chain)? {
+                if out_tx(r, chain, n)?.is_some_and(|t| t.kind == OutKind::Factory) {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        })
+        .await?;
+    if pending {
+        return Ok(false);
+    }
+    let d = factory::deployment(&c.rpc, m.treasury).await?;
+    let pol = SigningPolicy {
+        service: state.config.signing.enabled,
+        project: true,
+        key: true,
+    };
+    let r = send_new(
+        state,
+        c,
+        m,
+        pol,
+        OutKind::Factory,
+        Uuid::nil(),
+        Uuid::nil(),
+        d.to,
+        d.value,
+        d.data,
+        d.gas_limit,
+        |_, _| Ok(true),
+    )
+    .await?;
+    if let Err(e) = r {
+        tracing::warn!(chain = c.id, error = %e, "cannot deploy the forwarder factory");
+    }
+    Ok(false)
+}
+
+async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Result<()> {
+    let reg = state.registry.clone();
+    let chain = c.id;
+    let threshold = c.cfg.sweep_threshold_usd_cents.unwrap_or(0) as u128;
+    let mut factory_ready: Option<bool> = None;
+    let mut done = 0;
+    for id in work_ids(state, IndexTag::SweepsWork).await? {
+        if done >= MAX_NEW_PER_PASS {
+            break;
+        }
+        let item = state
+            .store
+            .read(move |r| {
+                let Some(sw) = r.get::<Sweep>(id)? else {
+                    return Ok(None);
+                };
+                if sw.chain != chain || sw.status != SweepStatus::Open {
+                    return Ok(None);
+                }
+                let Some(project) = r
+                    .get::<Project>(sw.project_id)?
+                    .filter(|x| x.mode == Mode::Live)
+                else {
+                    return Ok(None);
+                };
+                let Some(w) = r.get::<Wallet>(sw.wallet_id)? else {
+                    return Ok(None);
+                };
+                let amount = sweeps::live_amount(r, &sw).unwrap_or(0);
+                let requested = r.meta_get(&sweeps::requested_key(sw.id))?.is_some();
+                Ok(Some((sw, project, w, amount, requested)))
+            })
+            .await?;
+        let Some((sw, project, w, amount, requested)) = item else {
+            continue;
+        };
+        let Some(asset) = reg.asset(chain, &sw.asset).cloned() else {
+            continue;
+        };
+        // Natives have no price source yet: any confirmed amount is swept.
+        if !requested
+            && amount > 0
+            && asset.is_stable()
+            && asset.usd_cents(amount).unwrap_or(0) < threshold
+        {
+            continue;
+        }
+        done += 1;
+        let scope = Scope {
+            reg: reg.clone(),
+            project: Arc::new(project.clone()),
+        };
+        if amount == 0 {
+            let s2 = scope.clone();
+            write(state, move |ctx| {
+                sweeps::submit_live(ctx, &s2, id, "", 0).map(|_| ())
+            })
+            .await?;
+            continue;
+        }
+        if factory_ready.is_none() {
+            factory_ready = Some(ensure_factory(state, c, m).await?);
+        }
+        if factory_ready != Some(true) {
+            return Ok(());
+        }
+        let pol = policy(state, &project, true);
+        if !pol.blocked_by().is_empty() {
+            continue; // stays open until signing is switched back on
+        }
+        let token = if asset.is_native {
+            Address::ZERO
+        } else {
+            asset
+                .contract
+                .parse()
+                .map_err(|_| anyhow!("bad contract"))?
+        };
+        let salt = appliance_chains::address::deposit_salt(w.project_id, w.customer_id);
+        let data = sweeper::sweep_calldata(salt, &[token]);
+        let gas = match c
+            .rpc
+            .estimate_gas(m.treasury, m.factory, U256::ZERO, data.clone())
+            .await
+        {
+            Ok(g) => sender::gas_limit_with_margin(g),
+            Err(e) if is_refusal(&e) => {
+                tracing::warn!(chain, sweep = %id, error = %e, "sweep would revert; left open");
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let head = c.rpc.block_number().await?;
+        let s2 = scope.clone();
+        let r = send_new(
+            state,
+            c,
+            m,
+            pol,
+            OutKind::Sweep,
+            id,
+            sw.project_id,
+            m.factory,
+            U256::ZERO,
+            data,
+            gas,
+            move |ctx, hash| {
+                Ok(sweeps::submit_live(ctx, &s2, id, hash, head)?
+                    .is_some_and(|s| s.status == SweepStatus::Submitted))
+            },
+        )
+        .await?;
+        if let Err(e) = r {
+            tracing::warn!(chain, sweep = %id, error = %e, "sweep not signed");
+        }
+    }
+    Ok(())
+}

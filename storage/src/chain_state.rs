@@ -1,0 +1,517 @@
+//! Chain adapters' own state: the live EVM watcher's position and the deposits of recent
+//! blocks, the live EVM sender's outgoing transactions, pending list and next nonce, and
+//! test mode's simulated block heights. Each has its table in [`crate::schema`] (key
+//! layouts documented there); until schema version 2 they lived in `meta` under keys built
+//! with `format!`, and [`migrate_meta`] moves such rows on open.
+//!
+//! The values of [`EVM_OUT_TXS`] and [`EVM_WATCH`] are JSON documents whose shapes belong to
+//! the binary's EVM worker (`OutTx`, `WatchState`); the store keeps their bytes.
+
+use redb::{ReadableTable, WriteTransaction};
+use uuid::Uuid;
+
+use crate::ctx::{ReadCtx, ReadOps, Reader, WriteCtx};
+use crate::records::Deposit;
+use crate::schema::*;
+use crate::StoreError;
+
+/// Reads of chain-adapter state, for both contexts.
+pub trait ChainStateOps: Reader {
+    /// The recorded outgoing transaction `nonce` of `chain` (JSON), if any.
+    fn evm_out_tx(&self, chain: &str, nonce: u64) -> Result<Option<Vec<u8>>, StoreError> {
+        let t = self.open(EVM_OUT_TXS)?;
+        let v = t.get((chain, nonce))?.map(|v| v.value().to_vec());
+        Ok(v)
+    }
+
+    /// Nonces of `chain`'s outgoing transactions not yet final, ascending.
+    fn evm_pending(&self, chain: &str) -> Result<Vec<u64>, StoreError> {
+        let t = self.open(EVM_PENDING)?;
+        let mut out = Vec::new();
+        for e in t.range((chain, 0u64)..=(chain, u64::MAX))? {
+            let (k, _) = e?;
+            out.push(k.value().1);
+        }
+        Ok(out)
+    }
+
+    /// The next nonce the sender hands out on `chain` (0 when never used).
+    fn evm_next_nonce(&self, chain: &str) -> Result<u64, StoreError> {
+        let t = self.open(EVM_NONCES)?;
+        let v = t.get(chain)?.map(|v| v.value()).unwrap_or(0);
+        Ok(v)
+    }
+
+    /// The watcher's state of `chain` (JSON), if it ever ran.
+    fn evm_watch(&self, chain: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let t = self.open(EVM_WATCH)?;
+        let v = t.get(chain)?.map(|v| v.value().to_vec());
+        Ok(v)
+    }
+
+    /// Deposits the watcher found in block `block` of `chain`, in id order.
+    fn evm_block_deposits(&self, chain: &str, block: u64) -> Result<Vec<Uuid>, StoreError> {
+        let t = self.open(EVM_BLOCK_DEPOSITS)?;
+        let mut out = Vec::new();
+        for e in t.range((chain, block, 0u128)..=(chain, block, u128::MAX))? {
+            let (k, _) = e?;
+            out.push(Uuid::from_u128(k.value().2));
+        }
+        Ok(out)
+    }
+
+    /// Simulated block height of `chain` (test mode; 0 before the first block).
+    fn sim_height(&self, chain: &str) -> Result<u64, StoreError> {
+        let t = self.open(SIM_HEIGHTS)?;
+        let v = t.get(chain)?.map(|v| v.value()).unwrap_or(0);
+        Ok(v)
+    }
+}
+
+impl<T: Reader> ChainStateOps for T {}
+
+impl WriteCtx<'_> {
+    /// Records (or replaces) outgoing transaction `nonce` of `chain`.
+    pub fn evm_out_tx_put(
+        &mut self,
+        chain: &str,
+        nonce: u64,
+        json: &[u8],
+    ) -> Result<(), StoreError> {
+        let r = (|| {
+            self.txn()
+                .open_table(EVM_OUT_TXS)?
+                .insert((chain, nonce), json)?;
+            Ok(())
+        })();
+        self.track(r)
+    }
+
+    /// Marks outgoing transaction `nonce` of `chain` pending (`true`) or final (`false`).
+    pub fn evm_pending_set(
+        &mut self,
+        chain: &str,
+        nonce: u64,
+        pending: bool,
+    ) -> Result<(), StoreError> {
+        let r = (|| {
+            let mut t = self.txn().open_table(EVM_PENDING)?;
+            if pending {
+                t.insert((chain, nonce), ())?;
+            } else {
+                t.remove((chain, nonce))?;
+            }
+            Ok(())
+        })();
+        self.track(r)
+    }
+
+    /// Sets the next nonce the sender hands out on `chain`.
+    pub fn evm_next_nonce_put(&mut self, chain: &str, next: u64) -> Result<(), StoreError> {
+        let r = (|| {
+            self.txn().open_table(EVM_NONCES)?.insert(chain, next)?;
+            Ok(())
+        })();
+        self.track(r)
+    }
+
+    /// Sets the watcher's state of `chain`.
+    pub fn evm_watch_put(&mut self, chain: &str, json: &[u8]) -> Result<(), StoreError> {
+        let r = (|| {
+            self.txn().open_table(EVM_WATCH)?.insert(chain, json)?;
+            Ok(())
+        })();
+        self.track(r)
+    }
+
+    /// Remembers that deposit `id` was found in block `block` of `chain`.
+    pub fn evm_block_deposit_add(
+        &mut self,
+        chain: &str,
+        block: u64,
+        id: Uuid,
+    ) -> Result<(), StoreError> {
+        let r = (|| {
+            self.txn()
+                .open_table(EVM_BLOCK_DEPOSITS)?
+                .insert((chain, block, id.as_u128()), ())?;
+            Ok(())
+        })();
+        self.track(r)
+    }
+
+    /// Forgets the deposits of block `block` of `chain` (after a reorg unwound them).
+    pub fn evm_block_deposits_clear(&mut self, chain: &str, block: u64) -> Result<(), StoreError> {
+        let r = (|| {
+            let mut t = self.txn().open_table(EVM_BLOCK_DEPOSITS)?;
+            t.retain_in((chain, block, 0u128)..=(chain, block, u128::MAX), |_, _| {
+                false
+            })?;
+            Ok(())
+        })();
+        self.track(r)
+    }
+
+    /// Sets the simulated block height of `chain`.
+    pub fn sim_height_put(&mut self, chain: &str, height: u64) -> Result<(), StoreError> {
+        let r = (|| {
+            self.txn().open_table(SIM_HEIGHTS)?.insert(chain, height)?;
+            Ok(())
+        })();
+        self.track(r)
+    }
+}
+
+/// `verify`'s checks of the chain-adapter tables: each outgoing transaction is recorded
+/// under its own nonce, below the chain's next nonce; each pending nonce has its
+/// transaction, not marked done; each remembered block deposit exists on that chain; no
+/// legacy `meta` row is left unmigrated. Returns (rows checked, violations).
+pub fn check(ctx: &ReadCtx) -> Result<(u64, Vec<String>), StoreError> {
+    let mut rows = 0u64;
+    let mut bad = Vec::new();
+    let txs = ctx.open(EVM_OUT_TXS)?;
+    for e in txs.iter()? {
+        let (k, v) = e?;
+        let (chain, nonce) = k.value();
+        rows += 1;
+        let doc: Option<serde_json::Value> = serde_json::from_slice(v.value()).ok();
+        if doc.as_ref().and_then(|d| d["nonce"].as_u64()) != Some(nonce) {
+            bad.push(format!(
+                "outgoing transaction {chain}/{nonce} is unreadable or filed under another nonce"
+            ));
+        }
+        if nonce >= ctx.evm_next_nonce(chain)? {
+            bad.push(format!(
+                "outgoing transaction {chain}/{nonce} is at or above the chain's next nonce"
+            ));
+        }
+    }
+    let pending = ctx.open(EVM_PENDING)?;
+    for e in pending.iter()? {
+        let (k, _) = e?;
+        let (chain, nonce) = k.value();
+        rows += 1;
+        match ctx.evm_out_tx(chain, nonce)? {
+            None => bad.push(format!("pending nonce {chain}/{nonce} has no transaction")),
+            Some(b) => {
+                let done = serde_json::from_slice::<serde_json::Value>(&b)
+                    .ok()
+                    .and_then(|d| d["done"].as_bool());
+                if done != Some(false) {
+                    bad.push(format!(
+                        "pending nonce {chain}/{nonce} belongs to a transaction marked done"
+                    ));
+                }
+            }
+        }
+    }
+    let blocks = ctx.open(EVM_BLOCK_DEPOSITS)?;
+    for e in blocks.iter()? {
+        let (k, _) = e?;
+        let (chain, n, id) = k.value();
+        rows += 1;
+        let id = Uuid::from_u128(id);
+        match ctx.get::<Deposit>(id)? {
+            Some(d) if d.chain == chain => {}
+            _ => bad.push(format!(
+                "block {chain}/{n} remembers deposit {id}, which is not a deposit on {chain}"
+            )),
+        }
+    }
+    let meta = ctx.open(META)?;
+    for p in LEGACY_PREFIXES {
+        let end = format!("{};", &p[..p.len() - 1]);
+        for e in meta.range(p..end.as_str())? {
+            let (k, _) = e?;
+            bad.push(format!(
+                "meta key {:?} is chain state of schema version 1 that did not migrate",
+                k.value()
+            ));
+        }
+    }
+    Ok((rows, bad))
+}
+
+/// What [`migrate_meta`] moved.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Migrated {
+    pub rows: u64,
+    /// Legacy keys whose value did not parse; left in `meta` for the operator (reported by
+    /// `verify`).
+    pub left: u64,
+}
+
+/// Legacy `meta` key prefixes of chain-adapter state (schema version 1).
+pub const LEGACY_PREFIXES: [&str; 6] = [
+    "evm_tx:",
+    "evm_txs:",
+    "evm_nonce:",
+    "evm_watch:",
+    "evm_block:",
+    "sim_height:",
+];
+
+fn be_u64(b: &[u8]) -> Option<u64> {
+    <[u8; 8]>::try_from(b).ok().map(u64::from_be_bytes)
+}
+
+/// Schema 1 -> 2: moves the chain-adapter rows of `meta` into their tables, in the opening
+/// transaction. Layouts of version 1:
+///
+/// ```text
+/// evm_tx:<chain>:<nonce, 20 digits>   OutTx JSON            -> evm_out_txs
+/// evm_txs:<chain>                     JSON array of nonces  -> evm_pending
+/// evm_nonce:<chain>                   u64 big-endian        -> evm_nonces
+/// evm_watch:<chain>                   WatchState JSON       -> evm_watch
+/// evm_block:<chain>:<n, 20 digits>    JSON array of UUIDs   -> evm_block_deposits
+/// sim_height:<chain>                  u64 big-endian        -> sim_heights
+/// ```
+pub fn migrate_meta(txn: &WriteTransaction) -> Result<Migrated, StoreError> {
+    let mut legacy: Vec<(String, Vec<u8>)> = Vec::new();
+    {
+        let meta = txn.open_table(META)?;
+        for p in LEGACY_PREFIXES {
+            // Keys of one prefix sort together; the range ends before the next character.
+            let end = format!("{};", &p[..p.len() - 1]);
+            for e in meta.range(p..end.as_str())? {
+                let (k, v) = e?;
+                legacy.push((k.value().to_string(), v.value().to_vec()));
+            }
+        }
+    }
+    let mut out = Migrated::default();
+    let mut meta = txn.open_table(META)?;
+    let mut txs = txn.open_table(EVM_OUT_TXS)?;
+    let mut pending = txn.open_table(EVM_PENDING)?;
+    let mut nonces = txn.open_table(EVM_NONCES)?;
+    let mut watch = txn.open_table(EVM_WATCH)?;
+    let mut blocks = txn.open_table(EVM_BLOCK_DEPOSITS)?;
+    let mut heights = txn.open_table(SIM_HEIGHTS)?;
+    for (k, v) in legacy {
+        let moved = if let Some(rest) = k.strip_prefix("evm_tx:") {
+            match rest
+                .rsplit_once(':')
+                .and_then(|(c, n)| Some((c, n.parse::<u64>().ok()?)))
+            {
+                Some((chain, nonce)) => {
+                    txs.insert((chain, nonce), v.as_slice())?;
+                    true
+                }
+                None => false,
+            }
+        } else if let Some(chain) = k.strip_prefix("evm_txs:") {
+            match serde_json::from_slice::<Vec<u64>>(&v) {
+                Ok(list) => {
+                    for n in list {
+                        pending.insert((chain, n), ())?;
+                    }
+                    true
+                }
+                Err(_) => false,
+            }
+        } else if let Some(chain) = k.strip_prefix("evm_nonce:") {
+            match be_u64(&v) {
+                Some(n) => {
+                    nonces.insert(chain, n)?;
+                    true
+                }
+                None => false,
+            }
+        } else if let Some(chain) = k.strip_prefix("evm_watch:") {
+            watch.insert(chain, v.as_slice())?;
+            true
+        } else if let Some(rest) = k.strip_prefix("evm_block:") {
+            let parsed = rest
+                .rsplit_once(':')
+                .and_then(|(c, n)| Some((c, n.parse::<u64>().ok()?)))
+                .and_then(|(c, n)| Some((c, n, serde_json::from_slice::<Vec<Uuid>>(&v).ok()?)));
+            match parsed {
+                Some((chain, n, ids)) => {
+                    for id in ids {
+                        blocks.insert((chain, n, id.as_u128()), ())?;
+                    }
+                    true
+                }
+                None => false,
+            }
+        } else if let Some(chain) = k.strip_prefix("sim_height:") {
+            match be_u64(&v) {
+                Some(h) => {
+                    heights.insert(chain, h)?;
+                    true
+                }
+                None => false,
+            }
+        } else {
+            false
+        };
+        if moved {
+            meta.remove(k.as_str())?;
+            out.rows += 1;
+        } else {
+            tracing::warn!(key = %k, "a legacy chain-state row does not parse; left in meta");
+            out.left += 1;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::DepositStatus;
+    use crate::{ReadOps, Store, StoreOptions};
+
+    fn deposit(chain: &str) -> Deposit {
+        Deposit {
+            id: Uuid::now_v7(),
+            project_id: Uuid::now_v7(),
+            customer_id: Uuid::now_v7(),
+            wallet_id: Uuid::now_v7(),
+            chain: chain.into(),
+            asset: "USDT".into(),
+            amount: 5,
+            tx_hash: format!("0x{}", "ab".repeat(32)),
+            log_index: 1,
+            from_address: "0x0000000000000000000000000000000000000001".into(),
+            to_address: "0x0000000000000000000000000000000000000002".into(),
+            block_number: 7,
+            block_time: 0,
+            confirmations: 0,
+            required_confirmations: 12,
+            status: DepositStatus::Detected,
+            failure_reason: None,
+            ledger_tx_id: None,
+            reversal_tx_id: None,
+            manual: false,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    fn reopen(store: Store, path: &std::path::Path) -> Store {
+        let h = store.shutdown();
+        drop(store);
+        if let Some(h) = h {
+            h.join().unwrap();
+        }
+        Store::open(path, StoreOptions::default()).unwrap()
+    }
+
+    /// A store of schema version 1 (chain state under `format!` keys of `meta`, exactly as
+    /// the previous release wrote it) opens, migrates every row to its table and verifies.
+    #[test]
+    fn a_version_1_store_migrates_its_chain_state_and_verifies() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb");
+        let store = Store::open(&path, StoreOptions::default()).unwrap();
+        let d = deposit("base-sepolia");
+        let did = d.id;
+        let tx = |nonce: u64, done: bool| {
+            serde_json::json!({
+                "nonce": nonce, "kind": "payout", "ref_id": Uuid::now_v7(),
+                "project_id": Uuid::now_v7(),
+                "to": "0x0000000000000000000000000000000000000003", "value": "0",
+                "data": "", "gas_limit": 21000, "max_fee_per_gas": "2",
+                "max_priority_fee_per_gas": "1", "raws": ["02"], "hashes": ["0x01"],
+                "sent_at": 0, "done": done
+            })
+            .to_string()
+        };
+        let (t0, t1) = (tx(0, true), tx(1, false));
+        let (t0c, t1c) = (t0.clone(), t1.clone());
+        let watch =
+            r#"{"cursor":{"height":9,"recent":[[8,"0x08"],[9,"0x09"]]},"chain_id_checked":true}"#;
+        store
+            .write_blocking(move |ctx| {
+                ctx.put(&d)?;
+                ctx.meta_put("schema_version", &1u32.to_be_bytes())?;
+                ctx.meta_put(&format!("evm_tx:base-sepolia:{:020}", 0), t0.as_bytes())?;
+                ctx.meta_put(&format!("evm_tx:base-sepolia:{:020}", 1), t1.as_bytes())?;
+                ctx.meta_put("evm_txs:base-sepolia", b"[1]")?;
+                ctx.meta_put("evm_nonce:base-sepolia", &2u64.to_be_bytes())?;
+                ctx.meta_put("evm_watch:base-sepolia", watch.as_bytes())?;
+                let ids = serde_json::to_vec(&[did]).unwrap();
+                ctx.meta_put(&format!("evm_block:base-sepolia:{:020}", 7), &ids)?;
+                ctx.meta_put(&format!("evm_block:base-sepolia:{:020}", 8), b"[]")?;
+                ctx.meta_put("sim_height:ethereum", &41u64.to_be_bytes())?;
+                ctx.meta_put("sweep_requested:x", b"1")?;
+                Ok::<_, StoreError>(())
+            })
+            .unwrap();
+        // Before the migration, verify names every legacy row.
+        let before = store.read_blocking(crate::verify::verify).unwrap();
+        assert_eq!(before.violations.len(), 8, "{:?}", before.violations);
+
+        let store = reopen(store, &path);
+        let (version, left) = store
+            .read_blocking(|r| {
+                let v = r.meta_get("schema_version")?.unwrap();
+                let mut left = Vec::new();
+                for p in LEGACY_PREFIXES {
+                    let t = r.open(META)?;
+                    let end = format!("{};", &p[..p.len() - 1]);
+                    for e in t.range(p..end.as_str())? {
+                        left.push(e?.0.value().to_string());
+                    }
+                }
+                Ok((v, left))
+            })
+            .unwrap();
+        assert_eq!(version, crate::schema::SCHEMA_VERSION.to_be_bytes());
+        assert!(left.is_empty(), "{left:?}");
+        let (tx0, tx1, pending, next, w, b7, b8, h) = store
+            .read_blocking(|r| {
+                Ok((
+                    r.evm_out_tx("base-sepolia", 0)?,
+                    r.evm_out_tx("base-sepolia", 1)?,
+                    r.evm_pending("base-sepolia")?,
+                    r.evm_next_nonce("base-sepolia")?,
+                    r.evm_watch("base-sepolia")?,
+                    r.evm_block_deposits("base-sepolia", 7)?,
+                    r.evm_block_deposits("base-sepolia", 8)?,
+                    r.sim_height("ethereum")?,
+                ))
+            })
+            .unwrap();
+        assert_eq!(tx0.as_deref(), Some(t0c.as_bytes()));
+        assert_eq!(tx1.as_deref(), Some(t1c.as_bytes()));
+        assert_eq!(pending, vec![1]);
+        assert_eq!(next, 2);
+        assert_eq!(w.unwrap(), watch.as_bytes());
+        assert_eq!(b7, vec![did]);
+        assert!(b8.is_empty());
+        assert_eq!(h, 41);
+        // Other meta rows stay where they are.
+        let other = store
+            .read_blocking(|r| r.meta_get("sweep_requested:x"))
+            .unwrap();
+        assert_eq!(other.as_deref(), Some(&b"1"[..]));
+        let v = store.read_blocking(crate::verify::verify).unwrap();
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+
+        // Opening again migrates nothing twice and the tables are written through the
+        // typed accessors from then on.
+        let store = reopen(store, &path);
+        store
+            .write_blocking(|ctx| {
+                ctx.evm_pending_set("base-sepolia", 1, false)?;
+                ctx.evm_block_deposits_clear("base-sepolia", 7)?;
+                ctx.sim_height_put("ethereum", 42)?;
+                Ok::<_, StoreError>(())
+            })
+            .unwrap();
+        let (pending, b7, h) = store
+            .read_blocking(|r| {
+                Ok((
+                    r.evm_pending("base-sepolia")?,
+                    r.evm_block_deposits("base-sepolia", 7)?,
+                    r.sim_height("ethereum")?,
+                ))
+            })
+            .unwrap();
+        assert!(pending.is_empty());
+        assert!(b7.is_empty());
+        assert_eq!(h, 42);
+    }
+}
