@@ -159,6 +159,8 @@ pub enum KeyCmd {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
+    // Files 0600 and directories 0700 whatever umask we were started with (issue 9 item 5).
+    crate::data_dir::set_private_umask();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
@@ -282,7 +284,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// `appliance init` (DECISIONS.md section 10).
 fn init(cfg: &Config) -> anyhow::Result<ExitCode> {
     use appliance_signer::Signer;
-    std::fs::create_dir_all(&cfg.data_dir)?;
+    crate::data_dir::prepare(&cfg.data_dir)?;
     Pepper::load_or_create(&cfg.data_dir)?;
     crate::sealing::DataKey::load_or_create(&cfg.data_dir)?;
     close_store(crate::server::open_store(
@@ -376,7 +378,7 @@ fn restore(cfg: &Config, from: &std::path::Path) -> anyhow::Result<ExitCode> {
     if let Some(s) = current {
         close_store(s);
     }
-    std::fs::create_dir_all(&cfg.data_dir)?;
+    crate::data_dir::prepare(&cfg.data_dir)?;
     let stamp = chrono::Utc::now().timestamp();
     for name in std::iter::once("appliance.redb").chain(operator::BACKUP_FILES.iter().copied()) {
         let target = cfg.data_dir.join(name);

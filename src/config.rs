@@ -165,6 +165,20 @@ pub struct LimitsConfig {
     pub unauthenticated_per_minute: u32,
     /// Largest request body accepted, bytes (413 above).
     pub max_body_bytes: usize,
+    /// Seconds a client has to send a whole request head, from the connection's accept or
+    /// the first byte of the next request; the connection is closed after (DECISIONS.md
+    /// section 16: 10 s).
+    pub header_read_timeout_secs: u64,
+    /// Seconds an idle keep-alive connection (no request in flight, no bytes arriving) stays
+    /// open (DECISIONS.md section 16: 60 s).
+    pub idle_timeout_secs: u64,
+    /// Most open client connections (DECISIONS.md section 16: 10,000). At the ceiling a new
+    /// connection sheds the longest-idle one; when none is idle it is answered 503.
+    pub max_connections: usize,
+    /// Most request headers (431 `request_headers_too_large` above).
+    pub max_headers: usize,
+    /// Longest request target (path and query), bytes (414 `uri_too_long` above).
+    pub max_uri_bytes: usize,
 }
 
 impl Default for LimitsConfig {
@@ -172,7 +186,41 @@ impl Default for LimitsConfig {
         LimitsConfig {
             unauthenticated_per_minute: 60,
             max_body_bytes: 1 << 20,
+            header_read_timeout_secs: 10,
+            idle_timeout_secs: 60,
+            max_connections: 10_000,
+            max_headers: 100,
+            max_uri_bytes: 16 * 1024,
         }
+    }
+}
+
+impl LimitsConfig {
+    /// Refuses values the server cannot honour (zero timeouts, a URI limit above what the
+    /// HTTP parser itself admits).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.header_read_timeout_secs == 0 || self.idle_timeout_secs == 0 {
+            return Err(
+                "limits.header_read_timeout_secs and limits.idle_timeout_secs must be at least 1"
+                    .into(),
+            );
+        }
+        if self.max_connections == 0 {
+            return Err("limits.max_connections must be at least 1".into());
+        }
+        if !(1..=crate::transport::PARSER_MAX_HEADERS).contains(&self.max_headers) {
+            return Err(format!(
+                "limits.max_headers must be from 1 to {}",
+                crate::transport::PARSER_MAX_HEADERS
+            ));
+        }
+        if !(1024..=crate::transport::PARSER_MAX_URI).contains(&self.max_uri_bytes) {
+            return Err(format!(
+                "limits.max_uri_bytes must be from 1024 to {}",
+                crate::transport::PARSER_MAX_URI
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -244,6 +292,12 @@ impl Default for WebhooksConfig {
 }
 
 impl WebhooksConfig {
+    /// Attempts a new webhook delivery gets: one more than the retry schedule's length
+    /// (DECISIONS.md section 7; default 8).
+    pub fn max_attempts(&self) -> u32 {
+        (self.retry_schedule_s.len() as u32).saturating_add(1)
+    }
+
     /// Refuses values the dispatcher cannot work with.
     pub fn validate(&self) -> Result<(), String> {
         if self.retry_schedule_s.len() > 20 {

@@ -226,10 +226,18 @@ pub fn execute(
             let k = store
                 .write_blocking(move |ctx| {
                     let k = ctx.get::<ApiKey>(id)?.ok_or(keys::KeyError::NotFound)?;
-                    keys::revoke(ctx, k.project_id, keys::Actor::Operator, id)
+                    // The key's `env` is its project's mode (test or live).
+                    let p = ctx
+                        .get::<Project>(k.project_id)?
+                        .ok_or(keys::KeyError::NotFound)?;
+                    Ok::<_, keys::KeyError>((
+                        keys::revoke(ctx, k.project_id, keys::Actor::Operator, id)?,
+                        p.mode,
+                    ))
                 })
                 .map_err(err)?;
-            Ok((views::api_key(&k, "", None), true))
+            let (k, mode) = k;
+            Ok((views::api_key(&k, mode.as_str(), None), true))
         }
         Request::Backup { out } => backup(store, config, Path::new(&out)).map(|v| (v, false)),
         Request::PayoutApprove { payout } => decide_payout(store, config, &payout, true),
@@ -320,6 +328,7 @@ fn decide_payout(
 ) -> Result<(Value, bool), String> {
     let id = Uuid::parse_str(payout).map_err(|_| "the payout id must be a UUID".to_string())?;
     let reg = std::sync::Arc::new(crate::registry::Registry::from_config(config));
+    let attempts = config.webhooks.max_attempts();
     let v = store
         .write_blocking(move |ctx| {
             let p = ctx
@@ -331,6 +340,7 @@ fn decide_payout(
             let scope = crate::services::Scope {
                 reg,
                 project: std::sync::Arc::new(project),
+                delivery_attempts: attempts,
             };
             let p = if approve {
                 crate::services::payouts::approve(ctx, &scope, Uuid::nil(), id)?

@@ -1,6 +1,5 @@
 //! Starting and stopping a server: store, key cache, workers, operator socket, HTTP(S).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use std::io::Write;
@@ -13,7 +12,7 @@ use crate::auth::Pepper;
 use crate::config::Config;
 use crate::services::projects;
 use crate::state::AppState;
-use crate::{api, operator, workers};
+use crate::{api, operator, transport, workers};
 
 /// Opens the data dir's store with the configured options, waiting up to `wait` while
 /// another process (an operator command) holds it.
@@ -51,6 +50,9 @@ pub async fn run(
     }
     config.webhooks.validate().map_err(anyhow::Error::msg)?;
     crate::ops::init(&config)?;
+    config.limits.validate().map_err(anyhow::Error::msg)?;
+    crate::data_dir::prepare(&config.data_dir)?;
+    crate::data_dir::raise_open_files_limit();
     let pepper = Pepper::load_or_create(&config.data_dir).context("reading the pepper")?;
     let data_key = crate::sealing::DataKey::load_or_create(&config.data_dir)
         .context("reading the data key")?;
@@ -118,38 +120,8 @@ pub async fn run(
             }
         });
     }
-    let app = api::router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
-    match &config.tls {
-        Some(tls) => {
-            let rustls = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key)
-                .await
-                .context("loading TLS certificate and key")?;
-            let handle = axum_server::Handle::new();
-            let h2 = handle.clone();
-            let s2 = state.clone();
-            tokio::spawn(async move {
-                shutdown_signal().await;
-                s2.webhooks.shutdown();
-                h2.graceful_shutdown(Some(std::time::Duration::from_secs(10)));
-            });
-            axum_server::from_tcp_rustls(listener.into_std()?, rustls)?
-                .handle(handle)
-                .serve(app)
-                .await?;
-        }
-        None => {
-            axum::serve(listener, app)
-                .with_graceful_shutdown({
-                    // Open event streams end too, or the shutdown would wait for them.
-                    let s2 = state.clone();
-                    async move {
-                        shutdown_signal().await;
-                        s2.webhooks.shutdown();
-                    }
-                })
-                .await?;
-        }
-    }
+    let app = api::router(state.clone());
+    serve_http(&config, &state, listener, app).await?;
     workers::maintenance::flush_usage(&state).await;
     let _ = std::fs::remove_file(&sock);
     let closer = state.store.shutdown();
@@ -157,6 +129,39 @@ pub async fn run(
     // stdout may be gone by now (a closed pipe must not turn a clean stop into a panic).
     let _ = writeln!(std::io::stdout(), "appliance stopped");
     Ok(closer)
+}
+
+/// Serves the API on `listener` (HTTPS when `[tls]` is set) through [`transport::serve`]
+/// until SIGINT or SIGTERM; open event streams are ended so the shutdown does not wait on them.
+async fn serve_http(
+    config: &Config,
+    state: &AppState,
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+) -> anyhow::Result<()> {
+    let tls = match &config.tls {
+        Some(tls) => Some(
+            axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key)
+                .await
+                .context("loading TLS certificate and key")?
+                .get_inner(),
+        ),
+        None => None,
+    };
+    let s2 = state.clone();
+    let stop = async move {
+        shutdown_signal().await;
+        s2.webhooks.shutdown();
+    };
+    transport::serve(
+        listener,
+        app,
+        tls,
+        transport::Settings::from_limits(&config.limits),
+        stop,
+    )
+    .await?;
+    Ok(())
 }
 
 /// Unlocks the master seed when one exists or live chains are configured (they need it),

@@ -22,8 +22,7 @@ impl FromRequestParts<AppState> for Caller {
             .headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
+            .and_then(bearer_token);
         let key = presented
             .filter(|t| parse_token(t).is_some())
             .and_then(|t| state.keys.key_by_hash(&state.pepper.hash(t)));
@@ -54,6 +53,40 @@ impl FromRequestParts<AppState> for Caller {
             service_signing: state.config.signing.enabled,
         })
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` value; the scheme name is
+/// case-insensitive (RFC 9110 section 11.1).
+pub fn bearer_token(v: &str) -> Option<&str> {
+    let (scheme, token) = v.trim_start().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+/// True for `application/json`, any case, with optional parameters of which a `charset` may
+/// only be UTF-8 (RFC 8259 section 8.1); `application/jsonfoo` and `text/json` are not.
+pub fn is_json_media_type(ct: &str) -> bool {
+    let mut parts = ct.split(';');
+    let essence = parts.next().unwrap_or("").trim();
+    if !essence.eq_ignore_ascii_case("application/json") {
+        return false;
+    }
+    parts.all(|p| {
+        let p = p.trim();
+        if p.is_empty() {
+            return true;
+        }
+        let Some((name, value)) = p.split_once('=') else {
+            return false;
+        };
+        if !name.trim().eq_ignore_ascii_case("charset") {
+            return true;
+        }
+        let v = value.trim().trim_matches('"');
+        v.eq_ignore_ascii_case("utf-8") || v.eq_ignore_ascii_case("utf8")
+    })
 }
 
 fn rate_limited(retry: u64) -> ApiError {
@@ -89,27 +122,36 @@ impl FromRequest<AppState> for JsonBody {
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
         if let Some(ct) = req.headers().get(header::CONTENT_TYPE) {
             let ct = ct.to_str().unwrap_or("");
-            if !ct
-                .trim_start()
-                .to_ascii_lowercase()
-                .starts_with("application/json")
-            {
+            if !is_json_media_type(ct) {
                 return Err(ApiError::new(
                     StatusCode::UNSUPPORTED_MEDIA_TYPE,
                     "unsupported_media_type",
-                    "Request bodies must be JSON with Content-Type: application/json.",
+                    "Request bodies must be JSON with Content-Type: application/json (charset, when given, utf-8).",
                 ));
             }
         }
         let limit = state.config.limits.max_body_bytes;
         let raw = axum::body::to_bytes(req.into_body(), limit)
             .await
-            .map_err(|_| {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "request_too_large",
-                    format!("Request bodies are limited to {limit} bytes."),
-                )
+            .map_err(|e| {
+                let too_large = e
+                    .into_inner()
+                    .downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some();
+                if too_large {
+                    ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "request_too_large",
+                        format!("Request bodies are limited to {limit} bytes."),
+                    )
+                } else {
+                    // Malformed framing (a bad chunk) or a body cut short: not a size issue.
+                    ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_request",
+                        "The request body could not be read (malformed or incomplete).",
+                    )
+                }
             })?;
         if raw.iter().all(|b| b.is_ascii_whitespace()) {
             return Ok(JsonBody {
@@ -419,4 +461,42 @@ pub fn list_json(data: Vec<Value>, has_more: bool, next_cursor: Option<String>) 
 pub fn path_uuid(s: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(s)
         .map_err(|_| ApiError::invalid("id", format!("{s:?} is not a valid id (UUID).")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer_token("Bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("BEARER  abc "), Some("abc"));
+        assert_eq!(bearer_token("Basic abc"), None);
+        assert_eq!(bearer_token("Bearerabc"), None);
+        assert_eq!(bearer_token("Bearer "), None);
+    }
+
+    #[test]
+    fn only_json_media_types_pass() {
+        for ok in [
+            "application/json",
+            "Application/JSON",
+            "application/json; charset=utf-8",
+            "application/json;charset=\"UTF-8\"",
+            "application/json; foo=bar",
+        ] {
+            assert!(is_json_media_type(ok), "{ok}");
+        }
+        for bad in [
+            "application/jsonfoo",
+            "application/json-patch+json",
+            "text/json",
+            "application/json; charset=latin1",
+            "application/json; charset",
+            "",
+        ] {
+            assert!(!is_json_media_type(bad), "{bad}");
+        }
+    }
 }

@@ -8,6 +8,7 @@ pub mod deposits;
 pub mod error;
 pub mod events;
 pub mod extract;
+pub mod http_rules;
 pub mod payouts;
 pub mod ping;
 pub mod stream;
@@ -58,17 +59,50 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::ops::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        // HTTP-level rules (issue 9): envelope the framework's own errors, header-count and
+        // URI limits, drain what was left unread.
+        .layer(axum::middleware::from_fn(http_rules::envelope_errors))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            http_rules::limits,
+        ))
+        .layer(axum::middleware::from_fn(http_rules::drain_unread_body))
         // Inside the request-id scope, so the access log line carries the request's id.
         .layer(axum::middleware::from_fn(crate::ops::access::layer))
         .layer(axum::middleware::from_fn(request_id))
         .with_state(state)
 }
 
-async fn not_found() -> ApiError {
+/// A request to an unknown route costs its caller like any other: a request without a valid
+/// key is charged to its IP's unauthenticated budget (429 when spent), a keyed one to its key.
+async fn charge_unrouted(
+    state: &AppState,
+    parts: &mut axum::http::request::Parts,
+) -> Option<ApiError> {
+    use axum::extract::FromRequestParts;
+    match Caller::from_request_parts(parts, state).await {
+        Err(e) if e.status == StatusCode::TOO_MANY_REQUESTS => Some(e),
+        _ => None,
+    }
+}
+
+async fn not_found(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    mut parts: axum::http::request::Parts,
+) -> ApiError {
+    if let Some(e) = charge_unrouted(&state, &mut parts).await {
+        return e;
+    }
     ApiError::new(StatusCode::NOT_FOUND, "route_not_found", "No such route.")
 }
 
-async fn method_not_allowed() -> ApiError {
+async fn method_not_allowed(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    mut parts: axum::http::request::Parts,
+) -> ApiError {
+    if let Some(e) = charge_unrouted(&state, &mut parts).await {
+        return e;
+    }
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
@@ -96,6 +130,7 @@ pub fn scope(state: &AppState, caller: &Caller) -> Scope {
     Scope {
         reg: state.registry.clone(),
         project: caller.project.clone(),
+        delivery_attempts: state.config.webhooks.max_attempts(),
     }
 }
 

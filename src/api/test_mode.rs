@@ -148,7 +148,14 @@ async fn mine_blocks(
             ));
         }
     }
-    let heights = sim_chain::mine(&state.store, reg, chain, count).await?;
+    let heights = sim_chain::mine(
+        &state.store,
+        reg,
+        state.config.webhooks.max_attempts(),
+        chain,
+        count,
+    )
+    .await?;
     for (c, h) in &heights {
         crate::ops::metrics::chain_position(c, "test", *h, *h);
     }

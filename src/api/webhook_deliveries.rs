@@ -137,8 +137,9 @@ async fn replay_delivery(
         return Err(rate_limited(retry));
     }
     let p = caller.project_id();
+    let attempts = state.config.webhooks.max_attempts();
     let (resp, new_id) = commit(&state, None, move |ctx| {
-        let d = deliveries::replay(ctx, p, id)?;
+        let d = deliveries::replay(ctx, p, id, attempts)?;
         Ok((StatusCode::CREATED, delivery_json(&d, false), d.id))
     })
     .await?;
@@ -203,8 +204,9 @@ async fn bulk_replay(
         since_us,
         after,
     };
+    let attempts = state.config.webhooks.max_attempts();
     let (resp, ids) = commit(&state, None, move |ctx| {
-        let (new, has_more, last) = deliveries::bulk_replay(ctx, p, req)?;
+        let (new, has_more, last) = deliveries::bulk_replay(ctx, p, req, attempts)?;
         let data: Vec<Value> = new.iter().map(|d| delivery_json(d, false)).collect();
         let next = last.map(delivery_ref);
         let body = list_json(data, has_more, next);

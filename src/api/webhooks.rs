@@ -279,9 +279,10 @@ async fn test_webhook(
         return Err(rate_limited(retry));
     }
     let project = caller.project.clone();
+    let attempts = state.config.webhooks.max_attempts();
     // The event's commit notice brings the delivery to the dispatcher.
     let (resp, _) = commit(&state, None, move |ctx| {
-        let (ev, d) = endpoints::send_test(ctx, &project, id)?;
+        let (ev, d) = endpoints::send_test(ctx, &project, id, attempts)?;
         let body = json!({
             "object": "webhook_test",
             "event_id": ev.id,

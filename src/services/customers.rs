@@ -70,13 +70,7 @@ pub fn create(
         )?;
     }
     ctx.put(&c)?;
-    emit(
-        ctx,
-        &s.project,
-        "customer.created",
-        c.id,
-        views::customer(&c),
-    )?;
+    emit(ctx, s, "customer.created", c.id, views::customer(&c))?;
     Ok((c, true))
 }
 
@@ -139,12 +133,6 @@ pub fn patch(
         c.status = st;
     }
     ctx.put(&c)?;
-    emit(
-        ctx,
-        &s.project,
-        "customer.updated",
-        c.id,
-        views::customer(&c),
-    )?;
+    emit(ctx, s, "customer.updated", c.id, views::customer(&c))?;
     Ok(c)
 }

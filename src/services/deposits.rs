@@ -158,13 +158,7 @@ pub fn create_test(
         d.id,
     )?;
     ctx.put(&d)?;
-    emit(
-        ctx,
-        &s.project,
-        "deposit.detected",
-        d.id,
-        views::deposit(&s.reg, &d),
-    )?;
+    emit(ctx, s, "deposit.detected", d.id, views::deposit(&s.reg, &d))?;
     if let Some(reason) = refusal {
         d = mark_failed(ctx, s, d, reason)?;
     } else if let Some(e) = credit {
@@ -225,13 +219,7 @@ fn mark_confirmed(
     d.ledger_tx_id = Some(entry);
     d.updated_at = ctx.now_us();
     ctx.put(d)?;
-    emit(
-        ctx,
-        &s.project,
-        "deposit.confirmed",
-        d.id,
-        views::deposit(&s.reg, d),
-    )?;
+    emit(ctx, s, "deposit.confirmed", d.id, views::deposit(&s.reg, d))?;
     sweeps::schedule(
         ctx,
         d.project_id,
@@ -315,13 +303,7 @@ fn mark_failed(
     d.failure_reason = Some(reason.into());
     d.updated_at = ctx.now_us();
     ctx.put(&d)?;
-    emit(
-        ctx,
-        &s.project,
-        "deposit.failed",
-        d.id,
-        views::deposit(&s.reg, &d),
-    )?;
+    emit(ctx, s, "deposit.failed", d.id, views::deposit(&s.reg, &d))?;
     Ok(d)
 }
 
@@ -415,13 +397,7 @@ fn orphan_inner(
     d.reversal_tx_id = Some(e.id);
     d.updated_at = ctx.now_us();
     ctx.put(&d)?;
-    emit(
-        ctx,
-        &s.project,
-        "deposit.orphaned",
-        d.id,
-        views::deposit(&s.reg, &d),
-    )?;
+    emit(ctx, s, "deposit.orphaned", d.id, views::deposit(&s.reg, &d))?;
     Ok(d)
 }
 
@@ -500,13 +476,7 @@ pub fn detect_live(
     };
     ctx.unique_put(&key, d.id)?;
     ctx.put(&d)?;
-    emit(
-        ctx,
-        &s.project,
-        "deposit.detected",
-        d.id,
-        views::deposit(&s.reg, &d),
-    )?;
+    emit(ctx, s, "deposit.detected", d.id, views::deposit(&s.reg, &d))?;
     Ok(Some(d))
 }
 

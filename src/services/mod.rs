@@ -76,11 +76,14 @@ pub const EVENT_CATALOG: &[&str] = &[
     "endpoint.test",
 ];
 
-/// What a service needs to know about the request's project.
+/// What a service needs to know about the request's project and the appliance it runs in.
 #[derive(Clone)]
 pub struct Scope {
     pub reg: Arc<Registry>,
     pub project: Arc<Project>,
+    /// Attempts a new webhook delivery gets (`WebhooksConfig::max_attempts`): the outbox
+    /// writes it on each delivery of an event [`emit`] appends.
+    pub delivery_attempts: u32,
 }
 
 impl Scope {
@@ -92,10 +95,11 @@ impl Scope {
     }
 }
 
-/// Appends an event for the project in the running transaction.
+/// Appends an event for the scope's project in the running transaction, with its webhook
+/// deliveries (the outbox).
 pub fn emit(
     ctx: &mut WriteCtx<'_>,
-    project: &Project,
+    s: &Scope,
     event_type: &str,
     resource_id: Uuid,
     data: Value,
@@ -104,6 +108,7 @@ pub fn emit(
         EVENT_CATALOG.contains(&event_type),
         "event type {event_type} is missing from services::EVENT_CATALOG"
     );
+    let project = &s.project;
     let event = ctx.append_event(
         project.id,
         project.mode == Mode::Live,
@@ -112,7 +117,7 @@ pub fn emit(
         data,
     )?;
     // The outbox: this event's webhook deliveries commit with it.
-    webhook_deliveries::enqueue(ctx, &event)?;
+    webhook_deliveries::enqueue_with(ctx, &event, s.delivery_attempts)?;
     Ok(())
 }
 

@@ -237,7 +237,7 @@ pub fn create(
     ctx.put(&payout)?;
     emit(
         ctx,
-        &s.project,
+        s,
         "payout.created",
         payout.id,
         views::payout(&s.reg, &payout),
@@ -272,13 +272,7 @@ pub fn approve(
     p.queued_block = Some(deposits::sim_height(ctx, &p.chain)?);
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
-    emit(
-        ctx,
-        &s.project,
-        "payout.approved",
-        p.id,
-        views::payout(&s.reg, &p),
-    )?;
+    emit(ctx, s, "payout.approved", p.id, views::payout(&s.reg, &p))?;
     Ok(p)
 }
 
@@ -348,7 +342,7 @@ fn release(
     p.failure_reason = reason;
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
-    emit(ctx, &s.project, event, p.id, views::payout(&s.reg, &p))?;
+    emit(ctx, s, event, p.id, views::payout(&s.reg, &p))?;
     Ok(p)
 }
 
@@ -379,13 +373,7 @@ fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, Fa
     p.status = PayoutStatus::Confirmed;
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
-    emit(
-        ctx,
-        &s.project,
-        "payout.confirmed",
-        p.id,
-        views::payout(&s.reg, &p),
-    )?;
+    emit(ctx, s, "payout.confirmed", p.id, views::payout(&s.reg, &p))?;
     Ok(p)
 }
 
@@ -395,13 +383,7 @@ fn to_signing(ctx: &mut WriteCtx<'_>, s: &Scope, p: &mut Payout) -> Result<(), F
     p.status = PayoutStatus::Signing;
     p.updated_at = ctx.now_us();
     ctx.put(p)?;
-    emit(
-        ctx,
-        &s.project,
-        "payout.signing",
-        p.id,
-        views::payout(&s.reg, p),
-    )?;
+    emit(ctx, s, "payout.signing", p.id, views::payout(&s.reg, p))?;
     Ok(())
 }
 
@@ -420,13 +402,7 @@ fn to_submitted(
     p.submitted_block = Some(block);
     p.updated_at = ctx.now_us();
     ctx.put(p)?;
-    emit(
-        ctx,
-        &s.project,
-        "payout.submitted",
-        p.id,
-        views::payout(&s.reg, p),
-    )?;
+    emit(ctx, s, "payout.submitted", p.id, views::payout(&s.reg, p))?;
     Ok(())
 }
 

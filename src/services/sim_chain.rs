@@ -59,10 +59,12 @@ pub fn raise_heights(
     Ok((heights, sweeps, payouts))
 }
 
-/// Advances the given sweeps and payouts of test projects to `heights`.
+/// Advances the given sweeps and payouts of test projects to `heights`; events they emit
+/// get webhook deliveries of `attempts` attempts.
 pub fn advance_items(
     ctx: &mut WriteCtx<'_>,
     reg: &Arc<Registry>,
+    attempts: u32,
     heights: &BTreeMap<String, u64>,
     sweep_ids: &[Uuid],
     payout_ids: &[Uuid],
@@ -78,6 +80,7 @@ pub fn advance_items(
             .map(|p| Scope {
                 reg: reg.clone(),
                 project: Arc::new(p),
+                delivery_attempts: attempts,
             });
         projects.insert(id, s.clone());
         Ok(s)
@@ -108,10 +111,12 @@ pub fn advance_items(
 }
 
 /// Mines `count` blocks on `chain` (or every EVM chain) and advances the work that depends
-/// on them, in writer jobs of at most [`CHUNK`] items. Returns once all are committed.
+/// on them, in writer jobs of at most [`CHUNK`] items (webhook deliveries of their events get
+/// `attempts` attempts). Returns once all are committed.
 pub async fn mine(
     store: &Store,
     reg: Arc<Registry>,
+    attempts: u32,
     chain: Option<String>,
     count: u64,
 ) -> Result<BTreeMap<String, u64>, WriteError<Fault>> {
@@ -130,7 +135,7 @@ pub async fn mine(
     for (sw, po) in chunks {
         let (reg, h) = (reg.clone(), heights.clone());
         store
-            .write(move |ctx| advance_items(ctx, &reg, &h, &sw, &po))
+            .write(move |ctx| advance_items(ctx, &reg, attempts, &h, &sw, &po))
             .await?;
     }
     Ok((*heights).clone())

@@ -150,13 +150,7 @@ pub fn request(
             updated_at: now,
         };
         ctx.put(&sw)?;
-        emit(
-            ctx,
-            &s.project,
-            "sweep.skipped",
-            sw.id,
-            views::sweep(&s.reg, &sw),
-        )?;
+        emit(ctx, s, "sweep.skipped", sw.id, views::sweep(&s.reg, &sw))?;
         return Ok(sw);
     }
     // An open sweep already covers part of the holding; add only the rest.
@@ -237,13 +231,7 @@ fn to_skipped(ctx: &mut WriteCtx<'_>, s: &Scope, sw: &mut Sweep) -> Result<(), F
     sw.skip_reason = Some("nothing_to_sweep".into());
     sw.updated_at = ctx.now_us();
     ctx.put(sw)?;
-    emit(
-        ctx,
-        &s.project,
-        "sweep.skipped",
-        sw.id,
-        views::sweep(&s.reg, sw),
-    )?;
+    emit(ctx, s, "sweep.skipped", sw.id, views::sweep(&s.reg, sw))?;
     Ok(())
 }
 
@@ -277,13 +265,7 @@ fn to_submitted(
     sw.submitted_block = Some(block);
     sw.updated_at = now;
     ctx.put(sw)?;
-    emit(
-        ctx,
-        &s.project,
-        "sweep.submitted",
-        sw.id,
-        views::sweep(&s.reg, sw),
-    )?;
+    emit(ctx, s, "sweep.submitted", sw.id, views::sweep(&s.reg, sw))?;
     Ok(())
 }
 
@@ -322,7 +304,7 @@ fn to_final(ctx: &mut WriteCtx<'_>, s: &Scope, sw: &mut Sweep, success: bool) ->
     sw.status = status;
     sw.updated_at = now;
     ctx.put(sw)?;
-    emit(ctx, &s.project, event, sw.id, views::sweep(&s.reg, sw))?;
+    emit(ctx, s, event, sw.id, views::sweep(&s.reg, sw))?;
     Ok(())
 }
 

@@ -50,6 +50,7 @@ fn fixture() -> Fixture {
     let scope = Scope {
         reg: Arc::new(Registry::from_config(&Config::default())),
         project: Arc::new(project),
+        delivery_attempts: Config::default().webhooks.max_attempts(),
     };
     let s = scope.clone();
     let customer = store
@@ -112,7 +113,16 @@ fn mine(f: &Fixture, count: u64) {
         .unwrap();
     let reg = f.scope.reg.clone();
     f.store
-        .write_blocking(move |ctx| sim_chain::advance_items(ctx, &reg, &h, &sw, &po))
+        .write_blocking(move |ctx| {
+            sim_chain::advance_items(
+                ctx,
+                &reg,
+                Config::default().webhooks.max_attempts(),
+                &h,
+                &sw,
+                &po,
+            )
+        })
         .unwrap();
 }
 

@@ -134,7 +134,7 @@ pub fn get_or_create(
     ctx.unique_put(&ukey, w.id)?;
     ctx.unique_put(&address_key(chain_id, &address), w.id)?;
     ctx.put(&w)?;
-    emit(ctx, &s.project, "wallet.created", w.id, views::wallet(&w))?;
+    emit(ctx, s, "wallet.created", w.id, views::wallet(&w))?;
     Ok((w, true))
 }
 

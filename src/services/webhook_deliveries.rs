@@ -13,7 +13,6 @@
 //! Sending, retry timing and the order of sends are transport: `webhooks::dispatcher`.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use uuid::Uuid;
@@ -57,18 +56,6 @@ type Result<T, E = WebhookDeliveryError> = std::result::Result<T, E>;
 
 // ---- Creation: the outbox ----
 
-/// Attempts per delivery: one more than the retry schedule's length (config; default 8).
-static MAX_ATTEMPTS: AtomicU32 = AtomicU32::new(8);
-
-pub(crate) fn set_max_attempts(n: u32) {
-    MAX_ATTEMPTS.store(n.max(1), Ordering::Relaxed);
-}
-
-/// Attempts a new delivery gets.
-pub fn max_attempts() -> u32 {
-    MAX_ATTEMPTS.load(Ordering::Relaxed)
-}
-
 /// A new delivery id for a row created at `now_us`: a ULID carrying that time (so `since`
 /// filters can work on ids), monotonic within this process, so deliveries created one after
 /// the other sort in creation order even within one millisecond (ordered endpoints rely on
@@ -111,6 +98,7 @@ pub fn new_delivery(
     ep: &WebhookEndpoint,
     event: &EventRef<'_>,
     replay_of: Option<Uuid>,
+    max_attempts: u32,
 ) -> WebhookDelivery {
     let active = ep.status == EndpointStatus::Active;
     WebhookDelivery {
@@ -127,7 +115,7 @@ pub fn new_delivery(
             DeliveryStatus::Skipped
         },
         attempt: 0,
-        max_attempts: max_attempts(),
+        max_attempts: max_attempts.max(1),
         next_attempt_at: active.then_some(now),
         response_status: None,
         resolved_ip: None,
@@ -141,10 +129,26 @@ pub fn new_delivery(
     }
 }
 
+/// [`enqueue_with`] with the attempts of the default retry schedule (8), for tools and tests that
+/// write events without a running appliance's config.
+pub fn enqueue(ctx: &mut WriteCtx<'_>, event: &Event) -> Result<(), StoreError> {
+    enqueue_with(
+        ctx,
+        event,
+        crate::config::WebhooksConfig::default().max_attempts(),
+    )
+}
+
 /// The outbox (DECISIONS.md section 1): writes one delivery per endpoint of the event's
 /// project that subscribes to its type, in the event's transaction, so a crash can lose
-/// neither. Runs for every event; a project without endpoints costs one index seek.
-pub fn enqueue(ctx: &mut WriteCtx<'_>, event: &Event) -> Result<(), StoreError> {
+/// neither. Runs for every event; a project without endpoints costs one index seek. Each
+/// delivery gets `max_attempts` attempts (`WebhooksConfig::max_attempts`; `services::emit`
+/// passes its scope's).
+pub fn enqueue_with(
+    ctx: &mut WriteCtx<'_>,
+    event: &Event,
+    max_attempts: u32,
+) -> Result<(), StoreError> {
     let prefix = index::prefix(IndexTag::WebhookEndpoints, event.project_id, &[]);
     if ctx
         .index_range(&prefix, &index::prefix_end(&prefix), 1, false)?
@@ -159,7 +163,7 @@ pub fn enqueue(ctx: &mut WriteCtx<'_>, event: &Event) -> Result<(), StoreError> 
         .iter()
         .filter(|e| e.subscribes_to(&event.event_type))
     {
-        ctx.put(&new_delivery(now, ep, &ev, None))?;
+        ctx.put(&new_delivery(now, ep, &ev, None, max_attempts))?;
     }
     Ok(())
 }
@@ -451,26 +455,37 @@ fn active_endpoint(
 }
 
 /// A new delivery of the same event to the same endpoint, `replay_of` the original. Only
-/// `failed`, `exhausted` and `skipped` deliveries replay, and only to an active endpoint.
-pub fn replay(ctx: &mut WriteCtx<'_>, project: Uuid, id: Uuid) -> Result<WebhookDelivery> {
+/// `failed`, `exhausted` and `skipped` deliveries replay, and only to an active endpoint. The
+/// replay gets `max_attempts` attempts.
+pub fn replay(
+    ctx: &mut WriteCtx<'_>,
+    project: Uuid,
+    id: Uuid,
+    max_attempts: u32,
+) -> Result<WebhookDelivery> {
     let orig = get(ctx, project, id)?;
     if !orig.status.is_replayable() {
         return Err(WebhookDeliveryError::NotReplayable(orig.status));
     }
     let ep = active_endpoint(ctx, project, orig.endpoint_id, None)?;
-    let d = replay_of(ctx.now_us(), &ep, &orig);
+    let d = replay_of(ctx.now_us(), &ep, &orig, max_attempts);
     ctx.put(&d)?;
     Ok(d)
 }
 
-fn replay_of(now: i64, ep: &WebhookEndpoint, orig: &WebhookDelivery) -> WebhookDelivery {
+fn replay_of(
+    now: i64,
+    ep: &WebhookEndpoint,
+    orig: &WebhookDelivery,
+    max_attempts: u32,
+) -> WebhookDelivery {
     let ev = EventRef {
         project_id: orig.project_id,
         id: &orig.event_id,
         sequence: orig.event_sequence,
         event_type: &orig.event_type,
     };
-    new_delivery(now, ep, &ev, Some(orig.id))
+    new_delivery(now, ep, &ev, Some(orig.id), max_attempts)
 }
 
 /// Which deliveries a bulk replay re-sends.
@@ -490,6 +505,7 @@ pub fn bulk_replay(
     ctx: &mut WriteCtx<'_>,
     project: Uuid,
     req: BulkReplay,
+    max_attempts: u32,
 ) -> Result<(Vec<WebhookDelivery>, bool, Option<Uuid>)> {
     let ep = active_endpoint(ctx, project, req.endpoint_id, Some("endpoint_id"))?;
     // Delivery ids are ULIDs: the top 48 bits are the creation time in milliseconds.
@@ -532,7 +548,7 @@ pub fn bulk_replay(
     let now = ctx.now_us();
     let mut out = Vec::with_capacity(originals.len());
     for orig in &originals {
-        let d = replay_of(now, &ep, orig);
+        let d = replay_of(now, &ep, orig, max_attempts);
         ctx.put(&d)?;
         out.push(d);
     }

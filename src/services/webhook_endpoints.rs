@@ -275,6 +275,7 @@ pub fn send_test(
     ctx: &mut WriteCtx<'_>,
     project: &Project,
     id: Uuid,
+    max_attempts: u32,
 ) -> Result<(Event, WebhookDelivery)> {
     let ep = get(ctx, project.id, id)?;
     let now = ctx.now_us();
@@ -285,7 +286,7 @@ pub fn send_test(
         &ep.id.to_string(),
         views::endpoint_json(&ep, now),
     )?;
-    let d = webhook_deliveries::new_delivery(now, &ep, &EventRef::from(&ev), None);
+    let d = webhook_deliveries::new_delivery(now, &ep, &EventRef::from(&ev), None, max_attempts);
     ctx.put(&d)?;
     Ok((ev, d))
 }

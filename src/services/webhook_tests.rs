@@ -363,13 +363,13 @@ fn replays_only_closed_deliveries_to_an_active_endpoint() {
     let p = f.project;
     let pending = ds[0].id;
     assert!(matches!(
-        f.try_write(move |ctx| deliveries::replay(ctx, p, pending)),
+        f.try_write(move |ctx| deliveries::replay(ctx, p, pending, 8)),
         Err(WebhookDeliveryError::NotReplayable(DeliveryStatus::Pending))
     ));
     f.answer(ds[0].id, Some(200));
     let done = ds[0].id;
     assert!(matches!(
-        f.try_write(move |ctx| deliveries::replay(ctx, p, done)),
+        f.try_write(move |ctx| deliveries::replay(ctx, p, done, 8)),
         Err(WebhookDeliveryError::NotReplayable(
             DeliveryStatus::Succeeded
         ))
@@ -378,19 +378,19 @@ fn replays_only_closed_deliveries_to_an_active_endpoint() {
     f.set_status(RequestedStatus::Paused).unwrap();
     let exhausted = ds[1].id;
     assert!(matches!(
-        f.try_write(move |ctx| deliveries::replay(ctx, p, exhausted)),
+        f.try_write(move |ctx| deliveries::replay(ctx, p, exhausted, 8)),
         Err(WebhookDeliveryError::EndpointNotActive(
             EndpointStatus::Paused
         ))
     ));
     f.set_status(RequestedStatus::Active).unwrap();
-    let r = f.write(move |ctx| deliveries::replay(ctx, p, exhausted));
+    let r = f.write(move |ctx| deliveries::replay(ctx, p, exhausted, 8));
     assert_eq!(r.status, DeliveryStatus::Pending);
     assert_eq!(r.replay_of, Some(exhausted));
     assert_eq!(r.attempt, 0);
     assert_eq!(r.event_id, ds[1].event_id);
     assert!(matches!(
-        f.try_write(move |ctx| deliveries::replay(ctx, p, Uuid::now_v7())),
+        f.try_write(move |ctx| deliveries::replay(ctx, p, Uuid::now_v7(), 8)),
         Err(WebhookDeliveryError::NotFound)
     ));
 }

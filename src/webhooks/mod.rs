@@ -31,7 +31,6 @@ use tokio::sync::{mpsc, watch, Notify};
 use uuid::Uuid;
 
 use crate::config::WebhooksConfig;
-use crate::services::webhook_deliveries;
 
 /// Test deliveries per project per minute (SPEC.md section 8).
 pub const TEST_PER_MINUTE: u32 = 5;
@@ -65,7 +64,6 @@ pub struct Webhooks {
 
 impl Webhooks {
     pub fn new(config: WebhooksConfig) -> Webhooks {
-        webhook_deliveries::set_max_attempts(config.retry_schedule_s.len() as u32 + 1);
         let (pokes, rx) = mpsc::channel(1024);
         let per_minute = |n: u32| Quota::per_minute(NonZeroU32::new(n).expect("non-zero"));
         Webhooks {

@@ -10,7 +10,15 @@ pub async fn run(state: AppState) {
     let interval = Duration::from_millis(state.config.test.block_interval_ms.max(10));
     loop {
         tokio::time::sleep(interval).await;
-        match sim_chain::mine(&state.store, state.registry.clone(), None, 1).await {
+        match sim_chain::mine(
+            &state.store,
+            state.registry.clone(),
+            state.config.webhooks.max_attempts(),
+            None,
+            1,
+        )
+        .await
+        {
             Ok(heights) => {
                 for (c, h) in &heights {
                     crate::ops::metrics::chain_position(c, "test", *h, *h);

@@ -32,6 +32,9 @@ pub struct App {
     listen: String,
     /// Extra environment for every start (e.g. `APPLIANCE_SIGNING__ENABLED`).
     env: Vec<(String, String)>,
+    /// Shell commands run before the server is exec'd (`sh -c '<prefix>; exec ..'`), e.g.
+    /// `umask 000` or `ulimit -n 256`.
+    sh_prefix: Option<String>,
     child: Option<Child>,
     /// Every line the server printed (stdout and stderr), all runs.
     pub output: Arc<Mutex<Vec<String>>>,
@@ -63,6 +66,15 @@ pub async fn spawn_app_on(listen: &str) -> App {
 
 /// Starts a fresh server with extra environment variables.
 pub async fn spawn_app_with(listen: &str, env: &[(&str, &str)]) -> App {
+    spawn_app_full(listen, env, None).await
+}
+
+/// Starts a fresh server through `sh -c '<prefix>; exec appliance ..'` (e.g. `umask 000`).
+pub async fn spawn_app_sh(prefix: &str, env: &[(&str, &str)]) -> App {
+    spawn_app_full("127.0.0.1:0", env, Some(prefix.to_string())).await
+}
+
+async fn spawn_app_full(listen: &str, env: &[(&str, &str)], sh_prefix: Option<String>) -> App {
     let tmp = tempfile::tempdir().expect("tempdir");
     let data_dir = tmp.path().join("data");
     let mut app = App {
@@ -82,6 +94,7 @@ pub async fn spawn_app_with(listen: &str, env: &[(&str, &str)]) -> App {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
+        sh_prefix,
         child: None,
         output: Arc::new(Mutex::new(Vec::new())),
         run_output: Arc::new(Mutex::new(Vec::new())),
@@ -157,7 +170,17 @@ fn spawn_reader<R: std::io::Read + Send + 'static>(
 impl App {
     fn start_inner(&mut self, first: bool) {
         assert!(self.child.is_none(), "server already running");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_appliance"))
+        let mut cmd = match &self.sh_prefix {
+            None => Command::new(env!("CARGO_BIN_EXE_appliance")),
+            Some(prefix) => {
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg(format!("{prefix}; exec \"$0\" \"$@\""))
+                    .arg(env!("CARGO_BIN_EXE_appliance"));
+                c
+            }
+        };
+        let mut child = cmd
             .arg("--test")
             .arg("--listen")
             .arg(&self.listen)

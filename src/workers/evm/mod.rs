@@ -125,13 +125,16 @@ where
 /// Live projects seen by one transaction, as service scopes.
 pub(crate) struct Scopes {
     reg: Arc<Registry>,
+    /// `WebhooksConfig::max_attempts` of the running appliance.
+    attempts: u32,
     cache: BTreeMap<Uuid, Option<Scope>>,
 }
 
 impl Scopes {
-    pub(crate) fn new(reg: Arc<Registry>) -> Self {
+    pub(crate) fn new(reg: Arc<Registry>, attempts: u32) -> Self {
         Scopes {
             reg,
+            attempts,
             cache: BTreeMap::new(),
         }
     }
@@ -150,6 +153,7 @@ impl Scopes {
             .map(|p| Scope {
                 reg: self.reg.clone(),
                 project: Arc::new(p),
+                delivery_attempts: self.attempts,
             });
         self.cache.insert(project, s.clone());
         Ok(s)

@@ -216,9 +216,10 @@ async fn finalise(
     success: bool,
 ) -> anyhow::Result<()> {
     let reg = state.registry.clone();
+    let attempts = state.config.webhooks.max_attempts();
     let chain = c.id;
     write(state, move |ctx| {
-        let mut scopes = Scopes::new(reg);
+        let mut scopes = Scopes::new(reg, attempts);
         match tx.kind {
             OutKind::Sweep => {
                 if let Some(s) = scopes.live(ctx, tx.project_id)? {
@@ -324,6 +325,7 @@ async fn work_ids(state: &AppState, tag: IndexTag) -> anyhow::Result<Vec<Uuid>> 
 
 async fn send_payouts(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Result<()> {
     let reg = state.registry.clone();
+    let attempts = state.config.webhooks.max_attempts();
     let mut done = 0;
     for id in work_ids(state, IndexTag::PayoutsWork).await? {
         if done >= MAX_NEW_PER_PASS {
@@ -358,6 +360,7 @@ async fn send_payouts(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Re
         let scope = Scope {
             reg: reg.clone(),
             project: Arc::new(project.clone()),
+            delivery_attempts: attempts,
         };
         let s2 = scope.clone();
         if write(state, move |ctx| payouts::begin_signing(ctx, &s2, id))
@@ -497,6 +500,7 @@ async fn ensure_factory(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::
 
 async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Result<()> {
     let reg = state.registry.clone();
+    let attempts = state.config.webhooks.max_attempts();
     let chain = c.id;
     let threshold = c.cfg.sweep_threshold_usd_cents.unwrap_or(0) as u128;
     let mut factory_ready: Option<bool> = None;
@@ -546,6 +550,7 @@ async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Res
         let scope = Scope {
             reg: reg.clone(),
             project: Arc::new(project.clone()),
+            delivery_attempts: attempts,
         };
         if amount == 0 {
             let s2 = scope.clone();

@@ -194,6 +194,7 @@ async fn commit_slice(
     kept: Vec<(Transfer, Wallet)>,
 ) -> anyhow::Result<()> {
     let reg = state.registry.clone();
+    let attempts = state.config.webhooks.max_attempts();
     let lc = c.clone();
     let started = std::time::Instant::now();
     let (from, to, n) = (
@@ -207,7 +208,7 @@ async fn commit_slice(
             // Another pass moved the cursor meanwhile: drop this slice.
             return Ok(());
         }
-        let mut scopes = Scopes::new(reg);
+        let mut scopes = Scopes::new(reg, attempts);
         let mut by_block: BTreeMap<u64, Vec<Uuid>> = BTreeMap::new();
         for (t, w) in &kept {
             let Some(s) = scopes.live(ctx, w.project_id)? else {
@@ -306,10 +307,11 @@ async fn reorg(state: &AppState, c: &LiveChain, ws: WatchState) -> anyhow::Resul
         })?;
     tracing::warn!(chain = c.id, fork, height = ?ws.cursor.height, "reorg: rewinding");
     let reg = state.registry.clone();
+    let attempts = state.config.webhooks.max_attempts();
     let chain = c.id;
     write(state, move |ctx| {
         let mut ws = load_watch(ctx, chain)?;
-        let mut scopes = Scopes::new(reg);
+        let mut scopes = Scopes::new(reg, attempts);
         let top = ws.cursor.height.unwrap_or(fork);
         for n in fork + 1..=top {
             let ids = ctx.evm_block_deposits(chain, n)?;
