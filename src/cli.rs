@@ -1,14 +1,24 @@
 //! Command line (DECISIONS.md section 1).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
 
-use crate::auth::Pepper;
 use crate::config::Config;
 use crate::operator::{self, ProjectSet, Request};
+
+/// `println!` that never panics: a closed stdout (`appliance project list | head -0`) ends
+/// the output quietly (issue 10 point 13).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
 
 /// Self-hosted custodial wallet and payments service.
 #[derive(Debug, Parser)]
@@ -17,8 +27,8 @@ pub struct Cli {
     /// Serve test mode: simulated chains, project `default` created on first start.
     #[arg(long)]
     pub test: bool,
-    /// Address to listen on (overrides `listen` in config).
-    #[arg(long, global = true)]
+    /// Address to listen on with `--test` (overrides `listen` in config).
+    #[arg(long)]
     pub listen: Option<String>,
     /// Data directory (overrides `data_dir` in config; default ./appliance-data).
     #[arg(long, global = true)]
@@ -33,7 +43,11 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve live mode (chains without a configured adapter are listed as paused).
-    Serve,
+    Serve {
+        /// Address to listen on (overrides `listen` in config).
+        #[arg(long)]
+        listen: Option<String>,
+    },
     /// Create the data dir: store, pepper and the encrypted master seed (passphrase from
     /// APPLIANCE_PASSPHRASE, `signing.passphrase_env` or `signing.passphrase_file`, never an
     /// argument); prints the master addresses.
@@ -49,12 +63,14 @@ pub enum Command {
     /// Write a consistent backup (store snapshot, pepper, encrypted seed) to a new directory;
     /// works while the server runs.
     Backup {
+        /// Directory to create for the backup (must not exist).
         #[arg(long)]
         out: PathBuf,
     },
     /// Replace the data dir's store, pepper and seed with a backup's (the server must be
     /// stopped; the backup is verified first and the current files are kept aside).
     Restore {
+        /// Directory written by `appliance backup` (read only; never created).
         #[arg(long)]
         from: PathBuf,
     },
@@ -69,15 +85,20 @@ pub enum Command {
 pub enum ProjectCmd {
     /// Create a project.
     Create {
+        /// Project name (unique).
         #[arg(long)]
         name: String,
+        /// `live` (real chains) or `test` (simulated chains).
         #[arg(long, value_parser = ["live", "test"])]
         mode: String,
     },
     /// List projects.
     List,
     /// Show one project (id or name).
-    Show { project: String },
+    Show {
+        /// Project id or name.
+        project: String,
+    },
     /// Change a project's settings and switches.
     Set(SetArgs),
 }
@@ -86,39 +107,52 @@ pub enum ProjectCmd {
 pub struct SetArgs {
     /// Project id or name.
     pub project: String,
+    /// New project name.
     #[arg(long)]
     pub name: Option<String>,
+    /// Project-level signing switch (off blocks every payout and sweep).
     #[arg(long)]
     pub signing_enabled: Option<bool>,
     /// US cents above which payouts wait for approval, or `none`.
     #[arg(long)]
     pub auto_approve_threshold_cents: Option<String>,
+    /// Requests per minute per API key.
     #[arg(long)]
     pub requests_per_minute: Option<u32>,
+    /// New deposit addresses per UTC day.
     #[arg(long)]
     pub addresses_per_day: Option<u32>,
+    /// Most payouts not yet final at once.
     #[arg(long)]
     pub max_pending_payouts: Option<u32>,
     /// Chain the chain and asset switches apply to.
     #[arg(long)]
     pub chain: Option<String>,
+    /// Chain status shown to the project (with --chain).
     #[arg(long, value_parser = ["live", "paused", "coming_soon"])]
     pub chain_status: Option<String>,
+    /// Operator's `status_note` for the chain (with --chain).
     #[arg(long)]
     pub chain_status_note: Option<String>,
+    /// New deposit addresses on the chain (with --chain).
     #[arg(long)]
     pub chain_deposits: Option<bool>,
+    /// Payouts on the chain (with --chain).
     #[arg(long)]
     pub chain_payouts: Option<bool>,
+    /// Whether the project sees the chain at all (with --chain).
     #[arg(long)]
     pub chain_listed: Option<bool>,
     /// Asset (with --chain) the asset switches apply to.
     #[arg(long)]
     pub asset: Option<String>,
+    /// Deposits of the asset (with --chain and --asset).
     #[arg(long)]
     pub asset_deposits: Option<bool>,
+    /// Payouts of the asset (with --chain and --asset).
     #[arg(long)]
     pub asset_payouts: Option<bool>,
+    /// Archive the asset: no new deposits or payouts (with --chain and --asset).
     #[arg(long)]
     pub asset_archived: Option<bool>,
 }
@@ -126,9 +160,15 @@ pub struct SetArgs {
 #[derive(Debug, Subcommand)]
 pub enum PayoutCmd {
     /// `pending_approval` -> `queued`.
-    Approve { payout: String },
+    Approve {
+        /// Payout id.
+        payout: String,
+    },
     /// `pending_approval` -> `rejected`; the funds return to available.
-    Reject { payout: String },
+    Reject {
+        /// Payout id.
+        payout: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -138,23 +178,30 @@ pub enum KeyCmd {
         /// Project id or name.
         #[arg(long)]
         project: String,
+        /// Key kind.
         #[arg(long, value_parser = ["checkout", "payout", "wallet"])]
         kind: String,
+        /// A name for the key (shown in lists).
         #[arg(long)]
         name: Option<String>,
         /// Comma-separated scopes (default: the kind's default scopes).
         #[arg(long, value_delimiter = ',')]
         scopes: Option<Vec<String>>,
+        /// Let the key sign payouts.
         #[arg(long)]
         signing_enabled: bool,
     },
     /// List a project's keys.
     List {
+        /// Project id or name.
         #[arg(long)]
         project: String,
     },
     /// Revoke a key now (by id).
-    Revoke { key: String },
+    Revoke {
+        /// Key id.
+        key: String,
+    },
 }
 
 /// Entry point of the binary.
@@ -173,7 +220,15 @@ pub fn main() -> ExitCode {
 
 fn load_config(cli: &Cli) -> anyhow::Result<Config> {
     let mut cfg = Config::load(cli.config.as_deref())?;
-    if let Some(l) = &cli.listen {
+    let listen = match &cli.command {
+        Some(Command::Serve { listen }) => listen.as_ref().or(cli.listen.as_ref()),
+        None => cli.listen.as_ref(),
+        Some(_) if cli.listen.is_some() => {
+            anyhow::bail!("--listen applies only to commands that serve (`--test`, `serve`)")
+        }
+        Some(_) => None,
+    };
+    if let Some(l) = listen {
         cfg.listen = l.clone();
     }
     if let Some(d) = &cli.data_dir {
@@ -191,10 +246,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             eprintln!("nothing to do: use `appliance --test` or `appliance serve --config FILE` (see --help)");
             return Ok(ExitCode::from(2));
         }
-        Some(Command::Serve) => return serve(cfg, cli.test),
+        Some(Command::Serve { .. }) => return serve(cfg, cli.test),
         Some(Command::Init) => return init(&cfg),
         Some(Command::Version) => {
-            println!("appliance {}", env!("CARGO_PKG_VERSION"));
+            outln!("appliance {}", env!("CARGO_PKG_VERSION"));
             return Ok(ExitCode::SUCCESS);
         }
         Some(Command::Verify) => Request::Verify,
@@ -265,11 +320,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         },
     };
     let is_verify = matches!(req, Request::Verify);
-    let answer = run_operator(&cfg, req)?;
-    if let Some(token) = answer.get("token").and_then(Value::as_str) {
-        println!("token: {token}");
+    let mut answer = run_operator(&cfg, req)?;
+    // The token is printed once, on its own line (issue 10 point 13), not again in the JSON.
+    if let Some(token) = answer
+        .get("token")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    {
+        outln!("token: {token}");
+        outln!("(the token is shown once; store it now)");
+        if let Some(o) = answer.as_object_mut() {
+            o.remove("token");
+        }
     }
-    println!("{}", serde_json::to_string_pretty(&answer)?);
+    outln!("{}", serde_json::to_string_pretty(&answer)?);
     if is_verify {
         let n = answer["violations"].as_array().map(Vec::len).unwrap_or(0);
         if n > 0 {
@@ -281,16 +345,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `appliance init` (DECISIONS.md section 10).
+/// `appliance init` (DECISIONS.md section 10). Everything is checked first (configuration,
+/// passphrase present and long enough, or the existing seed unlocks with it); only then are
+/// the data dir, pepper, store and seed written (issue 10 point 3).
 fn init(cfg: &Config) -> anyhow::Result<ExitCode> {
     use appliance_signer::Signer;
-    crate::data_dir::prepare(&cfg.data_dir)?;
-    Pepper::load_or_create(&cfg.data_dir)?;
-    crate::sealing::DataKey::load_or_create(&cfg.data_dir)?;
-    close_store(crate::server::open_store(
-        cfg,
-        std::time::Duration::from_secs(10),
-    )?);
+    cfg.validate()?;
     let pass = match appliance_signer::read_passphrase(
         cfg.signing.passphrase_env.as_deref(),
         cfg.signing.passphrase_file.as_deref(),
@@ -307,23 +367,51 @@ fn init(cfg: &Config) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
-    let signer = if Signer::exists(&cfg.data_dir) {
-        println!(
-            "already initialised: {}",
-            cfg.data_dir.join(appliance_signer::SEED_FILE).display()
-        );
-        Signer::unlock(&cfg.data_dir, &pass)?
+    let exists = Signer::exists(&cfg.data_dir);
+    let unlocked = if exists {
+        Some(Signer::unlock(&cfg.data_dir, &pass).context("unlocking the existing master seed")?)
     } else {
-        let s = Signer::init(&cfg.data_dir, &pass)?;
-        println!(
-            "created the encrypted master seed {}",
-            cfg.data_dir.join(appliance_signer::SEED_FILE).display()
-        );
-        s
+        if pass.chars().count() < appliance_signer::MIN_PASSPHRASE_CHARS {
+            anyhow::bail!(
+                "the passphrase must have at least {} characters; nothing was written",
+                appliance_signer::MIN_PASSPHRASE_CHARS
+            );
+        }
+        None
+    };
+    crate::data_dir::prepare(&cfg.data_dir)?;
+    crate::server::load_pepper(cfg)?;
+    crate::sealing::DataKey::load_or_create(&cfg.data_dir).map_err(|e| {
+        anyhow::anyhow!(
+            "creating the data key {}: {}",
+            cfg.data_dir.join(crate::sealing::DATA_KEY_FILE).display(),
+            crate::config::io_message(&e)
+        )
+    })?;
+    let store = crate::server::open_store(cfg, std::time::Duration::from_secs(10))?;
+    let recorded = store.write_blocking(|ctx| crate::server::record_mode(ctx, "live"));
+    close_store(store);
+    recorded.map_err(|e| anyhow::anyhow!("recording the data dir's mode: {e:?}"))?;
+    let signer = match unlocked {
+        Some(s) => {
+            outln!(
+                "already initialised: {}",
+                cfg.data_dir.join(appliance_signer::SEED_FILE).display()
+            );
+            s
+        }
+        None => {
+            let s = Signer::init(&cfg.data_dir, &pass)?;
+            outln!(
+                "created the encrypted master seed {}",
+                cfg.data_dir.join(appliance_signer::SEED_FILE).display()
+            );
+            s
+        }
     };
     let master = signer.evm_master_address();
-    println!("evm master wallet: {}", master.to_checksum(None));
-    println!(
+    outln!("evm master wallet: {}", master.to_checksum(None));
+    outln!(
         "evm forwarder factory (same on every EVM chain): {}",
         appliance_chains::address::to_checksum(&appliance_chains::address::factory_address(
             &master.0 .0
@@ -332,11 +420,16 @@ fn init(cfg: &Config) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `appliance restore --from DIR`: checks that no server runs, that the backup opens and
-/// passes every `verify` invariant and that its data key opens its sealed secrets, then moves
-/// the current store, pepper, data key and seed aside
-/// (`<name>.before-restore-<unix time>`) and puts the backup's in their place.
-fn restore(cfg: &Config, from: &std::path::Path) -> anyhow::Result<ExitCode> {
+/// `appliance restore --from DIR` (issue 10 point 1). Refuses, changing nothing, unless
+/// `DIR` is a complete backup: it exists (it is only read, never created), its
+/// `manifest.json` lists the store and the pepper, every listed file is there with the
+/// SHA-256 the manifest records, it holds every data-dir file the target has (a backup
+/// without `seed.enc` never replaces a live seed), its store passes every `verify`
+/// invariant, and a test-mode backup never goes into a live data dir. Also refuses while a
+/// server runs. Then the current files are moved aside (`<name>.before-restore-<unix time>`)
+/// and the verified copies take their place.
+fn restore(cfg: &Config, from: &Path) -> anyhow::Result<ExitCode> {
+    let manifest = check_backup(from)?;
     if operator::call_socket(&cfg.socket_path(), &Request::ProjectList)
         .map_err(anyhow::Error::msg)?
         .is_some()
@@ -346,39 +439,232 @@ fn restore(cfg: &Config, from: &std::path::Path) -> anyhow::Result<ExitCode> {
             cfg.data_dir.display()
         );
     }
+    let listed = |name: &str| manifest.files.iter().any(|f| f == name);
+    for name in operator::BACKUP_FILES {
+        if cfg.data_dir.join(name).exists() && !listed(name) {
+            anyhow::bail!(
+                "{} has no {name} but the data dir {} has one; refusing to replace it \
+                 (restore this backup into an empty data dir instead)",
+                from.display(),
+                cfg.data_dir.display()
+            );
+        }
+    }
     // Holding the current store's lock for the whole swap keeps a server from starting on it.
     let current = if cfg.store_path().exists() {
         Some(crate::server::open_store(cfg, std::time::Duration::ZERO)?)
     } else {
         None
     };
-    let backup_db = from.join("appliance.redb");
-    {
-        let b =
-            appliance_storage::Store::open(&backup_db, appliance_storage::StoreOptions::default())
+    let outcome = restore_locked(cfg, from, &manifest, current.as_ref());
+    if let Some(s) = current {
+        close_store(s);
+    }
+    outcome?;
+    outln!(
+        "restored {} into {}",
+        from.display(),
+        cfg.data_dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `manifest.json` of a backup says.
+struct Manifest {
+    files: Vec<String>,
+    sha256: std::collections::BTreeMap<String, String>,
+}
+
+/// Reads and checks a backup directory without writing to it.
+fn check_backup(from: &Path) -> anyhow::Result<Manifest> {
+    let shown = from.display();
+    let meta = std::fs::metadata(from).map_err(|e| {
+        anyhow::anyhow!(
+            "{shown} is not a backup: {}; nothing was restored",
+            crate::config::io_message(&e)
+        )
+    })?;
+    if !meta.is_dir() {
+        anyhow::bail!("{shown} is not a backup directory; nothing was restored");
+    }
+    let text = std::fs::read(from.join("manifest.json")).map_err(|e| {
+        anyhow::anyhow!(
+            "{shown} is not a complete backup: manifest.json: {}; nothing was restored",
+            crate::config::io_message(&e)
+        )
+    })?;
+    let v: Value = serde_json::from_slice(&text).map_err(|e| {
+        anyhow::anyhow!("{shown}/manifest.json is not valid JSON ({e}); nothing was restored")
+    })?;
+    let files: Vec<String> = v["files"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let sha256: std::collections::BTreeMap<String, String> = v["sha256"]
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    for required in ["appliance.redb", "pepper"] {
+        if !files.iter().any(|f| f == required) {
+            anyhow::bail!(
+                "{shown} is not a complete backup: its manifest lists no {required}; nothing was restored"
+            );
+        }
+    }
+    for name in &files {
+        let allowed = name == "appliance.redb" || operator::BACKUP_FILES.contains(&name.as_str());
+        if !allowed {
+            anyhow::bail!(
+                "{shown}/manifest.json lists an unexpected file {name:?}; nothing was restored"
+            );
+        }
+        let path = from.join(name);
+        if !path.is_file() {
+            anyhow::bail!(
+                "{shown} is not a complete backup: {name} is missing; nothing was restored"
+            );
+        }
+        if !sha256.contains_key(name) {
+            anyhow::bail!(
+                "{shown}/manifest.json records no checksum for {name}; nothing was restored"
+            );
+        }
+    }
+    Ok(Manifest { files, sha256 })
+}
+
+fn sha256_file(path: &Path) -> anyhow::Result<String> {
+    use sha2::Digest;
+    let mut f = std::fs::File::open(path).map_err(|e| {
+        anyhow::anyhow!(
+            "reading {}: {}",
+            path.display(),
+            crate::config::io_message(&e)
+        )
+    })?;
+    let mut h = sha2::Sha256::new();
+    std::io::copy(&mut f, &mut h)?;
+    Ok(hex::encode(h.finalize()))
+}
+
+/// Copies the backup into the data dir as `<name>.restoring`, checks the copies, then swaps.
+fn restore_locked(
+    cfg: &Config,
+    from: &Path,
+    manifest: &Manifest,
+    current: Option<&appliance_storage::Store>,
+) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    crate::data_dir::prepare(&cfg.data_dir)?;
+    let staged = |name: &str| cfg.data_dir.join(format!("{name}.restoring"));
+    let cleanup = || {
+        for name in &manifest.files {
+            let _ = std::fs::remove_file(staged(name));
+        }
+    };
+    let result = (|| -> anyhow::Result<()> {
+        for name in &manifest.files {
+            let to = staged(name);
+            let _ = std::fs::remove_file(&to);
+            let mut src = std::fs::File::open(from.join(name))?;
+            let mut dst = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&to)
                 .map_err(|e| {
-                    anyhow::anyhow!("{} is not a readable backup: {e}", backup_db.display())
+                    anyhow::anyhow!(
+                        "writing {}: {}",
+                        to.display(),
+                        crate::config::io_message(&e)
+                    )
                 })?;
-        let rep = b.read_blocking(appliance_storage::verify::verify)?;
-        // The backup's data key must open the secrets its store holds sealed.
-        let key = crate::sealing::DataKey::load(from)?;
-        let secrets =
-            b.read_blocking(|r| Ok(crate::sealing::check_webhook_secrets(r, key.as_ref())))?;
+            std::io::copy(&mut src, &mut dst)?;
+            dst.sync_all()?;
+            drop(dst);
+            if manifest.sha256.get(name) != Some(&sha256_file(&to)?) {
+                anyhow::bail!(
+                    "{}/{name} does not match the checksum in its manifest; nothing was restored",
+                    from.display()
+                );
+            }
+        }
+        // Verify the copy that will be put in place (the backup itself stays untouched).
+        let b = appliance_storage::Store::open(
+            &staged("appliance.redb"),
+            appliance_storage::StoreOptions::default(),
+        )
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{}/appliance.redb is not a readable store: {e}",
+                from.display()
+            )
+        })?;
+        // The backup's data key (checksum-equal to its staged copy) must open the secrets
+        // its store holds sealed.
+        let key = crate::sealing::DataKey::load(from);
+        let checked = b.read_blocking(|r| {
+            Ok::<_, appliance_storage::StoreError>((
+                appliance_storage::verify::verify(r)?,
+                crate::server::recorded_mode(r)?,
+                key.as_ref()
+                    .map_err(|e| format!("{}: {e}", crate::sealing::DATA_KEY_FILE))
+                    .and_then(|k| crate::sealing::check_webhook_secrets(r, k.as_ref())),
+            ))
+        });
         close_store(b);
+        let (rep, backup_mode, secrets) = checked?;
         if !rep.violations.is_empty() {
             anyhow::bail!(
-                "the backup fails verify ({} violations); not restoring",
+                "the backup fails verify ({} violations); nothing was restored",
                 rep.violations.len()
             );
         }
         if let Err(e) = secrets {
-            anyhow::bail!("the backup is not complete: {e}; not restoring");
+            anyhow::bail!(
+                "{} is not a complete backup: {e}; nothing was restored",
+                from.display()
+            );
         }
+        let backup_mode = backup_mode.unwrap_or_else(|| {
+            if manifest
+                .files
+                .iter()
+                .any(|f| f == appliance_signer::SEED_FILE)
+            {
+                "live".into()
+            } else {
+                "test".into()
+            }
+        });
+        let target_mode = match current {
+            Some(s) => s.read_blocking(crate::server::recorded_mode)?,
+            None => None,
+        };
+        let target_live = target_mode.as_deref() == Some("live")
+            || cfg.data_dir.join(appliance_signer::SEED_FILE).exists();
+        if target_live && backup_mode != "live" {
+            anyhow::bail!(
+                "{} is a test-mode backup and {} is a live data dir; refusing to restore it there",
+                from.display(),
+                cfg.data_dir.display()
+            );
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        cleanup();
+        return Err(e);
     }
-    if let Some(s) = current {
-        close_store(s);
-    }
-    crate::data_dir::prepare(&cfg.data_dir)?;
     let stamp = chrono::Utc::now().timestamp();
     for name in std::iter::once("appliance.redb").chain(operator::BACKUP_FILES.iter().copied()) {
         let target = cfg.data_dir.join(name);
@@ -388,18 +674,11 @@ fn restore(cfg: &Config, from: &std::path::Path) -> anyhow::Result<ExitCode> {
                 cfg.data_dir.join(format!("{name}.before-restore-{stamp}")),
             )?;
         }
-        let source = from.join(name);
-        if source.exists() {
-            std::fs::copy(&source, &target)?;
-            std::fs::set_permissions(&target, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        if manifest.files.iter().any(|f| f == name) {
+            std::fs::rename(staged(name), &target)?;
         }
     }
-    println!(
-        "restored {} into {}",
-        from.display(),
-        cfg.data_dir.display()
-    );
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// Closes a store opened by a command so the next open needs no repair.
@@ -424,7 +703,7 @@ fn run_operator(cfg: &Config, req: Request) -> anyhow::Result<Value> {
         }
         match crate::server::open_store(cfg, std::time::Duration::ZERO) {
             Ok(store) => {
-                let pepper = Pepper::load_or_create(&cfg.data_dir)?;
+                let pepper = crate::server::load_pepper(cfg)?;
                 let out = operator::execute(&store, &pepper, cfg, req);
                 close_store(store);
                 return out.map(|(v, _)| v).map_err(anyhow::Error::msg);
@@ -439,11 +718,51 @@ fn serve(cfg: Config, test_mode: bool) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let closer = rt.block_on(crate::server::run(cfg, test_mode))?;
+    let (closer, result) = rt.block_on(crate::server::run(cfg, test_mode));
     // Dropping the runtime drops every task's store handle; then the writer closes the file.
+    // This runs on early failures too, so the next start needs no repair.
     rt.shutdown_timeout(std::time::Duration::from_secs(5));
     if let Some(h) = closer {
         let _ = h.join();
     }
+    result?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 10 point 13: every flag and argument of every command has help text, and only
+    /// the serving commands take `--listen`.
+    #[test]
+    fn every_flag_has_help_and_listen_is_only_where_something_serves() {
+        fn walk(
+            cmd: &clap::Command,
+            path: &str,
+            missing: &mut Vec<String>,
+            listen: &mut Vec<String>,
+        ) {
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+                if id == "listen" {
+                    listen.push(path.to_string());
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing, listen);
+            }
+        }
+        let cmd = <Cli as clap::CommandFactory>::command();
+        let (mut missing, mut listen) = (Vec::new(), Vec::new());
+        walk(&cmd, "appliance", &mut missing, &mut listen);
+        assert!(missing.is_empty(), "flags without help: {missing:?}");
+        assert_eq!(listen, vec!["appliance", "appliance serve"]);
+    }
 }

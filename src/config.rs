@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 /// Whole configuration. `config.toml.example` documents every key.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Address to serve on, e.g. `127.0.0.1:8080`.
     pub listen: String,
@@ -16,6 +16,9 @@ pub struct Config {
     /// Base of links the appliance hands out (checkout, explorer), e.g. `https://pay.example.com`.
     pub public_base_url: Option<String>,
     pub tls: Option<TlsConfig>,
+    /// Serve plain HTTP on a non-loopback address in live mode (only behind a
+    /// TLS-terminating proxy); refused at start otherwise, logged at WARN when on.
+    pub allow_plain_http: bool,
     /// `[signing]` (alias `[signer]`, the name DECISIONS.md section 10 uses).
     #[serde(alias = "signer")]
     pub signing: SigningConfig,
@@ -42,6 +45,7 @@ impl Default for Config {
             data_dir: PathBuf::from("./appliance-data"),
             public_base_url: None,
             tls: None,
+            allow_plain_http: false,
             signing: SigningConfig::default(),
             storage: StorageConfig::default(),
             test: TestConfig::default(),
@@ -82,7 +86,7 @@ pub enum MetricsAccess {
 
 /// `[metrics]`.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct MetricsConfig {
     /// Who may read `GET /metrics` (default `loopback`).
     pub access: MetricsAccess,
@@ -92,6 +96,7 @@ pub struct MetricsConfig {
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TlsConfig {
     /// PEM certificate chain.
     pub cert: PathBuf,
@@ -100,7 +105,7 @@ pub struct TlsConfig {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct SigningConfig {
     /// Service-level signing switch (SPEC.md section 5 rule 8): off blocks every payout and sweep.
     pub enabled: bool,
@@ -121,7 +126,7 @@ impl Default for SigningConfig {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct StorageConfig {
     /// Save allocator state on every commit: reopening after a crash takes milliseconds
     /// instead of a walk of the whole file (11.7 s at 1M deposits), for a commit cost that
@@ -144,7 +149,7 @@ impl Default for StorageConfig {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct TestConfig {
     /// Simulated chain: one block per chain every this many milliseconds.
     pub block_interval_ms: u64,
@@ -159,7 +164,7 @@ impl Default for TestConfig {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct LimitsConfig {
     /// Requests per minute per source IP that carry no valid key (DECISIONS.md section 8).
     pub unauthenticated_per_minute: u32,
@@ -226,6 +231,7 @@ impl LimitsConfig {
 
 /// One live chain (DECISIONS.md section 10).
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ChainConfig {
     pub rpc_url: String,
     pub confirmations: Option<u32>,
@@ -253,6 +259,7 @@ fn default_replace_ms() -> u64 {
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AssetConfig {
     pub symbol: String,
     pub contract: String,
@@ -260,7 +267,7 @@ pub struct AssetConfig {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct WebhooksConfig {
     /// Lets tests and local development target http and loopback receivers.
     pub allow_private_targets: bool,
@@ -347,60 +354,191 @@ fn seconds_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::E
     }
 }
 
-/// Why configuration could not be loaded.
+/// Why configuration could not be loaded. Each message is complete on its own (no source
+/// chain is appended), so it is printed once.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("reading {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
+    #[error("reading {path}: {message}")]
+    Read { path: PathBuf, message: String },
+    #[error("parsing {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    /// A key no configuration struct knows (issue 10 point 4): its dotted path, where it
+    /// came from and the closest valid name.
+    #[error("unknown key {key} in {origin}{hint}")]
+    UnknownKey {
+        key: String,
+        origin: String,
+        hint: String,
     },
-    #[error("parsing {path}: {source}")]
-    Parse {
-        path: PathBuf,
-        source: toml::de::Error,
+    /// A key of the wrong type or value.
+    #[error("invalid value for {key} in {origin}: {message}")]
+    Invalid {
+        key: String,
+        origin: String,
+        message: String,
     },
-    #[error("invalid configuration: {0}")]
-    Invalid(#[from] toml::de::Error),
     #[error("environment variable {0} is not of the form APPLIANCE_<SECTION>__<KEY>")]
     BadEnv(String),
+    /// A value that parses but cannot work (ranges, chain names, files).
+    #[error("{0}")]
+    Check(String),
 }
 
-/// Environment variables that carry secrets, never configuration keys.
-const SECRET_ENV: &[&str] = &["APPLIANCE_PASSPHRASE"];
+/// `APPLIANCE_*` environment variables that are not configuration keys: the log filter and
+/// the default seed passphrase. Variables named by a `*_env` key of the configuration file
+/// (e.g. `signing.passphrase_env`) are not configuration keys either.
+pub const DOCUMENTED_ENV: &[&str] = &["APPLIANCE_LOG", "APPLIANCE_PASSPHRASE"];
 
 impl Config {
-    /// Loads defaults, then `file` (if any), then the environment.
+    /// Loads defaults, then `file` (if any), then the environment. Unknown keys, tables and
+    /// `APPLIANCE_*` variables are refused with their path and the closest valid name.
     pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+        Self::load_from(file, std::env::vars())
+    }
+
+    /// [`Config::load`] with the environment given (tests).
+    pub fn load_from(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
         let mut root = match file {
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
                     path: path.into(),
-                    source,
+                    message: io_message(&e),
                 })?;
                 text.parse::<toml::Table>()
-                    .map_err(|source| ConfigError::Parse {
+                    .map_err(|e| ConfigError::Parse {
                         path: path.into(),
-                        source,
+                        message: e.to_string().trim_end().to_string(),
                     })?
             }
             None => toml::Table::new(),
         };
-        for (name, value) in std::env::vars() {
+        let mut not_config: Vec<String> = DOCUMENTED_ENV.iter().map(|s| s.to_string()).collect();
+        collect_env_names(&root, &mut not_config);
+        // (dotted path, variable) of every key the environment set.
+        let mut from_env: Vec<(String, String)> = Vec::new();
+        let mut env: Vec<(String, String)> = env.into_iter().collect();
+        env.sort();
+        // `*_env` keys set from the environment name secrets too.
+        for (name, value) in &env {
+            if name.starts_with("APPLIANCE_") && name.ends_with("_ENV") {
+                not_config.push(value.clone());
+            }
+        }
+        for (name, value) in env {
             let Some(rest) = name.strip_prefix("APPLIANCE_") else {
                 continue;
             };
-            if SECRET_ENV.contains(&name.as_str()) || rest.is_empty() {
+            if not_config.contains(&name) {
                 continue;
             }
             let path: Vec<String> = rest.split("__").map(|s| s.to_ascii_lowercase()).collect();
-            if path.iter().any(|p| p.is_empty()) {
+            if rest.is_empty() || path.iter().any(|p| p.is_empty()) {
                 return Err(ConfigError::BadEnv(name));
             }
+            from_env.push((path.join("."), name));
             set_path(&mut root, &path, parse_env_value(&value));
         }
-        let cfg: Config = toml::Value::Table(root).try_into()?;
-        Ok(cfg)
+        let origin_of = |key: &str| -> String {
+            for (p, var) in &from_env {
+                if key == p
+                    || key.starts_with(&format!("{p}."))
+                    || p.starts_with(&format!("{key}."))
+                {
+                    return format!("environment variable {var}");
+                }
+            }
+            match file {
+                Some(f) => f.display().to_string(),
+                None => "the configuration".to_string(),
+            }
+        };
+        let de = toml::Value::Table(root);
+        match serde_path_to_error::deserialize::<_, Config>(de) {
+            Ok(cfg) => Ok(cfg),
+            Err(e) => {
+                let parent = match e.path().to_string() {
+                    p if p == "." => String::new(),
+                    p => p,
+                };
+                let message = e.inner().message().trim_end().to_string();
+                if let Some((field, expected)) = parse_unknown_field(&message) {
+                    // The path ends with the refused key itself.
+                    let (key, parent) = match parent.rsplit_once('.') {
+                        Some((p, last)) if last == field => (parent.clone(), p.to_string()),
+                        None if parent == field => (parent.clone(), String::new()),
+                        _ if parent.is_empty() => (field.clone(), String::new()),
+                        _ => (format!("{parent}.{field}"), parent.clone()),
+                    };
+                    let origin = origin_of(&key);
+                    let hint = match closest(&field, &expected) {
+                        Some(best) if origin.starts_with("environment") => {
+                            let mut var = String::from("APPLIANCE_");
+                            if !parent.is_empty() {
+                                var.push_str(&parent.replace('.', "__").to_ascii_uppercase());
+                                var.push_str("__");
+                            }
+                            var.push_str(&best.to_ascii_uppercase());
+                            format!(" (did you mean {var}?)")
+                        }
+                        Some(best) => format!(" (did you mean {best}?)"),
+                        None if expected.is_empty() => String::new(),
+                        None => format!(" (valid keys: {})", expected.join(", ")),
+                    };
+                    return Err(ConfigError::UnknownKey { key, origin, hint });
+                }
+                let origin = origin_of(&parent);
+                Err(ConfigError::Invalid {
+                    key: if parent.is_empty() {
+                        "the configuration".into()
+                    } else {
+                        parent
+                    },
+                    origin,
+                    message,
+                })
+            }
+        }
+    }
+
+    /// Checks what parses but cannot work, before anything is opened (issue 10 point 5):
+    /// value ranges, chain table names and the TLS files (readable, parseable PEM).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.webhooks.validate().map_err(ConfigError::Check)?;
+        let known: Vec<&str> = appliance_chains::CHAINS.iter().map(|c| c.id).collect();
+        for (id, cc) in &self.chains {
+            let Some(info) = appliance_chains::CHAINS
+                .iter()
+                .find(|c| c.id == id.as_str())
+            else {
+                let hint =
+                    match closest(id, &known.iter().map(|s| s.to_string()).collect::<Vec<_>>()) {
+                        Some(b) => format!(" (did you mean {b}?)"),
+                        None => String::new(),
+                    };
+                return Err(ConfigError::Check(format!(
+                    "unknown chain [chains.{id}]{hint}; valid chains: {}",
+                    known.join(", ")
+                )));
+            };
+            if info.account_kind != appliance_chains::AccountKind::Contract {
+                return Err(ConfigError::Check(format!(
+                    "[chains.{id}]: no live adapter for this chain family yet"
+                )));
+            }
+            if cc.rpc_url.trim().is_empty() {
+                return Err(ConfigError::Check(format!(
+                    "[chains.{id}] rpc_url is empty"
+                )));
+            }
+        }
+        if let Some(tls) = &self.tls {
+            check_pem(&tls.cert, "tls.cert", "CERTIFICATE")?;
+            check_pem(&tls.key, "tls.key", "PRIVATE KEY")?;
+        }
+        Ok(())
     }
 
     /// The store file inside the data dir.
@@ -412,6 +550,85 @@ impl Config {
     pub fn socket_path(&self) -> PathBuf {
         self.data_dir.join("appliance.sock")
     }
+}
+
+/// An I/O error as a short lower-case phrase (`permission denied`, `not found`).
+pub fn io_message(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        std::io::ErrorKind::NotFound => "no such file or directory".into(),
+        _ => e.to_string(),
+    }
+}
+
+/// A readable PEM file holding at least one `label` block (`tls.cert`, `tls.key`).
+fn check_pem(path: &Path, key: &str, label: &str) -> Result<(), ConfigError> {
+    let text = std::fs::read(path).map_err(|e| {
+        ConfigError::Check(format!(
+            "{key}: reading {}: {}",
+            path.display(),
+            io_message(&e)
+        ))
+    })?;
+    let text = String::from_utf8_lossy(&text);
+    let found = text
+        .lines()
+        .any(|l| l.starts_with("-----BEGIN ") && l.contains(label));
+    if !found {
+        return Err(ConfigError::Check(format!(
+            "{key}: {} holds no PEM {label}",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Names given by `*_env` keys anywhere in the file (they hold secrets, not configuration).
+fn collect_env_names(t: &toml::Table, out: &mut Vec<String>) {
+    for (k, v) in t {
+        match v {
+            toml::Value::String(s) if k.ends_with("_env") => out.push(s.clone()),
+            toml::Value::Table(t) => collect_env_names(t, out),
+            _ => {}
+        }
+    }
+}
+
+/// Parses serde's ``unknown field `x`, expected one of `a`, `b` `` into (x, [a, b]).
+fn parse_unknown_field(message: &str) -> Option<(String, Vec<String>)> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let end = rest.find('`')?;
+    let field = rest[..end].to_string();
+    let mut expected = Vec::new();
+    let mut tail = &rest[end + 1..];
+    while let Some(a) = tail.find('`') {
+        let after = &tail[a + 1..];
+        let Some(b) = after.find('`') else { break };
+        expected.push(after[..b].to_string());
+        tail = &after[b + 1..];
+    }
+    Some((field, expected))
+}
+
+/// The valid name closest to `wrong`, for "did you mean" hints: the one fewest edits away
+/// (transpositions count as one, at most a third of the name), else the most similar by
+/// Jaro-Winkler (at least 0.8, the measure clap uses for its own suggestions).
+pub fn closest(wrong: &str, valid: &[String]) -> Option<String> {
+    let limit = (wrong.chars().count() / 3).max(1);
+    let by_edits = valid
+        .iter()
+        .map(|v| (strsim::osa_distance(wrong, v), v))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d);
+    if let Some((_, v)) = by_edits {
+        return Some(v.clone());
+    }
+    valid
+        .iter()
+        .map(|v| (strsim::jaro_winkler(wrong, v), v))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, v)| v.clone())
 }
 
 fn parse_env_value(v: &str) -> toml::Value {
@@ -463,6 +680,90 @@ mod tests {
         assert_eq!(cfg.webhooks.retry_schedule_s.len(), 7);
         assert_eq!(cfg.test.block_interval_ms, 250);
         assert_eq!(cfg.listen, "127.0.0.1:8080");
+    }
+
+    #[test]
+    fn the_example_config_loads_under_the_strict_rules() {
+        let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.toml.example");
+        let cfg = Config::load_from(Some(&f), Vec::new()).expect("config.toml.example");
+        assert!(!cfg.allow_plain_http);
+        // Every commented-out `key = value` line of a table is a known key too.
+        let text = std::fs::read_to_string(&f).unwrap();
+        let uncommented: String = text
+            .lines()
+            .map(|l| {
+                let t = l.trim_start();
+                match t.strip_prefix("# ") {
+                    Some(rest)
+                        if rest.starts_with('[')
+                            || rest.split_once(" = ").is_some_and(|(k, _)| {
+                                !k.contains(' ')
+                                    && k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                            }) =>
+                    {
+                        rest.to_string()
+                    }
+                    _ => l.to_string(),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        if let Ok(table) = uncommented.parse::<toml::Table>() {
+            let r: Result<Config, _> = serde_path_to_error::deserialize(toml::Value::Table(table));
+            if let Err(e) = r {
+                let m = e.inner().message().to_string();
+                assert!(!m.starts_with("unknown field"), "{}: {m}", e.path());
+            }
+        }
+    }
+
+    #[test]
+    fn closest_names_the_intended_key() {
+        let v = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let top = v(&["listen", "data_dir", "tls", "signing", "webhooks", "chains"]);
+        assert_eq!(closest("listen_addr", &top).as_deref(), Some("listen"));
+        assert_eq!(closest("tsl", &top).as_deref(), Some("tls"));
+        assert_eq!(closest("zzz", &top), None);
+        assert_eq!(
+            closest(
+                "pasphrase_env",
+                &v(&["enabled", "passphrase_env", "passphrase_file"])
+            )
+            .as_deref(),
+            Some("passphrase_env")
+        );
+    }
+
+    #[test]
+    fn unknown_keys_name_their_path_and_origin() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("config.toml");
+        std::fs::write(&f, "[webhooks]\nallow_private_target = true\n").unwrap();
+        let e = Config::load_from(Some(&f), Vec::new())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("unknown key webhooks.allow_private_target in ")
+                && e.ends_with("(did you mean allow_private_targets?)"),
+            "{e}"
+        );
+        let env = vec![(
+            "APPLIANCE_STORAGE__QUICK_REPAIRS".to_string(),
+            "true".to_string(),
+        )];
+        let e = Config::load_from(None, env).unwrap_err().to_string();
+        assert!(
+            e.contains("environment variable APPLIANCE_STORAGE__QUICK_REPAIRS"),
+            "{e}"
+        );
+        assert!(
+            e.contains("did you mean APPLIANCE_STORAGE__QUICK_REPAIR?"),
+            "{e}"
+        );
+        // A variable named by a `*_env` key is a secret, not configuration.
+        std::fs::write(&f, "[signing]\npassphrase_env = \"APPLIANCE_SEED_PASS\"\n").unwrap();
+        let env = vec![("APPLIANCE_SEED_PASS".to_string(), "x".to_string())];
+        assert!(Config::load_from(Some(&f), env).is_ok());
     }
 
     #[test]

@@ -288,6 +288,9 @@ fn backup(store: &Store, config: &crate::config::Config, out: &Path) -> Result<V
     std::fs::set_permissions(&db, std::os::unix::fs::PermissionsExt::from_mode(0o600))
         .map_err(|e| e.to_string())?;
     let mut files = vec!["appliance.redb".to_string()];
+    // Checksums of every file: `restore` refuses a copy that does not match (issue 10 point 1).
+    let mut sha256 = serde_json::Map::new();
+    sha256.insert("appliance.redb".into(), json!(sha256_hex_file(&db)?));
     for name in BACKUP_FILES {
         let from = config.data_dir.join(name);
         if !from.exists() {
@@ -302,6 +305,13 @@ fn backup(store: &Store, config: &crate::config::Config, out: &Path) -> Result<V
             .map_err(|e| e.to_string())?;
         std::io::Write::write_all(&mut f, &bytes).map_err(|e| e.to_string())?;
         f.sync_all().map_err(|e| e.to_string())?;
+        {
+            use sha2::Digest;
+            sha256.insert(
+                name.to_string(),
+                json!(hex::encode(sha2::Sha256::digest(&bytes))),
+            );
+        }
         files.push(name.to_string());
     }
     let manifest = json!({
@@ -309,6 +319,7 @@ fn backup(store: &Store, config: &crate::config::Config, out: &Path) -> Result<V
         "tables": rep.tables,
         "rows": rep.rows,
         "files": files,
+        "sha256": sha256,
     });
     std::fs::write(
         out.join("manifest.json"),
@@ -316,6 +327,16 @@ fn backup(store: &Store, config: &crate::config::Config, out: &Path) -> Result<V
     )
     .map_err(|e| e.to_string())?;
     Ok(json!({"backup": out.display().to_string(), "manifest": manifest}))
+}
+
+/// SHA-256 of a file, hex.
+fn sha256_hex_file(path: &Path) -> Result<String, String> {
+    use sha2::Digest;
+    let mut f =
+        std::fs::File::open(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let mut h = sha2::Sha256::new();
+    std::io::copy(&mut f, &mut h).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    Ok(hex::encode(h.finalize()))
 }
 
 /// Operator approval or rejection of a payout waiting for approval. The operator acts as no

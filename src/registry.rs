@@ -48,9 +48,13 @@ impl Asset {
 pub enum AdapterHealth {
     /// The last round of node calls succeeded.
     Healthy,
-    /// Node calls fail; the note is shown as `status_note` while the adapter backs off and
-    /// retries.
+    /// Node calls fail after the node was reached once; the note (one sentence) is shown as
+    /// `status_note` while the adapter backs off and retries. The chain stays `live`.
     Failing(String),
+    /// The node has not been reached since start (unreachable, or it answered with another
+    /// chain id): the chain is `paused` with this note and issues no new addresses
+    /// (issue 10 point 7).
+    Unreached(String),
 }
 
 /// One chain as configured.

@@ -15,16 +15,18 @@ use crate::state::AppState;
 use crate::{api, operator, transport, workers};
 
 /// Opens the data dir's store with the configured options, waiting up to `wait` while
-/// another process (an operator command) holds it.
+/// another process (an operator command) holds it. Errors name the file
+/// (`opening the store /var/lib/appliance/appliance.redb: permission denied`).
 pub fn open_store(config: &Config, wait: std::time::Duration) -> anyhow::Result<Store> {
     let opts = StoreOptions {
         cache_size_bytes: config.storage.cache_size_mb << 20,
         quick_repair: config.storage.quick_repair,
         max_batch: config.storage.max_batch.max(1),
     };
+    let path = config.store_path();
     let deadline = std::time::Instant::now() + wait;
     loop {
-        match Store::open(&config.store_path(), opts.clone()) {
+        match Store::open(&path, opts.clone()) {
             Ok(s) => return Ok(s),
             Err(StoreError::Locked) if std::time::Instant::now() < deadline => {
                 std::thread::sleep(std::time::Duration::from_millis(50));
@@ -33,42 +35,192 @@ pub fn open_store(config: &Config, wait: std::time::Duration) -> anyhow::Result<
                 "the data dir {} is in use by another appliance process",
                 config.data_dir.display()
             ),
-            Err(e) => return Err(e).context("opening the store"),
+            Err(e) => anyhow::bail!("opening the store {}: {}", path.display(), short_error(&e)),
         }
     }
 }
 
-/// Runs the server until SIGINT or SIGTERM. `test_mode` creates project `default` on first
-/// start and prints its keys once. Returns the store's writer thread: join it after the
-/// runtime is dropped so the store file is closed cleanly.
-pub async fn run(
-    config: Config,
-    test_mode: bool,
-) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
+/// An error's text with an OS permission error said plainly.
+fn short_error(e: &dyn std::fmt::Display) -> String {
+    let m = e.to_string();
+    if m.contains("Permission denied") || m.contains("os error 13") {
+        "permission denied".into()
+    } else {
+        m
+    }
+}
+
+/// Store meta key recording what a data dir serves: `test` (written by the first `--test`
+/// start) or `live` (written by `init` and by `serve`). A backup carries it in its store;
+/// `restore` refuses a test-mode backup into a live data dir (issue 10 point 1).
+pub const DATA_DIR_MODE_KEY: &str = "data_dir_mode";
+
+/// The mode a store records ([`DATA_DIR_MODE_KEY`]); `None` for a store that predates it.
+pub fn recorded_mode(r: &impl appliance_storage::ReadOps) -> Result<Option<String>, StoreError> {
+    Ok(r.meta_get(DATA_DIR_MODE_KEY)?
+        .map(|b| String::from_utf8_lossy(&b).into_owned()))
+}
+
+/// Records `mode` (`test` or `live`) in the store; `live` replaces `test`, never the reverse.
+pub fn record_mode(
+    ctx: &mut appliance_storage::WriteCtx<'_>,
+    mode: &str,
+) -> Result<(), StoreError> {
+    let now = recorded_mode(ctx)?;
+    if now.as_deref() == Some(mode) || (now.as_deref() == Some("live") && mode == "test") {
+        return Ok(());
+    }
+    ctx.meta_put(DATA_DIR_MODE_KEY, mode.as_bytes())
+}
+
+/// Reads the pepper, creating the data dir and the pepper on first use; errors name the path.
+pub fn load_pepper(config: &Config) -> anyhow::Result<Pepper> {
+    Pepper::load_or_create(&config.data_dir).map_err(|e| {
+        anyhow::anyhow!(
+            "reading the pepper {}: {}",
+            config.data_dir.join("pepper").display(),
+            crate::config::io_message(&e)
+        )
+    })
+}
+
+/// Everything checked and prepared before the store is opened (issue 10 point 5): the
+/// configuration, the TLS files, the listen address (bound), the plain-HTTP rule and the
+/// master seed (passphrase). Nothing here writes to the data dir.
+struct Prepared {
+    listener: tokio::net::TcpListener,
+    addr: std::net::SocketAddr,
+    rustls: Option<axum_server::tls_rustls::RustlsConfig>,
+    signer: Option<Arc<appliance_signer::Signer>>,
+}
+
+async fn prepare(config: &Config, test_mode: bool) -> anyhow::Result<Prepared> {
+    config.validate()?;
     if config.webhooks.allow_private_targets {
         tracing::warn!("webhooks.allow_private_targets is ON: webhooks may target private and loopback addresses");
     }
-    config.webhooks.validate().map_err(anyhow::Error::msg)?;
-    crate::ops::init(&config)?;
+    crate::ops::init(config)?;
     config.limits.validate().map_err(anyhow::Error::msg)?;
-    crate::data_dir::prepare(&config.data_dir)?;
-    crate::data_dir::raise_open_files_limit();
-    let pepper = Pepper::load_or_create(&config.data_dir).context("reading the pepper")?;
-    let data_key = crate::sealing::DataKey::load_or_create(&config.data_dir)
-        .context("reading the data key")?;
-    let store = {
-        let c = config.clone();
-        tokio::task::spawn_blocking(move || open_store(&c, std::time::Duration::from_secs(10)))
-            .await??
+    let rustls = match &config.tls {
+        Some(tls) => Some(
+            axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key)
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "loading TLS certificate {} and key {}: {}",
+                        tls.cert.display(),
+                        tls.key.display(),
+                        short_error(&e)
+                    )
+                })?,
+        ),
+        None => None,
     };
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
-        .with_context(|| format!("binding {}", config.listen))?;
+        .map_err(|e| anyhow::anyhow!("binding {}: {}", config.listen, short_error(&e)))?;
     let addr = listener.local_addr()?;
+    if rustls.is_none() && !test_mode && !addr.ip().is_loopback() {
+        if !config.allow_plain_http {
+            anyhow::bail!(
+                "refusing to serve plain HTTP on the non-loopback address {addr} in live mode: \
+                 configure [tls], listen on loopback, or set allow_plain_http = true behind a \
+                 TLS-terminating proxy"
+            );
+        }
+        tracing::warn!(
+            %addr,
+            "allow_plain_http is ON: serving PLAIN HTTP on a non-loopback address; API keys \
+             and payloads cross the network unencrypted unless a TLS-terminating proxy is in front"
+        );
+    }
+    let signer = unlock_signer(config)?;
+    Ok(Prepared {
+        listener,
+        addr,
+        rustls,
+        signer,
+    })
+}
+
+/// Runs the server until SIGINT or SIGTERM. `test_mode` creates project `default` on first
+/// start and prints its keys once. Returns the store's writer thread (join it after the
+/// runtime is dropped so the store file is closed cleanly) and the outcome: an early
+/// failure after the store opened still returns the writer thread, so every exit closes the
+/// store cleanly.
+pub async fn run(
+    config: Config,
+    test_mode: bool,
+) -> (Option<std::thread::JoinHandle<()>>, anyhow::Result<()>) {
+    let prepared = match prepare(&config, test_mode).await {
+        Ok(p) => p,
+        Err(e) => return (None, Err(e)),
+    };
+    // Every check passed: now the data dir may be created (0700) and written.
+    if let Err(e) = crate::data_dir::prepare(&config.data_dir) {
+        return (None, Err(e));
+    }
+    crate::data_dir::raise_open_files_limit();
+    let pepper = match load_pepper(&config) {
+        Ok(p) => p,
+        Err(e) => return (None, Err(e)),
+    };
+    let data_key = match crate::sealing::DataKey::load_or_create(&config.data_dir) {
+        Ok(k) => k,
+        Err(e) => {
+            return (
+                None,
+                Err(anyhow::anyhow!(
+                    "reading the data key {}: {}",
+                    config
+                        .data_dir
+                        .join(crate::sealing::DATA_KEY_FILE)
+                        .display(),
+                    crate::config::io_message(&e)
+                )),
+            )
+        }
+    };
+    let store = {
+        let c = config.clone();
+        match tokio::task::spawn_blocking(move || {
+            open_store(&c, std::time::Duration::from_secs(10))
+        })
+        .await
+        {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return (None, Err(e)),
+            Err(e) => return (None, Err(e.into())),
+        }
+    };
+    let result = serve(config, test_mode, store.clone(), pepper, data_key, prepared).await;
+    let closer = store.shutdown();
+    drop(store);
+    (closer, result)
+}
+
+async fn serve(
+    config: Config,
+    test_mode: bool,
+    store: Store,
+    pepper: Pepper,
+    data_key: crate::sealing::DataKey,
+    prepared: Prepared,
+) -> anyhow::Result<()> {
+    let Prepared {
+        listener,
+        addr,
+        rustls,
+        signer,
+    } = prepared;
+    let mode = if test_mode { "test" } else { "live" };
+    store
+        .write(move |ctx| record_mode(ctx, mode))
+        .await
+        .map_err(|e| anyhow::anyhow!("recording the data dir's mode: {e:?}"))?;
     if test_mode {
         bootstrap(&store, &pepper, &addr.to_string()).await?;
     }
-    let signer = unlock_signer(&config)?;
     {
         // Webhook secrets written before they were sealed are sealed now.
         let (store, key) = (store.clone(), data_key.clone());
@@ -99,15 +251,12 @@ pub async fn run(
         workers::evm::start(&state, signer).await?;
     }
     let mode = if test_mode { " (test mode)" } else { "" };
-    let scheme = if config.tls.is_some() {
-        "https"
-    } else {
-        "http"
-    };
+    let scheme = if rustls.is_some() { "https" } else { "http" };
     // The operator socket is up before the server announces itself, so an operator command
     // run right after the "listening" line reaches it.
     let sock = config.socket_path();
     let sock_listener = operator::bind_socket(&sock).context("binding the operator socket")?;
+    // Printed only once the listener is bound and TLS loaded (both done in `prepare`).
     println!("appliance listening on {scheme}://{addr}{mode}");
     tokio::spawn(workers::sim_chain::run(state.clone()));
     tokio::spawn(workers::maintenance::run(state.clone()));
@@ -121,14 +270,13 @@ pub async fn run(
         });
     }
     let app = api::router(state.clone());
-    serve_http(&config, &state, listener, app).await?;
+    serve_http(&config, &state, listener, app, rustls).await?;
     workers::maintenance::flush_usage(&state).await;
     let _ = std::fs::remove_file(&sock);
-    let closer = state.store.shutdown();
     drop(state);
     // stdout may be gone by now (a closed pipe must not turn a clean stop into a panic).
     let _ = writeln!(std::io::stdout(), "appliance stopped");
-    Ok(closer)
+    Ok(())
 }
 
 /// Serves the API on `listener` (HTTPS when `[tls]` is set) through [`transport::serve`]
@@ -138,16 +286,10 @@ async fn serve_http(
     state: &AppState,
     listener: tokio::net::TcpListener,
     app: axum::Router,
+    rustls: Option<axum_server::tls_rustls::RustlsConfig>,
 ) -> anyhow::Result<()> {
-    let tls = match &config.tls {
-        Some(tls) => Some(
-            axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key)
-                .await
-                .context("loading TLS certificate and key")?
-                .get_inner(),
-        ),
-        None => None,
-    };
+    // Loaded in `prepare`, before the store opened (issue 10 point 5).
+    let tls = rustls.map(|r| r.get_inner());
     let s2 = state.clone();
     let stop = async move {
         shutdown_signal().await;
@@ -210,8 +352,17 @@ async fn bootstrap(store: &Store, pepper: &Pepper, listen: &str) -> anyhow::Resu
             })
             .await?;
         println!("project default (test mode) id={}", p.id);
+        let now = appliance_storage::now_us();
         for k in keys.items {
-            println!("  {} key {} id={}", k.kind.as_str(), k.key_id, k.id);
+            // Issue 10 point 13: a key that no longer validates says so.
+            let state = if k.revoked_at.is_some() {
+                " (revoked)"
+            } else if k.expires_at.is_some_and(|e| e <= now) {
+                " (expired)"
+            } else {
+                ""
+            };
+            println!("  {} key {} id={}{state}", k.kind.as_str(), k.key_id, k.id);
         }
         return Ok(());
     }

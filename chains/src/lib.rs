@@ -15,6 +15,7 @@
 
 pub mod address;
 pub mod evm;
+pub mod redact;
 pub mod registry;
 
 pub use registry::{chain, AccountKind, AssetInfo, ChainInfo, ChainStatus, Family, CHAINS};

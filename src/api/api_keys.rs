@@ -15,7 +15,7 @@ use crate::api::error::ApiError;
 use crate::api::extract::{cursor_of, list_json, path_uuid, JsonBody, Params};
 use crate::api::{commit, json, mutate_redacting, SECRET_FIELDS};
 use crate::auth::{default_scopes, Access, Caller, ANY_KIND};
-use crate::services::keys::{self, Actor, KeyPatch, NewKey, LIMIT_PER_KIND};
+use crate::services::keys::{self, Actor, KeyPatch, KeyPowers, NewKey, LIMIT_PER_KIND};
 use crate::state::AppState;
 use crate::views;
 
@@ -102,6 +102,17 @@ async fn create_key(
     keys::check_scopes(&effective)?;
     let ip_allowlist = keys::check_allowlist(&f.opt_str_list("ip_allowlist")?.unwrap_or_default())?;
     let signing_enabled = f.opt_bool("signing_enabled")?.unwrap_or(false);
+    // Checked before an idempotent replay too, so a key that could not mint this key cannot
+    // read another key's first answer either (the transaction checks again).
+    keys::authorize(
+        &caller.key,
+        KeyPowers {
+            kind,
+            scopes: &effective,
+            signing_enabled,
+            ip_allowlist: &ip_allowlist,
+        },
+    )?;
     let pepper = state.pepper.clone();
     let project = caller.project.clone();
     let env = project.mode.as_str();
@@ -236,6 +247,14 @@ async fn roll_key(
             "grace_hours must be from 0 to 168.",
         ));
     }
+    // Checked before an idempotent replay too (the transaction checks again).
+    let p = caller.project_id();
+    let target = state
+        .store
+        .read(move |r| r.get_in::<ApiKey>(p, id))
+        .await?
+        .ok_or_else(|| ApiError::not_found("API key"))?;
+    keys::authorize(&caller.key, KeyPowers::from(&target))?;
     let pepper = state.pepper.clone();
     let project = caller.project.clone();
     let env = project.mode.as_str();

@@ -93,15 +93,16 @@ async fn wallet_balances(
             .await?
             .ok_or_else(|| ApiError::not_found("wallet"))?;
         let read = balances::onchain(&reg, &w.chain, &w.address).await;
+        let reg_chain = w.chain.clone();
         live = Some(read.map_err(|e| {
+            // DECISIONS.md section 16: a chain READ with the node down is retryable.
+            tracing::warn!(chain = %reg_chain, error = %crate::workers::evm::clean(&e), "on-chain balance read failed");
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "chain_unavailable",
-                format!(
-                    "The on-chain balance could not be read: {:#}",
-                    anyhow::Error::from(e)
-                ),
+                "chain_unavailable_now",
+                "The chain's node cannot be reached now; retry later.",
             )
+            .retry_after(5)
         })?);
     }
     let v = state

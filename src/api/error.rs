@@ -291,6 +291,7 @@ impl From<WalletError> for ApiError {
             CustomerNotFound => ApiError::new(NOT_FOUND, "not_found", m).param("customer_id"),
             AccountKindDisabled { .. } => off("account_kind_disabled"),
             NotLiveYet { .. } => off("chain_not_live_yet"),
+            Unavailable { .. } => off("chain_unavailable"),
             Paused { .. } | DepositsDisabled { .. } | NoMasterKey => off("chain_deposits_disabled"),
             AssetDepositsDisabled { .. } => off("asset_deposits_disabled"),
             QuotaExceeded { retry_after_s, .. } => {

@@ -73,7 +73,9 @@ pub fn customer(
 }
 
 /// `GET /v1/wallets/{id}/balances`: every asset of the wallet's chain. With an on-chain
-/// reading, `drift` = on-chain balance minus what the ledger expects on the address.
+/// reading, `drift` = on-chain balance minus what the ledger expects on the address. Every
+/// item keeps `available`, `locked`, `total` and their `_decimal` twins whatever the source
+/// (SPEC.md section 2, Balance lists).
 pub fn wallet(
     r: &impl ReadOps,
     reg: &Registry,
@@ -94,19 +96,7 @@ pub fn wallet(
             } else {
                 Some((onchain(&a.symbol)?, r.holding(w.id, &a.symbol)?))
             };
-            let mut v = item(reg, &w.chain, &a.symbol, p, reading);
-            if source == "chain" {
-                for k in [
-                    "available",
-                    "available_decimal",
-                    "locked",
-                    "locked_decimal",
-                    "total",
-                    "total_decimal",
-                ] {
-                    v.as_object_mut().map(|o| o.remove(k));
-                }
-            }
+            let v = item(reg, &w.chain, &a.symbol, p, reading);
             data.push(v);
         }
     }
@@ -149,7 +139,7 @@ pub fn treasury(r: &impl ReadOps, reg: &Registry, project: Uuid) -> Result<Value
             let liability = signed_string(liab_d, liab_c);
             let surplus =
                 signed_string(held_d.saturating_add(liab_c), held_c.saturating_add(liab_d));
-            json!({
+            let mut v = json!({
                 "chain": chain,
                 "asset": asset,
                 "decimals": d,
@@ -159,7 +149,20 @@ pub fn treasury(r: &impl ReadOps, reg: &Registry, project: Uuid) -> Result<Value
                 "held": held,
                 "liability": liability,
                 "surplus": surplus,
-            })
+            });
+            // SPEC.md section 1, convention 3: every atomic amount has a `_decimal` twin.
+            for k in [
+                "deposits",
+                "in_transit",
+                "treasury",
+                "held",
+                "liability",
+                "surplus",
+            ] {
+                let twin = signed_decimal(v[k].as_str().unwrap_or("0"), d);
+                v[format!("{k}_decimal")] = json!(twin);
+            }
+            v
         })
         .collect();
     Ok(json!({"object": "treasury", "data": data}))
@@ -209,4 +212,31 @@ pub async fn onchain(
         out.insert(a.symbol.clone(), u128::try_from(v).unwrap_or(u128::MAX));
     }
     Ok(out)
+}
+
+/// A signed atomic integer string (`"-1500000"`) as a decimal string with `decimals` places
+/// (`"-1.5"`); exact, no floating point.
+fn signed_decimal(atomic: &str, decimals: u8) -> String {
+    let (neg, digits) = match atomic.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, atomic),
+    };
+    let n: u128 = digits.parse().unwrap_or(0);
+    let s = format_decimal(n, decimals);
+    if neg && n != 0 {
+        format!("-{s}")
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn signed_decimal_keeps_the_sign() {
+        assert_eq!(super::signed_decimal("-1500000", 6), "-1.5");
+        assert_eq!(super::signed_decimal("1500000", 6), "1.5");
+        assert_eq!(super::signed_decimal("0", 18), "0");
+        assert_eq!(super::signed_decimal("-0", 6), "0");
+    }
 }

@@ -47,6 +47,9 @@ pub struct EffChain<'a> {
     pub listed: bool,
     pub status: ChainStatus,
     pub status_note: String,
+    /// Paused by the appliance because the chain's node has not been reached yet (new
+    /// addresses: 422 `chain_unavailable`, issue 10 point 7).
+    pub unreached: bool,
     pub deposits_enabled: bool,
     pub payouts_enabled: bool,
     pub assets: Vec<EffAsset<'a>>,
@@ -59,6 +62,25 @@ impl<'a> EffChain<'a> {
 }
 
 pub use crate::registry::AdapterHealth;
+
+/// `status_note` of a configured chain whose node has not been reached yet.
+pub const CONNECTING: &str = "Connecting to the node.";
+
+impl EffChain<'_> {
+    /// True when a NEW address can be issued on this chain now: listed, `live`, an
+    /// account-based (contract) chain, deposits on and at least one asset taking deposits
+    /// (the checks of `services::wallets::create`, SPEC.md section 4, Wallets).
+    pub fn issues_addresses(&self) -> bool {
+        self.listed
+            && self.status == ChainStatus::Live
+            && self.chain.info.account_kind == AccountKind::Contract
+            && self.deposits_enabled
+            && self
+                .assets
+                .iter()
+                .any(|a| a.deposits_enabled && !a.archived)
+    }
+}
 
 /// The effective state of one chain for a project.
 pub fn effective<'a>(chain: &'a Chain, project: &Project) -> EffChain<'a> {
@@ -89,7 +111,8 @@ pub fn effective<'a>(chain: &'a Chain, project: &Project) -> EffChain<'a> {
         (Mode::Live, _) => match &health {
             Some(AdapterHealth::Healthy) => (ChainStatus::Live, ""),
             Some(AdapterHealth::Failing(note)) => (ChainStatus::Live, note.as_str()),
-            None => (ChainStatus::Paused, "Connecting to the node."),
+            Some(AdapterHealth::Unreached(note)) => (ChainStatus::Paused, note.as_str()),
+            None => (ChainStatus::Paused, CONNECTING),
         },
     };
     let status = o
@@ -120,11 +143,20 @@ pub fn effective<'a>(chain: &'a Chain, project: &Project) -> EffChain<'a> {
             }
         })
         .collect();
+    let unreached = status == default_status
+        && status == ChainStatus::Paused
+        && project.mode == Mode::Live
+        && chain.configured
+        && !matches!(
+            health,
+            Some(AdapterHealth::Healthy) | Some(AdapterHealth::Failing(_))
+        );
     EffChain {
         chain,
         listed,
         status,
         status_note,
+        unreached,
         deposits_enabled: o.and_then(|o| o.deposits_enabled).unwrap_or(true),
         payouts_enabled: o.and_then(|o| o.payouts_enabled).unwrap_or(true),
         assets,
@@ -197,7 +229,8 @@ pub fn chain_json(e: &EffChain<'_>) -> Value {
         "account_kind": match c.info.account_kind { AccountKind::Contract => "contract", AccountKind::Eoa => "eoa" },
         "status": e.status.as_str(),
         "status_note": e.status_note,
-        "deposits_enabled": e.deposits_enabled,
+        // A chain that cannot issue an address does not claim deposits (issue 10 point 14).
+        "deposits_enabled": e.issues_addresses(),
         "payouts_enabled": e.payouts_enabled,
         "supports_memo": c.info.supports_memo,
         "assets": e.assets.iter().map(|a| json!({

@@ -51,8 +51,10 @@ use appliance_storage::{StoreError, WriteCtx};
 
 use crate::registry::Registry;
 
-/// Every event type the appliance emits (`GET /v1/webhooks` `event_catalog`; docs/decisions.md,
-/// Events). An endpoint with no `event_types` receives all of them, and any added later.
+/// Every event type the appliance emits or SPEC.md section 6 lists (`invoice.*` and
+/// `conversion.completed` included, so an endpoint can subscribe to them ahead of use),
+/// shown as `GET /v1/webhooks` `event_catalog` (docs/decisions.md, Events). An endpoint with
+/// no `event_types` receives all of them, and any added later.
 pub const EVENT_CATALOG: &[&str] = &[
     "customer.created",
     "customer.updated",
@@ -73,6 +75,12 @@ pub const EVENT_CATALOG: &[&str] = &[
     "sweep.confirmed",
     "sweep.skipped",
     "sweep.failed",
+    "invoice.pending",
+    "invoice.paid",
+    "invoice.underpaid",
+    "invoice.overpaid",
+    "invoice.expired",
+    "conversion.completed",
     "endpoint.test",
 ];
 

@@ -29,6 +29,10 @@ pub enum WalletError {
     /// 422 `chain_not_live_yet`.
     #[error("{chain} is not live yet.")]
     NotLiveYet { chain: String },
+    /// The chain's node has not been reached since start: 422 `chain_unavailable`
+    /// (issue 10 point 7).
+    #[error("{chain} is unavailable: {note}")]
+    Unavailable { chain: String, note: String },
     /// The chain is paused: 422 `chain_deposits_disabled`.
     #[error("{chain} is paused: {note}")]
     Paused { chain: String, note: String },
@@ -93,6 +97,12 @@ pub fn get_or_create(
     }
     match eff.status {
         ChainStatus::ComingSoon => return Err(WalletError::NotLiveYet { chain }),
+        ChainStatus::Paused if eff.unreached => {
+            return Err(WalletError::Unavailable {
+                chain,
+                note: eff.status_note,
+            })
+        }
         ChainStatus::Paused => {
             return Err(WalletError::Paused {
                 chain,

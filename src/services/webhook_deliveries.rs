@@ -129,8 +129,8 @@ pub fn new_delivery(
     }
 }
 
-/// [`enqueue_with`] with the attempts of the default retry schedule (8), for tools and tests that
-/// write events without a running appliance's config.
+/// [`enqueue_with`] with the attempts of the default retry schedule (8), for tools and
+/// tests that write events without a running appliance's config.
 pub fn enqueue(ctx: &mut WriteCtx<'_>, event: &Event) -> Result<(), StoreError> {
     enqueue_with(
         ctx,

@@ -20,6 +20,7 @@ pub mod backup;
 pub mod chain_state;
 pub mod codec;
 mod ctx;
+mod ctx_state;
 pub mod index;
 pub mod ledger;
 pub mod records;
@@ -34,7 +35,8 @@ use redb::{Database, Durability, ReadableDatabase};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 pub use chain_state::ChainStateOps;
-pub use ctx::{Delta, Page, ReadCtx, ReadOps, Reader, ScanOps, WriteCtx};
+pub use ctx::{Page, ReadCtx, ReadOps, Reader, ScanOps, WriteCtx};
+pub use ctx_state::Delta;
 
 /// Errors of the store itself (never a business rule).
 #[derive(Debug, thiserror::Error)]

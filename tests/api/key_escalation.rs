@@ -285,6 +285,24 @@ async fn narrower_keys_cannot_escalate_through_any_key_endpoint() {
     app.delete(&w, &format!("/v1/api_keys/{}", s(&star_unsigned["id"])))
         .await
         .expect(200);
+    // Replaying another key's Idempotency-Key does not get past the rule either.
+    let idem_body = json!({ "name": "idem", "kind": "wallet", "scopes": ["customers:read", "customers:write"] });
+    let first = app
+        .post_idem(&w, "/v1/api_keys", idem_body.clone(), "shared-key")
+        .await
+        .expect(201);
+    let r = app
+        .post_idem(
+            &s(&narrow["token"]),
+            "/v1/api_keys",
+            idem_body,
+            "shared-key",
+        )
+        .await;
+    refused(&r, "narrow replays a mint it could not make");
+    app.delete(&w, &format!("/v1/api_keys/{}", s(&first["id"])))
+        .await
+        .expect(200);
     let sub = app
         .create_key(
             &pinned_tok,

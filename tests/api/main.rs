@@ -23,5 +23,6 @@ mod key_escalation;
 mod metadata;
 mod payouts;
 mod restart;
+mod selfhost;
 mod sweeps;
 mod wallets;

@@ -587,7 +587,8 @@ async fn rpc_failures_show_on_the_chain_list_and_a_wrong_chain_id_refuses_the_st
         (!n.is_empty()).then_some(n)
     })
     .await;
-    assert!(note.contains("failing"), "{note}");
+    // One plain sentence, no error chain (issue 10 point 7).
+    assert_eq!(note, "Node calls are failing; retrying with back-off.");
 
     // A node whose chain id differs from the registry's refuses the start.
     let other = Anvil::start(5);
@@ -610,11 +611,27 @@ async fn rpc_failures_show_on_the_chain_list_and_a_wrong_chain_id_refuses_the_st
             "serve",
         ])
         .env("APPLIANCE_PASSPHRASE", PASSPHRASE)
+        // A store left open would need a full repair on the next open, which is logged.
+        .env("APPLIANCE_STORAGE__QUICK_REPAIR", "false")
         .output()
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("chain id 5"), "{err}");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(!printed.contains("listening on"), "{printed}");
+    // The refused start had opened the store: it closed it cleanly (issue 10 point 5).
+    let v = std::process::Command::new(env!("CARGO_BIN_EXE_appliance"))
+        .args(["--data-dir", data2.to_str().unwrap(), "verify"])
+        .env("APPLIANCE_STORAGE__QUICK_REPAIR", "false")
+        .output()
+        .unwrap();
+    let verr = String::from_utf8_lossy(&v.stderr);
+    assert!(v.status.success(), "{verr}");
+    assert!(
+        !verr.contains("repairing"),
+        "the store needed a repair:\n{verr}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

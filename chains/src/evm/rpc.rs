@@ -28,6 +28,7 @@ pub enum RpcError {
         method: &'static str,
         detail: String,
     },
+    /// The URL, redacted to scheme and host ([`crate::redact::redact_url`]).
     #[error("invalid RPC URL {0:?}")]
     BadUrl(String),
 }
@@ -70,7 +71,9 @@ pub struct EvmRpc {
 
 impl std::fmt::Debug for EvmRpc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EvmRpc").field("url", &self.url).finish()
+        f.debug_struct("EvmRpc")
+            .field("url", &crate::redact::redact_url(&self.url))
+            .finish()
     }
 }
 
@@ -120,7 +123,9 @@ fn parse<T: std::str::FromStr>(
 impl EvmRpc {
     /// A client of the node at `url` (`http://` or `https://`).
     pub fn new(url: &str) -> Result<EvmRpc, RpcError> {
-        let u = url.parse().map_err(|_| RpcError::BadUrl(url.to_string()))?;
+        let u = url
+            .parse()
+            .map_err(|_| RpcError::BadUrl(crate::redact::redact_url(url)))?;
         Ok(EvmRpc {
             p: RootProvider::new_http(u),
             url: url.to_string(),

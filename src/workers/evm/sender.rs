@@ -22,7 +22,7 @@ use appliance_storage::records::{
 use appliance_storage::{ReadOps, WriteCtx};
 
 use super::store::{out_tx, pending_nonces, put_tx, stored_nonce, OutKind, OutTx};
-use super::{hex32, write, LiveChain, Master, Scopes, MAX_BACKOFF};
+use super::{clean, hex32, write, LiveChain, Master, Scopes, MAX_BACKOFF};
 use crate::services::error::Fault;
 use crate::services::{payouts, sweeps, Scope};
 use crate::state::AppState;
@@ -45,7 +45,7 @@ pub(super) async fn send_loop(state: AppState, c: LiveChain, m: Master) {
                 tokio::time::sleep(poll).await;
             }
             Err(e) => {
-                tracing::warn!(chain = c.id, error = %format!("{e:#}"), "sender step failed");
+                tracing::warn!(chain = c.id, error = %clean(&e), "sender step failed");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
@@ -147,7 +147,7 @@ where
     }
     if let Err(e) = c.rpc.send_raw(&signed.raw).await {
         // Recorded: the tracker rebroadcasts it.
-        tracing::warn!(chain, nonce, error = %e, "broadcast failed; will retry");
+        tracing::warn!(chain, nonce, error = %clean(&e), "broadcast failed; will retry");
     }
     Ok(Ok(Some(hash)))
 }
@@ -198,7 +198,7 @@ async fn track_pending(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::R
                     if !c.rpc.knows_tx(last).await? {
                         let raw = hex::decode(tx.raws.last().map(String::as_str).unwrap_or(""))?;
                         if let Err(e) = c.rpc.send_raw(&raw).await {
-                            tracing::debug!(chain, nonce = tx.nonce, error = %e, "rebroadcast refused");
+                            tracing::debug!(chain, nonce = tx.nonce, error = %clean(&e), "rebroadcast refused");
                         }
                     }
                 }
@@ -272,7 +272,7 @@ async fn replace(state: &AppState, c: &LiveChain, m: &Master, mut tx: OutTx) -> 
     let signed = match m.signer.sign_evm(pol, unsigned) {
         Ok(s) => s,
         Err(e) => {
-            tracing::warn!(chain = c.id, nonce = tx.nonce, error = %e, "cannot replace a stuck transaction");
+            tracing::warn!(chain = c.id, nonce = tx.nonce, error = %clean(&e), "cannot replace a stuck transaction");
             return Ok(());
         }
     };
@@ -300,7 +300,7 @@ async fn replace(state: &AppState, c: &LiveChain, m: &Master, mut tx: OutTx) -> 
         "replaced a stuck transaction"
     );
     if let Err(e) = c.rpc.send_raw(&signed.raw).await {
-        tracing::warn!(chain, nonce = tx.nonce, error = %e, "replacement broadcast failed");
+        tracing::warn!(chain, nonce = tx.nonce, error = %clean(&e), "replacement broadcast failed");
     }
     Ok(())
 }
@@ -416,7 +416,7 @@ async fn send_payouts(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Re
             Err(e) if is_refusal(&e) => {
                 // The node says the transfer cannot succeed now (the master wallet lacks
                 // the funds or gas): fail it without spending a nonce.
-                let reason = format!("execution reverted: {e}");
+                let reason = format!("execution reverted: {}", clean(&e));
                 let s2 = scope.clone();
                 write(state, move |ctx| payouts::fail_live(ctx, &s2, id, &reason)).await?;
                 continue;
@@ -493,7 +493,7 @@ async fn ensure_factory(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::
     )
     .await?;
     if let Err(e) = r {
-        tracing::warn!(chain = c.id, error = %e, "cannot deploy the forwarder factory");
+        tracing::warn!(chain = c.id, error = %clean(&e), "cannot deploy the forwarder factory");
     }
     Ok(false)
 }
@@ -587,7 +587,7 @@ async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Res
         {
             Ok(g) => sender::gas_limit_with_margin(g),
             Err(e) if is_refusal(&e) => {
-                tracing::warn!(chain, sweep = %id, error = %e, "sweep would revert; left open");
+                tracing::warn!(chain, sweep = %id, error = %clean(&e), "sweep would revert; left open");
                 continue;
             }
             Err(e) => return Err(e.into()),
@@ -613,7 +613,7 @@ async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Res
         )
         .await?;
         if let Err(e) = r {
-            tracing::warn!(chain, sweep = %id, error = %e, "sweep not signed");
+            tracing::warn!(chain, sweep = %id, error = %clean(&e), "sweep not signed");
         }
     }
     Ok(())

@@ -17,7 +17,10 @@ use appliance_storage::records::{Deposit, Wallet};
 use appliance_storage::{ChainStateOps, ReadOps, WriteCtx};
 
 use super::store::{load_watch, save_watch, WatchState};
-use super::{hex32, note, set_health, write, LiveChain, Scopes, MAX_BACKOFF, MAX_RANGE};
+use super::{
+    clean, hex32, note, set_health, write, ChainIdMismatch, LiveChain, Scopes, MAX_BACKOFF,
+    MAX_RANGE,
+};
 use crate::services::chains::AdapterHealth;
 use crate::services::error::Fault;
 use crate::services::{deposits, wallets};
@@ -31,6 +34,8 @@ pub(super) async fn watch_loop(state: AppState, c: LiveChain) {
     let poll = Duration::from_millis(c.cfg.poll_interval_ms.max(50));
     let mut backoff = poll;
     let mut checked = false;
+    // Until the node is first reached the chain is `paused` (issue 10 point 7).
+    let mut reached = false;
     loop {
         let step = std::panic::AssertUnwindSafe(watch_step(&state, &c, &mut checked));
         let r = match futures_util::FutureExt::catch_unwind(step).await {
@@ -39,6 +44,7 @@ pub(super) async fn watch_loop(state: AppState, c: LiveChain) {
         };
         match r {
             Ok(caught_up) => {
+                reached = true;
                 crate::ops::metrics::chain_reached(c.id);
                 set_health(&state, c.id, AdapterHealth::Healthy);
                 backoff = poll;
@@ -47,9 +53,16 @@ pub(super) async fn watch_loop(state: AppState, c: LiveChain) {
                 }
             }
             Err(e) => {
-                tracing::warn!(chain = c.id, error = %format!("{e:#}"), "watcher step failed");
+                tracing::warn!(chain = c.id, error = %clean(&e), "watcher step failed");
                 crate::ops::metrics::chain_error(c.id);
-                set_health(&state, c.id, AdapterHealth::Failing(note(&e)));
+                let h = if reached {
+                    AdapterHealth::Failing(note(&e))
+                } else if e.chain().any(|x| x.is::<ChainIdMismatch>()) {
+                    AdapterHealth::Unreached(note(&e))
+                } else {
+                    AdapterHealth::Unreached(crate::services::chains::CONNECTING.into())
+                };
+                set_health(&state, c.id, h);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
@@ -67,7 +80,11 @@ pub async fn watch_step(
     if !*checked {
         let n = c.rpc.chain_id().await?;
         if n != c.chain_id {
-            anyhow::bail!("the node reports chain id {n}, expected {}", c.chain_id);
+            return Err(ChainIdMismatch {
+                got: n,
+                expected: c.chain_id,
+            }
+            .into());
         }
         *checked = true;
     }

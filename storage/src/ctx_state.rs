@@ -1,0 +1,128 @@
+//! Writes of keyed state on [`WriteCtx`]: idempotency records, the ledger's holdings per
+//! deposit address, test mode's simulated balances, the address quota and `meta`. (The
+//! reads are in [`crate::ReadOps`]; chain-adapter state is in [`crate::chain_state`].)
+
+use redb::ReadableTable;
+use uuid::Uuid;
+
+use crate::codec::encode;
+use crate::ctx::{holding_key, sim_key, ReadOps, WriteCtx};
+use crate::records::IdempotencyRecord;
+use crate::schema::*;
+use crate::StoreError;
+
+impl WriteCtx<'_> {
+    /// Stores the first answer to an idempotent request.
+    pub fn idempotency_put(
+        &mut self,
+        key: &[u8],
+        rec: &IdempotencyRecord,
+    ) -> Result<(), StoreError> {
+        let r = (|| {
+            let mut t = self.txn().open_table(IDEMPOTENCY)?;
+            t.insert(key, encode(rec).as_slice())?;
+            drop(t);
+            let mut exp = self.txn().open_table(IDEMPOTENCY_EXP)?;
+            let mut ek = rec.created_at.to_be_bytes().to_vec();
+            ek.extend_from_slice(key);
+            exp.insert(ek.as_slice(), ())?;
+            Ok(())
+        })();
+        self.track(r)
+    }
+
+    /// Deletes idempotency records created before `cutoff_us`, at most `max` of them.
+    /// Returns how many were removed.
+    pub fn idempotency_purge(&mut self, cutoff_us: i64, max: usize) -> Result<usize, StoreError> {
+        let r = (|| {
+            let mut exp = self.txn().open_table(IDEMPOTENCY_EXP)?;
+            let hi = cutoff_us.max(0).to_be_bytes();
+            let mut victims = Vec::new();
+            for e in exp.range::<&[u8]>(..hi.as_slice())? {
+                let (k, _) = e?;
+                victims.push(k.value().to_vec());
+                if victims.len() >= max {
+                    break;
+                }
+            }
+            let mut t = self.txn().open_table(IDEMPOTENCY)?;
+            for v in &victims {
+                exp.remove(v.as_slice())?;
+                t.remove(&v[8..])?;
+            }
+            Ok(victims.len())
+        })();
+        self.track(r)
+    }
+
+    /// Changes the ledger's holding of a deposit address.
+    pub fn holding_add(
+        &mut self,
+        wallet: Uuid,
+        asset: &str,
+        delta: Delta,
+    ) -> Result<u128, StoreError> {
+        let cur = self.holding(wallet, asset)?;
+        let next = apply_delta(cur, delta)?;
+        let r = (|| {
+            let mut t = self.txn().open_table(HOLDINGS)?;
+            t.insert(holding_key(wallet, asset).as_slice(), next)?;
+            Ok(next)
+        })();
+        self.track(r)
+    }
+
+    /// Changes a simulated on-chain balance (test mode's chain state).
+    pub fn sim_balance_add(
+        &mut self,
+        chain: &str,
+        address: &str,
+        asset: &str,
+        delta: Delta,
+    ) -> Result<u128, StoreError> {
+        let cur = self.sim_balance(chain, address, asset)?;
+        let next = apply_delta(cur, delta)?;
+        let r = (|| {
+            let mut t = self.txn().open_table(SIM_BALANCES)?;
+            t.insert(sim_key(chain, address, asset).as_slice(), next)?;
+            Ok(next)
+        })();
+        self.track(r)
+    }
+
+    /// Sets a value of the `meta` table.
+    pub fn meta_put(&mut self, key: &str, value: &[u8]) -> Result<(), StoreError> {
+        let r = (|| {
+            let mut t = self.txn().open_table(META)?;
+            t.insert(key, value)?;
+            Ok(())
+        })();
+        self.track(r)
+    }
+
+    /// Counts one more new address for (project, day); returns the new count.
+    pub fn addresses_issued_incr(&mut self, project: Uuid, day: u32) -> Result<u32, StoreError> {
+        let n = self.addresses_issued(project, day)? + 1;
+        let r = (|| {
+            let mut t = self.txn().open_table(ADDRESS_QUOTA)?;
+            t.insert((project.as_u128(), day), n)?;
+            Ok(n)
+        })();
+        self.track(r)
+    }
+}
+
+/// A change to an unsigned balance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delta {
+    Add(u128),
+    Sub(u128),
+}
+
+fn apply_delta(cur: u128, delta: Delta) -> Result<u128, StoreError> {
+    let next = match delta {
+        Delta::Add(a) => cur.checked_add(a),
+        Delta::Sub(a) => cur.checked_sub(a),
+    };
+    next.ok_or_else(|| StoreError::Corrupt(format!("balance {cur} cannot take {delta:?}")))
+}
