@@ -1,7 +1,7 @@
 //! API keys (SPEC.md section 4, API keys; section 5).
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
@@ -13,7 +13,7 @@ use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{cursor_of, list_json, path_uuid, JsonBody, Params};
-use crate::api::{commit, json, mutate_redacting, SECRET_FIELDS};
+use crate::api::{commit, get_by_id, json, mutate_redacting, IdempotencyKey, SECRET_FIELDS};
 use crate::auth::{default_scopes, Access, Caller, ANY_KIND};
 use crate::services::keys::{self, Actor, KeyPatch, KeyPowers, NewKey, LIMIT_PER_KIND};
 use crate::state::AppState;
@@ -86,7 +86,7 @@ async fn list_keys(
 async fn create_key(
     State(state): State<AppState>,
     caller: Caller,
-    headers: HeaderMap,
+    key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     caller.require(WRITE)?;
@@ -120,9 +120,9 @@ async fn create_key(
     let (resp, key) = mutate_redacting(
         &state,
         &caller,
-        &headers,
+        &key,
         "/v1/api_keys",
-        &body.raw,
+        &body.fingerprint,
         SECRET_FIELDS,
         move |ctx| {
             let (k, token) = keys::create(
@@ -159,13 +159,10 @@ async fn get_key(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = path_uuid(&id)?;
-    let p = caller.project_id();
-    let k = state
-        .store
-        .read(move |r| r.get_in::<ApiKey>(p, id))
-        .await?
-        .ok_or_else(|| ApiError::not_found("API key"))?;
-    Ok(json(StatusCode::OK, &view(&state, &caller, &k)))
+    get_by_id::<ApiKey, _>(&state, &caller, id, ApiError::not_found("API key"), |k| {
+        view(&state, &caller, k)
+    })
+    .await
 }
 
 /// `PATCH /v1/api_keys/{id}` — `name`, `scopes`, `ip_allowlist` (empty clears),
@@ -235,7 +232,7 @@ async fn roll_key(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     caller.require(WRITE)?;
@@ -263,9 +260,9 @@ async fn roll_key(
     let (resp, keys_out) = mutate_redacting(
         &state,
         &caller,
-        &headers,
+        &key,
         &path,
-        &body.raw,
+        &body.fingerprint,
         SECRET_FIELDS,
         move |ctx| {
             let (new, token, old) =

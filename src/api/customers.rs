@@ -1,22 +1,48 @@
 //! Customers (SPEC.md section 4, Customers).
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{Customer, KeyKind};
-use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, JsonBody, Params};
-use crate::api::{commit, created_or_ok, json, list_rows, mutate, scope};
+use crate::api::extract::{path_uuid, JsonBody, Params, StatusFilter};
+use crate::api::{commit, created_or_ok, get_by_id, list_rows, mutate, scope, IdempotencyKey};
 use crate::auth::{Access, Caller};
 use crate::services::customers::{self, CustomerPatch, NewCustomer};
 use crate::state::AppState;
 use crate::views;
+
+/// A customer's `status` as a list filter (SPEC.md section 4, Customers).
+#[derive(Clone, Copy)]
+enum CustomerStatus {
+    Active,
+    Disabled,
+}
+
+impl CustomerStatus {
+    fn as_str(self) -> &'static str {
+        match self {
+            CustomerStatus::Active => "active",
+            CustomerStatus::Disabled => "disabled",
+        }
+    }
+}
+
+impl StatusFilter for CustomerStatus {
+    const NAMES: &'static [&'static str] = &["active", "disabled"];
+    fn from_name(s: &str) -> Option<Self> {
+        match s {
+            "active" => Some(CustomerStatus::Active),
+            "disabled" => Some(CustomerStatus::Disabled),
+            _ => None,
+        }
+    }
+}
 
 const READ: Access = Access::new(&[KeyKind::Wallet], "customers:read");
 const WRITE: Access = Access::new(&[KeyKind::Wallet], "customers:write");
@@ -35,7 +61,7 @@ pub fn router() -> Router<AppState> {
 async fn create_customer(
     State(state): State<AppState>,
     caller: Caller,
-    headers: HeaderMap,
+    key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     caller.require(WRITE)?;
@@ -49,9 +75,9 @@ async fn create_customer(
     let (resp, _) = mutate(
         &state,
         &caller,
-        &headers,
+        &key,
         "/v1/customers",
-        &body.raw,
+        &body.fingerprint,
         move |ctx| {
             let (c, created) = customers::create(ctx, &s, req)?;
             Ok((created_or_ok(created), views::customer(&c), ()))
@@ -70,7 +96,9 @@ async fn list_customers(
     caller.require(READ)?;
     let page = q.page()?;
     let p = caller.project_id();
-    let status = q.get("status").map(str::to_string);
+    let status = q
+        .status::<CustomerStatus>()?
+        .map(|s| s.as_str().to_string());
     let prefix = match (q.get("reference_id"), &status) {
         (Some(r), _) => index::prefix(IndexTag::CustomersByRef, p, &[r.as_bytes()]),
         (None, Some(s)) => index::prefix(IndexTag::CustomersByStatus, p, &[s.as_bytes()]),
@@ -94,13 +122,10 @@ async fn get_customer(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = path_uuid(&id)?;
-    let p = caller.project_id();
-    let c = state
-        .store
-        .read(move |r| r.get_in::<Customer>(p, id))
-        .await?
-        .ok_or_else(|| ApiError::not_found("customer"))?;
-    Ok(json(StatusCode::OK, &views::customer(&c)))
+    get_by_id::<Customer, _>(&state, &caller, id, ApiError::not_found("customer"), |c| {
+        views::customer(c)
+    })
+    .await
 }
 
 /// `PATCH /v1/customers/{id}` — `email`, `metadata` (merged; null removes a key),

@@ -1,7 +1,6 @@
 //! Deposits (SPEC.md section 4, Deposits).
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
@@ -9,11 +8,10 @@ use chrono::DateTime;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{Deposit, DepositStatus, KeyKind};
-use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, Params};
-use crate::api::{json, list_rows};
+use crate::api::{get_by_id, list_rows};
 use crate::auth::{Access, Caller};
 use crate::state::AppState;
 use crate::views;
@@ -38,9 +36,7 @@ async fn list_deposits(
     let customer = q.uuid("customer_id")?;
     let wallet = q.uuid("wallet_id")?;
     let chain = q.get("chain").map(str::to_string);
-    let status = q
-        .one_of("status", &["detected", "confirmed", "failed", "orphaned"])?
-        .and_then(|s| DepositStatus::parse(&s));
+    let status = q.status::<DepositStatus>()?;
     let since = q
         .get("since")
         .map(|s| {
@@ -85,14 +81,8 @@ async fn get_deposit(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = path_uuid(&id)?;
-    let p = caller.project_id();
-    let d = state
-        .store
-        .read(move |r| r.get_in::<Deposit>(p, id))
-        .await?
-        .ok_or_else(|| ApiError::not_found("deposit"))?;
-    Ok(json(
-        StatusCode::OK,
-        &views::deposit(&state.registry.clone(), &d),
-    ))
+    get_by_id::<Deposit, _>(&state, &caller, id, ApiError::not_found("deposit"), |d| {
+        views::deposit(&state.registry, d)
+    })
+    .await
 }

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use crate::api::error::ApiError;
 use crate::auth::{invalid_key, parse_token, Caller};
+use crate::services::types::{Amount, AssetSymbol, ChainId};
 use crate::state::AppState;
 
 impl FromRequestParts<AppState> for Caller {
@@ -109,11 +110,56 @@ fn client_ip(parts: &Parts, trusted: &[ipnet::IpNet]) -> IpAddr {
     crate::ops::proxy::client_ip(peer, &parts.headers, trusted)
 }
 
-/// A JSON object body with its raw bytes (for idempotency fingerprints). An empty body reads
-/// as `{}`; unknown fields are ignored by the field readers.
+/// A JSON object body with its idempotency fingerprint. An empty body reads as `{}`;
+/// unknown fields are ignored by the field readers.
 pub struct JsonBody {
     pub fields: Fields,
-    pub raw: axum::body::Bytes,
+    pub fingerprint: Fingerprint,
+}
+
+/// What makes two requests under one `Idempotency-Key` "the same request" (SPEC.md section
+/// 8; issue 9): the PARSED body, so the same JSON object with other whitespace or key order
+/// matches, and any different value does not (409 `idempotency_key_reuse`).
+///
+/// Stored form: `v2:` + hex SHA-256 of the object re-serialized canonically (keys sorted,
+/// no whitespace; `serde_json::Map` is ordered). Records written by earlier releases hold the
+/// bare hex SHA-256 of the raw bytes; they still match a byte-identical retry until they
+/// expire (24 hours), so a retry across an upgrade is never refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    canonical: String,
+    raw: String,
+}
+
+impl Fingerprint {
+    const VERSION: &'static str = "v2:";
+
+    fn of(fields: &Map<String, Value>, raw: &[u8]) -> Self {
+        use sha2::Digest;
+        let canonical = serde_json::to_vec(fields).expect("a JSON map serializes");
+        Fingerprint {
+            canonical: format!(
+                "{}{}",
+                Self::VERSION,
+                hex::encode(sha2::Sha256::digest(canonical))
+            ),
+            raw: hex::encode(sha2::Sha256::digest(raw)),
+        }
+    }
+
+    /// The value to store with a new idempotency record.
+    pub fn stored(&self) -> &str {
+        &self.canonical
+    }
+
+    /// Whether a stored record's fingerprint is this request's.
+    pub fn matches(&self, stored: &str) -> bool {
+        if stored.starts_with(Self::VERSION) {
+            stored == self.canonical
+        } else {
+            stored == self.raw
+        }
+    }
 }
 
 impl FromRequest<AppState> for JsonBody {
@@ -155,8 +201,8 @@ impl FromRequest<AppState> for JsonBody {
             })?;
         if raw.iter().all(|b| b.is_ascii_whitespace()) {
             return Ok(JsonBody {
+                fingerprint: Fingerprint::of(&Map::new(), &raw),
                 fields: Fields(Map::new()),
-                raw,
             });
         }
         let value: Value = serde_json::from_slice(&raw).map_err(|e| {
@@ -168,8 +214,8 @@ impl FromRequest<AppState> for JsonBody {
         })?;
         match value {
             Value::Object(m) => Ok(JsonBody {
+                fingerprint: Fingerprint::of(&m, &raw),
                 fields: Fields(m),
-                raw,
             }),
             _ => Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
@@ -177,6 +223,58 @@ impl FromRequest<AppState> for JsonBody {
                 "The body must be a JSON object.",
             )),
         }
+    }
+}
+
+/// Longest accepted `Idempotency-Key`.
+pub const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// The `Idempotency-Key` header (SPEC.md sections 4 and 8), parsed once when the request is
+/// extracted: absent, or 1 to [`MAX_IDEMPOTENCY_KEY`] printable ASCII characters. Extraction
+/// never refuses; a malformed key is reported (400 `invalid_request`, `param`
+/// `Idempotency-Key`) when the handler asks for it with [`IdempotencyKey::get`], after its
+/// scope and body checks, as it always was.
+pub struct IdempotencyKey(Result<Option<String>, ApiError>);
+
+impl IdempotencyKey {
+    /// Parses the header value, if any.
+    pub fn parse(v: Option<&axum::http::HeaderValue>) -> Self {
+        IdempotencyKey(v.map(parse_idempotency_key).transpose())
+    }
+
+    /// The key, `None` without the header; the refusal for a malformed one.
+    pub fn get(&self) -> Result<Option<&str>, ApiError> {
+        match &self.0 {
+            Ok(k) => Ok(k.as_deref()),
+            Err(e) => Err(e.clone()),
+        }
+    }
+}
+
+fn parse_idempotency_key(v: &axum::http::HeaderValue) -> Result<String, ApiError> {
+    let s = v.to_str().map_err(|_| {
+        ApiError::invalid(
+            "Idempotency-Key",
+            "Idempotency-Key must be printable ASCII.",
+        )
+    })?;
+    if s.is_empty() || s.len() > MAX_IDEMPOTENCY_KEY {
+        return Err(ApiError::invalid(
+            "Idempotency-Key",
+            format!("Idempotency-Key must have 1 to {MAX_IDEMPOTENCY_KEY} characters."),
+        ));
+    }
+    Ok(s.to_string())
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _: &S,
+    ) -> Result<Self, std::convert::Infallible> {
+        Ok(IdempotencyKey::parse(parts.headers.get("idempotency-key")))
     }
 }
 
@@ -258,16 +356,26 @@ impl Fields {
             .transpose()
     }
 
-    /// An atomic amount: a string of decimal digits, no sign, no fraction, within `u128`.
-    pub fn req_atomic(&self, name: &str) -> Result<u128, ApiError> {
+    /// An atomic amount ([`Amount`]: canonical digits, positive, within `u128`).
+    pub fn req_amount(&self, name: &'static str) -> Result<Amount, ApiError> {
         match self.present(name) {
             None => Err(missing(name)),
-            Some(Value::String(s)) => parse_atomic(name, s),
+            Some(Value::String(s)) => Ok(Amount::parse(name, s)?),
             Some(_) => Err(ApiError::invalid(
                 name,
                 format!("{name} must be a string of digits (atomic units)."),
             )),
         }
+    }
+
+    /// A required chain identifier.
+    pub fn req_chain(&self, name: &str) -> Result<ChainId, ApiError> {
+        self.req_str(name).map(ChainId::new)
+    }
+
+    /// A required asset symbol.
+    pub fn req_asset(&self, name: &str) -> Result<AssetSymbol, ApiError> {
+        self.req_str(name).map(AssetSymbol::new)
     }
 
     pub fn opt_object(&self, name: &str) -> Result<Option<Map<String, Value>>, ApiError> {
@@ -307,29 +415,6 @@ fn missing(name: &str) -> ApiError {
     ApiError::invalid(name, format!("{name} is required."))
 }
 
-/// Parses an atomic amount string (SPEC.md section 1 convention 3).
-pub fn parse_atomic(name: &str, s: &str) -> Result<u128, ApiError> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(ApiError::invalid(
-            name,
-            format!("{name} must be a non-negative integer string in atomic units, got {s:?}."),
-        ));
-    }
-    let v: u128 = s.parse().map_err(|_| {
-        ApiError::invalid(
-            name,
-            format!("{name} exceeds the largest supported amount."),
-        )
-    })?;
-    if v == 0 {
-        return Err(ApiError::invalid(
-            name,
-            format!("{name} must be greater than zero."),
-        ));
-    }
-    Ok(v)
-}
-
 /// Query parameters in order, repeatable names kept.
 pub struct Params(pub Vec<(String, String)>);
 
@@ -342,6 +427,47 @@ impl<S: Send + Sync> FromRequestParts<S> for Params {
             form_urlencoded::parse(q.as_bytes()).into_owned().collect(),
         ))
     }
+}
+
+/// A resource status a list can be filtered by (`?status=`, and the `status` of a bulk
+/// replay). Every such filter parses through [`parse_status`]: an unknown value is 400
+/// `invalid_request` naming the field, never an empty list (docs/decisions.md, lists).
+pub trait StatusFilter: Sized + Copy {
+    /// Every value, as written on the wire, in the order the refusal lists them.
+    const NAMES: &'static [&'static str];
+    fn from_name(s: &str) -> Option<Self>;
+}
+
+/// Parses a status filter value of field `name`.
+pub fn parse_status<S: StatusFilter>(name: &str, v: &str) -> Result<S, ApiError> {
+    S::from_name(v).ok_or_else(|| {
+        ApiError::invalid(
+            name,
+            format!("{name} must be one of {}, got {v:?}.", S::NAMES.join(", ")),
+        )
+    })
+}
+
+macro_rules! status_filter {
+    ($($t:ty => [$($n:literal),*]);* $(;)?) => {$(
+        impl StatusFilter for $t {
+            const NAMES: &'static [&'static str] = &[$($n),*];
+            fn from_name(s: &str) -> Option<Self> {
+                <$t>::parse(s)
+            }
+        }
+    )*};
+}
+status_filter! {
+    appliance_storage::records::PayoutStatus => [
+        "pending_approval", "queued", "signing", "submitted", "confirmed", "failed",
+        "canceled", "rejected"
+    ];
+    appliance_storage::records::DepositStatus => ["detected", "confirmed", "failed", "orphaned"];
+    appliance_storage::records::SweepStatus => ["open", "submitted", "confirmed", "failed", "skipped"];
+    appliance_storage::records::DeliveryStatus => [
+        "pending", "succeeded", "failed", "exhausted", "skipped", "canceled"
+    ];
 }
 
 /// A page request: `limit` 1-100 (default 25) and an opaque cursor (SPEC.md section 8).
@@ -385,6 +511,13 @@ impl Params {
                 format!("{name} must be one of {}, got {v:?}.", allowed.join(", ")),
             )),
         }
+    }
+
+    /// The `status` filter of a list, parsed one way for every list ([`parse_status`]).
+    pub fn status<S: StatusFilter>(&self) -> Result<Option<S>, ApiError> {
+        self.get("status")
+            .map(|v| parse_status("status", v))
+            .transpose()
     }
 
     pub fn page(&self) -> Result<PageReq, ApiError> {
@@ -466,6 +599,49 @@ pub fn path_uuid(s: &str) -> Result<Uuid, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use appliance_storage::records::{DeliveryStatus, DepositStatus, PayoutStatus, SweepStatus};
+
+    fn round_trips<S: StatusFilter>(name: impl Fn(S) -> &'static str) {
+        for n in S::NAMES {
+            let s = parse_status::<S>("status", n).expect(n);
+            assert_eq!(name(s), *n);
+        }
+        let e = parse_status::<S>("status", "lost")
+            .err()
+            .expect("lost is refused");
+        assert_eq!(e.status.as_u16(), 400);
+        assert_eq!(e.code, "invalid_request");
+        assert_eq!(e.param.as_deref(), Some("status"));
+    }
+
+    #[test]
+    fn every_status_filter_lists_exactly_the_values_it_parses() {
+        round_trips::<PayoutStatus>(|s| s.as_str());
+        round_trips::<DepositStatus>(|s| s.as_str());
+        round_trips::<SweepStatus>(|s| s.as_str());
+        round_trips::<DeliveryStatus>(|s| s.as_str());
+        assert_eq!(DeliveryStatus::ALL.len(), DeliveryStatus::NAMES.len());
+    }
+
+    #[test]
+    fn the_fingerprint_is_the_parsed_object() {
+        let parse = |b: &str| match serde_json::from_str::<Value>(b).unwrap() {
+            Value::Object(m) => Fingerprint::of(&m, b.as_bytes()),
+            _ => unreachable!(),
+        };
+        let a = parse(r#"{"a":1,"b":{"c":"x","d":[1,2]}}"#);
+        let b = parse("{ \"b\": {\"d\": [1, 2], \"c\": \"x\"},\n \"a\": 1 }");
+        assert!(b.matches(a.stored()));
+        assert!(!parse(r#"{"a":2,"b":{"c":"x","d":[1,2]}}"#).matches(a.stored()));
+        assert!(!parse(r#"{"a":1,"b":{"c":"x","d":[2,1]}}"#).matches(a.stored()));
+        // A record of an earlier release (hex SHA-256 of the raw bytes) matches the same bytes.
+        use sha2::Digest;
+        let legacy = hex::encode(sha2::Sha256::digest(br#"{"a":1,"b":{"c":"x","d":[1,2]}}"#));
+        assert!(a.matches(&legacy));
+        assert!(!b.matches(&legacy));
+        // An empty body reads as `{}`.
+        assert!(Fingerprint::of(&Map::new(), b"").matches(parse("{}").stored()));
+    }
 
     #[test]
     fn bearer_scheme_is_case_insensitive() {

@@ -20,12 +20,11 @@ pub mod webhooks;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use serde_json::Value;
-use sha2::Digest;
 
 use appliance_storage::records::IdempotencyRecord;
 use appliance_storage::{ReadOps, WriteCtx};
@@ -36,8 +35,7 @@ use crate::services::Scope;
 use crate::state::AppState;
 
 pub use crate::services::IDEMPOTENCY_TTL_US;
-/// Longest accepted `Idempotency-Key`.
-pub const MAX_IDEMPOTENCY_KEY: usize = 255;
+pub use extract::{Fingerprint, IdempotencyKey, MAX_IDEMPOTENCY_KEY};
 
 /// The whole API, with request ids, the 1 MiB body limit and enveloped 404/405.
 pub fn router(state: AppState) -> Router {
@@ -149,31 +147,11 @@ fn raw_json(status: StatusCode, body: String) -> Response {
     r
 }
 
-/// The `Idempotency-Key` of a request, validated.
-pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-    let Some(v) = headers.get("idempotency-key") else {
-        return Ok(None);
-    };
-    let s = v.to_str().map_err(|_| {
-        ApiError::invalid(
-            "Idempotency-Key",
-            "Idempotency-Key must be printable ASCII.",
-        )
-    })?;
-    if s.is_empty() || s.len() > MAX_IDEMPOTENCY_KEY {
-        return Err(ApiError::invalid(
-            "Idempotency-Key",
-            format!("Idempotency-Key must have 1 to {MAX_IDEMPOTENCY_KEY} characters."),
-        ));
-    }
-    Ok(Some(s.to_string()))
-}
-
 /// An idempotent request in flight: removes its key from the in-flight set when dropped.
 pub struct Idem {
     state: AppState,
     key: Vec<u8>,
-    hash: String,
+    fingerprint: Fingerprint,
 }
 
 impl Drop for Idem {
@@ -199,8 +177,8 @@ fn reuse_error() -> ApiError {
     .param("Idempotency-Key")
 }
 
-fn replay(rec: &IdempotencyRecord, hash: &str) -> Result<Response, ApiError> {
-    if rec.request_hash != hash {
+fn replay(rec: &IdempotencyRecord, fingerprint: &Fingerprint) -> Result<Response, ApiError> {
+    if !fingerprint.matches(&rec.request_hash) {
         return Err(reuse_error());
     }
     let mut r = raw_json(
@@ -220,25 +198,25 @@ pub enum Begin {
 
 /// Starts an idempotent request (SPEC.md sections 4, 7, 8): replays the stored answer of
 /// a completed one, refuses a different body (409 `idempotency_key_reuse`) or a concurrent
-/// duplicate (409 `idempotency_in_progress` with `Retry-After`).
+/// duplicate (409 `idempotency_in_progress` with `Retry-After`). `key` is the request's
+/// `Idempotency-Key` (a malformed one is refused here), `fingerprint` its parsed body's.
 pub async fn begin(
     state: &AppState,
     caller: &Caller,
     method: &Method,
     path: &str,
-    key: Option<String>,
-    body: &[u8],
+    key: &IdempotencyKey,
+    fingerprint: &Fingerprint,
 ) -> Result<Begin, ApiError> {
-    let Some(key) = key else {
+    let Some(key) = key.get()? else {
         return Ok(Begin::Fresh(None));
     };
-    let rkey = record_key(caller, method, path, &key);
-    let hash = hex::encode(sha2::Sha256::digest(body));
+    let rkey = record_key(caller, method, path, key);
     let k2 = rkey.clone();
     let stored = state.store.read(move |r| r.idempotency_get(&k2)).await?;
     let now = appliance_storage::now_us();
     if let Some(rec) = stored.filter(|r| r.created_at + IDEMPOTENCY_TTL_US > now) {
-        return replay(&rec, &hash).map(Begin::Replay);
+        return replay(&rec, fingerprint).map(Begin::Replay);
     }
     if !state.inflight.lock().expect("lock").insert(rkey.clone()) {
         return Err(ApiError::new(
@@ -251,18 +229,18 @@ pub async fn begin(
     Ok(Begin::Fresh(Some(Idem {
         state: state.clone(),
         key: rkey,
-        hash,
+        fingerprint: fingerprint.clone(),
     })))
 }
 
 /// An idempotent `POST`: replays the stored first answer for a known `Idempotency-Key`
-/// (from `headers`, optional), otherwise runs `f` through [`commit`].
+/// (optional), otherwise runs `f` through [`commit`].
 pub async fn mutate<T, F>(
     state: &AppState,
     caller: &Caller,
-    headers: &HeaderMap,
+    key: &IdempotencyKey,
     path: &str,
-    body: &[u8],
+    fingerprint: &Fingerprint,
     f: F,
 ) -> Result<(Response, Option<T>), ApiError>
 where
@@ -271,7 +249,7 @@ where
         + 'static,
     T: Send + 'static,
 {
-    mutate_redacting(state, caller, headers, path, body, &[], f).await
+    mutate_redacting(state, caller, key, path, fingerprint, &[], f).await
 }
 
 /// Top-level answer fields that carry a secret shown once: an API key's `token`, a webhook
@@ -284,9 +262,9 @@ pub const SECRET_FIELDS: &[&str] = &["token", "secret"];
 pub async fn mutate_redacting<T, F>(
     state: &AppState,
     caller: &Caller,
-    headers: &HeaderMap,
+    key: &IdempotencyKey,
     path: &str,
-    body: &[u8],
+    fingerprint: &Fingerprint,
     redact: &'static [&'static str],
     f: F,
 ) -> Result<(Response, Option<T>), ApiError>
@@ -296,8 +274,7 @@ where
         + 'static,
     T: Send + 'static,
 {
-    let key = idempotency_key(headers)?;
-    match begin(state, caller, &Method::POST, path, key, body).await? {
+    match begin(state, caller, &Method::POST, path, key, fingerprint).await? {
         Begin::Replay(r) => Ok((r, None)),
         Begin::Fresh(idem) => commit_redacting(state, idem, redact, f).await,
     }
@@ -344,7 +321,9 @@ where
         + 'static,
     T: Send + 'static,
 {
-    let rec_key = idem.as_ref().map(|i| (i.key.clone(), i.hash.clone()));
+    let rec_key = idem
+        .as_ref()
+        .map(|i| (i.key.clone(), i.fingerprint.clone()));
     let out = state
         .store
         .write(move |ctx| {
@@ -353,7 +332,7 @@ where
                     .idempotency_get(k)?
                     .filter(|r| r.created_at + IDEMPOTENCY_TTL_US > ctx.now_us())
                 {
-                    if &rec.request_hash != h {
+                    if !h.matches(&rec.request_hash) {
                         return Err(reuse_error());
                     }
                     return Ok((rec.status, rec.body, None));
@@ -379,7 +358,7 @@ where
                 ctx.idempotency_put(
                     &k,
                     &IdempotencyRecord {
-                        request_hash: h,
+                        request_hash: h.stored().to_string(),
                         status: status.as_u16(),
                         body: stored,
                         created_at: ctx.now_us(),
@@ -403,6 +382,27 @@ impl IntoResponse for Begin {
             Begin::Replay(r) => r,
             Begin::Fresh(_) => StatusCode::NO_CONTENT.into_response(),
         }
+    }
+}
+
+/// `GET /v1/<resource>/{id}` of a row kept per project: the caller's project's row `id`
+/// answered 200 as `view` renders it, or `missing` (404 `not_found`: another project's row
+/// is not found either, SPEC.md section 7).
+pub async fn get_by_id<R, V>(
+    state: &AppState,
+    caller: &Caller,
+    id: uuid::Uuid,
+    missing: impl Into<ApiError>,
+    view: V,
+) -> Result<Response, ApiError>
+where
+    R: appliance_storage::records::Row + Send + 'static,
+    V: FnOnce(&R) -> Value,
+{
+    let p = caller.project_id();
+    match state.store.read(move |r| r.get_in::<R>(p, id)).await? {
+        Some(row) => Ok(json(StatusCode::OK, &view(&row))),
+        None => Err(missing.into()),
     }
 }
 

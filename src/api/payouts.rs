@@ -1,18 +1,17 @@
 //! Payouts (SPEC.md section 4, Payouts; DECISIONS.md sections 4 and 5).
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{KeyKind, Payout, PayoutStatus};
-use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
-use crate::api::{commit, idempotency_key, json, list_rows, mutate, scope};
+use crate::api::{commit, get_by_id, list_rows, mutate, scope, IdempotencyKey};
 use crate::auth::{Access, Caller};
 use crate::services::payouts::{self, NewPayout};
 use crate::state::AppState;
@@ -36,12 +35,12 @@ pub fn router() -> Router<AppState> {
 async fn create_payout(
     State(state): State<AppState>,
     caller: Caller,
-    headers: HeaderMap,
+    key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     caller.require(CREATE)?;
     // SPEC.md section 4, Payouts rule 2: a payout must be retryable without paying twice.
-    if idempotency_key(&headers)?.is_none() {
+    if key.get()?.is_none() {
         return Err(ApiError::invalid(
             "Idempotency-Key",
             "POST /v1/payouts requires an Idempotency-Key header.",
@@ -51,10 +50,10 @@ async fn create_payout(
     let f = &body.fields;
     let req = NewPayout {
         customer_id: f.opt_uuid("customer_id")?,
-        chain: f.req_str("chain")?,
-        asset: f.req_str("asset")?,
+        chain: f.req_chain("chain")?,
+        asset: f.req_asset("asset")?,
         decimals: f.req_u64("decimals")?,
-        amount: f.req_atomic("amount")?,
+        amount: f.req_amount("amount")?,
         to_address: f.req_str("to_address")?,
         reference: f.opt_bounded("reference", 255)?,
         memo: f.opt_bounded("memo", 255)?,
@@ -64,9 +63,9 @@ async fn create_payout(
     let (resp, _) = mutate(
         &state,
         &caller,
-        &headers,
+        &key,
         "/v1/payouts",
-        &body.raw,
+        &body.fingerprint,
         move |ctx| {
             let p = payouts::create(ctx, &s, key_id, req)?;
             Ok((StatusCode::ACCEPTED, views::payout(&s.reg, &p), ()))
@@ -87,13 +86,7 @@ async fn list_payouts(
     let p = caller.project_id();
     let customer = q.uuid("customer_id")?;
     let chain = q.get("chain").map(str::to_string);
-    let status =
-        match q.get("status") {
-            None => None,
-            Some(s) => Some(PayoutStatus::parse(s).ok_or_else(|| {
-                ApiError::invalid("status", format!("Unknown payout status {s:?}."))
-            })?),
-        };
+    let status = q.status::<PayoutStatus>()?;
     let reference = q.get("reference").map(str::to_string);
     let prefix = if let Some(r) = &reference {
         index::prefix(IndexTag::PayoutsByReference, p, &[r.as_bytes()])
@@ -129,16 +122,10 @@ async fn get_payout(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = path_uuid(&id)?;
-    let p = caller.project_id();
-    let x = state
-        .store
-        .read(move |r| r.get_in::<Payout>(p, id))
-        .await?
-        .ok_or_else(|| ApiError::not_found("payout"))?;
-    Ok(json(
-        StatusCode::OK,
-        &views::payout(&state.registry.clone(), &x),
-    ))
+    get_by_id::<Payout, _>(&state, &caller, id, ApiError::not_found("payout"), |x| {
+        views::payout(&state.registry, x)
+    })
+    .await
 }
 
 /// `POST /v1/payouts/{id}/cancel` — before signing only; funds return to available.

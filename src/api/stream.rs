@@ -21,6 +21,16 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/v1/events/stream", get(stream_events))
 }
 
+/// A stream frame as `text/event-stream`.
+fn sse_frame(f: stream::Frame) -> SseEvent {
+    // Field order as before: `id`, `event`, `data`.
+    let mut e = SseEvent::default();
+    if let Some(id) = f.id {
+        e = e.id(id);
+    }
+    e.event(f.event).data(f.data)
+}
+
 /// `GET /v1/events/stream` — `text/event-stream`: `ready` `{cursor, replay_truncated}`, then
 /// `event` frames (SSE id = sequence), `ping` every 25 s; closes after 30 minutes.
 /// `Last-Event-ID` resumes after that sequence (the last 10 minutes at most). At most 10 open
@@ -65,7 +75,7 @@ async fn stream_events(
         .store
         .read(move |r| stream::start_point(r, project, last_id, now))
         .await?;
-    let (tx, mut rx) = mpsc::channel::<Result<SseEvent, Infallible>>(64);
+    let (tx, mut rx) = mpsc::channel::<stream::Frame>(64);
     tokio::spawn(stream::produce(
         state.clone(),
         project,
@@ -74,7 +84,10 @@ async fn stream_events(
         start,
         tx,
     ));
-    let frames = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    let frames = futures_util::stream::poll_fn(move |cx| {
+        rx.poll_recv(cx)
+            .map(|f| f.map(|f| Ok::<_, Infallible>(sse_frame(f))))
+    });
     let mut resp = Sse::new(frames).into_response();
     resp.headers_mut()
         .insert("x-accel-buffering", HeaderValue::from_static("no"));

@@ -1,18 +1,17 @@
 //! Sweeps (SPEC.md section 4, Sweeps).
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{KeyKind, Sweep, SweepStatus};
-use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
-use crate::api::{json, list_rows, mutate, scope};
+use crate::api::{get_by_id, list_rows, mutate, scope, IdempotencyKey};
 use crate::auth::{Access, Caller};
 use crate::services::{deposits, sweeps};
 use crate::state::AppState;
@@ -32,7 +31,7 @@ pub fn router() -> Router<AppState> {
 async fn create_sweep(
     State(state): State<AppState>,
     caller: Caller,
-    headers: HeaderMap,
+    key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     caller.require(CREATE)?;
@@ -42,9 +41,9 @@ async fn create_sweep(
     let (resp, _) = mutate(
         &state,
         &caller,
-        &headers,
+        &key,
         "/v1/sweeps",
-        &body.raw,
+        &body.fingerprint,
         move |ctx| {
             let sw = sweeps::request(ctx, &s, wallet_id, asset, |c, chain| {
                 deposits::sim_height(c, chain)
@@ -66,12 +65,7 @@ async fn list_sweeps(
     let page = q.page()?;
     let p = caller.project_id();
     let wallet = q.uuid("wallet_id")?;
-    let status = q
-        .one_of(
-            "status",
-            &["open", "submitted", "confirmed", "failed", "skipped"],
-        )?
-        .and_then(|s| SweepStatus::parse(&s));
+    let status = q.status::<SweepStatus>()?;
     let prefix = match (wallet, status) {
         (Some(w), _) => index::prefix(IndexTag::SweepsByWallet, p, &[w.as_bytes()]),
         (None, Some(s)) => index::prefix(IndexTag::SweepsByStatus, p, &[s.as_str().as_bytes()]),
@@ -96,14 +90,8 @@ async fn get_sweep(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = path_uuid(&id)?;
-    let p = caller.project_id();
-    let s = state
-        .store
-        .read(move |r| r.get_in::<Sweep>(p, id))
-        .await?
-        .ok_or_else(|| ApiError::not_found("sweep"))?;
-    Ok(json(
-        StatusCode::OK,
-        &views::sweep(&state.registry.clone(), &s),
-    ))
+    get_by_id::<Sweep, _>(&state, &caller, id, ApiError::not_found("sweep"), |s| {
+        views::sweep(&state.registry, s)
+    })
+    .await
 }

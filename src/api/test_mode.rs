@@ -2,7 +2,7 @@
 //! only; anything else is 403 `test_mode_only`.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
@@ -12,7 +12,7 @@ use appliance_storage::records::{KeyKind, Mode};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody};
-use crate::api::{commit, json as json_response, mutate, scope};
+use crate::api::{commit, json as json_response, mutate, scope, IdempotencyKey};
 use crate::auth::{Access, Caller};
 use crate::services::deposits::{self, TestDeposit};
 use crate::services::sim_chain;
@@ -46,26 +46,26 @@ fn check(caller: &Caller) -> Result<(), ApiError> {
 async fn create_test_deposit(
     State(state): State<AppState>,
     caller: Caller,
-    headers: HeaderMap,
+    key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     check(&caller)?;
     let f = &body.fields;
     let req = TestDeposit {
         customer_id: f.req_uuid("customer_id")?,
-        chain: f.req_str("chain")?,
-        asset: f.req_str("asset")?,
+        chain: f.req_chain("chain")?,
+        asset: f.req_asset("asset")?,
         decimals: f.req_u64("decimals")?,
-        amount: f.req_atomic("amount")?,
+        amount: f.req_amount("amount")?,
         confirm: f.opt_bool("confirm")?.unwrap_or(true),
     };
     let s = scope(&state, &caller);
     let (resp, _) = mutate(
         &state,
         &caller,
-        &headers,
+        &key,
         "/v1/test/deposits",
-        &body.raw,
+        &body.fingerprint,
         move |ctx| {
             let d = deposits::create_test(ctx, &s, req)?;
             Ok((StatusCode::CREATED, views::deposit(&s.reg, &d), ()))

@@ -1,18 +1,16 @@
 //! Wallets (deposit addresses): SPEC.md section 4, Wallets and balances; DECISIONS.md 3.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{KeyKind, Wallet};
-use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
-use crate::api::{created_or_ok, json, list_rows, mutate, scope};
+use crate::api::{created_or_ok, get_by_id, list_rows, mutate, scope, IdempotencyKey};
 use crate::auth::{Access, Caller};
 use crate::services::wallets;
 use crate::state::AppState;
@@ -32,19 +30,19 @@ pub fn router() -> Router<AppState> {
 async fn create_wallet(
     State(state): State<AppState>,
     caller: Caller,
-    headers: HeaderMap,
+    key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     caller.require(WRITE)?;
     let customer_id = body.fields.req_uuid("customer_id")?;
-    let chain = body.fields.req_str("chain")?;
+    let chain = body.fields.req_chain("chain")?;
     let s = scope(&state, &caller);
     let (resp, _) = mutate(
         &state,
         &caller,
-        &headers,
+        &key,
         "/v1/wallets",
-        &body.raw,
+        &body.fingerprint,
         move |ctx| {
             let (w, created) = wallets::get_or_create(ctx, &s, customer_id, &chain)?;
             Ok((created_or_ok(created), views::wallet(&w), ()))
@@ -88,11 +86,8 @@ async fn get_wallet(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = path_uuid(&id)?;
-    let p = caller.project_id();
-    let w = state
-        .store
-        .read(move |r| r.get_in::<Wallet>(p, id))
-        .await?
-        .ok_or_else(|| ApiError::not_found("wallet"))?;
-    Ok(json(StatusCode::OK, &views::wallet(&w)))
+    get_by_id::<Wallet, _>(&state, &caller, id, ApiError::not_found("wallet"), |w| {
+        views::wallet(w)
+    })
+    .await
 }

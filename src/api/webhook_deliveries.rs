@@ -13,9 +13,9 @@ use appliance_storage::records::{DeliveryStatus, WebhookDelivery};
 use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
-use crate::api::extract::{list_json, JsonBody, Params};
+use crate::api::extract::{list_json, parse_status, JsonBody, Params};
 use crate::api::webhooks::{rate_limited, READ};
-use crate::api::{commit, json, list_rows};
+use crate::api::{commit, get_by_id, json, list_rows};
 use crate::auth::{Access, Caller, ANY_KIND};
 use crate::services::webhook_deliveries::{self as deliveries, BulkReplay, WebhookDeliveryError};
 use crate::state::AppState;
@@ -40,15 +40,6 @@ fn delivery_id(s: &str) -> Result<Uuid, ApiError> {
         .ok_or_else(|| ApiError::invalid("id", format!("{s:?} is not a delivery id (whd_...).")))
 }
 
-fn status_param(s: &str, param: &str) -> Result<DeliveryStatus, ApiError> {
-    DeliveryStatus::parse(s).ok_or_else(|| {
-        ApiError::invalid(
-            param,
-            "status must be pending, succeeded, failed, exhausted, skipped or canceled.",
-        )
-    })
-}
-
 /// `GET /v1/webhook_deliveries` — newest first; filters `endpoint_id`, `event_id`, `status`.
 async fn list_deliveries(
     State(state): State<AppState>,
@@ -59,10 +50,7 @@ async fn list_deliveries(
     let page = q.page()?;
     let p = caller.project_id();
     let endpoint = q.uuid("endpoint_id")?;
-    let status = q
-        .get("status")
-        .map(|s| status_param(s, "status"))
-        .transpose()?;
+    let status = q.status::<DeliveryStatus>()?;
     let event = match q.get("event_id") {
         None => None,
         Some(e) => {
@@ -114,13 +102,10 @@ async fn get_delivery(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = delivery_id(&id)?;
-    let p = caller.project_id();
-    let d = state
-        .store
-        .read(move |r| r.get_in::<WebhookDelivery>(p, id))
-        .await?
-        .ok_or(WebhookDeliveryError::NotFound)?;
-    Ok(json(StatusCode::OK, &delivery_json(&d, true)))
+    get_by_id::<WebhookDelivery, _>(&state, &caller, id, WebhookDeliveryError::NotFound, |d| {
+        delivery_json(d, true)
+    })
+    .await
 }
 
 /// `POST /v1/webhook_deliveries/{id}/replay` — 201, a new delivery of the same event with
@@ -168,7 +153,7 @@ async fn bulk_replay(
             DeliveryStatus::Skipped,
         ],
         Some(s) => {
-            let st = status_param(&s, "status")?;
+            let st: DeliveryStatus = parse_status("status", &s)?;
             if !st.is_replayable() {
                 return Err(ApiError::invalid(
                     "status",

@@ -1,18 +1,19 @@
 //! Webhook endpoints (SPEC.md section 4, Webhooks; DECISIONS.md section 7).
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value};
 
 use appliance_storage::records::{DeliveryMode, WebhookEndpoint};
-use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, Fields, JsonBody};
-use crate::api::{begin, commit, commit_redacting, idempotency_key, json, Begin, SECRET_FIELDS};
+use crate::api::{
+    begin, commit, commit_redacting, get_by_id, json, Begin, IdempotencyKey, SECRET_FIELDS,
+};
 use crate::auth::{Access, Caller, ANY_KIND};
 use crate::services::webhook_endpoints::{
     self as endpoints, EndpointPatch, NewEndpoint, RequestedStatus, WebhookEndpointError,
@@ -104,7 +105,7 @@ async fn list_webhooks(
 async fn create_webhook(
     State(state): State<AppState>,
     caller: Caller,
-    headers: HeaderMap,
+    key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     caller.require(WRITE)?;
@@ -118,8 +119,8 @@ async fn create_webhook(
         &caller,
         &Method::POST,
         "/v1/webhooks",
-        idempotency_key(&headers)?,
-        &body.raw,
+        &key,
+        &body.fingerprint,
     )
     .await?
     {
@@ -155,16 +156,10 @@ async fn get_webhook(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = path_uuid(&id)?;
-    let p = caller.project_id();
-    let ep = state
-        .store
-        .read(move |r| r.get_in::<WebhookEndpoint>(p, id))
-        .await?
-        .ok_or(WebhookEndpointError::NotFound)?;
-    Ok(json(
-        StatusCode::OK,
-        &endpoint_json(&ep, appliance_storage::now_us()),
-    ))
+    get_by_id::<WebhookEndpoint, _>(&state, &caller, id, WebhookEndpointError::NotFound, |ep| {
+        endpoint_json(ep, appliance_storage::now_us())
+    })
+    .await
 }
 
 /// `PATCH /v1/webhooks/{id}` — `status` (`paused` | `active`: re-enables a disabled endpoint

@@ -11,6 +11,7 @@ use appliance_storage::{ChainStateOps, Delta, ReadOps, StoreError, WriteCtx};
 use crate::registry::Registry;
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
+use crate::services::types::{Amount, AssetSymbol, ChainId};
 use crate::services::{emit, sim_tx_hash, sweeps, Scope};
 use crate::views;
 
@@ -47,10 +48,10 @@ fault_from!(DepositError);
 /// A simulated transfer (`POST /v1/test/deposits`).
 pub struct TestDeposit {
     pub customer_id: Uuid,
-    pub chain: String,
-    pub asset: String,
+    pub chain: ChainId,
+    pub asset: AssetSymbol,
     pub decimals: u64,
-    pub amount: u128,
+    pub amount: Amount,
     pub confirm: bool,
 }
 
@@ -102,14 +103,16 @@ pub fn create_test(
     let wallet_id = ctx
         .unique_get(&ukey)?
         .ok_or_else(|| DepositError::NoDepositAddress {
-            chain: req.chain.clone(),
+            chain: req.chain.to_string(),
         })?;
     let wallet = ctx
         .get::<Wallet>(wallet_id)?
         .ok_or_else(|| Fault::invariant("wallet index points at nothing"))?;
     let onchain = ctx.sim_balance(&req.chain, &wallet.address, &req.asset)?;
     let held = ctx.holding(wallet.id, &req.asset)?;
-    if onchain.checked_add(req.amount).is_none() || held.checked_add(req.amount).is_none() {
+    if onchain.checked_add(req.amount.get()).is_none()
+        || held.checked_add(req.amount.get()).is_none()
+    {
         return Err(too_large());
     }
     let height = sim_height(ctx, &req.chain)?;
@@ -120,9 +123,9 @@ pub fn create_test(
         project_id: p,
         customer_id: req.customer_id,
         wallet_id: wallet.id,
-        chain: req.chain.clone(),
-        asset: req.asset.clone(),
-        amount: req.amount,
+        chain: req.chain.to_string(),
+        asset: req.asset.to_string(),
+        amount: req.amount.get(),
         tx_hash: sim_tx_hash("deposit", id),
         log_index: 0,
         from_address: sim_sender(id),
@@ -144,7 +147,12 @@ pub fn create_test(
         // The posting is the first write: a refusal (overflow) leaves nothing behind.
         ctx.post(e)?.map_err(|_| too_large())?;
     }
-    ctx.sim_balance_add(&d.chain, &d.to_address, &d.asset, Delta::Add(req.amount))?;
+    ctx.sim_balance_add(
+        &d.chain,
+        &d.to_address,
+        &d.asset,
+        Delta::Add(req.amount.get()),
+    )?;
     ctx.unique_put(
         &index::unique(
             IndexTag::UniqueDepositTx,

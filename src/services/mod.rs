@@ -37,6 +37,7 @@ pub mod payouts;
 pub mod projects;
 pub mod sim_chain;
 pub mod sweeps;
+pub mod types;
 pub mod wallets;
 pub mod webhook_deliveries;
 pub mod webhook_endpoints;

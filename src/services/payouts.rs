@@ -13,6 +13,7 @@ use appliance_storage::{Delta, ReadOps, WriteCtx};
 
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
+use crate::services::types::{Amount, AssetSymbol, ChainId};
 use crate::services::{deposits, emit, sim_tx_hash, wallets, Scope};
 use crate::views;
 
@@ -76,10 +77,10 @@ fault_from!(PayoutError);
 /// A parsed `POST /v1/payouts` body.
 pub struct NewPayout {
     pub customer_id: Option<Uuid>,
-    pub chain: String,
-    pub asset: String,
+    pub chain: ChainId,
+    pub asset: AssetSymbol,
     pub decimals: u64,
-    pub amount: u128,
+    pub amount: Amount,
     pub to_address: String,
     pub reference: Option<String>,
     pub memo: Option<String>,
@@ -139,7 +140,7 @@ pub fn create(
     chains::check_decimals(asset.asset, req.decimals)?;
     if eff.status != ChainStatus::Live || !eff.payouts_enabled {
         return Err(PayoutError::ChainUnavailable {
-            chain: req.chain,
+            chain: req.chain.into_string(),
             note: if eff.status_note.is_empty() {
                 "switched off".into()
             } else {
@@ -149,8 +150,8 @@ pub fn create(
     }
     if !asset.payouts_enabled || asset.archived {
         return Err(PayoutError::AssetPayoutsDisabled {
-            asset: req.asset,
-            chain: req.chain,
+            asset: req.asset.into_string(),
+            chain: req.chain.into_string(),
         });
     }
     if eff.chain.is_evm() {
@@ -175,7 +176,7 @@ pub fn create(
         return Err(PayoutError::TooManyPending { max });
     }
     let decimals = asset.asset.decimals;
-    let usd_cents = asset.asset.usd_cents(req.amount);
+    let usd_cents = asset.asset.usd_cents(req.amount.get());
     let now = ctx.now_us();
     let status = match (s.project.settings.auto_approve_threshold_cents, usd_cents) {
         (None, _) => PayoutStatus::Queued,
@@ -186,9 +187,9 @@ pub fn create(
         id: Uuid::now_v7(),
         project_id: p,
         customer_id: req.customer_id,
-        chain: req.chain.clone(),
-        asset: req.asset.clone(),
-        amount: req.amount,
+        chain: req.chain.into_string(),
+        asset: req.asset.into_string(),
+        amount: req.amount.get(),
         fee_amount: 0,
         to_address: req.to_address,
         memo: req.memo,

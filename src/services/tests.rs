@@ -17,6 +17,7 @@ use crate::registry::Registry;
 use crate::services::deposits::DepositError;
 use crate::services::payouts::PayoutError;
 use crate::services::sim_chain;
+use crate::services::types::Amount;
 use crate::services::{customers, deposits, payouts, projects, sweeps, wallets, Scope};
 
 struct Fixture {
@@ -87,7 +88,7 @@ fn deposit(f: &Fixture, amount: u128, confirm: bool) -> Deposit {
                 chain: "ethereum".into(),
                 asset: "USDT".into(),
                 decimals: 6,
-                amount,
+                amount: Amount::new(amount).expect("a positive amount"),
                 confirm,
             },
         )
@@ -146,7 +147,7 @@ fn new_payout(f: &Fixture, amount: u128, to: &str) -> Result<Payout, PayoutError
                 chain: "ethereum".into(),
                 asset: "USDT".into(),
                 decimals: 6,
-                amount,
+                amount: Amount::new(amount).expect("a positive amount"),
                 to_address: to,
                 reference: None,
                 memo: None,

@@ -7,10 +7,8 @@
 //! event log, so frames go out right after the commit and a slow or lagging stream catches up
 //! from the log without gaps or duplicates.
 
-use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::response::sse::Event as SseEvent;
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc, watch};
 use uuid::Uuid;
@@ -28,6 +26,28 @@ use crate::webhooks::StreamSlot;
 pub const REPLAY_WINDOW_US: i64 = 10 * 60 * 1_000_000;
 /// Events read per catch-up step.
 const PAGE: usize = 200;
+
+/// One server-sent event frame, independent of the HTTP layer (`api::stream` writes it as
+/// `text/event-stream`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// The SSE `id` (the event's sequence), for `Last-Event-ID`.
+    pub id: Option<String>,
+    /// The SSE `event` name: `ready`, `event` or `ping`.
+    pub event: &'static str,
+    /// The JSON payload.
+    pub data: String,
+}
+
+impl Frame {
+    fn new(event: &'static str, data: serde_json::Value) -> Self {
+        Frame {
+            id: None,
+            event,
+            data: data.to_string(),
+        }
+    }
+}
 
 /// Where a stream starts.
 pub struct Start {
@@ -75,7 +95,7 @@ pub fn start_point(
     })
 }
 
-fn event_frame(e: &Event) -> SseEvent {
+fn event_frame(e: &Event) -> Frame {
     let data = json!({
         "id": e.id,
         "type": e.event_type,
@@ -84,10 +104,10 @@ fn event_frame(e: &Event) -> SseEvent {
         "scope": "account",
         "data": e.data,
     });
-    SseEvent::default()
-        .id(e.sequence.to_string())
-        .event("event")
-        .data(data.to_string())
+    Frame {
+        id: Some(e.sequence.to_string()),
+        ..Frame::new("event", data)
+    }
 }
 
 /// Writes the stream's frames into `tx` until the client leaves, the stream ages out or the
@@ -98,13 +118,12 @@ pub async fn produce(
     slot: StreamSlot,
     mut commits: broadcast::Receiver<CommitNotice>,
     start: Start,
-    tx: mpsc::Sender<Result<SseEvent, Infallible>>,
+    tx: mpsc::Sender<Frame>,
 ) {
     let _slot = slot;
     let mut shutdown: watch::Receiver<bool> = state.webhooks.shutdown_signal();
     let ready = json!({ "cursor": start.latest, "replay_truncated": start.truncated });
-    let ready = SseEvent::default().event("ready").data(ready.to_string());
-    if tx.send(Ok(ready)).await.is_err() {
+    if tx.send(Frame::new("ready", ready)).await.is_err() {
         return;
     }
     let mut cursor = start.after;
@@ -128,8 +147,8 @@ pub async fn produce(
                 }
             }
             _ = ping.tick() => {
-                let f = SseEvent::default().event("ping").data(json!({ "time": ts(appliance_storage::now_us()) }).to_string());
-                if tx.send(Ok(f)).await.is_err() {
+                let f = Frame::new("ping", json!({ "time": ts(appliance_storage::now_us()) }));
+                if tx.send(f).await.is_err() {
                     return;
                 }
             }
@@ -146,7 +165,7 @@ async fn catch_up(
     state: &AppState,
     project: Uuid,
     cursor: &mut u64,
-    tx: &mpsc::Sender<Result<SseEvent, Infallible>>,
+    tx: &mpsc::Sender<Frame>,
 ) -> Result<(), ()> {
     loop {
         let after = *cursor;
@@ -156,7 +175,7 @@ async fn catch_up(
             .await
             .map_err(|e| tracing::error!(error = %e, "event stream read failed"))?;
         for e in &page.items {
-            tx.send(Ok(event_frame(e))).await.map_err(|_| ())?;
+            tx.send(event_frame(e)).await.map_err(|_| ())?;
             *cursor = e.sequence;
         }
         if !page.has_more {

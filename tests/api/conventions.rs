@@ -717,3 +717,44 @@ async fn another_projects_payout_cannot_be_approved_or_rejected() {
         .expect(200);
     assert_eq!(got["status"], "pending_approval");
 }
+
+/// Issue 9 point 7: an atomic amount is written canonically. Leading zeros, a sign and the
+/// empty string are 400 `invalid_request` naming `amount`, and nothing is written.
+#[tokio::test]
+async fn amounts_must_be_canonical_digit_strings() {
+    let app = spawn_app().await;
+    let c = app.create_customer(None).await;
+    let cid = s(&c["id"]);
+    app.create_wallet(&cid, "ethereum").await;
+    for bad in ["0001", "01", "00", "0", "", "+1", "-0"] {
+        let r = app
+            .post(
+                &app.wallet_key,
+                "/v1/test/deposits",
+                json!({ "customer_id": cid, "chain": "ethereum", "asset": "USDT",
+                        "decimals": 6, "amount": bad }),
+            )
+            .await;
+        r.expect_error_param(400, "invalid_request", "amount");
+        let r = app
+            .create_payout(
+                json!({ "customer_id": cid, "chain": "ethereum", "asset": "USDT",
+                    "decimals": 6, "amount": bad, "to_address": external_address(0x16) }),
+            )
+            .await;
+        r.expect_error_param(400, "invalid_request", "amount");
+    }
+    let l = app.get(&app.wallet_key, "/v1/deposits").await.expect(200);
+    assert_eq!(assert_list(&l).len(), 0, "{l}");
+    // The canonical form of the same value is accepted.
+    let r = app
+        .post(
+            &app.wallet_key,
+            "/v1/test/deposits",
+            json!({ "customer_id": cid, "chain": "ethereum", "asset": "USDT",
+                    "decimals": 6, "amount": "1" }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.body["amount"], "1", "{}", r.text);
+}

@@ -272,3 +272,51 @@ fn assert_idem_param(body: &serde_json::Value) {
         .replace('_', "-");
     assert_eq!(p, "idempotency-key", "{body}");
 }
+
+/// Issue 9 point 7: the fingerprint is the parsed request. The same JSON object with other
+/// whitespace and key order replays the first answer; a different value is still 409.
+#[tokio::test]
+async fn same_object_with_other_spacing_and_key_order_replays() {
+    let app = spawn_app().await;
+    let key = idem();
+    let send = |body: &'static str| {
+        let key = key.clone();
+        let app = &app;
+        async move {
+            app.send_raw(
+                reqwest::Method::POST,
+                Some(&app.wallet_key),
+                "/v1/customers",
+                body.as_bytes().to_vec(),
+                Some("application/json"),
+                &[("Idempotency-Key", key.as_str())],
+            )
+            .await
+        }
+    };
+    let a = send(r#"{"email":"a@example.com","metadata":{"n":"1","m":"2"}}"#).await;
+    assert_eq!(a.status, 201, "{}", a.text);
+    let b = send(
+        "{ \"metadata\" : { \"m\" : \"2\", \"n\" : \"1\" },\n  \"email\" : \"a@example.com\" }\n",
+    )
+    .await;
+    assert_eq!(b.status, 201, "{}", b.text);
+    assert_eq!(b.text, a.text, "the same object was not replayed");
+    assert_eq!(
+        b.header("idempotent-replayed").as_deref(),
+        Some("true"),
+        "not marked as a replay"
+    );
+    let l = app.get(&app.wallet_key, "/v1/customers").await.expect(200);
+    assert_eq!(assert_list(&l).len(), 1, "a second customer was created");
+    // A different value under the same key is still a different request.
+    send(r#"{"email":"a@example.com","metadata":{"n":"1","m":"3"}}"#)
+        .await
+        .expect_error(409, "idempotency_key_reuse");
+    // So is a number where a string was.
+    send(r#"{"email":"a@example.com","metadata":{"n":1,"m":"2"}}"#)
+        .await
+        .expect_error(409, "idempotency_key_reuse");
+    let l = app.get(&app.wallet_key, "/v1/customers").await.expect(200);
+    assert_eq!(assert_list(&l).len(), 1);
+}
