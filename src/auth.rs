@@ -6,7 +6,6 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
-use axum::http::StatusCode;
 use hmac::{Hmac, Mac};
 use rand::RngCore;
 use sha2::Sha256;
@@ -14,8 +13,6 @@ use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
 use appliance_storage::records::{ApiKey, KeyKind, Mode, Project};
-
-use crate::api::error::ApiError;
 
 /// Token prefix of live keys (DECISIONS.md section 2).
 pub const LIVE_PREFIX: &str = "apk";
@@ -325,38 +322,24 @@ impl Caller {
         v
     }
 
-    /// SPEC.md section 5 rule 7: kind, then scope, then IP allowlist, then signing.
-    pub fn require(&self, access: Access) -> Result<(), ApiError> {
+    /// SPEC.md section 5 rule 7: kind, then scope, then IP allowlist, then signing. The
+    /// refusal maps to 403 with the variant's code in `api/error.rs`.
+    pub fn require(&self, access: Access) -> Result<(), Denied> {
         if !access.kinds.contains(&self.key.kind) {
-            return Err(ApiError::forbidden(
-                "wrong_key_kind",
-                format!(
-                    "A {} key cannot call this endpoint.",
-                    self.key.kind.as_str()
-                ),
-            ));
+            return Err(Denied::WrongKeyKind(self.key.kind.as_str()));
         }
         if let Some(scope) = access.scope {
             if !self.has_scope(scope) {
-                return Err(ApiError::forbidden(
-                    "missing_scope",
-                    format!("This key lacks the scope {scope}."),
-                ));
+                return Err(Denied::MissingScope(scope));
             }
         }
         if !ip_allowed(&self.key.ip_allowlist, self.ip) {
-            return Err(ApiError::forbidden(
-                "ip_not_allowed",
-                format!("Requests from {} are not allowed for this key.", self.ip),
-            ));
+            return Err(Denied::IpNotAllowed(self.ip));
         }
         if access.signing {
             let blocked = self.signing_blocked_by();
             if !blocked.is_empty() {
-                return Err(ApiError::forbidden(
-                    "signing_disabled",
-                    format!("Signing is disabled at the {} level.", blocked.join(", ")),
-                ));
+                return Err(Denied::SigningDisabled(blocked.join(", ")));
             }
         }
         Ok(())
@@ -386,13 +369,34 @@ pub fn ip_allowed(list: &[String], ip: IpAddr) -> bool {
         .any(|n| n.contains(&ip))
 }
 
-/// 401 `invalid_api_key`.
-pub fn invalid_key() -> ApiError {
-    ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        "invalid_api_key",
-        "Missing, malformed, expired or revoked API key.",
-    )
+/// Why an authenticated key may not call an endpoint (SPEC.md section 5 rule 7); each is
+/// 403 with the code named in its doc.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Denied {
+    /// `wrong_key_kind`: the key's kind is not one the endpoint accepts.
+    #[error("A {0} key cannot call this endpoint.")]
+    WrongKeyKind(&'static str),
+    /// `missing_scope`: the key lacks the endpoint's scope.
+    #[error("This key lacks the scope {0}.")]
+    MissingScope(&'static str),
+    /// `ip_not_allowed`: the source address is outside the key's allowlist.
+    #[error("Requests from {0} are not allowed for this key.")]
+    IpNotAllowed(IpAddr),
+    /// `signing_disabled`: signing is off at the listed levels.
+    #[error("Signing is disabled at the {0} level.")]
+    SigningDisabled(String),
+}
+
+impl Denied {
+    /// The SPEC.md section 7 code of this refusal.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Denied::WrongKeyKind(_) => "wrong_key_kind",
+            Denied::MissingScope(_) => "missing_scope",
+            Denied::IpNotAllowed(_) => "ip_not_allowed",
+            Denied::SigningDisabled(_) => "signing_disabled",
+        }
+    }
 }
 
 #[cfg(test)]

@@ -69,6 +69,18 @@ pub struct Chain {
     health: RwLock<Option<AdapterHealth>>,
     /// The node client, set once when the live adapter starts.
     rpc: OnceLock<EvmRpc>,
+    /// When the live adapter last reached, and last failed to reach, its node.
+    contact: std::sync::Mutex<NodeContact>,
+}
+
+/// When a chain's node was last reached and last failed, since start (read by `/readyz`
+/// and `/metrics`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NodeContact {
+    /// When a watcher round last reached the node (`None`: never since start).
+    pub last_success: Option<std::time::Instant>,
+    /// When a node call last failed (`None`: never since start).
+    pub last_error: Option<std::time::Instant>,
 }
 
 impl Chain {
@@ -84,6 +96,27 @@ impl Chain {
     /// Records the live adapter's health (read by `services::chains::effective`).
     pub fn set_health(&self, h: AdapterHealth) {
         *self.health.write().unwrap_or_else(|e| e.into_inner()) = Some(h);
+    }
+
+    /// When the node was last reached and last failed.
+    pub fn contact(&self) -> NodeContact {
+        *self.contact.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A watcher round reached the node now.
+    pub fn node_reached(&self) {
+        self.contact
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .last_success = Some(std::time::Instant::now());
+    }
+
+    /// A node call failed now.
+    pub fn node_failed(&self) {
+        self.contact
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .last_error = Some(std::time::Instant::now());
     }
 
     /// The node client of this chain's live adapter; `None` when no adapter runs.
@@ -159,6 +192,7 @@ impl Registry {
                     configured: cc.is_some(),
                     health: RwLock::new(None),
                     rpc: OnceLock::new(),
+                    contact: Default::default(),
                 }
             })
             .collect();

@@ -92,6 +92,7 @@ struct Prepared {
     addr: std::net::SocketAddr,
     rustls: Option<axum_server::tls_rustls::RustlsConfig>,
     signer: Option<Arc<appliance_signer::Signer>>,
+    ops: crate::ops::Ops,
 }
 
 async fn prepare(config: &Config, test_mode: bool) -> anyhow::Result<Prepared> {
@@ -99,7 +100,7 @@ async fn prepare(config: &Config, test_mode: bool) -> anyhow::Result<Prepared> {
     if config.webhooks.allow_private_targets {
         tracing::warn!("webhooks.allow_private_targets is ON: webhooks may target private and loopback addresses");
     }
-    crate::ops::init(config)?;
+    let ops = crate::ops::init(config)?;
     config.limits.validate().map_err(anyhow::Error::msg)?;
     let rustls = match &config.tls {
         Some(tls) => Some(
@@ -140,6 +141,7 @@ async fn prepare(config: &Config, test_mode: bool) -> anyhow::Result<Prepared> {
         addr,
         rustls,
         signer,
+        ops,
     })
 }
 
@@ -212,6 +214,7 @@ async fn serve(
         addr,
         rustls,
         signer,
+        ops,
     } = prepared;
     let mode = if test_mode { "test" } else { "live" };
     store
@@ -234,7 +237,7 @@ async fn serve(
             Err(e) => tracing::error!(error = %e, "sealing webhook secrets stored in clear failed"),
         }
     }
-    let state = AppState::new(config.clone(), store, pepper, data_key)?;
+    let state = AppState::new(config.clone(), store, pepper, data_key, ops)?;
     if let Some(signer) = &signer {
         state
             .registry

@@ -34,6 +34,8 @@ pub struct Inner {
     pub registry: Arc<crate::registry::Registry>,
     /// Webhook dispatcher handle, rate limits and event stream slots.
     pub webhooks: crate::webhooks::Webhooks,
+    /// What `/readyz` and `/metrics` keep between requests.
+    pub ops: crate::ops::Ops,
 }
 
 impl Deref for AppState {
@@ -68,6 +70,7 @@ impl AppState {
         store: Store,
         pepper: Pepper,
         data_key: DataKey,
+        ops: crate::ops::Ops,
     ) -> Result<AppState, StoreError> {
         let keys = KeyCache::default();
         let (projects, api_keys) =
@@ -94,6 +97,7 @@ impl AppState {
             data_key,
             inflight: Mutex::new(HashSet::new()),
             registry,
+            ops,
         })))
     }
 }

@@ -135,6 +135,23 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// 401 `invalid_api_key`.
+    pub fn invalid_key() -> Self {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid_api_key",
+            "Missing, malformed, expired or revoked API key.",
+        )
+    }
+}
+
+impl From<crate::auth::Denied> for ApiError {
+    fn from(e: crate::auth::Denied) -> Self {
+        ApiError::forbidden(e.code(), e.to_string())
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {

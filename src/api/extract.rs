@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::api::error::ApiError;
-use crate::auth::{invalid_key, parse_token, Caller};
+use crate::auth::{parse_token, Caller};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
 use crate::state::AppState;
 
@@ -32,10 +32,10 @@ impl FromRequestParts<AppState> for Caller {
             if let Err(retry) = state.limits.check_unauthenticated(ip) {
                 return Err(rate_limited(retry));
             }
-            return Err(invalid_key());
+            return Err(ApiError::invalid_key());
         };
         let Some(project) = state.keys.project(key.project_id) else {
-            return Err(invalid_key());
+            return Err(ApiError::invalid_key());
         };
         if let Err(retry) = state
             .limits

@@ -38,7 +38,7 @@ fn check(caller: &Caller) -> Result<(), ApiError> {
             "Only test-mode wallet keys can use /v1/test endpoints.",
         ));
     }
-    caller.require(ACCESS)
+    Ok(caller.require(ACCESS)?)
 }
 
 /// `POST /v1/test/deposits` — simulate a transfer to the customer's address; with

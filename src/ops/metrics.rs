@@ -14,8 +14,7 @@
 //!   `chain_last_success_age_seconds{chain}`.
 //! - `payouts_pending` (payouts not yet final over every project, read at scrape).
 
-use std::collections::BTreeMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -26,6 +25,9 @@ use appliance_storage::{ReadOps, ScanOps};
 
 use crate::state::AppState;
 
+/// The renderer of the `metrics` facade's recorder. The facade's recorder is process-wide by
+/// the crate's design (`metrics::set_global_recorder`), so its handle is too; everything
+/// else the operations endpoints keep lives in `AppState` (`ops::Ops`, the registry).
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
 /// Latency buckets, seconds.
@@ -147,31 +149,6 @@ pub fn webhook_attempt(succeeded: bool, status: Option<u16>) {
     metrics::counter!("appliance_webhook_deliveries_total", "outcome" => outcome).increment(1);
 }
 
-/// What the process knows about one chain's node.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ChainHealth {
-    /// When a watcher round last reached the node (`None`: never since start).
-    pub last_success: Option<Instant>,
-    /// When a node call last failed (`None`: never since start).
-    pub last_error: Option<Instant>,
-}
-
-static CHAINS: Mutex<BTreeMap<String, ChainHealth>> = Mutex::new(BTreeMap::new());
-
-fn chains() -> std::sync::MutexGuard<'static, BTreeMap<String, ChainHealth>> {
-    CHAINS.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The chain's node answered (a watcher round succeeded).
-pub fn chain_reached(chain: &str) {
-    chains().entry(chain.to_string()).or_default().last_success = Some(Instant::now());
-}
-
-/// A node call of the chain failed.
-pub fn chain_error(chain: &str) {
-    chains().entry(chain.to_string()).or_default().last_error = Some(Instant::now());
-}
-
 /// The node's head and the last block processed; `mode` is `live` (a configured node) or
 /// `test` (test mode's simulated chain).
 pub fn chain_position(chain: &str, mode: &'static str, head: u64, processed: u64) {
@@ -182,23 +159,19 @@ pub fn chain_position(chain: &str, mode: &'static str, head: u64, processed: u64
         .set(head.saturating_sub(processed) as f64);
 }
 
-/// The node health last recorded for `chain`.
-pub fn chain_health(chain: &str) -> ChainHealth {
-    chains().get(chain).copied().unwrap_or_default()
-}
-
 /// The metrics text (Prometheus exposition format 0.0.4), with the gauges that are read
 /// from the store at scrape time refreshed first. `None` when no recorder is installed.
 pub async fn render(state: &AppState) -> Option<String> {
     let handle = HANDLE.get()?;
     let now = Instant::now();
-    for (chain, h) in chains().iter() {
+    for c in state.registry.chains.iter() {
+        let h = c.contact();
         if let Some(t) = h.last_error {
-            metrics::gauge!("appliance_chain_last_error_age_seconds", "chain" => chain.clone())
+            metrics::gauge!("appliance_chain_last_error_age_seconds", "chain" => c.id())
                 .set(now.duration_since(t).as_secs_f64());
         }
         if let Some(t) = h.last_success {
-            metrics::gauge!("appliance_chain_last_success_age_seconds", "chain" => chain.clone())
+            metrics::gauge!("appliance_chain_last_success_age_seconds", "chain" => c.id())
                 .set(now.duration_since(t).as_secs_f64());
         }
     }

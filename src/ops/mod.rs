@@ -18,7 +18,7 @@ pub mod metrics;
 pub mod proxy;
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use axum::extract::{ConnectInfo, State};
@@ -43,15 +43,23 @@ pub fn router() -> Router<AppState> {
         .route("/metrics", get(metrics_text))
 }
 
-/// The `/metrics` bearer token, read once at start.
-static METRICS_TOKEN: OnceLock<Zeroizing<String>> = OnceLock::new();
+/// What the operations endpoints keep between requests (a part of `AppState`).
+#[derive(Default)]
+pub struct Ops {
+    /// The `/metrics` bearer token, read once at start (`[metrics] access = "token"`).
+    metrics_token: Option<Zeroizing<String>>,
+    /// Last store write check of `/readyz`: when, and what it found.
+    store_check: Mutex<Option<(Instant, Result<(), String>)>>,
+}
 
 /// Shortest accepted `/metrics` token.
 pub const MIN_TOKEN_LEN: usize = 16;
 
 /// Checks the operations settings, reads the `/metrics` token and installs the metrics
 /// recorder. Called by the server before it listens; fails with a message naming the key.
-pub fn init(config: &Config) -> anyhow::Result<()> {
+/// Returns the state the operations endpoints keep (placed in `AppState`).
+pub fn init(config: &Config) -> anyhow::Result<Ops> {
+    let mut ops = Ops::default();
     if config.metrics.access == MetricsAccess::Token {
         let Some(var) = config
             .metrics
@@ -67,12 +75,12 @@ pub fn init(config: &Config) -> anyhow::Result<()> {
                 "metrics.token_env: the environment variable {var} must hold a token of at least {MIN_TOKEN_LEN} characters"
             );
         }
-        let _ = METRICS_TOKEN.set(Zeroizing::new(token.trim().to_string()));
+        ops.metrics_token = Some(Zeroizing::new(token.trim().to_string()));
     }
     if config.metrics.access != MetricsAccess::Off {
         metrics::install()?;
     }
-    Ok(())
+    Ok(ops)
 }
 
 /// `GET /healthz`: the process is up and serving.
@@ -82,16 +90,15 @@ async fn healthz() -> Response {
     r
 }
 
-/// Last store write check: when, and what it found.
-static STORE_CHECK: Mutex<Option<(Instant, Result<(), String>)>> = Mutex::new(None);
-
 /// How long a store check result is reused.
 const STORE_CHECK_TTL: Duration = Duration::from_secs(1);
 /// Longest wait for the store check.
 const STORE_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 async fn store_writable(state: &AppState) -> Result<(), String> {
-    if let Some((at, r)) = STORE_CHECK
+    if let Some((at, r)) = state
+        .ops
+        .store_check
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .as_ref()
@@ -111,7 +118,11 @@ async fn store_writable(state: &AppState) -> Result<(), String> {
             STORE_CHECK_TIMEOUT.as_secs()
         )),
     };
-    *STORE_CHECK.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), r.clone()));
+    *state
+        .ops
+        .store_check
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), r.clone()));
     r
 }
 
@@ -134,7 +145,11 @@ async fn readyz(State(state): State<AppState>) -> Response {
         }
     }
     for (id, cc) in &state.config.chains {
-        let h = metrics::chain_health(id);
+        let h = state
+            .registry
+            .chain(id)
+            .map(|c| c.contact())
+            .unwrap_or_default();
         let window = chain_ready_window(cc.poll_interval_ms);
         let key = format!("chain:{id}");
         match h.last_success {
@@ -192,7 +207,7 @@ async fn metrics_text(State(state): State<AppState>, parts: Parts) -> Response {
             }
         }
         MetricsAccess::Token => {
-            let Some(expected) = METRICS_TOKEN.get() else {
+            let Some(expected) = state.ops.metrics_token.as_ref() else {
                 return not_found();
             };
             let presented = headers

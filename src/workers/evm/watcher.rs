@@ -45,7 +45,9 @@ pub(super) async fn watch_loop(state: AppState, c: LiveChain) {
         match r {
             Ok(caught_up) => {
                 reached = true;
-                crate::ops::metrics::chain_reached(c.id);
+                if let Some(rc) = state.registry.chain(c.id) {
+                    rc.node_reached();
+                }
                 set_health(&state, c.id, AdapterHealth::Healthy);
                 backoff = poll;
                 if caught_up {
@@ -54,7 +56,9 @@ pub(super) async fn watch_loop(state: AppState, c: LiveChain) {
             }
             Err(e) => {
                 tracing::warn!(chain = c.id, error = %clean(&e), "watcher step failed");
-                crate::ops::metrics::chain_error(c.id);
+                if let Some(rc) = state.registry.chain(c.id) {
+                    rc.node_failed();
+                }
                 let h = if reached {
                     AdapterHealth::Failing(note(&e))
                 } else if e.chain().any(|x| x.is::<ChainIdMismatch>()) {
