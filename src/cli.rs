@@ -11,15 +11,6 @@ use serde_json::Value;
 use crate::config::Config;
 use crate::operator::{self, ProjectSet, Request};
 
-/// `println!` that never panics: a closed stdout (`appliance project list | head -0`) ends
-/// the output quietly (issue 10 point 13).
-macro_rules! outln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
-}
-
 /// Self-hosted custodial wallet and payments service.
 #[derive(Debug, Parser)]
 #[command(name = "appliance", version, about)]

@@ -88,6 +88,7 @@ pub enum MetricsAccess {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MetricsConfig {
+    /// Who may read `GET /metrics` (default `loopback`).
     pub access: MetricsAccess,
     /// Environment variable holding the bearer token (with `access = "token"`; at least 16
     /// characters). A name outside `APPLIANCE_*`: those variables are configuration keys.

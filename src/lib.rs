@@ -5,6 +5,15 @@
 //! background workers ([`workers`]), the operator socket ([`operator`]) and the server
 //! wiring ([`server`]). Storage, chains and signing are crates of their own.
 
+/// `println!` that never panics: output to a closed stdout (`appliance project list |
+/// head -0`, a server whose log pipe went away) is dropped quietly (issue 10 point 13).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 pub mod api;
 pub mod auth;
 pub mod cli;

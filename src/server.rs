@@ -239,7 +239,7 @@ async fn serve(
         state
             .registry
             .set_live_treasury(signer.evm_master_address().0 .0);
-        println!(
+        outln!(
             "evm master wallet: {}",
             signer.evm_master_address().to_checksum(None)
         );
@@ -257,7 +257,7 @@ async fn serve(
     let sock = config.socket_path();
     let sock_listener = operator::bind_socket(&sock).context("binding the operator socket")?;
     // Printed only once the listener is bound and TLS loaded (both done in `prepare`).
-    println!("appliance listening on {scheme}://{addr}{mode}");
+    outln!("appliance listening on {scheme}://{addr}{mode}");
     tokio::spawn(workers::sim_chain::run(state.clone()));
     tokio::spawn(workers::maintenance::run(state.clone()));
     tokio::spawn(crate::webhooks::dispatcher::run(state.clone()));
@@ -351,7 +351,7 @@ async fn bootstrap(store: &Store, pepper: &Pepper, listen: &str) -> anyhow::Resu
                 )
             })
             .await?;
-        println!("project default (test mode) id={}", p.id);
+        outln!("project default (test mode) id={}", p.id);
         let now = appliance_storage::now_us();
         for k in keys.items {
             // Issue 10 point 13: a key that no longer validates says so.
@@ -362,7 +362,7 @@ async fn bootstrap(store: &Store, pepper: &Pepper, listen: &str) -> anyhow::Resu
             } else {
                 ""
             };
-            println!("  {} key {} id={}{state}", k.kind.as_str(), k.key_id, k.id);
+            outln!("  {} key {} id={}{state}", k.kind.as_str(), k.key_id, k.id);
         }
         return Ok(());
     }
@@ -374,18 +374,18 @@ async fn bootstrap(store: &Store, pepper: &Pepper, listen: &str) -> anyhow::Resu
             WriteError::Rejected(e) => anyhow::anyhow!(e),
             WriteError::Store(s) => anyhow::anyhow!(s),
         })?;
-    println!("created project default (test mode) id={}", p.id);
-    println!("These keys are shown once; store them now.");
+    outln!("created project default (test mode) id={}", p.id);
+    outln!("These keys are shown once; store them now.");
     for (kind, token) in &tokens {
-        println!("{} key: {}", kind.as_str(), token);
+        outln!("{} key: {}", kind.as_str(), token);
     }
     if let Some((_, wallet)) = tokens
         .iter()
         .find(|(k, _)| *k == appliance_storage::records::KeyKind::Wallet)
     {
-        println!("Try it (from another shell):");
-        println!("  curl -s http://{listen}/v1/ping -H 'Authorization: Bearer {wallet}'");
-        println!(
+        outln!("Try it (from another shell):");
+        outln!("  curl -s http://{listen}/v1/ping -H 'Authorization: Bearer {wallet}'");
+        outln!(
             "  curl -s http://{listen}/v1/customers -H 'Authorization: Bearer {wallet}' -H 'Content-Type: application/json' -d '{{\"reference_id\":\"user-1\"}}'"
         );
     }

@@ -321,7 +321,7 @@ pub async fn serve(
 }
 
 async fn serve_conn(
-    _reg: Registered,
+    reg: Registered,
     conn: Arc<ConnState>,
     tcp: TcpStream,
     peer: SocketAddr,
@@ -329,7 +329,7 @@ async fn serve_conn(
     app: Router,
     stop: watch::Receiver<bool>,
 ) {
-    let settings = _reg.tracker.settings.clone();
+    let settings = reg.tracker.settings.clone();
     match acceptor {
         None => run_conn(tcp, false, conn, peer, app, stop, settings).await,
         Some(acceptor) => {

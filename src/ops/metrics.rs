@@ -150,7 +150,9 @@ pub fn webhook_attempt(succeeded: bool, status: Option<u16>) {
 /// What the process knows about one chain's node.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ChainHealth {
+    /// When a watcher round last reached the node (`None`: never since start).
     pub last_success: Option<Instant>,
+    /// When a node call last failed (`None`: never since start).
     pub last_error: Option<Instant>,
 }
 

@@ -171,14 +171,9 @@ pub fn request(
     )?;
     if s.livemode() {
         // An explicit request is swept whatever the chain's automatic threshold says.
-        ctx.meta_put(&requested_key(sw.id), b"1")?;
+        ctx.sweep_request_put(sw.id)?;
     }
     Ok(sw)
-}
-
-/// `meta` key marking a live sweep requested through `POST /v1/sweeps`.
-pub fn requested_key(sweep: Uuid) -> String {
-    format!("sweep_requested:{sweep}")
 }
 
 /// Advances one sweep as far as the chain at `height` allows; emits each step's event.

@@ -241,22 +241,24 @@ pub struct Migrated {
     pub left: u64,
 }
 
-/// Legacy `meta` key prefixes of chain-adapter state (schema version 1).
-pub const LEGACY_PREFIXES: [&str; 6] = [
+/// Legacy `meta` key prefixes of chain-adapter and sweep-request state (schema versions 1
+/// and 2).
+pub const LEGACY_PREFIXES: [&str; 7] = [
     "evm_tx:",
     "evm_txs:",
     "evm_nonce:",
     "evm_watch:",
     "evm_block:",
     "sim_height:",
+    "sweep_requested:",
 ];
 
 fn be_u64(b: &[u8]) -> Option<u64> {
     <[u8; 8]>::try_from(b).ok().map(u64::from_be_bytes)
 }
 
-/// Schema 1 -> 2: moves the chain-adapter rows of `meta` into their tables, in the opening
-/// transaction. Layouts of version 1:
+/// Schema 1 or 2 -> 3: moves the chain-adapter rows (and the sweep request flags) of `meta`
+/// into their tables, in the opening transaction. Legacy layouts:
 ///
 /// ```text
 /// evm_tx:<chain>:<nonce, 20 digits>   OutTx JSON            -> evm_out_txs
@@ -265,6 +267,7 @@ fn be_u64(b: &[u8]) -> Option<u64> {
 /// evm_watch:<chain>                   WatchState JSON       -> evm_watch
 /// evm_block:<chain>:<n, 20 digits>    JSON array of UUIDs   -> evm_block_deposits
 /// sim_height:<chain>                  u64 big-endian        -> sim_heights
+/// sweep_requested:<sweep uuid>        b"1"                  -> sweep_requests
 /// ```
 pub fn migrate_meta(txn: &WriteTransaction) -> Result<Migrated, StoreError> {
     let mut legacy: Vec<(String, Vec<u8>)> = Vec::new();
@@ -287,6 +290,7 @@ pub fn migrate_meta(txn: &WriteTransaction) -> Result<Migrated, StoreError> {
     let mut watch = txn.open_table(EVM_WATCH)?;
     let mut blocks = txn.open_table(EVM_BLOCK_DEPOSITS)?;
     let mut heights = txn.open_table(SIM_HEIGHTS)?;
+    let mut requests = txn.open_table(SWEEP_REQUESTS)?;
     for (k, v) in legacy {
         let moved = if let Some(rest) = k.strip_prefix("evm_tx:") {
             match rest
@@ -333,6 +337,14 @@ pub fn migrate_meta(txn: &WriteTransaction) -> Result<Migrated, StoreError> {
                     true
                 }
                 None => false,
+            }
+        } else if let Some(id) = k.strip_prefix("sweep_requested:") {
+            match Uuid::parse_str(id) {
+                Ok(id) => {
+                    requests.insert(id.as_u128(), ())?;
+                    true
+                }
+                Err(_) => false,
             }
         } else if let Some(chain) = k.strip_prefix("sim_height:") {
             match be_u64(&v) {
@@ -407,6 +419,7 @@ mod tests {
         let store = Store::open(&path, StoreOptions::default()).unwrap();
         let d = deposit("base-sepolia");
         let did = d.id;
+        let rid = Uuid::now_v7();
         let tx = |nonce: u64, done: bool| {
             serde_json::json!({
                 "nonce": nonce, "kind": "payout", "ref_id": Uuid::now_v7(),
@@ -435,13 +448,14 @@ mod tests {
                 ctx.meta_put(&format!("evm_block:base-sepolia:{:020}", 7), &ids)?;
                 ctx.meta_put(&format!("evm_block:base-sepolia:{:020}", 8), b"[]")?;
                 ctx.meta_put("sim_height:ethereum", &41u64.to_be_bytes())?;
-                ctx.meta_put("sweep_requested:x", b"1")?;
+                ctx.meta_put(&format!("sweep_requested:{rid}"), b"1")?;
+                ctx.meta_put("unrelated", b"1")?;
                 Ok::<_, StoreError>(())
             })
             .unwrap();
         // Before the migration, verify names every legacy row.
         let before = store.read_blocking(crate::verify::verify).unwrap();
-        assert_eq!(before.violations.len(), 8, "{:?}", before.violations);
+        assert_eq!(before.violations.len(), 9, "{:?}", before.violations);
 
         let store = reopen(store, &path);
         let (version, left) = store
@@ -482,10 +496,14 @@ mod tests {
         assert_eq!(b7, vec![did]);
         assert!(b8.is_empty());
         assert_eq!(h, 41);
+        assert!(store
+            .read_blocking(move |r| r.sweep_requested(rid))
+            .unwrap());
+        assert!(!store
+            .read_blocking(|r| r.sweep_requested(Uuid::now_v7()))
+            .unwrap());
         // Other meta rows stay where they are.
-        let other = store
-            .read_blocking(|r| r.meta_get("sweep_requested:x"))
-            .unwrap();
+        let other = store.read_blocking(|r| r.meta_get("unrelated")).unwrap();
         assert_eq!(other.as_deref(), Some(&b"1"[..]));
         let v = store.read_blocking(crate::verify::verify).unwrap();
         assert!(v.violations.is_empty(), "{:?}", v.violations);

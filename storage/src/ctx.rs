@@ -412,6 +412,14 @@ pub trait ReadOps: Reader {
         Ok(v.map(|g| g.value().to_vec()))
     }
 
+    /// Whether the live sweep `sweep` was requested through `POST /v1/sweeps` (it goes out
+    /// whatever the chain's automatic threshold says).
+    fn sweep_requested(&self, sweep: Uuid) -> Result<bool, StoreError> {
+        let t = self.open(SWEEP_REQUESTS)?;
+        let v = t.get(sweep.as_u128())?.is_some();
+        Ok(v)
+    }
+
     /// New addresses issued by `project` on UTC day `day` (days since the Unix epoch).
     fn addresses_issued(&self, project: Uuid, day: u32) -> Result<u32, StoreError> {
         let t = self.open(ADDRESS_QUOTA)?;

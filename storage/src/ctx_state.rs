@@ -100,6 +100,17 @@ impl WriteCtx<'_> {
         self.track(r)
     }
 
+    /// Marks the live sweep `sweep` requested through `POST /v1/sweeps`.
+    pub fn sweep_request_put(&mut self, sweep: Uuid) -> Result<(), StoreError> {
+        let r = (|| {
+            self.txn()
+                .open_table(SWEEP_REQUESTS)?
+                .insert(sweep.as_u128(), ())?;
+            Ok(())
+        })();
+        self.track(r)
+    }
+
     /// Counts one more new address for (project, day); returns the new count.
     pub fn addresses_issued_incr(&mut self, project: Uuid, day: u32) -> Result<u32, StoreError> {
         let n = self.addresses_issued(project, day)? + 1;

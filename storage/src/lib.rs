@@ -339,12 +339,14 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
     txn.open_table(schema::EVM_WATCH)?;
     txn.open_table(schema::EVM_BLOCK_DEPOSITS)?;
     txn.open_table(schema::SIM_HEIGHTS)?;
-    if found.is_some_and(|v| v < 2) {
+    txn.open_table(schema::SWEEP_REQUESTS)?;
+    if found.is_some_and(|v| v < 3) {
         let m = chain_state::migrate_meta(&txn)?;
         tracing::info!(
             rows = m.rows,
             left = m.left,
-            "store migrated to schema version 2"
+            "store migrated to schema version {}",
+            schema::SCHEMA_VERSION
         );
     }
     txn.commit()?;

@@ -34,6 +34,7 @@
 //! evm_watch         <&str, &[u8]>          chain -> WatchState JSON (cursor, recent hashes)
 //! evm_block_deposits <(&str, u64, u128), ()> (chain, block, deposit id) found in that block
 //! sim_heights       <&str, u64>            chain -> simulated block height (test mode)
+//! sweep_requests    <u128, ()>             sweep id of a live sweep asked for by POST /v1/sweeps
 //! ```
 //!
 //! The chain-adapter tables (`evm_*`, `sim_heights`) are written through
@@ -87,9 +88,14 @@ pub const EVM_BLOCK_DEPOSITS: TableDefinition<(&str, u64, u128), ()> =
 /// Chain id -> simulated block height (test mode's chain).
 pub const SIM_HEIGHTS: TableDefinition<&str, u64> = TableDefinition::new("sim_heights");
 
+/// Sweep id (as u128) of each live sweep requested through `POST /v1/sweeps`: it is sent
+/// whatever the chain's automatic threshold says. Rows are never removed (one per request).
+pub const SWEEP_REQUESTS: TableDefinition<u128, ()> = TableDefinition::new("sweep_requests");
+
 /// Current layout version, stored under `meta["schema_version"]`.
 ///
 /// * 1: first release.
 /// * 2: chain-adapter state moved from `meta` keys to its own tables
 ///   ([`crate::chain_state::migrate_meta`]).
-pub const SCHEMA_VERSION: u32 = 2;
+/// * 3: the sweep request flags moved from `meta` to `sweep_requests` (same migration).
+pub const SCHEMA_VERSION: u32 = 3;

@@ -61,17 +61,31 @@ async fn a_group_or_world_writable_data_dir_is_refused_with_its_path() {
     let dir = tmp.path().join("open-data");
     std::fs::create_dir(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_appliance"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_appliance"))
         .args(["--test", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(&dir)
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("run appliance");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "started on a 0777 data dir: {stderr}"
-    );
+    // It must exit at once; a server that starts is killed and the test fails.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break Some(st);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let status = status.unwrap_or_else(|| panic!("started on a 0777 data dir: {stderr}"));
+    assert!(!status.success(), "started on a 0777 data dir: {stderr}");
     assert!(
         stderr.contains(&dir.display().to_string()) && stderr.contains("writable"),
         "{stderr}"

@@ -1056,3 +1056,36 @@ async fn contract_fixes_decimals_event_types_and_deposits_enabled() {
         }
     }
 }
+
+/// Point 13: a test-mode server whose stdout is closed from the start (its banner cannot be
+/// written) keeps serving instead of panicking.
+#[test]
+fn a_server_with_a_closed_stdout_keeps_running() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut child = bin()
+        .args(["--test", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first start writes the banner and the keys; give it time to do so.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !data.join("appliance.sock").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let alive = matches!(child.try_wait(), Ok(None));
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(alive, "the server exited:\n{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        data.join("appliance.sock").exists(),
+        "never started:\n{err}"
+    );
+}

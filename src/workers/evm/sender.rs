@@ -528,7 +528,7 @@ async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Res
                     return Ok(None);
                 };
                 let amount = sweeps::live_amount(r, &sw).unwrap_or(0);
-                let requested = r.meta_get(&sweeps::requested_key(sw.id))?.is_some();
+                let requested = r.sweep_requested(sw.id)?;
                 Ok(Some((sw, project, w, amount, requested)))
             })
             .await?;
