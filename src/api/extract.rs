@@ -373,6 +373,11 @@ impl Fields {
         self.req_str(name).map(ChainId::new)
     }
 
+    /// An optional asset symbol.
+    pub fn opt_asset(&self, name: &str) -> Result<Option<AssetSymbol>, ApiError> {
+        Ok(self.opt_str(name)?.map(AssetSymbol::new))
+    }
+
     /// A required asset symbol.
     pub fn req_asset(&self, name: &str) -> Result<AssetSymbol, ApiError> {
         self.req_str(name).map(AssetSymbol::new)

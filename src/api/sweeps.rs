@@ -36,7 +36,7 @@ async fn create_sweep(
 ) -> Result<Response, ApiError> {
     caller.require(CREATE)?;
     let wallet_id = body.fields.req_uuid("wallet_id")?;
-    let asset = body.fields.opt_str("asset")?;
+    let asset = body.fields.opt_asset("asset")?;
     let s = scope(&state, &caller);
     let (resp, _) = mutate(
         &state,

@@ -12,6 +12,7 @@ use appliance_storage::{Delta, ReadOps, StoreError, WriteCtx};
 
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
+use crate::services::types::AssetSymbol;
 use crate::services::{emit, sim_tx_hash, wallets, Scope};
 use crate::views;
 
@@ -100,7 +101,7 @@ pub fn request(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
     wallet_id: Uuid,
-    asset: Option<String>,
+    asset: Option<AssetSymbol>,
     height: impl Fn(&WriteCtx<'_>, &str) -> Result<u64, StoreError>,
 ) -> Result<Sweep, SweepError> {
     let p = s.project_id();
@@ -112,7 +113,7 @@ pub fn request(
         chains::resolve_asset(&eff, a, "asset")?;
     }
     let candidates: Vec<String> = match asset {
-        Some(a) => vec![a],
+        Some(a) => vec![a.into_string()],
         None => eff.chain.assets.iter().map(|a| a.symbol.clone()).collect(),
     };
     // The first asset the ledger holds on the address; nothing held means a skipped sweep
