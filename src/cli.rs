@@ -685,6 +685,16 @@ fn close_store(store: appliance_storage::Store) {
 /// when no server runs. A server that is still starting holds the store before its socket
 /// answers: keep trying the socket for a while then.
 fn run_operator(cfg: &Config, req: Request) -> anyhow::Result<Value> {
+    // A mistyped --data-dir must not become a new, empty appliance (store and pepper).
+    // Only a definite "not there": a data dir we may not read goes on to the store's own
+    // error, which names the path (`permission denied`).
+    let absent = |p: std::path::PathBuf| matches!(p.try_exists(), Ok(false));
+    if absent(cfg.store_path()) && absent(cfg.socket_path()) {
+        anyhow::bail!(
+            "no appliance store in {}: pass the data dir of an appliance (--data-dir), or create one with `appliance init` or `appliance --test`; nothing was created",
+            cfg.data_dir.display()
+        );
+    }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         if let Some(v) =

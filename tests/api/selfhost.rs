@@ -633,6 +633,28 @@ fn init_validates_before_writing_anything() {
     }
 }
 
+/// An operator command on a mistyped data dir creates nothing and says what is wrong.
+#[test]
+fn operator_commands_on_a_missing_data_dir_create_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("typo");
+    let d = data.to_str().unwrap();
+    for args in [
+        vec!["project", "list", "--data-dir", d],
+        vec!["key", "list", "--project", "default", "--data-dir", d],
+        vec!["verify", "--data-dir", d],
+    ] {
+        let o = run(&args, &[]);
+        let (_, err) = text(&o);
+        assert!(
+            !o.status.success(),
+            "{args:?} succeeded on a missing data dir"
+        );
+        assert!(err.contains("no appliance store in"), "{args:?}: {err}");
+        assert!(!data.exists(), "{args:?} created the mistyped data dir");
+    }
+}
+
 /// Point 4: unknown keys, tables and `APPLIANCE_*` variables are refused with their path
 /// and the closest valid name; a type error is printed once.
 #[test]
@@ -704,7 +726,9 @@ fn unknown_configuration_keys_are_refused_with_a_hint() {
     assert!(!o.status.success());
     assert!(err.contains("listen"), "{err}");
     assert_eq!(err.matches("invalid type").count(), 1, "{err}");
-    // Documented variables are not configuration keys.
+    // Documented variables are not configuration keys (on an initialised data dir, since
+    // operator commands refuse a data dir without a store).
+    init(&data);
     let o = run(
         &["project", "list", "--data-dir", d],
         &[("APPLIANCE_LOG", "warn"), ("APPLIANCE_PASSPHRASE", "x")],
