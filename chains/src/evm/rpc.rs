@@ -15,11 +15,16 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RpcError {
-    #[error("node call {method} failed: {source}")]
+    /// The call failed in transport or the node answered with an error.
+    #[error("node call {method} failed: {detail}")]
     Transport {
         method: &'static str,
-        #[source]
-        source: alloy::transports::TransportError,
+        /// The error and its causes as one line, every URL in it cut to scheme and host
+        /// ([`crate::redact::scrub_urls`]; node URLs carry account keys: issue 10 point 2).
+        detail: String,
+        /// The node answered with a JSON-RPC error (it refused the call), as opposed to a
+        /// transport failure.
+        refused: bool,
     },
     #[error("node call {0} timed out")]
     Timeout(&'static str),
@@ -86,12 +91,28 @@ where
 {
     match tokio::time::timeout(CALL_TIMEOUT, f).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(RpcError::Transport {
-            method,
-            source: e.into(),
-        }),
+        Ok(Err(e)) => {
+            let e: alloy::transports::TransportError = e.into();
+            Err(RpcError::Transport {
+                method,
+                refused: e.as_error_resp().is_some(),
+                detail: crate::redact::scrub_urls(&error_chain(&e)),
+            })
+        }
         Err(_) => Err(RpcError::Timeout(method)),
     }
+}
+
+/// `e` and its causes, `: `-separated.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
 }
 
 fn malformed(method: &'static str, detail: impl Into<String>) -> RpcError {
