@@ -312,3 +312,23 @@ impl EvmRpc {
         Ok(!v.is_null())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_failed_call_shows_no_part_of_the_node_url_but_its_host() {
+        // Nothing listens on port 1.
+        let rpc = EvmRpc::new("http://user:pw@127.0.0.1:1/v3/SECRETKEY").unwrap();
+        let e = rpc.chain_id().await.unwrap_err();
+        let shown = format!("{e} {e:?}");
+        assert!(
+            matches!(e, RpcError::Transport { refused: false, .. }),
+            "{shown}"
+        );
+        for secret in ["SECRETKEY", "pw"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+    }
+}
