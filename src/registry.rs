@@ -93,30 +93,25 @@ impl Chain {
             .clone()
     }
 
-    /// Records the live adapter's health (read by `services::chains::effective`).
+    /// Records the live adapter's health (read by `services::chains::effective`) and when
+    /// it was reported: `Healthy` stamps the node's last success, anything else its last
+    /// error (read by `/readyz` and `/metrics`).
     pub fn set_health(&self, h: AdapterHealth) {
+        let now = Some(std::time::Instant::now());
+        {
+            let mut contact = self.contact.lock().unwrap_or_else(|e| e.into_inner());
+            if matches!(h, AdapterHealth::Healthy) {
+                contact.last_success = now;
+            } else {
+                contact.last_error = now;
+            }
+        }
         *self.health.write().unwrap_or_else(|e| e.into_inner()) = Some(h);
     }
 
     /// When the node was last reached and last failed.
     pub fn contact(&self) -> NodeContact {
         *self.contact.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// A watcher round reached the node now.
-    pub fn node_reached(&self) {
-        self.contact
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .last_success = Some(std::time::Instant::now());
-    }
-
-    /// A node call failed now.
-    pub fn node_failed(&self) {
-        self.contact
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .last_error = Some(std::time::Instant::now());
     }
 
     /// The node client of this chain's live adapter; `None` when no adapter runs.

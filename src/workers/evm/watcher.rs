@@ -45,9 +45,6 @@ pub(super) async fn watch_loop(state: AppState, c: LiveChain) {
         match r {
             Ok(caught_up) => {
                 reached = true;
-                if let Some(rc) = state.registry.chain(c.id) {
-                    rc.node_reached();
-                }
                 set_health(&state, c.id, AdapterHealth::Healthy);
                 backoff = poll;
                 if caught_up {
@@ -56,9 +53,6 @@ pub(super) async fn watch_loop(state: AppState, c: LiveChain) {
             }
             Err(e) => {
                 tracing::warn!(chain = c.id, error = %clean(&e), "watcher step failed");
-                if let Some(rc) = state.registry.chain(c.id) {
-                    rc.node_failed();
-                }
                 let h = if reached {
                     AdapterHealth::Failing(note(&e))
                 } else if e.chain().any(|x| x.is::<ChainIdMismatch>()) {
