@@ -13,7 +13,7 @@ use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{cursor_of, list_json, path_uuid, JsonBody, Params};
-use crate::api::{commit, get_by_id, json, mutate_redacting, IdempotencyKey, SECRET_FIELDS};
+use crate::api::{commit, get_by_id, json, mutate, IdempotencyKey};
 use crate::auth::{default_scopes, Access, Caller, ANY_KIND};
 use crate::services::keys::{self, Actor, KeyPatch, KeyPowers, NewKey, LIMIT_PER_KIND};
 use crate::state::AppState;
@@ -117,13 +117,12 @@ async fn create_key(
     let project = caller.project.clone();
     let env = project.mode.as_str();
     let granter = caller.key.clone();
-    let (resp, key) = mutate_redacting(
+    let (resp, key) = mutate(
         &state,
         &caller,
         &key,
         "/v1/api_keys",
         &body.fingerprint,
-        SECRET_FIELDS,
         move |ctx| {
             let (k, token) = keys::create(
                 ctx,
@@ -257,13 +256,12 @@ async fn roll_key(
     let env = project.mode.as_str();
     let granter = caller.key.clone();
     let path = format!("/v1/api_keys/{id}/roll");
-    let (resp, keys_out) = mutate_redacting(
+    let (resp, keys_out) = mutate(
         &state,
         &caller,
         &key,
         &path,
         &body.fingerprint,
-        SECRET_FIELDS,
         move |ctx| {
             let (new, token, old) =
                 keys::roll(ctx, &pepper, &project, Actor::Key(&granter), id, grace)?;

@@ -249,36 +249,17 @@ where
         + 'static,
     T: Send + 'static,
 {
-    mutate_redacting(state, caller, key, path, fingerprint, &[], f).await
+    match begin(state, caller, &Method::POST, path, key, fingerprint).await? {
+        Begin::Replay(r) => Ok((r, None)),
+        Begin::Fresh(idem) => commit(state, idem, f).await,
+    }
 }
 
 /// Top-level answer fields that carry a secret shown once: an API key's `token`, a webhook
-/// endpoint's `secret`.
+/// endpoint's `secret`. [`commit`] stores them as null in the idempotency record, so a
+/// replay answers the same object without the secret (DECISIONS.md section 16; SPEC.md
+/// section 5 rule 10: shown exactly once).
 pub const SECRET_FIELDS: &[&str] = &["token", "secret"];
-
-/// [`mutate`] for an answer that carries secrets: the stored first answer has each of
-/// `redact` (top-level fields) set to null, so a replay answers the same object without the
-/// secret (DECISIONS.md section 16; SPEC.md section 5 rule 10: shown exactly once).
-pub async fn mutate_redacting<T, F>(
-    state: &AppState,
-    caller: &Caller,
-    key: &IdempotencyKey,
-    path: &str,
-    fingerprint: &Fingerprint,
-    redact: &'static [&'static str],
-    f: F,
-) -> Result<(Response, Option<T>), ApiError>
-where
-    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, Value, T), ApiError>
-        + Send
-        + 'static,
-    T: Send + 'static,
-{
-    match begin(state, caller, &Method::POST, path, key, fingerprint).await? {
-        Begin::Replay(r) => Ok((r, None)),
-        Begin::Fresh(idem) => commit_redacting(state, idem, redact, f).await,
-    }
-}
 
 /// 201 for a new resource, 200 for an existing one returned again.
 pub fn created_or_ok(created: bool) -> StatusCode {
@@ -290,29 +271,13 @@ pub fn created_or_ok(created: bool) -> StatusCode {
 }
 
 /// Runs a mutation as one store transaction together with its idempotency record, and
-/// answers with exactly the bytes that were stored. `T` is handed back for post-commit
-/// work (cache updates); it is `None` on a replay.
+/// answers with exactly the bytes that were stored, except that each top-level field of
+/// [`SECRET_FIELDS`] is stored as null (never a secret at rest, never a secret in a
+/// replay). `T` is handed back for post-commit work (cache updates); it is `None` on a
+/// replay.
 pub async fn commit<T, F>(
     state: &AppState,
     idem: Option<Idem>,
-    f: F,
-) -> Result<(Response, Option<T>), ApiError>
-where
-    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, Value, T), ApiError>
-        + Send
-        + 'static,
-    T: Send + 'static,
-{
-    commit_redacting(state, idem, &[], f).await
-}
-
-/// [`commit`] for an answer that carries secrets: the first answer has them, the stored
-/// idempotency record has each top-level field of `redact` set to null (never a secret at
-/// rest, never a secret in a replay).
-pub async fn commit_redacting<T, F>(
-    state: &AppState,
-    idem: Option<Idem>,
-    redact: &'static [&'static str],
     f: F,
 ) -> Result<(Response, Option<T>), ApiError>
 where
@@ -343,7 +308,7 @@ where
             if let Some((k, h)) = rec_key {
                 let mut redacted = false;
                 if let Value::Object(m) = &mut value {
-                    for field in redact {
+                    for field in SECRET_FIELDS {
                         if let Some(v) = m.get_mut(*field) {
                             *v = Value::Null;
                             redacted = true;

@@ -11,9 +11,7 @@ use appliance_storage::records::{DeliveryMode, WebhookEndpoint};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, Fields, JsonBody};
-use crate::api::{
-    begin, commit, commit_redacting, get_by_id, json, Begin, IdempotencyKey, SECRET_FIELDS,
-};
+use crate::api::{begin, commit, get_by_id, json, Begin, IdempotencyKey};
 use crate::auth::{Access, Caller, ANY_KIND};
 use crate::services::webhook_endpoints::{
     self as endpoints, EndpointPatch, NewEndpoint, RequestedStatus, WebhookEndpointError,
@@ -136,7 +134,7 @@ async fn create_webhook(
         delivery_mode,
     };
     let key = state.data_key.clone();
-    let (resp, _) = commit_redacting(&state, idem, SECRET_FIELDS, move |ctx| {
+    let (resp, _) = commit(&state, idem, move |ctx| {
         let (ep, secret) = endpoints::create(ctx, p, &key, req)?;
         Ok((
             StatusCode::CREATED,

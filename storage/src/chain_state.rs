@@ -220,7 +220,7 @@ pub fn check(ctx: &ReadCtx) -> Result<(u64, Vec<String>), StoreError> {
     }
     let meta = ctx.open(META)?;
     for p in LEGACY_PREFIXES {
-        let end = format!("{};", &p[..p.len() - 1]);
+        let end = legacy_end(p);
         for e in meta.range(p..end.as_str())? {
             let (k, _) = e?;
             bad.push(format!(
@@ -253,6 +253,12 @@ pub const LEGACY_PREFIXES: [&str; 7] = [
     "sweep_requested:",
 ];
 
+/// Exclusive end of the `meta` key range of legacy prefix `p` (which ends in `:`): keys of
+/// one prefix sort together, and `;` is the character after `:`.
+fn legacy_end(p: &str) -> String {
+    format!("{};", &p[..p.len() - 1])
+}
+
 fn be_u64(b: &[u8]) -> Option<u64> {
     <[u8; 8]>::try_from(b).ok().map(u64::from_be_bytes)
 }
@@ -274,8 +280,7 @@ pub fn migrate_meta(txn: &WriteTransaction) -> Result<Migrated, StoreError> {
     {
         let meta = txn.open_table(META)?;
         for p in LEGACY_PREFIXES {
-            // Keys of one prefix sort together; the range ends before the next character.
-            let end = format!("{};", &p[..p.len() - 1]);
+            let end = legacy_end(p);
             for e in meta.range(p..end.as_str())? {
                 let (k, v) = e?;
                 legacy.push((k.value().to_string(), v.value().to_vec()));
@@ -464,7 +469,7 @@ mod tests {
                 let mut left = Vec::new();
                 for p in LEGACY_PREFIXES {
                     let t = r.open(META)?;
-                    let end = format!("{};", &p[..p.len() - 1]);
+                    let end = legacy_end(p);
                     for e in t.range(p..end.as_str())? {
                         left.push(e?.0.value().to_string());
                     }

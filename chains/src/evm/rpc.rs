@@ -15,11 +15,16 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RpcError {
-    #[error("node call {method} failed: {source}")]
+    /// The call failed in transport or the node answered with an error.
+    #[error("node call {method} failed: {detail}")]
     Transport {
         method: &'static str,
-        #[source]
-        source: alloy::transports::TransportError,
+        /// The error and its causes as one line, every URL in it cut to scheme and host
+        /// ([`crate::redact::scrub_urls`]; node URLs carry account keys: issue 10 point 2).
+        detail: String,
+        /// The node answered with a JSON-RPC error (it refused the call), as opposed to a
+        /// transport failure.
+        refused: bool,
     },
     #[error("node call {0} timed out")]
     Timeout(&'static str),
@@ -86,12 +91,28 @@ where
 {
     match tokio::time::timeout(CALL_TIMEOUT, f).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(RpcError::Transport {
-            method,
-            source: e.into(),
-        }),
+        Ok(Err(e)) => {
+            let e: alloy::transports::TransportError = e.into();
+            Err(RpcError::Transport {
+                method,
+                refused: e.as_error_resp().is_some(),
+                detail: crate::redact::scrub_urls(&error_chain(&e)),
+            })
+        }
         Err(_) => Err(RpcError::Timeout(method)),
     }
+}
+
+/// `e` and its causes, `: `-separated.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
 }
 
 fn malformed(method: &'static str, detail: impl Into<String>) -> RpcError {
@@ -289,5 +310,25 @@ impl EvmRpc {
         const M: &str = "eth_getTransactionByHash";
         let v: Value = bounded(M, self.p.raw_request::<_, Value>(M.into(), (hash,))).await?;
         Ok(!v.is_null())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_failed_call_shows_no_part_of_the_node_url_but_its_host() {
+        // Nothing listens on port 1.
+        let rpc = EvmRpc::new("http://user:pw@127.0.0.1:1/v3/SECRETKEY").unwrap();
+        let e = rpc.chain_id().await.unwrap_err();
+        let shown = format!("{e} {e:?}");
+        assert!(
+            matches!(e, RpcError::Transport { refused: false, .. }),
+            "{shown}"
+        );
+        for secret in ["SECRETKEY", "pw"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
     }
 }

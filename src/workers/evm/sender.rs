@@ -62,7 +62,7 @@ pub async fn send_step(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::R
 }
 
 fn is_refusal(e: &RpcError) -> bool {
-    matches!(e, RpcError::Transport { source, .. } if source.as_error_resp().is_some())
+    matches!(e, RpcError::Transport { refused: true, .. })
 }
 
 fn policy(state: &AppState, project: &Project, key: bool) -> SigningPolicy {

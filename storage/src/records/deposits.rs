@@ -18,25 +18,12 @@ pub enum DepositStatus {
     Orphaned,
 }
 
-impl DepositStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DepositStatus::Detected => "detected",
-            DepositStatus::Confirmed => "confirmed",
-            DepositStatus::Failed => "failed",
-            DepositStatus::Orphaned => "orphaned",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "detected" => Some(DepositStatus::Detected),
-            "confirmed" => Some(DepositStatus::Confirmed),
-            "failed" => Some(DepositStatus::Failed),
-            "orphaned" => Some(DepositStatus::Orphaned),
-            _ => None,
-        }
-    }
-}
+str_enum!(DepositStatus {
+    Detected => "detected",
+    Confirmed => "confirmed",
+    Failed => "failed",
+    Orphaned => "orphaned",
+});
 
 /// A transfer received at a customer wallet (SPEC.md section 2).
 #[derive(Debug, Clone, Serialize, Deserialize)]

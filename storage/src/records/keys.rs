@@ -19,22 +19,13 @@ pub enum KeyKind {
 
 impl KeyKind {
     pub const ALL: [KeyKind; 3] = [KeyKind::Checkout, KeyKind::Payout, KeyKind::Wallet];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KeyKind::Checkout => "checkout",
-            KeyKind::Payout => "payout",
-            KeyKind::Wallet => "wallet",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "checkout" => Some(KeyKind::Checkout),
-            "payout" => Some(KeyKind::Payout),
-            "wallet" => Some(KeyKind::Wallet),
-            _ => None,
-        }
-    }
 }
+
+str_enum!(KeyKind {
+    Checkout => "checkout",
+    Payout => "payout",
+    Wallet => "wallet",
+});
 
 /// An API key. Only the peppered hash of the token is kept (SPEC.md section 5 rule 10).
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -15,6 +15,29 @@ use redb::TableDefinition;
 use serde::Serialize;
 use uuid::Uuid;
 
+/// Implements `as_str` and its inverse `parse` for a unit-variant enum from one list of
+/// (variant, name) pairs, so the two cannot drift apart. The names are the enum's serde
+/// names (`snake_case`), which is how the values are stored and sent.
+macro_rules! str_enum {
+    ($ty:ident { $($v:ident => $s:literal),+ $(,)? }) => {
+        impl $ty {
+            /// The value's name, as stored and sent (its serde name).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($ty::$v => $s,)+
+                }
+            }
+            /// The value named `s`; `None` for any other string.
+            pub fn parse(s: &str) -> Option<Self> {
+                match s {
+                    $($s => Some($ty::$v),)+
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
 pub mod customers;
 pub mod deposits;
 pub mod events;
@@ -40,4 +63,64 @@ pub trait Row: Serialize + serde::de::DeserializeOwned {
     fn project_id(&self) -> Uuid;
     /// Every index key for this row's current state (see [`crate::index`]).
     fn index_keys(&self) -> Vec<Vec<u8>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `as_str` is each value's serde name and `parse` its inverse.
+    fn round_trips<T>(all: &[T], as_str: fn(T) -> &'static str, parse: fn(&str) -> Option<T>)
+    where
+        T: Copy + PartialEq + std::fmt::Debug + Serialize,
+    {
+        for &v in all {
+            let name = as_str(v);
+            assert_eq!(serde_json::to_string(&v).unwrap(), format!("\"{name}\""));
+            assert_eq!(parse(name), Some(v));
+        }
+        assert_eq!(parse("no_such_value"), None);
+    }
+
+    #[test]
+    fn status_names_are_serde_names_and_parse_back() {
+        use DepositStatus as D;
+        use PayoutStatus as P;
+        use SweepStatus as S;
+        round_trips(&KeyKind::ALL, KeyKind::as_str, KeyKind::parse);
+        round_trips(
+            &DeliveryStatus::ALL,
+            DeliveryStatus::as_str,
+            DeliveryStatus::parse,
+        );
+        round_trips(
+            &[DeliveryMode::Unordered, DeliveryMode::Ordered],
+            DeliveryMode::as_str,
+            DeliveryMode::parse,
+        );
+        round_trips(
+            &[D::Detected, D::Confirmed, D::Failed, D::Orphaned],
+            D::as_str,
+            D::parse,
+        );
+        round_trips(
+            &[
+                P::PendingApproval,
+                P::Queued,
+                P::Signing,
+                P::Submitted,
+                P::Confirmed,
+                P::Failed,
+                P::Canceled,
+                P::Rejected,
+            ],
+            P::as_str,
+            P::parse,
+        );
+        round_trips(
+            &[S::Open, S::Submitted, S::Confirmed, S::Failed, S::Skipped],
+            S::as_str,
+            S::parse,
+        );
+    }
 }

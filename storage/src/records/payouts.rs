@@ -22,33 +22,18 @@ pub enum PayoutStatus {
     Rejected,
 }
 
+str_enum!(PayoutStatus {
+    PendingApproval => "pending_approval",
+    Queued => "queued",
+    Signing => "signing",
+    Submitted => "submitted",
+    Confirmed => "confirmed",
+    Failed => "failed",
+    Canceled => "canceled",
+    Rejected => "rejected",
+});
+
 impl PayoutStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PayoutStatus::PendingApproval => "pending_approval",
-            PayoutStatus::Queued => "queued",
-            PayoutStatus::Signing => "signing",
-            PayoutStatus::Submitted => "submitted",
-            PayoutStatus::Confirmed => "confirmed",
-            PayoutStatus::Failed => "failed",
-            PayoutStatus::Canceled => "canceled",
-            PayoutStatus::Rejected => "rejected",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            PayoutStatus::PendingApproval,
-            PayoutStatus::Queued,
-            PayoutStatus::Signing,
-            PayoutStatus::Submitted,
-            PayoutStatus::Confirmed,
-            PayoutStatus::Failed,
-            PayoutStatus::Canceled,
-            PayoutStatus::Rejected,
-        ]
-        .into_iter()
-        .find(|v| v.as_str() == s)
-    }
     /// In flight: funds are locked and the payout counts against the pending ceiling.
     pub fn is_open(self) -> bool {
         matches!(

@@ -19,28 +19,13 @@ pub enum SweepStatus {
     Skipped,
 }
 
-impl SweepStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SweepStatus::Open => "open",
-            SweepStatus::Submitted => "submitted",
-            SweepStatus::Confirmed => "confirmed",
-            SweepStatus::Failed => "failed",
-            SweepStatus::Skipped => "skipped",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            SweepStatus::Open,
-            SweepStatus::Submitted,
-            SweepStatus::Confirmed,
-            SweepStatus::Failed,
-            SweepStatus::Skipped,
-        ]
-        .into_iter()
-        .find(|v| v.as_str() == s)
-    }
-}
+str_enum!(SweepStatus {
+    Open => "open",
+    Submitted => "submitted",
+    Confirmed => "confirmed",
+    Failed => "failed",
+    Skipped => "skipped",
+});
 
 /// A transfer of a wallet's funds to the treasury (SPEC.md section 2).
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -37,21 +37,10 @@ pub enum DeliveryMode {
     Ordered,
 }
 
-impl DeliveryMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryMode::Unordered => "unordered",
-            DeliveryMode::Ordered => "ordered",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "unordered" => Some(DeliveryMode::Unordered),
-            "ordered" => Some(DeliveryMode::Ordered),
-            _ => None,
-        }
-    }
-}
+str_enum!(DeliveryMode {
+    Unordered => "unordered",
+    Ordered => "ordered",
+});
 
 /// A signing secret replaced by a rotation, still signing until `valid_until_us`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,6 +141,15 @@ pub enum DeliveryStatus {
     Canceled,
 }
 
+str_enum!(DeliveryStatus {
+    Pending => "pending",
+    Succeeded => "succeeded",
+    Failed => "failed",
+    Exhausted => "exhausted",
+    Skipped => "skipped",
+    Canceled => "canceled",
+});
+
 impl DeliveryStatus {
     pub const ALL: [DeliveryStatus; 6] = [
         DeliveryStatus::Pending,
@@ -161,19 +159,6 @@ impl DeliveryStatus {
         DeliveryStatus::Skipped,
         DeliveryStatus::Canceled,
     ];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryStatus::Pending => "pending",
-            DeliveryStatus::Succeeded => "succeeded",
-            DeliveryStatus::Failed => "failed",
-            DeliveryStatus::Exhausted => "exhausted",
-            DeliveryStatus::Skipped => "skipped",
-            DeliveryStatus::Canceled => "canceled",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|v| v.as_str() == s)
-    }
     /// Still to be sent (now or at `next_attempt_at`).
     pub fn is_open(self) -> bool {
         matches!(self, DeliveryStatus::Pending | DeliveryStatus::Failed)
