@@ -263,7 +263,10 @@ async fn replace(state: &AppState, c: &LiveChain, m: &Master, mut tx: OutTx) -> 
         c.chain_id,
         tx.nonce,
         tx.to,
-        tx.value.parse().unwrap_or(U256::ZERO),
+        // Never a zero-value stand-in for a payout's amount: an unreadable value stops here.
+        tx.value
+            .parse::<U256>()
+            .map_err(|_| anyhow!("bad stored value {:?} of nonce {}", tx.value, tx.nonce))?,
         hex::decode(&tx.data)?.into(),
         tx.gas_limit,
         max_fee,
