@@ -154,51 +154,45 @@ pub async fn run(
     config: Config,
     test_mode: bool,
 ) -> (Option<std::thread::JoinHandle<()>>, anyhow::Result<()>) {
-    let prepared = match prepare(&config, test_mode).await {
-        Ok(p) => p,
+    let opened = async {
+        let prepared = prepare(&config, test_mode).await?;
+        let (pepper, data_key, store) = open_data_dir(&config).await?;
+        anyhow::Ok((prepared, pepper, data_key, store))
+    };
+    let (prepared, pepper, data_key, store) = match opened.await {
+        Ok(o) => o,
         Err(e) => return (None, Err(e)),
-    };
-    // Every check passed: now the data dir may be created (0700) and written.
-    if let Err(e) = crate::data_dir::prepare(&config.data_dir) {
-        return (None, Err(e));
-    }
-    crate::data_dir::raise_open_files_limit();
-    let pepper = match load_pepper(&config) {
-        Ok(p) => p,
-        Err(e) => return (None, Err(e)),
-    };
-    let data_key = match crate::sealing::DataKey::load_or_create(&config.data_dir) {
-        Ok(k) => k,
-        Err(e) => {
-            return (
-                None,
-                Err(anyhow::anyhow!(
-                    "reading the data key {}: {}",
-                    config
-                        .data_dir
-                        .join(crate::sealing::DATA_KEY_FILE)
-                        .display(),
-                    crate::config::io_message(&e)
-                )),
-            )
-        }
-    };
-    let store = {
-        let c = config.clone();
-        match tokio::task::spawn_blocking(move || {
-            open_store(&c, std::time::Duration::from_secs(10))
-        })
-        .await
-        {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => return (None, Err(e)),
-            Err(e) => return (None, Err(e.into())),
-        }
     };
     let result = serve(config, test_mode, store.clone(), pepper, data_key, prepared).await;
     let closer = store.shutdown();
     drop(store);
     (closer, result)
+}
+
+/// After every check in [`prepare`] passed: creates the data dir (0700) and reads or creates
+/// the pepper and the data key, then opens the store (waiting up to 10 s for an operator
+/// command that holds it). Errors name the file at fault.
+async fn open_data_dir(
+    config: &Config,
+) -> anyhow::Result<(Pepper, crate::sealing::DataKey, Store)> {
+    crate::data_dir::prepare(&config.data_dir)?;
+    crate::data_dir::raise_open_files_limit();
+    let pepper = load_pepper(config)?;
+    let data_key = crate::sealing::DataKey::load_or_create(&config.data_dir).map_err(|e| {
+        anyhow::anyhow!(
+            "reading the data key {}: {}",
+            config
+                .data_dir
+                .join(crate::sealing::DATA_KEY_FILE)
+                .display(),
+            crate::config::io_message(&e)
+        )
+    })?;
+    let c = config.clone();
+    let store =
+        tokio::task::spawn_blocking(move || open_store(&c, std::time::Duration::from_secs(10)))
+            .await??;
+    Ok((pepper, data_key, store))
 }
 
 async fn serve(
