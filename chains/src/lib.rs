@@ -4,6 +4,7 @@
 //!   defaults, contracts, explorer links).
 //! * [`address`]: EVM address rules (EIP-55, CREATE2 deposit addresses of DECISIONS.md
 //!   section 9).
+//! * [`client`]: the chain seam, [`client::ChainClient`], that every adapter implements.
 //! * [`evm`]: the live EVM adapter (JSON-RPC with alloy): watcher, sender rules, sweeper.
 //!
 //! ```
@@ -14,6 +15,7 @@
 //! ```
 
 pub mod address;
+pub mod client;
 pub mod evm;
 pub mod redact;
 pub mod registry;

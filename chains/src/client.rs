@@ -1,0 +1,182 @@
+//! The chain seam: one client interface every chain adapter implements (issue 8).
+//!
+//! Services and workers drive deposits, sweeps and payouts through [`ChainClient`] only, so
+//! one lifecycle per resource serves every chain: the simulated chain of test mode
+//! ([`crate::sim`]) and live EVM chains over alloy ([`crate::evm`]). Keypair chains will be
+//! further implementations.
+//!
+//! Values are the EVM account model's (20-byte addresses, 32-byte hashes, 256-bit atomic
+//! amounts), which the simulated chain shares: it simulates an EVM chain, with the same
+//! CREATE2 deposit addresses (DECISIONS.md section 9). Amounts are atomic units, never
+//! decimals; times are Unix seconds.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use alloy::primitives::{Address, Bytes, B256, U256};
+
+/// One block's identity: enough to follow the chain and detect a reorg.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockRef {
+    pub number: u64,
+    pub hash: B256,
+    pub parent_hash: B256,
+    /// Unix seconds.
+    pub timestamp: u64,
+}
+
+/// A transfer into a watched address, native coin or token, in a block of the canonical
+/// chain as the client saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transfer {
+    pub block_number: u64,
+    pub block_hash: B256,
+    /// Unix seconds.
+    pub block_time: u64,
+    pub tx_hash: B256,
+    /// Token transfers: the log's index in its block. Native transfers: `None`.
+    pub log_index: Option<u32>,
+    /// Token contract; `None` for the native coin.
+    pub token: Option<Address>,
+    pub from: Address,
+    pub to: Address,
+    /// Atomic units of the asset.
+    pub value: U256,
+}
+
+/// What a range scan found: every block of the range, in order and linked by parent hash,
+/// and every successful transfer in them that reaches a watched address.
+#[derive(Debug, Clone, Default)]
+pub struct RangeScan {
+    pub blocks: Vec<BlockRef>,
+    pub transfers: Vec<Transfer>,
+}
+
+/// The addresses a scan looks for, and the token contracts whose `Transfer`s count.
+#[derive(Debug, Clone, Default)]
+pub struct WatchSet {
+    pub addresses: HashSet<Address>,
+    pub tokens: Vec<Address>,
+}
+
+/// Which asset a balance read is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AssetRef {
+    Native,
+    /// An ERC-20 contract.
+    Token(Address),
+}
+
+/// EIP-1559 fee estimate, wei per gas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fees {
+    pub max_fee_per_gas: u128,
+    pub max_priority_fee_per_gas: u128,
+}
+
+/// A mined transaction's receipt, reduced to what the sender needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Receipt {
+    pub success: bool,
+    pub block_number: u64,
+    pub block_hash: B256,
+    pub gas_used: u64,
+}
+
+/// A call to be estimated: who sends what to whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallRequest {
+    pub from: Address,
+    pub to: Address,
+    /// Native coin, atomic units.
+    pub value: U256,
+    pub data: Bytes,
+}
+
+/// Why a chain call failed. Workers back off and report it; they never panic on it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The node could not be reached, timed out or failed in transport. Retry later.
+    /// `detail` never holds a node URL's secret part ([`crate::redact`]).
+    #[error("chain node unavailable: {detail}")]
+    Unavailable { detail: String },
+    /// The node answered and refused the call (a JSON-RPC error: nonce too low, already
+    /// known, underpriced, execution reverted, ...). `detail` is the node's message.
+    #[error("chain node refused {method}: {detail}")]
+    Refused {
+        method: &'static str,
+        detail: String,
+    },
+    /// The node's answer does not parse or contradicts itself.
+    #[error("chain node answer to {method} is malformed: {detail}")]
+    Malformed {
+        method: &'static str,
+        detail: String,
+    },
+    /// The chain changed while a multi-call read ran (a reorg): read again.
+    #[error("the chain changed during the read: {0}")]
+    Moving(&'static str),
+}
+
+impl ClientError {
+    /// Whether the node answered and refused (as opposed to not answering).
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, ClientError::Refused { .. })
+    }
+}
+
+/// One chain, as every service and worker sees it. Implementations: the simulated chain
+/// ([`crate::sim`]) and EVM over JSON-RPC ([`crate::evm`]). Every method is bounded in
+/// time by the implementation; none panics on a node's answer.
+#[async_trait::async_trait]
+pub trait ChainClient: Send + Sync + fmt::Debug + 'static {
+    /// The registry id of the chain (`"ethereum"`, `"bsc"`, ...).
+    fn chain(&self) -> &str;
+
+    /// The number of the newest block.
+    async fn head(&self) -> Result<u64, ClientError>;
+
+    /// Block `n` of the canonical chain, `None` past the head.
+    async fn block(&self, n: u64) -> Result<Option<BlockRef>, ClientError>;
+
+    /// Blocks `from..=to` and every successful transfer in them to an address of
+    /// `watch` (native coin from top-level transactions, tokens from `Transfer` logs of
+    /// `watch.tokens`). [`ClientError::Moving`] when the range is not one linked chain.
+    async fn transfers(
+        &self,
+        from: u64,
+        to: u64,
+        watch: &WatchSet,
+    ) -> Result<RangeScan, ClientError>;
+
+    /// Balance of `owner` in `asset` at the head, atomic units.
+    async fn balance(&self, owner: Address, asset: AssetRef) -> Result<U256, ClientError>;
+
+    /// The account nonce of `a`: with `pending`, counting the node's pending pool
+    /// (the next nonce the node expects); without, only mined transactions.
+    async fn nonce(&self, a: Address, pending: bool) -> Result<u64, ClientError>;
+
+    /// The fee to offer for a transaction included soon.
+    async fn fees(&self) -> Result<Fees, ClientError>;
+
+    /// Gas a call would use (without margin).
+    async fn estimate_gas(&self, call: &CallRequest) -> Result<u64, ClientError>;
+
+    /// Read-only call at the head (`eth_call`): the return data.
+    async fn call(&self, to: Address, data: Bytes) -> Result<Bytes, ClientError>;
+
+    /// Code at `a` (empty for an account without code).
+    async fn code(&self, a: Address) -> Result<Bytes, ClientError>;
+
+    /// Broadcasts a signed raw transaction; returns its hash. A node that already knows
+    /// the transaction answers with its hash, not an error.
+    async fn broadcast(&self, raw: &[u8]) -> Result<B256, ClientError>;
+
+    /// The receipt of a mined transaction on the canonical chain; `None` while it is not
+    /// mined (pending, dropped, or removed by a reorg).
+    async fn receipt(&self, hash: B256) -> Result<Option<Receipt>, ClientError>;
+
+    /// Whether the node knows the transaction at all (pending pool or mined).
+    async fn knows_tx(&self, hash: B256) -> Result<bool, ClientError>;
+}
