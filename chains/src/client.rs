@@ -2,7 +2,7 @@
 //!
 //! Services and workers drive deposits, sweeps and payouts through [`ChainClient`] only, so
 //! one lifecycle per resource serves every chain: the simulated chain of test mode
-//! ([`crate::sim`]) and live EVM chains over alloy ([`crate::evm`]). Keypair chains will be
+//! (a later `sim` module) and live EVM chains over alloy ([`crate::evm`]). Keypair chains will be
 //! further implementations.
 //!
 //! Values are the EVM account model's (20-byte addresses, 32-byte hashes, 256-bit atomic
@@ -127,7 +127,7 @@ impl ClientError {
 }
 
 /// One chain, as every service and worker sees it. Implementations: the simulated chain
-/// ([`crate::sim`]) and EVM over JSON-RPC ([`crate::evm`]). Every method is bounded in
+/// (a later `sim` module) and EVM over JSON-RPC ([`crate::evm`]). Every method is bounded in
 /// time by the implementation; none panics on a node's answer.
 #[async_trait::async_trait]
 pub trait ChainClient: Send + Sync + fmt::Debug + 'static {

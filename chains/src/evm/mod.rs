@@ -1,5 +1,6 @@
 //! The EVM adapter (issue 4): JSON-RPC over HTTP with alloy.
 //!
+//! * [`client`]: [`client::EvmClient`], the chain seam over one node.
 //! * [`rpc`]: the node client (blocks, logs, balances, fees, receipts, raw broadcast), every
 //!   call bounded by a timeout.
 //! * [`watcher`]: turns a block range into the transfers that reach watched addresses
@@ -12,6 +13,7 @@
 //! Storage and the ledger stay in the binary (`src/workers/evm/`); this module knows the
 //! chain only.
 
+pub mod client;
 pub mod factory;
 pub mod rpc;
 pub mod sender;

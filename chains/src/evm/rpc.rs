@@ -260,6 +260,15 @@ impl EvmRpc {
         .await
     }
 
+    /// Nonce counting only mined transactions (the `latest` block).
+    pub async fn latest_nonce(&self, a: Address) -> Result<u64, RpcError> {
+        bounded(
+            "eth_getTransactionCount",
+            self.p.get_transaction_count(a).latest().into_future(),
+        )
+        .await
+    }
+
     /// Gas a call would use.
     pub async fn estimate_gas(
         &self,

@@ -1,0 +1,194 @@
+//! [`EvmClient`]: the chain seam ([`crate::client::ChainClient`]) over one EVM node's
+//! JSON-RPC ([`super::rpc::EvmRpc`]).
+
+use alloy::primitives::{Address, Bytes, B256, U256};
+use async_trait::async_trait;
+
+use super::rpc::{EvmRpc, RpcError};
+use super::watcher::{self, ScanError};
+use crate::client::{
+    AssetRef, BlockRef, CallRequest, ChainClient, ClientError, Fees, RangeScan, Receipt, Transfer,
+    WatchSet,
+};
+
+/// A live EVM chain reached through one node.
+#[derive(Debug, Clone)]
+pub struct EvmClient {
+    chain: String,
+    rpc: EvmRpc,
+}
+
+impl EvmClient {
+    /// A client of chain `chain` (registry id) through `rpc`.
+    pub fn new(chain: impl Into<String>, rpc: EvmRpc) -> EvmClient {
+        EvmClient {
+            chain: chain.into(),
+            rpc,
+        }
+    }
+
+    /// The node client underneath (chain-id checks, factory deployment).
+    pub fn rpc(&self) -> &EvmRpc {
+        &self.rpc
+    }
+}
+
+impl From<RpcError> for ClientError {
+    fn from(e: RpcError) -> ClientError {
+        match e {
+            RpcError::Transport {
+                method,
+                detail,
+                refused: true,
+            } => ClientError::Refused { method, detail },
+            RpcError::Transport { detail, .. } => ClientError::Unavailable { detail },
+            RpcError::Timeout(method) => ClientError::Unavailable {
+                detail: format!("node call {method} timed out"),
+            },
+            RpcError::Malformed { method, detail } => ClientError::Malformed { method, detail },
+            RpcError::BadUrl(u) => ClientError::Unavailable {
+                detail: format!("invalid RPC URL {u:?}"),
+            },
+        }
+    }
+}
+
+impl From<ScanError> for ClientError {
+    fn from(e: ScanError) -> ClientError {
+        match e {
+            ScanError::Rpc(e) => e.into(),
+            ScanError::Moving(why) => ClientError::Moving(why),
+        }
+    }
+}
+
+#[async_trait]
+impl ChainClient for EvmClient {
+    fn chain(&self) -> &str {
+        &self.chain
+    }
+
+    async fn head(&self) -> Result<u64, ClientError> {
+        Ok(self.rpc.block_number().await?)
+    }
+
+    async fn block(&self, n: u64) -> Result<Option<BlockRef>, ClientError> {
+        Ok(self.rpc.block(n, false).await?.map(|b| BlockRef {
+            number: b.number,
+            hash: b.hash,
+            parent_hash: b.parent_hash,
+            timestamp: b.timestamp,
+        }))
+    }
+
+    async fn transfers(
+        &self,
+        from: u64,
+        to: u64,
+        watch: &WatchSet,
+    ) -> Result<RangeScan, ClientError> {
+        let scan = watcher::scan(&self.rpc, from, to, &watch.tokens).await?;
+        let matched: Vec<_> = scan
+            .transfers
+            .into_iter()
+            .filter(|t| watch.addresses.contains(&t.to))
+            .collect();
+        let kept = watcher::keep_successful(&self.rpc, matched).await?;
+        Ok(RangeScan {
+            blocks: scan
+                .blocks
+                .iter()
+                .map(|b| BlockRef {
+                    number: b.number,
+                    hash: b.hash,
+                    parent_hash: b.parent_hash,
+                    timestamp: b.timestamp,
+                })
+                .collect(),
+            transfers: kept
+                .into_iter()
+                .map(|t| Transfer {
+                    block_number: t.block_number,
+                    block_hash: t.block_hash,
+                    block_time: t.block_time,
+                    tx_hash: t.tx_hash,
+                    log_index: t.log_index,
+                    token: t.token,
+                    from: t.from,
+                    to: t.to,
+                    value: t.value,
+                })
+                .collect(),
+        })
+    }
+
+    async fn balance(&self, owner: Address, asset: AssetRef) -> Result<U256, ClientError> {
+        Ok(match asset {
+            AssetRef::Native => self.rpc.balance(owner).await?,
+            AssetRef::Token(t) => self.rpc.token_balance(t, owner).await?,
+        })
+    }
+
+    async fn nonce(&self, a: Address, pending: bool) -> Result<u64, ClientError> {
+        if pending {
+            Ok(self.rpc.pending_nonce(a).await?)
+        } else {
+            Ok(self.rpc.latest_nonce(a).await?)
+        }
+    }
+
+    async fn fees(&self) -> Result<Fees, ClientError> {
+        let (max_fee_per_gas, max_priority_fee_per_gas) = self.rpc.fees().await?;
+        Ok(Fees {
+            max_fee_per_gas,
+            max_priority_fee_per_gas,
+        })
+    }
+
+    async fn estimate_gas(&self, c: &CallRequest) -> Result<u64, ClientError> {
+        Ok(self
+            .rpc
+            .estimate_gas(c.from, c.to, c.value, c.data.clone())
+            .await?)
+    }
+
+    async fn call(&self, to: Address, data: Bytes) -> Result<Bytes, ClientError> {
+        Ok(self.rpc.call(to, data).await?)
+    }
+
+    async fn code(&self, a: Address) -> Result<Bytes, ClientError> {
+        Ok(self.rpc.code(a).await?)
+    }
+
+    async fn broadcast(&self, raw: &[u8]) -> Result<B256, ClientError> {
+        let hash = alloy::primitives::keccak256(raw);
+        match self.rpc.send_raw(raw).await {
+            Ok(h) => Ok(h),
+            // A node that already holds the transaction answers with an error; it is the
+            // same transaction, so the broadcast succeeded.
+            Err(RpcError::Transport {
+                refused: true,
+                detail,
+                ..
+            }) if detail.to_ascii_lowercase().contains("already known")
+                || detail.to_ascii_lowercase().contains("already imported") =>
+            {
+                Ok(hash)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn receipt(&self, hash: B256) -> Result<Option<Receipt>, ClientError> {
+        Ok(self.rpc.receipt(hash).await?.map(|r| Receipt {
+            success: r.success,
+            block_number: r.block_number,
+            block_hash: r.block_hash,
+            gas_used: r.gas_used,
+        }))
+    }
+
+    async fn knows_tx(&self, hash: B256) -> Result<bool, ClientError> {
+        Ok(self.rpc.knows_tx(hash).await?)
+    }
+}
