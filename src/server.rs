@@ -231,7 +231,8 @@ async fn serve(
             Err(e) => tracing::error!(error = %e, "sealing webhook secrets stored in clear failed"),
         }
     }
-    let state = AppState::new(config.clone(), store, pepper, data_key, ops)?;
+    let state = AppState::new(config.clone(), store, pepper, data_key, ops, test_mode)?;
+    state.market.start();
     if let Some(signer) = &signer {
         state
             .registry

@@ -36,6 +36,8 @@ pub struct Inner {
     pub webhooks: crate::webhooks::Webhooks,
     /// What `/readyz` and `/metrics` keep between requests.
     pub ops: crate::ops::Ops,
+    /// Market prices: the test table in `--test` mode, `[market]` in live mode.
+    pub market: Arc<crate::market::Market>,
 }
 
 impl Deref for AppState {
@@ -64,13 +66,15 @@ impl AppState {
         }
     }
 
-    /// Builds the state and fills the key cache from the store.
+    /// Builds the state and fills the key cache from the store. `test_mode`: the server runs
+    /// `--test` (market prices from the test table, DECISIONS.md section 15).
     pub fn new(
         config: Config,
         store: Store,
         pepper: Pepper,
         data_key: DataKey,
         ops: crate::ops::Ops,
+        test_mode: bool,
     ) -> Result<AppState, StoreError> {
         let keys = KeyCache::default();
         let (projects, api_keys) =
@@ -84,7 +88,9 @@ impl AppState {
         let unauth =
             NonZeroU32::new(config.limits.unauthenticated_per_minute.max(1)).expect("non-zero");
         let registry = Arc::new(crate::registry::Registry::from_config(&config));
+        let market = Arc::new(crate::market::Market::new(&config, test_mode));
         Ok(AppState(Arc::new(Inner {
+            market,
             webhooks: crate::webhooks::Webhooks::new(config.webhooks.clone()),
             limits: Limits {
                 per_key: Mutex::new(HashMap::new()),

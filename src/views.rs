@@ -117,11 +117,13 @@ pub fn payout(reg: &Registry, p: &Payout) -> Value {
         "tx_hash": p.tx_hash,
         "explorer_url": p.tx_hash.as_ref().and_then(|h| reg.chain(&p.chain).map(|c| c.info.tx_url(h))),
         "failure_reason": p.failure_reason,
-        // Stablecoins are valued at par, so the dollar value is the token amount, exactly.
-        "amount_usd": reg
-            .asset(&p.chain, &p.asset)
-            .filter(|a| a.is_stable())
-            .map(|_| format_decimal(p.amount, decimals)),
+        // Stablecoins are valued at par, so the dollar value is the token amount, exactly;
+        // other coins at the market price when the payout was accepted, in whole cents
+        // (null when no usable price existed then).
+        "amount_usd": match reg.asset(&p.chain, &p.asset).is_some_and(|a| a.is_stable()) {
+            true => Some(format_decimal(p.amount, decimals)),
+            false => p.amount_usd_cents.map(|c| format_decimal(c as u128, 2)),
+        },
         "created_at": ts(p.created_at),
         "updated_at": ts(p.updated_at),
     })

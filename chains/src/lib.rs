@@ -20,7 +20,9 @@ pub mod evm;
 pub mod redact;
 pub mod registry;
 
-pub use registry::{chain, AccountKind, AssetInfo, ChainInfo, ChainStatus, Family, CHAINS};
+pub use registry::{
+    chain, market_rank, AccountKind, AssetInfo, ChainInfo, ChainStatus, Family, CHAINS,
+};
 
 /// Formats an atomic amount as a decimal string with `decimals` places, trimming trailing
 /// zeros (`1500000`, 6 → `"1.5"`; `0`, 6 → `"0"`). Exact: no floating point.

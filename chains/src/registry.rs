@@ -399,6 +399,32 @@ pub static CHAINS: &[ChainInfo] = &[
     },
 ];
 
+/// Market rank of every symbol the registry lists (1 = the largest market capitalisation),
+/// the order of `GET /v1/coins` after `live` (SPEC.md section 2, Coin catalogue). Data kept
+/// by hand with the registry; a symbol missing here sorts after every ranked one.
+pub static MARKET_RANK: &[(&str, u16)] = &[
+    ("BTC", 1),
+    ("ETH", 2),
+    ("USDT", 3),
+    ("BNB", 4),
+    ("SOL", 5),
+    ("USDC", 6),
+    ("TRX", 7),
+    ("DOGE", 8),
+    ("TON", 9),
+    ("AVAX", 10),
+    ("POL", 11),
+];
+
+/// The market rank of `symbol` ([`MARKET_RANK`]); `u16::MAX` for a symbol without one.
+pub fn market_rank(symbol: &str) -> u16 {
+    MARKET_RANK
+        .iter()
+        .find(|(s, _)| *s == symbol)
+        .map(|(_, r)| *r)
+        .unwrap_or(u16::MAX)
+}
+
 /// Looks up a chain by its wire identifier.
 pub fn chain(id: &str) -> Option<&'static ChainInfo> {
     CHAINS.iter().find(|c| c.id == id)
@@ -419,6 +445,21 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn every_listed_symbol_has_one_market_rank() {
+        for c in CHAINS {
+            for a in c.assets() {
+                assert!(market_rank(a.symbol) < u16::MAX, "{} has no rank", a.symbol);
+            }
+        }
+        let mut ranks: Vec<u16> = MARKET_RANK.iter().map(|(_, r)| *r).collect();
+        ranks.sort();
+        ranks.dedup();
+        assert_eq!(ranks.len(), MARKET_RANK.len(), "ranks are distinct");
+        assert!(market_rank("BTC") < market_rank("ETH"));
+        assert_eq!(market_rank("NOPE"), u16::MAX);
     }
 
     #[test]

@@ -56,6 +56,24 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
+/// A keyless request to a public endpoint (`/v1/market/*`, DECISIONS.md section 11): charged
+/// to its client address's unauthenticated budget (DECISIONS.md section 8); 429 with
+/// `Retry-After` when spent.
+pub struct Public;
+
+impl FromRequestParts<AppState> for Public {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let ip = client_ip(parts, &state.config.trusted_proxies);
+        state
+            .limits
+            .check_unauthenticated(ip)
+            .map_err(rate_limited)?;
+        Ok(Public)
+    }
+}
+
 /// The token of an `Authorization: Bearer <token>` value; the scheme name is
 /// case-insensitive (RFC 9110 section 11.1).
 pub fn bearer_token(v: &str) -> Option<&str> {

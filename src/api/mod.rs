@@ -3,12 +3,14 @@
 pub mod api_keys;
 pub mod balances;
 pub mod chains;
+pub mod coins;
 pub mod customers;
 pub mod deposits;
 pub mod error;
 pub mod events;
 pub mod extract;
 pub mod http_rules;
+pub mod market;
 pub mod payouts;
 pub mod ping;
 pub mod stream;
@@ -42,6 +44,8 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(ping::router())
         .merge(chains::router())
+        .merge(coins::router())
+        .merge(market::router())
         .merge(api_keys::router())
         .merge(customers::router())
         .merge(wallets::router())

@@ -57,7 +57,20 @@ async fn create_payout(
         to_address: f.req_str("to_address")?,
         reference: f.opt_bounded("reference", 255)?,
         memo: f.opt_bounded("memo", 255)?,
+        usd_rate: None,
     };
+    let mut req = req;
+    // The market is read outside the store transaction (it may wait for the provider).
+    if let Some(a) = state
+        .registry
+        .asset(req.chain.as_str(), req.asset.as_str())
+        .filter(|a| !a.is_stable())
+    {
+        req.usd_rate = state
+            .market
+            .usable_price(&a.symbol, caller.livemode())
+            .await;
+    }
     let s = scope(&state, &caller);
     let key_id = caller.key.id;
     let (resp, _) = mutate(

@@ -31,7 +31,7 @@ pub fn router() -> Router<AppState> {
         .route("/v1/test/blocks", post(mine_blocks))
 }
 
-fn check(caller: &Caller) -> Result<(), ApiError> {
+pub(crate) fn check(caller: &Caller) -> Result<(), ApiError> {
     if caller.project.mode != Mode::Test || caller.key.kind != KeyKind::Wallet {
         return Err(ApiError::forbidden(
             "test_mode_only",

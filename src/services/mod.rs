@@ -28,6 +28,7 @@
 
 pub mod balances;
 pub mod chains;
+pub mod coins;
 pub mod customers;
 pub mod deposits;
 pub mod error;

@@ -84,6 +84,10 @@ pub struct NewPayout {
     pub to_address: String,
     pub reference: Option<String>,
     pub memo: Option<String>,
+    /// USD per whole unit of a non-stable asset, from a usable market price
+    /// (`Market::usable_price`, read before the store transaction); `None` without one.
+    /// Ignored for stablecoins (par).
+    pub usd_rate: Option<rust_decimal::Decimal>,
 }
 
 fn owner(p: &Payout) -> Uuid {
@@ -176,11 +180,23 @@ pub fn create(
         return Err(PayoutError::TooManyPending { max });
     }
     let decimals = asset.asset.decimals;
-    let usd_cents = asset.asset.usd_cents(req.amount.get());
+    // Stablecoins at par; other coins at the usable market rate the caller read (`None`:
+    // no usable price, so no dollar value and never auto-approved; docs/decisions.md,
+    // Market prices).
+    let rate = match asset.asset.is_stable() {
+        true => Some(rust_decimal::Decimal::ONE),
+        false => req.usd_rate,
+    };
+    let usd = rate.and_then(|r| crate::market::usd_value(req.amount.get(), decimals, r));
+    let usd_cents = usd.and_then(crate::market::whole_cents);
     let now = ctx.now_us();
-    let status = match (s.project.settings.auto_approve_threshold_cents, usd_cents) {
+    let status = match (s.project.settings.auto_approve_threshold_cents, usd) {
         (None, _) => PayoutStatus::Queued,
-        (Some(t), Some(c)) if c <= t as u128 => PayoutStatus::Queued,
+        (Some(t), Some(v))
+            if v <= rust_decimal::Decimal::from(t) / rust_decimal::Decimal::ONE_HUNDRED =>
+        {
+            PayoutStatus::Queued
+        }
         _ => PayoutStatus::PendingApproval,
     };
     let payout = Payout {
@@ -197,7 +213,7 @@ pub fn create(
         reference: req.reference,
         tx_hash: None,
         failure_reason: None,
-        amount_usd_cents: usd_cents.and_then(|c| u64::try_from(c).ok()),
+        amount_usd_cents: usd_cents,
         created_by_key: key_id,
         approved_by_key: None,
         queued_block: None,

@@ -151,6 +151,7 @@ fn new_payout(f: &Fixture, amount: u128, to: &str) -> Result<Payout, PayoutError
                 to_address: to,
                 reference: None,
                 memo: None,
+                usd_rate: None,
             },
         )
     })

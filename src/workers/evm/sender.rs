@@ -505,7 +505,7 @@ async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Res
     let reg = state.registry.clone();
     let attempts = state.config.webhooks.max_attempts();
     let chain = c.id;
-    let threshold = c.cfg.sweep_threshold_usd_cents.unwrap_or(0) as u128;
+    let threshold = c.cfg.sweep_threshold_usd_cents.unwrap_or(0);
     let mut factory_ready: Option<bool> = None;
     let mut done = 0;
     for id in work_ids(state, IndexTag::SweepsWork).await? {
@@ -541,12 +541,16 @@ async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Res
         let Some(asset) = reg.asset(chain, &sw.asset).cloned() else {
             continue;
         };
-        // Natives have no price source yet: any confirmed amount is swept.
+        // Below the chain's threshold, or a coin without a usable price, waits (a request
+        // sweeps anyway); docs/decisions.md, Market prices.
         if !requested
             && amount > 0
-            && asset.is_stable()
-            && asset.usd_cents(amount).unwrap_or(0) < threshold
+            && state
+                .market
+                .sweep_waits(&asset.symbol, asset.decimals, amount, threshold)
+                .await
         {
+            tracing::debug!(chain, sweep = %id, asset = %asset.symbol, "sweep waits: below the threshold or no usable price");
             continue;
         }
         done += 1;

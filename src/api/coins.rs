@@ -1,0 +1,164 @@
+//! `GET /v1/coins` (SPEC.md section 2, Coin catalogue; section 4, Meta and public) and the
+//! coin logos it links, `GET /assets/coins/{SYMBOL}.svg`, served from SVGs embedded in the
+//! binary (DECISIONS.md section 11).
+
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+
+use crate::api::error::ApiError;
+use crate::api::extract::Params;
+use crate::api::json;
+use crate::auth::{Access, Caller};
+use crate::services::coins::{catalogue, CoinQuery, GroupBy};
+use crate::state::AppState;
+
+/// SPEC.md section 8: `GET /v1/coins` `limit` is 1-1000, default 120.
+pub const MAX_LIMIT: usize = 1000;
+pub const DEFAULT_LIMIT: usize = 120;
+
+/// The logos, one per symbol the registry lists (`assets/coins/`, original artwork).
+pub const LOGOS: &[(&str, &str)] = &[
+    ("AVAX", include_str!("../../assets/coins/AVAX.svg")),
+    ("BNB", include_str!("../../assets/coins/BNB.svg")),
+    ("BTC", include_str!("../../assets/coins/BTC.svg")),
+    ("DOGE", include_str!("../../assets/coins/DOGE.svg")),
+    ("ETH", include_str!("../../assets/coins/ETH.svg")),
+    ("POL", include_str!("../../assets/coins/POL.svg")),
+    ("SOL", include_str!("../../assets/coins/SOL.svg")),
+    ("TON", include_str!("../../assets/coins/TON.svg")),
+    ("TRX", include_str!("../../assets/coins/TRX.svg")),
+    ("USDC", include_str!("../../assets/coins/USDC.svg")),
+    ("USDT", include_str!("../../assets/coins/USDT.svg")),
+];
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/coins", get(list_coins))
+        .route("/assets/coins/{file}", get(logo))
+}
+
+/// Parses the query of `GET /v1/coins` (DECISIONS.md section 3): `status=all|live`
+/// (default `all`), `chain` (a chain identifier), `group_by=symbol|contract` (default
+/// `symbol`), `limit` 1-1000 (default 120). Each bad value is 400 `invalid_request` naming
+/// its parameter.
+pub fn parse_query(q: &Params) -> Result<CoinQuery, ApiError> {
+    let live_only = q.one_of("status", &["all", "live"])?.as_deref() == Some("live");
+    let group_by = match q.one_of("group_by", &["symbol", "contract"])?.as_deref() {
+        Some("contract") => GroupBy::Contract,
+        _ => GroupBy::Symbol,
+    };
+    let chain = match q.get("chain") {
+        None => None,
+        Some(c) if appliance_chains::chain(c).is_some() => Some(c.to_string()),
+        Some(c) => {
+            return Err(ApiError::invalid(
+                "chain",
+                format!(
+                    "chain must be a chain identifier (ethereum, bsc, ...), got {:?}.",
+                    c.chars().take(40).collect::<String>()
+                ),
+            ))
+        }
+    };
+    let limit = match q.get("limit") {
+        None => DEFAULT_LIMIT,
+        Some(s) => match s.parse::<usize>() {
+            Ok(n) if (1..=MAX_LIMIT).contains(&n) => n,
+            _ => {
+                return Err(ApiError::invalid(
+                    "limit",
+                    format!("limit must be an integer from 1 to {MAX_LIMIT}."),
+                ))
+            }
+        },
+    };
+    Ok(CoinQuery {
+        live_only,
+        chain,
+        group_by,
+        limit,
+    })
+}
+
+/// `GET /v1/coins` — the coin catalogue (`coin_list`); any key kind. `totals` cover the
+/// whole catalogue before the filters and the limit; `data` is in catalogue order (live
+/// first, natives ahead of tokens, market rank). `logo_url` is
+/// `{public_base_url}/assets/coins/{SYMBOL}.svg` (a path from the root without
+/// `public_base_url`).
+async fn list_coins(
+    State(state): State<AppState>,
+    caller: Caller,
+    q: Params,
+) -> Result<Response, ApiError> {
+    caller.require(Access::any())?;
+    let query = parse_query(&q)?;
+    let base = state
+        .config
+        .public_base_url
+        .as_deref()
+        .unwrap_or("")
+        .trim_end_matches('/')
+        .to_string();
+    let v = catalogue(&state.registry, &caller.project, &query, &base);
+    Ok(json(StatusCode::OK, &v))
+}
+
+/// The embedded SVG of `symbol` (any case).
+pub fn logo_svg(symbol: &str) -> Option<&'static str> {
+    LOGOS
+        .iter()
+        .find(|(s, _)| s.eq_ignore_ascii_case(symbol))
+        .map(|(_, svg)| *svg)
+}
+
+/// `GET /assets/coins/{SYMBOL}.svg` — public, no key: the logo as `image/svg+xml`, cached a
+/// day, with a CSP that lets it run nothing. 404 `not_found` for any other name.
+async fn logo(Path(file): Path<String>) -> Response {
+    let svg = file
+        .strip_suffix(".svg")
+        .filter(|s| s.len() <= 16)
+        .and_then(logo_svg);
+    let Some(svg) = svg else {
+        return ApiError::not_found("logo").into_response();
+    };
+    let mut resp = svg.into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("image/svg+xml"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=86400"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_registry_symbol_has_an_embedded_logo() {
+        for c in appliance_chains::CHAINS {
+            for a in c.assets() {
+                let svg = logo_svg(a.symbol).unwrap_or_else(|| panic!("{}", a.symbol));
+                assert!(svg.starts_with("<svg ") && svg.contains(a.symbol));
+                assert!(!svg.contains("<script"));
+            }
+        }
+        assert_eq!(logo_svg("eth"), logo_svg("ETH"));
+        assert!(logo_svg("NOPE").is_none());
+    }
+}
