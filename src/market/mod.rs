@@ -388,26 +388,28 @@ impl Market {
         self.cached(symbol).map(|q| q.usd)
     }
 
-    /// Whether an automatic sweep of `amount` atomic units of `symbol` (`decimals`) waits
-    /// under the chain's `sweep_threshold_usd_cents` (docs/decisions.md, Market prices):
-    /// it waits while its value is below a non-zero threshold, and while a non-stable coin
-    /// has no usable price with a market configured (never decided on a stale or missing
-    /// price). Without `[market]` a non-stable coin has no dollar value and is swept
-    /// whatever its amount, as the threshold cannot apply to it.
+    /// Whether an automatic sweep of `amount` atomic units of `symbol` (`decimals`) of a
+    /// live (`livemode`) or test project waits under the chain's `sweep_threshold_usd_cents`
+    /// (docs/decisions.md, Market prices): it waits while its value is below a non-zero
+    /// threshold, and while a non-stable coin has no usable price where a price source
+    /// exists (never decided on a stale or missing price). A live project's non-stable
+    /// coin on a server without a live source (`[market]` absent) has no dollar value and
+    /// is swept whatever its amount: the threshold cannot apply to it.
     pub async fn sweep_waits(
         self: &Arc<Self>,
         symbol: &str,
         decimals: u8,
         amount: u128,
         threshold_cents: u64,
+        livemode: bool,
     ) -> bool {
         if threshold_cents == 0 {
             return false;
         }
-        if !self.is_stable(symbol) && !self.configured() {
+        if livemode && !self.is_stable(symbol) && !matches!(self.source, Source::Live(_)) {
             return false;
         }
-        match self.usable_price(symbol, true).await {
+        match self.usable_price(symbol, livemode).await {
             Some(rate) => below_threshold(usd_value(amount, decimals, rate), threshold_cents),
             None => true,
         }
@@ -714,18 +716,17 @@ mod tests {
 
     #[tokio::test]
     async fn sweeps_wait_without_a_usable_price_only_when_a_market_is_configured() {
-        // Test mode: the table prices ETH at 3000; 0.001 ETH = $3 < $10.
+        // Test projects price from the table: 0.001 ETH at 3000 = $3 < $10.
         let m = Arc::new(Market::new(&Config::default(), true));
-        assert!(!m.sweep_waits("ETH", 18, 10u128.pow(15), 0).await);
-        // (test mode prices come from the table only for test projects; live reads see
-        // no live source and wait)
-        assert!(m.sweep_waits("ETH", 18, 10u128.pow(15), 1000).await);
-        assert!(m.sweep_waits("USDT", 6, 9_990_000, 1000).await);
-        assert!(!m.sweep_waits("USDT", 6, 10_000_000, 1000).await);
+        assert!(!m.sweep_waits("ETH", 18, 10u128.pow(15), 0, false).await);
+        assert!(m.sweep_waits("ETH", 18, 10u128.pow(15), 1000, false).await);
+        assert!(!m.sweep_waits("ETH", 18, 10u128.pow(16), 1000, false).await);
+        assert!(m.sweep_waits("USDT", 6, 9_990_000, 1000, false).await);
+        assert!(!m.sweep_waits("USDT", 6, 10_000_000, 1000, true).await);
         // Live without [market]: no dollar value, swept whatever the amount.
         let m = Arc::new(Market::new(&Config::default(), false));
-        assert!(!m.sweep_waits("ETH", 18, 1, 1000).await);
-        assert!(m.sweep_waits("USDC", 6, 1, 1000).await);
+        assert!(!m.sweep_waits("ETH", 18, 1, 1000, true).await);
+        assert!(m.sweep_waits("USDC", 6, 1, 1000, true).await);
         // Live with a provider that cannot answer: no usable price, the sweep waits.
         let cfg = Config {
             market: Some(MarketConfig {
@@ -736,7 +737,7 @@ mod tests {
             ..Config::default()
         };
         let m = Arc::new(Market::new(&cfg, false));
-        assert!(m.sweep_waits("ETH", 18, 10u128.pow(20), 1000).await);
+        assert!(m.sweep_waits("ETH", 18, 10u128.pow(20), 1000, true).await);
         assert_eq!(m.usable_price("ETH", true).await, None);
     }
 
