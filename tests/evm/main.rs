@@ -4,6 +4,7 @@
 
 mod bench;
 mod helpers;
+mod market;
 
 use std::collections::BTreeSet;
 
