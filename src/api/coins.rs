@@ -7,6 +7,9 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::api::error::ApiError;
 use crate::api::extract::Params;
@@ -34,10 +37,76 @@ pub const LOGOS: &[(&str, &str)] = &[
     ("USDT", include_str!("../../assets/coins/USDT.svg")),
 ];
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/coins", get(list_coins))
-        .route("/assets/coins/{file}", get(logo))
+/// `GET /v1/coins` (documented).
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_coins))
+}
+
+/// The logos (static files, outside the API description, like `/healthz`).
+pub fn assets_router() -> Router<AppState> {
+    Router::new().route("/assets/coins/{file}", get(logo))
+}
+
+/// Counts of one chain in the catalogue's totals.
+#[derive(ToSchema)]
+pub struct CoinChainTotals {
+    /// Coins on the chain.
+    pub coins: u64,
+    /// Of which live.
+    pub live: u64,
+}
+
+/// `totals` of the coin catalogue: over the whole catalogue, before the `chain` and `status`
+/// filters and before `limit`. `coins`/`live` count (chain, coin) pairs.
+#[derive(ToSchema)]
+pub struct CoinTotals {
+    pub coins: u64,
+    pub live: u64,
+    /// Distinct symbols.
+    pub symbols: u64,
+    pub chains: u64,
+    /// Chains listed for the project and `live`.
+    pub chains_live: u64,
+    /// Per chain identifier.
+    pub by_chain: std::collections::BTreeMap<String, CoinChainTotals>,
+}
+
+/// One coin of the catalogue (mainnet contracts and decimals, whatever the key's mode).
+#[derive(ToSchema)]
+pub struct Coin {
+    /// The chain (with `group_by=symbol`: the symbol's first chain in catalogue order).
+    pub chain: String,
+    pub chain_name: String,
+    /// On how many chains of the registry the symbol exists.
+    pub chains: u64,
+    pub symbol: String,
+    pub name: String,
+    /// Token contract; empty for a native coin.
+    pub contract: String,
+    pub decimals: u8,
+    pub is_native: bool,
+    /// `{public_base_url}/assets/coins/{SYMBOL}.svg` (an SVG embedded in the binary).
+    pub logo_url: String,
+    pub deposits_enabled: bool,
+    pub payouts_enabled: bool,
+    pub decimals_differ_from_default: bool,
+    /// The chain is listed for the project and `live`, and the coin takes deposits or
+    /// payouts there (with `group_by=symbol`: on any of its chains).
+    pub live: bool,
+    /// Market rank (1 = largest); the catalogue's order after `live` and native-first.
+    pub market_rank: u64,
+}
+
+/// The coin catalogue (`object: coin_list`, SPEC.md section 2).
+#[derive(ToSchema)]
+pub struct CoinList {
+    /// Always `coin_list`.
+    #[schema(pattern = "^coin_list$")]
+    pub object: String,
+    pub totals: CoinTotals,
+    /// Entries in `data`.
+    pub returned: u64,
+    pub data: Vec<Coin>,
 }
 
 /// Parses the query of `GET /v1/coins` (DECISIONS.md section 3): `status=all|live`
@@ -83,11 +152,25 @@ pub fn parse_query(q: &Params) -> Result<CoinQuery, ApiError> {
     })
 }
 
-/// `GET /v1/coins` — the coin catalogue (`coin_list`); any key kind. `totals` cover the
-/// whole catalogue before the filters and the limit; `data` is in catalogue order (live
-/// first, natives ahead of tokens, market rank). `logo_url` is
-/// `{public_base_url}/assets/coins/{SYMBOL}.svg` (a path from the root without
-/// `public_base_url`).
+/// The coin catalogue (SPEC.md section 2, Coin catalogue): every coin of the registry in its
+/// mainnet view, switched-off coins included (`live:false`). Order: live first, native coins
+/// ahead of tokens, then market rank. `totals` cover the whole catalogue, before the filters
+/// and `limit`. `logo_url` is `{public_base_url}/assets/coins/{SYMBOL}.svg` (a path from
+/// the root when `public_base_url` is not set). Not for a payment picker: `GET /v1/chains`
+/// is.
+///
+/// Any key kind; no scope.
+#[utoipa::path(get, path = "/v1/coins", tag = "meta",
+    params(
+        ("status" = Option<String>, Query, description = "`all` (default) or `live`: live coins only."),
+        ("chain" = Option<String>, Query, description = "Only the coins of this chain (a chain identifier)."),
+        ("group_by" = Option<String>, Query, description = "`symbol` (default: one entry per symbol) or `contract` (one per chain and coin)."),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "Most entries returned, 1-1000 (default 120)."),
+    ),
+    responses(
+        (status = 200, description = "The catalogue.", body = CoinList),
+        (status = 400, description = "`invalid_request`: a bad `status`, `chain`, `group_by` or `limit` (named in `param`).", body = crate::api::schemas::ErrorBody),
+    ))]
 async fn list_coins(
     State(state): State<AppState>,
     caller: Caller,

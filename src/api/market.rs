@@ -5,9 +5,10 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::{get, post};
-use axum::Router;
 use serde_json::{json, Value};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::api::error::{request_id, ApiError};
 use crate::api::extract::{JsonBody, Params, Public};
@@ -21,11 +22,91 @@ pub const MAX_SYMBOLS: usize = 64;
 /// Longest symbol accepted.
 const MAX_SYMBOL_LEN: usize = 16;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/market/prices", get(prices))
-        .route("/v1/market/status", get(status))
-        .route("/v1/test/prices", post(set_test_price))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(prices))
+        .routes(routes!(status))
+        .routes(routes!(set_test_price))
+}
+
+/// One price of a price list.
+#[derive(ToSchema)]
+pub struct Price {
+    pub symbol: String,
+    /// USD per whole coin; stablecoins `"1.00"` (par).
+    #[schema(pattern = r"^[0-9]+\.[0-9]{2,}$")]
+    pub usd: String,
+    /// Seconds since the value was true (the provider's read, a feed's `updatedAt`); 0 for
+    /// par and test prices.
+    pub age_seconds: u64,
+}
+
+/// A price list (`object: price_list`, SPEC.md section 2).
+#[derive(ToSchema)]
+pub struct PriceList {
+    /// Always `price_list`.
+    #[schema(pattern = "^price_list$")]
+    pub object: String,
+    /// `false` only in live mode without `[market]` (then 503 and an empty list).
+    pub configured: bool,
+    /// A value older than this is served as it is and refreshed in the background.
+    pub ttl_seconds: u64,
+    pub data: Vec<Price>,
+}
+
+/// The 503 answer without a price source: a price list with `configured:false` and no
+/// data, carrying the error envelope's fields (`code: market_not_configured`).
+#[derive(ToSchema)]
+pub struct PriceListUnconfigured {
+    #[schema(pattern = "^price_list$")]
+    pub object: String,
+    pub configured: bool,
+    pub ttl_seconds: u64,
+    pub data: Vec<Price>,
+    pub error: String,
+    pub code: String,
+    #[schema(rename = "type")]
+    pub kind: String,
+    pub message: String,
+    pub request_id: String,
+}
+
+/// The market source (`object: market_status`, SPEC.md section 2).
+#[derive(ToSchema)]
+pub struct MarketStatus {
+    #[schema(pattern = "^market_status$")]
+    pub object: String,
+    pub configured: bool,
+    /// The provider's base URL (credentials redacted); empty when none is called (test
+    /// mode, not configured).
+    pub base_url: String,
+    /// `kraken`, `test` or `none`.
+    pub provider: String,
+    /// `chainlink` (feeds read through the `ethereum` node) or `none`.
+    pub fallback: String,
+    pub ttl_seconds: u64,
+    /// A value older than this is never served or used.
+    pub max_age_seconds: u64,
+}
+
+/// `POST /v1/test/prices` body.
+#[derive(ToSchema)]
+pub struct NewTestPrice {
+    /// A coin the registry lists, not a stablecoin (any case).
+    pub symbol: String,
+    /// USD per whole coin: a decimal string above zero.
+    #[schema(pattern = r"^[0-9]+(\.[0-9]+)?$")]
+    pub usd: String,
+}
+
+/// A test price as set (`object: test_price`).
+#[derive(ToSchema)]
+pub struct TestPrice {
+    #[schema(pattern = "^test_price$")]
+    pub object: String,
+    pub symbol: String,
+    #[schema(pattern = r"^[0-9]+\.[0-9]{2,}$")]
+    pub usd: String,
 }
 
 /// Parses `?symbols=ETH,btc` into upper-case symbols without repeats; `None` when absent or
@@ -62,14 +143,21 @@ fn entry_json(e: &PriceEntry) -> Value {
     json!({"symbol": e.symbol, "usd": format_usd(e.usd), "age_seconds": e.age_seconds})
 }
 
-/// `GET /v1/market/prices?symbols=ETH,BTC` — public. 200 `price_list` of the known symbols
-/// asked (all when `symbols` is omitted; unknown symbols are left out): stablecoins at par,
-/// test mode's table in `--test` mode, the live source in `serve` mode (a value older than
-/// `ttl_seconds` is served and refreshed in the background; one older than
-/// `max_age_seconds` is not served). Without `[market]` in live mode: 503 with
-/// `configured:false`, an empty list and the error envelope's fields
-/// (`market_not_configured`). 400 `invalid_request` for a bad `symbols`; 429 when the
-/// client address's unauthenticated budget is spent.
+/// Market prices in USD (SPEC.md section 2, Price list; DECISIONS.md section 11): the known
+/// symbols asked (all when `symbols` is omitted; unknown symbols are left out). Stablecoins
+/// at par; test mode's table in `--test` mode; the live source in `serve` mode, cached for
+/// `ttl_seconds` (an older value is served and refreshed in the background; one older than
+/// `max_age_seconds` is not served). Zero, negative and stale upstream values are never
+/// served. Without `[market]` in live mode: 503 with `configured:false` and an empty list.
+///
+/// Public (no key), under the unauthenticated per-address budget.
+#[utoipa::path(get, path = "/v1/market/prices", tag = "meta", security(()),
+    params(("symbols" = Option<String>, Query, description = "Comma-separated symbols (`ETH,BTC`, any case), at most 64; omit for all.")),
+    responses(
+        (status = 200, description = "The price list.", body = PriceList),
+        (status = 400, description = "`invalid_request` (`param: symbols`).", body = crate::api::schemas::ErrorBody),
+        (status = 503, description = "`market_not_configured`: no price source in live mode.", body = PriceListUnconfigured),
+    ))]
 async fn prices(
     State(state): State<AppState>,
     _public: Public,
@@ -105,10 +193,13 @@ async fn prices(
     ))
 }
 
-/// `GET /v1/market/status` — public. `market_status`: `configured`, `base_url` (the
-/// provider's, credentials redacted; empty in test mode, which never calls out), and
-/// `provider` (`kraken`, `test` or `none`), `fallback` (`chainlink` or `none`),
-/// `ttl_seconds`, `max_age_seconds`.
+/// The market price source (SPEC.md section 2, market status): `configured`, the provider's
+/// `base_url` (credentials redacted; empty in test mode, which never calls out), `provider`,
+/// `fallback`, `ttl_seconds`, `max_age_seconds`.
+///
+/// Public (no key), under the unauthenticated per-address budget.
+#[utoipa::path(get, path = "/v1/market/status", tag = "meta", security(()),
+    responses((status = 200, description = "The market source.", body = MarketStatus)))]
 async fn status(State(state): State<AppState>, _public: Public) -> Result<Response, ApiError> {
     let m = &state.market;
     Ok(json(
@@ -125,13 +216,18 @@ async fn status(State(state): State<AppState>, _public: Public) -> Result<Respon
     ))
 }
 
-/// `POST /v1/test/prices` `{"symbol":"ETH","usd":"2500.00"}` — test wallet keys with
-/// `wallets:create` (else 403 `test_mode_only` / `missing_scope`). Sets the server's test
-/// price of a listed coin (one table per server, used by every test project; reset to
-/// DECISIONS.md section 11's prices on restart). 200
-/// `{object:"test_price", symbol, usd}`. 400 `unknown_asset` (`param: symbol`) for a symbol
-/// the registry does not list, `invalid_request` (`param: symbol`) for a stablecoin (par),
-/// `invalid_request` (`param: usd`) for a `usd` that is not a decimal string above zero.
+/// Sets a test price (DECISIONS.md sections 11 and 15): one table per server, used by every
+/// test project (payout values and auto-approval) and served by `GET /v1/market/prices` in
+/// `--test` mode; back to DECISIONS.md section 11's prices on restart. Stablecoins stay at
+/// par.
+///
+/// Test-mode wallet keys only (else 403 `test_mode_only`); scope `wallets:create`.
+#[utoipa::path(post, path = "/v1/test/prices", tag = "test",
+    request_body(content = NewTestPrice),
+    responses(
+        (status = 200, description = "The price as set.", body = TestPrice),
+        (status = 400, description = "`unknown_asset` (`param: symbol`), `invalid_request` for a stablecoin (`param: symbol`) or a `usd` that is not a decimal above zero (`param: usd`).", body = crate::api::schemas::ErrorBody),
+    ))]
 async fn set_test_price(
     State(state): State<AppState>,
     caller: Caller,

@@ -23,6 +23,7 @@ mod idempotency;
 mod key_escalation;
 mod market;
 mod metadata;
+mod openapi;
 mod payouts;
 mod restart;
 mod selfhost;
