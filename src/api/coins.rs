@@ -7,7 +7,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -45,6 +45,40 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// The logos (static files, outside the API description, like `/healthz`).
 pub fn assets_router() -> Router<AppState> {
     Router::new().route("/assets/coins/{file}", get(logo))
+}
+
+/// `status` of `GET /v1/coins`.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum CoinStatusIn {
+    All,
+    Live,
+}
+
+/// `group_by` of `GET /v1/coins`.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum CoinGroupByIn {
+    Symbol,
+    Contract,
+}
+
+/// The query of `GET /v1/coins` (DECISIONS.md section 3).
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CoinParams {
+    /// `all` (default) or `live`: live coins only.
+    #[param(inline)]
+    pub status: Option<CoinStatusIn>,
+    /// Only the coins of this chain.
+    #[param(inline)]
+    pub chain: Option<crate::api::schemas::ChainIdIn>,
+    /// `symbol` (default: one entry per symbol) or `contract` (one per chain and coin).
+    #[param(inline)]
+    pub group_by: Option<CoinGroupByIn>,
+    /// Most entries returned, 1-1000 (default 120).
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<u32>,
 }
 
 /// Counts of one chain in the catalogue's totals.
@@ -161,12 +195,7 @@ pub fn parse_query(q: &Params) -> Result<CoinQuery, ApiError> {
 ///
 /// Any key kind; no scope.
 #[utoipa::path(get, path = "/v1/coins", tag = "meta",
-    params(
-        ("status" = Option<String>, Query, description = "`all` (default) or `live`: live coins only."),
-        ("chain" = Option<String>, Query, description = "Only the coins of this chain (a chain identifier)."),
-        ("group_by" = Option<String>, Query, description = "`symbol` (default: one entry per symbol) or `contract` (one per chain and coin)."),
-        ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "Most entries returned, 1-1000 (default 120)."),
-    ),
+    params(CoinParams),
     responses(
         (status = 200, description = "The catalogue.", body = CoinList),
         (status = 400, description = "`invalid_request`: a bad `status`, `chain`, `group_by` or `limit` (named in `param`).", body = crate::api::schemas::ErrorBody),

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{json, Value};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -28,6 +28,39 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(status))
         .routes(routes!(set_test_price))
 }
+
+/// `symbols` of `GET /v1/market/prices`: 1 to 64 comma-separated symbols of 1-16 letters
+/// and digits, any case; empty for all.
+pub const SYMBOLS_PATTERN: &str = "^([A-Za-z0-9]{1,16}(,[A-Za-z0-9]{1,16}){0,63})?$";
+
+/// The query of `GET /v1/market/prices`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PriceParams {
+    /// Comma-separated symbols (`ETH,BTC`, any case), at most 64; omit for all. Unknown
+    /// symbols are left out of the answer.
+    #[param(pattern = "^([A-Za-z0-9]{1,16}(,[A-Za-z0-9]{1,16}){0,63})?$")]
+    pub symbols: Option<String>,
+}
+
+/// A symbol `POST /v1/test/prices` accepts: a listed coin that is not a stablecoin.
+pub struct PricedSymbolIn;
+
+impl utoipa::PartialSchema for PricedSymbolIn {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+        let mut ids: Vec<&str> = Vec::new();
+        for c in appliance_chains::CHAINS {
+            for a in c.assets() {
+                if !a.is_stable() && !ids.contains(&a.symbol) {
+                    ids.push(a.symbol);
+                }
+            }
+        }
+        let v = json!({"type": "string", "enum": ids, "description": "A listed coin that is not a stablecoin (upper case, as listed)."});
+        utoipa::openapi::RefOr::T(serde_json::from_value(v).expect("a valid schema"))
+    }
+}
+impl ToSchema for PricedSymbolIn {}
 
 /// One price of a price list.
 #[derive(ToSchema)]
@@ -92,10 +125,10 @@ pub struct MarketStatus {
 /// `POST /v1/test/prices` body.
 #[derive(ToSchema)]
 pub struct NewTestPrice {
-    /// A coin the registry lists, not a stablecoin (any case).
-    pub symbol: String,
-    /// USD per whole coin: a decimal string above zero.
-    #[schema(pattern = r"^[0-9]+(\.[0-9]+)?$")]
+    pub symbol: PricedSymbolIn,
+    /// USD per whole coin: a decimal string above zero and below 10^12, at most 16
+    /// decimals.
+    #[schema(pattern = r"^[0-9]{1,12}(\.[0-9]{1,16})?$")]
     pub usd: String,
 }
 
@@ -109,31 +142,32 @@ pub struct TestPrice {
     pub usd: String,
 }
 
-/// Parses `?symbols=ETH,btc` into upper-case symbols without repeats; `None` when absent or
-/// empty (every symbol). 400 `invalid_request` (`param: symbols`) for more than
-/// [`MAX_SYMBOLS`] or a symbol that is not 1-16 letters and digits.
+/// Parses `?symbols=ETH,btc` ([`SYMBOLS_PATTERN`]) into upper-case symbols without repeats;
+/// `None` when absent or empty (every symbol). 400 `invalid_request` (`param: symbols`) for
+/// more than [`MAX_SYMBOLS`] parts or a part that is not 1-16 letters and digits.
 pub fn parse_symbols(raw: Option<&str>) -> Result<Option<Vec<String>>, ApiError> {
-    let Some(raw) = raw.filter(|r| !r.trim().is_empty()) else {
+    let Some(raw) = raw.filter(|r| !r.is_empty()) else {
         return Ok(None);
     };
     let mut out: Vec<String> = Vec::new();
+    let mut parts = 0;
     for part in raw.split(',') {
-        let s = part.trim().to_ascii_uppercase();
-        if s.is_empty() || s.len() > MAX_SYMBOL_LEN || !s.bytes().all(|b| b.is_ascii_alphanumeric())
+        parts += 1;
+        if part.is_empty()
+            || part.len() > MAX_SYMBOL_LEN
+            || !part.bytes().all(|b| b.is_ascii_alphanumeric())
+            || parts > MAX_SYMBOLS
         {
             return Err(ApiError::invalid(
                 "symbols",
-                "symbols must be a comma-separated list of coin symbols such as ETH,BTC.",
+                format!(
+                    "symbols must be at most {MAX_SYMBOLS} comma-separated coin symbols such as ETH,BTC."
+                ),
             ));
         }
+        let s = part.to_ascii_uppercase();
         if !out.contains(&s) {
             out.push(s);
-        }
-        if out.len() > MAX_SYMBOLS {
-            return Err(ApiError::invalid(
-                "symbols",
-                format!("symbols names at most {MAX_SYMBOLS} symbols."),
-            ));
         }
     }
     Ok(Some(out))
@@ -152,7 +186,7 @@ fn entry_json(e: &PriceEntry) -> Value {
 ///
 /// Public (no key), under the unauthenticated per-address budget.
 #[utoipa::path(get, path = "/v1/market/prices", tag = "meta", security(()),
-    params(("symbols" = Option<String>, Query, description = "Comma-separated symbols (`ETH,BTC`, any case), at most 64; omit for all.")),
+    params(PriceParams),
     responses(
         (status = 200, description = "The price list.", body = PriceList),
         (status = 400, description = "`invalid_request` (`param: symbols`).", body = crate::api::schemas::ErrorBody),
@@ -235,7 +269,7 @@ async fn set_test_price(
 ) -> Result<Response, ApiError> {
     crate::api::test_mode::check(&caller)?;
     let f = &body.fields;
-    let symbol = f.req_str("symbol")?.trim().to_ascii_uppercase();
+    let symbol = f.req_str("symbol")?;
     let usd_raw = f.req_str("usd")?;
     let m = &state.market;
     if !m.knows(&symbol) {
@@ -251,10 +285,10 @@ async fn set_test_price(
             format!("{symbol} is a stablecoin: it is priced at par, 1.00 USD."),
         ));
     }
-    let usd = positive_price(usd_raw.trim()).map_err(|_| {
+    let usd = positive_price(&usd_raw).map_err(|_| {
         ApiError::invalid(
             "usd",
-            "usd must be a decimal string above zero, such as \"2500.00\".",
+            "usd must be a decimal string above zero and below 10^12 with at most 16 decimals, such as \"2500.00\".",
         )
     })?;
     m.set_test_price(&symbol, usd);
@@ -273,14 +307,24 @@ mod tests {
         assert_eq!(parse_symbols(None).unwrap(), None);
         assert_eq!(parse_symbols(Some("")).unwrap(), None);
         assert_eq!(
-            parse_symbols(Some("eth, BTC,eth")).unwrap(),
+            parse_symbols(Some("eth,BTC,eth")).unwrap(),
             Some(vec!["ETH".to_string(), "BTC".to_string()])
         );
-        for bad in ["ETH,", ",", "E-TH", "ABCDEFGHIJKLMNOPQ", "ETH;BTC"] {
+        for bad in [
+            "ETH,",
+            ",",
+            "E-TH",
+            "ABCDEFGHIJKLMNOPQ",
+            "ETH;BTC",
+            "ETH, BTC",
+            " ",
+        ] {
             assert!(parse_symbols(Some(bad)).is_err(), "{bad}");
         }
         let many: Vec<String> = (0..65).map(|i| format!("S{i}")).collect();
         assert!(parse_symbols(Some(&many.join(","))).is_err());
+        // Repeats count as parts (the documented pattern bounds parts, not distinct ones).
+        assert!(parse_symbols(Some(&["ETH"; 65].join(","))).is_err());
         let ok: Vec<String> = (0..64).map(|i| format!("S{i}")).collect();
         assert_eq!(
             parse_symbols(Some(&ok.join(","))).unwrap().unwrap().len(),

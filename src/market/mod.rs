@@ -40,10 +40,10 @@ pub const TEST_PRICES: &[(&str, &str)] = &[
     ("DOGE", "0.20"),
 ];
 
-/// Highest price accepted from any source or test request, USD (far above any coin's).
-const MAX_PRICE_USD: i64 = 1_000_000_000_000;
-/// Most significant digits a price may carry (an upstream answer beyond this is refused).
-const MAX_PRICE_CHARS: usize = 40;
+/// Most integer digits of a price: below 10^12 USD (far above any coin's).
+const MAX_INT_DIGITS: usize = 12;
+/// Most decimals of a price.
+const MAX_FRAC_DIGITS: usize = 16;
 /// Least time between two reads of one symbol that found nothing usable (an upstream that
 /// is down is not hammered by every request that wants its price).
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
@@ -71,24 +71,26 @@ pub enum PriceError {
     NoFeed(String),
 }
 
-/// Parses a price: a plain decimal above zero and at most [`MAX_PRICE_USD`]. Zero, negative,
-/// exponent forms and anything else are [`PriceError::Refused`].
+/// Parses a price: `^[0-9]{1,12}(\.[0-9]{1,16})?$` (so below 10^12 USD, at most 16
+/// decimals: 28 digits, what a `Decimal` holds exactly) and above zero. Anything else (zero, negative, exponent forms, spaces) is
+/// [`PriceError::Refused`].
 pub fn positive_price(text: &str) -> Result<Decimal, PriceError> {
     let refused = |why| PriceError::Refused(text.chars().take(40).collect(), why);
-    if text.is_empty()
-        || text.len() > MAX_PRICE_CHARS
-        || !text
-            .bytes()
-            .all(|b| b.is_ascii_digit() || b == b'.' || b == b'-')
-    {
-        return Err(refused("not a decimal number"));
+    let (int, frac) = match text.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (text, None),
+    };
+    let digits = |s: &str, max: usize| {
+        !s.is_empty() && s.len() <= max && s.bytes().all(|b| b.is_ascii_digit())
+    };
+    if !digits(int, MAX_INT_DIGITS) || frac.is_some_and(|f| !digits(f, MAX_FRAC_DIGITS)) {
+        return Err(refused(
+            "not a plain decimal below 10^12 with at most 16 decimals",
+        ));
     }
     let d = Decimal::from_str_exact(text).map_err(|_| refused("not a decimal number"))?;
     if d <= Decimal::ZERO {
         return Err(refused("a price must be above zero"));
-    }
-    if d > Decimal::from(MAX_PRICE_USD) {
-        return Err(refused("above any plausible price"));
     }
     Ok(d)
 }
@@ -663,6 +665,10 @@ mod tests {
     fn prices_must_be_plain_positive_decimals() {
         assert_eq!(positive_price("3000.10000").unwrap(), d("3000.1"));
         assert_eq!(positive_price("0.00000001").unwrap(), d("0.00000001"));
+        assert_eq!(
+            positive_price("999999999999.1234567890123456").unwrap(),
+            d("999999999999.1234567890123456")
+        );
         for bad in [
             "0",
             "0.000",
@@ -674,8 +680,10 @@ mod tests {
             "1,5",
             "NaN",
             "inf",
-            "1000000000000.01",
-            "12345678901234567890123456789012345678901",
+            "1000000000000",
+            "1.",
+            ".5",
+            "1.12345678901234567",
         ] {
             assert!(
                 matches!(positive_price(bad), Err(PriceError::Refused(..))),

@@ -228,7 +228,13 @@ async fn test_mode_serves_the_test_table_without_a_key() {
         .map(|e| s(&e["symbol"]))
         .collect();
     assert_eq!(syms, vec!["ETH", "USDC"]);
-    for bad in ["ETH,", "E%2DTH", "ETH;BTC", "ABCDEFGHIJKLMNOPQ"] {
+    for bad in [
+        "ETH,",
+        "E%2DTH",
+        "ETH;BTC",
+        "ABCDEFGHIJKLMNOPQ",
+        "ETH,%20BTC",
+    ] {
         public(&app, &format!("/v1/market/prices?symbols={bad}"))
             .await
             .expect_error_param(400, "invalid_request", "symbols");
@@ -247,7 +253,7 @@ async fn test_prices_change_with_post_test_prices() {
         .post(
             &app.wallet_key,
             "/v1/test/prices",
-            json!({"symbol": "eth", "usd": "2500.5"}),
+            json!({"symbol": "ETH", "usd": "2500.5"}),
         )
         .await
         .expect(200);
