@@ -24,5 +24,6 @@ mod metadata;
 mod payouts;
 mod restart;
 mod selfhost;
+mod sim_chain;
 mod sweeps;
 mod wallets;

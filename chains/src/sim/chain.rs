@@ -289,6 +289,14 @@ fn address_word(a: Address) -> Bytes {
     Bytes::copy_from_slice(&w)
 }
 
+/// A scripted fault: an address whose last two bytes are `fa11` stands for a recipient that
+/// rejects transfers (a contract whose `receive` reverts, an address the token blacklists).
+/// Every native or token transfer to it reverts, so tests can exercise a payout that fails
+/// when mined.
+pub fn rejects_transfers(a: &Address) -> bool {
+    a.as_slice()[18..] == [0xfa, 0x11]
+}
+
 fn revert(msg: &str) -> SimError {
     SimError::Reverted(msg.to_string())
 }
@@ -520,6 +528,9 @@ impl SimChain {
             return Err(revert("insufficient balance for transfer"));
         }
         let native = |v: U256| (!v.is_zero()).then_some(Effect::Native { from, to, value: v });
+        if !value.is_zero() && rejects_transfers(&to) {
+            return Err(revert("recipient rejects transfers"));
+        }
         match self.state.code.get(&to).copied() {
             None => Ok((base, native(value).into_iter().collect())),
             Some(Code::Forwarder) => {
@@ -537,6 +548,9 @@ impl SimChain {
                 }
                 let dest = word_to_address(&data[4..36]).ok_or_else(|| revert("bad address"))?;
                 let amount = U256::from_be_slice(&data[36..68]);
+                if rejects_transfers(&dest) {
+                    return Err(revert("token: recipient rejects transfers"));
+                }
                 let have = self.state.token(to, from);
                 if have < amount {
                     return Err(revert("ERC20: transfer amount exceeds balance"));

@@ -15,7 +15,9 @@
 //! and the factory's `sweep(salt, tokens)` (deploys the forwarder if needed and moves its
 //! whole balance of each listed token, `address(0)` for the native coin, to the factory's
 //! treasury). Anything else reverts (gas is still charged, the nonce still used), as on a
-//! chain whose contracts do not have the called function. External transfers into the
+//! chain whose contracts do not have the called function. One scripted fault is built
+//! in: a transfer to an address ending in `fa11` reverts ([`chain::rejects_transfers`]).
+//! External transfers into the
 //! chain (test deposits, test transfers) are injected as unsigned transactions of a
 //! synthetic sender ([`chain::Inject`]).
 //!

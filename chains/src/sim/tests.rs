@@ -383,6 +383,34 @@ fn token_transfer_forwarder_deploy_and_sweep() {
 }
 
 #[test]
+fn a_recipient_ending_in_fa11_rejects_transfers() {
+    let (mut c, k) = chain();
+    inject(&mut c, k.address(), Some(usdt()), 10, 0xb2);
+    let bad: Address = "0xabababababababababababababababababab0011"
+        .replace("0011", "fa11")
+        .parse()
+        .unwrap();
+    let mut t = tx(0, usdt());
+    t.data = erc20_transfer_calldata(&bad, U256::from(5u64));
+    let (raw, h) = sign(&k, t);
+    let mut n = tx(1, bad);
+    n.value = U256::from(1u64);
+    let (raw2, h2) = sign(&k, n);
+    c.submit(&raw).unwrap();
+    c.submit(&raw2).unwrap();
+    c.mine(1, T0, 0);
+    assert!(!c.receipt(h).unwrap().success);
+    assert!(!c.receipt(h2).unwrap().success);
+    assert_eq!(c.balance(bad, Some(usdt())), U256::ZERO);
+    assert_eq!(c.balance(bad, None), U256::ZERO);
+    assert_eq!(
+        c.nonce(k.address(), false),
+        2,
+        "reverted transactions use their nonce"
+    );
+}
+
+#[test]
 fn out_of_gas_reverts_but_charges_the_limit() {
     let (mut c, k) = chain();
     inject(&mut c, k.address(), Some(usdt()), 10, 0xb1);
