@@ -4,14 +4,13 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::post;
-use axum::Router;
 use serde_json::json;
 
 use appliance_storage::records::{KeyKind, Mode};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody};
+use crate::api::schemas;
 use crate::api::{commit, json as json_response, mutate, scope, IdempotencyKey};
 use crate::auth::{Access, Caller};
 use crate::services::deposits::{self, TestDeposit};
@@ -19,18 +18,20 @@ use crate::services::sim_chain;
 use crate::services::Scope;
 use crate::state::AppState;
 use crate::views;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 const ACCESS: Access = Access::new(&[KeyKind::Wallet], "wallets:create");
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/test/deposits", post(create_test_deposit))
-        .route("/v1/test/deposits/{id}/confirm", post(confirm_test_deposit))
-        .route("/v1/test/deposits/{id}/fail", post(fail_test_deposit))
-        .route("/v1/test/deposits/{id}/orphan", post(orphan_test_deposit))
-        .route("/v1/test/blocks", post(mine_blocks))
-        .route("/v1/test/reorg", post(reorg))
-        .route("/v1/test/drop_tx", post(drop_tx))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_test_deposit))
+        .routes(routes!(confirm_test_deposit))
+        .routes(routes!(fail_test_deposit))
+        .routes(routes!(orphan_test_deposit))
+        .routes(routes!(mine_blocks))
+        .routes(routes!(reorg))
+        .routes(routes!(drop_tx))
 }
 
 fn check(caller: &Caller) -> Result<(), ApiError> {
@@ -48,6 +49,16 @@ fn check(caller: &Caller) -> Result<(), ApiError> {
 /// (issue 8); with `confirm` (default true) it is credited at once (DECISIONS.md
 /// section 16). The chain watcher later sees the same transfer (same tx hash and log index)
 /// and recognises it as known.
+///
+/// Key: test-mode `wallet` kind (else 403 `test_mode_only`), scope `wallets:create`.
+#[utoipa::path(post, path = "/v1/test/deposits", tag = "test",
+    params(schemas::IdempotencyHeader),
+    request_body(content = schemas::NewTestDeposit),
+    responses(
+        (status = 201, description = "The deposit.", body = schemas::Deposit),
+        (status = 400, description = "`invalid_request`, `decimals_mismatch`, `unknown_asset`.", body = schemas::ErrorBody),
+        (status = 422, description = "No deposit address on that chain, or refused by the chain.", body = schemas::ErrorBody),
+    ))]
 async fn create_test_deposit(
     State(state): State<AppState>,
     caller: Caller,
@@ -158,7 +169,12 @@ async fn transition(
     Ok(resp)
 }
 
-/// `POST /v1/test/deposits/{id}/confirm` — `detected` -> `confirmed`, credited.
+/// `detected` -> `confirmed`: the deposit is credited (`deposit.confirmed`); 409
+/// `invalid_state` from another status.
+///
+/// Key: test-mode `wallet` kind, scope `wallets:create`.
+#[utoipa::path(post, path = "/v1/test/deposits/{id}/confirm", tag = "test", params(schemas::IdPath),
+    responses((status = 200, description = "The deposit.", body = schemas::Deposit)))]
 async fn confirm_test_deposit(
     State(state): State<AppState>,
     caller: Caller,
@@ -167,7 +183,11 @@ async fn confirm_test_deposit(
     transition(state, caller, id, deposits::confirm).await
 }
 
-/// `POST /v1/test/deposits/{id}/fail` — `detected` -> `failed`.
+/// `detected` -> `failed` (`deposit.failed`); 409 `invalid_state` from another status.
+///
+/// Key: test-mode `wallet` kind, scope `wallets:create`.
+#[utoipa::path(post, path = "/v1/test/deposits/{id}/fail", tag = "test", params(schemas::IdPath),
+    responses((status = 200, description = "The deposit.", body = schemas::Deposit)))]
 async fn fail_test_deposit(
     State(state): State<AppState>,
     caller: Caller,
@@ -176,7 +196,12 @@ async fn fail_test_deposit(
     transition(state, caller, id, deposits::fail).await
 }
 
-/// `POST /v1/test/deposits/{id}/orphan` — `confirmed` -> `orphaned`, credit reversed.
+/// `confirmed` -> `orphaned`: the credit is reversed (`deposit.orphaned`); 409
+/// `invalid_state` from another status.
+///
+/// Key: test-mode `wallet` kind, scope `wallets:create`.
+#[utoipa::path(post, path = "/v1/test/deposits/{id}/orphan", tag = "test", params(schemas::IdPath),
+    responses((status = 200, description = "The deposit.", body = schemas::Deposit)))]
 async fn orphan_test_deposit(
     State(state): State<AppState>,
     caller: Caller,
@@ -209,6 +234,11 @@ fn sim_chain_ids(state: &AppState, chain: Option<&str>) -> Result<Vec<&'static s
 /// `POST /v1/test/blocks` — mine `count` (1-10,000, default 1) blocks on the project's
 /// simulated `chain` (default: every EVM chain of the project), and advance sweeps and
 /// payouts accordingly. Answers the project's chain heights.
+///
+/// Key: test-mode `wallet` kind, scope `wallets:create`.
+#[utoipa::path(post, path = "/v1/test/blocks", tag = "test",
+    request_body = schemas::MineBlocks,
+    responses((status = 200, description = "Heights after mining.", body = schemas::TestBlocks)))]
 async fn mine_blocks(
     State(state): State<AppState>,
     caller: Caller,
@@ -253,6 +283,14 @@ async fn mine_blocks(
 /// chain's height, at most [`sim_chain::MAX_REORG_DEPTH`]) of the project's simulated
 /// `chain` are replaced by empty blocks; their transactions are dropped (`drop`, default
 /// true, as Anvil does) or return to the mempool (DECISIONS.md section 15).
+///
+/// Key: test-mode `wallet` kind, scope `wallets:create`.
+#[utoipa::path(post, path = "/v1/test/reorg", tag = "test",
+    request_body = schemas::ReorgRequest,
+    responses(
+        (status = 200, description = "The reorg.", body = schemas::TestReorg),
+        (status = 400, description = "`invalid_request` (`param`: `chain` or `depth`).", body = schemas::ErrorBody),
+    ))]
 async fn reorg(
     State(state): State<AppState>,
     caller: Caller,
@@ -287,6 +325,15 @@ async fn reorg(
 /// mempool of the project's simulated `chain` (as `anvil_dropTransaction`). A hash that is
 /// not pending there (unknown, or already mined) is 404 `not_found` with `param`
 /// `tx_hash`.
+///
+/// Key: test-mode `wallet` kind, scope `wallets:create`.
+#[utoipa::path(post, path = "/v1/test/drop_tx", tag = "test",
+    request_body = schemas::DropTxRequest,
+    responses(
+        (status = 200, description = "The dropped transaction.", body = schemas::TestDroppedTx),
+        (status = 400, description = "`invalid_request` (`param`: `chain` or `tx_hash`).", body = schemas::ErrorBody),
+        (status = 404, description = "`not_found`: not pending on that chain (`param`: `tx_hash`).", body = schemas::ErrorBody),
+    ))]
 async fn drop_tx(
     State(state): State<AppState>,
     caller: Caller,
