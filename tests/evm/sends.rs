@@ -447,3 +447,130 @@ async fn a_crash_before_broadcast_after_broadcast_or_after_receipt_pays_exactly_
     assert!(live.logs().contains("crash point payout_recorded"));
     assert_verified(&live);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_waits_for_unconfirmed_inbound_money_and_an_orphaned_swept_deposit_becomes_receivable(
+) {
+    let eth = Anvil::start(1);
+    let usdt = deploy_token(&eth, 6, true).await;
+    let (tmp, data, master) = init_data_dir();
+    deploy_factory(&eth, &master).await;
+    eth.send(ACCOUNT0, Some(&master), 10u128.pow(19), "0x")
+        .await;
+    eth.mint(&usdt, ACCOUNT0, 1_000_000_000_000).await;
+    // The operator's own reserve in the master wallet (outside the ledger).
+    eth.mint(&usdt, &master, 10_000_000).await;
+    let live = Live::start(
+        tmp,
+        data,
+        master.clone(),
+        &[ChainSetup {
+            id: "ethereum",
+            anvil: &eth,
+            confirmations: 3,
+            assets: vec![("USDT", usdt.clone(), 6)],
+            replace_after_ms: 600_000,
+        }],
+    )
+    .await;
+    let (cid, w) = live.customer_wallet("omar", "ethereum").await;
+    let addr = s(&w["address"]);
+    let wid = s(&w["id"]);
+    // 5 USDT, one empty block, then 0.1 ETH: the USDT is confirmed (3 blocks) in the same
+    // block the ETH is first seen in.
+    let ra = eth.token_transfer(&usdt, ACCOUNT0, &addr, 5_000_000).await;
+    let ta = s(&ra["transactionHash"]);
+    eth.mine(1).await;
+    let rb = eth.send(ACCOUNT0, Some(&addr), 10u128.pow(17), "0x").await;
+    let tb = s(&rb["transactionHash"]);
+    wait_for("USDT confirmed, ETH detected", &[], 30, || async {
+        let d = live.deposits_of(&cid).await;
+        let a = d
+            .iter()
+            .any(|x| x["tx_hash"] == ta && x["status"] == "confirmed");
+        let b = d
+            .iter()
+            .any(|x| x["tx_hash"] == tb && x["status"] == "detected");
+        (a && b).then_some(())
+    })
+    .await;
+    // No block is mined: the ETH stays unconfirmed, and the USDT sweep waits for it (the
+    // forwarder would flush the unconfirmed coin along).
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let v = live.get(&live.wallet_key, "/v1/sweeps").await;
+    let usdt_sweep = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["asset"]["symbol"] == "USDT")
+        .cloned()
+        .unwrap_or_else(|| panic!("a USDT sweep is open: {v}"));
+    assert_eq!(usdt_sweep["status"], "open", "{usdt_sweep}");
+    assert_eq!(eth.token_balance(&usdt, &addr).await, 5_000_000);
+    assert!(live.logs().contains("sweep held"));
+    // Once the ETH is confirmed, both go.
+    wait_for("both swept", &[&eth], 60, || async {
+        let v = live.get(&live.wallet_key, "/v1/sweeps").await;
+        let all = v["data"].as_array()?;
+        (all.len() == 2 && all.iter().all(|x| x["status"] == "confirmed")).then_some(())
+    })
+    .await;
+    assert_eq!(eth.token_balance(&usdt, &addr).await, 0);
+    assert_eq!(eth.balance(&addr).await, 0);
+
+    // The customer spends 3 USDT; then a reorg removes everything from the deposit on.
+    let dest = external(71);
+    let p = payout(&live, &cid, "USDT", 6, 3_000_000, &dest).await;
+    wait_for("payout confirmed", &[&eth], 60, || {
+        payout_status(&live, &p, "confirmed")
+    })
+    .await;
+    let head = eth.block_number().await;
+    let depth = head - hex_u64(&ra["blockNumber"]) + 1;
+    eth.rpc("anvil_reorg", json!([depth, []])).await;
+    wait_for("deposits orphaned", &[&eth], 60, || async {
+        let d = live.deposits_of(&cid).await;
+        d.iter().all(|x| x["status"] == "orphaned").then_some(())
+    })
+    .await;
+    // The payout is re-mined (from the reserve): the destination is paid once.
+    wait_for("sends repaired", &[&eth], 90, || async {
+        let (l, pend) = nonces(&eth, &master).await;
+        (eth.token_balance(&usdt, &dest).await == 3_000_000 && l == pend).then_some(())
+    })
+    .await;
+    eth.mine(8).await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let v = live
+        .get(&live.payout_key, &format!("/v1/payouts/{p}"))
+        .await;
+    assert_eq!(v["status"], "confirmed");
+    assert_eq!(events_of(&live, "payout.confirmed", &p).await.len(), 1);
+    assert_eq!(eth.token_balance(&usdt, &dest).await, 3_000_000);
+    // The customer's credit is reversed; what was spent is the project's receivable, what
+    // was swept left the treasury: the ledger's treasury shows the 3 USDT shortfall.
+    assert_eq!(live.available(&cid, "ethereum", "USDT").await, 0);
+    assert_eq!(live.available(&cid, "ethereum", "ETH").await, 0);
+    let t = live.get(&live.wallet_key, "/v1/balances").await;
+    let row = t["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["chain"] == "ethereum" && x["asset"] == "USDT")
+        .cloned()
+        .unwrap();
+    assert_eq!(row["treasury"], "-3000000", "{row}");
+    assert_eq!(row["deposits"], "0", "{row}");
+    // Drift on the address shows the truth: nothing there, nothing expected.
+    let b = live
+        .get(
+            &live.wallet_key,
+            &format!("/v1/wallets/{wid}/balances?source=both"),
+        )
+        .await;
+    for x in b["data"].as_array().unwrap() {
+        assert_eq!(x["onchain"], "0", "{x}");
+        assert_eq!(x["drift"], "0", "{x}");
+    }
+    assert_verified(&live);
+}
