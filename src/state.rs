@@ -38,6 +38,8 @@ pub struct Inner {
     pub ops: crate::ops::Ops,
     /// Market prices: the test table in `--test` mode, `[market]` in live mode.
     pub market: Arc<crate::market::Market>,
+    /// Test projects' simulated chains opened so far (test mode, issue 8).
+    pub sim: crate::services::sim_chain::SimChains,
 }
 
 impl Deref for AppState {
@@ -104,6 +106,7 @@ impl AppState {
             inflight: Mutex::new(HashSet::new()),
             registry,
             ops,
+            sim: Default::default(),
         })))
     }
 }

@@ -5,6 +5,7 @@
 mod bench;
 mod helpers;
 mod market;
+mod sends;
 
 use std::collections::BTreeSet;
 
