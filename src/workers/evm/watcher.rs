@@ -45,7 +45,11 @@ pub(super) async fn watch_loop(state: AppState, c: LiveChain) {
         match r {
             Ok(caught_up) => {
                 reached = true;
-                set_health(&state, c.id, AdapterHealth::Healthy);
+                let h = match c.rpc.note() {
+                    Some(n) => AdapterHealth::Degraded(n),
+                    None => AdapterHealth::Healthy,
+                };
+                set_health(&state, c.id, h);
                 backoff = poll;
                 if caught_up {
                     tokio::time::sleep(poll).await;
