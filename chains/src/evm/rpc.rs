@@ -162,6 +162,8 @@ impl From<RawBlock> for BlockInfo {
 #[derive(Clone)]
 pub struct EvmRpc {
     inner: Arc<Inner>,
+    /// Set on a pinned view ([`EvmRpc::pinned`]): every call goes to this node only.
+    only: Option<usize>,
 }
 
 struct Inner {
@@ -324,6 +326,7 @@ impl EvmRpc {
                 expected_chain_id: None,
                 chain: chain.to_string(),
             }),
+            only: None,
         })
     }
 
@@ -335,6 +338,17 @@ impl EvmRpc {
             inner.expected_chain_id = Some(id);
         }
         self
+    }
+
+    /// A view of this client whose calls all go to the node preferred now, without
+    /// failover: a multi-call read (a range scan) must see one node's chain, never blocks
+    /// of one node and logs of another that may not have them yet. A failure still marks
+    /// the node down, so the next read goes elsewhere.
+    pub fn pinned(&self) -> EvmRpc {
+        EvmRpc {
+            inner: self.inner.clone(),
+            only: Some(self.only.unwrap_or_else(|| self.choice().preferred())),
+        }
     }
 
     /// The first node's URL, unredacted (never log it: [`crate::redact::redact_url`]).
@@ -411,8 +425,11 @@ impl EvmRpc {
         F: Fn(RootProvider) -> Fut,
         Fut: std::future::Future<Output = Result<T, RpcError>>,
     {
-        let order = self.choice().order();
-        let single = order.len() == 1;
+        let order = match self.only {
+            Some(i) => vec![i],
+            None => self.choice().order(),
+        };
+        let single = self.inner.nodes.len() == 1;
         let mut last = None;
         for i in order {
             if !single {
@@ -520,7 +537,7 @@ impl EvmRpc {
     /// of the node calls go to next.
     pub async fn block_number(&self) -> Result<u64, RpcError> {
         const M: &str = "eth_blockNumber";
-        if self.inner.nodes.len() == 1 {
+        if self.inner.nodes.len() == 1 || self.only.is_some() {
             return self
                 .run(|p| async move { bounded(M, p.get_block_number().into_future()).await })
                 .await;

@@ -419,7 +419,8 @@ fn native_transfer(b: &BlockInfo, t: &NativeTx) -> Transfer {
 /// * token transfers by `eth_getLogs` over windows of [`Tuning::log_range`] blocks, asked
 ///   by recipient or by token ([`LogQuery`]), matched against the watched set;
 /// * receipts (one batch) only for the matched native candidates: reverted ones dropped;
-/// * up to [`Tuning::concurrency`] requests in flight; a refused range or batch is halved.
+/// * up to [`Tuning::concurrency`] requests in flight; a refused range or batch is halved;
+/// * every request to one node ([`EvmRpc::pinned`]), which must have block `to` first.
 ///
 /// Transfers come out ordered by block, then log index (native transfers after the logs
 /// of their block). [`ScanError::Moving`] when the node's answers do not form one chain.
@@ -432,6 +433,12 @@ pub async fn scan_watched(
 ) -> Result<(Vec<BlockInfo>, Vec<Transfer>), ScanError> {
     if from > to {
         return Ok((Vec::new(), Vec::new()));
+    }
+    // One node answers the whole scan, and it has the whole range before logs are asked
+    // for: a node that does not have a block yet may answer `eth_getLogs` without its logs.
+    let rpc = &rpc.pinned();
+    if rpc.block_number().await? < to {
+        return Err(ScanError::Moving("the node is behind the range"));
     }
     let full = !watch.addresses.is_empty();
     let ask_logs = full && !watch.tokens.is_empty();
@@ -605,6 +612,86 @@ mod tests {
             timestamp: 0,
             native: vec![],
         }
+    }
+
+    #[test]
+    fn a_range_splits_into_consecutive_parts_within_the_limit() {
+        assert_eq!(split_range(5, 5, 100), vec![(5, 5)]);
+        assert_eq!(split_range(1, 10, 4), vec![(1, 4), (5, 8), (9, 10)]);
+        assert_eq!(split_range(0, 3, 0), vec![(0, 0), (1, 1), (2, 2), (3, 3)]);
+        assert!(split_range(4, 3, 10).is_empty());
+        assert_eq!(
+            split_range(u64::MAX - 1, u64::MAX, 10),
+            vec![(u64::MAX - 1, u64::MAX)]
+        );
+        let parts = split_range(100, 10_099, LOG_RANGE);
+        assert_eq!(parts.len(), 5);
+        assert!(parts.windows(2).all(|w| w[0].1 + 1 == w[1].0));
+    }
+
+    #[test]
+    fn auto_asks_by_recipient_only_for_long_ranges_and_few_chunks() {
+        let t = Tuning::default();
+        let chunk = DEFAULT_RECIPIENT_CHUNK;
+        let few = chunk * AUTO_MAX_RECIPIENT_QUERIES;
+        assert_eq!(
+            t.query_for(AUTO_MIN_RANGE, few),
+            LogQuery::ByRecipient { chunk }
+        );
+        assert_eq!(t.query_for(AUTO_MIN_RANGE - 1, few), LogQuery::ByToken);
+        assert_eq!(t.query_for(AUTO_MIN_RANGE, few + 1), LogQuery::ByToken);
+        let fixed = Tuning::new(LogQuery::ByToken, 10, 10, 1);
+        assert_eq!(fixed.query_for(10_000, 1), LogQuery::ByToken);
+        // Limits shrink on refusal and never reach zero.
+        fixed.log_range.fetch_min(1, Ordering::Relaxed);
+        assert_eq!(fixed.log_range(), 1);
+        assert_eq!(Tuning::new(LogQuery::ByToken, 0, 0, 0).block_batch(), 1);
+    }
+
+    fn log(block: u64, hash: u8, topics: Vec<B256>, data: Vec<u8>) -> LogInfo {
+        LogInfo {
+            address: Address::repeat_byte(0xee),
+            topics,
+            data: data.into(),
+            block_number: Some(alloy::primitives::U64::from(block)),
+            block_hash: Some(B256::repeat_byte(hash)),
+            transaction_hash: Some(B256::repeat_byte(0x77)),
+            log_index: Some(alloy::primitives::U64::from(3)),
+            removed: false,
+        }
+    }
+
+    #[test]
+    fn a_log_becomes_a_transfer_only_on_the_scanned_chain() {
+        let blocks = [blk(10, 1, 0), blk(11, 2, 1)];
+        let to = Address::repeat_byte(0xaa);
+        let from = Address::repeat_byte(0xbb);
+        let topics = vec![TRANSFER_TOPIC, from.into_word(), to.into_word()];
+        let value = U256::from(5u64).to_be_bytes::<32>().to_vec();
+        let t = token_transfer(&log(11, 2, topics.clone(), value.clone()), &blocks, 10)
+            .unwrap()
+            .unwrap();
+        assert_eq!((t.block_number, t.to, t.from), (11, to, from));
+        assert_eq!((t.log_index, t.value), (Some(3), U256::from(5u64)));
+        assert_eq!(t.token, Some(Address::repeat_byte(0xee)));
+        // ERC-721 (token id as a fourth topic) and removed logs are not money.
+        let mut nft = topics.clone();
+        nft.push(B256::ZERO);
+        assert!(token_transfer(&log(11, 2, nft, vec![]), &blocks, 10)
+            .unwrap()
+            .is_none());
+        let mut removed = log(11, 2, topics.clone(), value.clone());
+        removed.removed = true;
+        assert!(token_transfer(&removed, &blocks, 10).unwrap().is_none());
+        // Another fork, or outside the range: the chain moved.
+        assert!(matches!(
+            token_transfer(&log(11, 9, topics.clone(), value.clone()), &blocks, 10),
+            Err(ScanError::Moving(_))
+        ));
+        assert!(matches!(
+            token_transfer(&log(12, 3, topics, value), &blocks, 10),
+            Err(ScanError::Moving(_))
+        ));
     }
 
     #[test]
