@@ -5,6 +5,7 @@
 mod bench;
 mod failover;
 mod helpers;
+mod sends;
 
 use std::collections::BTreeSet;
 
