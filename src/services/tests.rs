@@ -90,6 +90,8 @@ fn deposit(f: &Fixture, amount: u128, confirm: bool) -> Deposit {
                 decimals: 6,
                 amount: Amount::new(amount).expect("a positive amount"),
                 confirm,
+                block_number: deposits::sim_height(ctx, "ethereum")?,
+                block_time_us: ctx.now_us(),
             },
         )
     })

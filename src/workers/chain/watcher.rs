@@ -114,7 +114,12 @@ pub(super) async fn watch_loop(state: AppState, w: ChainWorker) {
         match r {
             Ok(caught_up) => {
                 reached = true;
-                set_health(&state, &w, AdapterHealth::Healthy);
+                // A node skipped by the client's failover is said in the status_note.
+                let h = match w.client.health_note() {
+                    Some(n) => AdapterHealth::Degraded(n),
+                    None => AdapterHealth::Healthy,
+                };
+                set_health(&state, &w, h);
                 backoff = w.poll;
                 if caught_up {
                     tokio::time::sleep(w.poll).await;
