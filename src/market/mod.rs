@@ -642,10 +642,14 @@ impl Market {
     }
 }
 
-/// The Chainlink reader over `[chains.ethereum]`'s node; `None` without one.
+/// The Chainlink reader over `[chains.ethereum]`'s nodes (failover in order, as the chain
+/// worker uses them); `None` without one.
 fn chainlink_client(config: &Config, m: &MarketConfig) -> Option<chainlink::Chainlink> {
-    let url = &config.chains.get("ethereum")?.rpc_url;
-    let rpc = appliance_chains::evm::rpc::EvmRpc::new(url).ok()?;
+    let urls = config.chains.get("ethereum")?.urls();
+    if urls.is_empty() {
+        return None;
+    }
+    let rpc = appliance_chains::evm::rpc::EvmRpc::with_urls("ethereum", &urls).ok()?;
     let client = appliance_chains::evm::client::EvmClient::new("ethereum", rpc);
     Some(chainlink::Chainlink::new(
         Arc::new(client),
