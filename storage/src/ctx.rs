@@ -11,7 +11,7 @@ use redb::{
 };
 use uuid::Uuid;
 
-use crate::codec::{decode, encode};
+use crate::codec::{decode, encode, raw_project_id};
 use crate::index::{self, IndexTag};
 use crate::ledger::{self, Account, Balance, JournalEntry, LedgerError};
 use crate::records::{Event, IdempotencyRecord, Row};
@@ -282,11 +282,13 @@ pub trait ReadOps: Reader {
         v.map(|g| decode(g.value())).transpose()
     }
 
-    /// Latest event sequence of a project (0 when none).
+    /// Latest event sequence of a project (0 when none): the key of its last event. Events
+    /// are never deleted, so this is exact without a counter row of its own (schema 4).
     fn last_sequence(&self, project: Uuid) -> Result<u64, StoreError> {
-        let t = self.open(SEQUENCES)?;
-        let v = t.get(project.as_u128())?;
-        Ok(v.map(|g| g.value()).unwrap_or(0))
+        let t = self.open(EVENTS)?;
+        let p = project.as_u128();
+        let last = t.range((p, 0)..=(p, u64::MAX))?.next_back().transpose()?;
+        Ok(last.map(|(k, _)| k.value().1).unwrap_or(0))
     }
 
     /// Events of a project ordered by sequence (descending unless `ascending`), after
@@ -430,16 +432,6 @@ pub trait ReadOps: Reader {
 
 impl ReadOps for ReadCtx {}
 impl ReadOps for WriteCtx<'_> {}
-
-/// The `project_id` of an encoded row, read without decoding it (rows write `project_id`
-/// among their first fields, so it lies near the start). For rows that do not decode.
-fn raw_project_id(bytes: &[u8]) -> Option<Uuid> {
-    const FIELD: &[u8] = b"\"project_id\":\"";
-    let head = &bytes[..bytes.len().min(512)];
-    let at = head.windows(FIELD.len()).position(|w| w == FIELD)? + FIELD.len();
-    let uuid = head.get(at..at + 36)?;
-    Uuid::parse_str(std::str::from_utf8(uuid).ok()?).ok()
-}
 
 /// Decodes a row for a reader of many rows (lists, pages, scans): a row that cannot be
 /// decoded is logged and passed over, never the end of the whole read (`appliance verify`
@@ -692,9 +684,6 @@ impl<'t> WriteCtx<'t> {
                 livemode,
                 data,
             };
-            let mut seqs = self.txn.open_table(SEQUENCES)?;
-            seqs.insert(project.as_u128(), seq)?;
-            drop(seqs);
             let mut events = self.txn.open_table(EVENTS)?;
             events.insert((project.as_u128(), seq), encode(&ev).as_slice())?;
             drop(events);

@@ -27,6 +27,9 @@ pub mod records;
 pub mod schema;
 pub mod verify;
 
+#[cfg(test)]
+mod migrate_tests;
+
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::Arc;
@@ -324,7 +327,6 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
     txn.open_table(schema::JOURNAL)?;
     txn.open_table(schema::EVENTS)?;
     txn.open_table(schema::EVENT_IDS)?;
-    txn.open_table(schema::SEQUENCES)?;
     txn.open_table(schema::IDEMPOTENCY)?;
     txn.open_table(schema::IDEMPOTENCY_EXP)?;
     txn.open_table(schema::HOLDINGS)?;
@@ -345,12 +347,41 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
         tracing::info!(
             rows = m.rows,
             left = m.left,
+            "chain state moved out of meta (schema version 3)"
+        );
+    }
+    if found.is_some_and(|v| v < 4) {
+        let m = migrate_to_4(&txn)?;
+        tracing::info!(
+            rows = m.rows,
+            left = m.left,
             "store migrated to schema version {}",
             schema::SCHEMA_VERSION
         );
     }
     txn.commit()?;
     Ok(())
+}
+
+/// Schema 3 -> 4: every record rewritten from JSON to MessagePack ([`codec`]), and the
+/// `sequences` table dropped (the last event key of a project gives its sequence). Rows
+/// that do not decode stay as they are, for `appliance verify` to report.
+fn migrate_to_4(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
+    let mut total = codec::Migrated::default();
+    macro_rules! migrate {
+        ($def:ident, $ty:ty) => {{
+            let m = codec::migrate_table::<_, $ty>(txn, schema::$def)?;
+            total.rows += m.rows;
+            total.left += m.left;
+        }};
+    }
+    schema::for_each_record_table!(migrate);
+    match txn.delete_table(schema::LEGACY_SEQUENCES) {
+        Ok(_) => {}
+        Err(redb::TableError::TableDoesNotExist(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(total)
 }
 
 fn writer_loop(
