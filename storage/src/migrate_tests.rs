@@ -307,7 +307,7 @@ fn a_json_valued_store_verifies_migrates_and_verifies_again() {
     let copy = Store::open(&dest, StoreOptions::default()).unwrap();
     let rep = copy.read_blocking(crate::verify::verify).unwrap();
     assert!(rep.violations.is_empty(), "{:?}", rep.violations);
-    let c: Vec<Customer> = copy.read_blocking(|r| crate::ScanOps::all(r)).unwrap();
+    let c: Vec<Customer> = copy.read_blocking(crate::ScanOps::all).unwrap();
     assert_eq!(c.len(), 5);
 }
 
