@@ -248,6 +248,18 @@ impl Store {
         .map_err(|_| StoreError::WriterGone)?
     }
 
+    /// Runs `f` on a read snapshot on the calling thread, also from async code: for the
+    /// request path's short, bounded reads (a row by id, one customer's balances, an
+    /// idempotency record), which take microseconds in redb's page cache, less than the
+    /// two thread hand-offs of [`Store::read`] (to the blocking pool and back). Scans and
+    /// pages that may pass over many rows use [`Store::read`]. See docs/performance.md.
+    pub fn read_now<T>(
+        &self,
+        f: impl FnOnce(&ReadCtx) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.read_blocking(f)
+    }
+
     /// Blocking twin of [`Store::read`].
     pub fn read_blocking<T>(
         &self,
