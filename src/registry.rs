@@ -6,9 +6,9 @@
 //! process-wide.
 
 use std::collections::BTreeMap;
-use std::sync::{OnceLock, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
-use appliance_chains::evm::rpc::EvmRpc;
+use appliance_chains::client::ChainClient;
 use appliance_chains::{AccountKind, ChainInfo};
 
 use crate::config::Config;
@@ -67,8 +67,8 @@ pub struct Chain {
     pub configured: bool,
     /// The live adapter's last health report; `None` before it first reached its node.
     health: RwLock<Option<AdapterHealth>>,
-    /// The node client, set once when the live adapter starts.
-    rpc: OnceLock<EvmRpc>,
+    /// The live chain's client (the chain seam), set once when the live adapter starts.
+    client: OnceLock<Arc<dyn ChainClient>>,
     /// When the live adapter last reached, and last failed to reach, its node.
     contact: std::sync::Mutex<NodeContact>,
 }
@@ -114,14 +114,14 @@ impl Chain {
         *self.contact.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The node client of this chain's live adapter; `None` when no adapter runs.
-    pub fn rpc(&self) -> Option<&EvmRpc> {
-        self.rpc.get()
+    /// The client of this chain's live adapter; `None` when no adapter runs.
+    pub fn client(&self) -> Option<&Arc<dyn ChainClient>> {
+        self.client.get()
     }
 
-    /// Records the node client when the live adapter starts (the first one set stays).
-    pub fn set_rpc(&self, rpc: EvmRpc) {
-        let _ = self.rpc.set(rpc);
+    /// Records the live client when the live adapter starts (the first one set stays).
+    pub fn set_client(&self, client: Arc<dyn ChainClient>) {
+        let _ = self.client.set(client);
     }
 
     pub fn id(&self) -> &'static str {
@@ -186,7 +186,7 @@ impl Registry {
                     assets,
                     configured: cc.is_some(),
                     health: RwLock::new(None),
-                    rpc: OnceLock::new(),
+                    client: OnceLock::new(),
                     contact: Default::default(),
                 }
             })
@@ -207,11 +207,11 @@ impl Registry {
         self.treasury.get().copied()
     }
 
-    /// Node clients of the chains whose live adapter runs, by chain id.
-    pub fn rpcs(&self) -> BTreeMap<&'static str, EvmRpc> {
+    /// Live clients of the chains whose live adapter runs, by chain id.
+    pub fn clients(&self) -> BTreeMap<&'static str, Arc<dyn ChainClient>> {
         self.chains
             .iter()
-            .filter_map(|c| c.rpc().map(|r| (c.id(), r.clone())))
+            .filter_map(|c| c.client().map(|r| (c.id(), r.clone())))
             .collect()
     }
 

@@ -245,7 +245,7 @@ async fn serve(
         let signer = signer
             .clone()
             .context("live chains are configured but no master seed is unlocked")?;
-        workers::evm::start(&state, signer).await?;
+        workers::chain::start(&state, signer).await?;
     }
     let mode = if test_mode { " (test mode)" } else { "" };
     let scheme = if rustls.is_some() { "https" } else { "http" };

@@ -134,6 +134,13 @@ pub trait ChainClient: Send + Sync + fmt::Debug + 'static {
     /// The registry id of the chain (`"ethereum"`, `"bsc"`, ...).
     fn chain(&self) -> &str;
 
+    /// The chain id the node reports (EIP-155), to refuse a node of another chain.
+    /// `Ok(None)`: the client cannot be pointed at another chain (the simulated chain), so
+    /// there is nothing to check.
+    async fn chain_id(&self) -> Result<Option<u64>, ClientError> {
+        Ok(None)
+    }
+
     /// The number of the newest block.
     async fn head(&self) -> Result<u64, ClientError>;
 

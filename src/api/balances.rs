@@ -95,7 +95,7 @@ async fn wallet_balances(
         let reg_chain = w.chain.clone();
         live = Some(read.map_err(|e| {
             // DECISIONS.md section 16: a chain READ with the node down is retryable.
-            tracing::warn!(chain = %reg_chain, error = %crate::workers::evm::clean(&e), "on-chain balance read failed");
+            tracing::warn!(chain = %reg_chain, error = %crate::workers::chain::clean(&e), "on-chain balance read failed");
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "chain_unavailable_now",

@@ -179,36 +179,38 @@ pub enum OnchainError {
     Bad(&'static str),
     /// The node failed or refused.
     #[error(transparent)]
-    Rpc(#[from] appliance_chains::evm::rpc::RpcError),
+    Client(#[from] appliance_chains::client::ClientError),
 }
 
 /// On-chain balances of `address` for every asset of `chain` (atomic units; a reading over
-/// `u128::MAX` saturates), read from the chain's live node, for
+/// `u128::MAX` saturates), read through the chain's live client, for
 /// `GET /v1/wallets/{id}/balances?source=chain|both` (SPEC.md section 4).
 pub async fn onchain(
     reg: &Registry,
     chain: &str,
     address: &str,
 ) -> Result<BTreeMap<String, u128>, OnchainError> {
+    use appliance_chains::client::AssetRef;
     use appliance_chains::evm::Address;
     let c = reg
         .chain(chain)
         .ok_or_else(|| OnchainError::NoNode(chain.to_string()))?;
-    let rpc = c
-        .rpc()
+    let client = c
+        .client()
         .ok_or_else(|| OnchainError::NoNode(chain.to_string()))?;
     let owner: Address = address.parse().map_err(|_| OnchainError::Bad("address"))?;
     let mut out = BTreeMap::new();
     for a in &c.assets {
-        let v = if a.is_native {
-            rpc.balance(owner).await?
+        let asset = if a.is_native {
+            AssetRef::Native
         } else {
-            let token: Address = a
-                .contract
-                .parse()
-                .map_err(|_| OnchainError::Bad("contract"))?;
-            rpc.token_balance(token, owner).await?
+            AssetRef::Token(
+                a.contract
+                    .parse()
+                    .map_err(|_| OnchainError::Bad("contract"))?,
+            )
         };
+        let v = client.balance(owner, asset).await?;
         out.insert(a.symbol.clone(), u128::try_from(v).unwrap_or(u128::MAX));
     }
     Ok(out)

@@ -1,5 +1,5 @@
 //! Background workers inside the binary.
 
-pub mod evm;
+pub mod chain;
 pub mod maintenance;
 pub mod sim_chain;

@@ -735,6 +735,28 @@ pub trait ScanOps: Reader {
         }
         Ok(out)
     }
+
+    /// Rows of a table with an id above `after` (all of them for `None`), in id order, at
+    /// most `limit`; an undecodable row is passed over as in [`ScanOps::all`]. Lets a reader
+    /// follow a table whose ids only grow (UUID v7 minted on the writer thread), e.g. a
+    /// chain watcher learning new deposit addresses.
+    fn after<R: Row>(&self, after: Option<Uuid>, limit: usize) -> Result<Vec<R>, StoreError> {
+        let t = self.open(R::TABLE)?;
+        let mut out = Vec::new();
+        let iter = match after {
+            Some(a) if a.as_u128() == u128::MAX => return Ok(out),
+            Some(a) => t.range(a.as_u128() + 1..)?,
+            None => t.range(0u128..)?,
+        };
+        for e in iter.take(limit) {
+            let (k, v) = e?;
+            let id = Uuid::from_u128(k.value());
+            if let Some(r) = decode_listed(R::TABLE.name(), &id, v.value()) {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
 }
 
 impl ScanOps for ReadCtx {}

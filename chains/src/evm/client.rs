@@ -68,6 +68,10 @@ impl ChainClient for EvmClient {
         &self.chain
     }
 
+    async fn chain_id(&self) -> Result<Option<u64>, ClientError> {
+        Ok(Some(self.rpc.chain_id().await?))
+    }
+
     async fn head(&self) -> Result<u64, ClientError> {
         Ok(self.rpc.block_number().await?)
     }

@@ -2,7 +2,7 @@
 //! lives at a CREATE2 address under the deterministic deployment proxy, so any chain can
 //! get it by one transaction of the treasury to the proxy. This module knows the chain
 //! side only: whether the code is there and the transaction that puts it there. Signing,
-//! nonce bookkeeping and broadcast are the sender's (`src/workers/evm/sender.rs`).
+//! nonce bookkeeping and broadcast are the sender's (`src/workers/chain/sender.rs`).
 
 use super::rpc::{EvmRpc, RpcError};
 use super::{sender, sweeper, Address, Bytes, U256};

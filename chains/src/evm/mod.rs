@@ -10,7 +10,7 @@
 //! * [`sweeper`]: calldata of the forwarder factory (deploy-and-flush in one transaction).
 //! * [`factory`]: whether the forwarder factory is deployed and the transaction deploying it.
 //!
-//! Storage and the ledger stay in the binary (`src/workers/evm/`); this module knows the
+//! Storage and the ledger stay in the binary (`src/workers/chain/`); this module knows the
 //! chain only.
 
 pub mod client;

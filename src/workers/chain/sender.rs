@@ -1,4 +1,4 @@
-//! The sender of a live EVM chain, a saga runner (STYLE.md habit 9). For each queued payout
+//! The sender of one chain worker, a saga runner (STYLE.md habit 9). For each queued payout
 //! and each open sweep it writes the intent, the nonce and the signed raw transaction in one
 //! store transaction, then broadcasts outside it, and finalises in a later transaction once
 //! the receipt has the chain's confirmations. Every pass first walks the pending list: a
@@ -7,22 +7,21 @@
 //! higher fees.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::anyhow;
 use uuid::Uuid;
 
-use appliance_chains::evm::rpc::RpcError;
-use appliance_chains::evm::{factory, sender, sweeper, Address, B256, U256};
+use appliance_chains::client::{CallRequest, ClientError};
+use appliance_chains::evm::{sender, sweeper, Address, B256, U256};
 use appliance_signer::{SignError, SigningPolicy};
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{
-    ApiKey, Mode, Payout, PayoutStatus, Project, Sweep, SweepStatus, Wallet,
+    ApiKey, Payout, PayoutStatus, Project, Sweep, SweepStatus, Wallet,
 };
 use appliance_storage::{ReadOps, WriteCtx};
 
 use super::store::{out_tx, pending_nonces, put_tx, stored_nonce, OutKind, OutTx};
-use super::{clean, hex32, write, LiveChain, Master, Scopes, MAX_BACKOFF};
+use super::{clean, hex32, write, ChainWorker, Master, Scopes, MAX_BACKOFF};
 use crate::services::error::Fault;
 use crate::services::{payouts, sweeps, Scope};
 use crate::state::AppState;
@@ -30,8 +29,8 @@ use crate::state::AppState;
 /// Most payouts or sweeps one sender pass signs.
 const MAX_NEW_PER_PASS: usize = 64;
 
-pub(super) async fn send_loop(state: AppState, c: LiveChain, m: Master) {
-    let poll = Duration::from_millis(c.cfg.poll_interval_ms.max(50));
+pub(super) async fn send_loop(state: AppState, c: ChainWorker, m: Master) {
+    let poll = c.poll;
     let mut backoff = poll;
     loop {
         let step = std::panic::AssertUnwindSafe(send_step(&state, &c, &m));
@@ -45,7 +44,7 @@ pub(super) async fn send_loop(state: AppState, c: LiveChain, m: Master) {
                 tokio::time::sleep(poll).await;
             }
             Err(e) => {
-                tracing::warn!(chain = c.id, error = %clean(&e), "sender step failed");
+                tracing::warn!(chain = c.chain, key = %c.key, error = %clean(&e), "sender step failed");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
@@ -54,15 +53,15 @@ pub(super) async fn send_loop(state: AppState, c: LiveChain, m: Master) {
 }
 
 /// One sender pass: follow pending transactions, then sign new payouts and sweeps.
-pub async fn send_step(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Result<()> {
+pub async fn send_step(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<()> {
     track_pending(state, c, m).await?;
     send_payouts(state, c, m).await?;
     send_sweeps(state, c, m).await?;
     Ok(())
 }
 
-fn is_refusal(e: &RpcError) -> bool {
-    matches!(e, RpcError::Transport { refused: true, .. })
+fn is_refusal(e: &ClientError) -> bool {
+    e.is_refusal()
 }
 
 fn policy(state: &AppState, project: &Project, key: bool) -> SigningPolicy {
@@ -77,7 +76,7 @@ fn policy(state: &AppState, project: &Project, key: bool) -> SigningPolicy {
 #[allow(clippy::too_many_arguments)]
 async fn send_new<F>(
     state: &AppState,
-    c: &LiveChain,
+    c: &ChainWorker,
     m: &Master,
     pol: SigningPolicy,
     kind: OutKind,
@@ -92,11 +91,13 @@ async fn send_new<F>(
 where
     F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>, &str) -> Result<bool, Fault> + Send + 'static,
 {
-    let chain = c.id;
-    let stored = state.store.read(move |r| stored_nonce(r, chain)).await?;
-    let node = c.rpc.pending_nonce(m.treasury).await?;
+    let key = c.key.clone();
+    let k2 = key.clone();
+    let stored = state.store.read(move |r| stored_nonce(r, &k2)).await?;
+    let node = c.client.nonce(m.treasury, true).await?;
     let nonce = sender::choose_nonce(stored, node);
-    let (max_fee, tip) = c.rpc.fees().await?;
+    let f = c.client.fees().await?;
+    let (max_fee, tip) = (f.max_fee_per_gas, f.max_priority_fee_per_gas);
     let tx = sender::eip1559(
         c.chain_id,
         nonce,
@@ -130,36 +131,36 @@ where
         done: false,
     };
     let recorded = write(state, move |ctx| {
-        if stored_nonce(ctx, chain)? != stored {
+        if stored_nonce(ctx, &key)? != stored {
             return Err(Fault::invariant("nonce moved under the sender"));
         }
         if !record(ctx, &out.hashes[0])? {
             return Ok(false);
         }
-        put_tx(ctx, chain, &out)?;
-        ctx.evm_pending_set(chain, nonce, true)?;
-        ctx.evm_next_nonce_put(chain, nonce + 1)?;
+        put_tx(ctx, &key, &out)?;
+        ctx.evm_pending_set(&key, nonce, true)?;
+        ctx.evm_next_nonce_put(&key, nonce + 1)?;
         Ok(true)
     })
     .await?;
     if !recorded {
         return Ok(Ok(None));
     }
-    if let Err(e) = c.rpc.send_raw(&signed.raw).await {
+    if let Err(e) = c.client.broadcast(&signed.raw).await {
         // Recorded: the tracker rebroadcasts it.
-        tracing::warn!(chain, nonce, error = %clean(&e), "broadcast failed; will retry");
+        tracing::warn!(chain = c.chain, nonce, error = %clean(&e), "broadcast failed; will retry");
     }
     Ok(Ok(Some(hash)))
 }
 
-async fn track_pending(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Result<()> {
-    let chain = c.id;
+async fn track_pending(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<()> {
+    let key = c.key.clone();
     let txs: Vec<OutTx> = state
         .store
         .read(move |r| {
             let mut v = Vec::new();
-            for n in pending_nonces(r, chain)? {
-                if let Some(t) = out_tx(r, chain, n)? {
+            for n in pending_nonces(r, &key)? {
+                if let Some(t) = out_tx(r, &key, n)? {
                     v.push(t);
                 }
             }
@@ -169,12 +170,12 @@ async fn track_pending(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::R
     if txs.is_empty() {
         return Ok(());
     }
-    let head = c.rpc.block_number().await?;
+    let head = c.client.head().await?;
     for tx in txs {
         let mut mined = None;
         for h in tx.hashes.iter().rev() {
             let hash: B256 = h.parse().map_err(|_| anyhow!("bad stored hash {h}"))?;
-            if let Some(r) = c.rpc.receipt(hash).await? {
+            if let Some(r) = c.client.receipt(hash).await? {
                 mined = Some((h.clone(), r));
                 break;
             }
@@ -187,7 +188,7 @@ async fn track_pending(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::R
             }
             None => {
                 let age_ms = (appliance_storage::now_us() - tx.sent_at) / 1000;
-                if age_ms > c.cfg.replace_after_ms as i64 {
+                if age_ms > c.replace_after_ms as i64 {
                     replace(state, c, m, tx).await?;
                 } else {
                     let last: B256 = tx
@@ -195,10 +196,10 @@ async fn track_pending(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::R
                         .last()
                         .and_then(|h| h.parse().ok())
                         .unwrap_or_default();
-                    if !c.rpc.knows_tx(last).await? {
+                    if !c.client.knows_tx(last).await? {
                         let raw = hex::decode(tx.raws.last().map(String::as_str).unwrap_or(""))?;
-                        if let Err(e) = c.rpc.send_raw(&raw).await {
-                            tracing::debug!(chain, nonce = tx.nonce, error = %clean(&e), "rebroadcast refused");
+                        if let Err(e) = c.client.broadcast(&raw).await {
+                            tracing::debug!(chain = c.chain, nonce = tx.nonce, error = %clean(&e), "rebroadcast refused");
                         }
                     }
                 }
@@ -210,24 +211,26 @@ async fn track_pending(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::R
 
 async fn finalise(
     state: &AppState,
-    c: &LiveChain,
+    c: &ChainWorker,
     tx: OutTx,
     hash: String,
     success: bool,
 ) -> anyhow::Result<()> {
     let reg = state.registry.clone();
     let attempts = state.config.webhooks.max_attempts();
-    let chain = c.id;
+    let key = c.key.clone();
+    let scope = c.scope;
     write(state, move |ctx| {
-        let mut scopes = Scopes::new(reg, attempts);
+        let chain = &*key;
+        let mut scopes = Scopes::new(reg, scope, attempts);
         match tx.kind {
             OutKind::Sweep => {
-                if let Some(s) = scopes.live(ctx, tx.project_id)? {
+                if let Some(s) = scopes.of(ctx, tx.project_id)? {
                     sweeps::settle_live(ctx, &s, tx.ref_id, success)?;
                 }
             }
             OutKind::Payout => {
-                if let Some(s) = scopes.live(ctx, tx.project_id)? {
+                if let Some(s) = scopes.of(ctx, tx.project_id)? {
                     payouts::settle_live(ctx, &s, tx.ref_id, &hash, success)?;
                 }
             }
@@ -243,12 +246,18 @@ async fn finalise(
 }
 
 /// Replaces a stuck transaction: same nonce, same call, fees up by at least 12.5%.
-async fn replace(state: &AppState, c: &LiveChain, m: &Master, mut tx: OutTx) -> anyhow::Result<()> {
+async fn replace(
+    state: &AppState,
+    c: &ChainWorker,
+    m: &Master,
+    mut tx: OutTx,
+) -> anyhow::Result<()> {
     let old = (
         tx.max_fee_per_gas.parse::<u128>().unwrap_or(0),
         tx.max_priority_fee_per_gas.parse::<u128>().unwrap_or(0),
     );
-    let (max_fee, tip) = sender::bumped_fees(old, c.rpc.fees().await?);
+    let f = c.client.fees().await?;
+    let (max_fee, tip) = sender::bumped_fees(old, (f.max_fee_per_gas, f.max_priority_fee_per_gas));
     let project_id = tx.project_id;
     let project = state
         .store
@@ -275,7 +284,7 @@ async fn replace(state: &AppState, c: &LiveChain, m: &Master, mut tx: OutTx) -> 
     let signed = match m.signer.sign_evm(pol, unsigned) {
         Ok(s) => s,
         Err(e) => {
-            tracing::warn!(chain = c.id, nonce = tx.nonce, error = %clean(&e), "cannot replace a stuck transaction");
+            tracing::warn!(chain = c.chain, nonce = tx.nonce, error = %clean(&e), "cannot replace a stuck transaction");
             return Ok(());
         }
     };
@@ -285,10 +294,10 @@ async fn replace(state: &AppState, c: &LiveChain, m: &Master, mut tx: OutTx) -> 
     tx.max_fee_per_gas = max_fee.to_string();
     tx.max_priority_fee_per_gas = tip.to_string();
     tx.sent_at = appliance_storage::now_us();
-    let chain = c.id;
+    let key = c.key.clone();
     let t2 = tx.clone();
     write(state, move |ctx| {
-        put_tx(ctx, chain, &t2)?;
+        put_tx(ctx, &key, &t2)?;
         if t2.kind == OutKind::Payout {
             payouts::retarget_live(ctx, t2.ref_id, &hash)?;
         }
@@ -296,14 +305,14 @@ async fn replace(state: &AppState, c: &LiveChain, m: &Master, mut tx: OutTx) -> 
     })
     .await?;
     tracing::info!(
-        chain,
+        chain = c.chain,
         nonce = tx.nonce,
         max_fee,
         tip,
         "replaced a stuck transaction"
     );
-    if let Err(e) = c.rpc.send_raw(&signed.raw).await {
-        tracing::warn!(chain, nonce = tx.nonce, error = %clean(&e), "replacement broadcast failed");
+    if let Err(e) = c.client.broadcast(&signed.raw).await {
+        tracing::warn!(chain = c.chain, nonce = tx.nonce, error = %clean(&e), "replacement broadcast failed");
     }
     Ok(())
 }
@@ -326,7 +335,7 @@ async fn work_ids(state: &AppState, tag: IndexTag) -> anyhow::Result<Vec<Uuid>> 
     Ok(ids)
 }
 
-async fn send_payouts(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Result<()> {
+async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<()> {
     let reg = state.registry.clone();
     let attempts = state.config.webhooks.max_attempts();
     let mut done = 0;
@@ -334,7 +343,8 @@ async fn send_payouts(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Re
         if done >= MAX_NEW_PER_PASS {
             break;
         }
-        let chain = c.id;
+        let chain = c.chain;
+        let ws = c.scope;
         let item = state
             .store
             .read(move |r| {
@@ -342,14 +352,12 @@ async fn send_payouts(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Re
                     return Ok(None);
                 };
                 if p.chain != chain
+                    || !ws.may_admit(p.project_id)
                     || !matches!(p.status, PayoutStatus::Queued | PayoutStatus::Signing)
                 {
                     return Ok(None);
                 }
-                let Some(project) = r
-                    .get::<Project>(p.project_id)?
-                    .filter(|x| x.mode == Mode::Live)
-                else {
+                let Some(project) = r.get::<Project>(p.project_id)?.filter(|x| ws.admits(x)) else {
                     return Ok(None);
                 };
                 let key = r.get::<ApiKey>(p.created_by_key)?;
@@ -410,11 +418,13 @@ async fn send_payouts(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Re
                 sweeper::erc20_transfer_calldata(&dest, U256::from(p.amount)),
             )
         };
-        let gas = match c
-            .rpc
-            .estimate_gas(m.treasury, to, value, data.clone())
-            .await
-        {
+        let call = CallRequest {
+            from: m.treasury,
+            to,
+            value,
+            data: data.clone(),
+        };
+        let gas = match c.client.estimate_gas(&call).await {
             Ok(g) => sender::gas_limit_with_margin(g),
             Err(e) if is_refusal(&e) => {
                 // The node says the transfer cannot succeed now (the master wallet lacks
@@ -427,7 +437,7 @@ async fn send_payouts(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Re
             Err(e) => return Err(e.into()),
         };
         let s2 = scope.clone();
-        let head = c.rpc.block_number().await?;
+        let head = c.client.head().await?;
         let sent = send_new(
             state,
             c,
@@ -455,16 +465,16 @@ async fn send_payouts(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Re
 /// Deploys the factory through the deterministic deployment proxy when the chain lacks it
 /// (the chain side is `appliance_chains::evm::factory`). `Ok(true)` once its code is on
 /// chain.
-async fn ensure_factory(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Result<bool> {
-    if factory::is_deployed(&c.rpc, m.factory).await? {
+async fn ensure_factory(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<bool> {
+    if !c.client.code(m.factory).await?.is_empty() {
         return Ok(true);
     }
-    let chain = c.id;
+    let key = c.key.clone();
     let pending = state
         .store
         .read(move |r| {
-            for n in pending_nonces(r, chain)? {
-                if out_tx(r, chain, n)?.is_some_and(|t| t.kind == OutKind::Factory) {
+            for n in pending_nonces(r, &key)? {
+                if out_tx(r, &key, n)?.is_some_and(|t| t.kind == OutKind::Factory) {
                     return Ok(true);
                 }
             }
@@ -474,7 +484,17 @@ async fn ensure_factory(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::
     if pending {
         return Ok(false);
     }
-    let d = factory::deployment(&c.rpc, m.treasury).await?;
+    let to = Address::from(appliance_chains::address::DEPLOYMENT_PROXY);
+    let data = sweeper::factory_deploy_calldata(&m.treasury);
+    let gas = c
+        .client
+        .estimate_gas(&CallRequest {
+            from: m.treasury,
+            to,
+            value: U256::ZERO,
+            data: data.clone(),
+        })
+        .await?;
     let pol = SigningPolicy {
         service: state.config.signing.enabled,
         project: true,
@@ -488,24 +508,25 @@ async fn ensure_factory(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::
         OutKind::Factory,
         Uuid::nil(),
         Uuid::nil(),
-        d.to,
-        d.value,
-        d.data,
-        d.gas_limit,
+        to,
+        U256::ZERO,
+        data,
+        sender::gas_limit_with_margin(gas),
         |_, _| Ok(true),
     )
     .await?;
     if let Err(e) = r {
-        tracing::warn!(chain = c.id, error = %clean(&e), "cannot deploy the forwarder factory");
+        tracing::warn!(chain = c.chain, error = %clean(&e), "cannot deploy the forwarder factory");
     }
     Ok(false)
 }
 
-async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Result<()> {
+async fn send_sweeps(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<()> {
     let reg = state.registry.clone();
     let attempts = state.config.webhooks.max_attempts();
-    let chain = c.id;
-    let threshold = c.cfg.sweep_threshold_usd_cents.unwrap_or(0) as u128;
+    let chain = c.chain;
+    let ws = c.scope;
+    let threshold = c.sweep_threshold_usd_cents as u128;
     let mut factory_ready: Option<bool> = None;
     let mut done = 0;
     for id in work_ids(state, IndexTag::SweepsWork).await? {
@@ -518,12 +539,13 @@ async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Res
                 let Some(sw) = r.get::<Sweep>(id)? else {
                     return Ok(None);
                 };
-                if sw.chain != chain || sw.status != SweepStatus::Open {
+                if sw.chain != chain
+                    || !ws.may_admit(sw.project_id)
+                    || sw.status != SweepStatus::Open
+                {
                     return Ok(None);
                 }
-                let Some(project) = r
-                    .get::<Project>(sw.project_id)?
-                    .filter(|x| x.mode == Mode::Live)
+                let Some(project) = r.get::<Project>(sw.project_id)?.filter(|x| ws.admits(x))
                 else {
                     return Ok(None);
                 };
@@ -583,11 +605,13 @@ async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Res
         };
         let salt = appliance_chains::address::deposit_salt(w.project_id, w.customer_id);
         let data = sweeper::sweep_calldata(salt, &[token]);
-        let gas = match c
-            .rpc
-            .estimate_gas(m.treasury, m.factory, U256::ZERO, data.clone())
-            .await
-        {
+        let call = CallRequest {
+            from: m.treasury,
+            to: m.factory,
+            value: U256::ZERO,
+            data: data.clone(),
+        };
+        let gas = match c.client.estimate_gas(&call).await {
             Ok(g) => sender::gas_limit_with_margin(g),
             Err(e) if is_refusal(&e) => {
                 tracing::warn!(chain, sweep = %id, error = %clean(&e), "sweep would revert; left open");
@@ -595,7 +619,7 @@ async fn send_sweeps(state: &AppState, c: &LiveChain, m: &Master) -> anyhow::Res
             }
             Err(e) => return Err(e.into()),
         };
-        let head = c.rpc.block_number().await?;
+        let head = c.client.head().await?;
         let s2 = scope.clone();
         let r = send_new(
             state,

@@ -1,0 +1,429 @@
+//! The watcher of one chain worker: follows blocks through the client, records transfers
+//! to the deposit addresses of its scope as `detected` deposits, counts confirmations,
+//! credits at the threshold and unwinds deposits whose blocks leave the canonical chain.
+//! Its position and the recent block hashes are written in the same transaction as the
+//! deposits of each slice of blocks: after a restart it resumes exactly there.
+
+use std::collections::BTreeMap;
+
+use anyhow::anyhow;
+use uuid::Uuid;
+
+use appliance_chains::client::{BlockRef, ClientError, Transfer, WatchSet};
+use appliance_chains::evm::watcher::Cursor;
+use appliance_chains::evm::Address;
+use appliance_storage::index::{self, IndexTag};
+use appliance_storage::records::{Deposit, Project, Wallet};
+use appliance_storage::{ChainStateOps, ReadOps, ScanOps, WriteCtx};
+
+use super::store::{load_watch, save_watch, WatchState};
+use super::{
+    clean, hex32, note, set_health, write, ChainIdMismatch, ChainWorker, Scopes, MAX_BACKOFF,
+};
+use crate::services::chains::AdapterHealth;
+use crate::services::deposits;
+use crate::services::error::Fault;
+use crate::state::AppState;
+
+/// Most blocks one watcher pass asks the client for. The client splits a range into the
+/// node calls it needs (issue 8 item 5), so a watcher that is behind catches up in large
+/// steps; deposits are still committed in slices ([`MAX_DEPOSITS_PER_COMMIT`]).
+pub const MAX_RANGE: u64 = 1_000;
+
+fn memory_blocks(w: &ChainWorker) -> usize {
+    (w.required_confirmations as usize * 2).max(256)
+}
+
+/// The deposit addresses a watcher looks for, learnt incrementally: wallet ids are UUID v7
+/// minted on the store's writer thread, so the rows above the last one seen are exactly
+/// the wallets created since.
+#[derive(Default)]
+pub struct Watched {
+    set: WatchSet,
+    /// Address -> wallet id.
+    wallets: std::collections::HashMap<Address, Uuid>,
+    last: Option<Uuid>,
+    /// Whether each project seen is in the worker's scope.
+    projects: BTreeMap<Uuid, bool>,
+}
+
+/// Wallet rows read per store snapshot while learning addresses.
+const WALLET_PAGE: usize = 10_000;
+
+impl Watched {
+    /// Reads the wallets created since the last refresh and adds the addresses of those on
+    /// the worker's chain and scope.
+    async fn refresh(&mut self, state: &AppState, w: &ChainWorker) -> anyhow::Result<()> {
+        if self.set.tokens.is_empty() && !w.tokens.is_empty() {
+            self.set.tokens = w.tokens.iter().map(|(a, _)| *a).collect();
+        }
+        loop {
+            let after = self.last;
+            let known: Vec<Uuid> = self.projects.keys().copied().collect();
+            let scope = w.scope;
+            let (rows, modes) = state
+                .store
+                .read(move |r| {
+                    let rows = r.after::<Wallet>(after, WALLET_PAGE)?;
+                    let mut modes = BTreeMap::new();
+                    for x in &rows {
+                        if known.contains(&x.project_id) || modes.contains_key(&x.project_id) {
+                            continue;
+                        }
+                        let ok = scope.may_admit(x.project_id)
+                            && r.get::<Project>(x.project_id)?
+                                .is_some_and(|p| scope.admits(&p));
+                        modes.insert(x.project_id, ok);
+                    }
+                    Ok((rows, modes))
+                })
+                .await?;
+            self.projects.extend(modes);
+            let n = rows.len();
+            for x in rows {
+                self.last = Some(x.id);
+                if x.chain != w.chain || !self.projects.get(&x.project_id).copied().unwrap_or(false)
+                {
+                    continue;
+                }
+                let Ok(a) = x.address.parse::<Address>() else {
+                    continue;
+                };
+                self.set.addresses.insert(a);
+                self.wallets.insert(a, x.id);
+            }
+            if n < WALLET_PAGE {
+                return Ok(());
+            }
+        }
+    }
+}
+
+pub(super) async fn watch_loop(state: AppState, w: ChainWorker) {
+    let mut backoff = w.poll;
+    let mut checked = false;
+    let mut watched = Watched::default();
+    // Until the node is first reached the chain is `paused` (issue 10 point 7).
+    let mut reached = false;
+    loop {
+        let step = std::panic::AssertUnwindSafe(watch_step(&state, &w, &mut checked, &mut watched));
+        let r = match futures_util::FutureExt::catch_unwind(step).await {
+            Ok(r) => r,
+            Err(_) => Err(anyhow!("the watcher step panicked (a bug); retrying")),
+        };
+        match r {
+            Ok(caught_up) => {
+                reached = true;
+                set_health(&state, &w, AdapterHealth::Healthy);
+                backoff = w.poll;
+                if caught_up {
+                    tokio::time::sleep(w.poll).await;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(chain = w.chain, key = %w.key, error = %clean(&e), "watcher step failed");
+                let h = if reached {
+                    AdapterHealth::Failing(note(&e))
+                } else if e.chain().any(|x| x.is::<ChainIdMismatch>()) {
+                    AdapterHealth::Unreached(note(&e))
+                } else {
+                    AdapterHealth::Unreached(crate::services::chains::CONNECTING.into())
+                };
+                set_health(&state, &w, h);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+}
+
+/// Whether `first` (the first block of a new scan) extends what `cursor` processed.
+fn extends(cursor: &Cursor, first: &BlockRef) -> bool {
+    match cursor.hash_at(first.number.wrapping_sub(1)) {
+        Some(h) => h == first.parent_hash,
+        // Nothing remembered (first scan): nothing to contradict.
+        None => true,
+    }
+}
+
+/// Records processed blocks in the cursor, keeping at most `capacity`.
+fn push(cursor: &mut Cursor, blocks: &[BlockRef], capacity: usize) {
+    for b in blocks {
+        cursor.recent.push_back((b.number, b.hash));
+        cursor.height = Some(b.number);
+    }
+    while cursor.recent.len() > capacity {
+        cursor.recent.pop_front();
+    }
+}
+
+/// One pass: scan up to [`MAX_RANGE`] blocks, record and confirm deposits, move the
+/// cursor. `Ok(true)` when caught up with the head.
+pub async fn watch_step(
+    state: &AppState,
+    w: &ChainWorker,
+    checked: &mut bool,
+    watched: &mut Watched,
+) -> anyhow::Result<bool> {
+    if !*checked {
+        if let Some(n) = w.client.chain_id().await? {
+            if n != w.chain_id {
+                return Err(ChainIdMismatch {
+                    got: n,
+                    expected: w.chain_id,
+                }
+                .into());
+            }
+        }
+        *checked = true;
+    }
+    let key = w.key.clone();
+    let ws = state.store.read(move |r| load_watch(r, &key)).await?;
+    let head = w.client.head().await?;
+    let from = match ws.cursor.height {
+        Some(h) => h + 1,
+        None => w.start_block.unwrap_or(head),
+    };
+    if from > head {
+        // The node may have rewound below our position (a reorg to a shorter chain).
+        if let Some(h) = ws.cursor.height {
+            match w.client.block(h).await? {
+                Some(b) if ws.cursor.hash_at(h).is_some_and(|x| x != b.hash) => {
+                    return reorg(state, w, ws).await.map(|_| false);
+                }
+                Some(_) => {}
+                None => return reorg(state, w, ws).await.map(|_| false),
+            }
+        }
+        crate::ops::metrics::chain_position(w.chain, w.scope.mode(), head, from.saturating_sub(1));
+        return Ok(true);
+    }
+    let to = head.min(from + MAX_RANGE - 1);
+    // After the head is read: every wallet that can have received a transfer in blocks up
+    // to `head` was created before it.
+    watched.refresh(state, w).await?;
+    let scan = match w.client.transfers(from, to, &watched.set).await {
+        Ok(s) => s,
+        Err(ClientError::Moving(why)) => {
+            tracing::debug!(chain = w.chain, why, "chain moved during scan; rescanning");
+            return Ok(false);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let Some(first) = scan.blocks.first() else {
+        return Err(anyhow!("the client returned no blocks for {from}..={to}"));
+    };
+    if !extends(&ws.cursor, first) {
+        return reorg(state, w, ws).await.map(|_| false);
+    }
+    let mut kept: Vec<(Transfer, Uuid)> = scan
+        .transfers
+        .into_iter()
+        .filter_map(|t| watched.wallets.get(&t.to).map(|id| (t.clone(), *id)))
+        .collect();
+    // Commit in slices of at most MAX_DEPOSITS_PER_COMMIT deposits (whole blocks), so a
+    // burst of transfers never holds the store writer for long.
+    kept.sort_by_key(|(t, _)| (t.block_number, t.log_index.unwrap_or(u32::MAX)));
+    let mut expected = ws.cursor.height;
+    let mut blocks = scan.blocks.into_iter().peekable();
+    let mut kept = kept.into_iter().peekable();
+    while blocks.peek().is_some() {
+        let mut slice_blocks = Vec::new();
+        let mut slice_kept = Vec::new();
+        while let Some(b) = blocks.peek() {
+            let n = b.number;
+            let mut in_block = Vec::new();
+            while kept.peek().is_some_and(|(t, _)| t.block_number == n) {
+                in_block.push(kept.next().expect("peeked"));
+            }
+            if !slice_blocks.is_empty()
+                && slice_kept.len() + in_block.len() > MAX_DEPOSITS_PER_COMMIT
+            {
+                // This block starts the next slice.
+                commit_slice(state, w, expected, slice_blocks, slice_kept).await?;
+                expected = Some(n - 1);
+                slice_blocks = Vec::new();
+                slice_kept = Vec::new();
+            }
+            slice_kept.extend(in_block);
+            slice_blocks.push(blocks.next().expect("peeked"));
+        }
+        let last = slice_blocks.last().map(|b| b.number);
+        commit_slice(state, w, expected, slice_blocks, slice_kept).await?;
+        expected = last;
+    }
+    crate::ops::metrics::chain_position(w.chain, w.scope.mode(), head, to);
+    Ok(to == head)
+}
+
+/// Most deposits written by one watcher commit.
+const MAX_DEPOSITS_PER_COMMIT: usize = 1_000;
+
+/// Records the deposits of consecutive blocks, advances confirmations and moves the cursor
+/// past them, in one transaction. `expected`: the cursor height this slice follows.
+async fn commit_slice(
+    state: &AppState,
+    w: &ChainWorker,
+    expected: Option<u64>,
+    blocks: Vec<BlockRef>,
+    kept: Vec<(Transfer, Uuid)>,
+) -> anyhow::Result<()> {
+    let reg = state.registry.clone();
+    let attempts = state.config.webhooks.max_attempts();
+    let lw = w.clone();
+    let started = std::time::Instant::now();
+    let (from, to, n) = (
+        blocks.first().map(|b| b.number).unwrap_or(0),
+        blocks.last().map(|b| b.number).unwrap_or(0),
+        kept.len(),
+    );
+    write(state, move |ctx| {
+        let key = &*lw.key;
+        let mut ws = load_watch(ctx, key)?;
+        if ws.cursor.height != expected {
+            // Another pass moved the cursor meanwhile: drop this slice.
+            return Ok(());
+        }
+        let mut scopes = Scopes::new(reg, lw.scope, attempts);
+        let mut by_block: BTreeMap<u64, Vec<Uuid>> = BTreeMap::new();
+        for (t, wid) in &kept {
+            let Some(wallet) = ctx.get::<Wallet>(*wid)? else {
+                continue;
+            };
+            let Some(s) = scopes.of(ctx, wallet.project_id)? else {
+                continue;
+            };
+            let asset = match t.token {
+                None => lw.native_symbol.clone(),
+                Some(a) => match lw.tokens.iter().find(|(x, _)| *x == a) {
+                    Some((_, sym)) => sym.clone(),
+                    None => continue,
+                },
+            };
+            let Ok(amount) = u128::try_from(t.value) else {
+                continue;
+            };
+            if amount == 0 {
+                continue;
+            }
+            let ct = deposits::ChainTransfer {
+                chain: lw.chain.to_string(),
+                asset,
+                amount,
+                tx_hash: hex32(&t.tx_hash),
+                log_index: t.log_index,
+                from_address: appliance_chains::address::to_checksum(&t.from.0 .0),
+                to_address: wallet.address.clone(),
+                block_number: t.block_number,
+                block_time: (t.block_time as i64).saturating_mul(1_000_000),
+            };
+            if let Some(d) =
+                deposits::detect_live(ctx, &s, &wallet, &ct, lw.required_confirmations)?
+            {
+                by_block.entry(t.block_number).or_default().push(d.id);
+            }
+        }
+        for (n, ids) in &by_block {
+            for id in ids {
+                ctx.evm_block_deposit_add(key, *n, *id)?;
+            }
+        }
+        let height = blocks.last().map(|b| b.number).unwrap_or(0);
+        advance_pending(ctx, &mut scopes, lw.chain, height)?;
+        push(&mut ws.cursor, &blocks, memory_blocks(&lw));
+        save_watch(ctx, key, &ws)?;
+        Ok(())
+    })
+    .await?;
+    tracing::debug!(
+        chain = w.chain,
+        from,
+        to,
+        deposits = n,
+        commit_ms = started.elapsed().as_millis() as u64,
+        "watched blocks"
+    );
+    Ok(())
+}
+
+/// Counts confirmations of the chain's detected deposits (of the worker's scope) at
+/// `height` and credits those at their threshold.
+fn advance_pending(
+    ctx: &mut WriteCtx<'_>,
+    scopes: &mut Scopes,
+    chain: &str,
+    height: u64,
+) -> Result<(), Fault> {
+    let ids = ctx.scan_ids(
+        &index::prefix(IndexTag::DepositsPending, Uuid::nil(), &[]),
+        None,
+        usize::MAX,
+        |_| Ok(true),
+    )?;
+    for id in ids.items.into_iter().rev() {
+        let Some(d) = ctx.get::<Deposit>(id)? else {
+            continue;
+        };
+        if d.chain != chain || d.manual || d.block_number > height {
+            continue;
+        }
+        let Some(s) = scopes.of(ctx, d.project_id)? else {
+            continue;
+        };
+        deposits::advance_live(ctx, &s, d, height)?;
+    }
+    Ok(())
+}
+
+/// Walks back from the cursor's height to the newest remembered block the chain still has
+/// with the same hash. `None`: the fork is deeper than the memory (operator attention).
+async fn fork_point(w: &ChainWorker, cursor: &Cursor) -> anyhow::Result<Option<u64>> {
+    for (n, h) in cursor.recent.iter().rev() {
+        match w.client.block(*n).await? {
+            Some(b) if b.hash == *h => return Ok(Some(*n)),
+            _ => continue,
+        }
+    }
+    Ok(None)
+}
+
+/// The cursor's last block is no longer canonical: find the fork point, unwind the
+/// deposits above it (failed or orphaned, with events) and rewind the cursor. The sender
+/// learns of the reorg from its receipts on its next pass.
+async fn reorg(state: &AppState, w: &ChainWorker, ws: WatchState) -> anyhow::Result<()> {
+    let fork = fork_point(w, &ws.cursor).await?.ok_or_else(|| {
+        anyhow!(
+            "a reorg deeper than the {} remembered blocks: operator attention needed",
+            ws.cursor.recent.len()
+        )
+    })?;
+    tracing::warn!(chain = w.chain, key = %w.key, fork, height = ?ws.cursor.height, "reorg: rewinding");
+    let reg = state.registry.clone();
+    let attempts = state.config.webhooks.max_attempts();
+    let key = w.key.clone();
+    let scope = w.scope;
+    write(state, move |ctx| {
+        let mut ws = load_watch(ctx, &key)?;
+        let mut scopes = Scopes::new(reg, scope, attempts);
+        let top = ws.cursor.height.unwrap_or(fork);
+        for n in fork + 1..=top {
+            let ids = ctx.evm_block_deposits(&key, n)?;
+            if ids.is_empty() {
+                continue;
+            }
+            for id in ids {
+                let Some(d) = ctx.get::<Deposit>(id)? else {
+                    continue;
+                };
+                if let Some(s) = scopes.of(ctx, d.project_id)? {
+                    deposits::unwind_live(ctx, &s, d)?;
+                }
+            }
+            ctx.evm_block_deposits_clear(&key, n)?;
+        }
+        ws.cursor.rewind(fork);
+        save_watch(ctx, &key, &ws)?;
+        Ok(())
+    })
+    .await
+}
