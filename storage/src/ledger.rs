@@ -203,7 +203,9 @@ impl<'de> Deserialize<'de> for Account {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Posting {
     pub account: Account,
+    #[serde(serialize_with = "crate::codec::amount")]
     pub debit: u128,
+    #[serde(serialize_with = "crate::codec::amount")]
     pub credit: u128,
 }
 
