@@ -14,7 +14,7 @@ use uuid::Uuid;
 use crate::codec::{decode, encode, raw_project_id};
 use crate::index::{self, IndexTag};
 use crate::ledger::{self, Account, Balance, JournalEntry, LedgerError};
-use crate::records::{Event, IdempotencyRecord, Row};
+use crate::records::{Event, IdempotencyRecord, Row, Wallet};
 use crate::schema::*;
 use crate::{CommitNotice, StoreError};
 
@@ -241,6 +241,9 @@ pub trait ReadOps: Reader {
         let mut out = Vec::new();
         for e in t.range::<&[u8]>(prefix.as_slice()..end.as_slice())? {
             let (k, v) = e?;
+            if ledger::parse_holding_key(k.value()).is_some() {
+                continue;
+            }
             let a = Account::from_key(k.value())
                 .ok_or_else(|| StoreError::Corrupt("bad account key".into()))?;
             let (debits, credits) = v.value();
@@ -393,11 +396,17 @@ pub trait ReadOps: Reader {
         v.map(|g| decode(g.value())).transpose()
     }
 
-    /// Ledger's view of what sits on a deposit address: confirmed deposits less sweeps.
+    /// Ledger's view of what sits on a deposit address: confirmed deposits less sweeps (0
+    /// for a wallet that does not exist). Kept beside the customer's accounts
+    /// ([`ledger::holding_key`]).
     fn holding(&self, wallet: Uuid, asset: &str) -> Result<u128, StoreError> {
-        let t = self.open(HOLDINGS)?;
-        let v = t.get(holding_key(wallet, asset).as_slice())?;
-        Ok(v.map(|g| g.value()).unwrap_or(0))
+        let Some(w) = self.get::<Wallet>(wallet)? else {
+            return Ok(0);
+        };
+        let t = self.open(ACCOUNTS)?;
+        let key = ledger::holding_key(w.project_id, w.customer_id, &w.chain, asset, wallet);
+        let v = t.get(key.as_slice())?;
+        Ok(v.map(|g| g.value().0).unwrap_or(0))
     }
 
     /// Simulated on-chain balance of an address (test mode's chain).
@@ -466,12 +475,6 @@ fn upper_bound(prefix: &[u8], before: Option<Uuid>) -> Vec<u8> {
         Some(c) => [prefix, c.as_bytes().as_slice()].concat(),
         None => index::prefix_end(prefix),
     }
-}
-
-pub(crate) fn holding_key(wallet: Uuid, asset: &str) -> Vec<u8> {
-    let mut k = wallet.as_bytes().to_vec();
-    k.extend_from_slice(asset.as_bytes());
-    k
 }
 
 pub(crate) fn sim_key(chain: &str, address: &str, asset: &str) -> Vec<u8> {

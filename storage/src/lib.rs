@@ -341,7 +341,6 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
     txn.open_table(schema::EVENT_IDS)?;
     txn.open_table(schema::IDEMPOTENCY)?;
     txn.open_table(schema::IDEMPOTENCY_EXP)?;
-    txn.open_table(schema::HOLDINGS)?;
     txn.open_table(schema::SIM_BALANCES)?;
     txn.open_table(schema::ADDRESS_QUOTA)?;
     txn.open_table(schema::COUNTERS)?;
@@ -393,7 +392,52 @@ fn migrate_to_4(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreEr
         Err(redb::TableError::TableDoesNotExist(_)) => {}
         Err(e) => return Err(e.into()),
     }
+    total.rows += move_holdings(txn)?;
     Ok(total)
+}
+
+/// Schema 4: each row of the old `holdings` table (wallet ‖ asset -> amount) moves into
+/// `accounts` under [`ledger::holding_key`], found through its wallet. A row whose wallet
+/// is missing or undecodable stays where it is, for `verify` to report; the table is
+/// dropped once empty. Returns the rows moved.
+fn move_holdings(txn: &redb::WriteTransaction) -> Result<u64, StoreError> {
+    use redb::{ReadableTable, ReadableTableMetadata};
+    let rows: Vec<(Vec<u8>, u128)> = match txn.open_table(schema::LEGACY_HOLDINGS) {
+        Ok(t) => t
+            .iter()?
+            .map(|e| e.map(|(k, v)| (k.value().to_vec(), v.value())))
+            .collect::<Result<_, _>>()?,
+        Err(e) => return Err(e.into()),
+    };
+    let wallets = txn.open_table(schema::WALLETS)?;
+    let mut accounts = txn.open_table(schema::ACCOUNTS)?;
+    let mut legacy = txn.open_table(schema::LEGACY_HOLDINGS)?;
+    let mut moved = 0;
+    for (k, amount) in rows {
+        let Some((w, asset)) = k.split_at_checked(16) else {
+            continue;
+        };
+        let Ok(wallet) = uuid::Uuid::from_slice(w) else {
+            continue;
+        };
+        let Some(row) = wallets.get(wallet.as_u128())? else {
+            continue;
+        };
+        let Ok(w) = codec::decode::<records::Wallet>(row.value()) else {
+            continue;
+        };
+        let asset = String::from_utf8_lossy(asset);
+        let key = ledger::holding_key(w.project_id, w.customer_id, &w.chain, &asset, wallet);
+        accounts.insert(key.as_slice(), (amount, 0))?;
+        legacy.remove(k.as_slice())?;
+        moved += 1;
+    }
+    let empty = legacy.is_empty()?;
+    drop(legacy);
+    if empty {
+        txn.delete_table(schema::LEGACY_HOLDINGS)?;
+    }
+    Ok(moved)
 }
 
 fn writer_loop(

@@ -190,6 +190,24 @@ fn downgrade_to_3(path: &Path) {
     }
     schema::for_each_record_table!(j);
     {
+        // Holdings lived in their own table, keyed wallet ‖ asset.
+        let mut accounts = w.open_table(ACCOUNTS).unwrap();
+        let mut holdings = w.open_table(LEGACY_HOLDINGS).unwrap();
+        let mut moved = Vec::new();
+        for e in accounts.iter().unwrap() {
+            let (k, v) = e.unwrap();
+            if let Some((_, _, _, asset, wallet)) = crate::ledger::parse_holding_key(k.value()) {
+                moved.push((k.value().to_vec(), wallet, asset, v.value().0));
+            }
+        }
+        assert_eq!(moved.len(), 5);
+        for (k, wallet, asset, amount) in moved {
+            accounts.remove(k.as_slice()).unwrap();
+            let old = [wallet.as_bytes().as_slice(), asset.as_bytes()].concat();
+            holdings.insert(old.as_slice(), amount).unwrap();
+        }
+    }
+    {
         let events = w.open_table(EVENTS).unwrap();
         let mut seqs = w.open_table(LEGACY_SEQUENCES).unwrap();
         for e in events.iter().unwrap() {
@@ -261,6 +279,17 @@ fn a_json_valued_store_verifies_migrates_and_verifies_again() {
     let rep = store.read_blocking(crate::verify::verify).unwrap();
     assert!(rep.violations.is_empty(), "{:?}", rep.violations);
     assert_eq!(store.read_blocking(|r| r.last_sequence(p)).unwrap(), 10);
+    let mut held: Vec<u128> = store
+        .read_blocking(|r| {
+            crate::ScanOps::all::<Wallet>(r)?
+                .iter()
+                .map(|w| r.holding(w.id, "USDT"))
+                .collect()
+        })
+        .unwrap();
+    held.sort();
+    let want: Vec<u128> = (1..=5u128).map(|i| 1_000_000 * i + (1u128 << 70)).collect();
+    assert_eq!(held, want);
     let ev = store
         .write_blocking(move |ctx| {
             ctx.append_event(p, false, "customer.updated", "x", serde_json::json!({}))
@@ -290,6 +319,7 @@ fn a_json_valued_store_verifies_migrates_and_verifies_again() {
             .map(|t| t.name().to_string())
             .collect();
         assert!(!tables.contains(&"sequences".to_string()), "{tables:?}");
+        assert!(!tables.contains(&"holdings".to_string()), "{tables:?}");
     }
 
     // The old backup restores into this build: it opens, migrates and verifies, and a
@@ -311,8 +341,8 @@ fn a_json_valued_store_verifies_migrates_and_verifies_again() {
     assert_eq!(c.len(), 5);
 }
 
-/// A JSON row that does not decode is left as it is by the migration and still reported
-/// by verify; the rest of the store migrates.
+/// A JSON row that does not decode, and a holding whose wallet is missing, are left as they
+/// are by the migration and reported by verify; the rest of the store migrates.
 #[test]
 fn an_undecodable_json_row_is_left_for_verify() {
     let dir = tempfile::tempdir().unwrap();
@@ -332,13 +362,23 @@ fn an_undecodable_json_row_is_left_for_verify() {
                 [&[JSON_VERSION][..], b"{\"id\":"].concat().as_slice(),
             )
             .unwrap();
+        let orphan = [Uuid::now_v7().as_bytes().as_slice(), b"USDT"].concat();
+        w.open_table(LEGACY_HOLDINGS)
+            .unwrap()
+            .insert(orphan.as_slice(), 0)
+            .unwrap();
         w.commit().unwrap();
     }
     let store = Store::open(&path, StoreOptions::default()).unwrap();
     let rep = store.read_blocking(crate::verify::verify).unwrap();
-    assert_eq!(rep.violations.len(), 1, "{:?}", rep.violations);
+    assert_eq!(rep.violations.len(), 2, "{:?}", rep.violations);
     assert!(
-        rep.violations[0].contains(&bad.to_string()),
+        rep.violations.iter().any(|v| v.contains(&bad.to_string())),
+        "{:?}",
+        rep.violations
+    );
+    assert!(
+        rep.violations.iter().any(|v| v.contains("missing wallet")),
         "{:?}",
         rep.violations
     );

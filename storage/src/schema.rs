@@ -16,13 +16,13 @@
 //! sweeps            <u128, &[u8]>          sweep id -> Sweep
 //! unique            <&[u8], u128>          unique secondary key -> row id (see index.rs)
 //! index             <&[u8], ()>            tag ‖ project ‖ value ‖ row id  (list filters)
-//! accounts          <&[u8], (u128, u128)>  ledger account key -> (debits, credits) posted
+//! accounts          <&[u8], (u128, u128)>  ledger account key -> (debits, credits) posted;
+//!                                          holding key -> (amount on the address, 0)
 //! journal           <u128, &[u8]>          entry id (UUID v7) -> JournalEntry
 //! events            <(u128, u64), &[u8]>   (project, sequence) -> Event
 //! event_ids         <u128, (u128, u64)>    event ULID -> (project, sequence)
 //! idempotency       <&[u8], &[u8]>         project ‖ method ‖ path ‖ key -> IdempotencyRecord
 //! idempotency_exp   <&[u8], ()>            created_at_us (BE) ‖ idempotency key bytes
-//! holdings          <&[u8], u128>          wallet ‖ asset -> atomic amount on the address per ledger
 //! sim_balances      <&[u8], u128>          chain ‖ address ‖ asset -> simulated on-chain balance
 //! address_quota     <(u128, u32), u32>     (project, UTC day number) -> addresses issued
 //! counters          <&[u8], u64>           tag ‖ project -> number of keys of a counted index
@@ -61,7 +61,11 @@ pub const EVENT_IDS: TableDefinition<u128, (u128, u64)> = TableDefinition::new("
 pub const LEGACY_SEQUENCES: TableDefinition<u128, u64> = TableDefinition::new("sequences");
 pub const IDEMPOTENCY: TableDefinition<&[u8], &[u8]> = TableDefinition::new("idempotency");
 pub const IDEMPOTENCY_EXP: TableDefinition<&[u8], ()> = TableDefinition::new("idempotency_exp");
-pub const HOLDINGS: TableDefinition<&[u8], u128> = TableDefinition::new("holdings");
+/// Wallet ‖ asset -> the ledger's holding of a deposit address, up to schema version 3.
+/// Schema 4 keeps holdings in [`ACCOUNTS`] beside the customer's accounts
+/// ([`crate::ledger::holding_key`]) and moves these rows there on open; a row whose wallet
+/// is missing stays here and `verify` reports it.
+pub const LEGACY_HOLDINGS: TableDefinition<&[u8], u128> = TableDefinition::new("holdings");
 pub const SIM_BALANCES: TableDefinition<&[u8], u128> = TableDefinition::new("sim_balances");
 pub const ADDRESS_QUOTA: TableDefinition<(u128, u32), u32> = TableDefinition::new("address_quota");
 pub const COUNTERS: TableDefinition<&[u8], u64> = TableDefinition::new("counters");
@@ -101,7 +105,8 @@ pub const SWEEP_REQUESTS: TableDefinition<u128, ()> = TableDefinition::new("swee
 ///   ([`crate::chain_state::migrate_meta`]).
 /// * 3: the sweep request flags moved from `meta` to `sweep_requests` (same migration).
 /// * 4: record values MessagePack instead of JSON ([`crate::codec`], every table of
-///   [`for_each_record_table`] rewritten on open); the `sequences` table dropped.
+///   [`for_each_record_table`] rewritten on open); the `sequences` table dropped; holdings
+///   moved from `holdings` into `accounts`.
 pub const SCHEMA_VERSION: u32 = 4;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
