@@ -70,6 +70,9 @@ pub enum Command {
     Payout(PayoutCmd),
     /// Print the version.
     Version,
+    /// Print the API's OpenAPI 3.1 document (what `GET /v1/openapi.json` serves); regenerate
+    /// the committed copy with `appliance openapi > docs/openapi.json`.
+    Openapi,
 }
 
 #[derive(Debug, Subcommand)]
@@ -241,6 +244,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Init) => return init(&cfg),
         Some(Command::Version) => {
             outln!("appliance {}", env!("CARGO_PKG_VERSION"));
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(Command::Openapi) => {
+            let doc = crate::api::openapi::to_json(&crate::api::openapi::document());
+            std::io::Write::write_all(&mut std::io::stdout().lock(), doc.as_bytes())?;
             return Ok(ExitCode::SUCCESS);
         }
         Some(Command::Verify) => Request::Verify,

@@ -3,8 +3,6 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::{get, post};
-use axum::Router;
 use serde_json::{json, Map, Value};
 
 use appliance_storage::index::{self, IndexTag};
@@ -13,23 +11,23 @@ use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{cursor_of, list_json, path_uuid, JsonBody, Params};
+use crate::api::schemas;
 use crate::api::{commit, get_by_id, json, mutate, IdempotencyKey};
 use crate::auth::{default_scopes, Access, Caller, ANY_KIND};
 use crate::services::keys::{self, Actor, KeyPatch, KeyPowers, NewKey, LIMIT_PER_KIND};
 use crate::state::AppState;
 use crate::views;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 const READ: Access = Access::new(ANY_KIND, "api_keys:read");
 const WRITE: Access = Access::new(ANY_KIND, "api_keys:write");
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/api_keys", get(list_keys).post(create_key))
-        .route(
-            "/v1/api_keys/{id}",
-            get(get_key).patch(patch_key).delete(revoke_key),
-        )
-        .route("/v1/api_keys/{id}/roll", post(roll_key))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_keys, create_key))
+        .routes(routes!(get_key, patch_key, revoke_key))
+        .routes(routes!(roll_key))
 }
 
 fn view(state: &AppState, caller: &Caller, k: &ApiKey) -> Value {
@@ -40,8 +38,14 @@ fn view(state: &AppState, caller: &Caller, k: &ApiKey) -> Value {
     )
 }
 
-/// `GET /v1/api_keys` — with `limit_per_kind` and `default_scopes`; `include_revoked=1`
-/// adds revoked keys.
+/// List the project's API keys, with `limit_per_kind` and `default_scopes`.
+///
+/// Any key kind; scope `api_keys:read`.
+#[utoipa::path(get, path = "/v1/api_keys", tag = "api_keys",
+    params(schemas::PageParams,
+        ("include_revoked" = Option<schemas::IncludeRevoked>, Query, description = "`1` adds revoked keys (default `0`)."),
+    ),
+    responses((status = 200, description = "A page of keys.", body = schemas::ApiKeyList)))]
 async fn list_keys(
     State(state): State<AppState>,
     caller: Caller,
@@ -82,7 +86,15 @@ async fn list_keys(
     Ok(json(StatusCode::OK, &v))
 }
 
-/// `POST /v1/api_keys` — mint a key of the project's mode; the token is in this answer only.
+/// Mint a key of the project's mode; the token is in this answer only. A key can mint only
+/// keys it could hold itself (403 otherwise); at most 5 enabled keys per kind (409
+/// `key_limit_reached`).
+///
+/// Any key kind; scope `api_keys:write`.
+#[utoipa::path(post, path = "/v1/api_keys", tag = "api_keys",
+    params(schemas::IdempotencyHeader),
+    request_body(content = schemas::NewApiKey),
+    responses((status = 201, description = "The key with its token.", body = schemas::ApiKeyWithToken)))]
 async fn create_key(
     State(state): State<AppState>,
     caller: Caller,
@@ -150,7 +162,11 @@ async fn create_key(
     Ok(resp)
 }
 
-/// `GET /v1/api_keys/{id}`.
+/// Read an API key.
+///
+/// Any key kind; scope `api_keys:read`.
+#[utoipa::path(get, path = "/v1/api_keys/{id}", tag = "api_keys", params(schemas::IdPath),
+    responses((status = 200, description = "The key.", body = schemas::ApiKey)))]
 async fn get_key(
     State(state): State<AppState>,
     caller: Caller,
@@ -164,8 +180,13 @@ async fn get_key(
     .await
 }
 
-/// `PATCH /v1/api_keys/{id}` — `name`, `scopes`, `ip_allowlist` (empty clears),
-/// `signing_enabled`; effective immediately.
+/// Update a key: `name`, `scopes`, `ip_allowlist` (empty clears), `signing_enabled`;
+/// effective immediately.
+///
+/// Any key kind; scope `api_keys:write`.
+#[utoipa::path(patch, path = "/v1/api_keys/{id}", tag = "api_keys", params(schemas::IdPath),
+    request_body = schemas::ApiKeyPatch,
+    responses((status = 200, description = "The key.", body = schemas::ApiKey)))]
 async fn patch_key(
     State(state): State<AppState>,
     caller: Caller,
@@ -202,7 +223,11 @@ async fn patch_key(
     Ok(resp)
 }
 
-/// `DELETE /v1/api_keys/{id}` — revoke now; idempotent.
+/// Revoke a key now; idempotent.
+///
+/// Any key kind; scope `api_keys:write`.
+#[utoipa::path(delete, path = "/v1/api_keys/{id}", tag = "api_keys", params(schemas::IdPath),
+    responses((status = 200, description = "The key with `revoked_at`.", body = schemas::ApiKey)))]
 async fn revoke_key(
     State(state): State<AppState>,
     caller: Caller,
@@ -224,9 +249,14 @@ async fn revoke_key(
     Ok(resp)
 }
 
-/// `POST /v1/api_keys/{id}/roll` — a new key; the old one expires after `grace_hours`
-/// (default 24, max 168). Takes an optional `Idempotency-Key`; a replay answers the new key
-/// with `token` null.
+/// Roll a key: a new key; the old one expires after `grace_hours`. A replay of the same
+/// `Idempotency-Key` answers the new key with `token` null.
+///
+/// Any key kind; scope `api_keys:write`.
+#[utoipa::path(post, path = "/v1/api_keys/{id}/roll", tag = "api_keys",
+    params(schemas::IdPath, schemas::IdempotencyHeader),
+    request_body = schemas::RollApiKey,
+    responses((status = 201, description = "The new key with its token and `old_key_expires_at`.", body = schemas::ApiKeyWithToken)))]
 async fn roll_key(
     State(state): State<AppState>,
     caller: Caller,

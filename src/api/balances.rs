@@ -3,8 +3,6 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 
 use appliance_storage::records::{Customer, KeyKind, Wallet};
 use appliance_storage::ReadOps;
@@ -12,9 +10,12 @@ use appliance_storage::ReadOps;
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, Params};
 use crate::api::json;
+use crate::api::schemas;
 use crate::auth::{Access, Caller};
 use crate::services::balances;
 use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 const READ: Access = Access::new(&[KeyKind::Wallet, KeyKind::Payout], "balances:read");
 
@@ -22,14 +23,18 @@ const READ: Access = Access::new(&[KeyKind::Wallet, KeyKind::Payout], "balances:
 /// per-minute budget (SPEC.md section 4: "rate-limited harder").
 pub const CHAIN_READ_WEIGHT: u32 = 5;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/customers/{id}/balances", get(customer_balances))
-        .route("/v1/wallets/{id}/balances", get(wallet_balances))
-        .route("/v1/balances", get(treasury))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(customer_balances))
+        .routes(routes!(wallet_balances))
+        .routes(routes!(treasury))
 }
 
-/// `GET /v1/customers/{id}/balances` — available, locked and total per (chain, asset).
+/// A customer's balances: available, locked and total per (chain, asset).
+///
+/// Key: `wallet` or `payout` kind, scope `balances:read`.
+#[utoipa::path(get, path = "/v1/customers/{id}/balances", tag = "wallets", params(schemas::IdPath),
+    responses((status = 200, description = "The customer's balances.", body = schemas::CustomerBalances)))]
 async fn customer_balances(
     State(state): State<AppState>,
     caller: Caller,
@@ -51,8 +56,19 @@ async fn customer_balances(
     Ok(json(StatusCode::OK, &v))
 }
 
-/// `GET /v1/wallets/{id}/balances?source=ledger|chain|both` — with `chain` or `both`, the
-/// on-chain reading and `drift` (test mode: the simulated chain answers).
+/// A wallet's balances; with `source=chain` or `both`, the on-chain reading and `drift`
+/// (test mode: the simulated chain answers). On-chain reads cost 5 requests of the key's
+/// per-minute budget; a node that cannot be reached is 503 `chain_unavailable_now`.
+///
+/// Key: `wallet` or `payout` kind, scope `balances:read`.
+#[utoipa::path(get, path = "/v1/wallets/{id}/balances", tag = "wallets",
+    params(schemas::IdPath,
+        ("source" = Option<schemas::BalanceSource>, Query, description = "`ledger` (default), `chain` or `both`."),
+    ),
+    responses(
+        (status = 200, description = "The wallet's balances.", body = schemas::WalletBalances),
+        (status = 503, description = "`chain_unavailable_now`: the node cannot be reached; retry later.", body = schemas::ErrorBody),
+    ))]
 async fn wallet_balances(
     State(state): State<AppState>,
     caller: Caller,
@@ -121,7 +137,11 @@ async fn wallet_balances(
     Ok(json(StatusCode::OK, &v))
 }
 
-/// `GET /v1/balances` — the treasury report; any key kind.
+/// The project's treasury report per (chain, asset).
+///
+/// Any key kind; no scope.
+#[utoipa::path(get, path = "/v1/balances", tag = "wallets",
+    responses((status = 200, description = "The treasury.", body = schemas::Treasury)))]
 async fn treasury(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require(Access::any())?;
     let p = caller.project_id();

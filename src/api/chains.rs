@@ -3,22 +3,27 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 
 use crate::api::error::ApiError;
 use crate::api::extract::list_json;
 use crate::api::json;
+use crate::api::schemas;
 use crate::auth::{Access, Caller};
 use crate::services::chains::{chain_json, effective};
 use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/chains", get(list_chains))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_chains))
 }
 
-/// `GET /v1/chains` — the chains listed for the project, with decimals and switches
-/// (SPEC 2, Chain); any key kind.
+/// The chains listed for the project, with their assets, decimals and switches
+/// (SPEC.md section 2, Chain). Never paginated.
+///
+/// Any key kind; no scope.
+#[utoipa::path(get, path = "/v1/chains", tag = "meta",
+    responses((status = 200, description = "Every chain listed for the project.", body = schemas::ChainList)))]
 async fn list_chains(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require(Access::any())?;
     let reg = state.registry.clone();

@@ -3,19 +3,20 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{Customer, KeyKind};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params, StatusFilter};
+use crate::api::schemas;
 use crate::api::{commit, created_or_ok, get_by_id, list_rows, mutate, scope, IdempotencyKey};
 use crate::auth::{Access, Caller};
 use crate::services::customers::{self, CustomerPatch, NewCustomer};
 use crate::state::AppState;
 use crate::views;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// A customer's `status` as a list filter (SPEC.md section 4, Customers).
 #[derive(Clone, Copy)]
@@ -47,17 +48,23 @@ impl StatusFilter for CustomerStatus {
 const READ: Access = Access::new(&[KeyKind::Wallet], "customers:read");
 const WRITE: Access = Access::new(&[KeyKind::Wallet], "customers:write");
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/customers", get(list_customers).post(create_customer))
-        .route(
-            "/v1/customers/{id}",
-            get(get_customer).patch(patch_customer),
-        )
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_customers, create_customer))
+        .routes(routes!(get_customer, patch_customer))
 }
 
-/// `POST /v1/customers` — create a customer; an existing `reference_id` answers 200 with
-/// the existing customer (SPEC 4, Customers).
+/// Create a customer; an existing `reference_id` answers 200 with the existing customer
+/// (SPEC.md section 4, Customers).
+///
+/// Key: `wallet` kind, scope `customers:write`.
+#[utoipa::path(post, path = "/v1/customers", tag = "customers",
+    params(schemas::IdempotencyHeader),
+    request_body(content = schemas::NewCustomer, description = "Every field optional; `{}` is accepted."),
+    responses(
+        (status = 201, description = "Created.", body = schemas::Customer),
+        (status = 200, description = "A customer with this `reference_id` exists: that customer.", body = schemas::Customer),
+    ))]
 async fn create_customer(
     State(state): State<AppState>,
     caller: Caller,
@@ -87,7 +94,15 @@ async fn create_customer(
     Ok(resp)
 }
 
-/// `GET /v1/customers` — newest first; filters `reference_id`, `status`.
+/// List customers, newest first.
+///
+/// Key: `wallet` kind, scope `customers:read`.
+#[utoipa::path(get, path = "/v1/customers", tag = "customers",
+    params(schemas::PageParams,
+        ("reference_id" = Option<String>, Query, description = "Only the customer with this reference id."),
+        ("status" = Option<schemas::CustomerStatusIn>, Query, description = "Only customers in this status."),
+    ),
+    responses((status = 200, description = "A page of customers.", body = schemas::CustomerList)))]
 async fn list_customers(
     State(state): State<AppState>,
     caller: Caller,
@@ -114,7 +129,11 @@ async fn list_customers(
     .await
 }
 
-/// `GET /v1/customers/{id}`.
+/// Read a customer.
+///
+/// Key: `wallet` kind, scope `customers:read`.
+#[utoipa::path(get, path = "/v1/customers/{id}", tag = "customers", params(schemas::IdPath),
+    responses((status = 200, description = "The customer.", body = schemas::Customer)))]
 async fn get_customer(
     State(state): State<AppState>,
     caller: Caller,
@@ -128,8 +147,13 @@ async fn get_customer(
     .await
 }
 
-/// `PATCH /v1/customers/{id}` — `email`, `metadata` (merged; null removes a key),
+/// Update a customer: `email`, `metadata` (merged; a null value removes a key),
 /// `reference_id`, `status` (`active` | `disabled`).
+///
+/// Key: `wallet` kind, scope `customers:write`.
+#[utoipa::path(patch, path = "/v1/customers/{id}", tag = "customers", params(schemas::IdPath),
+    request_body = schemas::CustomerPatch,
+    responses((status = 200, description = "The updated customer.", body = schemas::Customer)))]
 async fn patch_customer(
     State(state): State<AppState>,
     caller: Caller,

@@ -2,8 +2,6 @@
 
 use axum::extract::{Path, State};
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 use chrono::DateTime;
 
 use appliance_storage::index::{self, IndexTag};
@@ -11,20 +9,34 @@ use appliance_storage::records::{Deposit, DepositStatus, KeyKind};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, Params};
+use crate::api::schemas;
 use crate::api::{get_by_id, list_rows};
 use crate::auth::{Access, Caller};
 use crate::state::AppState;
 use crate::views;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 const READ: Access = Access::new(&[KeyKind::Wallet], "deposits:read");
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/deposits", get(list_deposits))
-        .route("/v1/deposits/{id}", get(get_deposit))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_deposits))
+        .routes(routes!(get_deposit))
 }
 
-/// `GET /v1/deposits` — filters `customer_id`, `wallet_id`, `chain`, `status`, `since`.
+/// List deposits, newest first.
+///
+/// Key: `wallet` kind, scope `deposits:read`.
+#[utoipa::path(get, path = "/v1/deposits", tag = "deposits",
+    params(schemas::PageParams,
+        ("customer_id" = Option<uuid::Uuid>, Query, description = "Only this customer's deposits."),
+        ("wallet_id" = Option<uuid::Uuid>, Query, description = "Only deposits to this wallet."),
+        ("chain" = Option<String>, Query, description = "Only deposits on this chain."),
+        ("status" = Option<schemas::DepositStatusIn>, Query, description = "Only deposits in this status."),
+        ("since" = Option<String>, Query, format = DateTime, description = "Only deposits created at or after this time (RFC 3339)."),
+    ),
+    responses((status = 200, description = "A page of deposits.", body = schemas::DepositList)))]
 async fn list_deposits(
     State(state): State<AppState>,
     caller: Caller,
@@ -73,7 +85,11 @@ async fn list_deposits(
     .await
 }
 
-/// `GET /v1/deposits/{id}`.
+/// Read a deposit.
+///
+/// Key: `wallet` kind, scope `deposits:read`.
+#[utoipa::path(get, path = "/v1/deposits/{id}", tag = "deposits", params(schemas::IdPath),
+    responses((status = 200, description = "The deposit.", body = schemas::Deposit)))]
 async fn get_deposit(
     State(state): State<AppState>,
     caller: Caller,

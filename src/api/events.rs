@@ -3,28 +3,39 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 
 use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{cursor_of, list_json, Params};
 use crate::api::json;
+use crate::api::schemas;
 use crate::auth::{Access, Caller, ANY_KIND};
 use crate::state::AppState;
 use crate::views;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 const READ: Access = Access::new(ANY_KIND, "events:read");
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/events", get(list_events))
-        .route("/v1/events/{id}", get(get_event))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_events))
+        .routes(routes!(get_event))
 }
 
-/// `GET /v1/events` — by `sequence`, newest first (`order=asc` for oldest first); filters
-/// `type` (repeatable) and `resource_id`.
+/// The event log by `sequence`, newest first (`order=asc` for oldest first).
+///
+/// Any key kind; scope `events:read`.
+#[utoipa::path(get, path = "/v1/events", tag = "events",
+    params(
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1-100 (default 25)."),
+        ("cursor" = Option<String>, Query, pattern = "^[A-Za-z0-9_-]{10}[AEIMQUYcgkosw048]$", description = "The previous page's `next_cursor`."),
+        ("type" = Option<Vec<String>>, Query, explode = true, description = "Only events of these types (repeatable)."),
+        ("resource_id" = Option<String>, Query, description = "Only events about this resource."),
+        ("order" = Option<schemas::EventOrder>, Query, description = "`desc` (default) or `asc`."),
+    ),
+    responses((status = 200, description = "A page of events.", body = schemas::EventList)))]
 async fn list_events(
     State(state): State<AppState>,
     caller: Caller,
@@ -50,7 +61,12 @@ async fn list_events(
     Ok(json(StatusCode::OK, &list_json(data, rows.has_more, next)))
 }
 
-/// `GET /v1/events/{id}` — `{id}` is `evt_...`.
+/// Read an event.
+///
+/// Any key kind; scope `events:read`.
+#[utoipa::path(get, path = "/v1/events/{id}", tag = "events",
+    params(("id" = String, Path, description = "`evt_` + ULID.")),
+    responses((status = 200, description = "The event.", body = schemas::Event)))]
 async fn get_event(
     State(state): State<AppState>,
     caller: Caller,

@@ -9,13 +9,16 @@ pub mod error;
 pub mod events;
 pub mod extract;
 pub mod http_rules;
+pub mod openapi;
 pub mod payouts;
 pub mod ping;
+pub mod schemas;
 pub mod stream;
 pub mod sweeps;
 pub mod test_mode;
 pub mod wallets;
 pub mod webhook_deliveries;
+pub mod webhook_docs;
 pub mod webhooks;
 
 use axum::body::Body;
@@ -25,6 +28,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use serde_json::Value;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
 
 use appliance_storage::records::IdempotencyRecord;
 use appliance_storage::{ReadOps, WriteCtx};
@@ -37,9 +42,12 @@ use crate::state::AppState;
 pub use crate::services::IDEMPOTENCY_TTL_US;
 pub use extract::{Fingerprint, IdempotencyKey, MAX_IDEMPOTENCY_KEY};
 
-/// The whole API, with request ids, the 1 MiB body limit and enveloped 404/405.
-pub fn router(state: AppState) -> Router {
-    Router::new()
+/// Every documented route of the API with its OpenAPI operation (issue 11): each resource
+/// module's `router()` registers its handlers with `utoipa_axum::routes!`, so what is served
+/// and what `GET /v1/openapi.json` describes come from the same registration.
+pub fn documented() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .merge(openapi::router())
         .merge(ping::router())
         .merge(chains::router())
         .merge(api_keys::router())
@@ -54,7 +62,12 @@ pub fn router(state: AppState) -> Router {
         .merge(webhooks::router())
         .merge(webhook_deliveries::router())
         .merge(test_mode::router())
-        .merge(crate::ops::router())
+}
+
+/// The whole API, with request ids, the 1 MiB body limit and enveloped 404/405.
+pub fn router(state: AppState) -> Router {
+    let (api, _) = documented().split_for_parts();
+    api.merge(crate::ops::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         // HTTP-level rules (issue 9): envelope the framework's own errors, header-count and

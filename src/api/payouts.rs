@@ -3,35 +3,49 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::{get, post};
-use axum::Router;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{KeyKind, Payout, PayoutStatus};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
+use crate::api::schemas;
 use crate::api::{commit, get_by_id, list_rows, mutate, scope, IdempotencyKey};
 use crate::auth::{Access, Caller};
 use crate::services::payouts::{self, NewPayout};
 use crate::state::AppState;
 use crate::views;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 const READ: Access = Access::new(&[KeyKind::Payout, KeyKind::Wallet], "payouts:read");
 const CREATE: Access = Access::new(&[KeyKind::Payout], "payouts:create").signing();
 const CANCEL: Access = Access::new(&[KeyKind::Payout], "payouts:create");
 const APPROVE: Access = Access::new(&[KeyKind::Payout], "payouts:approve");
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/payouts", get(list_payouts).post(create_payout))
-        .route("/v1/payouts/{id}", get(get_payout))
-        .route("/v1/payouts/{id}/cancel", post(cancel_payout))
-        .route("/v1/payouts/{id}/approve", post(approve_payout))
-        .route("/v1/payouts/{id}/reject", post(reject_payout))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_payouts, create_payout))
+        .routes(routes!(get_payout))
+        .routes(routes!(cancel_payout))
+        .routes(routes!(approve_payout))
+        .routes(routes!(reject_payout))
 }
 
-/// `POST /v1/payouts` — accept a payout: 202, not yet sent (SPEC 4, Payouts rules 1-6).
+/// Request a payout: 202, accepted but not yet sent (SPEC.md section 4, Payouts rules 1-6).
+/// Above the project's auto-approve threshold it waits in `pending_approval`.
+///
+/// Key: `payout` kind, scope `payouts:create`, signing enabled for the service, project and key.
+#[utoipa::path(post, path = "/v1/payouts", tag = "payouts",
+    params(schemas::RequiredIdempotencyHeader),
+    request_body(content = schemas::NewPayout),
+    responses(
+        (status = 202, description = "Accepted (not sent).", body = schemas::Payout),
+        (status = 400, description = "`invalid_request`, `decimals_mismatch` (both values reported), `unknown_asset`, `idempotency_key_required`.", body = schemas::ErrorBody),
+        (status = 402, description = "`insufficient_funds`: available is below amount plus fee.", body = schemas::ErrorBody),
+        (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = schemas::ErrorBody),
+        (status = 422, description = "`chain_not_enabled`, `chain_unavailable`, `asset_payouts_disabled`, `invalid_address`, `self_payout_forbidden`.", body = schemas::ErrorBody),
+    ))]
 async fn create_payout(
     State(state): State<AppState>,
     caller: Caller,
@@ -75,7 +89,17 @@ async fn create_payout(
     Ok(resp)
 }
 
-/// `GET /v1/payouts` — filters `customer_id`, `chain`, `status`, `reference`.
+/// List payouts, newest first.
+///
+/// Key: `payout` or `wallet` kind, scope `payouts:read`.
+#[utoipa::path(get, path = "/v1/payouts", tag = "payouts",
+    params(schemas::PageParams,
+        ("customer_id" = Option<uuid::Uuid>, Query, description = "Only this customer's payouts."),
+        ("chain" = Option<String>, Query, description = "Only payouts on this chain."),
+        ("status" = Option<schemas::PayoutStatusIn>, Query, description = "Only payouts in this status."),
+        ("reference" = Option<String>, Query, description = "Only payouts with this reference."),
+    ),
+    responses((status = 200, description = "A page of payouts.", body = schemas::PayoutList)))]
 async fn list_payouts(
     State(state): State<AppState>,
     caller: Caller,
@@ -114,7 +138,11 @@ async fn list_payouts(
     .await
 }
 
-/// `GET /v1/payouts/{id}`.
+/// Read a payout.
+///
+/// Key: `payout` or `wallet` kind, scope `payouts:read`.
+#[utoipa::path(get, path = "/v1/payouts/{id}", tag = "payouts", params(schemas::IdPath),
+    responses((status = 200, description = "The payout.", body = schemas::Payout)))]
 async fn get_payout(
     State(state): State<AppState>,
     caller: Caller,
@@ -128,7 +156,12 @@ async fn get_payout(
     .await
 }
 
-/// `POST /v1/payouts/{id}/cancel` — before signing only; funds return to available.
+/// Cancel a payout before signing (`pending_approval` or `queued`); reserved funds return to
+/// `available`. Later: 409 `payout_not_cancelable`.
+///
+/// Key: `payout` kind, scope `payouts:create`.
+#[utoipa::path(post, path = "/v1/payouts/{id}/cancel", tag = "payouts", params(schemas::IdPath),
+    responses((status = 200, description = "The canceled payout.", body = schemas::Payout)))]
 async fn cancel_payout(
     State(state): State<AppState>,
     caller: Caller,
@@ -145,7 +178,12 @@ async fn cancel_payout(
     Ok(resp)
 }
 
-/// `POST /v1/payouts/{id}/approve` — by a key other than the creator's.
+/// Approve a payout waiting in `pending_approval`, by a key other than the creator's
+/// (403 `approver_must_differ`); 409 `invalid_state` otherwise.
+///
+/// Key: `payout` kind, scope `payouts:approve`.
+#[utoipa::path(post, path = "/v1/payouts/{id}/approve", tag = "payouts", params(schemas::IdPath),
+    responses((status = 200, description = "The approved payout.", body = schemas::Payout)))]
 async fn approve_payout(
     State(state): State<AppState>,
     caller: Caller,
@@ -163,7 +201,12 @@ async fn approve_payout(
     Ok(resp)
 }
 
-/// `POST /v1/payouts/{id}/reject` — by a key other than the creator's; funds return.
+/// Reject a payout waiting in `pending_approval`, by a key other than the creator's; reserved
+/// funds return to `available`.
+///
+/// Key: `payout` kind, scope `payouts:approve`.
+#[utoipa::path(post, path = "/v1/payouts/{id}/reject", tag = "payouts", params(schemas::IdPath),
+    responses((status = 200, description = "The rejected payout.", body = schemas::Payout)))]
 async fn reject_payout(
     State(state): State<AppState>,
     caller: Caller,

@@ -3,23 +3,28 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 use serde_json::json;
 
 use appliance_chains::ChainStatus;
 
 use crate::api::error::ApiError;
 use crate::api::json;
+use crate::api::schemas;
 use crate::auth::{Access, Caller};
 use crate::services::chains::effective;
 use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/ping", get(ping))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(ping))
 }
 
-/// `GET /v1/ping` — who am I (SPEC 2, Ping); any key kind.
+/// Who am I: the key's project, kind, scopes and signing state (SPEC.md section 2, Ping).
+///
+/// Any key kind; no scope.
+#[utoipa::path(get, path = "/v1/ping", tag = "meta",
+    responses((status = 200, description = "The caller's key and project.", body = schemas::Ping)))]
 async fn ping(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require(Access::any())?;
     let reg = state.registry.clone();

@@ -6,19 +6,19 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
 use tokio::sync::mpsc;
 
 use crate::api::error::ApiError;
 use crate::auth::{Access, Caller, ANY_KIND};
 use crate::state::AppState;
 use crate::webhooks::{stream, MAX_STREAMS};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 const READ: Access = Access::new(ANY_KIND, "events:read");
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/events/stream", get(stream_events))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(stream_events))
 }
 
 /// A stream frame as `text/event-stream`.
@@ -35,6 +35,11 @@ fn sse_frame(f: stream::Frame) -> SseEvent {
 /// `event` frames (SSE id = sequence), `ping` every 25 s; closes after 30 minutes.
 /// `Last-Event-ID` resumes after that sequence (the last 10 minutes at most). At most 10 open
 /// per project (429 `too_many_streams`).
+///
+/// Any key kind; scope `events:read`.
+#[utoipa::path(get, path = "/v1/events/stream", tag = "events",
+    params(("Last-Event-ID" = Option<String>, Header, pattern = "^[0-9]{1,19}$", description = "Resume after this frame id (a `sequence`).")),
+    responses((status = 200, description = "`text/event-stream`: `ready` once with `{cursor}`, then `event` frames `{id, type, created, livemode, scope, data}` (SSE id = sequence), `ping` every 25 s.", content_type = "text/event-stream", body = String)))]
 async fn stream_events(
     State(state): State<AppState>,
     caller: Caller,

@@ -3,31 +3,40 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{KeyKind, Sweep, SweepStatus};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
+use crate::api::schemas;
 use crate::api::{get_by_id, list_rows, mutate, scope, IdempotencyKey};
 use crate::auth::{Access, Caller};
 use crate::services::{deposits, sweeps};
 use crate::state::AppState;
 use crate::views;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 const READ: Access = Access::new(&[KeyKind::Wallet], "sweeps:read");
 const CREATE: Access = Access::new(&[KeyKind::Wallet], "sweeps:create").signing();
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/sweeps", get(list_sweeps).post(create_sweep))
-        .route("/v1/sweeps/{id}", get(get_sweep))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_sweeps, create_sweep))
+        .routes(routes!(get_sweep))
 }
 
-/// `POST /v1/sweeps` — sweep a deposit address now (`wallet_id`, optional `asset`); needs
-/// `sweeps:create` and signing at all three levels.
+/// Sweep a deposit address into the master wallet now. Customer balances do not change.
+///
+/// Key: `wallet` kind, scope `sweeps:create`, signing enabled for the service, project and key.
+#[utoipa::path(post, path = "/v1/sweeps", tag = "sweeps",
+    params(schemas::IdempotencyHeader),
+    request_body = schemas::NewSweep,
+    responses(
+        (status = 201, description = "The sweep (possibly `skipped` with `skip_reason`).", body = schemas::Sweep),
+        (status = 422, description = "Refused by the chain or an availability rule.", body = schemas::ErrorBody),
+    ))]
 async fn create_sweep(
     State(state): State<AppState>,
     caller: Caller,
@@ -55,7 +64,15 @@ async fn create_sweep(
     Ok(resp)
 }
 
-/// `GET /v1/sweeps` — filters `wallet_id`, `status`.
+/// List sweeps, newest first.
+///
+/// Key: `wallet` kind, scope `sweeps:read`.
+#[utoipa::path(get, path = "/v1/sweeps", tag = "sweeps",
+    params(schemas::PageParams,
+        ("wallet_id" = Option<uuid::Uuid>, Query, description = "Only sweeps of this wallet."),
+        ("status" = Option<schemas::SweepStatusIn>, Query, description = "Only sweeps in this status."),
+    ),
+    responses((status = 200, description = "A page of sweeps.", body = schemas::SweepList)))]
 async fn list_sweeps(
     State(state): State<AppState>,
     caller: Caller,
@@ -82,7 +99,11 @@ async fn list_sweeps(
     .await
 }
 
-/// `GET /v1/sweeps/{id}`.
+/// Read a sweep.
+///
+/// Key: `wallet` kind, scope `sweeps:read`.
+#[utoipa::path(get, path = "/v1/sweeps/{id}", tag = "sweeps", params(schemas::IdPath),
+    responses((status = 200, description = "The sweep.", body = schemas::Sweep)))]
 async fn get_sweep(
     State(state): State<AppState>,
     caller: Caller,

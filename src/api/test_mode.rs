@@ -4,14 +4,13 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::post;
-use axum::Router;
 use serde_json::json;
 
 use appliance_storage::records::{KeyKind, Mode};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody};
+use crate::api::schemas;
 use crate::api::{commit, json as json_response, mutate, scope, IdempotencyKey};
 use crate::auth::{Access, Caller};
 use crate::services::deposits::{self, TestDeposit};
@@ -19,16 +18,18 @@ use crate::services::sim_chain;
 use crate::services::Scope;
 use crate::state::AppState;
 use crate::views;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 const ACCESS: Access = Access::new(&[KeyKind::Wallet], "wallets:create");
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/test/deposits", post(create_test_deposit))
-        .route("/v1/test/deposits/{id}/confirm", post(confirm_test_deposit))
-        .route("/v1/test/deposits/{id}/fail", post(fail_test_deposit))
-        .route("/v1/test/deposits/{id}/orphan", post(orphan_test_deposit))
-        .route("/v1/test/blocks", post(mine_blocks))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_test_deposit))
+        .routes(routes!(confirm_test_deposit))
+        .routes(routes!(fail_test_deposit))
+        .routes(routes!(orphan_test_deposit))
+        .routes(routes!(mine_blocks))
 }
 
 fn check(caller: &Caller) -> Result<(), ApiError> {
@@ -41,8 +42,18 @@ fn check(caller: &Caller) -> Result<(), ApiError> {
     Ok(caller.require(ACCESS)?)
 }
 
-/// `POST /v1/test/deposits` — simulate a transfer to the customer's address; with
-/// `confirm` (default true) it is credited at once.
+/// Simulate a transfer to the customer's address; with `confirm` (default true) it is
+/// credited at once (`deposit.detected`, then `deposit.confirmed`).
+///
+/// Key: test-mode `wallet` kind (else 403 `test_mode_only`), scope `wallets:create`.
+#[utoipa::path(post, path = "/v1/test/deposits", tag = "test",
+    params(schemas::IdempotencyHeader),
+    request_body(content = schemas::NewTestDeposit),
+    responses(
+        (status = 201, description = "The deposit.", body = schemas::Deposit),
+        (status = 400, description = "`invalid_request`, `decimals_mismatch`, `unknown_asset`.", body = schemas::ErrorBody),
+        (status = 422, description = "No deposit address on that chain, or refused by the chain.", body = schemas::ErrorBody),
+    ))]
 async fn create_test_deposit(
     State(state): State<AppState>,
     caller: Caller,
@@ -96,7 +107,12 @@ async fn transition(
     Ok(resp)
 }
 
-/// `POST /v1/test/deposits/{id}/confirm` — `detected` -> `confirmed`, credited.
+/// `detected` -> `confirmed`: the deposit is credited (`deposit.confirmed`); 409
+/// `invalid_state` from another status.
+///
+/// Key: test-mode `wallet` kind, scope `wallets:create`.
+#[utoipa::path(post, path = "/v1/test/deposits/{id}/confirm", tag = "test", params(schemas::IdPath),
+    responses((status = 200, description = "The deposit.", body = schemas::Deposit)))]
 async fn confirm_test_deposit(
     State(state): State<AppState>,
     caller: Caller,
@@ -105,7 +121,11 @@ async fn confirm_test_deposit(
     transition(state, caller, id, deposits::confirm).await
 }
 
-/// `POST /v1/test/deposits/{id}/fail` — `detected` -> `failed`.
+/// `detected` -> `failed` (`deposit.failed`); 409 `invalid_state` from another status.
+///
+/// Key: test-mode `wallet` kind, scope `wallets:create`.
+#[utoipa::path(post, path = "/v1/test/deposits/{id}/fail", tag = "test", params(schemas::IdPath),
+    responses((status = 200, description = "The deposit.", body = schemas::Deposit)))]
 async fn fail_test_deposit(
     State(state): State<AppState>,
     caller: Caller,
@@ -114,7 +134,12 @@ async fn fail_test_deposit(
     transition(state, caller, id, deposits::fail).await
 }
 
-/// `POST /v1/test/deposits/{id}/orphan` — `confirmed` -> `orphaned`, credit reversed.
+/// `confirmed` -> `orphaned`: the credit is reversed (`deposit.orphaned`); 409
+/// `invalid_state` from another status.
+///
+/// Key: test-mode `wallet` kind, scope `wallets:create`.
+#[utoipa::path(post, path = "/v1/test/deposits/{id}/orphan", tag = "test", params(schemas::IdPath),
+    responses((status = 200, description = "The deposit.", body = schemas::Deposit)))]
 async fn orphan_test_deposit(
     State(state): State<AppState>,
     caller: Caller,
@@ -123,8 +148,13 @@ async fn orphan_test_deposit(
     transition(state, caller, id, deposits::orphan).await
 }
 
-/// `POST /v1/test/blocks` — mine `count` (1-10,000, default 1) blocks on `chain` (default:
-/// every EVM chain) and advance sweeps and payouts accordingly.
+/// Mine `count` blocks on `chain` (default: every simulated EVM chain) and advance deposits,
+/// sweeps and payouts accordingly.
+///
+/// Key: test-mode `wallet` kind, scope `wallets:create`.
+#[utoipa::path(post, path = "/v1/test/blocks", tag = "test",
+    request_body = schemas::MineBlocks,
+    responses((status = 200, description = "Heights after mining.", body = schemas::TestBlocks)))]
 async fn mine_blocks(
     State(state): State<AppState>,
     caller: Caller,

@@ -2,31 +2,43 @@
 
 use axum::extract::{Path, State};
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{KeyKind, Wallet};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
+use crate::api::schemas;
 use crate::api::{created_or_ok, get_by_id, list_rows, mutate, scope, IdempotencyKey};
 use crate::auth::{Access, Caller};
 use crate::services::wallets;
 use crate::state::AppState;
 use crate::views;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 const READ: Access = Access::new(&[KeyKind::Wallet], "wallets:read");
 const WRITE: Access = Access::new(&[KeyKind::Wallet], "wallets:create");
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/wallets", get(list_wallets).post(create_wallet))
-        .route("/v1/wallets/{id}", get(get_wallet))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_wallets, create_wallet))
+        .routes(routes!(get_wallet))
 }
 
-/// `POST /v1/wallets` — the customer's address on a chain: 201 when new, 200 with the
-/// existing wallet on repeat (SPEC 4, Wallets).
+/// The customer's deposit address on a chain: 201 when new, 200 with the existing wallet on
+/// repeat (SPEC.md section 4, Wallets). A NEW address on a chain that is not issuing is 422
+/// (`account_kind_disabled`, `chain_not_live_yet`, `chain_deposits_disabled`).
+///
+/// Key: `wallet` kind, scope `wallets:create`.
+#[utoipa::path(post, path = "/v1/wallets", tag = "wallets",
+    params(schemas::IdempotencyHeader),
+    request_body = schemas::NewWallet,
+    responses(
+        (status = 201, description = "A new address.", body = schemas::Wallet),
+        (status = 200, description = "The customer's existing address on that chain.", body = schemas::Wallet),
+        (status = 422, description = "No new address on this chain now: `account_kind_disabled`, `chain_not_live_yet`, `chain_deposits_disabled`, `chain_unavailable`, `chain_not_enabled`.", body = schemas::ErrorBody),
+    ))]
 async fn create_wallet(
     State(state): State<AppState>,
     caller: Caller,
@@ -52,7 +64,15 @@ async fn create_wallet(
     Ok(resp)
 }
 
-/// `GET /v1/wallets` — filters `customer_id`, `chain`.
+/// List wallets, newest first.
+///
+/// Key: `wallet` kind, scope `wallets:read`.
+#[utoipa::path(get, path = "/v1/wallets", tag = "wallets",
+    params(schemas::PageParams,
+        ("customer_id" = Option<uuid::Uuid>, Query, description = "Only this customer's wallets."),
+        ("chain" = Option<String>, Query, description = "Only wallets on this chain."),
+    ),
+    responses((status = 200, description = "A page of wallets.", body = schemas::WalletList)))]
 async fn list_wallets(
     State(state): State<AppState>,
     caller: Caller,
@@ -78,7 +98,11 @@ async fn list_wallets(
     .await
 }
 
-/// `GET /v1/wallets/{id}`.
+/// Read a wallet.
+///
+/// Key: `wallet` kind, scope `wallets:read`.
+#[utoipa::path(get, path = "/v1/wallets/{id}", tag = "wallets", params(schemas::IdPath),
+    responses((status = 200, description = "The wallet.", body = schemas::Wallet)))]
 async fn get_wallet(
     State(state): State<AppState>,
     caller: Caller,

@@ -3,8 +3,6 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::{get, post};
-use axum::Router;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -14,6 +12,7 @@ use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{list_json, parse_status, JsonBody, Params};
+use crate::api::schemas;
 use crate::api::webhooks::{rate_limited, READ};
 use crate::api::{commit, get_by_id, json, list_rows};
 use crate::auth::{Access, Caller, ANY_KIND};
@@ -21,18 +20,20 @@ use crate::services::webhook_deliveries::{self as deliveries, BulkReplay, Webhoo
 use crate::state::AppState;
 use crate::views::{delivery_json, delivery_ref, parse_delivery_ref};
 use crate::webhooks::Poke;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 const REPLAY: Access = Access::new(ANY_KIND, "webhooks:replay");
 /// Most deliveries `GET /v1/events/{id}/deliveries` returns (it is not paginated).
 const EVENT_DELIVERIES_MAX: usize = 1_000;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/webhook_deliveries", get(list_deliveries))
-        .route("/v1/webhook_deliveries/replay", post(bulk_replay))
-        .route("/v1/webhook_deliveries/{id}", get(get_delivery))
-        .route("/v1/webhook_deliveries/{id}/replay", post(replay_delivery))
-        .route("/v1/events/{id}/deliveries", get(list_event_deliveries))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_deliveries))
+        .routes(routes!(bulk_replay))
+        .routes(routes!(get_delivery))
+        .routes(routes!(replay_delivery))
+        .routes(routes!(list_event_deliveries))
 }
 
 fn delivery_id(s: &str) -> Result<Uuid, ApiError> {
@@ -40,7 +41,16 @@ fn delivery_id(s: &str) -> Result<Uuid, ApiError> {
         .ok_or_else(|| ApiError::invalid("id", format!("{s:?} is not a delivery id (whd_...).")))
 }
 
-/// `GET /v1/webhook_deliveries` — newest first; filters `endpoint_id`, `event_id`, `status`.
+/// List webhook deliveries, newest first.
+///
+/// Any key kind; scope `webhooks:read`.
+#[utoipa::path(get, path = "/v1/webhook_deliveries", tag = "webhooks",
+    params(schemas::PageParams,
+        ("endpoint_id" = Option<uuid::Uuid>, Query, description = "Only deliveries to this endpoint."),
+        ("event_id" = Option<String>, Query, description = "Only deliveries of this event (`evt_...`)."),
+        ("status" = Option<schemas::DeliveryStatusIn>, Query, description = "Only deliveries in this status."),
+    ),
+    responses((status = 200, description = "A page of deliveries.", body = schemas::DeliveryList)))]
 async fn list_deliveries(
     State(state): State<AppState>,
     caller: Caller,
@@ -94,7 +104,12 @@ async fn list_deliveries(
     .await
 }
 
-/// `GET /v1/webhook_deliveries/{id}` — `{id}` is `whd_...`; adds `response_body`.
+/// Read a delivery, with `response_body`.
+///
+/// Any key kind; scope `webhooks:read`.
+#[utoipa::path(get, path = "/v1/webhook_deliveries/{id}", tag = "webhooks",
+    params(("id" = String, Path, pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$", description = "`whd_` + ULID.")),
+    responses((status = 200, description = "The delivery.", body = schemas::WebhookDelivery)))]
 async fn get_delivery(
     State(state): State<AppState>,
     caller: Caller,
@@ -108,9 +123,14 @@ async fn get_delivery(
     .await
 }
 
-/// `POST /v1/webhook_deliveries/{id}/replay` — 201, a new delivery of the same event with
-/// `replay_of` set; only `failed`, `exhausted` and `skipped` deliveries (10 replay calls per
-/// minute per project).
+/// Replay a delivery: a new delivery of the same event with `replay_of` set. Only `failed`,
+/// `exhausted` and `skipped` deliveries, only to an active endpoint (409 otherwise); 10 replay
+/// calls per minute per project.
+///
+/// Any key kind; scope `webhooks:replay`.
+#[utoipa::path(post, path = "/v1/webhook_deliveries/{id}/replay", tag = "webhooks",
+    params(("id" = String, Path, pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$", description = "`whd_` + ULID.")),
+    responses((status = 201, description = "The new delivery.", body = schemas::WebhookDelivery)))]
 async fn replay_delivery(
     State(state): State<AppState>,
     caller: Caller,
@@ -134,10 +154,13 @@ async fn replay_delivery(
     Ok(resp)
 }
 
-/// `POST /v1/webhook_deliveries/replay` — `endpoint_id` (required), `status` (`failed`,
-/// `exhausted` or `skipped`; default all three), `since` (timestamp), `cursor` (the previous
-/// answer's `next_cursor`): replays up to 100 matching deliveries, oldest first. Answers the
-/// new deliveries as a list.
+/// Replay up to 100 failed, exhausted or skipped deliveries of one endpoint, oldest first,
+/// each as a new delivery of the same event. Answers the new deliveries as a list.
+///
+/// Any key kind; scope `webhooks:replay`.
+#[utoipa::path(post, path = "/v1/webhook_deliveries/replay", tag = "webhooks",
+    request_body(content = schemas::BulkReplay),
+    responses((status = 200, description = "The new deliveries.", body = schemas::ReplayedList)))]
 async fn bulk_replay(
     State(state): State<AppState>,
     caller: Caller,
@@ -208,8 +231,12 @@ async fn bulk_replay(
     Ok(resp)
 }
 
-/// `GET /v1/events/{id}/deliveries` — every delivery of one event, newest first (not
-/// paginated; at most 1,000).
+/// Every delivery of one event, newest first (not paginated; at most 1,000).
+///
+/// Any key kind; scope `webhooks:read`.
+#[utoipa::path(get, path = "/v1/events/{id}/deliveries", tag = "events",
+    params(("id" = String, Path, description = "`evt_` + ULID.")),
+    responses((status = 200, description = "The event's deliveries.", body = schemas::DeliveryList)))]
 async fn list_event_deliveries(
     State(state): State<AppState>,
     caller: Caller,

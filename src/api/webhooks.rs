@@ -3,14 +3,13 @@
 use axum::extract::{Path, State};
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
-use axum::routing::{get, post};
-use axum::Router;
 use serde_json::{json, Value};
 
 use appliance_storage::records::{DeliveryMode, WebhookEndpoint};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, Fields, JsonBody};
+use crate::api::schemas;
 use crate::api::{begin, commit, get_by_id, json, Begin, IdempotencyKey};
 use crate::auth::{Access, Caller, ANY_KIND};
 use crate::services::webhook_endpoints::{
@@ -21,19 +20,18 @@ use crate::services::EVENT_CATALOG;
 use crate::state::AppState;
 use crate::views::{delivery_ref, endpoint_json};
 use crate::webhooks::{dispatcher, guard, Poke};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 pub(crate) const READ: Access = Access::new(ANY_KIND, "webhooks:read");
 const WRITE: Access = Access::new(ANY_KIND, "webhooks:write");
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/webhooks", get(list_webhooks).post(create_webhook))
-        .route(
-            "/v1/webhooks/{id}",
-            get(get_webhook).patch(patch_webhook).delete(delete_webhook),
-        )
-        .route("/v1/webhooks/{id}/rotate_secret", post(rotate_secret))
-        .route("/v1/webhooks/{id}/test", post(test_webhook))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_webhooks, create_webhook))
+        .routes(routes!(get_webhook, patch_webhook, delete_webhook))
+        .routes(routes!(rotate_secret))
+        .routes(routes!(test_webhook))
 }
 
 /// Checks a target URL with the guard (400 `invalid_url`, `param: url`).
@@ -74,8 +72,12 @@ fn with_secret(ep: &WebhookEndpoint, secret: &str, now: i64) -> Value {
     v
 }
 
-/// `GET /v1/webhooks` — every endpoint of the project, newest first (never paginated), and
+/// Every webhook endpoint of the project, newest first (never paginated), and
 /// `event_catalog`.
+///
+/// Any key kind; scope `webhooks:read`.
+#[utoipa::path(get, path = "/v1/webhooks", tag = "webhooks",
+    responses((status = 200, description = "The endpoints and the event catalogue.", body = schemas::WebhookEndpointList)))]
 async fn list_webhooks(
     State(state): State<AppState>,
     caller: Caller,
@@ -98,8 +100,15 @@ async fn list_webhooks(
     ))
 }
 
-/// `POST /v1/webhooks` — register an endpoint: 201 with `secret` (shown once) and
-/// `overlap_until`. `url` must pass the guard; `event_types` empty means every type.
+/// Register an endpoint: 201 with `secret` (shown once) and `overlap_until`. The URL must be
+/// https on port 443 or 8443, carry no credentials and resolve to public addresses only
+/// (400 `invalid_url`); at most 16 endpoints per project (409 `endpoint_limit_reached`).
+///
+/// Any key kind; scope `webhooks:write`.
+#[utoipa::path(post, path = "/v1/webhooks", tag = "webhooks",
+    params(schemas::IdempotencyHeader),
+    request_body(content = schemas::NewWebhookEndpoint),
+    responses((status = 201, description = "The endpoint with its secret.", body = schemas::WebhookEndpointWithSecret)))]
 async fn create_webhook(
     State(state): State<AppState>,
     caller: Caller,
@@ -146,7 +155,11 @@ async fn create_webhook(
     Ok(resp)
 }
 
-/// `GET /v1/webhooks/{id}`.
+/// Read a webhook endpoint.
+///
+/// Any key kind; scope `webhooks:read`.
+#[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
+    responses((status = 200, description = "The endpoint.", body = schemas::WebhookEndpoint)))]
 async fn get_webhook(
     State(state): State<AppState>,
     caller: Caller,
@@ -160,8 +173,13 @@ async fn get_webhook(
     .await
 }
 
-/// `PATCH /v1/webhooks/{id}` — `status` (`paused` | `active`: re-enables a disabled endpoint
-/// and resets `consecutive_failures`), `url`, `description`, `event_types`, `delivery_mode`.
+/// Update an endpoint: `status` (`paused` | `active`: re-enables a disabled endpoint and
+/// resets `consecutive_failures`), `url`, `description`, `event_types`, `delivery_mode`.
+///
+/// Any key kind; scope `webhooks:write`.
+#[utoipa::path(patch, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
+    request_body = schemas::WebhookEndpointPatch,
+    responses((status = 200, description = "The endpoint.", body = schemas::WebhookEndpoint)))]
 async fn patch_webhook(
     State(state): State<AppState>,
     caller: Caller,
@@ -205,7 +223,11 @@ async fn patch_webhook(
     Ok(resp)
 }
 
-/// `DELETE /v1/webhooks/{id}` — removes the endpoint and all its deliveries; events stay.
+/// Remove an endpoint and all its deliveries; events stay.
+///
+/// Any key kind; scope `webhooks:write`.
+#[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
+    responses((status = 200, description = "`{deleted: true, id}`.", body = schemas::DeletedEndpoint)))]
 async fn delete_webhook(
     State(state): State<AppState>,
     caller: Caller,
@@ -229,8 +251,12 @@ async fn delete_webhook(
     Ok(resp)
 }
 
-/// `POST /v1/webhooks/{id}/rotate_secret` — `overlap_hours` (default 24, max 168; 0 for a
-/// leaked secret): a new `secret`; the old one also signs until `overlap_until`.
+/// A new signing secret; the old one also signs until `overlap_until`.
+///
+/// Any key kind; scope `webhooks:write`.
+#[utoipa::path(post, path = "/v1/webhooks/{id}/rotate_secret", tag = "webhooks", params(schemas::IdPath),
+    request_body = schemas::RotateSecret,
+    responses((status = 200, description = "The endpoint with its new secret.", body = schemas::WebhookEndpointWithSecret)))]
 async fn rotate_secret(
     State(state): State<AppState>,
     caller: Caller,
@@ -259,8 +285,12 @@ async fn rotate_secret(
     Ok(resp)
 }
 
-/// `POST /v1/webhooks/{id}/test` — 202 `{event_id, delivery_id}`: one `endpoint.test` event
-/// through the real pipeline, to this endpoint only (5 per minute per project).
+/// Queue one `endpoint.test` event through the real pipeline, to this endpoint only (5 per
+/// minute per project).
+///
+/// Any key kind; scope `webhooks:write`.
+#[utoipa::path(post, path = "/v1/webhooks/{id}/test", tag = "webhooks", params(schemas::IdPath),
+    responses((status = 202, description = "`{event_id, delivery_id}`.", body = schemas::WebhookTest)))]
 async fn test_webhook(
     State(state): State<AppState>,
     caller: Caller,

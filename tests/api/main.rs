@@ -21,6 +21,7 @@ mod http_errors;
 mod idempotency;
 mod key_escalation;
 mod metadata;
+mod openapi;
 mod payouts;
 mod restart;
 mod selfhost;

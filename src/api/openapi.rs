@@ -1,0 +1,277 @@
+//! The OpenAPI 3.1 document of the API (issue 11), generated from the handlers' `#[utoipa::path]`
+//! annotations and the schema types in [`crate::api::schemas`], and served at
+//! `GET /v1/openapi.json` (public).
+//!
+//! How it is assembled: every resource module's `router()` is a `utoipa_axum` router whose
+//! routes are registered with `routes!(handler, ...)`, so a route and its documentation are one
+//! registration. [`crate::api::router`] serves the routes; [`document`] builds the same routers
+//! and keeps the document. [`finish`] then adds what every operation shares (the error answers
+//! of SPEC.md section 7, the bearer security requirement) and the `webhooks` section.
+//!
+//! `docs/openapi.json` is a committed copy; `tests/api/openapi.rs` fails when it differs from
+//! what the server serves. Regenerate it with `cargo run -q -- openapi > docs/openapi.json`.
+
+use std::sync::LazyLock;
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use utoipa::openapi::path::{HttpMethod, Operation, PathItem};
+use utoipa::openapi::response::{Response as OaResponse, ResponseBuilder};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{
+    ContentBuilder, HeaderBuilder, ObjectBuilder, OpenApi as Document, RefOr, Required, Schema,
+    Type,
+};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::api::schemas;
+use crate::state::AppState;
+use crate::views::API_VERSION;
+
+/// Name of the bearer security scheme in the document.
+pub const BEARER: &str = "bearer";
+
+const SECURITY_DESCRIPTION: &str = "\
+`Authorization: Bearer <API key>` (SPEC.md section 5). A key is a prefix followed by 64 \
+lowercase hex characters: `apk` + hex in live mode, `apktest` + hex in test mode; the mode \
+of the key is the project's. Missing, malformed, expired or revoked: 401 `invalid_api_key`.\n\n\
+Each key has a KIND, chosen at creation and reported by `GET /v1/ping`: `checkout` (invoices \
+and hosted checkout), `payout` (payouts and their approvals, balances, payout history), \
+`wallet` (customers, deposit addresses, deposits, balances, sweeps, read-only payout \
+history). Any kind reaches `GET /v1/ping`, `GET /v1/chains` and `GET /v1/balances`. A wrong \
+kind is 403 `wrong_key_kind`.\n\n\
+Scopes: `customers:read`, `customers:write`, `wallets:read`, `wallets:create`, \
+`balances:read`, `deposits:read`, `sweeps:read`, `sweeps:create`, `payouts:read`, \
+`payouts:create`, `payouts:approve`, `webhooks:read`, `webhooks:write`, `webhooks:replay`, \
+`events:read`, `invoices:read`, `invoices:write`, `conversions:read`, `conversions:write`, \
+`billing:read`, `billing:write`, `api_keys:read`, `api_keys:write`; wildcards `*` and \
+`<group>:*`. A missing scope is 403 `missing_scope`. Moving funds (`payouts:create`, \
+`sweeps:create`) also needs signing enabled for the service, the project and the key \
+(403 `signing_disabled`). A key pinned to `ip_allowlist` refuses other sources (403 \
+`ip_not_allowed`). Each operation's description names the kinds and scope it needs.";
+
+/// The document's fixed parts; paths come from the routers.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "appliance API",
+        description = "Custodial wallet and payments API: customers, deposit addresses, deposits, \
+balances, sweeps, payouts, webhooks and events, on live EVM chains or a simulated chain in test \
+mode. The contract is SPEC.md; where it is silent, DECISIONS.md.\n\n\
+Conventions: every amount is a decimal STRING (atomic amounts are integer strings with a \
+`*_decimal` twin); timestamps are RFC 3339 UTC; lists are cursor-paginated, newest first. \
+Clients must ignore unknown response properties and keep a default branch on every \
+enumerated value: new properties, enum values, event types and error codes can appear within \
+a version (SPEC.md section 9). A resource of another project answers 404, never 403.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0"),
+    ),
+    components(schemas(
+        schemas::ErrorBody, schemas::Event, schemas::BalanceSource, schemas::DepositStatusIn,
+        schemas::SweepStatusIn, schemas::PayoutStatusIn, schemas::DeliveryStatusIn,
+        schemas::EventOrder, schemas::IncludeRevoked, schemas::CustomerStatusIn,
+    )),
+    tags(
+        (name = "meta", description = "Who am I, chains, this document."),
+        (name = "api_keys", description = "API keys (SPEC.md section 4, API keys)."),
+        (name = "customers", description = "Customers."),
+        (name = "wallets", description = "Deposit addresses and balances."),
+        (name = "deposits", description = "Deposits."),
+        (name = "sweeps", description = "Sweeps into the master wallet."),
+        (name = "payouts", description = "Payouts."),
+        (name = "webhooks", description = "Webhook endpoints and deliveries."),
+        (name = "events", description = "The event log and stream."),
+        (name = "test", description = "Test mode: the simulated chain (test wallet keys only)."),
+    )
+)]
+pub struct ApiDoc;
+
+/// `GET /v1/openapi.json` and nothing else (the document's own route).
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(openapi_json))
+}
+
+/// The served document, built once.
+static SERVED: LazyLock<String> = LazyLock::new(|| to_json(&document()));
+
+/// `GET /v1/openapi.json` — this API's OpenAPI 3.1 document (public, no key).
+#[utoipa::path(
+    get, path = "/v1/openapi.json", tag = "meta", operation_id = "get_openapi",
+    security(()),
+    responses((status = 200, description = "The OpenAPI 3.1 document.", content_type = "application/json", body = Object)),
+)]
+async fn openapi_json() -> Response {
+    let mut r = SERVED.as_str().into_response();
+    *r.status_mut() = StatusCode::OK;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// The whole document: the routers' paths, plus what [`finish`] adds.
+pub fn document() -> Document {
+    let (_, doc) = crate::api::documented().split_for_parts();
+    finish(doc)
+}
+
+/// The document as served and committed: pretty JSON with a final newline.
+pub fn to_json(doc: &Document) -> String {
+    let mut s = serde_json::to_string_pretty(doc).expect("the document serializes");
+    s.push('\n');
+    s
+}
+
+/// Adds what every operation shares to a document built from the routers: `info.version`,
+/// the bearer scheme, a default security requirement on operations that declare none, the
+/// SPEC.md section 7 error answers each operation can give, `405` for undeclared methods,
+/// and the `webhooks` section.
+pub fn finish(mut doc: Document) -> Document {
+    doc.info.version = API_VERSION.to_string();
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        BEARER,
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .bearer_format("apk[test]<64 hex>")
+                .description(Some(SECURITY_DESCRIPTION))
+                .build(),
+        ),
+    );
+    for (name, desc) in COMMON_RESPONSES {
+        components.responses.insert(
+            (*name).to_string(),
+            RefOr::T(error_response(
+                desc,
+                *name == "RateLimited" || *name == "InProgress",
+            )),
+        );
+    }
+    // A body whose schema requires nothing may be omitted (an empty body reads as `{}`).
+    let requires: std::collections::BTreeMap<String, bool> = components
+        .schemas
+        .iter()
+        .map(|(name, s)| {
+            let req = matches!(s, RefOr::T(Schema::Object(o)) if !o.required.is_empty());
+            (format!("#/components/schemas/{name}"), req)
+        })
+        .collect();
+    for (path, item) in doc.paths.paths.iter_mut() {
+        for (method, op) in operations(item) {
+            add_common(path, method, op);
+            if let Some(RefOr::T(body)) = op.request_body.as_mut() {
+                let required = body.content.values().any(|c| match c {
+                    RefOr::T(c) => matches!(&c.schema, Some(RefOr::Ref(r)) if requires.get(&r.ref_location).copied().unwrap_or(false)),
+                    RefOr::Ref(_) => false,
+                });
+                body.required = Some(if required {
+                    Required::True
+                } else {
+                    Required::False
+                });
+            }
+        }
+    }
+    doc.webhooks = Some(crate::api::webhook_docs::webhooks());
+    crate::api::webhook_docs::add_event_schemas(&mut doc);
+    doc
+}
+
+/// Shared error answers, by component name.
+const COMMON_RESPONSES: &[(&str, &str)] = &[
+    ("BadRequest", "400 `invalid_request_error`: malformed or failed validation (`invalid_request`, `invalid_json`, ...), `param` names the field."),
+    ("Unauthorized", "401 `invalid_api_key`: missing, malformed, expired or revoked key."),
+    ("Forbidden", "403: `wrong_key_kind`, `missing_scope`, `ip_not_allowed`, `signing_disabled`, `test_mode_only`."),
+    ("NotFound", "404 `not_found`: no such resource in this project (another project's resource answers the same)."),
+    ("MethodNotAllowed", "405 `method_not_allowed`; `Allow` lists the methods the path serves."),
+    ("Conflict", "409: `idempotency_key_reuse` (same key, different body), `idempotency_in_progress` (with `Retry-After`), or an illegal state transition (`invalid_state`, ...)."),
+    ("InProgress", "409 `idempotency_in_progress` (with `Retry-After`) or another conflict."),
+    ("PayloadTooLarge", "413 `request_too_large`: the body exceeds the configured limit."),
+    ("UnsupportedMediaType", "415 `unsupported_media_type`: a body must be `application/json`."),
+    ("Unprocessable", "422: valid JSON refused by the chain or an availability rule."),
+    ("RateLimited", "429 `rate_limited` (or `quota_exceeded`, `too_many_pending_payouts`, ...): honour `Retry-After`."),
+    ("ServerError", "5xx `api_error`: the request may or may not have taken effect; retry with the same `Idempotency-Key`."),
+];
+
+fn error_response(description: &str, retry_after: bool) -> OaResponse {
+    let mut b = ResponseBuilder::new().description(description).content(
+        "application/json",
+        ContentBuilder::new()
+            .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
+                "Error",
+            ))))
+            .build(),
+    );
+    if retry_after {
+        b = b.header(
+            "Retry-After",
+            HeaderBuilder::new()
+                .schema(Some(
+                    ObjectBuilder::new()
+                        .schema_type(Type::Integer)
+                        .minimum(Some(0)),
+                ))
+                .description(Some("Seconds to wait before retrying."))
+                .build(),
+        );
+    }
+    b.build()
+}
+
+fn operations(item: &mut PathItem) -> Vec<(HttpMethod, &mut Operation)> {
+    let mut v = Vec::new();
+    for (m, op) in [
+        (HttpMethod::Get, item.get.as_mut()),
+        (HttpMethod::Post, item.post.as_mut()),
+        (HttpMethod::Put, item.put.as_mut()),
+        (HttpMethod::Patch, item.patch.as_mut()),
+        (HttpMethod::Delete, item.delete.as_mut()),
+    ] {
+        if let Some(op) = op {
+            v.push((m, op));
+        }
+    }
+    v
+}
+
+fn add_common(path: &str, method: HttpMethod, op: &mut Operation) {
+    let public = op
+        .security
+        .as_ref()
+        .is_some_and(|s| s.iter().all(|r| *r == SecurityRequirement::default()));
+    if op.security.is_none() {
+        op.security = Some(vec![SecurityRequirement::new::<_, _, &str>(BEARER, [])]);
+    }
+    let has_body = op.request_body.is_some();
+    let mut want: Vec<(&str, &str)> = vec![
+        ("400", "BadRequest"),
+        ("405", "MethodNotAllowed"),
+        ("429", "RateLimited"),
+        ("500", "ServerError"),
+    ];
+    if !public {
+        want.extend([("401", "Unauthorized"), ("403", "Forbidden")]);
+    }
+    if path.contains('{') {
+        want.push(("404", "NotFound"));
+    }
+    if method != HttpMethod::Get {
+        want.push(("409", "Conflict"));
+    }
+    if has_body {
+        want.extend([("413", "PayloadTooLarge"), ("415", "UnsupportedMediaType")]);
+    }
+    for (status, name) in want {
+        op.responses
+            .responses
+            .entry(status.to_string())
+            .or_insert_with(|| {
+                RefOr::Ref(utoipa::openapi::Ref::new(format!(
+                    "#/components/responses/{name}"
+                )))
+            });
+    }
+}

@@ -1,0 +1,970 @@
+//! Schema types of the OpenAPI document (issue 11): the JSON shapes `src/views.rs` and the
+//! handlers write, and the bodies and query parameters the handlers read, described for
+//! `GET /v1/openapi.json`. They describe; they are not used to serialize or parse (the
+//! handlers' own readers in `api/extract.rs` stay the one place input is checked). Schemathesis
+//! (`scripts/schemathesis.sh`) checks every answer against them, so a shape that drifts from
+//! its view fails the test script.
+//!
+//! Conventions (docs/decisions.md, "OpenAPI document"):
+//! - amounts are strings with a digits pattern ([`ATOMIC`], [`SIGNED_ATOMIC`], [`DECIMAL`]);
+//! - enumerated values in ANSWERS are strings with the current values in the description,
+//!   never a closed `enum` (SPEC.md section 1 rule 7: new values can appear); enumerations a
+//!   REQUEST may carry are closed enums (the server refuses anything else);
+//! - no schema forbids additional properties (SPEC.md section 9 rule 4);
+//! - optional request fields are nullable: the server reads `null` as absent.
+
+#![allow(dead_code)]
+
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+/// An atomic (smallest-unit) amount: an integer string.
+pub const ATOMIC: &str = "^(0|[1-9][0-9]*)$";
+/// An atomic amount in a request: a positive integer string of at most 38 digits.
+pub const ATOMIC_IN: &str = "^[1-9][0-9]{0,37}$";
+/// A signed atomic amount (drift, surplus): an integer string, negative when short.
+pub const SIGNED_ATOMIC: &str = "^-?(0|[1-9][0-9]*)$";
+/// A decimal twin of an atomic amount, in whole coins (`"1.5"`).
+pub const DECIMAL: &str = r"^-?[0-9]+(\.[0-9]+)?$";
+/// A row cursor as this API returns it (base64url of a 16-byte id).
+pub const ROW_CURSOR: &str = "^[A-Za-z0-9_-]{21}[AQgw]$";
+/// An event cursor as this API returns it (base64url of an 8-byte sequence).
+pub const SEQ_CURSOR: &str = "^[A-Za-z0-9_-]{10}[AEIMQUYcgkosw048]$";
+/// An event id: `evt_` + ULID.
+pub const EVENT_ID: &str = "^evt_[0-9A-HJKMNP-TV-Z]{26}$";
+/// A webhook delivery id: `whd_` + ULID.
+pub const DELIVERY_ID: &str = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$";
+/// An `Idempotency-Key`: 1 to 255 printable ASCII characters, no surrounding spaces.
+pub const IDEMPOTENCY_KEY: &str = "^[!-~]([ -~]{0,253}[!-~])?$";
+
+// ---------------------------------------------------------------------------------------
+// Errors
+
+/// The error envelope of every failure (SPEC.md section 7). Clients branch on `code`; new
+/// codes can appear.
+#[derive(ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorBody {
+    /// Repeats `code`.
+    pub error: String,
+    /// Machine-readable reason, e.g. `invalid_request`, `invalid_api_key`, `wrong_key_kind`,
+    /// `missing_scope`, `signing_disabled`, `test_mode_only`, `not_found`,
+    /// `insufficient_funds`, `decimals_mismatch`, `idempotency_key_required`,
+    /// `idempotency_key_reuse`, `idempotency_in_progress`, `rate_limited`, `internal_error`.
+    pub code: String,
+    /// `invalid_request_error` (400, 402, 404, 422), `authentication_error` (401, 403),
+    /// `idempotency_error` (409), `rate_limit_error` (429), `api_error` (5xx).
+    #[schema(rename = "type")]
+    pub kind: String,
+    /// Human-readable explanation; not for branching.
+    pub message: String,
+    /// The request field, query parameter or header at fault, when one is.
+    pub param: Option<String>,
+    /// `req_` + ULID, also sent as the `Request-Id` header.
+    pub request_id: String,
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared parameters
+
+/// Cursor pagination of a list (SPEC.md section 8): newest first.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageParams {
+    /// Page size, 1-100 (default 25).
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<u32>,
+    /// The previous page's `next_cursor`.
+    #[param(pattern = "^[A-Za-z0-9_-]{21}[AQgw]$")]
+    pub cursor: Option<String>,
+}
+
+/// A resource id in the path.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct IdPath {
+    /// The resource's id (UUID).
+    pub id: Uuid,
+}
+
+/// The optional `Idempotency-Key` header of a creating `POST` (SPEC.md section 4): a retry
+/// with the same key and body replays the first answer; another body is 409
+/// `idempotency_key_reuse`. Kept 24 hours.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct IdempotencyHeader {
+    #[param(
+        rename = "Idempotency-Key",
+        required = false,
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[!-~]([ -~]{0,253}[!-~])?$"
+    )]
+    pub idempotency_key: String,
+}
+
+/// The REQUIRED `Idempotency-Key` header (payouts): missing is 400 `idempotency_key_required`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct RequiredIdempotencyHeader {
+    #[param(
+        rename = "Idempotency-Key",
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[!-~]([ -~]{0,253}[!-~])?$"
+    )]
+    pub idempotency_key: String,
+}
+
+// ---------------------------------------------------------------------------------------
+// Lists
+
+macro_rules! list_schema {
+    ($($name:ident => $item:ty;)*) => {$(
+        #[doc = concat!("A page of `", stringify!($item), "` (`object: list`), newest first.")]
+        #[derive(ToSchema)]
+        pub struct $name {
+            /// Always `list`.
+            #[schema(pattern = "^list$")]
+            pub object: String,
+            pub data: Vec<$item>,
+            /// More items follow; pass `next_cursor` as `cursor`.
+            pub has_more: bool,
+            /// The cursor of the next page; null at the end.
+            pub next_cursor: Option<String>,
+        }
+    )*};
+}
+
+list_schema! {
+    CustomerList => Customer;
+    WalletList => Wallet;
+    DepositList => Deposit;
+    PayoutList => Payout;
+    SweepList => Sweep;
+    EventList => Event;
+    DeliveryList => WebhookDelivery;
+    ChainList => Chain;
+}
+
+// ---------------------------------------------------------------------------------------
+// Resources (SPEC.md section 2)
+
+/// A customer (`object: customer`).
+#[derive(ToSchema)]
+pub struct Customer {
+    pub id: Uuid,
+    #[schema(pattern = "^customer$")]
+    pub object: String,
+    /// The merchant's own user id; unique in the project.
+    pub reference_id: Option<String>,
+    pub email: Option<String>,
+    /// `active` or `disabled` (new values may appear).
+    pub status: String,
+    /// The merchant's key-value data.
+    #[schema(value_type = Object)]
+    pub metadata: Value,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+}
+
+/// A deposit address (`object: wallet`), one per (customer, chain).
+#[derive(ToSchema)]
+pub struct Wallet {
+    pub id: Uuid,
+    #[schema(pattern = "^wallet$")]
+    pub object: String,
+    pub customer_id: Uuid,
+    /// Chain identifier (`ethereum`, `bsc`, ...).
+    pub chain: String,
+    /// `customer` (new values may appear).
+    pub role: String,
+    /// `active` (new values may appear).
+    pub status: String,
+    pub address: String,
+    /// On TON, when non-null the sender must include it.
+    pub memo: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+}
+
+/// An asset embedded in a resource.
+#[derive(ToSchema)]
+pub struct Asset {
+    pub chain: String,
+    pub symbol: String,
+    pub decimals: u32,
+    /// Token contract address; empty for a native coin.
+    pub contract: String,
+}
+
+/// An asset embedded in a sweep.
+#[derive(ToSchema)]
+pub struct SweepAsset {
+    pub symbol: String,
+    pub decimals: u32,
+    pub contract: String,
+}
+
+/// A deposit (`object: deposit`).
+#[derive(ToSchema)]
+pub struct Deposit {
+    pub id: Uuid,
+    #[schema(pattern = "^deposit$")]
+    pub object: String,
+    pub customer_id: Uuid,
+    pub wallet_id: Uuid,
+    pub chain: String,
+    pub asset: Asset,
+    /// Atomic units.
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub amount: String,
+    #[schema(pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
+    pub amount_decimal: String,
+    pub tx_hash: String,
+    pub log_index: u64,
+    pub from_address: String,
+    pub to_address: String,
+    pub block_number: u64,
+    pub confirmations: u64,
+    pub required_confirmations: u64,
+    /// `detected`, `confirmed`, `failed` or `orphaned` (new values may appear).
+    pub status: String,
+    /// Why a `failed` deposit was not money.
+    pub failure_reason: Option<String>,
+    #[schema(format = DateTime)]
+    pub block_time: String,
+    pub explorer_url: Option<String>,
+    /// The ledger transaction of the credit, once confirmed.
+    pub ledger_tx_id: Option<Uuid>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+}
+
+/// A payout (`object: payout`).
+#[derive(ToSchema)]
+pub struct Payout {
+    pub id: Uuid,
+    #[schema(pattern = "^payout$")]
+    pub object: String,
+    /// Null for a payout of the project's own funds.
+    pub customer_id: Option<Uuid>,
+    pub chain: String,
+    /// Asset symbol, e.g. `USDT`.
+    pub asset: String,
+    pub asset_id: Uuid,
+    pub decimals: u32,
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub amount: String,
+    #[schema(pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
+    pub amount_decimal: String,
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub fee_amount: String,
+    #[schema(pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
+    pub fee_amount_decimal: String,
+    pub to_address: String,
+    pub memo: Option<String>,
+    /// `pending_approval`, `queued`, `signing`, `submitted`, `confirmed`, `failed`,
+    /// `canceled` or `rejected` (new values may appear).
+    pub status: String,
+    pub reference: Option<String>,
+    pub tx_hash: Option<String>,
+    pub explorer_url: Option<String>,
+    pub failure_reason: Option<String>,
+    /// USD value (stablecoins at par); null when not priced.
+    #[schema(pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
+    pub amount_usd: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+
+/// A sweep (`object: sweep`): coins moved from a deposit address to the master wallet.
+#[derive(ToSchema)]
+pub struct Sweep {
+    pub id: Uuid,
+    #[schema(pattern = "^sweep$")]
+    pub object: String,
+    pub wallet_id: Uuid,
+    pub chain: String,
+    /// `open`, `submitted`, `confirmed`, `failed` or `skipped` (new values may appear).
+    pub status: String,
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub amount: String,
+    #[schema(pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
+    pub amount_decimal: String,
+    pub asset: SweepAsset,
+    /// `below_threshold`, `nothing_to_sweep`, `gas_too_expensive` for a `skipped` sweep.
+    pub skip_reason: Option<String>,
+    pub tx_hash: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+
+/// An API key (`object: api_key`). The creation and roll answers add `token`.
+#[derive(ToSchema)]
+pub struct ApiKey {
+    pub id: Uuid,
+    #[schema(pattern = "^api_key$")]
+    pub object: String,
+    /// Display handle: the key's prefix plus the first 8 hex characters of its random part.
+    pub key_id: String,
+    /// `live` or `test`.
+    pub env: String,
+    /// `checkout`, `payout` or `wallet`.
+    pub kind: String,
+    pub name: String,
+    pub last4: String,
+    pub scopes: Vec<String>,
+    pub ip_allowlist: Vec<String>,
+    pub signing_enabled: bool,
+    /// `merchant`, or `service_staff`, or the operator's label.
+    pub created_by: String,
+    pub rotated_from: Option<Uuid>,
+    #[schema(format = DateTime)]
+    pub expires_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub revoked_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub last_used_at: Option<String>,
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub use_count: String,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+}
+
+/// An API key with its token, shown once (creation and roll answers). An idempotent replay
+/// answers `token: null`.
+#[derive(ToSchema)]
+pub struct ApiKeyWithToken {
+    #[serde(flatten)]
+    pub key: ApiKey,
+    /// The full key: prefix + 64 lowercase hex. Null in an idempotent replay.
+    #[schema(pattern = "^[0-9a-z]+$")]
+    pub token: Option<String>,
+    /// Roll answers only: when the rolled key stops working.
+    #[schema(format = DateTime)]
+    pub old_key_expires_at: Option<String>,
+}
+
+/// A page of API keys plus the per-kind limit and default scopes.
+#[derive(ToSchema)]
+pub struct ApiKeyList {
+    #[schema(pattern = "^list$")]
+    pub object: String,
+    pub data: Vec<ApiKey>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+    /// Enabled keys allowed per kind.
+    pub limit_per_kind: u32,
+    /// Scopes a new key of each kind gets when `scopes` is omitted.
+    #[schema(value_type = Object)]
+    pub default_scopes: Value,
+}
+
+/// A webhook endpoint (`object: webhook_endpoint`).
+#[derive(ToSchema)]
+pub struct WebhookEndpoint {
+    pub id: Uuid,
+    #[schema(pattern = "^webhook_endpoint$")]
+    pub object: String,
+    pub tenant_id: Uuid,
+    pub url: String,
+    pub description: Option<String>,
+    /// Subscribed types; empty means every type, including types added later.
+    pub event_types: Vec<String>,
+    /// `active`, `paused` or `disabled` (new values may appear).
+    pub status: String,
+    /// `unordered` or `ordered`.
+    pub delivery_mode: String,
+    pub consecutive_failures: u32,
+    /// `consecutive_failures` or `gone` for a disabled endpoint.
+    pub disabled_reason: Option<String>,
+    #[schema(format = DateTime)]
+    pub disabled_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub secret_overlap_until: Option<String>,
+    #[schema(format = DateTime)]
+    pub last_success_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub last_failure_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+}
+
+/// A webhook endpoint with its signing secret, shown once (creation and rotation answers).
+#[derive(ToSchema)]
+pub struct WebhookEndpointWithSecret {
+    #[serde(flatten)]
+    pub endpoint: WebhookEndpoint,
+    /// `whsec_` + 43 base64url characters. Null in an idempotent replay.
+    #[schema(pattern = "^whsec_[A-Za-z0-9_-]{43}$")]
+    pub secret: Option<String>,
+    /// Until when the previous secret also signs.
+    #[schema(format = DateTime)]
+    pub overlap_until: Option<String>,
+}
+
+/// Every endpoint of the project (never paginated) and the event catalogue.
+#[derive(ToSchema)]
+pub struct WebhookEndpointList {
+    #[schema(pattern = "^list$")]
+    pub object: String,
+    pub data: Vec<WebhookEndpoint>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+    /// Every event type.
+    pub event_catalog: Vec<String>,
+}
+
+/// `{deleted: true, id}` of a removed endpoint.
+#[derive(ToSchema)]
+pub struct DeletedEndpoint {
+    pub id: Uuid,
+    #[schema(pattern = "^webhook_endpoint$")]
+    pub object: String,
+    pub deleted: bool,
+}
+
+/// The queued `endpoint.test` event and its delivery.
+#[derive(ToSchema)]
+pub struct WebhookTest {
+    #[schema(pattern = "^webhook_test$")]
+    pub object: String,
+    #[schema(pattern = "^evt_[0-9A-HJKMNP-TV-Z]{26}$")]
+    pub event_id: String,
+    #[schema(pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub delivery_id: String,
+}
+
+/// A webhook delivery (`object: webhook_delivery`); the single read adds `response_body`.
+#[derive(ToSchema)]
+pub struct WebhookDelivery {
+    #[schema(pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub id: String,
+    #[schema(pattern = "^webhook_delivery$")]
+    pub object: String,
+    pub tenant_id: Uuid,
+    #[schema(pattern = "^evt_[0-9A-HJKMNP-TV-Z]{26}$")]
+    pub event_id: String,
+    pub endpoint_id: Uuid,
+    pub event_type: String,
+    pub endpoint_url: String,
+    /// `pending`, `succeeded`, `failed`, `exhausted`, `skipped` or `canceled`.
+    pub status: String,
+    pub attempt: u32,
+    pub max_attempts: u32,
+    #[schema(format = DateTime)]
+    pub next_attempt_at: Option<String>,
+    pub response_status: Option<u16>,
+    pub resolved_ip: Option<String>,
+    pub duration_ms: Option<u64>,
+    pub error_detail: Option<String>,
+    #[schema(pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub replay_of: Option<String>,
+    #[schema(format = DateTime)]
+    pub delivered_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    /// The receiver's answer (single read only), truncated.
+    pub response_body: Option<String>,
+}
+
+/// An event (`object: event`); `data` is the resource as its REST read returns it.
+#[derive(ToSchema)]
+pub struct Event {
+    #[schema(pattern = "^evt_[0-9A-HJKMNP-TV-Z]{26}$")]
+    pub id: String,
+    #[schema(pattern = "^event$")]
+    pub object: String,
+    /// Event type, e.g. `deposit.confirmed`; new types can appear.
+    #[schema(rename = "type")]
+    pub kind: String,
+    /// `2026-08-01`.
+    pub api_version: String,
+    #[schema(format = DateTime)]
+    pub created: String,
+    pub livemode: bool,
+    pub tenant: Uuid,
+    /// Monotonic per tenant; gaps are normal.
+    pub sequence: u64,
+    pub resource_id: Option<String>,
+    #[schema(value_type = Object)]
+    pub data: Value,
+}
+
+/// Who am I (`object: ping`).
+#[derive(ToSchema)]
+pub struct Ping {
+    #[schema(pattern = "^ping$")]
+    pub object: String,
+    pub tenant_id: Uuid,
+    pub tenant_slug: String,
+    pub key_id: String,
+    /// `live` or `test`.
+    pub env: String,
+    /// `checkout`, `payout` or `wallet`.
+    pub kind: String,
+    pub scopes: Vec<String>,
+    pub signing_enabled: bool,
+    /// Any of `service`, `project`, `key`.
+    pub signing_blocked_by: Vec<String>,
+    /// `mainnet` or `testnet`.
+    pub network: String,
+    pub enabled_chains: Vec<String>,
+}
+
+/// A chain's native coin.
+#[derive(ToSchema)]
+pub struct NativeCurrency {
+    pub name: String,
+    pub symbol: String,
+    pub decimals: u32,
+}
+
+/// An asset of a chain, with its switches.
+#[derive(ToSchema)]
+pub struct ChainAsset {
+    pub symbol: String,
+    pub name: String,
+    pub decimals: u32,
+    pub contract: String,
+    pub is_native: bool,
+    pub deposits_enabled: bool,
+    pub payouts_enabled: bool,
+    /// The scale deviates from 6 (USDT and USDC on `bsc`).
+    pub decimals_differ_from_default: bool,
+}
+
+/// A chain listed for the project (items of `GET /v1/chains`).
+#[derive(ToSchema)]
+pub struct Chain {
+    pub chain: String,
+    pub name: String,
+    pub network_type: String,
+    pub chain_id: u64,
+    pub native_currency: NativeCurrency,
+    pub required_confirmations: u64,
+    pub explorer_url: String,
+    pub enabled_for_tenant: bool,
+    /// `contract` (keyless smart account) or `eoa`.
+    pub account_kind: String,
+    /// `live`, `paused` or `coming_soon`.
+    pub status: String,
+    pub status_note: Option<String>,
+    pub deposits_enabled: bool,
+    pub payouts_enabled: bool,
+    pub supports_memo: bool,
+    pub assets: Vec<ChainAsset>,
+}
+
+/// One (chain, asset) balance. `onchain`, `onchain_decimal` and `drift` only with an
+/// on-chain reading (`source=chain|both`).
+#[derive(ToSchema)]
+pub struct Balance {
+    pub chain: String,
+    pub asset: String,
+    pub decimals: u32,
+    /// Spendable.
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub available: String,
+    #[schema(pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
+    pub available_decimal: String,
+    /// Reserved against in-flight payouts.
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub locked: String,
+    #[schema(pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
+    pub locked_decimal: String,
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub total: String,
+    #[schema(pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
+    pub total_decimal: String,
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub onchain: Option<String>,
+    #[schema(pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
+    pub onchain_decimal: Option<String>,
+    /// On-chain balance minus what the ledger expects on the address.
+    #[schema(pattern = "^-?(0|[1-9][0-9]*)$")]
+    pub drift: Option<String>,
+}
+
+/// A customer's balances (`object: balance_list`).
+#[derive(ToSchema)]
+pub struct CustomerBalances {
+    #[schema(pattern = "^balance_list$")]
+    pub object: String,
+    pub customer_id: Uuid,
+    pub data: Vec<Balance>,
+}
+
+/// A wallet's balances (`object: balance_list`).
+#[derive(ToSchema)]
+pub struct WalletBalances {
+    #[schema(pattern = "^balance_list$")]
+    pub object: String,
+    pub wallet_id: Uuid,
+    /// `ledger`, `chain` or `both`.
+    pub source: String,
+    pub data: Vec<Balance>,
+}
+
+/// The treasury of one (chain, asset). `surplus` = assets minus liabilities; negative means
+/// more is owed to customers than is held.
+#[derive(ToSchema)]
+pub struct TreasuryLine {
+    pub chain: String,
+    pub asset: String,
+    pub decimals: u32,
+    #[schema(pattern = "^-?(0|[1-9][0-9]*)$")]
+    pub deposits: String,
+    #[schema(pattern = "^-?(0|[1-9][0-9]*)$")]
+    pub in_transit: String,
+    #[schema(pattern = "^-?(0|[1-9][0-9]*)$")]
+    pub treasury: String,
+    #[schema(pattern = "^-?(0|[1-9][0-9]*)$")]
+    pub held: String,
+    #[schema(pattern = "^-?(0|[1-9][0-9]*)$")]
+    pub liability: String,
+    #[schema(pattern = "^-?(0|[1-9][0-9]*)$")]
+    pub surplus: String,
+    #[schema(pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
+    pub deposits_decimal: String,
+    #[schema(pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
+    pub in_transit_decimal: String,
+    #[schema(pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
+    pub treasury_decimal: String,
+    #[schema(pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
+    pub held_decimal: String,
+    #[schema(pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
+    pub liability_decimal: String,
+    #[schema(pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
+    pub surplus_decimal: String,
+}
+
+/// The project's treasury (`object: treasury`).
+#[derive(ToSchema)]
+pub struct Treasury {
+    #[schema(pattern = "^treasury$")]
+    pub object: String,
+    pub data: Vec<TreasuryLine>,
+}
+
+/// Blocks mined on the simulated chain.
+#[derive(ToSchema)]
+pub struct TestBlocks {
+    #[schema(pattern = "^test_blocks$")]
+    pub object: String,
+    pub mined: u64,
+    /// Height of each simulated chain after mining.
+    #[schema(value_type = Object)]
+    pub heights: Value,
+}
+
+// ---------------------------------------------------------------------------------------
+// Request bodies
+
+/// `POST /v1/customers`: every field optional; `{}` is accepted.
+#[derive(ToSchema)]
+pub struct NewCustomer {
+    /// The merchant's own user id; re-posting an existing one answers 200 with that customer.
+    #[schema(max_length = 255)]
+    pub reference_id: Option<String>,
+    #[schema(max_length = 320)]
+    pub email: Option<String>,
+    /// Key-value data (limits: docs/decisions.md, metadata).
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Value>,
+}
+
+/// `PATCH /v1/customers/{id}`: only the fields present change; `null` clears `email` and
+/// `reference_id`; `metadata` is merged (a `null` value removes a key).
+#[derive(ToSchema)]
+pub struct CustomerPatch {
+    #[schema(max_length = 255)]
+    pub reference_id: Option<String>,
+    #[schema(max_length = 320)]
+    pub email: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Value>,
+    pub status: Option<CustomerStatusIn>,
+}
+
+/// A customer status a request may set or filter by.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum CustomerStatusIn {
+    Active,
+    Disabled,
+}
+
+/// `POST /v1/wallets`.
+#[derive(ToSchema)]
+pub struct NewWallet {
+    pub customer_id: Uuid,
+    /// Chain identifier as listed by `GET /v1/chains`.
+    pub chain: String,
+}
+
+/// `POST /v1/payouts`.
+#[derive(ToSchema)]
+pub struct NewPayout {
+    pub chain: String,
+    /// Asset symbol as listed by `GET /v1/chains`, e.g. `USDT`.
+    pub asset: String,
+    /// Must equal the asset's decimals (400 `decimals_mismatch` otherwise).
+    #[schema(minimum = 0)]
+    pub decimals: u64,
+    /// Atomic units.
+    #[schema(pattern = "^[1-9][0-9]{0,37}$")]
+    pub amount: String,
+    pub to_address: String,
+    /// The customer whose balance pays; omitted for the project's own funds.
+    pub customer_id: Option<Uuid>,
+    #[schema(max_length = 255)]
+    pub reference: Option<String>,
+    #[schema(max_length = 255)]
+    pub memo: Option<String>,
+}
+
+/// `POST /v1/sweeps`.
+#[derive(ToSchema)]
+pub struct NewSweep {
+    pub wallet_id: Uuid,
+    /// Sweep only this asset (default: every asset with a balance).
+    pub asset: Option<String>,
+}
+
+/// `POST /v1/api_keys`.
+#[derive(ToSchema)]
+pub struct NewApiKey {
+    #[schema(max_length = 100)]
+    pub name: String,
+    pub kind: KeyKindIn,
+    /// Default: the kind's read and write scopes (never `payouts:create`).
+    pub scopes: Option<Vec<String>>,
+    /// Exact IPs or CIDR blocks, IPv4 or IPv6, at most 32; empty means any source.
+    #[schema(max_items = 32)]
+    pub ip_allowlist: Option<Vec<String>>,
+    pub signing_enabled: Option<bool>,
+}
+
+/// A key kind a request may name.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum KeyKindIn {
+    Checkout,
+    Payout,
+    Wallet,
+}
+
+/// `PATCH /v1/api_keys/{id}`.
+#[derive(ToSchema)]
+pub struct ApiKeyPatch {
+    #[schema(max_length = 100)]
+    pub name: Option<String>,
+    pub scopes: Option<Vec<String>>,
+    /// Empty clears the restriction.
+    #[schema(max_items = 32)]
+    pub ip_allowlist: Option<Vec<String>>,
+    pub signing_enabled: Option<bool>,
+}
+
+/// `POST /v1/api_keys/{id}/roll`.
+#[derive(ToSchema)]
+pub struct RollApiKey {
+    /// Hours the old key keeps working (default 24).
+    #[schema(minimum = 0, maximum = 168)]
+    pub grace_hours: Option<u64>,
+}
+
+/// `POST /v1/webhooks`.
+#[derive(ToSchema)]
+pub struct NewWebhookEndpoint {
+    /// https, port 443 or 8443, no credentials, resolving to public addresses only.
+    pub url: String,
+    #[schema(max_length = 255)]
+    pub description: Option<String>,
+    /// Empty or omitted: every event type, including types added later.
+    pub event_types: Option<Vec<String>>,
+    pub delivery_mode: Option<DeliveryModeIn>,
+}
+
+/// A delivery mode a request may set.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum DeliveryModeIn {
+    Unordered,
+    Ordered,
+}
+
+/// `PATCH /v1/webhooks/{id}`.
+#[derive(ToSchema)]
+pub struct WebhookEndpointPatch {
+    /// `active` also re-enables a disabled endpoint and resets `consecutive_failures`.
+    pub status: Option<EndpointStatusIn>,
+    pub url: Option<String>,
+    #[schema(max_length = 255)]
+    pub description: Option<String>,
+    pub event_types: Option<Vec<String>>,
+    pub delivery_mode: Option<DeliveryModeIn>,
+}
+
+/// An endpoint status a request may set.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum EndpointStatusIn {
+    Active,
+    Paused,
+}
+
+/// `POST /v1/webhooks/{id}/rotate_secret`.
+#[derive(ToSchema)]
+pub struct RotateSecret {
+    /// Hours the old secret keeps signing (default 24; 0 for a leaked secret).
+    #[schema(minimum = 0, maximum = 168)]
+    pub overlap_hours: Option<u64>,
+}
+
+/// `POST /v1/webhook_deliveries/replay`.
+#[derive(ToSchema)]
+pub struct BulkReplay {
+    pub endpoint_id: Uuid,
+    /// Default: all three replayable statuses.
+    pub status: Option<ReplayableStatus>,
+    /// Only deliveries created at or after this time.
+    #[schema(format = DateTime)]
+    pub since: Option<String>,
+    /// The previous answer's `next_cursor`.
+    #[schema(pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub cursor: Option<String>,
+}
+
+/// A delivery status that can be replayed.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum ReplayableStatus {
+    Failed,
+    Exhausted,
+    Skipped,
+}
+
+/// `POST /v1/test/deposits`.
+#[derive(ToSchema)]
+pub struct NewTestDeposit {
+    pub customer_id: Uuid,
+    pub chain: String,
+    pub asset: String,
+    /// Must equal the asset's decimals, as for payouts.
+    #[schema(minimum = 0)]
+    pub decimals: u64,
+    #[schema(pattern = "^[1-9][0-9]{0,37}$")]
+    pub amount: String,
+    /// Credit at once (default true); false leaves it `detected`.
+    pub confirm: Option<bool>,
+}
+
+/// `POST /v1/test/blocks`.
+#[derive(ToSchema)]
+pub struct MineBlocks {
+    /// Blocks to mine (default 1).
+    #[schema(minimum = 1, maximum = 10000)]
+    pub count: Option<u64>,
+    /// One simulated EVM chain (default: every one).
+    pub chain: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------
+// Enumerations a request may carry (closed: anything else is 400 `invalid_request`).
+
+/// Which balances `GET /v1/wallets/{id}/balances` reports.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum BalanceSource {
+    Ledger,
+    Chain,
+    Both,
+}
+
+/// A deposit status filter.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum DepositStatusIn {
+    Detected,
+    Confirmed,
+    Failed,
+    Orphaned,
+}
+
+/// A sweep status filter.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum SweepStatusIn {
+    Open,
+    Submitted,
+    Confirmed,
+    Failed,
+    Skipped,
+}
+
+/// A payout status filter.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum PayoutStatusIn {
+    PendingApproval,
+    Queued,
+    Signing,
+    Submitted,
+    Confirmed,
+    Failed,
+    Canceled,
+    Rejected,
+}
+
+/// A webhook delivery status filter.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum DeliveryStatusIn {
+    Pending,
+    Succeeded,
+    Failed,
+    Exhausted,
+    Skipped,
+    Canceled,
+}
+
+/// Order of `GET /v1/events`.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum EventOrder {
+    Asc,
+    Desc,
+}
+
+/// `include_revoked` of `GET /v1/api_keys`.
+#[derive(ToSchema)]
+pub enum IncludeRevoked {
+    #[schema(rename = "0")]
+    No,
+    #[schema(rename = "1")]
+    Yes,
+    #[schema(rename = "false")]
+    False,
+    #[schema(rename = "true")]
+    True,
+}
+
+/// A page of webhook deliveries as `POST /v1/webhook_deliveries/replay` answers it: the new
+/// deliveries, oldest first; `next_cursor` continues the replay.
+#[derive(ToSchema)]
+pub struct ReplayedList {
+    #[schema(pattern = "^list$")]
+    pub object: String,
+    pub data: Vec<WebhookDelivery>,
+    pub has_more: bool,
+    #[schema(pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub next_cursor: Option<String>,
+}
