@@ -275,6 +275,35 @@ mod tests {
         assert_eq!((n.id, n.extra, n.count), (4, None, 0));
     }
 
+    /// A table that is not a `Row` table gets the codec through `value_put` / `value_get`.
+    #[test]
+    fn other_tables_get_the_codec_through_value_ops() {
+        use crate::{Store, StoreOptions, ValueOps};
+        const T: TableDefinition<(u128, &str), &[u8]> = TableDefinition::new("test_values");
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
+        let c = customer();
+        let c2 = c.clone();
+        store
+            .write_blocking(move |ctx| ctx.value_put(T, (7, "a"), &c2))
+            .unwrap();
+        let back: Customer = store
+            .read_blocking(|r| r.value_get(T, (7, "a")))
+            .unwrap()
+            .unwrap();
+        assert_eq!(back.id, c.id);
+        let raw = store
+            .read_blocking(|r| {
+                let t = crate::Reader::open(r, T)?;
+                let v = t.get((7, "a"))?.unwrap().value().to_vec();
+                Ok(v)
+            })
+            .unwrap();
+        assert_eq!(raw[0], VALUE_VERSION);
+        let none: Option<Customer> = store.read_blocking(|r| r.value_get(T, (8, "a"))).unwrap();
+        assert!(none.is_none());
+    }
+
     #[test]
     fn unknown_versions_and_garbage_are_corrupt() {
         assert!(matches!(

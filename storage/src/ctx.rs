@@ -439,6 +439,31 @@ pub trait ReadOps: Reader {
     }
 }
 
+/// Typed values of any table of `K -> &[u8]` through [`crate::codec`], for tables that are
+/// not [`Row`]s (chain-adapter state, queues, documents keyed by something other than an
+/// id): a table added later stores its values with [`WriteCtx::value_put`] and reads them
+/// here, and so gets the current encoding, the old-encoding reads and the version byte for
+/// free. List it in [`crate::schema::for_each_record_table`] so that `verify` decodes it.
+pub trait ValueOps: Reader {
+    /// The value under `key`, decoded as `T`; `None` when absent, [`StoreError::Corrupt`]
+    /// when it does not decode.
+    fn value_get<K, T>(
+        &self,
+        def: TableDefinition<K, &'static [u8]>,
+        key: K::SelfType<'_>,
+    ) -> Result<Option<T>, StoreError>
+    where
+        K: Key + 'static,
+        T: serde::de::DeserializeOwned,
+    {
+        let t = self.open(def)?;
+        let v = t.get(key)?;
+        v.map(|g| decode(g.value())).transpose()
+    }
+}
+
+impl<R: Reader> ValueOps for R {}
+
 impl ReadOps for ReadCtx {}
 impl ReadOps for WriteCtx<'_> {}
 
@@ -600,6 +625,27 @@ impl<'t> WriteCtx<'t> {
         })();
         self.track(r)?;
         Ok(Some(old))
+    }
+
+    /// Stores `value` under `key` in `def` through [`crate::codec::encode`] (see
+    /// [`ValueOps`]).
+    pub fn value_put<K, T>(
+        &mut self,
+        def: TableDefinition<K, &'static [u8]>,
+        key: K::SelfType<'_>,
+        value: &T,
+    ) -> Result<(), StoreError>
+    where
+        K: Key + 'static,
+        T: serde::Serialize + ?Sized,
+    {
+        let bytes = encode(value);
+        let r = (|| {
+            let mut t = self.txn.open_table(def)?;
+            t.insert(key, bytes.as_slice())?;
+            Ok(())
+        })();
+        self.track(r)
     }
 
     /// Adds a bare key to the `index` table (markers that belong to no row).
