@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the test-only tools into ./node_modules from the pinned package.json /
 # package-lock.json: Anvil (a local EVM node, npm @foundry-rs/anvil-linux-amd64) and the
-# Solidity compiler (npm solc) that checks chains/contracts' pinned bytecode. Then the
-# operations tests' tools (tests/ops): Python prometheus_client (the reference parser of
+# Solidity compiler (npm solc) that checks chains/contracts' pinned bytecode. Then Python's
+# Schemathesis and openapi-spec-validator (the API contract run), and the operations tests' tools (tests/ops): Python prometheus_client (the reference parser of
 # the /metrics text), systemd-analyze (the unit's security score), util-linux
 # unshare/setpriv (the sandbox imitation) and cargo-deb (the Debian package).
 #
@@ -37,6 +37,17 @@ if ! python3 -c "import importlib.metadata as m, sys; sys.exit(0 if m.version('p
   python3 -m pip install --quiet --disable-pip-version-check "prometheus_client==$PROM_CLIENT_VERSION"
 fi
 python3 -c 'import importlib.metadata as m; print("prometheus_client (python) " + m.version("prometheus_client"))'
+
+# Schemathesis runs property-based contract tests over every operation of the OpenAPI
+# document (scripts/schemathesis.py, issue 11); openapi-spec-validator validates the document
+# against the OpenAPI 3.1 schema. Both pinned.
+SCHEMATHESIS_VERSION=4.32.5
+OPENAPI_SPEC_VALIDATOR_VERSION=0.9.0
+if ! python3 -c "import importlib.metadata as m, sys; sys.exit(0 if m.version('schemathesis') == '$SCHEMATHESIS_VERSION' and m.version('openapi-spec-validator') == '$OPENAPI_SPEC_VALIDATOR_VERSION' else 1)" 2>/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check \
+    "schemathesis==$SCHEMATHESIS_VERSION" "openapi-spec-validator==$OPENAPI_SPEC_VALIDATOR_VERSION"
+fi
+python3 -m schemathesis.cli --version
 
 # systemd-analyze rates packaging/appliance.service (tests/ops/systemd.rs); unshare and
 # setpriv (util-linux) imitate the unit's sandbox; dpkg-deb unpacks the package.

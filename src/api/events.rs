@@ -30,7 +30,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(get, path = "/v1/events", tag = "events",
     params(
         ("limit" = Option<u32>, Query, minimum = 1, maximum = 100, description = "Page size, 1-100 (default 25)."),
-        ("cursor" = Option<String>, Query, pattern = "^[A-Za-z0-9_-]{10}[AEIMQUYcgkosw048]$", description = "The previous page's `next_cursor`."),
+        ("cursor" = Option<String>, Query, pattern = "^([A-Za-z0-9_-]{10}[AEIMQUYcgkosw048])?$", description = "The previous page's `next_cursor`."),
         ("type" = Option<Vec<String>>, Query, explode = true, description = "Only events of these types (repeatable)."),
         ("resource_id" = Option<String>, Query, description = "Only events about this resource."),
         ("order" = Option<schemas::EventOrder>, Query, description = "`desc` (default) or `asc`."),

@@ -328,9 +328,19 @@ impl Fields {
     pub fn opt_u64(&self, name: &str) -> Result<Option<u64>, ApiError> {
         match self.present(name) {
             None => Ok(None),
-            Some(Value::Number(n)) => n.as_u64().map(Some).ok_or_else(|| {
-                ApiError::invalid(name, format!("{name} must be a non-negative integer."))
-            }),
+            // JSON has one number type: `20.0` is the integer 20 (as JSON Schema's `integer`
+            // says), as long as it is exact (at most 2^53).
+            Some(Value::Number(n)) => n
+                .as_u64()
+                .or_else(|| {
+                    n.as_f64()
+                        .filter(|f| f.fract() == 0.0 && (0.0..=9_007_199_254_740_992.0).contains(f))
+                        .map(|f| f as u64)
+                })
+                .map(Some)
+                .ok_or_else(|| {
+                    ApiError::invalid(name, format!("{name} must be a non-negative integer."))
+                }),
             Some(_) => Err(ApiError::invalid(
                 name,
                 format!("{name} must be an integer."),
@@ -626,6 +636,29 @@ mod tests {
         round_trips::<SweepStatus>(|s| s.as_str());
         round_trips::<DeliveryStatus>(|s| s.as_str());
         assert_eq!(DeliveryStatus::ALL.len(), DeliveryStatus::NAMES.len());
+    }
+
+    #[test]
+    fn integers_are_json_integers_whatever_their_spelling() {
+        let f = |v: Value| {
+            let mut m = Map::new();
+            m.insert("n".into(), v);
+            Fields(m).opt_u64("n")
+        };
+        assert_eq!(f(serde_json::json!(20)).unwrap(), Some(20));
+        assert_eq!(f(serde_json::json!(20.0)).unwrap(), Some(20));
+        assert_eq!(f(serde_json::json!(0.0)).unwrap(), Some(0));
+        for bad in [
+            serde_json::json!(20.5),
+            serde_json::json!(-1),
+            serde_json::json!(-1.0),
+            serde_json::json!(1e300),
+            serde_json::json!("20"),
+        ] {
+            let e = f(bad.clone()).expect_err(&bad.to_string());
+            assert_eq!(e.status.as_u16(), 400);
+            assert_eq!(e.param.as_deref(), Some("n"));
+        }
     }
 
     #[test]

@@ -15,8 +15,9 @@
 
 #![allow(dead_code)]
 
-use serde_json::Value;
-use utoipa::{IntoParams, ToSchema};
+use serde_json::{json, Value};
+use utoipa::openapi::{RefOr, Schema};
+use utoipa::{IntoParams, PartialSchema, ToSchema};
 use uuid::Uuid;
 
 /// An atomic (smallest-unit) amount: an integer string.
@@ -28,9 +29,9 @@ pub const SIGNED_ATOMIC: &str = "^-?(0|[1-9][0-9]*)$";
 /// A decimal twin of an atomic amount, in whole coins (`"1.5"`).
 pub const DECIMAL: &str = r"^-?[0-9]+(\.[0-9]+)?$";
 /// A row cursor as this API returns it (base64url of a 16-byte id).
-pub const ROW_CURSOR: &str = "^[A-Za-z0-9_-]{21}[AQgw]$";
+pub const ROW_CURSOR: &str = "^([A-Za-z0-9_-]{21}[AQgw])?$";
 /// An event cursor as this API returns it (base64url of an 8-byte sequence).
-pub const SEQ_CURSOR: &str = "^[A-Za-z0-9_-]{10}[AEIMQUYcgkosw048]$";
+pub const SEQ_CURSOR: &str = "^([A-Za-z0-9_-]{10}[AEIMQUYcgkosw048])?$";
 /// An event id: `evt_` + ULID.
 pub const EVENT_ID: &str = "^evt_[0-9A-HJKMNP-TV-Z]{26}$";
 /// A webhook delivery id: `whd_` + ULID.
@@ -75,8 +76,8 @@ pub struct PageParams {
     /// Page size, 1-100 (default 25).
     #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
-    /// The previous page's `next_cursor`.
-    #[param(pattern = "^[A-Za-z0-9_-]{21}[AQgw]$")]
+    /// The previous page's `next_cursor` (empty: the first page).
+    #[param(pattern = "^([A-Za-z0-9_-]{21}[AQgw])?$")]
     pub cursor: Option<String>,
 }
 
@@ -675,9 +676,7 @@ pub struct NewCustomer {
     pub reference_id: Option<String>,
     #[schema(max_length = 320)]
     pub email: Option<String>,
-    /// Key-value data (limits: docs/decisions.md, metadata).
-    #[schema(value_type = Option<Object>)]
-    pub metadata: Option<Value>,
+    pub metadata: Option<MetadataIn>,
 }
 
 /// `PATCH /v1/customers/{id}`: only the fields present change; `null` clears `email` and
@@ -688,8 +687,7 @@ pub struct CustomerPatch {
     pub reference_id: Option<String>,
     #[schema(max_length = 320)]
     pub email: Option<String>,
-    #[schema(value_type = Option<Object>)]
-    pub metadata: Option<Value>,
+    pub metadata: Option<MetadataPatchIn>,
     pub status: Option<CustomerStatusIn>,
 }
 
@@ -705,14 +703,13 @@ pub enum CustomerStatusIn {
 #[derive(ToSchema)]
 pub struct NewWallet {
     pub customer_id: Uuid,
-    /// Chain identifier as listed by `GET /v1/chains`.
-    pub chain: String,
+    pub chain: ChainIdIn,
 }
 
 /// `POST /v1/payouts`.
 #[derive(ToSchema)]
 pub struct NewPayout {
-    pub chain: String,
+    pub chain: ChainIdIn,
     /// Asset symbol as listed by `GET /v1/chains`, e.g. `USDT`.
     pub asset: String,
     /// Must equal the asset's decimals (400 `decimals_mismatch` otherwise).
@@ -745,7 +742,7 @@ pub struct NewApiKey {
     pub name: String,
     pub kind: KeyKindIn,
     /// Default: the kind's read and write scopes (never `payouts:create`).
-    pub scopes: Option<Vec<String>>,
+    pub scopes: Option<Vec<ScopeIn>>,
     /// Exact IPs or CIDR blocks, IPv4 or IPv6, at most 32; empty means any source.
     #[schema(max_items = 32)]
     pub ip_allowlist: Option<Vec<String>>,
@@ -766,7 +763,7 @@ pub enum KeyKindIn {
 pub struct ApiKeyPatch {
     #[schema(max_length = 100)]
     pub name: Option<String>,
-    pub scopes: Option<Vec<String>>,
+    pub scopes: Option<Vec<ScopeIn>>,
     /// Empty clears the restriction.
     #[schema(max_items = 32)]
     pub ip_allowlist: Option<Vec<String>>,
@@ -835,8 +832,8 @@ pub struct BulkReplay {
     pub endpoint_id: Uuid,
     /// Default: all three replayable statuses.
     pub status: Option<ReplayableStatus>,
-    /// Only deliveries created at or after this time.
-    #[schema(format = DateTime)]
+    /// Only deliveries created at or after this time (RFC 3339).
+    #[schema(format = DateTime, pattern = "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$")]
     pub since: Option<String>,
     /// The previous answer's `next_cursor`.
     #[schema(pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
@@ -856,7 +853,7 @@ pub enum ReplayableStatus {
 #[derive(ToSchema)]
 pub struct NewTestDeposit {
     pub customer_id: Uuid,
-    pub chain: String,
+    pub chain: ChainIdIn,
     pub asset: String,
     /// Must equal the asset's decimals, as for payouts.
     #[schema(minimum = 0)]
@@ -873,8 +870,8 @@ pub struct MineBlocks {
     /// Blocks to mine (default 1).
     #[schema(minimum = 1, maximum = 10000)]
     pub count: Option<u64>,
-    /// One simulated EVM chain (default: every one).
-    pub chain: Option<String>,
+    /// One simulated chain (default: every one).
+    pub chain: Option<EvmChainIn>,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -968,3 +965,107 @@ pub struct ReplayedList {
     #[schema(pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub next_cursor: Option<String>,
 }
+
+/// An RFC 3339 timestamp, as the server parses it.
+pub const RFC3339: &str = "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$";
+
+// ---------------------------------------------------------------------------------------
+// Schemas built from the server's own tables (chains, scopes) and rules (metadata).
+
+fn from_json(v: Value) -> RefOr<Schema> {
+    RefOr::T(serde_json::from_value(v).expect("a valid schema"))
+}
+
+/// A chain identifier a request may name (SPEC.md section 2: the enumerated chains). Whether
+/// the project may use it now is answered with 422 (`chain_not_enabled`, ...).
+pub struct ChainIdIn;
+
+impl PartialSchema for ChainIdIn {
+    fn schema() -> RefOr<Schema> {
+        let ids: Vec<&str> = appliance_chains::registry::CHAINS
+            .iter()
+            .map(|c| c.id)
+            .collect();
+        from_json(json!({"type": "string", "enum": ids, "description": "A chain identifier."}))
+    }
+}
+impl ToSchema for ChainIdIn {}
+
+/// A chain the test mode simulates (the EVM chains).
+pub struct EvmChainIn;
+
+impl PartialSchema for EvmChainIn {
+    fn schema() -> RefOr<Schema> {
+        let ids: Vec<&str> = appliance_chains::registry::CHAINS
+            .iter()
+            .filter(|c| c.account_kind == appliance_chains::AccountKind::Contract)
+            .map(|c| c.id)
+            .collect();
+        from_json(json!({"type": "string", "enum": ids, "description": "A simulated (EVM) chain."}))
+    }
+}
+impl ToSchema for EvmChainIn {}
+
+/// A scope a key may hold: a known scope, `*`, or `<group>:*`.
+pub struct ScopeIn;
+
+impl PartialSchema for ScopeIn {
+    fn schema() -> RefOr<Schema> {
+        let mut all: Vec<String> = vec!["*".into()];
+        let mut groups: Vec<&str> = Vec::new();
+        for s in crate::auth::ALL_SCOPES {
+            all.push((*s).to_string());
+            let g = s.split(':').next().unwrap_or(s);
+            if !groups.contains(&g) {
+                groups.push(g);
+            }
+        }
+        all.extend(groups.iter().map(|g| format!("{g}:*")));
+        from_json(
+            json!({"type": "string", "enum": all, "description": "A scope (SPEC.md section 5 rule 6, DECISIONS.md section 4)."}),
+        )
+    }
+}
+impl ToSchema for ScopeIn {}
+
+fn metadata_schema(patch: bool) -> Value {
+    let values = vec![
+        json!({"type": "string", "maxLength": crate::services::metadata::MAX_VALUE_CHARS}),
+        json!({"type": "number"}),
+        json!({"type": "boolean"}),
+        json!({"type": "null"}),
+    ];
+    let description = if patch {
+        "Merged into the customer's metadata; a key set to null is removed; the result holds at most 50 keys."
+    } else {
+        "The merchant's key-value data; null values are left out."
+    };
+    json!({
+        "type": "object",
+        "description": format!("{description} At most {} keys of 1-{} characters; each value a string of at most {} characters, a number or a boolean.",
+            crate::services::metadata::MAX_KEYS, crate::services::metadata::MAX_KEY_CHARS, crate::services::metadata::MAX_VALUE_CHARS),
+        "maxProperties": crate::services::metadata::MAX_KEYS,
+        "propertyNames": {"type": "string", "minLength": 1, "maxLength": crate::services::metadata::MAX_KEY_CHARS},
+        "additionalProperties": {"anyOf": values},
+    })
+}
+
+/// `metadata` of a request that sets it whole.
+pub struct MetadataIn;
+
+impl PartialSchema for MetadataIn {
+    fn schema() -> RefOr<Schema> {
+        from_json(metadata_schema(false))
+    }
+}
+impl ToSchema for MetadataIn {}
+
+/// `metadata` of a patch: merged, null removes a key.
+pub struct MetadataPatchIn;
+
+impl PartialSchema for MetadataPatchIn {
+    fn schema() -> RefOr<Schema> {
+        from_json(metadata_schema(true))
+    }
+}
+impl ToSchema for MetadataPatchIn {}

@@ -35,6 +35,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     request_body = schemas::NewSweep,
     responses(
         (status = 201, description = "The sweep (possibly `skipped` with `skip_reason`).", body = schemas::Sweep),
+        (status = 404, description = "`not_found`: no such wallet (`param: wallet_id`).", body = schemas::ErrorBody),
         (status = 422, description = "Refused by the chain or an availability rule.", body = schemas::ErrorBody),
     ))]
 async fn create_sweep(

@@ -52,6 +52,7 @@ fn check(caller: &Caller) -> Result<(), ApiError> {
     responses(
         (status = 201, description = "The deposit.", body = schemas::Deposit),
         (status = 400, description = "`invalid_request`, `decimals_mismatch`, `unknown_asset`.", body = schemas::ErrorBody),
+        (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = schemas::ErrorBody),
         (status = 422, description = "No deposit address on that chain, or refused by the chain.", body = schemas::ErrorBody),
     ))]
 async fn create_test_deposit(

@@ -37,6 +37,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     responses(
         (status = 201, description = "A new address.", body = schemas::Wallet),
         (status = 200, description = "The customer's existing address on that chain.", body = schemas::Wallet),
+        (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = schemas::ErrorBody),
         (status = 422, description = "No new address on this chain now: `account_kind_disabled`, `chain_not_live_yet`, `chain_deposits_disabled`, `chain_unavailable`, `chain_not_enabled`.", body = schemas::ErrorBody),
     ))]
 async fn create_wallet(

@@ -160,7 +160,10 @@ async fn replay_delivery(
 /// Any key kind; scope `webhooks:replay`.
 #[utoipa::path(post, path = "/v1/webhook_deliveries/replay", tag = "webhooks",
     request_body(content = schemas::BulkReplay),
-    responses((status = 200, description = "The new deliveries.", body = schemas::ReplayedList)))]
+    responses(
+        (status = 200, description = "The new deliveries.", body = schemas::ReplayedList),
+        (status = 404, description = "`not_found`: no such endpoint (`param: endpoint_id`).", body = schemas::ErrorBody),
+    ))]
 async fn bulk_replay(
     State(state): State<AppState>,
     caller: Caller,

@@ -94,6 +94,19 @@ pub fn patch(
     let mut c = ctx
         .get_in::<Customer>(p, id)?
         .ok_or(CustomerError::NotFound)?;
+    // Every check before the first write: an error after writing aborts the whole store
+    // batch (`Store::write`), failing other requests committed with this one.
+    let metadata = match req.metadata {
+        Some(m) => {
+            // Stripe-style merge: a key set to null is removed.
+            let cur = match &c.metadata {
+                Value::Object(o) => o.clone(),
+                _ => Map::new(),
+            };
+            Some(Value::Object(metadata::merge(cur, m)?))
+        }
+        None => None,
+    };
     if let Some(Some(r)) = &req.reference_id {
         if c.reference_id.as_deref() != Some(r) {
             let key = index::unique(IndexTag::UniqueCustomerRef, p, &[r.as_bytes()]);
@@ -121,13 +134,8 @@ pub fn patch(
     if let Some(e) = req.email {
         c.email = e;
     }
-    if let Some(m) = req.metadata {
-        // Stripe-style merge: a key set to null is removed.
-        let cur = match &c.metadata {
-            Value::Object(o) => o.clone(),
-            _ => Map::new(),
-        };
-        c.metadata = Value::Object(metadata::merge(cur, m)?);
+    if let Some(m) = metadata {
+        c.metadata = m;
     }
     if let Some(st) = req.status {
         c.status = st;

@@ -186,3 +186,30 @@ async fn customer_created_event_carries_the_rest_read() {
     assert_eq!(ev[0]["data"], c);
     assert_eq!(ev[0]["resource_id"], c["id"]);
 }
+
+/// A patch that is refused (here: nested metadata) changes nothing and is a 400, also when
+/// it carries a new `reference_id`: every check runs before the first write, so a refusal
+/// never aborts the store batch (which answered 500 before, to this request and to any
+/// other committed with it).
+#[tokio::test]
+async fn a_refused_patch_with_a_new_reference_is_400_and_changes_nothing() {
+    let app = spawn_app().await;
+    let c = app.create_customer(Some("patch-ref-1")).await;
+    let id = c["id"].as_str().unwrap();
+    let r = app
+        .patch(
+            &app.wallet_key,
+            &format!("/v1/customers/{id}"),
+            json!({"reference_id": "patch-ref-2", "metadata": {"nested": {"no": 1}}}),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert_eq!(r.body["param"], "metadata[nested]");
+    let got = app
+        .get(&app.wallet_key, &format!("/v1/customers/{id}"))
+        .await;
+    assert_eq!(got.body["reference_id"], "patch-ref-1");
+    // The new reference was not taken: another customer can have it.
+    let other = app.create_customer(Some("patch-ref-2")).await;
+    assert_ne!(other["id"], c["id"]);
+}
