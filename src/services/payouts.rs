@@ -496,15 +496,48 @@ pub fn submit_live(
     Ok(Some(p))
 }
 
-/// The transaction of a replacement (fee bump) carries a new hash: the payout follows it.
-pub fn retarget_live(ctx: &mut WriteCtx<'_>, id: Uuid, tx_hash: &str) -> Result<(), Fault> {
+/// The payout's transaction was signed again with a new hash (a fee bump at the same nonce,
+/// or a re-planned send at a new nonce after a filler took the old one): the payout follows
+/// it. Its status never moves back (DECISIONS.md section 16); a `submitted` payout emits
+/// `payout.submitted` again with the new hash; a `confirmed` one (its send removed by a
+/// reorg deeper than the confirmations) only records the hash.
+pub fn retarget_live(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: Uuid,
+    tx_hash: &str,
+) -> Result<(), Fault> {
     if let Some(mut p) = ctx.get::<Payout>(id)? {
-        if p.status == PayoutStatus::Submitted {
+        if matches!(p.status, PayoutStatus::Submitted | PayoutStatus::Confirmed)
+            && p.tx_hash.as_deref() != Some(tx_hash)
+        {
             p.tx_hash = Some(tx_hash.to_string());
             p.updated_at = ctx.now_us();
             ctx.put(&p)?;
+            if p.status == PayoutStatus::Submitted {
+                emit(ctx, s, "payout.submitted", p.id, views::payout(&s.reg, &p))?;
+            }
         }
     }
+    Ok(())
+}
+
+/// A `submitted` payout whose transaction can never be mined (a filler holds its nonce with
+/// the chain's confirmations) and whose call cannot succeed now: `failed` with `reason`,
+/// funds back in `available`.
+pub fn fail_replanned(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: Uuid,
+    reason: &str,
+) -> Result<(), Fault> {
+    let Some(p) = ctx.get::<Payout>(id)? else {
+        return Ok(());
+    };
+    if p.status != PayoutStatus::Submitted {
+        return Ok(());
+    }
+    fail(ctx, s, p, reason)?;
     Ok(())
 }
 

@@ -330,6 +330,30 @@ fn project_move(
     }
 }
 
+/// Wallets on `chain` with an unconfirmed inbound transfer (a `detected` deposit). Their
+/// sweeps wait (DECISIONS.md section 16; issue 8 item 4): the forwarder flushes the
+/// address's whole balance, so a sweep now would move money that is not final.
+pub fn wallets_receiving(
+    r: &impl ReadOps,
+    chain: &str,
+) -> Result<std::collections::HashSet<Uuid>, StoreError> {
+    let ids = r.scan_ids(
+        &index::prefix(IndexTag::DepositsPending, Uuid::nil(), &[]),
+        None,
+        usize::MAX,
+        |_| Ok(true),
+    )?;
+    let mut out = std::collections::HashSet::new();
+    for id in ids.items {
+        if let Some(d) = r.get::<appliance_storage::records::Deposit>(id)? {
+            if d.chain == chain && d.status == appliance_storage::records::DepositStatus::Detected {
+                out.insert(d.wallet_id);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// What an open live sweep would move now: the ledger's holding of the address, capped by
 /// the sweep's amount. 0: nothing to sweep.
 pub fn live_amount(ctx: &impl ReadOps, sw: &Sweep) -> Result<u128, StoreError> {
@@ -376,4 +400,23 @@ pub fn settle_live(
         return Ok(());
     }
     to_final(ctx, s, &mut sw, success)
+}
+
+/// A submitted (or confirmed) live sweep's transaction was signed again at a new nonce (a
+/// filler took the old one): the sweep follows the new hash, its status and ledger
+/// unchanged.
+pub fn retarget_live(
+    ctx: &mut WriteCtx<'_>,
+    _s: &Scope,
+    id: Uuid,
+    tx_hash: &str,
+) -> Result<(), Fault> {
+    if let Some(mut sw) = ctx.get::<Sweep>(id)? {
+        if matches!(sw.status, SweepStatus::Submitted | SweepStatus::Confirmed) {
+            sw.tx_hash = Some(tx_hash.to_string());
+            sw.updated_at = ctx.now_us();
+            ctx.put(&sw)?;
+        }
+    }
+    Ok(())
 }

@@ -389,6 +389,12 @@ impl Live {
 
     /// Starts (or restarts) the server process.
     pub fn run(&mut self) {
+        self.run_with(&[]);
+    }
+
+    /// Starts (or restarts) the server process with extra environment variables (e.g. the
+    /// debug-build crash hook `DEBUG_CRASH_AT`).
+    pub fn run_with(&mut self, env: &[(&str, &str)]) {
         assert!(self.child.is_none());
         let mut child = Command::new(bin())
             .args(["--data-dir", self.data_dir.to_str().unwrap()])
@@ -396,6 +402,7 @@ impl Live {
             .arg("serve")
             .env("APPLIANCE_PASSPHRASE", PASSPHRASE)
             .env("APPLIANCE_LOG", "info,appliance=debug")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .stdin(Stdio::null())
@@ -444,6 +451,23 @@ impl Live {
             c.kill().unwrap();
             c.wait().unwrap();
         }
+    }
+
+    /// Waits until the server process exits by itself (a crash hook); `false` on timeout.
+    pub async fn wait_exit(&mut self, secs: u64) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < deadline {
+            if let Some(c) = self.child.as_mut() {
+                if c.try_wait().unwrap().is_some() {
+                    self.child = None;
+                    return true;
+                }
+            } else {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
     }
 
     pub fn verify(&self) -> String {

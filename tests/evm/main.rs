@@ -4,6 +4,7 @@
 
 mod bench;
 mod helpers;
+mod sends;
 
 use std::collections::BTreeSet;
 

@@ -4,13 +4,15 @@
 //! project's simulated chain and that one project ([`WorkScope`], DECISIONS.md section 15).
 //!
 //! * [`watcher`]: follows blocks, records, confirms and unwinds deposits.
-//! * [`sender`]: the saga runner of payouts, sweeps and the factory deployment; reconciles
-//!   the master wallet's transactions with the chain.
+//! * [`sender`]: the saga runner of payouts, sweeps and the factory deployment.
+//! * [`reconcile`]: each sender pass first reconciles the master wallet's stored
+//!   transactions with the chain (reorgs, dropped sends, nonce gaps).
 //! * [`store`]: their durable state in the store, under the worker's state key.
 //!
 //! The rules (what a deposit, payout or sweep does) are in `services`; this module only
 //! decides when, from what the client reports.
 
+pub mod reconcile;
 pub mod sender;
 pub mod store;
 pub mod watcher;

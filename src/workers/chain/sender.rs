@@ -20,8 +20,8 @@ use appliance_storage::records::{
 };
 use appliance_storage::{ReadOps, WriteCtx};
 
-use super::store::{out_tx, pending_nonces, put_tx, stored_nonce, OutKind, OutTx};
-use super::{clean, hex32, write, ChainWorker, Master, Scopes, MAX_BACKOFF};
+use super::store::{load_watch, out_tx, pending_nonces, put_tx, stored_nonce, OutKind, OutTx};
+use super::{clean, hex32, write, ChainWorker, Master, MAX_BACKOFF};
 use crate::services::error::Fault;
 use crate::services::{payouts, sweeps, Scope};
 use crate::state::AppState;
@@ -54,7 +54,7 @@ pub(super) async fn send_loop(state: AppState, c: ChainWorker, m: Master) {
 
 /// One sender pass: follow pending transactions, then sign new payouts and sweeps.
 pub async fn send_step(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<()> {
-    track_pending(state, c, m).await?;
+    super::reconcile::reconcile(state, c, m).await?;
     send_payouts(state, c, m).await?;
     send_sweeps(state, c, m).await?;
     Ok(())
@@ -64,7 +64,7 @@ fn is_refusal(e: &ClientError) -> bool {
     e.is_refusal()
 }
 
-fn policy(state: &AppState, project: &Project, key: bool) -> SigningPolicy {
+pub(super) fn policy(state: &AppState, project: &Project, key: bool) -> SigningPolicy {
     SigningPolicy {
         service: state.config.signing.enabled,
         project: project.settings.signing_enabled,
@@ -74,7 +74,7 @@ fn policy(state: &AppState, project: &Project, key: bool) -> SigningPolicy {
 
 /// Signs, records (with the saga step `record`) and broadcasts one transaction.
 #[allow(clippy::too_many_arguments)]
-async fn send_new<F>(
+pub(super) async fn send_new<F>(
     state: &AppState,
     c: &ChainWorker,
     m: &Master,
@@ -129,6 +129,10 @@ where
         hashes: vec![hex32(&hash)],
         sent_at: appliance_storage::now_us(),
         done: false,
+        mined: None,
+        settled: None,
+        filler_raws: vec![],
+        filler_hashes: vec![],
     };
     let recorded = write(state, move |ctx| {
         if stored_nonce(ctx, &key)? != stored {
@@ -146,175 +150,34 @@ where
     if !recorded {
         return Ok(Ok(None));
     }
+    crash_point(kind, "recorded");
     if let Err(e) = c.client.broadcast(&signed.raw).await {
         // Recorded: the tracker rebroadcasts it.
         tracing::warn!(chain = c.chain, nonce, error = %clean(&e), "broadcast failed; will retry");
     }
+    crash_point(kind, "broadcast");
     Ok(Ok(Some(hash)))
 }
 
-async fn track_pending(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<()> {
-    let key = c.key.clone();
-    let txs: Vec<OutTx> = state
-        .store
-        .read(move |r| {
-            let mut v = Vec::new();
-            for n in pending_nonces(r, &key)? {
-                if let Some(t) = out_tx(r, &key, n)? {
-                    v.push(t);
-                }
-            }
-            Ok(v)
-        })
-        .await?;
-    if txs.is_empty() {
-        return Ok(());
-    }
-    let head = c.client.head().await?;
-    for tx in txs {
-        let mut mined = None;
-        for h in tx.hashes.iter().rev() {
-            let hash: B256 = h.parse().map_err(|_| anyhow!("bad stored hash {h}"))?;
-            if let Some(r) = c.client.receipt(hash).await? {
-                mined = Some((h.clone(), r));
-                break;
-            }
-        }
-        match mined {
-            Some((h, r)) => {
-                if head + 1 >= r.block_number + c.required_confirmations as u64 {
-                    finalise(state, c, tx, h, r.success).await?;
-                }
-            }
-            None => {
-                let age_ms = (appliance_storage::now_us() - tx.sent_at) / 1000;
-                if age_ms > c.replace_after_ms as i64 {
-                    replace(state, c, m, tx).await?;
-                } else {
-                    let last: B256 = tx
-                        .hashes
-                        .last()
-                        .and_then(|h| h.parse().ok())
-                        .unwrap_or_default();
-                    if !c.client.knows_tx(last).await? {
-                        let raw = hex::decode(tx.raws.last().map(String::as_str).unwrap_or(""))?;
-                        if let Err(e) = c.client.broadcast(&raw).await {
-                            tracing::debug!(chain = c.chain, nonce = tx.nonce, error = %clean(&e), "rebroadcast refused");
-                        }
-                    }
-                }
-            }
+/// Crash-test hook, debug builds only: with `DEBUG_CRASH_AT=<kind>_<stage>` (e.g.
+/// `payout_recorded`, `payout_broadcast`, `payout_mined`) the process aborts at that point
+/// of the send saga, as a `kill -9` would stop it. Release builds compile it to nothing.
+pub(super) fn crash_point(kind: OutKind, stage: &str) {
+    #[cfg(debug_assertions)]
+    {
+        let kind = match kind {
+            OutKind::Payout => "payout",
+            OutKind::Sweep => "sweep",
+            OutKind::Factory => "factory",
+            OutKind::Filler => "filler",
+        };
+        if std::env::var("DEBUG_CRASH_AT").is_ok_and(|v| v == format!("{kind}_{stage}")) {
+            eprintln!("crash point {kind}_{stage}: aborting");
+            std::process::abort();
         }
     }
-    Ok(())
-}
-
-async fn finalise(
-    state: &AppState,
-    c: &ChainWorker,
-    tx: OutTx,
-    hash: String,
-    success: bool,
-) -> anyhow::Result<()> {
-    let reg = state.registry.clone();
-    let attempts = state.config.webhooks.max_attempts();
-    let key = c.key.clone();
-    let scope = c.scope;
-    write(state, move |ctx| {
-        let chain = &*key;
-        let mut scopes = Scopes::new(reg, scope, attempts);
-        match tx.kind {
-            OutKind::Sweep => {
-                if let Some(s) = scopes.of(ctx, tx.project_id)? {
-                    sweeps::settle_live(ctx, &s, tx.ref_id, success)?;
-                }
-            }
-            OutKind::Payout => {
-                if let Some(s) = scopes.of(ctx, tx.project_id)? {
-                    payouts::settle_live(ctx, &s, tx.ref_id, &hash, success)?;
-                }
-            }
-            OutKind::Factory => {}
-        }
-        let mut done = tx.clone();
-        done.done = true;
-        put_tx(ctx, chain, &done)?;
-        ctx.evm_pending_set(chain, tx.nonce, false)?;
-        Ok(())
-    })
-    .await
-}
-
-/// Replaces a stuck transaction: same nonce, same call, fees up by at least 12.5%.
-async fn replace(
-    state: &AppState,
-    c: &ChainWorker,
-    m: &Master,
-    mut tx: OutTx,
-) -> anyhow::Result<()> {
-    let old = (
-        tx.max_fee_per_gas.parse::<u128>().unwrap_or(0),
-        tx.max_priority_fee_per_gas.parse::<u128>().unwrap_or(0),
-    );
-    let f = c.client.fees().await?;
-    let (max_fee, tip) = sender::bumped_fees(old, (f.max_fee_per_gas, f.max_priority_fee_per_gas));
-    let project_id = tx.project_id;
-    let project = state
-        .store
-        .read(move |r| r.get::<Project>(project_id))
-        .await?;
-    let pol = SigningPolicy {
-        service: state.config.signing.enabled,
-        project: project.as_ref().is_none_or(|p| p.settings.signing_enabled),
-        key: true,
-    };
-    let unsigned = sender::eip1559(
-        c.chain_id,
-        tx.nonce,
-        tx.to,
-        // Never a zero-value stand-in for a payout's amount: an unreadable value stops here.
-        tx.value
-            .parse::<U256>()
-            .map_err(|_| anyhow!("bad stored value {:?} of nonce {}", tx.value, tx.nonce))?,
-        hex::decode(&tx.data)?.into(),
-        tx.gas_limit,
-        max_fee,
-        tip,
-    );
-    let signed = match m.signer.sign_evm(pol, unsigned) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!(chain = c.chain, nonce = tx.nonce, error = %clean(&e), "cannot replace a stuck transaction");
-            return Ok(());
-        }
-    };
-    let hash = hex32(&B256::from(signed.hash));
-    tx.raws.push(hex::encode(&signed.raw));
-    tx.hashes.push(hash.clone());
-    tx.max_fee_per_gas = max_fee.to_string();
-    tx.max_priority_fee_per_gas = tip.to_string();
-    tx.sent_at = appliance_storage::now_us();
-    let key = c.key.clone();
-    let t2 = tx.clone();
-    write(state, move |ctx| {
-        put_tx(ctx, &key, &t2)?;
-        if t2.kind == OutKind::Payout {
-            payouts::retarget_live(ctx, t2.ref_id, &hash)?;
-        }
-        Ok(())
-    })
-    .await?;
-    tracing::info!(
-        chain = c.chain,
-        nonce = tx.nonce,
-        max_fee,
-        tip,
-        "replaced a stuck transaction"
-    );
-    if let Err(e) = c.client.broadcast(&signed.raw).await {
-        tracing::warn!(chain = c.chain, nonce = tx.nonce, error = %clean(&e), "replacement broadcast failed");
-    }
-    Ok(())
+    #[cfg(not(debug_assertions))]
+    let _ = (kind, stage);
 }
 
 /// Work items of the global queue `tag` on this chain, oldest first.
@@ -521,6 +384,33 @@ async fn ensure_factory(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow
     Ok(false)
 }
 
+/// Why sweeps wait this pass (issue 8 item 4: no sweep of money that is not final).
+enum SweepHolds {
+    /// The watcher has not processed the chain's head, or its last block is no longer
+    /// canonical (a reorg it has not unwound yet): the ledger's holdings may be stale.
+    NotInStep,
+    /// Wallets with an unconfirmed inbound transfer: their forwarder would flush it along.
+    Wallets(std::collections::HashSet<Uuid>),
+}
+
+async fn sweep_holds(state: &AppState, c: &ChainWorker) -> anyhow::Result<SweepHolds> {
+    let key = c.key.clone();
+    let chain = c.chain;
+    let (ws, wallets) = state
+        .store
+        .read(move |r| Ok((load_watch(r, &key)?, sweeps::wallets_receiving(r, chain)?)))
+        .await?;
+    let head = c.client.head().await?;
+    let Some(h) = ws.cursor.height.filter(|h| *h >= head) else {
+        return Ok(SweepHolds::NotInStep);
+    };
+    let canonical = c.client.block(h).await?.map(|b| b.hash);
+    if canonical.is_none() || canonical != ws.cursor.hash_at(h) {
+        return Ok(SweepHolds::NotInStep);
+    }
+    Ok(SweepHolds::Wallets(wallets))
+}
+
 async fn send_sweeps(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<()> {
     let reg = state.registry.clone();
     let attempts = state.config.webhooks.max_attempts();
@@ -528,6 +418,7 @@ async fn send_sweeps(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::R
     let ws = c.scope;
     let threshold = c.sweep_threshold_usd_cents as u128;
     let mut factory_ready: Option<bool> = None;
+    let mut held: Option<SweepHolds> = None;
     let mut done = 0;
     for id in work_ids(state, IndexTag::SweepsWork).await? {
         if done >= MAX_NEW_PER_PASS {
@@ -584,6 +475,17 @@ async fn send_sweeps(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::R
             })
             .await?;
             continue;
+        }
+        if held.is_none() {
+            held = Some(sweep_holds(state, c).await?);
+        }
+        match &held {
+            Some(SweepHolds::NotInStep) => return Ok(()),
+            Some(SweepHolds::Wallets(ws)) if ws.contains(&sw.wallet_id) => {
+                tracing::debug!(chain, sweep = %id, "sweep held: the address has an unconfirmed inbound transfer");
+                continue;
+            }
+            _ => {}
         }
         if factory_ready.is_none() {
             factory_ready = Some(ensure_factory(state, c, m).await?);

@@ -43,10 +43,29 @@ pub enum OutKind {
     Payout,
     Sweep,
     Factory,
+    /// A zero-value self-transfer filling a nonce that had no transaction to send (a nonce
+    /// gap with nothing stored at it).
+    Filler,
+}
+
+/// Where the chain showed a transaction mined, as the sender last saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MinedAt {
+    /// Hash of the version that was mined (a fee bump or a filler has its own).
+    pub hash: String,
+    pub block: u64,
+    /// The mined version is a filler (zero-value self-transfer), not the call.
+    pub filler: bool,
 }
 
 /// An outgoing transaction of the master wallet, recorded before its first broadcast
-/// (table `evm_out_txs`, JSON).
+/// (table `evm_out_txs`, JSON): one row per nonce, holding every version signed at it.
+///
+/// Its life (issue 8 item 3): signed and stored, then broadcast; `mined` while the chain
+/// shows a receipt (cleared again when a reorg removes it: the row is back to submitted
+/// and its stored bytes are rebroadcast); `settled` once the receipt had the chain's
+/// confirmations and the resource's ledger move was written; `done` once it is deeper than
+/// the sender follows reorgs (or its resource was re-planned at another nonce).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OutTx {
     pub nonce: u64,
@@ -68,6 +87,45 @@ pub struct OutTx {
     /// When the current version was signed (Unix microseconds).
     pub sent_at: i64,
     pub done: bool,
+    /// The receipt the chain last showed; `None` while unmined or after it vanished.
+    #[serde(default)]
+    pub mined: Option<MinedAt>,
+    /// The resource's outcome is written (`Some(success)` of the mined call); the row is
+    /// still followed for reorgs until `done`.
+    #[serde(default)]
+    pub settled: Option<bool>,
+    /// Zero-value self-transfers signed at this nonce in place of the call, because the
+    /// call could no longer succeed or must not run again; newest last. Once one is final
+    /// the resource is re-planned at a new nonce.
+    #[serde(default)]
+    pub filler_raws: Vec<String>,
+    #[serde(default)]
+    pub filler_hashes: Vec<String>,
+}
+
+impl OutTx {
+    /// The version to (re)broadcast: the newest filler if any, else the newest call.
+    pub fn current(&self) -> Option<(&str, &str)> {
+        if let (Some(r), Some(h)) = (self.filler_raws.last(), self.filler_hashes.last()) {
+            return Some((r.as_str(), h.as_str()));
+        }
+        match (self.raws.last(), self.hashes.last()) {
+            (Some(r), Some(h)) => Some((r.as_str(), h.as_str())),
+            _ => None,
+        }
+    }
+
+    /// Every version's hash with whether it is a filler, newest first (fillers first).
+    pub fn versions(&self) -> Vec<(&str, bool)> {
+        let mut v: Vec<(&str, bool)> = self
+            .filler_hashes
+            .iter()
+            .rev()
+            .map(|h| (h.as_str(), true))
+            .collect();
+        v.extend(self.hashes.iter().rev().map(|h| (h.as_str(), false)));
+        v
+    }
 }
 
 /// Next nonce the store will hand out (0 when never used).
@@ -94,4 +152,42 @@ pub(super) fn put_tx(ctx: &mut WriteCtx<'_>, chain: &str, tx: &OutTx) -> Result<
     let b = serde_json::to_vec(tx).map_err(Fault::invariant)?;
     ctx.evm_out_tx_put(chain, tx.nonce, &b)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row() -> OutTx {
+        serde_json::from_str(
+            r#"{"nonce":3,"kind":"payout","ref_id":"00000000-0000-0000-0000-000000000000",
+                "project_id":"00000000-0000-0000-0000-000000000000",
+                "to":"0x0000000000000000000000000000000000000001","value":"5","data":"",
+                "gas_limit":21000,"max_fee_per_gas":"1","max_priority_fee_per_gas":"1",
+                "raws":["aa","bb"],"hashes":["0x01","0x02"],"sent_at":0,"done":false}"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_row_of_schema_version_3_reads_as_unmined_and_unsettled() {
+        let t = row();
+        assert_eq!(t.mined, None);
+        assert_eq!(t.settled, None);
+        assert!(t.filler_hashes.is_empty());
+    }
+
+    #[test]
+    fn the_newest_filler_is_current_and_versions_list_fillers_first() {
+        let mut t = row();
+        assert_eq!(t.current(), Some(("bb", "0x02")));
+        assert_eq!(t.versions(), vec![("0x02", false), ("0x01", false)]);
+        t.filler_raws.push("cc".into());
+        t.filler_hashes.push("0x03".into());
+        assert_eq!(t.current(), Some(("cc", "0x03")));
+        assert_eq!(
+            t.versions(),
+            vec![("0x03", true), ("0x02", false), ("0x01", false)]
+        );
+    }
 }

@@ -1,0 +1,704 @@
+//! Sends that reconcile with the chain (issue 8 item 3). Every sender pass starts here and
+//! compares the master wallet's stored transactions (one row per nonce, [`OutTx`]) with
+//! what the client reports:
+//!
+//! * a receipt: the row is `mined`; at the chain's confirmations its resource settles (the
+//!   ledger moves that depend on the send wait until then); the row is followed until it is
+//!   [`track_depth`] deep, so a reorg deeper than the confirmations is still seen;
+//! * a receipt that vanished (a reorg): the row is back to submitted and its stored bytes
+//!   are rebroadcast (same nonce, same hash: no new event);
+//! * a row the node does not know: rebroadcast; when the node refuses it as unable to
+//!   succeed (funds, gas), or when the call's outcome is already written as failed and must
+//!   not run again, a zero-value self-transfer (a *filler*) is signed at its nonce with
+//!   higher fees; once a filler is final, the resource is re-planned: signed again at a new
+//!   nonce (a payout's new hash emits `payout.submitted` again), or failed when the call
+//!   can no longer succeed;
+//! * a nonce gap (the node's pending nonce below the lowest followed nonce): the stored row
+//!   at each missing nonce is followed again (and so rebroadcast), or a filler is recorded
+//!   where nothing is stored.
+//!
+//! At most one transaction per payout is ever mined: every version of a payout's call
+//! shares its nonce, and it is re-planned at another nonce only once a filler holds the old
+//! one with the chain's confirmations.
+
+use anyhow::anyhow;
+use uuid::Uuid;
+
+use appliance_chains::client::{CallRequest, ClientError, Receipt};
+use appliance_chains::evm::{sender, B256, U256};
+use appliance_signer::SigningPolicy;
+use appliance_storage::records::{Payout, PayoutStatus, Project, Sweep, SweepStatus};
+use appliance_storage::{ChainStateOps, ReadOps};
+
+use super::sender::{crash_point, send_new};
+use super::store::{out_tx, pending_nonces, put_tx, stored_nonce, MinedAt, OutKind, OutTx};
+use super::{clean, hex32, write, ChainWorker, Master, Scopes};
+use crate::services::{payouts, sweeps};
+use crate::state::AppState;
+
+/// Blocks a settled transaction stays followed after the block that mined it: twice the
+/// confirmations, at least 32. A reorg deeper than this is beyond what the sender repairs
+/// by itself (the watcher's block memory is deeper and reports it).
+pub fn track_depth(w: &ChainWorker) -> u64 {
+    (w.required_confirmations as u64 * 2).max(32)
+}
+
+/// Most gap nonces repaired in one pass.
+const MAX_GAP_PER_PASS: u64 = 16;
+
+/// Gas of a zero-value self-transfer.
+const FILLER_GAS: u64 = 21_000;
+
+/// Whether a node's refusal of a broadcast means the transaction cannot succeed as signed
+/// (it will never enter the pool): funds or gas. Other refusals (fees too low, a version
+/// already pooled, nonce too low) resolve by themselves or by the next pass.
+pub fn cannot_succeed(e: &ClientError) -> bool {
+    let ClientError::Refused { detail, .. } = e else {
+        return false;
+    };
+    let d = detail.to_ascii_lowercase();
+    [
+        "insufficient funds",
+        "intrinsic gas",
+        "gas limit",
+        "execution reverted",
+    ]
+    .iter()
+    .any(|x| d.contains(x))
+}
+
+/// What the chain showed for the master wallet at the start of a pass.
+struct View {
+    head: u64,
+    /// Transactions mined (the next nonce of the canonical chain).
+    latest: u64,
+    /// The next nonce the node expects, counting its pool.
+    pending: u64,
+}
+
+/// One reconciliation pass over the followed rows, then the gap repair.
+pub async fn reconcile(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<()> {
+    let key = c.key.clone();
+    let (rows, next) = state
+        .store
+        .read(move |r| {
+            let mut v = Vec::new();
+            for n in pending_nonces(r, &key)? {
+                if let Some(t) = out_tx(r, &key, n)? {
+                    v.push(t);
+                }
+            }
+            Ok((v, stored_nonce(r, &key)?))
+        })
+        .await?;
+    if rows.is_empty() && next == 0 {
+        return Ok(());
+    }
+    let view = View {
+        head: c.client.head().await?,
+        latest: c.client.nonce(m.treasury, false).await?,
+        pending: c.client.nonce(m.treasury, true).await?,
+    };
+    // The lowest nonce still followed and not settled: below it the node should have
+    // everything; `next` when nothing is followed.
+    let lowest = rows
+        .iter()
+        .filter(|t| t.settled.is_none())
+        .map(|t| t.nonce)
+        .min()
+        .unwrap_or(next);
+    for tx in rows {
+        track(state, c, m, &view, tx).await?;
+    }
+    if view.pending < lowest {
+        repair_gap(
+            state,
+            c,
+            m,
+            view.pending,
+            lowest.min(view.pending + MAX_GAP_PER_PASS),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The receipt of any version of `tx`, newest first: (hash, is a filler, receipt).
+async fn find_receipt(
+    c: &ChainWorker,
+    tx: &OutTx,
+) -> anyhow::Result<Option<(String, bool, Receipt)>> {
+    for (h, filler) in tx.versions() {
+        let hash: B256 = h.parse().map_err(|_| anyhow!("bad stored hash {h}"))?;
+        if let Some(r) = c.client.receipt(hash).await? {
+            return Ok(Some((h.to_string(), filler, r)));
+        }
+    }
+    Ok(None)
+}
+
+async fn save(state: &AppState, c: &ChainWorker, tx: OutTx) -> anyhow::Result<()> {
+    let key = c.key.clone();
+    write(state, move |ctx| {
+        put_tx(ctx, &key, &tx)?;
+        if tx.done {
+            ctx.evm_pending_set(&key, tx.nonce, false)?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+async fn track(
+    state: &AppState,
+    c: &ChainWorker,
+    m: &Master,
+    v: &View,
+    mut tx: OutTx,
+) -> anyhow::Result<()> {
+    let required = c.required_confirmations as u64;
+    match find_receipt(c, &tx).await? {
+        Some((hash, filler, r)) => {
+            let at = MinedAt {
+                hash: hash.clone(),
+                block: r.block_number,
+                filler,
+            };
+            if tx.mined.as_ref() != Some(&at) {
+                tx.mined = Some(at);
+                save(state, c, tx.clone()).await?;
+                if tx.kind == OutKind::Payout && !filler {
+                    crash_point(tx.kind, "mined");
+                }
+            }
+            let confirmed = v.head + 1 >= r.block_number + required;
+            if confirmed && tx.settled.is_none() {
+                if filler {
+                    // The call can never be mined now: re-plan its resource.
+                    return replan(state, c, m, tx).await;
+                }
+                tx = settle(state, c, tx, hash, r.success).await?;
+            } else if confirmed && tx.settled == Some(true) && !filler && !r.success {
+                tracing::error!(chain = c.chain, nonce = tx.nonce, kind = ?tx.kind,
+                    "a settled transaction was mined again after a reorg and reverted: operator attention needed");
+            }
+            if tx.settled.is_some() && v.head + 1 >= r.block_number + track_depth(c) {
+                tx.done = true;
+                save(state, c, tx).await?;
+            }
+        }
+        None => {
+            if tx.mined.take().is_some() {
+                tracing::warn!(chain = c.chain, nonce = tx.nonce, kind = ?tx.kind,
+                    "a reorg removed a sent transaction; it is submitted again");
+                save(state, c, tx.clone()).await?;
+            }
+            if tx.nonce < v.latest {
+                // The nonce is used on chain by no version stored here.
+                tracing::error!(chain = c.chain, nonce = tx.nonce,
+                    "the master wallet's nonce was used by a transaction this appliance did not record; left as is");
+                return Ok(());
+            }
+            if tx.settled == Some(false) && tx.filler_hashes.is_empty() {
+                // Written as failed (reverted): the call must not run again.
+                return fill(state, c, m, tx).await;
+            }
+            let Some((raw, hash)) = tx.current().map(|(r, h)| (r.to_string(), h.to_string()))
+            else {
+                return Err(anyhow!("outgoing transaction {} has no version", tx.nonce));
+            };
+            let hash: B256 = hash.parse().map_err(|_| anyhow!("bad stored hash"))?;
+            let age_ms = (appliance_storage::now_us() - tx.sent_at) / 1000;
+            if !c.client.knows_tx(hash).await? {
+                let raw = hex::decode(raw)?;
+                match c.client.broadcast(&raw).await {
+                    Ok(_) => {
+                        tracing::info!(
+                            chain = c.chain,
+                            nonce = tx.nonce,
+                            "rebroadcast a stored transaction"
+                        )
+                    }
+                    Err(e) if cannot_succeed(&e) && tx.filler_hashes.is_empty() => {
+                        tracing::warn!(chain = c.chain, nonce = tx.nonce, error = %clean(&e),
+                            "a stored transaction can no longer succeed; filling its nonce");
+                        return fill(state, c, m, tx).await;
+                    }
+                    Err(e) => {
+                        tracing::debug!(chain = c.chain, nonce = tx.nonce, error = %clean(&e), "rebroadcast refused")
+                    }
+                }
+            } else if age_ms > c.replace_after_ms as i64 {
+                replace(state, c, m, tx).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The resource's outcome at the chain's confirmations: the ledger moves that waited for
+/// the send are written, and the row is marked settled.
+async fn settle(
+    state: &AppState,
+    c: &ChainWorker,
+    mut tx: OutTx,
+    hash: String,
+    success: bool,
+) -> anyhow::Result<OutTx> {
+    let reg = state.registry.clone();
+    let attempts = state.config.webhooks.max_attempts();
+    let key = c.key.clone();
+    let scope = c.scope;
+    tx.settled = Some(success);
+    let t2 = tx.clone();
+    write(state, move |ctx| {
+        let mut scopes = Scopes::new(reg, scope, attempts);
+        match t2.kind {
+            OutKind::Sweep => {
+                if let Some(s) = scopes.of(ctx, t2.project_id)? {
+                    sweeps::settle_live(ctx, &s, t2.ref_id, success)?;
+                }
+            }
+            OutKind::Payout => {
+                if let Some(s) = scopes.of(ctx, t2.project_id)? {
+                    payouts::settle_live(ctx, &s, t2.ref_id, &hash, success)?;
+                }
+            }
+            OutKind::Factory | OutKind::Filler => {}
+        }
+        put_tx(ctx, &key, &t2)?;
+        Ok(())
+    })
+    .await?;
+    Ok(tx)
+}
+
+/// The signing policy of the sender's own housekeeping transactions (fillers, the factory).
+fn service_policy(state: &AppState) -> SigningPolicy {
+    SigningPolicy {
+        service: state.config.signing.enabled,
+        project: true,
+        key: true,
+    }
+}
+
+fn stored_fees(tx: &OutTx) -> (u128, u128) {
+    (
+        tx.max_fee_per_gas.parse::<u128>().unwrap_or(0),
+        tx.max_priority_fee_per_gas.parse::<u128>().unwrap_or(0),
+    )
+}
+
+/// Signs a zero-value self-transfer at `tx`'s nonce with fees above every stored version
+/// (so it replaces any copy of the call still in a pool), records it, then broadcasts it.
+async fn fill(state: &AppState, c: &ChainWorker, m: &Master, mut tx: OutTx) -> anyhow::Result<()> {
+    let f = c.client.fees().await?;
+    let (max_fee, tip) = sender::bumped_fees(
+        stored_fees(&tx),
+        (f.max_fee_per_gas, f.max_priority_fee_per_gas),
+    );
+    let unsigned = sender::eip1559(
+        c.chain_id,
+        tx.nonce,
+        m.treasury,
+        U256::ZERO,
+        Default::default(),
+        FILLER_GAS,
+        max_fee,
+        tip,
+    );
+    let signed = match m.signer.sign_evm(service_policy(state), unsigned) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(chain = c.chain, nonce = tx.nonce, error = %clean(&e), "cannot sign a filler");
+            return Ok(());
+        }
+    };
+    tx.filler_raws.push(hex::encode(&signed.raw));
+    tx.filler_hashes.push(hex32(&B256::from(signed.hash)));
+    tx.max_fee_per_gas = max_fee.to_string();
+    tx.max_priority_fee_per_gas = tip.to_string();
+    tx.sent_at = appliance_storage::now_us();
+    let nonce = tx.nonce;
+    save(state, c, tx).await?;
+    if let Err(e) = c.client.broadcast(&signed.raw).await {
+        tracing::warn!(chain = c.chain, nonce, error = %clean(&e), "filler broadcast failed; will retry");
+    }
+    Ok(())
+}
+
+/// Replaces a stuck version: same nonce, same call (or the same filler), fees up by at least
+/// 12.5%. A payout follows the new hash (`payout.submitted` again).
+async fn replace(
+    state: &AppState,
+    c: &ChainWorker,
+    m: &Master,
+    mut tx: OutTx,
+) -> anyhow::Result<()> {
+    let f = c.client.fees().await?;
+    let (max_fee, tip) = sender::bumped_fees(
+        stored_fees(&tx),
+        (f.max_fee_per_gas, f.max_priority_fee_per_gas),
+    );
+    let filler = !tx.filler_hashes.is_empty();
+    let project_id = tx.project_id;
+    let project = state
+        .store
+        .read(move |r| r.get::<Project>(project_id))
+        .await?;
+    let pol = SigningPolicy {
+        service: state.config.signing.enabled,
+        project: filler || project.as_ref().is_none_or(|p| p.settings.signing_enabled),
+        key: true,
+    };
+    let unsigned = if filler {
+        sender::eip1559(
+            c.chain_id,
+            tx.nonce,
+            m.treasury,
+            U256::ZERO,
+            Default::default(),
+            FILLER_GAS,
+            max_fee,
+            tip,
+        )
+    } else {
+        sender::eip1559(
+            c.chain_id,
+            tx.nonce,
+            tx.to,
+            // Never a zero-value stand-in for a payout's amount: an unreadable value stops here.
+            tx.value
+                .parse::<U256>()
+                .map_err(|_| anyhow!("bad stored value {:?} of nonce {}", tx.value, tx.nonce))?,
+            hex::decode(&tx.data)?.into(),
+            tx.gas_limit,
+            max_fee,
+            tip,
+        )
+    };
+    let signed = match m.signer.sign_evm(pol, unsigned) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(chain = c.chain, nonce = tx.nonce, error = %clean(&e), "cannot replace a stuck transaction");
+            return Ok(());
+        }
+    };
+    let hash = hex32(&B256::from(signed.hash));
+    if filler {
+        tx.filler_raws.push(hex::encode(&signed.raw));
+        tx.filler_hashes.push(hash.clone());
+    } else {
+        tx.raws.push(hex::encode(&signed.raw));
+        tx.hashes.push(hash.clone());
+    }
+    tx.max_fee_per_gas = max_fee.to_string();
+    tx.max_priority_fee_per_gas = tip.to_string();
+    tx.sent_at = appliance_storage::now_us();
+    let key = c.key.clone();
+    let reg = state.registry.clone();
+    let attempts = state.config.webhooks.max_attempts();
+    let scope = c.scope;
+    let t2 = tx.clone();
+    write(state, move |ctx| {
+        put_tx(ctx, &key, &t2)?;
+        if t2.kind == OutKind::Payout && !filler {
+            let mut scopes = Scopes::new(reg, scope, attempts);
+            if let Some(s) = scopes.of(ctx, t2.project_id)? {
+                payouts::retarget_live(ctx, &s, t2.ref_id, &hash)?;
+            }
+        }
+        Ok(())
+    })
+    .await?;
+    tracing::info!(
+        chain = c.chain,
+        nonce = tx.nonce,
+        max_fee,
+        tip,
+        filler,
+        "replaced a stuck transaction"
+    );
+    if let Err(e) = c.client.broadcast(&signed.raw).await {
+        tracing::warn!(chain = c.chain, nonce = tx.nonce, error = %clean(&e), "replacement broadcast failed");
+    }
+    Ok(())
+}
+
+/// A filler holds `tx`'s nonce with the chain's confirmations: the call will never be
+/// mined. Its resource is signed again at a new nonce (in the transaction that retires the
+/// row), or, when the call cannot succeed now, a payout or sweep not yet settled fails.
+async fn replan(state: &AppState, c: &ChainWorker, m: &Master, tx: OutTx) -> anyhow::Result<()> {
+    let key = c.key.clone();
+    let nonce = tx.nonce;
+    let retire = move |ctx: &mut appliance_storage::WriteCtx<'_>| {
+        let Some(b) = ctx.evm_out_tx(&key, nonce)? else {
+            return Ok(false);
+        };
+        let Ok(mut row) = serde_json::from_slice::<OutTx>(&b) else {
+            return Ok(false);
+        };
+        if row.done {
+            return Ok(false);
+        }
+        row.done = true;
+        row.settled = Some(row.settled.unwrap_or(true));
+        put_tx(ctx, &key, &row)?;
+        ctx.evm_pending_set(&key, nonce, false)?;
+        Ok(true)
+    };
+    // Is the resource still waiting for this send?
+    let (kind, id) = (tx.kind, tx.ref_id);
+    let live = match kind {
+        OutKind::Payout => {
+            state
+                .store
+                .read(move |r| {
+                    Ok(r.get::<Payout>(id)?
+                        .filter(|p| {
+                            matches!(p.status, PayoutStatus::Submitted | PayoutStatus::Confirmed)
+                        })
+                        .map(|p| (p.project_id, p.status == PayoutStatus::Confirmed)))
+                })
+                .await?
+        }
+        OutKind::Sweep => {
+            state
+                .store
+                .read(move |r| {
+                    Ok(r.get::<Sweep>(id)?
+                        .filter(|s| {
+                            matches!(s.status, SweepStatus::Submitted | SweepStatus::Confirmed)
+                        })
+                        .map(|s| (s.project_id, s.status == SweepStatus::Confirmed)))
+                })
+                .await?
+        }
+        OutKind::Factory | OutKind::Filler => None,
+    };
+    let Some((project_id, already_settled)) = live else {
+        write(state, move |ctx| retire(ctx).map(|_| ())).await?;
+        return Ok(());
+    };
+    let value = tx
+        .value
+        .parse::<U256>()
+        .map_err(|_| anyhow!("bad stored value {:?} of nonce {}", tx.value, tx.nonce))?;
+    let data: appliance_chains::evm::Bytes = hex::decode(&tx.data)?.into();
+    let call = CallRequest {
+        from: m.treasury,
+        to: tx.to,
+        value,
+        data: data.clone(),
+    };
+    let reg = state.registry.clone();
+    let attempts = state.config.webhooks.max_attempts();
+    let scope = c.scope;
+    let gas = match c.client.estimate_gas(&call).await {
+        Ok(g) => sender::gas_limit_with_margin(g),
+        Err(e) if e.is_refusal() => {
+            let reason = format!("execution reverted: {}", clean(&e));
+            tracing::warn!(chain = c.chain, nonce, kind = ?kind, error = %reason, "a re-planned send cannot succeed");
+            if already_settled {
+                tracing::error!(chain = c.chain, nonce, kind = ?kind,
+                    "a settled send removed by a reorg cannot be sent again: operator attention needed");
+            }
+            write(state, move |ctx| {
+                if !retire(ctx)? || already_settled {
+                    return Ok(());
+                }
+                let mut scopes = Scopes::new(reg, scope, attempts);
+                if let Some(s) = scopes.of(ctx, project_id)? {
+                    match kind {
+                        OutKind::Payout => payouts::fail_replanned(ctx, &s, id, &reason)?,
+                        OutKind::Sweep => sweeps::settle_live(ctx, &s, id, false)?,
+                        _ => {}
+                    }
+                }
+                Ok(())
+            })
+            .await?;
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let project = state
+        .store
+        .read(move |r| r.get::<Project>(project_id))
+        .await?;
+    let pol = SigningPolicy {
+        service: state.config.signing.enabled,
+        project: project.as_ref().is_none_or(|p| p.settings.signing_enabled),
+        key: true,
+    };
+    let sent = send_new(
+        state,
+        c,
+        m,
+        pol,
+        kind,
+        id,
+        project_id,
+        tx.to,
+        value,
+        data,
+        gas,
+        move |ctx, hash| {
+            if !retire(ctx)? {
+                return Ok(false);
+            }
+            let mut scopes = Scopes::new(reg, scope, attempts);
+            let Some(s) = scopes.of(ctx, project_id)? else {
+                return Ok(true);
+            };
+            match kind {
+                OutKind::Payout => payouts::retarget_live(ctx, &s, id, hash)?,
+                OutKind::Sweep => sweeps::retarget_live(ctx, &s, id, hash)?,
+                _ => {}
+            }
+            Ok(true)
+        },
+    )
+    .await?;
+    match sent {
+        Ok(Some(h)) => {
+            tracing::warn!(chain = c.chain, old_nonce = nonce, kind = ?kind, hash = %hex32(&h), "re-planned a send at a new nonce")
+        }
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(chain = c.chain, nonce, error = %clean(&e), "cannot sign a re-planned send")
+        }
+    }
+    Ok(())
+}
+
+/// The node's pending nonce is below the lowest followed one: each missing nonce in
+/// `from..to` is followed again when a row is stored at it (the next pass rebroadcasts it),
+/// or gets a filler row when nothing is stored there.
+async fn repair_gap(
+    state: &AppState,
+    c: &ChainWorker,
+    m: &Master,
+    from: u64,
+    to: u64,
+) -> anyhow::Result<()> {
+    for n in from..to {
+        let key = c.key.clone();
+        let row = state.store.read(move |r| out_tx(r, &key, n)).await?;
+        match row {
+            Some(mut t) => {
+                if !t.done {
+                    continue; // followed already (settled, and its receipt is checked)
+                }
+                tracing::warn!(
+                    chain = c.chain,
+                    nonce = n,
+                    "nonce gap: following a finished transaction again"
+                );
+                t.done = false;
+                t.mined = None;
+                let key = c.key.clone();
+                write(state, move |ctx| {
+                    put_tx(ctx, &key, &t)?;
+                    ctx.evm_pending_set(&key, n, true)?;
+                    Ok(())
+                })
+                .await?;
+            }
+            None => {
+                tracing::warn!(
+                    chain = c.chain,
+                    nonce = n,
+                    "nonce gap with nothing stored: filling it"
+                );
+                let f = c.client.fees().await?;
+                let unsigned = sender::eip1559(
+                    c.chain_id,
+                    n,
+                    m.treasury,
+                    U256::ZERO,
+                    Default::default(),
+                    FILLER_GAS,
+                    f.max_fee_per_gas,
+                    f.max_priority_fee_per_gas,
+                );
+                let signed = match m.signer.sign_evm(service_policy(state), unsigned) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(chain = c.chain, nonce = n, error = %clean(&e), "cannot sign a filler");
+                        return Ok(());
+                    }
+                };
+                let raw = hex::encode(&signed.raw);
+                let hash = hex32(&B256::from(signed.hash));
+                let row = OutTx {
+                    nonce: n,
+                    kind: OutKind::Filler,
+                    ref_id: Uuid::nil(),
+                    project_id: Uuid::nil(),
+                    to: m.treasury,
+                    value: "0".into(),
+                    data: String::new(),
+                    gas_limit: FILLER_GAS,
+                    max_fee_per_gas: f.max_fee_per_gas.to_string(),
+                    max_priority_fee_per_gas: f.max_priority_fee_per_gas.to_string(),
+                    raws: vec![raw],
+                    hashes: vec![hash],
+                    sent_at: appliance_storage::now_us(),
+                    done: false,
+                    mined: None,
+                    settled: None,
+                    filler_raws: vec![],
+                    filler_hashes: vec![],
+                };
+                let key = c.key.clone();
+                write(state, move |ctx| {
+                    if ctx.evm_out_tx(&key, n)?.is_some() {
+                        return Ok(());
+                    }
+                    put_tx(ctx, &key, &row)?;
+                    ctx.evm_pending_set(&key, n, true)?;
+                    if ctx.evm_next_nonce(&key)? <= n {
+                        ctx.evm_next_nonce_put(&key, n + 1)?;
+                    }
+                    Ok(())
+                })
+                .await?;
+                if let Err(e) = c.client.broadcast(&signed.raw).await {
+                    tracing::warn!(chain = c.chain, nonce = n, error = %clean(&e), "filler broadcast failed; will retry");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(detail: &str) -> ClientError {
+        ClientError::Refused {
+            method: "eth_sendRawTransaction",
+            detail: detail.into(),
+        }
+    }
+
+    #[test]
+    fn only_refusals_about_funds_or_gas_mean_a_send_cannot_succeed() {
+        assert!(cannot_succeed(&refused(
+            "Insufficient funds for gas * price + value"
+        )));
+        assert!(cannot_succeed(&refused("intrinsic gas too low")));
+        assert!(cannot_succeed(&refused("exceeds block gas limit")));
+        // These resolve by themselves or by the next pass.
+        assert!(!cannot_succeed(&refused("nonce too low")));
+        assert!(!cannot_succeed(&refused(
+            "replacement transaction underpriced"
+        )));
+        assert!(!cannot_succeed(&refused("already known")));
+        assert!(!cannot_succeed(&ClientError::Unavailable {
+            detail: "insufficient funds".into()
+        }));
+    }
+}
