@@ -269,6 +269,7 @@ async fn serve(
     let app = api::router(state.clone());
     serve_http(&config, &state, listener, app, rustls).await?;
     workers::maintenance::flush_usage(&state).await;
+    workers::sim_chain::flush(&state).await;
     let _ = std::fs::remove_file(&sock);
     drop(state);
     // stdout may be gone by now (a closed pipe must not turn a clean stop into a panic).

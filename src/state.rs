@@ -36,6 +36,8 @@ pub struct Inner {
     pub webhooks: crate::webhooks::Webhooks,
     /// What `/readyz` and `/metrics` keep between requests.
     pub ops: crate::ops::Ops,
+    /// Test projects' simulated chains opened so far (test mode, issue 8).
+    pub sim: crate::services::sim_chain::SimChains,
 }
 
 impl Deref for AppState {
@@ -98,6 +100,7 @@ impl AppState {
             inflight: Mutex::new(HashSet::new()),
             registry,
             ops,
+            sim: Default::default(),
         })))
     }
 }

@@ -55,14 +55,18 @@ pub fn factory_init_code(treasury: &[u8; 20]) -> Vec<u8> {
     code
 }
 
-/// Stand-in treasury of test mode, which has no master key: `keccak256("appliance test
-/// mode treasury")[12..]`. Test-mode addresses are derived under the factory of this
-/// treasury; nobody holds its key, so they must never receive real funds.
+/// The published mnemonic of test mode's master key (the development mnemonic of Anvil and
+/// Hardhat). Test mode signs real EIP-1559 transactions for its simulated chains with the
+/// key at `m/44'/60'/0'/0/0` of it (`appliance_signer::Signer::test_mode`); everybody knows
+/// this key, so nothing derived from it may ever hold real funds.
+pub const TEST_MODE_MNEMONIC: &str = "test test test test test test test test test test test junk";
+
+/// Test mode's treasury (master wallet): the address of the key of [`TEST_MODE_MNEMONIC`]
+/// (`0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266`). Test-mode deposit addresses are derived
+/// under the factory of this treasury, and the simulated chains' genesis funds it with
+/// native coin for gas.
 pub fn test_treasury() -> [u8; 20] {
-    let h = keccak256(b"appliance test mode treasury");
-    let mut out = [0u8; 20];
-    out.copy_from_slice(&h[12..]);
-    out
+    hex20("f39fd6e51aad88f6f4ce6ab8827279cfffb92266")
 }
 
 /// keccak256 of the factory's creation code for `treasury`. Together with [`FACTORY_SALT`]

@@ -19,6 +19,7 @@ pub mod client;
 pub mod evm;
 pub mod redact;
 pub mod registry;
+pub mod sim;
 
 pub use registry::{chain, AccountKind, AssetInfo, ChainInfo, ChainStatus, Family, CHAINS};
 

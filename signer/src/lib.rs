@@ -24,6 +24,10 @@ use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use rand::RngCore;
 use zeroize::Zeroizing;
 
+/// Test mode's published mnemonic (see [`Signer::test_mode`]); the same text as
+/// `appliance_chains::address::TEST_MODE_MNEMONIC`, checked by a test of the binary.
+pub const TEST_MODE_MNEMONIC: &str = "test test test test test test test test test test test junk";
+
 /// Name of the encrypted seed file inside the data dir.
 pub const SEED_FILE: &str = "seed.enc";
 
@@ -156,6 +160,15 @@ impl Signer {
         let phrase =
             Zeroizing::new(String::from_utf8(plain.to_vec()).map_err(|_| SignerError::BadFile)?);
         Signer::from_phrase(phrase)
+    }
+
+    /// Test mode's signer: the published development mnemonic
+    /// (`test test ... junk`, the key of Anvil's first account), whose EVM master address is
+    /// test mode's treasury. It signs only for test mode's simulated chains; its key is
+    /// public, so it must never be used for a live chain.
+    pub fn test_mode() -> Signer {
+        Signer::from_phrase(Zeroizing::new(TEST_MODE_MNEMONIC.to_string()))
+            .expect("the test-mode mnemonic is a valid BIP39 phrase")
     }
 
     /// Whether `data_dir` holds a seed file.
@@ -320,6 +333,15 @@ mod tests {
     use alloy::primitives::{TxKind, U256};
 
     const PASS: &str = "correct horse battery staple";
+
+    #[test]
+    fn test_mode_key_is_the_published_development_key() {
+        let s = Signer::test_mode();
+        assert_eq!(
+            s.evm_master_address().to_checksum(None),
+            "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
+        );
+    }
 
     #[test]
     fn init_then_unlock_gives_the_same_master_key() {

@@ -197,6 +197,18 @@ impl From<Fault> for ApiError {
     }
 }
 
+impl From<crate::services::sim_chain::SimOpenError> for ApiError {
+    fn from(e: crate::services::sim_chain::SimOpenError) -> Self {
+        use crate::services::sim_chain::SimOpenError as E;
+        match e {
+            E::NotSimulated(_) => ApiError::invalid("chain", e.to_string()),
+            E::Depth { .. } => ApiError::invalid("depth", e.to_string()),
+            E::Store(s) => s.into(),
+            e => ApiError::internal(&e),
+        }
+    }
+}
+
 impl From<MetadataError> for ApiError {
     fn from(e: MetadataError) -> Self {
         ApiError::new(BAD_REQUEST, "invalid_request", e.message).param(e.param)

@@ -665,6 +665,28 @@ pub struct TestBlocks {
     pub heights: Value,
 }
 
+/// A reorg of a simulated chain (`object: test_reorg`).
+#[derive(ToSchema)]
+pub struct TestReorg {
+    #[schema(pattern = "^test_reorg$")]
+    pub object: String,
+    pub chain: String,
+    pub depth: u64,
+    pub drop: bool,
+    /// The chain's height after the reorg (unchanged: the replaced blocks are re-mined empty).
+    pub height: u64,
+}
+
+/// A pending transaction dropped from a simulated chain's mempool (`object: test_dropped_tx`).
+#[derive(ToSchema)]
+pub struct TestDroppedTx {
+    #[schema(pattern = "^test_dropped_tx$")]
+    pub object: String,
+    pub chain: String,
+    #[schema(pattern = "^0x[0-9a-f]{64}$")]
+    pub tx_hash: String,
+}
+
 // ---------------------------------------------------------------------------------------
 // Request bodies
 
@@ -872,6 +894,29 @@ pub struct MineBlocks {
     pub count: Option<u64>,
     /// One simulated chain (default: every one).
     pub chain: Option<EvmChainIn>,
+}
+
+/// `POST /v1/test/reorg`.
+#[derive(ToSchema)]
+pub struct ReorgRequest {
+    /// A simulated EVM chain of the project.
+    pub chain: String,
+    /// Blocks replaced (1 to the chain's height, at most 1000).
+    #[schema(minimum = 1, maximum = 1000)]
+    pub depth: u64,
+    /// Drop the removed transactions (default true, as Anvil does); false returns them to the
+    /// mempool.
+    pub drop: Option<bool>,
+}
+
+/// `POST /v1/test/drop_tx`.
+#[derive(ToSchema)]
+pub struct DropTxRequest {
+    /// A simulated EVM chain of the project.
+    pub chain: String,
+    /// A pending transaction's hash.
+    #[schema(pattern = "^0x[0-9a-fA-F]{64}$")]
+    pub tx_hash: String,
 }
 
 // ---------------------------------------------------------------------------------------

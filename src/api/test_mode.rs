@@ -30,6 +30,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(fail_test_deposit))
         .routes(routes!(orphan_test_deposit))
         .routes(routes!(mine_blocks))
+        .routes(routes!(reorg))
+        .routes(routes!(drop_tx))
 }
 
 fn check(caller: &Caller) -> Result<(), ApiError> {
@@ -42,8 +44,11 @@ fn check(caller: &Caller) -> Result<(), ApiError> {
     Ok(caller.require(ACCESS)?)
 }
 
-/// Simulate a transfer to the customer's address; with `confirm` (default true) it is
-/// credited at once (`deposit.detected`, then `deposit.confirmed`).
+/// `POST /v1/test/deposits` — a transfer to the customer's address on the project's
+/// simulated chain, mined in a new block in the same store transaction as the deposit
+/// (issue 8); with `confirm` (default true) it is credited at once (DECISIONS.md
+/// section 16). The chain watcher later sees the same transfer (same tx hash and log index)
+/// and recognises it as known.
 ///
 /// Key: test-mode `wallet` kind (else 403 `test_mode_only`), scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/deposits", tag = "test",
@@ -63,16 +68,56 @@ async fn create_test_deposit(
 ) -> Result<Response, ApiError> {
     check(&caller)?;
     let f = &body.fields;
-    let req = TestDeposit {
+    let mut req = TestDeposit {
         customer_id: f.req_uuid("customer_id")?,
         chain: f.req_chain("chain")?,
         asset: f.req_asset("asset")?,
         decimals: f.req_u64("decimals")?,
         amount: f.req_amount("amount")?,
         confirm: f.opt_bool("confirm")?.unwrap_or(true),
+        block_number: 0,
+        block_time_us: 0,
     };
     let s = scope(&state, &caller);
-    let (resp, _) = mutate(
+    let simulated = state.registry.chain(&req.chain).is_some_and(|c| c.is_evm());
+    if !simulated {
+        // Keypair chains have no simulated chain yet: the legacy height numbers the block.
+        let chain = req.chain.to_string();
+        let (h, now) = state
+            .store
+            .read(move |r| {
+                Ok((
+                    deposits::sim_height(r, &chain)?,
+                    appliance_storage::now_us(),
+                ))
+            })
+            .await?;
+        req.block_number = h;
+        req.block_time_us = now;
+        let (resp, _) = mutate(
+            &state,
+            &caller,
+            &key,
+            "/v1/test/deposits",
+            &body.fingerprint,
+            move |ctx| {
+                let d = deposits::create_test(ctx, &s, req)?;
+                Ok((StatusCode::CREATED, views::deposit(&s.reg, &d), ()))
+            },
+        )
+        .await?;
+        return Ok(resp);
+    }
+    let h = state
+        .sim
+        .get(&state.store, &state.registry, caller.project.id, &req.chain)
+        .await?;
+    let mut chain = h.client.chain_state().lock().await;
+    let cursor = h.cursor(&mut chain, sim_chain::now_ms());
+    req.block_number = cursor.next_block;
+    req.block_time_us = i64::try_from(cursor.next_time_ms.saturating_mul(1000)).unwrap_or(i64::MAX);
+    let cur = cursor.clone();
+    let out = mutate(
         &state,
         &caller,
         &key,
@@ -80,11 +125,28 @@ async fn create_test_deposit(
         &body.fingerprint,
         move |ctx| {
             let d = deposits::create_test(ctx, &s, req)?;
-            Ok((StatusCode::CREATED, views::deposit(&s.reg, &d), ()))
+            let op = sim_chain::deposit_transfer(&s.reg, &d, cur.next_time_ms)?;
+            cur.write(ctx, std::slice::from_ref(&op))?;
+            Ok((StatusCode::CREATED, views::deposit(&s.reg, &d), op))
         },
     )
-    .await?;
-    Ok(resp)
+    .await;
+    match out {
+        Ok((resp, Some(op))) => {
+            let ops = [op];
+            h.committed(&mut chain, &cursor, &ops, &ops)
+                .map_err(|e| ApiError::internal(&e))?;
+            Ok(resp)
+        }
+        Ok((resp, None)) => {
+            h.failed(&mut chain, cursor);
+            Ok(resp)
+        }
+        Err(e) => {
+            h.failed(&mut chain, cursor);
+            Err(e)
+        }
+    }
 }
 
 async fn transition(
@@ -149,8 +211,30 @@ async fn orphan_test_deposit(
     transition(state, caller, id, deposits::orphan).await
 }
 
-/// Mine `count` blocks on `chain` (default: every simulated EVM chain) and advance deposits,
-/// sweeps and payouts accordingly.
+/// The project's simulated chains a test request names: `chain` (an EVM chain, else 400
+/// with `param` `chain`) or, without it, every EVM chain.
+fn sim_chain_ids(state: &AppState, chain: Option<&str>) -> Result<Vec<&'static str>, ApiError> {
+    let reg = &state.registry;
+    match chain {
+        Some(c) => match reg.chain(c).filter(|c| c.is_evm()) {
+            Some(c) => Ok(vec![c.id()]),
+            None => Err(ApiError::invalid(
+                "chain",
+                format!("{c:?} is not a simulated chain."),
+            )),
+        },
+        None => Ok(reg
+            .chains
+            .iter()
+            .filter(|c| c.is_evm())
+            .map(|c| c.id())
+            .collect()),
+    }
+}
+
+/// `POST /v1/test/blocks` — mine `count` (1-10,000, default 1) blocks on the project's
+/// simulated `chain` (default: every EVM chain of the project), and advance sweeps and
+/// payouts accordingly. Answers the project's chain heights.
 ///
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/blocks", tag = "test",
@@ -170,28 +254,109 @@ async fn mine_blocks(
         ));
     }
     let chain = body.fields.opt_str("chain")?;
-    let reg = state.registry.clone();
-    if let Some(c) = &chain {
-        if !reg.chain(c).is_some_and(|c| c.is_evm()) {
-            return Err(ApiError::invalid(
-                "chain",
-                format!("{c:?} is not a simulated chain."),
-            ));
-        }
+    let ids = sim_chain_ids(&state, chain.as_deref())?;
+    let mut heights = std::collections::BTreeMap::new();
+    for id in ids {
+        let h = state
+            .sim
+            .get(&state.store, &state.registry, caller.project.id, id)
+            .await?;
+        let _drive = h.drive.lock().await;
+        let head = h.mine(&state.store, count, 0, false).await?;
+        heights.insert(id.to_string(), head);
     }
-    let heights = sim_chain::mine(
+    // Test sweeps and payouts still move by the legacy block clock.
+    sim_chain::mine(
         &state.store,
-        reg,
+        state.registry.clone(),
         state.config.webhooks.max_attempts(),
         chain,
         count,
     )
     .await?;
-    for (c, h) in &heights {
-        crate::ops::metrics::chain_position(c, "test", *h, *h);
-    }
     Ok(json_response(
         StatusCode::OK,
         &json!({"object": "test_blocks", "mined": count, "heights": heights}),
+    ))
+}
+
+/// `POST /v1/test/reorg` — `{chain, depth, drop?}`: the last `depth` blocks (1 to the
+/// chain's height, at most [`sim_chain::MAX_REORG_DEPTH`]) of the project's simulated
+/// `chain` are replaced by empty blocks; their transactions are dropped (`drop`, default
+/// true, as Anvil does) or return to the mempool (DECISIONS.md section 15).
+///
+/// Key: test-mode `wallet` kind, scope `wallets:create`.
+#[utoipa::path(post, path = "/v1/test/reorg", tag = "test",
+    request_body = schemas::ReorgRequest,
+    responses(
+        (status = 200, description = "The reorg.", body = schemas::TestReorg),
+        (status = 400, description = "`invalid_request` (`param`: `chain` or `depth`).", body = schemas::ErrorBody),
+    ))]
+async fn reorg(
+    State(state): State<AppState>,
+    caller: Caller,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    check(&caller)?;
+    let f = &body.fields;
+    let chain = f.req_str("chain")?;
+    let depth = f.req_u64("depth")?;
+    let drop = f.opt_bool("drop")?.unwrap_or(true);
+    let id = sim_chain_ids(&state, Some(&chain))?[0];
+    if !(1..=sim_chain::MAX_REORG_DEPTH).contains(&depth) {
+        return Err(ApiError::invalid(
+            "depth",
+            format!("depth must be from 1 to {}.", sim_chain::MAX_REORG_DEPTH),
+        ));
+    }
+    let h = state
+        .sim
+        .get(&state.store, &state.registry, caller.project.id, id)
+        .await?;
+    let _drive = h.drive.lock().await;
+    let height = sim_chain::reorg(&state.store, &h, depth, drop).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"object": "test_reorg", "chain": id, "depth": depth, "drop": drop,
+                "height": height}),
+    ))
+}
+
+/// `POST /v1/test/drop_tx` — `{chain, tx_hash}`: removes a pending transaction from the
+/// mempool of the project's simulated `chain` (as `anvil_dropTransaction`). A hash that is
+/// not pending there (unknown, or already mined) is 404 `not_found` with `param`
+/// `tx_hash`.
+///
+/// Key: test-mode `wallet` kind, scope `wallets:create`.
+#[utoipa::path(post, path = "/v1/test/drop_tx", tag = "test",
+    request_body = schemas::DropTxRequest,
+    responses(
+        (status = 200, description = "The dropped transaction.", body = schemas::TestDroppedTx),
+        (status = 400, description = "`invalid_request` (`param`: `chain` or `tx_hash`).", body = schemas::ErrorBody),
+        (status = 404, description = "`not_found`: not pending on that chain (`param`: `tx_hash`).", body = schemas::ErrorBody),
+    ))]
+async fn drop_tx(
+    State(state): State<AppState>,
+    caller: Caller,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    check(&caller)?;
+    let f = &body.fields;
+    let chain = f.req_str("chain")?;
+    let raw = f.req_str("tx_hash")?;
+    let id = sim_chain_ids(&state, Some(&chain))?[0];
+    let hash = sim_chain::parse_tx_hash(&raw).ok_or_else(|| {
+        ApiError::invalid("tx_hash", "tx_hash must be 0x followed by 64 hex digits.")
+    })?;
+    let h = state
+        .sim
+        .get(&state.store, &state.registry, caller.project.id, id)
+        .await?;
+    if !h.client.chain_state().lock().await.drop_pending(hash) {
+        return Err(ApiError::not_found("pending transaction on this chain").param("tx_hash"));
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"object": "test_dropped_tx", "chain": id, "tx_hash": format!("{hash:#x}")}),
     ))
 }

@@ -53,6 +53,11 @@ pub struct TestDeposit {
     pub decimals: u64,
     pub amount: Amount,
     pub confirm: bool,
+    /// The simulated chain's block that holds the transfer (the caller mines it in the
+    /// same transaction, `services::sim_chain`).
+    pub block_number: u64,
+    /// That block's timestamp, Unix microseconds.
+    pub block_time_us: i64,
 }
 
 /// Whether a transfer that reached an address the customer holds is credited (SPEC.md
@@ -117,6 +122,11 @@ pub fn create_test(
     }
     let height = sim_height(ctx, &req.chain)?;
     let id = Uuid::now_v7();
+    let native = s
+        .reg
+        .asset(&req.chain, &req.asset)
+        .is_some_and(|a| a.is_native);
+    let log_index = (!native).then_some(0u32);
     let now = ctx.now_us();
     let mut d = Deposit {
         id,
@@ -130,8 +140,8 @@ pub fn create_test(
         log_index: 0,
         from_address: sim_sender(id),
         to_address: wallet.address.clone(),
-        block_number: height,
-        block_time: now,
+        block_number: req.block_number,
+        block_time: req.block_time_us,
         confirmations: 0,
         required_confirmations: eff.chain.required_confirmations,
         status: DepositStatus::Detected,
@@ -153,18 +163,8 @@ pub fn create_test(
         &d.asset,
         Delta::Add(req.amount.get()),
     )?;
-    ctx.unique_put(
-        &index::unique(
-            IndexTag::UniqueDepositTx,
-            Uuid::nil(),
-            &[
-                d.chain.as_bytes(),
-                d.tx_hash.as_bytes(),
-                &0u32.to_be_bytes(),
-            ],
-        ),
-        d.id,
-    )?;
+    // Keyed as the chain watcher keys the same transfer, so it is recognised as known.
+    ctx.unique_put(&transfer_key(&d.chain, &d.tx_hash, log_index), d.id)?;
     ctx.put(&d)?;
     emit(ctx, s, "deposit.detected", d.id, views::deposit(&s.reg, &d))?;
     if let Some(reason) = refusal {

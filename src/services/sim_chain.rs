@@ -1,19 +1,459 @@
-//! Test mode's simulated chain: one block height per EVM chain, advanced on a timer
-//! (`workers::sim_chain`) and by `POST /v1/test/blocks`. Each advance moves open sweeps and
-//! in-flight payouts of test projects as far as the new height allows.
+//! Test mode's simulated chains (issue 8 item 2; DECISIONS.md section 15): one
+//! [`SimChain`] per (test project, EVM chain), kept in memory in [`SimChains`] and made
+//! durable as an operation log (table `sim_ops`) written in the same store transaction as
+//! the request that caused each change (a test deposit's transfer, `/v1/test/blocks`,
+//! `/v1/test/reorg`), replayed when the chain is first used after a start. Empty blocks of
+//! the timer cost no write each: they coalesce in memory and are written with the next
+//! operation of the chain or by the timer's periodic flush ([`flush_all`]). The mempool is
+//! not durable, like a node's: a restart loses pending transactions and the sender
+//! rebroadcasts them.
+//!
+//! The older part of this module (`raise_heights`, `advance_items`, [`mine`]) moves test
+//! sweeps and payouts by the legacy per-chain height (`sim_heights`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use appliance_chains::evm::{Address, B256, U256};
+use tokio::sync::Mutex;
 use uuid::Uuid;
 
+use appliance_chains::sim::{Genesis, Op, SimChain, SimClient, GENESIS_TREASURY_NATIVE};
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{Mode, Payout, Project, Sweep};
-use appliance_storage::{ReadOps, Store, WriteCtx, WriteError};
+use appliance_storage::{ChainStateOps, ReadOps, Store, StoreError, WriteCtx, WriteError};
 
 use crate::registry::Registry;
 use crate::services::error::Fault;
 use crate::services::{deposits, payouts, sweeps, Scope};
+
+/// Most blocks `POST /v1/test/reorg` may replace at once.
+pub const MAX_REORG_DEPTH: u64 = 1_000;
+
+/// One test project's simulated chain: the shared chain (its client is the chain seam),
+/// the sequence number of its next durable operation, and the lock that serialises whoever
+/// drives it (the block timer, `/v1/test/blocks`), so their passes never interleave.
+#[derive(Debug)]
+pub struct SimHandle {
+    pub project: Uuid,
+    pub chain: &'static str,
+    pub client: SimClient,
+    /// Sequence number of the next operation written; changed only under the chain lock.
+    next_seq: AtomicU64,
+    /// Held by a driver for a whole pass (mine, then the work that follows).
+    pub drive: Mutex<()>,
+}
+
+/// What a store transaction needs to make a chain change durable, taken under the chain
+/// lock: the operations already applied in memory but not yet written, the next sequence
+/// number, and the next block's number and timestamp.
+#[derive(Debug, Clone)]
+pub struct SimCursor {
+    pub project: Uuid,
+    pub chain: &'static str,
+    pub seq: u64,
+    pub unflushed: Vec<Op>,
+    /// Number of the next block.
+    pub next_block: u64,
+    /// Unix milliseconds the next block gets.
+    pub next_time_ms: u64,
+}
+
+impl SimCursor {
+    /// Writes the deferred operations then `ops` under consecutive sequence numbers.
+    pub fn write(&self, ctx: &mut WriteCtx<'_>, ops: &[Op]) -> Result<(), StoreError> {
+        for (seq, op) in (self.seq..).zip(self.unflushed.iter().chain(ops)) {
+            let json = serde_json::to_vec(op).expect("operations serialise");
+            ctx.sim_op_put(self.project, self.chain, seq, &json)?;
+        }
+        Ok(())
+    }
+
+    /// How many operations [`SimCursor::write`] writes with `ops`.
+    fn count(&self, ops: &[Op]) -> u64 {
+        (self.unflushed.len() + ops.len()) as u64
+    }
+}
+
+/// Every test project's simulated chains known to this process, by (project, chain).
+#[derive(Debug, Default)]
+pub struct SimChains {
+    chains: std::sync::Mutex<HashMap<(Uuid, &'static str), Arc<SimHandle>>>,
+}
+
+/// Why a simulated chain could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum SimOpenError {
+    #[error("no test project {0}")]
+    NoProject(Uuid),
+    #[error("{0} is not a simulated chain")]
+    NotSimulated(String),
+    #[error("replaying the simulated chain {chain} of project {project}: {detail}")]
+    Replay {
+        project: Uuid,
+        chain: String,
+        detail: String,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("writing the simulated chain: {0}")]
+    Write(String),
+    /// A reorg deeper than the chain: 400 with `param` `depth`.
+    #[error("depth must be from 1 to the chain's height ({height}).")]
+    Depth { height: u64 },
+}
+
+fn write_error(e: WriteError<StoreError>) -> String {
+    match e {
+        WriteError::Store(s) => s.to_string(),
+        WriteError::Rejected(s) => s.to_string(),
+    }
+}
+
+/// The genesis of `project`'s chain `chain`: fixed by the project and the registry, so a
+/// replay starts from the same block 0. Block hashes are the project's own (seed), the
+/// test treasury holds native coin for gas, the registry's tokens have code.
+pub fn genesis(reg: &Registry, project: &Project, chain: &str) -> Option<Genesis> {
+    let c = reg.chain(chain).filter(|c| c.is_evm())?;
+    let mut seed = Vec::with_capacity(16 + 16 + chain.len());
+    seed.extend_from_slice(b"appliance-sim:");
+    seed.extend_from_slice(project.id.as_bytes());
+    seed.extend_from_slice(chain.as_bytes());
+    let tokens = c
+        .assets
+        .iter()
+        .filter(|a| !a.is_native)
+        .filter_map(|a| a.contract.parse::<Address>().ok())
+        .collect();
+    Some(Genesis {
+        chain: c.id().to_string(),
+        chain_id: c.info.chain_id,
+        seed: B256::from(appliance_chains::address::keccak256(&seed)),
+        time_ms: u64::try_from(project.created_at / 1000).unwrap_or(0),
+        treasury: Address::from(appliance_chains::address::test_treasury()),
+        treasury_native: U256::from(GENESIS_TREASURY_NATIVE),
+        tokens,
+    })
+}
+
+/// Replays the stored operations of `project`'s `chain`.
+fn replay(
+    r: &impl ChainStateOps,
+    reg: &Registry,
+    project: &Project,
+    chain: &str,
+) -> Result<(SimChain, u64), SimOpenError> {
+    let g = genesis(reg, project, chain).ok_or_else(|| SimOpenError::NotSimulated(chain.into()))?;
+    let mut c = SimChain::new(g);
+    let ops = r.sim_ops(project.id, chain)?;
+    let bad = |detail: String| SimOpenError::Replay {
+        project: project.id,
+        chain: chain.to_string(),
+        detail,
+    };
+    for (i, json) in ops.iter().enumerate() {
+        let op: Op =
+            serde_json::from_slice(json).map_err(|e| bad(format!("operation {i}: {e}")))?;
+        c.apply(&op)
+            .map_err(|e| bad(format!("operation {i}: {e}")))?;
+    }
+    Ok((c, ops.len() as u64))
+}
+
+/// Wall clock, Unix milliseconds.
+pub fn now_ms() -> u64 {
+    u64::try_from(appliance_storage::now_us() / 1000).unwrap_or(0)
+}
+
+impl SimChains {
+    /// The chain `chain` of test project `project`, opened (replayed from the store) on
+    /// first use.
+    pub async fn get(
+        &self,
+        store: &Store,
+        reg: &Arc<Registry>,
+        project: Uuid,
+        chain: &str,
+    ) -> Result<Arc<SimHandle>, SimOpenError> {
+        let c = reg
+            .chain(chain)
+            .filter(|c| c.is_evm())
+            .ok_or_else(|| SimOpenError::NotSimulated(chain.into()))?;
+        let id = c.id();
+        if let Some(h) = self.chains.lock().expect("lock").get(&(project, id)) {
+            return Ok(h.clone());
+        }
+        let reg2 = reg.clone();
+        let (chain_state, seq) = store
+            .read(move |r| {
+                let p = r.get::<Project>(project)?.filter(|p| p.mode == Mode::Test);
+                Ok(p.map(|p| replay(r, &reg2, &p, id)))
+            })
+            .await?
+            .ok_or(SimOpenError::NoProject(project))??;
+        let mut m = self.chains.lock().expect("lock");
+        // Another caller may have opened it meanwhile: the first one stays.
+        let h = m
+            .entry((project, id))
+            .or_insert_with(|| {
+                Arc::new(SimHandle {
+                    project,
+                    chain: id,
+                    client: SimClient::new(chain_state),
+                    next_seq: AtomicU64::new(seq),
+                    drive: Mutex::new(()),
+                })
+            })
+            .clone();
+        Ok(h)
+    }
+
+    /// Every chain opened so far.
+    pub fn all(&self) -> Vec<Arc<SimHandle>> {
+        self.chains
+            .lock()
+            .expect("lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Opens every chain that has stored operations (at start-up, so the timer and the
+    /// workers carry on where they were). Chains that fail to replay are logged and left.
+    pub async fn open_stored(&self, store: &Store, reg: &Arc<Registry>) -> Vec<Arc<SimHandle>> {
+        let stored = match store.read(|r| r.sim_chains()).await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::error!(error = %e, "listing simulated chains failed");
+                return Vec::new();
+            }
+        };
+        let mut out = Vec::new();
+        for (p, c) in stored {
+            match self.get(store, reg, p, &c).await {
+                Ok(h) => out.push(h),
+                Err(e) => tracing::error!(error = %e, "opening a simulated chain failed"),
+            }
+        }
+        out
+    }
+}
+
+impl SimHandle {
+    /// A cursor for a store transaction, taken under the chain lock `c` (the deferred
+    /// operations move into it; [`SimHandle::committed`] or [`SimHandle::failed`] settles).
+    pub fn cursor(&self, c: &mut SimChain, now_ms: u64) -> SimCursor {
+        let next_time_ms = c
+            .block(c.head())
+            .map(|b| b.timestamp * 1000)
+            .unwrap_or(0)
+            .max(now_ms);
+        SimCursor {
+            project: self.project,
+            chain: self.chain,
+            seq: self.next_seq.load(Ordering::SeqCst),
+            unflushed: c.take_unflushed(),
+            next_block: c.head() + 1,
+            next_time_ms,
+        }
+    }
+
+    /// After the transaction holding `cursor` and `ops` committed: applies `planned` (the
+    /// operations built but not yet applied in memory) and advances the sequence number.
+    pub fn committed(
+        &self,
+        c: &mut SimChain,
+        cursor: &SimCursor,
+        written: &[Op],
+        planned: &[Op],
+    ) -> Result<(), appliance_chains::sim::SimError> {
+        self.next_seq
+            .fetch_add(cursor.count(written), Ordering::SeqCst);
+        for op in planned {
+            c.apply(op)?;
+        }
+        Ok(())
+    }
+
+    /// After the transaction holding `cursor` did not commit: the deferred operations wait
+    /// for the next write again.
+    pub fn failed(&self, c: &mut SimChain, cursor: SimCursor) {
+        c.restore_unflushed(cursor.unflushed);
+    }
+
+    /// Rebuilds the chain from its stored operations, after changes applied in memory
+    /// could not be written (the mempool is lost, as in a restart).
+    pub async fn reload(&self, c: &mut SimChain, store: &Store) -> Result<(), SimOpenError> {
+        let (project, chain) = (self.project, self.chain);
+        let g = c.genesis().clone();
+        let (fresh, seq) = store
+            .read(move |r| {
+                let mut fresh = SimChain::new(g);
+                let ops = r.sim_ops(project, chain)?;
+                for (i, json) in ops.iter().enumerate() {
+                    let op: Op = serde_json::from_slice(json).map_err(|e| {
+                        StoreError::Corrupt(format!("simulated chain operation {i}: {e}"))
+                    })?;
+                    fresh.apply(&op).map_err(|e| {
+                        StoreError::Corrupt(format!("simulated chain operation {i}: {e}"))
+                    })?;
+                }
+                Ok((fresh, ops.len() as u64))
+            })
+            .await?;
+        *c = fresh;
+        self.next_seq.store(seq, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Mines `count` blocks now (`step_ms` apart) and writes them with the deferred
+    /// operations in one store transaction, unless every mined block is empty and `defer`
+    /// allows keeping them in memory until the next write. Returns the new head.
+    pub async fn mine(
+        &self,
+        store: &Store,
+        count: u64,
+        step_ms: u64,
+        defer: bool,
+    ) -> Result<u64, SimOpenError> {
+        let mut c = self.client.chain_state().lock().await;
+        let ops = c.mine(count, now_ms(), step_ms);
+        let head = c.head();
+        let ops = if defer {
+            match c.defer(ops) {
+                Ok(()) => return Ok(head),
+                Err(ops) => ops,
+            }
+        } else {
+            ops
+        };
+        let cursor = self.cursor(&mut c, 0);
+        let (cur, written) = (cursor.clone(), ops.clone());
+        match store.write(move |ctx| cur.write(ctx, &written)).await {
+            Ok(()) => {
+                self.committed(&mut c, &cursor, &ops, &[])
+                    .map_err(|e| SimOpenError::Replay {
+                        project: self.project,
+                        chain: self.chain.into(),
+                        detail: e.to_string(),
+                    })?;
+                Ok(head)
+            }
+            Err(e) => {
+                tracing::error!(error = ?e, chain = self.chain, "writing simulated blocks failed");
+                self.reload(&mut c, store).await?;
+                Err(SimOpenError::Write(write_error(e)))
+            }
+        }
+    }
+
+    /// Writes the deferred empty blocks, if any (the timer's periodic flush).
+    pub async fn flush(&self, store: &Store) -> Result<(), SimOpenError> {
+        let mut c = self.client.chain_state().lock().await;
+        if !c.has_unflushed() {
+            return Ok(());
+        }
+        let cursor = self.cursor(&mut c, 0);
+        let cur = cursor.clone();
+        match store.write(move |ctx| cur.write(ctx, &[])).await {
+            Ok(()) => {
+                self.next_seq.fetch_add(cursor.count(&[]), Ordering::SeqCst);
+                Ok(())
+            }
+            Err(e) => {
+                self.failed(&mut c, cursor);
+                Err(SimOpenError::Write(write_error(e)))
+            }
+        }
+    }
+}
+
+/// The simulated transfer of test deposit `d`, mined alone in a block at `t_ms`: from the
+/// deposit's synthetic sender to its address, of its token (registry contract) or the
+/// native coin, under its tx hash.
+pub fn deposit_transfer(
+    reg: &Registry,
+    d: &appliance_storage::records::Deposit,
+    t_ms: u64,
+) -> Result<Op, Fault> {
+    let asset = reg
+        .asset(&d.chain, &d.asset)
+        .ok_or_else(|| Fault::invariant("test deposit of an unknown asset"))?;
+    let token = if asset.is_native {
+        None
+    } else {
+        Some(
+            asset
+                .contract
+                .parse::<Address>()
+                .map_err(|_| Fault::invariant("registry token contract does not parse"))?,
+        )
+    };
+    let parse = |a: &str| {
+        a.parse::<Address>()
+            .map_err(|_| Fault::invariant("deposit address does not parse"))
+    };
+    let hash = parse_tx_hash(&d.tx_hash).ok_or_else(|| Fault::invariant("deposit tx hash"))?;
+    Ok(Op::Block {
+        t_ms,
+        txs: vec![appliance_chains::sim::chain::BlockTx::Injected(
+            appliance_chains::sim::Inject {
+                hash,
+                from: parse(&d.from_address)?,
+                to: parse(&d.to_address)?,
+                token,
+                value: U256::from(d.amount),
+            },
+        )],
+    })
+}
+
+/// A transaction hash: `0x` and 64 hex digits (either case).
+pub fn parse_tx_hash(s: &str) -> Option<B256> {
+    let hex = s.strip_prefix("0x")?;
+    if hex.len() != 64 {
+        return None;
+    }
+    hex.parse::<B256>().ok()
+}
+
+/// Replaces the last `depth` blocks of `h`'s chain (see `SimChain`), durably: the reorg
+/// is written, then applied. Returns the head (unchanged by a reorg).
+pub async fn reorg(
+    store: &Store,
+    h: &SimHandle,
+    depth: u64,
+    drop: bool,
+) -> Result<u64, SimOpenError> {
+    let mut c = h.client.chain_state().lock().await;
+    if c.check_reorg(depth).is_err() {
+        return Err(SimOpenError::Depth { height: c.head() });
+    }
+    let cursor = h.cursor(&mut c, now_ms());
+    let op = Op::Reorg {
+        depth,
+        drop,
+        t_ms: cursor.next_time_ms,
+    };
+    let (cur, ops) = (cursor.clone(), [op.clone()]);
+    match store.write(move |ctx| cur.write(ctx, &ops)).await {
+        Ok(()) => {
+            let ops = [op];
+            h.committed(&mut c, &cursor, &ops, &ops)
+                .map_err(|e| SimOpenError::Replay {
+                    project: h.project,
+                    chain: h.chain.into(),
+                    detail: e.to_string(),
+                })?;
+            Ok(c.head())
+        }
+        Err(e) => {
+            h.failed(&mut c, cursor);
+            Err(SimOpenError::Write(write_error(e)))
+        }
+    }
+}
 
 /// Most blocks one call may mine.
 pub const MAX_BLOCKS: u64 = 10_000;

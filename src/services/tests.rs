@@ -90,6 +90,8 @@ fn deposit(f: &Fixture, amount: u128, confirm: bool) -> Deposit {
                 decimals: 6,
                 amount: Amount::new(amount).expect("a positive amount"),
                 confirm,
+                block_number: deposits::sim_height(ctx, "ethereum")?,
+                block_time_us: ctx.now_us(),
             },
         )
     })
@@ -188,6 +190,121 @@ fn payout_walks_to_confirmed_and_settles_the_lock() {
     assert_eq!(balance(&f, f.customer, AccountKind::Locked), 0);
     assert_eq!(balance(&f, f.customer, AccountKind::Available), 3_000_000);
     verify_clean(&f);
+}
+
+fn events_of(f: &Fixture, ty: &str, id: Uuid) -> usize {
+    let (p, ty) = (f.scope.project_id(), ty.to_string());
+    f.store
+        .read_blocking(move |r| r.list_events(p, &[ty], Some(&id.to_string()), None, 100, true))
+        .unwrap()
+        .items
+        .len()
+}
+
+/// The chain worker's steps of a payout (issue 8 item 3; DECISIONS.md section 16): a new
+/// hash emits `payout.submitted` again, `payout.confirmed` fires once, and the status never
+/// moves back whatever the sender reports afterwards.
+#[test]
+fn a_sent_payout_follows_new_hashes_confirms_once_and_never_moves_back() {
+    let f = fixture();
+    deposit(&f, 5_000_000, true);
+    let id = new_payout(&f, 2_000_000, DEST).unwrap().id;
+    write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id)).unwrap();
+    let p = write(&f, move |ctx, s| {
+        payouts::submit_live(ctx, s, id, "0xaa", 1)
+    })
+    .unwrap();
+    assert_eq!(p.unwrap().status, PayoutStatus::Submitted);
+    assert_eq!(events_of(&f, "payout.submitted", id), 1);
+    // A re-planned send: new hash, payout.submitted again; the same hash again is no event.
+    write(&f, move |ctx, s| payouts::retarget_live(ctx, s, id, "0xbb")).unwrap();
+    write(&f, move |ctx, s| payouts::retarget_live(ctx, s, id, "0xbb")).unwrap();
+    assert_eq!(events_of(&f, "payout.submitted", id), 2);
+    assert_eq!(get::<Payout>(&f, id).tx_hash.as_deref(), Some("0xbb"));
+    write(&f, move |ctx, s| {
+        payouts::settle_live(ctx, s, id, "0xbb", true)
+    })
+    .unwrap();
+    assert_eq!(get::<Payout>(&f, id).status, PayoutStatus::Confirmed);
+    // Whatever comes later (a reorg re-mined it, a revert, a re-plan), it stays confirmed.
+    write(&f, move |ctx, s| {
+        payouts::settle_live(ctx, s, id, "0xbb", true)
+    })
+    .unwrap();
+    write(&f, move |ctx, s| {
+        payouts::settle_live(ctx, s, id, "0xbb", false)
+    })
+    .unwrap();
+    write(&f, move |ctx, s| payouts::fail_replanned(ctx, s, id, "x")).unwrap();
+    write(&f, move |ctx, s| payouts::fail_live(ctx, s, id, "x")).unwrap();
+    assert!(write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id))
+        .unwrap()
+        .is_none());
+    write(&f, move |ctx, s| payouts::retarget_live(ctx, s, id, "0xcc")).unwrap();
+    let p: Payout = get(&f, id);
+    assert_eq!(p.status, PayoutStatus::Confirmed);
+    assert_eq!(p.tx_hash.as_deref(), Some("0xcc"), "the hash that paid");
+    assert_eq!(events_of(&f, "payout.confirmed", id), 1);
+    assert_eq!(events_of(&f, "payout.submitted", id), 2);
+    assert_eq!(events_of(&f, "payout.failed", id), 0);
+    assert_eq!(balance(&f, f.customer, AccountKind::Locked), 0);
+    assert_eq!(balance(&f, f.customer, AccountKind::Available), 3_000_000);
+    verify_clean(&f);
+}
+
+/// A submitted payout whose nonce a filler took and whose call cannot succeed now fails
+/// and unlocks; only a submitted one.
+#[test]
+fn a_replanned_payout_that_cannot_succeed_fails_and_unlocks() {
+    let f = fixture();
+    deposit(&f, 5_000_000, true);
+    let id = new_payout(&f, 2_000_000, DEST).unwrap().id;
+    write(&f, move |ctx, s| payouts::fail_replanned(ctx, s, id, "x")).unwrap();
+    assert_eq!(
+        get::<Payout>(&f, id).status,
+        PayoutStatus::Queued,
+        "not sent yet"
+    );
+    write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id)).unwrap();
+    write(&f, move |ctx, s| {
+        payouts::submit_live(ctx, s, id, "0xaa", 1)
+    })
+    .unwrap();
+    write(&f, move |ctx, s| {
+        payouts::fail_replanned(ctx, s, id, "execution reverted: insufficient funds")
+    })
+    .unwrap();
+    let p: Payout = get(&f, id);
+    assert_eq!(p.status, PayoutStatus::Failed);
+    assert_eq!(balance(&f, f.customer, AccountKind::Available), 5_000_000);
+    assert_eq!(balance(&f, f.customer, AccountKind::Locked), 0);
+    verify_clean(&f);
+}
+
+/// Issue 8 item 4: a wallet with an unconfirmed inbound transfer is held from sweeping until
+/// the transfer is final (or failed).
+#[test]
+fn a_wallet_receiving_an_unconfirmed_transfer_is_held_from_sweeping() {
+    let f = fixture();
+    let receiving = |f: &Fixture, chain: &'static str| {
+        f.store
+            .read_blocking(move |r| sweeps::wallets_receiving(r, chain))
+            .unwrap()
+    };
+    let d = deposit(&f, 1_000_000, true);
+    assert!(
+        receiving(&f, "ethereum").is_empty(),
+        "confirmed money is final"
+    );
+    let pending = deposit(&f, 2_000_000, false);
+    assert_eq!(
+        receiving(&f, "ethereum").into_iter().collect::<Vec<_>>(),
+        vec![d.wallet_id]
+    );
+    assert!(receiving(&f, "bsc").is_empty(), "per chain");
+    let id = pending.id;
+    write(&f, move |ctx, s| deposits::confirm(ctx, s, id)).unwrap();
+    assert!(receiving(&f, "ethereum").is_empty());
 }
 
 #[test]

@@ -90,6 +90,7 @@ pub fn backup(ctx: &ReadCtx, dest: &Path) -> Result<BackupReport, StoreError> {
     copy(src, &dst, EVM_BLOCK_DEPOSITS, &mut seen, &mut rep)?;
     copy(src, &dst, SIM_HEIGHTS, &mut seen, &mut rep)?;
     copy(src, &dst, SWEEP_REQUESTS, &mut seen, &mut rep)?;
+    copy(src, &dst, SIM_OPS, &mut seen, &mut rep)?;
     for t in src.list_tables()? {
         if !seen.contains(t.name()) {
             dst.abort()?;

@@ -60,6 +60,34 @@ pub trait ChainStateOps: Reader {
         Ok(out)
     }
 
+    /// Operations of test project `project`'s simulated chain `chain`, in sequence order
+    /// (JSON, see [`SIM_OPS`]).
+    fn sim_ops(&self, project: Uuid, chain: &str) -> Result<Vec<Vec<u8>>, StoreError> {
+        let t = self.open(SIM_OPS)?;
+        let p = project.as_u128();
+        let mut out = Vec::new();
+        for e in t.range((p, chain, 0u64)..=(p, chain, u64::MAX))? {
+            let (_, v) = e?;
+            out.push(v.value().to_vec());
+        }
+        Ok(out)
+    }
+
+    /// Every (project, chain) that has simulated chain operations.
+    fn sim_chains(&self) -> Result<Vec<(Uuid, String)>, StoreError> {
+        let t = self.open(SIM_OPS)?;
+        let mut out: Vec<(Uuid, String)> = Vec::new();
+        for e in t.iter()? {
+            let (k, _) = e?;
+            let (p, c, _) = k.value();
+            let p = Uuid::from_u128(p);
+            if out.last().is_none_or(|(lp, lc)| *lp != p || lc != c) {
+                out.push((p, c.to_string()));
+            }
+        }
+        Ok(out)
+    }
+
     /// Simulated block height of `chain` (test mode; 0 before the first block).
     fn sim_height(&self, chain: &str) -> Result<u64, StoreError> {
         let t = self.open(SIM_HEIGHTS)?;
@@ -152,6 +180,23 @@ impl WriteCtx<'_> {
         self.track(r)
     }
 
+    /// Appends operation `seq` of test project `project`'s simulated chain `chain`.
+    pub fn sim_op_put(
+        &mut self,
+        project: Uuid,
+        chain: &str,
+        seq: u64,
+        json: &[u8],
+    ) -> Result<(), StoreError> {
+        let r = (|| {
+            self.txn()
+                .open_table(SIM_OPS)?
+                .insert((project.as_u128(), chain, seq), json)?;
+            Ok(())
+        })();
+        self.track(r)
+    }
+
     /// Sets the simulated block height of `chain`.
     pub fn sim_height_put(&mut self, chain: &str, height: u64) -> Result<(), StoreError> {
         let r = (|| {
@@ -219,6 +264,30 @@ pub fn check(ctx: &ReadCtx) -> Result<(u64, Vec<String>), StoreError> {
                 "block {chain}/{n} remembers deposit {id}, which is not a deposit on {chain}"
             )),
         }
+    }
+    let ops = ctx.open(SIM_OPS)?;
+    let mut last: Option<(u128, String, u64)> = None;
+    for e in ops.iter()? {
+        let (k, v) = e?;
+        let (p, chain, seq) = k.value();
+        rows += 1;
+        let expected = match &last {
+            Some((lp, lc, ls)) if *lp == p && lc == chain => ls + 1,
+            _ => 0,
+        };
+        if seq != expected {
+            bad.push(format!(
+                "simulated chain {chain} of project {} has operation {seq} where {expected} was expected",
+                Uuid::from_u128(p)
+            ));
+        }
+        if serde_json::from_slice::<serde_json::Value>(v.value()).is_err() {
+            bad.push(format!(
+                "simulated chain {chain} of project {} has an unreadable operation {seq}",
+                Uuid::from_u128(p)
+            ));
+        }
+        last = Some((p, chain.to_string(), seq));
     }
     let meta = ctx.open(META)?;
     for p in LEGACY_PREFIXES {

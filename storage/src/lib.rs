@@ -340,6 +340,7 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
     txn.open_table(schema::EVM_BLOCK_DEPOSITS)?;
     txn.open_table(schema::SIM_HEIGHTS)?;
     txn.open_table(schema::SWEEP_REQUESTS)?;
+    txn.open_table(schema::SIM_OPS)?;
     if found.is_some_and(|v| v < 3) {
         let m = chain_state::migrate_meta(&txn)?;
         tracing::info!(

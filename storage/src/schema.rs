@@ -35,6 +35,7 @@
 //! evm_block_deposits <(&str, u64, u128), ()> (chain, block, deposit id) found in that block
 //! sim_heights       <&str, u64>            chain -> simulated block height (test mode)
 //! sweep_requests    <u128, ()>             sweep id of a live sweep asked for by POST /v1/sweeps
+//! sim_ops           <(u128, &str, u64), &[u8]> (project, chain, seq) -> simulated chain operation JSON
 //! ```
 //!
 //! The chain-adapter tables (`evm_*`, `sim_heights`) are written through
@@ -87,6 +88,13 @@ pub const EVM_BLOCK_DEPOSITS: TableDefinition<(&str, u64, u128), ()> =
     TableDefinition::new("evm_block_deposits");
 /// Chain id -> simulated block height (test mode's chain).
 pub const SIM_HEIGHTS: TableDefinition<&str, u64> = TableDefinition::new("sim_heights");
+
+/// Test mode's simulated chains (issue 8; DECISIONS.md section 15): (test project id,
+/// chain id, sequence number from 0) -> one operation of that project's chain as JSON
+/// (`appliance_chains::sim::Op`: a block with its transactions, a run of empty blocks, a
+/// reorg). Replayed in order at start-up; written in the same transaction as the request
+/// that caused it. Rows are never rewritten.
+pub const SIM_OPS: TableDefinition<(u128, &str, u64), &[u8]> = TableDefinition::new("sim_ops");
 
 /// Sweep id (as u128) of each live sweep requested through `POST /v1/sweeps`: it is sent
 /// whatever the chain's automatic threshold says. Rows are never removed (one per request).

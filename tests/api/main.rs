@@ -25,5 +25,6 @@ mod openapi;
 mod payouts;
 mod restart;
 mod selfhost;
+mod sim_chain;
 mod sweeps;
 mod wallets;

@@ -574,3 +574,122 @@ async fn a_sweep_waits_for_unconfirmed_inbound_money_and_an_orphaned_swept_depos
     }
     assert_verified(&live);
 }
+
+/// The issue's own scenario: deposits of 5 USDT and 0.1 ETH confirmed and swept, a 2 USDT
+/// deposit confirmed (and swept), then `anvil_reorg` of depth 6 with no transactions and
+/// blocks mined on: the orphaned 2 USDT does not end up swept on chain, a later payout does
+/// not sit behind a nonce gap, and the ledger matches the chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_issue_scenario_a_depth_6_reorg_leaves_no_stuck_payout_and_no_unswept_funds() {
+    let eth = Anvil::start(1);
+    let usdt = deploy_token(&eth, 6, true).await;
+    let (tmp, data, master) = init_data_dir();
+    deploy_factory(&eth, &master).await;
+    eth.send(ACCOUNT0, Some(&master), 10u128.pow(19), "0x")
+        .await;
+    eth.mint(&usdt, ACCOUNT0, 1_000_000_000_000).await;
+    let live = Live::start(
+        tmp,
+        data,
+        master.clone(),
+        &[ChainSetup {
+            id: "ethereum",
+            anvil: &eth,
+            confirmations: 3,
+            assets: vec![("USDT", usdt.clone(), 6)],
+            replace_after_ms: 600_000,
+        }],
+    )
+    .await;
+    let (cid, w) = live.customer_wallet("ivan", "ethereum").await;
+    let addr = s(&w["address"]);
+    let wid = s(&w["id"]);
+    eth.token_transfer(&usdt, ACCOUNT0, &addr, 5_000_000).await;
+    eth.send(ACCOUNT0, Some(&addr), 10u128.pow(17), "0x").await;
+    wait_for("both swept", &[&eth], 60, || async {
+        let v = live.get(&live.wallet_key, "/v1/sweeps").await;
+        let all = v["data"].as_array()?;
+        (all.len() == 2 && all.iter().all(|x| x["status"] == "confirmed")).then_some(())
+    })
+    .await;
+    eth.mine(10).await;
+    let r2 = eth.token_transfer(&usdt, ACCOUNT0, &addr, 2_000_000).await;
+    let t2 = s(&r2["transactionHash"]);
+    eth.mine(3).await;
+    wait_for("2 USDT confirmed", &[], 30, || async {
+        live.deposits_of(&cid)
+            .await
+            .into_iter()
+            .find(|d| d["tx_hash"] == t2 && d["status"] == "confirmed")
+    })
+    .await;
+    // Let its sweep go out (one block is mined per try).
+    wait_for("2 USDT swept", &[&eth], 30, || async {
+        (eth.token_balance(&usdt, &addr).await == 0).then_some(())
+    })
+    .await;
+    let before_reorg = eth.block_number().await;
+    assert!(
+        before_reorg - hex_u64(&r2["blockNumber"]) < 6,
+        "the reorg removes the 2 USDT"
+    );
+    eth.rpc("anvil_reorg", json!([6, []])).await;
+
+    let d2 = wait_for("2 USDT orphaned", &[&eth], 60, || async {
+        live.deposits_of(&cid)
+            .await
+            .into_iter()
+            .find(|d| d["tx_hash"] == t2 && d["status"] == "orphaned")
+    })
+    .await;
+    assert_eq!(d2["amount"], "2000000");
+    let dest = external(81);
+    let p = payout(&live, &cid, "USDT", 6, 1_000_000, &dest).await;
+    wait_for("payout confirmed", &[&eth], 60, || {
+        payout_status(&live, &p, "confirmed")
+    })
+    .await;
+    assert_eq!(eth.token_balance(&usdt, &dest).await, 1_000_000);
+    wait_for("nothing pending", &[&eth], 60, || async {
+        let (l, pend) = nonces(&eth, &master).await;
+        (l == pend).then_some(())
+    })
+    .await;
+    eth.mine(8).await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(
+        eth.token_balance(&usdt, &addr).await,
+        0,
+        "nothing left unswept"
+    );
+    assert_eq!(eth.balance(&addr).await, 0);
+    assert_eq!(live.available(&cid, "ethereum", "USDT").await, 4_000_000);
+    assert_eq!(
+        live.available(&cid, "ethereum", "ETH").await,
+        10u128.pow(17)
+    );
+    let b = live
+        .get(
+            &live.wallet_key,
+            &format!("/v1/wallets/{wid}/balances?source=both"),
+        )
+        .await;
+    for x in b["data"].as_array().unwrap() {
+        assert_eq!(x["drift"], "0", "{x}");
+    }
+    // On chain the treasury holds exactly what the ledger says it does.
+    let t = live.get(&live.wallet_key, "/v1/balances").await;
+    let row = t["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["chain"] == "ethereum" && x["asset"] == "USDT")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        row["treasury"].as_str().unwrap().parse::<u128>().unwrap(),
+        eth.token_balance(&usdt, &master).await,
+        "{row}"
+    );
+    assert_verified(&live);
+}

@@ -1,0 +1,205 @@
+//! Test mode's simulated chains (issue 8 item 2; DECISIONS.md section 15): one chain per
+//! test project, durable across restarts, with scripted faults (`/v1/test/reorg`,
+//! `/v1/test/drop_tx`).
+
+use serde_json::json;
+
+use crate::helpers::*;
+
+/// Mines one block on the project's `chain`; returns the new height.
+async fn height(app: &App, token: &str, chain: &str) -> u64 {
+    app.post(
+        token,
+        "/v1/test/blocks",
+        json!({ "count": 1, "chain": chain }),
+    )
+    .await
+    .expect(200)["heights"][chain]
+        .as_u64()
+        .expect("height")
+}
+
+#[tokio::test]
+async fn a_test_deposit_is_a_transfer_mined_in_a_new_block() {
+    let app = spawn_app().await;
+    let c = app.create_customer(None).await;
+    let cid = s(&c["id"]);
+    app.create_wallet(&cid, "ethereum").await;
+    app.mine(4).await;
+    let before = height(&app, &app.wallet_key, "ethereum").await;
+    let d = app
+        .test_deposit(&cid, "ethereum", "USDT", 6, "1000000", None)
+        .await;
+    assert_eq!(
+        d["status"], "confirmed",
+        "confirm: true answers confirmed at once"
+    );
+    assert_eq!(d["block_number"], json!(before + 1), "{d}");
+    let n = app
+        .test_deposit(&cid, "ethereum", "ETH", 18, "5", Some(false))
+        .await;
+    assert_eq!(n["block_number"], json!(before + 2), "{n}");
+    assert_eq!(height(&app, &app.wallet_key, "ethereum").await, before + 3);
+}
+
+#[tokio::test]
+async fn each_test_project_has_its_own_chains() {
+    let app = spawn_app().await;
+    let other = app.other_project_key("other", "test", "wallet");
+    let a0 = height(&app, &app.wallet_key, "ethereum").await;
+    let b0 = height(&app, &other, "ethereum").await;
+    app.post(
+        &app.wallet_key,
+        "/v1/test/blocks",
+        json!({ "count": 50, "chain": "ethereum" }),
+    )
+    .await
+    .expect(200);
+    let b1 = height(&app, &other, "ethereum").await;
+    assert_eq!(b1, b0 + 1, "mining one project's chain moved another's");
+    // A reorg of one project's chain leaves the other's alone.
+    app.post(
+        &app.wallet_key,
+        "/v1/test/reorg",
+        json!({ "chain": "ethereum", "depth": 10 }),
+    )
+    .await
+    .expect(200);
+    assert_eq!(height(&app, &other, "ethereum").await, b1 + 1);
+    assert!(height(&app, &app.wallet_key, "ethereum").await >= a0 + 51);
+}
+
+#[tokio::test]
+async fn reorg_and_drop_tx_check_their_input() {
+    let app = spawn_app().await;
+    let k = &app.wallet_key;
+    app.mine(3).await;
+    let ok = app
+        .post(
+            k,
+            "/v1/test/reorg",
+            json!({ "chain": "ethereum", "depth": 2 }),
+        )
+        .await
+        .expect(200);
+    assert_eq!(ok["object"], "test_reorg");
+    assert_eq!(ok["drop"], true, "drop defaults to true");
+    assert_eq!(ok["depth"], 2);
+    let h = ok["height"].as_u64().unwrap();
+    let r = app
+        .post(
+            k,
+            "/v1/test/reorg",
+            json!({ "chain": "ethereum", "depth": h + 1 }),
+        )
+        .await;
+    r.expect_error_param(400, "invalid_request", "depth");
+    for depth in [json!(0), json!(1001), json!("2"), json!(-1)] {
+        let r = app
+            .post(
+                k,
+                "/v1/test/reorg",
+                json!({ "chain": "ethereum", "depth": depth }),
+            )
+            .await;
+        assert_eq!(r.expect_client_error(400)["param"], "depth", "{depth}");
+    }
+    let r = app
+        .post(
+            k,
+            "/v1/test/reorg",
+            json!({ "chain": "narnia", "depth": 1 }),
+        )
+        .await;
+    assert_eq!(r.expect_client_error(400)["param"], "chain");
+    let r = app.post(k, "/v1/test/reorg", json!({ "depth": 1 })).await;
+    assert_eq!(r.expect_client_error(400)["param"], "chain");
+    let r = app
+        .post(
+            k,
+            "/v1/test/reorg",
+            json!({ "chain": "ethereum", "depth": 1, "drop": "yes" }),
+        )
+        .await;
+    assert_eq!(r.expect_client_error(400)["param"], "drop");
+    // drop_tx
+    let hash = format!("0x{}", "ab".repeat(32));
+    let r = app
+        .post(
+            k,
+            "/v1/test/drop_tx",
+            json!({ "chain": "ethereum", "tx_hash": hash }),
+        )
+        .await;
+    r.expect_error_param(404, "not_found", "tx_hash");
+    for bad in [
+        "0x12",
+        "ab".repeat(32).as_str(),
+        &format!("0x{}", "zz".repeat(32)),
+    ] {
+        let r = app
+            .post(
+                k,
+                "/v1/test/drop_tx",
+                json!({ "chain": "ethereum", "tx_hash": bad }),
+            )
+            .await;
+        assert_eq!(r.expect_client_error(400)["param"], "tx_hash", "{bad}");
+    }
+    let r = app
+        .post(
+            k,
+            "/v1/test/drop_tx",
+            json!({ "chain": "tron", "tx_hash": hash }),
+        )
+        .await;
+    assert_eq!(r.expect_client_error(400)["param"], "chain");
+    // Test wallet keys only.
+    app.post(
+        &app.payout_key,
+        "/v1/test/reorg",
+        json!({ "chain": "ethereum", "depth": 1 }),
+    )
+    .await
+    .expect_client_error(403);
+    let live = app.other_project_key("livep", "live", "wallet");
+    app.post(
+        &live,
+        "/v1/test/reorg",
+        json!({ "chain": "ethereum", "depth": 1 }),
+    )
+    .await
+    .expect_error(403, "test_mode_only");
+    app.post(
+        &live,
+        "/v1/test/drop_tx",
+        json!({ "chain": "ethereum", "tx_hash": hash }),
+    )
+    .await
+    .expect_error(403, "test_mode_only");
+}
+
+#[tokio::test]
+async fn a_restart_keeps_the_chain() {
+    let mut app = spawn_app().await;
+    let c = app.create_customer(None).await;
+    let cid = s(&c["id"]);
+    app.create_wallet(&cid, "ethereum").await;
+    app.mine(7).await;
+    let d = app
+        .test_deposit(&cid, "ethereum", "USDT", 6, "1000000", None)
+        .await;
+    let h = height(&app, &app.wallet_key, "ethereum").await;
+    assert_eq!(h, d["block_number"].as_u64().unwrap() + 1);
+    // A crash (SIGKILL): everything answered 2xx is on the chain.
+    app.restart();
+    assert_eq!(height(&app, &app.wallet_key, "ethereum").await, h + 1);
+    // A clean stop as well.
+    app.stop_graceful();
+    app.start();
+    assert_eq!(height(&app, &app.wallet_key, "ethereum").await, h + 2);
+    let d2 = app
+        .test_deposit(&cid, "ethereum", "USDT", 6, "1000000", None)
+        .await;
+    assert_eq!(d2["block_number"], json!(h + 3));
+}
