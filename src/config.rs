@@ -233,7 +233,14 @@ impl LimitsConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChainConfig {
-    pub rpc_url: String,
+    /// The chain's node. Exactly one of `rpc_url` and `rpc_urls` is set.
+    #[serde(default)]
+    pub rpc_url: Option<String>,
+    /// Several nodes, tried in order: a node that fails or lags the others by more than a
+    /// few blocks is skipped and said so (DECISIONS.md section 16). A list, or a
+    /// comma-separated string (for the environment).
+    #[serde(default, deserialize_with = "url_list")]
+    pub rpc_urls: Vec<String>,
     pub confirmations: Option<u32>,
     #[serde(default = "default_poll_ms")]
     pub poll_interval_ms: u64,
@@ -248,6 +255,84 @@ pub struct ChainConfig {
     /// Block the watcher starts from on its first run (default: the node's head then).
     #[serde(default)]
     pub start_block: Option<u64>,
+}
+
+impl ChainConfig {
+    /// The configured node URLs in order (`rpc_url` alone, or `rpc_urls`).
+    pub fn urls(&self) -> Vec<String> {
+        match &self.rpc_url {
+            Some(u) => vec![u.clone()],
+            None => self.rpc_urls.clone(),
+        }
+    }
+
+    /// The node URL rules: exactly one of `rpc_url` and `rpc_urls`, at most
+    /// [`MAX_RPC_URLS`] URLs, each non-empty, `http://` or `https://`, none twice. Messages
+    /// show URLs redacted to scheme and host (they carry account keys: issue 10 point 2).
+    pub fn check_urls(&self, id: &str) -> Result<(), String> {
+        if self.rpc_url.is_some() && !self.rpc_urls.is_empty() {
+            return Err(format!(
+                "[chains.{id}] sets both rpc_url and rpc_urls; use one"
+            ));
+        }
+        let urls = self.urls();
+        if urls.is_empty() {
+            return Err(format!(
+                "[chains.{id}] needs rpc_url (one node) or rpc_urls (several, in order)"
+            ));
+        }
+        if urls.len() > MAX_RPC_URLS {
+            return Err(format!(
+                "[chains.{id}] rpc_urls lists {} nodes; at most {MAX_RPC_URLS}",
+                urls.len()
+            ));
+        }
+        let key = if self.rpc_url.is_some() {
+            "rpc_url"
+        } else {
+            "rpc_urls"
+        };
+        for (i, u) in urls.iter().enumerate() {
+            let u = u.trim();
+            if u.is_empty() {
+                return Err(format!("[chains.{id}] {key} is empty"));
+            }
+            let shown = appliance_chains::redact::redact_url(u);
+            let lower = u.to_ascii_lowercase();
+            if !(lower.starts_with("http://") || lower.starts_with("https://"))
+                || u.parse::<reqwest13::Url>().is_err()
+            {
+                return Err(format!(
+                    "[chains.{id}] {key}: {shown} is not an http:// or https:// URL"
+                ));
+            }
+            if urls[..i].iter().any(|x| x.trim() == u) {
+                return Err(format!("[chains.{id}] rpc_urls lists {shown} twice"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Most nodes one chain may list in `rpc_urls`.
+pub const MAX_RPC_URLS: usize = 8;
+
+/// A list of strings, or one comma-separated string (environment variables).
+fn url_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum ListOrString {
+        List(Vec<String>),
+        Text(String),
+    }
+    Ok(match ListOrString::deserialize(d)? {
+        ListOrString::List(v) => v,
+        ListOrString::Text(s) => s
+            .split(',')
+            .map(|x| x.trim().to_string())
+            .filter(|x| !x.is_empty())
+            .collect(),
+    })
 }
 
 fn default_poll_ms() -> u64 {
@@ -528,11 +613,7 @@ impl Config {
                     "[chains.{id}]: no live adapter for this chain family yet"
                 )));
             }
-            if cc.rpc_url.trim().is_empty() {
-                return Err(ConfigError::Check(format!(
-                    "[chains.{id}] rpc_url is empty"
-                )));
-            }
+            cc.check_urls(id).map_err(ConfigError::Check)?;
         }
         if let Some(tls) = &self.tls {
             check_pem(&tls.cert, "tls.cert", "CERTIFICATE")?;
@@ -764,6 +845,62 @@ mod tests {
         std::fs::write(&f, "[signing]\npassphrase_env = \"APPLIANCE_SEED_PASS\"\n").unwrap();
         let env = vec![("APPLIANCE_SEED_PASS".to_string(), "x".to_string())];
         assert!(Config::load_from(Some(&f), env).is_ok());
+    }
+
+    fn chain(text: &str) -> Result<(), String> {
+        let cfg: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+        cfg.chains["ethereum"].check_urls("ethereum")
+    }
+
+    #[test]
+    fn a_chain_takes_one_rpc_url_or_several_rpc_urls_in_order() {
+        let cfg: Config = toml::from_str(
+            "[chains.ethereum]\nrpc_urls = [\"http://a:1/k\", \"https://b/v3/K\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            cfg.chains["ethereum"].urls(),
+            vec!["http://a:1/k".to_string(), "https://b/v3/K".to_string()]
+        );
+        assert!(chain("[chains.ethereum]\nrpc_url = \"http://a:1\"\n").is_ok());
+        // From the environment: one comma-separated string.
+        let mut t = toml::Table::new();
+        set_path(
+            &mut t,
+            &["chains".into(), "ethereum".into(), "rpc_urls".into()],
+            parse_env_value("http://a:1, http://b:2"),
+        );
+        let cfg: Config = toml::Value::Table(t).try_into().unwrap();
+        assert_eq!(cfg.chains["ethereum"].urls().len(), 2);
+        let e = chain("[chains.ethereum]\nrpc_url = \"http://a\"\nrpc_urls = [\"http://b\"]\n");
+        assert!(e.unwrap_err().contains("both rpc_url and rpc_urls"));
+        let e = chain("[chains.ethereum]\nconfirmations = 3\n");
+        assert!(e.unwrap_err().contains("needs rpc_url"));
+        let e = chain("[chains.ethereum]\nrpc_urls = []\n");
+        assert!(e.unwrap_err().contains("needs rpc_url"));
+        let e = chain("[chains.ethereum]\nrpc_urls = [\"http://a:1\", \" \"]\n");
+        assert!(e.unwrap_err().contains("rpc_urls is empty"));
+        // Messages never show a URL's secret part.
+        let e = chain("[chains.ethereum]\nrpc_urls = [\"ftp://u:pw@h/v3/SECRET\"]\n").unwrap_err();
+        assert!(e.contains("ftp://h is not an http"), "{e}");
+        let e = chain(
+            "[chains.ethereum]\nrpc_urls = [\"https://h/v3/SECRET\", \"https://h/v3/SECRET\"]\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("https://h twice") && !e.contains("SECRET"),
+            "{e}"
+        );
+        let many: Vec<String> = (0..=MAX_RPC_URLS)
+            .map(|i| format!("\"http://n{i}\""))
+            .collect();
+        let e = chain(&format!(
+            "[chains.ethereum]\nrpc_urls = [{}]\n",
+            many.join(",")
+        ));
+        assert!(e.unwrap_err().contains("at most"));
+        // Unknown keys stay refused.
+        assert!(chain("[chains.ethereum]\nrpc_url = \"http://a\"\nrpc_uris = []\n").is_err());
     }
 
     #[test]

@@ -48,6 +48,11 @@ impl Asset {
 pub enum AdapterHealth {
     /// The last round of node calls succeeded.
     Healthy,
+    /// The last round of node calls succeeded, but not as configured: a node is skipped
+    /// (failing or lagging) and another serves (DECISIONS.md section 16). The note (one
+    /// sentence naming nodes by scheme and host only) is shown as `status_note`; the chain
+    /// stays `live`.
+    Degraded(String),
     /// Node calls fail after the node was reached once; the note (one sentence) is shown as
     /// `status_note` while the adapter backs off and retries. The chain stays `live`.
     Failing(String),
@@ -95,12 +100,12 @@ impl Chain {
 
     /// Records the live adapter's health (read by `services::chains::effective`) and when
     /// it was reported: `Healthy` stamps the node's last success, anything else its last
-    /// error (read by `/readyz` and `/metrics`).
+    /// error (read by `/readyz` and `/metrics`). `Degraded` counts as a success.
     pub fn set_health(&self, h: AdapterHealth) {
         let now = Some(std::time::Instant::now());
         {
             let mut contact = self.contact.lock().unwrap_or_else(|e| e.into_inner());
-            if matches!(h, AdapterHealth::Healthy) {
+            if matches!(h, AdapterHealth::Healthy | AdapterHealth::Degraded(_)) {
                 contact.last_success = now;
             } else {
                 contact.last_error = now;

@@ -150,6 +150,8 @@ pub trait ChainClient: Send + Sync + fmt::Debug + 'static {
     /// Blocks `from..=to` and every successful transfer in them to an address of
     /// `watch` (native coin from top-level transactions, tokens from `Transfer` logs of
     /// `watch.tokens`). [`ClientError::Moving`] when the range is not one linked chain.
+    /// Any range length is accepted: the implementation splits it into requests its node
+    /// accepts, so a worker catching up should ask for thousands of blocks per call.
     async fn transfers(
         &self,
         from: u64,
@@ -186,4 +188,12 @@ pub trait ChainClient: Send + Sync + fmt::Debug + 'static {
 
     /// Whether the node knows the transaction at all (pending pool or mined).
     async fn knows_tx(&self, hash: B256) -> Result<bool, ClientError>;
+
+    /// One sentence for the chain's `status_note` while the client works but not as
+    /// configured (DECISIONS.md section 16: a node skipped for failing or lagging, another
+    /// serving); `None` when all is well. A worker whose pass succeeded reports it as the
+    /// chain's health instead of plain healthy.
+    fn health_note(&self) -> Option<String> {
+        None
+    }
 }

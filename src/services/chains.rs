@@ -111,6 +111,7 @@ pub fn effective<'a>(chain: &'a Chain, project: &Project) -> EffChain<'a> {
         (Mode::Live, _) => match &health {
             Some(AdapterHealth::Healthy) => (ChainStatus::Live, ""),
             Some(AdapterHealth::Failing(note)) => (ChainStatus::Live, note.as_str()),
+            Some(AdapterHealth::Degraded(note)) => (ChainStatus::Live, note.as_str()),
             Some(AdapterHealth::Unreached(note)) => (ChainStatus::Paused, note.as_str()),
             None => (ChainStatus::Paused, CONNECTING),
         },
@@ -149,7 +150,9 @@ pub fn effective<'a>(chain: &'a Chain, project: &Project) -> EffChain<'a> {
         && chain.configured
         && !matches!(
             health,
-            Some(AdapterHealth::Healthy) | Some(AdapterHealth::Failing(_))
+            Some(AdapterHealth::Healthy)
+                | Some(AdapterHealth::Degraded(_))
+                | Some(AdapterHealth::Failing(_))
         );
     EffChain {
         chain,

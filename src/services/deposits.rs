@@ -67,7 +67,7 @@ pub struct TestDeposit {
 /// with that `failure_reason` (`asset_archived`) instead of being credited.
 ///
 /// The one home of this rule: test deposits ([`create_test`], [`confirm`]) and the live
-/// watcher ([`advance_live`]) all ask here. Overrides count only on a chain the project
+/// watcher ([`count_confirmations`]) all ask here. Overrides count only on a chain the project
 /// lists (an unlisted chain's transfer is credited).
 pub fn credit_refusal(
     reg: &Registry,
@@ -300,7 +300,7 @@ fn fail_with(
 
 /// `detected` -> `failed` with `reason` (`deposit.failed`): the one transition of both
 /// chains. Test mode first takes the amount off the simulated balance ([`fail_with`]); the
-/// live watcher first releases the transfer key after a reorg ([`fail_live`]).
+/// live watcher first releases the transfer key after a reorg ([`fail_transfer`]).
 fn mark_failed(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
@@ -410,7 +410,8 @@ fn orphan_inner(
 }
 
 // ---------------------------------------------------------------------------------------
-// Live chains (issue 4): the EVM watcher calls these inside its block-batch transaction.
+// From what a chain client reports (issue 8): the chain worker's watcher calls these inside
+// its block-batch transaction, whatever the chain behind the client.
 
 /// A transfer the chain watcher saw arriving at a deposit address.
 #[derive(Debug, Clone)]
@@ -446,7 +447,7 @@ pub fn transfer_key(chain: &str, tx_hash: &str, log_index: Option<u32>) -> Vec<u
 /// Writes a `detected` deposit for a transfer into `wallet` (SPEC.md section 3, Deposit),
 /// unless this (chain, tx hash, log index) is already recorded: `Ok(None)` then, so a
 /// rescan after a restart credits nothing twice.
-pub fn detect_live(
+pub fn detect(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
     wallet: &Wallet,
@@ -490,7 +491,7 @@ pub fn detect_live(
 
 /// Updates a detected live deposit's confirmation count at processed height `height` and
 /// credits it once the count reaches its threshold. Returns the new status.
-pub fn advance_live(
+pub fn count_confirmations(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
     mut d: Deposit,
@@ -510,15 +511,15 @@ pub fn advance_live(
         return Ok(d.status);
     }
     if let Some(reason) = credit_refusal(&s.reg, &s.project, &d.chain, &d.asset) {
-        return Ok(fail_live(ctx, s, d, reason)?.status);
+        return Ok(fail_transfer(ctx, s, d, reason)?.status);
     }
     let held = ctx.holding(d.wallet_id, &d.asset)?;
     if held.checked_add(d.amount).is_none() {
-        return Ok(fail_live(ctx, s, d, "amount_too_large")?.status);
+        return Ok(fail_transfer(ctx, s, d, "amount_too_large")?.status);
     }
     let e = credit_entry(&d, ctx.now_us());
     if ctx.post(&e)?.is_err() {
-        return Ok(fail_live(ctx, s, d, "amount_too_large")?.status);
+        return Ok(fail_transfer(ctx, s, d, "amount_too_large")?.status);
     }
     mark_confirmed(ctx, s, &mut d, e.id, height)?;
     d.confirmations = conf;
@@ -528,7 +529,7 @@ pub fn advance_live(
 
 /// `detected` -> `failed` on a live chain (the unique transfer key is released so the same
 /// transfer, re-mined on the new canonical chain, is detected again).
-pub fn fail_live(
+pub fn fail_transfer(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
     d: Deposit,
@@ -547,10 +548,10 @@ fn is_native(reg: &Registry, d: &Deposit) -> bool {
 
 /// A live deposit whose block left the canonical chain: `detected` -> `failed`,
 /// `confirmed` -> `orphaned` with its credit reversed (SPEC.md section 3, Deposit).
-pub fn unwind_live(ctx: &mut WriteCtx<'_>, s: &Scope, d: Deposit) -> Result<(), Fault> {
+pub fn unwind(ctx: &mut WriteCtx<'_>, s: &Scope, d: Deposit) -> Result<(), Fault> {
     match d.status {
         DepositStatus::Detected => {
-            fail_live(ctx, s, d, "reorg")?;
+            fail_transfer(ctx, s, d, "reorg")?;
         }
         DepositStatus::Confirmed => {
             let li = (d.log_index != 0 || !is_native(&s.reg, &d)).then_some(d.log_index);

@@ -460,7 +460,8 @@ pub fn advance(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout, height: u64) ->
 }
 
 // ---------------------------------------------------------------------------------------
-// Live chains (issue 4): the EVM sender's saga steps. `queued` -> `signing` is written
+// The chain worker's saga steps (issue 8), whatever the chain behind its client. `queued` ->
+// `signing` is written
 // before the signature; `signing` -> `submitted` is written together with the signed
 // transaction and its nonce, before the broadcast.
 
@@ -479,7 +480,7 @@ pub fn begin_signing(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Opti
 }
 
 /// `signing` -> `submitted` with the transaction hash (`payout.submitted`).
-pub fn submit_live(
+pub fn submit_sent(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
     id: Uuid,
@@ -501,7 +502,7 @@ pub fn submit_live(
 /// it. Its status never moves back (DECISIONS.md section 16); a `submitted` payout emits
 /// `payout.submitted` again with the new hash; a `confirmed` one (its send removed by a
 /// reorg deeper than the confirmations) only records the hash.
-pub fn retarget_live(
+pub fn follow_hash(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
     id: Uuid,
@@ -543,7 +544,7 @@ pub fn fail_replanned(
 
 /// The payout's transaction is final: `confirmed` (locked -> treasury) when it succeeded,
 /// `failed` with `failure_reason` and the funds back in `available` when it reverted.
-pub fn settle_live(
+pub fn settle_sent(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
     id: Uuid,
@@ -567,7 +568,7 @@ pub fn settle_live(
 
 /// A payout that cannot be sent (signing switched off, the node refuses it in simulation):
 /// `failed` with `reason`, funds back in `available`.
-pub fn fail_live(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> Result<(), Fault> {
+pub fn fail_unsent(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> Result<(), Fault> {
     let Some(p) = ctx.get::<Payout>(id)? else {
         return Ok(());
     };

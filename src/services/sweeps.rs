@@ -185,7 +185,7 @@ pub fn advance(ctx: &mut WriteCtx<'_>, s: &Scope, mut sw: Sweep, height: u64) ->
         .map(|c| c.required_confirmations as u64)
         .unwrap_or(1);
     if sw.status == SweepStatus::Open && height > sw.open_block.unwrap_or(0) {
-        let amount = live_amount(ctx, &sw)?;
+        let amount = amount_now(ctx, &sw)?;
         if amount == 0 {
             to_skipped(ctx, s, &mut sw)?;
             return Ok(());
@@ -305,7 +305,7 @@ fn to_final(ctx: &mut WriteCtx<'_>, s: &Scope, sw: &mut Sweep, success: bool) ->
 }
 
 // ---------------------------------------------------------------------------------------
-// Live chains (issue 4): the EVM sender runs these around its broadcast (a saga: the
+// The chain worker's sender runs these around its broadcast, whatever the chain (a saga: the
 // submission is recorded with the signed transaction before it is broadcast).
 
 fn project_move(
@@ -356,14 +356,14 @@ pub fn wallets_receiving(
 
 /// What an open live sweep would move now: the ledger's holding of the address, capped by
 /// the sweep's amount. 0: nothing to sweep.
-pub fn live_amount(ctx: &impl ReadOps, sw: &Sweep) -> Result<u128, StoreError> {
+pub fn amount_now(ctx: &impl ReadOps, sw: &Sweep) -> Result<u128, StoreError> {
     Ok(sw.amount.min(ctx.holding(sw.wallet_id, &sw.asset)?))
 }
 
 /// `open` -> `submitted` with `tx_hash` (ledger: deposits -> in_transit), or `skipped`
 /// (`nothing_to_sweep`) when the address holds nothing any more. `None` when the sweep is
 /// no longer open (someone else moved it).
-pub fn submit_live(
+pub fn submit_sent(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
     id: Uuid,
@@ -376,7 +376,7 @@ pub fn submit_live(
     if sw.status != SweepStatus::Open {
         return Ok(None);
     }
-    let amount = live_amount(ctx, &sw)?;
+    let amount = amount_now(ctx, &sw)?;
     if amount == 0 {
         to_skipped(ctx, s, &mut sw)?;
         return Ok(Some(sw));
@@ -387,7 +387,7 @@ pub fn submit_live(
 
 /// A submitted live sweep's transaction is final: `confirmed` (in_transit -> treasury) when
 /// it succeeded, `failed` (in_transit -> deposits, the holding restored) when it reverted.
-pub fn settle_live(
+pub fn settle_sent(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
     id: Uuid,
@@ -405,7 +405,7 @@ pub fn settle_live(
 /// A submitted (or confirmed) live sweep's transaction was signed again at a new nonce (a
 /// filler took the old one): the sweep follows the new hash, its status and ledger
 /// unchanged.
-pub fn retarget_live(
+pub fn follow_hash(
     ctx: &mut WriteCtx<'_>,
     _s: &Scope,
     id: Uuid,

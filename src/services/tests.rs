@@ -211,36 +211,36 @@ fn a_sent_payout_follows_new_hashes_confirms_once_and_never_moves_back() {
     let id = new_payout(&f, 2_000_000, DEST).unwrap().id;
     write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id)).unwrap();
     let p = write(&f, move |ctx, s| {
-        payouts::submit_live(ctx, s, id, "0xaa", 1)
+        payouts::submit_sent(ctx, s, id, "0xaa", 1)
     })
     .unwrap();
     assert_eq!(p.unwrap().status, PayoutStatus::Submitted);
     assert_eq!(events_of(&f, "payout.submitted", id), 1);
     // A re-planned send: new hash, payout.submitted again; the same hash again is no event.
-    write(&f, move |ctx, s| payouts::retarget_live(ctx, s, id, "0xbb")).unwrap();
-    write(&f, move |ctx, s| payouts::retarget_live(ctx, s, id, "0xbb")).unwrap();
+    write(&f, move |ctx, s| payouts::follow_hash(ctx, s, id, "0xbb")).unwrap();
+    write(&f, move |ctx, s| payouts::follow_hash(ctx, s, id, "0xbb")).unwrap();
     assert_eq!(events_of(&f, "payout.submitted", id), 2);
     assert_eq!(get::<Payout>(&f, id).tx_hash.as_deref(), Some("0xbb"));
     write(&f, move |ctx, s| {
-        payouts::settle_live(ctx, s, id, "0xbb", true)
+        payouts::settle_sent(ctx, s, id, "0xbb", true)
     })
     .unwrap();
     assert_eq!(get::<Payout>(&f, id).status, PayoutStatus::Confirmed);
     // Whatever comes later (a reorg re-mined it, a revert, a re-plan), it stays confirmed.
     write(&f, move |ctx, s| {
-        payouts::settle_live(ctx, s, id, "0xbb", true)
+        payouts::settle_sent(ctx, s, id, "0xbb", true)
     })
     .unwrap();
     write(&f, move |ctx, s| {
-        payouts::settle_live(ctx, s, id, "0xbb", false)
+        payouts::settle_sent(ctx, s, id, "0xbb", false)
     })
     .unwrap();
     write(&f, move |ctx, s| payouts::fail_replanned(ctx, s, id, "x")).unwrap();
-    write(&f, move |ctx, s| payouts::fail_live(ctx, s, id, "x")).unwrap();
+    write(&f, move |ctx, s| payouts::fail_unsent(ctx, s, id, "x")).unwrap();
     assert!(write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id))
         .unwrap()
         .is_none());
-    write(&f, move |ctx, s| payouts::retarget_live(ctx, s, id, "0xcc")).unwrap();
+    write(&f, move |ctx, s| payouts::follow_hash(ctx, s, id, "0xcc")).unwrap();
     let p: Payout = get(&f, id);
     assert_eq!(p.status, PayoutStatus::Confirmed);
     assert_eq!(p.tx_hash.as_deref(), Some("0xcc"), "the hash that paid");
@@ -267,7 +267,7 @@ fn a_replanned_payout_that_cannot_succeed_fails_and_unlocks() {
     );
     write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id)).unwrap();
     write(&f, move |ctx, s| {
-        payouts::submit_live(ctx, s, id, "0xaa", 1)
+        payouts::submit_sent(ctx, s, id, "0xaa", 1)
     })
     .unwrap();
     write(&f, move |ctx, s| {

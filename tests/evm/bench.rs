@@ -221,3 +221,363 @@ async fn watcher_benchmark() {
         lat
     );
 }
+
+/// A benchmark size from the environment (`name`), else `default`.
+fn size(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Posts a JSON-RPC batch to `anvil` and returns the results in order (panics on an error).
+async fn batch(
+    http: &reqwest::Client,
+    anvil: &Anvil,
+    calls: &[(&str, serde_json::Value)],
+) -> Vec<serde_json::Value> {
+    let body: Vec<serde_json::Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (m, p))| json!({"jsonrpc": "2.0", "id": i, "method": m, "params": p}))
+        .collect();
+    let v: Vec<serde_json::Value> = http
+        .post(&anvil.url)
+        .json(&body)
+        .send()
+        .await
+        .expect("anvil batch")
+        .json()
+        .await
+        .expect("anvil batch json");
+    let mut out = vec![serde_json::Value::Null; calls.len()];
+    for r in v {
+        if let Some(e) = r.get("error") {
+            panic!("anvil batch call failed: {e}");
+        }
+        let i = r["id"].as_u64().unwrap() as usize;
+        out[i] = r["result"].clone();
+    }
+    out
+}
+
+/// `n` customers with an ethereum wallet each, written straight into the store of a stopped
+/// appliance: (customer id, address).
+async fn write_wallets(
+    data: &std::path::Path,
+    project: Uuid,
+    master: &str,
+    n: usize,
+) -> Vec<(Uuid, String)> {
+    let treasury = appliance_chains::address::parse_evm_address(master).unwrap();
+    let factory = appliance_chains::address::factory_address(&treasury);
+    let store = Store::open(&data.join("appliance.redb"), StoreOptions::default()).unwrap();
+    let mut out = Vec::with_capacity(n);
+    let mut done = 0;
+    while done < n {
+        let k = (n - done).min(5_000);
+        let rows: Vec<(Customer, Wallet)> = (0..k)
+            .map(|i| {
+                let cid = Uuid::now_v7();
+                let now = appliance_storage::now_us();
+                let addr = appliance_chains::address::deposit_address_under(&factory, project, cid);
+                (
+                    Customer {
+                        id: cid,
+                        project_id: project,
+                        reference_id: Some(format!("catchup-{}", done + i)),
+                        email: None,
+                        status: "active".into(),
+                        metadata: json!({}),
+                        created_at: now,
+                    },
+                    Wallet {
+                        id: Uuid::now_v7(),
+                        project_id: project,
+                        customer_id: cid,
+                        chain: "ethereum".into(),
+                        role: "customer".into(),
+                        status: "active".into(),
+                        address: addr,
+                        memo: None,
+                        created_at: now,
+                    },
+                )
+            })
+            .collect();
+        out.extend(rows.iter().map(|(c, w)| (c.id, w.address.clone())));
+        store
+            .write(move |ctx| {
+                for (c, w) in &rows {
+                    ctx.put(c)?;
+                    ctx.unique_put(
+                        &index::unique(
+                            IndexTag::UniqueWallet,
+                            project,
+                            &[c.id.as_bytes(), b"ethereum"],
+                        ),
+                        w.id,
+                    )?;
+                    ctx.unique_put(
+                        &appliance::services::wallets::address_key("ethereum", &w.address),
+                        w.id,
+                    )?;
+                    ctx.put(w)?;
+                }
+                Ok::<_, appliance_storage::StoreError>(())
+            })
+            .await
+            .unwrap();
+        done += k;
+    }
+    out
+}
+
+/// One gauge of the appliance's `/metrics` text for the live ethereum chain.
+async fn gauge(live: &Live, name: &str) -> Option<f64> {
+    let text = live
+        .http
+        .get(format!("{}/metrics", live.base_url))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find(|l| {
+            l.starts_with(name) && l.contains("chain=\"ethereum\"") && l.contains("mode=\"live\"")
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Catch-up benchmark (issue 8 item 5): `CATCHUP_BLOCKS` blocks (default 10,000) mined while
+/// the appliance is down, each holding one transaction that emits `CATCHUP_PER_BLOCK` token
+/// `Transfer`s (default 200), `CATCHUP_MATCHES` of them (default 5) to some of
+/// `CATCHUP_WATCHED` watched addresses (default 100,000). Prints:
+/// * blocks/s of the chain client's range scan ([`appliance_chains::evm::client::EvmClient`]
+///   `transfers` over the whole range) for each way of asking for logs (by recipient in
+///   chunks, by token with local matching, and the automatic choice);
+/// * blocks/s of the real server catching up from a stopped start (process start included);
+/// * block-to-`deposit.detected` latency (p50, p99, max) through the real server for
+///   `CATCHUP_LATENCY_SAMPLES` blocks (default 100) of the same shape, with
+///   `poll_interval_ms = 100`.
+///
+/// ```text
+/// CATCHUP_BLOCKS=10000 cargo test --release --test evm -- --ignored catchup_benchmark --nocapture
+/// ```
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: run explicitly with --ignored (release build recommended)"]
+async fn catchup_benchmark() {
+    use appliance_chains::client::{ChainClient, WatchSet};
+    use appliance_chains::evm::client::EvmClient;
+    use appliance_chains::evm::rpc::EvmRpc;
+    use appliance_chains::evm::watcher::{LogQuery, Tuning, BLOCK_BATCH, CONCURRENCY, LOG_RANGE};
+
+    let blocks = size("CATCHUP_BLOCKS", 10_000);
+    let per_block = size("CATCHUP_PER_BLOCK", 200);
+    let matches = size("CATCHUP_MATCHES", 5).min(per_block);
+    let watched = size("CATCHUP_WATCHED", 100_000).max(matches);
+    let samples = size("CATCHUP_LATENCY_SAMPLES", 100);
+    eprintln!(
+        "catch-up benchmark: {blocks} blocks x {per_block} transfers ({matches} to watched addresses), {watched} watched"
+    );
+
+    let eth = Anvil::start(1);
+    let token = deploy_token(&eth, 6, false).await;
+    let (tmp, data, master) = init_data_dir();
+    let mut live = Live::start(
+        tmp,
+        data.clone(),
+        master.clone(),
+        &[ChainSetup {
+            id: "ethereum",
+            anvil: &eth,
+            confirmations: 1,
+            assets: vec![("USDT", token.clone(), 6)],
+            replace_after_ms: 30_000,
+        }],
+    )
+    .await;
+    live.kill();
+    let project: Uuid = live.project_id.parse().unwrap();
+    let t = Instant::now();
+    let wallets = write_wallets(&data, project, &master, watched).await;
+    eprintln!("  wrote {watched} wallets in {:.1?}", t.elapsed());
+
+    // Unwatched recipients: a fixed pool (their balances are warm after the first use).
+    let unwatched: Vec<String> = (0..1_000u32).map(external).collect();
+    let http = reqwest::Client::new();
+    eth.rpc("evm_setAutomine", json!([false])).await;
+    let start_block = eth.block_number().await + 1;
+    let t = Instant::now();
+    let mut k = 0usize; // index of the next watched recipient
+                        // Each spray is sent with a gas limit of a whole block (30M, Anvil's default), so one
+                        // `anvil_mine` of n blocks puts exactly one of n pooled sprays in each block.
+    let mut nonce = hex_u64(
+        &eth.rpc("eth_getTransactionCount", json!([ACCOUNT0, "pending"]))
+            .await,
+    );
+    const PER_REQUEST: usize = 50;
+    let mut b = 0;
+    while b < blocks {
+        let n = PER_REQUEST.min(blocks - b);
+        let mut calls = Vec::with_capacity(n);
+        for j in 0..n {
+            let mut to: Vec<String> = Vec::with_capacity(per_block);
+            for i in 0..per_block {
+                // The watched ones spread over the transaction.
+                if i * matches / per_block != (i + 1) * matches / per_block {
+                    to.push(wallets[k % watched].1.clone());
+                    k += 1;
+                } else {
+                    to.push(unwatched[(b + j + i) % unwatched.len()].clone());
+                }
+            }
+            calls.push((
+                "eth_sendTransaction",
+                json!([{"from": ACCOUNT0, "to": token, "data": spray_calldata(&to, 1),
+                        "gas": "0x1c9c380", "nonce": format!("0x{nonce:x}")}]),
+            ));
+            nonce += 1;
+        }
+        batch(&http, &eth, &calls).await;
+        eth.mine(n as u64).await;
+        b += n;
+    }
+    let last_block = eth.block_number().await;
+    assert_eq!(
+        last_block + 1 - start_block,
+        blocks as u64,
+        "one block per spray"
+    );
+    let total = blocks * matches;
+    eprintln!("  mined {blocks} blocks in {:.1?}", t.elapsed());
+
+    // The chain client alone: one range scan over all blocks, per way of asking for logs.
+    let watch = WatchSet {
+        addresses: wallets.iter().map(|(_, a)| a.parse().unwrap()).collect(),
+        tokens: vec![token.parse().unwrap()],
+    };
+    for (name, q) in [
+        ("auto (default)", None),
+        ("by token, local matching", Some(LogQuery::ByToken)),
+        (
+            "by recipient, 1,000 per query",
+            Some(LogQuery::ByRecipient { chunk: 1_000 }),
+        ),
+        (
+            "by recipient, all in one query",
+            Some(LogQuery::ByRecipient { chunk: watched }),
+        ),
+    ] {
+        let tuning = match q {
+            None => Tuning::default(),
+            Some(q) => Tuning::new(q, LOG_RANGE, BLOCK_BATCH, CONCURRENCY),
+        };
+        let client = EvmClient::with_tuning("ethereum", EvmRpc::new(&eth.url).unwrap(), tuning);
+        let t = Instant::now();
+        let scan = client
+            .transfers(start_block, last_block, &watch)
+            .await
+            .expect("range scan");
+        let secs = t.elapsed().as_secs_f64();
+        assert_eq!(scan.blocks.len(), blocks);
+        assert_eq!(
+            scan.transfers.len(),
+            total,
+            "{name}: every watched transfer, once"
+        );
+        eprintln!(
+            "BENCH client range scan, logs {name}: {blocks} blocks in {secs:.2}s: {:.0} blocks/s",
+            blocks as f64 / secs
+        );
+    }
+
+    // The real server catching up from a stopped start.
+    let cfg = std::fs::read_to_string(&live.config).unwrap();
+    let cfg = cfg
+        .replace(
+            "replace_after_ms = 30000\n",
+            &format!("replace_after_ms = 30000\nstart_block = {start_block}\n"),
+        )
+        .replace(
+            "sweep_threshold_usd_cents = 100\n",
+            "sweep_threshold_usd_cents = 1000000000000\n",
+        );
+    std::fs::write(&live.config, cfg).unwrap();
+    let t = Instant::now();
+    live.run();
+    let deadline = Instant::now() + Duration::from_secs(3_600);
+    loop {
+        let head = gauge(&live, "appliance_chain_head_height").await;
+        let lag = gauge(&live, "appliance_chain_lag_blocks").await;
+        if head.is_some_and(|h| h >= last_block as f64) && lag == Some(0.0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the server did not catch up");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    eprintln!(
+        "BENCH server catch-up: {blocks} blocks ({total} deposits) in {secs:.2}s (process start included): {:.0} blocks/s",
+        blocks as f64 / secs
+    );
+    // Nothing missed: the first, a middle and the last watched recipient have their deposits.
+    for i in [0, total / 2, total - 1] {
+        let w = i % watched;
+        let want = (0..total).filter(|x| x % watched == w).count();
+        let got = live.deposits_of(&wallets[w].0.to_string()).await.len();
+        assert_eq!(got, want.min(100), "deposits of watched address {w}");
+    }
+
+    // Latency: blocks of the same shape, one recipient a fresh API-created wallet.
+    let mut lat = Vec::with_capacity(samples);
+    for s in 0..samples {
+        let (cid, w) = live.customer_wallet(&format!("lat-{s}"), "ethereum").await;
+        let fresh = w["address"].as_str().unwrap().to_string();
+        let mut to: Vec<String> = Vec::with_capacity(per_block);
+        to.push(fresh);
+        for i in 1..per_block {
+            if i < matches {
+                to.push(wallets[(s * matches + i) % watched].1.clone());
+            } else {
+                to.push(unwatched[(s + i) % unwatched.len()].clone());
+            }
+        }
+        let tx = eth
+            .rpc(
+                "eth_sendTransaction",
+                json!([{"from": ACCOUNT0, "to": token, "data": spray_calldata(&to, 1), "gas": "0x1c9c380"}]),
+            )
+            .await;
+        eth.mine(1).await;
+        let mined = Instant::now();
+        let tx = tx.as_str().unwrap().to_string();
+        loop {
+            if live
+                .deposits_of(&cid)
+                .await
+                .iter()
+                .any(|d| d["tx_hash"] == tx)
+            {
+                break;
+            }
+            assert!(
+                mined.elapsed() < Duration::from_secs(30),
+                "deposit not detected"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        lat.push(mined.elapsed().as_secs_f64() * 1000.0);
+    }
+    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let pct = |p: f64| lat[((lat.len() as f64 * p).ceil() as usize).clamp(1, lat.len()) - 1];
+    eprintln!(
+        "BENCH block to deposit.detected (poll_interval_ms = 100, {samples} blocks): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+        pct(0.5),
+        pct(0.99),
+        lat[lat.len() - 1]
+    );
+}

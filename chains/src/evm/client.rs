@@ -5,26 +5,42 @@ use alloy::primitives::{Address, Bytes, B256, U256};
 use async_trait::async_trait;
 
 use super::rpc::{EvmRpc, RpcError};
-use super::watcher::{self, ScanError};
+use std::sync::Arc;
+
+use super::watcher::{self, ScanError, Tuning};
 use crate::client::{
     AssetRef, BlockRef, CallRequest, ChainClient, ClientError, Fees, RangeScan, Receipt, Transfer,
     WatchSet,
 };
 
-/// A live EVM chain reached through one node.
+/// A live EVM chain reached through its nodes ([`EvmRpc`]: one, or several with failover).
 #[derive(Debug, Clone)]
 pub struct EvmClient {
     chain: String,
     rpc: EvmRpc,
+    /// Request sizes of range scans, shared by clones (they shrink when a node refuses).
+    tuning: Arc<Tuning>,
 }
 
 impl EvmClient {
-    /// A client of chain `chain` (registry id) through `rpc`.
+    /// A client of chain `chain` (registry id) through `rpc`, with the default scan
+    /// [`Tuning`].
     pub fn new(chain: impl Into<String>, rpc: EvmRpc) -> EvmClient {
+        EvmClient::with_tuning(chain, rpc, Tuning::default())
+    }
+
+    /// A client with explicit scan request sizes (benchmarks, nodes with tight limits).
+    pub fn with_tuning(chain: impl Into<String>, rpc: EvmRpc, tuning: Tuning) -> EvmClient {
         EvmClient {
             chain: chain.into(),
             rpc,
+            tuning: Arc::new(tuning),
         }
+    }
+
+    /// The scan request sizes in use.
+    pub fn tuning(&self) -> &Tuning {
+        &self.tuning
     }
 
     /// The node client underneath (chain-id checks, factory deployment).
@@ -91,16 +107,10 @@ impl ChainClient for EvmClient {
         to: u64,
         watch: &WatchSet,
     ) -> Result<RangeScan, ClientError> {
-        let scan = watcher::scan(&self.rpc, from, to, &watch.tokens).await?;
-        let matched: Vec<_> = scan
-            .transfers
-            .into_iter()
-            .filter(|t| watch.addresses.contains(&t.to))
-            .collect();
-        let kept = watcher::keep_successful(&self.rpc, matched).await?;
+        let (blocks, transfers) =
+            watcher::scan_watched(&self.rpc, from, to, watch, &self.tuning).await?;
         Ok(RangeScan {
-            blocks: scan
-                .blocks
+            blocks: blocks
                 .iter()
                 .map(|b| BlockRef {
                     number: b.number,
@@ -109,7 +119,7 @@ impl ChainClient for EvmClient {
                     timestamp: b.timestamp,
                 })
                 .collect(),
-            transfers: kept
+            transfers: transfers
                 .into_iter()
                 .map(|t| Transfer {
                     block_number: t.block_number,
@@ -124,6 +134,10 @@ impl ChainClient for EvmClient {
                 })
                 .collect(),
         })
+    }
+
+    fn health_note(&self) -> Option<String> {
+        self.rpc.note()
     }
 
     async fn balance(&self, owner: Address, asset: AssetRef) -> Result<U256, ClientError> {

@@ -2,7 +2,7 @@
 //!
 //! * [`client`]: [`client::EvmClient`], the chain seam over one node.
 //! * [`rpc`]: the node client (blocks, logs, balances, fees, receipts, raw broadcast), every
-//!   call bounded by a timeout.
+//!   call bounded by a timeout; several nodes per chain with failover ([`nodes`]: the rules).
 //! * [`watcher`]: turns a block range into the transfers that reach watched addresses
 //!   (native coin from the block's transactions, tokens from one `eth_getLogs` per range
 //!   matched against a set), and keeps the recent block hashes that detect a reorg.
@@ -15,6 +15,7 @@
 
 pub mod client;
 pub mod factory;
+pub mod nodes;
 pub mod rpc;
 pub mod sender;
 pub mod sweeper;

@@ -1,12 +1,15 @@
-//! A bounded JSON-RPC client for one EVM node.
+//! A bounded JSON-RPC client for one EVM chain's nodes, with failover between them.
 
 use std::future::IntoFuture;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use alloy::primitives::{Address, Bytes, TxKind, B256, U256};
+use alloy::primitives::{Address, Bytes, TxKind, B256, U256, U64};
 use alloy::providers::{Provider, RootProvider};
 use alloy::rpc::types::{Filter, TransactionRequest};
 use serde_json::Value;
+
+use super::nodes::{Change, NodeChoice, Skip};
 
 /// Most time one RPC call may take.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(15);
@@ -67,20 +70,139 @@ pub struct ReceiptInfo {
     pub gas_used: u64,
 }
 
-/// Client of one node.
+/// One log of `eth_getLogs`, the fields the watcher reads.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogInfo {
+    /// The contract that emitted it.
+    pub address: Address,
+    pub topics: Vec<B256>,
+    pub data: Bytes,
+    /// `None` for a pending log.
+    pub block_number: Option<U64>,
+    pub block_hash: Option<B256>,
+    pub transaction_hash: Option<B256>,
+    pub log_index: Option<U64>,
+    #[serde(default)]
+    pub removed: bool,
+}
+
+/// `eth_getBlockByNumber` answer, header fields only (transactions are ignored unparsed).
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawHeader {
+    number: U64,
+    hash: B256,
+    parent_hash: B256,
+    timestamp: U64,
+}
+
+/// `eth_getBlockByNumber(_, true)` answer: the header and each transaction's value fields
+/// (calldata is skipped by the parser, never copied).
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawBlock {
+    number: U64,
+    hash: B256,
+    parent_hash: B256,
+    timestamp: U64,
+    #[serde(default)]
+    transactions: Vec<RawTx>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct RawTx {
+    hash: B256,
+    from: Address,
+    /// `None` for a contract creation.
+    to: Option<Address>,
+    value: U256,
+}
+
+impl From<RawHeader> for BlockInfo {
+    fn from(h: RawHeader) -> BlockInfo {
+        BlockInfo {
+            number: h.number.to(),
+            hash: h.hash,
+            parent_hash: h.parent_hash,
+            timestamp: h.timestamp.to(),
+            native: Vec::new(),
+        }
+    }
+}
+
+impl From<RawBlock> for BlockInfo {
+    fn from(b: RawBlock) -> BlockInfo {
+        BlockInfo {
+            number: b.number.to(),
+            hash: b.hash,
+            parent_hash: b.parent_hash,
+            timestamp: b.timestamp.to(),
+            native: b
+                .transactions
+                .into_iter()
+                .filter_map(|t| {
+                    let to = t.to?; // contract creation
+                    (!t.value.is_zero()).then_some(NativeTx {
+                        hash: t.hash,
+                        from: t.from,
+                        to,
+                        value: t.value,
+                    })
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Client of a chain's nodes: one node, or several with failover in configuration order
+/// (DECISIONS.md section 16; the rules are in [`super::nodes`]). Every call goes to the
+/// preferred node; a transport failure or timeout marks that node down and the same call
+/// is tried on the next one. Refusals (JSON-RPC errors) are the answer, not a failure.
 #[derive(Clone)]
 pub struct EvmRpc {
+    inner: Arc<Inner>,
+    /// Set on a pinned view ([`EvmRpc::pinned`]): every call goes to this node only.
+    only: Option<usize>,
+}
+
+struct Inner {
+    nodes: Vec<Node>,
+    choice: Mutex<NodeChoice>,
+    /// When set, every node's chain id is checked before it is used for anything else
+    /// (a backup node of another chain must never feed the watcher).
+    expected_chain_id: Option<u64>,
+    /// Chain name for log lines.
+    chain: String,
+}
+
+struct Node {
     p: RootProvider,
     url: String,
+    shown: String,
+    /// The node's chain id was checked against `expected_chain_id`.
+    verified: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for EvmRpc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EvmRpc")
-            .field("url", &crate::redact::redact_url(&self.url))
+            .field(
+                "urls",
+                &self
+                    .inner
+                    .nodes
+                    .iter()
+                    .map(|n| n.shown.as_str())
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
+
+/// Most time a head probe of a node that is not preferred may take: a hung backup node
+/// must not hold the watcher for the whole [`CALL_TIMEOUT`].
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 async fn bounded<T, E>(
     method: &'static str,
@@ -89,17 +211,44 @@ async fn bounded<T, E>(
 where
     E: Into<alloy::transports::TransportError>,
 {
-    match tokio::time::timeout(CALL_TIMEOUT, f).await {
+    bounded_for(CALL_TIMEOUT, method, f).await
+}
+
+async fn bounded_for<T, E>(
+    limit: Duration,
+    method: &'static str,
+    f: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, RpcError>
+where
+    E: Into<alloy::transports::TransportError>,
+{
+    match tokio::time::timeout(limit, f).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => {
-            let e: alloy::transports::TransportError = e.into();
-            Err(RpcError::Transport {
-                method,
-                refused: e.as_error_resp().is_some(),
-                detail: crate::redact::scrub_urls(&error_chain(&e)),
-            })
-        }
+        Ok(Err(e)) => Err(transport_error(method, e.into())),
         Err(_) => Err(RpcError::Timeout(method)),
+    }
+}
+
+fn transport_error(method: &'static str, e: alloy::transports::TransportError) -> RpcError {
+    RpcError::Transport {
+        method,
+        refused: e.as_error_resp().is_some(),
+        detail: crate::redact::scrub_urls(&error_chain(&e)),
+    }
+}
+
+impl RpcError {
+    /// The node did not answer (transport failure, timeout): another node may.
+    pub fn is_node_failure(&self) -> bool {
+        matches!(
+            self,
+            RpcError::Transport { refused: false, .. } | RpcError::Timeout(_)
+        )
+    }
+
+    /// The node refused the call with a JSON-RPC error.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, RpcError::Transport { refused: true, .. })
     }
 }
 
@@ -141,80 +290,381 @@ fn parse<T: std::str::FromStr>(
         .ok_or_else(|| malformed(method, format!("bad {field}")))
 }
 
+/// A block number as a JSON-RPC quantity.
+fn qty(n: u64) -> String {
+    format!("0x{n:x}")
+}
+
 impl EvmRpc {
     /// A client of the node at `url` (`http://` or `https://`).
     pub fn new(url: &str) -> Result<EvmRpc, RpcError> {
-        let u = url
-            .parse()
-            .map_err(|_| RpcError::BadUrl(crate::redact::redact_url(url)))?;
+        EvmRpc::with_urls("", &[url.to_string()])
+    }
+
+    /// A client of chain `chain` (a name for log lines) through `urls`, tried in order
+    /// (DECISIONS.md section 16). At least one URL.
+    pub fn with_urls(chain: &str, urls: &[String]) -> Result<EvmRpc, RpcError> {
+        if urls.is_empty() {
+            return Err(RpcError::BadUrl("<none>".into()));
+        }
+        let mut nodes = Vec::with_capacity(urls.len());
+        for url in urls {
+            let shown = crate::redact::redact_url(url);
+            let u = url.parse().map_err(|_| RpcError::BadUrl(shown.clone()))?;
+            nodes.push(Node {
+                p: RootProvider::new_http(u),
+                url: url.clone(),
+                shown,
+                verified: std::sync::atomic::AtomicBool::new(false),
+            });
+        }
+        let choice = NodeChoice::new(nodes.iter().map(|n| n.shown.clone()).collect());
         Ok(EvmRpc {
-            p: RootProvider::new_http(u),
-            url: url.to_string(),
+            inner: Arc::new(Inner {
+                nodes,
+                choice: Mutex::new(choice),
+                expected_chain_id: None,
+                chain: chain.to_string(),
+            }),
+            only: None,
         })
     }
 
+    /// The same client, checking every node's chain id against `id` before using it: a
+    /// node of another chain is skipped ([`super::nodes::WRONG_CHAIN_FOR`]). Call before
+    /// cloning.
+    pub fn expect_chain_id(mut self, id: u64) -> EvmRpc {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.expected_chain_id = Some(id);
+        }
+        self
+    }
+
+    /// A view of this client whose calls all go to the node preferred now, without
+    /// failover: a multi-call read (a range scan) must see one node's chain, never blocks
+    /// of one node and logs of another that may not have them yet. A failure still marks
+    /// the node down, so the next read goes elsewhere.
+    pub fn pinned(&self) -> EvmRpc {
+        EvmRpc {
+            inner: self.inner.clone(),
+            only: Some(self.only.unwrap_or_else(|| self.choice().preferred())),
+        }
+    }
+
+    /// The first node's URL, unredacted (never log it: [`crate::redact::redact_url`]).
     pub fn url(&self) -> &str {
-        &self.url
+        &self.inner.nodes[0].url
     }
 
+    /// Every node, redacted to scheme, host and port, in configuration order.
+    pub fn shown_urls(&self) -> Vec<String> {
+        self.inner.nodes.iter().map(|n| n.shown.clone()).collect()
+    }
+
+    /// One sentence for the chain's `status_note` while a node is skipped and another
+    /// serves (DECISIONS.md section 16); `None` when all is well (or nothing answers).
+    pub fn note(&self) -> Option<String> {
+        self.choice().note()
+    }
+
+    fn choice(&self) -> std::sync::MutexGuard<'_, NodeChoice> {
+        self.inner.choice.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Logs every change of the skipped set once (WARN when a node is skipped).
+    fn log_changes(&self) {
+        let changes = self.choice().changes();
+        for c in changes {
+            match c {
+                Change::Skipped { node, why } => match &why {
+                    Skip::Down { detail } => tracing::warn!(
+                        chain = %self.inner.chain, node = %node, error = %detail,
+                        "node skipped: its calls fail; using the next node"
+                    ),
+                    Skip::WrongChain { got, expected } => tracing::warn!(
+                        chain = %self.inner.chain, node = %node, got, expected,
+                        "node skipped: it reports another chain id"
+                    ),
+                    Skip::Lagging { behind } => tracing::warn!(
+                        chain = %self.inner.chain, node = %node, behind,
+                        "node skipped: it lags the other nodes"
+                    ),
+                },
+                Change::Restored { node } => {
+                    tracing::info!(chain = %self.inner.chain, node = %node, "node back in use")
+                }
+            }
+        }
+    }
+
+    /// Checks node `i`'s chain id when an expected one is set and it is not checked yet.
+    /// `Ok(false)`: the node is of another chain (marked so).
+    async fn verify(&self, i: usize, limit: Duration) -> Result<bool, RpcError> {
+        let Some(expected) = self.inner.expected_chain_id else {
+            return Ok(true);
+        };
+        let node = &self.inner.nodes[i];
+        if node.verified.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(true);
+        }
+        let got = bounded_for(limit, "eth_chainId", node.p.get_chain_id().into_future()).await?;
+        if got != expected {
+            self.choice()
+                .wrong_chain(i, got, expected, std::time::Instant::now());
+            return Ok(false);
+        }
+        node.verified
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(true)
+    }
+
+    /// Runs one call on the preferred node, and on the next ones while nodes fail in
+    /// transport. The last failure is returned when every node failed.
+    async fn run<T, F, Fut>(&self, f: F) -> Result<T, RpcError>
+    where
+        F: Fn(RootProvider) -> Fut,
+        Fut: std::future::Future<Output = Result<T, RpcError>>,
+    {
+        let order = match self.only {
+            Some(i) => vec![i],
+            None => self.choice().order(),
+        };
+        let single = self.inner.nodes.len() == 1;
+        let mut last = None;
+        for i in order {
+            if !single {
+                match self.verify(i, CALL_TIMEOUT).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        last.get_or_insert(RpcError::Transport {
+                            method: "eth_chainId",
+                            detail: format!("{} serves another chain", self.inner.nodes[i].shown),
+                            refused: false,
+                        });
+                        continue;
+                    }
+                    Err(e) if e.is_node_failure() => {
+                        self.node_failed(i, &e);
+                        last = Some(e);
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            match f(self.inner.nodes[i].p.clone()).await {
+                Ok(v) => {
+                    self.choice().answered(i, None);
+                    self.log_changes();
+                    return Ok(v);
+                }
+                Err(e) if e.is_node_failure() => {
+                    self.node_failed(i, &e);
+                    last = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or(RpcError::BadUrl("<none>".into())))
+    }
+
+    fn node_failed(&self, i: usize, e: &RpcError) {
+        self.choice()
+            .failed(i, e.to_string(), std::time::Instant::now());
+        self.log_changes();
+    }
+
+    /// The chain id of the preferred node. With an expected chain id set, every node not
+    /// checked yet is asked, and nodes of another chain are skipped from then on; the
+    /// answer is then the expected id when any node has it, else the first node's.
     pub async fn chain_id(&self) -> Result<u64, RpcError> {
-        bounded("eth_chainId", self.p.get_chain_id().into_future()).await
+        let Some(expected) = self.inner.expected_chain_id else {
+            return self
+                .run(
+                    |p| async move { bounded("eth_chainId", p.get_chain_id().into_future()).await },
+                )
+                .await;
+        };
+        let mut first = None;
+        let mut last_err = None;
+        for i in 0..self.inner.nodes.len() {
+            let node = &self.inner.nodes[i];
+            match bounded("eth_chainId", node.p.get_chain_id().into_future()).await {
+                Ok(got) if got == expected => {
+                    node.verified
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    self.choice().answered(i, None);
+                    self.log_changes();
+                    return Ok(got);
+                }
+                Ok(got) => {
+                    self.choice()
+                        .wrong_chain(i, got, expected, std::time::Instant::now());
+                    self.log_changes();
+                    first.get_or_insert(got);
+                }
+                Err(e) if e.is_node_failure() => {
+                    self.node_failed(i, &e);
+                    last_err = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match (first, last_err) {
+            (Some(got), _) => Ok(got),
+            (None, Some(e)) => Err(e),
+            (None, None) => Err(RpcError::BadUrl("<none>".into())),
+        }
     }
 
+    /// Every node's chain id, asked once each (start-up checks): (redacted URL, answer).
+    /// Nodes answering the expected chain id are marked checked.
+    pub async fn chain_ids(&self) -> Vec<(String, Result<u64, RpcError>)> {
+        let asks = self.inner.nodes.iter().map(|n| async move {
+            let r = bounded("eth_chainId", n.p.get_chain_id().into_future()).await;
+            if let (Ok(got), Some(want)) = (&r, self.inner.expected_chain_id) {
+                if *got == want {
+                    n.verified.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+            (n.shown.clone(), r)
+        });
+        futures_util::future::join_all(asks).await
+    }
+
+    /// The head block number. With several nodes this is the head probe of the failover
+    /// rules: every node not skipped (and skipped ones whose time is up) is asked at once,
+    /// heads are compared, a node that fails or lags is skipped, and the answer is the head
+    /// of the node calls go to next.
     pub async fn block_number(&self) -> Result<u64, RpcError> {
-        bounded("eth_blockNumber", self.p.get_block_number().into_future()).await
+        const M: &str = "eth_blockNumber";
+        if self.inner.nodes.len() == 1 || self.only.is_some() {
+            return self
+                .run(|p| async move { bounded(M, p.get_block_number().into_future()).await })
+                .await;
+        }
+        let probe = self.choice().to_probe(std::time::Instant::now());
+        let preferred = self.choice().preferred();
+        let asks = probe.iter().map(|&i| {
+            let limit = if i == preferred {
+                CALL_TIMEOUT
+            } else {
+                PROBE_TIMEOUT
+            };
+            async move {
+                if !self.verify(i, limit).await? {
+                    return Ok(None);
+                }
+                let p = &self.inner.nodes[i].p;
+                bounded_for(limit, M, p.get_block_number().into_future())
+                    .await
+                    .map(Some)
+            }
+        });
+        let results = futures_util::future::join_all(asks).await;
+        let mut last_err = None;
+        {
+            let mut c = self.choice();
+            let now = std::time::Instant::now();
+            for (&i, r) in probe.iter().zip(results) {
+                match r {
+                    Ok(Some(h)) => c.answered(i, Some(h)),
+                    Ok(None) => {} // another chain: marked by verify
+                    Err(e) => {
+                        if e.is_node_failure() {
+                            c.failed(i, e.to_string(), now);
+                        }
+                        last_err = Some(e);
+                    }
+                }
+            }
+        }
+        self.log_changes();
+        let best = self.choice().preferred();
+        // The head of the node calls go to next, when it answered this round.
+        let c = self.choice();
+        match c.skip(best) {
+            None => Ok(c.head(best).expect("a usable node answered the probe")),
+            Some(_) => Err(last_err.unwrap_or(RpcError::Transport {
+                method: M,
+                detail: "no node answered".into(),
+                refused: false,
+            })),
+        }
     }
 
     /// Block `n` with its value-carrying transactions when `full`; `None` past the head.
     pub async fn block(&self, n: u64, full: bool) -> Result<Option<BlockInfo>, RpcError> {
         const M: &str = "eth_getBlockByNumber";
-        let v: Value = bounded(
-            M,
-            self.p
-                .raw_request::<_, Value>(M.into(), (format!("0x{n:x}"), full)),
-        )
-        .await?;
-        if v.is_null() {
-            return Ok(None);
-        }
-        let mut native = Vec::new();
-        if full {
-            for t in v["transactions"]
-                .as_array()
-                .map(Vec::as_slice)
-                .unwrap_or(&[])
-            {
-                let Some(to) = t["to"].as_str().and_then(|s| s.parse::<Address>().ok()) else {
-                    continue; // contract creation
-                };
-                let value: U256 = parse(t, M, "value")?;
-                if value.is_zero() {
-                    continue;
-                }
-                native.push(NativeTx {
-                    hash: parse(t, M, "hash")?,
-                    from: parse(t, M, "from")?,
-                    to,
-                    value,
-                });
+        self.run(|p| async move {
+            if full {
+                let b: Option<RawBlock> =
+                    bounded(M, p.raw_request(M.into(), (qty(n), true))).await?;
+                Ok(b.map(BlockInfo::from))
+            } else {
+                let b: Option<RawHeader> =
+                    bounded(M, p.raw_request(M.into(), (qty(n), false))).await?;
+                Ok(b.map(BlockInfo::from))
             }
-        }
-        Ok(Some(BlockInfo {
-            number: hex_u64(&v, M, "number")?,
-            hash: parse(&v, M, "hash")?,
-            parent_hash: parse(&v, M, "parentHash")?,
-            timestamp: hex_u64(&v, M, "timestamp")?,
-            native,
-        }))
+        })
+        .await
+    }
+
+    /// Blocks `from..=to` in one JSON-RPC batch request (one round trip), in order;
+    /// `None` for a block past the head. Value-carrying transactions when `full`.
+    pub async fn blocks(
+        &self,
+        from: u64,
+        to: u64,
+        full: bool,
+    ) -> Result<Vec<Option<BlockInfo>>, RpcError> {
+        const M: &str = "eth_getBlockByNumber";
+        self.run(|p| async move {
+            let fut = async {
+                let mut batch = alloy::rpc::client::BatchRequest::new(p.client());
+                let mut out = Vec::with_capacity((to + 1 - from) as usize);
+                if full {
+                    let mut waiters = Vec::new();
+                    for n in from..=to {
+                        waiters.push(batch.add_call::<_, Option<RawBlock>>(M, &(qty(n), true))?);
+                    }
+                    batch.send().await?;
+                    for w in waiters {
+                        out.push(w.await?.map(BlockInfo::from));
+                    }
+                } else {
+                    let mut waiters = Vec::new();
+                    for n in from..=to {
+                        waiters.push(batch.add_call::<_, Option<RawHeader>>(M, &(qty(n), false))?);
+                    }
+                    batch.send().await?;
+                    for w in waiters {
+                        out.push(w.await?.map(BlockInfo::from));
+                    }
+                }
+                Ok::<_, alloy::transports::TransportError>(out)
+            };
+            bounded(M, fut).await
+        })
+        .await
     }
 
     /// Logs of `filter` (one `eth_getLogs`).
     pub async fn logs(&self, filter: &Filter) -> Result<Vec<alloy::rpc::types::Log>, RpcError> {
-        bounded("eth_getLogs", self.p.get_logs(filter)).await
+        self.run(|p| async move { bounded("eth_getLogs", p.get_logs(filter)).await })
+            .await
+    }
+
+    /// `eth_getLogs` with a filter given as JSON (`fromBlock`, `toBlock`, `address`,
+    /// `topics`), answered as the watcher's lean [`LogInfo`].
+    pub async fn logs_raw(&self, filter: &Value) -> Result<Vec<LogInfo>, RpcError> {
+        const M: &str = "eth_getLogs";
+        self.run(|p| async move { bounded(M, p.raw_request(M.into(), (filter,))).await })
+            .await
     }
 
     pub async fn balance(&self, a: Address) -> Result<U256, RpcError> {
-        bounded("eth_getBalance", self.p.get_balance(a).into_future()).await
+        self.run(|p| async move { bounded("eth_getBalance", p.get_balance(a).into_future()).await })
+            .await
     }
 
     /// ERC-20 `balanceOf(owner)`.
@@ -239,33 +689,43 @@ impl EvmRpc {
 
     /// `eth_call` at the latest block.
     pub async fn call(&self, to: Address, data: Bytes) -> Result<Bytes, RpcError> {
-        let req = TransactionRequest {
-            to: Some(TxKind::Call(to)),
-            input: data.into(),
-            ..Default::default()
-        };
-        bounded("eth_call", self.p.call(req).into_future()).await
+        self.run(|p| {
+            let req = TransactionRequest {
+                to: Some(TxKind::Call(to)),
+                input: data.clone().into(),
+                ..Default::default()
+            };
+            async move { bounded("eth_call", p.call(req).into_future()).await }
+        })
+        .await
     }
 
     pub async fn code(&self, a: Address) -> Result<Bytes, RpcError> {
-        bounded("eth_getCode", self.p.get_code_at(a).into_future()).await
+        self.run(|p| async move { bounded("eth_getCode", p.get_code_at(a).into_future()).await })
+            .await
     }
 
     /// Nonce including pending transactions.
     pub async fn pending_nonce(&self, a: Address) -> Result<u64, RpcError> {
-        bounded(
-            "eth_getTransactionCount",
-            self.p.get_transaction_count(a).pending().into_future(),
-        )
+        self.run(|p| async move {
+            bounded(
+                "eth_getTransactionCount",
+                p.get_transaction_count(a).pending().into_future(),
+            )
+            .await
+        })
         .await
     }
 
     /// Nonce counting only mined transactions (the `latest` block).
     pub async fn latest_nonce(&self, a: Address) -> Result<u64, RpcError> {
-        bounded(
-            "eth_getTransactionCount",
-            self.p.get_transaction_count(a).latest().into_future(),
-        )
+        self.run(|p| async move {
+            bounded(
+                "eth_getTransactionCount",
+                p.get_transaction_count(a).latest().into_future(),
+            )
+            .await
+        })
         .await
     }
 
@@ -277,49 +737,94 @@ impl EvmRpc {
         value: U256,
         data: Bytes,
     ) -> Result<u64, RpcError> {
-        let req = TransactionRequest {
-            from: Some(from),
-            to: Some(TxKind::Call(to)),
-            value: Some(value),
-            input: data.into(),
-            ..Default::default()
-        };
-        bounded("eth_estimateGas", self.p.estimate_gas(req).into_future()).await
+        self.run(|p| {
+            let req = TransactionRequest {
+                from: Some(from),
+                to: Some(TxKind::Call(to)),
+                value: Some(value),
+                input: data.clone().into(),
+                ..Default::default()
+            };
+            async move { bounded("eth_estimateGas", p.estimate_gas(req).into_future()).await }
+        })
+        .await
     }
 
     /// (max_fee_per_gas, max_priority_fee_per_gas) from the node's fee history.
     pub async fn fees(&self) -> Result<(u128, u128), RpcError> {
-        let f = bounded("eth_feeHistory", self.p.estimate_eip1559_fees()).await?;
+        let f = self
+            .run(|p| async move { bounded("eth_feeHistory", p.estimate_eip1559_fees()).await })
+            .await?;
         Ok((f.max_fee_per_gas, f.max_priority_fee_per_gas))
     }
 
     /// Broadcasts a signed transaction. "already known" and "nonce too low" answers are
     /// reported as errors; the caller decides (a rebroadcast of a known tx is harmless).
     pub async fn send_raw(&self, raw: &[u8]) -> Result<B256, RpcError> {
-        let pending = bounded("eth_sendRawTransaction", self.p.send_raw_transaction(raw)).await?;
+        let pending =
+            self.run(|p| async move {
+                bounded("eth_sendRawTransaction", p.send_raw_transaction(raw)).await
+            })
+            .await?;
         Ok(*pending.tx_hash())
     }
 
     pub async fn receipt(&self, hash: B256) -> Result<Option<ReceiptInfo>, RpcError> {
         const M: &str = "eth_getTransactionReceipt";
-        let v: Value = bounded(M, self.p.raw_request::<_, Value>(M.into(), (hash,))).await?;
-        if v.is_null() || v["blockNumber"].is_null() {
-            return Ok(None);
+        let v: Value = self
+            .run(|p| async move { bounded(M, p.raw_request::<_, Value>(M.into(), (hash,))).await })
+            .await?;
+        receipt_info(&v)
+    }
+
+    /// Receipts of `hashes` in one JSON-RPC batch request, in order (`None`: not mined).
+    pub async fn receipts(&self, hashes: &[B256]) -> Result<Vec<Option<ReceiptInfo>>, RpcError> {
+        const M: &str = "eth_getTransactionReceipt";
+        if hashes.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(Some(ReceiptInfo {
-            success: hex_u64(&v, M, "status")? == 1,
-            block_number: hex_u64(&v, M, "blockNumber")?,
-            block_hash: parse(&v, M, "blockHash")?,
-            gas_used: hex_u64(&v, M, "gasUsed").unwrap_or(0),
-        }))
+        let values: Vec<Value> = self
+            .run(|p| async move {
+                let fut = async {
+                    let mut batch = alloy::rpc::client::BatchRequest::new(p.client());
+                    let mut waiters = Vec::with_capacity(hashes.len());
+                    for h in hashes {
+                        waiters.push(batch.add_call::<_, Value>(M, &(h,))?);
+                    }
+                    batch.send().await?;
+                    let mut out = Vec::with_capacity(waiters.len());
+                    for w in waiters {
+                        out.push(w.await?);
+                    }
+                    Ok::<_, alloy::transports::TransportError>(out)
+                };
+                bounded(M, fut).await
+            })
+            .await?;
+        values.iter().map(receipt_info).collect()
     }
 
     /// Whether the node knows the transaction (pending or mined).
     pub async fn knows_tx(&self, hash: B256) -> Result<bool, RpcError> {
         const M: &str = "eth_getTransactionByHash";
-        let v: Value = bounded(M, self.p.raw_request::<_, Value>(M.into(), (hash,))).await?;
+        let v: Value = self
+            .run(|p| async move { bounded(M, p.raw_request::<_, Value>(M.into(), (hash,))).await })
+            .await?;
         Ok(!v.is_null())
     }
+}
+
+fn receipt_info(v: &Value) -> Result<Option<ReceiptInfo>, RpcError> {
+    const M: &str = "eth_getTransactionReceipt";
+    if v.is_null() || v["blockNumber"].is_null() {
+        return Ok(None);
+    }
+    Ok(Some(ReceiptInfo {
+        success: hex_u64(v, M, "status")? == 1,
+        block_number: hex_u64(v, M, "blockNumber")?,
+        block_hash: parse(v, M, "blockHash")?,
+        gas_used: hex_u64(v, M, "gasUsed").unwrap_or(0),
+    }))
 }
 
 #[cfg(test)]

@@ -1,19 +1,23 @@
 //! Block scanning and reorg detection for one EVM chain.
 //!
-//! A scan of blocks `from..=to` costs one `eth_getBlockByNumber` per block (native
-//! transfers are top-level transactions with a value) and one `eth_getLogs` for the whole
-//! range filtered by the token contracts and the `Transfer` topic. Matching the recipients
-//! against the deposit addresses is the caller's set lookup, never one call per address.
+//! A scan of blocks `from..=to` ([`scan_watched`]) asks for blocks in JSON-RPC batches (native
+//! transfers are top-level transactions with a value), for token transfers by `eth_getLogs`
+//! over block windows (by recipient or by token contract: [`LogQuery`]), and for receipts
+//! only of matched native candidates. Large ranges are split internally so each request
+//! stays within node limits; a refused request is halved and retried.
 //! Native coin moved by contracts (internal transfers) needs traces, which many hosted
 //! nodes lack: it is not detected here and shows up as drift on a chain balance reading.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use alloy::primitives::{Address, B256, U256};
-use alloy::rpc::types::Filter;
+use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
 
-use super::rpc::{BlockInfo, EvmRpc, RpcError};
+use super::rpc::{BlockInfo, EvmRpc, LogInfo, NativeTx, RpcError};
+use crate::client::WatchSet;
 
 /// `keccak256("Transfer(address,address,uint256)")`.
 pub const TRANSFER_TOPIC: B256 = B256::new(hex_literal(
@@ -74,82 +78,447 @@ pub enum ScanError {
     Moving(&'static str),
 }
 
-/// Fetches blocks `from..=to` and the token transfers in them. Native transfers whose
-/// transaction reverted are dropped (their receipts are checked).
+/// Fetches blocks `from..=to` and every token transfer in them (to any recipient). Native
+/// transfers whose transaction reverted are not dropped here ([`keep_successful`]).
+/// Blocks come in JSON-RPC batches ([`BLOCK_BATCH`] per round trip); see [`scan_watched`]
+/// for the scan that asks the node only for transfers to watched addresses.
 pub async fn scan(rpc: &EvmRpc, from: u64, to: u64, tokens: &[Address]) -> Result<Scan, ScanError> {
-    let mut blocks = Vec::with_capacity((to + 1 - from) as usize);
-    for n in from..=to {
-        let b = rpc
-            .block(n, true)
-            .await?
-            .ok_or(ScanError::Moving("block vanished"))?;
-        if let Some(prev) = blocks.last() {
-            let prev: &BlockInfo = prev;
-            if b.parent_hash != prev.hash {
-                return Err(ScanError::Moving("parent hash mismatch inside the range"));
-            }
-        }
-        blocks.push(b);
-    }
+    let tuning = Tuning::default();
+    let blocks = fetch_blocks(rpc, from, to, true, &tuning).await?;
     let mut transfers = Vec::new();
     if !tokens.is_empty() {
-        let filter = Filter::new()
-            .from_block(from)
-            .to_block(to)
-            .address(tokens.to_vec())
-            .event_signature(TRANSFER_TOPIC);
-        for log in rpc.logs(&filter).await? {
-            if log.removed {
-                continue;
+        let q = LogFilter {
+            tokens,
+            recipients: None,
+        };
+        for log in fetch_logs(rpc, from, to, &q, &tuning).await? {
+            if let Some(t) = token_transfer(&log, &blocks, from)? {
+                transfers.push(t);
             }
-            let topics = log.topics();
-            // ERC-721 Transfer has the token id as a third indexed topic: not money.
-            if topics.len() != 3 || log.data().data.len() != 32 {
-                continue;
-            }
-            let (Some(bn), Some(bh), Some(tx), Some(li)) = (
-                log.block_number,
-                log.block_hash,
-                log.transaction_hash,
-                log.log_index,
-            ) else {
-                continue;
-            };
-            let Some(block) = blocks.iter().find(|b| b.number == bn) else {
-                return Err(ScanError::Moving("log outside the scanned range"));
-            };
-            if block.hash != bh {
-                return Err(ScanError::Moving("log from another fork"));
-            }
-            transfers.push(Transfer {
-                block_number: bn,
-                block_hash: bh,
-                block_time: block.timestamp,
-                tx_hash: tx,
-                log_index: Some(li as u32),
-                token: Some(log.address()),
-                from: Address::from_word(topics[1]),
-                to: Address::from_word(topics[2]),
-                value: U256::from_be_slice(&log.data().data),
-            });
         }
     }
     for b in &blocks {
         for t in &b.native {
-            transfers.push(Transfer {
-                block_number: b.number,
-                block_hash: b.hash,
-                block_time: b.timestamp,
-                tx_hash: t.hash,
-                log_index: None,
-                token: None,
-                from: t.from,
-                to: t.to,
-                value: t.value,
-            });
+            transfers.push(native_transfer(b, t));
         }
     }
     Ok(Scan { blocks, transfers })
+}
+
+/// How token transfers to watched addresses are asked of the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogQuery {
+    /// `eth_getLogs` by token contract, `Transfer` topic and the watched addresses as the
+    /// recipient (`to`) topic, `chunk` addresses per query: the node matches, and only
+    /// transfers to watched addresses cross the wire. Costs one query per chunk per range,
+    /// each carrying its chunk of addresses.
+    ByRecipient { chunk: usize },
+    /// `eth_getLogs` by token contract and `Transfer` topic only; recipients are matched
+    /// against the watched set here. Every transfer of the tokens crosses the wire.
+    ByToken,
+    /// [`LogQuery::ByRecipient`] when the watched set fits in at most
+    /// [`AUTO_MAX_RECIPIENT_QUERIES`] chunks of `chunk` and the range is at least
+    /// [`AUTO_MIN_RANGE`] blocks (catching up), else [`LogQuery::ByToken`].
+    Auto { chunk: usize },
+}
+
+/// Largest number of recipient chunks [`LogQuery::Auto`] still asks by recipient.
+pub const AUTO_MAX_RECIPIENT_QUERIES: usize = 16;
+/// Shortest range [`LogQuery::Auto`] asks by recipient (near the head a block or two is
+/// scanned per pass: sending the whole watched set each time costs more than the logs).
+pub const AUTO_MIN_RANGE: u64 = 64;
+/// Default recipient chunk: the address count many nodes accept in one topic position.
+pub const DEFAULT_RECIPIENT_CHUNK: usize = 1_000;
+/// Default most blocks one `eth_getLogs` covers (hosted nodes commonly refuse more than a
+/// few thousand); halved for the life of the client whenever a node refuses a range.
+pub const LOG_RANGE: u64 = 2_000;
+/// Default most blocks one JSON-RPC batch of `eth_getBlockByNumber` asks for; halved
+/// whenever a node refuses a batch.
+pub const BLOCK_BATCH: u64 = 100;
+/// Node requests of one scan in flight at once.
+pub const CONCURRENCY: usize = 4;
+
+/// Sizes of a scan's requests. The range and batch limits shrink (never grow) when a node
+/// refuses a request as too large: "halve and retry".
+#[derive(Debug)]
+pub struct Tuning {
+    pub log_query: LogQuery,
+    log_range: AtomicU64,
+    block_batch: AtomicU64,
+    pub concurrency: usize,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning::new(
+            LogQuery::Auto {
+                chunk: DEFAULT_RECIPIENT_CHUNK,
+            },
+            LOG_RANGE,
+            BLOCK_BATCH,
+            CONCURRENCY,
+        )
+    }
+}
+
+impl Tuning {
+    pub fn new(
+        log_query: LogQuery,
+        log_range: u64,
+        block_batch: u64,
+        concurrency: usize,
+    ) -> Tuning {
+        Tuning {
+            log_query,
+            log_range: AtomicU64::new(log_range.max(1)),
+            block_batch: AtomicU64::new(block_batch.max(1)),
+            concurrency: concurrency.max(1),
+        }
+    }
+
+    /// Most blocks per `eth_getLogs` now.
+    pub fn log_range(&self) -> u64 {
+        self.log_range.load(Ordering::Relaxed)
+    }
+
+    /// Most blocks per batch now.
+    pub fn block_batch(&self) -> u64 {
+        self.block_batch.load(Ordering::Relaxed)
+    }
+
+    /// The query used for a range of `len` blocks and `watched` addresses.
+    pub fn query_for(&self, len: u64, watched: usize) -> LogQuery {
+        match self.log_query {
+            LogQuery::Auto { chunk } => {
+                let chunk = chunk.max(1);
+                if len >= AUTO_MIN_RANGE && watched.div_ceil(chunk) <= AUTO_MAX_RECIPIENT_QUERIES {
+                    LogQuery::ByRecipient { chunk }
+                } else {
+                    LogQuery::ByToken
+                }
+            }
+            q => q,
+        }
+    }
+}
+
+/// One `eth_getLogs` filter without its block range.
+struct LogFilter<'a> {
+    tokens: &'a [Address],
+    /// The recipient topics (`None`: any recipient).
+    recipients: Option<Value>,
+}
+
+impl LogFilter<'_> {
+    fn json(&self, from: u64, to: u64) -> Value {
+        let mut topics = vec![json!(TRANSFER_TOPIC)];
+        if let Some(r) = &self.recipients {
+            topics.push(Value::Null);
+            topics.push(r.clone());
+        }
+        json!({
+            "fromBlock": format!("0x{from:x}"),
+            "toBlock": format!("0x{to:x}"),
+            "address": self.tokens,
+            "topics": topics,
+        })
+    }
+}
+
+/// Consecutive sub-ranges of `from..=to` of at most `step` blocks.
+pub fn split_range(from: u64, to: u64, step: u64) -> Vec<(u64, u64)> {
+    let step = step.max(1);
+    let mut out = Vec::new();
+    let mut a = from;
+    while a <= to {
+        let b = to.min(a.saturating_add(step - 1));
+        out.push((a, b));
+        if b == u64::MAX {
+            break;
+        }
+        a = b + 1;
+    }
+    out
+}
+
+/// Blocks `from..=to`, in order and linked by parent hash, in batches run concurrently.
+async fn fetch_blocks(
+    rpc: &EvmRpc,
+    from: u64,
+    to: u64,
+    full: bool,
+    tuning: &Tuning,
+) -> Result<Vec<BlockInfo>, ScanError> {
+    let parts = split_range(from, to, tuning.block_batch());
+    let mut stream = futures_util::stream::iter(
+        parts
+            .into_iter()
+            .map(|(a, b)| blocks_halving(rpc, a, b, full, tuning)),
+    )
+    .buffered(tuning.concurrency);
+    let mut blocks: Vec<BlockInfo> = Vec::with_capacity((to + 1 - from) as usize);
+    while let Some(part) = stream.next().await {
+        for b in part? {
+            let b = b.ok_or(ScanError::Moving("block vanished"))?;
+            if let Some(prev) = blocks.last() {
+                if b.parent_hash != prev.hash || b.number != prev.number + 1 {
+                    return Err(ScanError::Moving("parent hash mismatch inside the range"));
+                }
+            }
+            blocks.push(b);
+        }
+    }
+    Ok(blocks)
+}
+
+/// One batch of blocks; a refused batch is halved and retried (and later batches are
+/// smaller).
+async fn blocks_halving(
+    rpc: &EvmRpc,
+    from: u64,
+    to: u64,
+    full: bool,
+    tuning: &Tuning,
+) -> Result<Vec<Option<BlockInfo>>, RpcError> {
+    let mut out = Vec::with_capacity((to + 1 - from) as usize);
+    let mut stack = vec![(from, to)];
+    while let Some((a, b)) = stack.pop() {
+        match rpc.blocks(a, b, full).await {
+            Ok(v) => out.extend(v),
+            Err(e) if e.is_refusal() && b > a => {
+                let half = (b - a).div_ceil(2);
+                tuning.block_batch.fetch_min(half.max(1), Ordering::Relaxed);
+                tracing::debug!(from = a, to = b, "node refused a block batch; halving");
+                let m = a + half - 1;
+                stack.push((m + 1, b));
+                stack.push((a, m));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+/// Logs of `q` over `from..=to`, in windows of the tuning's log range run concurrently;
+/// a refused window is halved and retried (and later windows are smaller).
+async fn fetch_logs(
+    rpc: &EvmRpc,
+    from: u64,
+    to: u64,
+    q: &LogFilter<'_>,
+    tuning: &Tuning,
+) -> Result<Vec<LogInfo>, RpcError> {
+    let parts = split_range(from, to, tuning.log_range());
+    let mut stream = futures_util::stream::iter(
+        parts
+            .into_iter()
+            .map(|(a, b)| logs_halving(rpc, a, b, q, tuning)),
+    )
+    .buffer_unordered(tuning.concurrency);
+    let mut out = Vec::new();
+    while let Some(part) = stream.next().await {
+        out.extend(part?);
+    }
+    Ok(out)
+}
+
+async fn logs_halving(
+    rpc: &EvmRpc,
+    from: u64,
+    to: u64,
+    q: &LogFilter<'_>,
+    tuning: &Tuning,
+) -> Result<Vec<LogInfo>, RpcError> {
+    let mut out = Vec::new();
+    let mut stack = vec![(from, to)];
+    while let Some((a, b)) = stack.pop() {
+        match rpc.logs_raw(&q.json(a, b)).await {
+            Ok(v) => out.extend(v),
+            Err(e) if e.is_refusal() && b > a => {
+                let half = (b - a).div_ceil(2);
+                tuning.log_range.fetch_min(half.max(1), Ordering::Relaxed);
+                tracing::debug!(from = a, to = b, "node refused a log range; halving");
+                let m = a + half - 1;
+                stack.push((m + 1, b));
+                stack.push((a, m));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+/// The token transfer a log records, checked against the scanned blocks (`blocks[0]` is
+/// block `from`). `None` for a log that is not an ERC-20 `Transfer` or is removed.
+fn token_transfer(
+    log: &LogInfo,
+    blocks: &[BlockInfo],
+    from: u64,
+) -> Result<Option<Transfer>, ScanError> {
+    if log.removed {
+        return Ok(None);
+    }
+    // ERC-721 Transfer has the token id as a third indexed topic: not money.
+    if log.topics.len() != 3 || log.topics[0] != TRANSFER_TOPIC || log.data.len() != 32 {
+        return Ok(None);
+    }
+    let (Some(bn), Some(bh), Some(tx), Some(li)) = (
+        log.block_number,
+        log.block_hash,
+        log.transaction_hash,
+        log.log_index,
+    ) else {
+        return Ok(None);
+    };
+    let bn: u64 = bn.to();
+    let Some(block) = bn
+        .checked_sub(from)
+        .and_then(|i| blocks.get(i as usize))
+        .filter(|b| b.number == bn)
+    else {
+        return Err(ScanError::Moving("log outside the scanned range"));
+    };
+    if block.hash != bh {
+        return Err(ScanError::Moving("log from another fork"));
+    }
+    let Ok(li) = u32::try_from(li) else {
+        return Ok(None);
+    };
+    Ok(Some(Transfer {
+        block_number: bn,
+        block_hash: bh,
+        block_time: block.timestamp,
+        tx_hash: tx,
+        log_index: Some(li),
+        token: Some(log.address),
+        from: Address::from_word(log.topics[1]),
+        to: Address::from_word(log.topics[2]),
+        value: U256::from_be_slice(&log.data),
+    }))
+}
+
+fn native_transfer(b: &BlockInfo, t: &NativeTx) -> Transfer {
+    Transfer {
+        block_number: b.number,
+        block_hash: b.hash,
+        block_time: b.timestamp,
+        tx_hash: t.hash,
+        log_index: None,
+        token: None,
+        from: t.from,
+        to: t.to,
+        value: t.value,
+    }
+}
+
+/// A scan of blocks `from..=to` for transfers to `watch` (the chain seam's range scan,
+/// [`crate::client::ChainClient::transfers`]):
+/// * blocks in JSON-RPC batches ([`Tuning::block_batch`] per round trip), with their
+///   transactions only when some address is watched (native transfers are top-level
+///   transactions with a value to a watched address);
+/// * token transfers by `eth_getLogs` over windows of [`Tuning::log_range`] blocks, asked
+///   by recipient or by token ([`LogQuery`]), matched against the watched set;
+/// * receipts (one batch) only for the matched native candidates: reverted ones dropped;
+/// * up to [`Tuning::concurrency`] requests in flight; a refused range or batch is halved;
+/// * every request to one node ([`EvmRpc::pinned`]), which must have block `to` first.
+///
+/// Transfers come out ordered by block, then log index (native transfers after the logs
+/// of their block). [`ScanError::Moving`] when the node's answers do not form one chain.
+pub async fn scan_watched(
+    rpc: &EvmRpc,
+    from: u64,
+    to: u64,
+    watch: &WatchSet,
+    tuning: &Tuning,
+) -> Result<(Vec<BlockInfo>, Vec<Transfer>), ScanError> {
+    if from > to {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    // One node answers the whole scan, and it has the whole range before logs are asked
+    // for: a node that does not have a block yet may answer `eth_getLogs` without its logs.
+    let rpc = &rpc.pinned();
+    if rpc.block_number().await? < to {
+        return Err(ScanError::Moving("the node is behind the range"));
+    }
+    let full = !watch.addresses.is_empty();
+    let ask_logs = full && !watch.tokens.is_empty();
+    let query = tuning.query_for(to + 1 - from, watch.addresses.len());
+    let filters: Vec<LogFilter<'_>> = if !ask_logs {
+        Vec::new()
+    } else {
+        match query {
+            LogQuery::ByRecipient { chunk } => {
+                let mut addrs: Vec<&Address> = watch.addresses.iter().collect();
+                addrs.sort_unstable();
+                addrs
+                    .chunks(chunk.max(1))
+                    .map(|c| LogFilter {
+                        tokens: &watch.tokens,
+                        recipients: Some(Value::Array(
+                            c.iter().map(|a| json!(a.into_word())).collect(),
+                        )),
+                    })
+                    .collect()
+            }
+            _ => vec![LogFilter {
+                tokens: &watch.tokens,
+                recipients: None,
+            }],
+        }
+    };
+    let blocks_fut = fetch_blocks(rpc, from, to, full, tuning);
+    let logs_fut = async {
+        let mut all = Vec::new();
+        for f in &filters {
+            all.extend(fetch_logs(rpc, from, to, f, tuning).await?);
+        }
+        Ok::<_, RpcError>(all)
+    };
+    let (blocks, logs) = futures_util::future::join(blocks_fut, logs_fut).await;
+    let (blocks, logs) = (blocks?, logs?);
+    let mut transfers = Vec::new();
+    for log in &logs {
+        if let Some(t) = token_transfer(log, &blocks, from)? {
+            if watch.addresses.contains(&t.to)
+                && watch.tokens.contains(&t.token.unwrap_or_default())
+            {
+                transfers.push(t);
+            }
+        }
+    }
+    let mut native = Vec::new();
+    for b in &blocks {
+        for t in b.native.iter().filter(|t| watch.addresses.contains(&t.to)) {
+            native.push(native_transfer(b, t));
+        }
+    }
+    transfers.extend(keep_successful_batched(rpc, native).await?);
+    transfers.sort_by_key(|t| (t.block_number, t.log_index.unwrap_or(u32::MAX)));
+    Ok((blocks, transfers))
+}
+
+/// Native candidates whose transaction succeeded, their receipts asked in batches.
+async fn keep_successful_batched(
+    rpc: &EvmRpc,
+    native: Vec<Transfer>,
+) -> Result<Vec<Transfer>, ScanError> {
+    let mut out = Vec::with_capacity(native.len());
+    for part in native.chunks(BLOCK_BATCH as usize) {
+        let hashes: Vec<B256> = part.iter().map(|t| t.tx_hash).collect();
+        let receipts = rpc.receipts(&hashes).await?;
+        for (t, r) in part.iter().zip(receipts) {
+            match r {
+                // No receipt, or one from another block: the chain moved during the scan.
+                None => return Err(ScanError::Moving("transaction left the scanned block")),
+                Some(r) if r.block_hash != t.block_hash => {
+                    return Err(ScanError::Moving("receipt from another fork"))
+                }
+                Some(r) if r.success => out.push(t.clone()),
+                Some(_) => {} // reverted: no value moved
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Drops native transfers whose transaction reverted (one receipt per candidate: call this
@@ -243,6 +612,86 @@ mod tests {
             timestamp: 0,
             native: vec![],
         }
+    }
+
+    #[test]
+    fn a_range_splits_into_consecutive_parts_within_the_limit() {
+        assert_eq!(split_range(5, 5, 100), vec![(5, 5)]);
+        assert_eq!(split_range(1, 10, 4), vec![(1, 4), (5, 8), (9, 10)]);
+        assert_eq!(split_range(0, 3, 0), vec![(0, 0), (1, 1), (2, 2), (3, 3)]);
+        assert!(split_range(4, 3, 10).is_empty());
+        assert_eq!(
+            split_range(u64::MAX - 1, u64::MAX, 10),
+            vec![(u64::MAX - 1, u64::MAX)]
+        );
+        let parts = split_range(100, 10_099, LOG_RANGE);
+        assert_eq!(parts.len(), 5);
+        assert!(parts.windows(2).all(|w| w[0].1 + 1 == w[1].0));
+    }
+
+    #[test]
+    fn auto_asks_by_recipient_only_for_long_ranges_and_few_chunks() {
+        let t = Tuning::default();
+        let chunk = DEFAULT_RECIPIENT_CHUNK;
+        let few = chunk * AUTO_MAX_RECIPIENT_QUERIES;
+        assert_eq!(
+            t.query_for(AUTO_MIN_RANGE, few),
+            LogQuery::ByRecipient { chunk }
+        );
+        assert_eq!(t.query_for(AUTO_MIN_RANGE - 1, few), LogQuery::ByToken);
+        assert_eq!(t.query_for(AUTO_MIN_RANGE, few + 1), LogQuery::ByToken);
+        let fixed = Tuning::new(LogQuery::ByToken, 10, 10, 1);
+        assert_eq!(fixed.query_for(10_000, 1), LogQuery::ByToken);
+        // Limits shrink on refusal and never reach zero.
+        fixed.log_range.fetch_min(1, Ordering::Relaxed);
+        assert_eq!(fixed.log_range(), 1);
+        assert_eq!(Tuning::new(LogQuery::ByToken, 0, 0, 0).block_batch(), 1);
+    }
+
+    fn log(block: u64, hash: u8, topics: Vec<B256>, data: Vec<u8>) -> LogInfo {
+        LogInfo {
+            address: Address::repeat_byte(0xee),
+            topics,
+            data: data.into(),
+            block_number: Some(alloy::primitives::U64::from(block)),
+            block_hash: Some(B256::repeat_byte(hash)),
+            transaction_hash: Some(B256::repeat_byte(0x77)),
+            log_index: Some(alloy::primitives::U64::from(3)),
+            removed: false,
+        }
+    }
+
+    #[test]
+    fn a_log_becomes_a_transfer_only_on_the_scanned_chain() {
+        let blocks = [blk(10, 1, 0), blk(11, 2, 1)];
+        let to = Address::repeat_byte(0xaa);
+        let from = Address::repeat_byte(0xbb);
+        let topics = vec![TRANSFER_TOPIC, from.into_word(), to.into_word()];
+        let value = U256::from(5u64).to_be_bytes::<32>().to_vec();
+        let t = token_transfer(&log(11, 2, topics.clone(), value.clone()), &blocks, 10)
+            .unwrap()
+            .unwrap();
+        assert_eq!((t.block_number, t.to, t.from), (11, to, from));
+        assert_eq!((t.log_index, t.value), (Some(3), U256::from(5u64)));
+        assert_eq!(t.token, Some(Address::repeat_byte(0xee)));
+        // ERC-721 (token id as a fourth topic) and removed logs are not money.
+        let mut nft = topics.clone();
+        nft.push(B256::ZERO);
+        assert!(token_transfer(&log(11, 2, nft, vec![]), &blocks, 10)
+            .unwrap()
+            .is_none());
+        let mut removed = log(11, 2, topics.clone(), value.clone());
+        removed.removed = true;
+        assert!(token_transfer(&removed, &blocks, 10).unwrap().is_none());
+        // Another fork, or outside the range: the chain moved.
+        assert!(matches!(
+            token_transfer(&log(11, 9, topics.clone(), value.clone()), &blocks, 10),
+            Err(ScanError::Moving(_))
+        ));
+        assert!(matches!(
+            token_transfer(&log(12, 3, topics, value), &blocks, 10),
+            Err(ScanError::Moving(_))
+        ));
     }
 
     #[test]

@@ -186,17 +186,27 @@ pub async fn start(state: &AppState, signer: Arc<Signer>) -> anyhow::Result<()> 
         if !chain.is_evm() {
             anyhow::bail!("[chains.{id}]: no live adapter for this chain family yet");
         }
-        let shown = appliance_chains::redact::redact_url(&cc.rpc_url);
-        let rpc = EvmRpc::new(&cc.rpc_url)
-            .map_err(|e| anyhow!("[chains.{id}] rpc_url {shown}: {}", clean(&e)))?;
-        match rpc.chain_id().await {
-            Ok(n) if n != chain.info.chain_id => anyhow::bail!(
-                "[chains.{id}]: the node at {shown} reports chain id {n}, expected {}",
-                chain.info.chain_id
-            ),
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(chain = id, node = %shown, error = %clean(&e), "node unreachable at start")
+        let urls = cc.urls();
+        let shown = urls
+            .iter()
+            .map(|u| appliance_chains::redact::redact_url(u))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let rpc = EvmRpc::with_urls(id, &urls)
+            .map_err(|e| anyhow!("[chains.{id}] rpc_url {shown}: {}", clean(&e)))?
+            .expect_chain_id(chain.info.chain_id);
+        // Every node must serve this chain: a node of another chain refuses the start; an
+        // unreachable one is checked before it is first used (DECISIONS.md section 16).
+        for (node, r) in rpc.chain_ids().await {
+            match r {
+                Ok(n) if n != chain.info.chain_id => anyhow::bail!(
+                    "[chains.{id}]: the node at {node} reports chain id {n}, expected {}",
+                    chain.info.chain_id
+                ),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(chain = id, node = %node, error = %clean(&e), "node unreachable at start")
+                }
             }
         }
         let client: Arc<dyn ChainClient> = Arc::new(EvmClient::new(chain.id(), rpc));

@@ -256,12 +256,12 @@ async fn settle(
         match t2.kind {
             OutKind::Sweep => {
                 if let Some(s) = scopes.of(ctx, t2.project_id)? {
-                    sweeps::settle_live(ctx, &s, t2.ref_id, success)?;
+                    sweeps::settle_sent(ctx, &s, t2.ref_id, success)?;
                 }
             }
             OutKind::Payout => {
                 if let Some(s) = scopes.of(ctx, t2.project_id)? {
-                    payouts::settle_live(ctx, &s, t2.ref_id, &hash, success)?;
+                    payouts::settle_sent(ctx, &s, t2.ref_id, &hash, success)?;
                 }
             }
             OutKind::Factory | OutKind::Filler => {}
@@ -405,7 +405,7 @@ async fn replace(
         if t2.kind == OutKind::Payout && !filler {
             let mut scopes = Scopes::new(reg, scope, attempts);
             if let Some(s) = scopes.of(ctx, t2.project_id)? {
-                payouts::retarget_live(ctx, &s, t2.ref_id, &hash)?;
+                payouts::follow_hash(ctx, &s, t2.ref_id, &hash)?;
             }
         }
         Ok(())
@@ -511,7 +511,7 @@ async fn replan(state: &AppState, c: &ChainWorker, m: &Master, tx: OutTx) -> any
                 if let Some(s) = scopes.of(ctx, project_id)? {
                     match kind {
                         OutKind::Payout => payouts::fail_replanned(ctx, &s, id, &reason)?,
-                        OutKind::Sweep => sweeps::settle_live(ctx, &s, id, false)?,
+                        OutKind::Sweep => sweeps::settle_sent(ctx, &s, id, false)?,
                         _ => {}
                     }
                 }
@@ -552,8 +552,8 @@ async fn replan(state: &AppState, c: &ChainWorker, m: &Master, tx: OutTx) -> any
                 return Ok(true);
             };
             match kind {
-                OutKind::Payout => payouts::retarget_live(ctx, &s, id, hash)?,
-                OutKind::Sweep => sweeps::retarget_live(ctx, &s, id, hash)?,
+                OutKind::Payout => payouts::follow_hash(ctx, &s, id, hash)?,
+                OutKind::Sweep => sweeps::follow_hash(ctx, &s, id, hash)?,
                 _ => {}
             }
             Ok(true)

@@ -251,7 +251,10 @@ async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::
         if !pol.blocked_by().is_empty() {
             let reason = format!("signing_disabled: {}", pol.blocked_by().join(","));
             let s2 = scope.clone();
-            write(state, move |ctx| payouts::fail_live(ctx, &s2, id, &reason)).await?;
+            write(state, move |ctx| {
+                payouts::fail_unsent(ctx, &s2, id, &reason)
+            })
+            .await?;
             continue;
         }
         let Some(asset) = reg.asset(&p.chain, &p.asset).cloned() else {
@@ -262,7 +265,7 @@ async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::
             Err(_) => {
                 let s2 = scope.clone();
                 write(state, move |ctx| {
-                    payouts::fail_live(ctx, &s2, id, "invalid_address")
+                    payouts::fail_unsent(ctx, &s2, id, "invalid_address")
                 })
                 .await?;
                 continue;
@@ -294,7 +297,10 @@ async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::
                 // the funds or gas): fail it without spending a nonce.
                 let reason = format!("execution reverted: {}", clean(&e));
                 let s2 = scope.clone();
-                write(state, move |ctx| payouts::fail_live(ctx, &s2, id, &reason)).await?;
+                write(state, move |ctx| {
+                    payouts::fail_unsent(ctx, &s2, id, &reason)
+                })
+                .await?;
                 continue;
             }
             Err(e) => return Err(e.into()),
@@ -313,13 +319,16 @@ async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::
             value,
             data,
             gas,
-            move |ctx, hash| Ok(payouts::submit_live(ctx, &s2, id, hash, head)?.is_some()),
+            move |ctx, hash| Ok(payouts::submit_sent(ctx, &s2, id, hash, head)?.is_some()),
         )
         .await?;
         if let Err(e) = sent {
             let reason = format!("signing refused: {e}");
             let s2 = scope.clone();
-            write(state, move |ctx| payouts::fail_live(ctx, &s2, id, &reason)).await?;
+            write(state, move |ctx| {
+                payouts::fail_unsent(ctx, &s2, id, &reason)
+            })
+            .await?;
         }
     }
     Ok(())
@@ -443,7 +452,7 @@ async fn send_sweeps(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::R
                 let Some(w) = r.get::<Wallet>(sw.wallet_id)? else {
                     return Ok(None);
                 };
-                let amount = sweeps::live_amount(r, &sw).unwrap_or(0);
+                let amount = sweeps::amount_now(r, &sw).unwrap_or(0);
                 let requested = r.sweep_requested(sw.id)?;
                 Ok(Some((sw, project, w, amount, requested)))
             })
@@ -471,7 +480,7 @@ async fn send_sweeps(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::R
         if amount == 0 {
             let s2 = scope.clone();
             write(state, move |ctx| {
-                sweeps::submit_live(ctx, &s2, id, "", 0).map(|_| ())
+                sweeps::submit_sent(ctx, &s2, id, "", 0).map(|_| ())
             })
             .await?;
             continue;
@@ -536,7 +545,7 @@ async fn send_sweeps(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::R
             data,
             gas,
             move |ctx, hash| {
-                Ok(sweeps::submit_live(ctx, &s2, id, hash, head)?
+                Ok(sweeps::submit_sent(ctx, &s2, id, hash, head)?
                     .is_some_and(|s| s.status == SweepStatus::Submitted))
             },
         )

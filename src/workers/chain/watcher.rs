@@ -114,7 +114,12 @@ pub(super) async fn watch_loop(state: AppState, w: ChainWorker) {
         match r {
             Ok(caught_up) => {
                 reached = true;
-                set_health(&state, &w, AdapterHealth::Healthy);
+                // A node skipped by the client's failover is said in the status_note.
+                let h = match w.client.health_note() {
+                    Some(n) => AdapterHealth::Degraded(n),
+                    None => AdapterHealth::Healthy,
+                };
+                set_health(&state, &w, h);
                 backoff = w.poll;
                 if caught_up {
                     tokio::time::sleep(w.poll).await;
@@ -317,9 +322,7 @@ async fn commit_slice(
                 block_number: t.block_number,
                 block_time: (t.block_time as i64).saturating_mul(1_000_000),
             };
-            if let Some(d) =
-                deposits::detect_live(ctx, &s, &wallet, &ct, lw.required_confirmations)?
-            {
+            if let Some(d) = deposits::detect(ctx, &s, &wallet, &ct, lw.required_confirmations)? {
                 by_block.entry(t.block_number).or_default().push(d.id);
             }
         }
@@ -370,7 +373,7 @@ fn advance_pending(
         let Some(s) = scopes.of(ctx, d.project_id)? else {
             continue;
         };
-        deposits::advance_live(ctx, &s, d, height)?;
+        deposits::count_confirmations(ctx, &s, d, height)?;
     }
     Ok(())
 }
@@ -416,7 +419,7 @@ async fn reorg(state: &AppState, w: &ChainWorker, ws: WatchState) -> anyhow::Res
                     continue;
                 };
                 if let Some(s) = scopes.of(ctx, d.project_id)? {
-                    deposits::unwind_live(ctx, &s, d)?;
+                    deposits::unwind(ctx, &s, d)?;
                 }
             }
             ctx.evm_block_deposits_clear(&key, n)?;
