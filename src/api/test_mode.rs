@@ -127,6 +127,12 @@ async fn create_test_deposit(
             let d = deposits::create_test(ctx, &s, req)?;
             let op = sim_chain::deposit_transfer(&s.reg, &d, cur.next_time_ms)?;
             cur.write(ctx, std::slice::from_ref(&op))?;
+            // The chain worker unwinds it if a reorg removes its block.
+            ctx.evm_block_deposit_add(
+                &sim_chain::state_key(&d.chain, d.project_id),
+                d.block_number,
+                d.id,
+            )?;
             Ok((StatusCode::CREATED, views::deposit(&s.reg, &d), op))
         },
     )
@@ -261,8 +267,10 @@ async fn mine_blocks(
             .sim
             .get(&state.store, &state.registry, caller.project.id, id)
             .await?;
-        let _drive = h.drive.lock().await;
-        let head = h.mine(&state.store, count, 0, false).await?;
+        let head = state
+            .sim
+            .drive(h, sim_chain::DriveAction::Mine(count))
+            .await?;
         heights.insert(id.to_string(), head);
     }
     // Test sweeps and payouts still move by the legacy block clock.
@@ -313,8 +321,10 @@ async fn reorg(
         .sim
         .get(&state.store, &state.registry, caller.project.id, id)
         .await?;
-    let _drive = h.drive.lock().await;
-    let height = sim_chain::reorg(&state.store, &h, depth, drop).await?;
+    let height = state
+        .sim
+        .drive(h, sim_chain::DriveAction::Reorg { depth, drop })
+        .await?;
     Ok(json_response(
         StatusCode::OK,
         &json!({"object": "test_reorg", "chain": id, "depth": depth, "drop": drop,

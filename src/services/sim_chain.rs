@@ -76,10 +76,75 @@ impl SimCursor {
     }
 }
 
-/// Every test project's simulated chains known to this process, by (project, chain).
-#[derive(Debug, Default)]
+/// Every test project's simulated chains known to this process, by (project, chain), and
+/// the queue of requests to drive them (served by `workers::sim_chain`).
+#[derive(Debug)]
 pub struct SimChains {
     chains: std::sync::Mutex<HashMap<(Uuid, &'static str), Arc<SimHandle>>>,
+    drive_tx: tokio::sync::mpsc::UnboundedSender<Drive>,
+    drive_rx: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Drive>>>,
+}
+
+impl Default for SimChains {
+    fn default() -> Self {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        SimChains {
+            chains: Default::default(),
+            drive_tx: tx,
+            drive_rx: std::sync::Mutex::new(Some(rx)),
+        }
+    }
+}
+
+/// What a request asks the chain driver to do on one chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriveAction {
+    /// Mine this many blocks.
+    Mine(u64),
+    /// Replace the last `depth` blocks ([`reorg`]).
+    Reorg { depth: u64, drop: bool },
+}
+
+/// A request to the chain driver (`workers::sim_chain`): under the chain's drive lock it
+/// lets the chain's worker catch up, does `action`, and lets the worker catch up again, so
+/// the answer reflects what the chain did (deposits confirmed or unwound, sends tracked).
+#[derive(Debug)]
+pub struct Drive {
+    pub handle: Arc<SimHandle>,
+    pub action: DriveAction,
+    /// The chain's height afterwards, or why the action was refused.
+    pub reply: tokio::sync::oneshot::Sender<Result<u64, SimOpenError>>,
+}
+
+impl SimChains {
+    /// Asks the driver to do `action` on `handle`'s chain and waits for the new height.
+    pub async fn drive(
+        &self,
+        handle: Arc<SimHandle>,
+        action: DriveAction,
+    ) -> Result<u64, SimOpenError> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        self.drive_tx
+            .send(Drive {
+                handle,
+                action,
+                reply,
+            })
+            .map_err(|_| SimOpenError::Write("the chain driver is not running".into()))?;
+        rx.await
+            .map_err(|_| SimOpenError::Write("the chain driver stopped".into()))?
+    }
+
+    /// The driver's end of the queue (taken once, by `workers::sim_chain::run`).
+    pub fn take_drive_queue(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Drive>> {
+        self.drive_rx.lock().expect("lock").take()
+    }
+}
+
+/// Key of a test project's chain worker state in the chain-state tables: `chain/project`
+/// (the same as `workers::chain::WorkScope::state_key`).
+pub fn state_key(chain: &str, project: Uuid) -> String {
+    format!("{chain}/{project}")
 }
 
 /// Why a simulated chain could not be opened.

@@ -1,16 +1,43 @@
-//! The block timer of test mode's simulated chains (the chains themselves are
-//! `services::sim_chain`): one block on every opened test project's chain every
-//! `test.block_interval_ms`. Empty blocks are kept in memory and written together every
-//! [`FLUSH_EVERY`] (and at shutdown, [`flush`]); a block with transactions is written at
-//! once.
+//! The driver of test mode's simulated chains (the chains themselves are
+//! `services::sim_chain`): the block timer (one block on every opened test project's chain
+//! every `test.block_interval_ms`) and the requests of `/v1/test/blocks` and
+//! `/v1/test/reorg`. Each chain has a chain worker (`workers::chain`, scope: its one test
+//! project) whose watcher runs before and after every block or reorg, under the chain's drive
+//! lock, so deposits of a test project follow the same lifecycle as a live one's and an
+//! answer reflects what the chain did.
+//!
+//! Empty timer blocks are kept in memory and written together every [`FLUSH_EVERY`] (and at
+//! shutdown, [`flush`]); a block with transactions is written at once.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::services::sim_chain;
+use tokio::sync::Mutex;
+use uuid::Uuid;
+
+use appliance_chains::client::ChainClient;
+
+use crate::services::sim_chain::{self, Drive, DriveAction, SimHandle, SimOpenError};
 use crate::state::AppState;
+use crate::workers::chain::watcher::{watch_step, Watched};
+use crate::workers::chain::{ChainWorker, WorkScope};
 
 /// How often deferred empty blocks are written.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(30);
+
+/// Most watcher passes one catch-up runs (each covers up to `watcher::MAX_RANGE` blocks).
+const MAX_PASSES: usize = 1_000;
+
+/// The chain worker of one test project's chain, with what its watcher keeps between
+/// passes.
+struct SimWorker {
+    w: ChainWorker,
+    watched: Watched,
+    checked: bool,
+}
+
+type Workers = Arc<std::sync::Mutex<HashMap<(Uuid, &'static str), Arc<Mutex<SimWorker>>>>>;
 
 /// Writes every chain's deferred empty blocks (the periodic flush, and at shutdown).
 pub async fn flush(state: &AppState) {
@@ -21,19 +48,113 @@ pub async fn flush(state: &AppState) {
     }
 }
 
-/// Opens the chains that have stored operations, then mines one block on every opened
-/// chain every `test.block_interval_ms` (and advances the legacy block clock of test
-/// sweeps and payouts).
+fn worker_for(
+    state: &AppState,
+    workers: &Workers,
+    h: &SimHandle,
+) -> anyhow::Result<Arc<Mutex<SimWorker>>> {
+    let mut m = workers.lock().expect("lock");
+    if let Some(w) = m.get(&(h.project, h.chain)) {
+        return Ok(w.clone());
+    }
+    let client: Arc<dyn ChainClient> = Arc::new(h.client.clone());
+    let mut w = ChainWorker::new(
+        &state.registry,
+        h.chain,
+        client,
+        WorkScope::Project(h.project),
+    )?;
+    // A test chain is short and its worker may start after blocks with the project's
+    // transfers: watch it from block 0.
+    w.start_block = Some(0);
+    debug_assert_eq!(&*w.key, sim_chain::state_key(h.chain, h.project));
+    let sw = Arc::new(Mutex::new(SimWorker {
+        w,
+        watched: Watched::default(),
+        checked: false,
+    }));
+    m.insert((h.project, h.chain), sw.clone());
+    Ok(sw)
+}
+
+/// Runs the watcher until it has caught up with the head (or fails; logged).
+async fn catch_up(state: &AppState, sw: &mut SimWorker) {
+    for _ in 0..MAX_PASSES {
+        match watch_step(state, &sw.w, &mut sw.checked, &mut sw.watched).await {
+            Ok(true) => return,
+            Ok(false) => continue,
+            Err(e) => {
+                tracing::warn!(chain = sw.w.chain, key = %sw.w.key, error = %crate::workers::chain::clean(&e), "simulated chain watcher failed");
+                return;
+            }
+        }
+    }
+}
+
+/// One driven change of a chain: worker catch-up, the action, catch-up again. `timer`: a
+/// timer block (`step_ms` apart from the previous one, deferred when empty).
+async fn drive(
+    state: &AppState,
+    workers: &Workers,
+    h: &Arc<SimHandle>,
+    action: DriveAction,
+    timer: Option<u64>,
+) -> Result<u64, SimOpenError> {
+    let _drive = h.drive.lock().await;
+    let sw = worker_for(state, workers, h).map_err(|e| SimOpenError::Write(e.to_string()))?;
+    let mut sw = sw.lock().await;
+    catch_up(state, &mut sw).await;
+    let r = match action {
+        DriveAction::Mine(n) => match timer {
+            Some(step) => h.mine(&state.store, n, step, true).await,
+            None => h.mine(&state.store, n, 0, false).await,
+        },
+        DriveAction::Reorg { depth, drop } => sim_chain::reorg(&state.store, h, depth, drop).await,
+    };
+    if r.is_ok() {
+        catch_up(state, &mut sw).await;
+    }
+    r
+}
+
+/// Opens the chains that have stored operations, serves drive requests, and mines one
+/// block on every opened chain every `test.block_interval_ms` (and advances the legacy
+/// block clock of test sweeps and payouts).
 pub async fn run(state: AppState) {
     let interval_ms = state.config.test.block_interval_ms.max(10);
     let interval = Duration::from_millis(interval_ms);
+    let workers: Workers = Default::default();
+    if let Some(mut rx) = state.sim.take_drive_queue() {
+        let (state, workers) = (state.clone(), workers.clone());
+        tokio::spawn(async move {
+            while let Some(Drive {
+                handle,
+                action,
+                reply,
+            }) = rx.recv().await
+            {
+                let (state, workers) = (state.clone(), workers.clone());
+                tokio::spawn(async move {
+                    let r = drive(&state, &workers, &handle, action, None).await;
+                    let _ = reply.send(r);
+                });
+            }
+        });
+    }
     state.sim.open_stored(&state.store, &state.registry).await;
     let mut last_flush = Instant::now();
     loop {
         tokio::time::sleep(interval).await;
         for h in state.sim.all() {
-            let _drive = h.drive.lock().await;
-            if let Err(e) = h.mine(&state.store, 1, interval_ms, true).await {
+            if let Err(e) = drive(
+                &state,
+                &workers,
+                &h,
+                DriveAction::Mine(1),
+                Some(interval_ms),
+            )
+            .await
+            {
                 tracing::error!(error = %e, chain = h.chain, project = %h.project, "simulated block failed");
             }
         }

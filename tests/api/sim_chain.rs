@@ -203,3 +203,103 @@ async fn a_restart_keeps_the_chain() {
         .await;
     assert_eq!(d2["block_number"], json!(h + 3));
 }
+
+async fn deposit(app: &App, id: &str) -> serde_json::Value {
+    app.get(&app.wallet_key, &format!("/v1/deposits/{id}"))
+        .await
+        .expect(200)
+}
+
+#[tokio::test]
+async fn a_reorg_orphans_a_confirmed_deposit_and_fails_a_detected_one() {
+    let app = spawn_app().await;
+    let c = app.create_customer(None).await;
+    let cid = s(&c["id"]);
+    app.create_wallet(&cid, "ethereum").await;
+    app.mine(2).await;
+    let d = app
+        .test_deposit(&cid, "ethereum", "USDT", 6, "3000000", None)
+        .await;
+    assert_eq!(d["status"], "confirmed");
+    let pending = app
+        .test_deposit(&cid, "ethereum", "USDT", 6, "1000000", Some(false))
+        .await;
+    assert_eq!(app.available(&cid, "ethereum", "USDT").await, 3_000_000);
+    app.mine(3).await;
+    // Blocks back to before the first deposit's block.
+    let r = app
+        .post(
+            &app.wallet_key,
+            "/v1/test/reorg",
+            json!({ "chain": "ethereum", "depth": 6 }),
+        )
+        .await
+        .expect(200);
+    assert_eq!(
+        r["height"].as_u64().unwrap(),
+        d["block_number"].as_u64().unwrap() + 4
+    );
+    let got = deposit(&app, &s(&d["id"])).await;
+    assert_eq!(got["status"], "orphaned", "{got}");
+    assert_eq!(app.available(&cid, "ethereum", "USDT").await, 0);
+    let got = deposit(&app, &s(&pending["id"])).await;
+    assert_eq!(got["status"], "failed", "{got}");
+    let ev = app
+        .events(&format!(
+            "type=deposit.orphaned&resource_id={}",
+            s(&d["id"])
+        ))
+        .await;
+    assert_eq!(ev.len(), 1);
+    // Dropped: mining on brings nothing back.
+    app.mine(20).await;
+    let l = app.get(&app.wallet_key, "/v1/deposits").await.expect(200);
+    assert_eq!(l["data"].as_array().unwrap().len(), 2, "{l}");
+    assert_eq!(app.available(&cid, "ethereum", "USDT").await, 0);
+}
+
+#[tokio::test]
+async fn a_reorg_without_drop_mines_the_transfer_again_and_credits_it_once() {
+    let app = spawn_app().await;
+    let c = app.create_customer(None).await;
+    let cid = s(&c["id"]);
+    app.create_wallet(&cid, "ethereum").await;
+    app.mine(1).await;
+    let d = app
+        .test_deposit(&cid, "ethereum", "USDT", 6, "2500000", None)
+        .await;
+    app.post(
+        &app.wallet_key,
+        "/v1/test/reorg",
+        json!({ "chain": "ethereum", "depth": 1, "drop": false }),
+    )
+    .await
+    .expect(200);
+    assert_eq!(deposit(&app, &s(&d["id"])).await["status"], "orphaned");
+    assert_eq!(app.available(&cid, "ethereum", "USDT").await, 0);
+    // The transfer is back in the mempool: the next block holds it again, and the watcher
+    // records it as a new deposit that confirms at the chain's threshold.
+    app.mine(1).await;
+    let l = app.get(&app.wallet_key, "/v1/deposits").await.expect(200);
+    let again: Vec<_> = l["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["id"] != d["id"])
+        .cloned()
+        .collect();
+    assert_eq!(again.len(), 1, "{l}");
+    assert_eq!(again[0]["tx_hash"], d["tx_hash"]);
+    assert_eq!(again[0]["status"], "detected");
+    assert!(again[0]["block_number"].as_u64().unwrap() > d["block_number"].as_u64().unwrap());
+    app.mine(12).await;
+    assert_eq!(
+        deposit(&app, &s(&again[0]["id"])).await["status"],
+        "confirmed"
+    );
+    assert_eq!(app.available(&cid, "ethereum", "USDT").await, 2_500_000);
+    app.mine(5).await;
+    let l = app.get(&app.wallet_key, "/v1/deposits").await.expect(200);
+    assert_eq!(l["data"].as_array().unwrap().len(), 2, "credited once: {l}");
+    assert_eq!(app.available(&cid, "ethereum", "USDT").await, 2_500_000);
+}
