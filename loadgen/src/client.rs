@@ -405,6 +405,14 @@ impl Stats {
         self.total() - self.errors()
     }
 
+    /// Successful requests to one endpoint (its label, e.g. `POST /v1/test/deposits`).
+    pub fn successes_of(&self, label: &str) -> u64 {
+        self.endpoints
+            .get(label)
+            .map(|e| e.total() - e.errors())
+            .unwrap_or(0)
+    }
+
     /// The figures of the endpoints whose method is (`reads`) or is not (`!reads`) GET,
     /// folded into one row.
     pub fn combined(&self, reads: bool) -> EndpointStats {

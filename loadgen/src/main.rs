@@ -55,6 +55,13 @@ needs with a few unmeasured requests.
              with a fresh Idempotency-Key
   reads      GET /v1/customers/{id}, /v1/customers/{id}/balances,       wallet key, 200
              /v1/deposits?limit=10, /v1/ping in equal shares
+  mixed      a merchant's day: of every 10 requests 1 customer, 1 wallet, 4 confirmed
+             test deposits, 1 payout, 3 reads of the same resources (customer, its
+             balances, a deposit this client made, by id)
+
+For each phase with confirmed test deposits and a spawned server, it also prints the \
+store file's growth and the bytes the server wrote to disk (/proc/PID/io), each per \
+confirmed deposit (the phase's other requests are charged to them too).
 
 For each phase it prints, per endpoint (method + route template): count, errors (non-2xx \
 answers, requests without an answer, and 2xx answers lacking a needed field; with a breakdown \
@@ -75,6 +82,7 @@ Examples:
   cargo build --release --bin appliance
   cargo run --release -p loadgen -- --seconds 3
   cargo run --release -p loadgen -- --phases reads --clients 128 --seconds 30
+  cargo run --release -p loadgen -- --phases mixed --seconds 10
   cargo run --release -p loadgen -- --target http://127.0.0.1:8080 \\
       --wallet-token apktest... --payout-token apktest...
   cargo run --release -p loadgen -- --restart-bench --entries 1000000"
@@ -304,11 +312,23 @@ async fn run(cli: &Cli) -> Result<bool> {
             server::cpu_seconds("self"),
         )
     };
+    let data_dir = work.as_ref().map(WorkDir::data_dir);
+    // (store file bytes, bytes the server wrote to disk), when loadgen runs the server.
+    let store = || -> Option<(u64, u64)> {
+        let dir = data_dir.as_deref()?;
+        Some((
+            server::dir_size(dir),
+            server::disk_write_bytes(server_pid.as_deref()?)?,
+        ))
+    };
+    let mut store_figures = Vec::new();
     for &phase in &cli.phases {
         runner.prepare(phase).await?;
         let (server_before, own_before) = cpu();
+        let store_before = store();
         let result = runner.run(phase, cli.limit(), None).await?;
         let (server_after, own_after) = cpu();
+        let store_after = store();
         // CPU use during the phase in cores (1.0 = one core busy), to see who is saturated.
         let secs = result.elapsed.as_secs_f64();
         let cores = |a: Option<f64>, b: Option<f64>| match (a, b) {
@@ -323,10 +343,17 @@ async fn run(cli: &Cli) -> Result<bool> {
         );
         Stats::print_header();
         result.stats.print_table(result.elapsed);
+        let deposits = result.stats.successes_of(phases::TEST_DEPOSIT);
+        if let (Some(b), Some(a), true) = (store_before, store_after, deposits > 0) {
+            let fig = StoreFigures::new(phase, deposits, b, a);
+            fig.print();
+            store_figures.push(fig);
+        }
         results.push(result);
     }
 
     let (ok, mut report) = summarize(&results, cli.max_error_pct);
+    report["store"] = store_figures.iter().map(StoreFigures::json).collect();
     report["target"] = target_url.into();
     report["clients"] = clients.into();
     report["limit"] = limit.into();
@@ -412,4 +439,55 @@ fn summarize(results: &[PhaseResult], max_error_pct: f64) -> (bool, serde_json::
         "ok": ok,
     });
     (ok, report)
+}
+
+/// What the store grew by and how much the server wrote to disk during one phase that made
+/// confirmed test deposits, per confirmed deposit (issue 16: store bytes per confirmed
+/// deposit; bytes written per commit are the lever). Other requests of the phase (a mixed
+/// phase's customers, payouts) are charged to the deposits too.
+struct StoreFigures {
+    phase: Phase,
+    deposits: u64,
+    /// Growth of the store file (redb grows it in steps: meaningful over many deposits).
+    file_bytes: i64,
+    /// `write_bytes` of the server process (`/proc/<pid>/io`).
+    written_bytes: u64,
+}
+
+impl StoreFigures {
+    fn new(phase: Phase, deposits: u64, before: (u64, u64), after: (u64, u64)) -> Self {
+        StoreFigures {
+            phase,
+            deposits,
+            file_bytes: after.0 as i64 - before.0 as i64,
+            written_bytes: after.1.saturating_sub(before.1),
+        }
+    }
+
+    fn per_deposit(&self, bytes: f64) -> f64 {
+        bytes / self.deposits as f64
+    }
+
+    fn print(&self) {
+        println!(
+            "store: {} confirmed deposits; file +{:.1} MiB ({:.0} B per deposit); \
+             server wrote {:.1} MiB to disk ({:.0} B per deposit)",
+            self.deposits,
+            self.file_bytes as f64 / 1048576.0,
+            self.per_deposit(self.file_bytes as f64),
+            self.written_bytes as f64 / 1048576.0,
+            self.per_deposit(self.written_bytes as f64),
+        );
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "phase": self.phase.name(),
+            "confirmed_deposits": self.deposits,
+            "store_file_growth_bytes": self.file_bytes,
+            "store_bytes_per_confirmed_deposit": self.per_deposit(self.file_bytes as f64),
+            "disk_written_bytes": self.written_bytes,
+            "disk_written_bytes_per_confirmed_deposit": self.per_deposit(self.written_bytes as f64),
+        })
+    }
 }

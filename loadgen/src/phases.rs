@@ -36,6 +36,12 @@ pub enum Phase {
     /// An even mix of `GET /v1/customers/{id}`, `GET /v1/customers/{id}/balances`,
     /// `GET /v1/deposits?limit=10` and `GET /v1/ping` (wallet key); 200.
     Reads,
+    /// A merchant's day on one connection per client: of every ten requests, one creates a
+    /// customer, one gives a customer an address (the client's newest customer without one,
+    /// else any: 200), four are confirmed test deposits, one a payout and three reads of
+    /// the same resources (`GET /v1/customers/{id}`, `.../balances`, `GET /v1/deposits/{id}`
+    /// of a deposit this client made). Customers made here join the pools.
+    Mixed,
 }
 
 impl Phase {
@@ -47,6 +53,7 @@ impl Phase {
             Phase::Deposits => "deposits",
             Phase::Payouts => "payouts",
             Phase::Reads => "reads",
+            Phase::Mixed => "mixed",
         }
     }
 }
@@ -66,12 +73,14 @@ const PAYOUT_TO: &str = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed";
 /// Endpoint labels (method + route template) under which figures are reported.
 const CREATE_CUSTOMER: &str = "POST /v1/customers";
 const CREATE_WALLET: &str = "POST /v1/wallets";
-const TEST_DEPOSIT: &str = "POST /v1/test/deposits";
+/// Label of the confirmed test deposits, whose count the store figures are divided by.
+pub const TEST_DEPOSIT: &str = "POST /v1/test/deposits";
 const CREATE_PAYOUT: &str = "POST /v1/payouts";
 const GET_CUSTOMER: &str = "GET /v1/customers/{id}";
 const GET_BALANCES: &str = "GET /v1/customers/{id}/balances";
 const LIST_DEPOSITS: &str = "GET /v1/deposits?limit=10";
 const PING: &str = "GET /v1/ping";
+const GET_DEPOSIT: &str = "GET /v1/deposits/{id}";
 
 /// What every client needs to reach the server.
 pub struct Setup {
@@ -171,8 +180,11 @@ impl Runner {
     pub async fn prepare(&mut self, phase: Phase) -> Result<()> {
         let seed = (self.setup.clients as u64 * 4).max(256);
         let needs_customers = phase != Phase::Customers;
-        let needs_wallets = matches!(phase, Phase::Deposits | Phase::Payouts | Phase::Reads);
-        let needs_funds = matches!(phase, Phase::Payouts | Phase::Reads);
+        let needs_wallets = matches!(
+            phase,
+            Phase::Deposits | Phase::Payouts | Phase::Reads | Phase::Mixed
+        );
+        let needs_funds = matches!(phase, Phase::Payouts | Phase::Reads | Phase::Mixed);
         if needs_customers && self.pools.customers.is_empty() {
             self.seed(Phase::Customers, seed).await?;
         }
@@ -221,7 +233,9 @@ impl Runner {
         let needs = match phase {
             Phase::Customers => false,
             Phase::Wallets | Phase::Deposits => input.customers.is_empty(),
-            Phase::Payouts | Phase::Reads => input.funded.is_empty() || input.customers.is_empty(),
+            Phase::Payouts | Phase::Reads | Phase::Mixed => {
+                input.funded.is_empty() || input.customers.is_empty()
+            }
         };
         if needs {
             bail!(
@@ -260,10 +274,12 @@ impl Runner {
         }
         let mut stats = Stats::default();
         let mut produced = Vec::new();
+        let mut mixed = MixedIds::default();
         for handle in handles {
-            let (client_stats, ids) = handle.await?;
+            let (client_stats, ids, m) = handle.await?;
             stats.merge(&client_stats);
             produced.extend(ids);
+            mixed.merge(m);
         }
         let elapsed = started.elapsed();
         if let Some(ticker) = ticker {
@@ -275,6 +291,13 @@ impl Runner {
             Phase::Wallets => Some(&mut self.pools.with_wallet),
             Phase::Deposits => Some(&mut self.pools.funded),
             Phase::Payouts | Phase::Reads => None,
+            Phase::Mixed => {
+                // New customers (with their addresses and credits) join the pools.
+                add_new(&mut self.pools.customers, mixed.customers);
+                add_new(&mut self.pools.with_wallet, mixed.with_wallet);
+                add_new(&mut self.pools.funded, mixed.funded);
+                None
+            }
         };
         if let Some(pool) = pool {
             let mut seen: HashSet<String> = pool.iter().cloned().collect();
@@ -292,8 +315,45 @@ impl Runner {
     }
 }
 
+/// Appends the ids of `new` not yet in `pool`.
+fn add_new(pool: &mut Vec<String>, new: Vec<String>) {
+    let mut seen: HashSet<String> = pool.iter().cloned().collect();
+    for id in new {
+        if seen.insert(id.clone()) {
+            pool.push(id);
+        }
+    }
+}
+
+/// Ids one client of the mixed phase produced: customers it created, those it gave an
+/// address, those it credited, and the deposits it made (read back by id).
+#[derive(Default)]
+struct MixedIds {
+    customers: Vec<String>,
+    with_wallet: Vec<String>,
+    funded: Vec<String>,
+    deposits: Vec<String>,
+}
+
+impl MixedIds {
+    fn merge(&mut self, other: MixedIds) {
+        self.customers.extend(other.customers);
+        self.with_wallet.extend(other.with_wallet);
+        self.funded.extend(other.funded);
+    }
+}
+
+/// What a mixed-phase request was, for the bookkeeping after its answer.
+enum MixedStep {
+    Customer,
+    Wallet(String),
+    Deposit(String),
+    Other,
+}
+
 /// One client: sends `phase` requests on one connection until the budget runs out. Returns
-/// its figures and the customer ids its successful requests produced or touched.
+/// its figures, the customer ids its successful requests produced or touched, and (mixed
+/// phase) the ids it made.
 async fn client_loop(
     phase: Phase,
     setup: Arc<Setup>,
@@ -301,14 +361,56 @@ async fn client_loop(
     input: Arc<Input>,
     budget: Arc<Budget>,
     idx: usize,
-) -> (Stats, Vec<String>) {
+) -> (Stats, Vec<String>, MixedIds) {
     let mut conn = Conn::new(setup.target.clone(), setup.request_timeout);
     let mut stats = Stats::default();
     let mut produced = Vec::new();
+    let mut mixed = MixedIds::default();
+    // Mixed phase: this client's customers still without an address, newest last.
+    let mut bare: Vec<String> = Vec::new();
     let mut rng = Rng::new(idx as u64 + 1);
     let wallet = setup.wallet_token.as_str();
 
     while let Some(seq) = budget.take() {
+        if phase == Phase::Mixed {
+            let (label, req, step) =
+                mixed_request(seq, &setup, &run_id, &input, &mut rng, &mut bare, &mixed);
+            let outcome = conn.send(req).await;
+            stats.record(label, &outcome);
+            if !outcome.is_success() {
+                continue;
+            }
+            let id = || {
+                outcome
+                    .json()
+                    .as_ref()
+                    .and_then(|v| v["id"].as_str().map(str::to_string))
+            };
+            match step {
+                MixedStep::Customer => match id() {
+                    Some(c) => {
+                        bare.push(c.clone());
+                        mixed.customers.push(c);
+                    }
+                    None => {
+                        if let Outcome::Response { body, .. } = &outcome {
+                            stats.record_bad_body(label, &String::from_utf8_lossy(body));
+                        }
+                        continue;
+                    }
+                },
+                MixedStep::Wallet(c) => mixed.with_wallet.push(c),
+                MixedStep::Deposit(c) => {
+                    if let Some(d) = id() {
+                        mixed.deposits.push(d);
+                    }
+                    mixed.funded.push(c);
+                }
+                MixedStep::Other => {}
+            }
+            budget.succeeded.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
         // Spread consecutive requests over different customers so that concurrent clients
         // rarely contend for the same ledger accounts.
         let pick = |pool: &[String]| pool[(seq % pool.len() as u64) as usize].clone();
@@ -364,6 +466,7 @@ async fn client_loop(
                 ),
                 _ => (PING, get("/v1/ping".into(), wallet), None),
             },
+            Phase::Mixed => unreachable!("handled above"),
         };
 
         let outcome = conn.send(req).await;
@@ -385,7 +488,96 @@ async fn client_loop(
         }
         budget.succeeded.fetch_add(1, Ordering::Relaxed);
     }
-    (stats, produced)
+    (stats, produced, mixed)
+}
+
+/// The mixed phase's request number `seq` (SPEC.md section 4 endpoints): by `seq % 10`,
+/// 0 a customer, 1 an address, 2-5 a confirmed test deposit, 6 a payout, 7-9 a read.
+fn mixed_request<'a>(
+    seq: u64,
+    setup: &'a Setup,
+    run_id: &str,
+    input: &Input,
+    rng: &mut Rng,
+    bare: &mut Vec<String>,
+    own: &MixedIds,
+) -> (&'static str, Req<'a>, MixedStep) {
+    let wallet = setup.wallet_token.as_str();
+    // Deposits and reads go to customers with an address: the seeded ones and this
+    // client's own.
+    let pick_addressed = |rng: &mut Rng| -> String {
+        let n = input.customers.len() + own.with_wallet.len();
+        let i = rng.below(n);
+        match input.customers.get(i) {
+            Some(c) => c.clone(),
+            None => own.with_wallet[i - input.customers.len()].clone(),
+        }
+    };
+    match seq % 10 {
+        0 => {
+            let body =
+                format!(r#"{{"reference_id":"lg-{run_id}-m{seq}","email":"x@example.com"}}"#);
+            (
+                CREATE_CUSTOMER,
+                post("/v1/customers", wallet, body),
+                MixedStep::Customer,
+            )
+        }
+        1 => {
+            let c = bare.pop().unwrap_or_else(|| pick_addressed(rng));
+            let body = format!(r#"{{"customer_id":"{c}","chain":"ethereum"}}"#);
+            (
+                CREATE_WALLET,
+                post("/v1/wallets", wallet, body),
+                MixedStep::Wallet(c),
+            )
+        }
+        2..=5 => {
+            let c = pick_addressed(rng);
+            let body = format!(
+                r#"{{"customer_id":"{c}","chain":"ethereum","asset":"USDT","decimals":6,"amount":"100000000","confirm":true}}"#
+            );
+            (
+                TEST_DEPOSIT,
+                post("/v1/test/deposits", wallet, body),
+                MixedStep::Deposit(c),
+            )
+        }
+        6 => {
+            let c = &input.funded[rng.below(input.funded.len())];
+            let body = format!(
+                r#"{{"customer_id":"{c}","chain":"ethereum","asset":"USDT","decimals":6,"amount":"1000","to_address":"{PAYOUT_TO}"}}"#
+            );
+            let mut req = post("/v1/payouts", &setup.payout_token, body);
+            req.idempotency_key = Some(uuid::Uuid::now_v7().to_string());
+            (CREATE_PAYOUT, req, MixedStep::Other)
+        }
+        7 => {
+            let c = pick_addressed(rng);
+            (
+                GET_CUSTOMER,
+                get(format!("/v1/customers/{c}"), wallet),
+                MixedStep::Other,
+            )
+        }
+        8 => {
+            let c = &input.funded[rng.below(input.funded.len())];
+            let path = format!("/v1/customers/{c}/balances");
+            (GET_BALANCES, get(path, wallet), MixedStep::Other)
+        }
+        _ => match own.deposits.last() {
+            Some(d) => (
+                GET_DEPOSIT,
+                get(format!("/v1/deposits/{d}"), wallet),
+                MixedStep::Other,
+            ),
+            None => (
+                LIST_DEPOSITS,
+                get("/v1/deposits?limit=10".into(), wallet),
+                MixedStep::Other,
+            ),
+        },
+    }
 }
 
 fn post<'a>(path: &str, token: &'a str, body: String) -> Req<'a> {

@@ -427,6 +427,15 @@ pub fn cpu_seconds(pid: &str) -> Option<f64> {
     Some(ticks as f64 / 100.0)
 }
 
+/// Bytes a process has caused to be written to storage so far (`write_bytes` of
+/// `/proc/<pid>/io`: what reached the block layer, page rewrites included).
+pub fn disk_write_bytes(pid: &str) -> Option<u64> {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    io.lines()
+        .find_map(|l| l.strip_prefix("write_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// Size in bytes of the files directly in `dir` (the store is one file there).
 pub fn dir_size(dir: &Path) -> u64 {
     std::fs::read_dir(dir)

@@ -46,13 +46,12 @@ async fn customer_balances(
     let reg = state.registry.clone();
     let v = state
         .store
-        .read(move |r| {
+        .read_now(move |r| {
             if r.get_in::<Customer>(p, id)?.is_none() {
                 return Ok(None);
             }
             balances::customer(r, &reg, p, id).map(Some)
-        })
-        .await?
+        })?
         .ok_or_else(|| ApiError::not_found("customer"))?;
     Ok(json(StatusCode::OK, &v))
 }

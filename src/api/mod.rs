@@ -225,8 +225,7 @@ pub async fn begin(
         return Ok(Begin::Fresh(None));
     };
     let rkey = record_key(caller, method, path, key);
-    let k2 = rkey.clone();
-    let stored = state.store.read(move |r| r.idempotency_get(&k2)).await?;
+    let stored = state.store.read_now(|r| r.idempotency_get(&rkey))?;
     let now = appliance_storage::now_us();
     if let Some(rec) = stored.filter(|r| r.created_at + IDEMPOTENCY_TTL_US > now) {
         return replay(&rec, fingerprint).map(Begin::Replay);
@@ -378,7 +377,7 @@ where
     V: FnOnce(&R) -> Value,
 {
     let p = caller.project_id();
-    match state.store.read(move |r| r.get_in::<R>(p, id)).await? {
+    match state.store.read_now(move |r| r.get_in::<R>(p, id))? {
         Some(row) => Ok(json(StatusCode::OK, &view(&row))),
         None => Err(missing.into()),
     }

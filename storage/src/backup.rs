@@ -74,10 +74,9 @@ pub fn backup(ctx: &ReadCtx, dest: &Path) -> Result<BackupReport, StoreError> {
     copy(src, &dst, JOURNAL, &mut seen, &mut rep)?;
     copy(src, &dst, EVENTS, &mut seen, &mut rep)?;
     copy(src, &dst, EVENT_IDS, &mut seen, &mut rep)?;
-    copy(src, &dst, SEQUENCES, &mut seen, &mut rep)?;
     copy(src, &dst, IDEMPOTENCY, &mut seen, &mut rep)?;
     copy(src, &dst, IDEMPOTENCY_EXP, &mut seen, &mut rep)?;
-    copy(src, &dst, HOLDINGS, &mut seen, &mut rep)?;
+    copy(src, &dst, LEGACY_HOLDINGS, &mut seen, &mut rep)?;
     copy(src, &dst, SIM_BALANCES, &mut seen, &mut rep)?;
     copy(src, &dst, ADDRESS_QUOTA, &mut seen, &mut rep)?;
     copy(src, &dst, COUNTERS, &mut seen, &mut rep)?;

@@ -11,10 +11,10 @@ use redb::{
 };
 use uuid::Uuid;
 
-use crate::codec::{decode, encode};
+use crate::codec::{decode, encode, raw_project_id};
 use crate::index::{self, IndexTag};
 use crate::ledger::{self, Account, Balance, JournalEntry, LedgerError};
-use crate::records::{Event, IdempotencyRecord, Row};
+use crate::records::{Event, IdempotencyRecord, Row, Wallet};
 use crate::schema::*;
 use crate::{CommitNotice, StoreError};
 
@@ -241,6 +241,9 @@ pub trait ReadOps: Reader {
         let mut out = Vec::new();
         for e in t.range::<&[u8]>(prefix.as_slice()..end.as_slice())? {
             let (k, v) = e?;
+            if ledger::parse_holding_key(k.value()).is_some() {
+                continue;
+            }
             let a = Account::from_key(k.value())
                 .ok_or_else(|| StoreError::Corrupt("bad account key".into()))?;
             let (debits, credits) = v.value();
@@ -282,11 +285,13 @@ pub trait ReadOps: Reader {
         v.map(|g| decode(g.value())).transpose()
     }
 
-    /// Latest event sequence of a project (0 when none).
+    /// Latest event sequence of a project (0 when none): the key of its last event. Events
+    /// are never deleted, so this is exact without a counter row of its own (schema 4).
     fn last_sequence(&self, project: Uuid) -> Result<u64, StoreError> {
-        let t = self.open(SEQUENCES)?;
-        let v = t.get(project.as_u128())?;
-        Ok(v.map(|g| g.value()).unwrap_or(0))
+        let t = self.open(EVENTS)?;
+        let p = project.as_u128();
+        let last = t.range((p, 0)..=(p, u64::MAX))?.next_back().transpose()?;
+        Ok(last.map(|(k, _)| k.value().1).unwrap_or(0))
     }
 
     /// Events of a project ordered by sequence (descending unless `ascending`), after
@@ -391,11 +396,17 @@ pub trait ReadOps: Reader {
         v.map(|g| decode(g.value())).transpose()
     }
 
-    /// Ledger's view of what sits on a deposit address: confirmed deposits less sweeps.
+    /// Ledger's view of what sits on a deposit address: confirmed deposits less sweeps (0
+    /// for a wallet that does not exist). Kept beside the customer's accounts
+    /// ([`ledger::holding_key`]).
     fn holding(&self, wallet: Uuid, asset: &str) -> Result<u128, StoreError> {
-        let t = self.open(HOLDINGS)?;
-        let v = t.get(holding_key(wallet, asset).as_slice())?;
-        Ok(v.map(|g| g.value()).unwrap_or(0))
+        let Some(w) = self.get::<Wallet>(wallet)? else {
+            return Ok(0);
+        };
+        let t = self.open(ACCOUNTS)?;
+        let key = ledger::holding_key(w.project_id, w.customer_id, &w.chain, asset, wallet);
+        let v = t.get(key.as_slice())?;
+        Ok(v.map(|g| g.value().0).unwrap_or(0))
     }
 
     /// Simulated on-chain balance of an address (test mode's chain).
@@ -428,18 +439,33 @@ pub trait ReadOps: Reader {
     }
 }
 
+/// Typed values of any table of `K -> &[u8]` through [`crate::codec`], for tables that are
+/// not [`Row`]s (chain-adapter state, queues, documents keyed by something other than an
+/// id): a table added later stores its values with [`WriteCtx::value_put`] and reads them
+/// here, and so gets the current encoding, the old-encoding reads and the version byte for
+/// free. List it in [`crate::schema::for_each_record_table`] so that `verify` decodes it.
+pub trait ValueOps: Reader {
+    /// The value under `key`, decoded as `T`; `None` when absent, [`StoreError::Corrupt`]
+    /// when it does not decode.
+    fn value_get<K, T>(
+        &self,
+        def: TableDefinition<K, &'static [u8]>,
+        key: K::SelfType<'_>,
+    ) -> Result<Option<T>, StoreError>
+    where
+        K: Key + 'static,
+        T: serde::de::DeserializeOwned,
+    {
+        let t = self.open(def)?;
+        let v = t.get(key)?;
+        v.map(|g| decode(g.value())).transpose()
+    }
+}
+
+impl<R: Reader> ValueOps for R {}
+
 impl ReadOps for ReadCtx {}
 impl ReadOps for WriteCtx<'_> {}
-
-/// The `project_id` of an encoded row, read without decoding it (rows write `project_id`
-/// among their first fields, so it lies near the start). For rows that do not decode.
-fn raw_project_id(bytes: &[u8]) -> Option<Uuid> {
-    const FIELD: &[u8] = b"\"project_id\":\"";
-    let head = &bytes[..bytes.len().min(512)];
-    let at = head.windows(FIELD.len()).position(|w| w == FIELD)? + FIELD.len();
-    let uuid = head.get(at..at + 36)?;
-    Uuid::parse_str(std::str::from_utf8(uuid).ok()?).ok()
-}
 
 /// Decodes a row for a reader of many rows (lists, pages, scans): a row that cannot be
 /// decoded is logged and passed over, never the end of the whole read (`appliance verify`
@@ -474,12 +500,6 @@ fn upper_bound(prefix: &[u8], before: Option<Uuid>) -> Vec<u8> {
         Some(c) => [prefix, c.as_bytes().as_slice()].concat(),
         None => index::prefix_end(prefix),
     }
-}
-
-pub(crate) fn holding_key(wallet: Uuid, asset: &str) -> Vec<u8> {
-    let mut k = wallet.as_bytes().to_vec();
-    k.extend_from_slice(asset.as_bytes());
-    k
 }
 
 pub(crate) fn sim_key(chain: &str, address: &str, asset: &str) -> Vec<u8> {
@@ -607,6 +627,27 @@ impl<'t> WriteCtx<'t> {
         Ok(Some(old))
     }
 
+    /// Stores `value` under `key` in `def` through [`crate::codec::encode`] (see
+    /// [`ValueOps`]).
+    pub fn value_put<K, T>(
+        &mut self,
+        def: TableDefinition<K, &'static [u8]>,
+        key: K::SelfType<'_>,
+        value: &T,
+    ) -> Result<(), StoreError>
+    where
+        K: Key + 'static,
+        T: serde::Serialize + ?Sized,
+    {
+        let bytes = encode(value);
+        let r = (|| {
+            let mut t = self.txn.open_table(def)?;
+            t.insert(key, bytes.as_slice())?;
+            Ok(())
+        })();
+        self.track(r)
+    }
+
     /// Adds a bare key to the `index` table (markers that belong to no row).
     pub fn index_insert(&mut self, key: &[u8]) -> Result<(), StoreError> {
         let r = (|| {
@@ -692,9 +733,6 @@ impl<'t> WriteCtx<'t> {
                 livemode,
                 data,
             };
-            let mut seqs = self.txn.open_table(SEQUENCES)?;
-            seqs.insert(project.as_u128(), seq)?;
-            drop(seqs);
             let mut events = self.txn.open_table(EVENTS)?;
             events.insert((project.as_u128(), seq), encode(&ev).as_slice())?;
             drop(events);

@@ -1,13 +1,15 @@
 //! Writes of keyed state on [`WriteCtx`]: idempotency records, the ledger's holdings per
-//! deposit address, test mode's simulated balances, the address quota and `meta`. (The
-//! reads are in [`crate::ReadOps`]; chain-adapter state is in [`crate::chain_state`].)
+//! deposit address (rows of `accounts`, [`ledger::holding_key`]), test mode's simulated
+//! balances, the address quota and `meta`. (The reads are in [`crate::ReadOps`];
+//! chain-adapter state is in [`crate::chain_state`].)
 
 use redb::ReadableTable;
 use uuid::Uuid;
 
 use crate::codec::encode;
-use crate::ctx::{holding_key, sim_key, ReadOps, WriteCtx};
-use crate::records::IdempotencyRecord;
+use crate::ctx::{sim_key, ReadOps, WriteCtx};
+use crate::ledger;
+use crate::records::{IdempotencyRecord, Wallet};
 use crate::schema::*;
 use crate::StoreError;
 
@@ -62,11 +64,15 @@ impl WriteCtx<'_> {
         asset: &str,
         delta: Delta,
     ) -> Result<u128, StoreError> {
+        let w = self
+            .get::<Wallet>(wallet)?
+            .ok_or_else(|| StoreError::Corrupt(format!("holding of missing wallet {wallet}")))?;
+        let key = ledger::holding_key(w.project_id, w.customer_id, &w.chain, asset, wallet);
         let cur = self.holding(wallet, asset)?;
         let next = apply_delta(cur, delta)?;
         let r = (|| {
-            let mut t = self.txn().open_table(HOLDINGS)?;
-            t.insert(holding_key(wallet, asset).as_slice(), next)?;
+            let mut t = self.txn().open_table(ACCOUNTS)?;
+            t.insert(key.as_slice(), (next, 0))?;
             Ok(next)
         })();
         self.track(r)

@@ -27,6 +27,9 @@ pub mod records;
 pub mod schema;
 pub mod verify;
 
+#[cfg(test)]
+mod migrate_tests;
+
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::Arc;
@@ -35,7 +38,7 @@ use redb::{Database, Durability, ReadableDatabase};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 pub use chain_state::ChainStateOps;
-pub use ctx::{Page, ReadCtx, ReadOps, Reader, ScanOps, WriteCtx};
+pub use ctx::{Page, ReadCtx, ReadOps, Reader, ScanOps, ValueOps, WriteCtx};
 pub use ctx_state::Delta;
 
 /// Errors of the store itself (never a business rule).
@@ -245,6 +248,18 @@ impl Store {
         .map_err(|_| StoreError::WriterGone)?
     }
 
+    /// Runs `f` on a read snapshot on the calling thread, also from async code: for the
+    /// request path's short, bounded reads (a row by id, one customer's balances, an
+    /// idempotency record), which take microseconds in redb's page cache, less than the
+    /// two thread hand-offs of [`Store::read`] (to the blocking pool and back). Scans and
+    /// pages that may pass over many rows use [`Store::read`]. See docs/performance.md.
+    pub fn read_now<T>(
+        &self,
+        f: impl FnOnce(&ReadCtx) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.read_blocking(f)
+    }
+
     /// Blocking twin of [`Store::read`].
     pub fn read_blocking<T>(
         &self,
@@ -324,10 +339,8 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
     txn.open_table(schema::JOURNAL)?;
     txn.open_table(schema::EVENTS)?;
     txn.open_table(schema::EVENT_IDS)?;
-    txn.open_table(schema::SEQUENCES)?;
     txn.open_table(schema::IDEMPOTENCY)?;
     txn.open_table(schema::IDEMPOTENCY_EXP)?;
-    txn.open_table(schema::HOLDINGS)?;
     txn.open_table(schema::SIM_BALANCES)?;
     txn.open_table(schema::ADDRESS_QUOTA)?;
     txn.open_table(schema::COUNTERS)?;
@@ -346,12 +359,86 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
         tracing::info!(
             rows = m.rows,
             left = m.left,
+            "chain state moved out of meta (schema version 3)"
+        );
+    }
+    if found.is_some_and(|v| v < 4) {
+        let m = migrate_to_4(&txn)?;
+        tracing::info!(
+            rows = m.rows,
+            left = m.left,
             "store migrated to schema version {}",
             schema::SCHEMA_VERSION
         );
     }
     txn.commit()?;
     Ok(())
+}
+
+/// Schema 3 -> 4: every record rewritten from JSON to MessagePack ([`codec`]), and the
+/// `sequences` table dropped (the last event key of a project gives its sequence). Rows
+/// that do not decode stay as they are, for `appliance verify` to report.
+fn migrate_to_4(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
+    let mut total = codec::Migrated::default();
+    macro_rules! migrate {
+        ($def:ident, $ty:ty) => {{
+            let m = codec::migrate_table::<_, $ty>(txn, schema::$def)?;
+            total.rows += m.rows;
+            total.left += m.left;
+        }};
+    }
+    schema::for_each_record_table!(migrate);
+    match txn.delete_table(schema::LEGACY_SEQUENCES) {
+        Ok(_) => {}
+        Err(redb::TableError::TableDoesNotExist(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    total.rows += move_holdings(txn)?;
+    Ok(total)
+}
+
+/// Schema 4: each row of the old `holdings` table (wallet ‖ asset -> amount) moves into
+/// `accounts` under [`ledger::holding_key`], found through its wallet. A row whose wallet
+/// is missing or undecodable stays where it is, for `verify` to report; the table is
+/// dropped once empty. Returns the rows moved.
+fn move_holdings(txn: &redb::WriteTransaction) -> Result<u64, StoreError> {
+    use redb::{ReadableTable, ReadableTableMetadata};
+    let rows: Vec<(Vec<u8>, u128)> = match txn.open_table(schema::LEGACY_HOLDINGS) {
+        Ok(t) => t
+            .iter()?
+            .map(|e| e.map(|(k, v)| (k.value().to_vec(), v.value())))
+            .collect::<Result<_, _>>()?,
+        Err(e) => return Err(e.into()),
+    };
+    let wallets = txn.open_table(schema::WALLETS)?;
+    let mut accounts = txn.open_table(schema::ACCOUNTS)?;
+    let mut legacy = txn.open_table(schema::LEGACY_HOLDINGS)?;
+    let mut moved = 0;
+    for (k, amount) in rows {
+        let Some((w, asset)) = k.split_at_checked(16) else {
+            continue;
+        };
+        let Ok(wallet) = uuid::Uuid::from_slice(w) else {
+            continue;
+        };
+        let Some(row) = wallets.get(wallet.as_u128())? else {
+            continue;
+        };
+        let Ok(w) = codec::decode::<records::Wallet>(row.value()) else {
+            continue;
+        };
+        let asset = String::from_utf8_lossy(asset);
+        let key = ledger::holding_key(w.project_id, w.customer_id, &w.chain, &asset, wallet);
+        accounts.insert(key.as_slice(), (amount, 0))?;
+        legacy.remove(k.as_slice())?;
+        moved += 1;
+    }
+    let empty = legacy.is_empty()?;
+    drop(legacy);
+    if empty {
+        txn.delete_table(schema::LEGACY_HOLDINGS)?;
+    }
+    Ok(moved)
 }
 
 fn writer_loop(

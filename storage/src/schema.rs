@@ -2,7 +2,8 @@
 //!
 //! Keys are chosen so that the natural scan order is the list order: resource ids are UUID v7
 //! (time-ordered) stored as big-endian `u128`, so newest-first is a reverse range scan.
-//! Values are [`crate::codec`] encodings (a version byte, then JSON).
+//! Values of record tables are [`crate::codec`] encodings (a version byte, then MessagePack
+//! with named fields; JSON in stores older than schema version 4).
 //!
 //! ```text
 //! meta              <&str, &[u8]>          schema_version, pepper presence ...
@@ -15,14 +16,13 @@
 //! sweeps            <u128, &[u8]>          sweep id -> Sweep
 //! unique            <&[u8], u128>          unique secondary key -> row id (see index.rs)
 //! index             <&[u8], ()>            tag ‖ project ‖ value ‖ row id  (list filters)
-//! accounts          <&[u8], (u128, u128)>  ledger account key -> (debits, credits) posted
+//! accounts          <&[u8], (u128, u128)>  ledger account key -> (debits, credits) posted;
+//!                                          holding key -> (amount on the address, 0)
 //! journal           <u128, &[u8]>          entry id (UUID v7) -> JournalEntry
 //! events            <(u128, u64), &[u8]>   (project, sequence) -> Event
 //! event_ids         <u128, (u128, u64)>    event ULID -> (project, sequence)
-//! sequences         <u128, u64>            project -> last event sequence
 //! idempotency       <&[u8], &[u8]>         project ‖ method ‖ path ‖ key -> IdempotencyRecord
 //! idempotency_exp   <&[u8], ()>            created_at_us (BE) ‖ idempotency key bytes
-//! holdings          <&[u8], u128>          wallet ‖ asset -> atomic amount on the address per ledger
 //! sim_balances      <&[u8], u128>          chain ‖ address ‖ asset -> simulated on-chain balance
 //! address_quota     <(u128, u32), u32>     (project, UTC day number) -> addresses issued
 //! counters          <&[u8], u64>           tag ‖ project -> number of keys of a counted index
@@ -57,10 +57,16 @@ pub const ACCOUNTS: TableDefinition<&[u8], (u128, u128)> = TableDefinition::new(
 pub const JOURNAL: TableDefinition<u128, &[u8]> = TableDefinition::new("journal");
 pub const EVENTS: TableDefinition<(u128, u64), &[u8]> = TableDefinition::new("events");
 pub const EVENT_IDS: TableDefinition<u128, (u128, u64)> = TableDefinition::new("event_ids");
-pub const SEQUENCES: TableDefinition<u128, u64> = TableDefinition::new("sequences");
+/// Project -> last event sequence, up to schema version 3. The last key of the project's
+/// range of [`EVENTS`] says the same, so schema 4 drops the table (one row less per event).
+pub const LEGACY_SEQUENCES: TableDefinition<u128, u64> = TableDefinition::new("sequences");
 pub const IDEMPOTENCY: TableDefinition<&[u8], &[u8]> = TableDefinition::new("idempotency");
 pub const IDEMPOTENCY_EXP: TableDefinition<&[u8], ()> = TableDefinition::new("idempotency_exp");
-pub const HOLDINGS: TableDefinition<&[u8], u128> = TableDefinition::new("holdings");
+/// Wallet ‖ asset -> the ledger's holding of a deposit address, up to schema version 3.
+/// Schema 4 keeps holdings in [`ACCOUNTS`] beside the customer's accounts
+/// ([`crate::ledger::holding_key`]) and moves these rows there on open; a row whose wallet
+/// is missing stays here and `verify` reports it.
+pub const LEGACY_HOLDINGS: TableDefinition<&[u8], u128> = TableDefinition::new("holdings");
 pub const SIM_BALANCES: TableDefinition<&[u8], u128> = TableDefinition::new("sim_balances");
 pub const ADDRESS_QUOTA: TableDefinition<(u128, u32), u32> = TableDefinition::new("address_quota");
 pub const COUNTERS: TableDefinition<&[u8], u64> = TableDefinition::new("counters");
@@ -106,4 +112,30 @@ pub const SWEEP_REQUESTS: TableDefinition<u128, ()> = TableDefinition::new("swee
 /// * 2: chain-adapter state moved from `meta` keys to its own tables
 ///   ([`crate::chain_state::migrate_meta`]).
 /// * 3: the sweep request flags moved from `meta` to `sweep_requests` (same migration).
-pub const SCHEMA_VERSION: u32 = 3;
+/// * 4: record values MessagePack instead of JSON ([`crate::codec`], every table of
+///   [`for_each_record_table`] rewritten on open); the `sequences` table dropped; holdings
+///   moved from `holdings` into `accounts`.
+pub const SCHEMA_VERSION: u32 = 4;
+
+/// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
+/// encodings of one record type: the schema 4 migration rewrites them and `verify` decodes
+/// every row of them. A table of records added later belongs here (its rows are written
+/// through `codec::encode` whether or not it is listed; the list is what checks them).
+#[macro_export]
+macro_rules! for_each_record_table {
+    ($m:ident) => {
+        $m!(PROJECTS, $crate::records::Project);
+        $m!(API_KEYS, $crate::records::ApiKey);
+        $m!(CUSTOMERS, $crate::records::Customer);
+        $m!(WALLETS, $crate::records::Wallet);
+        $m!(DEPOSITS, $crate::records::Deposit);
+        $m!(PAYOUTS, $crate::records::Payout);
+        $m!(SWEEPS, $crate::records::Sweep);
+        $m!(WEBHOOK_ENDPOINTS, $crate::records::WebhookEndpoint);
+        $m!(WEBHOOK_DELIVERIES, $crate::records::WebhookDelivery);
+        $m!(JOURNAL, $crate::ledger::JournalEntry);
+        $m!(EVENTS, $crate::records::Event);
+        $m!(IDEMPOTENCY, $crate::records::IdempotencyRecord);
+    };
+}
+pub use for_each_record_table;

@@ -34,6 +34,7 @@ pub struct Deposit {
     pub wallet_id: Uuid,
     pub chain: String,
     pub asset: String,
+    #[serde(serialize_with = "crate::codec::amount")]
     pub amount: u128,
     pub tx_hash: String,
     pub log_index: u32,

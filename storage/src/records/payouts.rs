@@ -55,7 +55,9 @@ pub struct Payout {
     pub customer_id: Option<Uuid>,
     pub chain: String,
     pub asset: String,
+    #[serde(serialize_with = "crate::codec::amount")]
     pub amount: u128,
+    #[serde(serialize_with = "crate::codec::amount")]
     pub fee_amount: u128,
     pub to_address: String,
     pub memo: Option<String>,

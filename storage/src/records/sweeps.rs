@@ -35,6 +35,7 @@ pub struct Sweep {
     pub wallet_id: Uuid,
     pub chain: String,
     pub asset: String,
+    #[serde(serialize_with = "crate::codec::amount")]
     pub amount: u128,
     pub status: SweepStatus,
     pub skip_reason: Option<String>,
