@@ -101,6 +101,19 @@ async fn wallet_balances(
     let reg = state.registry.clone();
     // Live: read the node first (outside the store snapshot), then report against the ledger.
     let mut live: Option<std::collections::BTreeMap<String, u128>> = None;
+    if source != "ledger" && !caller.livemode() {
+        // Test mode: the project's own simulated chain (issue 8), for EVM chains.
+        let w = state
+            .store
+            .read(move |r| r.get_in::<Wallet>(p, id))
+            .await?
+            .ok_or_else(|| ApiError::not_found("wallet"))?;
+        if reg.chain(&w.chain).is_some_and(|c| c.is_evm()) {
+            let h = state.sim.get(&state.store, &reg, p, &w.chain).await?;
+            let read = balances::onchain_via(&h.client, &reg, &w.chain, &w.address).await;
+            live = Some(read.map_err(|e| ApiError::internal(&e))?);
+        }
+    }
     if source != "ledger" && caller.livemode() {
         let w = state
             .store

@@ -273,15 +273,6 @@ async fn mine_blocks(
             .await?;
         heights.insert(id.to_string(), head);
     }
-    // Test sweeps and payouts still move by the legacy block clock.
-    sim_chain::mine(
-        &state.store,
-        state.registry.clone(),
-        state.config.webhooks.max_attempts(),
-        chain,
-        count,
-    )
-    .await?;
     Ok(json_response(
         StatusCode::OK,
         &json!({"object": "test_blocks", "mined": count, "heights": heights}),

@@ -190,13 +190,27 @@ pub async fn onchain(
     chain: &str,
     address: &str,
 ) -> Result<BTreeMap<String, u128>, OnchainError> {
-    use appliance_chains::client::AssetRef;
-    use appliance_chains::evm::Address;
     let c = reg
         .chain(chain)
         .ok_or_else(|| OnchainError::NoNode(chain.to_string()))?;
     let client = c
         .client()
+        .ok_or_else(|| OnchainError::NoNode(chain.to_string()))?;
+    onchain_via(client.as_ref(), reg, chain, address).await
+}
+
+/// Balances of `address` on `chain` in every asset of the chain, read through `client`
+/// (a live chain's node client, or a test project's simulated chain).
+pub async fn onchain_via(
+    client: &dyn appliance_chains::client::ChainClient,
+    reg: &Registry,
+    chain: &str,
+    address: &str,
+) -> Result<BTreeMap<String, u128>, OnchainError> {
+    use appliance_chains::client::AssetRef;
+    use appliance_chains::evm::Address;
+    let c = reg
+        .chain(chain)
         .ok_or_else(|| OnchainError::NoNode(chain.to_string()))?;
     let owner: Address = address.parse().map_err(|_| OnchainError::Bad("address"))?;
     let mut out = BTreeMap::new();

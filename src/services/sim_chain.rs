@@ -19,7 +19,9 @@ use appliance_chains::evm::{Address, B256, U256};
 use tokio::sync::Mutex;
 use uuid::Uuid;
 
-use appliance_chains::sim::{Genesis, Op, SimChain, SimClient, GENESIS_TREASURY_NATIVE};
+use appliance_chains::sim::{
+    Genesis, Op, SimChain, SimClient, GENESIS_TREASURY_NATIVE, GENESIS_TREASURY_TOKENS,
+};
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{Mode, Payout, Project, Sweep};
 use appliance_storage::{ChainStateOps, ReadOps, Store, StoreError, WriteCtx, WriteError};
@@ -198,6 +200,7 @@ pub fn genesis(reg: &Registry, project: &Project, chain: &str) -> Option<Genesis
         time_ms: u64::try_from(project.created_at / 1000).unwrap_or(0),
         treasury: Address::from(appliance_chains::address::test_treasury()),
         treasury_native: U256::from(GENESIS_TREASURY_NATIVE),
+        treasury_tokens: U256::from(GENESIS_TREASURY_TOKENS),
         tokens,
     })
 }

@@ -2,9 +2,10 @@
 //! `services::sim_chain`): the block timer (one block on every opened test project's chain
 //! every `test.block_interval_ms`) and the requests of `/v1/test/blocks` and
 //! `/v1/test/reorg`. Each chain has a chain worker (`workers::chain`, scope: its one test
-//! project) whose watcher runs before and after every block or reorg, under the chain's drive
-//! lock, so deposits of a test project follow the same lifecycle as a live one's and an
-//! answer reflects what the chain did.
+//! project, signer: test mode's published key) whose watcher and sender run before and after
+//! every block or reorg, under the chain's drive lock, so deposits, sweeps and payouts of a
+//! test project follow the same lifecycle as a live one's and an answer reflects what the
+//! chain did.
 //!
 //! Empty timer blocks are kept in memory and written together every [`FLUSH_EVERY`] (and at
 //! shutdown, [`flush`]); a block with transactions is written at once.
@@ -20,8 +21,9 @@ use appliance_chains::client::ChainClient;
 
 use crate::services::sim_chain::{self, Drive, DriveAction, SimHandle, SimOpenError};
 use crate::state::AppState;
+use crate::workers::chain::sender::send_step;
 use crate::workers::chain::watcher::{watch_step, Watched};
-use crate::workers::chain::{ChainWorker, WorkScope};
+use crate::workers::chain::{ChainWorker, Master, WorkScope};
 
 /// How often deferred empty blocks are written.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(30);
@@ -35,6 +37,8 @@ struct SimWorker {
     w: ChainWorker,
     watched: Watched,
     checked: bool,
+    /// Test mode's master key (`Signer::test_mode`) and its factory.
+    master: Master,
 }
 
 type Workers = Arc<std::sync::Mutex<HashMap<(Uuid, &'static str), Arc<Mutex<SimWorker>>>>>;
@@ -72,22 +76,27 @@ fn worker_for(
         w,
         watched: Watched::default(),
         checked: false,
+        master: Master::of(Arc::new(appliance_signer::Signer::test_mode())),
     }));
     m.insert((h.project, h.chain), sw.clone());
     Ok(sw)
 }
 
-/// Runs the watcher until it has caught up with the head (or fails; logged).
+/// Runs the watcher until it has caught up with the head, then one sender pass (each
+/// failure is logged; the next drive retries).
 async fn catch_up(state: &AppState, sw: &mut SimWorker) {
     for _ in 0..MAX_PASSES {
         match watch_step(state, &sw.w, &mut sw.checked, &mut sw.watched).await {
-            Ok(true) => return,
+            Ok(true) => break,
             Ok(false) => continue,
             Err(e) => {
                 tracing::warn!(chain = sw.w.chain, key = %sw.w.key, error = %crate::workers::chain::clean(&e), "simulated chain watcher failed");
-                return;
+                break;
             }
         }
+    }
+    if let Err(e) = send_step(state, &sw.w, &sw.master).await {
+        tracing::warn!(chain = sw.w.chain, key = %sw.w.key, error = %crate::workers::chain::clean(&e), "simulated chain sender failed");
     }
 }
 
@@ -118,8 +127,7 @@ async fn drive(
 }
 
 /// Opens the chains that have stored operations, serves drive requests, and mines one
-/// block on every opened chain every `test.block_interval_ms` (and advances the legacy
-/// block clock of test sweeps and payouts).
+/// block on every opened chain every `test.block_interval_ms`.
 pub async fn run(state: AppState) {
     let interval_ms = state.config.test.block_interval_ms.max(10);
     let interval = Duration::from_millis(interval_ms);
@@ -161,22 +169,6 @@ pub async fn run(state: AppState) {
         if last_flush.elapsed() >= FLUSH_EVERY {
             flush(&state).await;
             last_flush = Instant::now();
-        }
-        match sim_chain::mine(
-            &state.store,
-            state.registry.clone(),
-            state.config.webhooks.max_attempts(),
-            None,
-            1,
-        )
-        .await
-        {
-            Ok(heights) => {
-                for (c, h) in &heights {
-                    crate::ops::metrics::chain_position(c, "test", *h, *h);
-                }
-            }
-            Err(e) => tracing::error!(error = %e, "simulated block failed"),
         }
     }
 }

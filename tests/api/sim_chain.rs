@@ -303,3 +303,177 @@ async fn a_reorg_without_drop_mines_the_transfer_again_and_credits_it_once() {
     assert_eq!(l["data"].as_array().unwrap().len(), 2, "credited once: {l}");
     assert_eq!(app.available(&cid, "ethereum", "USDT").await, 2_500_000);
 }
+
+async fn payout(app: &App, id: &str) -> serde_json::Value {
+    app.get(&app.payout_key, &format!("/v1/payouts/{id}"))
+        .await
+        .expect(200)
+}
+
+async fn new_payout(app: &App, cid: &str, amount: &str, to: &str) -> String {
+    let p = app
+        .create_payout(
+            json!({ "customer_id": cid, "chain": "ethereum", "asset": "USDT",
+            "decimals": 6, "amount": amount, "to_address": to }),
+        )
+        .await
+        .expect(202);
+    s(&p["id"])
+}
+
+fn verify_green(app: &App) {
+    let (st, out, err) = app.cli(&["verify"]);
+    assert!(st.success(), "verify: {out}{err}");
+}
+
+#[tokio::test]
+async fn payout_and_sweep_lifecycles_run_on_the_simulated_chain() {
+    let app = spawn_app().await;
+    let (c, w, _) = app.funded_customer("ethereum", "USDT", 6, "5000000").await;
+    let cid = s(&c["id"]);
+    let wid = s(&w["id"]);
+    let onchain = |l: &serde_json::Value| {
+        l["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["asset"]["symbol"] == "USDT" || x["asset"] == "USDT")
+            .map(|x| x["onchain"].clone())
+    };
+    let l = app
+        .get(
+            &app.wallet_key,
+            &format!("/v1/wallets/{wid}/balances?source=chain"),
+        )
+        .await
+        .expect(200);
+    assert_eq!(
+        onchain(&l),
+        Some(json!("5000000")),
+        "the transfer is on chain: {l}"
+    );
+    let id = new_payout(&app, &cid, "2000000", &external_address(0x61)).await;
+    app.mine(1).await;
+    let p = payout(&app, &id).await;
+    assert_eq!(p["status"], "submitted", "{p}");
+    let hash = s(&p["tx_hash"]);
+    // Mined, then confirmed at the chain's confirmations.
+    app.mine(1).await;
+    app.mine(12).await;
+    let p = payout(&app, &id).await;
+    assert_eq!(p["status"], "confirmed", "{p}");
+    assert_eq!(p["tx_hash"], json!(hash));
+    // The sweep moved the address's whole balance to the treasury on chain.
+    let l = app
+        .get(
+            &app.wallet_key,
+            &format!("/v1/wallets/{wid}/balances?source=both"),
+        )
+        .await
+        .expect(200);
+    assert_eq!(onchain(&l), Some(json!("0")), "{l}");
+    let sw = app.get(&app.wallet_key, "/v1/sweeps").await.expect(200);
+    assert_eq!(sw["data"][0]["status"], "confirmed", "{sw}");
+    assert_eq!(app.available(&cid, "ethereum", "USDT").await, 3_000_000);
+    let ev = app
+        .events(&format!("type=payout.confirmed&resource_id={id}"))
+        .await;
+    assert_eq!(ev.len(), 1);
+    verify_green(&app);
+}
+
+#[tokio::test]
+async fn a_reorged_out_payout_is_sent_again_and_confirms_once() {
+    let app = spawn_app().await;
+    let (c, _, _) = app.funded_customer("ethereum", "USDT", 6, "5000000").await;
+    let cid = s(&c["id"]);
+    let id = new_payout(&app, &cid, "1000000", &external_address(0x62)).await;
+    app.mine(1).await; // signed, broadcast, mined
+    app.mine(2).await;
+    assert_eq!(payout(&app, &id).await["status"], "submitted");
+    // The payout's block and the two above it are replaced; the transaction is dropped.
+    app.post(
+        &app.wallet_key,
+        "/v1/test/reorg",
+        json!({ "chain": "ethereum", "depth": 3 }),
+    )
+    .await
+    .expect(200);
+    assert_eq!(
+        payout(&app, &id).await["status"],
+        "submitted",
+        "never backwards"
+    );
+    app.mine(1).await;
+    app.mine(1).await;
+    app.mine(12).await;
+    let p = payout(&app, &id).await;
+    assert_eq!(p["status"], "confirmed", "{p}");
+    let ev = app
+        .events(&format!("type=payout.confirmed&resource_id={id}"))
+        .await;
+    assert_eq!(ev.len(), 1, "confirmed exactly once");
+    assert_eq!(app.available(&cid, "ethereum", "USDT").await, 4_000_000);
+    // More blocks change nothing.
+    app.mine(20).await;
+    assert_eq!(
+        app.events(&format!("type=payout.confirmed&resource_id={id}"))
+            .await
+            .len(),
+        1
+    );
+    verify_green(&app);
+}
+
+#[tokio::test]
+async fn a_dropped_payout_transaction_is_repaired() {
+    let app = spawn_app().await;
+    let (c, _, _) = app.funded_customer("ethereum", "USDT", 6, "5000000").await;
+    let cid = s(&c["id"]);
+    app.mine(2).await; // the sweep is sent and mined
+    let id = new_payout(&app, &cid, "1500000", &external_address(0x63)).await;
+    // A reorg of the head block drives the sender once without mining: the payout's
+    // transaction waits in the mempool.
+    app.post(
+        &app.wallet_key,
+        "/v1/test/reorg",
+        json!({ "chain": "ethereum", "depth": 1 }),
+    )
+    .await
+    .expect(200);
+    let p = payout(&app, &id).await;
+    assert_eq!(p["status"], "submitted", "{p}");
+    let hash = s(&p["tx_hash"]);
+    let r = app
+        .post(
+            &app.wallet_key,
+            "/v1/test/drop_tx",
+            json!({ "chain": "ethereum", "tx_hash": hash }),
+        )
+        .await
+        .expect(200);
+    assert_eq!(r["object"], "test_dropped_tx");
+    assert_eq!(r["tx_hash"], json!(hash));
+    // Dropping it twice: it is no longer pending.
+    app.post(
+        &app.wallet_key,
+        "/v1/test/drop_tx",
+        json!({ "chain": "ethereum", "tx_hash": hash }),
+    )
+    .await
+    .expect_error(404, "not_found");
+    // The sender finds the node does not know it and sends it again.
+    app.mine(1).await;
+    app.mine(1).await;
+    app.mine(12).await;
+    let p = payout(&app, &id).await;
+    assert_eq!(p["status"], "confirmed", "{p}");
+    assert_eq!(
+        app.events(&format!("type=payout.confirmed&resource_id={id}"))
+            .await
+            .len(),
+        1
+    );
+    assert_eq!(app.available(&cid, "ethereum", "USDT").await, 3_500_000);
+    verify_green(&app);
+}

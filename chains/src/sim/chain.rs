@@ -32,6 +32,9 @@ pub struct Genesis {
     /// Funded with `treasury_native` wei for gas.
     pub treasury: Address,
     pub treasury_native: U256,
+    /// The treasury's genesis balance of each token (a float: payouts need not wait for
+    /// the sweeps that refill it).
+    pub treasury_tokens: U256,
     /// The chain's ERC-20 tokens (registry contracts): each has code and a balance table.
     pub tokens: Vec<Address>,
 }
@@ -199,6 +202,9 @@ impl State {
         s.code.insert(Address::from(DEPLOYMENT_PROXY), Code::Proxy);
         for t in &g.tokens {
             s.code.insert(*t, Code::Token);
+            if !g.treasury_tokens.is_zero() {
+                s.tokens.insert((*t, g.treasury), g.treasury_tokens);
+            }
         }
         s
     }

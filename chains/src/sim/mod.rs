@@ -48,6 +48,10 @@ pub const PRIORITY_FEE: u128 = 100_000_000;
 /// Native coin the genesis block gives the treasury for gas: 1,000 coins of 18 decimals.
 pub const GENESIS_TREASURY_NATIVE: u128 = 1_000_000_000_000_000_000_000;
 
+/// Each registry token the genesis block gives the treasury (10^30 atomic units): test
+/// payouts are limited by the ledger, not by whether a sweep has landed yet.
+pub const GENESIS_TREASURY_TOKENS: u128 = 1_000_000_000_000_000_000_000_000_000_000;
+
 /// Gas limit of one simulated block; a transaction above it is refused at broadcast.
 pub const BLOCK_GAS_LIMIT: u64 = 30_000_000;
 

@@ -36,6 +36,7 @@ fn genesis(treasury: Address) -> Genesis {
         time_ms: T0,
         treasury,
         treasury_native: U256::from(GENESIS_TREASURY_NATIVE),
+        treasury_tokens: U256::ZERO,
         tokens: vec![usdt()],
     }
 }

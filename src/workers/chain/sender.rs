@@ -294,8 +294,11 @@ async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::
             Ok(g) => sender::gas_limit_with_margin(g),
             Err(e) if is_refusal(&e) => {
                 // The node says the transfer cannot succeed now (the master wallet lacks
-                // the funds or gas): fail it without spending a nonce.
-                let reason = format!("execution reverted: {}", clean(&e));
+                // the funds or gas): fail it without spending a nonce. The failure reason
+                // is the code (SPEC.md section 3: `execution reverted`); the node's words go
+                // to the log.
+                tracing::warn!(chain = c.chain, payout = %id, error = %clean(&e), "payout cannot succeed: execution reverted");
+                let reason = "execution reverted".to_string();
                 let s2 = scope.clone();
                 write(state, move |ctx| {
                     payouts::fail_unsent(ctx, &s2, id, &reason)
