@@ -91,7 +91,7 @@ pub async fn scan(rpc: &EvmRpc, from: u64, to: u64, tokens: &[Address]) -> Resul
             tokens,
             recipients: None,
         };
-        for log in fetch_logs(rpc, from, to, &q, &tuning).await? {
+        for log in fetch_logs(rpc, from, to, &[q], &tuning).await? {
             if let Some(t) = token_transfer(&log, &blocks, from)? {
                 transfers.push(t);
             }
@@ -109,9 +109,10 @@ pub async fn scan(rpc: &EvmRpc, from: u64, to: u64, tokens: &[Address]) -> Resul
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogQuery {
     /// `eth_getLogs` by token contract, `Transfer` topic and the watched addresses as the
-    /// recipient (`to`) topic, `chunk` addresses per query: the node matches, and only
-    /// transfers to watched addresses cross the wire. Costs one query per chunk per range,
-    /// each carrying its chunk of addresses.
+    /// recipient (`to`) topic, at most `chunk` addresses per query (and at most
+    /// [`MAX_RECIPIENT_CHUNK`]): the node matches, and only transfers to watched addresses
+    /// cross the wire. Costs one query per chunk per window, each scanning every log of
+    /// the window on the node and carrying its chunk of addresses.
     ByRecipient { chunk: usize },
     /// `eth_getLogs` by token contract and `Transfer` topic only; recipients are matched
     /// against the watched set here. Every transfer of the tokens crosses the wire.
@@ -127,8 +128,14 @@ pub const AUTO_MAX_RECIPIENT_QUERIES: usize = 16;
 /// Shortest range [`LogQuery::Auto`] asks by recipient (near the head a block or two is
 /// scanned per pass: sending the whole watched set each time costs more than the logs).
 pub const AUTO_MIN_RANGE: u64 = 64;
-/// Default recipient chunk: the address count many nodes accept in one topic position.
-pub const DEFAULT_RECIPIENT_CHUNK: usize = 1_000;
+/// Default recipient chunk. A node that refuses a query of that many addresses (geth-based
+/// nodes accept about a thousand per topic position) gets them again in halves, and the
+/// client remembers the smaller chunk.
+pub const DEFAULT_RECIPIENT_CHUNK: usize = 25_000;
+/// Most addresses one recipient query carries: about 1.75 MB of JSON (Anvil refuses request
+/// bodies over 2 MB, geth over 5 MB; a body over the limit is cut as a transport failure,
+/// not answered as a refusal).
+pub const MAX_RECIPIENT_CHUNK: usize = 25_000;
 /// Default most blocks one `eth_getLogs` covers (hosted nodes commonly refuse more than a
 /// few thousand); halved for the life of the client whenever a node refuses a range.
 pub const LOG_RANGE: u64 = 2_000;
@@ -143,6 +150,8 @@ pub const CONCURRENCY: usize = 4;
 #[derive(Debug)]
 pub struct Tuning {
     pub log_query: LogQuery,
+    /// Addresses per recipient query now (shrinks when a node refuses a chunk).
+    recipient_chunk: AtomicU64,
     log_range: AtomicU64,
     block_batch: AtomicU64,
     pub concurrency: usize,
@@ -168,8 +177,13 @@ impl Tuning {
         block_batch: u64,
         concurrency: usize,
     ) -> Tuning {
+        let chunk = match log_query {
+            LogQuery::ByRecipient { chunk } | LogQuery::Auto { chunk } => chunk,
+            LogQuery::ByToken => DEFAULT_RECIPIENT_CHUNK,
+        };
         Tuning {
             log_query,
+            recipient_chunk: AtomicU64::new(chunk.clamp(1, MAX_RECIPIENT_CHUNK) as u64),
             log_range: AtomicU64::new(log_range.max(1)),
             block_batch: AtomicU64::new(block_batch.max(1)),
             concurrency: concurrency.max(1),
@@ -181,6 +195,11 @@ impl Tuning {
         self.log_range.load(Ordering::Relaxed)
     }
 
+    /// Addresses per recipient query now.
+    pub fn recipient_chunk(&self) -> usize {
+        self.recipient_chunk.load(Ordering::Relaxed) as usize
+    }
+
     /// Most blocks per batch now.
     pub fn block_batch(&self) -> u64 {
         self.block_batch.load(Ordering::Relaxed)
@@ -188,33 +207,37 @@ impl Tuning {
 
     /// The query used for a range of `len` blocks and `watched` addresses.
     pub fn query_for(&self, len: u64, watched: usize) -> LogQuery {
+        let chunk = self.recipient_chunk();
         match self.log_query {
-            LogQuery::Auto { chunk } => {
-                let chunk = chunk.max(1);
+            LogQuery::Auto { .. } => {
                 if len >= AUTO_MIN_RANGE && watched.div_ceil(chunk) <= AUTO_MAX_RECIPIENT_QUERIES {
                     LogQuery::ByRecipient { chunk }
                 } else {
                     LogQuery::ByToken
                 }
             }
-            q => q,
+            LogQuery::ByRecipient { .. } => LogQuery::ByRecipient { chunk },
+            LogQuery::ByToken => LogQuery::ByToken,
         }
     }
 }
 
 /// One `eth_getLogs` filter without its block range.
+#[derive(Clone, Copy)]
 struct LogFilter<'a> {
     tokens: &'a [Address],
-    /// The recipient topics (`None`: any recipient).
-    recipients: Option<Value>,
+    /// The recipients (`None`: any recipient).
+    recipients: Option<&'a [Address]>,
 }
 
 impl LogFilter<'_> {
     fn json(&self, from: u64, to: u64) -> Value {
         let mut topics = vec![json!(TRANSFER_TOPIC)];
-        if let Some(r) = &self.recipients {
+        if let Some(r) = self.recipients {
             topics.push(Value::Null);
-            topics.push(r.clone());
+            topics.push(Value::Array(
+                r.iter().map(|a| json!(a.into_word())).collect(),
+            ));
         }
         json!({
             "fromBlock": format!("0x{from:x}"),
@@ -305,16 +328,17 @@ async fn fetch_logs(
     rpc: &EvmRpc,
     from: u64,
     to: u64,
-    q: &LogFilter<'_>,
+    filters: &[LogFilter<'_>],
     tuning: &Tuning,
 ) -> Result<Vec<LogInfo>, RpcError> {
-    let parts = split_range(from, to, tuning.log_range());
-    let mut stream = futures_util::stream::iter(
-        parts
-            .into_iter()
-            .map(|(a, b)| logs_halving(rpc, a, b, q, tuning)),
-    )
-    .buffer_unordered(tuning.concurrency);
+    // Every (window, filter) pair is one job; jobs run concurrently.
+    let mut jobs = Vec::new();
+    for (a, b) in split_range(from, to, tuning.log_range()) {
+        for f in filters {
+            jobs.push(logs_halving(rpc, a, b, *f, tuning));
+        }
+    }
+    let mut stream = futures_util::stream::iter(jobs).buffer_unordered(tuning.concurrency);
     let mut out = Vec::new();
     while let Some(part) = stream.next().await {
         out.extend(part?);
@@ -326,23 +350,62 @@ async fn logs_halving(
     rpc: &EvmRpc,
     from: u64,
     to: u64,
-    q: &LogFilter<'_>,
+    q: LogFilter<'_>,
     tuning: &Tuning,
 ) -> Result<Vec<LogInfo>, RpcError> {
     let mut out = Vec::new();
-    let mut stack = vec![(from, to)];
-    while let Some((a, b)) = stack.pop() {
-        match rpc.logs_raw(&q.json(a, b)).await {
-            Ok(v) => out.extend(v),
-            Err(e) if e.is_refusal() && b > a => {
-                let half = (b - a).div_ceil(2);
-                tuning.log_range.fetch_min(half.max(1), Ordering::Relaxed);
-                tracing::debug!(from = a, to = b, "node refused a log range; halving");
-                let m = a + half - 1;
-                stack.push((m + 1, b));
-                stack.push((a, m));
+    let mut stack = vec![(from, to, q)];
+    while let Some((a, b, f)) = stack.pop() {
+        let e = match rpc.logs_raw(&f.json(a, b)).await {
+            Ok(v) => {
+                out.extend(v);
+                continue;
             }
+            Err(e) if e.is_refusal() => e,
             Err(e) => return Err(e),
+        };
+        // Refused: too many blocks, or too many addresses? One block with the same
+        // addresses tells (a refusal of it is about the addresses).
+        let chunk_refused = match f.recipients {
+            Some(r) if r.len() > 1 => {
+                b == a
+                    || match rpc.logs_raw(&f.json(a, a)).await {
+                        Ok(_) => false,
+                        Err(e) if e.is_refusal() => true,
+                        Err(e) => return Err(e),
+                    }
+            }
+            _ => false,
+        };
+        if chunk_refused {
+            let r = f.recipients.expect("checked");
+            let half = r.len().div_ceil(2);
+            tuning
+                .recipient_chunk
+                .fetch_min(half as u64, Ordering::Relaxed);
+            tracing::debug!(
+                addresses = r.len(),
+                "node refused a recipient chunk; halving"
+            );
+            for part in r.chunks(half) {
+                stack.push((
+                    a,
+                    b,
+                    LogFilter {
+                        tokens: f.tokens,
+                        recipients: Some(part),
+                    },
+                ));
+            }
+        } else if b > a {
+            let half = (b - a).div_ceil(2);
+            tuning.log_range.fetch_min(half.max(1), Ordering::Relaxed);
+            tracing::debug!(from = a, to = b, "node refused a log range; halving");
+            let m = a + half - 1;
+            stack.push((m + 1, b, f));
+            stack.push((a, m, f));
+        } else {
+            return Err(e);
         }
     }
     Ok(out)
@@ -443,37 +506,27 @@ pub async fn scan_watched(
     let full = !watch.addresses.is_empty();
     let ask_logs = full && !watch.tokens.is_empty();
     let query = tuning.query_for(to + 1 - from, watch.addresses.len());
-    let filters: Vec<LogFilter<'_>> = if !ask_logs {
-        Vec::new()
-    } else {
-        match query {
-            LogQuery::ByRecipient { chunk } => {
-                let mut addrs: Vec<&Address> = watch.addresses.iter().collect();
-                addrs.sort_unstable();
-                addrs
-                    .chunks(chunk.max(1))
-                    .map(|c| LogFilter {
-                        tokens: &watch.tokens,
-                        recipients: Some(Value::Array(
-                            c.iter().map(|a| json!(a.into_word())).collect(),
-                        )),
-                    })
-                    .collect()
-            }
-            _ => vec![LogFilter {
+    let mut sorted: Vec<Address> = Vec::new();
+    if ask_logs && matches!(query, LogQuery::ByRecipient { .. }) {
+        sorted = watch.addresses.iter().copied().collect();
+        sorted.sort_unstable();
+    }
+    let filters: Vec<LogFilter<'_>> = match query {
+        _ if !ask_logs => Vec::new(),
+        LogQuery::ByRecipient { chunk } => sorted
+            .chunks(chunk.max(1))
+            .map(|c| LogFilter {
                 tokens: &watch.tokens,
-                recipients: None,
-            }],
-        }
+                recipients: Some(c),
+            })
+            .collect(),
+        _ => vec![LogFilter {
+            tokens: &watch.tokens,
+            recipients: None,
+        }],
     };
     let blocks_fut = fetch_blocks(rpc, from, to, full, tuning);
-    let logs_fut = async {
-        let mut all = Vec::new();
-        for f in &filters {
-            all.extend(fetch_logs(rpc, from, to, f, tuning).await?);
-        }
-        Ok::<_, RpcError>(all)
-    };
+    let logs_fut = fetch_logs(rpc, from, to, &filters, tuning);
     let (blocks, logs) = futures_util::future::join(blocks_fut, logs_fut).await;
     let (blocks, logs) = (blocks?, logs?);
     let mut transfers = Vec::new();
