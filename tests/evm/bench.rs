@@ -524,6 +524,20 @@ async fn catchup_benchmark() {
         "BENCH server catch-up: {blocks} blocks ({total} deposits) in {secs:.2}s (process start included): {:.0} blocks/s",
         blocks as f64 / secs
     );
+    // Where the server's time went: its first and last watcher commits.
+    let logs = live.logs();
+    let commits: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("watched blocks"))
+        .collect();
+    eprintln!("  {} watcher commits; first and last:", commits.len());
+    for l in commits
+        .iter()
+        .take(2)
+        .chain(commits.iter().rev().take(2).rev())
+    {
+        eprintln!("    {l}");
+    }
     // Nothing missed: the first, a middle and the last watched recipient have their deposits.
     for i in [0, total / 2, total - 1] {
         let w = i % watched;
