@@ -191,6 +191,8 @@ async fn track(
             if tx.mined.take().is_some() {
                 tracing::warn!(chain = c.chain, nonce = tx.nonce, kind = ?tx.kind,
                     "a reorg removed a sent transaction; it is submitted again");
+                // Submitted again now: a fee bump waits `replace_after_ms` from here.
+                tx.sent_at = appliance_storage::now_us();
                 save(state, c, tx.clone()).await?;
             }
             if tx.nonce < v.latest {
