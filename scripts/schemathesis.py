@@ -39,7 +39,7 @@ KEY_MUTATIONS = ["patch_key", "revoke_key", "roll_key"]
 RUNS = [
     ("all", [arg for op in KEY_MUTATIONS for arg in ("--exclude-operation-id", op)]),
     ("payouts", ["--include-tag", "payouts", "--auth-wfc-user", "payout"]),
-    ("key-mutations", [arg for op in KEY_MUTATIONS for arg in ("--include-operation-id", op)]),
+    ("key-mutations", [arg for op in ["create_key", *KEY_MUTATIONS] for arg in ("--include-operation-id", op)]),
 ]
 
 

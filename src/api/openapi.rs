@@ -175,6 +175,7 @@ pub fn finish(mut doc: Document) -> Document {
             }
         }
     }
+    add_links(&mut doc);
     doc.webhooks = Some(crate::api::webhook_docs::webhooks());
     crate::api::webhook_docs::add_event_schemas(&mut doc);
     doc
@@ -273,5 +274,369 @@ fn add_common(path: &str, method: HttpMethod, op: &mut Operation) {
                     "#/components/responses/{name}"
                 )))
             });
+    }
+}
+
+/// Links from an answer to the operations that take what it returns (OpenAPI `links`): how a
+/// client (and Schemathesis's stateful phase) goes from a created resource to its reads and
+/// transitions. (source path, method, status, link name, target operationId, target
+/// parameter, runtime expression).
+const LINKS: &[(&str, &str, &str, &str, &str, &str, &str)] = &[
+    (
+        "/v1/customers",
+        "post",
+        "201",
+        "GetCustomer",
+        "get_customer",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/customers",
+        "post",
+        "201",
+        "PatchCustomer",
+        "patch_customer",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/customers",
+        "post",
+        "201",
+        "CustomerBalances",
+        "customer_balances",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/wallets",
+        "post",
+        "201",
+        "GetWallet",
+        "get_wallet",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/wallets",
+        "post",
+        "201",
+        "WalletBalances",
+        "wallet_balances",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/wallets",
+        "post",
+        "200",
+        "GetWallet",
+        "get_wallet",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/test/deposits",
+        "post",
+        "201",
+        "GetDeposit",
+        "get_deposit",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/test/deposits",
+        "post",
+        "201",
+        "ConfirmDeposit",
+        "confirm_test_deposit",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/test/deposits",
+        "post",
+        "201",
+        "FailDeposit",
+        "fail_test_deposit",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/test/deposits",
+        "post",
+        "201",
+        "OrphanDeposit",
+        "orphan_test_deposit",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/sweeps",
+        "post",
+        "201",
+        "GetSweep",
+        "get_sweep",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/payouts",
+        "post",
+        "202",
+        "GetPayout",
+        "get_payout",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/payouts",
+        "post",
+        "202",
+        "CancelPayout",
+        "cancel_payout",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/payouts",
+        "post",
+        "202",
+        "ApprovePayout",
+        "approve_payout",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/payouts",
+        "post",
+        "202",
+        "RejectPayout",
+        "reject_payout",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/api_keys",
+        "post",
+        "201",
+        "GetKey",
+        "get_key",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/api_keys",
+        "post",
+        "201",
+        "PatchKey",
+        "patch_key",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/api_keys",
+        "post",
+        "201",
+        "RollKey",
+        "roll_key",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/api_keys",
+        "post",
+        "201",
+        "RevokeKey",
+        "revoke_key",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/webhooks",
+        "post",
+        "201",
+        "GetWebhook",
+        "get_webhook",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/webhooks",
+        "post",
+        "201",
+        "PatchWebhook",
+        "patch_webhook",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/webhooks",
+        "post",
+        "201",
+        "RotateSecret",
+        "rotate_secret",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/webhooks",
+        "post",
+        "201",
+        "TestWebhook",
+        "test_webhook",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/webhooks",
+        "post",
+        "201",
+        "DeleteWebhook",
+        "delete_webhook",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/webhooks/{id}/test",
+        "post",
+        "202",
+        "GetDelivery",
+        "get_delivery",
+        "id",
+        "$response.body#/delivery_id",
+    ),
+    (
+        "/v1/webhooks/{id}/test",
+        "post",
+        "202",
+        "ReplayDelivery",
+        "replay_delivery",
+        "id",
+        "$response.body#/delivery_id",
+    ),
+    (
+        "/v1/webhooks/{id}/test",
+        "post",
+        "202",
+        "GetEvent",
+        "get_event",
+        "id",
+        "$response.body#/event_id",
+    ),
+    (
+        "/v1/webhooks/{id}/test",
+        "post",
+        "202",
+        "EventDeliveries",
+        "list_event_deliveries",
+        "id",
+        "$response.body#/event_id",
+    ),
+];
+
+fn add_links(doc: &mut Document) {
+    use utoipa::openapi::link::LinkBuilder;
+    for (path, method, status, name, target, param, expr) in LINKS {
+        let Some(item) = doc.paths.paths.get_mut(*path) else {
+            continue;
+        };
+        let op = match *method {
+            "post" => item.post.as_mut(),
+            "get" => item.get.as_mut(),
+            _ => None,
+        };
+        let Some(op) = op else { continue };
+        let Some(RefOr::T(resp)) = op.responses.responses.get_mut(*status) else {
+            continue;
+        };
+        resp.links.insert(
+            (*name).to_string(),
+            RefOr::T(
+                LinkBuilder::new()
+                    .operation_id(*target)
+                    .parameter(*param, *expr)
+                    .build(),
+            ),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op_ids(doc: &Document) -> std::collections::BTreeMap<String, (String, Vec<String>)> {
+        let mut m = std::collections::BTreeMap::new();
+        for (path, item) in &doc.paths.paths {
+            let mut item = item.clone();
+            for (_, op) in operations(&mut item) {
+                let params = op
+                    .parameters
+                    .iter()
+                    .flatten()
+                    .filter_map(|p| match p {
+                        RefOr::T(p) => Some(p.name.clone()),
+                        RefOr::Ref(_) => None,
+                    })
+                    .collect();
+                if let Some(id) = &op.operation_id {
+                    m.insert(id.clone(), (path.clone(), params));
+                }
+            }
+        }
+        m
+    }
+
+    #[test]
+    fn every_link_is_placed_and_resolves() {
+        let doc = document();
+        let ids = op_ids(&doc);
+        let mut placed = 0;
+        for item in doc.paths.paths.values() {
+            let mut item = item.clone();
+            for (_, op) in operations(&mut item) {
+                for resp in op.responses.responses.values() {
+                    let RefOr::T(resp) = resp else { continue };
+                    for link in resp.links.values() {
+                        let RefOr::T(link) = link else { continue };
+                        let (path, params) = ids
+                            .get(&link.operation_id)
+                            .unwrap_or_else(|| panic!("no operation {}", link.operation_id));
+                        for p in link.parameters.keys() {
+                            assert!(params.contains(p), "{path} has no parameter {p}");
+                        }
+                        placed += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            placed,
+            LINKS.len(),
+            "a link's source operation or status is missing"
+        );
+    }
+
+    #[test]
+    fn operation_ids_are_unique_and_every_operation_is_secured_or_public() {
+        let doc = document();
+        let mut seen = std::collections::BTreeSet::new();
+        for (path, item) in &doc.paths.paths {
+            let mut item = item.clone();
+            for (_, op) in operations(&mut item) {
+                let id = op.operation_id.clone().expect("operation id");
+                assert!(seen.insert(id.clone()), "duplicate operation id {id}");
+                assert!(op.security.is_some(), "{id} {path}: no security");
+                for status in ["400", "429", "500"] {
+                    assert!(
+                        op.responses.responses.contains_key(status),
+                        "{id} {path}: no {status}"
+                    );
+                }
+            }
+        }
+        assert_eq!(doc.info.version, "2026-08-01");
     }
 }

@@ -900,7 +900,7 @@ pub struct MineBlocks {
 #[derive(ToSchema)]
 pub struct ReorgRequest {
     /// A simulated EVM chain of the project.
-    pub chain: String,
+    pub chain: EvmChainIn,
     /// Blocks replaced (1 to the chain's height, at most 1000).
     #[schema(minimum = 1, maximum = 1000)]
     pub depth: u64,
@@ -913,7 +913,7 @@ pub struct ReorgRequest {
 #[derive(ToSchema)]
 pub struct DropTxRequest {
     /// A simulated EVM chain of the project.
-    pub chain: String,
+    pub chain: EvmChainIn,
     /// A pending transaction's hash.
     #[schema(pattern = "^0x[0-9a-fA-F]{64}$")]
     pub tx_hash: String,
