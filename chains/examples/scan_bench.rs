@@ -26,6 +26,16 @@ use appliance_chains::evm::watcher::{LogQuery, Tuning, BLOCK_BATCH, CONCURRENCY,
 
 const ACCOUNT0: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 
+/// Stops Anvil however `main` ends (a failed assertion included).
+struct Node(std::process::Child);
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn arg(i: usize, default: usize) -> usize {
     std::env::args()
         .nth(i)
@@ -80,6 +90,7 @@ async fn main() {
         .spawn()
         .expect("spawn anvil (scripts/install-test-deps.sh)");
     let out = child.stdout.take().unwrap();
+    let _node = Node(child);
     let mut url = String::new();
     for line in BufReader::new(out).lines() {
         let line = line.unwrap();
@@ -197,5 +208,4 @@ async fn main() {
             blocks as f64 / secs
         );
     }
-    let _ = child.kill();
 }

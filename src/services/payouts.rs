@@ -9,12 +9,12 @@ use appliance_chains::ChainStatus;
 use appliance_storage::index::IndexTag;
 use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
 use appliance_storage::records::{Customer, Payout, PayoutStatus};
-use appliance_storage::{Delta, ReadOps, WriteCtx};
+use appliance_storage::{ReadOps, WriteCtx};
 
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
-use crate::services::{deposits, emit, sim_tx_hash, wallets, Scope};
+use crate::services::{deposits, emit, wallets, Scope};
 use crate::views;
 
 /// Why a payout request is refused (statuses and codes: `api::error`).
@@ -419,44 +419,6 @@ fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, p: Payout, reason: &str) -> Result<Pa
         "payout.failed",
         Some(reason.into()),
     )
-}
-
-/// Test mode: a payout to an address ending in `fa11` reverts on the simulated chain.
-fn sim_reverts(to: &str) -> bool {
-    to.to_ascii_lowercase().ends_with("fa11")
-}
-
-/// Advances a queued or submitted payout on the simulated chain at `height`, emitting each
-/// step's event: queued -> signing -> submitted on the block after it was queued, then
-/// confirmed once the asset's required confirmations are mined on top (or failed).
-pub fn advance(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout, height: u64) -> Result<(), Fault> {
-    let required = s
-        .reg
-        .chain(&p.chain)
-        .map(|c| c.required_confirmations as u64)
-        .unwrap_or(1);
-    let queued_at = p.queued_block.unwrap_or(0);
-    if p.status == PayoutStatus::Queued && height > queued_at {
-        to_signing(ctx, s, &mut p)?;
-    }
-    if p.status == PayoutStatus::Signing && height > queued_at {
-        let hash = sim_tx_hash("payout", p.id);
-        to_submitted(ctx, s, &mut p, hash, queued_at + 1)?;
-    }
-    if p.status == PayoutStatus::Submitted {
-        let sub = p.submitted_block.unwrap_or(queued_at + 1);
-        if sim_reverts(&p.to_address) && height > sub {
-            return fail(ctx, s, p, "execution reverted").map(|_| ());
-        }
-        if height >= sub + required {
-            let total = p.amount + p.fee_amount;
-            let master = wallets::master_address(p.project_id);
-            let have = ctx.sim_balance(&p.chain, &master, &p.asset)?;
-            ctx.sim_balance_add(&p.chain, &master, &p.asset, Delta::Sub(have.min(total)))?;
-            settle(ctx, s, p)?;
-        }
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ use appliance_storage::{Delta, ReadOps, StoreError, WriteCtx};
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
 use crate::services::types::AssetSymbol;
-use crate::services::{emit, sim_tx_hash, wallets, Scope};
+use crate::services::{emit, Scope};
 use crate::views;
 
 /// Why a sweep request is refused (statuses and codes: `api::error`).
@@ -174,49 +174,6 @@ pub fn request(
         ctx.sweep_request_put(sw.id)?;
     }
     Ok(sw)
-}
-
-/// Advances one sweep as far as the chain at `height` allows; emits each step's event.
-pub fn advance(ctx: &mut WriteCtx<'_>, s: &Scope, mut sw: Sweep, height: u64) -> Result<(), Fault> {
-    let p = sw.project_id;
-    let required = s
-        .reg
-        .chain(&sw.chain)
-        .map(|c| c.required_confirmations as u64)
-        .unwrap_or(1);
-    if sw.status == SweepStatus::Open && height > sw.open_block.unwrap_or(0) {
-        let amount = amount_now(ctx, &sw)?;
-        if amount == 0 {
-            to_skipped(ctx, s, &mut sw)?;
-            return Ok(());
-        }
-        let block = sw.open_block.unwrap_or(0) + 1;
-        let hash = sim_tx_hash("sweep", sw.id);
-        to_submitted(ctx, s, &mut sw, amount, hash, block)?;
-        // The simulated chain: the funds leave the deposit address.
-        if let Some(w) = ctx.get::<Wallet>(sw.wallet_id)? {
-            let onchain = ctx.sim_balance(&sw.chain, &w.address, &sw.asset)?;
-            ctx.sim_balance_add(
-                &sw.chain,
-                &w.address,
-                &sw.asset,
-                Delta::Sub(onchain.min(amount)),
-            )?;
-        }
-    }
-    if sw.status == SweepStatus::Submitted && height >= sw.submitted_block.unwrap_or(0) + required {
-        to_final(ctx, s, &mut sw, true)?;
-        // The simulated chain: the funds reach the master wallet.
-        let master = wallets::master_address(p);
-        let cur = ctx.sim_balance(&sw.chain, &master, &sw.asset)?;
-        ctx.sim_balance_add(
-            &sw.chain,
-            &master,
-            &sw.asset,
-            Delta::Add(sw.amount.min(u128::MAX - cur)),
-        )?;
-    }
-    Ok(())
 }
 
 /// `open` -> `skipped` (`nothing_to_sweep`, `sweep.skipped`): the address holds nothing any

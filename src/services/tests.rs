@@ -16,7 +16,6 @@ use crate::config::Config;
 use crate::registry::Registry;
 use crate::services::deposits::DepositError;
 use crate::services::payouts::PayoutError;
-use crate::services::sim_chain;
 use crate::services::types::Amount;
 use crate::services::{customers, deposits, payouts, projects, sweeps, wallets, Scope};
 
@@ -25,6 +24,8 @@ struct Fixture {
     store: Store,
     scope: Scope,
     customer: Uuid,
+    /// Height of the ideal chain [`mine`] drives.
+    height: std::sync::Mutex<u64>,
 }
 
 /// Runs a service call in one transaction; a store failure fails the test, a refusal is
@@ -74,6 +75,7 @@ fn fixture() -> Fixture {
         store,
         scope,
         customer,
+        height: std::sync::Mutex::new(0),
     }
 }
 
@@ -108,25 +110,76 @@ fn balance(f: &Fixture, customer: Uuid, kind: AccountKind) -> u128 {
         .credit_balance()
 }
 
+/// Mines `count` blocks of an ideal chain, one transaction each, driving the sent-path
+/// steps the chain worker takes: what is queued (payouts) or open (sweeps) is signed and
+/// submitted in the next block; a submitted send settles once the asset's confirmations are
+/// mined on top of it, or fails (reverted) in the block after it was submitted when its
+/// destination ends in `fa11` (the simulated chain's rejecting recipient).
 fn mine(f: &Fixture, count: u64) {
-    let reg = f.scope.reg.clone();
-    let (h, sw, po) = f
-        .store
-        .write_blocking(move |ctx| sim_chain::raise_heights(ctx, &reg, Some("ethereum"), count))
-        .unwrap();
-    let reg = f.scope.reg.clone();
-    f.store
-        .write_blocking(move |ctx| {
-            sim_chain::advance_items(
-                ctx,
-                &reg,
-                Config::default().webhooks.max_attempts(),
-                &h,
-                &sw,
-                &po,
-            )
-        })
-        .unwrap();
+    use appliance_storage::index::{self, IndexTag};
+    for _ in 0..count {
+        let h = {
+            let mut h = f.height.lock().unwrap();
+            *h += 1;
+            *h
+        };
+        let s = f.scope.clone();
+        f.store
+            .write_blocking(move |ctx| {
+                let required = s.reg.chain("ethereum").unwrap().required_confirmations as u64;
+                let ids = |ctx: &WriteCtx<'_>, tag| {
+                    ctx.scan_ids(
+                        &index::prefix(tag, Uuid::nil(), &[]),
+                        None,
+                        usize::MAX,
+                        |_| Ok(true),
+                    )
+                    .map(|p| p.items)
+                };
+                for id in ids(ctx, IndexTag::SweepsWork)? {
+                    let Some(sw) = ctx.get::<Sweep>(id)? else {
+                        continue;
+                    };
+                    let hash = crate::services::sim_tx_hash("sweep", id);
+                    match sw.status {
+                        SweepStatus::Open => {
+                            sweeps::submit_sent(ctx, &s, id, &hash, h)?;
+                        }
+                        SweepStatus::Submitted
+                            if h >= sw.submitted_block.unwrap_or(0) + required =>
+                        {
+                            sweeps::settle_sent(ctx, &s, id, true)?;
+                        }
+                        _ => {}
+                    }
+                }
+                for id in ids(ctx, IndexTag::PayoutsWork)? {
+                    let Some(p) = ctx.get::<Payout>(id)? else {
+                        continue;
+                    };
+                    let hash = crate::services::sim_tx_hash("payout", id);
+                    let sub = p.submitted_block.unwrap_or(0);
+                    match p.status {
+                        PayoutStatus::Queued => {
+                            payouts::begin_signing(ctx, &s, id)?;
+                            payouts::submit_sent(ctx, &s, id, &hash, h)?;
+                        }
+                        PayoutStatus::Signing => {
+                            payouts::submit_sent(ctx, &s, id, &hash, h)?;
+                        }
+                        PayoutStatus::Submitted if p.to_address.ends_with("fa11") && h > sub => {
+                            payouts::settle_sent(ctx, &s, id, &hash, false)?;
+                        }
+                        PayoutStatus::Submitted if h >= sub + required => {
+                            payouts::settle_sent(ctx, &s, id, &hash, true)?;
+                        }
+                        _ => {}
+                    }
+                }
+                Ok::<_, crate::services::error::Fault>(())
+            })
+            .unwrap();
+    }
 }
 
 fn verify_clean(f: &Fixture) {

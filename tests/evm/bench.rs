@@ -524,6 +524,18 @@ async fn catchup_benchmark() {
         "BENCH server catch-up: {blocks} blocks ({total} deposits) in {secs:.2}s (process start included): {:.0} blocks/s",
         blocks as f64 / secs
     );
+    // Where the server's time went: its first and last watcher commits.
+    let logs = live.logs();
+    let commits: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("watched blocks"))
+        .collect();
+    eprintln!("  {} watcher commits; first and last:", commits.len());
+    for (i, l) in commits.iter().enumerate() {
+        if i < 2 || i + 2 >= commits.len() {
+            eprintln!("    {l}");
+        }
+    }
     // Nothing missed: the first, a middle and the last watched recipient have their deposits.
     for i in [0, total / 2, total - 1] {
         let w = i % watched;
