@@ -499,8 +499,9 @@ async fn replan(state: &AppState, c: &ChainWorker, m: &Master, tx: OutTx) -> any
     let gas = match c.client.estimate_gas(&call).await {
         Ok(g) => sender::gas_limit_with_margin(g),
         Err(e) if e.is_refusal() => {
-            let reason = format!("execution reverted: {}", clean(&e));
-            tracing::warn!(chain = c.chain, nonce, kind = ?kind, error = %reason, "a re-planned send cannot succeed");
+            // The failure reason is the code (SPEC.md section 3); the node's words go to the log.
+            let reason = "execution reverted".to_string();
+            tracing::warn!(chain = c.chain, nonce, kind = ?kind, error = %clean(&e), "a re-planned send cannot succeed");
             if already_settled {
                 tracing::error!(chain = c.chain, nonce, kind = ?kind,
                     "a settled send removed by a reorg cannot be sent again: operator attention needed");
