@@ -628,12 +628,11 @@ async fn the_issue_scenario_a_depth_6_reorg_leaves_no_stuck_payout_and_no_unswep
         (eth.token_balance(&usdt, &addr).await == 0).then_some(())
     })
     .await;
+    // Depth 6 as the issue has it, deeper when a slow machine mined more blocks while the
+    // sweep went out: the reorg must remove the 2 USDT's block (and the sweep after it).
     let before_reorg = eth.block_number().await;
-    assert!(
-        before_reorg - hex_u64(&r2["blockNumber"]) < 6,
-        "the reorg removes the 2 USDT"
-    );
-    eth.rpc("anvil_reorg", json!([6, []])).await;
+    let depth = (before_reorg - hex_u64(&r2["blockNumber"]) + 1).max(6);
+    eth.rpc("anvil_reorg", json!([depth, []])).await;
 
     let d2 = wait_for("2 USDT orphaned", &[&eth], 60, || async {
         live.deposits_of(&cid)
