@@ -465,14 +465,15 @@ impl Market {
         let mut out = Vec::with_capacity(wanted.len());
         let live = matches!(self.source, Source::Live(_));
         if live {
-            // A cold start: nothing cached yet for what is asked.
+            // What has no usable price yet is read before answering (there is nothing stale
+            // to serve instead): a read already running, such as the start-up refresh, is
+            // waited for. A symbol that failed within RETRY_AFTER_FAILURE returns at once,
+            // so a provider that lacks a pair costs at most one bounded read per interval.
             let cold: Vec<&String> = wanted
                 .iter()
                 .filter(|s| !self.is_stable(s) && self.cached(s).is_none())
                 .collect();
-            if !cold.is_empty()
-                && cold.len() == wanted.iter().filter(|s| !self.is_stable(s)).count()
-            {
+            if !cold.is_empty() {
                 let reads = cold.iter().map(|s| self.read_symbol(s, true));
                 futures_util::future::join_all(reads).await;
             }
