@@ -9,8 +9,7 @@ use std::sync::Arc;
 
 use super::watcher::{self, ScanError, Tuning};
 use crate::client::{
-    AssetRef, BlockRef, CallRequest, ChainClient, ClientError, Fees, RangeScan, Receipt, Transfer,
-    WatchSet,
+    AssetRef, BlockRef, CallRequest, ChainClient, ClientError, Fees, RangeScan, Receipt, WatchSet,
 };
 
 /// A live EVM chain reached through its nodes ([`EvmRpc`]: one, or several with failover).
@@ -93,12 +92,7 @@ impl ChainClient for EvmClient {
     }
 
     async fn block(&self, n: u64) -> Result<Option<BlockRef>, ClientError> {
-        Ok(self.rpc.block(n, false).await?.map(|b| BlockRef {
-            number: b.number,
-            hash: b.hash,
-            parent_hash: b.parent_hash,
-            timestamp: b.timestamp,
-        }))
+        Ok(self.rpc.block(n, false).await?.as_ref().map(BlockRef::from))
     }
 
     async fn transfers(
@@ -110,29 +104,8 @@ impl ChainClient for EvmClient {
         let (blocks, transfers) =
             watcher::scan_watched(&self.rpc, from, to, watch, &self.tuning).await?;
         Ok(RangeScan {
-            blocks: blocks
-                .iter()
-                .map(|b| BlockRef {
-                    number: b.number,
-                    hash: b.hash,
-                    parent_hash: b.parent_hash,
-                    timestamp: b.timestamp,
-                })
-                .collect(),
-            transfers: transfers
-                .into_iter()
-                .map(|t| Transfer {
-                    block_number: t.block_number,
-                    block_hash: t.block_hash,
-                    block_time: t.block_time,
-                    tx_hash: t.tx_hash,
-                    log_index: t.log_index,
-                    token: t.token,
-                    from: t.from,
-                    to: t.to,
-                    value: t.value,
-                })
-                .collect(),
+            blocks: blocks.iter().map(BlockRef::from).collect(),
+            transfers,
         })
     }
 

@@ -61,6 +61,17 @@ pub struct BlockInfo {
     pub native: Vec<NativeTx>,
 }
 
+impl From<&BlockInfo> for crate::client::BlockRef {
+    fn from(b: &BlockInfo) -> crate::client::BlockRef {
+        crate::client::BlockRef {
+            number: b.number,
+            hash: b.hash,
+            parent_hash: b.parent_hash,
+            timestamp: b.timestamp,
+        }
+    }
+}
+
 /// A transaction receipt reduced to what the sender needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReceiptInfo {

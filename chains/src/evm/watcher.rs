@@ -43,22 +43,8 @@ const fn nib(c: u8) -> u8 {
     }
 }
 
-/// A transfer into some address, native or token.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Transfer {
-    pub block_number: u64,
-    pub block_hash: B256,
-    /// Unix seconds.
-    pub block_time: u64,
-    pub tx_hash: B256,
-    /// Token transfers: the log's index in its block. Native transfers: `None`.
-    pub log_index: Option<u32>,
-    /// Token contract; `None` for the native coin.
-    pub token: Option<Address>,
-    pub from: Address,
-    pub to: Address,
-    pub value: U256,
-}
+/// A transfer into some address, native or token: the seam's own type.
+pub use crate::client::Transfer;
 
 /// What a scan found: the blocks (in order) and every transfer in them.
 #[derive(Debug, Clone, Default)]
