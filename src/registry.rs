@@ -32,15 +32,6 @@ impl Asset {
     pub fn is_stable(&self) -> bool {
         matches!(self.symbol.as_str(), "USDT" | "USDC")
     }
-
-    /// Value in US cents of `amount` atomic units, stablecoins at par; `None` without a price.
-    pub fn usd_cents(&self, amount: u128) -> Option<u128> {
-        if !self.is_stable() {
-            return None;
-        }
-        let scale = 10u128.checked_pow(self.decimals as u32)?;
-        Some(amount.checked_mul(100)? / scale)
-    }
 }
 
 /// What the live adapter of a chain last reported (DECISIONS.md section 10; issue 4).
