@@ -119,6 +119,12 @@ pub struct SetArgs {
     /// Most payouts not yet final at once.
     #[arg(long)]
     pub max_pending_payouts: Option<u32>,
+    /// The merchant's name on the hosted checkout page (1-100 characters; `""` removes it).
+    #[arg(long)]
+    pub merchant_name: Option<String>,
+    /// An https URL of the merchant's logo on the hosted checkout page (`""` removes it).
+    #[arg(long)]
+    pub merchant_logo_url: Option<String>,
     /// Chain the chain and asset switches apply to.
     #[arg(long)]
     pub chain: Option<String>,
@@ -286,6 +292,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         requests_per_minute: a.requests_per_minute,
                         addresses_per_day: a.addresses_per_day,
                         max_pending_payouts: a.max_pending_payouts,
+                        merchant_name: a.merchant_name,
+                        merchant_logo_url: a.merchant_logo_url,
                         chain: a.chain,
                         chain_status: a.chain_status,
                         chain_status_note: a.chain_status_note,

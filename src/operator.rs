@@ -78,6 +78,12 @@ pub struct ProjectSet {
     pub requests_per_minute: Option<u32>,
     pub addresses_per_day: Option<u32>,
     pub max_pending_payouts: Option<u32>,
+    /// `Some("")` removes the name.
+    #[serde(default)]
+    pub merchant_name: Option<String>,
+    /// `Some("")` removes the logo.
+    #[serde(default)]
+    pub merchant_logo_url: Option<String>,
     pub chain: Option<String>,
     pub chain_status: Option<String>,
     pub chain_status_note: Option<String>,
@@ -396,6 +402,12 @@ fn apply_set(p: &mut Project, s: ProjectSet) -> Result<(), String> {
     }
     if let Some(v) = s.max_pending_payouts {
         st.max_pending_payouts = v;
+    }
+    if let Some(v) = s.merchant_name {
+        st.merchant_name = crate::services::projects::merchant_name(&v)?;
+    }
+    if let Some(v) = s.merchant_logo_url {
+        st.merchant_logo_url = crate::services::projects::merchant_logo_url(&v)?;
     }
     let chain_fields = s.chain_status.is_some()
         || s.chain_status_note.is_some()

@@ -106,3 +106,43 @@ pub fn bootstrap_test(
     }
     Ok((p, tokens))
 }
+
+/// Longest `--merchant-name` (characters).
+pub const MAX_MERCHANT_NAME: usize = 100;
+/// Longest `--merchant-logo-url` (bytes).
+pub const MAX_MERCHANT_LOGO_URL: usize = 2048;
+
+/// A `--merchant-name` as stored: trimmed, 1-100 characters without control characters;
+/// `""` removes it (`None`). DECISIONS.md section 12.
+pub fn merchant_name(v: &str) -> Result<Option<String>, String> {
+    let v = v.trim();
+    if v.is_empty() {
+        return Ok(None);
+    }
+    if v.chars().count() > MAX_MERCHANT_NAME || v.chars().any(char::is_control) {
+        return Err(format!(
+            "--merchant-name takes 1 to {MAX_MERCHANT_NAME} characters without control characters"
+        ));
+    }
+    Ok(Some(v.to_string()))
+}
+
+/// A `--merchant-logo-url` as stored: an `https://` URL with a plain host (the hosted page's
+/// Content-Security-Policy allows images from that origin only), at most 2,048 bytes, no
+/// whitespace; `""` removes it (`None`). DECISIONS.md section 12.
+pub fn merchant_logo_url(v: &str) -> Result<Option<String>, String> {
+    let v = v.trim();
+    if v.is_empty() {
+        return Ok(None);
+    }
+    if v.len() > MAX_MERCHANT_LOGO_URL
+        || v.chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '"' || c == '\\')
+        || appliance_web::https_origin(v).is_none()
+    {
+        return Err(format!(
+            "--merchant-logo-url takes an https:// URL with a plain host name, at most {MAX_MERCHANT_LOGO_URL} bytes"
+        ));
+    }
+    Ok(Some(v.to_string()))
+}

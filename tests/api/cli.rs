@@ -279,3 +279,48 @@ async fn unknown_subcommands_and_flags_fail() {
     let (st, _, _) = app.cli(&["key", "create", "--project", "default", "--kind", "admin"]);
     assert!(!st.success(), "key create accepted kind admin");
 }
+
+/// `project set --merchant-name --merchant-logo-url` (DECISIONS.md section 12): stored and
+/// shown, cleared with `""`, and a logo URL the checkout page could not show under its
+/// Content-Security-Policy (not https, a host with odd characters) refused.
+#[tokio::test]
+async fn merchant_name_and_logo_are_project_settings() {
+    let app = spawn_app().await;
+    app.project_set(&[
+        "--merchant-name",
+        "  Northwind Books ",
+        "--merchant-logo-url",
+        "https://cdn.northwind.example/logo.svg",
+    ]);
+    let show = app.cli_ok(&["project", "show", "default"]);
+    assert!(
+        show.contains("\"merchant_name\": \"Northwind Books\""),
+        "{show}"
+    );
+    assert!(
+        show.contains("\"merchant_logo_url\": \"https://cdn.northwind.example/logo.svg\""),
+        "{show}"
+    );
+
+    for bad in [
+        "http://cdn.northwind.example/logo.svg",
+        "javascript:alert(1)",
+        "https://user@cdn.northwind.example/logo.svg",
+        "https://cdn.northwind.example/logo svg",
+    ] {
+        let (st, _, err) = app.cli(&["project", "set", "default", "--merchant-logo-url", bad]);
+        assert!(!st.success(), "{bad} was accepted");
+        assert!(err.contains("https://"), "{bad}: {err}");
+    }
+    let long = "x".repeat(101);
+    let (st, _, _) = app.cli(&["project", "set", "default", "--merchant-name", &long]);
+    assert!(!st.success(), "a 101-character name was accepted");
+
+    // Refused values left the settings alone; `""` removes them.
+    let show = app.cli_ok(&["project", "show", "default"]);
+    assert!(show.contains("Northwind Books"), "{show}");
+    app.project_set(&["--merchant-name", "", "--merchant-logo-url", ""]);
+    let show = app.cli_ok(&["project", "show", "default"]);
+    assert!(show.contains("\"merchant_name\": null"), "{show}");
+    assert!(show.contains("\"merchant_logo_url\": null"), "{show}");
+}

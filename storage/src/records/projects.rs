@@ -73,6 +73,13 @@ pub struct ProjectSettings {
     pub chains: Vec<ChainOverride>,
     #[serde(default)]
     pub assets: Vec<AssetOverride>,
+    /// The merchant's name on the hosted checkout page (`merchant.name` of the checkout
+    /// document, DECISIONS.md section 12); `None` shows no name.
+    #[serde(default)]
+    pub merchant_name: Option<String>,
+    /// An https URL of the merchant's logo (`merchant.logo_url`, DECISIONS.md section 12).
+    #[serde(default)]
+    pub merchant_logo_url: Option<String>,
 }
 
 impl Default for ProjectSettings {
@@ -85,6 +92,8 @@ impl Default for ProjectSettings {
             max_pending_payouts: 1000,
             chains: Vec::new(),
             assets: Vec::new(),
+            merchant_name: None,
+            merchant_logo_url: None,
         }
     }
 }
