@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the test-only tools into ./node_modules from the pinned package.json /
 # package-lock.json: Anvil (a local EVM node, npm @foundry-rs/anvil-linux-amd64) and the
-# Solidity compiler (npm solc) that checks chains/contracts' pinned bytecode. Then Python's
+# Solidity compiler (npm solc) that checks chains/contracts' pinned bytecode, and axe-core
+# (npm, the checkout page's accessibility check). Then Python's
 # Schemathesis and openapi-spec-validator (the API contract run), and the operations tests' tools (tests/ops): Python prometheus_client (the reference parser of
 # the /metrics text), systemd-analyze (the unit's security score), util-linux
 # unshare/setpriv (the sandbox imitation) and cargo-deb (the Debian package).
@@ -68,3 +69,22 @@ if ! cargo deb --version 2>/dev/null | grep -q " $CARGO_DEB_VERSION\$"; then
   cargo install --locked cargo-deb --version "$CARGO_DEB_VERSION"
 fi
 cargo deb --version; echo
+
+# The hosted checkout page's browser test (scripts/checkout_browser.py, issue 13): Debian's
+# headless Chromium (Playwright's own browser download is not used; it is driven through
+# `executable_path`), Playwright for Python, zxing-cpp to decode QR codes from screenshots
+# and Pillow to read them. Python packages pinned.
+if ! command -v chromium-headless-shell >/dev/null; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium-headless-shell
+fi
+chromium-headless-shell --version 2>/dev/null | head -1 || true
+PLAYWRIGHT_VERSION=1.65.2
+ZXING_CPP_VERSION=3.1.1
+PILLOW_VERSION=13.0.0
+if ! python3 -c "import importlib.metadata as m, sys; sys.exit(0 if m.version('playwright') == '$PLAYWRIGHT_VERSION' and m.version('zxing-cpp') == '$ZXING_CPP_VERSION' and m.version('pillow') == '$PILLOW_VERSION' else 1)" 2>/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check \
+    "playwright==$PLAYWRIGHT_VERSION" "zxing-cpp==$ZXING_CPP_VERSION" "pillow==$PILLOW_VERSION"
+fi
+python3 -c 'import importlib.metadata as m; print("playwright " + m.version("playwright") + ", zxing-cpp " + m.version("zxing-cpp") + ", pillow " + m.version("pillow"))'
+node -e 'console.log("axe-core " + require("axe-core/package.json").version)'

@@ -69,7 +69,7 @@
     node.dataset.key = key;
     var keep = document.activeElement && node.contains(document.activeElement)
       ? document.activeElement.id : null;
-    node.replaceChildren.apply(node, build());
+    node.replaceChildren.apply(node, build().filter(function (c) { return c != null; }));
     if (keep && $(keep)) $(keep).focus();
   }
 
@@ -271,11 +271,12 @@
     return el("button", { type: "button", class: "ck-copy", id: id, "aria-label": label, onclick: function () { copy(value); } }, [t("copy")]);
   }
 
-  function field(label, value, copyLabel, id) {
+  function field(label, value, copyLabel, id, unit) {
     return el("div", { class: "ck-field" }, [
       el("span", { class: "ck-field-label", id: id + "-label", text: label }),
       el("div", { class: "ck-field-value" }, [
         el("code", { id: id, "aria-labelledby": id + "-label", text: value }),
+        unit ? el("span", { class: "ck-unit", text: unit }) : null,
         copyButton(copyLabel, value, id + "-copy"),
       ]),
     ]);
@@ -317,7 +318,7 @@
         el("section", { class: "ck-pay", id: "ck-pay", "aria-labelledby": "ck-pay-title", "data-chain": o.chain, "data-asset": o.asset }, [
           el("h2", { id: "ck-pay-title", text: o.asset + " " + t("network_of", { network: o.name || o.chain }) }),
           qrBlock(o, "full", o.uri, o.amount, "ck-full"),
-          field(t("send_exactly"), o.amount, t("copy_amount"), "ck-amount"),
+          field(t("send_exactly"), o.amount, t("copy_amount"), "ck-amount", o.asset),
           field(t("to_address"), o.address, t("copy_address"), "ck-address"),
           o.memo ? field(t("memo"), o.memo, t("copy_memo"), "ck-memo") : null,
           el("p", { class: "ck-network" }, [el("strong", { text: t("network") + ": " }), o.name || o.chain]),
@@ -364,7 +365,7 @@
         variantSwitch("ck-rem-variant"),
         el("section", { class: "ck-pay", id: "ck-rem-pay", "data-chain": o.chain, "data-asset": o.asset }, [
           qrBlock(o, "remaining", o.remaining_uri, o.remaining_amount, "ck-rem"),
-          field(t("send_exactly"), o.remaining_amount, t("copy_amount"), "ck-rem-amount"),
+          field(t("send_exactly"), o.remaining_amount, t("copy_amount"), "ck-rem-amount", o.asset),
           field(t("to_address"), o.address, t("copy_address"), "ck-rem-address"),
           o.memo ? field(t("memo"), o.memo, t("copy_memo"), "ck-rem-memo") : null,
           el("p", { class: "ck-network" }, [el("strong", { text: t("network") + ": " }), o.name || o.chain]),
