@@ -203,6 +203,12 @@ impl From<crate::services::sim_chain::SimOpenError> for ApiError {
         match e {
             E::NotSimulated(_) => ApiError::invalid("chain", e.to_string()),
             E::Depth { .. } => ApiError::invalid("depth", e.to_string()),
+            E::Rebuilding => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "chain_unavailable_now",
+                "The simulated chain is being rebuilt after a failed write; retry.",
+            )
+            .retry_after(1),
             E::Store(s) => s.into(),
             e => ApiError::internal(&e),
         }

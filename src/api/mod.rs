@@ -303,52 +303,10 @@ where
         + 'static,
     T: Send + 'static,
 {
-    let rec_key = idem
-        .as_ref()
-        .map(|i| (i.key.clone(), i.fingerprint.clone()));
+    let rec_key = idem.as_ref().map(Idem::record_key);
     let out = state
         .store
-        .write(move |ctx| {
-            if let Some((k, h)) = &rec_key {
-                if let Some(rec) = ctx
-                    .idempotency_get(k)?
-                    .filter(|r| r.created_at + IDEMPOTENCY_TTL_US > ctx.now_us())
-                {
-                    if !h.matches(&rec.request_hash) {
-                        return Err(reuse_error());
-                    }
-                    return Ok((rec.status, rec.body, None));
-                }
-            }
-            let (status, mut value, extra) = f(ctx)?;
-            let body = serde_json::to_string(&value).expect("json");
-            if let Some((k, h)) = rec_key {
-                let mut redacted = false;
-                if let Value::Object(m) = &mut value {
-                    for field in SECRET_FIELDS {
-                        if let Some(v) = m.get_mut(*field) {
-                            *v = Value::Null;
-                            redacted = true;
-                        }
-                    }
-                }
-                let stored = if redacted {
-                    serde_json::to_string(&value).expect("json")
-                } else {
-                    body.clone()
-                };
-                ctx.idempotency_put(
-                    &k,
-                    &IdempotencyRecord {
-                        request_hash: h.stored().to_string(),
-                        status: status.as_u16(),
-                        body: stored,
-                        created_at: ctx.now_us(),
-                    },
-                )?;
-            }
-            Ok((status.as_u16(), body, Some(extra)))
-        })
+        .write(move |ctx| run_idempotent(ctx, rec_key, f))
         .await;
     drop(idem);
     let (status, body, extra) = out?;
@@ -356,6 +314,70 @@ where
         raw_json(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body),
         extra,
     ))
+}
+
+/// The idempotency record key and request fingerprint of an idempotent request.
+pub type RecordKey = (Vec<u8>, Fingerprint);
+
+impl Idem {
+    /// Its record key and fingerprint, for [`run_idempotent`].
+    pub fn record_key(&self) -> RecordKey {
+        (self.key.clone(), self.fingerprint.clone())
+    }
+}
+
+/// The body of [`commit`]'s store job: replays a record stored meanwhile (a different body
+/// is 409 `idempotency_key_reuse`), otherwise runs `f` and stores its answer under
+/// `rec_key` (secrets as null). Answers (status, body, `Some(extra)`), or `None` for a
+/// replay. For handlers that write more in the same job whatever the outcome
+/// (`test_mode::create_test_deposit`).
+pub fn run_idempotent<T, F>(
+    ctx: &mut WriteCtx<'_>,
+    rec_key: Option<RecordKey>,
+    f: F,
+) -> Result<(u16, String, Option<T>), ApiError>
+where
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, Value, T), ApiError>,
+{
+    if let Some((k, h)) = &rec_key {
+        if let Some(rec) = ctx
+            .idempotency_get(k)?
+            .filter(|r| r.created_at + IDEMPOTENCY_TTL_US > ctx.now_us())
+        {
+            if !h.matches(&rec.request_hash) {
+                return Err(reuse_error());
+            }
+            return Ok((rec.status, rec.body, None));
+        }
+    }
+    let (status, mut value, extra) = f(ctx)?;
+    let body = serde_json::to_string(&value).expect("json");
+    if let Some((k, h)) = rec_key {
+        let mut redacted = false;
+        if let Value::Object(m) = &mut value {
+            for field in SECRET_FIELDS {
+                if let Some(v) = m.get_mut(*field) {
+                    *v = Value::Null;
+                    redacted = true;
+                }
+            }
+        }
+        let stored = if redacted {
+            serde_json::to_string(&value).expect("json")
+        } else {
+            body.clone()
+        };
+        ctx.idempotency_put(
+            &k,
+            &IdempotencyRecord {
+                request_hash: h.stored().to_string(),
+                status: status.as_u16(),
+                body: stored,
+                created_at: ctx.now_us(),
+            },
+        )?;
+    }
+    Ok((status.as_u16(), body, Some(extra)))
 }
 
 impl IntoResponse for Begin {

@@ -2,7 +2,7 @@
 //! only; anything else is 403 `test_mode_only`.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use serde_json::json;
 
@@ -11,7 +11,10 @@ use appliance_storage::records::{KeyKind, Mode};
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody};
 use crate::api::schemas;
-use crate::api::{commit, json as json_response, mutate, scope, IdempotencyKey};
+use crate::api::{
+    begin, commit, json as json_response, mutate, raw_json, run_idempotent, scope, Begin, Idem,
+    IdempotencyKey, RecordKey,
+};
 use crate::auth::{Access, Caller};
 use crate::services::deposits::{self, TestDeposit};
 use crate::services::sim_chain;
@@ -112,47 +115,88 @@ async fn create_test_deposit(
         .sim
         .get(&state.store, &state.registry, caller.project.id, &req.chain)
         .await?;
-    let mut chain = h.client.chain_state().lock().await;
-    let cursor = h.cursor(&mut chain, sim_chain::now_ms());
-    req.block_number = cursor.next_block;
-    req.block_time_us = i64::try_from(cursor.next_time_ms.saturating_mul(1000)).unwrap_or(i64::MAX);
-    let cur = cursor.clone();
-    let out = mutate(
+    let idem = match begin(
         &state,
         &caller,
-        &key,
+        &Method::POST,
         "/v1/test/deposits",
+        &key,
         &body.fingerprint,
-        move |ctx| {
-            let d = deposits::create_test(ctx, &s, req)?;
-            let op = sim_chain::deposit_transfer(&s.reg, &d, cur.next_time_ms)?;
-            cur.write(ctx, std::slice::from_ref(&op))?;
-            // The chain worker unwinds it if a reorg removes its block.
-            ctx.evm_block_deposit_add(
-                &sim_chain::state_key(&d.chain, d.project_id),
-                d.block_number,
-                d.id,
-            )?;
-            Ok((StatusCode::CREATED, views::deposit(&s.reg, &d), op))
-        },
     )
-    .await;
-    match out {
-        Ok((resp, Some(op))) => {
-            let ops = [op];
-            h.committed(&mut chain, &cursor, &ops, &ops)
-                .map_err(|e| ApiError::internal(&e))?;
-            Ok(resp)
-        }
-        Ok((resp, None)) => {
-            h.failed(&mut chain, cursor);
-            Ok(resp)
-        }
-        Err(e) => {
-            h.failed(&mut chain, cursor);
-            Err(e)
-        }
-    }
+    .await?
+    {
+        Begin::Replay(r) => return Ok(r),
+        Begin::Fresh(idem) => idem,
+    };
+    // In a task of its own: a reserved block is settled even if the client goes away.
+    let task = tokio::spawn(async move {
+        let out = simulated_deposit(&state, &h, s, req, idem.as_ref().map(Idem::record_key)).await;
+        drop(idem);
+        out
+    });
+    let (status, body) = task
+        .await
+        .map_err(|e| ApiError::internal(&format!("test deposit task: {e}")))??;
+    Ok(raw_json(
+        StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
+        body,
+    ))
+}
+
+/// A test deposit on a simulated chain: reserves the next block, queues the store job
+/// under the chain lock, awaits the commit without it, settles the block (see
+/// `services::sim_chain`). The job writes the block's operation whatever the outcome: the
+/// transfer with the deposit, or an empty block when the request is refused or replayed.
+async fn simulated_deposit(
+    state: &AppState,
+    h: &sim_chain::SimHandle,
+    s: Scope,
+    mut req: TestDeposit,
+    rec_key: Option<RecordKey>,
+) -> Result<(u16, String), ApiError> {
+    let (gate, chain, r) = h.reserve_block(&state.store, sim_chain::now_ms()).await?;
+    req.block_number = r.block;
+    req.block_time_us = i64::try_from(r.time_ms.saturating_mul(1000)).unwrap_or(i64::MAX);
+    let job = r.clone();
+    let queued = state
+        .store
+        .enqueue(move |ctx| {
+            if !job.in_order(ctx)? {
+                return Err(ApiError::from(sim_chain::SimOpenError::Rebuilding));
+            }
+            let t_ms = job.time_ms;
+            let out = run_idempotent(ctx, rec_key, move |ctx| {
+                let d = deposits::create_test(ctx, &s, req)?;
+                let op = sim_chain::deposit_transfer(&s.reg, &d, t_ms)?;
+                // The chain worker unwinds it if a reorg removes its block.
+                ctx.evm_block_deposit_add(
+                    &sim_chain::state_key(&d.chain, d.project_id),
+                    d.block_number,
+                    d.id,
+                )?;
+                Ok((StatusCode::CREATED, views::deposit(&s.reg, &d), op))
+            });
+            let op = match &out {
+                Ok((_, _, Some(op))) => op.clone(),
+                // Refused after writing: the batch is aborted (a bug path), nothing is kept.
+                Err(_) if ctx.job_wrote() => return out.map(|_| unreachable!()),
+                // Refused before writing, or a replay: the block stays, empty.
+                _ => job.empty_block(),
+            };
+            job.write(ctx, &op)?;
+            Ok((out.map(|(status, body, _)| (status, body)), op))
+        })
+        .await;
+    drop(chain);
+    let out = match queued {
+        Ok(done) => done.await,
+        Err(e) => Err(e),
+    };
+    let written = out.as_ref().ok().map(|(_, op)| op.clone());
+    h.settle(&mut *h.client.chain_state().lock().await, r, written);
+    drop(gate);
+    let (answer, _) = out?;
+    answer
 }
 
 async fn transition(

@@ -7,13 +7,26 @@
 //! operation of the chain or by the timer's periodic flush ([`flush_all`]). The mempool is
 //! not durable, like a node's: a restart loses pending transactions and the sender
 //! rebroadcasts them.
+//!
+//! Test deposits do not hold the chain across their store commit (that made one project's
+//! deposits on one chain commit one per batch, issue 16): each reserves its block number,
+//! timestamp and operation sequence numbers under the chain lock
+//! ([`SimHandle::reserve_block`]), queues its store job before releasing the lock (so the
+//! writer runs the jobs, and the log is written, in sequence order), awaits its commit
+//! without the lock, and settles ([`SimHandle::settle`]): settled reservations are applied
+//! in memory in sequence order, whatever order their requests wake in. A refused request
+//! writes an empty block under its reserved number (the job writes its operation whatever
+//! the outcome), so the log stays contiguous. A job whose previous operation is not stored
+//! (its batch did not commit) writes nothing, and the chain is rebuilt from the store
+//! before its next change. Every other change of the chain (mining, a reorg, a flush) is
+//! exclusive ([`SimHandle::exclusive`]): it waits for the deposits in flight to settle.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use appliance_chains::evm::{Address, B256, U256};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use uuid::Uuid;
 
 use appliance_chains::sim::{
@@ -36,10 +49,97 @@ pub struct SimHandle {
     pub project: Uuid,
     pub chain: &'static str,
     pub client: SimClient,
-    /// Sequence number of the next operation written; changed only under the chain lock.
+    /// Sequence number of the next operation reserved or written; changed only under the
+    /// chain lock.
     next_seq: AtomicU64,
     /// Held by a driver for a whole pass (mine, then the work that follows).
     pub drive: Mutex<()>,
+    /// Shared by the block reservations in flight (from [`SimHandle::reserve_block`] to
+    /// [`SimHandle::settle`]), exclusive for every other change of the chain
+    /// ([`SimHandle::exclusive`]). Fair: a waiting exclusive change keeps new
+    /// reservations out, so mining is never starved by a stream of deposits.
+    gate: RwLock<()>,
+    /// The reservations in flight; used only under the chain lock.
+    flight: std::sync::Mutex<Flight>,
+}
+
+/// Block reservations in flight on one chain (see the module documentation).
+#[derive(Debug, Default)]
+struct Flight {
+    /// Sequence number of the next operation to apply in memory.
+    applied: u64,
+    /// Blocks reserved and not yet applied.
+    blocks: u64,
+    /// Timestamp (Unix ms) of the last block reserved.
+    last_time_ms: u64,
+    /// Settled reservations that wait for an earlier one, by first sequence number:
+    /// (operations, the block's operation, `None` when nothing was written).
+    settled: BTreeMap<u64, (u64, Option<Op>)>,
+    /// An operation applied in memory, or reserved, was not written: the chain is rebuilt
+    /// from the store before its next change.
+    lost: bool,
+}
+
+/// One block of a chain reserved by a request (a test deposit's transfer): its number,
+/// timestamp and the sequence numbers of the operations its store job writes (the
+/// deferred empty blocks taken from the chain, then the block's own operation).
+#[derive(Debug, Clone)]
+pub struct Reservation {
+    pub project: Uuid,
+    pub chain: &'static str,
+    /// Sequence number of the first operation written.
+    pub seq: u64,
+    /// Deferred empty blocks (already applied in memory), written first.
+    pub unflushed: Vec<Op>,
+    /// Number of the reserved block.
+    pub block: u64,
+    /// Its timestamp, Unix milliseconds.
+    pub time_ms: u64,
+}
+
+impl Reservation {
+    /// Inside the store transaction, before any write: whether the chain's operations
+    /// before this reservation's are all stored (earlier in this transaction or before).
+    /// `false` when an earlier one was lost (its batch did not commit): this one must not
+    /// be written either, or the log would skip operations.
+    pub fn in_order(&self, ctx: &impl ChainStateOps) -> Result<bool, StoreError> {
+        let last = ctx.sim_last_seq(self.project, self.chain)?;
+        Ok(match last {
+            None => self.seq == 0,
+            Some(l) => l.checked_add(1) == Some(self.seq),
+        })
+    }
+
+    /// Writes the deferred operations, then `op`: the block's own operation (a single
+    /// block: the request's transfer, or [`Reservation::empty_block`]).
+    pub fn write(&self, ctx: &mut WriteCtx<'_>, op: &Op) -> Result<(), StoreError> {
+        for (seq, op) in (self.seq..).zip(self.unflushed.iter().chain(std::iter::once(op))) {
+            let json = serde_json::to_vec(op).expect("operations serialise");
+            ctx.sim_op_put(self.project, self.chain, seq, &json)?;
+        }
+        Ok(())
+    }
+
+    /// The empty block that takes the reserved number when the request is refused.
+    pub fn empty_block(&self) -> Op {
+        Op::Empty {
+            count: 1,
+            t0_ms: self.time_ms,
+            step_ms: 0,
+        }
+    }
+
+    /// How many operations [`Reservation::write`] writes.
+    fn count(&self) -> u64 {
+        self.unflushed.len() as u64 + 1
+    }
+}
+
+/// A change of a chain that excludes block reservations ([`SimHandle::exclusive`]): the
+/// chain, with no reservation in flight.
+pub struct Exclusive<'a> {
+    _gate: RwLockWriteGuard<'a, ()>,
+    pub chain: MutexGuard<'a, SimChain>,
 }
 
 /// What a store transaction needs to make a chain change durable, taken under the chain
@@ -161,6 +261,10 @@ pub enum SimOpenError {
     Store(#[from] StoreError),
     #[error("writing the simulated chain: {0}")]
     Write(String),
+    /// An earlier operation of the chain was not written (its store batch failed): the
+    /// request wrote nothing and may be retried (503, the chain is rebuilt meanwhile).
+    #[error("the simulated chain is being rebuilt after a failed write; retry")]
+    Rebuilding,
     /// A reorg deeper than the chain: 400 with `param` `depth`.
     #[error("depth must be from 1 to the chain's height ({height}).")]
     Depth { height: u64 },
@@ -266,6 +370,11 @@ impl SimChains {
                     client: SimClient::new(chain_state),
                     next_seq: AtomicU64::new(seq),
                     drive: Mutex::new(()),
+                    gate: RwLock::new(()),
+                    flight: std::sync::Mutex::new(Flight {
+                        applied: seq,
+                        ..Flight::default()
+                    }),
                 })
             })
             .clone();
@@ -304,9 +413,112 @@ impl SimChains {
 }
 
 impl SimHandle {
-    /// A cursor for a store transaction, taken under the chain lock `c` (the deferred
-    /// operations move into it; [`SimHandle::committed`] or [`SimHandle::failed`] settles).
-    pub fn cursor(&self, c: &mut SimChain, now_ms: u64) -> SimCursor {
+    /// The chain for a change other than a block reservation (mining, a reorg, a flush):
+    /// waits for the reservations in flight to settle and keeps new ones out until dropped.
+    /// A chain that lost a write is rebuilt from the store first.
+    pub async fn exclusive(&self, store: &Store) -> Result<Exclusive<'_>, SimOpenError> {
+        let gate = self.gate.write().await;
+        let mut chain = self.client.chain_state().lock().await;
+        let lost = self.flight.lock().expect("lock").lost;
+        if lost {
+            tracing::warn!(chain = self.chain, project = %self.project, "rebuilding a simulated chain from its stored operations");
+            self.reload(&mut chain, store).await?;
+        }
+        Ok(Exclusive { _gate: gate, chain })
+    }
+
+    /// Reserves the next block for one request's operation (see the module documentation).
+    /// Returns the guard that keeps exclusive changes out until the reservation is settled,
+    /// and the chain lock: the caller queues its store job ([`Store::enqueue`]) before
+    /// dropping it, then awaits the commit and calls [`SimHandle::settle`] in every case
+    /// (also when the job could not be queued). Run it in a task of its own, so a
+    /// cancelled request still settles.
+    pub async fn reserve_block(
+        &self,
+        store: &Store,
+        now_ms: u64,
+    ) -> Result<
+        (
+            RwLockReadGuard<'_, ()>,
+            MutexGuard<'_, SimChain>,
+            Reservation,
+        ),
+        SimOpenError,
+    > {
+        loop {
+            let gate = self.gate.read().await;
+            let mut c = self.client.chain_state().lock().await;
+            if self.flight.lock().expect("lock").lost {
+                drop(c);
+                drop(gate);
+                drop(self.exclusive(store).await?);
+                continue;
+            }
+            let mut f = self.flight.lock().expect("lock");
+            let last = if f.blocks > 0 {
+                f.last_time_ms
+            } else {
+                c.block(c.head()).map(|b| b.timestamp * 1000).unwrap_or(0)
+            };
+            let time_ms = last.max(now_ms);
+            let r = Reservation {
+                project: self.project,
+                chain: self.chain,
+                seq: self.next_seq.load(Ordering::SeqCst),
+                unflushed: c.take_unflushed(),
+                block: c.head() + f.blocks + 1,
+                time_ms,
+            };
+            self.next_seq.fetch_add(r.count(), Ordering::SeqCst);
+            f.blocks += 1;
+            f.last_time_ms = time_ms;
+            drop(f);
+            return Ok((gate, c, r));
+        }
+    }
+
+    /// After the store answered for reservation `r`: `written` is the block's operation it
+    /// wrote (the transfer, or the empty block of a refused request), `None` when it wrote
+    /// nothing. Applies in memory, in sequence order, every settled reservation no earlier
+    /// one is waiting for. An operation not written marks the chain for a rebuild.
+    pub fn settle(&self, c: &mut SimChain, r: Reservation, written: Option<Op>) {
+        let mut f = self.flight.lock().expect("lock");
+        f.settled.insert(r.seq, (r.count(), written));
+        loop {
+            let applied = f.applied;
+            let Some(e) = f.settled.first_entry() else {
+                break;
+            };
+            if *e.key() != applied {
+                break;
+            }
+            let (n, op) = e.remove();
+            f.applied += n;
+            f.blocks -= 1;
+            match op {
+                Some(op) if !f.lost => {
+                    if let Err(e) = c.apply(&op) {
+                        tracing::error!(error = %e, chain = self.chain, project = %self.project, "a written operation does not apply to the simulated chain");
+                        f.lost = true;
+                    }
+                }
+                Some(_) => {}
+                None => f.lost = true,
+            }
+        }
+    }
+
+    /// Sets the next sequence number (written and applied) after an exclusive write.
+    fn advance(&self, n: u64) {
+        let seq = self.next_seq.fetch_add(n, Ordering::SeqCst) + n;
+        self.flight.lock().expect("lock").applied = seq;
+    }
+
+    /// A cursor for a store transaction, taken under an exclusive hold of the chain `x`
+    /// (the deferred operations move into it; [`SimHandle::committed`] or
+    /// [`SimHandle::failed`] settles).
+    pub fn cursor(&self, x: &mut Exclusive<'_>, now_ms: u64) -> SimCursor {
+        let c = &mut *x.chain;
         let next_time_ms = c
             .block(c.head())
             .map(|b| b.timestamp * 1000)
@@ -331,8 +543,7 @@ impl SimHandle {
         written: &[Op],
         planned: &[Op],
     ) -> Result<(), appliance_chains::sim::SimError> {
-        self.next_seq
-            .fetch_add(cursor.count(written), Ordering::SeqCst);
+        self.advance(cursor.count(written));
         for op in planned {
             c.apply(op)?;
         }
@@ -367,6 +578,12 @@ impl SimHandle {
             .await?;
         *c = fresh;
         self.next_seq.store(seq, Ordering::SeqCst);
+        let mut f = self.flight.lock().expect("lock");
+        debug_assert_eq!(f.blocks, 0, "a reload with reservations in flight");
+        *f = Flight {
+            applied: seq,
+            ..Flight::default()
+        };
         Ok(())
     }
 
@@ -380,7 +597,8 @@ impl SimHandle {
         step_ms: u64,
         defer: bool,
     ) -> Result<u64, SimOpenError> {
-        let mut c = self.client.chain_state().lock().await;
+        let mut x = self.exclusive(store).await?;
+        let c = &mut *x.chain;
         let ops = c.mine(count, now_ms(), step_ms);
         let head = c.head();
         let ops = if defer {
@@ -391,11 +609,12 @@ impl SimHandle {
         } else {
             ops
         };
-        let cursor = self.cursor(&mut c, 0);
+        let cursor = self.cursor(&mut x, 0);
+        let c = &mut *x.chain;
         let (cur, written) = (cursor.clone(), ops.clone());
         match store.write(move |ctx| cur.write(ctx, &written)).await {
             Ok(()) => {
-                self.committed(&mut c, &cursor, &ops, &[])
+                self.committed(c, &cursor, &ops, &[])
                     .map_err(|e| SimOpenError::Replay {
                         project: self.project,
                         chain: self.chain.into(),
@@ -405,7 +624,7 @@ impl SimHandle {
             }
             Err(e) => {
                 tracing::error!(error = ?e, chain = self.chain, "writing simulated blocks failed");
-                self.reload(&mut c, store).await?;
+                self.reload(c, store).await?;
                 Err(SimOpenError::Write(write_error(e)))
             }
         }
@@ -413,19 +632,19 @@ impl SimHandle {
 
     /// Writes the deferred empty blocks, if any (the timer's periodic flush).
     pub async fn flush(&self, store: &Store) -> Result<(), SimOpenError> {
-        let mut c = self.client.chain_state().lock().await;
-        if !c.has_unflushed() {
+        let mut x = self.exclusive(store).await?;
+        if !x.chain.has_unflushed() {
             return Ok(());
         }
-        let cursor = self.cursor(&mut c, 0);
+        let cursor = self.cursor(&mut x, 0);
         let cur = cursor.clone();
         match store.write(move |ctx| cur.write(ctx, &[])).await {
             Ok(()) => {
-                self.next_seq.fetch_add(cursor.count(&[]), Ordering::SeqCst);
+                self.advance(cursor.count(&[]));
                 Ok(())
             }
             Err(e) => {
-                self.failed(&mut c, cursor);
+                self.failed(&mut x.chain, cursor);
                 Err(SimOpenError::Write(write_error(e)))
             }
         }
@@ -489,11 +708,14 @@ pub async fn reorg(
     depth: u64,
     drop: bool,
 ) -> Result<u64, SimOpenError> {
-    let mut c = h.client.chain_state().lock().await;
-    if c.check_reorg(depth).is_err() {
-        return Err(SimOpenError::Depth { height: c.head() });
+    let mut x = h.exclusive(store).await?;
+    if x.chain.check_reorg(depth).is_err() {
+        return Err(SimOpenError::Depth {
+            height: x.chain.head(),
+        });
     }
-    let cursor = h.cursor(&mut c, now_ms());
+    let cursor = h.cursor(&mut x, now_ms());
+    let c = &mut *x.chain;
     let op = Op::Reorg {
         depth,
         drop,
@@ -503,7 +725,7 @@ pub async fn reorg(
     match store.write(move |ctx| cur.write(ctx, &ops)).await {
         Ok(()) => {
             let ops = [op];
-            h.committed(&mut c, &cursor, &ops, &ops)
+            h.committed(c, &cursor, &ops, &ops)
                 .map_err(|e| SimOpenError::Replay {
                     project: h.project,
                     chain: h.chain.into(),
@@ -512,7 +734,7 @@ pub async fn reorg(
             Ok(c.head())
         }
         Err(e) => {
-            h.failed(&mut c, cursor);
+            h.failed(c, cursor);
             Err(SimOpenError::Write(write_error(e)))
         }
     }

@@ -73,6 +73,20 @@ pub trait ChainStateOps: Reader {
         Ok(out)
     }
 
+    /// Sequence number of the last stored operation of test project `project`'s simulated
+    /// chain `chain` (`None`: none stored). One B-tree descent.
+    fn sim_last_seq(&self, project: Uuid, chain: &str) -> Result<Option<u64>, StoreError> {
+        let t = self.open(SIM_OPS)?;
+        let p = project.as_u128();
+        let last = t
+            .range((p, chain, 0u64)..=(p, chain, u64::MAX))?
+            .next_back();
+        match last {
+            Some(e) => Ok(Some(e?.0.value().2)),
+            None => Ok(None),
+        }
+    }
+
     /// Every (project, chain) that has simulated chain operations.
     fn sim_chains(&self) -> Result<Vec<(Uuid, String)>, StoreError> {
         let t = self.open(SIM_OPS)?;

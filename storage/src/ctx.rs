@@ -532,6 +532,13 @@ impl<'t> WriteCtx<'t> {
     pub(crate) fn job_dirty(&self) -> bool {
         self.job_dirty
     }
+
+    /// Whether the current job (the closure passed to [`crate::Store::write`]) has written
+    /// anything yet. A job that refuses after writing poisons its batch; one that wants to
+    /// write something whatever its outcome (test mode's chain operation) checks this first.
+    pub fn job_wrote(&self) -> bool {
+        self.job_dirty
+    }
     pub(crate) fn storage_failed(&self) -> bool {
         self.storage_failed
     }

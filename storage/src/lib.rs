@@ -216,6 +216,26 @@ impl Store {
             .unwrap_or_else(|_| Err(WriteError::Store(Arc::new(StoreError::WriterGone))))
     }
 
+    /// Queues `f` for the writer and returns once it is queued, with a future of its
+    /// outcome (what [`Store::write`] returns). Jobs run in the order they are queued, so a
+    /// caller that queues under a lock of its own orders its jobs (test mode's chain
+    /// operations, `services::sim_chain`).
+    pub async fn enqueue<T, E, F>(
+        &self,
+        f: F,
+    ) -> Result<impl std::future::Future<Output = Result<T, WriteError<E>>>, WriteError<E>>
+    where
+        F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        let rx = self.submit(f).await?;
+        Ok(async move {
+            rx.await
+                .unwrap_or_else(|_| Err(WriteError::Store(Arc::new(StoreError::WriterGone))))
+        })
+    }
+
     async fn submit<T, E, F>(
         &self,
         f: F,

@@ -477,3 +477,124 @@ async fn a_dropped_payout_transaction_is_repaired() {
     assert_eq!(app.available(&cid, "ethereum", "USDT").await, 3_500_000);
     verify_green(&app);
 }
+
+/// Issue 16: concurrent test deposits on one project's chain do not wait for each other's
+/// commit, and the chain stays exactly its stored operation log. Each answered deposit has
+/// a block of its own; a request refused in its store job (an unknown customer) leaves an
+/// empty block under the number it reserved; after `kill -9` the replayed chain is the one
+/// the watcher saw (no block hash changed: nothing unwound), balances are unchanged and
+/// `verify` is clean.
+#[tokio::test]
+async fn concurrent_test_deposits_keep_the_chain_exact_across_a_kill() {
+    let mut app = spawn_app().await;
+    let c = app.create_customer(None).await;
+    let cid = s(&c["id"]);
+    app.create_wallet(&cid, "ethereum").await;
+    let h0 = height(&app, &app.wallet_key, "ethereum").await;
+    const CLIENTS: usize = 8;
+    const EACH: usize = 12;
+    let unknown = uuid::Uuid::now_v7().to_string();
+    let mut all = Vec::new();
+    for t in 0..CLIENTS {
+        let (app, cid, unknown) = (&app, cid.clone(), unknown.clone());
+        all.push(async move {
+            let mut out = Vec::new();
+            for n in 0..EACH {
+                // Every fourth request names no customer of the project: 404 in the job.
+                let who = if (t + n) % 4 == 0 { &unknown } else { &cid };
+                let confirm = n % 3 != 0;
+                out.push(
+                    app.test_deposit_resp(who, "ethereum", "USDT", 6, "1000", Some(confirm))
+                        .await,
+                );
+            }
+            out
+        });
+    }
+    let answers: Vec<_> = futures_util::future::join_all(all)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut deposits = Vec::new();
+    for r in &answers {
+        match r.status {
+            201 => deposits.push(r.body.clone()),
+            404 => {
+                r.expect_error(404, "not_found");
+            }
+            other => panic!("unexpected answer {other}: {}", r.text),
+        }
+    }
+    let refused = answers.len() - deposits.len();
+    assert_eq!(
+        refused,
+        CLIENTS * EACH / 4,
+        "every fourth request is refused"
+    );
+    let mut blocks: Vec<u64> = deposits
+        .iter()
+        .map(|d| d["block_number"].as_u64().expect("block number"))
+        .collect();
+    blocks.sort_unstable();
+    blocks.dedup();
+    assert_eq!(blocks.len(), deposits.len(), "one block per deposit");
+    assert!(blocks[0] > h0, "{blocks:?} after {h0}");
+    // Mining runs the watcher over every block: it records their hashes and confirms the
+    // unconfirmed deposits.
+    let h1 = height(&app, &app.wallet_key, "ethereum").await;
+    assert!(
+        h1 >= h0 + 1 + answers.len() as u64,
+        "each request took a block, refused ones too: {h1} after {h0} and {} requests",
+        answers.len()
+    );
+    app.mine(12).await;
+    // `confirm: false` deposits are confirmed by hand (`manual`): they stay detected.
+    let statuses = |l: &serde_json::Value| {
+        let mut m = std::collections::BTreeMap::new();
+        for d in l["data"].as_array().unwrap() {
+            m.insert(s(&d["id"]), s(&d["status"]));
+        }
+        m
+    };
+    let list = app
+        .get(&app.wallet_key, "/v1/deposits?limit=100")
+        .await
+        .expect(200);
+    let before = statuses(&list);
+    assert_eq!(before.len(), deposits.len());
+    for d in &deposits {
+        assert_eq!(before[&s(&d["id"])], s(&d["status"]), "{list}");
+    }
+    let balance = app.available(&cid, "ethereum", "USDT").await;
+    let credited = deposits
+        .iter()
+        .filter(|d| d["status"] == "confirmed")
+        .count();
+    assert!(credited > 0 && credited < deposits.len());
+    assert_eq!(balance, 1000 * credited as u128);
+
+    // A crash: the chain is replayed from the store.
+    app.restart();
+    let h2 = height(&app, &app.wallet_key, "ethereum").await;
+    assert!(h2 > h1 + 12, "the chain carries on: {h2} after {h1}");
+    app.mine(3).await;
+    let list = app
+        .get(&app.wallet_key, "/v1/deposits?limit=100")
+        .await
+        .expect(200);
+    assert_eq!(
+        statuses(&list),
+        before,
+        "no deposit unwound by a replay that differs: {list}"
+    );
+    for d in &deposits {
+        let got = deposit(&app, &s(&d["id"])).await;
+        assert_eq!(got["block_number"], d["block_number"], "{got}");
+        assert_eq!(got["tx_hash"], d["tx_hash"], "{got}");
+    }
+    assert_eq!(app.available(&cid, "ethereum", "USDT").await, balance);
+    let ev = app.events("type=deposit.orphaned").await;
+    assert!(ev.is_empty(), "{ev:?}");
+    verify_green(&app);
+}
