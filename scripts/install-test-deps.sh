@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the test-only tools into ./node_modules from the pinned package.json /
 # package-lock.json: Anvil (a local EVM node, npm @foundry-rs/anvil-linux-amd64) and the
-# Solidity compiler (npm solc) that checks chains/contracts' pinned bytecode, and axe-core
-# (npm, the checkout page's accessibility check). Then Python's
+# Solidity compiler (npm solc) that checks chains/contracts' pinned bytecode, axe-core
+# (npm, the checkout page's accessibility check), and the published Uniswap V2/V3 contracts
+# (npm @uniswap/v2-core, v2-periphery, v3-core, v3-periphery) whose bytecode the conversion
+# tests deploy on Anvil (tests/evm/dex.rs). Then Python's
 # Schemathesis and openapi-spec-validator (the API contract run), and the operations tests' tools (tests/ops): Python prometheus_client (the reference parser of
 # the /metrics text), systemd-analyze (the unit's security score), util-linux
 # unshare/setpriv (the sandbox imitation) and cargo-deb (the Debian package).

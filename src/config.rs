@@ -39,6 +39,32 @@ pub struct Config {
     /// `[market]`: where live-mode prices come from (DECISIONS.md section 11). Absent in
     /// live mode: `configured:false` (no prices but the stablecoins' par).
     pub market: Option<MarketConfig>,
+    /// `[conversion]`: when queued automatic conversions are batched (DECISIONS.md
+    /// section 14).
+    pub conversion: ConversionConfig,
+}
+
+/// `[conversion]` (DECISIONS.md section 14).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConversionConfig {
+    /// Queued rows of one (project, chain, from, to) are batched once worth this much
+    /// (US cents; default 2,000) ...
+    pub min_batch_usd_cents: u64,
+    /// ... or once the oldest has waited this long (seconds; default 900).
+    pub max_wait_s: u64,
+    /// Slippage of automatic batches, basis points (default 50; at most 5,000).
+    pub slippage_bps: u32,
+}
+
+impl Default for ConversionConfig {
+    fn default() -> Self {
+        ConversionConfig {
+            min_batch_usd_cents: 2_000,
+            max_wait_s: 900,
+            slippage_bps: 50,
+        }
+    }
 }
 
 impl Default for Config {
@@ -59,6 +85,7 @@ impl Default for Config {
             trusted_proxies: Vec::new(),
             metrics: MetricsConfig::default(),
             market: None,
+            conversion: ConversionConfig::default(),
         }
     }
 }
@@ -353,6 +380,96 @@ pub struct ChainConfig {
     /// Block the watcher starts from on its first run (default: the node's head then).
     #[serde(default)]
     pub start_block: Option<u64>,
+    /// `[chains.<id>.dex]`: the DEX conversions swap on (DECISIONS.md section 14). Absent:
+    /// the chain's conversion rule is `supported:false` (`no_dex_configured`).
+    #[serde(default)]
+    pub dex: Option<DexConfig>,
+}
+
+/// `kind` of `[chains.<id>.dex]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DexKindConfig {
+    /// A Uniswap-V2-compatible Router02 (`getAmountsOut`, `swapExact*`).
+    UniswapV2,
+    /// Uniswap V3: QuoterV2 and SwapRouter, one fee tier.
+    UniswapV3,
+}
+
+/// `[chains.<id>.dex]` (DECISIONS.md section 14). Addresses are `0x` + 40 hex digits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DexConfig {
+    pub kind: DexKindConfig,
+    /// V2: the Router02. V3: the SwapRouter.
+    pub router: String,
+    /// V2: the pair factory (required for `uniswap_v2`; recorded, quotes go through the
+    /// router).
+    #[serde(default)]
+    pub factory: Option<String>,
+    /// V3: the QuoterV2 (required for `uniswap_v3`).
+    #[serde(default)]
+    pub quoter: Option<String>,
+    /// V3: the pool fee tier (100, 500, 3000 or 10000; default 3000).
+    #[serde(default)]
+    pub fee_tier: Option<u32>,
+    /// The DEX's wrapped native token (WETH9, WBNB, ...).
+    pub weth: String,
+}
+
+impl DexConfig {
+    /// The DEX as the chain adapter uses it; `Err` names the key at fault.
+    pub fn dex(&self, id: &str) -> Result<appliance_chains::evm::dex::Dex, String> {
+        use appliance_chains::evm::dex::{Dex, DexKind};
+        let addr = |key: &str, v: &str| {
+            appliance_chains::address::parse_evm_address(v)
+                .map(appliance_chains::evm::Address::from)
+                .map_err(|e| format!("[chains.{id}.dex] {key}: {e}"))
+        };
+        let router = addr("router", &self.router)?;
+        let weth = addr("weth", &self.weth)?;
+        match self.kind {
+            DexKindConfig::UniswapV2 => {
+                let f = self
+                    .factory
+                    .as_deref()
+                    .ok_or_else(|| format!("[chains.{id}.dex] kind uniswap_v2 needs factory"))?;
+                addr("factory", f)?;
+                if self.quoter.is_some() || self.fee_tier.is_some() {
+                    return Err(format!(
+                        "[chains.{id}.dex] quoter and fee_tier are for kind uniswap_v3"
+                    ));
+                }
+                Ok(Dex {
+                    kind: DexKind::UniswapV2,
+                    router,
+                    quoter: None,
+                    fee_tier: 0,
+                    weth,
+                })
+            }
+            DexKindConfig::UniswapV3 => {
+                let q = self
+                    .quoter
+                    .as_deref()
+                    .ok_or_else(|| format!("[chains.{id}.dex] kind uniswap_v3 needs quoter"))?;
+                let quoter = addr("quoter", q)?;
+                let fee_tier = self.fee_tier.unwrap_or(3000);
+                if ![100, 500, 3000, 10_000].contains(&fee_tier) {
+                    return Err(format!(
+                        "[chains.{id}.dex] fee_tier {fee_tier}: use 100, 500, 3000 or 10000"
+                    ));
+                }
+                Ok(Dex {
+                    kind: DexKind::UniswapV3,
+                    router,
+                    quoter: Some(quoter),
+                    fee_tier,
+                    weth,
+                })
+            }
+        }
+    }
 }
 
 impl ChainConfig {
@@ -690,6 +807,12 @@ impl Config {
     /// value ranges, chain table names and the TLS files (readable, parseable PEM).
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.webhooks.validate().map_err(ConfigError::Check)?;
+        if self.conversion.slippage_bps > 5_000 {
+            return Err(ConfigError::Check(format!(
+                "conversion.slippage_bps {} is above 5000",
+                self.conversion.slippage_bps
+            )));
+        }
         if let Some(m) = &self.market {
             m.validate().map_err(ConfigError::Check)?;
         }
@@ -715,6 +838,9 @@ impl Config {
                 )));
             }
             cc.check_urls(id).map_err(ConfigError::Check)?;
+            if let Some(d) = &cc.dex {
+                d.dex(id).map_err(ConfigError::Check)?;
+            }
         }
         if let Some(tls) = &self.tls {
             check_pem(&tls.cert, "tls.cert", "CERTIFICATE")?;

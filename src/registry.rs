@@ -61,6 +61,9 @@ pub struct Chain {
     pub assets: Vec<Asset>,
     /// A `[chains.<id>]` table exists in config (an RPC endpoint is configured).
     pub configured: bool,
+    /// The DEX conversions swap on (`[chains.<id>.dex]`, checked by `Config::validate`);
+    /// `None` when not configured.
+    pub dex: Option<appliance_chains::evm::dex::Dex>,
     /// The live adapter's last health report; `None` before it first reached its node.
     health: RwLock<Option<AdapterHealth>>,
     /// The live chain's client (the chain seam), set once when the live adapter starts.
@@ -181,6 +184,9 @@ impl Registry {
                         .unwrap_or(info.required_confirmations),
                     assets,
                     configured: cc.is_some(),
+                    dex: cc
+                        .and_then(|c| c.dex.as_ref())
+                        .and_then(|d| d.dex(info.id).ok()),
                     health: RwLock::new(None),
                     client: OnceLock::new(),
                     contact: Default::default(),

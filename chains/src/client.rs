@@ -83,6 +83,15 @@ pub struct Receipt {
     pub gas_used: u64,
 }
 
+/// One log of a mined transaction (what a DEX swap's output is read from).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxLog {
+    /// The contract that emitted it.
+    pub address: Address,
+    pub topics: Vec<B256>,
+    pub data: Bytes,
+}
+
 /// A call to be estimated: who sends what to whom.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallRequest {
@@ -188,6 +197,15 @@ pub trait ChainClient: Send + Sync + fmt::Debug + 'static {
 
     /// Whether the node knows the transaction at all (pending pool or mined).
     async fn knows_tx(&self, hash: B256) -> Result<bool, ClientError>;
+
+    /// The logs of a mined transaction on the canonical chain; `None` while it is not
+    /// mined. A client that cannot report logs (the simulated chain, which runs no
+    /// contracts) answers [`ClientError::Unavailable`].
+    async fn receipt_logs(&self, _hash: B256) -> Result<Option<Vec<TxLog>>, ClientError> {
+        Err(ClientError::Unavailable {
+            detail: "this chain client reports no transaction logs".into(),
+        })
+    }
 
     /// One sentence for the chain's `status_note` while the client works but not as
     /// configured (DECISIONS.md section 16: a node skipped for failing or lagging, another

@@ -302,6 +302,36 @@ impl From<DepositError> for ApiError {
     }
 }
 
+impl From<crate::services::conversions::ConversionError> for ApiError {
+    fn from(e: crate::services::conversions::ConversionError) -> Self {
+        use crate::services::conversions::ConversionError::*;
+        let m = e.to_string();
+        match e {
+            Chain(c) => c.into(),
+            Fault(f) => f.into(),
+            Invalid(i) => i.into(),
+            NotFound | BatchNotFound => ApiError::new(NOT_FOUND, "not_found", m),
+            UnsupportedChain { .. } => {
+                ApiError::new(UNPROCESSABLE, "conversion_unsupported_chain", m).param("chain")
+            }
+            InvalidTarget { .. } => {
+                ApiError::new(BAD_REQUEST, "invalid_target", m).param("target_asset")
+            }
+            InvalidKeepAsset { .. } => {
+                ApiError::new(BAD_REQUEST, "invalid_keep_asset", m).param("keep_assets")
+            }
+            TestMode => ApiError::new(UNPROCESSABLE, "conversion_test_mode", m),
+            Unavailable { .. } => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "conversion_unavailable", m)
+                    .retry_after(30)
+            }
+            InsufficientFunds { .. } => {
+                ApiError::new(StatusCode::PAYMENT_REQUIRED, "insufficient_funds", m).param("amount")
+            }
+        }
+    }
+}
+
 impl From<SweepError> for ApiError {
     fn from(e: SweepError) -> Self {
         let m = e.to_string();

@@ -498,6 +498,9 @@ status_filter! {
     ];
     appliance_storage::records::DepositStatus => ["detected", "confirmed", "failed", "orphaned"];
     appliance_storage::records::SweepStatus => ["open", "submitted", "confirmed", "failed", "skipped"];
+    appliance_storage::records::ConversionStatus => [
+        "queued", "converting", "converted", "skipped", "failed"
+    ];
     appliance_storage::records::DeliveryStatus => [
         "pending", "succeeded", "failed", "exhausted", "skipped", "canceled"
     ];

@@ -4,6 +4,7 @@ pub mod api_keys;
 pub mod balances;
 pub mod chains;
 pub mod coins;
+pub mod conversions;
 pub mod customers;
 pub mod deposits;
 pub mod error;
@@ -61,6 +62,7 @@ pub fn documented() -> OpenApiRouter<AppState> {
         .merge(deposits::router())
         .merge(payouts::router())
         .merge(sweeps::router())
+        .merge(conversions::router())
         .merge(events::router())
         .merge(stream::router())
         .merge(webhooks::router())

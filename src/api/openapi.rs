@@ -71,6 +71,7 @@ a version (SPEC.md section 9). A resource of another project answers 404, never 
         schemas::ErrorBody, schemas::Event, schemas::BalanceSource, schemas::DepositStatusIn,
         schemas::SweepStatusIn, schemas::PayoutStatusIn, schemas::DeliveryStatusIn,
         schemas::EventOrder, schemas::IncludeRevoked, schemas::CustomerStatusIn,
+        schemas::ConversionStatusIn, schemas::ConversionKindIn,
     )),
     tags(
         (name = "meta", description = "Who am I, chains, this document."),
@@ -80,6 +81,7 @@ a version (SPEC.md section 9). A resource of another project answers 404, never 
         (name = "deposits", description = "Deposits."),
         (name = "sweeps", description = "Sweeps into the master wallet."),
         (name = "payouts", description = "Payouts."),
+        (name = "conversions", description = "On-chain conversions through a DEX: rules, quotes, rows and batches."),
         (name = "webhooks", description = "Webhook endpoints and deliveries."),
         (name = "events", description = "The event log and stream."),
         (name = "test", description = "Test mode: the simulated chain (test wallet keys only)."),

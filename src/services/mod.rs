@@ -29,6 +29,7 @@
 pub mod balances;
 pub mod chains;
 pub mod coins;
+pub mod conversions;
 pub mod customers;
 pub mod deposits;
 pub mod error;

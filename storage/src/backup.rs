@@ -68,6 +68,9 @@ pub fn backup(ctx: &ReadCtx, dest: &Path) -> Result<BackupReport, StoreError> {
     copy(src, &dst, DEPOSITS, &mut seen, &mut rep)?;
     copy(src, &dst, PAYOUTS, &mut seen, &mut rep)?;
     copy(src, &dst, SWEEPS, &mut seen, &mut rep)?;
+    copy(src, &dst, CONVERSION_RULES, &mut seen, &mut rep)?;
+    copy(src, &dst, CONVERSIONS, &mut seen, &mut rep)?;
+    copy(src, &dst, CONVERSION_BATCHES, &mut seen, &mut rep)?;
     copy(src, &dst, UNIQUE, &mut seen, &mut rep)?;
     copy(src, &dst, INDEX, &mut seen, &mut rep)?;
     copy(src, &dst, ACCOUNTS, &mut seen, &mut rep)?;

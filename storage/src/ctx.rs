@@ -252,6 +252,25 @@ pub trait ReadOps: Reader {
         Ok(out)
     }
 
+    /// Every ledger account of a project, its customers' and its own (holdings left out).
+    fn project_accounts(&self, project: Uuid) -> Result<Vec<(Account, Balance)>, StoreError> {
+        let t = self.open(ACCOUNTS)?;
+        let prefix = project.as_bytes().to_vec();
+        let end = index::prefix_end(&prefix);
+        let mut out = Vec::new();
+        for e in t.range::<&[u8]>(prefix.as_slice()..end.as_slice())? {
+            let (k, v) = e?;
+            if ledger::parse_holding_key(k.value()).is_some() {
+                continue;
+            }
+            let a = Account::from_key(k.value())
+                .ok_or_else(|| StoreError::Corrupt("bad account key".into()))?;
+            let (debits, credits) = v.value();
+            out.push((a, Balance { debits, credits }));
+        }
+        Ok(out)
+    }
+
     /// A journal entry by id.
     fn journal_entry(&self, id: Uuid) -> Result<Option<JournalEntry>, StoreError> {
         let t = self.open(JOURNAL)?;

@@ -63,6 +63,22 @@ pub enum IndexTag {
     /// Global (project nil) ‖ endpoint id: a deleted endpoint whose deliveries are still
     /// being removed in chunks.
     WebhookPurge = 77,
+    /// Conversion rows of a project (SPEC.md section 2, Conversion).
+    Conversions = 80,
+    /// project ‖ status.
+    ConversionsByStatus = 81,
+    /// project ‖ chain.
+    ConversionsByChain = 82,
+    /// project ‖ kind (`auto` | `manual`).
+    ConversionsByKind = 83,
+    /// project ‖ batch id: the rows of a batch.
+    ConversionsByBatch = 84,
+    /// Conversion batches of a project.
+    ConversionBatches = 85,
+    /// Global (project nil): batches still `approving` or `swapping`, the chain worker's queue.
+    ConversionBatchesWork = 86,
+    /// Conversion rules of a project (one per chain).
+    ConversionRules = 87,
     /// Unique: project ‖ reference_id -> customer.
     UniqueCustomerRef = 100,
     /// Unique: project ‖ customer ‖ chain -> wallet.
@@ -77,6 +93,8 @@ pub enum IndexTag {
     UniqueDepositTx = 105,
     /// Unique: wallet ‖ asset -> the sweep still `open` for it.
     UniqueOpenSweep = 106,
+    /// Unique: project ‖ chain -> the project's conversion rule of that chain.
+    UniqueConversionRule = 107,
 }
 
 impl IndexTag {

@@ -353,6 +353,9 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
     txn.open_table(schema::DEPOSITS)?;
     txn.open_table(schema::PAYOUTS)?;
     txn.open_table(schema::SWEEPS)?;
+    txn.open_table(schema::CONVERSION_RULES)?;
+    txn.open_table(schema::CONVERSIONS)?;
+    txn.open_table(schema::CONVERSION_BATCHES)?;
     txn.open_table(schema::UNIQUE)?;
     txn.open_table(schema::INDEX)?;
     txn.open_table(schema::ACCOUNTS)?;

@@ -14,6 +14,9 @@
 //! deposits          <u128, &[u8]>          deposit id -> Deposit
 //! payouts           <u128, &[u8]>          payout id -> Payout
 //! sweeps            <u128, &[u8]>          sweep id -> Sweep
+//! conversion_rules  <u128, &[u8]>          rule id -> ConversionRule (unique key project ‖ chain)
+//! conversions       <u128, &[u8]>          conversion row id -> Conversion
+//! conversion_batches <u128, &[u8]>         batch id -> ConversionBatch
 //! unique            <&[u8], u128>          unique secondary key -> row id (see index.rs)
 //! index             <&[u8], ()>            tag ‖ project ‖ value ‖ row id  (list filters)
 //! accounts          <&[u8], (u128, u128)>  ledger account key -> (debits, credits) posted;
@@ -51,6 +54,11 @@ pub const WALLETS: TableDefinition<u128, &[u8]> = TableDefinition::new("wallets"
 pub const DEPOSITS: TableDefinition<u128, &[u8]> = TableDefinition::new("deposits");
 pub const PAYOUTS: TableDefinition<u128, &[u8]> = TableDefinition::new("payouts");
 pub const SWEEPS: TableDefinition<u128, &[u8]> = TableDefinition::new("sweeps");
+/// Conversion rules, rows and batches (SPEC.md section 2; DECISIONS.md section 14).
+pub const CONVERSION_RULES: TableDefinition<u128, &[u8]> = TableDefinition::new("conversion_rules");
+pub const CONVERSIONS: TableDefinition<u128, &[u8]> = TableDefinition::new("conversions");
+pub const CONVERSION_BATCHES: TableDefinition<u128, &[u8]> =
+    TableDefinition::new("conversion_batches");
 pub const UNIQUE: TableDefinition<&[u8], u128> = TableDefinition::new("unique");
 pub const INDEX: TableDefinition<&[u8], ()> = TableDefinition::new("index");
 pub const ACCOUNTS: TableDefinition<&[u8], (u128, u128)> = TableDefinition::new("accounts");
@@ -131,6 +139,9 @@ macro_rules! for_each_record_table {
         $m!(DEPOSITS, $crate::records::Deposit);
         $m!(PAYOUTS, $crate::records::Payout);
         $m!(SWEEPS, $crate::records::Sweep);
+        $m!(CONVERSION_RULES, $crate::records::ConversionRule);
+        $m!(CONVERSIONS, $crate::records::Conversion);
+        $m!(CONVERSION_BATCHES, $crate::records::ConversionBatch);
         $m!(WEBHOOK_ENDPOINTS, $crate::records::WebhookEndpoint);
         $m!(WEBHOOK_DELIVERIES, $crate::records::WebhookDelivery);
         $m!(JOURNAL, $crate::ledger::JournalEntry);

@@ -13,6 +13,7 @@ mod cli;
 mod coins;
 mod connections;
 mod conventions;
+mod conversions;
 mod customers;
 mod deposits;
 mod events;

@@ -182,4 +182,19 @@ impl ChainClient for EvmClient {
     async fn knows_tx(&self, hash: B256) -> Result<bool, ClientError> {
         Ok(self.rpc.knows_tx(hash).await?)
     }
+
+    async fn receipt_logs(
+        &self,
+        hash: B256,
+    ) -> Result<Option<Vec<crate::client::TxLog>>, ClientError> {
+        Ok(self.rpc.receipt_logs(hash).await?.map(|logs| {
+            logs.into_iter()
+                .map(|l| crate::client::TxLog {
+                    address: l.address,
+                    topics: l.topics,
+                    data: l.data,
+                })
+                .collect()
+        }))
+    }
 }

@@ -8,12 +8,14 @@
 //!   matched against a set), and keeps the recent block hashes that detect a reorg.
 //! * [`sender`]: EIP-1559 transaction building, nonce choice and fee bumping rules.
 //! * [`sweeper`]: calldata of the forwarder factory (deploy-and-flush in one transaction).
+//! * [`dex`]: quotes, swaps and approvals on a Uniswap V2 or V3 DEX (conversions).
 //! * [`factory`]: whether the forwarder factory is deployed and the transaction deploying it.
 //!
 //! Storage and the ledger stay in the binary (`src/workers/chain/`); this module knows the
 //! chain only.
 
 pub mod client;
+pub mod dex;
 pub mod factory;
 pub mod nodes;
 pub mod rpc;

@@ -788,6 +788,23 @@ impl EvmRpc {
         receipt_info(&v)
     }
 
+    /// The logs of a mined transaction's receipt; `None` while it is not mined.
+    pub async fn receipt_logs(&self, hash: B256) -> Result<Option<Vec<LogInfo>>, RpcError> {
+        const M: &str = "eth_getTransactionReceipt";
+        let v: Value = self
+            .run(|p| async move { bounded(M, p.raw_request::<_, Value>(M.into(), (hash,))).await })
+            .await?;
+        if v.is_null() || v["blockNumber"].is_null() {
+            return Ok(None);
+        }
+        serde_json::from_value(v["logs"].clone())
+            .map(Some)
+            .map_err(|e| RpcError::Malformed {
+                method: M,
+                detail: format!("logs: {e}"),
+            })
+    }
+
     /// Receipts of `hashes` in one JSON-RPC batch request, in order (`None`: not mined).
     pub async fn receipts(&self, hashes: &[B256]) -> Result<Vec<Option<ReceiptInfo>>, RpcError> {
         const M: &str = "eth_getTransactionReceipt";

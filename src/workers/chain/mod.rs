@@ -5,6 +5,7 @@
 //!
 //! * [`watcher`]: follows blocks, records, confirms and unwinds deposits.
 //! * [`sender`]: the saga runner of payouts, sweeps and the factory deployment.
+//! * [`convert`]: the chain steps of conversion batches (approve, swap), as send sagas.
 //! * [`reconcile`]: each sender pass first reconciles the master wallet's stored
 //!   transactions with the chain (reorgs, dropped sends, nonce gaps).
 //! * [`store`]: their durable state in the store, under the worker's state key.
@@ -12,6 +13,7 @@
 //! The rules (what a deposit, payout or sweep does) are in `services`; this module only
 //! decides when, from what the client reports.
 
+pub mod convert;
 pub mod reconcile;
 pub mod sender;
 pub mod store;

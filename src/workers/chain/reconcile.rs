@@ -33,7 +33,7 @@ use appliance_storage::{ChainStateOps, ReadOps};
 use super::sender::{crash_point, send_new};
 use super::store::{out_tx, pending_nonces, put_tx, stored_nonce, MinedAt, OutKind, OutTx};
 use super::{clean, hex32, write, ChainWorker, Master, Scopes};
-use crate::services::{payouts, sweeps};
+use crate::services::{conversions, payouts, sweeps};
 use crate::state::AppState;
 
 /// Blocks a settled transaction stays followed after the block that mined it: twice the
@@ -177,7 +177,20 @@ async fn track(
                     // The call can never be mined now: re-plan its resource.
                     return replan(state, c, m, tx).await;
                 }
-                tx = settle(state, c, tx, hash, r.success).await?;
+                let out = match (tx.kind, r.success) {
+                    (OutKind::Swap, true) => {
+                        match super::convert::swap_output(state, c, m, tx.ref_id, &hash).await? {
+                            Some(o) => Some(o),
+                            None => {
+                                tracing::error!(chain = c.chain, nonce = tx.nonce, batch = %tx.ref_id,
+                                    "a mined swap's output cannot be read from its receipt; settlement waits");
+                                return Ok(());
+                            }
+                        }
+                    }
+                    _ => None,
+                };
+                tx = settle(state, c, tx, hash, r.success, out).await?;
             } else if confirmed && tx.settled == Some(true) && !filler && !r.success {
                 tracing::error!(chain = c.chain, nonce = tx.nonce, kind = ?tx.kind,
                     "a settled transaction was mined again after a reorg and reverted: operator attention needed");
@@ -246,6 +259,7 @@ async fn settle(
     mut tx: OutTx,
     hash: String,
     success: bool,
+    swap_out: Option<u128>,
 ) -> anyhow::Result<OutTx> {
     let reg = state.registry.clone();
     let attempts = state.config.webhooks.max_attempts();
@@ -264,6 +278,20 @@ async fn settle(
             OutKind::Payout => {
                 if let Some(s) = scopes.of(ctx, t2.project_id)? {
                     payouts::settle_sent(ctx, &s, t2.ref_id, &hash, success)?;
+                }
+            }
+            OutKind::Approve => {
+                if let Some(s) = scopes.of(ctx, t2.project_id)? {
+                    match success {
+                        true => conversions::approved(ctx, &s, t2.ref_id)?,
+                        false => conversions::approve_lost(ctx, &s, t2.ref_id, true)?,
+                    }
+                }
+            }
+            OutKind::Swap => {
+                if let Some(s) = scopes.of(ctx, t2.project_id)? {
+                    let out = if success { swap_out } else { None };
+                    conversions::swap_settled(ctx, &s, t2.ref_id, &hash, out)?;
                 }
             }
             OutKind::Factory | OutKind::Filler => {}
@@ -404,10 +432,15 @@ async fn replace(
     let t2 = tx.clone();
     write(state, move |ctx| {
         put_tx(ctx, &key, &t2)?;
-        if t2.kind == OutKind::Payout && !filler {
+        if matches!(t2.kind, OutKind::Payout | OutKind::Swap | OutKind::Approve) && !filler {
             let mut scopes = Scopes::new(reg, scope, attempts);
             if let Some(s) = scopes.of(ctx, t2.project_id)? {
-                payouts::follow_hash(ctx, &s, t2.ref_id, &hash)?;
+                match t2.kind {
+                    OutKind::Payout => payouts::follow_hash(ctx, &s, t2.ref_id, &hash)?,
+                    kind => {
+                        conversions::follow_hash(ctx, &s, t2.ref_id, kind == OutKind::Swap, &hash)?
+                    }
+                }
             }
         }
         Ok(())
@@ -449,8 +482,31 @@ async fn replan(state: &AppState, c: &ChainWorker, m: &Master, tx: OutTx) -> any
         ctx.evm_pending_set(&key, nonce, false)?;
         Ok(true)
     };
-    // Is the resource still waiting for this send?
     let (kind, id) = (tx.kind, tx.ref_id);
+    if matches!(kind, OutKind::Approve | OutKind::Swap) {
+        // A batch step is not sent again as it was (a swap's quote and deadline are
+        // stale): the batch quotes and sends its step afresh.
+        let reg = state.registry.clone();
+        let attempts = state.config.webhooks.max_attempts();
+        let scope = c.scope;
+        let project_id = tx.project_id;
+        write(state, move |ctx| {
+            if !retire(ctx)? {
+                return Ok(());
+            }
+            let mut scopes = Scopes::new(reg, scope, attempts);
+            if let Some(s) = scopes.of(ctx, project_id)? {
+                match kind {
+                    OutKind::Swap => conversions::swap_dropped(ctx, &s, id)?,
+                    _ => conversions::approve_lost(ctx, &s, id, false)?,
+                }
+            }
+            Ok(())
+        })
+        .await?;
+        return Ok(());
+    }
+    // Is the resource still waiting for this send?
     let live = match kind {
         OutKind::Payout => {
             state
@@ -476,7 +532,7 @@ async fn replan(state: &AppState, c: &ChainWorker, m: &Master, tx: OutTx) -> any
                 })
                 .await?
         }
-        OutKind::Factory | OutKind::Filler => None,
+        OutKind::Factory | OutKind::Filler | OutKind::Approve | OutKind::Swap => None,
     };
     let Some((project_id, already_settled)) = live else {
         write(state, move |ctx| retire(ctx).map(|_| ())).await?;

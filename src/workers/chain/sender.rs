@@ -52,11 +52,13 @@ pub(super) async fn send_loop(state: AppState, c: ChainWorker, m: Master) {
     }
 }
 
-/// One sender pass: follow pending transactions, then sign new payouts and sweeps.
+/// One sender pass: follow pending transactions, then sign new payouts, sweeps and the
+/// next steps of conversion batches.
 pub async fn send_step(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<()> {
     super::reconcile::reconcile(state, c, m).await?;
     send_payouts(state, c, m).await?;
     send_sweeps(state, c, m).await?;
+    super::convert::send_conversions(state, c, m).await?;
     Ok(())
 }
 
@@ -170,6 +172,8 @@ pub(super) fn crash_point(kind: OutKind, stage: &str) {
             OutKind::Sweep => "sweep",
             OutKind::Factory => "factory",
             OutKind::Filler => "filler",
+            OutKind::Approve => "approve",
+            OutKind::Swap => "swap",
         };
         if std::env::var("DEBUG_CRASH_AT").is_ok_and(|v| v == format!("{kind}_{stage}")) {
             eprintln!("crash point {kind}_{stage}: aborting");
@@ -181,7 +185,7 @@ pub(super) fn crash_point(kind: OutKind, stage: &str) {
 }
 
 /// Work items of the global queue `tag` on this chain, oldest first.
-async fn work_ids(state: &AppState, tag: IndexTag) -> anyhow::Result<Vec<Uuid>> {
+pub(super) async fn work_ids(state: &AppState, tag: IndexTag) -> anyhow::Result<Vec<Uuid>> {
     let page = state
         .store
         .read(move |r| {

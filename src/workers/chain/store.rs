@@ -43,6 +43,10 @@ pub enum OutKind {
     Payout,
     Sweep,
     Factory,
+    /// The ERC-20 approval of a conversion batch's DEX router (`ref_id`: the batch).
+    Approve,
+    /// The DEX swap of a conversion batch (`ref_id`: the batch).
+    Swap,
     /// A zero-value self-transfer filling a nonce that had no transaction to send (a nonce
     /// gap with nothing stored at it).
     Filler,

@@ -8,6 +8,8 @@
 //! - [`keys`]: [`ApiKey`] and [`KeyKind`].
 //! - [`customers`]: [`Customer`] and [`Wallet`].
 //! - [`deposits`], [`payouts`], [`sweeps`]: the money movements and their statuses.
+//! - [`conversions`]: [`ConversionRule`], [`Conversion`], [`ConversionBatch`] and their
+//!   kinds and statuses.
 //! - [`events`]: [`Event`] (the event log) and [`IdempotencyRecord`].
 //! - [`webhooks`]: [`WebhookEndpoint`], [`WebhookDelivery`] and their statuses.
 
@@ -38,6 +40,7 @@ macro_rules! str_enum {
     };
 }
 
+pub mod conversions;
 pub mod customers;
 pub mod deposits;
 pub mod events;
@@ -47,6 +50,7 @@ pub mod projects;
 pub mod sweeps;
 pub mod webhooks;
 
+pub use conversions::*;
 pub use customers::*;
 pub use deposits::*;
 pub use events::*;

@@ -1,0 +1,296 @@
+//! Conversions (SPEC.md section 4, Conversions; DECISIONS.md sections 4 and 14).
+
+use axum::extract::{Path, State};
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+
+use appliance_storage::index::{self, IndexTag};
+use appliance_storage::records::Conversion;
+use appliance_storage::records::{
+    ConversionBatch, ConversionKind, ConversionStatus, KeyKind, Mode,
+};
+
+use crate::api::error::ApiError;
+use crate::api::extract::{path_uuid, Fields, JsonBody, Params};
+use crate::api::schemas;
+use crate::api::{begin, commit, get_by_id, json, list_rows, scope, Begin, IdempotencyKey};
+use crate::auth::{Access, Caller};
+use crate::services::conversions::{
+    self, ConversionError, ConversionRequest, RuleUpdate, DEFAULT_SLIPPAGE_BPS, MAX_KEEP_ASSETS,
+    MAX_SLIPPAGE_BPS,
+};
+use crate::services::types::ChainId;
+use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+const READ: Access = Access::new(&[KeyKind::Payout], "conversions:read");
+const WRITE: Access = Access::new(&[KeyKind::Payout], "conversions:write");
+const CONVERT: Access = Access::new(&[KeyKind::Payout], "conversions:write").signing();
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_rules))
+        .routes(routes!(put_rule))
+        .routes(routes!(quote_conversion))
+        .routes(routes!(list_conversions, create_conversion))
+        .routes(routes!(get_batch))
+        .routes(routes!(get_conversion))
+}
+
+/// List the project's conversion rules: one per chain it lists, with the coins each can
+/// convert into (stablecoins first) and whether the chain supports conversions.
+///
+/// Key: `payout` kind, scope `conversions:read`.
+#[utoipa::path(get, path = "/v1/conversion/rules", tag = "conversions",
+    responses((status = 200, description = "The rules.", body = schemas::ConversionRuleList)))]
+async fn list_rules(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let s = scope(&state, &caller);
+    let v = state.store.read(move |r| conversions::rules(r, &s)).await?;
+    Ok(json(StatusCode::OK, &v))
+}
+
+/// Set the conversion rule of a chain. It applies to the next payment; queued rows keep
+/// their target (SPEC.md section 4, Conversions).
+///
+/// Key: `payout` kind, scope `conversions:write`.
+#[utoipa::path(put, path = "/v1/conversion/rules/{chain}", tag = "conversions",
+    params(("chain" = String, Path, description = "Chain identifier.")),
+    request_body(content = schemas::ConversionRuleUpdate),
+    responses(
+        (status = 200, description = "The rule.", body = schemas::ConversionRule),
+        (status = 400, description = "`invalid_request`, `invalid_target`, `invalid_keep_asset`.", body = schemas::ErrorBody),
+        (status = 422, description = "`chain_not_enabled`, `conversion_unsupported_chain` (switching a rule on where no DEX is configured).", body = schemas::ErrorBody),
+    ))]
+async fn put_rule(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(chain): Path<String>,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require(WRITE)?;
+    let f = &body.fields;
+    let enabled = f
+        .opt_bool("enabled")?
+        .ok_or_else(|| ApiError::invalid("enabled", "enabled is required."))?;
+    let target_asset = f.req_str("target_asset")?;
+    let keep_assets = f.opt_str_list("keep_assets")?.unwrap_or_default();
+    if keep_assets.len() > MAX_KEEP_ASSETS {
+        return Err(ApiError::invalid(
+            "keep_assets",
+            format!("keep_assets lists at most {MAX_KEEP_ASSETS} coins."),
+        ));
+    }
+    if chain.len() > 32 {
+        return Err(ApiError::invalid("chain", "Unknown chain."));
+    }
+    let s = scope(&state, &caller);
+    let chain = ChainId::new(chain);
+    let (resp, _) = commit(&state, None, move |ctx| {
+        let v = conversions::put_rule(
+            ctx,
+            &s,
+            &chain,
+            RuleUpdate {
+                enabled,
+                target_asset,
+                keep_assets,
+            },
+        )?;
+        Ok((StatusCode::OK, v, ()))
+    })
+    .await?;
+    Ok(resp)
+}
+
+fn request(f: &Fields) -> Result<ConversionRequest, ApiError> {
+    let slippage_bps = match f.opt_u64("slippage_bps")? {
+        None => DEFAULT_SLIPPAGE_BPS,
+        Some(v) if v <= MAX_SLIPPAGE_BPS as u64 => v as u32,
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "slippage_bps",
+                format!("slippage_bps must be from 0 to {MAX_SLIPPAGE_BPS}."),
+            ))
+        }
+    };
+    Ok(ConversionRequest {
+        chain: f.req_chain("chain")?,
+        from_asset: f.req_asset("from_asset")?,
+        to_asset: f.req_asset("to_asset")?,
+        amount: f.req_amount("amount")?,
+        slippage_bps,
+    })
+}
+
+/// Quote a conversion (read-only; quotes are not held): live projects from the chain's
+/// DEX, test projects from the test prices (`market: "test"`). `available` is what the
+/// treasury can convert now.
+///
+/// Key: `payout` kind, scope `conversions:read`.
+#[utoipa::path(post, path = "/v1/conversions/quote", tag = "conversions",
+    request_body(content = schemas::ConversionQuoteRequest),
+    responses(
+        (status = 200, description = "The quote.", body = schemas::ConversionQuote),
+        (status = 400, description = "`invalid_request`, `unknown_asset`.", body = schemas::ErrorBody),
+        (status = 422, description = "`chain_not_enabled`, `conversion_unsupported_chain`.", body = schemas::ErrorBody),
+        (status = 503, description = "`conversion_unavailable`: the DEX or its node cannot quote now.", body = schemas::ErrorBody),
+    ))]
+async fn quote_conversion(
+    State(state): State<AppState>,
+    caller: Caller,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let req = request(&body.fields)?;
+    let s = scope(&state, &caller);
+    let v = conversions::quote(&state.store, &state.registry, &state.market, &s, &req).await?;
+    Ok(json(StatusCode::OK, &v))
+}
+
+/// Convert coins the customers hold (SPEC.md section 4, Conversions rule 2): drawn on the
+/// customers holding `from_asset` pro rata to their available balances (one row per
+/// customer), sized against the free treasury, quoted and planned at once as one batch.
+/// A test project answers 422 `conversion_test_mode`.
+///
+/// Key: `payout` kind, scope `conversions:write`, signing enabled.
+#[utoipa::path(post, path = "/v1/conversions", tag = "conversions",
+    params(schemas::RequiredIdempotencyHeader),
+    request_body(content = schemas::ConversionQuoteRequest),
+    responses(
+        (status = 202, description = "Planned: the rows and their batch.", body = schemas::ConversionRequestAnswer),
+        (status = 400, description = "`invalid_request`, `unknown_asset`, `idempotency_key_required`.", body = schemas::ErrorBody),
+        (status = 402, description = "`insufficient_funds`: the free treasury or the customers' balances lack the amount.", body = schemas::ErrorBody),
+        (status = 422, description = "`chain_not_enabled`, `conversion_unsupported_chain`, `conversion_test_mode`.", body = schemas::ErrorBody),
+        (status = 503, description = "`conversion_unavailable`: the DEX or its node cannot quote now.", body = schemas::ErrorBody),
+    ))]
+async fn create_conversion(
+    State(state): State<AppState>,
+    caller: Caller,
+    key: IdempotencyKey,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require(CONVERT)?;
+    if key.get()?.is_none() {
+        return Err(ApiError::invalid(
+            "Idempotency-Key",
+            "POST /v1/conversions requires an Idempotency-Key header.",
+        )
+        .with_code("idempotency_key_required"));
+    }
+    let req = request(&body.fields)?;
+    if caller.project.mode == Mode::Test {
+        return Err(ConversionError::TestMode.into());
+    }
+    let idem = match begin(
+        &state,
+        &caller,
+        &Method::POST,
+        "/v1/conversions",
+        &key,
+        &body.fingerprint,
+    )
+    .await?
+    {
+        Begin::Replay(r) => return Ok(r),
+        Begin::Fresh(idem) => idem,
+    };
+    let s = scope(&state, &caller);
+    // The quote is read before the store transaction (it asks the DEX).
+    let q = conversions::price(&state.registry, &state.market, &s, &req).await?;
+    let (resp, _) = commit(&state, idem, move |ctx| {
+        let (rows, batch) = conversions::create_manual(ctx, &s, &req, &q)?;
+        Ok((
+            StatusCode::ACCEPTED,
+            conversions::request_json(&s.reg, &rows, &batch),
+            (),
+        ))
+    })
+    .await?;
+    Ok(resp)
+}
+
+/// List conversion rows, newest first.
+///
+/// Key: `payout` kind, scope `conversions:read`.
+#[utoipa::path(get, path = "/v1/conversions", tag = "conversions",
+    params(schemas::PageParams,
+        ("status" = Option<schemas::ConversionStatusIn>, Query, description = "Only rows in this status."),
+        ("chain" = Option<String>, Query, description = "Only rows on this chain."),
+        ("kind" = Option<schemas::ConversionKindIn>, Query, description = "Only `auto` or `manual` rows."),
+    ),
+    responses((status = 200, description = "A page of conversions.", body = schemas::ConversionList)))]
+async fn list_conversions(
+    State(state): State<AppState>,
+    caller: Caller,
+    q: Params,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let page = q.page()?;
+    let p = caller.project_id();
+    let status = q.status::<ConversionStatus>()?;
+    let chain = q.get("chain").map(str::to_string);
+    let kind = match q.one_of("kind", &["auto", "manual"])? {
+        Some(k) => ConversionKind::parse(&k),
+        None => None,
+    };
+    let prefix = if let Some(s) = status {
+        index::prefix(IndexTag::ConversionsByStatus, p, &[s.as_str().as_bytes()])
+    } else if let Some(c) = &chain {
+        index::prefix(IndexTag::ConversionsByChain, p, &[c.as_bytes()])
+    } else if let Some(k) = kind {
+        index::prefix(IndexTag::ConversionsByKind, p, &[k.as_str().as_bytes()])
+    } else {
+        index::prefix(IndexTag::Conversions, p, &[])
+    };
+    let reg = state.registry.clone();
+    list_rows(
+        &state,
+        prefix,
+        page,
+        move |x: &Conversion| {
+            status.is_none_or(|s| x.status == s)
+                && chain.as_ref().is_none_or(|c| &x.chain == c)
+                && kind.is_none_or(|k| x.kind == k)
+        },
+        move |x| conversions::conversion_json(&reg, x),
+    )
+    .await
+}
+
+/// Read a conversion batch.
+///
+/// Key: `payout` kind, scope `conversions:read`.
+#[utoipa::path(get, path = "/v1/conversions/batches/{id}", tag = "conversions", params(schemas::IdPath),
+    responses((status = 200, description = "The batch.", body = schemas::ConversionBatch)))]
+async fn get_batch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let id = path_uuid(&id)?;
+    get_by_id::<ConversionBatch, _>(&state, &caller, id, ConversionError::BatchNotFound, |x| {
+        conversions::batch_json(&state.registry, x)
+    })
+    .await
+}
+
+/// Read a conversion row.
+///
+/// Key: `payout` kind, scope `conversions:read`.
+#[utoipa::path(get, path = "/v1/conversions/{id}", tag = "conversions", params(schemas::IdPath),
+    responses((status = 200, description = "The conversion.", body = schemas::Conversion)))]
+async fn get_conversion(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let id = path_uuid(&id)?;
+    get_by_id::<Conversion, _>(&state, &caller, id, ConversionError::NotFound, |x| {
+        conversions::conversion_json(&state.registry, x)
+    })
+    .await
+}
