@@ -321,6 +321,17 @@ impl Live {
         master: String,
         chains: &[ChainSetup<'_>],
     ) -> Live {
+        Self::start_with(tmp, data_dir, master, chains, "").await
+    }
+
+    /// [`Live::start`] with `extra` appended to the config (e.g. `[chains.<id>.dex]`).
+    pub async fn start_with(
+        tmp: tempfile::TempDir,
+        data_dir: PathBuf,
+        master: String,
+        chains: &[ChainSetup<'_>],
+        extra: &str,
+    ) -> Live {
         let config = tmp.path().join("config.toml");
         let mut text = String::from("listen = \"127.0.0.1:0\"\n");
         for c in chains {
@@ -335,6 +346,7 @@ impl Live {
                 ));
             }
         }
+        text.push_str(extra);
         std::fs::write(&config, text).unwrap();
         let mut live = Live {
             base_url: String::new(),
@@ -381,7 +393,7 @@ impl Live {
                 "payout",
                 "--signing-enabled",
                 "--scopes",
-                "payouts:read,payouts:create,balances:read",
+                "payouts:read,payouts:create,balances:read,conversions:read,conversions:write",
             ],
         ));
         live

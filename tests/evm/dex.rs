@@ -1,0 +1,467 @@
+//! Conversions against the REAL Uniswap contracts (issue 15): the published bytecode of the
+//! npm packages `@uniswap/v2-core`, `@uniswap/v2-periphery` (factory, WETH9, Router02) and
+//! `@uniswap/v3-core`, `@uniswap/v3-periphery` (factory, SwapRouter, QuoterV2,
+//! NonfungiblePositionManager), deployed as published (never recompiled: the routers pin the
+//! pair and pool init-code hashes), pools with liquidity, then quotes and conversions through
+//! the appliance, checked with `eth_call`.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+
+/// The published creation bytecode (hex, no `0x`) of an artifact under node_modules.
+fn artifact(rel: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("node_modules")
+        .join(rel);
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run scripts/install-test-deps.sh (npm ci installs the Uniswap packages)",
+            p.display()
+        )
+    });
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let b = v["bytecode"]
+        .as_str()
+        .or_else(|| v["bytecode"]["object"].as_str())
+        .expect("bytecode");
+    b.trim_start_matches("0x").to_string()
+}
+
+fn word_addr(a: &str) -> String {
+    format!("{:0>64}", a.trim_start_matches("0x").to_lowercase())
+}
+
+fn word(n: u128) -> String {
+    format!("{n:064x}")
+}
+
+fn sel(sig: &str) -> String {
+    hex::encode(&appliance_chains::address::keccak256(sig.as_bytes())[..4])
+}
+
+fn bytes_of(words: &[String]) -> Vec<u8> {
+    hex::decode(words.concat()).unwrap()
+}
+
+fn s(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_string()
+}
+
+const MAX: u128 = u128::MAX;
+const DEADLINE: u128 = 4_000_000_000;
+const ETHER: u128 = 1_000_000_000_000_000_000;
+
+/// Uniswap V2 on `anvil`: (factory, WETH9, Router02).
+async fn deploy_v2(anvil: &Anvil) -> (String, String, String) {
+    let weth = anvil
+        .deploy(&artifact("@uniswap/v2-periphery/build/WETH9.json"), &[])
+        .await;
+    let factory = anvil
+        .deploy(
+            &artifact("@uniswap/v2-core/build/UniswapV2Factory.json"),
+            &bytes_of(&[word_addr(ACCOUNT0)]),
+        )
+        .await;
+    let router = anvil
+        .deploy(
+            &artifact("@uniswap/v2-periphery/build/UniswapV2Router02.json"),
+            &bytes_of(&[word_addr(&factory), word_addr(&weth)]),
+        )
+        .await;
+    (factory, weth, router)
+}
+
+/// A token/WETH pool on the V2 router with `tokens` and `eth` of liquidity from ACCOUNT0.
+async fn v2_liquidity(anvil: &Anvil, router: &str, token: &str, tokens: u128, eth: u128) {
+    anvil.mint(token, ACCOUNT0, tokens).await;
+    let approve = format!(
+        "0x{}{}{}",
+        sel("approve(address,uint256)"),
+        word_addr(router),
+        word(MAX)
+    );
+    anvil.send(ACCOUNT0, Some(token), 0, &approve).await;
+    let add = format!(
+        "0x{}{}",
+        sel("addLiquidityETH(address,uint256,uint256,uint256,address,uint256)"),
+        [
+            word_addr(token),
+            word(tokens),
+            word(0),
+            word(0),
+            word_addr(ACCOUNT0),
+            word(DEADLINE),
+        ]
+        .concat()
+    );
+    anvil.send(ACCOUNT0, Some(router), eth, &add).await;
+}
+
+/// `getAmountsOut(amount, [a, b])` on the router, read directly.
+async fn v2_amount_out(anvil: &Anvil, router: &str, amount: u128, a: &str, b: &str) -> u128 {
+    let data = format!(
+        "0x{}{}{}{}{}{}",
+        sel("getAmountsOut(uint256,address[])"),
+        word(amount),
+        word(0x40),
+        word(2),
+        word_addr(a),
+        word_addr(b)
+    );
+    let r = anvil
+        .rpc("eth_call", json!([{"to": router, "data": data}, "latest"]))
+        .await;
+    let hexs = s(&r);
+    // amounts: offset, length 2, amounts[0], amounts[1].
+    let last = &hexs[2 + 64 * 3..2 + 64 * 4];
+    u128::from_str_radix(last, 16).unwrap()
+}
+
+async fn allowance(anvil: &Anvil, token: &str, owner: &str, spender: &str) -> u128 {
+    let data = format!(
+        "0x{}{}{}",
+        sel("allowance(address,address)"),
+        word_addr(owner),
+        word_addr(spender)
+    );
+    let r = anvil
+        .rpc("eth_call", json!([{"to": token, "data": data}, "latest"]))
+        .await;
+    hex_u128(&json!(format!("0x{}", &s(&r)[2 + 32..])))
+}
+
+fn dex_toml(chain: &str, body: &str) -> String {
+    format!("[chains.{chain}.dex]\n{body}")
+}
+
+/// The appliance on `eth` with `dex`, a funded master wallet and the USDT token.
+async fn start(eth: &Anvil, usdt: &str, dex: &str) -> Live {
+    let (tmp, data, master) = init_data_dir();
+    deploy_factory(eth, &master).await;
+    eth.send(ACCOUNT0, Some(&master), 100 * ETHER, "0x").await; // gas money
+    let live = Live::start_with(
+        tmp,
+        data,
+        master,
+        &[ChainSetup {
+            id: "ethereum",
+            anvil: eth,
+            confirmations: 2,
+            assets: vec![("USDT", usdt.to_string(), 6)],
+            replace_after_ms: 30_000,
+        }],
+        &dex_toml("ethereum", dex),
+    )
+    .await;
+    wait_for("ethereum live", &[], 30, || async {
+        let v = live.get(&live.wallet_key, "/v1/chains").await;
+        v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["chain"] == "ethereum" && c["status"] == "live")
+            .then_some(())
+    })
+    .await;
+    live
+}
+
+/// The project's treasury ledger of `asset` on ethereum (atomic, may be negative).
+async fn treasury(live: &Live, asset: &str) -> i128 {
+    let v = live.get(&live.payout_key, "/v1/balances").await;
+    v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["chain"] == "ethereum" && x["asset"] == asset)
+        .map(|x| s(&x["treasury"]).parse().unwrap())
+        .unwrap_or(0)
+}
+
+/// A customer whose deposit of `eth` wei is confirmed and swept into the treasury.
+async fn customer_with_eth(live: &Live, eth: &Anvil, reference: &str, wei: u128) -> String {
+    let (cid, w) = live.customer_wallet(reference, "ethereum").await;
+    let before = treasury(live, "ETH").await;
+    eth.send(ACCOUNT0, Some(&s(&w["address"])), wei, "0x").await;
+    wait_for("deposit swept into the treasury", &[eth], 90, || async {
+        (treasury(live, "ETH").await >= before + wei as i128).then_some(())
+    })
+    .await;
+    assert_eq!(live.available(&cid, "ethereum", "ETH").await, wei);
+    cid
+}
+
+async fn batch(live: &Live, id: &str) -> Value {
+    live.get(&live.payout_key, &format!("/v1/conversions/batches/{id}"))
+        .await
+}
+
+async fn wait_batch(live: &Live, eth: &Anvil, id: &str, status: &str) -> Value {
+    wait_for(&format!("batch {status}"), &[eth], 120, || async {
+        let b = batch(live, id).await;
+        assert!(
+            b["status"] == status || b["status"] != "failed",
+            "batch failed: {b}\n{}",
+            live.logs()
+        );
+        (b["status"] == status).then_some(b)
+    })
+    .await
+}
+
+fn convert_body(from: &str, to: &str, amount: u128) -> Value {
+    json!({"chain": "ethereum", "from_asset": from, "to_asset": to, "amount": amount.to_string()})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uniswap_v2_quotes_and_manual_conversions_both_ways_with_one_approval() {
+    let eth = Anvil::start(1);
+    let usdt = deploy_token(&eth, 6, false).await;
+    let (factory, weth, router) = deploy_v2(&eth).await;
+    // 300,000 USDT and 100 ETH: 3,000 USDT per ETH.
+    v2_liquidity(&eth, &router, &usdt, 300_000_000_000, 100 * ETHER).await;
+    let live = start(
+        &eth,
+        &usdt,
+        &format!(
+            "kind = \"uniswap_v2\"\nrouter = \"{router}\"\nfactory = \"{factory}\"\nweth = \"{weth}\"\n"
+        ),
+    )
+    .await;
+    let master = live.master.clone();
+
+    // The rule is supported where a DEX is configured, and not elsewhere.
+    let rules = live.get(&live.payout_key, "/v1/conversion/rules").await;
+    let rule = |c: &str| {
+        rules["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["chain"] == c)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(rule("ethereum")["supported"], true, "{rules}");
+    assert_eq!(rule("bsc")["supported"], false);
+    assert_eq!(rule("bsc")["unsupported_reason"], "no_dex_configured");
+
+    // Two customers hold 1 and 3 ETH in the treasury.
+    let alice = customer_with_eth(&live, &eth, "alice", ETHER).await;
+    let bob = customer_with_eth(&live, &eth, "bob", 3 * ETHER).await;
+
+    // The quote is the router's own getAmountsOut.
+    let amount = 2 * ETHER;
+    let q = live
+        .post(
+            &live.payout_key,
+            "/v1/conversions/quote",
+            convert_body("ETH", "USDT", amount),
+            200,
+        )
+        .await;
+    let direct = v2_amount_out(&eth, &router, amount, &weth, &usdt).await;
+    assert_eq!(q["expected_out"], direct.to_string(), "{q}");
+    assert_eq!(q["market"], "uniswap_v2");
+    assert_eq!(
+        q["needs_approval"], false,
+        "the native coin needs no approval"
+    );
+    assert_eq!(
+        q["min_out"],
+        (direct * 9_950 / 10_000).to_string(),
+        "default slippage 50 bps: {q}"
+    );
+    assert_eq!(q["available"], (4 * ETHER).to_string(), "{q}");
+    assert!(q["gas_usd"].is_null() || q["gas_usd"].is_string(), "{q}");
+
+    // More than the customers hold: 402.
+    let (st, e) = live
+        .call(
+            &live.payout_key,
+            reqwest::Method::POST,
+            "/v1/conversions",
+            Some(convert_body("ETH", "USDT", 5 * ETHER)),
+        )
+        .await;
+    assert_eq!(st, 402, "{e}");
+    assert_eq!(e["code"], "insufficient_funds");
+
+    // A manual conversion of 2 ETH: drawn 0.5 / 1.5 from alice / bob, planned at once.
+    let usdt_before = eth.token_balance(&usdt, &master).await;
+    let eth_before = eth.balance(&master).await;
+    let r = live
+        .post(
+            &live.payout_key,
+            "/v1/conversions",
+            convert_body("ETH", "USDT", amount),
+            202,
+        )
+        .await;
+    assert_eq!(r["object"], "conversion_request", "{r}");
+    let rows = r["rows"].as_array().unwrap().clone();
+    assert_eq!(rows.len(), 2, "{r}");
+    let share = |cid: &str| {
+        rows.iter()
+            .find(|x| x["customer_id"] == cid)
+            .map(|x| s(&x["amount_in"]).parse::<u128>().unwrap())
+            .unwrap()
+    };
+    assert_eq!(share(&alice), ETHER / 2);
+    assert_eq!(share(&bob), 3 * ETHER / 2);
+    assert!(rows
+        .iter()
+        .all(|x| x["kind"] == "manual" && x["status"] == "converting"));
+    let bid = s(&r["batch"]["id"]);
+    assert_eq!(
+        r["batch"]["status"], "swapping",
+        "no approval for the native coin"
+    );
+    // Locked while it converts: nothing of it can be paid out.
+    assert_eq!(live.available(&alice, "ethereum", "ETH").await, ETHER / 2);
+
+    let b = wait_batch(&live, &eth, &bid, "settled").await;
+    let out: u128 = s(&b["amount_out"]).parse().unwrap();
+    assert!(out >= s(&b["min_out"]).parse::<u128>().unwrap(), "{b}");
+    assert_eq!(b["approve_tx_hash"], Value::Null);
+    assert!(b["swap_tx_hash"].is_string());
+    assert_eq!(b["attempts"], 1);
+    // The treasury's on-chain USDT grew by amount_out; its ETH fell by the amount plus gas.
+    assert_eq!(eth.token_balance(&usdt, &master).await - usdt_before, out);
+    let eth_after = eth.balance(&master).await;
+    assert!(eth_before - eth_after >= amount && eth_before - eth_after < amount + ETHER / 100);
+    // Rows settled pro rata, the remainder to the last row.
+    let a_usdt = live.available(&alice, "ethereum", "USDT").await;
+    let b_usdt = live.available(&bob, "ethereum", "USDT").await;
+    assert_eq!(a_usdt + b_usdt, out);
+    assert!(a_usdt.abs_diff(out / 4) <= 1, "{a_usdt} of {out}");
+    assert_eq!(live.available(&alice, "ethereum", "ETH").await, ETHER / 2);
+    assert_eq!(live.available(&bob, "ethereum", "ETH").await, 3 * ETHER / 2);
+    assert_eq!(treasury(&live, "USDT").await, out as i128);
+    assert_eq!(treasury(&live, "ETH").await, 2 * ETHER as i128);
+    let done = live.events("conversion.completed").await;
+    assert_eq!(done.len(), 2, "one conversion.completed per row");
+    for e in &done {
+        assert_eq!(e["data"]["status"], "converted");
+        assert_eq!(e["data"]["batch_id"], bid);
+    }
+    let listed = live
+        .get(
+            &live.payout_key,
+            "/v1/conversions?status=converted&kind=manual",
+        )
+        .await;
+    assert_eq!(listed["data"].as_array().unwrap().len(), 2);
+
+    // USDT back to ETH: an ERC-20 source approves the router once.
+    let back = out / 2;
+    let q = live
+        .post(
+            &live.payout_key,
+            "/v1/conversions/quote",
+            convert_body("USDT", "ETH", back),
+            200,
+        )
+        .await;
+    assert_eq!(q["needs_approval"], true, "{q}");
+    let r = live
+        .post(
+            &live.payout_key,
+            "/v1/conversions",
+            convert_body("USDT", "ETH", back),
+            202,
+        )
+        .await;
+    let bid2 = s(&r["batch"]["id"]);
+    assert_eq!(r["batch"]["status"], "approving", "{r}");
+    let eth_before = eth.balance(&master).await;
+    let b2 = wait_batch(&live, &eth, &bid2, "settled").await;
+    assert!(b2["approve_tx_hash"].is_string(), "{b2}");
+    assert_eq!(
+        allowance(&eth, &usdt, &master, &router).await > 10u128.pow(30),
+        true
+    );
+    let got: u128 = s(&b2["amount_out"]).parse().unwrap();
+    assert!(got > 0);
+    // The treasury received the ETH (less the gas of the approval and the swap).
+    let eth_after = eth.balance(&master).await;
+    assert!(eth_after + ETHER / 100 > eth_before + got && eth_after < eth_before + got);
+    assert_eq!(treasury(&live, "ETH").await, (2 * ETHER + got) as i128);
+
+    // A second USDT conversion needs no approval any more.
+    let q = live
+        .post(
+            &live.payout_key,
+            "/v1/conversions/quote",
+            convert_body("USDT", "ETH", 1_000_000),
+            200,
+        )
+        .await;
+    assert_eq!(q["needs_approval"], false, "{q}");
+    let r = live
+        .post(
+            &live.payout_key,
+            "/v1/conversions",
+            convert_body("USDT", "ETH", 1_000_000),
+            202,
+        )
+        .await;
+    let b3 = wait_batch(&live, &eth, &s(&r["batch"]["id"]), "settled").await;
+    assert_eq!(b3["approve_tx_hash"], Value::Null, "approved once: {b3}");
+
+    let v = live.verify();
+    // The settlement postings balance, like every entry (`appliance verify`).
+    assert!(v.contains("\"violations\": []"), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_swap_that_cannot_succeed_is_retried_then_fails_and_the_coins_stay() {
+    let eth = Anvil::start(1);
+    let usdt = deploy_token(&eth, 6, false).await;
+    let (factory, weth, router) = deploy_v2(&eth).await;
+    v2_liquidity(&eth, &router, &usdt, 300_000_000_000, 100 * ETHER).await;
+    let live = start(
+        &eth,
+        &usdt,
+        &format!(
+            "kind = \"uniswap_v2\"\nrouter = \"{router}\"\nfactory = \"{factory}\"\nweth = \"{weth}\"\n"
+        ),
+    )
+    .await;
+    let master = live.master.clone();
+    let alice = customer_with_eth(&live, &eth, "alice", ETHER).await;
+    // The pool can no longer pay USDT out: every swap reverts.
+    let pause = format!("0x{}{}", sel("setPaused(bool)"), word(1));
+    eth.send(ACCOUNT0, Some(&usdt), 0, &pause).await;
+    let eth_before = eth.balance(&master).await;
+    let r = live
+        .post(
+            &live.payout_key,
+            "/v1/conversions",
+            convert_body("ETH", "USDT", ETHER / 2),
+            202,
+        )
+        .await;
+    let bid = s(&r["batch"]["id"]);
+    let b = wait_for("batch failed", &[&eth], 120, || async {
+        let b = batch(&live, &bid).await;
+        (b["status"] == "failed").then_some(b)
+    })
+    .await;
+    assert_eq!(b["error_code"], "slippage", "{b}");
+    assert_eq!(b["attempts"], 3, "{b}");
+    // The coins stayed where they were: on chain and in the ledger.
+    assert!(eth_before - eth.balance(&master).await < ETHER / 100);
+    assert_eq!(live.available(&alice, "ethereum", "ETH").await, ETHER);
+    assert_eq!(treasury(&live, "ETH").await, ETHER as i128);
+    let rows = live
+        .get(&live.payout_key, "/v1/conversions?status=failed")
+        .await;
+    let rows = rows["data"].as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["reason"], "slippage");
+    assert!(live.events("conversion.completed").await.is_empty());
+    assert!(live.verify().contains("\"violations\": []"));
+}
