@@ -379,9 +379,9 @@ async fn uniswap_v2_quotes_and_manual_conversions_both_ways_with_one_approval() 
     let eth_before = eth.balance(&master).await;
     let b2 = wait_batch(&live, &eth, &bid2, "settled").await;
     assert!(b2["approve_tx_hash"].is_string(), "{b2}");
-    assert_eq!(
+    assert!(
         allowance(&eth, &usdt, &master, &router).await > 10u128.pow(30),
-        true
+        "the router may take the largest amount"
     );
     let got: u128 = s(&b2["amount_out"]).parse().unwrap();
     assert!(got > 0);
