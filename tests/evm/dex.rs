@@ -465,3 +465,300 @@ async fn a_swap_that_cannot_succeed_is_retried_then_fails_and_the_coins_stay() {
     assert!(live.events("conversion.completed").await.is_empty());
     assert!(live.verify().contains("\"violations\": []"));
 }
+
+/// Uniswap V3 on `anvil`: (factory, WETH9, SwapRouter, QuoterV2, NonfungiblePositionManager).
+async fn deploy_v3(anvil: &Anvil) -> (String, String, String, String, String) {
+    let weth = anvil
+        .deploy(&artifact("@uniswap/v2-periphery/build/WETH9.json"), &[])
+        .await;
+    let factory = anvil
+        .deploy(
+            &artifact(
+                "@uniswap/v3-core/artifacts/contracts/UniswapV3Factory.sol/UniswapV3Factory.json",
+            ),
+            &[],
+        )
+        .await;
+    let args = bytes_of(&[word_addr(&factory), word_addr(&weth)]);
+    let router = anvil
+        .deploy(
+            &artifact("@uniswap/v3-periphery/artifacts/contracts/SwapRouter.sol/SwapRouter.json"),
+            &args,
+        )
+        .await;
+    let quoter = anvil
+        .deploy(
+            &artifact("@uniswap/v3-periphery/artifacts/contracts/lens/QuoterV2.sol/QuoterV2.json"),
+            &args,
+        )
+        .await;
+    // The token descriptor only renders tokenURI, which nothing here reads.
+    let npm = anvil
+        .deploy(
+            &artifact("@uniswap/v3-periphery/artifacts/contracts/NonfungiblePositionManager.sol/NonfungiblePositionManager.json"),
+            &bytes_of(&[word_addr(&factory), word_addr(&weth), word_addr(ACCOUNT0)]),
+        )
+        .await;
+    (factory, weth, router, quoter, npm)
+}
+
+/// A full-range USDT/WETH position at `usdt_per_eth` (fee tier 3000) through the position
+/// manager, from ACCOUNT0.
+async fn v3_liquidity(anvil: &Anvil, npm: &str, usdt: &str, weth: &str, usdt_per_eth: f64) {
+    let (t0, t1) = if usdt.to_lowercase() < weth.to_lowercase() {
+        (usdt, weth)
+    } else {
+        (weth, usdt)
+    };
+    // price = token1 per token0 in atomic units; sqrtPriceX96 = sqrt(price) * 2^96.
+    let raw = if t0 == weth {
+        usdt_per_eth * 1e6 / 1e18
+    } else {
+        1e18 / (usdt_per_eth * 1e6)
+    };
+    let sqrt_x96 = (raw.sqrt() * 2f64.powi(96)) as u128;
+    let create = format!(
+        "0x{}{}",
+        sel("createAndInitializePoolIfNecessary(address,address,uint24,uint160)"),
+        [word_addr(t0), word_addr(t1), word(3000), word(sqrt_x96)].concat()
+    );
+    anvil.send(ACCOUNT0, Some(npm), 0, &create).await;
+    let usdt_amount = 300_000_000_000u128;
+    let eth_amount = 100 * ETHER;
+    anvil.mint(usdt, ACCOUNT0, usdt_amount).await;
+    let approve = format!(
+        "0x{}{}{}",
+        sel("approve(address,uint256)"),
+        word_addr(npm),
+        word(MAX)
+    );
+    anvil.send(ACCOUNT0, Some(usdt), 0, &approve).await;
+    let (a0, a1) = if t0 == usdt {
+        (usdt_amount, eth_amount)
+    } else {
+        (eth_amount, usdt_amount)
+    };
+    let tick = |t: i64| {
+        format!(
+            "{}{:016x}",
+            if t < 0 {
+                "f".repeat(48)
+            } else {
+                "0".repeat(48)
+            },
+            t as u64
+        )
+    };
+    let mint = format!(
+        "0x{}{}",
+        sel("mint((address,address,uint24,int24,int24,uint256,uint256,uint256,uint256,address,uint256))"),
+        [
+            word_addr(t0),
+            word_addr(t1),
+            word(3000),
+            tick(-887_220),
+            tick(887_220),
+            word(a0),
+            word(a1),
+            word(0),
+            word(0),
+            word_addr(ACCOUNT0),
+            word(DEADLINE),
+        ]
+        .concat()
+    );
+    // The ETH side is paid as value (the manager wraps it).
+    anvil.send(ACCOUNT0, Some(npm), eth_amount, &mint).await;
+}
+
+/// QuoterV2 `quoteExactInputSingle` read directly: the amount out.
+async fn v3_quote(anvil: &Anvil, quoter: &str, from: &str, to: &str, amount: u128) -> u128 {
+    let data = format!(
+        "0x{}{}",
+        sel("quoteExactInputSingle((address,address,uint256,uint24,uint160))"),
+        [
+            word_addr(from),
+            word_addr(to),
+            word(amount),
+            word(3000),
+            word(0)
+        ]
+        .concat()
+    );
+    let r = anvil
+        .rpc("eth_call", json!([{"to": quoter, "data": data}, "latest"]))
+        .await;
+    u128::from_str_radix(&s(&r)[2..66], 16).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uniswap_v3_quotes_and_conversions_both_ways() {
+    let eth = Anvil::start(1);
+    let usdt = deploy_token(&eth, 6, false).await;
+    let (_factory, weth, router, quoter, npm) = deploy_v3(&eth).await;
+    v3_liquidity(&eth, &npm, &usdt, &weth, 3000.0).await;
+    let live = start(
+        &eth,
+        &usdt,
+        &format!(
+            "kind = \"uniswap_v3\"\nrouter = \"{router}\"\nquoter = \"{quoter}\"\nfee_tier = 3000\nweth = \"{weth}\"\n"
+        ),
+    )
+    .await;
+    let master = live.master.clone();
+    let alice = customer_with_eth(&live, &eth, "alice", 2 * ETHER).await;
+
+    // The quote is QuoterV2's own answer, near the pool's price.
+    let q = live
+        .post(
+            &live.payout_key,
+            "/v1/conversions/quote",
+            convert_body("ETH", "USDT", ETHER),
+            200,
+        )
+        .await;
+    let direct = v3_quote(&eth, &quoter, &weth, &usdt, ETHER).await;
+    assert_eq!(q["expected_out"], direct.to_string(), "{q}");
+    assert_eq!(q["market"], "uniswap_v3");
+    assert!(
+        (2_900_000_000..3_000_000_000).contains(&direct),
+        "about 3000 USDT less the 0.3% fee and the price impact: {direct}"
+    );
+
+    let usdt_before = eth.token_balance(&usdt, &master).await;
+    let r = live
+        .post(
+            &live.payout_key,
+            "/v1/conversions",
+            convert_body("ETH", "USDT", ETHER),
+            202,
+        )
+        .await;
+    let b = wait_batch(&live, &eth, &s(&r["batch"]["id"]), "settled").await;
+    let out: u128 = s(&b["amount_out"]).parse().unwrap();
+    assert!(out >= s(&b["min_out"]).parse::<u128>().unwrap(), "{b}");
+    assert_eq!(eth.token_balance(&usdt, &master).await - usdt_before, out);
+    assert_eq!(live.available(&alice, "ethereum", "USDT").await, out);
+    assert_eq!(live.available(&alice, "ethereum", "ETH").await, ETHER);
+
+    // USDT back to ETH: approval, then exactInputSingle + unwrapWETH9 in one multicall.
+    let back = out / 2;
+    let direct = v3_quote(&eth, &quoter, &usdt, &weth, back).await;
+    let q = live
+        .post(
+            &live.payout_key,
+            "/v1/conversions/quote",
+            convert_body("USDT", "ETH", back),
+            200,
+        )
+        .await;
+    assert_eq!(q["expected_out"], direct.to_string(), "{q}");
+    assert_eq!(q["needs_approval"], true);
+    let eth_before = eth.balance(&master).await;
+    let r = live
+        .post(
+            &live.payout_key,
+            "/v1/conversions",
+            convert_body("USDT", "ETH", back),
+            202,
+        )
+        .await;
+    let b = wait_batch(&live, &eth, &s(&r["batch"]["id"]), "settled").await;
+    assert!(b["approve_tx_hash"].is_string(), "{b}");
+    let got: u128 = s(&b["amount_out"]).parse().unwrap();
+    assert!(
+        got >= s(&b["min_out"]).parse::<u128>().unwrap() && got > 0,
+        "{b}"
+    );
+    let eth_after = eth.balance(&master).await;
+    assert!(eth_after + ETHER / 100 > eth_before + got && eth_after < eth_before + got);
+    assert_eq!(live.available(&alice, "ethereum", "ETH").await, ETHER + got);
+    assert_eq!(live.available(&alice, "ethereum", "USDT").await, out - back);
+    assert!(live.verify().contains("\"violations\": []"));
+}
+
+/// Transactions of `from` to `to` mined in blocks `1..=head`.
+async fn sent_to(anvil: &Anvil, from: &str, to: &str) -> usize {
+    let head = anvil.block_number().await;
+    let mut n = 0;
+    for b in 1..=head {
+        let blk = anvil
+            .rpc("eth_getBlockByNumber", json!([format!("0x{b:x}"), true]))
+            .await;
+        for tx in blk["transactions"].as_array().unwrap() {
+            if s(&tx["from"]).eq_ignore_ascii_case(from) && s(&tx["to"]).eq_ignore_ascii_case(to) {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_between_approve_and_swap_and_after_the_swap_broadcast_mines_one_swap() {
+    let eth = Anvil::start(1);
+    let usdt = deploy_token(&eth, 6, false).await;
+    let (factory, weth, router) = deploy_v2(&eth).await;
+    v2_liquidity(&eth, &router, &usdt, 300_000_000_000, 100 * ETHER).await;
+    let mut live = start(
+        &eth,
+        &usdt,
+        &format!(
+            "kind = \"uniswap_v2\"\nrouter = \"{router}\"\nfactory = \"{factory}\"\nweth = \"{weth}\"\n"
+        ),
+    )
+    .await;
+    let master = live.master.clone();
+    // A customer's 5,000 USDT, swept into the treasury.
+    let (cid, w) = live.customer_wallet("carol", "ethereum").await;
+    eth.mint(&usdt, ACCOUNT0, 5_000_000_000).await;
+    eth.token_transfer(&usdt, ACCOUNT0, &s(&w["address"]), 5_000_000_000)
+        .await;
+    wait_for("usdt swept", &[&eth], 90, || async {
+        (treasury(&live, "USDT").await >= 5_000_000_000).then_some(())
+    })
+    .await;
+
+    // The process dies right after broadcasting the approval ...
+    live.kill();
+    live.run_with(&[("DEBUG_CRASH_AT", "approve_broadcast")]);
+    let r = live
+        .post(
+            &live.payout_key,
+            "/v1/conversions",
+            convert_body("USDT", "ETH", 3_000_000_000),
+            202,
+        )
+        .await;
+    let bid = s(&r["batch"]["id"]);
+    assert!(live.wait_exit(60).await, "no crash at approve_broadcast");
+    // ... then right after broadcasting the swap ...
+    live.run_with(&[("DEBUG_CRASH_AT", "swap_broadcast")]);
+    let mut crashed = false;
+    for _ in 0..90 {
+        if live.wait_exit(1).await {
+            crashed = true;
+            break;
+        }
+        eth.mine(1).await;
+    }
+    assert!(crashed, "no crash at swap_broadcast:\n{}", live.logs());
+    // ... and the restarted appliance settles the one swap it recorded.
+    live.run();
+    let b = wait_batch(&live, &eth, &bid, "settled").await;
+    assert_eq!(b["attempts"], 1, "{b}");
+    assert_eq!(sent_to(&eth, &master, &usdt).await, 1, "one approval");
+    assert_eq!(
+        sent_to(&eth, &master, &router).await,
+        1,
+        "exactly one swap mined"
+    );
+    let got: u128 = s(&b["amount_out"]).parse().unwrap();
+    assert!(got > 0);
+    assert_eq!(
+        live.available(&cid, "ethereum", "USDT").await,
+        2_000_000_000
+    );
+    assert_eq!(live.available(&cid, "ethereum", "ETH").await, got);
+    assert!(live.verify().contains("\"violations\": []"));
+}
