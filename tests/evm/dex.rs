@@ -762,3 +762,77 @@ async fn a_crash_between_approve_and_swap_and_after_the_swap_broadcast_mines_one
     assert_eq!(live.available(&cid, "ethereum", "ETH").await, got);
     assert!(live.verify().contains("\"violations\": []"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_swap_reverted_on_chain_by_a_price_move_is_retried_with_a_fresh_quote() {
+    let eth = Anvil::start(1);
+    let usdt = deploy_token(&eth, 6, false).await;
+    let (factory, weth, router) = deploy_v2(&eth).await;
+    v2_liquidity(&eth, &router, &usdt, 300_000_000_000, 100 * ETHER).await;
+    let live = start(
+        &eth,
+        &usdt,
+        &format!(
+            "kind = \"uniswap_v2\"\nrouter = \"{router}\"\nfactory = \"{factory}\"\nweth = \"{weth}\"\n"
+        ),
+    )
+    .await;
+    let master = live.master.clone();
+    let alice = customer_with_eth(&live, &eth, "alice", 2 * ETHER).await;
+    // Blocks only on request from here: the swap waits in the pool.
+    eth.rpc("evm_setAutomine", json!([false])).await;
+    let r = live
+        .post(
+            &live.payout_key,
+            "/v1/conversions",
+            convert_body("ETH", "USDT", ETHER),
+            202,
+        )
+        .await;
+    let bid = s(&r["batch"]["id"]);
+    let first = wait_for("swap in the pool", &[], 60, || async {
+        let b = batch(&live, &bid).await;
+        let h = s(&b["swap_tx_hash"]);
+        if h.is_empty() {
+            return None;
+        }
+        let tx = eth.rpc("eth_getTransactionByHash", json!([h])).await;
+        (!tx.is_null()).then_some(h)
+    })
+    .await;
+    // Someone sells 50 ETH into the pool first, with a higher tip: our min_out cannot be met.
+    let data = format!(
+        "0x{}{}",
+        sel("swapExactETHForTokens(uint256,address[],address,uint256)"),
+        [
+            word(0),
+            word(0x80),
+            word_addr(ACCOUNT0),
+            word(DEADLINE),
+            word(2),
+            word_addr(&weth),
+            word_addr(&usdt),
+        ]
+        .concat()
+    );
+    eth.rpc(
+        "eth_sendTransaction",
+        json!([{"from": ACCOUNT0, "to": router, "value": format!("0x{:x}", 50 * ETHER),
+                "data": data, "gas": "0x7a120",
+                "maxPriorityFeePerGas": "0x2540be400", "maxFeePerGas": "0x174876e800"}]),
+    )
+    .await;
+    eth.mine(1).await;
+    let receipt = eth.rpc("eth_getTransactionReceipt", json!([first])).await;
+    assert_eq!(receipt["status"], "0x0", "our swap reverted: {receipt}");
+    eth.rpc("evm_setAutomine", json!([true])).await;
+    // The revert counts as an attempt; a fresh quote at the new price goes through.
+    let b = wait_batch(&live, &eth, &bid, "settled").await;
+    assert_eq!(b["attempts"], 2, "{b}");
+    assert_ne!(s(&b["swap_tx_hash"]), first);
+    let out: u128 = s(&b["amount_out"]).parse().unwrap();
+    assert_eq!(eth.token_balance(&usdt, &master).await, out);
+    assert_eq!(live.available(&alice, "ethereum", "USDT").await, out);
+    assert_eq!(live.available(&alice, "ethereum", "ETH").await, ETHER);
+    assert!(live.verify().contains("\"violations\": []"));
+}
