@@ -761,6 +761,200 @@ pub fn create_manual(
 }
 
 // ---------------------------------------------------------------------------------------
+// Automatic conversions of invoice payments
+
+/// Most rows one automatic batch takes.
+pub const MAX_BATCH_ROWS: usize = 500;
+
+/// Why an automatic row is `skipped` (SPEC.md section 2, Conversion `reason`), or `None`
+/// when it queues: the project's rule of the chain as it is now (a later change does not
+/// touch the row).
+fn skip_reason(
+    s: &Scope,
+    chain: &Chain,
+    asset: &str,
+    rule: Option<&ConversionRule>,
+) -> Option<&'static str> {
+    if s.project.mode == Mode::Test {
+        return Some("test_mode");
+    }
+    if support(chain, s.project.mode).is_err() {
+        return Some("unsupported_chain");
+    }
+    let Some(rule) = rule.filter(|r| r.enabled) else {
+        return Some("rule_off");
+    };
+    if rule.target_asset == asset {
+        return Some("already_target");
+    }
+    if rule.keep_assets.iter().any(|k| k == asset) {
+        return Some("kept");
+    }
+    if chain.asset(&rule.target_asset).is_none() {
+        return Some("target_unlisted");
+    }
+    None
+}
+
+/// Writes the automatic row of an invoice payment when it is credited to the project's own
+/// funds (DECISIONS.md section 14): `queued` with the rule's target, or `skipped` with the
+/// reason. Never refuses: a payment is never delayed or refused because of it.
+pub fn queue_payment(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    payment_id: Uuid,
+    receipt_no: Option<String>,
+    chain: &str,
+    asset: &str,
+    amount: u128,
+) -> Result<Conversion, Fault> {
+    let Some(c) = s.reg.chain(chain) else {
+        return Err(Fault::invariant(format!(
+            "payment on unknown chain {chain}"
+        )));
+    };
+    let rule = stored_rule(ctx, s.project_id(), chain)?;
+    let reason = skip_reason(s, c, asset, rule.as_ref());
+    let now = ctx.now_us();
+    let row = Conversion {
+        id: Uuid::now_v7(),
+        project_id: s.project_id(),
+        kind: ConversionKind::Auto,
+        payment_id: Some(payment_id),
+        receipt_no,
+        customer_id: None,
+        chain: chain.to_string(),
+        from_asset: asset.to_string(),
+        to_asset: match (&rule, reason) {
+            (Some(r), None) => r.target_asset.clone(),
+            (Some(r), Some(_)) if !r.target_asset.is_empty() => r.target_asset.clone(),
+            _ => asset.to_string(),
+        },
+        amount_in: amount,
+        amount_out: 0,
+        status: match reason {
+            None => ConversionStatus::Queued,
+            Some(_) => ConversionStatus::Skipped,
+        },
+        reason: reason.map(str::to_string),
+        batch_id: None,
+        tx_hash: None,
+        attempts: 0,
+        created_at: now,
+        updated_at: now,
+        settled_at: None,
+    };
+    ctx.put(&row)?;
+    Ok(row)
+}
+
+/// Whether queued rows worth `usd` (None: no usable price) whose oldest was written at
+/// `oldest_us` are due for a batch at `now_us` (DECISIONS.md section 14: worth at least
+/// `min_batch_usd_cents`, or the oldest waited `max_wait_s`).
+pub fn batch_due(
+    usd: Option<Decimal>,
+    oldest_us: i64,
+    now_us: i64,
+    min_batch_usd_cents: u64,
+    max_wait_s: u64,
+) -> bool {
+    let waited = now_us.saturating_sub(oldest_us) >= (max_wait_s as i64).saturating_mul(1_000_000);
+    let worth = usd.is_some_and(|v| !crate::market::below_threshold(Some(v), min_batch_usd_cents));
+    waited || worth
+}
+
+/// Plans queued automatic rows `ids` (one project, chain, coin pair) into one batch with
+/// the quote `q`, once the treasury holds their amount free (the payments are swept):
+/// `None` (nothing written) while it does not, or when no row is still queued. Each row's
+/// amount moves from the project's `available` to its `locked`.
+pub fn plan_auto(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    ids: &[Uuid],
+    q: &Priced,
+) -> Result<Option<ConversionBatch>, Fault> {
+    let p = s.project_id();
+    let mut rows = Vec::new();
+    for id in ids.iter().take(MAX_BATCH_ROWS) {
+        if let Some(r) = ctx
+            .get_in::<Conversion>(p, *id)?
+            .filter(|r| r.status == ConversionStatus::Queued)
+        {
+            rows.push(r);
+        }
+    }
+    let Some(first) = rows.first().cloned() else {
+        return Ok(None);
+    };
+    rows.retain(|r| {
+        r.chain == first.chain && r.from_asset == first.from_asset && r.to_asset == first.to_asset
+    });
+    let total = rows
+        .iter()
+        .fold(0u128, |a, r| a.saturating_add(r.amount_in));
+    let (free, holders) = holdings(ctx, p, &first.chain, &first.from_asset)?;
+    let own = holders.get(&Uuid::nil()).copied().unwrap_or(0);
+    if total > free || total > own {
+        return Ok(None);
+    }
+    let Some(from) = s.reg.asset(&first.chain, &first.from_asset) else {
+        return Ok(None);
+    };
+    let now = ctx.now_us();
+    let batch_id = Uuid::now_v7();
+    let batch = ConversionBatch {
+        id: batch_id,
+        project_id: p,
+        chain: first.chain.clone(),
+        from_asset: first.from_asset.clone(),
+        to_asset: first.to_asset.clone(),
+        amount_in: total,
+        amount_out: 0,
+        expected_out: q.expected_out,
+        min_out: q.min_out,
+        slippage_bps: q.slippage_bps,
+        amount_usd_cents: q.amount_usd.and_then(crate::market::whole_cents),
+        fee_cents: 0,
+        market: q.market.clone(),
+        status: if from.is_native {
+            BatchStatus::Swapping
+        } else {
+            BatchStatus::Approving
+        },
+        error_code: None,
+        approve_tx_hash: None,
+        swap_tx_hash: None,
+        rows: rows.iter().map(|r| r.id).collect(),
+        attempts: 0,
+        created_at: now,
+        updated_at: now,
+        settled_at: None,
+    };
+    let legs = rows
+        .iter()
+        .map(|r| {
+            (
+                acct(r, &r.from_asset, AccountKind::Available),
+                acct(r, &r.from_asset, AccountKind::Locked),
+                r.amount_in,
+            )
+        })
+        .collect();
+    let e = move_entry(p, "conversion_lock", batch_id, now, legs);
+    if ctx.post(&e)?.is_err() {
+        return Ok(None);
+    }
+    for mut r in rows {
+        r.status = ConversionStatus::Converting;
+        r.batch_id = Some(batch_id);
+        r.updated_at = now;
+        ctx.put(&r)?;
+    }
+    ctx.put(&batch)?;
+    Ok(Some(batch))
+}
+
+// ---------------------------------------------------------------------------------------
 // Batch steps (called by the chain worker inside its store transactions)
 
 fn open_batch(
@@ -1167,6 +1361,15 @@ mod tests {
         let h: BTreeMap<Uuid, u128> = [(a, 1), (b, u128::MAX / 2)].into_iter().collect();
         let s = pro_rata(u128::MAX / 2 + 1, &h);
         assert_eq!(s.iter().map(|x| x.1).sum::<u128>(), u128::MAX / 2 + 1);
+    }
+
+    #[test]
+    fn a_batch_is_due_when_worth_enough_or_waited_long_enough() {
+        let m = 60_000_000;
+        assert!(batch_due(Some(Decimal::new(2000, 2)), 0, 0, 2_000, 900));
+        assert!(!batch_due(Some(Decimal::new(1999, 2)), 0, 0, 2_000, 900));
+        assert!(!batch_due(None, 0, 14 * m, 2_000, 900));
+        assert!(batch_due(None, 0, 15 * m, 2_000, 900));
     }
 
     #[test]

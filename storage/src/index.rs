@@ -79,6 +79,9 @@ pub enum IndexTag {
     ConversionBatchesWork = 86,
     /// Conversion rules of a project (one per chain).
     ConversionRules = 87,
+    /// Global (project nil): automatic conversion rows still `queued`, oldest first, the
+    /// chain worker's planning queue.
+    ConversionsQueued = 88,
     /// Unique: project ‖ reference_id -> customer.
     UniqueCustomerRef = 100,
     /// Unique: project ‖ customer ‖ chain -> wallet.

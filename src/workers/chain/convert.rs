@@ -14,6 +14,7 @@
 //!
 //! The rules (state changes, ledger) are `services::conversions`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use uuid::Uuid;
@@ -21,13 +22,16 @@ use uuid::Uuid;
 use appliance_chains::client::CallRequest;
 use appliance_chains::evm::{sender, U256};
 use appliance_storage::index::IndexTag;
-use appliance_storage::records::{BatchStatus, ConversionBatch, Project};
+use appliance_storage::records::{
+    BatchStatus, Conversion, ConversionBatch, ConversionStatus, Project,
+};
 use appliance_storage::ReadOps;
 
 use super::sender::{policy, send_new, work_ids};
 use super::store::{out_tx, pending_nonces, OutKind};
 use super::{clean, write, ChainWorker, Master};
-use crate::services::conversions::{self, coin};
+use crate::services::conversions::{self, coin, ConversionRequest};
+use crate::services::types::{Amount, AssetSymbol, ChainId};
 use crate::services::Scope;
 use crate::state::AppState;
 
@@ -61,12 +65,113 @@ async fn in_flight(
         .await?)
 }
 
-/// Advances this chain's open batches by one step each.
+/// Most queued rows one planning pass reads.
+const MAX_QUEUED_PER_PASS: usize = 5_000;
+
+/// Plans this chain's queued automatic rows into batches, per (project, from, to), once they
+/// are due (`conversions::batch_due`) and the treasury holds them free (swept). The quote is
+/// read from the DEX before the planning transaction; a DEX that cannot quote leaves the
+/// rows queued for the next pass.
+async fn plan_queued(state: &AppState, c: &ChainWorker) -> anyhow::Result<()> {
+    let chain = c.chain;
+    let ws = c.scope;
+    let ids = work_ids(state, IndexTag::ConversionsQueued).await?;
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let groups = state
+        .store
+        .read(move |r| {
+            let mut g: BTreeMap<(Uuid, String, String), Vec<Conversion>> = BTreeMap::new();
+            for id in ids.into_iter().take(MAX_QUEUED_PER_PASS) {
+                let Some(row) = r.get::<Conversion>(id)? else {
+                    continue;
+                };
+                if row.chain != chain
+                    || row.status != ConversionStatus::Queued
+                    || !ws.may_admit(row.project_id)
+                {
+                    continue;
+                }
+                g.entry((row.project_id, row.from_asset.clone(), row.to_asset.clone()))
+                    .or_default()
+                    .push(row);
+            }
+            let mut out = Vec::new();
+            for ((p, from, to), rows) in g {
+                if let Some(project) = r.get::<Project>(p)?.filter(|x| ws.admits(x)) {
+                    out.push((project, from, to, rows));
+                }
+            }
+            Ok(out)
+        })
+        .await?;
+    let cfg = state.config.conversion.clone();
+    let attempts = state.config.webhooks.max_attempts();
+    for (project, from, to, rows) in groups {
+        let Some(asset) = state.registry.asset(chain, &from).cloned() else {
+            continue;
+        };
+        let livemode = project.mode == appliance_storage::records::Mode::Live;
+        let total = rows
+            .iter()
+            .take(conversions::MAX_BATCH_ROWS)
+            .fold(0u128, |a, r| a.saturating_add(r.amount_in));
+        let oldest = rows.iter().map(|r| r.created_at).min().unwrap_or(0);
+        let usd = state
+            .market
+            .usable_price(&asset.symbol, livemode)
+            .await
+            .and_then(|rate| crate::market::usd_value(total, asset.decimals, rate));
+        if total == 0
+            || !conversions::batch_due(
+                usd,
+                oldest,
+                appliance_storage::now_us(),
+                cfg.min_batch_usd_cents,
+                cfg.max_wait_s,
+            )
+        {
+            continue;
+        }
+        let scope = Scope {
+            reg: state.registry.clone(),
+            project: Arc::new(project),
+            delivery_attempts: attempts,
+        };
+        let req = ConversionRequest {
+            chain: ChainId::new(chain),
+            from_asset: AssetSymbol::new(from),
+            to_asset: AssetSymbol::new(to),
+            amount: Amount::parse("amount", &total.to_string())?,
+            slippage_bps: cfg.slippage_bps,
+        };
+        let q = match conversions::price(&state.registry, &state.market, &scope, &req).await {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::warn!(chain, error = %e, "queued conversions wait: no quote");
+                continue;
+            }
+        };
+        let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+        let planned = write(state, move |ctx| {
+            conversions::plan_auto(ctx, &scope, &ids, &q)
+        })
+        .await?;
+        if let Some(b) = planned {
+            tracing::info!(chain, batch = %b.id, rows = b.rows.len(), "planned a conversion batch");
+        }
+    }
+    Ok(())
+}
+
+/// Plans due automatic rows, then advances this chain's open batches by one step each.
 pub(super) async fn send_conversions(
     state: &AppState,
     c: &ChainWorker,
     m: &Master,
 ) -> anyhow::Result<()> {
+    plan_queued(state, c).await?;
     let chain = c.chain;
     let ws = c.scope;
     let reg = state.registry.clone();

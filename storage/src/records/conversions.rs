@@ -135,6 +135,14 @@ impl Row for Conversion {
                 self.id,
             ),
         ];
+        if self.status == ConversionStatus::Queued {
+            k.push(index::key(
+                IndexTag::ConversionsQueued,
+                Uuid::nil(),
+                &[],
+                self.id,
+            ));
+        }
         if let Some(b) = self.batch_id {
             k.push(index::key(
                 IndexTag::ConversionsByBatch,
