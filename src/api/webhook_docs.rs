@@ -17,6 +17,7 @@ fn data_schema(event_type: &str) -> Option<&'static str> {
         "deposit" => Some("Deposit"),
         "payout" => Some("Payout"),
         "sweep" => Some("Sweep"),
+        "conversion" => Some("Conversion"),
         _ => None,
     }
 }

@@ -848,6 +848,26 @@ pub fn queue_payment(
     Ok(row)
 }
 
+/// A credited payment was reversed (a reorg): its row, while still `queued`, is
+/// `skipped` (`payment_reversed`).
+pub fn payment_reversed(ctx: &mut WriteCtx<'_>, s: &Scope, payment_id: Uuid) -> Result<(), Fault> {
+    let p = s.project_id();
+    let page = ctx.list::<Conversion>(
+        &index::prefix(IndexTag::ConversionsByStatus, p, &[b"queued"]),
+        None,
+        MAX_BATCH_ROWS * 10,
+        move |r: &Conversion| r.payment_id == Some(payment_id),
+    )?;
+    let now = ctx.now_us();
+    for mut r in page.items {
+        r.status = ConversionStatus::Skipped;
+        r.reason = Some("payment_reversed".into());
+        r.updated_at = now;
+        ctx.put(&r)?;
+    }
+    Ok(())
+}
+
 /// Whether queued rows worth `usd` (None: no usable price) whose oldest was written at
 /// `oldest_us` are due for a batch at `now_us` (DECISIONS.md section 14: worth at least
 /// `min_batch_usd_cents`, or the oldest waited `max_wait_s`).
@@ -865,12 +885,15 @@ pub fn batch_due(
 
 /// Plans queued automatic rows `ids` (one project, chain, coin pair) into one batch with
 /// the quote `q`, once the treasury holds their amount free (the payments are swept):
-/// `None` (nothing written) while it does not, or when no row is still queued. Each row's
-/// amount moves from the project's `available` to its `locked`.
+/// `None` while it does not, or when no row is still queued. Rows are taken oldest first
+/// as far as the project's own `available` covers them; a row larger than all of it is
+/// `skipped` (`funds_spent`). Each planned row's amount moves from the project's
+/// `available` to its `locked`.
 pub fn plan_auto(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
     ids: &[Uuid],
+    quoted_in: u128,
     q: &Priced,
 ) -> Result<Option<ConversionBatch>, Fault> {
     let p = s.project_id();
@@ -889,19 +912,46 @@ pub fn plan_auto(
     rows.retain(|r| {
         r.chain == first.chain && r.from_asset == first.from_asset && r.to_asset == first.to_asset
     });
-    let total = rows
-        .iter()
-        .fold(0u128, |a, r| a.saturating_add(r.amount_in));
     let (free, holders) = holdings(ctx, p, &first.chain, &first.from_asset)?;
     let own = holders.get(&Uuid::nil()).copied().unwrap_or(0);
-    if total > free || total > own {
+    // A row larger than everything the project still has of the coin can never be
+    // converted (the merchant paid it out, or it is held for a refund): skipped.
+    let now = ctx.now_us();
+    let mut kept = Vec::with_capacity(rows.len());
+    for mut r in rows {
+        if r.amount_in > own {
+            r.status = ConversionStatus::Skipped;
+            r.reason = Some("funds_spent".into());
+            r.updated_at = now;
+            ctx.put(&r)?;
+        } else {
+            kept.push(r);
+        }
+    }
+    // Oldest first, as many as the project's own funds cover.
+    let mut total: u128 = 0;
+    let mut rows = Vec::with_capacity(kept.len());
+    for r in kept {
+        if total + r.amount_in <= own {
+            total += r.amount_in;
+            rows.push(r);
+        }
+    }
+    if rows.is_empty() || total > free {
         return Ok(None);
     }
     let Some(from) = s.reg.asset(&first.chain, &first.from_asset) else {
         return Ok(None);
     };
-    let now = ctx.now_us();
     let batch_id = Uuid::now_v7();
+    // The quote was read for the rows then queued; fewer planned scale it (the swap is
+    // quoted afresh when it is sent).
+    let scale = |v: u128| {
+        if quoted_in == 0 || quoted_in == total {
+            return v;
+        }
+        u128::try_from(U256::from(v) * U256::from(total) / U256::from(quoted_in)).unwrap_or(v)
+    };
     let batch = ConversionBatch {
         id: batch_id,
         project_id: p,
@@ -910,8 +960,8 @@ pub fn plan_auto(
         to_asset: first.to_asset.clone(),
         amount_in: total,
         amount_out: 0,
-        expected_out: q.expected_out,
-        min_out: q.min_out,
+        expected_out: scale(q.expected_out),
+        min_out: scale(q.min_out),
         slippage_bps: q.slippage_bps,
         amount_usd_cents: q.amount_usd.and_then(crate::market::whole_cents),
         fee_cents: 0,

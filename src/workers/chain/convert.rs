@@ -155,7 +155,7 @@ async fn plan_queued(state: &AppState, c: &ChainWorker) -> anyhow::Result<()> {
         };
         let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
         let planned = write(state, move |ctx| {
-            conversions::plan_auto(ctx, &scope, &ids, &q)
+            conversions::plan_auto(ctx, &scope, &ids, total, &q)
         })
         .await?;
         if let Some(b) = planned {
