@@ -143,6 +143,9 @@ pub struct Registry {
     /// The EVM master wallet (treasury of the forwarder factory), set once at start from
     /// the unlocked signer.
     treasury: OnceLock<[u8; 20]>,
+    /// `public_base_url` of the config without a trailing `/` (empty when unset): the base
+    /// of `checkout_url` (DECISIONS.md section 12).
+    pub public_base_url: String,
 }
 
 impl Registry {
@@ -196,6 +199,12 @@ impl Registry {
         Registry {
             chains,
             treasury: OnceLock::new(),
+            public_base_url: cfg
+                .public_base_url
+                .as_deref()
+                .unwrap_or("")
+                .trim_end_matches('/')
+                .to_string(),
         }
     }
 

@@ -258,6 +258,7 @@ async fn serve(
     outln!("appliance listening on {scheme}://{addr}{mode}");
     tokio::spawn(workers::sim_chain::run(state.clone()));
     tokio::spawn(workers::maintenance::run(state.clone()));
+    tokio::spawn(workers::invoices::run(state.clone()));
     tokio::spawn(crate::webhooks::dispatcher::run(state.clone()));
     {
         let state = state.clone();

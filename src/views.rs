@@ -7,7 +7,8 @@ use uuid::Uuid;
 
 use appliance_chains::format_decimal;
 use appliance_storage::records::{
-    ApiKey, Customer, Deposit, Event, Payout, Sweep, Wallet, WebhookDelivery, WebhookEndpoint,
+    ApiKey, Customer, Deposit, Event, Invoice, Payout, Sweep, Wallet, WebhookDelivery,
+    WebhookEndpoint,
 };
 use sha2::Digest;
 
@@ -93,6 +94,88 @@ pub fn deposit(reg: &Registry, d: &Deposit) -> Value {
         "explorer_url": chain.map(|c| c.info.tx_url(&d.tx_hash)),
         "ledger_tx_id": d.ledger_tx_id,
         "created_at": ts(d.created_at),
+    })
+}
+
+/// `checkout_url` of an invoice: `{public_base_url}/checkout/{token}` (DECISIONS.md
+/// section 12; a path from the root when `public_base_url` is not set).
+pub fn checkout_url(reg: &Registry, inv: &Invoice) -> String {
+    format!("{}/checkout/{}", reg.public_base_url, inv.checkout_token)
+}
+
+/// An invoice, full form (SPEC.md section 2, Invoice). Money: `price_amount`,
+/// `received_amount`, `excess_amount` and the `fee_*_cents` are integer cents as strings;
+/// each quote's `amount_atomic` is what the payer sends. Beyond SPEC.md:
+/// `overpayment_policy`, `extensions`, `paid_at`, `canceled_at`, `expired_at`.
+pub fn invoice(reg: &Registry, inv: &Invoice) -> Value {
+    let addresses: Vec<Value> = inv
+        .addresses
+        .iter()
+        .map(|a| json!({"chain": a.chain, "address": a.address, "memo": a.memo}))
+        .collect();
+    let quotes: Vec<Value> = inv
+        .quotes
+        .iter()
+        .map(|q| {
+            json!({
+                "chain": q.chain,
+                "asset": q.asset,
+                "contract": q.contract,
+                "amount_atomic": q.amount_atomic.to_string(),
+                "amount": format_decimal(q.amount_atomic, q.decimals),
+                "decimals": q.decimals,
+                "rate": q.rate,
+                "rate_source": q.rate_source,
+            })
+        })
+        .collect();
+    json!({
+        "id": inv.id,
+        "object": "invoice",
+        "reference_id": inv.reference_id,
+        "title": inv.title,
+        "description": inv.description,
+        "price_amount": inv.price_cents.to_string(),
+        "price_currency": inv.price_currency,
+        "status": inv.status.as_str(),
+        "fee_bps": inv.fee_bps,
+        "fee_fixed_cents": inv.fee_fixed_cents.to_string(),
+        "fee_cap_cents": inv.fee_cap_cents.to_string(),
+        "metadata": inv.metadata,
+        "return_url": inv.return_url,
+        "cancel_url": inv.cancel_url,
+        "overpayment_policy": inv.overpayment_policy.as_str(),
+        "expires_at": ts(inv.expires_at),
+        "extensions": inv.extensions,
+        "received_amount": inv.received_cents.to_string(),
+        "excess_amount": inv.excess_cents.to_string(),
+        "checkout_url": checkout_url(reg, inv),
+        "addresses": addresses,
+        "quotes": quotes,
+        "paid_at": opt_ts(inv.paid_at),
+        "canceled_at": opt_ts(inv.canceled_at),
+        "expired_at": opt_ts(inv.expired_at),
+        "created_at": ts(inv.created_at),
+    })
+}
+
+/// An invoice as an item of `GET /v1/invoices` (SPEC.md section 2, Invoice).
+pub fn invoice_item(inv: &Invoice) -> Value {
+    json!({
+        "object": "invoice",
+        "id": inv.id,
+        "reference_id": inv.reference_id,
+        "title": inv.title,
+        "price_amount": inv.price_cents.to_string(),
+        "price_currency": inv.price_currency,
+        "status": inv.status.as_str(),
+        "received_amount": inv.received_cents.to_string(),
+        "fee_bps": inv.fee_bps,
+        "fee_fixed_cents": inv.fee_fixed_cents.to_string(),
+        "fee_cap_cents": inv.fee_cap_cents.to_string(),
+        "expires_at": ts(inv.expires_at),
+        "paid_at": opt_ts(inv.paid_at),
+        "created_at": ts(inv.created_at),
     })
 }
 

@@ -16,14 +16,17 @@ use serde_json::json;
 use appliance_storage::{StoreError, WriteError};
 
 use crate::services::chains::ChainError;
+use crate::services::clock::ClockError;
 use crate::services::customers::CustomerError;
 use crate::services::deposits::DepositError;
 use crate::services::error::{Fault, Invalid};
+use crate::services::invoices::InvoiceError;
 use crate::services::keys::KeyError;
 use crate::services::metadata::MetadataError;
 use crate::services::payouts::PayoutError;
 use crate::services::projects::ProjectError;
 use crate::services::sweeps::SweepError;
+use crate::services::test_transfers::TestTransferError;
 use crate::services::wallets::WalletError;
 use crate::services::webhook_deliveries::WebhookDeliveryError;
 use crate::services::webhook_endpoints::WebhookEndpointError;
@@ -363,6 +366,53 @@ impl From<WalletError> for ApiError {
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, "quota_exceeded", m)
                     .retry_after(retry_after_s)
             }
+        }
+    }
+}
+
+impl From<InvoiceError> for ApiError {
+    fn from(e: InvoiceError) -> Self {
+        use InvoiceError::*;
+        let m = e.to_string();
+        match e {
+            Fault(f) => f.into(),
+            Invalid(i) => i.into(),
+            Metadata(e) => e.into(),
+            Chain(c) => c.into(),
+            NotFound => ApiError::new(NOT_FOUND, "not_found", m),
+            UnsupportedCurrency => {
+                ApiError::new(StatusCode::BAD_REQUEST, "unsupported_currency", m)
+                    .param("price_currency")
+            }
+            ChainUnavailable { .. } => {
+                ApiError::new(UNPROCESSABLE, "chain_unavailable", m).param("accepted_chains")
+            }
+            NoPaymentOptions => ApiError::new(UNPROCESSABLE, "no_payment_options", m),
+            NoMasterKey => ApiError::new(UNPROCESSABLE, "chain_deposits_disabled", m),
+            NotCancelable { .. } => ApiError::invalid_state(m),
+        }
+    }
+}
+
+impl From<TestTransferError> for ApiError {
+    fn from(e: TestTransferError) -> Self {
+        let m = e.to_string();
+        match e {
+            TestTransferError::Chain(c) => c.into(),
+            TestTransferError::Invalid(i) => i.into(),
+            TestTransferError::Fault(f) => f.into(),
+            TestTransferError::UnknownAddress { .. } => {
+                ApiError::new(UNPROCESSABLE, "unknown_address", m).param("to_address")
+            }
+        }
+    }
+}
+
+impl From<ClockError> for ApiError {
+    fn from(e: ClockError) -> Self {
+        match e {
+            ClockError::Fault(f) => f.into(),
+            ClockError::TooFar => ApiError::invalid("advance_seconds", e.to_string()),
         }
     }
 }

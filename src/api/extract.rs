@@ -501,6 +501,9 @@ status_filter! {
     appliance_storage::records::ConversionStatus => [
         "queued", "converting", "converted", "skipped", "failed"
     ];
+    appliance_storage::records::InvoiceStatus => [
+        "open", "pending", "paid", "underpaid", "overpaid", "expired", "canceled"
+    ];
     appliance_storage::records::DeliveryStatus => [
         "pending", "succeeded", "failed", "exhausted", "skipped", "canceled"
     ];

@@ -11,6 +11,7 @@ pub mod error;
 pub mod events;
 pub mod extract;
 pub mod http_rules;
+pub mod invoices;
 pub mod market;
 pub mod openapi;
 pub mod payouts;
@@ -19,6 +20,7 @@ pub mod schemas;
 pub mod stream;
 pub mod sweeps;
 pub mod test_mode;
+pub mod test_transfers;
 pub mod wallets;
 pub mod webhook_deliveries;
 pub mod webhook_docs;
@@ -61,6 +63,7 @@ pub fn documented() -> OpenApiRouter<AppState> {
         .merge(balances::router())
         .merge(deposits::router())
         .merge(payouts::router())
+        .merge(invoices::router())
         .merge(sweeps::router())
         .merge(conversions::router())
         .merge(events::router())
@@ -68,6 +71,7 @@ pub fn documented() -> OpenApiRouter<AppState> {
         .merge(webhooks::router())
         .merge(webhook_deliveries::router())
         .merge(test_mode::router())
+        .merge(test_transfers::router())
 }
 
 /// The whole API, with request ids, the 1 MiB body limit and enveloped 404/405.

@@ -72,6 +72,7 @@ a version (SPEC.md section 9). A resource of another project answers 404, never 
         schemas::SweepStatusIn, schemas::PayoutStatusIn, schemas::DeliveryStatusIn,
         schemas::EventOrder, schemas::IncludeRevoked, schemas::CustomerStatusIn,
         schemas::ConversionStatusIn, schemas::ConversionKindIn,
+        schemas::InvoiceStatusIn,
     )),
     tags(
         (name = "meta", description = "Who am I, chains, this document."),
@@ -82,6 +83,7 @@ a version (SPEC.md section 9). A resource of another project answers 404, never 
         (name = "sweeps", description = "Sweeps into the master wallet."),
         (name = "payouts", description = "Payouts."),
         (name = "conversions", description = "On-chain conversions through a DEX: rules, quotes, rows and batches."),
+        (name = "invoices", description = "Invoices (SPEC.md section 4, Invoices)."),
         (name = "webhooks", description = "Webhook endpoints and deliveries."),
         (name = "events", description = "The event log and stream."),
         (name = "test", description = "Test mode: the simulated chain (test wallet keys only)."),

@@ -149,6 +149,7 @@ list_schema! {
     EventList => Event;
     DeliveryList => WebhookDelivery;
     ChainList => Chain;
+    InvoiceList => InvoiceItem;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -241,6 +242,113 @@ pub struct Deposit {
     pub explorer_url: Option<String>,
     /// The ledger transaction of the credit, once confirmed.
     pub ledger_tx_id: Option<Uuid>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+}
+
+/// A payment address of an invoice.
+#[derive(ToSchema)]
+pub struct InvoiceAddress {
+    pub chain: String,
+    pub address: String,
+    pub memo: Option<String>,
+}
+
+/// A rate locked on an invoice for one (chain, asset) (DECISIONS.md section 12).
+#[derive(ToSchema)]
+pub struct InvoiceQuote {
+    pub chain: String,
+    pub asset: String,
+    /// Token contract; empty for a native coin.
+    pub contract: String,
+    /// What the payer sends, atomic units: ceil(price / rate x 10^decimals).
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub amount_atomic: String,
+    /// The same in whole coins (display only).
+    #[schema(pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
+    pub amount: String,
+    pub decimals: u32,
+    /// USD per whole coin.
+    #[schema(pattern = r"^[0-9]+(\.[0-9]+)?$")]
+    pub rate: String,
+    /// `par`, `kraken`, `chainlink` or `test` (new values may appear).
+    pub rate_source: String,
+}
+
+/// An invoice (`object: invoice`), full form. Cents are integer strings.
+#[derive(ToSchema)]
+pub struct Invoice {
+    pub id: Uuid,
+    #[schema(pattern = "^invoice$")]
+    pub object: String,
+    pub reference_id: Option<String>,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub price_amount: String,
+    /// `USD`.
+    pub price_currency: String,
+    /// `open`, `pending`, `paid`, `underpaid`, `overpaid`, `expired` or `canceled` (new
+    /// values may appear).
+    pub status: String,
+    pub fee_bps: u32,
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub fee_fixed_cents: String,
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub fee_cap_cents: String,
+    #[schema(value_type = Object)]
+    pub metadata: Value,
+    pub return_url: Option<String>,
+    pub cancel_url: Option<String>,
+    /// `keep` or `refund`.
+    pub overpayment_policy: String,
+    #[schema(format = DateTime)]
+    pub expires_at: String,
+    /// Underpaid-window extensions so far (at most 3).
+    pub extensions: u32,
+    /// USD cents received, valued at the locked rates.
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub received_amount: String,
+    /// USD cents beyond the price (overpaid).
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub excess_amount: String,
+    /// `{public_base_url}/checkout/{token}`: the hosted checkout.
+    pub checkout_url: String,
+    pub addresses: Vec<InvoiceAddress>,
+    pub quotes: Vec<InvoiceQuote>,
+    #[schema(format = DateTime)]
+    pub paid_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub canceled_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub expired_at: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+}
+
+/// An invoice as a list item.
+#[derive(ToSchema)]
+pub struct InvoiceItem {
+    #[schema(pattern = "^invoice$")]
+    pub object: String,
+    pub id: Uuid,
+    pub reference_id: Option<String>,
+    pub title: Option<String>,
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub price_amount: String,
+    pub price_currency: String,
+    pub status: String,
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub received_amount: String,
+    pub fee_bps: u32,
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub fee_fixed_cents: String,
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub fee_cap_cents: String,
+    #[schema(format = DateTime)]
+    pub expires_at: String,
+    #[schema(format = DateTime)]
+    pub paid_at: Option<String>,
     #[schema(format = DateTime)]
     pub created_at: String,
 }
@@ -714,6 +822,114 @@ pub struct CustomerPatch {
     pub email: Option<String>,
     pub metadata: Option<MetadataPatchIn>,
     pub status: Option<CustomerStatusIn>,
+}
+
+/// `POST /v1/invoices`.
+#[derive(ToSchema)]
+pub struct NewInvoice {
+    /// Integer cents, 1 to 10^12.
+    #[schema(pattern = "^[1-9][0-9]{0,12}$")]
+    pub price_amount: String,
+    /// Only `USD` is priced (anything else: 400 `unsupported_currency`).
+    pub price_currency: Option<String>,
+    /// Makes creation idempotent: a retry returns the FIRST invoice with this reference.
+    #[schema(max_length = 255)]
+    pub reference_id: Option<String>,
+    #[schema(max_length = 255)]
+    pub title: Option<String>,
+    #[schema(max_length = 2000)]
+    pub description: Option<String>,
+    pub metadata: Option<MetadataIn>,
+    #[schema(max_length = 2048)]
+    pub return_url: Option<String>,
+    #[schema(max_length = 2048)]
+    pub cancel_url: Option<String>,
+    /// Seconds until expiry, 300-604800 (default 3600).
+    #[schema(minimum = 300, maximum = 604800)]
+    pub expires_in: Option<u64>,
+    /// Only these chains (default: every chain taking payments now).
+    #[schema(max_items = 32)]
+    pub accepted_chains: Option<Vec<ChainIdIn>>,
+    /// Only these asset symbols (default: every asset taking deposits).
+    #[schema(max_items = 64)]
+    pub accepted_assets: Option<Vec<String>>,
+    /// `keep` or `refund` (default: the project's).
+    pub overpayment_policy: Option<OverpaymentPolicyIn>,
+}
+
+/// What happens to an overpayment's excess.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum OverpaymentPolicyIn {
+    Keep,
+    Refund,
+}
+
+/// An invoice status a list may be filtered by.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum InvoiceStatusIn {
+    Open,
+    Pending,
+    Paid,
+    Underpaid,
+    Overpaid,
+    Expired,
+    Canceled,
+}
+
+/// `POST /v1/test/transfers` (DECISIONS.md section 15).
+#[derive(ToSchema)]
+pub struct NewTestTransfer {
+    pub chain: EvmChainIn,
+    pub asset: String,
+    /// Must equal the asset's decimals (as for payouts).
+    pub decimals: u64,
+    #[schema(pattern = "^[1-9][0-9]{0,37}$")]
+    pub amount: String,
+    /// An address the project custodies (a customer's or an invoice's).
+    pub to_address: String,
+    /// The sender (default: a synthetic one).
+    pub from_address: Option<String>,
+    /// Default true: the transfer is mined and confirmed before the answer.
+    pub confirm: Option<bool>,
+}
+
+/// A simulated transfer (`object: test_transfer`).
+#[derive(ToSchema)]
+pub struct TestTransfer {
+    #[schema(pattern = "^test_transfer$")]
+    pub object: String,
+    pub chain: String,
+    pub asset: String,
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub amount: String,
+    pub tx_hash: String,
+    pub from_address: String,
+    pub to_address: String,
+    pub block_number: u64,
+    /// `customer` or `invoice` (new values may appear).
+    pub owner: String,
+    /// The customer's or the invoice's id.
+    pub owner_id: Uuid,
+    pub confirm: bool,
+}
+
+/// `POST /v1/test/clock`.
+#[derive(ToSchema)]
+pub struct AdvanceClock {
+    /// Seconds to move the test project's clock forward, 1 to 31,622,400.
+    #[schema(minimum = 1, maximum = 31622400)]
+    pub advance_seconds: u64,
+}
+
+/// A test project's clock (`object: test_clock`).
+#[derive(ToSchema)]
+pub struct TestClock {
+    #[schema(pattern = "^test_clock$")]
+    pub object: String,
+    #[schema(format = DateTime)]
+    pub now: String,
 }
 
 /// A customer status a request may set or filter by.

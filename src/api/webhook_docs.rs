@@ -18,6 +18,7 @@ fn data_schema(event_type: &str) -> Option<&'static str> {
         "payout" => Some("Payout"),
         "sweep" => Some("Sweep"),
         "conversion" => Some("Conversion"),
+        "invoice" => Some("Invoice"),
         _ => None,
     }
 }

@@ -390,6 +390,30 @@ impl Market {
         self.cached(symbol).map(|q| q.usd)
     }
 
+    /// [`Market::usable_price`] with where it came from (`par`, `test`, `kraken`,
+    /// `chainlink`): what an invoice locks as `rate` and `rate_source` (DECISIONS.md
+    /// section 12).
+    pub async fn usable_quote(
+        self: &Arc<Self>,
+        symbol: &str,
+        livemode: bool,
+    ) -> Option<(Decimal, &'static str)> {
+        if self.is_stable(symbol) {
+            return Some((Decimal::ONE, "par"));
+        }
+        if !livemode {
+            return self.test_price(symbol).map(|p| (p, "test"));
+        }
+        let Source::Live(_) = &self.source else {
+            return None;
+        };
+        if let Some(q) = self.cached(symbol) {
+            return Some((q.usd, q.source));
+        }
+        self.read_symbol(symbol, true).await;
+        self.cached(symbol).map(|q| (q.usd, q.source))
+    }
+
     /// Whether an automatic sweep of `amount` atomic units of `symbol` (`decimals`) of a
     /// live (`livemode`) or test project waits under the chain's `sweep_threshold_usd_cents`
     /// (docs/decisions.md, Market prices): it waits while its value is below a non-zero

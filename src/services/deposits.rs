@@ -5,14 +5,14 @@ use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
-use appliance_storage::records::{Customer, Deposit, DepositStatus, Project, Wallet};
+use appliance_storage::records::{AddressOwner, Customer, Deposit, DepositStatus, Project, Wallet};
 use appliance_storage::{ChainStateOps, Delta, ReadOps, StoreError, WriteCtx};
 
 use crate::registry::Registry;
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
-use crate::services::{emit, sim_tx_hash, sweeps, Scope};
+use crate::services::{emit, invoices, sim_tx_hash, sweeps, Scope};
 use crate::views;
 
 /// Why a deposit request (test mode) is refused (statuses and codes: `api::error`).
@@ -82,6 +82,49 @@ pub fn credit_refusal(
     archived.then_some("asset_archived")
 }
 
+/// A step of a transfer row's life (SPEC.md section 3, Deposit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Movement {
+    /// Seen on chain, not final.
+    Detected,
+    /// Final and credited.
+    Confirmed,
+    /// Not money after all.
+    Failed,
+    /// A credited transfer reorged out; its credit reversed.
+    Orphaned,
+}
+
+/// Tells whoever owns the transfer's address what happened, the one seam that routes a
+/// transfer by the owner of the address it reached (`Wallet::owner`, recorded on the row as
+/// `invoice_id`): a customer's deposit emits `deposit.<movement>`; an invoice payment goes
+/// to `services::invoices` (which emits the invoice's events). A further kind of address
+/// (billing funding) adds its arm here. For `Detected`, call before the row is first
+/// written: the invoice may mark the payment `late`.
+pub fn announce(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    d: &mut Deposit,
+    m: Movement,
+) -> Result<(), Fault> {
+    if d.invoice_id.is_some() {
+        return match m {
+            Movement::Detected => invoices::payment_seen(ctx, s, d),
+            Movement::Confirmed => invoices::payment_credited(ctx, s, d),
+            Movement::Failed => invoices::payment_failed(ctx, s, d),
+            Movement::Orphaned => invoices::payment_orphaned(ctx, s, d),
+        };
+    }
+    let event = match m {
+        Movement::Detected => "deposit.detected",
+        Movement::Confirmed => "deposit.confirmed",
+        Movement::Failed => "deposit.failed",
+        Movement::Orphaned => "deposit.orphaned",
+    };
+    emit(ctx, s, event, d.id, views::deposit(&s.reg, d))?;
+    Ok(())
+}
+
 /// Simulated block height of a chain (test mode).
 pub fn sim_height(ctx: &impl ChainStateOps, chain: &str) -> Result<u64, StoreError> {
     ctx.sim_height(chain)
@@ -132,6 +175,8 @@ pub fn create_test(
         id,
         project_id: p,
         customer_id: req.customer_id,
+        invoice_id: None,
+        late: false,
         wallet_id: wallet.id,
         chain: req.chain.to_string(),
         asset: req.asset.to_string(),
@@ -227,7 +272,7 @@ fn mark_confirmed(
     d.ledger_tx_id = Some(entry);
     d.updated_at = ctx.now_us();
     ctx.put(d)?;
-    emit(ctx, s, "deposit.confirmed", d.id, views::deposit(&s.reg, d))?;
+    announce(ctx, s, d, Movement::Confirmed)?;
     sweeps::schedule(
         ctx,
         d.project_id,
@@ -246,8 +291,10 @@ fn load_detected(
     id: Uuid,
     action: &'static str,
 ) -> Result<Deposit, DepositError> {
+    // Invoice payments are the invoice's: not driven through the test deposit endpoints.
     let d = ctx
         .get_in::<Deposit>(s.project_id(), id)?
+        .filter(|d| d.invoice_id.is_none())
         .ok_or(DepositError::NotFound)?;
     if d.status != DepositStatus::Detected {
         return Err(DepositError::InvalidState {
@@ -311,7 +358,7 @@ fn mark_failed(
     d.failure_reason = Some(reason.into());
     d.updated_at = ctx.now_us();
     ctx.put(&d)?;
-    emit(ctx, s, "deposit.failed", d.id, views::deposit(&s.reg, &d))?;
+    announce(ctx, s, &mut d, Movement::Failed)?;
     Ok(d)
 }
 
@@ -321,6 +368,7 @@ pub fn orphan(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, De
     let p = s.project_id();
     let d = ctx
         .get_in::<Deposit>(p, id)?
+        .filter(|d| d.invoice_id.is_none())
         .ok_or(DepositError::NotFound)?;
     if d.status != DepositStatus::Confirmed {
         return Err(DepositError::InvalidState {
@@ -405,7 +453,7 @@ fn orphan_inner(
     d.reversal_tx_id = Some(e.id);
     d.updated_at = ctx.now_us();
     ctx.put(&d)?;
-    emit(ctx, s, "deposit.orphaned", d.id, views::deposit(&s.reg, &d))?;
+    announce(ctx, s, &mut d, Movement::Orphaned)?;
     Ok(d)
 }
 
@@ -459,10 +507,16 @@ pub fn detect(
         return Ok(None);
     }
     let now = ctx.now_us();
-    let d = Deposit {
+    let invoice_id = match wallet.owner() {
+        AddressOwner::Customer(_) => None,
+        AddressOwner::Invoice(i) => Some(i),
+    };
+    let mut d = Deposit {
         id: Uuid::now_v7(),
         project_id: wallet.project_id,
         customer_id: wallet.customer_id,
+        invoice_id,
+        late: false,
         wallet_id: wallet.id,
         chain: t.chain.clone(),
         asset: t.asset.clone(),
@@ -484,8 +538,8 @@ pub fn detect(
         updated_at: now,
     };
     ctx.unique_put(&key, d.id)?;
+    announce(ctx, s, &mut d, Movement::Detected)?;
     ctx.put(&d)?;
-    emit(ctx, s, "deposit.detected", d.id, views::deposit(&s.reg, &d))?;
     Ok(Some(d))
 }
 

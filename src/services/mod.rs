@@ -28,17 +28,20 @@
 
 pub mod balances;
 pub mod chains;
+pub mod clock;
 pub mod coins;
 pub mod conversions;
 pub mod customers;
 pub mod deposits;
 pub mod error;
+pub mod invoices;
 pub mod keys;
 pub mod metadata;
 pub mod payouts;
 pub mod projects;
 pub mod sim_chain;
 pub mod sweeps;
+pub mod test_transfers;
 pub mod types;
 pub mod wallets;
 pub mod webhook_deliveries;
@@ -78,11 +81,16 @@ pub const EVENT_CATALOG: &[&str] = &[
     "sweep.confirmed",
     "sweep.skipped",
     "sweep.failed",
+    "invoice.created",
     "invoice.pending",
     "invoice.paid",
     "invoice.underpaid",
     "invoice.overpaid",
     "invoice.expired",
+    "invoice.canceled",
+    "invoice.late_payment",
+    "invoice.payment_orphaned",
+    "invoice.refunded",
     "conversion.completed",
     "endpoint.test",
 ];

@@ -133,6 +133,7 @@ pub fn get_or_create(
         id: Uuid::now_v7(),
         project_id: p,
         customer_id: customer.id,
+        invoice_id: None,
         chain: chain_id.to_string(),
         role: "customer".into(),
         status: "active".into(),

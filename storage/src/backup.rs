@@ -93,6 +93,9 @@ pub fn backup(ctx: &ReadCtx, dest: &Path) -> Result<BackupReport, StoreError> {
     copy(src, &dst, SIM_HEIGHTS, &mut seen, &mut rep)?;
     copy(src, &dst, SWEEP_REQUESTS, &mut seen, &mut rep)?;
     copy(src, &dst, SIM_OPS, &mut seen, &mut rep)?;
+    copy(src, &dst, INVOICES, &mut seen, &mut rep)?;
+    copy(src, &dst, TEST_CLOCKS, &mut seen, &mut rep)?;
+    copy(src, &dst, TEST_SENDERS, &mut seen, &mut rep)?;
     for t in src.list_tables()? {
         if !seen.contains(t.name()) {
             dst.abort()?;

@@ -469,6 +469,8 @@ mod tests {
             id: Uuid::now_v7(),
             project_id: Uuid::now_v7(),
             customer_id: Uuid::now_v7(),
+            invoice_id: None,
+            late: false,
             wallet_id: Uuid::now_v7(),
             chain: chain.into(),
             asset: "USDT".into(),

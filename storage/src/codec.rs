@@ -213,6 +213,8 @@ mod tests {
             id: Uuid::now_v7(),
             project_id: Uuid::now_v7(),
             customer_id: Uuid::now_v7(),
+            invoice_id: None,
+            late: false,
             wallet_id: Uuid::now_v7(),
             chain: "ethereum".into(),
             asset: "ETH".into(),

@@ -450,6 +450,22 @@ pub trait ReadOps: Reader {
         Ok(v)
     }
 
+    /// How far a test project's clock runs ahead of real time, in microseconds (0 when
+    /// never moved; DECISIONS.md section 15).
+    fn test_clock_offset(&self, project: Uuid) -> Result<i64, StoreError> {
+        let t = self.open(TEST_CLOCKS)?;
+        let v = t.get(project.as_u128())?;
+        Ok(v.map(|g| g.value()).unwrap_or(0))
+    }
+
+    /// The sender class a test transfer claimed for `from` on `chain`, if any.
+    fn test_sender_class(&self, chain: &str, from: &str) -> Result<Option<String>, StoreError> {
+        let t = self.open(TEST_SENDERS)?;
+        let key = format!("{chain}/{}", from.to_ascii_lowercase());
+        let v = t.get(key.as_str())?;
+        Ok(v.map(|g| g.value().to_string()))
+    }
+
     /// New addresses issued by `project` on UTC day `day` (days since the Unix epoch).
     fn addresses_issued(&self, project: Uuid, day: u32) -> Result<u32, StoreError> {
         let t = self.open(ADDRESS_QUOTA)?;

@@ -127,6 +127,33 @@ impl WriteCtx<'_> {
         })();
         self.track(r)
     }
+
+    /// Records the sender class a test transfer claimed for `from` on `chain`.
+    pub fn test_sender_set(
+        &mut self,
+        chain: &str,
+        from: &str,
+        class: &str,
+    ) -> Result<(), StoreError> {
+        let key = format!("{chain}/{}", from.to_ascii_lowercase());
+        let r = (|| {
+            let mut t = self.txn().open_table(TEST_SENDERS)?;
+            t.insert(key.as_str(), class)?;
+            Ok(())
+        })();
+        self.track(r)
+    }
+
+    /// Sets a test project's clock offset (microseconds ahead of real time, DECISIONS.md
+    /// section 15).
+    pub fn test_clock_set(&mut self, project: Uuid, offset_us: i64) -> Result<(), StoreError> {
+        let r = (|| {
+            let mut t = self.txn().open_table(TEST_CLOCKS)?;
+            t.insert(project.as_u128(), offset_us)?;
+            Ok(())
+        })();
+        self.track(r)
+    }
 }
 
 /// A change to an unsigned balance.

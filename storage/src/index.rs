@@ -33,6 +33,8 @@ pub enum IndexTag {
     DepositsByChain = 33,
     DepositsByStatus = 34,
     DepositsPending = 35,
+    /// project ‖ invoice id: the payments of an invoice (deposit rows with `invoice_id`).
+    DepositsByInvoice = 36,
     Payouts = 40,
     PayoutsByCustomer = 41,
     PayoutsByChain = 42,
@@ -82,6 +84,13 @@ pub enum IndexTag {
     /// Global (project nil): automatic conversion rows still `queued`, oldest first, the
     /// chain worker's planning queue.
     ConversionsQueued = 88,
+    /// project: every invoice.
+    Invoices = 90,
+    /// project ‖ status.
+    InvoicesByStatus = 91,
+    /// project ‖ expires_at (8 bytes BE, project clock µs): open and underpaid invoices by
+    /// deadline, the expiry worker's durable schedule.
+    InvoicesDue = 92,
     /// Unique: project ‖ reference_id -> customer.
     UniqueCustomerRef = 100,
     /// Unique: project ‖ customer ‖ chain -> wallet.
@@ -98,6 +107,10 @@ pub enum IndexTag {
     UniqueOpenSweep = 106,
     /// Unique: project ‖ chain -> the project's conversion rule of that chain.
     UniqueConversionRule = 107,
+    /// Unique: (project nil) ‖ SHA-256 of a checkout token -> invoice.
+    UniqueCheckoutToken = 110,
+    /// Unique: project ‖ reference_id -> the first invoice with it.
+    UniqueInvoiceRef = 111,
 }
 
 impl IndexTag {

@@ -377,6 +377,9 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
     txn.open_table(schema::SIM_HEIGHTS)?;
     txn.open_table(schema::SWEEP_REQUESTS)?;
     txn.open_table(schema::SIM_OPS)?;
+    txn.open_table(schema::INVOICES)?;
+    txn.open_table(schema::TEST_CLOCKS)?;
+    txn.open_table(schema::TEST_SENDERS)?;
     if found.is_some_and(|v| v < 3) {
         let m = chain_state::migrate_meta(&txn)?;
         tracing::info!(

@@ -39,6 +39,9 @@
 //! sim_heights       <&str, u64>            chain -> simulated block height (test mode)
 //! sweep_requests    <u128, ()>             sweep id of a live sweep asked for by POST /v1/sweeps
 //! sim_ops           <(u128, &str, u64), &[u8]> (project, chain, seq) -> simulated chain operation JSON
+//! invoices          <u128, &[u8]>          invoice id (UUID v7) -> Invoice
+//! test_clocks       <u128, i64>            test project id -> clock offset (µs) from POST /v1/test/clock
+//! test_senders      <&str, &str>           chain/sender address -> sender class claimed by a test transfer
 //! ```
 //!
 //! The chain-adapter tables (`evm_*`, `sim_heights`) are written through
@@ -59,6 +62,13 @@ pub const CONVERSION_RULES: TableDefinition<u128, &[u8]> = TableDefinition::new(
 pub const CONVERSIONS: TableDefinition<u128, &[u8]> = TableDefinition::new("conversions");
 pub const CONVERSION_BATCHES: TableDefinition<u128, &[u8]> =
     TableDefinition::new("conversion_batches");
+pub const INVOICES: TableDefinition<u128, &[u8]> = TableDefinition::new("invoices");
+/// Test project id -> how far `POST /v1/test/clock` moved its clock ahead of real time, in
+/// microseconds (DECISIONS.md section 15). Absent: 0. Live projects never have a row.
+pub const TEST_CLOCKS: TableDefinition<u128, i64> = TableDefinition::new("test_clocks");
+/// `chain/sender address (lower case)` -> the sender class a test transfer claimed for that
+/// sender (`POST /v1/test/transfers` `sender_class`, DECISIONS.md section 15).
+pub const TEST_SENDERS: TableDefinition<&str, &str> = TableDefinition::new("test_senders");
 pub const UNIQUE: TableDefinition<&[u8], u128> = TableDefinition::new("unique");
 pub const INDEX: TableDefinition<&[u8], ()> = TableDefinition::new("index");
 pub const ACCOUNTS: TableDefinition<&[u8], (u128, u128)> = TableDefinition::new("accounts");
@@ -142,6 +152,7 @@ macro_rules! for_each_record_table {
         $m!(CONVERSION_RULES, $crate::records::ConversionRule);
         $m!(CONVERSIONS, $crate::records::Conversion);
         $m!(CONVERSION_BATCHES, $crate::records::ConversionBatch);
+        $m!(INVOICES, $crate::records::Invoice);
         $m!(WEBHOOK_ENDPOINTS, $crate::records::WebhookEndpoint);
         $m!(WEBHOOK_DELIVERIES, $crate::records::WebhookDelivery);
         $m!(JOURNAL, $crate::ledger::JournalEntry);

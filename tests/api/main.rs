@@ -21,6 +21,7 @@ mod file_modes;
 mod fuzz;
 mod http_errors;
 mod idempotency;
+mod invoices;
 mod key_escalation;
 mod market;
 mod metadata;

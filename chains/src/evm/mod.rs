@@ -23,4 +23,4 @@ pub mod sender;
 pub mod sweeper;
 pub mod watcher;
 
-pub use alloy::primitives::{Address, Bytes, B256, U256};
+pub use alloy::primitives::{Address, Bytes, B256, U256, U512};

@@ -50,18 +50,51 @@ impl Row for Customer {
     }
 }
 
-/// A deposit address of a customer on one chain (SPEC.md section 2).
+/// A watched address on one chain: a customer's deposit address (SPEC.md section 2), or an
+/// invoice's payment address (`invoice_id` set, `customer_id` nil, role `invoice`;
+/// DECISIONS.md section 12). See [`Wallet::owner`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Wallet {
     pub id: Uuid,
     pub project_id: Uuid,
+    /// The customer credited by transfers here; nil for an invoice address (the project's
+    /// own accounts).
     pub customer_id: Uuid,
+    /// The invoice this address belongs to (absent for a customer's address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invoice_id: Option<Uuid>,
     pub chain: String,
     pub role: String,
     pub status: String,
     pub address: String,
     pub memo: Option<String>,
     pub created_at: i64,
+}
+
+/// Who a watched address belongs to: the one seam that routes a transfer to it (a
+/// customer deposit, an invoice payment; a billing funding address is a further kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddressOwner {
+    /// A customer's deposit address: transfers are the customer's deposits.
+    Customer(Uuid),
+    /// An invoice's payment address: transfers are the merchant's invoice payments.
+    Invoice(Uuid),
+}
+
+impl Wallet {
+    /// Who the address belongs to.
+    pub fn owner(&self) -> AddressOwner {
+        match self.invoice_id {
+            Some(i) => AddressOwner::Invoice(i),
+            None => AddressOwner::Customer(self.customer_id),
+        }
+    }
+
+    /// The id the address's CREATE2 salt is derived from with the project id
+    /// (DECISIONS.md sections 9 and 12): the customer's, or the invoice's.
+    pub fn salt_id(&self) -> Uuid {
+        self.invoice_id.unwrap_or(self.customer_id)
+    }
 }
 
 impl Row for Wallet {
@@ -74,6 +107,10 @@ impl Row for Wallet {
     }
     fn index_keys(&self) -> Vec<Vec<u8>> {
         let p = self.project_id;
+        if self.invoice_id.is_some() {
+            // An invoice's address is shown on the invoice, never in the wallet lists.
+            return Vec::new();
+        }
         vec![
             index::key(IndexTag::Wallets, p, &[], self.id),
             index::key(

@@ -25,12 +25,20 @@ str_enum!(DepositStatus {
     Orphaned => "orphaned",
 });
 
-/// A transfer received at a customer wallet (SPEC.md section 2).
+/// A transfer received at a watched address (SPEC.md section 2): a customer's deposit, or
+/// an invoice payment (`invoice_id` set, `customer_id` nil; listed only under the invoice).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Deposit {
     pub id: Uuid,
     pub project_id: Uuid,
     pub customer_id: Uuid,
+    /// The invoice this payment is for (absent for a customer's deposit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invoice_id: Option<Uuid>,
+    /// An invoice payment first seen after the invoice expired or was canceled
+    /// (DECISIONS.md section 5): credited, counted as late.
+    #[serde(default)]
+    pub late: bool,
     pub wallet_id: Uuid,
     pub chain: String,
     pub asset: String,
@@ -66,6 +74,23 @@ impl Row for Deposit {
     }
     fn index_keys(&self) -> Vec<Vec<u8>> {
         let p = self.project_id;
+        if let Some(inv) = self.invoice_id {
+            let mut k = vec![index::key(
+                IndexTag::DepositsByInvoice,
+                p,
+                &[inv.as_bytes()],
+                self.id,
+            )];
+            if self.status == DepositStatus::Detected {
+                k.push(index::key(
+                    IndexTag::DepositsPending,
+                    Uuid::nil(),
+                    &[],
+                    self.id,
+                ));
+            }
+            return k;
+        }
         let mut k = vec![
             index::key(IndexTag::Deposits, p, &[], self.id),
             index::key(

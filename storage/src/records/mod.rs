@@ -11,6 +11,7 @@
 //! - [`conversions`]: [`ConversionRule`], [`Conversion`], [`ConversionBatch`] and their
 //!   kinds and statuses.
 //! - [`events`]: [`Event`] (the event log) and [`IdempotencyRecord`].
+//! - [`invoices`]: [`Invoice`], its [`InvoiceStatus`], quotes, addresses and refund hold.
 //! - [`webhooks`]: [`WebhookEndpoint`], [`WebhookDelivery`] and their statuses.
 
 use redb::TableDefinition;
@@ -44,6 +45,7 @@ pub mod conversions;
 pub mod customers;
 pub mod deposits;
 pub mod events;
+pub mod invoices;
 pub mod keys;
 pub mod payouts;
 pub mod projects;
@@ -54,6 +56,7 @@ pub use conversions::*;
 pub use customers::*;
 pub use deposits::*;
 pub use events::*;
+pub use invoices::*;
 pub use keys::*;
 pub use payouts::*;
 pub use projects::*;

@@ -80,6 +80,9 @@ pub struct ProjectSettings {
     /// An https URL of the merchant's logo (`merchant.logo_url`, DECISIONS.md section 12).
     #[serde(default)]
     pub merchant_logo_url: Option<String>,
+    /// The overpayment policy of an invoice created without one (DECISIONS.md section 5).
+    #[serde(default)]
+    pub overpayment_policy: super::OverpaymentPolicy,
 }
 
 impl Default for ProjectSettings {
@@ -94,6 +97,7 @@ impl Default for ProjectSettings {
             assets: Vec::new(),
             merchant_name: None,
             merchant_logo_url: None,
+            overpayment_policy: Default::default(),
         }
     }
 }

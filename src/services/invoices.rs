@@ -1,0 +1,889 @@
+//! Invoices (SPEC.md sections 2, 3 and 4, Invoices; DECISIONS.md sections 5 and 12):
+//! creation with one payment address per accepted chain and a locked quote per
+//! (chain, asset), cancel, expiry, and what each payment does to its invoice.
+//!
+//! Invoice money is the merchant's: a payment credits the project's own `available`
+//! account (customer nil), is swept like a deposit and leaves with a payout without
+//! `customer_id`. The chain side is the deposit machinery: an invoice address is a wallet
+//! row with `invoice_id`, a payment is a deposit row with `invoice_id`, and
+//! `services::deposits` hands each step of such a row to the `payment_*` functions here
+//! (`deposits::Movement`, routed by `Wallet::owner`).
+//!
+//! Matching (DECISIONS.md section 12): payments are valued exactly at the locked rates
+//! ([`value_scaled`]: integers, no rounding before the comparison); within 0.5% of the
+//! price is `paid`, more than 0.5% short `underpaid`, more than 0.5% over `overpaid`.
+
+use std::str::FromStr;
+
+use base64::Engine;
+use rust_decimal::Decimal;
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use appliance_chains::evm::U512;
+use appliance_chains::{AccountKind as ChainAccountKind, ChainStatus};
+use appliance_storage::index::{self, IndexTag};
+use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
+use appliance_storage::records::{
+    Deposit, Invoice, InvoiceAddress, InvoiceQuote, InvoiceRefund, InvoiceStatus,
+    OverpaymentPolicy, Project, Wallet,
+};
+use appliance_storage::{ReadOps, StoreError, WriteCtx};
+
+use crate::registry::Registry;
+use crate::services::chains::{self, ChainError};
+use crate::services::error::{fault_from, Fault, Invalid};
+use crate::services::metadata::{self, MetadataError};
+use crate::services::{clock, emit, wallets, Scope};
+use crate::views;
+
+/// Tolerance of a payment against the price, in tenths of a percent (SPEC.md section 8:
+/// +/-0.5%).
+pub const TOLERANCE_PER_MILLE: u64 = 5;
+/// An underpaid invoice's window is extended this often at most (SPEC.md section 8).
+pub const MAX_EXTENSIONS: u8 = 3;
+/// Each extension: 30 minutes (DECISIONS.md section 5), in microseconds.
+pub const EXTENSION_US: i64 = 30 * 60 * 1_000_000;
+/// `expires_in` bounds and default, seconds (DECISIONS.md section 5).
+pub const EXPIRES_IN_MIN_S: u64 = 300;
+pub const EXPIRES_IN_MAX_S: u64 = 604_800;
+pub const EXPIRES_IN_DEFAULT_S: u64 = 3_600;
+/// `price_amount` bounds, minor units (DECISIONS.md section 16).
+pub const PRICE_MAX_CENTS: u64 = 1_000_000_000_000;
+
+/// Most invoices `POST /v1/test/clock` expires in its own transaction (the expiry worker
+/// does the rest).
+pub const EXPIRE_INLINE: usize = 1_000;
+
+/// Fixed-point exponent of exact valuations: a value is USD x 10^48 (see
+/// [`value_scaled`]).
+const SCALE_EXP: u32 = 48;
+
+/// Why an invoice request is refused (statuses and codes: `api::error`).
+#[derive(Debug, thiserror::Error)]
+pub enum InvoiceError {
+    /// No such invoice in the project: 404 `not_found`.
+    #[error("No such invoice.")]
+    NotFound,
+    /// A currency other than USD: 400 `unsupported_currency` on `price_currency`.
+    #[error("Only USD is priced.")]
+    UnsupportedCurrency,
+    /// A field breaks a rule: 400 `invalid_request`.
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    /// `metadata` out of bounds: 400 `invalid_request`.
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
+    /// An `accepted_chains` entry is not a chain, or not listed for the project.
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+    /// An accepted chain cannot take payments now: 422 `chain_unavailable` on
+    /// `accepted_chains`.
+    #[error("{chain} cannot take invoice payments now: {why}")]
+    ChainUnavailable { chain: String, why: String },
+    /// No accepted (chain, asset) is live and priced: 422 `no_payment_options`.
+    #[error("No accepted coin can be offered now (none is live and priced).")]
+    NoPaymentOptions,
+    /// A live project but no master key unlocked: 422 `chain_deposits_disabled`.
+    #[error("No master key is unlocked: live invoice addresses are issued once `appliance init` has run.")]
+    NoMasterKey,
+    /// Cancel of an invoice that is not `open` or has received money: 409 `invalid_state`.
+    #[error("Only an open invoice that has received nothing can be canceled; this one is {} .", .status.as_str())]
+    NotCancelable { status: InvoiceStatus },
+    #[error(transparent)]
+    Fault(#[from] Fault),
+}
+fault_from!(InvoiceError);
+
+/// A (chain, asset) an invoice may offer, before its rate is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub chain: String,
+    pub asset: String,
+    /// Token contract; empty for a native coin.
+    pub contract: String,
+    pub decimals: u8,
+}
+
+/// A candidate with the rate the market gave for it (read outside the store transaction).
+#[derive(Debug, Clone)]
+pub struct Offer {
+    pub candidate: Candidate,
+    /// USD per whole coin.
+    pub rate: Decimal,
+    /// `par`, `test`, `kraken` or `chainlink`.
+    pub rate_source: &'static str,
+}
+
+/// Fields of `POST /v1/invoices`, parsed.
+pub struct NewInvoice {
+    pub price_cents: u64,
+    pub reference_id: Option<String>,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub metadata: Option<Map<String, Value>>,
+    pub return_url: Option<String>,
+    pub cancel_url: Option<String>,
+    pub expires_in_s: u64,
+    pub overpayment_policy: Option<OverpaymentPolicy>,
+    /// What the invoice offers, with rates ([`candidates`], then the market).
+    pub offers: Vec<Offer>,
+}
+
+/// The (chain, asset) pairs an invoice of `project` may offer (DECISIONS.md section 12):
+/// every asset taking deposits on every chain that issues addresses now, narrowed to
+/// `accepted_chains` / `accepted_assets` when given. An accepted chain that is unknown is
+/// 400; one not listed 422 `chain_not_enabled`; one that issues no address now 422
+/// `chain_unavailable`; an accepted asset no chain lists 400 `invalid_request`.
+pub fn candidates(
+    reg: &Registry,
+    project: &Project,
+    accepted_chains: Option<&[String]>,
+    accepted_assets: Option<&[String]>,
+) -> Result<Vec<Candidate>, InvoiceError> {
+    let chain_ids: Vec<&str> = match accepted_chains {
+        Some(list) => {
+            let mut ids = Vec::new();
+            for c in list {
+                let eff = chains::resolve(reg, project, c, "accepted_chains")?;
+                if !eff.issues_addresses() {
+                    let why = match eff.status {
+                        ChainStatus::Live if !eff.deposits_enabled => {
+                            "deposits are switched off".to_string()
+                        }
+                        ChainStatus::Live => "it issues no addresses".to_string(),
+                        ChainStatus::ComingSoon => "it is not live yet".to_string(),
+                        ChainStatus::Paused => eff.status_note.clone(),
+                    };
+                    return Err(InvoiceError::ChainUnavailable {
+                        chain: c.clone(),
+                        why,
+                    });
+                }
+                if !ids.contains(&eff.chain.id()) {
+                    ids.push(eff.chain.id());
+                }
+            }
+            ids
+        }
+        None => reg.chains.iter().map(|c| c.id()).collect(),
+    };
+    if let Some(assets) = accepted_assets {
+        for a in assets {
+            if !reg.chains.iter().any(|c| c.asset(a).is_some()) {
+                return Err(Invalid::new(
+                    "accepted_assets",
+                    format!("{a:?} is not an asset of any chain."),
+                )
+                .into());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for chain in reg.chains.iter().filter(|c| chain_ids.contains(&c.id())) {
+        let eff = chains::effective(chain, project);
+        if !eff.issues_addresses() || eff.chain.info.account_kind != ChainAccountKind::Contract {
+            continue;
+        }
+        for a in &eff.assets {
+            if !a.deposits_enabled || a.archived {
+                continue;
+            }
+            if accepted_assets.is_some_and(|l| !l.iter().any(|s| s == &a.asset.symbol)) {
+                continue;
+            }
+            out.push(Candidate {
+                chain: chain.id().to_string(),
+                asset: a.asset.symbol.clone(),
+                contract: if a.asset.is_native {
+                    String::new()
+                } else {
+                    a.asset.contract.clone()
+                },
+                decimals: a.asset.decimals,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The fee terms frozen on a new invoice (SPEC.md section 4, Invoices rule 2): the plan's
+/// `rate_bps`, `fixed_cents` and `cap_cents`. Billing is not built yet: every term is 0
+/// until it is, and this is the one place it will read them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FeeTerms {
+    pub bps: u32,
+    pub fixed_cents: u64,
+    pub cap_cents: u64,
+}
+
+/// The project's current fee terms (see [`FeeTerms`]).
+pub fn fee_terms(_ctx: &WriteCtx<'_>, _s: &Scope) -> Result<FeeTerms, StoreError> {
+    Ok(FeeTerms::default())
+}
+
+/// A new checkout token: `ck_` + 43 base64url characters of 32 random bytes
+/// (DECISIONS.md section 2).
+pub fn new_token() -> String {
+    let mut b = [0u8; 32];
+    rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut b);
+    format!(
+        "ck_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b)
+    )
+}
+
+/// Whether `s` has the checkout token's shape (`^ck_[A-Za-z0-9_-]{43}$`).
+pub fn is_token(s: &str) -> bool {
+    s.strip_prefix("ck_").is_some_and(|r| {
+        r.len() == 43
+            && r.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    })
+}
+
+/// Unique key of a checkout token: SHA-256 of the token, so the index holds no credential.
+pub fn token_key(token: &str) -> Vec<u8> {
+    use sha2::Digest;
+    let h = sha2::Sha256::digest(token.as_bytes());
+    index::unique(IndexTag::UniqueCheckoutToken, Uuid::nil(), &[h.as_slice()])
+}
+
+fn reference_key(project: Uuid, reference: &str) -> Vec<u8> {
+    index::unique(IndexTag::UniqueInvoiceRef, project, &[reference.as_bytes()])
+}
+
+/// The invoice a checkout token opens, in any project (`None` for a malformed or unknown
+/// token). For the public checkout endpoints: every miss must answer alike.
+pub fn by_token(r: &impl ReadOps, token: &str) -> Result<Option<Invoice>, StoreError> {
+    if !is_token(token) {
+        return Ok(None);
+    }
+    let Some(id) = r.unique_get(&token_key(token))? else {
+        return Ok(None);
+    };
+    Ok(r.get::<Invoice>(id)?.filter(|i| i.checkout_token == token))
+}
+
+/// 10^n as a U512.
+fn pow10(n: u32) -> U512 {
+    U512::from(10u8).pow(U512::from(n))
+}
+
+fn decimal_parts(rate: Decimal) -> Option<(U512, u32)> {
+    let m = rate.mantissa();
+    if m <= 0 {
+        return None;
+    }
+    Some((U512::from(m as u128), rate.scale()))
+}
+
+/// `amount_atomic` of a quote: ceil(price / rate x 10^decimals), exactly (DECISIONS.md
+/// section 12). `None` when the rate is not positive or the amount does not fit 128 bits.
+pub fn quote_amount(price_cents: u64, decimals: u8, rate: Decimal) -> Option<u128> {
+    let (m, scale) = decimal_parts(rate)?;
+    let num = U512::from(price_cents) * pow10(decimals as u32 + scale);
+    let den = m * U512::from(100u8);
+    let q = num.div_ceil(den);
+    u128::try_from(q).ok()
+}
+
+/// The exact value of `amount` atomic units at `rate` (a stored quote's `rate` string),
+/// in USD x 10^48. `None` for a rate that does not parse as a positive decimal.
+pub fn value_scaled(amount: u128, decimals: u8, rate: &str) -> Option<U512> {
+    let (m, scale) = decimal_parts(Decimal::from_str(rate).ok()?)?;
+    let shift = decimals as u32 + scale;
+    let v = U512::from(amount) * m;
+    Some(if shift <= SCALE_EXP {
+        v * pow10(SCALE_EXP - shift)
+    } else {
+        v / pow10(shift - SCALE_EXP)
+    })
+}
+
+/// The price in USD x 10^48.
+fn price_scaled(price_cents: u64) -> U512 {
+    U512::from(price_cents) * pow10(SCALE_EXP - 2)
+}
+
+/// Whole cents of a USD x 10^48 value, rounded down (saturating).
+fn cents_of(v: U512) -> u64 {
+    u64::try_from(v / pow10(SCALE_EXP - 2)).unwrap_or(u64::MAX)
+}
+
+/// How a received value compares with the price (SPEC.md section 8 tolerance).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judgement {
+    /// More than 0.5% short.
+    Under,
+    /// Within +/-0.5%.
+    Paid,
+    /// More than 0.5% over.
+    Over,
+}
+
+/// Judges a received value (USD x 10^48) against a price in cents, exactly.
+pub fn judge(value: U512, price_cents: u64) -> Judgement {
+    let p = price_scaled(price_cents);
+    let v1000 = value * U512::from(1000u16);
+    if v1000 < p * U512::from(1000 - TOLERANCE_PER_MILLE) {
+        Judgement::Under
+    } else if v1000 > p * U512::from(1000 + TOLERANCE_PER_MILLE) {
+        Judgement::Over
+    } else {
+        Judgement::Paid
+    }
+}
+
+/// Value of everything confirmed on `inv` (USD x 10^48). A coin without a quote (sent to an
+/// invoice address but never offered) counts for nothing: it is credited to the merchant
+/// but does not pay the invoice.
+fn confirmed_value(inv: &Invoice) -> U512 {
+    let mut v = U512::ZERO;
+    for r in &inv.received {
+        if let Some(q) = inv.quote(&r.chain, &r.asset) {
+            v += value_scaled(r.confirmed, q.decimals, &q.rate).unwrap_or(U512::ZERO);
+        }
+    }
+    v
+}
+
+/// Recomputes `received_cents` and `excess_cents` from what is confirmed.
+fn refresh_amounts(inv: &mut Invoice) -> U512 {
+    let v = confirmed_value(inv);
+    inv.received_cents = cents_of(v);
+    let p = price_scaled(inv.price_cents);
+    inv.excess_cents = if judge(v, inv.price_cents) == Judgement::Over {
+        cents_of(v - p)
+    } else {
+        0
+    };
+    v
+}
+
+/// Creates an invoice, or returns the first one with the same `reference_id`
+/// (`(invoice, created)`; SPEC.md section 4, Invoices rule 3). One transaction, no scan:
+/// the reference and token lookups are point reads; one wallet row per accepted chain (not
+/// metered against the daily address cap, DECISIONS.md section 12); emits
+/// `invoice.created`.
+pub fn create(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    req: NewInvoice,
+) -> Result<(Invoice, bool), InvoiceError> {
+    let p = s.project_id();
+    if let Some(inv) = existing_by_reference(ctx, s, req.reference_id.as_deref())? {
+        return Ok((inv, false));
+    }
+    let md = metadata::for_create(req.metadata.unwrap_or_default())?;
+    let mut quotes = Vec::new();
+    for o in &req.offers {
+        let Some(amount) = quote_amount(req.price_cents, o.candidate.decimals, o.rate) else {
+            continue;
+        };
+        quotes.push(InvoiceQuote {
+            chain: o.candidate.chain.clone(),
+            asset: o.candidate.asset.clone(),
+            contract: o.candidate.contract.clone(),
+            decimals: o.candidate.decimals,
+            amount_atomic: amount,
+            rate: crate::market::format_usd(o.rate),
+            rate_source: o.rate_source.to_string(),
+        });
+    }
+    if quotes.is_empty() {
+        return Err(InvoiceError::NoPaymentOptions);
+    }
+    let factory = wallets::factory_for(&s.reg, &s.project).ok_or(InvoiceError::NoMasterKey)?;
+    let fees = fee_terms(ctx, s)?;
+    let now = ctx.now_us();
+    let project_now = clock::now(ctx, &s.project)?;
+    let id = Uuid::now_v7();
+    let address = appliance_chains::address::deposit_address_under(&factory, p, id);
+    let mut chains_seen: Vec<&str> = Vec::new();
+    for q in &quotes {
+        if !chains_seen.contains(&q.chain.as_str()) {
+            chains_seen.push(&q.chain);
+        }
+    }
+    let mut addresses = Vec::new();
+    let mut wallet_rows = Vec::new();
+    for chain in chains_seen {
+        let key = wallets::address_key(chain, &address);
+        if ctx.unique_get(&key)?.is_some() {
+            return Err(Fault::invariant("a new invoice address is already taken").into());
+        }
+        let w = Wallet {
+            id: Uuid::now_v7(),
+            project_id: p,
+            customer_id: Uuid::nil(),
+            invoice_id: Some(id),
+            chain: chain.to_string(),
+            role: "invoice".into(),
+            status: "active".into(),
+            address: address.clone(),
+            memo: None,
+            created_at: now,
+        };
+        addresses.push(InvoiceAddress {
+            chain: chain.to_string(),
+            address: address.clone(),
+            memo: None,
+            wallet_id: w.id,
+        });
+        wallet_rows.push((key, w));
+    }
+    let token = new_token();
+    let inv = Invoice {
+        id,
+        project_id: p,
+        checkout_token: token.clone(),
+        reference_id: req.reference_id,
+        title: req.title,
+        description: req.description,
+        price_cents: req.price_cents,
+        price_currency: "USD".into(),
+        status: InvoiceStatus::Open,
+        fee_bps: fees.bps,
+        fee_fixed_cents: fees.fixed_cents,
+        fee_cap_cents: fees.cap_cents,
+        metadata: Value::Object(md),
+        return_url: req.return_url,
+        cancel_url: req.cancel_url,
+        overpayment_policy: req
+            .overpayment_policy
+            .unwrap_or(s.project.settings.overpayment_policy),
+        addresses,
+        quotes,
+        received: Vec::new(),
+        received_cents: 0,
+        excess_cents: 0,
+        pending_payments: 0,
+        extensions: 0,
+        refund: None,
+        expires_at: project_now.saturating_add((req.expires_in_s as i64) * 1_000_000),
+        paid_at: None,
+        canceled_at: None,
+        expired_at: None,
+        created_at: now,
+        updated_at: now,
+    };
+    // Every check is done: the writes.
+    for (key, w) in &wallet_rows {
+        ctx.unique_put(key, w.id)?;
+        ctx.put(w)?;
+    }
+    ctx.unique_put(&token_key(&token), id)?;
+    if let Some(r) = &inv.reference_id {
+        ctx.unique_put(&reference_key(p, r), id)?;
+    }
+    ctx.put(&inv)?;
+    emit(ctx, s, "invoice.created", id, views::invoice(&s.reg, &inv))?;
+    Ok((inv, true))
+}
+
+/// The project's first invoice with `reference_id` (SPEC.md section 4, Invoices rule 3).
+pub fn existing_by_reference(
+    ctx: &WriteCtx<'_>,
+    s: &Scope,
+    reference_id: Option<&str>,
+) -> Result<Option<Invoice>, Fault> {
+    let Some(r) = reference_id else {
+        return Ok(None);
+    };
+    let Some(id) = ctx.unique_get(&reference_key(s.project_id(), r))? else {
+        return Ok(None);
+    };
+    let inv = ctx
+        .get::<Invoice>(id)?
+        .ok_or_else(|| Fault::invariant("invoice reference index points at nothing"))?;
+    Ok(Some(inv))
+}
+
+/// `open` -> `canceled` (SPEC.md section 4, Invoices rule 5): refused (409 `invalid_state`)
+/// once anything was received or seen, or from any other status; a canceled invoice is
+/// answered again as it is. The payment addresses stay watched; emits `invoice.canceled`.
+pub fn cancel(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Invoice, InvoiceError> {
+    let mut inv = ctx
+        .get_in::<Invoice>(s.project_id(), id)?
+        .ok_or(InvoiceError::NotFound)?;
+    if inv.status == InvoiceStatus::Canceled {
+        return Ok(inv);
+    }
+    let received = inv.pending_payments > 0
+        || inv
+            .received
+            .iter()
+            .any(|r| r.confirmed > 0 || r.pending > 0);
+    if inv.status != InvoiceStatus::Open || received {
+        return Err(InvoiceError::NotCancelable { status: inv.status });
+    }
+    let now = ctx.now_us();
+    inv.status = InvoiceStatus::Canceled;
+    inv.canceled_at = Some(now);
+    inv.updated_at = now;
+    ctx.put(&inv)?;
+    emit(ctx, s, "invoice.canceled", id, views::invoice(&s.reg, &inv))?;
+    Ok(inv)
+}
+
+/// `open` / `underpaid` -> `expired` when the project clock has passed `expires_at`
+/// (emits `invoice.expired`). Returns whether it expired. Used by the expiry worker and
+/// before a payment is judged on time or late.
+pub fn expire_if_due(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    inv: &mut Invoice,
+    project_now: i64,
+) -> Result<bool, Fault> {
+    if !inv.status.expires() || project_now < inv.expires_at {
+        return Ok(false);
+    }
+    inv.status = InvoiceStatus::Expired;
+    inv.expired_at = Some(ctx.now_us());
+    inv.updated_at = ctx.now_us();
+    ctx.put(inv)?;
+    emit(
+        ctx,
+        s,
+        "invoice.expired",
+        inv.id,
+        views::invoice(&s.reg, inv),
+    )?;
+    Ok(true)
+}
+
+/// Expires up to `limit` of the project's invoices whose deadline has passed on its clock
+/// (the expiry worker's step; the `InvoicesDue` index holds only open and underpaid
+/// invoices, oldest deadline first). Returns how many were due (expired or not).
+pub fn expire_due(ctx: &mut WriteCtx<'_>, s: &Scope, limit: usize) -> Result<usize, Fault> {
+    let p = s.project_id();
+    let now_p = clock::now(ctx, &s.project)?;
+    let from = index::prefix(IndexTag::InvoicesDue, p, &[]);
+    let to = appliance_storage::records::invoice_due_key(p, now_p.saturating_add(1), Uuid::nil());
+    let keys = ctx.index_range(&from, &to, limit, false)?;
+    for k in &keys {
+        let id = index::id_of(k);
+        let Some(mut inv) = ctx.get::<Invoice>(id)? else {
+            // A stale entry: nothing to expire; drop it so it is not met again.
+            ctx.index_remove(k)?;
+            continue;
+        };
+        if !expire_if_due(ctx, s, &mut inv, now_p)? {
+            // Not due after all (status changed without its entry): re-put fixes the index.
+            ctx.index_remove(k)?;
+            ctx.put(&inv)?;
+        }
+    }
+    Ok(keys.len())
+}
+
+fn load_for(ctx: &WriteCtx<'_>, d: &Deposit) -> Result<Option<Invoice>, Fault> {
+    let Some(id) = d.invoice_id else {
+        return Ok(None);
+    };
+    Ok(ctx.get::<Invoice>(id)?)
+}
+
+/// A transfer to the invoice's address was seen, below finality (SPEC.md section 3,
+/// Invoice). Called before the payment row `d` is first written: sets `d.late` when the
+/// invoice had expired (judged on the project clock, expiring it first if the worker has
+/// not yet) or was canceled. An on-time transfer makes an `open` or `underpaid` invoice
+/// `pending` and emits `invoice.pending` (once per transfer).
+pub fn payment_seen(ctx: &mut WriteCtx<'_>, s: &Scope, d: &mut Deposit) -> Result<(), Fault> {
+    let Some(mut inv) = load_for(ctx, d)? else {
+        return Ok(());
+    };
+    let now_p = clock::now(ctx, &s.project)?;
+    expire_if_due(ctx, s, &mut inv, now_p)?;
+    if matches!(inv.status, InvoiceStatus::Expired | InvoiceStatus::Canceled) {
+        d.late = true;
+        return Ok(());
+    }
+    inv.pending_payments = inv.pending_payments.saturating_add(1);
+    let r = inv.received_mut(&d.chain, &d.asset);
+    r.pending = r.pending.saturating_add(d.amount);
+    let announce = matches!(
+        inv.status,
+        InvoiceStatus::Open | InvoiceStatus::Underpaid | InvoiceStatus::Pending
+    );
+    if announce {
+        inv.status = InvoiceStatus::Pending;
+    }
+    inv.updated_at = ctx.now_us();
+    ctx.put(&inv)?;
+    if announce {
+        emit(
+            ctx,
+            s,
+            "invoice.pending",
+            inv.id,
+            views::invoice(&s.reg, &inv),
+        )?;
+    }
+    Ok(())
+}
+
+/// Takes an on-time payment out of the pending figures.
+fn unpend(inv: &mut Invoice, d: &Deposit) {
+    if d.late {
+        return;
+    }
+    inv.pending_payments = inv.pending_payments.saturating_sub(1);
+    let r = inv.received_mut(&d.chain, &d.asset);
+    r.pending = r.pending.saturating_sub(d.amount);
+}
+
+/// The status an unpaid invoice returns to when nothing is pending any more.
+fn unpaid_status(inv: &Invoice) -> InvoiceStatus {
+    if inv.received.iter().any(|r| r.confirmed > 0) {
+        InvoiceStatus::Underpaid
+    } else {
+        InvoiceStatus::Open
+    }
+}
+
+/// A payment was credited (the deposit machinery posted Dr deposits / Cr the project's
+/// `available`). Late payments emit `invoice.late_payment` and change no status; on-time
+/// ones are judged at the locked rates: `paid`, `overpaid` (with the excess locked for the
+/// payer under the `refund` policy) or, once nothing else is pending, `underpaid` (window
+/// extended by 30 minutes, at most three times).
+pub fn payment_credited(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Result<(), Fault> {
+    let Some(mut inv) = load_for(ctx, d)? else {
+        return Ok(());
+    };
+    unpend(&mut inv, d);
+    let r = inv.received_mut(&d.chain, &d.asset);
+    r.confirmed = r.confirmed.saturating_add(d.amount);
+    let before_excess = inv.excess_cents;
+    let v = refresh_amounts(&mut inv);
+    let now = ctx.now_us();
+    inv.updated_at = now;
+    if d.late || matches!(inv.status, InvoiceStatus::Expired | InvoiceStatus::Canceled) {
+        ctx.put(&inv)?;
+        emit(
+            ctx,
+            s,
+            "invoice.late_payment",
+            inv.id,
+            views::invoice(&s.reg, &inv),
+        )?;
+        return Ok(());
+    }
+    let event = match (judge(v, inv.price_cents), inv.status) {
+        (Judgement::Over, InvoiceStatus::Overpaid) if inv.excess_cents > before_excess => {
+            Some("invoice.overpaid")
+        }
+        (Judgement::Over, InvoiceStatus::Overpaid) => None,
+        (Judgement::Over, _) => {
+            inv.status = InvoiceStatus::Overpaid;
+            inv.paid_at.get_or_insert(now);
+            Some("invoice.overpaid")
+        }
+        (Judgement::Paid, st) if st.is_paid() => None,
+        (Judgement::Paid, _) => {
+            inv.status = InvoiceStatus::Paid;
+            inv.paid_at = Some(now);
+            Some("invoice.paid")
+        }
+        (Judgement::Under, st) if st.is_paid() => None,
+        (Judgement::Under, _) if inv.pending_payments > 0 => None,
+        (Judgement::Under, _) => {
+            inv.status = InvoiceStatus::Underpaid;
+            if inv.extensions < MAX_EXTENSIONS {
+                inv.extensions += 1;
+                let now_p = clock::now(ctx, &s.project)?;
+                inv.expires_at = inv.expires_at.max(now_p).saturating_add(EXTENSION_US);
+            }
+            Some("invoice.underpaid")
+        }
+    };
+    if inv.status == InvoiceStatus::Overpaid
+        && inv.overpayment_policy == OverpaymentPolicy::Refund
+        && event.is_some()
+    {
+        hold_excess(ctx, &mut inv, d, v)?;
+    }
+    ctx.put(&inv)?;
+    if let Some(e) = event {
+        emit(ctx, s, e, inv.id, views::invoice(&s.reg, &inv))?;
+    }
+    Ok(())
+}
+
+/// Under the `refund` policy, moves the excess (in the coin of payment `d`, the one that
+/// made the invoice overpaid; at most its amount) from the project's `available` to its
+/// `locked` on that chain, where it stays until the refund is sent or skipped
+/// (DECISIONS.md section 12). A second overpayment in the same coin while the refund still
+/// awaits an address grows the hold; in another coin, or once the refund has moved on, the
+/// merchant keeps it.
+fn hold_excess(
+    ctx: &mut WriteCtx<'_>,
+    inv: &mut Invoice,
+    d: &Deposit,
+    value: U512,
+) -> Result<(), Fault> {
+    let Some(q) = inv.quote(&d.chain, &d.asset) else {
+        return Ok(());
+    };
+    let excess = value.saturating_sub(price_scaled(inv.price_cents));
+    let Some(per_atomic) = value_scaled(1, q.decimals, &q.rate).filter(|u| !u.is_zero()) else {
+        return Ok(());
+    };
+    let excess_atomic = u128::try_from(excess / per_atomic)
+        .unwrap_or(u128::MAX)
+        .min(d.amount);
+    let held = match &inv.refund {
+        None => 0,
+        Some(r) if r.status == "awaiting_address" && r.chain == d.chain && r.asset == d.asset => {
+            r.amount_atomic
+        }
+        Some(_) => return Ok(()),
+    };
+    let add = excess_atomic.saturating_sub(held);
+    if add == 0 {
+        return Ok(());
+    }
+    let p = inv.project_id;
+    let e = JournalEntry {
+        id: Uuid::now_v7(),
+        project_id: p,
+        kind: "invoice_refund_hold".into(),
+        ref_id: inv.id,
+        created_at: ctx.now_us(),
+        postings: vec![
+            Posting::debit(
+                Account::project(p, &d.chain, &d.asset, AccountKind::Available),
+                add,
+            ),
+            Posting::credit(
+                Account::project(p, &d.chain, &d.asset, AccountKind::Locked),
+                add,
+            ),
+        ],
+    };
+    // The payment was just credited to `available`, so the hold fits unless the merchant
+    // already spent it; then nothing is held (the ledger never goes negative).
+    if ctx.post(&e)?.is_err() {
+        tracing::warn!(invoice = %inv.id, "overpayment excess not held: the project's available balance is short");
+        return Ok(());
+    }
+    match &mut inv.refund {
+        Some(r) => r.amount_atomic += add,
+        None => {
+            inv.refund = Some(InvoiceRefund {
+                status: "awaiting_address".into(),
+                skip_reason: None,
+                chain: d.chain.clone(),
+                asset: d.asset.clone(),
+                amount_atomic: add,
+                payment_id: d.id,
+                from_address: d.from_address.clone(),
+                to_address: None,
+                payout_id: None,
+            })
+        }
+    }
+    Ok(())
+}
+
+/// A seen payment turned out not to be money (reverted, reorged before finality, an
+/// archived coin). A `pending` invoice with nothing else pending returns to `open` or
+/// `underpaid` (and the expiry worker expires it if its deadline passed meanwhile).
+pub fn payment_failed(ctx: &mut WriteCtx<'_>, _s: &Scope, d: &Deposit) -> Result<(), Fault> {
+    let Some(mut inv) = load_for(ctx, d)? else {
+        return Ok(());
+    };
+    if d.late {
+        return Ok(());
+    }
+    unpend(&mut inv, d);
+    if inv.status == InvoiceStatus::Pending && inv.pending_payments == 0 {
+        inv.status = unpaid_status(&inv);
+    }
+    inv.updated_at = ctx.now_us();
+    ctx.put(&inv)?;
+    Ok(())
+}
+
+/// A credited payment was orphaned by a reorg (its credit reversed by the deposit
+/// machinery, the shortfall following the ledger's `receivable` rule): the invoice keeps its
+/// status, `received_amount` drops, and `invoice.payment_orphaned` is emitted
+/// (DECISIONS.md section 12).
+pub fn payment_orphaned(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Result<(), Fault> {
+    let Some(mut inv) = load_for(ctx, d)? else {
+        return Ok(());
+    };
+    let r = inv.received_mut(&d.chain, &d.asset);
+    r.confirmed = r.confirmed.saturating_sub(d.amount);
+    refresh_amounts(&mut inv);
+    inv.updated_at = ctx.now_us();
+    ctx.put(&inv)?;
+    emit(
+        ctx,
+        s,
+        "invoice.payment_orphaned",
+        inv.id,
+        views::invoice(&s.reg, &inv),
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(s: &str) -> Decimal {
+        Decimal::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn quote_amounts_round_up_exactly() {
+        // 40.00 USD of a 6-decimal stablecoin at par.
+        assert_eq!(quote_amount(4000, 6, d("1.00")), Some(40_000_000));
+        // 40.00 USD of ETH at 3000.00: 0.01333... ETH, rounded up to the wei.
+        assert_eq!(
+            quote_amount(4000, 18, d("3000.00")),
+            Some(13_333_333_333_333_334)
+        );
+        // 18-decimal USDT on bsc.
+        assert_eq!(
+            quote_amount(100, 18, d("1")),
+            Some(1_000_000_000_000_000_000)
+        );
+        assert_eq!(quote_amount(100, 6, Decimal::ZERO), None);
+    }
+
+    #[test]
+    fn tolerance_is_half_a_percent_of_the_price_exactly() {
+        let price = 10_000; // 100.00 USD
+        let v = |atomic: u128| value_scaled(atomic, 6, "1.00").unwrap();
+        assert_eq!(judge(v(100_000_000), price), Judgement::Paid);
+        assert_eq!(judge(v(99_500_000), price), Judgement::Paid);
+        assert_eq!(judge(v(99_499_999), price), Judgement::Under);
+        assert_eq!(judge(v(100_500_000), price), Judgement::Paid);
+        assert_eq!(judge(v(100_500_001), price), Judgement::Over);
+        // The quoted ETH amount (rounded up) is paid; one wei under 99.5% is not.
+        let q = quote_amount(4000, 18, d("3000.00")).unwrap();
+        let eth = |a: u128| value_scaled(a, 18, "3000.00").unwrap();
+        assert_eq!(judge(eth(q), 4000), Judgement::Paid);
+        let floor = 13_266_666_666_666_667u128; // ceil(39.80 / 3000 x 10^18)
+        assert_eq!(judge(eth(floor), 4000), Judgement::Paid);
+        assert_eq!(judge(eth(floor - 1), 4000), Judgement::Under);
+    }
+
+    #[test]
+    fn cents_round_down() {
+        let v = value_scaled(12_345_678, 6, "1.00").unwrap();
+        assert_eq!(cents_of(v), 1234);
+    }
+
+    #[test]
+    fn tokens_have_the_checkout_shape() {
+        let t = new_token();
+        assert!(is_token(&t), "{t}");
+        assert_ne!(t, new_token());
+        assert!(!is_token("ck_short"));
+        assert!(!is_token(&format!("ck_{}", "!".repeat(43))));
+    }
+}
