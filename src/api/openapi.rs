@@ -287,6 +287,24 @@ fn add_common(path: &str, method: HttpMethod, op: &mut Operation) {
 /// parameter, runtime expression).
 const LINKS: &[(&str, &str, &str, &str, &str, &str, &str)] = &[
     (
+        "/v1/invoices",
+        "post",
+        "201",
+        "GetInvoice",
+        "get_invoice",
+        "id",
+        "$response.body#/id",
+    ),
+    (
+        "/v1/invoices",
+        "post",
+        "201",
+        "CancelInvoice",
+        "cancel_invoice",
+        "id",
+        "$response.body#/id",
+    ),
+    (
         "/v1/customers",
         "post",
         "201",

@@ -828,10 +828,10 @@ pub struct CustomerPatch {
 #[derive(ToSchema)]
 pub struct NewInvoice {
     /// Integer cents, 1 to 10^12.
-    #[schema(pattern = "^[1-9][0-9]{0,12}$")]
+    #[schema(pattern = "^([1-9][0-9]{0,11}|1000000000000)$")]
     pub price_amount: String,
     /// Only `USD` is priced (anything else: 400 `unsupported_currency`).
-    pub price_currency: Option<String>,
+    pub price_currency: Option<PriceCurrencyIn>,
     /// Makes creation idempotent: a retry returns the FIRST invoice with this reference.
     #[schema(max_length = 255)]
     pub reference_id: Option<String>,
@@ -855,6 +855,12 @@ pub struct NewInvoice {
     pub accepted_assets: Option<Vec<String>>,
     /// `keep` or `refund` (default: the project's).
     pub overpayment_policy: Option<OverpaymentPolicyIn>,
+}
+
+/// The currency of a price: only USD is priced.
+#[derive(ToSchema)]
+pub enum PriceCurrencyIn {
+    USD,
 }
 
 /// What happens to an overpayment's excess.

@@ -682,3 +682,18 @@ async fn a_kill_between_transfer_and_confirmation_ends_paid_with_each_event_once
     );
     assert_eq!(get(&app, &inv).await["status"], "paid");
 }
+
+#[tokio::test]
+async fn invoice_money_is_swept_like_a_deposit() {
+    let app = spawn_app().await;
+    let inv = invoice(&app, "4000", json!({})).await;
+    pay(&app, &inv, "ethereum", "USDT", "40000000", true).await;
+    app.settle().await;
+    let sweeps = app.get(&app.wallet_key, "/v1/sweeps").await.expect(200);
+    let swept = sweeps["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["status"] == "confirmed" && s["amount"] == "40000000");
+    assert!(swept, "the invoice address was not swept: {sweeps}");
+}
