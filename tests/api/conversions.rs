@@ -285,3 +285,68 @@ async fn lists_filter_and_reads_answer_404_for_unknown_ids() {
         .await
         .expect_error(404, "not_found");
 }
+
+#[tokio::test]
+async fn a_test_mode_invoice_payment_gets_a_skipped_automatic_row() {
+    let app = spawn_app().await;
+    app.send(
+        reqwest::Method::PUT,
+        Some(&app.payout_key),
+        "/v1/conversion/rules/ethereum",
+        Some(&json!({"enabled": true, "target_asset": "USDC"})),
+        &[],
+    )
+    .await
+    .expect(200);
+    let inv = app
+        .post_idem(
+            &app.checkout_key,
+            "/v1/invoices",
+            json!({"price_amount": "1000", "accepted_chains": ["ethereum"], "accepted_assets": ["USDT"]}),
+            &idem(),
+        )
+        .await
+        .expect(201);
+    let addr = inv["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["chain"] == "ethereum")
+        .map(|a| s(&a["address"]))
+        .unwrap();
+    app.post_idem(
+        &app.wallet_key,
+        "/v1/test/transfers",
+        json!({"chain": "ethereum", "asset": "USDT", "decimals": 6, "amount": "10000000",
+               "to_address": addr}),
+        &idem(),
+    )
+    .await
+    .expect(201);
+    // One row per payment, written when it is credited; nothing swaps on the simulated chain.
+    let l = app
+        .get(&app.payout_key, "/v1/conversions?kind=auto")
+        .await
+        .expect(200);
+    let rows = assert_list(&l);
+    assert_eq!(rows.len(), 1, "{l}");
+    let r = &rows[0];
+    assert_eq!(r["object"], "conversion");
+    assert_eq!(r["kind"], "auto");
+    assert_eq!(r["status"], "skipped");
+    assert_eq!(r["reason"], "test_mode");
+    assert_eq!(r["from_asset"], "USDT");
+    assert_eq!(r["to_asset"], "USDC", "the rule's target at the time");
+    assert_amount(r, "amount_in", "10000000", "10");
+    assert!(r["payment_id"].is_string(), "{r}");
+    let got = app
+        .get(&app.payout_key, &format!("/v1/conversions/{}", s(&r["id"])))
+        .await
+        .expect(200);
+    assert_eq!(got["id"], r["id"]);
+    let l = app
+        .get(&app.payout_key, "/v1/conversions?kind=manual")
+        .await
+        .expect(200);
+    assert!(assert_list(&l).is_empty());
+}

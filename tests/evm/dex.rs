@@ -836,3 +836,89 @@ async fn a_swap_reverted_on_chain_by_a_price_move_is_retried_with_a_fresh_quote(
     assert_eq!(live.available(&alice, "ethereum", "ETH").await, ETHER);
     assert!(live.verify().contains("\"violations\": []"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invoice_payment_is_converted_automatically_after_it_is_swept() {
+    let eth = Anvil::start(1);
+    let usdt = deploy_token(&eth, 6, false).await;
+    let (factory, weth, router) = deploy_v2(&eth).await;
+    v2_liquidity(&eth, &router, &usdt, 300_000_000_000, 100 * ETHER).await;
+    let live = start(
+        &eth,
+        &usdt,
+        &format!(
+            "kind = \"uniswap_v2\"\nrouter = \"{router}\"\nfactory = \"{factory}\"\nweth = \"{weth}\"\n"
+        ),
+    )
+    .await;
+    let master = live.master.clone();
+    let checkout = live.new_key("checkout", "invoices:read,invoices:write");
+    // The merchant converts what its invoices receive on ethereum into ETH.
+    let rule: Value = live
+        .http
+        .put(format!("{}/v1/conversion/rules/ethereum", live.base_url))
+        .bearer_auth(&live.payout_key)
+        .json(&json!({"enabled": true, "target_asset": "ETH"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(rule["enabled"], true, "{rule}");
+    assert_eq!(rule["target_asset"], "ETH");
+
+    // A 50.00 USD invoice paid in USDT.
+    let inv = live
+        .post(
+            &checkout,
+            "/v1/invoices",
+            json!({"price_amount": "5000", "accepted_chains": ["ethereum"], "accepted_assets": ["USDT"]}),
+            201,
+        )
+        .await;
+    let addr = inv["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["chain"] == "ethereum")
+        .map(|a| s(&a["address"]))
+        .unwrap();
+    eth.mint(&usdt, ACCOUNT0, 50_000_000).await;
+    eth.token_transfer(&usdt, ACCOUNT0, &addr, 50_000_000).await;
+
+    // One automatic row per payment, written at the credit; executed once swept.
+    let row = wait_for("the payment's row converted", &[&eth], 120, || async {
+        let l = live
+            .get(&live.payout_key, "/v1/conversions?kind=auto")
+            .await;
+        let rows = l["data"].as_array().unwrap().clone();
+        assert!(rows.len() <= 1, "{l}");
+        rows.into_iter().find(|r| {
+            assert_ne!(r["status"], "failed", "{r}\n{}", live.logs());
+            assert_ne!(r["status"], "skipped", "{r}");
+            r["status"] == "converted"
+        })
+    })
+    .await;
+    assert_eq!(row["from_asset"], "USDT");
+    assert_eq!(row["to_asset"], "ETH");
+    assert_eq!(row["amount_in"], "50000000");
+    assert!(row["payment_id"].is_string(), "{row}");
+    let out: u128 = s(&row["amount_out"]).parse().unwrap();
+    let b = batch(&live, &s(&row["batch_id"])).await;
+    assert_eq!(b["status"], "settled");
+    assert_eq!(b["amount_out"], row["amount_out"]);
+    assert!(
+        b["approve_tx_hash"].is_string(),
+        "USDT approves the router: {b}"
+    );
+    // The treasury's USDT went into the pool; the ledger's treasury holds the ETH it paid.
+    assert_eq!(eth.token_balance(&usdt, &master).await, 0);
+    assert_eq!(treasury(&live, "USDT").await, 0);
+    assert_eq!(treasury(&live, "ETH").await, out as i128);
+    let done = live.events("conversion.completed").await;
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0]["data"]["kind"], "auto");
+    assert!(live.verify().contains("\"violations\": []"));
+}

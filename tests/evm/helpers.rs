@@ -482,6 +482,25 @@ impl Live {
         false
     }
 
+    /// A new key of the shop project: `kind`, `scopes` (comma-separated), signing on.
+    pub fn new_key(&self, kind: &str, scopes: &str) -> String {
+        token_in(&cli(
+            &self.data_dir,
+            &self.config,
+            &[
+                "key",
+                "create",
+                "--project",
+                "shop",
+                "--kind",
+                kind,
+                "--signing-enabled",
+                "--scopes",
+                scopes,
+            ],
+        ))
+    }
+
     pub fn verify(&self) -> String {
         cli(&self.data_dir, &self.config, &["verify"])
     }
