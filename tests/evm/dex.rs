@@ -139,6 +139,11 @@ fn dex_toml(chain: &str, body: &str) -> String {
 
 /// The appliance on `eth` with `dex`, a funded master wallet and the USDT token.
 async fn start(eth: &Anvil, usdt: &str, dex: &str) -> Live {
+    start_extra(eth, usdt, dex, "").await
+}
+
+/// [`start`] with `extra` appended to the config.
+async fn start_extra(eth: &Anvil, usdt: &str, dex: &str, extra: &str) -> Live {
     let (tmp, data, master) = init_data_dir();
     deploy_factory(eth, &master).await;
     eth.send(ACCOUNT0, Some(&master), 100 * ETHER, "0x").await; // gas money
@@ -153,7 +158,7 @@ async fn start(eth: &Anvil, usdt: &str, dex: &str) -> Live {
             assets: vec![("USDT", usdt.to_string(), 6)],
             replace_after_ms: 30_000,
         }],
-        &dex_toml("ethereum", dex),
+        &format!("{}{extra}", dex_toml("ethereum", dex)),
     )
     .await;
     wait_for("ethereum live", &[], 30, || async {
@@ -920,5 +925,98 @@ async fn an_invoice_payment_is_converted_automatically_after_it_is_swept() {
     let done = live.events("conversion.completed").await;
     assert_eq!(done.len(), 1);
     assert_eq!(done[0]["data"]["kind"], "auto");
+    assert!(live.verify().contains("\"violations\": []"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_eth_invoice_payment_is_converted_to_usdt_and_the_treasury_holds_amount_out() {
+    let eth = Anvil::start(1);
+    let usdt = deploy_token(&eth, 6, false).await;
+    let (factory, weth, router) = deploy_v2(&eth).await;
+    v2_liquidity(&eth, &router, &usdt, 300_000_000_000, 100 * ETHER).await;
+    // ETH is priced by a Chainlink-style feed on the same node (the provider is down).
+    let feed = crate::market::deploy_feed(&eth, 8).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    crate::market::set_round(&eth, &feed, 3000_0000_0000, now).await;
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_url = format!("http://{}", dead.local_addr().unwrap());
+    drop(dead);
+    let live = start_extra(
+        &eth,
+        &usdt,
+        &format!(
+            "kind = \"uniswap_v2\"\nrouter = \"{router}\"\nfactory = \"{factory}\"\nweth = \"{weth}\"\n"
+        ),
+        &format!(
+            "[market]\nbase_url = \"{dead_url}\"\nmax_age_seconds = 3600\ntimeout_ms = 500\n[market.chainlink_feeds]\nETH = \"{feed}\"\n"
+        ),
+    )
+    .await;
+    let master = live.master.clone();
+    let checkout = live.new_key("checkout", "invoices:read,invoices:write");
+    let rule: Value = live
+        .http
+        .put(format!("{}/v1/conversion/rules/ethereum", live.base_url))
+        .bearer_auth(&live.payout_key)
+        .json(&json!({"enabled": true, "target_asset": "USDT"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(rule["enabled"], true, "{rule}");
+
+    // A 60.00 USD invoice paid in ETH at the locked rate.
+    let inv = wait_for("an ETH quote", &[], 30, || async {
+        let (st, inv) = live
+            .call(
+                &checkout,
+                reqwest::Method::POST,
+                "/v1/invoices",
+                Some(json!({"price_amount": "6000", "accepted_chains": ["ethereum"], "accepted_assets": ["ETH"]})),
+            )
+            .await;
+        (st == 201 && inv["quotes"].as_array().is_some_and(|q| !q.is_empty())).then_some(inv)
+    })
+    .await;
+    let q = &inv["quotes"][0];
+    assert_eq!(q["asset"], "ETH", "{inv}");
+    let wei: u128 = s(&q["amount_atomic"]).parse().unwrap();
+    let addr = s(&inv["addresses"][0]["address"]);
+    eth.send(ACCOUNT0, Some(&addr), wei, "0x").await;
+
+    let row = wait_for("the payment converted", &[&eth], 120, || async {
+        let l = live
+            .get(&live.payout_key, "/v1/conversions?kind=auto")
+            .await;
+        l["data"].as_array().unwrap().iter().find_map(|r| {
+            assert!(
+                r["status"] != "failed" && r["status"] != "skipped",
+                "{r}\n{}",
+                live.logs()
+            );
+            (r["status"] == "converted").then(|| r.clone())
+        })
+    })
+    .await;
+    assert_eq!(row["from_asset"], "ETH");
+    assert_eq!(row["to_asset"], "USDT");
+    assert_eq!(row["amount_in"], wei.to_string());
+    let out: u128 = s(&row["amount_out"]).parse().unwrap();
+    // About 60 USDT less the pool's fee; the treasury's on-chain USDT grew by amount_out.
+    assert!((55_000_000..60_000_000).contains(&out), "{row}");
+    assert_eq!(eth.token_balance(&usdt, &master).await, out);
+    assert_eq!(treasury(&live, "USDT").await, out as i128);
+    assert_eq!(treasury(&live, "ETH").await, 0);
+    let b = batch(&live, &s(&row["batch_id"])).await;
+    assert_eq!(
+        b["approve_tx_hash"],
+        Value::Null,
+        "ETH needs no approval: {b}"
+    );
     assert!(live.verify().contains("\"violations\": []"));
 }

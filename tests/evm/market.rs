@@ -27,7 +27,7 @@ fn word_i(v: i128) -> String {
 }
 
 /// Deploys a test aggregator with `decimals`.
-async fn deploy_feed(anvil: &Anvil, decimals: u8) -> String {
+pub(crate) async fn deploy_feed(anvil: &Anvil, decimals: u8) -> String {
     let v: Value = serde_json::from_str(include_str!("contracts/TestAggregator.json")).unwrap();
     let code = v["contracts"]["TestAggregator"].as_str().unwrap();
     let mut arg = [0u8; 32];
@@ -36,7 +36,7 @@ async fn deploy_feed(anvil: &Anvil, decimals: u8) -> String {
 }
 
 /// `set(answer, updatedAt)` on a test aggregator.
-async fn set_round(anvil: &Anvil, feed: &str, answer: i128, updated_at: u64) {
+pub(crate) async fn set_round(anvil: &Anvil, feed: &str, answer: i128, updated_at: u64) {
     let sel = &appliance_chains::address::keccak256(b"set(int256,uint256)")[..4];
     let data = format!(
         "0x{}{}{}",
