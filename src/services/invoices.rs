@@ -34,7 +34,7 @@ use crate::registry::Registry;
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault, Invalid};
 use crate::services::metadata::{self, MetadataError};
-use crate::services::{clock, emit, wallets, Scope};
+use crate::services::{clock, conversions, emit, wallets, Scope};
 use crate::views;
 
 /// Tolerance of a payment against the price, in tenths of a percent (SPEC.md section 8:
@@ -671,6 +671,7 @@ pub fn payment_credited(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
             inv.id,
             views::invoice(&s.reg, &inv),
         )?;
+        conversions::queue_payment(ctx, s, d.id, None, &d.chain, &d.asset, d.amount)?;
         return Ok(());
     }
     let event = match (judge(v, inv.price_cents), inv.status) {
@@ -701,15 +702,22 @@ pub fn payment_credited(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
             Some("invoice.underpaid")
         }
     };
+    let mut held = 0;
     if inv.status == InvoiceStatus::Overpaid
         && inv.overpayment_policy == OverpaymentPolicy::Refund
         && event.is_some()
     {
-        hold_excess(ctx, &mut inv, d, v)?;
+        held = hold_excess(ctx, &mut inv, d, v)?;
     }
     ctx.put(&inv)?;
     if let Some(e) = event {
         emit(ctx, s, e, inv.id, views::invoice(&s.reg, &inv))?;
+    }
+    // Merchant money converts automatically by the project's rule (DECISIONS.md section
+    // 14), except the excess held for the payer.
+    let convertible = d.amount.saturating_sub(held);
+    if convertible > 0 {
+        conversions::queue_payment(ctx, s, d.id, None, &d.chain, &d.asset, convertible)?;
     }
     Ok(())
 }
@@ -719,19 +727,19 @@ pub fn payment_credited(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
 /// `locked` on that chain, where it stays until the refund is sent or skipped
 /// (DECISIONS.md section 12). A second overpayment in the same coin while the refund still
 /// awaits an address grows the hold; in another coin, or once the refund has moved on, the
-/// merchant keeps it.
+/// merchant keeps it. Returns how much of `d` it held.
 fn hold_excess(
     ctx: &mut WriteCtx<'_>,
     inv: &mut Invoice,
     d: &Deposit,
     value: U512,
-) -> Result<(), Fault> {
+) -> Result<u128, Fault> {
     let Some(q) = inv.quote(&d.chain, &d.asset) else {
-        return Ok(());
+        return Ok(0);
     };
     let excess = value.saturating_sub(price_scaled(inv.price_cents));
     let Some(per_atomic) = value_scaled(1, q.decimals, &q.rate).filter(|u| !u.is_zero()) else {
-        return Ok(());
+        return Ok(0);
     };
     let excess_atomic = u128::try_from(excess / per_atomic)
         .unwrap_or(u128::MAX)
@@ -741,11 +749,11 @@ fn hold_excess(
         Some(r) if r.status == "awaiting_address" && r.chain == d.chain && r.asset == d.asset => {
             r.amount_atomic
         }
-        Some(_) => return Ok(()),
+        Some(_) => return Ok(0),
     };
     let add = excess_atomic.saturating_sub(held);
     if add == 0 {
-        return Ok(());
+        return Ok(0);
     }
     let p = inv.project_id;
     let e = JournalEntry {
@@ -769,7 +777,7 @@ fn hold_excess(
     // already spent it; then nothing is held (the ledger never goes negative).
     if ctx.post(&e)?.is_err() {
         tracing::warn!(invoice = %inv.id, "overpayment excess not held: the project's available balance is short");
-        return Ok(());
+        return Ok(0);
     }
     match &mut inv.refund {
         Some(r) => r.amount_atomic += add,
@@ -787,7 +795,7 @@ fn hold_excess(
             })
         }
     }
-    Ok(())
+    Ok(add)
 }
 
 /// A seen payment turned out not to be money (reverted, reorged before finality, an
@@ -823,6 +831,7 @@ pub fn payment_orphaned(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
     refresh_amounts(&mut inv);
     inv.updated_at = ctx.now_us();
     ctx.put(&inv)?;
+    conversions::payment_reversed(ctx, s, d.id)?;
     emit(
         ctx,
         s,

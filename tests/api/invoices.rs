@@ -296,6 +296,16 @@ async fn an_exact_payment_makes_the_invoice_paid_with_each_event_once() {
         "{deposits}"
     );
     assert!(app.events("type=deposit.detected").await.is_empty());
+    // Merchant money gets its automatic conversion row (skipped: test projects never swap).
+    let conv = app
+        .get(&app.payout_key, "/v1/conversions")
+        .await
+        .expect(200);
+    let rows = conv["data"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{conv}");
+    assert_eq!(rows[0]["from_asset"], "USDT");
+    assert_eq!(rows[0]["status"], "skipped");
+    assert_eq!(rows[0]["amount_in"], "40000000");
     // Cancel after money arrived is refused.
     app.post(
         &app.checkout_key,
