@@ -548,6 +548,24 @@ impl Live {
         (status, v)
     }
 
+    /// A new key of the live project: `kind`, comma-separated `scopes`.
+    pub fn key(&self, kind: &str, scopes: &str) -> String {
+        token_in(&cli(
+            &self.data_dir,
+            &self.config,
+            &[
+                "key",
+                "create",
+                "--project",
+                "shop",
+                "--kind",
+                kind,
+                "--scopes",
+                scopes,
+            ],
+        ))
+    }
+
     pub async fn get(&self, key: &str, path: &str) -> Value {
         let (s, v) = self.call(key, reqwest::Method::GET, path, None).await;
         assert_eq!(s, 200, "GET {path}: {v}");

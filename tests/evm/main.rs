@@ -6,6 +6,7 @@ mod bench;
 mod dex;
 mod failover;
 mod helpers;
+mod invoices;
 mod market;
 mod sends;
 

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use crate::helpers::*;
 
-fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
