@@ -652,9 +652,6 @@ pub fn payment_credited(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
     let Some(mut inv) = load_for(ctx, d)? else {
         return Ok(());
     };
-    // The merchant's money converts by the chain's rule (DECISIONS.md section 14): its row is
-    // written now, queued or skipped with the reason, and executed once swept.
-    crate::services::conversions::queue_payment(ctx, s, d.id, None, &d.chain, &d.asset, d.amount)?;
     unpend(&mut inv, d);
     let r = inv.received_mut(&d.chain, &d.asset);
     r.confirmed = r.confirmed.saturating_add(d.amount);
@@ -825,7 +822,6 @@ pub fn payment_orphaned(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
     let Some(mut inv) = load_for(ctx, d)? else {
         return Ok(());
     };
-    crate::services::conversions::payment_reversed(ctx, s, d.id)?;
     let r = inv.received_mut(&d.chain, &d.asset);
     r.confirmed = r.confirmed.saturating_sub(d.amount);
     refresh_amounts(&mut inv);
