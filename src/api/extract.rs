@@ -14,6 +14,22 @@ use crate::auth::{parse_token, Caller};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
 use crate::state::AppState;
 
+/// The time a key's expiry is judged at: real time, or for a key that expires (a rolled
+/// key) of a test project, that project's clock (DECISIONS.md section 15: the test clock
+/// moves key expiry too). Keys that never expire cost no store read.
+fn key_now(state: &AppState, k: &appliance_storage::records::ApiKey, now: i64) -> i64 {
+    if k.expires_at.is_none() {
+        return now;
+    }
+    match state.keys.project(k.project_id) {
+        Some(p) if p.mode == appliance_storage::records::Mode::Test => state
+            .store
+            .read_now(|r| crate::services::clock::now_at(r, &p, now))
+            .unwrap_or(now),
+        _ => now,
+    }
+}
+
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
@@ -28,7 +44,7 @@ impl FromRequestParts<AppState> for Caller {
             .filter(|t| parse_token(t).is_some())
             .and_then(|t| state.keys.key_by_hash(&state.pepper.hash(t)));
         let now = appliance_storage::now_us();
-        let Some(key) = key.filter(|k| k.is_enabled(now)) else {
+        let Some(key) = key.filter(|k| k.is_enabled(key_now(state, k, now))) else {
             if let Err(retry) = state.limits.check_unauthenticated(ip) {
                 return Err(rate_limited(retry));
             }

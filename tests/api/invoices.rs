@@ -707,3 +707,34 @@ async fn invoice_money_is_swept_like_a_deposit() {
         .any(|s| s["status"] == "confirmed" && s["amount"] == "40000000");
     assert!(swept, "the invoice address was not swept: {sweeps}");
 }
+
+#[tokio::test]
+async fn the_test_clock_moves_key_expiry_too() {
+    let app = spawn_app().await;
+    let k = app
+        .create_key(&app.wallet_key, json!({"name": "rolled", "kind": "wallet"}))
+        .await;
+    let old = s(&k["token"]);
+    let rolled = app
+        .post(
+            &app.wallet_key,
+            &format!("/v1/api_keys/{}/roll", s(&k["id"])),
+            json!({"grace_hours": 1}),
+        )
+        .await
+        .expect_success();
+    let new = s(&rolled["token"]);
+    app.get(&old, "/v1/ping").await.expect(200);
+    app.post(
+        &app.wallet_key,
+        "/v1/test/clock",
+        json!({"advance_seconds": 3601}),
+    )
+    .await
+    .expect(200);
+    app.get(&old, "/v1/ping")
+        .await
+        .expect_error(401, "invalid_api_key");
+    app.get(&new, "/v1/ping").await.expect(200);
+    app.get(&app.wallet_key, "/v1/ping").await.expect(200);
+}
