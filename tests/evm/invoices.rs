@@ -147,3 +147,112 @@ async fn invoices_paid_in_usdt_and_in_eth_on_anvil() {
     let v = live.verify();
     assert!(v.contains("\"violations\": []"), "{v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_underpaid_invoice_is_completed_on_a_second_evm_chain() {
+    let eth = Anvil::start(1);
+    let bsc = Anvil::start(56);
+    let usdt = deploy_token(&eth, 6, true).await;
+    let busdt = deploy_token(&bsc, 18, false).await; // 18 decimals, as on bsc
+    let (tmp, data, master) = init_data_dir();
+    deploy_factory(&eth, &master).await;
+    deploy_factory(&bsc, &master).await;
+    eth.send(ACCOUNT0, Some(&master), 10u128.pow(19), "0x")
+        .await;
+    bsc.send(ACCOUNT0, Some(&master), 10u128.pow(19), "0x")
+        .await;
+    eth.mint(&usdt, ACCOUNT0, 1_000_000_000_000).await;
+    bsc.mint(&busdt, ACCOUNT0, 10u128.pow(24)).await;
+    let live = Live::start(
+        tmp,
+        data,
+        master.clone(),
+        &[
+            ChainSetup {
+                id: "ethereum",
+                anvil: &eth,
+                confirmations: 2,
+                assets: vec![("USDT", usdt.clone(), 6)],
+                replace_after_ms: 600_000,
+            },
+            ChainSetup {
+                id: "bsc",
+                anvil: &bsc,
+                confirmations: 2,
+                assets: vec![("USDT", busdt.clone(), 18)],
+                replace_after_ms: 600_000,
+            },
+        ],
+    )
+    .await;
+    let key = live.key("checkout", "invoices:read,invoices:write,events:read");
+    let inv = wait_for("both chains offered", &[], 30, || async {
+        let (st, v) = live
+            .call(
+                &key,
+                reqwest::Method::POST,
+                "/v1/invoices",
+                Some(
+                    json!({"price_amount": "5000", "accepted_chains": ["ethereum", "bsc"],
+                            "accepted_assets": ["USDT"]}),
+                ),
+            )
+            .await;
+        (st == 201).then_some(v)
+    })
+    .await;
+    let addrs = inv["addresses"].as_array().unwrap();
+    assert_eq!(addrs.len(), 2, "{inv}");
+    assert_eq!(
+        addrs[0]["address"], addrs[1]["address"],
+        "one address on every EVM chain"
+    );
+    let to = s(&addrs[0]["address"]);
+    let id = s(&inv["id"]);
+    let path = format!("/v1/invoices/{id}");
+    // 30 USDT on Ethereum: underpaid, the window extended.
+    eth.token_transfer(&usdt, ACCOUNT0, &to, 30_000_000).await;
+    let under = wait_for("underpaid", &[&eth, &bsc], 60, || async {
+        let v = live.get(&key, &path).await;
+        (v["status"] == "underpaid").then_some(v)
+    })
+    .await;
+    assert_eq!(under["received_amount"], "3000");
+    assert_eq!(under["extensions"], 1);
+    // The remaining 20 USDT on bsc (18 decimals), to the same address.
+    bsc.token_transfer(&busdt, ACCOUNT0, &to, 20 * 10u128.pow(18))
+        .await;
+    let paid = wait_for("paid", &[&eth, &bsc], 60, || async {
+        let v = live.get(&key, &path).await;
+        (v["status"] == "paid").then_some(v)
+    })
+    .await;
+    assert_eq!(paid["received_amount"], "5000");
+    let v = live
+        .get(&key, &format!("/v1/events?resource_id={id}&order=asc"))
+        .await;
+    let types: Vec<String> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| s(&e["type"]))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "invoice.created",
+            "invoice.pending",
+            "invoice.underpaid",
+            "invoice.pending",
+            "invoice.paid"
+        ]
+    );
+    wait_for("both chains swept", &[&eth, &bsc], 90, || async {
+        let a = eth.token_balance(&usdt, &to).await;
+        let b = bsc.token_balance(&busdt, &to).await;
+        (a == 0 && b == 0).then_some(())
+    })
+    .await;
+    let v = live.verify();
+    assert!(v.contains("\"violations\": []"), "{v}");
+}
