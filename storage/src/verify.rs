@@ -26,12 +26,15 @@ pub struct Report {
 /// of debits minus credits per (project, chain, asset) is zero; no `available` or `locked`
 /// account is negative; every index entry points at a row that lists it; confirmed deposits
 /// carry their ledger entry; per-wallet holdings add up to the `deposits` account; event
-/// sequences are contiguous from 1 per project; the chain adapters' tables are consistent
+/// sequences are contiguous from 1 per project; conversion batches match their rows and
+/// their lock, settlement or release entries; the chain adapters' tables are consistent
 /// ([`crate::chain_state::check`]).
 pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
     let mut rep = Report::default();
     check_decodable(ctx, &mut rep)?;
     let mut replay: BTreeMap<Account, Balance> = BTreeMap::new();
+    // Conversion entries by batch id: (kind, entry).
+    let mut conv_entries: BTreeMap<Uuid, Vec<JournalEntry>> = BTreeMap::new();
     let journal = ctx.open(JOURNAL)?;
     for e in journal.iter()? {
         let (_, v) = e?;
@@ -40,6 +43,12 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
             continue;
         };
         rep.journal_entries += 1;
+        if entry.kind.starts_with("conversion_") {
+            conv_entries
+                .entry(entry.ref_id)
+                .or_default()
+                .push(entry.clone());
+        }
         if let Err(err) = ledger::check_balanced(&entry) {
             rep.violations.push(format!(
                 "journal entry {} does not balance: {err}",
@@ -239,6 +248,8 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
     rep.rows_checked += rows;
     rep.violations.extend(bad);
 
+    check_conversions(ctx, &conv_entries, &mut rep)?;
+
     // Counted indexes agree with their counters.
     let mut counted: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
     let idx = ctx.open(INDEX)?;
@@ -283,6 +294,124 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
         }
     }
     Ok(rep)
+}
+
+/// Conversion batches agree with their rows and their journal entries (DECISIONS.md
+/// section 14): the rows exist, are of the batch's project and coin pair and sum to its
+/// `amount_in`; an open or settled batch locked exactly that (`conversion_lock`); a settled
+/// one moved it out of the treasury of `from_asset` and its `amount_out` into the owners'
+/// `available` of `to_asset`, row by row (`conversion_settle`); a failed one released
+/// it (`conversion_release`).
+fn check_conversions(
+    ctx: &ReadCtx,
+    entries: &BTreeMap<Uuid, Vec<JournalEntry>>,
+    rep: &mut Report,
+) -> Result<(), StoreError> {
+    use crate::records::{BatchStatus, Conversion, ConversionBatch, ConversionStatus};
+    let batches = ctx.open(CONVERSION_BATCHES)?;
+    let sum = |e: &JournalEntry, kind: AccountKind, asset: &str, debit: bool| -> u128 {
+        e.postings
+            .iter()
+            .filter(|p| p.account.kind == kind && p.account.asset == asset)
+            .fold(0u128, |a, p| {
+                a.saturating_add(if debit { p.debit } else { p.credit })
+            })
+    };
+    for e in batches.iter()? {
+        let (_, v) = e?;
+        let Ok(b) = decode::<ConversionBatch>(v.value()) else {
+            continue;
+        };
+        let mut total_in: u128 = 0;
+        let mut total_out: u128 = 0;
+        for id in &b.rows {
+            match ctx.get::<Conversion>(*id)? {
+                Some(r)
+                    if r.project_id == b.project_id
+                        && r.chain == b.chain
+                        && r.from_asset == b.from_asset
+                        && r.to_asset == b.to_asset
+                        && r.batch_id == Some(b.id) =>
+                {
+                    total_in = total_in.saturating_add(r.amount_in);
+                    total_out = total_out.saturating_add(r.amount_out);
+                    let want = match b.status {
+                        BatchStatus::Settled => ConversionStatus::Converted,
+                        BatchStatus::Failed => ConversionStatus::Failed,
+                        _ => ConversionStatus::Converting,
+                    };
+                    if r.status != want {
+                        rep.violations.push(format!(
+                            "conversion {} is {} in a {} batch {}",
+                            r.id,
+                            r.status.as_str(),
+                            b.status.as_str(),
+                            b.id
+                        ));
+                    }
+                }
+                _ => rep.violations.push(format!(
+                    "conversion batch {} lists row {id}, which is missing or not its own",
+                    b.id
+                )),
+            }
+        }
+        if total_in != b.amount_in {
+            rep.violations.push(format!(
+                "conversion batch {} converts {} but its rows sum to {total_in}",
+                b.id, b.amount_in
+            ));
+        }
+        let of = |kind: &str| {
+            entries
+                .get(&b.id)
+                .map(|v| v.iter().filter(|e| e.kind == kind).collect::<Vec<_>>())
+                .unwrap_or_default()
+        };
+        let locks = of("conversion_lock");
+        let locked: u128 = locks
+            .iter()
+            .map(|e| sum(e, AccountKind::Locked, &b.from_asset, false))
+            .sum();
+        if locks.len() != 1 || locked != b.amount_in {
+            rep.violations.push(format!(
+                "conversion batch {} has {} lock entries locking {locked}, expected one of {}",
+                b.id,
+                locks.len(),
+                b.amount_in
+            ));
+        }
+        match b.status {
+            BatchStatus::Settled => {
+                let settles = of("conversion_settle");
+                let ok = settles.len() == 1
+                    && sum(settles[0], AccountKind::Treasury, &b.from_asset, false) == b.amount_in
+                    && sum(settles[0], AccountKind::Locked, &b.from_asset, true) == b.amount_in
+                    && sum(settles[0], AccountKind::Treasury, &b.to_asset, true) == b.amount_out
+                    && sum(settles[0], AccountKind::Available, &b.to_asset, false) == b.amount_out
+                    && total_out == b.amount_out;
+                if !ok {
+                    rep.violations.push(format!(
+                        "settled conversion batch {} does not match its settlement entry (in {}, out {}, rows out {total_out})",
+                        b.id, b.amount_in, b.amount_out
+                    ));
+                }
+            }
+            BatchStatus::Failed => {
+                let rel = of("conversion_release");
+                if rel.len() != 1
+                    || sum(rel[0], AccountKind::Locked, &b.from_asset, true) != b.amount_in
+                {
+                    rep.violations.push(format!(
+                        "failed conversion batch {} did not release exactly {}",
+                        b.id, b.amount_in
+                    ));
+                }
+            }
+            BatchStatus::Approving | BatchStatus::Swapping => {}
+        }
+    }
+    Ok(())
 }
 
 /// Every row of every record table ([`crate::schema::for_each_record_table`]) decodes as
