@@ -130,6 +130,14 @@ pub fn sim_height(ctx: &impl ChainStateOps, chain: &str) -> Result<u64, StoreErr
     ctx.sim_height(chain)
 }
 
+/// Whether test mode keeps `chain`'s on-chain balances in the `sim_balances` table: only
+/// chains without a simulated chain (keypair chains). An EVM chain's balances are its
+/// simulated chain's state (`services::sim_chain`), so its test deposits write no row
+/// there (issue 16: a random leaf per deposit less).
+fn keeps_sim_balance(reg: &Registry, chain: &str) -> bool {
+    !reg.chain(chain).is_some_and(|c| c.is_evm())
+}
+
 /// Writes a detected deposit (and, with `confirm`, its credit) in one transaction.
 pub fn create_test(
     ctx: &mut WriteCtx<'_>,
@@ -156,7 +164,12 @@ pub fn create_test(
     let wallet = ctx
         .get::<Wallet>(wallet_id)?
         .ok_or_else(|| Fault::invariant("wallet index points at nothing"))?;
-    let onchain = ctx.sim_balance(&req.chain, &wallet.address, &req.asset)?;
+    let keeps = keeps_sim_balance(&s.reg, &req.chain);
+    let onchain = if keeps {
+        ctx.sim_balance(&req.chain, &wallet.address, &req.asset)?
+    } else {
+        0
+    };
     let held = ctx.holding(wallet.id, &req.asset)?;
     if onchain.checked_add(req.amount.get()).is_none()
         || held.checked_add(req.amount.get()).is_none()
@@ -202,20 +215,25 @@ pub fn create_test(
         // The posting is the first write: a refusal (overflow) leaves nothing behind.
         ctx.post(e)?.map_err(|_| too_large())?;
     }
-    ctx.sim_balance_add(
-        &d.chain,
-        &d.to_address,
-        &d.asset,
-        Delta::Add(req.amount.get()),
-    )?;
+    if keeps {
+        ctx.sim_balance_add(
+            &d.chain,
+            &d.to_address,
+            &d.asset,
+            Delta::Add(req.amount.get()),
+        )?;
+    }
     // Keyed as the chain watcher keys the same transfer, so it is recognised as known.
     ctx.unique_put(&transfer_key(&d.chain, &d.tx_hash, log_index), d.id)?;
-    ctx.put(&d)?;
     emit(ctx, s, "deposit.detected", d.id, views::deposit(&s.reg, &d))?;
+    // The row is written once, in its final state of this transaction (issue 16: a second
+    // put rewrote the row and added then removed its `detected` index entries).
     if let Some(reason) = refusal {
         d = mark_failed(ctx, s, d, reason)?;
     } else if let Some(e) = credit {
         mark_confirmed(ctx, s, &mut d, e.id, height)?;
+    } else {
+        ctx.put(&d)?;
     }
     Ok(d)
 }
@@ -268,7 +286,7 @@ fn mark_confirmed(
 ) -> Result<(), Fault> {
     ctx.holding_add(d.wallet_id, &d.asset, Delta::Add(d.amount))?;
     d.status = DepositStatus::Confirmed;
-    d.confirmations = d.required_confirmations;
+    d.confirmations = d.confirmations.max(d.required_confirmations);
     d.ledger_tx_id = Some(entry);
     d.updated_at = ctx.now_us();
     ctx.put(d)?;
@@ -335,13 +353,15 @@ fn fail_with(
     d: Deposit,
     reason: &str,
 ) -> Result<Deposit, Fault> {
-    let onchain = ctx.sim_balance(&d.chain, &d.to_address, &d.asset)?;
-    ctx.sim_balance_add(
-        &d.chain,
-        &d.to_address,
-        &d.asset,
-        Delta::Sub(onchain.min(d.amount)),
-    )?;
+    if keeps_sim_balance(&s.reg, &d.chain) {
+        let onchain = ctx.sim_balance(&d.chain, &d.to_address, &d.asset)?;
+        ctx.sim_balance_add(
+            &d.chain,
+            &d.to_address,
+            &d.asset,
+            Delta::Sub(onchain.min(d.amount)),
+        )?;
+    }
     mark_failed(ctx, s, d, reason)
 }
 
@@ -440,7 +460,7 @@ fn orphan_inner(
         ctx.holding_add(d.wallet_id, &d.asset, Delta::Sub(from_deposits))?;
         sweeps::shrink_open(ctx, d.wallet_id, &d.asset, from_deposits)?;
     }
-    if simulated {
+    if simulated && keeps_sim_balance(&s.reg, &d.chain) {
         let onchain = ctx.sim_balance(&d.chain, &d.to_address, &d.asset)?;
         ctx.sim_balance_add(
             &d.chain,
@@ -492,15 +512,19 @@ pub fn transfer_key(chain: &str, tx_hash: &str, log_index: Option<u32>) -> Vec<u
     )
 }
 
-/// Writes a `detected` deposit for a transfer into `wallet` (SPEC.md section 3, Deposit),
-/// unless this (chain, tx hash, log index) is already recorded: `Ok(None)` then, so a
-/// rescan after a restart credits nothing twice.
+/// Records a deposit for a transfer into `wallet` (SPEC.md section 3, Deposit): emits
+/// `deposit.detected`, then counts its confirmations at processed height `height` (at
+/// least its block), crediting it when they reach `required_confirmations`
+/// ([`count_confirmations`]). Unless this (chain, tx hash, log index) is already recorded:
+/// `Ok(None)` then, so a rescan after a restart credits nothing twice. Returns the deposit
+/// as detected.
 pub fn detect(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
     wallet: &Wallet,
     t: &ChainTransfer,
     required_confirmations: u32,
+    height: u64,
 ) -> Result<Option<Deposit>, Fault> {
     let key = transfer_key(&t.chain, &t.tx_hash, t.log_index);
     if ctx.unique_get(&key)?.is_some() {
@@ -539,7 +563,9 @@ pub fn detect(
     };
     ctx.unique_put(&key, d.id)?;
     announce(ctx, s, &mut d, Movement::Detected)?;
-    ctx.put(&d)?;
+    // Written once, with its confirmations at `height` (credited when they reach the
+    // threshold): not put as detected and then again in the same transaction.
+    count_confirmations(ctx, s, d.clone(), height)?;
     Ok(Some(d))
 }
 
@@ -575,9 +601,9 @@ pub fn count_confirmations(
     if ctx.post(&e)?.is_err() {
         return Ok(fail_transfer(ctx, s, d, "amount_too_large")?.status);
     }
-    mark_confirmed(ctx, s, &mut d, e.id, height)?;
+    // The count at this height (at least the threshold), written once with the credit.
     d.confirmations = conf;
-    ctx.put(&d)?;
+    mark_confirmed(ctx, s, &mut d, e.id, height)?;
     Ok(d.status)
 }
 

@@ -603,18 +603,22 @@ impl<'t> WriteCtx<'t> {
         let r = (|| {
             let old: Option<R> = self.get(row.id())?;
             let new_keys = row.index_keys();
+            let old_keys = old.map(|o| o.index_keys()).unwrap_or_default();
             let mut idx = self.txn.open_table(INDEX)?;
             let mut counted: Vec<(Vec<u8>, bool)> = Vec::new();
-            if let Some(old) = old {
-                for k in old.index_keys() {
-                    if !new_keys.contains(&k) && idx.remove(k.as_slice())?.is_some() {
-                        if let Some(c) = index::counter_key(&k) {
-                            counted.push((c.to_vec(), false));
-                        }
+            for k in &old_keys {
+                if !new_keys.contains(k) && idx.remove(k.as_slice())?.is_some() {
+                    if let Some(c) = index::counter_key(k) {
+                        counted.push((c.to_vec(), false));
                     }
                 }
             }
             for k in &new_keys {
+                // An entry the stored row already has is in the index: inserting it again
+                // would rewrite (dirty) its page for nothing (issue 16: pages per commit).
+                if old_keys.contains(k) {
+                    continue;
+                }
                 if idx.insert(k.as_slice(), ())?.is_none() {
                     if let Some(c) = index::counter_key(k) {
                         counted.push((c.to_vec(), true));

@@ -290,6 +290,7 @@ async fn commit_slice(
             return Ok(());
         }
         let mut scopes = Scopes::new(reg, lw.scope, attempts);
+        let height = blocks.last().map(|b| b.number).unwrap_or(0);
         let mut by_block: BTreeMap<u64, Vec<Uuid>> = BTreeMap::new();
         for (t, wid) in &kept {
             let Some(wallet) = ctx.get::<Wallet>(*wid)? else {
@@ -322,7 +323,9 @@ async fn commit_slice(
                 block_number: t.block_number,
                 block_time: (t.block_time as i64).saturating_mul(1_000_000),
             };
-            if let Some(d) = deposits::detect(ctx, &s, &wallet, &ct, lw.required_confirmations)? {
+            if let Some(d) =
+                deposits::detect(ctx, &s, &wallet, &ct, lw.required_confirmations, height)?
+            {
                 by_block.entry(t.block_number).or_default().push(d.id);
             }
         }
@@ -331,7 +334,6 @@ async fn commit_slice(
                 ctx.evm_block_deposit_add(key, *n, *id)?;
             }
         }
-        let height = blocks.last().map(|b| b.number).unwrap_or(0);
         advance_pending(ctx, &mut scopes, lw.chain, height)?;
         push(&mut ws.cursor, &blocks, memory_blocks(&lw));
         save_watch(ctx, key, &ws)?;
