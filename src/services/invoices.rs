@@ -461,6 +461,7 @@ pub fn create(
         pending_payments: 0,
         extensions: 0,
         refund: None,
+        selected: None,
         expires_at: project_now.saturating_add((req.expires_in_s as i64) * 1_000_000),
         paid_at: None,
         canceled_at: None,
@@ -789,6 +790,8 @@ fn hold_excess(
                 from_address: d.from_address.clone(),
                 to_address: None,
                 payout_id: None,
+                sender_class: None,
+                fee_atomic: None,
             })
         }
     }

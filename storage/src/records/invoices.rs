@@ -146,6 +146,22 @@ pub struct InvoiceRefund {
     pub to_address: Option<String>,
     /// The payout that sends it, once asked for.
     pub payout_id: Option<Uuid>,
+    /// `personal`, `contract`, `exchange` or `unknown`, once classified
+    /// (`services::checkout::classify`); `None` until then.
+    #[serde(default)]
+    pub sender_class: Option<String>,
+    /// The network fee estimate in atomic units of `asset`, once classified; the buyer gets
+    /// back `amount_atomic` - `fee_atomic` (the hold may still grow while awaiting an address).
+    #[serde(default)]
+    pub fee_atomic: Option<u128>,
+}
+
+/// The (chain, asset) a buyer picked on the checkout page (`POST
+/// /v1/checkout/{token}/select`): a display preference only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InvoiceChoice {
+    pub chain: String,
+    pub asset: String,
 }
 
 /// An invoice (SPEC.md section 2). Money fields: `price_cents`, `received_cents` and
@@ -187,6 +203,9 @@ pub struct Invoice {
     /// Underpaid-window extensions granted so far (at most 3).
     pub extensions: u8,
     pub refund: Option<InvoiceRefund>,
+    /// The buyer's (chain, asset) on the checkout page; a display preference only.
+    #[serde(default)]
+    pub selected: Option<InvoiceChoice>,
     /// Project clock (Unix µs; test projects follow `POST /v1/test/clock`).
     pub expires_at: i64,
     pub paid_at: Option<i64>,
