@@ -40,6 +40,9 @@ pub struct Inner {
     pub market: Arc<crate::market::Market>,
     /// Test projects' simulated chains opened so far (test mode, issue 8).
     pub sim: crate::services::sim_chain::SimChains,
+    /// Invoices whose checkout refund is being classified now (node reads;
+    /// `api::checkout`), so one runs at a time per invoice.
+    pub refund_classifying: Mutex<HashSet<Uuid>>,
 }
 
 impl Deref for AppState {
@@ -97,6 +100,8 @@ impl AppState {
             limits: Limits {
                 per_key: Mutex::new(HashMap::new()),
                 unauthenticated: RateLimiter::keyed(Quota::per_minute(unauth)),
+                checkout: Mutex::new(HashMap::new()),
+                refund: Mutex::new(HashMap::new()),
             },
             config,
             store,
@@ -107,6 +112,7 @@ impl AppState {
             registry,
             ops,
             sim: Default::default(),
+            refund_classifying: Mutex::new(HashSet::new()),
         })))
     }
 }
@@ -115,6 +121,40 @@ impl AppState {
 pub struct Limits {
     per_key: Mutex<HashMap<Uuid, (u32, Arc<DefaultDirectRateLimiter>)>>,
     unauthenticated: DefaultKeyedRateLimiter<IpAddr>,
+    /// Per checkout token (keyed by its invoice), DECISIONS.md section 12.
+    checkout: Mutex<HashMap<Uuid, (u32, Arc<DefaultDirectRateLimiter>)>>,
+    /// Checkout refund requests per token (SPEC.md section 8).
+    refund: Mutex<HashMap<Uuid, (u32, Arc<DefaultDirectRateLimiter>)>>,
+}
+
+/// Most per-token limiters kept; past it, the ones whose budget is full again (idle for a
+/// minute or more) are dropped, so a flood of tokens cannot grow memory without bound.
+const MAX_TOKEN_LIMITERS: usize = 100_000;
+
+fn check_in(
+    map: &Mutex<HashMap<Uuid, (u32, Arc<DefaultDirectRateLimiter>)>>,
+    key: Uuid,
+    per_minute: u32,
+) -> Result<(), u64> {
+    let limiter = {
+        let mut m = map.lock().expect("lock");
+        if m.len() >= MAX_TOKEN_LIMITERS && !m.contains_key(&key) {
+            // A limiter that would admit a whole minute's budget at once has been idle.
+            m.retain(|_, (n, l)| {
+                l.check_n(NonZeroU32::new(*n).expect("non-zero"))
+                    .map(|r| r.is_err())
+                    .unwrap_or(true)
+            });
+        }
+        let e = m
+            .entry(key)
+            .or_insert_with(|| (per_minute, Arc::new(direct(per_minute))));
+        if e.0 != per_minute {
+            *e = (per_minute, Arc::new(direct(per_minute)));
+        }
+        e.1.clone()
+    };
+    limiter.check().map_err(|nu| retry_after_s(&nu))
 }
 
 impl Limits {
@@ -151,6 +191,16 @@ impl Limits {
             // More than the whole budget at once: never allowed, retry in a minute.
             Err(_) => Err(60),
         }
+    }
+
+    /// Counts one request to the checkout of invoice `id` (its token's budget).
+    pub fn check_checkout(&self, id: Uuid, per_minute: u32) -> Result<(), u64> {
+        check_in(&self.checkout, id, per_minute.max(1))
+    }
+
+    /// Counts one refund request to the checkout of invoice `id`.
+    pub fn check_refund(&self, id: Uuid, per_minute: u32) -> Result<(), u64> {
+        check_in(&self.refund, id, per_minute.max(1))
     }
 
     /// Counts one unauthenticated request from `ip`.

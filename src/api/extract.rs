@@ -90,6 +90,19 @@ impl FromRequestParts<AppState> for Public {
     }
 }
 
+/// The client's address (the peer, or behind a trusted proxy the forwarded one), charged
+/// nothing: the public checkout endpoints charge a token's budget or, for a miss, this
+/// address's unauthenticated budget themselves (DECISIONS.md section 12).
+pub struct ClientIp(pub IpAddr);
+
+impl FromRequestParts<AppState> for ClientIp {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        Ok(ClientIp(client_ip(parts, &state.config.trusted_proxies)))
+    }
+}
+
 /// The token of an `Authorization: Bearer <token>` value; the scheme name is
 /// case-insensitive (RFC 9110 section 11.1).
 pub fn bearer_token(v: &str) -> Option<&str> {
@@ -124,7 +137,8 @@ pub fn is_json_media_type(ct: &str) -> bool {
     })
 }
 
-fn rate_limited(retry: u64) -> ApiError {
+/// 429 `rate_limited` with `Retry-After: retry` seconds.
+pub fn rate_limited(retry: u64) -> ApiError {
     ApiError::new(
         StatusCode::TOO_MANY_REQUESTS,
         "rate_limited",

@@ -3,6 +3,7 @@
 pub mod api_keys;
 pub mod balances;
 pub mod chains;
+pub mod checkout;
 pub mod coins;
 pub mod conversions;
 pub mod customers;
@@ -64,6 +65,7 @@ pub fn documented() -> OpenApiRouter<AppState> {
         .merge(deposits::router())
         .merge(payouts::router())
         .merge(invoices::router())
+        .merge(checkout::router())
         .merge(sweeps::router())
         .merge(conversions::router())
         .merge(events::router())
@@ -79,6 +81,7 @@ pub fn router(state: AppState) -> Router {
     let (api, _) = documented().split_for_parts();
     api.merge(crate::ops::router())
         .merge(coins::assets_router())
+        .merge(checkout::page_router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         // HTTP-level rules (issue 9): envelope the framework's own errors, header-count and

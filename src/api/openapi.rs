@@ -86,6 +86,7 @@ a version (SPEC.md section 9). A resource of another project answers 404, never 
         (name = "invoices", description = "Invoices (SPEC.md section 4, Invoices)."),
         (name = "webhooks", description = "Webhook endpoints and deliveries."),
         (name = "events", description = "The event log and stream."),
+        (name = "checkout", description = "The public checkout: the checkout token is the authorisation (SPEC.md section 4, Checkout)."),
         (name = "test", description = "Test mode: the simulated chain (test wallet keys only)."),
     )
 )]

@@ -28,6 +28,7 @@
 
 pub mod balances;
 pub mod chains;
+pub mod checkout;
 pub mod clock;
 pub mod coins;
 pub mod conversions;

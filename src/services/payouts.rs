@@ -360,6 +360,7 @@ fn release(
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
     emit(ctx, s, event, p.id, views::payout(&s.reg, &p))?;
+    crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
     Ok(p)
 }
 
@@ -391,6 +392,7 @@ fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, Fa
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
     emit(ctx, s, "payout.confirmed", p.id, views::payout(&s.reg, &p))?;
+    crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
     Ok(p)
 }
 
@@ -420,6 +422,7 @@ fn to_submitted(
     p.updated_at = ctx.now_us();
     ctx.put(p)?;
     emit(ctx, s, "payout.submitted", p.id, views::payout(&s.reg, p))?;
+    crate::services::checkout::refund_payout_moved(ctx, s, p)?;
     Ok(())
 }
 

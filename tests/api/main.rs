@@ -9,6 +9,7 @@ mod auth;
 mod backup;
 mod balances;
 mod chains;
+mod checkout;
 mod cli;
 mod coins;
 mod connections;

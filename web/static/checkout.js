@@ -293,13 +293,16 @@
     ]);
   }
 
+  // Payment details are offered while the invoice waits for money: not while a seen
+  // payment confirms (a second one would overpay), and not once expired (the locked rates
+  // are over; a late payment is still credited, as the status says).
   function payable() {
-    return doc.status === "open" || doc.status === "pending" || doc.status === "underpaid" || doc.status === "expired";
+    return doc.status === "open";
   }
 
   function renderOptions() {
     var box = $("ck-options");
-    var show = payable() && doc.options && doc.options.length > 0 && doc.status !== "underpaid";
+    var show = payable() && doc.options && doc.options.length > 0;
     box.hidden = !show;
     if (!show) { box.dataset.key = ""; box.replaceChildren(); return; }
     var o = currentOption();

@@ -247,11 +247,14 @@ async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::
         {
             continue;
         }
-        let pol = policy(
-            state,
-            &project,
-            key.as_ref().is_some_and(|k| k.signing_enabled),
-        );
+        // A payout no key created (`created_by_key` nil: a checkout refund the buyer asked
+        // for, DECISIONS.md section 12) has no key switch; the service and project switches
+        // still apply.
+        let key_signs = match &key {
+            Some(k) => k.signing_enabled,
+            None => p.created_by_key.is_nil(),
+        };
+        let pol = policy(state, &project, key_signs);
         if !pol.blocked_by().is_empty() {
             let reason = format!("signing_disabled: {}", pol.blocked_by().join(","));
             let s2 = scope.clone();
