@@ -10,3 +10,7 @@ cargo test --workspace --all-targets
 # Property-based contract tests: Schemathesis over every operation of the OpenAPI document,
 # against a real test-mode server (bounded: fixed seed and examples per operation).
 python3 scripts/schemathesis.py
+# The hosted checkout page in a real browser (headless Chromium, Playwright, zxing-cpp,
+# axe-core; issue 13), against a real test-mode server. Screenshots in
+# target/checkout-screenshots/.
+python3 scripts/checkout_browser.py
