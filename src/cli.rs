@@ -68,6 +68,10 @@ pub enum Command {
     /// Approve or reject a payout waiting for approval (operator approval).
     #[command(subcommand)]
     Payout(PayoutCmd),
+    /// A project's billing: show it, credit or debit its operational balance (an
+    /// `adjustment` entry), or put it on a plan.
+    #[command(subcommand)]
+    Billing(BillingCmd),
     /// Print the version.
     Version,
     /// Print the API's OpenAPI 3.1 document (what `GET /v1/openapi.json` serves); regenerate
@@ -155,6 +159,50 @@ pub struct SetArgs {
     /// Archive the asset: no new deposits or payouts (with --chain and --asset).
     #[arg(long)]
     pub asset_archived: Option<bool>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BillingCmd {
+    /// The plan, balance, onboarding and the latest entries.
+    Show {
+        /// Project id or name.
+        #[arg(long)]
+        project: String,
+    },
+    /// Credit the operational balance (an `adjustment` entry); may activate a requested plan.
+    Credit {
+        /// Project id or name.
+        #[arg(long)]
+        project: String,
+        /// USD cents, 1 to 1000000000.
+        #[arg(long)]
+        cents: u64,
+        /// Why (shown to the merchant on the entry).
+        #[arg(long)]
+        note: String,
+    },
+    /// Debit the operational balance (an `adjustment` entry).
+    Debit {
+        /// Project id or name.
+        #[arg(long)]
+        project: String,
+        /// USD cents, 1 to 1000000000.
+        #[arg(long)]
+        cents: u64,
+        /// Why (shown to the merchant on the entry).
+        #[arg(long)]
+        note: String,
+    },
+    /// Put the project on a plan, also one merchants cannot self-select (same activation
+    /// rule as POST /v1/billing/plan).
+    Plan {
+        /// Project id or name.
+        #[arg(long)]
+        project: String,
+        /// Plan key from [billing].
+        #[arg(long)]
+        plan: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -267,6 +315,28 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Restore { from }) => return restore(&cfg, &from),
         Some(Command::Payout(PayoutCmd::Approve { payout })) => Request::PayoutApprove { payout },
         Some(Command::Payout(PayoutCmd::Reject { payout })) => Request::PayoutReject { payout },
+        Some(Command::Billing(b)) => match b {
+            BillingCmd::Show { project } => Request::BillingShow { project },
+            BillingCmd::Credit {
+                project,
+                cents,
+                note,
+            } => Request::BillingAdjust {
+                project,
+                cents: signed_cents(cents, 1)?,
+                note,
+            },
+            BillingCmd::Debit {
+                project,
+                cents,
+                note,
+            } => Request::BillingAdjust {
+                project,
+                cents: signed_cents(cents, -1)?,
+                note,
+            },
+            BillingCmd::Plan { project, plan } => Request::BillingPlan { project, plan },
+        },
         Some(Command::Project(p)) => match p {
             ProjectCmd::Create { name, mode } => Request::ProjectCreate { name, mode },
             ProjectCmd::List => Request::ProjectList,
@@ -350,6 +420,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         eprintln!("verify: all invariants hold");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--cents` with its sign, refused outside 1 to 10^9.
+fn signed_cents(cents: u64, sign: i64) -> anyhow::Result<i64> {
+    if cents == 0 || cents > crate::services::billing::MAX_ADJUSTMENT_CENTS {
+        anyhow::bail!(
+            "--cents must be from 1 to {}",
+            crate::services::billing::MAX_ADJUSTMENT_CENTS
+        );
+    }
+    Ok(sign * cents as i64)
 }
 
 /// `appliance init` (DECISIONS.md section 10). Everything is checked first (configuration,

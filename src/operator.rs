@@ -21,7 +21,7 @@ use appliance_storage::{ReadOps, ScanOps, Store, WriteError};
 use crate::auth::Pepper;
 use crate::services::error::Fault;
 use crate::services::payouts::PayoutError;
-use crate::services::{keys, projects};
+use crate::services::{billing, keys, projects};
 use crate::views;
 
 /// An operator command.
@@ -63,6 +63,22 @@ pub enum Request {
     },
     PayoutReject {
         payout: String,
+    },
+    /// The project's billing, as `GET /v1/billing` shows it, with its latest entries.
+    BillingShow {
+        project: String,
+    },
+    /// An `adjustment` entry of `cents` (positive: credit, negative: debit).
+    BillingAdjust {
+        project: String,
+        cents: i64,
+        note: String,
+    },
+    /// Puts the project on a plan (also one that is not self-selectable), under the
+    /// activation rule of `POST /v1/billing/plan`.
+    BillingPlan {
+        project: String,
+        plan: String,
     },
 }
 
@@ -248,6 +264,13 @@ pub fn execute(
         Request::Backup { out } => backup(store, config, Path::new(&out)).map(|v| (v, false)),
         Request::PayoutApprove { payout } => decide_payout(store, config, &payout, true),
         Request::PayoutReject { payout } => decide_payout(store, config, &payout, false),
+        Request::BillingShow { project } => billing_show(store, config, &project),
+        Request::BillingAdjust {
+            project,
+            cents,
+            note,
+        } => billing_adjust(store, config, &project, cents, note),
+        Request::BillingPlan { project, plan } => billing_plan(store, config, &project, &plan),
         Request::Verify => {
             let rep = store
                 .read_blocking(appliance_storage::verify::verify)
@@ -375,6 +398,112 @@ fn decide_payout(
                 crate::services::payouts::reject(ctx, &scope, Uuid::nil(), id)?
             };
             Ok::<_, PayoutError>(views::payout(&scope.reg, &p))
+        })
+        .map_err(err)?;
+    Ok((v, false))
+}
+
+/// The service scope of `project` as the operator acts on it.
+fn operator_scope(config: &crate::config::Config, project: Project) -> crate::services::Scope {
+    crate::services::Scope {
+        reg: std::sync::Arc::new(crate::registry::Registry::from_config(config)),
+        project: std::sync::Arc::new(project),
+        delivery_attempts: config.webhooks.max_attempts(),
+    }
+}
+
+/// `appliance billing show --project P`: the Billing object and the 20 latest entries.
+fn billing_show(
+    store: &Store,
+    config: &crate::config::Config,
+    project: &str,
+) -> Result<(Value, bool), String> {
+    let s = operator_scope(config, find_project(store, project)?);
+    let v = store
+        .read_blocking(|r| {
+            let acct = billing::account(r, s.project_id()).map_err(|e| e.to_string());
+            let acct = match acct {
+                Ok(a) => a,
+                Err(e) => return Ok(Err(e)),
+            };
+            let mut v = match billing::billing_json(r, &s, &acct) {
+                Ok(v) => v,
+                Err(e) => return Ok(Err(e.to_string())),
+            };
+            let entries = r.list::<appliance_storage::records::BillingEntry>(
+                &index::prefix(IndexTag::BillingEntries, s.project_id(), &[]),
+                None,
+                20,
+                |_| true,
+            )?;
+            v["entries"] = json!(entries
+                .items
+                .iter()
+                .map(|e| views::billing_entry(&s.reg, e))
+                .collect::<Vec<_>>());
+            v["project"] = json!(s.project.name);
+            Ok(Ok(v))
+        })
+        .map_err(|e| e.to_string())??;
+    Ok((v, false))
+}
+
+/// `appliance billing credit|debit --project P --cents N --note TEXT` (DECISIONS.md section
+/// 13): one `adjustment` entry; a credit may activate a requested plan.
+fn billing_adjust(
+    store: &Store,
+    config: &crate::config::Config,
+    project: &str,
+    cents: i64,
+    note: String,
+) -> Result<(Value, bool), String> {
+    if cents == 0 || cents.unsigned_abs() > billing::MAX_ADJUSTMENT_CENTS {
+        return Err(format!(
+            "--cents must be from 1 to {}",
+            billing::MAX_ADJUSTMENT_CENTS
+        ));
+    }
+    let note = note.trim().to_string();
+    if note.is_empty() || note.chars().count() > billing::MAX_NOTE_CHARS {
+        return Err(format!(
+            "--note must be 1 to {} characters",
+            billing::MAX_NOTE_CHARS
+        ));
+    }
+    let s = operator_scope(config, find_project(store, project)?);
+    let v = store
+        .write_blocking(move |ctx| {
+            let e = billing::adjust(ctx, &s, cents, note)?;
+            let acct = billing::account(ctx, s.project_id())?;
+            Ok::<_, Fault>(json!({
+                "entry": views::billing_entry(&s.reg, &e),
+                "balance_cents": acct.balance_cents.to_string(),
+                "plan": acct.plan,
+                "requested_plan": acct.requested_plan,
+            }))
+        })
+        .map_err(err)?;
+    Ok((v, false))
+}
+
+/// `appliance billing plan --project P --plan KEY`.
+fn billing_plan(
+    store: &Store,
+    config: &crate::config::Config,
+    project: &str,
+    plan: &str,
+) -> Result<(Value, bool), String> {
+    let plan = config
+        .billing
+        .plan(plan)
+        .cloned()
+        .ok_or_else(|| format!("no plan {plan:?} in [billing]"))?;
+    let s = operator_scope(config, find_project(store, project)?);
+    let v = store
+        .write_blocking(move |ctx| {
+            billing::assign_plan(ctx, &s, &plan)?;
+            let acct = billing::account(ctx, s.project_id())?;
+            billing::billing_json(ctx, &s, &acct)
         })
         .map_err(err)?;
     Ok((v, false))

@@ -136,10 +136,13 @@ impl Chain {
     }
 }
 
-/// Every chain, in registry order, and the installation's EVM master wallet.
+/// Every chain, in registry order, the installation's EVM master wallet, and the billing
+/// plans on offer (configuration every service scope reaches through `Scope::reg`).
 #[derive(Debug)]
 pub struct Registry {
     pub chains: Vec<Chain>,
+    /// `[billing]` plans (DECISIONS.md section 13).
+    pub billing: crate::config::BillingConfig,
     /// The EVM master wallet (treasury of the forwarder factory), set once at start from
     /// the unlocked signer.
     treasury: OnceLock<[u8; 20]>,
@@ -198,6 +201,7 @@ impl Registry {
             .collect();
         Registry {
             chains,
+            billing: cfg.billing.clone(),
             treasury: OnceLock::new(),
             public_base_url: cfg
                 .public_base_url

@@ -259,6 +259,7 @@ async fn serve(
     tokio::spawn(workers::sim_chain::run(state.clone()));
     tokio::spawn(workers::maintenance::run(state.clone()));
     tokio::spawn(workers::invoices::run(state.clone()));
+    tokio::spawn(workers::billing::run(state.clone()));
     tokio::spawn(crate::webhooks::dispatcher::run(state.clone()));
     {
         let state = state.clone();

@@ -7,8 +7,8 @@ use uuid::Uuid;
 
 use appliance_chains::format_decimal;
 use appliance_storage::records::{
-    ApiKey, Customer, Deposit, Event, Invoice, Payout, Sweep, Wallet, WebhookDelivery,
-    WebhookEndpoint,
+    ApiKey, BillingEntry, Customer, Deposit, Event, Invoice, Payout, Sweep, Wallet,
+    WebhookDelivery, WebhookEndpoint,
 };
 use sha2::Digest;
 
@@ -336,6 +336,41 @@ pub fn delivery_json(d: &WebhookDelivery, with_body: bool) -> Value {
         v["response_body"] = json!(d.response_body);
     }
     v
+}
+
+/// A billing entry (SPEC.md section 2, Billing entry). `amount_cents` is signed (credits
+/// positive, charges negative); `balance_after_cents` is the balance right after it.
+pub fn billing_entry(reg: &Registry, e: &BillingEntry) -> Value {
+    let chain = e.chain.as_deref().and_then(|c| reg.chain(c));
+    let transfer = e.transfer.as_ref().map(|t| {
+        json!({
+            "amount_decimal": t.amount_decimal,
+            "tx_hash": t.tx_hash,
+            "explorer_url": chain.map(|c| c.info.tx_url(&t.tx_hash)),
+            "from_address": t.from_address,
+            "confirmations": t.confirmations,
+            "required_confirmations": t.required_confirmations,
+            "status": "confirmed",
+            "block_time": t.block_time.map(ts),
+        })
+    });
+    json!({
+        "id": e.id,
+        "object": "billing_entry",
+        "kind": e.kind.as_str(),
+        "amount_cents": e.amount_cents.to_string(),
+        "balance_after_cents": e.balance_after_cents.to_string(),
+        "ref_type": e.ref_type,
+        "ref_id": e.ref_id,
+        "chain": e.chain,
+        "asset": e.asset,
+        "amount_atomic": e.amount_atomic.map(|a| a.to_string()),
+        "rate": e.rate,
+        "rate_source": e.rate_source,
+        "note": e.note,
+        "created_at": ts(e.created_at),
+        "transfer": transfer,
+    })
 }
 
 #[cfg(test)]

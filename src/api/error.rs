@@ -15,6 +15,7 @@ use serde_json::json;
 
 use appliance_storage::{StoreError, WriteError};
 
+use crate::services::billing::BillingError;
 use crate::services::chains::ChainError;
 use crate::services::clock::ClockError;
 use crate::services::customers::CustomerError;
@@ -538,5 +539,23 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
         resp
+    }
+}
+
+impl From<BillingError> for ApiError {
+    fn from(e: BillingError) -> Self {
+        let m = e.to_string();
+        match e {
+            BillingError::UnknownPlan { .. } => {
+                ApiError::new(BAD_REQUEST, "invalid_request", m).param("plan")
+            }
+            BillingError::NotSelfSelectable { .. } => {
+                ApiError::new(StatusCode::FORBIDDEN, "plan_not_self_selectable", m).param("plan")
+            }
+            BillingError::PlanNotActive | BillingError::BalanceNegative { .. } => {
+                ApiError::new(StatusCode::PAYMENT_REQUIRED, "plan_not_active", m)
+            }
+            BillingError::Fault(f) => f.into(),
+        }
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod api_keys;
 pub mod balances;
+pub mod billing;
 pub mod chains;
 pub mod checkout;
 pub mod coins;
@@ -72,6 +73,7 @@ pub fn documented() -> OpenApiRouter<AppState> {
         .merge(stream::router())
         .merge(webhooks::router())
         .merge(webhook_deliveries::router())
+        .merge(billing::router())
         .merge(test_mode::router())
         .merge(test_transfers::router())
 }

@@ -73,6 +73,7 @@ a version (SPEC.md section 9). A resource of another project answers 404, never 
         schemas::EventOrder, schemas::IncludeRevoked, schemas::CustomerStatusIn,
         schemas::ConversionStatusIn, schemas::ConversionKindIn,
         schemas::InvoiceStatusIn,
+        schemas::BillingEntryKindIn,
     )),
     tags(
         (name = "meta", description = "Who am I, chains, this document."),
@@ -87,6 +88,7 @@ a version (SPEC.md section 9). A resource of another project answers 404, never 
         (name = "webhooks", description = "Webhook endpoints and deliveries."),
         (name = "events", description = "The event log and stream."),
         (name = "checkout", description = "The public checkout: the checkout token is the authorisation (SPEC.md section 4, Checkout)."),
+        (name = "billing", description = "The plan and the prepaid operational balance (USD cents) fees are drawn from."),
         (name = "test", description = "Test mode: the simulated chain (test wallet keys only)."),
     )
 )]

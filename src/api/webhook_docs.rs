@@ -19,6 +19,7 @@ fn data_schema(event_type: &str) -> Option<&'static str> {
         "sweep" => Some("Sweep"),
         "conversion" => Some("Conversion"),
         "invoice" => Some("Invoice"),
+        "billing" => Some("Billing"),
         _ => None,
     }
 }

@@ -27,6 +27,7 @@
 //! `api::commit` / `api::mutate`. A new service adds its enum here and its `From` there.
 
 pub mod balances;
+pub mod billing;
 pub mod chains;
 pub mod checkout;
 pub mod clock;
@@ -93,6 +94,7 @@ pub const EVENT_CATALOG: &[&str] = &[
     "invoice.payment_orphaned",
     "invoice.refunded",
     "conversion.completed",
+    "billing.plan_activated",
     "endpoint.test",
 ];
 

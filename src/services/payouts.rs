@@ -393,6 +393,7 @@ fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, Fa
     ctx.put(&p)?;
     emit(ctx, s, "payout.confirmed", p.id, views::payout(&s.reg, &p))?;
     crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
+    crate::services::billing::charge_payout_fee(ctx, s, p.id, p.reference.as_deref())?;
     Ok(p)
 }
 

@@ -146,6 +146,7 @@ pub fn get_or_create(
     ctx.unique_put(&address_key(chain_id, &address), w.id)?;
     ctx.put(&w)?;
     emit(ctx, s, "wallet.created", w.id, views::wallet(&w))?;
+    crate::services::billing::charge_address_fee(ctx, s, w.id, chain_id)?;
     Ok((w, true))
 }
 

@@ -1,5 +1,6 @@
 //! The event stream (SPEC.md section 4, Events; DECISIONS.md section 7): `ready` with the
-//! latest sequence, then one `event` frame per event of the project (SSE id = sequence), a
+//! latest sequence, then one `event` frame per event of the project and one `billing` frame
+//! per billing line (SSE id = sequence, which the two share), a
 //! `ping` every 25 s, closed after 30 minutes. `Last-Event-ID` resumes after that sequence,
 //! replaying at most the last 10 minutes.
 //!
@@ -33,7 +34,7 @@ const PAGE: usize = 200;
 pub struct Frame {
     /// The SSE `id` (the event's sequence), for `Last-Event-ID`.
     pub id: Option<String>,
-    /// The SSE `event` name: `ready`, `event` or `ping`.
+    /// The SSE `event` name: `ready`, `event`, `billing` or `ping`.
     pub event: &'static str,
     /// The JSON payload.
     pub data: String,
@@ -96,6 +97,13 @@ pub fn start_point(
 }
 
 fn event_frame(e: &Event) -> Frame {
+    if e.is_billing_line() {
+        // A billing line carries its frame's payload as it is (`services::billing`).
+        return Frame {
+            id: Some(e.sequence.to_string()),
+            ..Frame::new("billing", e.data.clone())
+        };
+    }
     let data = json!({
         "id": e.id,
         "type": e.event_type,
@@ -171,7 +179,7 @@ async fn catch_up(
         let after = *cursor;
         let page = state
             .store
-            .read(move |r| r.list_events(project, &[], None, Some(after), PAGE, true))
+            .read(move |r| r.list_log(project, &[], None, Some(after), PAGE, true, true))
             .await
             .map_err(|e| tracing::error!(error = %e, "event stream read failed"))?;
         for e in &page.items {

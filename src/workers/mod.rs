@@ -1,5 +1,6 @@
 //! Background workers inside the binary.
 
+pub mod billing;
 pub mod chain;
 pub mod invoices;
 pub mod maintenance;

@@ -96,6 +96,9 @@ pub fn backup(ctx: &ReadCtx, dest: &Path) -> Result<BackupReport, StoreError> {
     copy(src, &dst, INVOICES, &mut seen, &mut rep)?;
     copy(src, &dst, TEST_CLOCKS, &mut seen, &mut rep)?;
     copy(src, &dst, TEST_SENDERS, &mut seen, &mut rep)?;
+    copy(src, &dst, BILLING_ACCOUNTS, &mut seen, &mut rep)?;
+    copy(src, &dst, BILLING_ENTRIES, &mut seen, &mut rep)?;
+    copy(src, &dst, FUNDING_ADDRESSES, &mut seen, &mut rep)?;
     for t in src.list_tables()? {
         if !seen.contains(t.name()) {
             dst.abort()?;

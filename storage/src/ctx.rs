@@ -294,7 +294,9 @@ pub trait ReadOps: Reader {
         if p != project.as_u128() {
             return Ok(None);
         }
-        self.event_at(project, seq)
+        Ok(self
+            .event_at(project, seq)?
+            .filter(|e| !e.is_billing_line()))
     }
 
     /// The event at (project, sequence).
@@ -314,7 +316,8 @@ pub trait ReadOps: Reader {
     }
 
     /// Events of a project ordered by sequence (descending unless `ascending`), after
-    /// `cursor` in that order, with optional type and resource filters.
+    /// `cursor` in that order, with optional type and resource filters. Billing lines
+    /// ([`crate::records::BILLING_LINE`]) are not events and are left out.
     fn list_events(
         &self,
         project: Uuid,
@@ -323,6 +326,22 @@ pub trait ReadOps: Reader {
         cursor: Option<u64>,
         limit: usize,
         ascending: bool,
+    ) -> Result<Page<Event>, StoreError> {
+        self.list_log(project, types, resource_id, cursor, limit, ascending, false)
+    }
+
+    /// [`ReadOps::list_events`], with the billing lines among the events when `lines` (the
+    /// event stream's view of the log).
+    #[allow(clippy::too_many_arguments)]
+    fn list_log(
+        &self,
+        project: Uuid,
+        types: &[String],
+        resource_id: Option<&str>,
+        cursor: Option<u64>,
+        limit: usize,
+        ascending: bool,
+        lines: bool,
     ) -> Result<Page<Event>, StoreError> {
         let p = project.as_u128();
         let (lo, hi) = match (cursor, ascending) {
@@ -380,7 +399,10 @@ pub trait ReadOps: Reader {
                     }
                     Err(e) => return Err(e),
                 };
-                if (types.is_empty() || types.contains(&ev.event_type)) && !push(ev, &mut items) {
+                if (lines || !ev.is_billing_line())
+                    && (types.is_empty() || types.contains(&ev.event_type))
+                    && !push(ev, &mut items)
+                {
                     break;
                 }
             }
@@ -400,7 +422,10 @@ pub trait ReadOps: Reader {
                 else {
                     continue;
                 };
-                if (types.is_empty() || types.contains(&ev.event_type)) && !push(ev, &mut items) {
+                if (lines || !ev.is_billing_line())
+                    && (types.is_empty() || types.contains(&ev.event_type))
+                    && !push(ev, &mut items)
+                {
                     break;
                 }
             }

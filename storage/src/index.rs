@@ -91,6 +91,12 @@ pub enum IndexTag {
     /// project ‖ expires_at (8 bytes BE, project clock µs): open and underpaid invoices by
     /// deadline, the expiry worker's durable schedule.
     InvoicesDue = 92,
+    /// Billing entries of a project (DECISIONS.md section 13).
+    BillingEntries = 130,
+    /// project ‖ entry kind.
+    BillingEntriesByKind = 131,
+    /// Funding addresses of a project (one per chain).
+    FundingAddresses = 132,
     /// Unique: project ‖ reference_id -> customer.
     UniqueCustomerRef = 100,
     /// Unique: project ‖ customer ‖ chain -> wallet.
@@ -111,6 +117,11 @@ pub enum IndexTag {
     UniqueCheckoutToken = 110,
     /// Unique: project ‖ reference_id -> the first invoice with it.
     UniqueInvoiceRef = 111,
+    /// Unique: project ‖ entry kind ‖ what it is for (invoice, wallet, payout, conversion,
+    /// deposit or month id) -> the billing entry: a fee or credit is written once.
+    UniqueBillingRef = 120,
+    /// Unique: project ‖ chain -> the project's funding address there.
+    UniqueFundingChain = 121,
 }
 
 impl IndexTag {

@@ -380,6 +380,9 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
     txn.open_table(schema::INVOICES)?;
     txn.open_table(schema::TEST_CLOCKS)?;
     txn.open_table(schema::TEST_SENDERS)?;
+    txn.open_table(schema::BILLING_ACCOUNTS)?;
+    txn.open_table(schema::BILLING_ENTRIES)?;
+    txn.open_table(schema::FUNDING_ADDRESSES)?;
     if found.is_some_and(|v| v < 3) {
         let m = chain_state::migrate_meta(&txn)?;
         tracing::info!(

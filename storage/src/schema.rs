@@ -42,6 +42,9 @@
 //! invoices          <u128, &[u8]>          invoice id (UUID v7) -> Invoice
 //! test_clocks       <u128, i64>            test project id -> clock offset (µs) from POST /v1/test/clock
 //! test_senders      <&str, &str>           chain/sender address -> sender class claimed by a test transfer
+//! billing_accounts  <u128, &[u8]>          project id -> BillingAccount (plan, running balance)
+//! billing_entries   <u128, &[u8]>          entry id (UUID v7) -> BillingEntry (never rewritten)
+//! funding_addresses <u128, &[u8]>          funding address id -> FundingAddress
 //! ```
 //!
 //! The chain-adapter tables (`evm_*`, `sim_heights`) are written through
@@ -124,6 +127,16 @@ pub const SIM_OPS: TableDefinition<(u128, &str, u64), &[u8]> = TableDefinition::
 /// whatever the chain's automatic threshold says. Rows are never removed (one per request).
 pub const SWEEP_REQUESTS: TableDefinition<u128, ()> = TableDefinition::new("sweep_requests");
 
+/// Billing (DECISIONS.md section 13): project id -> `BillingAccount` (plan, requested plan,
+/// running balance and entry count, onboarding, the last month whose minimum is settled).
+pub const BILLING_ACCOUNTS: TableDefinition<u128, &[u8]> = TableDefinition::new("billing_accounts");
+/// Entry id -> `BillingEntry`, the journal of each project's operational balance. Rows are
+/// never rewritten or removed.
+pub const BILLING_ENTRIES: TableDefinition<u128, &[u8]> = TableDefinition::new("billing_entries");
+/// Funding address id -> `FundingAddress` (one per project and chain, never changed).
+pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
+    TableDefinition::new("funding_addresses");
+
 /// Current layout version, stored under `meta["schema_version"]`.
 ///
 /// * 1: first release.
@@ -158,6 +171,9 @@ macro_rules! for_each_record_table {
         $m!(JOURNAL, $crate::ledger::JournalEntry);
         $m!(EVENTS, $crate::records::Event);
         $m!(IDEMPOTENCY, $crate::records::IdempotencyRecord);
+        $m!(BILLING_ACCOUNTS, $crate::records::BillingAccount);
+        $m!(BILLING_ENTRIES, $crate::records::BillingEntry);
+        $m!(FUNDING_ADDRESSES, $crate::records::FundingAddress);
     };
 }
 pub use for_each_record_table;

@@ -7,7 +7,10 @@ use uuid::Uuid;
 
 use crate::codec::decode;
 use crate::ledger::{self, Account, AccountKind, Balance, JournalEntry};
-use crate::records::{Deposit, DepositStatus, Row, Wallet, WebhookDelivery, WebhookEndpoint};
+use crate::records::{
+    BillingAccount, BillingEntry, Deposit, DepositStatus, EntryKind, Payout, PayoutStatus, Row,
+    Wallet, WebhookDelivery, WebhookEndpoint,
+};
 use crate::schema::*;
 use crate::{ReadCtx, ReadOps, Reader, StoreError};
 
@@ -278,6 +281,9 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
         ));
     }
 
+    // Billing: each project's running balance is the sum of its entries.
+    check_billing(ctx, &mut rep)?;
+
     // Event sequences contiguous per project.
     let events = ctx.open(EVENTS)?;
     let mut last: BTreeMap<u128, u64> = BTreeMap::new();
@@ -410,6 +416,136 @@ fn check_conversions(
             }
             BatchStatus::Approving | BatchStatus::Swapping => {}
         }
+    }
+    Ok(())
+}
+
+/// Billing (DECISIONS.md section 13): per project, the account's `balance_cents` and
+/// `entries` equal the sum and the number of its entries, and each entry's
+/// `balance_after_cents` is the running sum in entry order; each entry's sign fits its kind;
+/// each fee names its source, which exists (a payout fee's payout is confirmed) and carries
+/// no other fee of that kind; each entry's billing line is on the log at its sequence.
+fn check_billing(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
+    let entries = ctx.open(BILLING_ENTRIES)?;
+    // Per project: (sum, count, running sum ok).
+    let mut totals: BTreeMap<Uuid, (i128, u64)> = BTreeMap::new();
+    for e in entries.iter()? {
+        let (_, v) = e?;
+        let Ok(e) = decode::<BillingEntry>(v.value()) else {
+            continue;
+        };
+        rep.rows_checked += 1;
+        check_indexed(ctx, &e, rep)?;
+        let t = totals.entry(e.project_id).or_default();
+        t.0 += i128::from(e.amount_cents);
+        t.1 += 1;
+        if t.0 != i128::from(e.balance_after_cents) {
+            rep.violations.push(format!(
+                "billing entry {} says the balance became {} but the entries before it and it \
+                 sum to {}",
+                e.id, e.balance_after_cents, t.0
+            ));
+        }
+        let sign_ok = match e.kind {
+            EntryKind::Funding => e.amount_cents > 0,
+            EntryKind::Adjustment => e.amount_cents != 0,
+            EntryKind::OnboardingFee => e.amount_cents <= 0,
+            _ => e.amount_cents < 0,
+        };
+        if !sign_ok {
+            rep.violations.push(format!(
+                "billing entry {} of kind {} has amount {}",
+                e.id,
+                e.kind.as_str(),
+                e.amount_cents
+            ));
+        }
+        match ctx.event_at(e.project_id, e.sequence) {
+            Ok(Some(ev)) if ev.is_billing_line() && ev.resource_id == e.id.to_string() => {}
+            Err(StoreError::Corrupt(_)) => {}
+            Err(err) => return Err(err),
+            _ => rep.violations.push(format!(
+                "billing entry {} has no billing line at sequence {}",
+                e.id, e.sequence
+            )),
+        }
+        check_fee_source(ctx, &e, rep)?;
+    }
+    let accounts = ctx.open(BILLING_ACCOUNTS)?;
+    for a in accounts.iter()? {
+        let (_, v) = a?;
+        let Ok(a) = decode::<BillingAccount>(v.value()) else {
+            continue;
+        };
+        rep.rows_checked += 1;
+        let (sum, n) = totals.remove(&a.project_id).unwrap_or_default();
+        if i128::from(a.balance_cents) != sum || a.entries != n {
+            rep.violations.push(format!(
+                "project {} billing balance is {} over {} entries, but its entries sum to {sum} \
+                 over {n}",
+                a.project_id, a.balance_cents, a.entries
+            ));
+        }
+    }
+    for (p, (sum, n)) in totals {
+        rep.violations.push(format!(
+            "project {p} has {n} billing entries summing to {sum} but no billing account"
+        ));
+    }
+    Ok(())
+}
+
+/// The source of a fee entry exists, is in the state that earns the fee, and the entry is
+/// the one its once-only key names.
+fn check_fee_source(ctx: &ReadCtx, e: &BillingEntry, rep: &mut Report) -> Result<(), StoreError> {
+    let source = match e.kind {
+        EntryKind::PaymentFee
+        | EntryKind::AddressFee
+        | EntryKind::PayoutFee
+        | EntryKind::ConversionFee => e.ref_id.as_deref().and_then(|r| Uuid::parse_str(r).ok()),
+        _ => return Ok(()),
+    };
+    let Some(id) = source else {
+        rep.violations.push(format!(
+            "billing entry {} ({}) names no source",
+            e.id,
+            e.kind.as_str()
+        ));
+        return Ok(());
+    };
+    let once = crate::index::unique(
+        crate::index::IndexTag::UniqueBillingRef,
+        e.project_id,
+        &[e.kind.as_str().as_bytes(), id.to_string().as_bytes()],
+    );
+    if ctx.unique_get(&once)? != Some(e.id) {
+        rep.violations.push(format!(
+            "billing entry {} is not the one {} fee recorded for {id}",
+            e.id,
+            e.kind.as_str()
+        ));
+    }
+    let problem = match e.kind {
+        EntryKind::AddressFee => match ctx.get_in::<Wallet>(e.project_id, id) {
+            Ok(Some(_)) | Err(StoreError::Corrupt(_)) => None,
+            Ok(None) => Some("its wallet does not exist".to_string()),
+            Err(err) => return Err(err),
+        },
+        EntryKind::PayoutFee => match ctx.get_in::<Payout>(e.project_id, id) {
+            Ok(Some(p)) if p.status == PayoutStatus::Confirmed => None,
+            Ok(Some(p)) => Some(format!("its payout is {}", p.status.as_str())),
+            Err(StoreError::Corrupt(_)) => None,
+            Ok(None) => Some("its payout does not exist".to_string()),
+            Err(err) => return Err(err),
+        },
+        _ => None,
+    };
+    if let Some(p) = problem {
+        rep.violations.push(format!(
+            "billing entry {} ({} for {id}): {p}",
+            e.id,
+            e.kind.as_str()
+        ));
     }
     Ok(())
 }

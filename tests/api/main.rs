@@ -8,6 +8,7 @@ mod api_keys;
 mod auth;
 mod backup;
 mod balances;
+mod billing;
 mod chains;
 mod checkout;
 mod cli;

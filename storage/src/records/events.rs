@@ -20,6 +20,19 @@ pub struct Event {
     pub data: serde_json::Value,
 }
 
+/// Type of the log rows that carry a billing line (DECISIONS.md section 7: events and
+/// billing lines share the tenant's `sequence`). The event stream sends them as `billing`
+/// frames; `GET /v1/events`, the lookup by id and the webhook outbox never see them (a
+/// billing line is no event, so the event list has a gap at its sequence).
+pub const BILLING_LINE: &str = "billing.line";
+
+impl Event {
+    /// Whether this log row is a billing line rather than an event.
+    pub fn is_billing_line(&self) -> bool {
+        self.event_type == BILLING_LINE
+    }
+}
+
 /// The stored first answer to an idempotent request (DECISIONS.md section 2).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IdempotencyRecord {

@@ -12,6 +12,7 @@
 //!   kinds and statuses.
 //! - [`events`]: [`Event`] (the event log) and [`IdempotencyRecord`].
 //! - [`invoices`]: [`Invoice`], its [`InvoiceStatus`], quotes, addresses and refund hold.
+//! - [`billing`]: [`BillingAccount`], [`BillingEntry`] and [`FundingAddress`].
 //! - [`webhooks`]: [`WebhookEndpoint`], [`WebhookDelivery`] and their statuses.
 
 use redb::TableDefinition;
@@ -41,6 +42,7 @@ macro_rules! str_enum {
     };
 }
 
+pub mod billing;
 pub mod conversions;
 pub mod customers;
 pub mod deposits;
@@ -52,6 +54,7 @@ pub mod projects;
 pub mod sweeps;
 pub mod webhooks;
 
+pub use billing::*;
 pub use conversions::*;
 pub use customers::*;
 pub use deposits::*;

@@ -1,0 +1,171 @@
+//! Billing (SPEC.md section 4, Billing; DECISIONS.md section 13): the plan, the prepaid
+//! operational balance and its journal.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+
+use appliance_storage::index::{self, IndexTag};
+use appliance_storage::records::{BillingEntry, EntryKind};
+
+use crate::api::error::ApiError;
+use crate::api::extract::{JsonBody, Params};
+use crate::api::schemas;
+use crate::api::{commit, json, list_rows, mutate, scope, IdempotencyKey};
+use crate::auth::{Access, Caller, ANY_KIND};
+use crate::services::billing;
+use crate::state::AppState;
+use crate::views;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+const READ: Access = Access::new(ANY_KIND, "billing:read");
+const WRITE: Access = Access::new(ANY_KIND, "billing:write");
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(get_billing))
+        .routes(routes!(choose_plan))
+        .routes(routes!(skip_onboarding))
+        .routes(routes!(list_entries))
+}
+
+/// `GET /v1/billing` — the plan, its status, the operational balance (USD cents), the
+/// onboarding steps, what a requested plan still needs, the active plan's fees and every plan
+/// on offer.
+///
+/// Any key kind; scope `billing:read`.
+#[utoipa::path(get, path = "/v1/billing", tag = "billing",
+    responses((status = 200, description = "The project's billing.", body = schemas::Billing)))]
+async fn get_billing(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let s = scope(&state, &caller);
+    let v = state
+        .store
+        .read(move |r| {
+            let acct = billing::account(r, s.project_id()).map_err(store_of)?;
+            billing::billing_json(r, &s, &acct).map_err(store_of)
+        })
+        .await?;
+    Ok(json(StatusCode::OK, &v))
+}
+
+/// A read's fault as the store error it wraps (reads fail only in the store).
+fn store_of(f: crate::services::error::Fault) -> appliance_storage::StoreError {
+    match f {
+        crate::services::error::Fault::Store(e) => e,
+        other => appliance_storage::StoreError::Corrupt(other.to_string()),
+    }
+}
+
+/// `POST /v1/billing/plan` — choose a plan (SPEC.md section 3, Billing plan): it activates at
+/// once when the balance covers its onboarding fee (an upgrade pays only the difference) plus
+/// its operational balance, emitting `billing.plan_activated`; otherwise it is recorded as
+/// `requested_plan` and activates on the funding credit that closes the gap. Asking for the
+/// active plan withdraws a pending request.
+///
+/// Any key kind; scope `billing:write`.
+#[utoipa::path(post, path = "/v1/billing/plan", tag = "billing",
+    params(schemas::IdempotencyHeader),
+    request_body(content = schemas::PlanChoice),
+    responses(
+        (status = 200, description = "The project's billing after the choice.", body = schemas::Billing),
+        (status = 400, description = "`invalid_request`: no such plan (`param: plan`).", body = schemas::ErrorBody),
+        (status = 403, description = "`plan_not_self_selectable`: the plan is arranged with the operator.", body = schemas::ErrorBody),
+    ))]
+async fn choose_plan(
+    State(state): State<AppState>,
+    caller: Caller,
+    key: IdempotencyKey,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require(WRITE)?;
+    let plan = body.fields.req_str("plan")?;
+    if plan.len() > 64 {
+        return Err(ApiError::invalid("plan", "plan is at most 64 characters."));
+    }
+    let s = scope(&state, &caller);
+    let (resp, _) = mutate(
+        &state,
+        &caller,
+        &key,
+        "/v1/billing/plan",
+        &body.fingerprint,
+        move |ctx| {
+            let acct = billing::request_plan(ctx, &s, &plan)?;
+            Ok((StatusCode::OK, billing::billing_json(ctx, &s, &acct)?, ()))
+        },
+    )
+    .await?;
+    Ok(resp)
+}
+
+/// `POST /v1/billing/onboarding/skip` — hide the onboarding panel (display only; grants
+/// nothing). 402 `plan_not_active` until a plan is active. Idempotent: `skipped_at` keeps its
+/// first value.
+///
+/// Any key kind; scope `billing:write`.
+#[utoipa::path(post, path = "/v1/billing/onboarding/skip", tag = "billing",
+    responses(
+        (status = 200, description = "The project's billing.", body = schemas::Billing),
+        (status = 402, description = "`plan_not_active`: no plan is active yet.", body = schemas::ErrorBody),
+    ))]
+async fn skip_onboarding(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
+    caller.require(WRITE)?;
+    let s = scope(&state, &caller);
+    let (resp, _) = commit(&state, None, move |ctx| {
+        let acct = billing::skip_onboarding(ctx, &s)?;
+        Ok((StatusCode::OK, billing::billing_json(ctx, &s, &acct)?, ()))
+    })
+    .await?;
+    Ok(resp)
+}
+
+/// `GET /v1/billing/entries` — the operational balance's journal, newest first; `kind`
+/// filters by entry kind.
+///
+/// Any key kind; scope `billing:read`.
+#[utoipa::path(get, path = "/v1/billing/entries", tag = "billing",
+    params(schemas::PageParams,
+        ("kind" = Option<schemas::BillingEntryKindIn>, Query, description = "Only entries of this kind."),
+    ),
+    responses((status = 200, description = "A page of billing entries.", body = schemas::BillingEntryList)))]
+async fn list_entries(
+    State(state): State<AppState>,
+    caller: Caller,
+    q: Params,
+) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let page = q.page()?;
+    let p = caller.project_id();
+    let kind = q
+        .get("kind")
+        .map(|k| {
+            EntryKind::parse(k).ok_or_else(|| {
+                ApiError::invalid(
+                    "kind",
+                    format!(
+                        "kind must be one of {}.",
+                        EntryKind::ALL.map(|k| k.as_str()).join(", ")
+                    ),
+                )
+            })
+        })
+        .transpose()?;
+    let prefix = match kind {
+        Some(k) => index::prefix(IndexTag::BillingEntriesByKind, p, &[k.as_str().as_bytes()]),
+        None => index::prefix(IndexTag::BillingEntries, p, &[]),
+    };
+    let reg = state.registry.clone();
+    list_rows(
+        &state,
+        prefix,
+        page,
+        move |e: &BillingEntry| kind.is_none_or(|k| e.kind == k),
+        move |e| views::billing_entry(&reg, e),
+    )
+    .await
+}

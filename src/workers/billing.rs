@@ -1,0 +1,60 @@
+//! The monthly minimum (DECISIONS.md section 13): at the start of each UTC month, on each
+//! project's own clock (a test project's follows `POST /v1/test/clock`), charge the shortfall
+//! of the month before. `services::billing::settle_minimums` charges each month once, whatever
+//! the number of passes, restarts or other billing writes that settle it first.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use appliance_storage::records::{BillingAccount, Project};
+use appliance_storage::{ReadOps, ScanOps};
+
+use crate::services::{billing, Scope};
+use crate::state::AppState;
+
+/// How often the worker looks for months to settle.
+pub const PASS_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Runs forever: one pass at start, then every [`PASS_INTERVAL`].
+pub async fn run(state: AppState) {
+    loop {
+        if let Err(e) = pass(&state).await {
+            tracing::warn!(error = %e, "monthly minimum pass failed; retried on the next pass");
+        }
+        tokio::time::sleep(PASS_INTERVAL).await;
+    }
+}
+
+/// Settles every project with an unsettled month behind its clock. Returns the number of
+/// entries written.
+pub async fn pass(state: &AppState) -> anyhow::Result<usize> {
+    let accounts = state.store.read(|r| r.all::<BillingAccount>()).await?;
+    let mut written = 0;
+    for a in accounts {
+        let Some(settled) = a.minimum_settled_month else {
+            continue;
+        };
+        let project = a.project_id;
+        let Some(p) = state.store.read(move |r| r.get::<Project>(project)).await? else {
+            continue;
+        };
+        let s = Scope {
+            reg: state.registry.clone(),
+            project: Arc::new(p),
+            delivery_attempts: state.config.webhooks.max_attempts(),
+        };
+        let n = state
+            .store
+            .write(move |ctx| {
+                let now = billing::clock(ctx, &s.project);
+                if billing::month_of(now) <= settled + 1 {
+                    return Ok(0);
+                }
+                billing::settle_minimums(ctx, &s, now).map(|v| v.len())
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        written += n;
+    }
+    Ok(written)
+}

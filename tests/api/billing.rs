@@ -1,0 +1,526 @@
+//! Billing (SPEC.md sections 2, 3 and 4, Billing; DECISIONS.md section 13): plans, the
+//! operational balance as a journal, activation both ways, fees when earned, the operator
+//! commands, billing lines on the event stream.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+
+fn cents(v: &Value) -> i64 {
+    v.as_str()
+        .unwrap_or_else(|| panic!("cents must be a string: {v}"))
+        .parse()
+        .unwrap()
+}
+
+async fn billing(app: &App) -> Value {
+    let b = app.get(&app.wallet_key, "/v1/billing").await.expect(200);
+    assert_eq!(b["object"], "billing", "{b}");
+    b
+}
+
+async fn entries(app: &App, query: &str) -> Vec<Value> {
+    let l = app
+        .get(&app.wallet_key, &format!("/v1/billing/entries{query}"))
+        .await
+        .expect(200);
+    assert_list(&l).clone()
+}
+
+/// `appliance billing credit|debit` on the default project; returns the answer.
+fn operator(app: &App, verb: &str, cents: u64, note: &str) -> Value {
+    let out = app.cli_ok(&[
+        "billing",
+        verb,
+        "--project",
+        "default",
+        "--cents",
+        &cents.to_string(),
+        "--note",
+        note,
+    ]);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+async fn choose(app: &App, plan: &str) -> Resp {
+    app.post(
+        &app.checkout_key,
+        "/v1/billing/plan",
+        json!({ "plan": plan }),
+    )
+    .await
+}
+
+fn verify_clean(app: &App) {
+    let out = app.cli_ok(&["verify"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["violations"], json!([]), "{v}");
+}
+
+#[tokio::test]
+async fn a_fresh_project_shows_the_plans_and_no_plan() {
+    let app = spawn_app().await;
+    let b = billing(&app).await;
+    assert!(b["plan"].is_null(), "{b}");
+    assert_eq!(b["plan_status"], "pending");
+    assert_eq!(b["balance_cents"], "0");
+    assert_eq!(b["onboarding_paid_cents"], "0");
+    assert!(b["requested_plan"].is_null() && b["activation"].is_null() && b["fees"].is_null());
+    // A test project is never gated.
+    assert_eq!(b["live"], json!({ "ok": true, "reason": null }));
+    let steps: Vec<&str> = b["onboarding"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap())
+        .collect();
+    assert_eq!(steps, ["plan", "funding", "webhook", "first_invoice"]);
+    assert_eq!(b["onboarding"]["remaining"], 4);
+    assert_eq!(b["onboarding"]["can_skip"], false);
+    let plans = b["plans"].as_array().unwrap();
+    let drift = plans.iter().find(|p| p["key"] == "drift").expect("drift");
+    assert_eq!(drift["self_selectable"], true);
+    assert_eq!(drift["onboarding_fee_cents"], "5000");
+    assert_eq!(drift["operational_balance_cents"], "2000");
+    assert_eq!(drift["rate_bps"], 50);
+    let ent = plans
+        .iter()
+        .find(|p| p["key"] == "enterprise")
+        .expect("enterprise");
+    assert_eq!(ent["self_selectable"], false);
+    assert_eq!(ent["negotiated"], true);
+    assert!(entries(&app, "").await.is_empty());
+    // Any key kind reads it.
+    app.get(&app.payout_key, "/v1/billing").await.expect(200);
+    app.get(&app.checkout_key, "/v1/billing").await.expect(200);
+}
+
+#[tokio::test]
+async fn a_plan_short_of_balance_waits_for_the_credit_that_closes_the_gap() {
+    let app = spawn_app().await;
+    let b = choose(&app, "drift").await.expect(200);
+    assert!(b["plan"].is_null(), "{b}");
+    assert_eq!(b["plan_status"], "pending");
+    assert_eq!(b["requested_plan"], "drift");
+    assert_eq!(b["requested_plan_name"], "Drift");
+    let a = &b["activation"];
+    assert_eq!(a["plan"], "drift");
+    assert_eq!(a["onboarding_due_cents"], "5000");
+    assert_eq!(a["balance_required_cents"], "7000");
+    assert_eq!(a["shortfall_cents"], "7000");
+
+    let r = operator(&app, "credit", 3000, "first part");
+    assert_eq!(r["balance_cents"], "3000");
+    assert_eq!(r["requested_plan"], "drift");
+    let b = billing(&app).await;
+    assert!(b["plan"].is_null());
+    assert_eq!(b["activation"]["shortfall_cents"], "4000");
+    assert!(app.events("type=billing.plan_activated").await.is_empty());
+
+    // The credit that closes the gap activates the plan in the same transaction.
+    let r = operator(&app, "credit", 4000, "second part");
+    assert_eq!(r["plan"], "drift", "{r}");
+    assert!(r["requested_plan"].is_null());
+    let b = billing(&app).await;
+    assert_eq!(b["plan"], "drift");
+    assert_eq!(b["plan_status"], "active");
+    assert_timestamp(&b["plan_activated_at"]);
+    assert_eq!(b["balance_cents"], "2000");
+    assert_eq!(b["onboarding_paid_cents"], "5000");
+    assert!(b["activation"].is_null());
+    assert_eq!(b["fees"]["rate_bps"], 50);
+    assert_eq!(b["fees"]["cap_cents"], "500");
+    assert_eq!(b["onboarding"]["steps"][0]["done"], true);
+
+    let es = entries(&app, "").await;
+    let kinds: Vec<(&str, i64)> = es
+        .iter()
+        .map(|e| (e["kind"].as_str().unwrap(), cents(&e["amount_cents"])))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("onboarding_fee", -5000),
+            ("adjustment", 4000),
+            ("adjustment", 3000)
+        ],
+        "newest first"
+    );
+    assert_eq!(es[0]["object"], "billing_entry");
+    assert_eq!(es[0]["balance_after_cents"], "2000");
+    assert_eq!(es[0]["ref_type"], "plan");
+    assert_eq!(es[0]["ref_id"], "drift");
+    assert_eq!(es[1]["note"], "second part");
+    assert_eq!(
+        es.iter().map(|e| cents(&e["amount_cents"])).sum::<i64>(),
+        cents(&b["balance_cents"]),
+        "the balance is the sum of the entries"
+    );
+    let only = entries(&app, "?kind=onboarding_fee").await;
+    assert_eq!(only.len(), 1);
+    assert_eq!(only[0]["id"], es[0]["id"]);
+    app.get(&app.wallet_key, "/v1/billing/entries?kind=tip")
+        .await
+        .expect_error_param(400, "invalid_request", "kind");
+
+    let ev = app.events("type=billing.plan_activated").await;
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!(ev[0]["data"]["plan"], "drift");
+    assert_eq!(ev[0]["data"]["object"], "billing");
+    // Billing lines take sequences of the event log but are not events.
+    let all = app.events("").await;
+    assert!(all.iter().all(|e| e["type"] != "billing.line"));
+    verify_clean(&app);
+}
+
+#[tokio::test]
+async fn a_plan_activates_at_once_when_the_balance_covers_it() {
+    let app = spawn_app().await;
+    app.post(&app.wallet_key, "/v1/billing/onboarding/skip", json!({}))
+        .await
+        .expect_error(402, "plan_not_active");
+    operator(&app, "credit", 7500, "prepaid");
+    let key = idem();
+    let b = app
+        .post_idem(
+            &app.checkout_key,
+            "/v1/billing/plan",
+            json!({ "plan": "drift" }),
+            &key,
+        )
+        .await
+        .expect(200);
+    assert_eq!(b["plan"], "drift", "{b}");
+    assert_eq!(b["balance_cents"], "2500");
+    assert_eq!(b["onboarding"]["can_skip"], true);
+    // A replay answers the first answer and charges nothing more.
+    let again = app
+        .post_idem(
+            &app.checkout_key,
+            "/v1/billing/plan",
+            json!({ "plan": "drift" }),
+            &key,
+        )
+        .await
+        .expect(200);
+    assert_eq!(again, b);
+    // Choosing the active plan again is a no-op.
+    let b2 = choose(&app, "drift").await.expect(200);
+    assert_eq!(b2["balance_cents"], "2500");
+    assert_eq!(entries(&app, "?kind=onboarding_fee").await.len(), 1);
+
+    let s1 = app
+        .post(&app.wallet_key, "/v1/billing/onboarding/skip", json!({}))
+        .await
+        .expect(200);
+    let at = s1["onboarding"]["skipped_at"].clone();
+    assert_timestamp(&at);
+    assert_eq!(s1["onboarding"]["can_skip"], false);
+    assert_eq!(s1["onboarding"]["remaining"], 0);
+    let bypassed = s1["onboarding"]["bypassed"].as_array().unwrap();
+    assert!(bypassed.contains(&json!("funding")), "{s1}");
+    assert!(s1["onboarding"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["complete"] == true));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let s2 = app
+        .post(&app.wallet_key, "/v1/billing/onboarding/skip", json!({}))
+        .await
+        .expect(200);
+    assert_eq!(
+        s2["onboarding"]["skipped_at"], at,
+        "the timestamp does not move"
+    );
+    verify_clean(&app);
+}
+
+#[tokio::test]
+async fn enterprise_is_not_self_selectable_and_an_upgrade_pays_the_difference() {
+    let app = spawn_app().await;
+    let r = choose(&app, "enterprise").await;
+    r.expect_error_param(403, "plan_not_self_selectable", "plan");
+    choose(&app, "platinum")
+        .await
+        .expect_error_param(400, "invalid_request", "plan");
+    app.post(&app.checkout_key, "/v1/billing/plan", json!({}))
+        .await
+        .expect_error_param(400, "invalid_request", "plan");
+    assert!(billing(&app).await["requested_plan"].is_null());
+
+    operator(&app, "credit", 7000, "drift");
+    choose(&app, "drift").await.expect(200);
+    // Enterprise: onboarding 1000.00 less the 50.00 paid, plus 500.00 operational.
+    let out = app.cli_ok(&[
+        "billing",
+        "plan",
+        "--project",
+        "default",
+        "--plan",
+        "enterprise",
+    ]);
+    let b: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(b["plan"], "drift", "{b}");
+    assert_eq!(b["requested_plan"], "enterprise");
+    assert_eq!(b["activation"]["onboarding_due_cents"], "95000");
+    assert_eq!(b["activation"]["balance_required_cents"], "145000");
+    assert_eq!(b["activation"]["shortfall_cents"], "143000");
+    let r = operator(&app, "credit", 143_000, "upgrade");
+    assert_eq!(r["plan"], "enterprise", "{r}");
+    let b = billing(&app).await;
+    assert_eq!(b["plan"], "enterprise");
+    assert_eq!(b["onboarding_paid_cents"], "100000");
+    assert_eq!(b["balance_cents"], "50000");
+    let fees = entries(&app, "?kind=onboarding_fee").await;
+    let amounts: Vec<i64> = fees.iter().map(|e| cents(&e["amount_cents"])).collect();
+    assert_eq!(amounts, [-95_000, -5_000]);
+    assert_eq!(app.events("type=billing.plan_activated").await.len(), 2);
+    verify_clean(&app);
+}
+
+#[tokio::test]
+async fn address_and_payout_fees_are_charged_once_when_earned() {
+    let app = spawn_app().await;
+    // Before a plan: no fee.
+    let c0 = app.create_customer(None).await;
+    app.create_wallet(&s(&c0["id"]), "ethereum").await;
+    assert!(entries(&app, "").await.is_empty());
+
+    operator(&app, "credit", 7000, "prepaid");
+    choose(&app, "drift").await.expect(200);
+    let (c, w, _) = app.funded_customer("ethereum", "USDT", 6, "5000000").await;
+    let fees = entries(&app, "?kind=address_fee").await;
+    assert_eq!(fees.len(), 1, "{fees:?}");
+    assert_eq!(fees[0]["amount_cents"], "-1");
+    assert_eq!(fees[0]["ref_type"], "wallet");
+    assert_eq!(fees[0]["ref_id"], w["id"]);
+    // The same address asked for again is not new: no fee.
+    app.post(
+        &app.wallet_key,
+        "/v1/wallets",
+        json!({ "customer_id": c["id"], "chain": "ethereum" }),
+    )
+    .await
+    .expect(200);
+    assert_eq!(entries(&app, "?kind=address_fee").await.len(), 1);
+
+    let p = app
+        .create_payout(
+            json!({ "customer_id": c["id"], "chain": "ethereum", "asset": "USDT",
+            "decimals": 6, "amount": "1000000", "to_address": external_address(0x41) }),
+        )
+        .await
+        .expect(202);
+    assert!(
+        entries(&app, "?kind=payout_fee").await.is_empty(),
+        "not before it confirms"
+    );
+    app.settle().await;
+    let paid = app
+        .wait_for(
+            &app.payout_key,
+            &format!("/v1/payouts/{}", s(&p["id"])),
+            |v| v["status"] == "confirmed",
+        )
+        .await;
+    assert_eq!(paid["fee_amount"], "0", "fees never come out of the coins");
+    app.settle().await;
+    let fees = entries(&app, "?kind=payout_fee").await;
+    assert_eq!(fees.len(), 1, "{fees:?}");
+    assert_eq!(fees[0]["amount_cents"], "-25");
+    assert_eq!(fees[0]["ref_id"], p["id"]);
+    assert_eq!(billing(&app).await["balance_cents"], "1974");
+    verify_clean(&app);
+}
+
+#[tokio::test]
+async fn operator_commands_show_credit_and_debit() {
+    let app = spawn_app().await;
+    let r = operator(&app, "debit", 150, "correction");
+    assert_eq!(r["entry"]["kind"], "adjustment");
+    assert_eq!(r["entry"]["amount_cents"], "-150");
+    assert_eq!(r["balance_cents"], "-150");
+    let out = app.cli_ok(&["billing", "show", "--project", "default"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["balance_cents"], "-150");
+    assert_eq!(v["entries"][0]["note"], "correction");
+    // A test project is never gated, whatever its balance.
+    assert_eq!(v["live"]["ok"], true);
+    for bad in [
+        vec![
+            "billing",
+            "credit",
+            "--project",
+            "default",
+            "--cents",
+            "0",
+            "--note",
+            "x",
+        ],
+        vec![
+            "billing",
+            "credit",
+            "--project",
+            "default",
+            "--cents",
+            "-5",
+            "--note",
+            "x",
+        ],
+        vec![
+            "billing",
+            "debit",
+            "--project",
+            "default",
+            "--cents",
+            "5",
+            "--note",
+            " ",
+        ],
+        vec![
+            "billing",
+            "credit",
+            "--project",
+            "nosuch",
+            "--cents",
+            "5",
+            "--note",
+            "x",
+        ],
+        vec![
+            "billing",
+            "plan",
+            "--project",
+            "default",
+            "--plan",
+            "platinum",
+        ],
+    ] {
+        let (st, out, err) = app.cli(&bad);
+        assert!(!st.success(), "{bad:?} succeeded: {out}");
+        assert!(!err.is_empty(), "{bad:?}: no message");
+    }
+    assert_eq!(entries(&app, "").await.len(), 1, "refusals write nothing");
+    // Offline: the store is opened directly.
+    let mut app = app;
+    app.stop();
+    let r = operator(&app, "credit", 200, "offline");
+    assert_eq!(r["balance_cents"], "50");
+    verify_clean(&app);
+}
+
+/// One server-sent event frame.
+#[derive(Debug)]
+struct Frame {
+    id: Option<String>,
+    event: String,
+    data: Value,
+}
+
+async fn next_frame(resp: &mut reqwest::Response, buf: &mut String, within: Duration) -> Frame {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(i) = buf.find("\n\n") {
+            let raw: String = buf.drain(..i + 2).collect();
+            let mut f = Frame {
+                id: None,
+                event: "message".into(),
+                data: Value::Null,
+            };
+            let mut data = String::new();
+            for line in raw.lines() {
+                if let Some(v) = line.strip_prefix("id:") {
+                    f.id = Some(v.trim().to_string());
+                } else if let Some(v) = line.strip_prefix("event:") {
+                    f.event = v.trim().to_string();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data.push_str(v.trim_start());
+                }
+            }
+            f.data = serde_json::from_str(&data).unwrap_or(Value::Null);
+            if f.event != "ping" {
+                return f;
+            }
+            continue;
+        }
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .expect("a frame in time");
+        match tokio::time::timeout(left, resp.chunk()).await {
+            Ok(Ok(Some(c))) => buf.push_str(&String::from_utf8_lossy(&c)),
+            other => panic!("stream ended: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn billing_lines_share_the_event_sequence_on_the_stream() {
+    let app = spawn_app().await;
+    app.create_customer(None).await;
+    let mut resp = app
+        .client
+        .get(app.url("/v1/events/stream"))
+        .header("Authorization", format!("Bearer {}", app.wallet_key))
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut buf = String::new();
+    let ready = next_frame(&mut resp, &mut buf, Duration::from_secs(10)).await;
+    assert_eq!(ready.event, "ready");
+    let start = ready.data["cursor"].as_u64().unwrap();
+
+    operator(&app, "credit", 1234, "stream me");
+    let f = next_frame(&mut resp, &mut buf, Duration::from_secs(10)).await;
+    assert_eq!(f.event, "billing", "{f:?}");
+    assert_eq!(f.id, Some((start + 1).to_string()));
+    assert_eq!(f.data["kind"], "adjustment");
+    assert_eq!(f.data["amount_cents"], "1234");
+    assert_eq!(f.data["note"], "stream me");
+    assert_timestamp(&f.data["created"]);
+    let e = entries(&app, "").await;
+    assert_eq!(f.data["id"], e[0]["id"]);
+
+    let c = app.create_customer(None).await;
+    let f = next_frame(&mut resp, &mut buf, Duration::from_secs(10)).await;
+    assert_eq!(f.event, "event");
+    assert_eq!(f.id, Some((start + 2).to_string()));
+    assert_eq!(f.data["data"]["id"], c["id"]);
+    // The event list skips the billing line's sequence (gaps are normal).
+    let seqs: Vec<u64> = app
+        .events("")
+        .await
+        .iter()
+        .map(|e| e["sequence"].as_u64().unwrap())
+        .collect();
+    assert!(!seqs.contains(&(start + 1)), "{seqs:?}");
+    assert!(seqs.contains(&(start + 2)));
+    drop(resp);
+
+    // Resuming from before the line replays it.
+    let mut resp = app
+        .client
+        .get(app.url("/v1/events/stream"))
+        .header("Authorization", format!("Bearer {}", app.wallet_key))
+        .header("Last-Event-ID", start.to_string())
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .unwrap();
+    let mut buf = String::new();
+    assert_eq!(
+        next_frame(&mut resp, &mut buf, Duration::from_secs(10))
+            .await
+            .event,
+        "ready"
+    );
+    let f = next_frame(&mut resp, &mut buf, Duration::from_secs(10)).await;
+    assert_eq!(
+        (f.event.as_str(), f.id),
+        ("billing", Some((start + 1).to_string()))
+    );
+}
