@@ -70,8 +70,9 @@ fn store_of(f: crate::services::error::Fault) -> appliance_storage::StoreError {
     request_body(content = schemas::PlanChoice),
     responses(
         (status = 200, description = "The project's billing after the choice.", body = schemas::Billing),
-        (status = 400, description = "`invalid_request`: no such plan (`param: plan`).", body = schemas::ErrorBody),
+        (status = 400, description = "`invalid_request`: `plan` missing or not a string.", body = schemas::ErrorBody),
         (status = 403, description = "`plan_not_self_selectable`: the plan is arranged with the operator.", body = schemas::ErrorBody),
+        (status = 422, description = "`unknown_plan`: no plan of that key is on offer (`param: plan`).", body = schemas::ErrorBody),
     ))]
 async fn choose_plan(
     State(state): State<AppState>,

@@ -547,7 +547,7 @@ impl From<BillingError> for ApiError {
         let m = e.to_string();
         match e {
             BillingError::UnknownPlan { .. } => {
-                ApiError::new(BAD_REQUEST, "invalid_request", m).param("plan")
+                ApiError::new(UNPROCESSABLE, "unknown_plan", m).param("plan")
             }
             BillingError::NotSelfSelectable { .. } => {
                 ApiError::new(StatusCode::FORBIDDEN, "plan_not_self_selectable", m).param("plan")

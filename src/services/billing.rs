@@ -30,7 +30,7 @@ use crate::views::ts;
 /// Why a billing request is refused (statuses and codes: `api::error`).
 #[derive(Debug, thiserror::Error)]
 pub enum BillingError {
-    /// `plan` names no configured plan: 400 `invalid_request`, `param: plan`.
+    /// `plan` names no plan on offer: 422 `unknown_plan`, `param: plan`.
     #[error("No plan {plan:?}; GET /v1/billing lists the plans on offer.")]
     UnknownPlan { plan: String },
     /// The plan is assigned by the operator only: 403 `plan_not_self_selectable`.

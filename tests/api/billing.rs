@@ -245,7 +245,7 @@ async fn enterprise_is_not_self_selectable_and_an_upgrade_pays_the_difference() 
     r.expect_error_param(403, "plan_not_self_selectable", "plan");
     choose(&app, "platinum")
         .await
-        .expect_error_param(400, "invalid_request", "plan");
+        .expect_error_param(422, "unknown_plan", "plan");
     app.post(&app.checkout_key, "/v1/billing/plan", json!({}))
         .await
         .expect_error_param(400, "invalid_request", "plan");
