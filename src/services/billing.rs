@@ -499,30 +499,41 @@ pub fn charge_payment_fee(
     Ok(())
 }
 
-/// `conversion_fee` of a settled conversion worth `usd_cents` (DECISIONS.md section 13):
-/// the active plan's `swap_rate_bps` of it, rounded half up, once per conversion.
+/// `bps` basis points of `cents`, rounded half up.
+pub fn bps_of(cents: u64, bps: u32) -> u64 {
+    let v = (u128::from(cents) * u128::from(bps) + 5_000) / 10_000;
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
+
+/// The active plan's `swap_rate_bps` (0 without a plan).
+pub fn swap_rate_bps(r: &impl ReadOps, s: &Scope) -> Result<u32, Fault> {
+    let acct = account(r, s.project_id())?;
+    Ok(active_plan(&s.reg.billing, &acct)
+        .map(|p| p.swap_rate_bps)
+        .unwrap_or(0))
+}
+
+/// `conversion_fee` of a settled conversion batch worth `usd_cents` (DECISIONS.md section
+/// 13): the active plan's `swap_rate_bps` of it, rounded half up, once per batch. Returns
+/// the cents charged (0 without a plan, or on a repeat).
 pub fn charge_conversion_fee(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    conversion: Uuid,
+    batch: Uuid,
     usd_cents: u64,
-) -> Result<(), Fault> {
-    let acct = account(ctx, s.project_id())?;
-    let Some(plan) = active_plan(&s.reg.billing, &acct) else {
-        return Ok(());
-    };
-    let cents = (u128::from(usd_cents) * u128::from(plan.swap_rate_bps) + 5_000) / 10_000;
-    let cents = u64::try_from(cents).unwrap_or(u64::MAX);
-    charge(
+) -> Result<u64, Fault> {
+    let rate = swap_rate_bps(ctx, s)?;
+    let cents = bps_of(usd_cents, rate);
+    let e = charge(
         ctx,
         s,
         EntryKind::ConversionFee,
-        "conversion",
-        conversion,
+        "conversion_batch",
+        batch,
         cents,
         None,
     )?;
-    Ok(())
+    Ok(e.map(|e| e.amount_cents.unsigned_abs()).unwrap_or(0))
 }
 
 /// A confirmed transfer to a funding address, valued (DECISIONS.md section 13).

@@ -546,7 +546,8 @@ pub async fn price(
 }
 
 /// `POST /v1/conversions/quote`: the priced request with what the treasury can convert
-/// now. The plan's swap fee is 0 until billing charges it.
+/// now; `fee_cents` is the active plan's swap rate of its USD value (charged to the
+/// operational balance when the batch settles).
 pub async fn quote(
     store: &appliance_storage::Store,
     reg: &Registry,
@@ -560,11 +561,22 @@ pub async fn quote(
         req.chain.to_string(),
         req.from_asset.to_string(),
     );
-    let (free, _) = store
-        .read(move |r| holdings(r, p, &chain, &asset))
+    let s2 = s.clone();
+    let ((free, _), fee_rate) = store
+        .read(move |r| {
+            let held = holdings(r, p, &chain, &asset)?;
+            let rate = crate::services::billing::swap_rate_bps(r, &s2)
+                .map_err(|e| appliance_storage::StoreError::Corrupt(e.to_string()))?;
+            Ok((held, rate))
+        })
         .await
         .map_err(Fault::from)?;
-    Ok(quote_json(reg, req, &q, free, 0))
+    let fee = q
+        .amount_usd
+        .and_then(crate::market::whole_cents)
+        .map(|usd| crate::services::billing::bps_of(usd, fee_rate))
+        .unwrap_or(0);
+    Ok(quote_json(reg, req, &q, free, fee))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1246,6 +1258,10 @@ pub fn swap_settled(
     b.amount_out = amount_out;
     b.settled_at = Some(now);
     b.updated_at = now;
+    // The plan's swap rate, charged on settlement (SPEC.md section 4, Conversions rule 4).
+    if let Some(usd) = b.amount_usd_cents {
+        b.fee_cents = crate::services::billing::charge_conversion_fee(ctx, s, b.id, usd)?;
+    }
     ctx.put(&b)?;
     for mut r in rows {
         r.status = ConversionStatus::Converted;

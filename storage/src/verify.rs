@@ -8,8 +8,8 @@ use uuid::Uuid;
 use crate::codec::decode;
 use crate::ledger::{self, Account, AccountKind, Balance, JournalEntry};
 use crate::records::{
-    BillingAccount, BillingEntry, Deposit, DepositStatus, EntryKind, Payout, PayoutStatus, Row,
-    Wallet, WebhookDelivery, WebhookEndpoint,
+    BatchStatus, BillingAccount, BillingEntry, ConversionBatch, Deposit, DepositStatus, EntryKind,
+    Payout, PayoutStatus, Row, Wallet, WebhookDelivery, WebhookEndpoint,
 };
 use crate::schema::*;
 use crate::{ReadCtx, ReadOps, Reader, StoreError};
@@ -536,6 +536,16 @@ fn check_fee_source(ctx: &ReadCtx, e: &BillingEntry, rep: &mut Report) -> Result
             Ok(Some(p)) => Some(format!("its payout is {}", p.status.as_str())),
             Err(StoreError::Corrupt(_)) => None,
             Ok(None) => Some("its payout does not exist".to_string()),
+            Err(err) => return Err(err),
+        },
+        EntryKind::ConversionFee => match ctx.get_in::<ConversionBatch>(e.project_id, id) {
+            Ok(Some(b)) if b.status == BatchStatus::Settled => {
+                (u64::try_from(-e.amount_cents).ok() != Some(b.fee_cents))
+                    .then(|| format!("its batch records a fee of {} cents", b.fee_cents))
+            }
+            Ok(Some(b)) => Some(format!("its batch is {:?}", b.status)),
+            Err(StoreError::Corrupt(_)) => None,
+            Ok(None) => Some("its conversion batch does not exist".to_string()),
             Err(err) => return Err(err),
         },
         _ => None,
