@@ -377,6 +377,7 @@ impl From<InvoiceError> for ApiError {
         let m = e.to_string();
         match e {
             Fault(f) => f.into(),
+            Billing(b) => b.into(),
             Invalid(i) => i.into(),
             Metadata(e) => e.into(),
             Chain(c) => c.into(),

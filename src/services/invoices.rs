@@ -69,6 +69,9 @@ pub enum InvoiceError {
     #[error("Only USD is priced.")]
     UnsupportedCurrency,
     /// A field breaks a rule: 400 `invalid_request`.
+    /// A live project without an active, funded plan: 402 `plan_not_active`.
+    #[error(transparent)]
+    Billing(#[from] crate::services::billing::BillingError),
     #[error(transparent)]
     Invalid(#[from] Invalid),
     /// `metadata` out of bounds: 400 `invalid_request`.
@@ -218,8 +221,16 @@ pub struct FeeTerms {
 }
 
 /// The project's current fee terms (see [`FeeTerms`]).
-pub fn fee_terms(_ctx: &WriteCtx<'_>, _s: &Scope) -> Result<FeeTerms, StoreError> {
-    Ok(FeeTerms::default())
+pub fn fee_terms(ctx: &WriteCtx<'_>, s: &Scope) -> Result<FeeTerms, StoreError> {
+    let t = crate::services::billing::fee_terms(ctx, s).map_err(|e| match e {
+        Fault::Store(e) => e,
+        other => StoreError::Corrupt(other.to_string()),
+    })?;
+    Ok(FeeTerms {
+        bps: t.rate_bps,
+        fixed_cents: t.fixed_cents,
+        cap_cents: t.cap_cents,
+    })
 }
 
 /// A new checkout token: `ck_` + 43 base64url characters of 32 random bytes
@@ -375,6 +386,8 @@ pub fn create(
     if let Some(inv) = existing_by_reference(ctx, s, req.reference_id.as_deref())? {
         return Ok((inv, false));
     }
+    // SPEC.md section 4, Invoices rule 4: live invoices need an active, funded plan.
+    crate::services::billing::require_live(ctx, s)?;
     let md = metadata::for_create(req.metadata.unwrap_or_default())?;
     let mut quotes = Vec::new();
     for o in &req.offers {
@@ -653,6 +666,19 @@ pub fn payment_credited(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
     let Some(mut inv) = load_for(ctx, d)? else {
         return Ok(());
     };
+    // The payment fee, frozen on the invoice, once at its first credit (SPEC.md section 4,
+    // Invoices rule 2; DECISIONS.md section 13); later credits write nothing.
+    crate::services::billing::charge_payment_fee(
+        ctx,
+        s,
+        inv.id,
+        inv.price_cents,
+        crate::services::billing::FeeTerms {
+            rate_bps: inv.fee_bps,
+            fixed_cents: inv.fee_fixed_cents,
+            cap_cents: inv.fee_cap_cents,
+        },
+    )?;
     unpend(&mut inv, d);
     let r = inv.received_mut(&d.chain, &d.asset);
     r.confirmed = r.confirmed.saturating_add(d.amount);

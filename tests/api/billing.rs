@@ -524,3 +524,71 @@ async fn billing_lines_share_the_event_sequence_on_the_stream() {
         ("billing", Some((start + 1).to_string()))
     );
 }
+
+#[tokio::test]
+async fn the_payment_fee_is_frozen_and_charged_once_and_live_projects_are_gated() {
+    let app = spawn_app().await;
+    operator(&app, "credit", 7000, "prepaid");
+    choose(&app, "drift").await.expect(200);
+    let inv = app
+        .post(
+            &app.checkout_key,
+            "/v1/invoices",
+            json!({ "price_amount": "10000" }),
+        )
+        .await
+        .expect(201);
+    // 0.5% of 100.00 plus 0.10, frozen at creation.
+    assert_eq!(inv["fee_bps"], 50, "{inv}");
+    assert_eq!(inv["fee_fixed_cents"], "10");
+    assert_eq!(inv["fee_cap_cents"], "500");
+    let q = inv["quotes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["chain"] == "ethereum" && q["asset"] == "USDT")
+        .unwrap()
+        .clone();
+    let to = inv["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["chain"] == "ethereum")
+        .unwrap()["address"]
+        .clone();
+    // Paid in two halves: one fee, at the first credit.
+    for _ in 0..2 {
+        app.post_idem(
+            &app.wallet_key,
+            "/v1/test/transfers",
+            json!({ "chain": "ethereum", "asset": "USDT", "decimals": q["decimals"],
+                "amount": "50000000", "to_address": to }),
+            &idem(),
+        )
+        .await
+        .expect(201);
+        app.mine(20).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let fees = entries(&app, "?kind=payment_fee").await;
+        if !fees.is_empty() {
+            assert_eq!(fees.len(), 1, "{fees:?}");
+            assert_eq!(fees[0]["amount_cents"], "-60");
+            assert_eq!(fees[0]["ref_id"], inv["id"]);
+            break;
+        }
+        assert!(Instant::now() < deadline, "no payment fee");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    app.mine(20).await;
+    assert_eq!(entries(&app, "?kind=payment_fee").await.len(), 1);
+    verify_clean(&app);
+
+    // A live project without a plan: 402; the test project never is.
+    let live = app.other_project_key("shop", "live", "checkout");
+    let r = app
+        .post(&live, "/v1/invoices", json!({ "price_amount": "1000" }))
+        .await;
+    r.expect_error(402, "plan_not_active");
+}
