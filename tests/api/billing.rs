@@ -592,3 +592,36 @@ async fn the_payment_fee_is_frozen_and_charged_once_and_live_projects_are_gated(
         .await;
     r.expect_error(402, "plan_not_active");
 }
+
+#[tokio::test]
+async fn the_monthly_minimum_is_charged_once_across_a_restart() {
+    let mut app = spawn_app().await;
+    operator(&app, "credit", 7000, "prepaid");
+    choose(&app, "drift").await.expect(200);
+    // Past the start of the next UTC month on the project's clock.
+    app.post(
+        &app.wallet_key,
+        "/v1/test/clock",
+        json!({ "advance_seconds": 32 * 86_400 }),
+    )
+    .await
+    .expect(200);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let first = loop {
+        let m = entries(&app, "?kind=monthly_minimum").await;
+        if !m.is_empty() {
+            break m;
+        }
+        assert!(Instant::now() < deadline, "no monthly minimum");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(first.len(), 1, "{first:?}");
+    let amount = cents(&first[0]["amount_cents"]);
+    assert!((-2000..0).contains(&amount), "pro rata of 20.00: {amount}");
+    assert_eq!(first[0]["ref_type"], "month");
+    app.restart();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let again = entries(&app, "?kind=monthly_minimum").await;
+    assert_eq!(again.len(), 1, "charged once across the restart: {again:?}");
+    verify_clean(&app);
+}
