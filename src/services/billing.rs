@@ -730,7 +730,15 @@ fn onboarding_facts(r: &impl ReadOps, project: Uuid) -> Result<(bool, bool, bool
         )?
         .items
         .is_empty();
-    let first_invoice = false;
+    let first_invoice = !r
+        .scan_ids(
+            &index::prefix(IndexTag::Invoices, project, &[]),
+            None,
+            1,
+            |_| Ok(true),
+        )?
+        .items
+        .is_empty();
     Ok((funded, webhook, first_invoice))
 }
 

@@ -538,6 +538,9 @@ async fn the_payment_fee_is_frozen_and_charged_once_and_live_projects_are_gated(
         )
         .await
         .expect(201);
+    let b = billing(&app).await;
+    assert_eq!(b["onboarding"]["steps"][3]["step"], "first_invoice");
+    assert_eq!(b["onboarding"]["steps"][3]["done"], true, "{b}");
     // 0.5% of 100.00 plus 0.10, frozen at creation.
     assert_eq!(inv["fee_bps"], 50, "{inv}");
     assert_eq!(inv["fee_fixed_cents"], "10");
