@@ -75,7 +75,7 @@ pub struct Req<'a> {
     pub method: Method,
     /// Path and query, e.g. `/v1/deposits?limit=10`.
     pub path: String,
-    /// Bearer token for the `Authorization` header.
+    /// Bearer token for the `Authorization` header; empty sends none (public endpoints).
     pub token: &'a str,
     pub body: Option<Vec<u8>>,
     /// Sent as the `Idempotency-Key` header when present.
@@ -178,11 +178,14 @@ impl Conn {
         let mut builder = Request::builder()
             .method(req.method)
             .uri(req.path)
-            .header(hyper::header::HOST, authority)
-            .header(
+            .header(hyper::header::HOST, authority);
+        if !req.token.is_empty() {
+            builder = builder.header(
                 hyper::header::AUTHORIZATION,
                 format!("Bearer {}", req.token),
-            )
+            );
+        }
+        builder = builder
             .header(hyper::header::CONTENT_TYPE, "application/json")
             .header(hyper::header::ACCEPT, "application/json");
         if let Some(key) = req.idempotency_key {

@@ -39,13 +39,13 @@ Without --target it spawns its own server: `<--bin> --test --listen 127.0.0.1:0 
 keys the server prints on its first start, raises the `default` project's limits with \
 `<--bin> project set default --requests-per-minute 100000000 --addresses-per-day 100000000 \
 --max-pending-payouts 100000000`, and stops the server at the end (also on error or Ctrl-C). \
-With --target it uses a running server and the keys given; raise that project's limits \
-yourself or expect 429s.
+With --target it uses a running server and the keys given (--checkout-token only for the \
+invoices and checkout phases); raise that project's limits yourself or expect 429s.
 
 It then runs the selected phases one after another. Each phase keeps --clients concurrent \
 clients busy, each on its own HTTP/1.1 keep-alive connection, for --seconds (or --count \
-requests in all). Every request carries `Authorization: Bearer <key>` and `Content-Type: \
-application/json`. Ids flow from one phase to the next; a phase run alone first seeds what it \
+requests in all). Every request carries `Content-Type: application/json` and, except the \
+public checkout reads, `Authorization: Bearer <key>`. Ids flow from one phase to the next; a phase run alone first seeds what it \
 needs with a few unmeasured requests.
 
   customers  POST /v1/customers {reference_id (unique), email}          wallet key, 201
@@ -58,6 +58,14 @@ needs with a few unmeasured requests.
   mixed      a merchant's day: of every 10 requests 1 customer, 1 wallet, 4 confirmed
              test deposits, 1 payout, 3 reads of the same resources (customer, its
              balances, a deposit this client made, by id)
+  invoices   POST /v1/invoices {price_amount: \"4000\"} (40.00 USD in     checkout key, 201
+             cents) with a fresh Idempotency-Key; their checkout tokens
+             (last segment of checkout_url) feed the checkout phase
+  checkout   GET /v1/checkout/{token}, round-robin over all tokens      no key, 200
+             gathered; each token's budget is 120 requests/minute and
+             a 429 counts as an error, so it first seeds invoices up to
+             max(2000, requests / 120) tokens (requests: --count, or
+             20,000/s x --seconds); beyond that rate expect 429s
 
 For each phase with confirmed test deposits and a spawned server, it also prints the \
 store file's growth and the bytes the server wrote to disk (/proc/PID/io), each per \
@@ -83,8 +91,9 @@ Examples:
   cargo run --release -p loadgen -- --seconds 3
   cargo run --release -p loadgen -- --phases reads --clients 128 --seconds 30
   cargo run --release -p loadgen -- --phases mixed --seconds 10
+  cargo run --release -p loadgen -- --phases invoices,checkout --seconds 10
   cargo run --release -p loadgen -- --target http://127.0.0.1:8080 \\
-      --wallet-token apktest... --payout-token apktest...
+      --wallet-token apktest... --payout-token apktest... --checkout-token apktest...
   cargo run --release -p loadgen -- --restart-bench --entries 1000000"
 )]
 struct Cli {
@@ -99,6 +108,10 @@ struct Cli {
     /// Payout-kind API key for --target, with `payouts:create` and signing enabled.
     #[arg(long, value_name = "TOKEN", env = "LOADGEN_PAYOUT_TOKEN")]
     payout_token: Option<String>,
+
+    /// Checkout-kind API key for --target (invoices; the checkout phase seeds invoices).
+    #[arg(long, value_name = "TOKEN", env = "LOADGEN_CHECKOUT_TOKEN")]
+    checkout_token: Option<String>,
 
     /// The appliance binary to spawn when there is no --target.
     #[arg(
@@ -249,7 +262,7 @@ async fn run(cli: &Cli) -> Result<bool> {
     // Declared before `server` so that the server is dropped (killed) first.
     let mut work = None;
     let mut server = None;
-    let (target, wallet_token, payout_token, origin) = match &cli.target {
+    let (target, wallet_token, payout_token, checkout_token, origin) = match &cli.target {
         Some(url) => (
             Target::parse(url).await?,
             cli.wallet_token
@@ -258,6 +271,7 @@ async fn run(cli: &Cli) -> Result<bool> {
             cli.payout_token
                 .clone()
                 .context("--payout-token is required")?,
+            cli.checkout_token.clone().unwrap_or_default(),
             "running server".to_string(),
         ),
         None => {
@@ -275,6 +289,7 @@ async fn run(cli: &Cli) -> Result<bool> {
                 Target::from_addr(spawned.addr),
                 tokens.wallet,
                 tokens.payout,
+                tokens.checkout,
                 format!(
                     "spawned {} pid {} (work dir {})",
                     opts.bin.display(),
@@ -301,6 +316,7 @@ async fn run(cli: &Cli) -> Result<bool> {
         target,
         wallet_token,
         payout_token,
+        checkout_token,
         clients,
         request_timeout: timeout,
     });
@@ -323,7 +339,7 @@ async fn run(cli: &Cli) -> Result<bool> {
     };
     let mut store_figures = Vec::new();
     for &phase in &cli.phases {
-        runner.prepare(phase).await?;
+        runner.prepare(phase, cli.limit()).await?;
         let (server_before, own_before) = cpu();
         let store_before = store();
         let result = runner.run(phase, cli.limit(), None).await?;

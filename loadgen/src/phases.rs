@@ -3,7 +3,8 @@
 //! A phase is one kind of traffic (SPEC.md section 4): [`Phase::Customers`] creates customers,
 //! [`Phase::Wallets`] gives them Ethereum deposit addresses, [`Phase::Deposits`] credits them
 //! through simulated test deposits, [`Phase::Payouts`] spends from the credited ones and
-//! [`Phase::Reads`] mixes fetches, balances, deposit lists and pings. Each phase runs
+//! [`Phase::Reads`] mixes fetches, balances, deposit lists and pings; [`Phase::Invoices`]
+//! creates invoices and [`Phase::Checkout`] reads their public checkouts. Each phase runs
 //! `clients` concurrent tasks, each with its own keep-alive connection, until a deadline or a
 //! request count is reached ([`Limit`]). Ids produced by one phase feed the next ([`Pools`]);
 //! when a phase is run without its predecessors, [`Runner::prepare`] seeds what it needs with
@@ -42,6 +43,19 @@ pub enum Phase {
     /// the same resources (`GET /v1/customers/{id}`, `.../balances`, `GET /v1/deposits/{id}`
     /// of a deposit this client made). Customers made here join the pools.
     Mixed,
+    /// `POST /v1/invoices` of 40.00 USD (`price_amount` `"4000"`, integer cents; checkout
+    /// key, a fresh `Idempotency-Key` each); 201. The checkout tokens (last path segment of
+    /// each `checkout_url`) join the pool the checkout phase reads.
+    Invoices,
+    /// `GET /v1/checkout/{token}`, public (no `Authorization`), round-robin over every
+    /// checkout token gathered so far; 200. Each token has its own budget of 120 requests
+    /// per minute (DECISIONS.md section 12; a governor quota: a burst of 120, then one more
+    /// every 0.5 s), and a 429 counts as an error. So a phase of `d` seconds at `r`
+    /// requests/s needs at least `r * d / 120` tokens: [`Runner::prepare`] seeds invoices up
+    /// to [`checkout_tokens_needed`] (at least 2,000; 20,000/s assumed for a timed phase).
+    /// Requests naming an existing token are charged to that token only, never to the
+    /// per-IP unauthenticated budget (only misses are).
+    Checkout,
 }
 
 impl Phase {
@@ -54,6 +68,8 @@ impl Phase {
             Phase::Payouts => "payouts",
             Phase::Reads => "reads",
             Phase::Mixed => "mixed",
+            Phase::Invoices => "invoices",
+            Phase::Checkout => "checkout",
         }
     }
 }
@@ -81,12 +97,38 @@ const GET_BALANCES: &str = "GET /v1/customers/{id}/balances";
 const LIST_DEPOSITS: &str = "GET /v1/deposits?limit=10";
 const PING: &str = "GET /v1/ping";
 const GET_DEPOSIT: &str = "GET /v1/deposits/{id}";
+const CREATE_INVOICE: &str = "POST /v1/invoices";
+const GET_CHECKOUT: &str = "GET /v1/checkout/{token}";
+
+/// Requests one checkout token may take per minute (the server's per-token budget; also
+/// its burst).
+const CHECKOUT_PER_MINUTE: u64 = 120;
+/// The fewest checkout tokens the checkout phase reads.
+const CHECKOUT_MIN_TOKENS: u64 = 2_000;
+/// The rate assumed when sizing the checkout token pool for a timed phase (requests/s).
+const CHECKOUT_EXPECTED_RATE: u64 = 20_000;
+
+/// Checkout tokens needed so that no token goes over its budget during a checkout phase
+/// limited by `limit` (round-robin spreads the requests evenly): the phase's requests
+/// (`--count`, or [`CHECKOUT_EXPECTED_RATE`] times the seconds) over
+/// [`CHECKOUT_PER_MINUTE`], and at least [`CHECKOUT_MIN_TOKENS`].
+pub fn checkout_tokens_needed(limit: Limit) -> u64 {
+    let requests = match limit {
+        Limit::Count(n) => n,
+        Limit::Time(d) => CHECKOUT_EXPECTED_RATE.saturating_mul(d.as_secs().max(1)),
+    };
+    requests
+        .div_ceil(CHECKOUT_PER_MINUTE)
+        .max(CHECKOUT_MIN_TOKENS)
+}
 
 /// What every client needs to reach the server.
 pub struct Setup {
     pub target: Target,
     pub wallet_token: String,
     pub payout_token: String,
+    /// Checkout-kind key (invoices); empty when not given (the invoice phases then fail).
+    pub checkout_token: String,
     /// Concurrent clients (= connections).
     pub clients: usize,
     /// Bound on one request, send to last body byte.
@@ -102,6 +144,10 @@ pub struct Pools {
     pub with_wallet: Vec<String>,
     /// Customers credited by at least one confirmed test deposit.
     pub funded: Vec<String>,
+    /// Invoices created: ids (`POST /v1/invoices` answered 2xx with `id` and `checkout_url`).
+    pub invoices: Vec<String>,
+    /// Their checkout tokens, in the same order.
+    pub checkout_tokens: Vec<String>,
 }
 
 /// The figures of one phase.
@@ -154,6 +200,8 @@ struct Input {
     customers: Vec<String>,
     /// Customers to pay out from / read balances of.
     funded: Vec<String>,
+    /// Checkout tokens to read.
+    tokens: Vec<String>,
 }
 
 /// Runs phases against one server and carries ids from one phase to the next.
@@ -176,8 +224,36 @@ impl Runner {
 
     /// Seeds the ids `phase` needs when earlier phases did not run (or produced none):
     /// customers for wallets, customers with addresses for deposits, credited customers for
-    /// payouts and reads.
-    pub async fn prepare(&mut self, phase: Phase) -> Result<()> {
+    /// payouts and reads, and for the checkout phase invoices until there are
+    /// [`checkout_tokens_needed`]`(limit)` checkout tokens.
+    pub async fn prepare(&mut self, phase: Phase, limit: Limit) -> Result<()> {
+        if matches!(phase, Phase::Invoices | Phase::Checkout)
+            && self.setup.checkout_token.is_empty()
+        {
+            bail!(
+                "the {} phase needs a checkout key (--checkout-token)",
+                phase.name()
+            );
+        }
+        if phase == Phase::Invoices {
+            return Ok(());
+        }
+        if phase == Phase::Checkout {
+            let needed = checkout_tokens_needed(limit);
+            let have = self.pools.checkout_tokens.len() as u64;
+            if have < needed {
+                self.seed(Phase::Invoices, needed - have).await?;
+            }
+            let have = self.pools.checkout_tokens.len() as u64;
+            if have < needed {
+                println!(
+                    "warning: only {have} checkout tokens for the checkout phase ({needed} \
+                     needed to stay within {CHECKOUT_PER_MINUTE} requests per token and \
+                     minute); expect 429s"
+                );
+            }
+            return Ok(());
+        }
         let seed = (self.setup.clients as u64 * 4).max(256);
         let needs_customers = phase != Phase::Customers;
         let needs_wallets = matches!(
@@ -229,9 +305,14 @@ impl Runner {
                 _ => self.pools.with_wallet.clone(),
             },
             funded: self.pools.funded.clone(),
+            tokens: match phase {
+                Phase::Checkout => self.pools.checkout_tokens.clone(),
+                _ => Vec::new(),
+            },
         });
         let needs = match phase {
-            Phase::Customers => false,
+            Phase::Customers | Phase::Invoices => false,
+            Phase::Checkout => input.tokens.is_empty(),
             Phase::Wallets | Phase::Deposits => input.customers.is_empty(),
             Phase::Payouts | Phase::Reads | Phase::Mixed => {
                 input.funded.is_empty() || input.customers.is_empty()
@@ -239,7 +320,7 @@ impl Runner {
         };
         if needs {
             bail!(
-                "the {} phase has no customers to work on (call prepare first)",
+                "the {} phase has nothing to work on (call prepare first)",
                 phase.name()
             );
         }
@@ -290,7 +371,17 @@ impl Runner {
             Phase::Customers => Some(&mut self.pools.customers),
             Phase::Wallets => Some(&mut self.pools.with_wallet),
             Phase::Deposits => Some(&mut self.pools.funded),
-            Phase::Payouts | Phase::Reads => None,
+            Phase::Payouts | Phase::Reads | Phase::Checkout => None,
+            Phase::Invoices => {
+                // Each produced entry is `id token`; no duplicates (fresh invoices).
+                for pair in produced.drain(..) {
+                    if let Some((id, token)) = pair.split_once(' ') {
+                        self.pools.invoices.push(id.to_string());
+                        self.pools.checkout_tokens.push(token.to_string());
+                    }
+                }
+                None
+            }
             Phase::Mixed => {
                 // New customers (with their addresses and credits) join the pools.
                 add_new(&mut self.pools.customers, mixed.customers);
@@ -352,8 +443,9 @@ enum MixedStep {
 }
 
 /// One client: sends `phase` requests on one connection until the budget runs out. Returns
-/// its figures, the customer ids its successful requests produced or touched, and (mixed
-/// phase) the ids it made.
+/// its figures, the customer ids its successful requests produced or touched (invoices
+/// phase: `"{id} {checkout token}"` of each invoice it made), and (mixed phase) the ids it
+/// made.
 async fn client_loop(
     phase: Phase,
     setup: Arc<Setup>,
@@ -466,6 +558,20 @@ async fn client_loop(
                 ),
                 _ => (PING, get("/v1/ping".into(), wallet), None),
             },
+            Phase::Invoices => {
+                let mut req = post(
+                    "/v1/invoices",
+                    &setup.checkout_token,
+                    r#"{"price_amount":"4000"}"#.to_string(),
+                );
+                req.idempotency_key = Some(uuid::Uuid::now_v7().to_string());
+                (CREATE_INVOICE, req, None)
+            }
+            // Round-robin over the whole pool: each token gets 1 / len of the requests.
+            Phase::Checkout => {
+                let t = pick(&input.tokens);
+                (GET_CHECKOUT, get(format!("/v1/checkout/{t}"), ""), None)
+            }
             Phase::Mixed => unreachable!("handled above"),
         };
 
@@ -477,6 +583,15 @@ async fn client_loop(
         match phase {
             Phase::Customers => match outcome.json().as_ref().and_then(|v| v["id"].as_str()) {
                 Some(id) => produced.push(id.to_string()),
+                None => {
+                    if let Outcome::Response { body, .. } = &outcome {
+                        stats.record_bad_body(label, &String::from_utf8_lossy(body));
+                    }
+                    continue;
+                }
+            },
+            Phase::Invoices => match outcome.json().as_ref().and_then(invoice_entry) {
+                Some(entry) => produced.push(entry),
                 None => {
                     if let Outcome::Response { body, .. } = &outcome {
                         stats.record_bad_body(label, &String::from_utf8_lossy(body));
@@ -580,6 +695,17 @@ fn mixed_request<'a>(
     }
 }
 
+/// `"{id} {token}"` of an invoice answer: its `id` and the last path segment of its
+/// `checkout_url` (`{public_base_url}/checkout/{token}`).
+fn invoice_entry(v: &serde_json::Value) -> Option<String> {
+    let id = v["id"].as_str()?;
+    let token = v["checkout_url"].as_str()?.rsplit('/').next()?;
+    if id.is_empty() || token.is_empty() || id.contains(' ') || token.contains(' ') {
+        return None;
+    }
+    Some(format!("{id} {token}"))
+}
+
 fn post<'a>(path: &str, token: &'a str, body: String) -> Req<'a> {
     Req {
         method: Method::POST,
@@ -597,5 +723,35 @@ fn get(path: String, token: &str) -> Req<'_> {
         token,
         body: None,
         idempotency_key: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkout_pool_size() {
+        assert_eq!(
+            checkout_tokens_needed(Limit::Time(Duration::from_secs(10))),
+            2_000
+        );
+        // 20,000/s for 30 s over 120 per token.
+        assert_eq!(
+            checkout_tokens_needed(Limit::Time(Duration::from_secs(30))),
+            5_000
+        );
+        assert_eq!(checkout_tokens_needed(Limit::Count(1_000_001)), 8_334);
+        assert_eq!(checkout_tokens_needed(Limit::Count(10)), 2_000);
+    }
+
+    #[test]
+    fn invoice_entry_takes_the_last_segment() {
+        let v = serde_json::json!({
+            "id": "inv_1",
+            "checkout_url": "http://127.0.0.1:8080/checkout/ck_abc",
+        });
+        assert_eq!(invoice_entry(&v).as_deref(), Some("inv_1 ck_abc"));
+        assert_eq!(invoice_entry(&serde_json::json!({"id": "inv_1"})), None);
     }
 }

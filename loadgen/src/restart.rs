@@ -99,10 +99,13 @@ pub async fn run(opts: RestartOpts) -> Result<serde_json::Value> {
         target: crate::client::Target::from_addr(server.addr),
         wallet_token: tokens.wallet.clone(),
         payout_token: tokens.payout.clone(),
+        checkout_token: tokens.checkout.clone(),
         clients: opts.clients,
         request_timeout: opts.request_timeout,
     });
-    runner.prepare(Phase::Deposits).await?;
+    runner
+        .prepare(Phase::Deposits, Limit::Count(opts.entries))
+        .await?;
 
     // Fill: post deposits until enough have succeeded (failed ones are sent again).
     let mut posted = 0u64;

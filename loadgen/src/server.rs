@@ -79,11 +79,13 @@ pub struct ServerOpts {
     pub start_timeout: Duration,
 }
 
-/// The test tokens printed on the first start of a data dir (the checkout key is not used).
+/// The test tokens printed on the first start of a data dir.
 #[derive(Clone, Debug)]
 pub struct Tokens {
     pub wallet: String,
     pub payout: String,
+    /// The checkout key (invoices).
+    pub checkout: String,
 }
 
 /// A running `appliance --test` child process.
@@ -96,7 +98,7 @@ pub struct Server {
     pub spawned_at: Instant,
     /// Time from spawn until the listening line was read.
     pub listening_after: Duration,
-    /// Present when the server printed the wallet and payout key lines.
+    /// Present when the server printed the wallet, payout and checkout key lines.
     pub tokens: Option<Tokens>,
     /// The shared stderr log and its length when this process was spawned.
     stderr_log: PathBuf,
@@ -159,7 +161,7 @@ fn tail(path: &Path, n: usize) -> String {
 
 impl Server {
     /// Spawns the server and waits for its listening line and, when `expect_tokens`, for the
-    /// wallet and payout key lines (only a fresh data dir prints keys).
+    /// wallet, payout and checkout key lines (only a fresh data dir prints keys).
     pub async fn spawn(opts: &ServerOpts, expect_tokens: bool) -> Result<Self> {
         let stdout_log = opts.log_dir.join("server.stdout.log");
         let stderr_log = opts.log_dir.join("server.stderr.log");
@@ -205,11 +207,11 @@ impl Server {
         });
 
         let mut listening = None;
-        let (mut wallet, mut payout) = (None, None);
+        let (mut wallet, mut payout, mut checkout) = (None, None, None);
         let deadline = tokio::time::Instant::now() + opts.start_timeout;
         loop {
-            let done =
-                listening.is_some() && (!expect_tokens || (wallet.is_some() && payout.is_some()));
+            let done = listening.is_some()
+                && (!expect_tokens || (wallet.is_some() && payout.is_some() && checkout.is_some()));
             if done {
                 break;
             }
@@ -228,6 +230,7 @@ impl Server {
                 Line::Listening(addr, at) => listening = Some((addr, at)),
                 Line::Key("wallet", t) => wallet = Some(t),
                 Line::Key("payout", t) => payout = Some(t),
+                Line::Key("checkout", t) => checkout = Some(t),
                 Line::Key(..) => {}
                 Line::Eof => {
                     let status = child.wait().await.ok();
@@ -241,8 +244,12 @@ impl Server {
             }
         }
         let (addr, at) = listening.expect("loop ends only once listening");
-        let tokens = match (wallet, payout) {
-            (Some(wallet), Some(payout)) => Some(Tokens { wallet, payout }),
+        let tokens = match (wallet, payout, checkout) {
+            (Some(wallet), Some(payout), Some(checkout)) => Some(Tokens {
+                wallet,
+                payout,
+                checkout,
+            }),
             _ => None,
         };
         Ok(Self {
