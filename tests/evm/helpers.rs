@@ -372,6 +372,27 @@ impl Live {
         );
         let v: Value = serde_json::from_str(&p[p.find('{').unwrap()..]).unwrap();
         live.project_id = v["id"].as_str().unwrap().to_string();
+        // A live project needs an active, funded plan to create invoices (SPEC.md section 4,
+        // Invoices rule 4): prepay and put it on the example's `drift` plan.
+        cli(
+            &live.data_dir,
+            &live.config,
+            &[
+                "billing",
+                "credit",
+                "--project",
+                "shop",
+                "--cents",
+                "100000",
+                "--note",
+                "prepaid",
+            ],
+        );
+        cli(
+            &live.data_dir,
+            &live.config,
+            &["billing", "plan", "--project", "shop", "--plan", "drift"],
+        );
         live.wallet_key = token_in(&cli(
             &live.data_dir,
             &live.config,
