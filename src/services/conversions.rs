@@ -669,6 +669,63 @@ pub fn request_json(reg: &Registry, rows: &[Conversion], batch: &ConversionBatch
     })
 }
 
+/// A new batch converting `rows` (one project, chain and coin pair; at least one row) of
+/// `amount_in` atomic units of `from`, with the quote's (`expected_out`, `min_out`) in atomic
+/// units of the target: `swapping` at once for a native coin, else `approving` first
+/// (SPEC.md section 3, Conversion batch states). With it, the journal entry that moves each
+/// row's `amount_in` from its owner's `available` to `locked` (DECISIONS.md section 14).
+fn new_batch(
+    id: Uuid,
+    from: &crate::registry::Asset,
+    rows: &[Conversion],
+    amount_in: u128,
+    (expected_out, min_out): (u128, u128),
+    q: &Priced,
+    now: i64,
+) -> (ConversionBatch, JournalEntry) {
+    let first = &rows[0];
+    let batch = ConversionBatch {
+        id,
+        project_id: first.project_id,
+        chain: first.chain.clone(),
+        from_asset: first.from_asset.clone(),
+        to_asset: first.to_asset.clone(),
+        amount_in,
+        amount_out: 0,
+        expected_out,
+        min_out,
+        slippage_bps: q.slippage_bps,
+        amount_usd_cents: q.amount_usd.and_then(crate::market::whole_cents),
+        fee_cents: 0,
+        market: q.market.clone(),
+        status: if from.is_native {
+            BatchStatus::Swapping
+        } else {
+            BatchStatus::Approving
+        },
+        error_code: None,
+        approve_tx_hash: None,
+        swap_tx_hash: None,
+        rows: rows.iter().map(|r| r.id).collect(),
+        attempts: 0,
+        created_at: now,
+        updated_at: now,
+        settled_at: None,
+    };
+    let legs = rows
+        .iter()
+        .map(|r| {
+            (
+                acct(r, &r.from_asset, AccountKind::Available),
+                acct(r, &r.from_asset, AccountKind::Locked),
+                r.amount_in,
+            )
+        })
+        .collect();
+    let lock = move_entry(first.project_id, "conversion_lock", id, now, legs);
+    (batch, lock)
+}
+
 /// Plans a manual conversion at once (SPEC.md section 4, Conversions rule 2): one row per
 /// customer holding the coin, pro rata to their available balances, each locked; one batch
 /// with the quote `q`. 402 `insufficient_funds` when the free treasury or the customers'
@@ -725,45 +782,15 @@ pub fn create_manual(
             settled_at: None,
         });
     }
-    let batch = ConversionBatch {
-        id: batch_id,
-        project_id: p,
-        chain: req.chain.to_string(),
-        from_asset: from.symbol.clone(),
-        to_asset: to.symbol.clone(),
-        amount_in: amount,
-        amount_out: 0,
-        expected_out: q.expected_out,
-        min_out: q.min_out,
-        slippage_bps: q.slippage_bps,
-        amount_usd_cents: q.amount_usd.and_then(crate::market::whole_cents),
-        fee_cents: 0,
-        market: q.market.clone(),
-        status: if from.is_native {
-            BatchStatus::Swapping
-        } else {
-            BatchStatus::Approving
-        },
-        error_code: None,
-        approve_tx_hash: None,
-        swap_tx_hash: None,
-        rows: rows.iter().map(|r| r.id).collect(),
-        attempts: 0,
-        created_at: now,
-        updated_at: now,
-        settled_at: None,
-    };
-    let legs = rows
-        .iter()
-        .map(|r| {
-            (
-                acct(r, &r.from_asset, AccountKind::Available),
-                acct(r, &r.from_asset, AccountKind::Locked),
-                r.amount_in,
-            )
-        })
-        .collect();
-    let e = move_entry(p, "conversion_lock", batch_id, now, legs);
+    let (batch, e) = new_batch(
+        batch_id,
+        &from,
+        &rows,
+        amount,
+        (q.expected_out, q.min_out),
+        q,
+        now,
+    );
     ctx.post(&e)??;
     for r in &rows {
         ctx.put(r)?;
@@ -964,45 +991,15 @@ pub fn plan_auto(
         }
         u128::try_from(U256::from(v) * U256::from(total) / U256::from(quoted_in)).unwrap_or(v)
     };
-    let batch = ConversionBatch {
-        id: batch_id,
-        project_id: p,
-        chain: first.chain.clone(),
-        from_asset: first.from_asset.clone(),
-        to_asset: first.to_asset.clone(),
-        amount_in: total,
-        amount_out: 0,
-        expected_out: scale(q.expected_out),
-        min_out: scale(q.min_out),
-        slippage_bps: q.slippage_bps,
-        amount_usd_cents: q.amount_usd.and_then(crate::market::whole_cents),
-        fee_cents: 0,
-        market: q.market.clone(),
-        status: if from.is_native {
-            BatchStatus::Swapping
-        } else {
-            BatchStatus::Approving
-        },
-        error_code: None,
-        approve_tx_hash: None,
-        swap_tx_hash: None,
-        rows: rows.iter().map(|r| r.id).collect(),
-        attempts: 0,
-        created_at: now,
-        updated_at: now,
-        settled_at: None,
-    };
-    let legs = rows
-        .iter()
-        .map(|r| {
-            (
-                acct(r, &r.from_asset, AccountKind::Available),
-                acct(r, &r.from_asset, AccountKind::Locked),
-                r.amount_in,
-            )
-        })
-        .collect();
-    let e = move_entry(p, "conversion_lock", batch_id, now, legs);
+    let (batch, e) = new_batch(
+        batch_id,
+        from,
+        &rows,
+        total,
+        (scale(q.expected_out), scale(q.min_out)),
+        q,
+        now,
+    );
     if ctx.post(&e)?.is_err() {
         return Ok(None);
     }
