@@ -172,13 +172,7 @@ async fn create_conversion(
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     caller.require(CONVERT)?;
-    if key.get()?.is_none() {
-        return Err(ApiError::invalid(
-            "Idempotency-Key",
-            "POST /v1/conversions requires an Idempotency-Key header.",
-        )
-        .with_code("idempotency_key_required"));
-    }
+    key.require("POST /v1/conversions")?;
     let req = request(&body.fields)?;
     if caller.project.mode == Mode::Test {
         return Err(ConversionError::TestMode.into());

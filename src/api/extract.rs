@@ -297,6 +297,18 @@ impl IdempotencyKey {
             Err(e) => Err(e.clone()),
         }
     }
+
+    /// The key, required: without the header, 400 `idempotency_key_required` naming
+    /// `endpoint` (e.g. `POST /v1/payouts`, SPEC.md section 4, Payouts rule 2).
+    pub fn require(&self, endpoint: &str) -> Result<&str, ApiError> {
+        self.get()?.ok_or_else(|| {
+            ApiError::invalid(
+                "Idempotency-Key",
+                format!("{endpoint} requires an Idempotency-Key header."),
+            )
+            .with_code("idempotency_key_required")
+        })
+    }
 }
 
 fn parse_idempotency_key(v: &axum::http::HeaderValue) -> Result<String, ApiError> {

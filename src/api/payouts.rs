@@ -54,13 +54,7 @@ async fn create_payout(
 ) -> Result<Response, ApiError> {
     caller.require(CREATE)?;
     // SPEC.md section 4, Payouts rule 2: a payout must be retryable without paying twice.
-    if key.get()?.is_none() {
-        return Err(ApiError::invalid(
-            "Idempotency-Key",
-            "POST /v1/payouts requires an Idempotency-Key header.",
-        )
-        .with_code("idempotency_key_required"));
-    }
+    key.require("POST /v1/payouts")?;
     let f = &body.fields;
     let req = NewPayout {
         customer_id: f.opt_uuid("customer_id")?,
