@@ -443,27 +443,6 @@ impl Market {
 
     /// The cached live value of `symbol` when not expired; starts a background refresh
     /// when it is older than the TTL.
-    /// The price of `symbol` to credit a funding transfer at, without waiting (inside a store
-    /// transaction): par for a stablecoin, the test table for a test project, else the cached
-    /// live value when it is no older than `max_age_seconds`. `None`: no usable price now.
-    pub fn spot_now(self: &Arc<Self>, symbol: &str, livemode: bool) -> Option<Quote> {
-        if self.is_stable(symbol) {
-            return Some(Quote {
-                usd: Decimal::ONE,
-                source: "par",
-                as_of: unix_now(),
-            });
-        }
-        if !livemode {
-            return self.test_price(symbol).map(|usd| Quote {
-                usd,
-                source: "test",
-                as_of: unix_now(),
-            });
-        }
-        self.cached(symbol)
-    }
-
     fn cached(self: &Arc<Self>, symbol: &str) -> Option<Quote> {
         let now = unix_now();
         let c = self

@@ -536,67 +536,6 @@ pub fn charge_conversion_fee(
     Ok(e.map(|e| e.amount_cents.unsigned_abs()).unwrap_or(0))
 }
 
-/// A confirmed transfer to a funding address, valued (DECISIONS.md section 13).
-#[derive(Debug, Clone)]
-pub struct FundingCredit {
-    pub chain: String,
-    pub asset: String,
-    pub decimals: u8,
-    pub amount_atomic: u128,
-    /// USD per whole coin: 1 at par (USDT, USDC), else the cached spot price.
-    pub rate: rust_decimal::Decimal,
-    /// `par`, `test`, `kraken`, `chainlink`.
-    pub rate_source: String,
-    pub transfer: FundingTransfer,
-}
-
-/// Whole cents a funding transfer credits: its USD value at `rate`, rounded down (`None`
-/// when it does not fit).
-pub fn funding_cents(
-    amount_atomic: u128,
-    decimals: u8,
-    rate: rust_decimal::Decimal,
-) -> Option<i64> {
-    let v = crate::market::usd_value(amount_atomic, decimals, rate)?;
-    crate::market::whole_cents(v).and_then(|c| i64::try_from(c).ok())
-}
-
-/// Credits a confirmed funding transfer (a `funding` entry), once per (chain, tx hash, log
-/// index); a credit may activate the requested plan. A transfer worth less than a cent, or
-/// too large to value, credits nothing (`None`).
-pub fn credit_funding(
-    ctx: &mut WriteCtx<'_>,
-    s: &Scope,
-    c: FundingCredit,
-) -> Result<Option<BillingEntry>, Fault> {
-    let Some(cents) = funding_cents(c.amount_atomic, c.decimals, c.rate).filter(|c| *c > 0) else {
-        tracing::warn!(
-            chain = %c.chain, asset = %c.asset, amount = c.amount_atomic, tx = %c.transfer.tx_hash,
-            "a funding transfer is worth less than a cent or cannot be valued; nothing credited"
-        );
-        return Ok(None);
-    };
-    let reference = format!(
-        "{}:{}:{}",
-        c.chain,
-        c.transfer.tx_hash.to_ascii_lowercase(),
-        c.transfer.log_index
-    );
-    let mut e = NewEntry::new(
-        EntryKind::Funding,
-        cents,
-        Some("transfer"),
-        Some(reference.clone()),
-    );
-    e.chain = Some(c.chain);
-    e.asset = Some(c.asset);
-    e.amount_atomic = Some(c.amount_atomic);
-    e.rate = Some(crate::market::format_usd(c.rate));
-    e.rate_source = Some(c.rate_source);
-    e.transfer = Some(c.transfer);
-    post(ctx, s, e, Some(&reference))
-}
-
 /// An operator's correction (`appliance billing credit|debit`): an `adjustment` entry of
 /// `cents` (signed). A credit may activate a requested plan.
 pub fn adjust(
