@@ -256,3 +256,353 @@ async fn an_underpaid_invoice_is_completed_on_a_second_evm_chain() {
     let v = live.verify();
     assert!(v.contains("\"violations\": []"), "{v}");
 }
+
+/// The checkout token of an invoice (the last segment of its `checkout_url`).
+fn token_of(inv: &Value) -> String {
+    s(&inv["checkout_url"])
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// A public checkout request (no key): returns (status, body).
+async fn checkout(
+    live: &Live,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = live
+        .http
+        .request(method, format!("{}{}", live.base_url, path));
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let r = req.send().await.expect("checkout request");
+    let st = r.status().as_u16();
+    (st, r.json().await.unwrap_or(Value::Null))
+}
+
+/// The node's fee estimate the refund classification reads (the chain client's `fees`),
+/// read again here to compute the expected network fee exactly.
+async fn max_fee_per_gas(eth: &Anvil) -> u128 {
+    appliance_chains::evm::rpc::EvmRpc::new(&eth.url)
+        .unwrap()
+        .fees()
+        .await
+        .unwrap()
+        .0
+}
+
+/// An atomic amount from a decimal string with `decimals` places ("9.4" with 6 -> 9400000).
+fn atomic(dec: &str, decimals: u32) -> u128 {
+    let (w, f) = dec.split_once('.').unwrap_or((dec, ""));
+    assert!(f.len() as u32 <= decimals, "{dec}");
+    let f = format!("{f:0<width$}", width = decimals as usize);
+    w.parse::<u128>().unwrap() * 10u128.pow(decimals) + f.parse::<u128>().unwrap_or(0)
+}
+
+/// One overpaid invoice refunded on chain: pays `paid` (atomic) of `asset` for a price of
+/// `price_cents`, checks `overpaid` and its `excess_amount`, gives the refund address,
+/// follows the payout to `confirmed` and returns (gross, fee, net) from the checkout
+/// document after checking the destination received exactly the net.
+///
+/// `early`: the buyer asks while the sweep of the invoice address is still unmined (Anvil's
+/// automine off from the payment on, blocks mined only by the waits; on a real chain the
+/// sweep waits a block time or more), so the master wallet does not hold the refund yet.
+/// Otherwise the address is given once the sweep is mined. Either way no block is mined
+/// between the fee read here and the classification.
+#[allow(clippy::too_many_arguments)]
+async fn overpay_and_refund(
+    live: &Live,
+    eth: &Anvil,
+    key: &str,
+    usdt: &str,
+    asset: &str,
+    price_cents: u64,
+    paid: u128,
+    excess_cents: &str,
+    dest: &str,
+    early: bool,
+) -> (u128, u128, u128) {
+    let native = asset == "ETH";
+    let decimals = if native { 18 } else { 6 };
+    let inv = create(
+        live,
+        key,
+        json!({"price_amount": price_cents.to_string(), "accepted_chains": ["ethereum"],
+               "accepted_assets": [asset], "overpayment_policy": "refund"}),
+    )
+    .await;
+    assert_eq!(inv["overpayment_policy"], "refund");
+    let quote: u128 = s(&inv["quotes"][0]["amount_atomic"]).parse().unwrap();
+    // More than 0.5% over.
+    assert!(paid * 1000 > quote * 1005);
+    let gross = paid - quote;
+    let id = s(&inv["id"]);
+    let to = s(&inv["addresses"][0]["address"]);
+    let token = token_of(&inv);
+    if native {
+        eth.send(ACCOUNT0, Some(&to), paid, "0x").await;
+    } else {
+        eth.token_transfer(usdt, ACCOUNT0, &to, paid).await;
+    }
+    if early {
+        eth.rpc("evm_setAutomine", json!([false])).await;
+    }
+    let path = format!("/v1/invoices/{id}");
+    let over = wait_for("invoice overpaid", &[eth], 60, || async {
+        let v = live.get(key, &path).await;
+        (v["status"] == "overpaid").then_some(v)
+    })
+    .await;
+    assert_eq!(over["excess_amount"], excess_cents);
+    assert_eq!(
+        over["received_amount"],
+        (price_cents + excess_cents.parse::<u64>().unwrap()).to_string()
+    );
+    let left = || async {
+        if native {
+            eth.balance(&to).await
+        } else {
+            eth.token_balance(usdt, &to).await
+        }
+    };
+    if !early {
+        // The merchant's money leaves the invoice address first; after that nothing mines
+        // a block on its own, so the fee history the classification reads is the one read
+        // here.
+        wait_for("the invoice address swept", &[eth], 90, || async {
+            (left().await == 0).then_some(())
+        })
+        .await;
+    }
+    let cpath = format!("/v1/checkout/{token}");
+    let (st, d) = checkout(live, reqwest::Method::GET, &cpath, None).await;
+    assert_eq!(st, 200, "{d}");
+    assert_eq!(d["status"], "overpaid");
+    assert_eq!(d["refund"]["status"], "awaiting_address");
+    assert_eq!(d["refund"]["asset"], asset);
+    assert_eq!(atomic(&s(&d["refund"]["gross"]), decimals), gross);
+    let m_before = max_fee_per_gas(eth).await;
+    // The classification (sender class, fee) is started by that GET or inline here.
+    let d = wait_for("a classified refund", &[], 30, || async {
+        let (_, d) = checkout(live, reqwest::Method::GET, &cpath, None).await;
+        (!d["refund"]["net"].is_null()).then_some(d)
+    })
+    .await;
+    let m_after = max_fee_per_gas(eth).await;
+    let r = &d["refund"];
+    assert_eq!(r["status"], "awaiting_address", "{d}");
+    // Anvil's first account: no code, a small nonce.
+    assert_eq!(r["sender_class"], "personal");
+    assert_eq!(s(&r["suggested_address"]).to_lowercase(), ACCOUNT0);
+    let fee = atomic(&s(&r["fee"]), decimals);
+    let net = atomic(&s(&r["net"]), decimals);
+    // DECISIONS.md section 12: net = excess - the network fee estimate in the same coin;
+    // 21,000 gas for a native refund, 100,000 for a token at ETH 3000.00 and USDT at par,
+    // rounded up.
+    let expect = |m: u128| {
+        if native {
+            21_000 * m
+        } else {
+            (100_000 * m * 3000 * 10u128.pow(6)).div_ceil(10u128.pow(18))
+        }
+    };
+    assert!(
+        fee == expect(m_before) || fee == expect(m_after),
+        "fee {fee}, expected {} or {}",
+        expect(m_before),
+        expect(m_after)
+    );
+    assert!(fee > 0);
+    assert_eq!(net, gross - fee);
+
+    // The buyer's address: the payout is queued from the merchant's funds.
+    let (st, d) = checkout(
+        live,
+        reqwest::Method::POST,
+        &format!("{cpath}/refund"),
+        Some(json!({"address": dest})),
+    )
+    .await;
+    assert_eq!(st, 200, "{d}");
+    assert!(
+        ["pending", "sent", "confirmed"].contains(&d["refund"]["status"].as_str().unwrap()),
+        "{d}"
+    );
+    assert_eq!(s(&d["refund"]["to_address"]), dest.to_lowercase());
+    if early {
+        // The sweep is still in the node's pool: the master wallet does not hold the
+        // refund yet. The refund must not fail for that (Anvil estimates against its pending
+        // block, so the sender signs it behind the sweep's nonce).
+        assert_eq!(left().await, paid, "the sweep was mined already");
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        let (_, d) = checkout(live, reqwest::Method::GET, &cpath, None).await;
+        assert!(
+            ["pending", "sent"].contains(&d["refund"]["status"].as_str().unwrap_or("")),
+            "{d}"
+        );
+        eth.rpc("evm_setAutomine", json!([true])).await;
+    }
+    let done = wait_for("the refund confirmed", &[eth], 120, || async {
+        let (_, d) = checkout(live, reqwest::Method::GET, &cpath, None).await;
+        (d["refund"]["status"] == "confirmed").then_some(d)
+    })
+    .await;
+    let r = &done["refund"];
+    assert_eq!(done["status"], "overpaid");
+    assert_eq!(atomic(&s(&r["gross"]), decimals), gross);
+    assert_eq!(atomic(&s(&r["fee"]), decimals), fee);
+    assert_eq!(atomic(&s(&r["net"]), decimals), net);
+    let tx = s(&r["tx_hash"]);
+    assert!(tx.starts_with("0x") && tx.len() == 66, "{done}");
+    // The transaction is on chain, sent by the master wallet.
+    let rc = eth.rpc("eth_getTransactionReceipt", json!([tx])).await;
+    assert_eq!(rc["status"], "0x1");
+    assert_eq!(s(&rc["from"]).to_lowercase(), live.master.to_lowercase());
+    // Exactly the net reached the buyer (read through the node, eth_call balanceOf for
+    // the token).
+    let got = if native {
+        eth.balance(dest).await
+    } else {
+        eth.token_balance(usdt, dest).await
+    };
+    assert_eq!(got, net, "the destination's balance");
+    // The payout: merchant funds, reference refund:<id>, the net, no fee, confirmed.
+    let (_, list) = live
+        .call(
+            &live.payout_key,
+            reqwest::Method::GET,
+            "/v1/payouts?limit=100",
+            None,
+        )
+        .await;
+    let p = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["reference"] == format!("refund:{id}"))
+        .unwrap_or_else(|| panic!("no refund payout in {list}"))
+        .clone();
+    assert_eq!(p["customer_id"], Value::Null);
+    assert_eq!(p["amount"], net.to_string());
+    assert_eq!(p["fee_amount"], "0");
+    assert_eq!(p["status"], "confirmed");
+    assert_eq!(p["tx_hash"], tx.as_str());
+    // Each invoice event once, `invoice.refunded` last.
+    let v = live
+        .get(key, &format!("/v1/events?resource_id={id}&order=asc"))
+        .await;
+    let types: Vec<String> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| s(&e["type"]))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "invoice.created",
+            "invoice.pending",
+            "invoice.overpaid",
+            "invoice.refunded"
+        ]
+    );
+    // A later poll changes nothing and sends nothing again.
+    eth.mine(3).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let again = if native {
+        eth.balance(dest).await
+    } else {
+        eth.token_balance(usdt, dest).await
+    };
+    assert_eq!(again, net);
+    (gross, fee, net)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overpaid_invoice_is_refunded_on_chain_in_usdt_and_in_eth() {
+    let eth = Anvil::start(1);
+    let usdt = deploy_token(&eth, 6, true).await;
+    let feed = deploy_feed(&eth, 8).await;
+    set_round(&eth, &feed, 300_000_000_000, now() - 5).await; // 3000.00000000 USD
+    let (tmp, data, master) = init_data_dir();
+    deploy_factory(&eth, &master).await;
+    eth.send(ACCOUNT0, Some(&master), 10u128.pow(19), "0x")
+        .await;
+    eth.mint(&usdt, ACCOUNT0, 1_000_000_000_000).await;
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_url = format!("http://{}", dead.local_addr().unwrap());
+    drop(dead);
+    let live = Live::start_with(
+        tmp,
+        data,
+        master.clone(),
+        &[ChainSetup {
+            id: "ethereum",
+            anvil: &eth,
+            confirmations: 2,
+            assets: vec![("USDT", usdt.clone(), 6)],
+            replace_after_ms: 600_000,
+        }],
+        &format!(
+            "[market]\nbase_url = \"{dead_url}\"\nttl_seconds = 30\nmax_age_seconds = 600\ntimeout_ms = 500\n[market.chainlink_feeds]\nETH = \"{feed}\"\n"
+        ),
+    )
+    .await;
+    let key = live.key("checkout", "invoices:read,invoices:write,events:read");
+
+    // 40.00 USD paid with 50 USDT: 10.00 over.
+    let dest_usdt = external(12_001);
+    let (gross, fee, net) = overpay_and_refund(
+        &live, &eth, &key, &usdt, "USDT", 4000, 50_000_000, "1000", &dest_usdt, false,
+    )
+    .await;
+    assert_eq!(gross, 10_000_000);
+    assert_eq!(net, 10_000_000 - fee);
+
+    // 30.00 USD (0.01 ETH at 3000.00) paid with 0.02 ETH: 30.00 over.
+    let dest_eth = external(12_002);
+    let (gross, fee, net) = overpay_and_refund(
+        &live,
+        &eth,
+        &key,
+        &usdt,
+        "ETH",
+        3000,
+        2 * 10u128.pow(16),
+        "3000",
+        &dest_eth,
+        false,
+    )
+    .await;
+    assert_eq!(gross, 10u128.pow(16));
+    assert_eq!(net, 10u128.pow(16) - fee);
+
+    // A buyer who asks at once, while the sweep of the invoice address is not mined yet:
+    // 25.00 USD paid with 40 USDT, 15.00 over.
+    let dest_early = external(12_003);
+    let (gross, fee, net) = overpay_and_refund(
+        &live,
+        &eth,
+        &key,
+        &usdt,
+        "USDT",
+        2500,
+        40_000_000,
+        "1500",
+        &dest_early,
+        true,
+    )
+    .await;
+    assert_eq!(gross, 15_000_000);
+    assert_eq!(net, 15_000_000 - fee);
+
+    // One `invoice.refunded` per invoice, nothing more.
+    let refunded = live.events("invoice.refunded").await;
+    assert_eq!(refunded.len(), 3, "{refunded:?}");
+    let v = live.verify();
+    assert!(v.contains("\"violations\": []"), "{v}");
+}
