@@ -146,6 +146,9 @@ pub struct Registry {
     /// The EVM master wallet (treasury of the forwarder factory), set once at start from
     /// the unlocked signer.
     treasury: OnceLock<[u8; 20]>,
+    /// The server's market prices, set once at start (`AppState::new`): what a funding
+    /// credit is valued at inside a store transaction (`services::billing`).
+    market: OnceLock<Arc<crate::market::Market>>,
     /// `public_base_url` of the config without a trailing `/` (empty when unset): the base
     /// of `checkout_url` (DECISIONS.md section 12).
     pub public_base_url: String,
@@ -203,6 +206,7 @@ impl Registry {
             chains,
             billing: cfg.billing.clone(),
             treasury: OnceLock::new(),
+            market: OnceLock::new(),
             public_base_url: cfg
                 .public_base_url
                 .as_deref()
@@ -215,6 +219,16 @@ impl Registry {
     /// Records the EVM master wallet at start (the first one set stays).
     pub fn set_live_treasury(&self, address: [u8; 20]) {
         let _ = self.treasury.set(address);
+    }
+
+    /// Records the server's market at start (the first one set stays).
+    pub fn set_market(&self, market: Arc<crate::market::Market>) {
+        let _ = self.market.set(market);
+    }
+
+    /// The server's market (`None` in a registry built outside a server, as unit tests do).
+    pub fn market(&self) -> Option<&Arc<crate::market::Market>> {
+        self.market.get()
     }
 
     /// The EVM master wallet, once the signer is unlocked.

@@ -94,6 +94,7 @@ impl AppState {
             NonZeroU32::new(config.limits.unauthenticated_per_minute.max(1)).expect("non-zero");
         let registry = Arc::new(crate::registry::Registry::from_config(&config));
         let market = Arc::new(crate::market::Market::new(&config, test_mode));
+        registry.set_market(market.clone());
         Ok(AppState(Arc::new(Inner {
             market,
             webhooks: crate::webhooks::Webhooks::new(config.webhooks.clone()),

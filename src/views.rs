@@ -350,7 +350,9 @@ pub fn billing_entry(reg: &Registry, e: &BillingEntry) -> Value {
             "from_address": t.from_address,
             "confirmations": t.confirmations,
             "required_confirmations": t.required_confirmations,
-            "status": "confirmed",
+            // Entries written before the status was kept are all credits of confirmed
+            // transfers.
+            "status": t.status.as_deref().unwrap_or("confirmed"),
             "block_time": t.block_time.map(ts),
         })
     });

@@ -144,6 +144,33 @@ pub fn deposit_address_under(factory: &[u8; 20], project_id: Uuid, customer_id: 
     to_checksum(&a)
 }
 
+/// Domain tag of a funding-address salt (DECISIONS.md section 13: funding salts are
+/// domain-separated from customer, invoice and project salts). Customer, invoice and
+/// project (customer nil) salts hash exactly 32 bytes (two ids); a funding salt hashes this
+/// 32-byte tag before the project id (48 bytes), so no funding salt can equal another
+/// kind's whatever the ids.
+pub const FUNDING_SALT_TAG: [u8; 32] = *b"appliance:billing-funding-addr:1";
+
+/// Salt of a project's billing funding forwarder: `keccak256(FUNDING_SALT_TAG ‖
+/// project_id)`. Like a customer's, chain-independent: the funding address is the same on
+/// every EVM chain.
+pub fn funding_salt(project_id: Uuid) -> [u8; 32] {
+    let mut buf = [0u8; 48];
+    buf[..32].copy_from_slice(&FUNDING_SALT_TAG);
+    buf[32..].copy_from_slice(project_id.as_bytes());
+    keccak256(&buf)
+}
+
+/// A project's billing funding address under `factory`, EIP-55 checksummed.
+pub fn funding_address_under(factory: &[u8; 20], project_id: Uuid) -> String {
+    let a = create2(
+        factory,
+        &funding_salt(project_id),
+        &forwarder_init_code_hash(),
+    );
+    to_checksum(&a)
+}
+
 /// A customer's deposit address in test mode (under the factory of [`test_treasury`]).
 pub fn deposit_address(project_id: Uuid, customer_id: Uuid) -> String {
     deposit_address_under(&factory_address(&test_treasury()), project_id, customer_id)
@@ -210,6 +237,24 @@ pub fn parse_evm_address(s: &str) -> Result<[u8; 20], AddressError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn funding_salts_are_their_own_domain() {
+        let p = Uuid::now_v7();
+        let f = funding_salt(p);
+        assert_eq!(f, funding_salt(p), "deterministic");
+        assert_ne!(f, funding_salt(Uuid::now_v7()), "one per project");
+        // Never the salt of the project (customer nil), of a customer or of an invoice
+        // named by the same ids.
+        assert_ne!(f, deposit_salt(p, Uuid::nil()));
+        assert_ne!(f, deposit_salt(p, p));
+        assert_ne!(f, deposit_salt(Uuid::nil(), p));
+        let factory = factory_address(&test_treasury());
+        assert_ne!(
+            funding_address_under(&factory, p),
+            deposit_address_under(&factory, p, Uuid::nil())
+        );
+    }
 
     #[test]
     fn keccak_of_empty_is_the_known_constant() {

@@ -28,6 +28,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(choose_plan))
         .routes(routes!(skip_onboarding))
         .routes(routes!(list_entries))
+        .routes(routes!(list_funding))
 }
 
 /// `GET /v1/billing` — the plan, its status, the operational balance (USD cents), the
@@ -123,6 +124,55 @@ async fn skip_onboarding(
     })
     .await?;
     Ok(resp)
+}
+
+/// `GET /v1/billing/funding` — the project's funding addresses, one per chain it can use
+/// (SPEC.md section 2, Funding address): created on the first call (in one transaction)
+/// and the same for ever after. Send a coin of an address's `assets` to it to fund the
+/// operational balance: USDT and USDC are credited at par, the native coin at the cached
+/// spot price, at the transfer's confirmation.
+///
+/// Any key kind; scope `billing:read`.
+#[utoipa::path(get, path = "/v1/billing/funding", tag = "billing",
+    responses(
+        (status = 200, description = "The funding addresses.", body = schemas::FundingAddressList),
+        (status = 422, description = "`chain_deposits_disabled`: a live project's address cannot be issued before a master key is unlocked.", body = schemas::ErrorBody),
+    ))]
+async fn list_funding(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+    caller.require(READ)?;
+    let s = scope(&state, &caller);
+    let rs = s.clone();
+    // Most calls find every address made: a read answers them.
+    let existing = state
+        .store
+        .read(move |r| {
+            if !billing::missing_funding_chains(r, &rs)
+                .map_err(store_of)?
+                .is_empty()
+            {
+                return Ok(None);
+            }
+            let list = billing::funding_addresses(r, &rs).map_err(store_of)?;
+            Ok(Some(funding_list(&rs, &list)))
+        })
+        .await?;
+    if let Some(v) = existing {
+        return Ok(json(StatusCode::OK, &v));
+    }
+    let (resp, _) = commit(&state, None, move |ctx| {
+        let list = billing::ensure_funding_addresses(ctx, &s)?;
+        Ok((StatusCode::OK, funding_list(&s, &list), ()))
+    })
+    .await?;
+    Ok(resp)
+}
+
+fn funding_list(
+    s: &crate::services::Scope,
+    list: &[appliance_storage::records::FundingAddress],
+) -> serde_json::Value {
+    let data: Vec<serde_json::Value> = list.iter().map(|fa| billing::funding_json(s, fa)).collect();
+    serde_json::json!({"object": "list", "data": data, "has_more": false, "next_cursor": null})
 }
 
 /// `GET /v1/billing/entries` — the operational balance's journal, newest first; `kind`

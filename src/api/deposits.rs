@@ -99,11 +99,12 @@ async fn get_deposit(
     caller.require(READ)?;
     let id = path_uuid(&id)?;
     let p = caller.project_id();
-    // An invoice payment is the invoice's (docs/decisions.md, Invoices): not a deposit here.
+    // An invoice payment is the invoice's (docs/decisions.md, Invoices), a funding transfer
+    // billing's (docs/decisions.md, Billing): not deposits here.
     match state
         .store
         .read_now(move |r| r.get_in::<Deposit>(p, id))?
-        .filter(|d| d.invoice_id.is_none())
+        .filter(|d| d.invoice_id.is_none() && !d.funding)
     {
         Some(d) => Ok(crate::api::json(
             axum::http::StatusCode::OK,

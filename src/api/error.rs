@@ -556,6 +556,7 @@ impl From<BillingError> for ApiError {
             BillingError::PlanNotActive | BillingError::BalanceNegative { .. } => {
                 ApiError::new(StatusCode::PAYMENT_REQUIRED, "plan_not_active", m)
             }
+            BillingError::NoMasterKey => ApiError::new(UNPROCESSABLE, "chain_deposits_disabled", m),
             BillingError::Fault(f) => f.into(),
         }
     }

@@ -109,6 +109,7 @@ async fn create_test_transfer(
             let (owner, owner_id) = match planned.owner {
                 AddressOwner::Customer(c) => ("customer", c),
                 AddressOwner::Invoice(i) => ("invoice", i),
+                AddressOwner::Funding(p) => ("funding", p),
             };
             let v = json!({
                 "object": "test_transfer",

@@ -213,6 +213,14 @@ enum Source {
     Live(Box<Live>),
 }
 
+impl std::fmt::Debug for Market {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Market")
+            .field("provider", &self.provider())
+            .finish_non_exhaustive()
+    }
+}
+
 /// The price service of one server (`AppState::market`).
 pub struct Market {
     source: Source,
@@ -439,6 +447,31 @@ impl Market {
             Some(rate) => below_threshold(usd_value(amount, decimals, rate), threshold_cents),
             None => true,
         }
+    }
+
+    /// The price of `symbol` to credit a funding transfer at, without waiting (inside a store
+    /// transaction): par for a stablecoin, the test table for a test project, else the cached
+    /// live value when not expired (a background refresh starts when it is older than the
+    /// TTL). `None`: no usable price now.
+    pub fn spot_now(self: &Arc<Self>, symbol: &str, livemode: bool) -> Option<Quote> {
+        if self.is_stable(symbol) {
+            return Some(Quote {
+                usd: Decimal::ONE,
+                source: "par",
+                as_of: unix_now(),
+            });
+        }
+        if !livemode {
+            return self.test_price(symbol).map(|usd| Quote {
+                usd,
+                source: "test",
+                as_of: unix_now(),
+            });
+        }
+        let Source::Live(_) = &self.source else {
+            return None;
+        };
+        self.cached(symbol)
     }
 
     /// The cached live value of `symbol` when not expired; starts a background refresh

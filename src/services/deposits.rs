@@ -12,7 +12,7 @@ use crate::registry::Registry;
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
-use crate::services::{emit, invoices, sim_tx_hash, sweeps, Scope};
+use crate::services::{billing, emit, invoices, sim_tx_hash, sweeps, Scope};
 use crate::views;
 
 /// Why a deposit request (test mode) is refused (statuses and codes: `api::error`).
@@ -97,9 +97,10 @@ pub enum Movement {
 
 /// Tells whoever owns the transfer's address what happened, the one seam that routes a
 /// transfer by the owner of the address it reached (`Wallet::owner`, recorded on the row as
-/// `invoice_id`): a customer's deposit emits `deposit.<movement>`; an invoice payment goes
-/// to `services::invoices` (which emits the invoice's events). A further kind of address
-/// (billing funding) adds its arm here. For `Detected`, call before the row is first
+/// `invoice_id` or `funding`): a customer's deposit emits `deposit.<movement>`; an invoice
+/// payment goes to `services::invoices` (which emits the invoice's events); a transfer to
+/// the project's billing funding address goes to `services::billing` (which credits the
+/// operational balance at confirmation). For `Detected`, call before the row is first
 /// written: the invoice may mark the payment `late`.
 pub fn announce(
     ctx: &mut WriteCtx<'_>,
@@ -107,6 +108,14 @@ pub fn announce(
     d: &mut Deposit,
     m: Movement,
 ) -> Result<(), Fault> {
+    if d.funding {
+        return match m {
+            Movement::Detected => Ok(()),
+            Movement::Confirmed => billing::funding_confirmed(ctx, s, d),
+            Movement::Failed => billing::funding_failed(ctx, s, d),
+            Movement::Orphaned => billing::funding_orphaned(ctx, s, d),
+        };
+    }
     if d.invoice_id.is_some() {
         return match m {
             Movement::Detected => invoices::payment_seen(ctx, s, d),
@@ -190,6 +199,8 @@ pub fn create_test(
         customer_id: req.customer_id,
         invoice_id: None,
         late: false,
+        funding: false,
+        awaiting_price: false,
         wallet_id: wallet.id,
         chain: req.chain.to_string(),
         asset: req.asset.to_string(),
@@ -249,7 +260,24 @@ fn sim_sender(id: Uuid) -> String {
     appliance_chains::address::to_checksum(&a)
 }
 
-/// The journal entry crediting a deposit: Dr deposits / Cr customer available.
+/// The ledger account a deposit's credit goes to: the customer's `available` (customer
+/// nil for an invoice payment: the project's own), or the project's `operator` account for
+/// a transfer to its billing funding address (the operator's money, DECISIONS.md section
+/// 13).
+fn credited_account(d: &Deposit) -> Account {
+    if d.funding {
+        return Account::project(d.project_id, &d.chain, &d.asset, AccountKind::Operator);
+    }
+    Account::customer(
+        d.project_id,
+        d.customer_id,
+        &d.chain,
+        &d.asset,
+        AccountKind::Available,
+    )
+}
+
+/// The journal entry crediting a deposit: Dr deposits / Cr [`credited_account`].
 fn credit_entry(d: &Deposit, now: i64) -> JournalEntry {
     JournalEntry {
         id: Uuid::now_v7(),
@@ -262,16 +290,7 @@ fn credit_entry(d: &Deposit, now: i64) -> JournalEntry {
                 Account::project(d.project_id, &d.chain, &d.asset, AccountKind::Deposits),
                 d.amount,
             ),
-            Posting::credit(
-                Account::customer(
-                    d.project_id,
-                    d.customer_id,
-                    &d.chain,
-                    &d.asset,
-                    AccountKind::Available,
-                ),
-                d.amount,
-            ),
+            Posting::credit(credited_account(d), d.amount),
         ],
     }
 }
@@ -309,10 +328,11 @@ fn load_detected(
     id: Uuid,
     action: &'static str,
 ) -> Result<Deposit, DepositError> {
-    // Invoice payments are the invoice's: not driven through the test deposit endpoints.
+    // Invoice payments are the invoice's, funding transfers billing's: not driven through
+    // the test deposit endpoints.
     let d = ctx
         .get_in::<Deposit>(s.project_id(), id)?
-        .filter(|d| d.invoice_id.is_none())
+        .filter(|d| d.invoice_id.is_none() && !d.funding)
         .ok_or(DepositError::NotFound)?;
     if d.status != DepositStatus::Detected {
         return Err(DepositError::InvalidState {
@@ -388,7 +408,7 @@ pub fn orphan(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, De
     let p = s.project_id();
     let d = ctx
         .get_in::<Deposit>(p, id)?
-        .filter(|d| d.invoice_id.is_none())
+        .filter(|d| d.invoice_id.is_none() && !d.funding)
         .ok_or(DepositError::NotFound)?;
     if d.status != DepositStatus::Confirmed {
         return Err(DepositError::InvalidState {
@@ -409,25 +429,15 @@ fn orphan_inner(
     simulated: bool,
 ) -> Result<Deposit, Fault> {
     let p = d.project_id;
-    let avail = ctx
-        .balance(&Account::customer(
-            p,
-            d.customer_id,
-            &d.chain,
-            &d.asset,
-            AccountKind::Available,
-        ))?
-        .credit_balance();
+    let credited = credited_account(&d);
+    let avail = ctx.balance(&credited)?.credit_balance();
     let from_avail = avail.min(d.amount);
     // Funds not yet swept leave the deposit address; an open sweep shrinks with them.
     let held = ctx.holding(d.wallet_id, &d.asset)?;
     let from_deposits = held.min(d.amount);
     let mut postings = Vec::new();
     if from_avail > 0 {
-        postings.push(Posting::debit(
-            Account::customer(p, d.customer_id, &d.chain, &d.asset, AccountKind::Available),
-            from_avail,
-        ));
+        postings.push(Posting::debit(credited, from_avail));
     }
     if d.amount > from_avail {
         postings.push(Posting::debit(
@@ -531,9 +541,10 @@ pub fn detect(
         return Ok(None);
     }
     let now = ctx.now_us();
-    let invoice_id = match wallet.owner() {
-        AddressOwner::Customer(_) => None,
-        AddressOwner::Invoice(i) => Some(i),
+    let (invoice_id, funding) = match wallet.owner() {
+        AddressOwner::Customer(_) => (None, false),
+        AddressOwner::Invoice(i) => (Some(i), false),
+        AddressOwner::Funding(_) => (None, true),
     };
     let mut d = Deposit {
         id: Uuid::now_v7(),
@@ -541,6 +552,8 @@ pub fn detect(
         customer_id: wallet.customer_id,
         invoice_id,
         late: false,
+        funding,
+        awaiting_price: false,
         wallet_id: wallet.id,
         chain: t.chain.clone(),
         asset: t.asset.clone(),

@@ -160,6 +160,17 @@ pub fn address_key(chain: &str, address: &str) -> Vec<u8> {
     )
 }
 
+/// The CREATE2 salt of a wallet's forwarder (what a sweep names to deploy and flush it):
+/// the project's funding salt for its billing funding address, else the salt of (project,
+/// customer or invoice) (DECISIONS.md sections 9, 12 and 13).
+pub fn forwarder_salt(w: &Wallet) -> [u8; 32] {
+    if w.is_funding() {
+        appliance_chains::address::funding_salt(w.project_id)
+    } else {
+        appliance_chains::address::deposit_salt(w.project_id, w.salt_id())
+    }
+}
+
 /// Master (omnibus) wallet address of a test project: the CREATE2 address of customer nil.
 /// Live projects share the signer's EVM master wallet (`Registry::live_treasury`).
 pub fn master_address(project: Uuid) -> String {

@@ -2,6 +2,9 @@
 //! project's own clock (a test project's follows `POST /v1/test/clock`), charge the shortfall
 //! of the month before. `services::billing::settle_minimums` charges each month once, whatever
 //! the number of passes, restarts or other billing writes that settle it first.
+//!
+//! It also credits confirmed funding transfers that found no usable spot price at their
+//! confirmation (`services::billing::funding_confirmed`), once the market has one.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,11 +18,17 @@ use crate::state::AppState;
 /// How often the worker looks for months to settle.
 pub const PASS_INTERVAL: Duration = Duration::from_secs(2);
 
+/// Funding transfers awaiting a price looked at per pass.
+const AWAITING_PER_PASS: usize = 100;
+
 /// Runs forever: one pass at start, then every [`PASS_INTERVAL`].
 pub async fn run(state: AppState) {
     loop {
         if let Err(e) = pass(&state).await {
             tracing::warn!(error = %e, "monthly minimum pass failed; retried on the next pass");
+        }
+        if let Err(e) = credit_awaiting(&state).await {
+            tracing::warn!(error = %e, "funding credits awaiting a price failed; retried on the next pass");
         }
         tokio::time::sleep(PASS_INTERVAL).await;
     }
@@ -57,4 +66,53 @@ pub async fn pass(state: &AppState) -> anyhow::Result<usize> {
         written += n;
     }
     Ok(written)
+}
+
+/// Credits the confirmed funding transfers that await a usable spot price, for those whose
+/// price the market has now (read outside the store transaction, fetched when the cache
+/// holds none). Returns the number credited.
+pub async fn credit_awaiting(state: &AppState) -> anyhow::Result<usize> {
+    let ids = state
+        .store
+        .read(|r| {
+            billing::awaiting_price(r, AWAITING_PER_PASS).map_err(|e| match e {
+                crate::services::error::Fault::Store(e) => e,
+                other => appliance_storage::StoreError::Corrupt(other.to_string()),
+            })
+        })
+        .await?;
+    let mut credited = 0;
+    for id in ids {
+        let row = state
+            .store
+            .read(move |r| {
+                let Some(d) = r.get::<appliance_storage::records::Deposit>(id)? else {
+                    return Ok(None);
+                };
+                let p = r.get::<Project>(d.project_id)?;
+                Ok(p.map(|p| (d, p)))
+            })
+            .await?;
+        let Some((d, p)) = row else {
+            continue;
+        };
+        let livemode = p.mode == appliance_storage::records::Mode::Live;
+        let Some((rate, source)) = state.market.usable_quote(&d.asset, livemode).await else {
+            continue;
+        };
+        let s = Scope {
+            reg: state.registry.clone(),
+            project: Arc::new(p),
+            delivery_attempts: state.config.webhooks.max_attempts(),
+        };
+        let done = state
+            .store
+            .write(move |ctx| billing::credit_awaiting_price(ctx, &s, id, rate, source))
+            .await
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        if done {
+            credited += 1;
+        }
+    }
+    Ok(credited)
 }

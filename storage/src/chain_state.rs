@@ -471,6 +471,8 @@ mod tests {
             customer_id: Uuid::now_v7(),
             invoice_id: None,
             late: false,
+            funding: false,
+            awaiting_price: false,
             wallet_id: Uuid::now_v7(),
             chain: chain.into(),
             asset: "USDT".into(),

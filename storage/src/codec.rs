@@ -215,6 +215,8 @@ mod tests {
             customer_id: Uuid::now_v7(),
             invoice_id: None,
             late: false,
+            funding: false,
+            awaiting_price: false,
             wallet_id: Uuid::now_v7(),
             chain: "ethereum".into(),
             asset: "ETH".into(),

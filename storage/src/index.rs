@@ -97,6 +97,9 @@ pub enum IndexTag {
     BillingEntriesByKind = 131,
     /// Funding addresses of a project (one per chain).
     FundingAddresses = 132,
+    /// (project nil) Confirmed funding transfers waiting for a usable spot price before
+    /// they are credited (DECISIONS.md section 13; the billing worker drains it).
+    FundingAwaitingPrice = 133,
     /// Unique: project ‖ reference_id -> customer.
     UniqueCustomerRef = 100,
     /// Unique: project ‖ customer ‖ chain -> wallet.

@@ -31,6 +31,11 @@ pub enum AccountKind {
     Available = 1,
     Locked = 2,
     Receivable = 3,
+    /// Project side (customer nil), credit-normal: the operator's coins among the project's,
+    /// received on its billing funding addresses (they paid its operational balance,
+    /// DECISIONS.md section 13). Nothing of the project draws on it; a funding transfer
+    /// orphaned after its credit is taken back out of it.
+    Operator = 4,
     Deposits = 10,
     InTransit = 11,
     Treasury = 12,
@@ -42,6 +47,7 @@ impl AccountKind {
             1 => AccountKind::Available,
             2 => AccountKind::Locked,
             3 => AccountKind::Receivable,
+            4 => AccountKind::Operator,
             10 => AccountKind::Deposits,
             11 => AccountKind::InTransit,
             12 => AccountKind::Treasury,
@@ -51,7 +57,10 @@ impl AccountKind {
 
     /// Liability accounts may never go below zero.
     pub fn is_credit_normal(self) -> bool {
-        matches!(self, AccountKind::Available | AccountKind::Locked)
+        matches!(
+            self,
+            AccountKind::Available | AccountKind::Locked | AccountKind::Operator
+        )
     }
 }
 

@@ -88,6 +88,8 @@ fn populate(store: &Store) -> Uuid {
                     customer_id: c.id,
                     invoice_id: None,
                     late: false,
+                    funding: false,
+                    awaiting_price: false,
                     wallet_id: w.id,
                     chain: "ethereum".into(),
                     asset: "USDT".into(),

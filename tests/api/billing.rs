@@ -628,3 +628,308 @@ async fn the_monthly_minimum_is_charged_once_across_a_restart() {
     assert_eq!(again.len(), 1, "charged once across the restart: {again:?}");
     verify_clean(&app);
 }
+
+// ---------------------------------------------------------------------------------------
+// Funding addresses (SPEC.md section 2, Funding address; DECISIONS.md sections 13 and 15).
+
+async fn funding(app: &App) -> Vec<Value> {
+    let l = app
+        .get(&app.wallet_key, "/v1/billing/funding")
+        .await
+        .expect(200);
+    assert_eq!(l["has_more"], false, "{l}");
+    assert_list(&l).clone()
+}
+
+fn funding_on(list: &[Value], chain: &str) -> Value {
+    list.iter()
+        .find(|f| f["chain"] == chain)
+        .unwrap_or_else(|| panic!("no funding address on {chain}: {list:?}"))
+        .clone()
+}
+
+/// A test transfer of `amount` atomic `asset` to the project's funding address on
+/// `chain`, confirmed (`confirm` true) or only mined.
+async fn fund(
+    app: &App,
+    chain: &str,
+    asset: &str,
+    decimals: u8,
+    amount: &str,
+    confirm: bool,
+) -> Value {
+    let to = funding_on(&funding(app).await, chain)["address"].clone();
+    let t = app
+        .post_idem(
+            &app.wallet_key,
+            "/v1/test/transfers",
+            json!({ "chain": chain, "asset": asset, "decimals": decimals, "amount": amount,
+                "to_address": to, "confirm": confirm }),
+            &idem(),
+        )
+        .await
+        .expect(201);
+    assert_eq!(t["owner"], "funding", "{t}");
+    t
+}
+
+/// Waits until the journal holds `n` entries of `kind` (`?kind=`), and returns them.
+async fn wait_entries(app: &App, kind: &str, n: usize) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let es = entries(app, &format!("?kind={kind}")).await;
+        if es.len() >= n {
+            assert_eq!(es.len(), n, "more {kind} entries than expected: {es:?}");
+            return es;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{n} {kind} entries never came: {es:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn funding_addresses_are_made_on_first_call_and_never_change() {
+    let app = spawn_app().await;
+    let first = funding(&app).await;
+    let again = funding(&app).await;
+    assert_eq!(first, again, "the second call answers the same addresses");
+    let chains: Vec<&str> = first.iter().map(|f| f["chain"].as_str().unwrap()).collect();
+    for c in ["ethereum", "bsc", "polygon", "arbitrum", "base"] {
+        assert!(chains.contains(&c), "no {c} funding address: {chains:?}");
+    }
+    let eth = funding_on(&first, "ethereum");
+    assert_eq!(eth["object"], "funding_address");
+    assert_eq!(eth["account_kind"], "contract");
+    assert!(eth["memo"].is_null());
+    let addr = s(&eth["address"]);
+    assert!(addr.starts_with("0x") && addr.len() == 42, "{addr}");
+    // One forwarder address for every EVM chain, like a customer's.
+    assert!(
+        first.iter().all(|f| f["address"] == eth["address"]),
+        "{first:?}"
+    );
+    // assets[] is exactly what is credited: the stablecoins at par, the native coin at spot.
+    assert_eq!(
+        eth["assets"],
+        json!([
+            {"symbol": "ETH", "decimals": 18, "par": false},
+            {"symbol": "USDT", "decimals": 6, "par": true},
+            {"symbol": "USDC", "decimals": 6, "par": true},
+        ])
+    );
+    let bsc = funding_on(&first, "bsc");
+    assert!(bsc["assets"]
+        .as_array()
+        .unwrap()
+        .contains(&json!({"symbol": "USDT", "decimals": 18, "par": true})));
+    // Any key kind reads it, and sees the same addresses.
+    let by_checkout = app
+        .get(&app.checkout_key, "/v1/billing/funding")
+        .await
+        .expect(200);
+    assert_eq!(assert_list(&by_checkout), &first);
+    // Not a customer's wallet, and distinct from a customer's and an invoice's address.
+    let wallets = app.get(&app.wallet_key, "/v1/wallets").await.expect(200);
+    assert!(assert_list(&wallets).is_empty(), "{wallets}");
+    let c = app.create_customer(None).await;
+    let w = app.create_wallet(&s(&c["id"]), "ethereum").await;
+    assert_ne!(w["address"], eth["address"]);
+    // Stable across a restart too.
+    let mut app = app;
+    app.restart();
+    assert_eq!(funding(&app).await, first);
+    // Another project gets its own.
+    let other = app.other_project_key("other", "test", "wallet");
+    let theirs = app.get(&other, "/v1/billing/funding").await.expect(200);
+    assert_ne!(
+        funding_on(assert_list(&theirs), "ethereum")["address"],
+        eth["address"]
+    );
+    verify_clean(&app);
+}
+
+#[tokio::test]
+async fn usdt_funds_at_par_and_the_native_coin_at_the_test_price() {
+    let app = spawn_app().await;
+    assert_eq!(billing(&app).await["onboarding"]["steps"][1]["done"], false);
+    let t = fund(&app, "ethereum", "USDT", 6, "25000000", true).await;
+    let es = wait_entries(&app, "funding", 1).await;
+    let e = &es[0];
+    assert_eq!(e["amount_cents"], "2500", "{e}");
+    assert_eq!(e["balance_after_cents"], "2500");
+    assert_eq!(e["chain"], "ethereum");
+    assert_eq!(e["asset"], "USDT");
+    assert_eq!(e["amount_atomic"], "25000000");
+    assert_eq!(e["rate"], "1.00");
+    assert_eq!(e["rate_source"], "par");
+    assert_eq!(e["ref_type"], "deposit");
+    let tr = &e["transfer"];
+    assert_eq!(tr["amount_decimal"], "25");
+    assert_eq!(tr["tx_hash"], t["tx_hash"]);
+    assert_eq!(tr["from_address"], t["from_address"]);
+    assert_eq!(tr["status"], "confirmed");
+    assert_eq!(tr["required_confirmations"], 12);
+    assert!(tr["confirmations"].as_u64().unwrap() >= 12, "{tr}");
+    assert!(s(&tr["explorer_url"]).contains(&s(&t["tx_hash"])), "{tr}");
+    assert_timestamp(&tr["block_time"]);
+
+    // 0.01 ETH at the test table's 3000.00: 30.00.
+    fund(&app, "ethereum", "ETH", 18, "10000000000000000", true).await;
+    let es = wait_entries(&app, "funding", 2).await;
+    assert_eq!(es[0]["asset"], "ETH");
+    assert_eq!(es[0]["amount_cents"], "3000", "{}", es[0]);
+    assert_eq!(es[0]["rate"], "3000.00");
+    assert_eq!(es[0]["rate_source"], "test");
+    assert_eq!(es[0]["transfer"]["amount_decimal"], "0.01");
+    let b = billing(&app).await;
+    assert_eq!(b["balance_cents"], "5500");
+    assert_eq!(b["onboarding"]["steps"][1]["step"], "funding");
+    assert_eq!(b["onboarding"]["steps"][1]["done"], true, "{b}");
+    // A funding transfer is not a merchant's deposit: no deposit event, no deposit row.
+    assert!(app.events("type=deposit.confirmed").await.is_empty());
+    let deps = app.get(&app.wallet_key, "/v1/deposits").await.expect(200);
+    assert!(assert_list(&deps).is_empty(), "{deps}");
+    // The coins are the operator's: swept to the master wallet like any address's, and
+    // not the project's to pay out (its own available stays empty).
+    app.settle().await;
+    let sweeps = app.get(&app.wallet_key, "/v1/sweeps").await.expect(200);
+    assert!(
+        assert_list(&sweeps)
+            .iter()
+            .any(|s| s["status"] == "confirmed" && s["amount"] == "25000000"),
+        "the funding address was not swept: {sweeps}"
+    );
+    let r = app
+        .create_payout(json!({ "chain": "ethereum", "asset": "USDT", "decimals": 6,
+            "amount": "1000000", "to_address": external_address(7) }))
+        .await;
+    r.expect_error(402, "insufficient_funds");
+    verify_clean(&app);
+}
+
+#[tokio::test]
+async fn a_requested_plan_activates_on_the_funding_transfer_that_closes_the_gap() {
+    let app = spawn_app().await;
+    let b = choose(&app, "drift").await.expect(200);
+    assert_eq!(b["activation"]["shortfall_cents"], "7000");
+    fund(&app, "ethereum", "USDC", 6, "30000000", true).await;
+    wait_entries(&app, "funding", 1).await;
+    let b = billing(&app).await;
+    assert!(b["plan"].is_null(), "{b}");
+    assert_eq!(b["activation"]["shortfall_cents"], "4000");
+    assert!(app.events("type=billing.plan_activated").await.is_empty());
+
+    fund(&app, "polygon", "USDT", 6, "40000000", true).await;
+    wait_entries(&app, "funding", 2).await;
+    let b = billing(&app).await;
+    assert_eq!(b["plan"], "drift", "{b}");
+    assert_eq!(b["plan_status"], "active");
+    assert!(b["requested_plan"].is_null());
+    assert_eq!(b["balance_cents"], "2000");
+    let es = entries(&app, "").await;
+    let kinds: Vec<(&str, i64)> = es
+        .iter()
+        .map(|e| (e["kind"].as_str().unwrap(), cents(&e["amount_cents"])))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("onboarding_fee", -5000),
+            ("funding", 4000),
+            ("funding", 3000)
+        ],
+        "the activation's line follows the credit that closed the gap"
+    );
+    let ev = app.events("type=billing.plan_activated").await;
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!(ev[0]["data"]["plan"], "drift");
+    verify_clean(&app);
+}
+
+#[tokio::test]
+async fn a_coin_a_funding_address_does_not_list_is_recorded_not_credited() {
+    let app = spawn_app().await;
+    app.project_set(&[
+        "--chain",
+        "ethereum",
+        "--asset",
+        "USDC",
+        "--asset-archived",
+        "true",
+    ]);
+    let eth = funding_on(&funding(&app).await, "ethereum");
+    let symbols: Vec<&str> = eth["assets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["symbol"].as_str().unwrap())
+        .collect();
+    assert_eq!(symbols, ["ETH", "USDT"], "an archived coin is not listed");
+    fund(&app, "ethereum", "USDC", 6, "50000000", true).await;
+    let es = wait_entries(&app, "adjustment", 1).await;
+    let e = &es[0];
+    assert_eq!(e["amount_cents"], "0", "{e}");
+    assert_eq!(e["asset"], "USDC");
+    assert_eq!(e["amount_atomic"], "50000000");
+    assert_eq!(e["transfer"]["status"], "failed", "{e}");
+    assert!(s(&e["note"]).contains("not credited"), "{e}");
+    let b = billing(&app).await;
+    assert_eq!(b["balance_cents"], "0");
+    assert_eq!(
+        b["onboarding"]["steps"][1]["done"], false,
+        "nothing was credited"
+    );
+    assert!(entries(&app, "?kind=funding").await.is_empty());
+    // A listed coin still funds.
+    fund(&app, "ethereum", "USDT", 6, "1000000", true).await;
+    wait_entries(&app, "funding", 1).await;
+    assert_eq!(billing(&app).await["balance_cents"], "100");
+    verify_clean(&app);
+}
+
+#[tokio::test]
+async fn a_kill_around_the_funding_credit_credits_exactly_once() {
+    let mut app = spawn_app().await;
+    funding(&app).await;
+    // Mined but not final; killed at a different point around the credit each round.
+    for (round, delay_ms) in [0u64, 15, 40, 120].into_iter().enumerate() {
+        fund(&app, "ethereum", "USDT", 6, "10000000", false).await;
+        let blocks = app.post(
+            &app.wallet_key,
+            "/v1/test/blocks",
+            json!({"chain": "ethereum", "count": 12}),
+        );
+        tokio::select! {
+            _ = blocks => {}
+            _ = tokio::time::sleep(Duration::from_millis(delay_ms)) => {}
+        }
+        app.restart(); // SIGKILL, then start again on the same data dir
+        app.post(
+            &app.wallet_key,
+            "/v1/test/blocks",
+            json!({"chain": "ethereum", "count": 12}),
+        )
+        .await
+        .expect(200);
+        let es = wait_entries(&app, "funding", round + 1).await;
+        let mut txs: Vec<String> = es.iter().map(|e| s(&e["transfer"]["tx_hash"])).collect();
+        txs.sort();
+        txs.dedup();
+        assert_eq!(txs.len(), round + 1, "a transfer credited twice: {es:?}");
+    }
+    app.restart();
+    app.post(
+        &app.wallet_key,
+        "/v1/test/blocks",
+        json!({"chain": "ethereum", "count": 5}),
+    )
+    .await
+    .expect(200);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(entries(&app, "?kind=funding").await.len(), 4);
+    assert_eq!(billing(&app).await["balance_cents"], "4000");
+    verify_clean(&app);
+}

@@ -3,6 +3,7 @@
 //! Needs `scripts/install-test-deps.sh` (Anvil and solc under node_modules/).
 
 mod bench;
+mod billing;
 mod dex;
 mod failover;
 mod helpers;

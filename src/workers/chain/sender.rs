@@ -534,7 +534,7 @@ async fn send_sweeps(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::R
                 .parse()
                 .map_err(|_| anyhow!("bad contract"))?
         };
-        let salt = appliance_chains::address::deposit_salt(w.project_id, w.salt_id());
+        let salt = crate::services::wallets::forwarder_salt(&w);
         let data = sweeper::sweep_calldata(salt, &[token]);
         let call = CallRequest {
             from: m.treasury,

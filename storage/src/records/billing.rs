@@ -131,6 +131,15 @@ pub struct FundingTransfer {
     pub confirmations: u64,
     pub required_confirmations: u64,
     pub block_time: Option<i64>,
+    /// The transfer's status as the entry saw it: `confirmed` for a credit (absent in
+    /// entries written before it existed), `orphaned` on the entry reversing one, `failed`
+    /// on the record of a refused one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Decimals of the coin (what `amount_decimal` and the credit were computed with), so
+    /// `appliance verify` recomputes the credit without the chain registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decimals: Option<u8>,
 }
 
 /// One line of a project's billing journal (SPEC.md section 2, Billing entry). Never

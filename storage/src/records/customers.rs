@@ -72,26 +72,40 @@ pub struct Wallet {
 }
 
 /// Who a watched address belongs to: the one seam that routes a transfer to it (a
-/// customer deposit, an invoice payment; a billing funding address is a further kind).
+/// customer deposit, an invoice payment, a billing funding credit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AddressOwner {
     /// A customer's deposit address: transfers are the customer's deposits.
     Customer(Uuid),
     /// An invoice's payment address: transfers are the merchant's invoice payments.
     Invoice(Uuid),
+    /// The project's (id) billing funding address on the chain (role `funding`): transfers
+    /// fund its operational balance and are the operator's money (DECISIONS.md section 13).
+    Funding(Uuid),
 }
+
+/// `role` of a billing funding address's wallet row.
+pub const FUNDING_ROLE: &str = "funding";
 
 impl Wallet {
     /// Who the address belongs to.
     pub fn owner(&self) -> AddressOwner {
         match self.invoice_id {
             Some(i) => AddressOwner::Invoice(i),
+            None if self.is_funding() => AddressOwner::Funding(self.project_id),
             None => AddressOwner::Customer(self.customer_id),
         }
     }
 
+    /// Whether this is the project's billing funding address (role `funding`, customer nil).
+    pub fn is_funding(&self) -> bool {
+        self.role == FUNDING_ROLE && self.invoice_id.is_none()
+    }
+
     /// The id the address's CREATE2 salt is derived from with the project id
-    /// (DECISIONS.md sections 9 and 12): the customer's, or the invoice's.
+    /// (DECISIONS.md sections 9 and 12): the customer's, or the invoice's. A funding
+    /// address's salt is not of this form (`address::funding_salt`): check
+    /// [`Wallet::is_funding`] first.
     pub fn salt_id(&self) -> Uuid {
         self.invoice_id.unwrap_or(self.customer_id)
     }
@@ -107,8 +121,9 @@ impl Row for Wallet {
     }
     fn index_keys(&self) -> Vec<Vec<u8>> {
         let p = self.project_id;
-        if self.invoice_id.is_some() {
-            // An invoice's address is shown on the invoice, never in the wallet lists.
+        if self.invoice_id.is_some() || self.is_funding() {
+            // An invoice's address is shown on the invoice, a funding address under
+            // `GET /v1/billing/funding`: never in the wallet lists.
             return Vec::new();
         }
         vec![

@@ -39,6 +39,16 @@ pub struct Deposit {
     /// (DECISIONS.md section 5): credited, counted as late.
     #[serde(default)]
     pub late: bool,
+    /// A transfer to the project's billing funding address (DECISIONS.md section 13): the
+    /// operator's money, credited to the operational balance, never to a customer or the
+    /// project's `available`; listed nowhere under `/v1/deposits`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub funding: bool,
+    /// A confirmed funding transfer of a coin credited at spot whose price was not usable
+    /// at confirmation: the billing worker credits it once a price is (index
+    /// `FundingAwaitingPrice`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub awaiting_price: bool,
     pub wallet_id: Uuid,
     pub chain: String,
     pub asset: String,
@@ -64,6 +74,10 @@ pub struct Deposit {
     pub updated_at: i64,
 }
 
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 impl Row for Deposit {
     const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::DEPOSITS;
     fn id(&self) -> Uuid {
@@ -74,6 +88,26 @@ impl Row for Deposit {
     }
     fn index_keys(&self) -> Vec<Vec<u8>> {
         let p = self.project_id;
+        if self.funding {
+            let mut k = Vec::new();
+            if self.status == DepositStatus::Detected {
+                k.push(index::key(
+                    IndexTag::DepositsPending,
+                    Uuid::nil(),
+                    &[],
+                    self.id,
+                ));
+            }
+            if self.awaiting_price && self.status == DepositStatus::Confirmed {
+                k.push(index::key(
+                    IndexTag::FundingAwaitingPrice,
+                    Uuid::nil(),
+                    &[],
+                    self.id,
+                ));
+            }
+            return k;
+        }
         if let Some(inv) = self.invoice_id {
             let mut k = vec![index::key(
                 IndexTag::DepositsByInvoice,
