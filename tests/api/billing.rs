@@ -933,3 +933,58 @@ async fn a_kill_around_the_funding_credit_credits_exactly_once() {
     assert_eq!(billing(&app).await["balance_cents"], "4000");
     verify_clean(&app);
 }
+
+#[tokio::test]
+async fn a_funding_credit_orphaned_by_a_reorg_is_reversed_and_the_plan_stays() {
+    let app = spawn_app().await;
+    operator(&app, "credit", 5000, "prepaid");
+    choose(&app, "drift").await.expect(200);
+    let t = fund(&app, "ethereum", "USDT", 6, "20000000", true).await;
+    wait_entries(&app, "funding", 1).await;
+    let b = billing(&app).await;
+    assert_eq!(b["plan"], "drift", "the funding credit closed the gap: {b}");
+    assert_eq!(b["balance_cents"], "2000");
+    app.post(
+        &app.wallet_key,
+        "/v1/test/reorg",
+        json!({"chain": "ethereum", "depth": 12}),
+    )
+    .await
+    .expect(200);
+    // The reversal: an adjustment of minus the credit, about the same transfer.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let rev = loop {
+        let adj: Vec<Value> = entries(&app, "?kind=adjustment")
+            .await
+            .into_iter()
+            .filter(|e| e["ref_type"] == "deposit")
+            .collect();
+        if let Some(e) = adj.first() {
+            assert_eq!(adj.len(), 1, "{adj:?}");
+            break e.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the orphaned credit was not reversed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(rev["amount_cents"], "-2000", "{rev}");
+    assert_eq!(rev["transfer"]["status"], "orphaned");
+    assert_eq!(rev["transfer"]["tx_hash"], t["tx_hash"]);
+    assert_eq!(rev["rate_source"], "par");
+    let b = billing(&app).await;
+    assert_eq!(b["balance_cents"], "0");
+    assert_eq!(b["plan"], "drift", "an activation is not undone");
+    // The funding entry itself is never rewritten.
+    let f = entries(&app, "?kind=funding").await;
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0]["amount_cents"], "2000");
+    app.mine(20).await;
+    assert_eq!(
+        entries(&app, "?kind=adjustment").await.len(),
+        2,
+        "reversed once"
+    );
+    verify_clean(&app);
+}
