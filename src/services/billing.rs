@@ -579,11 +579,12 @@ pub fn funding_assets(eff: &EffChain<'_>) -> Vec<FundingAsset> {
 }
 
 /// Whether the project gets a funding address on `eff`'s chain: a listed account-based
-/// (contract) chain that is not `coming_soon`, and on a live project one with a node
+/// (contract) EVM chain that is not `coming_soon`, and on a live project one with a node
 /// configured (the chain worker watches it). Health and pauses do not count: money sent
 /// to an address is credited whenever the watcher sees it.
 fn funding_chain(eff: &EffChain<'_>, mode: Mode) -> bool {
     eff.listed
+        && eff.chain.is_evm()
         && eff.chain.info.account_kind == AccountKind::Contract
         && eff.status != ChainStatus::ComingSoon
         && (mode == Mode::Test || eff.chain.configured)

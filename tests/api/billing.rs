@@ -741,6 +741,11 @@ async fn funding_addresses_are_made_on_first_call_and_never_change() {
     let mut app = app;
     app.restart();
     assert_eq!(funding(&app).await, first);
+    // A live project gets addresses only on chains with a node (the watched ones): none on
+    // this server.
+    let live = app.other_project_key("shop", "live", "wallet");
+    let none = app.get(&live, "/v1/billing/funding").await.expect(200);
+    assert!(assert_list(&none).is_empty(), "{none}");
     // Another project gets its own.
     let other = app.other_project_key("other", "test", "wallet");
     let theirs = app.get(&other, "/v1/billing/funding").await.expect(200);
