@@ -601,3 +601,102 @@ proptest::proptest! {
         }
     }
 }
+
+/// A native-coin funding transfer confirmed while no price is usable (a registry without a
+/// market, as a live server whose cache expired) is marked `awaiting_price`, credits
+/// nothing yet, and is credited once, at the price the billing worker then brings.
+#[test]
+fn a_funding_transfer_without_a_price_waits_for_one_and_is_credited_once() {
+    use crate::services::billing;
+    use appliance_storage::records::{BillingEntry, EntryKind, Wallet};
+    use appliance_storage::ScanOps;
+    let f = fixture();
+    let p = f.scope.project_id();
+    let wallet = write(&f, |ctx, s| {
+        billing::ensure_funding_addresses(ctx, s)?;
+        let fa = billing::funding_addresses(ctx, s)?
+            .into_iter()
+            .find(|a| a.chain == "ethereum")
+            .expect("an ethereum funding address");
+        let w = ctx.get::<Wallet>(fa.id)?.expect("its wallet row");
+        Ok::<_, ApiError>(w)
+    })
+    .unwrap();
+    assert!(wallet.is_funding());
+    let w = wallet.clone();
+    let d = write(&f, move |ctx, s| {
+        let t = deposits::ChainTransfer {
+            chain: "ethereum".into(),
+            asset: "ETH".into(),
+            amount: 10u128.pow(16),
+            tx_hash: format!("0x{}", "ab".repeat(32)),
+            log_index: None,
+            from_address: DEST.into(),
+            to_address: w.address.clone(),
+            block_number: 7,
+            block_time: ctx.now_us(),
+        };
+        deposits::detect(ctx, s, &w, &t, 1, 7)
+    })
+    .unwrap()
+    .expect("detected");
+    let entries = |f: &Fixture| {
+        f.store
+            .read_blocking(move |r| r.all::<BillingEntry>())
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.project_id == p)
+            .collect::<Vec<_>>()
+    };
+    let stored = f
+        .store
+        .read_blocking(move |r| r.get::<Deposit>(d.id))
+        .unwrap()
+        .unwrap();
+    assert!(stored.funding && stored.awaiting_price, "{stored:?}");
+    assert_eq!(stored.status, DepositStatus::Confirmed);
+    assert!(entries(&f).is_empty(), "credited without a price");
+    // The coins are the operator's: not the project's or any customer's.
+    let op = f
+        .store
+        .read_blocking(move |r| {
+            r.balance(&Account::project(
+                p,
+                "ethereum",
+                "ETH",
+                AccountKind::Operator,
+            ))
+        })
+        .unwrap()
+        .credit_balance();
+    assert_eq!(op, 10u128.pow(16));
+    let waiting = f
+        .store
+        .read_blocking(|r| Ok(billing::awaiting_price(r, 10).unwrap()))
+        .unwrap();
+    assert_eq!(waiting, vec![d.id]);
+    verify_clean(&f);
+
+    let rate = rust_decimal::Decimal::new(300_000, 2); // 3000.00
+    let id = d.id;
+    assert!(write(&f, move |ctx, s| billing::credit_awaiting_price(
+        ctx, s, id, rate, "kraken"
+    ))
+    .unwrap());
+    assert!(!write(&f, move |ctx, s| billing::credit_awaiting_price(
+        ctx, s, id, rate, "kraken"
+    ))
+    .unwrap());
+    let es = entries(&f);
+    assert_eq!(es.len(), 1, "{es:?}");
+    assert_eq!(es[0].kind, EntryKind::Funding);
+    assert_eq!(es[0].amount_cents, 3_000);
+    assert_eq!(es[0].rate.as_deref(), Some("3000.00"));
+    assert_eq!(es[0].rate_source.as_deref(), Some("kraken"));
+    let waiting = f
+        .store
+        .read_blocking(|r| Ok(billing::awaiting_price(r, 10).unwrap()))
+        .unwrap();
+    assert!(waiting.is_empty());
+    verify_clean(&f);
+}
