@@ -43,6 +43,9 @@ pub struct Inner {
     /// Invoices whose checkout refund is being classified now (node reads;
     /// `api::checkout`), so one runs at a time per invoice.
     pub refund_classifying: Mutex<HashSet<Uuid>>,
+    /// Checkout documents by token, kept exact by a store commit hook
+    /// (`services::checkout_cache`).
+    pub checkout_cache: Arc<crate::services::checkout_cache::CheckoutCache>,
 }
 
 impl Deref for AppState {
@@ -95,6 +98,10 @@ impl AppState {
         let registry = Arc::new(crate::registry::Registry::from_config(&config));
         let market = Arc::new(crate::market::Market::new(&config, test_mode));
         registry.set_market(market.clone());
+        let checkout_cache = Arc::new(crate::services::checkout_cache::CheckoutCache::new(
+            crate::services::checkout_cache::DEFAULT_BUDGET_BYTES,
+        ));
+        store.on_commit(checkout_cache.hook());
         Ok(AppState(Arc::new(Inner {
             market,
             webhooks: crate::webhooks::Webhooks::new(config.webhooks.clone()),
@@ -114,6 +121,7 @@ impl AppState {
             ops,
             sim: Default::default(),
             refund_classifying: Mutex::new(HashSet::new()),
+            checkout_cache,
         })))
     }
 }

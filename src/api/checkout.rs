@@ -11,6 +11,7 @@
 //! without a key, and answers the same 404 whatever the reason.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, State};
@@ -27,6 +28,7 @@ use appliance_storage::{ReadOps, WriteError};
 use crate::api::error::ApiError;
 use crate::api::extract::{rate_limited, ClientIp, JsonBody, Params};
 use crate::services::checkout::{self, CheckoutError, Loaded};
+use crate::services::checkout_cache::Cached;
 use crate::services::invoices;
 use crate::services::Scope;
 use crate::state::AppState;
@@ -63,19 +65,17 @@ fn miss(state: &AppState, ip: IpAddr) -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "No such checkout.")
 }
 
-/// Reads what the token opens; `Err` is the miss answer (or a store failure).
-async fn open(state: &AppState, ip: IpAddr, token: &str) -> Result<Loaded, ApiError> {
+/// What the token opens, from the exact checkout cache or one bounded store read
+/// (`services::checkout_cache`); `Err` is the miss answer (or a store failure).
+async fn open(state: &AppState, ip: IpAddr, token: &str) -> Result<Arc<Cached>, ApiError> {
     if !invoices::is_token(token) {
         return Err(miss(state, ip));
     }
-    let t = token.to_string();
-    let now = now_us();
     match state
-        .store
-        .read(move |r| checkout::load(r, &t, now))
-        .await?
+        .checkout_cache
+        .open(&state.store, &state.registry, token, now_us())?
     {
-        Some(l) => Ok(l),
+        Some(c) => Ok(c),
         None => Err(miss(state, ip)),
     }
 }
@@ -88,8 +88,10 @@ fn charge(state: &AppState, l: &Loaded) -> Result<(), ApiError> {
         .map_err(rate_limited)
 }
 
-fn document(state: &AppState, l: &Loaded) -> Response {
-    let mut resp = crate::api::json(StatusCode::OK, &checkout::document(&state.registry, l));
+/// The document of `c` with `now` at this moment (rendered once per change of what it
+/// shows; `services::checkout_cache`).
+fn document(c: &Cached) -> Response {
+    let mut resp = crate::api::raw_json(StatusCode::OK, c.body(c.now_us(now_us())));
     no_store(resp.headers_mut());
     resp
 }
@@ -360,7 +362,7 @@ async fn get_checkout(
             }
         });
     }
-    Ok(document(&state, &l))
+    Ok(document(&l))
 }
 
 /// `POST /v1/checkout/{token}/select` — record the buyer's (chain, asset) (SPEC.md section 4).
@@ -402,7 +404,7 @@ async fn select_checkout(
         .await
         .map_err(write_error)?;
     let l = open(&state, ip, &token).await?;
-    Ok(document(&state, &l))
+    Ok(document(&l))
 }
 
 /// `POST /v1/checkout/{token}/refund` — send the overpayment's refund to `address`
@@ -456,7 +458,7 @@ async fn refund_checkout(
         .await
         .map_err(write_error)?;
     let l = open(&state, ip, &token).await?;
-    Ok(document(&state, &l))
+    Ok(document(&l))
 }
 
 /// Headers of the hosted page and its "not found" page: the strict CSP (images also from

@@ -113,6 +113,28 @@ pub fn load(r: &impl ReadOps, token: &str, real_now_us: i64) -> Result<Option<Lo
     let Some(invoice) = invoices::by_token(r, token)? else {
         return Ok(None);
     };
+    load_invoice(r, invoice, real_now_us)
+}
+
+/// [`load`] of invoice `id`, known to be the one `token` opens (a token never moves; the
+/// invoice's own token is checked again); `None` when it is gone.
+pub fn load_id(
+    r: &impl ReadOps,
+    id: Uuid,
+    token: &str,
+    real_now_us: i64,
+) -> Result<Option<Loaded>, StoreError> {
+    match r.get::<Invoice>(id)? {
+        Some(inv) if inv.checkout_token == token => load_invoice(r, inv, real_now_us),
+        _ => Ok(None),
+    }
+}
+
+fn load_invoice(
+    r: &impl ReadOps,
+    invoice: Invoice,
+    real_now_us: i64,
+) -> Result<Option<Loaded>, StoreError> {
     let Some(project) = r.get::<Project>(invoice.project_id)? else {
         return Ok(None);
     };

@@ -30,6 +30,7 @@ pub mod balances;
 pub mod billing;
 pub mod chains;
 pub mod checkout;
+pub mod checkout_cache;
 pub mod clock;
 pub mod coins;
 pub mod conversions;

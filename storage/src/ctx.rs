@@ -16,7 +16,7 @@ use crate::index::{self, IndexTag};
 use crate::ledger::{self, Account, Balance, JournalEntry, LedgerError};
 use crate::records::{Event, IdempotencyRecord, Row, Wallet};
 use crate::schema::*;
-use crate::{CommitNotice, StoreError};
+use crate::{CommitNotice, StoreError, Touched};
 
 /// One page of a list: rows newest first (or as asked) and whether more follow.
 #[derive(Debug, Clone)]
@@ -63,6 +63,7 @@ pub struct WriteCtx<'t> {
     job_dirty: bool,
     storage_failed: bool,
     notice: CommitNotice,
+    touched: Vec<Touched>,
     now: i64,
 }
 
@@ -581,6 +582,7 @@ impl<'t> WriteCtx<'t> {
             job_dirty: false,
             storage_failed: false,
             notice: CommitNotice::default(),
+            touched: Vec::new(),
             now: crate::now_us(),
         }
     }
@@ -605,6 +607,14 @@ impl<'t> WriteCtx<'t> {
     pub(crate) fn take_notice(&mut self) -> CommitNotice {
         std::mem::take(&mut self.notice)
     }
+    pub(crate) fn take_touched(&mut self) -> Vec<Touched> {
+        std::mem::take(&mut self.touched)
+    }
+    /// Notes that a row (or a project's test clock, [`Touched::TEST_CLOCK`]) changed, for
+    /// the [`crate::Store::on_commit`] hooks.
+    pub(crate) fn touch(&mut self, t: Touched) {
+        self.touched.push(t);
+    }
 
     /// The transaction's clock (Unix microseconds), fixed when the job starts.
     pub fn now_us(&self) -> i64 {
@@ -624,9 +634,11 @@ impl<'t> WriteCtx<'t> {
     }
 
     /// Inserts or replaces a row and keeps its index entries in step with its fields.
-    pub fn put<R: Row>(&mut self, row: &R) -> Result<(), StoreError> {
+    pub fn put<R: Row + 'static>(&mut self, row: &R) -> Result<(), StoreError> {
         let r = (|| {
             let old: Option<R> = self.get(row.id())?;
+            let old_parent = old.as_ref().and_then(Row::parent_id);
+            self.touched.push(Touched::row(row, old_parent));
             let new_keys = row.index_keys();
             let old_keys = old.map(|o| o.index_keys()).unwrap_or_default();
             let mut idx = self.txn.open_table(INDEX)?;
@@ -668,10 +680,11 @@ impl<'t> WriteCtx<'t> {
 
     /// Removes a row and all its index entries; returns it (`None` when absent, nothing
     /// written).
-    pub fn delete<R: Row>(&mut self, id: Uuid) -> Result<Option<R>, StoreError> {
+    pub fn delete<R: Row + 'static>(&mut self, id: Uuid) -> Result<Option<R>, StoreError> {
         let Some(old) = self.get::<R>(id)? else {
             return Ok(None);
         };
+        self.touched.push(Touched::row(&old, None));
         let r = (|| {
             let mut idx = self.txn.open_table(INDEX)?;
             let mut counted: Vec<Vec<u8>> = Vec::new();

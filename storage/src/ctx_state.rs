@@ -147,6 +147,7 @@ impl WriteCtx<'_> {
     /// Sets a test project's clock offset (microseconds ahead of real time, DECISIONS.md
     /// section 15).
     pub fn test_clock_set(&mut self, project: Uuid, offset_us: i64) -> Result<(), StoreError> {
+        self.touch(crate::Touched::test_clock(project));
         let r = (|| {
             let mut t = self.txn().open_table(TEST_CLOCKS)?;
             t.insert(project.as_u128(), offset_us)?;

@@ -116,6 +116,64 @@ pub struct CommitNotice {
     pub events: Vec<(uuid::Uuid, u64)>,
 }
 
+/// A row a committed batch wrote or deleted through [`WriteCtx::put`] /
+/// [`WriteCtx::delete`], or a project's test clock ([`WriteCtx::test_clock_set`]): what
+/// [`Store::on_commit`] hooks hear.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Touched {
+    /// The row's type (`TypeId::of::<Invoice>()`); see [`Touched::is`] and
+    /// [`Touched::is_test_clock`].
+    pub kind: std::any::TypeId,
+    /// The row's id (a project's id for its test clock).
+    pub id: uuid::Uuid,
+    /// The row's project.
+    pub project: uuid::Uuid,
+    /// [`records::Row::parent_id`] of the row as written (a deposit's invoice).
+    pub parent: Option<uuid::Uuid>,
+    /// [`records::Row::parent_id`] of the row it replaced, when that differs.
+    pub old_parent: Option<uuid::Uuid>,
+}
+
+/// The `kind` of [`Touched`] for a project's test clock.
+enum TestClockMarker {}
+
+impl Touched {
+    pub(crate) fn row<R: records::Row + 'static>(row: &R, old_parent: Option<uuid::Uuid>) -> Self {
+        let parent = row.parent_id();
+        Touched {
+            kind: std::any::TypeId::of::<R>(),
+            id: row.id(),
+            project: row.project_id(),
+            parent,
+            old_parent: old_parent.filter(|p| Some(*p) != parent),
+        }
+    }
+
+    pub(crate) fn test_clock(project: uuid::Uuid) -> Self {
+        Touched {
+            kind: std::any::TypeId::of::<TestClockMarker>(),
+            id: project,
+            project,
+            parent: None,
+            old_parent: None,
+        }
+    }
+
+    /// Whether this is a row of type `R`.
+    pub fn is<R: 'static>(&self) -> bool {
+        self.kind == std::any::TypeId::of::<R>()
+    }
+
+    /// Whether this is a project's test clock (`id` and `project` are the project).
+    pub fn is_test_clock(&self) -> bool {
+        self.is::<TestClockMarker>()
+    }
+}
+
+/// A hook run by the writer thread after each commit, before any request of the batch
+/// hears back ([`Store::on_commit`]).
+pub type CommitHook = Arc<dyn Fn(&[Touched]) + Send + Sync>;
+
 type Completion = Box<dyn FnOnce(Result<(), Arc<StoreError>>) + Send>;
 struct JobOutcome {
     poisoned: bool,
@@ -123,12 +181,15 @@ struct JobOutcome {
 }
 type Job = Box<dyn for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> JobOutcome + Send>;
 
+type Hooks = Arc<std::sync::RwLock<Vec<CommitHook>>>;
+
 /// Handle to the store; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
     db: Arc<Database>,
     jobs: mpsc::Sender<Job>,
     commits: broadcast::Sender<CommitNotice>,
+    hooks: Hooks,
     stop: Arc<std::sync::atomic::AtomicBool>,
     writer: Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>>,
 }
@@ -160,15 +221,27 @@ impl Store {
         let (commits, _) = broadcast::channel(4096);
         let writer_db = db.clone();
         let writer_commits = commits.clone();
+        let hooks: Hooks = Arc::default();
+        let writer_hooks = hooks.clone();
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let writer_stop = stop.clone();
         let handle = std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || writer_loop(writer_db, rx, writer_commits, opts, writer_stop))?;
+            .spawn(move || {
+                writer_loop(
+                    writer_db,
+                    rx,
+                    writer_commits,
+                    writer_hooks,
+                    opts,
+                    writer_stop,
+                )
+            })?;
         Ok(Store {
             db,
             jobs,
             commits,
+            hooks,
             stop,
             writer: Arc::new(std::sync::Mutex::new(Some(handle))),
         })
@@ -292,6 +365,15 @@ impl Store {
     /// Notices of committed batches (events appended), for the webhook outbox and streams.
     pub fn subscribe(&self) -> broadcast::Receiver<CommitNotice> {
         self.commits.subscribe()
+    }
+
+    /// Runs `hook` on the writer thread after every committed batch with the rows it wrote
+    /// ([`Touched`]), before any request of the batch hears back and before the next batch
+    /// starts: a cache that drops what a hook names never serves a row older than an
+    /// answered write (its fills must still guard against a read that began before the
+    /// commit; see `services::checkout_cache`). Keep hooks short: they delay every commit.
+    pub fn on_commit(&self, hook: CommitHook) {
+        self.hooks.write().expect("hooks lock").push(hook);
     }
 }
 
@@ -474,6 +556,7 @@ fn writer_loop(
     db: Arc<Database>,
     mut rx: mpsc::Receiver<Job>,
     commits: broadcast::Sender<CommitNotice>,
+    hooks: Hooks,
     opts: StoreOptions,
     stop: Arc<std::sync::atomic::AtomicBool>,
 ) {
@@ -491,7 +574,14 @@ fn writer_loop(
         let result = run_batch(&db, jobs, &mut completions, &opts);
         record_commit(batch_size, started.elapsed(), result.is_ok());
         let (result, notice) = match result {
-            Ok(n) => (Ok(()), Some(n)),
+            Ok((n, touched)) => {
+                if !touched.is_empty() {
+                    for h in hooks.read().expect("hooks lock").iter() {
+                        h(&touched);
+                    }
+                }
+                (Ok(()), Some(n))
+            }
             Err(e) => {
                 tracing::error!(error = %e, "store batch failed");
                 (Err(Arc::new(e)), None)
@@ -540,7 +630,7 @@ fn run_batch(
     jobs: Vec<Job>,
     completions: &mut Vec<Completion>,
     opts: &StoreOptions,
-) -> Result<CommitNotice, StoreError> {
+) -> Result<(CommitNotice, Vec<Touched>), StoreError> {
     let mut txn = db.begin_write()?;
     txn.set_durability(Durability::Immediate)?;
     txn.set_two_phase_commit(true);
@@ -561,7 +651,7 @@ fn run_batch(
                 }
             }
         }
-        notice = ctx.take_notice();
+        notice = (ctx.take_notice(), ctx.take_touched());
     }
     if poisoned {
         txn.abort()?;

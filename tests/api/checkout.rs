@@ -633,3 +633,67 @@ async fn a_small_excess_is_skipped_as_dust_and_keep_has_no_refund() {
     .await
     .expect_error(409, "invalid_state");
 }
+
+fn at(d: &Value, field: &str) -> chrono::DateTime<chrono::FixedOffset> {
+    chrono::DateTime::parse_from_rfc3339(d[field].as_str().unwrap()).unwrap()
+}
+
+/// The document is served from an in-memory cache (`services::checkout_cache`): every
+/// answered change shows in the very next read, whichever writer made it (the test
+/// clock, the expiry it causes, a merchant's cancel), and `now` is read at each request.
+#[tokio::test]
+async fn a_cached_document_shows_every_answered_change_at_once() {
+    let app = spawn_app().await;
+    let (inv, token) = invoice(&app, json!({"price_amount": "2500", "expires_in": 600})).await;
+    let (other, other_token) = invoice(&app, json!({"price_amount": "700"})).await;
+    let first = doc(&app, &token).await;
+    assert_eq!(first["status"], "open");
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let second = doc(&app, &token).await;
+    assert_eq!(first["options"], second["options"]);
+    assert!(at(&second, "now") > at(&first, "now"), "{first} {second}");
+    assert_eq!(doc(&app, &other_token).await["status"], "open");
+
+    // The test clock moves `now` at once (a project change, not an invoice one).
+    app.post(
+        &app.wallet_key,
+        "/v1/test/clock",
+        json!({"advance_seconds": 120}),
+    )
+    .await
+    .expect(200);
+    let moved = doc(&app, &token).await;
+    assert_eq!(moved["status"], "open");
+    let ahead = at(&moved, "now") - at(&second, "now");
+    assert!(ahead >= chrono::Duration::seconds(120), "{second} {moved}");
+    assert!(ahead < chrono::Duration::seconds(180), "{second} {moved}");
+
+    // Past `expires_at`: the expiry written for the clock shows at once.
+    app.post(
+        &app.wallet_key,
+        "/v1/test/clock",
+        json!({"advance_seconds": 500}),
+    )
+    .await
+    .expect(200);
+    let got = app
+        .get(
+            &app.checkout_key,
+            &format!("/v1/invoices/{}", inv["id"].as_str().unwrap()),
+        )
+        .await
+        .expect(200);
+    assert_eq!(got["status"], "expired", "{got}");
+    assert_eq!(doc(&app, &token).await["status"], "expired");
+
+    // A merchant's cancel of the other (cached) invoice.
+    let id = other["id"].as_str().unwrap();
+    app.post(
+        &app.checkout_key,
+        &format!("/v1/invoices/{id}/cancel"),
+        json!({}),
+    )
+    .await
+    .expect(200);
+    assert_eq!(doc(&app, &other_token).await["status"], "canceled");
+}

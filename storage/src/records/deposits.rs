@@ -83,6 +83,10 @@ impl Row for Deposit {
     fn id(&self) -> Uuid {
         self.id
     }
+    /// The invoice it pays (its checkout document lists it).
+    fn parent_id(&self) -> Option<Uuid> {
+        self.invoice_id
+    }
     fn project_id(&self) -> Uuid {
         self.project_id
     }

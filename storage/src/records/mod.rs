@@ -73,6 +73,13 @@ pub trait Row: Serialize + serde::de::DeserializeOwned {
     fn project_id(&self) -> Uuid;
     /// Every index key for this row's current state (see [`crate::index`]).
     fn index_keys(&self) -> Vec<Vec<u8>>;
+    /// The record whose views include this row, when that is another record: a deposit
+    /// paying an invoice is part of the invoice's checkout document. Reported with every
+    /// write of the row to [`crate::Store::on_commit`] hooks ([`crate::Touched::parent`]),
+    /// so a cache of the parent's view can drop it exactly.
+    fn parent_id(&self) -> Option<Uuid> {
+        None
+    }
 }
 
 #[cfg(test)]
