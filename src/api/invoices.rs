@@ -12,7 +12,7 @@ use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
 use crate::api::schemas;
 use crate::api::IdempotencyKey;
-use crate::api::{begin, commit, created_or_ok, get_by_id, list_rows, scope, Begin};
+use crate::api::{begin, commit, commit_rendered, get_by_id, list_rows, scope, Begin};
 use crate::auth::{Access, Caller};
 use crate::services::invoices::{self, InvoiceError, NewInvoice, Offer};
 use crate::state::AppState;
@@ -31,6 +31,11 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_invoices, create_invoice))
         .routes(routes!(get_invoice))
         .routes(routes!(cancel_invoice))
+}
+
+/// An invoice's view as the JSON of an answer.
+fn render(s: &crate::services::Scope, inv: &Invoice) -> String {
+    serde_json::to_string(&views::invoice(&s.reg, inv)).expect("json")
 }
 
 /// `price_amount`: an integer string of cents from 1 to 10^12 (DECISIONS.md section 16).
@@ -179,20 +184,46 @@ async fn create_invoice(
         Err(e) => Err(e),
     };
     let s = scope(&state, &caller);
-    let (resp, _) = commit(&state, idem, move |ctx| {
-        let (inv, created) = match offers {
-            Ok(o) => {
-                req.offers = o;
-                invoices::create(ctx, &s, req)?
-            }
-            Err(e) => {
-                match invoices::existing_by_reference(ctx, &s, req.reference_id.as_deref())? {
-                    Some(inv) => (inv, false),
-                    None => return Err(e.into()),
-                }
+    // Everything that needs no store is built here, off the single writer thread
+    // (`invoices::prepare`): the quotes, the address, the token, the view and its JSON.
+    // A refusal waits for the reference check (SPEC.md section 4, Invoices rule 3); one of
+    // `prepare` also for the plan gate (rule 4), as when it was made inside the store job.
+    let reference_id = req.reference_id.clone();
+    let prepared = match offers {
+        Ok(o) => {
+            req.offers = o;
+            let (fees, offset) = state.store.read_now(|r| invoices::snapshot(r, &s))?;
+            invoices::prepare(&s, req, fees, offset, appliance_storage::now_us())
+                .map(|p| {
+                    let body = serde_json::to_string(&p.view).expect("json");
+                    (p, body)
+                })
+                .map_err(|e| (e, true))
+        }
+        Err(e) => Err((e, false)),
+    };
+    let (resp, _) = commit_rendered(&state, idem, move |ctx| {
+        let (p, body) = match prepared {
+            Ok(p) => p,
+            Err((e, gate)) => {
+                return match invoices::existing_by_reference(ctx, &s, reference_id.as_deref())? {
+                    Some(inv) => Ok((StatusCode::OK, render(&s, &inv), ())),
+                    None => {
+                        if gate {
+                            crate::services::billing::require_live(ctx, &s)
+                                .map_err(InvoiceError::from)?;
+                        }
+                        Err(e.into())
+                    }
+                };
             }
         };
-        Ok((created_or_ok(created), views::invoice(&s.reg, &inv), ()))
+        let (inv, outcome) = invoices::create_prepared(ctx, &s, p)?;
+        Ok(match outcome {
+            invoices::Created::AsPrepared => (StatusCode::CREATED, body, ()),
+            invoices::Created::Restamped => (StatusCode::CREATED, render(&s, &inv), ()),
+            invoices::Created::Existing => (StatusCode::OK, render(&s, &inv), ()),
+        })
     })
     .await?;
     Ok(resp)

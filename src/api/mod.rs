@@ -327,6 +327,80 @@ where
     ))
 }
 
+/// [`commit`] for a job that answers JSON it serialized itself, or before the job ran
+/// (`invoices::prepare`: the writer thread then only stores it). The body must hold none of
+/// [`SECRET_FIELDS`]: it is stored as the idempotency record as it is.
+pub async fn commit_rendered<T, F>(
+    state: &AppState,
+    idem: Option<Idem>,
+    f: F,
+) -> Result<(Response, Option<T>), ApiError>
+where
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, String, T), ApiError>
+        + Send
+        + 'static,
+    T: Send + 'static,
+{
+    let rec_key = idem.as_ref().map(Idem::record_key);
+    let out = state
+        .store
+        .write(move |ctx| run_idempotent_rendered(ctx, rec_key, f))
+        .await;
+    drop(idem);
+    let (status, body, extra) = out?;
+    Ok((
+        raw_json(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body),
+        extra,
+    ))
+}
+
+/// [`run_idempotent`] for [`commit_rendered`].
+pub fn run_idempotent_rendered<T, F>(
+    ctx: &mut WriteCtx<'_>,
+    rec_key: Option<RecordKey>,
+    f: F,
+) -> Result<(u16, String, Option<T>), ApiError>
+where
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, String, T), ApiError>,
+{
+    if let Some(replay) = stored_answer(ctx, rec_key.as_ref())? {
+        return Ok(replay);
+    }
+    let (status, body, extra) = f(ctx)?;
+    if let Some((k, h)) = rec_key {
+        ctx.idempotency_put(
+            &k,
+            &IdempotencyRecord {
+                request_hash: h.stored().to_string(),
+                status: status.as_u16(),
+                body: body.clone(),
+                created_at: ctx.now_us(),
+            },
+        )?;
+    }
+    Ok((status.as_u16(), body, Some(extra)))
+}
+
+/// The answer stored under `rec_key` meanwhile, if any (a different body is 409
+/// `idempotency_key_reuse`).
+fn stored_answer<T>(
+    ctx: &WriteCtx<'_>,
+    rec_key: Option<&RecordKey>,
+) -> Result<Option<(u16, String, Option<T>)>, ApiError> {
+    if let Some((k, h)) = rec_key {
+        if let Some(rec) = ctx
+            .idempotency_get(k)?
+            .filter(|r| r.created_at + IDEMPOTENCY_TTL_US > ctx.now_us())
+        {
+            if !h.matches(&rec.request_hash) {
+                return Err(reuse_error());
+            }
+            return Ok(Some((rec.status, rec.body, None)));
+        }
+    }
+    Ok(None)
+}
+
 /// The idempotency record key and request fingerprint of an idempotent request.
 pub type RecordKey = (Vec<u8>, Fingerprint);
 
@@ -350,16 +424,8 @@ pub fn run_idempotent<T, F>(
 where
     F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, Value, T), ApiError>,
 {
-    if let Some((k, h)) = &rec_key {
-        if let Some(rec) = ctx
-            .idempotency_get(k)?
-            .filter(|r| r.created_at + IDEMPOTENCY_TTL_US > ctx.now_us())
-        {
-            if !h.matches(&rec.request_hash) {
-                return Err(reuse_error());
-            }
-            return Ok((rec.status, rec.body, None));
-        }
+    if let Some(replay) = stored_answer(ctx, rec_key.as_ref())? {
+        return Ok(replay);
     }
     let (status, mut value, extra) = f(ctx)?;
     let body = serde_json::to_string(&value).expect("json");
