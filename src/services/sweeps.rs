@@ -51,10 +51,12 @@ pub fn schedule(
     let key = open_key(wallet, asset);
     let now = ctx.now_us();
     if let Some(id) = ctx.unique_get(&key)? {
-        if let Some(mut s) = ctx.get::<Sweep>(id)? {
+        if let Some(old) = ctx.get::<Sweep>(id)? {
+            let mut s = old.clone();
             s.amount = s.amount.saturating_add(amount);
             s.updated_at = now;
-            ctx.put(&s)?;
+            // Just read: not read and decoded again by `put` (issue 16).
+            ctx.put_replacing(Some(&old), &s)?;
             return Ok(s);
         }
     }

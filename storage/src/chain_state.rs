@@ -121,9 +121,7 @@ impl WriteCtx<'_> {
         json: &[u8],
     ) -> Result<(), StoreError> {
         let r = (|| {
-            self.txn()
-                .open_table(EVM_OUT_TXS)?
-                .insert((chain, nonce), json)?;
+            self.table(EVM_OUT_TXS)?.insert((chain, nonce), json)?;
             Ok(())
         })();
         self.track(r)
@@ -137,7 +135,7 @@ impl WriteCtx<'_> {
         pending: bool,
     ) -> Result<(), StoreError> {
         let r = (|| {
-            let mut t = self.txn().open_table(EVM_PENDING)?;
+            let mut t = self.table(EVM_PENDING)?;
             if pending {
                 t.insert((chain, nonce), ())?;
             } else {
@@ -151,7 +149,7 @@ impl WriteCtx<'_> {
     /// Sets the next nonce the sender hands out on `chain`.
     pub fn evm_next_nonce_put(&mut self, chain: &str, next: u64) -> Result<(), StoreError> {
         let r = (|| {
-            self.txn().open_table(EVM_NONCES)?.insert(chain, next)?;
+            self.table(EVM_NONCES)?.insert(chain, next)?;
             Ok(())
         })();
         self.track(r)
@@ -160,7 +158,7 @@ impl WriteCtx<'_> {
     /// Sets the watcher's state of `chain`.
     pub fn evm_watch_put(&mut self, chain: &str, json: &[u8]) -> Result<(), StoreError> {
         let r = (|| {
-            self.txn().open_table(EVM_WATCH)?.insert(chain, json)?;
+            self.table(EVM_WATCH)?.insert(chain, json)?;
             Ok(())
         })();
         self.track(r)
@@ -174,8 +172,7 @@ impl WriteCtx<'_> {
         id: Uuid,
     ) -> Result<(), StoreError> {
         let r = (|| {
-            self.txn()
-                .open_table(EVM_BLOCK_DEPOSITS)?
+            self.table(EVM_BLOCK_DEPOSITS)?
                 .insert((chain, block, id.as_u128()), ())?;
             Ok(())
         })();
@@ -185,7 +182,7 @@ impl WriteCtx<'_> {
     /// Forgets the deposits of block `block` of `chain` (after a reorg unwound them).
     pub fn evm_block_deposits_clear(&mut self, chain: &str, block: u64) -> Result<(), StoreError> {
         let r = (|| {
-            let mut t = self.txn().open_table(EVM_BLOCK_DEPOSITS)?;
+            let mut t = self.table(EVM_BLOCK_DEPOSITS)?;
             t.retain_in((chain, block, 0u128)..=(chain, block, u128::MAX), |_, _| {
                 false
             })?;
@@ -203,8 +200,7 @@ impl WriteCtx<'_> {
         json: &[u8],
     ) -> Result<(), StoreError> {
         let r = (|| {
-            self.txn()
-                .open_table(SIM_OPS)?
+            self.table(SIM_OPS)?
                 .insert((project.as_u128(), chain, seq), json)?;
             Ok(())
         })();
@@ -214,7 +210,7 @@ impl WriteCtx<'_> {
     /// Sets the simulated block height of `chain`.
     pub fn sim_height_put(&mut self, chain: &str, height: u64) -> Result<(), StoreError> {
         let r = (|| {
-            self.txn().open_table(SIM_HEIGHTS)?.insert(chain, height)?;
+            self.table(SIM_HEIGHTS)?.insert(chain, height)?;
             Ok(())
         })();
         self.track(r)

@@ -59,7 +59,9 @@ impl Reader for ReadCtx {
 
 /// The write transaction of one batch, shared by the jobs in it.
 pub struct WriteCtx<'t> {
-    txn: &'t WriteTransaction,
+    pub(crate) txn: &'t WriteTransaction,
+    /// Handles kept open for the batch ([`crate::ctx_cache`]).
+    pub(crate) open: std::cell::RefCell<crate::ctx_cache::OpenTables<'t>>,
     job_dirty: bool,
     storage_failed: bool,
     notice: CommitNotice,
@@ -72,6 +74,8 @@ impl Reader for WriteCtx<'_> {
         &self,
         def: TableDefinition<K, V>,
     ) -> Result<impl ReadableTable<K, V> + '_, StoreError> {
+        // One handle per table and transaction: a kept one is closed first.
+        self.open.borrow_mut().close(def.name());
         Ok(self.txn.open_table(def)?)
     }
 }
@@ -526,7 +530,7 @@ pub trait ValueOps: Reader {
 impl<R: Reader> ValueOps for R {}
 
 impl ReadOps for ReadCtx {}
-impl ReadOps for WriteCtx<'_> {}
+// `impl ReadOps for WriteCtx` is in `ctx_cache`: the hot reads use the kept handles.
 
 /// Decodes a row for a reader of many rows (lists, pages, scans): a row that cannot be
 /// decoded is logged and passed over, never the end of the whole read (`appliance verify`
@@ -579,6 +583,7 @@ impl<'t> WriteCtx<'t> {
     pub(crate) fn new(txn: &'t WriteTransaction) -> Self {
         WriteCtx {
             txn,
+            open: Default::default(),
             job_dirty: false,
             storage_failed: false,
             notice: CommitNotice::default(),
@@ -621,10 +626,6 @@ impl<'t> WriteCtx<'t> {
         self.now
     }
 
-    pub(crate) fn txn(&self) -> &'t WriteTransaction {
-        self.txn
-    }
-
     pub(crate) fn track<T>(&mut self, r: Result<T, StoreError>) -> Result<T, StoreError> {
         self.job_dirty = true;
         if r.is_err() {
@@ -639,10 +640,30 @@ impl<'t> WriteCtx<'t> {
             let old: Option<R> = self.get(row.id())?;
             let old_parent = old.as_ref().and_then(Row::parent_id);
             self.touched.push(Touched::row(row, old_parent));
-            let new_keys = row.index_keys();
-            let old_keys = old.map(|o| o.index_keys()).unwrap_or_default();
-            let mut idx = self.txn.open_table(INDEX)?;
-            let mut counted: Vec<(Vec<u8>, bool)> = Vec::new();
+            self.put_over(old.as_ref(), row)
+        })();
+        self.track(r)
+    }
+
+    /// [`WriteCtx::put`] of a row whose stored version the caller has just read (`old`,
+    /// `None` when absent): the row is not read and decoded again to find the index
+    /// entries it had. `old` must be what the store holds under `row`'s id.
+    pub fn put_replacing<R: Row + 'static>(
+        &mut self,
+        old: Option<&R>,
+        row: &R,
+    ) -> Result<(), StoreError> {
+        self.touched
+            .push(Touched::row(row, old.and_then(Row::parent_id)));
+        let r = self.put_over(old, row);
+        self.track(r)
+    }
+
+    fn put_over<R: Row>(&self, old: Option<&R>, row: &R) -> Result<(), StoreError> {
+        let new_keys = row.index_keys();
+        let old_keys = old.map(|o| o.index_keys()).unwrap_or_default();
+        let mut counted: Vec<(Vec<u8>, bool)> = Vec::new();
+        self.with_index(|idx| {
             for k in &old_keys {
                 if !new_keys.contains(k) && idx.remove(k.as_slice())?.is_some() {
                     if let Some(c) = index::counter_key(k) {
@@ -662,20 +683,23 @@ impl<'t> WriteCtx<'t> {
                     }
                 }
             }
-            drop(idx);
-            if !counted.is_empty() {
-                let mut counters = self.txn.open_table(COUNTERS)?;
+            Ok(())
+        })?;
+        if !counted.is_empty() {
+            self.with_counters(|counters| {
                 for (c, up) in counted {
                     let cur = counters.get(c.as_slice())?.map(|g| g.value()).unwrap_or(0);
                     let next = if up { cur + 1 } else { cur.saturating_sub(1) };
                     counters.insert(c.as_slice(), next)?;
                 }
-            }
-            let mut t = self.txn.open_table(R::TABLE)?;
-            t.insert(row.id().as_u128(), encode(row).as_slice())?;
+                Ok(())
+            })?;
+        }
+        let bytes = encode(row);
+        self.with_rows(R::TABLE, |t| {
+            t.insert(row.id().as_u128(), bytes.as_slice())?;
             Ok(())
-        })();
-        self.track(r)
+        })
     }
 
     /// Removes a row and all its index entries; returns it (`None` when absent, nothing
@@ -686,26 +710,30 @@ impl<'t> WriteCtx<'t> {
         };
         self.touched.push(Touched::row(&old, None));
         let r = (|| {
-            let mut idx = self.txn.open_table(INDEX)?;
             let mut counted: Vec<Vec<u8>> = Vec::new();
-            for k in old.index_keys() {
-                if idx.remove(k.as_slice())?.is_some() {
-                    if let Some(c) = index::counter_key(&k) {
-                        counted.push(c.to_vec());
+            self.with_index(|idx| {
+                for k in old.index_keys() {
+                    if idx.remove(k.as_slice())?.is_some() {
+                        if let Some(c) = index::counter_key(&k) {
+                            counted.push(c.to_vec());
+                        }
                     }
                 }
-            }
-            drop(idx);
+                Ok(())
+            })?;
             if !counted.is_empty() {
-                let mut counters = self.txn.open_table(COUNTERS)?;
-                for c in counted {
-                    let cur = counters.get(c.as_slice())?.map(|g| g.value()).unwrap_or(0);
-                    counters.insert(c.as_slice(), cur.saturating_sub(1))?;
-                }
+                self.with_counters(|counters| {
+                    for c in counted {
+                        let cur = counters.get(c.as_slice())?.map(|g| g.value()).unwrap_or(0);
+                        counters.insert(c.as_slice(), cur.saturating_sub(1))?;
+                    }
+                    Ok(())
+                })?;
             }
-            let mut t = self.txn.open_table(R::TABLE)?;
-            t.remove(id.as_u128())?;
-            Ok(())
+            self.with_rows(R::TABLE, |t| {
+                t.remove(id.as_u128())?;
+                Ok(())
+            })
         })();
         self.track(r)?;
         Ok(Some(old))
@@ -725,7 +753,7 @@ impl<'t> WriteCtx<'t> {
     {
         let bytes = encode(value);
         let r = (|| {
-            let mut t = self.txn.open_table(def)?;
+            let mut t = self.table(def)?;
             t.insert(key, bytes.as_slice())?;
             Ok(())
         })();
@@ -734,41 +762,37 @@ impl<'t> WriteCtx<'t> {
 
     /// Adds a bare key to the `index` table (markers that belong to no row).
     pub fn index_insert(&mut self, key: &[u8]) -> Result<(), StoreError> {
-        let r = (|| {
-            let mut t = self.txn.open_table(INDEX)?;
+        let r = self.with_index(|t| {
             t.insert(key, ())?;
             Ok(())
-        })();
+        });
         self.track(r)
     }
 
     /// Removes a bare key from the `index` table.
     pub fn index_remove(&mut self, key: &[u8]) -> Result<(), StoreError> {
-        let r = (|| {
-            let mut t = self.txn.open_table(INDEX)?;
+        let r = self.with_index(|t| {
             t.remove(key)?;
             Ok(())
-        })();
+        });
         self.track(r)
     }
 
     /// Claims a unique key for `id`.
     pub fn unique_put(&mut self, key: &[u8], id: Uuid) -> Result<(), StoreError> {
-        let r = (|| {
-            let mut t = self.txn.open_table(UNIQUE)?;
+        let r = self.with_unique(|t| {
             t.insert(key, id.as_u128())?;
             Ok(())
-        })();
+        });
         self.track(r)
     }
 
     /// Releases a unique key.
     pub fn unique_remove(&mut self, key: &[u8]) -> Result<(), StoreError> {
-        let r = (|| {
-            let mut t = self.txn.open_table(UNIQUE)?;
+        let r = self.with_unique(|t| {
             t.remove(key)?;
             Ok(())
-        })();
+        });
         self.track(r)
     }
 
@@ -783,14 +807,17 @@ impl<'t> WriteCtx<'t> {
             return Ok(Err(e));
         }
         let r = (|| {
-            let mut acc = self.txn.open_table(ACCOUNTS)?;
-            for (a, b) in &balances {
-                acc.insert(a.key().as_slice(), (b.debits, b.credits))?;
-            }
-            drop(acc);
-            let mut j = self.txn.open_table(JOURNAL)?;
-            j.insert(entry.id.as_u128(), encode(entry).as_slice())?;
-            Ok(())
+            self.with_accounts(|acc| {
+                for (a, b) in &balances {
+                    acc.insert(a.key().as_slice(), (b.debits, b.credits))?;
+                }
+                Ok(())
+            })?;
+            let bytes = encode(entry);
+            self.with_rows(JOURNAL, |j| {
+                j.insert(entry.id.as_u128(), bytes.as_slice())?;
+                Ok(())
+            })
         })();
         self.track(r).map(Ok)
     }
@@ -817,33 +844,32 @@ impl<'t> WriteCtx<'t> {
                 livemode,
                 data,
             };
-            let mut events = self.txn.open_table(EVENTS)?;
-            events.insert((project.as_u128(), seq), encode(&ev).as_slice())?;
-            drop(events);
-            let mut ids = self.txn.open_table(EVENT_IDS)?;
-            ids.insert(u128::from(ulid), (project.as_u128(), seq))?;
-            drop(ids);
-            let mut idx = self.txn.open_table(INDEX)?;
-            idx.insert(
-                index::key_seq(
-                    IndexTag::EventsByType,
-                    project,
-                    &[event_type.as_bytes()],
-                    seq,
-                )
-                .as_slice(),
-                (),
-            )?;
-            idx.insert(
-                index::key_seq(
-                    IndexTag::EventsByResource,
-                    project,
-                    &[resource_id.as_bytes()],
-                    seq,
-                )
-                .as_slice(),
-                (),
-            )?;
+            let bytes = encode(&ev);
+            self.with_events(|events| {
+                events.insert((project.as_u128(), seq), bytes.as_slice())?;
+                Ok(())
+            })?;
+            self.with_event_ids(|ids| {
+                ids.insert(u128::from(ulid), (project.as_u128(), seq))?;
+                Ok(())
+            })?;
+            let by_type = index::key_seq(
+                IndexTag::EventsByType,
+                project,
+                &[event_type.as_bytes()],
+                seq,
+            );
+            let by_resource = index::key_seq(
+                IndexTag::EventsByResource,
+                project,
+                &[resource_id.as_bytes()],
+                seq,
+            );
+            self.with_index(|idx| {
+                idx.insert(by_type.as_slice(), ())?;
+                idx.insert(by_resource.as_slice(), ())?;
+                Ok(())
+            })?;
             Ok(ev)
         })();
         let ev = self.track(r)?;

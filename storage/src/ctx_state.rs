@@ -8,8 +8,7 @@ use uuid::Uuid;
 
 use crate::codec::encode;
 use crate::ctx::{sim_key, ReadOps, WriteCtx};
-use crate::ledger;
-use crate::records::{IdempotencyRecord, Wallet};
+use crate::records::IdempotencyRecord;
 use crate::schema::*;
 use crate::StoreError;
 
@@ -21,10 +20,10 @@ impl WriteCtx<'_> {
         rec: &IdempotencyRecord,
     ) -> Result<(), StoreError> {
         let r = (|| {
-            let mut t = self.txn().open_table(IDEMPOTENCY)?;
+            let mut t = self.table(IDEMPOTENCY)?;
             t.insert(key, encode(rec).as_slice())?;
             drop(t);
-            let mut exp = self.txn().open_table(IDEMPOTENCY_EXP)?;
+            let mut exp = self.table(IDEMPOTENCY_EXP)?;
             let mut ek = rec.created_at.to_be_bytes().to_vec();
             ek.extend_from_slice(key);
             exp.insert(ek.as_slice(), ())?;
@@ -37,7 +36,7 @@ impl WriteCtx<'_> {
     /// Returns how many were removed.
     pub fn idempotency_purge(&mut self, cutoff_us: i64, max: usize) -> Result<usize, StoreError> {
         let r = (|| {
-            let mut exp = self.txn().open_table(IDEMPOTENCY_EXP)?;
+            let mut exp = self.table(IDEMPOTENCY_EXP)?;
             let hi = cutoff_us.max(0).to_be_bytes();
             let mut victims = Vec::new();
             for e in exp.range::<&[u8]>(..hi.as_slice())? {
@@ -47,7 +46,7 @@ impl WriteCtx<'_> {
                     break;
                 }
             }
-            let mut t = self.txn().open_table(IDEMPOTENCY)?;
+            let mut t = self.table(IDEMPOTENCY)?;
             for v in &victims {
                 exp.remove(v.as_slice())?;
                 t.remove(&v[8..])?;
@@ -64,17 +63,15 @@ impl WriteCtx<'_> {
         asset: &str,
         delta: Delta,
     ) -> Result<u128, StoreError> {
-        let w = self
-            .get::<Wallet>(wallet)?
+        let key = self
+            .holding_key_of(wallet, asset)?
             .ok_or_else(|| StoreError::Corrupt(format!("holding of missing wallet {wallet}")))?;
-        let key = ledger::holding_key(w.project_id, w.customer_id, &w.chain, asset, wallet);
-        let cur = self.holding(wallet, asset)?;
+        let cur = self.holding_at(&key)?;
         let next = apply_delta(cur, delta)?;
-        let r = (|| {
-            let mut t = self.txn().open_table(ACCOUNTS)?;
+        let r = self.with_accounts(|t| {
             t.insert(key.as_slice(), (next, 0))?;
             Ok(next)
-        })();
+        });
         self.track(r)
     }
 
@@ -89,7 +86,7 @@ impl WriteCtx<'_> {
         let cur = self.sim_balance(chain, address, asset)?;
         let next = apply_delta(cur, delta)?;
         let r = (|| {
-            let mut t = self.txn().open_table(SIM_BALANCES)?;
+            let mut t = self.table(SIM_BALANCES)?;
             t.insert(sim_key(chain, address, asset).as_slice(), next)?;
             Ok(next)
         })();
@@ -99,7 +96,7 @@ impl WriteCtx<'_> {
     /// Sets a value of the `meta` table.
     pub fn meta_put(&mut self, key: &str, value: &[u8]) -> Result<(), StoreError> {
         let r = (|| {
-            let mut t = self.txn().open_table(META)?;
+            let mut t = self.table(META)?;
             t.insert(key, value)?;
             Ok(())
         })();
@@ -109,9 +106,7 @@ impl WriteCtx<'_> {
     /// Marks the live sweep `sweep` requested through `POST /v1/sweeps`.
     pub fn sweep_request_put(&mut self, sweep: Uuid) -> Result<(), StoreError> {
         let r = (|| {
-            self.txn()
-                .open_table(SWEEP_REQUESTS)?
-                .insert(sweep.as_u128(), ())?;
+            self.table(SWEEP_REQUESTS)?.insert(sweep.as_u128(), ())?;
             Ok(())
         })();
         self.track(r)
@@ -121,7 +116,7 @@ impl WriteCtx<'_> {
     pub fn addresses_issued_incr(&mut self, project: Uuid, day: u32) -> Result<u32, StoreError> {
         let n = self.addresses_issued(project, day)? + 1;
         let r = (|| {
-            let mut t = self.txn().open_table(ADDRESS_QUOTA)?;
+            let mut t = self.table(ADDRESS_QUOTA)?;
             t.insert((project.as_u128(), day), n)?;
             Ok(n)
         })();
@@ -137,7 +132,7 @@ impl WriteCtx<'_> {
     ) -> Result<(), StoreError> {
         let key = format!("{chain}/{}", from.to_ascii_lowercase());
         let r = (|| {
-            let mut t = self.txn().open_table(TEST_SENDERS)?;
+            let mut t = self.table(TEST_SENDERS)?;
             t.insert(key.as_str(), class)?;
             Ok(())
         })();
@@ -149,7 +144,7 @@ impl WriteCtx<'_> {
     pub fn test_clock_set(&mut self, project: Uuid, offset_us: i64) -> Result<(), StoreError> {
         self.touch(crate::Touched::test_clock(project));
         let r = (|| {
-            let mut t = self.txn().open_table(TEST_CLOCKS)?;
+            let mut t = self.table(TEST_CLOCKS)?;
             t.insert(project.as_u128(), offset_us)?;
             Ok(())
         })();

@@ -20,6 +20,7 @@ pub mod backup;
 pub mod chain_state;
 pub mod codec;
 mod ctx;
+mod ctx_cache;
 mod ctx_state;
 pub mod index;
 pub mod ledger;

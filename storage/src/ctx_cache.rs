@@ -1,0 +1,229 @@
+//! Tables a batch keeps open: the write transaction's handles to the tables that nearly
+//! every write touches (rows by id, `index`, `unique`, `accounts`, `events`, `event_ids`,
+//! `counters`), opened at first use and kept until the batch ends.
+//!
+//! Why (issue 16, docs/performance.md "The writer's instructions"): opening a redb table
+//! looks its definition up in the transaction's table tree and checks it against the
+//! caller's types, and closing it stages its new root; with every read and write opening its
+//! own handle that was about a fifth of the store writer's instructions per test deposit
+//! (callgrind). redb allows one open handle per table and transaction, so any other opening
+//! of a table on [`WriteCtx`] (a generic read through [`crate::Reader::open`], a write to a
+//! table kept here through [`WriteCtx::table`]) closes the kept handle first; what it wrote
+//! is in the transaction either way. The handles are dropped with the [`WriteCtx`], before
+//! the batch commits or aborts.
+
+use redb::{Key, ReadableTable, Table, TableDefinition, TableHandle, Value};
+use uuid::Uuid;
+
+use crate::codec::{decode, raw_project_id};
+use crate::index::{self, IndexTag};
+use crate::ledger::{self, Account, Balance};
+use crate::records::{Row, Wallet};
+use crate::schema::*;
+use crate::{ReadOps, StoreError, WriteCtx};
+
+type RowTable<'t> = Table<'t, u128, &'static [u8]>;
+
+/// The kept handles of one batch (see the module documentation).
+#[derive(Default)]
+pub(crate) struct OpenTables<'t> {
+    /// Tables of `u128 -> &[u8]` (every [`Row`] table, `journal`), by name.
+    rows: Vec<(String, RowTable<'t>)>,
+    index: Option<Table<'t, &'static [u8], ()>>,
+    unique: Option<Table<'t, &'static [u8], u128>>,
+    accounts: Option<Table<'t, &'static [u8], (u128, u128)>>,
+    events: Option<Table<'t, (u128, u64), &'static [u8]>>,
+    event_ids: Option<Table<'t, u128, (u128, u64)>>,
+    counters: Option<Table<'t, &'static [u8], u64>>,
+}
+
+impl OpenTables<'_> {
+    /// Closes the kept handle of table `name`, if any.
+    pub(crate) fn close(&mut self, name: &str) {
+        self.rows.retain(|(n, _)| n != name);
+        if name == INDEX.name() {
+            self.index = None;
+        } else if name == UNIQUE.name() {
+            self.unique = None;
+        } else if name == ACCOUNTS.name() {
+            self.accounts = None;
+        } else if name == EVENTS.name() {
+            self.events = None;
+        } else if name == EVENT_IDS.name() {
+            self.event_ids = None;
+        } else if name == COUNTERS.name() {
+            self.counters = None;
+        }
+    }
+}
+
+macro_rules! kept {
+    ($(#[$doc:meta])* $method:ident, $field:ident, $def:ident, $k:ty, $v:ty) => {
+        $(#[$doc])*
+        pub(crate) fn $method<T>(
+            &self,
+            f: impl FnOnce(&mut Table<'t, $k, $v>) -> Result<T, StoreError>,
+        ) -> Result<T, StoreError> {
+            let mut open = self.open.borrow_mut();
+            if open.$field.is_none() {
+                open.$field = Some(self.txn.open_table($def)?);
+            }
+            f(open.$field.as_mut().expect("opened above"))
+        }
+    };
+}
+
+impl<'t> WriteCtx<'t> {
+    /// A fresh handle to `def` for this job's use, closing a kept one first. For tables
+    /// this module does not keep; drop it before the next access to the same table.
+    pub(crate) fn table<K: Key + 'static, V: Value + 'static>(
+        &self,
+        def: TableDefinition<K, V>,
+    ) -> Result<Table<'t, K, V>, StoreError> {
+        self.open.borrow_mut().close(def.name());
+        Ok(self.txn.open_table(def)?)
+    }
+
+    /// Runs `f` on the kept handle of a `u128 -> &[u8]` table (a [`Row`] table, `journal`).
+    /// `f` must not use the context (the handles are borrowed while it runs).
+    pub(crate) fn with_rows<T>(
+        &self,
+        def: TableDefinition<'static, u128, &'static [u8]>,
+        f: impl FnOnce(&mut RowTable<'t>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut open = self.open.borrow_mut();
+        let name = def.name();
+        let i = match open.rows.iter().position(|(n, _)| n == name) {
+            Some(i) => i,
+            None => {
+                let t = self.txn.open_table(def)?;
+                open.rows.push((name.to_string(), t));
+                open.rows.len() - 1
+            }
+        };
+        f(&mut open.rows[i].1)
+    }
+
+    kept!(
+        /// Runs `f` on the kept handle of `index` (`f` must not use the context).
+        with_index, index, INDEX, &'static [u8], ()
+    );
+    kept!(
+        /// Runs `f` on the kept handle of `unique` (`f` must not use the context).
+        with_unique, unique, UNIQUE, &'static [u8], u128
+    );
+    kept!(
+        /// Runs `f` on the kept handle of `accounts` (`f` must not use the context).
+        with_accounts, accounts, ACCOUNTS, &'static [u8], (u128, u128)
+    );
+    kept!(
+        /// Runs `f` on the kept handle of `events` (`f` must not use the context).
+        with_events, events, EVENTS, (u128, u64), &'static [u8]
+    );
+    kept!(
+        /// Runs `f` on the kept handle of `event_ids` (`f` must not use the context).
+        with_event_ids, event_ids, EVENT_IDS, u128, (u128, u64)
+    );
+    kept!(
+        /// Runs `f` on the kept handle of `counters` (`f` must not use the context).
+        with_counters, counters, COUNTERS, &'static [u8], u64
+    );
+
+    /// The key of the ledger's holding of `wallet` in `asset` (`None`: no such wallet).
+    pub(crate) fn holding_key_of(
+        &self,
+        wallet: Uuid,
+        asset: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self
+            .get::<Wallet>(wallet)?
+            .map(|w| ledger::holding_key(w.project_id, w.customer_id, &w.chain, asset, wallet)))
+    }
+
+    /// The holding under `key` (0 when absent).
+    pub(crate) fn holding_at(&self, key: &[u8]) -> Result<u128, StoreError> {
+        self.with_accounts(|t| Ok(t.get(key)?.map(|g| g.value().0).unwrap_or(0)))
+    }
+}
+
+/// The reads of [`ReadOps`] that every write makes, on the kept handles. Same results as
+/// the default methods (which [`crate::ReadCtx`] uses).
+impl ReadOps for WriteCtx<'_> {
+    fn get<R: Row>(&self, id: Uuid) -> Result<Option<R>, StoreError> {
+        self.with_rows(R::TABLE, |t| {
+            t.get(id.as_u128())?.map(|g| decode(g.value())).transpose()
+        })
+    }
+
+    fn get_in<R: Row>(&self, project: Uuid, id: Uuid) -> Result<Option<R>, StoreError> {
+        self.with_rows(R::TABLE, |t| {
+            let Some(v) = t.get(id.as_u128())? else {
+                return Ok(None);
+            };
+            match decode::<R>(v.value()) {
+                Ok(r) => Ok(Some(r).filter(|r| r.project_id() == project)),
+                Err(e) if raw_project_id(v.value()) == Some(project) => Err(e),
+                Err(_) => Ok(None),
+            }
+        })
+    }
+
+    fn unique_get(&self, key: &[u8]) -> Result<Option<Uuid>, StoreError> {
+        self.with_unique(|t| Ok(t.get(key)?.map(|g| Uuid::from_u128(g.value()))))
+    }
+
+    fn count_of(&self, tag: IndexTag, project: Uuid) -> Result<u64, StoreError> {
+        let key = index::prefix(tag, project, &[]);
+        self.with_counters(|t| Ok(t.get(key.as_slice())?.map(|g| g.value()).unwrap_or(0)))
+    }
+
+    fn index_range(
+        &self,
+        from: &[u8],
+        to: &[u8],
+        limit: usize,
+        descending: bool,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.with_index(|t| {
+            let range = t.range::<&[u8]>(from..to)?;
+            let iter: Box<dyn Iterator<Item = _>> = if descending {
+                Box::new(range.rev())
+            } else {
+                Box::new(range)
+            };
+            let mut out = Vec::new();
+            for e in iter.take(limit) {
+                let (k, _) = e?;
+                out.push(k.value().to_vec());
+            }
+            Ok(out)
+        })
+    }
+
+    fn balance(&self, account: &Account) -> Result<Balance, StoreError> {
+        let key = account.key();
+        self.with_accounts(|t| {
+            Ok(t.get(key.as_slice())?
+                .map(|g| {
+                    let (debits, credits) = g.value();
+                    Balance { debits, credits }
+                })
+                .unwrap_or_default())
+        })
+    }
+
+    fn last_sequence(&self, project: Uuid) -> Result<u64, StoreError> {
+        let p = project.as_u128();
+        self.with_events(|t| {
+            let last = t.range((p, 0)..=(p, u64::MAX))?.next_back().transpose()?;
+            Ok(last.map(|(k, _)| k.value().1).unwrap_or(0))
+        })
+    }
+
+    fn holding(&self, wallet: Uuid, asset: &str) -> Result<u128, StoreError> {
+        match self.holding_key_of(wallet, asset)? {
+            Some(key) => self.holding_at(&key),
+            None => Ok(0),
+        }
+    }
+}
