@@ -10,6 +10,7 @@
 //! [`restart`] (the restart benchmark).
 
 mod client;
+mod expiry;
 mod phases;
 mod restart;
 mod server;
@@ -66,6 +67,16 @@ needs with a few unmeasured requests.
              a 429 counts as an error, so it first seeds invoices up to
              max(2000, requests / 120) tokens (requests: --count, or
              20,000/s x --seconds); beyond that rate expect 429s
+  expiry     not a mix: makes --expiry-invoices open invoices (checkout key;
+             their figures are printed), runs a steady paced load of
+             --expiry-rate requests/s (half the clients GET
+             /v1/customers/{id}, half POST /v1/customers; wallet key) for
+             --seconds as a baseline,
+             then POST /v1/test/clock +7200 s (wallet key) so that every
+             invoice is due at once, and runs the same load until
+             GET /v1/invoices?status=open&limit=1 lists none; prints both
+             windows' figures, the time until no invoice is open and the
+             worst latency per second (a stall shows where it happened)
 
 For each phase with confirmed test deposits and a spawned server, it also prints the \
 store file's growth and the bytes the server wrote to disk (/proc/PID/io), each per \
@@ -92,6 +103,7 @@ Examples:
   cargo run --release -p loadgen -- --phases reads --clients 128 --seconds 30
   cargo run --release -p loadgen -- --phases mixed --seconds 10
   cargo run --release -p loadgen -- --phases invoices,checkout --seconds 10
+  cargo run --release -p loadgen -- --phases expiry --seconds 10 --expiry-invoices 100000
   cargo run --release -p loadgen -- --target http://127.0.0.1:8080 \\
       --wallet-token apktest... --payout-token apktest... --checkout-token apktest...
   cargo run --release -p loadgen -- --restart-bench --entries 1000000"
@@ -171,6 +183,18 @@ struct Cli {
     /// Also write the figures as JSON to this file.
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
+
+    /// For the expiry phase: open invoices made and then expired at once.
+    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    expiry_invoices: u64,
+
+    /// For the expiry phase: requests per second of the steady load (all clients).
+    #[arg(long, default_value_t = 400, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    expiry_rate: u64,
+
+    /// For the expiry phase: longest wait, in seconds, for every invoice to expire.
+    #[arg(long, default_value_t = 600, value_name = "S")]
+    expiry_max_wait_s: u64,
 
     /// Measure restart time after `kill -9` and after a clean shutdown instead of running
     /// phases (always spawns its own server).
@@ -339,6 +363,16 @@ async fn run(cli: &Cli) -> Result<bool> {
     };
     let mut store_figures = Vec::new();
     for &phase in &cli.phases {
+        if phase == Phase::Expiry {
+            let opts = expiry::ExpiryOpts {
+                invoices: cli.expiry_invoices,
+                rate: cli.expiry_rate,
+                baseline: Duration::from_secs(cli.seconds.max(1)),
+                max_wait: Duration::from_secs(cli.expiry_max_wait_s),
+            };
+            results.extend(expiry::run(&mut runner, &opts).await?);
+            continue;
+        }
         runner.prepare(phase, cli.limit()).await?;
         let (server_before, own_before) = cpu();
         let store_before = store();

@@ -56,6 +56,10 @@ pub enum Phase {
     /// Requests naming an existing token are charged to that token only, never to the
     /// per-IP unauthenticated budget (only misses are).
     Checkout,
+    /// Not a traffic mix: the expiry benchmark (`crate::expiry`), which makes open
+    /// invoices, moves the test clock past their expiry and measures a steady load of
+    /// customer reads and writes before and while the expiry worker expires them.
+    Expiry,
 }
 
 impl Phase {
@@ -70,6 +74,7 @@ impl Phase {
             Phase::Mixed => "mixed",
             Phase::Invoices => "invoices",
             Phase::Checkout => "checkout",
+            Phase::Expiry => "expiry",
         }
     }
 }
@@ -123,6 +128,7 @@ pub fn checkout_tokens_needed(limit: Limit) -> u64 {
 }
 
 /// What every client needs to reach the server.
+#[derive(Clone)]
 pub struct Setup {
     pub target: Target,
     pub wallet_token: String,
@@ -222,11 +228,20 @@ impl Runner {
         }
     }
 
+    /// What every client needs to reach the server.
+    pub fn setup(&self) -> &Arc<Setup> {
+        &self.setup
+    }
+
     /// Seeds the ids `phase` needs when earlier phases did not run (or produced none):
     /// customers for wallets, customers with addresses for deposits, credited customers for
     /// payouts and reads, and for the checkout phase invoices until there are
     /// [`checkout_tokens_needed`]`(limit)` checkout tokens.
     pub async fn prepare(&mut self, phase: Phase, limit: Limit) -> Result<()> {
+        if phase == Phase::Expiry {
+            // `crate::expiry::run` makes what it needs.
+            return Ok(());
+        }
         if matches!(phase, Phase::Invoices | Phase::Checkout)
             && self.setup.checkout_token.is_empty()
         {
@@ -311,6 +326,7 @@ impl Runner {
             },
         });
         let needs = match phase {
+            Phase::Expiry => bail!("the expiry phase is run by expiry::run"),
             Phase::Customers | Phase::Invoices => false,
             Phase::Checkout => input.tokens.is_empty(),
             Phase::Wallets | Phase::Deposits => input.customers.is_empty(),
@@ -371,7 +387,7 @@ impl Runner {
             Phase::Customers => Some(&mut self.pools.customers),
             Phase::Wallets => Some(&mut self.pools.with_wallet),
             Phase::Deposits => Some(&mut self.pools.funded),
-            Phase::Payouts | Phase::Reads | Phase::Checkout => None,
+            Phase::Payouts | Phase::Reads | Phase::Checkout | Phase::Expiry => None,
             Phase::Invoices => {
                 // Each produced entry is `id token`; no duplicates (fresh invoices).
                 for pair in produced.drain(..) {
@@ -572,7 +588,7 @@ async fn client_loop(
                 let t = pick(&input.tokens);
                 (GET_CHECKOUT, get(format!("/v1/checkout/{t}"), ""), None)
             }
-            Phase::Mixed => unreachable!("handled above"),
+            Phase::Mixed | Phase::Expiry => unreachable!("handled above or elsewhere"),
         };
 
         let outcome = conn.send(req).await;

@@ -52,8 +52,10 @@ pub const EXPIRES_IN_DEFAULT_S: u64 = 3_600;
 pub const PRICE_MAX_CENTS: u64 = 1_000_000_000_000;
 
 /// Most invoices `POST /v1/test/clock` expires in its own transaction (the expiry worker
-/// does the rest).
-pub const EXPIRE_INLINE: usize = 1_000;
+/// does the rest within a second, in short transactions: `workers::invoices`). Kept small
+/// so that the request's transaction holds the store writer for tens of milliseconds, not
+/// a second (1,000 took 0.8 s under load, docs/performance.md).
+pub const EXPIRE_INLINE: usize = 100;
 
 /// Fixed-point exponent of exact valuations: a value is USD x 10^48 (see
 /// [`value_scaled`]).
