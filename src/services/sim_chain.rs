@@ -102,7 +102,7 @@ impl Reservation {
     /// before this reservation's are all stored (earlier in this transaction or before).
     /// `false` when an earlier one was lost (its batch did not commit): this one must not
     /// be written either, or the log would skip operations.
-    pub fn in_order(&self, ctx: &impl ChainStateOps) -> Result<bool, StoreError> {
+    pub fn in_order(&self, ctx: &WriteCtx<'_>) -> Result<bool, StoreError> {
         let last = ctx.sim_last_seq(self.project, self.chain)?;
         Ok(match last {
             None => self.seq == 0,
@@ -114,8 +114,7 @@ impl Reservation {
     /// block: the request's transfer, or [`Reservation::empty_block`]).
     pub fn write(&self, ctx: &mut WriteCtx<'_>, op: &Op) -> Result<(), StoreError> {
         for (seq, op) in (self.seq..).zip(self.unflushed.iter().chain(std::iter::once(op))) {
-            let json = serde_json::to_vec(op).expect("operations serialise");
-            ctx.sim_op_put(self.project, self.chain, seq, &json)?;
+            ctx.sim_op_put(self.project, self.chain, seq, &encode_op(op))?;
         }
         Ok(())
     }
@@ -161,8 +160,7 @@ impl SimCursor {
     /// Writes the deferred operations then `ops` under consecutive sequence numbers.
     pub fn write(&self, ctx: &mut WriteCtx<'_>, ops: &[Op]) -> Result<(), StoreError> {
         for (seq, op) in (self.seq..).zip(self.unflushed.iter().chain(ops)) {
-            let json = serde_json::to_vec(op).expect("operations serialise");
-            ctx.sim_op_put(self.project, self.chain, seq, &json)?;
+            ctx.sim_op_put(self.project, self.chain, seq, &encode_op(op))?;
         }
         Ok(())
     }
@@ -304,6 +302,25 @@ pub fn genesis(reg: &Registry, project: &Project, chain: &str) -> Option<Genesis
     })
 }
 
+/// An operation as the `sim_ops` table stores it: through the store's codec (a version
+/// byte, then MessagePack with named fields), like every other stored value (issue 16:
+/// fewer bytes than JSON and less work on the store writer's thread). `Op` is an internally
+/// tagged enum over alloy types, so it is written with `codec::encode_readable` (hashes,
+/// addresses and amounts as hex strings, which is how serde's buffering reads them back).
+pub fn encode_op(op: &Op) -> Vec<u8> {
+    appliance_storage::codec::encode_readable(op)
+}
+
+/// Reads a stored operation: a codec value, or bare JSON (rows written before operations
+/// went through the codec begin with `{`; they are read as they are, never rewritten).
+pub fn decode_op(bytes: &[u8]) -> Result<Op, String> {
+    if bytes.first() == Some(&b'{') {
+        serde_json::from_slice(bytes).map_err(|e| e.to_string())
+    } else {
+        appliance_storage::codec::decode(bytes).map_err(|e| e.to_string())
+    }
+}
+
 /// Replays the stored operations of `project`'s `chain`.
 fn replay(
     r: &impl ChainStateOps,
@@ -319,9 +336,8 @@ fn replay(
         chain: chain.to_string(),
         detail,
     };
-    for (i, json) in ops.iter().enumerate() {
-        let op: Op =
-            serde_json::from_slice(json).map_err(|e| bad(format!("operation {i}: {e}")))?;
+    for (i, bytes) in ops.iter().enumerate() {
+        let op = decode_op(bytes).map_err(|e| bad(format!("operation {i}: {e}")))?;
         c.apply(&op)
             .map_err(|e| bad(format!("operation {i}: {e}")))?;
     }
@@ -565,8 +581,8 @@ impl SimHandle {
             .read(move |r| {
                 let mut fresh = SimChain::new(g);
                 let ops = r.sim_ops(project, chain)?;
-                for (i, json) in ops.iter().enumerate() {
-                    let op: Op = serde_json::from_slice(json).map_err(|e| {
+                for (i, bytes) in ops.iter().enumerate() {
+                    let op = decode_op(bytes).map_err(|e| {
                         StoreError::Corrupt(format!("simulated chain operation {i}: {e}"))
                     })?;
                     fresh.apply(&op).map_err(|e| {
@@ -742,3 +758,86 @@ pub async fn reorg(
 
 /// Most blocks one call may mine.
 pub const MAX_BLOCKS: u64 = 10_000;
+
+#[cfg(test)]
+mod op_codec_tests {
+    use appliance_chains::evm::{Address, B256, U256};
+    use appliance_chains::sim::chain::BlockTx;
+    use appliance_chains::sim::{Inject, Op};
+
+    use super::{decode_op, encode_op};
+
+    fn every_kind() -> Vec<Op> {
+        let inject = |token: Option<Address>, value: U256| {
+            BlockTx::Injected(Inject {
+                hash: B256::repeat_byte(0xab),
+                from: Address::repeat_byte(0x11),
+                to: Address::repeat_byte(0x22),
+                token,
+                value,
+            })
+        };
+        vec![
+            Op::Empty {
+                count: 3,
+                t0_ms: 1_700_000_000_000,
+                step_ms: 1000,
+            },
+            Op::Block {
+                t_ms: 1_700_000_001_000,
+                txs: vec![
+                    inject(Some(Address::repeat_byte(0x33)), U256::from(100_000_000u64)),
+                    inject(None, U256::MAX),
+                    inject(None, U256::ZERO),
+                    BlockTx::Signed {
+                        raw: vec![0x02, 0xf8, 0x6f, 0x01, 0x80].into(),
+                    },
+                ],
+            },
+            Op::Block {
+                t_ms: 5,
+                txs: vec![],
+            },
+            Op::Reorg {
+                depth: 6,
+                drop: true,
+                t_ms: 9,
+            },
+        ]
+    }
+
+    /// Every kind of operation, with the alloy types inside (hashes, addresses, `U256` up
+    /// to its maximum, raw bytes), reads back equal from the codec. Internally tagged enums
+    /// are buffered by serde before they are decoded, which is where a binary format could
+    /// go wrong.
+    #[test]
+    fn every_operation_round_trips_through_the_codec() {
+        for op in every_kind() {
+            let bytes = encode_op(&op);
+            assert_eq!(bytes[0], appliance_storage::codec::VALUE_VERSION);
+            let json = serde_json::to_vec(&op).unwrap();
+            assert!(
+                bytes.len() < json.len(),
+                "{} !< {}",
+                bytes.len(),
+                json.len()
+            );
+            assert_eq!(decode_op(&bytes).unwrap(), op);
+            assert!(appliance_storage::chain_state::sim_op_readable(&bytes));
+        }
+    }
+
+    /// Rows written before the codec (bare JSON) still read, and still verify.
+    #[test]
+    fn operations_stored_as_bare_json_still_read() {
+        for op in every_kind() {
+            let json = serde_json::to_vec(&op).unwrap();
+            assert_eq!(json[0], b'{');
+            assert_eq!(decode_op(&json).unwrap(), op);
+            assert!(appliance_storage::chain_state::sim_op_readable(&json));
+        }
+        assert!(decode_op(b"{\"op\":\"nope\"}").is_err());
+        assert!(decode_op(&[2, 0xc1]).is_err());
+        assert!(!appliance_storage::chain_state::sim_op_readable(&[2, 0xc1]));
+    }
+}

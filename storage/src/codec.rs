@@ -45,6 +45,22 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
     out
 }
 
+/// [`encode`] with the serializer declaring itself human-readable, for values read back
+/// through serde's buffering of an internally tagged enum, which always declares itself
+/// human-readable: types that serialize differently in binary formats (alloy's hashes,
+/// addresses, `U256` and bytes: raw bytes in binary, hex strings otherwise) must then have
+/// been written as hex strings too, or they do not read back. Test mode's chain operations
+/// (`appliance_chains::sim::Op`) are such values. Read with [`decode`].
+pub fn encode_readable<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    out.push(VALUE_VERSION);
+    let mut ser = rmp_serde::Serializer::new(&mut out)
+        .with_struct_map()
+        .with_human_readable();
+    value.serialize(&mut ser).expect("value serializes");
+    out
+}
+
 /// Decodes a value written by [`encode`] (or by the JSON encoding of version 1); an unknown
 /// version or a body that does not parse as `T` is [`StoreError::Corrupt`].
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {

@@ -1,6 +1,7 @@
 //! Tables a batch keeps open: the write transaction's handles to the tables that nearly
 //! every write touches (rows by id, `index`, `unique`, `accounts`, `events`, `event_ids`,
-//! `counters`), opened at first use and kept until the batch ends.
+//! `counters`; `sim_ops` and `evm_block_deposits`, which every test deposit writes), opened
+//! at first use and kept until the batch ends.
 //!
 //! Why (issue 16, docs/performance.md "The writer's instructions"): opening a redb table
 //! looks its definition up in the transaction's table tree and checks it against the
@@ -23,6 +24,8 @@ use crate::schema::*;
 use crate::{ReadOps, StoreError, WriteCtx};
 
 type RowTable<'t> = Table<'t, u128, &'static [u8]>;
+/// Key of `sim_ops`: (test project, chain, sequence).
+type SimOpKey = (u128, &'static str, u64);
 
 /// The kept handles of one batch (see the module documentation).
 #[derive(Default)]
@@ -35,6 +38,8 @@ pub(crate) struct OpenTables<'t> {
     events: Option<Table<'t, (u128, u64), &'static [u8]>>,
     event_ids: Option<Table<'t, u128, (u128, u64)>>,
     counters: Option<Table<'t, &'static [u8], u64>>,
+    sim_ops: Option<Table<'t, SimOpKey, &'static [u8]>>,
+    block_deposits: Option<Table<'t, (&'static str, u64, u128), ()>>,
 }
 
 impl OpenTables<'_> {
@@ -53,6 +58,10 @@ impl OpenTables<'_> {
             self.event_ids = None;
         } else if name == COUNTERS.name() {
             self.counters = None;
+        } else if name == SIM_OPS.name() {
+            self.sim_ops = None;
+        } else if name == EVM_BLOCK_DEPOSITS.name() {
+            self.block_deposits = None;
         }
     }
 }
@@ -128,6 +137,30 @@ impl<'t> WriteCtx<'t> {
         /// Runs `f` on the kept handle of `counters` (`f` must not use the context).
         with_counters, counters, COUNTERS, &'static [u8], u64
     );
+    kept!(
+        /// Runs `f` on the kept handle of `sim_ops` (`f` must not use the context).
+        with_sim_ops, sim_ops, SIM_OPS, SimOpKey, &'static [u8]
+    );
+    kept!(
+        /// Runs `f` on the kept handle of `evm_block_deposits` (`f` must not use the
+        /// context).
+        with_block_deposits, block_deposits, EVM_BLOCK_DEPOSITS, (&'static str, u64, u128), ()
+    );
+
+    /// [`crate::ChainStateOps::sim_last_seq`] on the kept handle (a test deposit asks it
+    /// before writing its chain operation).
+    pub fn sim_last_seq(&self, project: Uuid, chain: &str) -> Result<Option<u64>, StoreError> {
+        let p = project.as_u128();
+        self.with_sim_ops(|t| {
+            match t
+                .range((p, chain, 0u64)..=(p, chain, u64::MAX))?
+                .next_back()
+            {
+                Some(e) => Ok(Some(e?.0.value().2)),
+                None => Ok(None),
+            }
+        })
+    }
 
     /// The key of the ledger's holding of `wallet` in `asset` (`None`: no such wallet).
     pub(crate) fn holding_key_of(

@@ -38,7 +38,7 @@
 //! evm_block_deposits <(&str, u64, u128), ()> (chain, block, deposit id) found in that block
 //! sim_heights       <&str, u64>            chain -> simulated block height (test mode)
 //! sweep_requests    <u128, ()>             sweep id of a live sweep asked for by POST /v1/sweeps
-//! sim_ops           <(u128, &str, u64), &[u8]> (project, chain, seq) -> simulated chain operation JSON
+//! sim_ops           <(u128, &str, u64), &[u8]> (project, chain, seq) -> simulated chain operation
 //! invoices          <u128, &[u8]>          invoice id (UUID v7) -> Invoice
 //! test_clocks       <u128, i64>            test project id -> clock offset (µs) from POST /v1/test/clock
 //! test_senders      <&str, &str>           chain/sender address -> sender class claimed by a test transfer
@@ -117,10 +117,11 @@ pub const EVM_BLOCK_DEPOSITS: TableDefinition<(&str, u64, u128), ()> =
 pub const SIM_HEIGHTS: TableDefinition<&str, u64> = TableDefinition::new("sim_heights");
 
 /// Test mode's simulated chains (issue 8; DECISIONS.md section 15): (test project id,
-/// chain id, sequence number from 0) -> one operation of that project's chain as JSON
+/// chain id, sequence number from 0) -> one operation of that project's chain
 /// (`appliance_chains::sim::Op`: a block with its transactions, a run of empty blocks, a
-/// reorg). Replayed in order at start-up; written in the same transaction as the request
-/// that caused it. Rows are never rewritten.
+/// reorg) as a [`crate::codec`] value; rows written before that are bare JSON (first byte
+/// `{`) and stay readable. Replayed in order at start-up; written in the same transaction
+/// as the request that caused it. Rows are never rewritten.
 pub const SIM_OPS: TableDefinition<(u128, &str, u64), &[u8]> = TableDefinition::new("sim_ops");
 
 /// Sweep id (as u128) of each live sweep requested through `POST /v1/sweeps`: it is sent
