@@ -565,15 +565,16 @@ pub fn create_prepared(
         }
     }
     // Every check is done: the writes.
+    // New ids (UUID v7, made by `prepare`): nothing stored under them to read first.
     for (key, w) in &wallet_rows {
         ctx.unique_put(key, w.id)?;
-        ctx.put(w)?;
+        ctx.put_replacing(None, w)?;
     }
     ctx.unique_put(&token_key(&inv.checkout_token), inv.id)?;
     if let Some(r) = &inv.reference_id {
         ctx.unique_put(&reference_key(inv.project_id, r), inv.id)?;
     }
-    ctx.put(&inv)?;
+    ctx.put_replacing(None, &inv)?;
     emit(ctx, s, "invoice.created", inv.id, view)?;
     Ok((inv, outcome))
 }

@@ -615,7 +615,7 @@ impl<'t> WriteCtx<'t> {
     pub(crate) fn take_touched(&mut self) -> Vec<Touched> {
         std::mem::take(&mut self.touched)
     }
-    /// Notes that a row (or a project's test clock, [`Touched::TEST_CLOCK`]) changed, for
+    /// Notes that a row (or a project's test clock, [`Touched::is_test_clock`]) changed, for
     /// the [`crate::Store::on_commit`] hooks.
     pub(crate) fn touch(&mut self, t: Touched) {
         self.touched.push(t);
