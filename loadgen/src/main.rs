@@ -92,10 +92,14 @@ of all measured requests failed, 2 on any other error.
 
 --restart-bench instead fills a fresh server with --entries confirmed test deposits (one \
 journal entry each, plus the sweeps that follow), kills it with SIGKILL, restarts it on the \
-same data dir and times spawn -> first `GET /v1/ping` 200 (polled every 10 ms), with the \
+same data dir and times spawn -> first `GET /readyz` 200 (polled every 10 ms), with the \
 restarted process's peak RSS (VmHWM) and the number of server stderr lines mentioning \
 `repair` (the store warns while it repairs after an unclean shutdown); then does the same \
-after a clean SIGTERM shutdown. The server's logs are in the work dir (--keep-data keeps them).",
+after a clean SIGTERM shutdown. The server's logs are in the work dir (--keep-data keeps them). \
+With --restart-data-dir it starts on a data dir filled beforehand by `cargo run --release \
+--example fill_store` (millions of deposits in minutes) instead. Either way the kill comes \
+during --load-seconds of test-deposit load, readiness is the first `GET /readyz` 200, and \
+resident memory is read again 10 s after start and after 5 s of reads.",
     after_long_help = "\
 Examples:
   cargo build --release --bin appliance
@@ -106,7 +110,9 @@ Examples:
   cargo run --release -p loadgen -- --phases expiry --seconds 10 --expiry-invoices 100000
   cargo run --release -p loadgen -- --target http://127.0.0.1:8080 \\
       --wallet-token apktest... --payout-token apktest... --checkout-token apktest...
-  cargo run --release -p loadgen -- --restart-bench --entries 1000000"
+  cargo run --release -p loadgen -- --restart-bench --entries 1000000
+  cargo run --release -p loadgen -- --restart-bench --restart-data-dir DIR \\
+      --wallet-token apktest... --payout-token apktest..."
 )]
 struct Cli {
     /// Base URL of a running server (`http://HOST:PORT`). Without it, loadgen spawns one.
@@ -205,6 +211,16 @@ struct Cli {
     #[arg(long, default_value_t = 1_000_000, requires = "restart_bench")]
     entries: u64,
 
+    /// For --restart-bench: an already filled data dir (`cargo run --release --example
+    /// fill_store`) instead of a fresh one filled over HTTP; its keys are given with
+    /// --wallet-token and --payout-token (printed by the server's first start). Not removed.
+    #[arg(long, value_name = "DIR", requires_all = ["restart_bench", "wallet_token", "payout_token"])]
+    restart_data_dir: Option<PathBuf>,
+
+    /// For --restart-bench: seconds of write load (test deposits) before the `kill -9`.
+    #[arg(long, default_value_t = 5, requires = "restart_bench")]
+    load_seconds: u64,
+
     /// For --restart-bench and spawning: longest wait for the server to start serving, in
     /// seconds.
     #[arg(long, default_value_t = 300)]
@@ -271,9 +287,23 @@ async fn run(cli: &Cli) -> Result<bool> {
 
     if cli.restart_bench {
         let work = WorkDir::create(&cli.work_dir, cli.keep_data)?;
+        let mut server = cli.server_opts(&work);
+        let existing = match &cli.restart_data_dir {
+            Some(dir) => {
+                server.data_dir = dir.clone();
+                Some(server::Tokens {
+                    wallet: cli.wallet_token.clone().unwrap_or_default(),
+                    payout: cli.payout_token.clone().unwrap_or_default(),
+                    checkout: cli.checkout_token.clone().unwrap_or_default(),
+                })
+            }
+            None => None,
+        };
         let report = restart::run(restart::RestartOpts {
-            server: cli.server_opts(&work),
+            server,
             entries: cli.entries,
+            existing,
+            load_seconds: cli.load_seconds,
             clients,
             request_timeout: timeout,
             ready_timeout: Duration::from_secs(cli.ready_timeout_s),

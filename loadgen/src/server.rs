@@ -284,16 +284,17 @@ impl Server {
         self.pid
     }
 
-    /// Polls `GET /v1/ping` every 10 ms until it answers 200 and returns the time since spawn.
+    /// Polls `GET path` (`/readyz`, public: the store takes a write; or `/v1/ping` with a
+    /// key's `token`) every 10 ms until it answers 200 and returns the time since spawn.
     /// Refused connections and non-200 answers are retried until `timeout` has passed.
-    pub async fn wait_ready(&self, token: &str, timeout: Duration) -> Result<Duration> {
+    pub async fn wait_ready(&self, path: &str, token: &str, timeout: Duration) -> Result<Duration> {
         let mut conn = Conn::new(Target::from_addr(self.addr), Duration::from_secs(5));
         let deadline = self.spawned_at + timeout;
         loop {
             let outcome = conn
                 .send(Req {
                     method: Method::GET,
-                    path: "/v1/ping".to_string(),
+                    path: path.to_string(),
                     token,
                     body: None,
                     idempotency_key: None,
@@ -308,7 +309,7 @@ impl Server {
             };
             if Instant::now() >= deadline {
                 bail!(
-                    "GET /v1/ping did not answer 200 within {} s (last: {last})",
+                    "GET {path} did not answer 200 within {} s (last: {last})",
                     timeout.as_secs()
                 );
             }
