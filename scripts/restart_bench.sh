@@ -24,6 +24,7 @@ bin=target/release
 keys="$dir.keys"
 if [ ! -e "$dir/appliance.redb" ]; then
     mkdir -p "$dir"
+    : >"$keys"
     "$bin/appliance" --test --listen 127.0.0.1:0 --data-dir "$dir" >"$keys" 2>"$dir.first.err" &
     pid=$!
     i=0
