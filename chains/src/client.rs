@@ -181,6 +181,14 @@ pub trait ChainClient: Send + Sync + fmt::Debug + 'static {
     /// Gas a call would use (without margin).
     async fn estimate_gas(&self, call: &CallRequest) -> Result<u64, ClientError>;
 
+    /// Gas a call would use (without margin), simulated against the latest mined block
+    /// (an explicit `latest` block tag), so the answer does not depend on whether the node
+    /// defaults to its pending block. The default is [`ChainClient::estimate_gas`], for
+    /// clients that only ever evaluate at the head (the simulated chain).
+    async fn estimate_gas_latest(&self, call: &CallRequest) -> Result<u64, ClientError> {
+        self.estimate_gas(call).await
+    }
+
     /// Read-only call at the head (`eth_call`): the return data.
     async fn call(&self, to: Address, data: Bytes) -> Result<Bytes, ClientError>;
 

@@ -692,3 +692,89 @@ async fn the_issue_scenario_a_depth_6_reorg_leaves_no_stuck_payout_and_no_unswep
     );
     assert_verified(&live);
 }
+
+/// A payout whose money is still on a deposit address, its sweep to the master wallet
+/// broadcast but not mined (automine off), waits `queued`: nothing is signed against the
+/// empty master wallet (the estimate at `latest` would refuse it and fail the payout).
+/// Once the sweep is mined the payout is sent and confirms exactly once, paying the exact
+/// amount (docs/decisions.md, Payouts: funds in transit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payout_waits_queued_while_the_sweep_that_funds_it_is_unmined() {
+    let eth = Anvil::start(1);
+    let usdt = deploy_token(&eth, 6, true).await;
+    let (tmp, data, master) = init_data_dir();
+    deploy_factory(&eth, &master).await;
+    eth.send(ACCOUNT0, Some(&master), 10u128.pow(19), "0x")
+        .await;
+    eth.mint(&usdt, ACCOUNT0, 1_000_000_000_000).await;
+    let live = Live::start(
+        tmp,
+        data,
+        master.clone(),
+        &[ChainSetup {
+            id: "ethereum",
+            anvil: &eth,
+            confirmations: 2,
+            assets: vec![("USDT", usdt.clone(), 6)],
+            replace_after_ms: 600_000,
+        }],
+    )
+    .await;
+    let (cid, w) = live.customer_wallet("nadia", "ethereum").await;
+    let addr = s(&w["address"]);
+    let r = eth.token_transfer(&usdt, ACCOUNT0, &addr, 5_000_000).await;
+    let tx = s(&r["transactionHash"]);
+    // From here on blocks are mined only when the test says so.
+    eth.rpc("evm_setAutomine", json!([false])).await;
+    eth.mine(2).await;
+    wait_for("deposit confirmed", &[], 30, || async {
+        let d = live.deposits_of(&cid).await;
+        d.iter()
+            .any(|x| x["tx_hash"] == tx && x["status"] == "confirmed")
+            .then_some(())
+    })
+    .await;
+    let sweep = wait_for("sweep broadcast, unmined", &[], 30, || async {
+        let v = live.get(&live.wallet_key, "/v1/sweeps").await;
+        v["data"]
+            .as_array()?
+            .iter()
+            .find(|x| x["status"] == "submitted")
+            .cloned()
+    })
+    .await;
+    let (l, pend) = nonces(&eth, &master).await;
+    assert_eq!(pend, l + 1, "the sweep is in the pool, unmined");
+    assert_eq!(eth.token_balance(&usdt, &master).await, 0);
+
+    let dest = external(91);
+    let p = payout(&live, &cid, "USDT", 6, 3_000_000, &dest).await;
+    // Many sender passes (100 ms each): the payout stays queued, nothing new is signed.
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let v = live
+        .get(&live.payout_key, &format!("/v1/payouts/{p}"))
+        .await;
+    assert_eq!(v["status"], "queued", "{v}");
+    assert_eq!(nonces(&eth, &master).await, (l, pend));
+    assert!(events_of(&live, "payout.submitted", &p).await.is_empty());
+    assert!(events_of(&live, "payout.failed", &p).await.is_empty());
+    assert!(live.logs().contains("payout waits"));
+
+    // The sweep is mined: the payout goes, and confirms once with the exact amount.
+    eth.mine(1).await;
+    wait_for("payout confirmed", &[&eth], 60, || {
+        payout_status(&live, &p, "confirmed")
+    })
+    .await;
+    eth.rpc("evm_setAutomine", json!([true])).await;
+    assert_eq!(eth.token_balance(&usdt, &dest).await, 3_000_000);
+    assert_eq!(eth.token_balance(&usdt, &master).await, 2_000_000);
+    assert_eq!(events_of(&live, "payout.confirmed", &p).await.len(), 1);
+    assert_eq!(events_of(&live, "payout.submitted", &p).await.len(), 1);
+    assert!(events_of(&live, "payout.failed", &p).await.is_empty());
+    let sw = live
+        .get(&live.wallet_key, &format!("/v1/sweeps/{}", s(&sweep["id"])))
+        .await;
+    assert_eq!(sw["status"], "confirmed", "{sw}");
+    assert_verified(&live);
+}

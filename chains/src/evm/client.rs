@@ -143,6 +143,13 @@ impl ChainClient for EvmClient {
             .await?)
     }
 
+    async fn estimate_gas_latest(&self, c: &CallRequest) -> Result<u64, ClientError> {
+        Ok(self
+            .rpc
+            .estimate_gas_latest(c.from, c.to, c.value, c.data.clone())
+            .await?)
+    }
+
     async fn call(&self, to: Address, data: Bytes) -> Result<Bytes, ClientError> {
         Ok(self.rpc.call(to, data).await?)
     }

@@ -674,8 +674,10 @@ impl EvmRpc {
     }
 
     pub async fn balance(&self, a: Address) -> Result<U256, RpcError> {
-        self.run(|p| async move { bounded("eth_getBalance", p.get_balance(a).into_future()).await })
-            .await
+        self.run(|p| async move {
+            bounded("eth_getBalance", p.get_balance(a).latest().into_future()).await
+        })
+        .await
     }
 
     /// ERC-20 `balanceOf(owner)`.
@@ -706,7 +708,16 @@ impl EvmRpc {
                 input: data.clone().into(),
                 ..Default::default()
             };
-            async move { bounded("eth_call", p.call(req).into_future()).await }
+            // An explicit `latest`: a node's default may be its pending block (Anvil's is).
+            async move {
+                bounded(
+                    "eth_call",
+                    p.call(req)
+                        .block(alloy::eips::BlockId::latest())
+                        .into_future(),
+                )
+                .await
+            }
         })
         .await
     }
@@ -757,6 +768,38 @@ impl EvmRpc {
                 ..Default::default()
             };
             async move { bounded("eth_estimateGas", p.estimate_gas(req).into_future()).await }
+        })
+        .await
+    }
+
+    /// Gas a call would use, simulated against the `latest` (mined) block, whatever the
+    /// node's default (Anvil simulates against its pending block, geth and most providers
+    /// against `latest`): the payout sender checks the master wallet's funds at the same
+    /// state (docs/decisions.md, Payouts).
+    pub async fn estimate_gas_latest(
+        &self,
+        from: Address,
+        to: Address,
+        value: U256,
+        data: Bytes,
+    ) -> Result<u64, RpcError> {
+        self.run(|p| {
+            let req = TransactionRequest {
+                from: Some(from),
+                to: Some(TxKind::Call(to)),
+                value: Some(value),
+                input: data.clone().into(),
+                ..Default::default()
+            };
+            async move {
+                bounded(
+                    "eth_estimateGas",
+                    p.estimate_gas(req)
+                        .block(alloy::eips::BlockId::latest())
+                        .into_future(),
+                )
+                .await
+            }
         })
         .await
     }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use uuid::Uuid;
 
-use appliance_chains::client::{CallRequest, ClientError};
+use appliance_chains::client::{AssetRef, CallRequest, ClientError};
 use appliance_chains::evm::{sender, sweeper, Address, B256, U256};
 use appliance_signer::{SignError, SigningPolicy};
 use appliance_storage::index::{self, IndexTag};
@@ -234,6 +234,17 @@ async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::
         let Some((p, project, key)) = item else {
             continue;
         };
+        // The master wallet must hold the payout at the latest mined state, after what its
+        // own unmined sends already commit; when it does not but a sweep of the coin is on
+        // its way, the payout stays as it is (docs/decisions.md, Payouts: funds in transit).
+        if let Some(asset) = reg.asset(&p.chain, &p.asset) {
+            let funding = payout_funding(state, c, m, asset, &p.asset, p.amount).await?;
+            if funding == Funding::Awaiting {
+                note_waiting(c.chain, id);
+                continue;
+            }
+        }
+        forget_waiting(id);
         done += 1;
         let scope = Scope {
             reg: reg.clone(),
@@ -297,7 +308,8 @@ async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::
             value,
             data: data.clone(),
         };
-        let gas = match c.client.estimate_gas(&call).await {
+        // Estimated at `latest`, the state `payout_funding` read (docs/decisions.md, Payouts).
+        let gas = match c.client.estimate_gas_latest(&call).await {
             Ok(g) => sender::gas_limit_with_margin(g),
             Err(e) if is_refusal(&e) => {
                 // The node says the transfer cannot succeed now (the master wallet lacks
@@ -342,6 +354,142 @@ async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::
         }
     }
     Ok(())
+}
+
+/// Whether the master wallet can pay a payout now (see [`payout_funding`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Funding {
+    /// The latest mined balance covers it after the unmined sends already committed.
+    Covered,
+    /// It does not, but sweeps of the coin to the master wallet (open or submitted) would
+    /// cover the shortfall: the payout waits, unchanged.
+    Awaiting,
+    /// It does not and nothing coming covers it: the payout goes on to the estimate, which
+    /// refuses it as before (`execution reverted`, funds unlocked).
+    Short,
+}
+
+/// Gas a plain native transfer uses; what a native payout's own gas is reckoned at
+/// before its estimate.
+const NATIVE_TRANSFER_GAS: u64 = 21_000;
+
+/// Whether the master wallet can pay `amount` (atomic units) of `asset` (`asset_id` is the
+/// payout's asset id) now, at the latest mined state: its on-chain balance of the coin
+/// (`latest`) minus what the master's stored, unmined outgoing sends of that coin commit
+/// (a payout's amount; for the native coin every unmined send's value and its most gas,
+/// `gas_limit x max_fee_per_gas`), and for the native coin also this payout's gas at the
+/// node's current fee. When short, the payout is [`Funding::Awaiting`] if the open and
+/// submitted sweeps of that coin on this chain, of the projects this worker serves, add up
+/// to the shortfall. Rule: docs/decisions.md, Payouts (funds in transit).
+async fn payout_funding(
+    state: &AppState,
+    c: &ChainWorker,
+    m: &Master,
+    asset: &crate::registry::Asset,
+    asset_id: &str,
+    amount: u128,
+) -> anyhow::Result<Funding> {
+    let native = asset.is_native;
+    let aref = if native {
+        AssetRef::Native
+    } else {
+        AssetRef::Token(
+            asset
+                .contract
+                .parse()
+                .map_err(|_| anyhow!("bad contract"))?,
+        )
+    };
+    let balance = c.client.balance(m.treasury, aref).await?;
+    let mut need = U256::from(amount);
+    if native {
+        let f = c.client.fees().await?;
+        need += U256::from(NATIVE_TRANSFER_GAS) * U256::from(f.max_fee_per_gas);
+    }
+    let key = c.key.clone();
+    let chain = c.chain;
+    let ws = c.scope;
+    let aid = asset_id.to_string();
+    let (committed, coming) = state
+        .store
+        .read(move |r| {
+            let mut committed = U256::ZERO;
+            for nonce in pending_nonces(r, &key)? {
+                let Some(tx) = out_tx(r, &key, nonce)? else {
+                    continue;
+                };
+                if tx.done || tx.mined.is_some() {
+                    continue; // mined: the latest balance already shows it
+                }
+                if native {
+                    let value: U256 = tx.value.parse().unwrap_or(U256::ZERO);
+                    let fee: U256 = tx.max_fee_per_gas.parse().unwrap_or(U256::ZERO);
+                    committed += value + U256::from(tx.gas_limit) * fee;
+                } else if tx.kind == OutKind::Payout {
+                    if let Some(p) = r.get::<Payout>(tx.ref_id)? {
+                        if p.chain == chain && p.asset == aid {
+                            committed += U256::from(p.amount);
+                        }
+                    }
+                }
+            }
+            let mut coming = 0u128;
+            let ids = r.scan_ids(
+                &index::prefix(IndexTag::SweepsWork, Uuid::nil(), &[]),
+                None,
+                usize::MAX,
+                |_| Ok(true),
+            )?;
+            for id in ids.items {
+                let Some(sw) = r.get::<Sweep>(id)? else {
+                    continue;
+                };
+                if sw.chain != chain || sw.asset != aid || !ws.may_admit(sw.project_id) {
+                    continue;
+                }
+                let a = match sw.status {
+                    SweepStatus::Open => sweeps::amount_now(r, &sw).unwrap_or(0),
+                    SweepStatus::Submitted => sw.amount,
+                    _ => 0,
+                };
+                coming = coming.saturating_add(a);
+            }
+            Ok((committed, coming))
+        })
+        .await?;
+    let need = need.saturating_add(committed);
+    if balance >= need {
+        return Ok(Funding::Covered);
+    }
+    if coming > 0 && balance.saturating_add(U256::from(coming)) >= need {
+        return Ok(Funding::Awaiting);
+    }
+    Ok(Funding::Short)
+}
+
+/// Payouts already reported as waiting for a sweep, so the wait is logged once per payout
+/// rather than on every sender pass. Bounded: cleared when it grows past 10,000.
+static WAITING: std::sync::Mutex<Option<std::collections::HashSet<Uuid>>> =
+    std::sync::Mutex::new(None);
+
+fn note_waiting(chain: &str, id: Uuid) {
+    let mut g = WAITING.lock().unwrap_or_else(|e| e.into_inner());
+    let set = g.get_or_insert_with(Default::default);
+    if set.len() >= 10_000 {
+        set.clear();
+    }
+    if set.insert(id) {
+        tracing::info!(chain, payout = %id, "payout waits: the master wallet does not hold it yet and a sweep of the coin is on its way");
+    } else {
+        tracing::debug!(chain, payout = %id, "payout still waits for a sweep");
+    }
+}
+
+fn forget_waiting(id: Uuid) {
+    let mut g = WAITING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(set) = g.as_mut() {
+        set.remove(&id);
+    }
 }
 
 /// Deploys the factory through the deterministic deployment proxy when the chain lacks it
