@@ -361,7 +361,7 @@ async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::
 enum Funding {
     /// The latest mined balance covers it after the unmined sends already committed.
     Covered,
-    /// It does not, but sweeps of the coin to the master wallet (open or submitted) would
+    /// It does not, but sweeps of the coin to the master wallet already broadcast would
     /// cover the shortfall: the payout waits, unchanged.
     Awaiting,
     /// It does not and nothing coming covers it: the payout goes on to the estimate, which
@@ -378,8 +378,8 @@ const NATIVE_TRANSFER_GAS: u64 = 21_000;
 /// (`latest`) minus what the master's stored, unmined outgoing sends of that coin commit
 /// (a payout's amount; for the native coin every unmined send's value and its most gas,
 /// `gas_limit x max_fee_per_gas`), and for the native coin also this payout's gas at the
-/// node's current fee. When short, the payout is [`Funding::Awaiting`] if the open and
-/// submitted sweeps of that coin on this chain, of the projects this worker serves, add up
+/// node's current fee. When short, the payout is [`Funding::Awaiting`] if the submitted
+/// (broadcast, not yet final) sweeps of that coin on this chain, of the projects this worker serves, add up
 /// to the shortfall. Rule: docs/decisions.md, Payouts (funds in transit).
 async fn payout_funding(
     state: &AppState,
@@ -447,8 +447,10 @@ async fn payout_funding(
                 if sw.chain != chain || sw.asset != aid || !ws.may_admit(sw.project_id) {
                     continue;
                 }
+                // Only sweeps on their way: an open sweep may never go (no gas on the master
+                // wallet, below its threshold), and a payout waiting on it would wait with no
+                // signal to the merchant.
                 let a = match sw.status {
-                    SweepStatus::Open => sweeps::amount_now(r, &sw).unwrap_or(0),
                     SweepStatus::Submitted => sw.amount,
                     _ => 0,
                 };
