@@ -369,6 +369,9 @@ enum Funding {
     Short,
 }
 
+/// How many submitted sweeps [`payout_funding`] asks the node about for one payout.
+const MAX_SWEEPS_ASKED: usize = 32;
+
 /// Gas a plain native transfer uses; what a native payout's own gas is reckoned at
 /// before its estimate.
 const NATIVE_TRANSFER_GAS: u64 = 21_000;
@@ -379,7 +382,7 @@ const NATIVE_TRANSFER_GAS: u64 = 21_000;
 /// (a payout's amount; for the native coin every unmined send's value and its most gas,
 /// `gas_limit x max_fee_per_gas`), and for the native coin also this payout's gas at the
 /// node's current fee. When short, the payout is [`Funding::Awaiting`] if the submitted
-/// (broadcast, not yet final) sweeps of that coin on this chain, of the projects this worker serves, add up
+/// (broadcast, not yet final, held by the node) sweeps of that coin on this chain, of the projects this worker serves, add up
 /// to the shortfall. Rule: docs/decisions.md, Payouts (funds in transit).
 async fn payout_funding(
     state: &AppState,
@@ -410,7 +413,7 @@ async fn payout_funding(
     let chain = c.chain;
     let ws = c.scope;
     let aid = asset_id.to_string();
-    let (committed, coming) = state
+    let (committed, coming_sweeps) = state
         .store
         .read(move |r| {
             let mut committed = U256::ZERO;
@@ -433,7 +436,8 @@ async fn payout_funding(
                     }
                 }
             }
-            let mut coming = 0u128;
+            // Sweeps of the coin broadcast and not yet final, whose money is on its way.
+            let mut submitted: Vec<(u128, String)> = Vec::new();
             let ids = r.scan_ids(
                 &index::prefix(IndexTag::SweepsWork, Uuid::nil(), &[]),
                 None,
@@ -450,20 +454,33 @@ async fn payout_funding(
                 // Only sweeps on their way: an open sweep may never go (no gas on the master
                 // wallet, below its threshold), and a payout waiting on it would wait with no
                 // signal to the merchant.
-                let a = match sw.status {
-                    SweepStatus::Submitted => sw.amount,
-                    _ => 0,
-                };
-                coming = coming.saturating_add(a);
+                if let (SweepStatus::Submitted, Some(h)) = (sw.status, sw.tx_hash) {
+                    submitted.push((sw.amount, h));
+                }
             }
-            Ok((committed, coming))
+            Ok((committed, submitted))
         })
         .await?;
     let need = need.saturating_add(committed);
     if balance >= need {
         return Ok(Funding::Covered);
     }
-    if coming > 0 && balance.saturating_add(U256::from(coming)) >= need {
+    // A submitted sweep counts only while the node holds its transaction (in its pool or
+    // mined): one whose broadcast was refused (the master wallet cannot pay its gas) or
+    // that was dropped is not on its way. At most `MAX_SWEEPS_ASKED` are asked about.
+    let mut coming = U256::ZERO;
+    for (amount, hash) in coming_sweeps.into_iter().take(MAX_SWEEPS_ASKED) {
+        let Ok(h) = hash.parse::<B256>() else {
+            continue;
+        };
+        if c.client.knows_tx(h).await.unwrap_or(false) {
+            coming = coming.saturating_add(U256::from(amount));
+            if balance.saturating_add(coming) >= need {
+                break;
+            }
+        }
+    }
+    if coming > U256::ZERO && balance.saturating_add(coming) >= need {
         return Ok(Funding::Awaiting);
     }
     Ok(Funding::Short)
