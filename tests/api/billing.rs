@@ -596,6 +596,84 @@ async fn the_payment_fee_is_frozen_and_charged_once_and_live_projects_are_gated(
     r.expect_error(402, "plan_not_active");
 }
 
+/// Issue 14: the payment fee is charged exactly once per invoice, also when the process is
+/// killed (SIGKILL) at different points around the invoice's first credit.
+#[tokio::test]
+async fn a_kill_around_the_first_credit_charges_the_payment_fee_exactly_once() {
+    let mut app = spawn_app().await;
+    operator(&app, "credit", 7000, "prepaid");
+    choose(&app, "drift").await.expect(200);
+    let mut invoices: Vec<String> = Vec::new();
+    for (round, delay_ms) in [0u64, 15, 40, 120].into_iter().enumerate() {
+        let inv = app
+            .post(
+                &app.checkout_key,
+                "/v1/invoices",
+                json!({ "price_amount": "10000" }),
+            )
+            .await
+            .expect(201);
+        invoices.push(s(&inv["id"]));
+        let to = inv["addresses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["chain"] == "ethereum")
+            .unwrap()["address"]
+            .clone();
+        // Mined but not final; the confirming blocks race a kill at a different point
+        // around the credit (and its fee) each round.
+        app.post_idem(
+            &app.wallet_key,
+            "/v1/test/transfers",
+            json!({ "chain": "ethereum", "asset": "USDT", "decimals": 6,
+                "amount": "100000000", "to_address": to, "confirm": false }),
+            &idem(),
+        )
+        .await
+        .expect(201);
+        let blocks = app.post(
+            &app.wallet_key,
+            "/v1/test/blocks",
+            json!({"chain": "ethereum", "count": 12}),
+        );
+        tokio::select! {
+            _ = blocks => {}
+            _ = tokio::time::sleep(Duration::from_millis(delay_ms)) => {}
+        }
+        app.restart(); // SIGKILL, then start again on the same data dir
+        app.post(
+            &app.wallet_key,
+            "/v1/test/blocks",
+            json!({"chain": "ethereum", "count": 12}),
+        )
+        .await
+        .expect(200);
+        let fees = wait_entries(&app, "payment_fee", round + 1).await;
+        let mut refs: Vec<String> = fees.iter().map(|e| s(&e["ref_id"])).collect();
+        refs.sort();
+        refs.dedup();
+        assert_eq!(refs.len(), round + 1, "an invoice charged twice: {fees:?}");
+    }
+    app.restart();
+    app.mine(20).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let fees = entries(&app, "?kind=payment_fee").await;
+    assert_eq!(fees.len(), 4, "{fees:?}");
+    for f in &fees {
+        assert_eq!(f["amount_cents"], "-60", "0.5% of 100.00 plus 0.10: {f}");
+        assert!(invoices.contains(&s(&f["ref_id"])), "{f}");
+    }
+    for id in &invoices {
+        let inv = app
+            .get(&app.checkout_key, &format!("/v1/invoices/{id}"))
+            .await
+            .expect(200);
+        assert_eq!(inv["status"], "paid", "{inv}");
+    }
+    verify_clean(&app);
+}
+
 #[tokio::test]
 async fn the_monthly_minimum_is_charged_once_across_a_restart() {
     let mut app = spawn_app().await;
