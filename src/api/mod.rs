@@ -314,17 +314,10 @@ where
         + 'static,
     T: Send + 'static,
 {
-    let rec_key = idem.as_ref().map(Idem::record_key);
-    let out = state
-        .store
-        .write(move |ctx| run_idempotent(ctx, rec_key, f))
-        .await;
-    drop(idem);
-    let (status, body, extra) = out?;
-    Ok((
-        raw_json(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body),
-        extra,
-    ))
+    commit_job(state, idem, move |ctx, rec_key| {
+        run_idempotent(ctx, rec_key, f)
+    })
+    .await
 }
 
 /// [`commit`] for a job that answers JSON it serialized itself, or before the job ran
@@ -341,11 +334,31 @@ where
         + 'static,
     T: Send + 'static,
 {
+    commit_job(state, idem, move |ctx, rec_key| {
+        run_idempotent_rendered(ctx, rec_key, f)
+    })
+    .await
+}
+
+/// The part [`commit`] and [`commit_rendered`] share: runs `job` (given the request's
+/// idempotency record key) as one store transaction, releases the in-flight key, and
+/// answers the job's status and JSON body.
+async fn commit_job<T, J>(
+    state: &AppState,
+    idem: Option<Idem>,
+    job: J,
+) -> Result<(Response, Option<T>), ApiError>
+where
+    J: for<'a, 'b> FnOnce(
+            &'a mut WriteCtx<'b>,
+            Option<RecordKey>,
+        ) -> Result<(u16, String, Option<T>), ApiError>
+        + Send
+        + 'static,
+    T: Send + 'static,
+{
     let rec_key = idem.as_ref().map(Idem::record_key);
-    let out = state
-        .store
-        .write(move |ctx| run_idempotent_rendered(ctx, rec_key, f))
-        .await;
+    let out = state.store.write(move |ctx| job(ctx, rec_key)).await;
     drop(idem);
     let (status, body, extra) = out?;
     Ok((
@@ -367,18 +380,29 @@ where
         return Ok(replay);
     }
     let (status, body, extra) = f(ctx)?;
-    if let Some((k, h)) = rec_key {
-        ctx.idempotency_put(
-            &k,
-            &IdempotencyRecord {
-                request_hash: h.stored().to_string(),
-                status: status.as_u16(),
-                body: body.clone(),
-                created_at: ctx.now_us(),
-            },
-        )?;
+    if let Some(key) = rec_key {
+        put_record(ctx, key, status, body.clone())?;
     }
     Ok((status.as_u16(), body, Some(extra)))
+}
+
+/// Stores `body` (what a replay answers) as the idempotency record under `key`.
+fn put_record(
+    ctx: &mut WriteCtx<'_>,
+    (k, h): RecordKey,
+    status: StatusCode,
+    body: String,
+) -> Result<(), ApiError> {
+    ctx.idempotency_put(
+        &k,
+        &IdempotencyRecord {
+            request_hash: h.stored().to_string(),
+            status: status.as_u16(),
+            body,
+            created_at: ctx.now_us(),
+        },
+    )?;
+    Ok(())
 }
 
 /// The answer stored under `rec_key` meanwhile, if any (a different body is 409
@@ -429,7 +453,7 @@ where
     }
     let (status, mut value, extra) = f(ctx)?;
     let body = serde_json::to_string(&value).expect("json");
-    if let Some((k, h)) = rec_key {
+    if let Some(key) = rec_key {
         let mut redacted = false;
         if let Value::Object(m) = &mut value {
             for field in SECRET_FIELDS {
@@ -444,15 +468,7 @@ where
         } else {
             body.clone()
         };
-        ctx.idempotency_put(
-            &k,
-            &IdempotencyRecord {
-                request_hash: h.stored().to_string(),
-                status: status.as_u16(),
-                body: stored,
-                created_at: ctx.now_us(),
-            },
-        )?;
+        put_record(ctx, key, status, stored)?;
     }
     Ok((status.as_u16(), body, Some(extra)))
 }
