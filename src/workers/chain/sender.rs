@@ -413,7 +413,8 @@ async fn payout_funding(
     let chain = c.chain;
     let ws = c.scope;
     let aid = asset_id.to_string();
-    let (committed, coming_sweeps) = state
+    let aid2 = aid.clone();
+    let committed = state
         .store
         .read(move |r| {
             let mut committed = U256::ZERO;
@@ -430,13 +431,24 @@ async fn payout_funding(
                     committed += value + U256::from(tx.gas_limit) * fee;
                 } else if tx.kind == OutKind::Payout {
                     if let Some(p) = r.get::<Payout>(tx.ref_id)? {
-                        if p.chain == chain && p.asset == aid {
+                        if p.chain == chain && p.asset == aid2 {
                             committed += U256::from(p.amount);
                         }
                     }
                 }
             }
-            // Sweeps of the coin broadcast and not yet final, whose money is on its way.
+            Ok(committed)
+        })
+        .await?;
+    let need = need.saturating_add(committed);
+    if balance >= need {
+        return Ok(Funding::Covered);
+    }
+    // Short: the sweeps of the coin broadcast and not yet final, whose money is on its way
+    // (read only now: a funded payout, the usual case, scans no sweep).
+    let coming_sweeps = state
+        .store
+        .read(move |r| {
             let mut submitted: Vec<(u128, String)> = Vec::new();
             let ids = r.scan_ids(
                 &index::prefix(IndexTag::SweepsWork, Uuid::nil(), &[]),
@@ -458,13 +470,9 @@ async fn payout_funding(
                     submitted.push((sw.amount, h));
                 }
             }
-            Ok((committed, submitted))
+            Ok(submitted)
         })
         .await?;
-    let need = need.saturating_add(committed);
-    if balance >= need {
-        return Ok(Funding::Covered);
-    }
     // A submitted sweep counts only while the node holds its transaction (in its pool or
     // mined): one whose broadcast was refused (the master wallet cannot pay its gas) or
     // that was dropped is not on its way. At most `MAX_SWEEPS_ASKED` are asked about.
