@@ -48,9 +48,15 @@ impl Anvil {
     /// Starts Anvil on a free port with `chain_id`; blocks are mined per transaction and
     /// on `mine`.
     pub fn start(chain_id: u64) -> Anvil {
+        Anvil::start_with(chain_id, &[])
+    }
+
+    /// [`Anvil::start`] with extra command-line arguments (e.g. `--prune-history`).
+    pub fn start_with(chain_id: u64, extra: &[&str]) -> Anvil {
         let mut child = Command::new(anvil_bin())
             .args(["--port", "0", "--chain-id", &chain_id.to_string()])
             .args(["--accounts", "3", "--balance", "1000000"])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .stdin(Stdio::null())
@@ -687,4 +693,51 @@ pub fn external(n: u32) -> String {
     let mut a = [0u8; 20];
     a.copy_from_slice(&h[12..]);
     appliance_chains::address::to_checksum(&a)
+}
+
+/// Calldata of the test token's `spray(address[], uint256)`: credits `value` to each of
+/// `to`, one `Transfer` log each.
+pub fn spray_calldata(to: &[String], value: u128) -> String {
+    let sel = &hex::encode(appliance_chains::address::keccak256(
+        b"spray(address[],uint256)",
+    ))[..8];
+    let mut d = format!("0x{sel}{:064x}{:064x}{:064x}", 0x40, value, to.len());
+    for a in to {
+        d.push_str(&format!(
+            "{:0>64}",
+            a.trim_start_matches("0x").to_lowercase()
+        ));
+    }
+    d
+}
+
+/// Posts a JSON-RPC batch to `anvil` and returns the results in order (panics on an error).
+pub async fn batch(
+    http: &reqwest::Client,
+    anvil: &Anvil,
+    calls: &[(&str, serde_json::Value)],
+) -> Vec<serde_json::Value> {
+    let body: Vec<serde_json::Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (m, p))| json!({"jsonrpc": "2.0", "id": i, "method": m, "params": p}))
+        .collect();
+    let v: Vec<serde_json::Value> = http
+        .post(&anvil.url)
+        .json(&body)
+        .send()
+        .await
+        .expect("anvil batch")
+        .json()
+        .await
+        .expect("anvil batch json");
+    let mut out = vec![serde_json::Value::Null; calls.len()];
+    for r in v {
+        if let Some(e) = r.get("error") {
+            panic!("anvil batch call failed: {e}");
+        }
+        let i = r["id"].as_u64().unwrap() as usize;
+        out[i] = r["result"].clone();
+    }
+    out
 }

@@ -4,6 +4,7 @@
 
 mod bench;
 mod billing;
+mod catchup;
 mod dex;
 mod failover;
 mod helpers;

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use anyhow::anyhow;
 use uuid::Uuid;
 
-use appliance_chains::client::{BlockRef, ClientError, Transfer, WatchSet};
+use appliance_chains::client::{BlockRef, ClientError, RangeScan, Transfer, WatchSet};
 use appliance_chains::evm::watcher::Cursor;
 use appliance_chains::evm::Address;
 use appliance_storage::index::{self, IndexTag};
@@ -28,7 +28,14 @@ use crate::state::AppState;
 /// Most blocks one watcher pass asks the client for. The client splits a range into the
 /// node calls it needs (issue 8 item 5), so a watcher that is behind catches up in large
 /// steps; deposits are still committed in slices ([`MAX_DEPOSITS_PER_COMMIT`]).
-pub const MAX_RANGE: u64 = 1_000;
+pub const MAX_RANGE: u64 = 2_000;
+
+/// Blocks the first pass of a pipelined catch-up asks for ([`Watched::pipelined`]); each
+/// following pass that is still behind asks for twice as many, up to [`MAX_RANGE`]. The
+/// first range is scanned before anything commits, so it is kept short; later ones are
+/// scanned while the previous one commits, and larger ones cost fewer node requests per
+/// block (each log query carries its chunk of watched addresses).
+pub const FIRST_RANGE: u64 = 250;
 
 fn memory_blocks(w: &ChainWorker) -> usize {
     (w.required_confirmations as usize * 2).max(256)
@@ -45,12 +52,50 @@ pub struct Watched {
     last: Option<Uuid>,
     /// Whether each project seen is in the worker's scope.
     projects: BTreeMap<Uuid, bool>,
+    /// Whether a pass scans the next range while it commits the current one
+    /// ([`Watched::pipelined`]).
+    pipeline: bool,
+    /// The range scanned ahead during the last pass's commits: at most one, so a watcher
+    /// holds at most two ranges of blocks in memory.
+    ahead: Option<Ahead>,
+    /// Blocks the next pass asks for when behind (pipelined: grows from [`FIRST_RANGE`];
+    /// otherwise always [`MAX_RANGE`]).
+    range: u64,
+}
+
+/// A range scanned while the previous range committed. It is used by the next pass only
+/// when it still continues the committed chain ([`Ahead::usable`]); otherwise it is
+/// dropped and the range scanned again.
+struct Ahead {
+    from: u64,
+    to: u64,
+    scan: RangeScan,
 }
 
 /// Wallet rows read per store snapshot while learning addresses.
 const WALLET_PAGE: usize = 10_000;
 
 impl Watched {
+    /// A watcher memory that scans range n+1 while range n commits (the live watch loop).
+    /// The default does not (the simulated chain's driven passes, which must each read
+    /// the chain as it is after the drive's action).
+    pub fn pipelined() -> Watched {
+        Watched {
+            pipeline: true,
+            range: FIRST_RANGE,
+            ..Watched::default()
+        }
+    }
+
+    /// Blocks the next pass asks for.
+    fn pass_range(&self) -> u64 {
+        if self.pipeline {
+            self.range.clamp(1, MAX_RANGE)
+        } else {
+            MAX_RANGE
+        }
+    }
+
     /// Reads the wallets created since the last refresh and adds the addresses of those on
     /// the worker's chain and scope.
     async fn refresh(&mut self, state: &AppState, w: &ChainWorker) -> anyhow::Result<()> {
@@ -102,7 +147,7 @@ impl Watched {
 pub(super) async fn watch_loop(state: AppState, w: ChainWorker) {
     let mut backoff = w.poll;
     let mut checked = false;
-    let mut watched = Watched::default();
+    let mut watched = Watched::pipelined();
     // Until the node is first reached the chain is `paused` (issue 10 point 7).
     let mut reached = false;
     loop {
@@ -162,8 +207,10 @@ fn push(cursor: &mut Cursor, blocks: &[BlockRef], capacity: usize) {
     }
 }
 
-/// One pass: scan up to [`MAX_RANGE`] blocks, record and confirm deposits, move the
-/// cursor. `Ok(true)` when caught up with the head.
+/// One pass: scan up to [`MAX_RANGE`] blocks (or take the range the last pass scanned
+/// ahead, when it still continues the committed chain), record and confirm deposits, move
+/// the cursor. With [`Watched::pipelined`], the next range is scanned while this one
+/// commits. `Ok(true)` when caught up with the head.
 pub async fn watch_step(
     state: &AppState,
     w: &ChainWorker,
@@ -182,6 +229,8 @@ pub async fn watch_step(
         }
         *checked = true;
     }
+    // A range scanned ahead is used at most once: taken now, whatever happens below.
+    let ahead = watched.ahead.take();
     let key = w.key.clone();
     let ws = state.store.read(move |r| load_watch(r, &key)).await?;
     let head = w.client.head().await?;
@@ -203,17 +252,23 @@ pub async fn watch_step(
         crate::ops::metrics::chain_position(w.chain, w.scope.mode(), head, from.saturating_sub(1));
         return Ok(true);
     }
-    let to = head.min(from + MAX_RANGE - 1);
     // After the head is read: every wallet that can have received a transfer in blocks up
-    // to `head` was created before it.
+    // to `head` was created before it. (A range scanned ahead ends at or below the head
+    // read by the pass that scanned it, after that pass's refresh: it is covered too.)
     watched.refresh(state, w).await?;
-    let scan = match w.client.transfers(from, to, &watched.set).await {
-        Ok(s) => s,
-        Err(ClientError::Moving(why)) => {
-            tracing::debug!(chain = w.chain, why, "chain moved during scan; rescanning");
-            return Ok(false);
+    let (to, scan) = match ahead {
+        Some(a) if a.from == from && a.usable(w, &ws.cursor).await? => (a.to, a.scan),
+        _ => {
+            let to = head.min(from + watched.pass_range() - 1);
+            match w.client.transfers(from, to, &watched.set).await {
+                Ok(s) => (to, s),
+                Err(ClientError::Moving(why)) => {
+                    tracing::debug!(chain = w.chain, why, "chain moved during scan; rescanning");
+                    return Ok(false);
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
-        Err(e) => return Err(e.into()),
     };
     let Some(first) = scan.blocks.first() else {
         return Err(anyhow!("the client returned no blocks for {from}..={to}"));
@@ -221,16 +276,77 @@ pub async fn watch_step(
     if !extends(&ws.cursor, first) {
         return reorg(state, w, ws).await.map(|_| false);
     }
-    let mut kept: Vec<(Transfer, Uuid)> = scan
+    let kept: Vec<(Transfer, Uuid)> = scan
         .transfers
         .into_iter()
         .filter_map(|t| watched.wallets.get(&t.to).map(|id| (t.clone(), *id)))
         .collect();
-    // Commit in slices of at most MAX_DEPOSITS_PER_COMMIT deposits (whole blocks), so a
-    // burst of transfers never holds the store writer for long.
+    let commits = commit_range(state, w, ws.cursor.height, scan.blocks, kept);
+    // Scan the next range while this one commits (at most one range ahead). Its use is
+    // decided by the next pass, against the cursor this commit leaves.
+    // Still behind: the next range may be larger; caught up: start small again.
+    watched.range = if to < head {
+        (watched.pass_range() * 2).min(MAX_RANGE)
+    } else {
+        FIRST_RANGE
+    };
+    let next =
+        (watched.pipeline && to < head).then(|| (to + 1, head.min(to + watched.pass_range())));
+    let set = &watched.set;
+    let prefetch = async move {
+        let (a, b) = next?;
+        match w.client.transfers(a, b, set).await {
+            Ok(scan) => Some(Ahead {
+                from: a,
+                to: b,
+                scan,
+            }),
+            Err(e) => {
+                // The next pass scans the range again and reports what fails then.
+                tracing::debug!(chain = w.chain, from = a, to = b, error = %e, "scan ahead dropped");
+                None
+            }
+        }
+    };
+    let (committed, ahead) = futures_util::future::join(commits, prefetch).await;
+    committed?;
+    watched.ahead = ahead;
+    crate::ops::metrics::chain_position(w.chain, w.scope.mode(), head, to);
+    Ok(to == head)
+}
+
+impl Ahead {
+    /// Whether this range may be committed after `cursor`: its first block extends the
+    /// cursor's last one (else a reorg came between the two scans: the pass rescans, and
+    /// finds the reorg as any pass does), and its last block is still the node's block at
+    /// that height (the range is one linked chain, so the whole range is still
+    /// canonical: as fresh as a scan made now).
+    async fn usable(&self, w: &ChainWorker, cursor: &Cursor) -> anyhow::Result<bool> {
+        let (Some(first), Some(last)) = (self.scan.blocks.first(), self.scan.blocks.last()) else {
+            return Ok(false);
+        };
+        if first.number != self.from || last.number != self.to || !extends(cursor, first) {
+            return Ok(false);
+        }
+        Ok(w.client
+            .block(self.to)
+            .await?
+            .is_some_and(|b| b.hash == last.hash))
+    }
+}
+
+/// Commits a scanned range's blocks and kept transfers in slices of at most
+/// [`MAX_DEPOSITS_PER_COMMIT`] deposits (whole blocks), in order, so a burst of transfers
+/// never holds the store writer for long. `expected`: the cursor height the range follows.
+async fn commit_range(
+    state: &AppState,
+    w: &ChainWorker,
+    mut expected: Option<u64>,
+    blocks: Vec<BlockRef>,
+    mut kept: Vec<(Transfer, Uuid)>,
+) -> anyhow::Result<()> {
     kept.sort_by_key(|(t, _)| (t.block_number, t.log_index.unwrap_or(u32::MAX)));
-    let mut expected = ws.cursor.height;
-    let mut blocks = scan.blocks.into_iter().peekable();
+    let mut blocks = blocks.into_iter().peekable();
     let mut kept = kept.into_iter().peekable();
     while blocks.peek().is_some() {
         let mut slice_blocks = Vec::new();
@@ -257,8 +373,7 @@ pub async fn watch_step(
         commit_slice(state, w, expected, slice_blocks, slice_kept).await?;
         expected = last;
     }
-    crate::ops::metrics::chain_position(w.chain, w.scope.mode(), head, to);
-    Ok(to == head)
+    Ok(())
 }
 
 /// Most deposits written by one watcher commit.
