@@ -151,13 +151,10 @@ pub fn get_or_create(
 }
 
 /// Unique key of an issued address on a chain (any project): detects self-payouts and
-/// attributes incoming transfers.
+/// attributes incoming transfers. Laid out address ‖ chain ([`index::address_key`], schema
+/// version 5), so one address's keys on every EVM chain share a leaf.
 pub fn address_key(chain: &str, address: &str) -> Vec<u8> {
-    index::unique(
-        IndexTag::UniqueAddress,
-        Uuid::nil(),
-        &[chain.as_bytes(), address.to_ascii_lowercase().as_bytes()],
-    )
+    index::address_key(chain, address)
 }
 
 /// The CREATE2 salt of a wallet's forwarder (what a sweep names to deploy and flush it):

@@ -108,8 +108,15 @@ pub enum IndexTag {
     UniqueTokenHash = 102,
     /// Unique: project name -> project.
     UniqueProjectName = 103,
-    /// Unique: chain ‖ lower-case address -> wallet (any project).
+    /// Unique: chain ‖ lower-case address -> wallet (any project), up to schema version 4.
+    /// Schema 5 keeps the same keys as [`IndexTag::UniqueAddressChain`] and moves these on
+    /// open (`migrate_address_keys` in the crate root); none is written any more.
     UniqueAddress = 104,
+    /// Unique: lower-case address ‖ chain -> wallet (any project); [`address_key`]. Address
+    /// first because an EVM address is the same on every EVM chain: the keys of one
+    /// invoice's addresses (one per accepted chain), of one funding address and of a test
+    /// project's master wallet sit side by side on one leaf instead of one random leaf each.
+    UniqueAddressChain = 108,
     /// Unique: chain ‖ tx hash ‖ log index -> deposit.
     UniqueDepositTx = 105,
     /// Unique: wallet ‖ asset -> the sweep still `open` for it.
@@ -184,6 +191,41 @@ pub fn unique(tag: IndexTag, project: Uuid, values: &[&[u8]]) -> Vec<u8> {
     prefix(tag, project, values)
 }
 
+/// Unique key of an issued address on a chain (any project): [`IndexTag::UniqueAddressChain`]
+/// ‖ nil project ‖ lower-case `address` ‖ `chain`. Detects self-payouts and custodied
+/// destinations and attributes transfers to their wallet.
+pub fn address_key(chain: &str, address: &str) -> Vec<u8> {
+    unique(
+        IndexTag::UniqueAddressChain,
+        Uuid::nil(),
+        &[address.to_ascii_lowercase().as_bytes(), chain.as_bytes()],
+    )
+}
+
+/// The [`address_key`] of a schema 4 key ([`IndexTag::UniqueAddress`] ‖ nil ‖ chain ‖
+/// lower-case address); `None` when `legacy` does not have that shape.
+pub fn address_key_from_legacy(legacy: &[u8]) -> Option<Vec<u8>> {
+    let rest = legacy.strip_prefix(&[IndexTag::UniqueAddress as u8])?;
+    let rest = rest.get(16..)?;
+    let (chain, rest) = length_prefixed(rest)?;
+    let (address, rest) = length_prefixed(rest)?;
+    if !rest.is_empty() {
+        return None;
+    }
+    Some(unique(
+        IndexTag::UniqueAddressChain,
+        Uuid::nil(),
+        &[address, chain],
+    ))
+}
+
+/// Splits a 2-byte big-endian length and that many bytes off the front of `b`.
+fn length_prefixed(b: &[u8]) -> Option<(&[u8], &[u8])> {
+    let len = u16::from_be_bytes([*b.first()?, *b.get(1)?]) as usize;
+    let v = b.get(2..2 + len)?;
+    Some((v, &b[2 + len..]))
+}
+
 /// The smallest key strictly greater than every key starting with `prefix`.
 pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     let mut end = prefix.to_vec();
@@ -213,6 +255,40 @@ mod tests {
         assert!(ka.starts_with(&pre) && kb.starts_with(&pre));
         assert!(kb.as_slice() < prefix_end(&pre).as_slice());
         assert_eq!(id_of(&kb), b);
+    }
+
+    #[test]
+    fn address_keys_of_one_address_sit_together_and_legacy_keys_convert() {
+        let a = "0x35503aB8094214FeD332D87630B21FaF4D79ea84";
+        let b = "0x35503ab8094214fed332d87630b21faf4d79ea85";
+        let mut keys = [
+            address_key("ethereum", a),
+            address_key("bsc", b),
+            address_key("polygon", a),
+            address_key("base", a),
+        ];
+        keys.sort();
+        // The three keys of `a` are adjacent whatever the chain; `b` sorts after them.
+        assert_eq!(keys[3], address_key("bsc", b));
+        assert_eq!(
+            address_key("base", a),
+            address_key("base", &a.to_lowercase())
+        );
+        let legacy = unique(
+            IndexTag::UniqueAddress,
+            Uuid::nil(),
+            &[b"polygon", a.to_lowercase().as_bytes()],
+        );
+        assert_eq!(
+            address_key_from_legacy(&legacy),
+            Some(address_key("polygon", a))
+        );
+        assert_eq!(address_key_from_legacy(&legacy[..legacy.len() - 1]), None);
+        assert_eq!(
+            address_key_from_legacy(&[legacy.as_slice(), b"x"].concat()),
+            None
+        );
+        assert_eq!(address_key_from_legacy(&address_key("polygon", a)), None);
     }
 
     #[test]

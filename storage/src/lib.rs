@@ -483,8 +483,53 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
             schema::SCHEMA_VERSION
         );
     }
+    if found.is_some_and(|v| v < 5) {
+        let m = migrate_address_keys(&txn)?;
+        tracing::info!(
+            rows = m.rows,
+            left = m.left,
+            "address keys laid out address first (schema version 5)"
+        );
+    }
     txn.commit()?;
     Ok(())
+}
+
+/// Schema 4 -> 5: every [`index::IndexTag::UniqueAddress`] key (chain ‖ address) of
+/// `unique` becomes its [`index::address_key`] (address ‖ chain) with the same wallet id,
+/// in chunks of 4096 keys so memory stays bounded. A key that does not have the old shape
+/// stays where it is (counted in `left`).
+fn migrate_address_keys(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
+    use redb::ReadableTable;
+    const CHUNK: usize = 4096;
+    let tag = index::IndexTag::UniqueAddress as u8;
+    let end = [tag + 1];
+    let mut unique = txn.open_table(schema::UNIQUE)?;
+    let mut total = codec::Migrated::default();
+    let mut from = vec![tag];
+    loop {
+        let chunk: Vec<(Vec<u8>, u128)> = unique
+            .range::<&[u8]>(from.as_slice()..end.as_slice())?
+            .take(CHUNK)
+            .map(|e| e.map(|(k, v)| (k.value().to_vec(), v.value())))
+            .collect::<Result<_, _>>()?;
+        let Some((last, _)) = chunk.last() else {
+            break;
+        };
+        // Resume after the last key seen (a key left in place is not read again).
+        from = [last.as_slice(), &[0]].concat();
+        for (k, id) in chunk {
+            match index::address_key_from_legacy(&k) {
+                Some(new) => {
+                    unique.insert(new.as_slice(), id)?;
+                    unique.remove(k.as_slice())?;
+                    total.rows += 1;
+                }
+                None => total.left += 1,
+            }
+        }
+    }
+    Ok(total)
 }
 
 /// Schema 3 -> 4: every record rewritten from JSON to MessagePack ([`codec`]), and the

@@ -396,3 +396,88 @@ fn an_undecodable_json_row_is_left_for_verify() {
         JSON_VERSION
     );
 }
+
+/// Schema 4 -> 5: every address key moves from chain ‖ address to address ‖ chain
+/// (`index::address_key`) with its wallet id; a key of the old tag that does not have the
+/// old shape stays where it was, and `verify` names it.
+#[test]
+fn address_keys_move_to_the_address_first_layout() {
+    use crate::index::{self, IndexTag};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let a = "0x35503aB8094214FeD332D87630B21FaF4D79ea84";
+    let b = "0x00000000000000000000000000000000000000b2";
+    let keys: Vec<(&str, &str, Uuid)> = vec![
+        ("ethereum", a, Uuid::now_v7()),
+        ("bsc", a, Uuid::now_v7()),
+        ("polygon", a, Uuid::now_v7()),
+        ("ethereum", b, Uuid::now_v7()),
+    ];
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let k = keys.clone();
+    store
+        .write_blocking(move |ctx| {
+            for (c, addr, id) in &k {
+                ctx.unique_put(&index::address_key(c, addr), *id)?;
+            }
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    close(store);
+
+    // As schema 4 left it: chain ‖ lower-case address, and one key of that tag that is
+    // not of that shape.
+    let odd = vec![IndexTag::UniqueAddress as u8, 1, 2, 3];
+    {
+        let db = Database::create(&path).unwrap();
+        let w = db.begin_write().unwrap();
+        {
+            let mut u = w.open_table(UNIQUE).unwrap();
+            for (c, addr, id) in &keys {
+                u.remove(index::address_key(c, addr).as_slice()).unwrap();
+                let old = index::unique(
+                    IndexTag::UniqueAddress,
+                    Uuid::nil(),
+                    &[c.as_bytes(), addr.to_ascii_lowercase().as_bytes()],
+                );
+                u.insert(old.as_slice(), id.as_u128()).unwrap();
+            }
+            u.insert(odd.as_slice(), 7).unwrap();
+            let mut meta = w.open_table(META).unwrap();
+            meta.insert("schema_version", 4u32.to_be_bytes().as_slice())
+                .unwrap();
+        }
+        w.commit().unwrap();
+    }
+
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    for (c, addr, id) in keys.clone() {
+        let got = store
+            .read_blocking(move |r| r.unique_get(&index::address_key(c, addr)))
+            .unwrap();
+        assert_eq!(got, Some(id), "{c} {addr}");
+    }
+    let rep = store.read_blocking(crate::verify::verify).unwrap();
+    assert_eq!(rep.violations.len(), 1, "{:?}", rep.violations);
+    assert!(
+        rep.violations[0].contains(&hex::encode(&odd)),
+        "{:?}",
+        rep.violations
+    );
+    let v = store
+        .read_blocking(|r| r.meta_get("schema_version"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(v, 5u32.to_be_bytes());
+    close(store);
+    let db = Database::create(&path).unwrap();
+    let r = db.begin_read().unwrap();
+    let u = r.open_table(UNIQUE).unwrap();
+    let count = |tag: IndexTag| {
+        u.range::<&[u8]>([tag as u8].as_slice()..[tag as u8 + 1].as_slice())
+            .unwrap()
+            .count()
+    };
+    assert_eq!(count(IndexTag::UniqueAddress), 1);
+    assert_eq!(count(IndexTag::UniqueAddressChain), 4);
+}

@@ -147,7 +147,10 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 /// * 4: record values MessagePack instead of JSON ([`crate::codec`], every table of
 ///   [`for_each_record_table`] rewritten on open); the `sequences` table dropped; holdings
 ///   moved from `holdings` into `accounts`.
-pub const SCHEMA_VERSION: u32 = 4;
+/// * 5: the unique key of an issued address laid out address ‖ chain instead of chain ‖
+///   address ([`crate::index::address_key`]; the keys of one address on every EVM chain
+///   share a leaf): every `UniqueAddress` key of `unique` moved on open.
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
 /// encodings of one record type: the schema 4 migration rewrites them and `verify` decodes

@@ -35,6 +35,7 @@ pub struct Report {
 pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
     let mut rep = Report::default();
     check_decodable(ctx, &mut rep)?;
+    check_address_layout(ctx, &mut rep)?;
     let mut replay: BTreeMap<Account, Balance> = BTreeMap::new();
     // Conversion entries by batch id: (kind, entry).
     let mut conv_entries: BTreeMap<Uuid, Vec<JournalEntry>> = BTreeMap::new();
@@ -742,6 +743,23 @@ pub fn payment_fee_cents(price_cents: u64, bps: u32, fixed_cents: u64, cap_cents
     let rate = (u128::from(price_cents) * u128::from(bps) + 5_000) / 10_000;
     let fee = rate.saturating_add(u128::from(fixed_cents));
     u64::try_from(fee).unwrap_or(u64::MAX).min(cap_cents)
+}
+
+/// No address key is left in the schema 4 layout (chain ‖ address): opening the store
+/// moves every one to [`crate::index::address_key`]; one that did not have the expected
+/// shape stays and is reported here (lookups by address would miss it).
+fn check_address_layout(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
+    let tag = crate::index::IndexTag::UniqueAddress as u8;
+    let unique = ctx.open(UNIQUE)?;
+    for e in unique.range::<&[u8]>([tag].as_slice()..[tag + 1].as_slice())? {
+        let (k, v) = e?;
+        rep.violations.push(format!(
+            "unique key {} (wallet {}) is an address key in the layout of schema version 4",
+            hex::encode(k.value()),
+            Uuid::from_u128(v.value())
+        ));
+    }
+    Ok(())
 }
 
 /// Every row of every record table ([`crate::schema::for_each_record_table`]) decodes as
