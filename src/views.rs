@@ -1,7 +1,8 @@
 //! JSON shapes of every resource (SPEC.md section 2). The REST reads and the event `data`
 //! both come from here, so an event's data is identical to the REST read at that moment.
 
-use chrono::{SecondsFormat, TimeZone, Utc};
+use chrono::{Datelike, SecondsFormat, TimeZone, Timelike, Utc};
+use serde::{Serialize, Serializer};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -37,64 +38,83 @@ pub fn asset_id(chain: &str, symbol: &str) -> Uuid {
     uuid::Builder::from_custom_bytes(b).into_uuid()
 }
 
+/// `object: customer` (SPEC.md section 2, Customer), for a response body.
+pub fn customer_view(c: &Customer) -> CustomerView<'_> {
+    CustomerView {
+        created_at: Ts(c.created_at),
+        email: &c.email,
+        id: c.id,
+        metadata: &c.metadata,
+        object: "customer",
+        reference_id: &c.reference_id,
+        status: &c.status,
+    }
+}
+
+/// [`customer_view`] as a JSON value (event data, idempotency records).
 pub fn customer(c: &Customer) -> Value {
-    json!({
-        "id": c.id,
-        "object": "customer",
-        "reference_id": c.reference_id,
-        "email": c.email,
-        "status": c.status,
-        "metadata": c.metadata,
-        "created_at": ts(c.created_at),
-    })
+    to_value(&customer_view(c))
 }
 
+/// `object: wallet` (SPEC.md section 2, Wallet), for a response body.
+pub fn wallet_view(w: &Wallet) -> WalletView<'_> {
+    WalletView {
+        address: &w.address,
+        chain: &w.chain,
+        created_at: Ts(w.created_at),
+        customer_id: w.customer_id,
+        id: w.id,
+        memo: &w.memo,
+        object: "wallet",
+        role: &w.role,
+        status: &w.status,
+    }
+}
+
+/// [`wallet_view`] as a JSON value (event data, idempotency records).
 pub fn wallet(w: &Wallet) -> Value {
-    json!({
-        "id": w.id,
-        "object": "wallet",
-        "customer_id": w.customer_id,
-        "chain": w.chain,
-        "role": w.role,
-        "status": w.status,
-        "address": w.address,
-        "memo": w.memo,
-        "created_at": ts(w.created_at),
-    })
+    to_value(&wallet_view(w))
 }
 
-pub fn deposit(reg: &Registry, d: &Deposit) -> Value {
+/// `object: deposit` (SPEC.md section 2, Deposit), for a response body. An asset the
+/// registry does not know is shown with 0 decimals and no contract.
+pub fn deposit_view<'a>(reg: &'a Registry, d: &'a Deposit) -> DepositView<'a> {
     let chain = reg.chain(&d.chain);
     let asset = chain.and_then(|c| c.asset(&d.asset));
     let decimals = asset.map(|a| a.decimals).unwrap_or(0);
-    json!({
-        "id": d.id,
-        "object": "deposit",
-        "customer_id": d.customer_id,
-        "wallet_id": d.wallet_id,
-        "chain": d.chain,
-        "asset": {
-            "chain": d.chain,
-            "symbol": d.asset,
-            "decimals": decimals,
-            "contract": asset.map(|a| a.contract.as_str()).unwrap_or(""),
+    DepositView {
+        amount: Atomic(d.amount),
+        amount_decimal: Decimal(d.amount, decimals),
+        asset: DepositAsset {
+            chain: &d.chain,
+            contract: asset.map(|a| a.contract.as_str()).unwrap_or(""),
+            decimals,
+            symbol: &d.asset,
         },
-        "amount": d.amount.to_string(),
-        "amount_decimal": format_decimal(d.amount, decimals),
-        "tx_hash": d.tx_hash,
-        "log_index": d.log_index,
-        "from_address": d.from_address,
-        "to_address": d.to_address,
-        "block_number": d.block_number,
-        "confirmations": d.confirmations,
-        "required_confirmations": d.required_confirmations,
-        "status": d.status.as_str(),
-        "failure_reason": d.failure_reason,
-        "block_time": ts(d.block_time),
-        "explorer_url": chain.map(|c| c.info.tx_url(&d.tx_hash)),
-        "ledger_tx_id": d.ledger_tx_id,
-        "created_at": ts(d.created_at),
-    })
+        block_number: d.block_number,
+        block_time: Ts(d.block_time),
+        chain: &d.chain,
+        confirmations: d.confirmations,
+        created_at: Ts(d.created_at),
+        customer_id: d.customer_id,
+        explorer_url: chain.map(|c| c.info.tx_url(&d.tx_hash)),
+        failure_reason: &d.failure_reason,
+        from_address: &d.from_address,
+        id: d.id,
+        ledger_tx_id: d.ledger_tx_id,
+        log_index: d.log_index,
+        object: "deposit",
+        required_confirmations: d.required_confirmations,
+        status: d.status.as_str(),
+        to_address: &d.to_address,
+        tx_hash: &d.tx_hash,
+        wallet_id: d.wallet_id,
+    }
+}
+
+/// [`deposit_view`] as a JSON value (event data, idempotency records).
+pub fn deposit(reg: &Registry, d: &Deposit) -> Value {
+    to_value(&deposit_view(reg, d))
 }
 
 /// `checkout_url` of an invoice: `{public_base_url}/checkout/{token}` (DECISIONS.md
@@ -179,37 +199,47 @@ pub fn invoice_item(inv: &Invoice) -> Value {
     })
 }
 
-pub fn payout(reg: &Registry, p: &Payout) -> Value {
-    let decimals = reg.decimals(&p.chain, &p.asset);
-    json!({
-        "id": p.id,
-        "object": "payout",
-        "customer_id": p.customer_id,
-        "chain": p.chain,
-        "asset": p.asset,
-        "asset_id": asset_id(&p.chain, &p.asset),
-        "decimals": decimals,
-        "amount": p.amount.to_string(),
-        "amount_decimal": format_decimal(p.amount, decimals),
-        "fee_amount": p.fee_amount.to_string(),
-        "fee_amount_decimal": format_decimal(p.fee_amount, decimals),
-        "to_address": p.to_address,
-        "memo": p.memo,
-        "status": p.status.as_str(),
-        "reference": p.reference,
-        "tx_hash": p.tx_hash,
-        "explorer_url": p.tx_hash.as_ref().and_then(|h| reg.chain(&p.chain).map(|c| c.info.tx_url(h))),
-        "failure_reason": p.failure_reason,
+/// `object: payout` (SPEC.md section 2, Payout), for a response body.
+pub fn payout_view<'a>(reg: &'a Registry, p: &'a Payout) -> PayoutView<'a> {
+    let asset = reg.asset(&p.chain, &p.asset);
+    let decimals = asset.map(|a| a.decimals).unwrap_or(0);
+    PayoutView {
+        amount: Atomic(p.amount),
+        amount_decimal: Decimal(p.amount, decimals),
         // Stablecoins are valued at par, so the dollar value is the token amount, exactly;
         // other coins at the market price when the payout was accepted, in whole cents
         // (null when no usable price existed then).
-        "amount_usd": match reg.asset(&p.chain, &p.asset).is_some_and(|a| a.is_stable()) {
-            true => Some(format_decimal(p.amount, decimals)),
-            false => p.amount_usd_cents.map(|c| format_decimal(c as u128, 2)),
+        amount_usd: match asset.is_some_and(|a| a.is_stable()) {
+            true => Some(Decimal(p.amount, decimals)),
+            false => p.amount_usd_cents.map(|c| Decimal(c as u128, 2)),
         },
-        "created_at": ts(p.created_at),
-        "updated_at": ts(p.updated_at),
-    })
+        asset: &p.asset,
+        asset_id: asset_id(&p.chain, &p.asset),
+        chain: &p.chain,
+        created_at: Ts(p.created_at),
+        customer_id: p.customer_id,
+        decimals,
+        explorer_url: p
+            .tx_hash
+            .as_ref()
+            .and_then(|h| reg.chain(&p.chain).map(|c| c.info.tx_url(h))),
+        failure_reason: &p.failure_reason,
+        fee_amount: Atomic(p.fee_amount),
+        fee_amount_decimal: Decimal(p.fee_amount, decimals),
+        id: p.id,
+        memo: &p.memo,
+        object: "payout",
+        reference: &p.reference,
+        status: p.status.as_str(),
+        to_address: &p.to_address,
+        tx_hash: &p.tx_hash,
+        updated_at: Ts(p.updated_at),
+    }
+}
+
+/// [`payout_view`] as a JSON value (event data, idempotency records).
+pub fn payout(reg: &Registry, p: &Payout) -> Value {
+    to_value(&payout_view(reg, p))
 }
 
 pub fn sweep(reg: &Registry, s: &Sweep) -> Value {
@@ -375,6 +405,202 @@ pub fn billing_entry(reg: &Registry, e: &BillingEntry) -> Value {
     })
 }
 
+// Typed views. A response body is written straight from these (no `Value` tree in
+// between); the `Value` forms above (event data, idempotency records) are made from the
+// same structs, so an event's data and the REST read never differ. Fields are declared in
+// byte order of their names: `serde_json` keeps a `Value` object's keys sorted, so the
+// bytes written from a struct equal those of its `Value` (checked in the tests below).
+
+fn to_value(v: &impl Serialize) -> Value {
+    serde_json::to_value(v).expect("a view serializes")
+}
+
+/// A timestamp field, Unix microseconds written as [`ts`] writes them (RFC 3339 UTC with
+/// milliseconds), without a `String` in between.
+#[derive(Clone, Copy, Debug)]
+pub struct Ts(pub i64);
+
+impl Ts {
+    /// `YYYY-MM-DDTHH:MM:SS.mmmZ` into `buf`; `None` outside years 0-9999 or the range
+    /// chrono represents (then [`ts`] decides).
+    fn format(self, buf: &mut [u8; 24]) -> Option<&str> {
+        let t = Utc.timestamp_micros(self.0).single()?;
+        let year = t.year();
+        if !(0..=9999).contains(&year) {
+            return None;
+        }
+        let millis = t.nanosecond() / 1_000_000;
+        if millis > 999 {
+            return None;
+        }
+        let mut put = |at: usize, v: u32, width: usize| {
+            let mut v = v;
+            for i in (0..width).rev() {
+                buf[at + i] = b'0' + (v % 10) as u8;
+                v /= 10;
+            }
+        };
+        put(0, year as u32, 4);
+        put(5, t.month(), 2);
+        put(8, t.day(), 2);
+        put(11, t.hour(), 2);
+        put(14, t.minute(), 2);
+        put(17, t.second(), 2);
+        put(20, millis, 3);
+        buf[4] = b'-';
+        buf[7] = b'-';
+        buf[10] = b'T';
+        buf[13] = b':';
+        buf[16] = b':';
+        buf[19] = b'.';
+        buf[23] = b'Z';
+        std::str::from_utf8(buf).ok()
+    }
+}
+
+impl Serialize for Ts {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut buf = [0u8; 24];
+        match self.format(&mut buf) {
+            Some(t) => s.serialize_str(t),
+            None => s.serialize_str(&ts(self.0)),
+        }
+    }
+}
+
+/// An atomic amount as a decimal string of its integer (SPEC.md section 1, convention 3).
+#[derive(Clone, Copy, Debug)]
+pub struct Atomic(pub u128);
+
+impl Serialize for Atomic {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(itoa::Buffer::new().format(self.0))
+    }
+}
+
+/// An atomic amount shifted by its decimals, as [`format_decimal`] writes it (no trailing
+/// zeros, no point for a whole number), without the `String`s in between.
+#[derive(Clone, Copy, Debug)]
+pub struct Decimal(pub u128, pub u8);
+
+impl Serialize for Decimal {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(self.0).as_bytes();
+        let d = usize::from(self.1);
+        if d == 0 {
+            return s.serialize_str(std::str::from_utf8(digits).unwrap_or("0"));
+        }
+        // At most 255 zeros of padding, "0." and 39 digits.
+        let mut buf = [b'0'; 300];
+        let (int, frac): (&[u8], &[u8]) = if digits.len() > d {
+            digits.split_at(digits.len() - d)
+        } else {
+            // "0" and the fraction padded with zeros on its left.
+            let pad = d - digits.len();
+            buf[pad..d].copy_from_slice(digits);
+            (b"0", &buf[..d])
+        };
+        let frac_len = frac.iter().rposition(|&b| b != b'0').map_or(0, |i| i + 1);
+        let mut out = [0u8; 300];
+        out[..int.len()].copy_from_slice(int);
+        let mut n = int.len();
+        if frac_len > 0 {
+            out[n] = b'.';
+            out[n + 1..n + 1 + frac_len].copy_from_slice(&frac[..frac_len]);
+            n += 1 + frac_len;
+        }
+        s.serialize_str(std::str::from_utf8(&out[..n]).unwrap_or("0"))
+    }
+}
+
+/// See [`customer_view`].
+#[derive(Serialize)]
+pub struct CustomerView<'a> {
+    created_at: Ts,
+    email: &'a Option<String>,
+    id: Uuid,
+    metadata: &'a Value,
+    object: &'static str,
+    reference_id: &'a Option<String>,
+    status: &'a str,
+}
+
+/// See [`wallet_view`].
+#[derive(Serialize)]
+pub struct WalletView<'a> {
+    address: &'a str,
+    chain: &'a str,
+    created_at: Ts,
+    customer_id: Uuid,
+    id: Uuid,
+    memo: &'a Option<String>,
+    object: &'static str,
+    role: &'a str,
+    status: &'a str,
+}
+
+/// See [`deposit_view`].
+#[derive(Serialize)]
+pub struct DepositView<'a> {
+    amount: Atomic,
+    amount_decimal: Decimal,
+    asset: DepositAsset<'a>,
+    block_number: u64,
+    block_time: Ts,
+    chain: &'a str,
+    confirmations: u32,
+    created_at: Ts,
+    customer_id: Uuid,
+    explorer_url: Option<String>,
+    failure_reason: &'a Option<String>,
+    from_address: &'a str,
+    id: Uuid,
+    ledger_tx_id: Option<Uuid>,
+    log_index: u32,
+    object: &'static str,
+    required_confirmations: u32,
+    status: &'static str,
+    to_address: &'a str,
+    tx_hash: &'a str,
+    wallet_id: Uuid,
+}
+
+/// A deposit's `asset`.
+#[derive(Serialize)]
+struct DepositAsset<'a> {
+    chain: &'a str,
+    contract: &'a str,
+    decimals: u8,
+    symbol: &'a str,
+}
+
+/// See [`payout_view`].
+#[derive(Serialize)]
+pub struct PayoutView<'a> {
+    amount: Atomic,
+    amount_decimal: Decimal,
+    amount_usd: Option<Decimal>,
+    asset: &'a str,
+    asset_id: Uuid,
+    chain: &'a str,
+    created_at: Ts,
+    customer_id: Option<Uuid>,
+    decimals: u8,
+    explorer_url: Option<String>,
+    failure_reason: &'a Option<String>,
+    fee_amount: Atomic,
+    fee_amount_decimal: Decimal,
+    id: Uuid,
+    memo: &'a Option<String>,
+    object: &'static str,
+    reference: &'a Option<String>,
+    status: &'static str,
+    to_address: &'a str,
+    tx_hash: &'a Option<String>,
+    updated_at: Ts,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -387,5 +613,316 @@ mod tests {
         assert_eq!(parse_delivery_ref(&r), Some(id));
         assert_eq!(parse_delivery_ref("whd_nope"), None);
         assert_eq!(parse_delivery_ref(&id.to_string()), None);
+    }
+
+    /// The views as they were built before the typed structs (`json!` trees), kept as the
+    /// reference the typed views must match byte for byte.
+    mod reference {
+        use super::super::*;
+
+        pub fn customer(c: &Customer) -> Value {
+            json!({
+                "id": c.id,
+                "object": "customer",
+                "reference_id": c.reference_id,
+                "email": c.email,
+                "status": c.status,
+                "metadata": c.metadata,
+                "created_at": ts(c.created_at),
+            })
+        }
+
+        pub fn wallet(w: &Wallet) -> Value {
+            json!({
+                "id": w.id,
+                "object": "wallet",
+                "customer_id": w.customer_id,
+                "chain": w.chain,
+                "role": w.role,
+                "status": w.status,
+                "address": w.address,
+                "memo": w.memo,
+                "created_at": ts(w.created_at),
+            })
+        }
+
+        pub fn deposit(reg: &Registry, d: &Deposit) -> Value {
+            let chain = reg.chain(&d.chain);
+            let asset = chain.and_then(|c| c.asset(&d.asset));
+            let decimals = asset.map(|a| a.decimals).unwrap_or(0);
+            json!({
+                "id": d.id,
+                "object": "deposit",
+                "customer_id": d.customer_id,
+                "wallet_id": d.wallet_id,
+                "chain": d.chain,
+                "asset": {
+                    "chain": d.chain,
+                    "symbol": d.asset,
+                    "decimals": decimals,
+                    "contract": asset.map(|a| a.contract.as_str()).unwrap_or(""),
+                },
+                "amount": d.amount.to_string(),
+                "amount_decimal": format_decimal(d.amount, decimals),
+                "tx_hash": d.tx_hash,
+                "log_index": d.log_index,
+                "from_address": d.from_address,
+                "to_address": d.to_address,
+                "block_number": d.block_number,
+                "confirmations": d.confirmations,
+                "required_confirmations": d.required_confirmations,
+                "status": d.status.as_str(),
+                "failure_reason": d.failure_reason,
+                "block_time": ts(d.block_time),
+                "explorer_url": chain.map(|c| c.info.tx_url(&d.tx_hash)),
+                "ledger_tx_id": d.ledger_tx_id,
+                "created_at": ts(d.created_at),
+            })
+        }
+
+        pub fn payout(reg: &Registry, p: &Payout) -> Value {
+            let decimals = reg.decimals(&p.chain, &p.asset);
+            json!({
+                "id": p.id,
+                "object": "payout",
+                "customer_id": p.customer_id,
+                "chain": p.chain,
+                "asset": p.asset,
+                "asset_id": asset_id(&p.chain, &p.asset),
+                "decimals": decimals,
+                "amount": p.amount.to_string(),
+                "amount_decimal": format_decimal(p.amount, decimals),
+                "fee_amount": p.fee_amount.to_string(),
+                "fee_amount_decimal": format_decimal(p.fee_amount, decimals),
+                "to_address": p.to_address,
+                "memo": p.memo,
+                "status": p.status.as_str(),
+                "reference": p.reference,
+                "tx_hash": p.tx_hash,
+                "explorer_url": p.tx_hash.as_ref().and_then(|h| reg.chain(&p.chain).map(|c| c.info.tx_url(h))),
+                "failure_reason": p.failure_reason,
+                "amount_usd": match reg.asset(&p.chain, &p.asset).is_some_and(|a| a.is_stable()) {
+                    true => Some(format_decimal(p.amount, decimals)),
+                    false => p.amount_usd_cents.map(|c| format_decimal(c as u128, 2)),
+                },
+                "created_at": ts(p.created_at),
+                "updated_at": ts(p.updated_at),
+            })
+        }
+    }
+
+    /// The typed view's bytes equal the reference tree's, and its `Value` equals the tree.
+    fn same(typed: &impl Serialize, reference: Value) {
+        assert_eq!(
+            serde_json::to_string(typed).unwrap(),
+            serde_json::to_string(&reference).unwrap()
+        );
+        assert_eq!(to_value(typed), reference);
+    }
+
+    fn reg() -> Registry {
+        Registry::from_config(&crate::config::Config::default())
+    }
+
+    const TIMES: &[i64] = &[
+        0,
+        1,
+        999,
+        1_000,
+        -1,
+        -1_000_001,
+        1_763_850_000_123_456,
+        253_402_300_799_999_999, // 9999-12-31T23:59:59.999999
+        253_402_300_800_000_000, // year 10000: chrono's own form
+        -62_167_219_200_000_000, // 0000-01-01
+        -62_167_219_200_000_001, // year -1
+        i64::MAX,
+        i64::MIN,
+    ];
+
+    #[test]
+    fn timestamps_match_ts() {
+        let mut all: Vec<i64> = TIMES.to_vec();
+        let mut x: i64 = 0x1234_5678;
+        for _ in 0..2000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            all.push(x % 4_000_000_000_000_000);
+        }
+        for us in all {
+            assert_eq!(
+                serde_json::to_value(Ts(us)).unwrap(),
+                Value::String(ts(us)),
+                "{us}"
+            );
+        }
+    }
+
+    #[test]
+    fn amounts_match_format_decimal() {
+        let amounts = [
+            0u128,
+            1,
+            9,
+            10,
+            100,
+            123_456,
+            1_000_000,
+            1_000_001,
+            10u128.pow(18),
+            10u128.pow(18) + 1,
+            123_456_789_012_345_678_901_234_567_890,
+            u128::MAX,
+        ];
+        for a in amounts {
+            for d in [0u8, 1, 2, 6, 8, 9, 18, 38, 39, 40, 77, 255] {
+                assert_eq!(
+                    serde_json::to_value(Decimal(a, d)).unwrap(),
+                    Value::String(format_decimal(a, d)),
+                    "{a} {d}"
+                );
+            }
+            assert_eq!(
+                serde_json::to_value(Atomic(a)).unwrap(),
+                Value::String(a.to_string())
+            );
+        }
+    }
+
+    #[test]
+    fn customer_and_wallet_views_match_the_reference() {
+        for (email, reference_id, metadata) in [
+            (None, None, json!({})),
+            (
+                Some("a@b.example".to_string()),
+                Some("r-\"1\"\n".to_string()),
+                json!({"z": 1, "a": {"y": [1, "x"], "b": null}, "é": "\u{1}"}),
+            ),
+        ] {
+            let c = Customer {
+                id: Uuid::now_v7(),
+                project_id: Uuid::now_v7(),
+                reference_id,
+                email,
+                status: "active".into(),
+                metadata,
+                created_at: 1_763_850_000_123_456,
+            };
+            same(&customer_view(&c), reference::customer(&c));
+            assert_eq!(customer(&c), reference::customer(&c));
+        }
+        for memo in [None, Some("memo 7".to_string())] {
+            let w = Wallet {
+                id: Uuid::now_v7(),
+                project_id: Uuid::now_v7(),
+                customer_id: Uuid::now_v7(),
+                invoice_id: None,
+                chain: "ethereum".into(),
+                role: "deposit".into(),
+                status: "active".into(),
+                address: "0x00000000000000000000000000000000000000aa".into(),
+                memo,
+                created_at: 5,
+            };
+            same(&wallet_view(&w), reference::wallet(&w));
+            assert_eq!(wallet(&w), reference::wallet(&w));
+        }
+    }
+
+    #[test]
+    fn deposit_views_match_the_reference() {
+        use appliance_storage::records::DepositStatus;
+        let reg = reg();
+        for (chain, asset, status, reason, ledger) in [
+            (
+                "ethereum",
+                "USDT",
+                DepositStatus::Confirmed,
+                None,
+                Some(Uuid::now_v7()),
+            ),
+            ("ethereum", "ETH", DepositStatus::Detected, None, None),
+            (
+                "nochain",
+                "XYZ",
+                DepositStatus::Failed,
+                Some("reorg".to_string()),
+                None,
+            ),
+            ("ethereum", "NOPE", DepositStatus::Orphaned, None, None),
+        ] {
+            for amount in [0u128, 1_000_000, 123_456_789_012_345_678_901, u128::MAX] {
+                let d = Deposit {
+                    id: Uuid::now_v7(),
+                    project_id: Uuid::now_v7(),
+                    customer_id: Uuid::now_v7(),
+                    invoice_id: None,
+                    late: false,
+                    funding: false,
+                    awaiting_price: false,
+                    wallet_id: Uuid::now_v7(),
+                    chain: chain.into(),
+                    asset: asset.into(),
+                    amount,
+                    tx_hash: "0xabc".into(),
+                    log_index: 7,
+                    from_address: "0xfrom".into(),
+                    to_address: "0xto".into(),
+                    block_number: 12_345_678,
+                    block_time: 1_763_850_000_000_000,
+                    confirmations: 3,
+                    required_confirmations: 12,
+                    status,
+                    failure_reason: reason.clone(),
+                    ledger_tx_id: ledger,
+                    reversal_tx_id: None,
+                    manual: false,
+                    created_at: 1_763_850_000_999_999,
+                    updated_at: 1_763_850_001_000_000,
+                };
+                same(&deposit_view(&reg, &d), reference::deposit(&reg, &d));
+                assert_eq!(deposit(&reg, &d), reference::deposit(&reg, &d));
+            }
+        }
+    }
+
+    #[test]
+    fn payout_views_match_the_reference() {
+        use appliance_storage::records::PayoutStatus;
+        let reg = reg();
+        for (chain, asset, usd, tx) in [
+            ("ethereum", "USDT", None, Some("0xfeed".to_string())),
+            ("ethereum", "ETH", Some(12_345_u64), None),
+            ("ethereum", "ETH", None, Some("0x1".to_string())),
+            ("nochain", "XYZ", Some(1), Some("0x2".to_string())),
+        ] {
+            for customer_id in [None, Some(Uuid::now_v7())] {
+                let p = Payout {
+                    id: Uuid::now_v7(),
+                    project_id: Uuid::now_v7(),
+                    customer_id,
+                    chain: chain.into(),
+                    asset: asset.into(),
+                    amount: 1_500_000_000_000_000_001,
+                    fee_amount: 21_000,
+                    to_address: "0xdest".into(),
+                    memo: customer_id.map(|_| "m".to_string()),
+                    status: PayoutStatus::Submitted,
+                    reference: Some("ref".into()),
+                    tx_hash: tx.clone(),
+                    failure_reason: None,
+                    amount_usd_cents: usd,
+                    created_by_key: Uuid::now_v7(),
+                    approved_by_key: None,
+                    queued_block: None,
+                    submitted_block: None,
+                    created_at: 1,
+                    updated_at: 2,
+                };
+                same(&payout_view(&reg, &p), reference::payout(&reg, &p));
+                assert_eq!(payout(&reg, &p), reference::payout(&reg, &p));
+            }
+        }
     }
 }

@@ -174,7 +174,7 @@ async fn get_key(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = path_uuid(&id)?;
-    get_by_id::<ApiKey, _>(&state, &caller, id, ApiError::not_found("API key"), |k| {
+    get_by_id::<ApiKey, _, _>(&state, &caller, id, ApiError::not_found("API key"), |k| {
         view(&state, &caller, k)
     })
     .await

@@ -265,7 +265,7 @@ async fn get_batch(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = path_uuid(&id)?;
-    get_by_id::<ConversionBatch, _>(&state, &caller, id, ConversionError::BatchNotFound, |x| {
+    get_by_id::<ConversionBatch, _, _>(&state, &caller, id, ConversionError::BatchNotFound, |x| {
         conversions::batch_json(&state.registry, x)
     })
     .await
@@ -283,7 +283,7 @@ async fn get_conversion(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = path_uuid(&id)?;
-    get_by_id::<Conversion, _>(&state, &caller, id, ConversionError::NotFound, |x| {
+    get_by_id::<Conversion, _, _>(&state, &caller, id, ConversionError::NotFound, |x| {
         conversions::conversion_json(&state.registry, x)
     })
     .await

@@ -10,7 +10,9 @@ use appliance_storage::records::{Customer, KeyKind};
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params, StatusFilter};
 use crate::api::schemas;
-use crate::api::{commit, created_or_ok, get_by_id, list_rows, mutate, scope, IdempotencyKey};
+use crate::api::{
+    commit, created_or_ok, json, list_page, mutate, row_by_id, scope, IdempotencyKey,
+};
 use crate::auth::{Access, Caller};
 use crate::services::customers::{self, CustomerPatch, NewCustomer};
 use crate::state::AppState;
@@ -119,14 +121,11 @@ async fn list_customers(
         (None, Some(s)) => index::prefix(IndexTag::CustomersByStatus, p, &[s.as_bytes()]),
         (None, None) => index::prefix(IndexTag::Customers, p, &[]),
     };
-    list_rows(
-        &state,
-        prefix,
-        page,
-        move |c: &Customer| status.as_ref().is_none_or(|s| &c.status == s),
-        views::customer,
-    )
-    .await
+    let rows = list_page(&state, prefix, page, move |c: &Customer| {
+        status.as_ref().is_none_or(|s| &c.status == s)
+    })
+    .await?;
+    Ok(rows.answer(views::customer_view))
 }
 
 /// Read a customer.
@@ -141,10 +140,8 @@ async fn get_customer(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = path_uuid(&id)?;
-    get_by_id::<Customer, _>(&state, &caller, id, ApiError::not_found("customer"), |c| {
-        views::customer(c)
-    })
-    .await
+    let c = row_by_id::<Customer>(&state, &caller, id, ApiError::not_found("customer"))?;
+    Ok(json(StatusCode::OK, &views::customer_view(&c)))
 }
 
 /// Update a customer: `email`, `metadata` (merged; a null value removes a key),

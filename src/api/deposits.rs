@@ -9,7 +9,7 @@ use appliance_storage::records::{Deposit, DepositStatus, KeyKind};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, Params};
-use crate::api::list_rows;
+use crate::api::list_page;
 use crate::api::schemas;
 use crate::auth::{Access, Caller};
 use crate::state::AppState;
@@ -69,21 +69,15 @@ async fn list_deposits(
     } else {
         index::prefix(IndexTag::Deposits, p, &[])
     };
-    let reg = state.registry.clone();
-    list_rows(
-        &state,
-        prefix,
-        page,
-        move |d: &Deposit| {
-            customer.is_none_or(|c| d.customer_id == c)
-                && wallet.is_none_or(|w| d.wallet_id == w)
-                && chain.as_ref().is_none_or(|c| &d.chain == c)
-                && status.is_none_or(|s| d.status == s)
-                && since.is_none_or(|t| d.created_at >= t)
-        },
-        move |d| views::deposit(&reg, d),
-    )
-    .await
+    let rows = list_page(&state, prefix, page, move |d: &Deposit| {
+        customer.is_none_or(|c| d.customer_id == c)
+            && wallet.is_none_or(|w| d.wallet_id == w)
+            && chain.as_ref().is_none_or(|c| &d.chain == c)
+            && status.is_none_or(|s| d.status == s)
+            && since.is_none_or(|t| d.created_at >= t)
+    })
+    .await?;
+    Ok(rows.answer(|d| views::deposit_view(&state.registry, d)))
 }
 
 /// Read a deposit.
@@ -108,7 +102,7 @@ async fn get_deposit(
     {
         Some(d) => Ok(crate::api::json(
             axum::http::StatusCode::OK,
-            &views::deposit(&state.registry, &d),
+            &views::deposit_view(&state.registry, &d),
         )),
         None => Err(ApiError::not_found("deposit")),
     }

@@ -661,6 +661,28 @@ pub fn cursor_of(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// A list answer, `{object:list, data, has_more, next_cursor}`, written from typed items:
+/// the same bytes as [`list_json`] of the items' values (fields in byte order of their
+/// names, as a `Value` object keeps them). `next_cursor` is null unless `has_more`.
+#[derive(serde::Serialize)]
+pub struct ListPage<'a, T> {
+    data: &'a [T],
+    has_more: bool,
+    next_cursor: Option<String>,
+    object: &'static str,
+}
+
+impl<'a, T: serde::Serialize> ListPage<'a, T> {
+    pub fn new(data: &'a [T], has_more: bool, next_cursor: Option<String>) -> Self {
+        ListPage {
+            data,
+            has_more,
+            next_cursor: next_cursor.filter(|_| has_more),
+            object: "list",
+        }
+    }
+}
+
 /// A list answer: `{object:list, data, has_more, next_cursor}`.
 pub fn list_json(data: Vec<Value>, has_more: bool, next_cursor: Option<String>) -> Value {
     serde_json::json!({

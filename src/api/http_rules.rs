@@ -12,7 +12,8 @@
 //!   large or slow one closes the connection with `Connection: close` instead of leaving
 //!   unread bytes to be parsed as the next request.
 //!
-//! The hosted `/checkout` pages (none yet) are to answer HTML; every other path is the API.
+//! The hosted `/checkout` pages answer HTML; every other path is the API. [`edge`] applies
+//! the three together with the request id and the access log, as one layer.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -27,7 +28,8 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use hyper::body::Body as _;
 
-use crate::api::error::ApiError;
+use crate::api::error::{ApiError, REQUEST_ID};
+use crate::ops::access;
 use crate::state::AppState;
 
 /// Largest total size of the request headers (names and values), bytes: 431 above.
@@ -38,8 +40,8 @@ pub const DRAIN_MAX_BYTES: usize = 64 * 1024;
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// 431 / 414 in the envelope when the request carries more headers or a longer target than
-/// `[limits]` allows.
-pub async fn limits(State(state): State<AppState>, req: Request, next: Next) -> Response {
+/// `[limits]` allows; `None` when it is within them.
+fn limits(state: &AppState, req: &Request) -> Option<Response> {
     let l = &state.config.limits;
     let header_bytes: usize = req
         .headers()
@@ -47,15 +49,17 @@ pub async fn limits(State(state): State<AppState>, req: Request, next: Next) -> 
         .map(|(k, v)| k.as_str().len() + v.len())
         .sum();
     if req.headers().len() > l.max_headers || header_bytes > MAX_HEADER_BYTES {
-        return ApiError::new(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "request_headers_too_large",
-            format!(
-                "A request may carry at most {} headers of {MAX_HEADER_BYTES} bytes in all.",
-                l.max_headers
-            ),
-        )
-        .into_response();
+        return Some(
+            ApiError::new(
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "request_headers_too_large",
+                format!(
+                    "A request may carry at most {} headers of {MAX_HEADER_BYTES} bytes in all.",
+                    l.max_headers
+                ),
+            )
+            .into_response(),
+        );
     }
     let target = req
         .uri()
@@ -63,25 +67,26 @@ pub async fn limits(State(state): State<AppState>, req: Request, next: Next) -> 
         .map(|p| p.as_str().len())
         .unwrap_or(0);
     if target > l.max_uri_bytes {
-        return ApiError::new(
-            StatusCode::URI_TOO_LONG,
-            "uri_too_long",
-            format!(
-                "The request target (path and query) is limited to {} bytes.",
-                l.max_uri_bytes
-            ),
-        )
-        .into_response();
+        return Some(
+            ApiError::new(
+                StatusCode::URI_TOO_LONG,
+                "uri_too_long",
+                format!(
+                    "The request target (path and query) is limited to {} bytes.",
+                    l.max_uri_bytes
+                ),
+            )
+            .into_response(),
+        );
     }
-    next.run(req).await
+    None
 }
 
 /// Re-shapes an error answer that is not JSON (the framework's own rejections: a path that
 /// does not percent-decode, a method or extractor refusal) into the SPEC.md section 7
-/// envelope, keeping its status and its text as the message.
-pub async fn envelope_errors(req: Request, next: Next) -> Response {
-    let html_page = req.uri().path().starts_with("/checkout");
-    let resp = next.run(req).await;
+/// envelope, keeping its status and its text as the message. The HTML pages under
+/// `/checkout` (`html_page`) keep their own answers.
+async fn envelope_errors(resp: Response, html_page: bool) -> Response {
     let status = resp.status();
     if html_page || !(status.is_client_error() || status.is_server_error()) {
         return resp;
@@ -145,13 +150,63 @@ pub async fn envelope_errors(req: Request, next: Next) -> Response {
     out
 }
 
+/// The rules of this module around a route, in this order from the outside in: the
+/// request's id (`Request-Id` on every answer, and the task-local [`REQUEST_ID`] for the
+/// error envelope and the log), the access log and metrics line ([`access::Entry`]),
+/// draining an unread body, the `[limits]` refusals, and the envelope for the framework's
+/// own errors. One layer instead of one per rule: each `from_fn` layer costs a boxed
+/// service clone and a boxed future per request.
+pub async fn edge(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let id = new_request_id();
+    let header = HeaderValue::from_str(&id).ok();
+    let entry = access::Entry::begin(&mut req);
+    let (status, mut resp) = REQUEST_ID
+        .scope(id, async move {
+            let resp = drain_unread_body(&state, req, next).await;
+            let status = resp.status();
+            REQUEST_ID.with(|id| entry.end(status.as_u16(), id));
+            (status, resp)
+        })
+        .await;
+    if let Some(v) = header {
+        resp.headers_mut().insert("request-id", v);
+    }
+    // An oversized body was not read to its end: the connection cannot carry another
+    // request, so say so instead of leaving the client to find out.
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
+}
+
+/// `req_` and a new ULID (SPEC.md section 7, request ids).
+fn new_request_id() -> String {
+    let mut buf = [0u8; ulid::ULID_LEN];
+    let ulid = ulid::Ulid::new();
+    let mut id = String::with_capacity(4 + ulid::ULID_LEN);
+    id.push_str("req_");
+    id.push_str(ulid.array_to_str(&mut buf));
+    id
+}
+
+/// The limits and the route, then the envelope.
+async fn checked(state: &AppState, req: Request, next: Next) -> Response {
+    if let Some(refused) = limits(state, &req) {
+        return refused;
+    }
+    let html_page = req.uri().path().starts_with("/checkout");
+    let resp = next.run(req).await;
+    envelope_errors(resp, html_page).await
+}
+
 /// Drains a request body its route did not read (a small one, arriving promptly), or answers
 /// `Connection: close`, so the next request on a keep-alive connection is read from a clean
 /// stream.
-pub async fn drain_unread_body(req: Request, next: Next) -> Response {
+async fn drain_unread_body(state: &AppState, req: Request, next: Next) -> Response {
     let (parts, body) = req.into_parts();
     if body.is_end_stream() {
-        return next.run(Request::from_parts(parts, body)).await;
+        return checked(state, Request::from_parts(parts, body), next).await;
     }
     let returned: Arc<Mutex<Option<Body>>> = Arc::new(Mutex::new(None));
     let tracked = Body::new(Tracked {
@@ -159,7 +214,7 @@ pub async fn drain_unread_body(req: Request, next: Next) -> Response {
         done: false,
         returned: returned.clone(),
     });
-    let mut resp = next.run(Request::from_parts(parts, tracked)).await;
+    let mut resp = checked(state, Request::from_parts(parts, tracked), next).await;
     let unread = returned.lock().expect("lock").take();
     if let Some(rest) = unread {
         let small = rest

@@ -273,7 +273,7 @@ async fn get_invoice(
     caller.require(READ)?;
     let id = path_uuid(&id)?;
     let reg = state.registry.clone();
-    get_by_id::<Invoice, _>(&state, &caller, id, ApiError::not_found("invoice"), |i| {
+    get_by_id::<Invoice, _, _>(&state, &caller, id, ApiError::not_found("invoice"), |i| {
         views::invoice(&reg, i)
     })
     .await

@@ -29,9 +29,7 @@ pub mod webhook_docs;
 pub mod webhooks;
 
 use axum::body::Body;
-use axum::extract::Request;
 use axum::http::{header, HeaderValue, Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use serde_json::Value;
@@ -41,7 +39,7 @@ use utoipa_axum::router::OpenApiRouter;
 use appliance_storage::records::IdempotencyRecord;
 use appliance_storage::{ReadOps, WriteCtx};
 
-use crate::api::error::{ApiError, REQUEST_ID};
+use crate::api::error::ApiError;
 use crate::auth::Caller;
 use crate::services::Scope;
 use crate::state::AppState;
@@ -86,17 +84,12 @@ pub fn router(state: AppState) -> Router {
         .merge(checkout::page_router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        // HTTP-level rules (issue 9): envelope the framework's own errors, header-count and
-        // URI limits, drain what was left unread.
-        .layer(axum::middleware::from_fn(http_rules::envelope_errors))
+        // Request ids, the access log, and the HTTP-level rules (issue 9): drain what was
+        // left unread, header-count and URI limits, envelope the framework's own errors.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            http_rules::limits,
+            http_rules::edge,
         ))
-        .layer(axum::middleware::from_fn(http_rules::drain_unread_body))
-        // Inside the request-id scope, so the access log line carries the request's id.
-        .layer(axum::middleware::from_fn(crate::ops::access::layer))
-        .layer(axum::middleware::from_fn(request_id))
         .with_state(state)
 }
 
@@ -137,21 +130,6 @@ async fn method_not_allowed(
     )
 }
 
-async fn request_id(req: Request, next: Next) -> Response {
-    let id = format!("req_{}", ulid::Ulid::new());
-    let mut resp = REQUEST_ID.scope(id.clone(), next.run(req)).await;
-    if let Ok(v) = HeaderValue::from_str(&id) {
-        resp.headers_mut().insert("request-id", v);
-    }
-    // An oversized body was not read to its end: the connection cannot carry another
-    // request, so say so instead of leaving the client to find out.
-    if resp.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        resp.headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    }
-    resp
-}
-
 /// The service scope of a caller.
 pub fn scope(state: &AppState, caller: &Caller) -> Scope {
     Scope {
@@ -161,13 +139,25 @@ pub fn scope(state: &AppState, caller: &Caller) -> Scope {
     }
 }
 
-/// A JSON answer.
-pub fn json(status: StatusCode, v: &Value) -> Response {
-    raw_json(status, serde_json::to_string(v).expect("json"))
+/// A JSON answer, written straight from `v` (a typed view or a `Value`).
+pub fn json<T: serde::Serialize + ?Sized>(status: StatusCode, v: &T) -> Response {
+    json_sized(status, v, 1024)
 }
 
-fn raw_json(status: StatusCode, body: String) -> Response {
-    let mut r = Response::new(Body::from(body));
+/// [`json`] into a buffer of `capacity` bytes to begin with (a list's size is known
+/// roughly in advance: fewer regrowths).
+fn json_sized<T: serde::Serialize + ?Sized>(
+    status: StatusCode,
+    v: &T,
+    capacity: usize,
+) -> Response {
+    let mut body = Vec::with_capacity(capacity);
+    serde_json::to_writer(&mut body, v).expect("json");
+    raw_json(status, body)
+}
+
+fn raw_json(status: StatusCode, body: impl Into<Body>) -> Response {
+    let mut r = Response::new(body.into());
     *r.status_mut() = status;
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -484,8 +474,9 @@ impl IntoResponse for Begin {
 
 /// `GET /v1/<resource>/{id}` of a row kept per project: the caller's project's row `id`
 /// answered 200 as `view` renders it, or `missing` (404 `not_found`: another project's row
-/// is not found either, SPEC.md section 7).
-pub async fn get_by_id<R, V>(
+/// is not found either, SPEC.md section 7). A view that borrows from the row (the typed
+/// views of [`crate::views`]) goes through [`row_by_id`] and [`json`].
+pub async fn get_by_id<R, V, S>(
     state: &AppState,
     caller: &Caller,
     id: uuid::Uuid,
@@ -494,17 +485,94 @@ pub async fn get_by_id<R, V>(
 ) -> Result<Response, ApiError>
 where
     R: appliance_storage::records::Row + Send + 'static,
-    V: FnOnce(&R) -> Value,
+    V: FnOnce(&R) -> S,
+    S: serde::Serialize,
+{
+    let row = row_by_id::<R>(state, caller, id, missing)?;
+    Ok(json(StatusCode::OK, &view(&row)))
+}
+
+/// The caller's project's row `id`, or `missing` (another project's row is not found
+/// either, SPEC.md section 7). A short read on the request's thread
+/// (`Store::read_now`).
+pub fn row_by_id<R>(
+    state: &AppState,
+    caller: &Caller,
+    id: uuid::Uuid,
+    missing: impl Into<ApiError>,
+) -> Result<R, ApiError>
+where
+    R: appliance_storage::records::Row,
 {
     let p = caller.project_id();
-    match state.store.read_now(move |r| r.get_in::<R>(p, id))? {
-        Some(row) => Ok(json(StatusCode::OK, &view(&row))),
-        None => Err(missing.into()),
+    state
+        .store
+        .read_now(move |r| r.get_in::<R>(p, id))?
+        .ok_or_else(|| missing.into())
+}
+
+/// Index entries a list may pass over on the request's own thread (`Store::read_now`);
+/// a page whose filter skips more than this many is read again on the blocking pool
+/// (`Store::read`). A page of 100 that its filter does not thin runs inline.
+pub const INLINE_LIST_VISITS: usize = 256;
+
+/// A page of rows read by [`list_page`], answered by [`Listed::answer`].
+pub struct Listed<R> {
+    pub items: Vec<R>,
+    pub has_more: bool,
+}
+
+impl<R: appliance_storage::records::Row> Listed<R> {
+    /// The list answer (`{object: list, data, has_more, next_cursor}`, SPEC.md section 2,
+    /// Lists), each row as `view` renders it, written straight to the response body.
+    pub fn answer<'a, S: serde::Serialize>(&'a self, view: impl Fn(&'a R) -> S) -> Response {
+        let next = self
+            .items
+            .last()
+            .map(|r| extract::cursor_of(r.id().as_bytes()));
+        let data = self.items.iter().map(view).collect::<Vec<_>>();
+        let body = extract::ListPage::new(&data, self.has_more, next);
+        json_sized(StatusCode::OK, &body, 256 + 768 * data.len())
     }
 }
 
-/// A page of rows under an index prefix as a list answer.
-pub async fn list_rows<R, K, V>(
+/// A page of rows under an index prefix, newest first, those `keep` accepts. Read on the
+/// request's thread when the page passes over at most [`INLINE_LIST_VISITS`] index
+/// entries (the usual case: a list's filters follow its index), otherwise again on the
+/// blocking pool, where a long scan does not hold up a runtime worker.
+pub async fn list_page<R, K>(
+    state: &AppState,
+    prefix: Vec<u8>,
+    page: extract::PageReq,
+    keep: K,
+) -> Result<Listed<R>, ApiError>
+where
+    R: appliance_storage::records::Row + Send + 'static,
+    K: Fn(&R) -> bool + Send + 'static,
+{
+    let before = page.cursor_uuid()?;
+    let limit = page.limit;
+    let inline = state
+        .store
+        .read_now(|r| r.list_within::<R>(&prefix, before, limit, &keep, INLINE_LIST_VISITS))?;
+    let rows = match inline {
+        Some(rows) => rows,
+        None => {
+            state
+                .store
+                .read(move |r| r.list::<R>(&prefix, before, limit, keep))
+                .await?
+        }
+    };
+    Ok(Listed {
+        items: rows.items,
+        has_more: rows.has_more,
+    })
+}
+
+/// A page of rows under an index prefix as a list answer ([`list_page`] and
+/// [`Listed::answer`]), for a view that owns what it renders.
+pub async fn list_rows<R, K, V, S>(
     state: &AppState,
     prefix: Vec<u8>,
     page: extract::PageReq,
@@ -514,21 +582,8 @@ pub async fn list_rows<R, K, V>(
 where
     R: appliance_storage::records::Row + Send + 'static,
     K: Fn(&R) -> bool + Send + 'static,
-    V: Fn(&R) -> Value,
+    V: Fn(&R) -> S,
+    S: serde::Serialize,
 {
-    let before = page.cursor_uuid()?;
-    let limit = page.limit;
-    let rows = state
-        .store
-        .read(move |r| r.list::<R>(&prefix, before, limit, keep))
-        .await?;
-    let next = rows
-        .items
-        .last()
-        .map(|r| extract::cursor_of(r.id().as_bytes()));
-    let data = rows.items.iter().map(view).collect();
-    Ok(json(
-        StatusCode::OK,
-        &extract::list_json(data, rows.has_more, next),
-    ))
+    Ok(list_page(state, prefix, page, keep).await?.answer(view))
 }

@@ -10,7 +10,7 @@ use appliance_storage::records::{KeyKind, Payout, PayoutStatus};
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
 use crate::api::schemas;
-use crate::api::{commit, get_by_id, list_rows, mutate, scope, IdempotencyKey};
+use crate::api::{commit, json, list_page, mutate, row_by_id, scope, IdempotencyKey};
 use crate::auth::{Access, Caller};
 use crate::services::payouts::{self, NewPayout};
 use crate::state::AppState;
@@ -130,19 +130,13 @@ async fn list_payouts(
     } else {
         index::prefix(IndexTag::Payouts, p, &[])
     };
-    let reg = state.registry.clone();
-    list_rows(
-        &state,
-        prefix,
-        page,
-        move |x: &Payout| {
-            customer.is_none_or(|c| x.customer_id == Some(c))
-                && chain.as_ref().is_none_or(|c| &x.chain == c)
-                && status.is_none_or(|s| x.status == s)
-        },
-        move |x| views::payout(&reg, x),
-    )
-    .await
+    let rows = list_page(&state, prefix, page, move |x: &Payout| {
+        customer.is_none_or(|c| x.customer_id == Some(c))
+            && chain.as_ref().is_none_or(|c| &x.chain == c)
+            && status.is_none_or(|s| x.status == s)
+    })
+    .await?;
+    Ok(rows.answer(|x| views::payout_view(&state.registry, x)))
 }
 
 /// Read a payout.
@@ -157,10 +151,11 @@ async fn get_payout(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = path_uuid(&id)?;
-    get_by_id::<Payout, _>(&state, &caller, id, ApiError::not_found("payout"), |x| {
-        views::payout(&state.registry, x)
-    })
-    .await
+    let x = row_by_id::<Payout>(&state, &caller, id, ApiError::not_found("payout"))?;
+    Ok(json(
+        StatusCode::OK,
+        &views::payout_view(&state.registry, &x),
+    ))
 }
 
 /// Cancel a payout before signing (`pending_approval` or `queued`); reserved funds return to

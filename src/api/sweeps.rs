@@ -112,7 +112,7 @@ async fn get_sweep(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = path_uuid(&id)?;
-    get_by_id::<Sweep, _>(&state, &caller, id, ApiError::not_found("sweep"), |s| {
+    get_by_id::<Sweep, _, _>(&state, &caller, id, ApiError::not_found("sweep"), |s| {
         views::sweep(&state.registry, s)
     })
     .await

@@ -1,6 +1,7 @@
 //! Wallets (deposit addresses): SPEC.md section 4, Wallets and balances; DECISIONS.md 3.
 
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::response::Response;
 
 use appliance_storage::index::{self, IndexTag};
@@ -9,7 +10,7 @@ use appliance_storage::records::{KeyKind, Wallet};
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
 use crate::api::schemas;
-use crate::api::{created_or_ok, get_by_id, list_rows, mutate, scope, IdempotencyKey};
+use crate::api::{created_or_ok, json, list_page, mutate, row_by_id, scope, IdempotencyKey};
 use crate::auth::{Access, Caller};
 use crate::services::wallets;
 use crate::state::AppState;
@@ -89,14 +90,11 @@ async fn list_wallets(
         (None, Some(ch)) => index::prefix(IndexTag::WalletsByChain, p, &[ch.as_bytes()]),
         (None, None) => index::prefix(IndexTag::Wallets, p, &[]),
     };
-    list_rows(
-        &state,
-        prefix,
-        page,
-        move |w: &Wallet| chain.as_ref().is_none_or(|c| &w.chain == c),
-        views::wallet,
-    )
-    .await
+    let rows = list_page(&state, prefix, page, move |w: &Wallet| {
+        chain.as_ref().is_none_or(|c| &w.chain == c)
+    })
+    .await?;
+    Ok(rows.answer(views::wallet_view))
 }
 
 /// Read a wallet.
@@ -111,8 +109,6 @@ async fn get_wallet(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = path_uuid(&id)?;
-    get_by_id::<Wallet, _>(&state, &caller, id, ApiError::not_found("wallet"), |w| {
-        views::wallet(w)
-    })
-    .await
+    let w = row_by_id::<Wallet>(&state, &caller, id, ApiError::not_found("wallet"))?;
+    Ok(json(StatusCode::OK, &views::wallet_view(&w)))
 }

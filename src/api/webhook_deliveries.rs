@@ -117,7 +117,7 @@ async fn get_delivery(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = delivery_id(&id)?;
-    get_by_id::<WebhookDelivery, _>(&state, &caller, id, WebhookDeliveryError::NotFound, |d| {
+    get_by_id::<WebhookDelivery, _, _>(&state, &caller, id, WebhookDeliveryError::NotFound, |d| {
         delivery_json(d, true)
     })
     .await

@@ -167,7 +167,7 @@ async fn get_webhook(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = path_uuid(&id)?;
-    get_by_id::<WebhookEndpoint, _>(&state, &caller, id, WebhookEndpointError::NotFound, |ep| {
+    get_by_id::<WebhookEndpoint, _, _>(&state, &caller, id, WebhookEndpointError::NotFound, |ep| {
         endpoint_json(ep, appliance_storage::now_us())
     })
     .await

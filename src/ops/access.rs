@@ -10,8 +10,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
-use axum::middleware::Next;
-use axum::response::Response;
+use axum::http::Method;
 
 /// Filled by the caller extractor with the public id of the key that authenticated the
 /// request, read back by the access log.
@@ -28,31 +27,42 @@ impl KeySlot {
 /// The route label of a request that matched no route.
 pub const UNMATCHED: &str = "unmatched";
 
-/// Middleware: logs and counts every request. Runs inside the request-id scope.
-pub async fn layer(mut req: Request, next: Next) -> Response {
-    let start = Instant::now();
-    let method = req.method().clone();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|m| m.as_str().to_string());
-    let slot = KeySlot::default();
-    req.extensions_mut().insert(slot.clone());
-    let resp = next.run(req).await;
-    let latency = start.elapsed();
-    let route = route.as_deref().unwrap_or(UNMATCHED);
-    let status = resp.status().as_u16();
-    let request_id = crate::api::error::request_id();
-    tracing::info!(
-        target: "appliance::access",
-        method = %method,
-        route,
-        status,
-        latency_ms = (latency.as_secs_f64() * 1e6).round() / 1e3,
-        request_id = %request_id,
-        key_id = slot.0.get().map(String::as_str).unwrap_or("-"),
-        "request"
-    );
-    super::metrics::http_request(method.as_str(), route, status, latency);
-    resp
+/// One request's access log line and metrics, begun before its route runs and ended with
+/// its status (by `api::http_rules::edge`, inside the request-id scope).
+pub struct Entry {
+    start: Instant,
+    method: Method,
+    route: Option<MatchedPath>,
+    slot: KeySlot,
+}
+
+impl Entry {
+    /// Starts the clock and gives the request the [`KeySlot`] the caller extractor fills.
+    pub fn begin(req: &mut Request) -> Entry {
+        let slot = KeySlot::default();
+        req.extensions_mut().insert(slot.clone());
+        Entry {
+            start: Instant::now(),
+            method: req.method().clone(),
+            route: req.extensions().get::<MatchedPath>().cloned(),
+            slot,
+        }
+    }
+
+    /// Logs the line (when `appliance::access` is enabled at `INFO`) and counts the request.
+    pub fn end(self, status: u16, request_id: &str) {
+        let latency = self.start.elapsed();
+        let route = self.route.as_ref().map_or(UNMATCHED, |m| m.as_str());
+        tracing::info!(
+            target: "appliance::access",
+            method = %self.method,
+            route,
+            status,
+            latency_ms = (latency.as_secs_f64() * 1e6).round() / 1e3,
+            request_id = %request_id,
+            key_id = self.slot.0.get().map(String::as_str).unwrap_or("-"),
+            "request"
+        );
+        super::metrics::http_request(&self.method, route, status, latency);
+    }
 }

@@ -120,23 +120,67 @@ fn describe() {
     );
 }
 
-/// One answered HTTP request.
-pub fn http_request(method: &str, route: &str, status: u16, latency: Duration) {
-    let method = method.to_string();
-    let route = route.to_string();
-    metrics::counter!(
-        "appliance_http_requests_total",
-        "method" => method.clone(),
-        "route" => route.clone(),
-        "status" => status.to_string()
-    )
-    .increment(1);
-    metrics::histogram!(
-        "appliance_http_request_duration_seconds",
-        "method" => method,
-        "route" => route
-    )
-    .record(latency.as_secs_f64());
+/// One answered HTTP request. The handles of a (route, method, status) are kept per thread
+/// once the recorder is installed: registering them again each time costs a few
+/// allocations and a lookup in the recorder's map per request.
+pub fn http_request(method: &axum::http::Method, route: &str, status: u16, latency: Duration) {
+    type Handles = Vec<(
+        axum::http::Method,
+        u16,
+        metrics::Counter,
+        metrics::Histogram,
+    )>;
+    /// Handles kept for at most this many (method, status) pairs per route and thread
+    /// (methods are whatever clients send; the rest are registered each time).
+    const PER_ROUTE: usize = 64;
+    thread_local! {
+        static CACHE: std::cell::RefCell<std::collections::HashMap<String, Handles>> =
+            std::cell::RefCell::default();
+    }
+    let register = || {
+        let method = method.as_str().to_string();
+        let route = route.to_string();
+        let counter = metrics::counter!(
+            "appliance_http_requests_total",
+            "method" => method.clone(),
+            "route" => route.clone(),
+            "status" => status.to_string()
+        );
+        let histogram = metrics::histogram!(
+            "appliance_http_request_duration_seconds",
+            "method" => method,
+            "route" => route
+        );
+        (counter, histogram)
+    };
+    let seconds = latency.as_secs_f64();
+    if HANDLE.get().is_none() {
+        // No recorder yet: handles registered now would stay no-ops.
+        let (c, h) = register();
+        c.increment(1);
+        h.record(seconds);
+        return;
+    }
+    CACHE.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some(handles) = cache.get(route) {
+            if let Some((_, _, c, h)) = handles
+                .iter()
+                .find(|(m, s, _, _)| *s == status && m == method)
+            {
+                c.increment(1);
+                h.record(seconds);
+                return;
+            }
+        }
+        let (c, h) = register();
+        c.increment(1);
+        h.record(seconds);
+        let handles = cache.entry(route.to_string()).or_default();
+        if handles.len() < PER_ROUTE {
+            handles.push((method.clone(), status, c, h));
+        }
+    });
 }
 
 /// One webhook delivery attempt finished: `status` is the receiver's HTTP status, if any.

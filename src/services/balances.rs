@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use serde::Serialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -12,6 +13,7 @@ use appliance_storage::records::Wallet;
 use appliance_storage::{ReadOps, StoreError};
 
 use crate::registry::Registry;
+use crate::views::{Atomic, Decimal};
 
 #[derive(Default, Clone, Copy)]
 struct Pair {
@@ -19,26 +21,69 @@ struct Pair {
     locked: u128,
 }
 
-fn item(reg: &Registry, chain: &str, asset: &str, p: Pair, onchain: Option<(u128, u128)>) -> Value {
-    let d = reg.decimals(chain, asset);
+/// One (chain, asset) of a balance list (SPEC.md section 2, Balance lists): atomic amounts
+/// with their `_decimal` twins; `onchain`, `onchain_decimal` and `drift` only with an
+/// on-chain reading. Fields in byte order of their names (the order a JSON object of the
+/// project keeps, `views`).
+#[derive(Serialize)]
+pub struct BalanceItem {
+    asset: String,
+    available: Atomic,
+    available_decimal: Decimal,
+    chain: String,
+    decimals: u8,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    drift: Option<String>,
+    locked: Atomic,
+    locked_decimal: Decimal,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    onchain: Option<Atomic>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    onchain_decimal: Option<Decimal>,
+    total: Atomic,
+    total_decimal: Decimal,
+}
+
+/// `object: balance_list` of a customer.
+#[derive(Serialize)]
+pub struct CustomerBalances {
+    customer_id: Uuid,
+    data: Vec<BalanceItem>,
+    object: &'static str,
+}
+
+/// `object: balance_list` of a wallet; `source` is `ledger`, `chain` or `both`.
+#[derive(Serialize)]
+pub struct WalletBalances {
+    data: Vec<BalanceItem>,
+    object: &'static str,
+    source: String,
+    wallet_id: Uuid,
+}
+
+fn item(
+    reg: &Registry,
+    chain: String,
+    asset: String,
+    p: Pair,
+    onchain: Option<(u128, u128)>,
+) -> BalanceItem {
+    let d = reg.decimals(&chain, &asset);
     let total = p.available.saturating_add(p.locked);
-    let mut v = json!({
-        "chain": chain,
-        "asset": asset,
-        "decimals": d,
-        "available": p.available.to_string(),
-        "available_decimal": format_decimal(p.available, d),
-        "locked": p.locked.to_string(),
-        "locked_decimal": format_decimal(p.locked, d),
-        "total": total.to_string(),
-        "total_decimal": format_decimal(total, d),
-    });
-    if let Some((onchain, expected)) = onchain {
-        v["onchain"] = json!(onchain.to_string());
-        v["onchain_decimal"] = json!(format_decimal(onchain, d));
-        v["drift"] = json!(signed_string(onchain, expected));
+    BalanceItem {
+        available: Atomic(p.available),
+        available_decimal: Decimal(p.available, d),
+        decimals: d,
+        drift: onchain.map(|(onchain, expected)| signed_string(onchain, expected)),
+        locked: Atomic(p.locked),
+        locked_decimal: Decimal(p.locked, d),
+        onchain: onchain.map(|(o, _)| Atomic(o)),
+        onchain_decimal: onchain.map(|(o, _)| Decimal(o, d)),
+        total: Atomic(total),
+        total_decimal: Decimal(total, d),
+        asset,
+        chain,
     }
-    v
 }
 
 fn customer_pairs(
@@ -64,12 +109,16 @@ pub fn customer(
     reg: &Registry,
     project: Uuid,
     customer: Uuid,
-) -> Result<Value, StoreError> {
-    let data: Vec<Value> = customer_pairs(r, project, customer)?
+) -> Result<CustomerBalances, StoreError> {
+    let data = customer_pairs(r, project, customer)?
         .into_iter()
-        .map(|((c, a), p)| item(reg, &c, &a, p, None))
+        .map(|((c, a), p)| item(reg, c, a, p, None))
         .collect();
-    Ok(json!({"object": "balance_list", "customer_id": customer, "data": data}))
+    Ok(CustomerBalances {
+        customer_id: customer,
+        data,
+        object: "balance_list",
+    })
 }
 
 /// `GET /v1/wallets/{id}/balances`: every asset of the wallet's chain. With an on-chain
@@ -82,7 +131,7 @@ pub fn wallet(
     w: &Wallet,
     source: &str,
     onchain: impl Fn(&str) -> Result<u128, StoreError>,
-) -> Result<Value, StoreError> {
+) -> Result<WalletBalances, StoreError> {
     let pairs = customer_pairs(r, w.project_id, w.customer_id)?;
     let mut data = Vec::new();
     if let Some(chain) = reg.chain(&w.chain) {
@@ -96,11 +145,15 @@ pub fn wallet(
             } else {
                 Some((onchain(&a.symbol)?, r.holding(w.id, &a.symbol)?))
             };
-            let v = item(reg, &w.chain, &a.symbol, p, reading);
-            data.push(v);
+            data.push(item(reg, w.chain.clone(), a.symbol.clone(), p, reading));
         }
     }
-    Ok(json!({"object": "balance_list", "wallet_id": w.id, "source": source, "data": data}))
+    Ok(WalletBalances {
+        data,
+        object: "balance_list",
+        source: source.to_string(),
+        wallet_id: w.id,
+    })
 }
 
 /// `GET /v1/balances`: the project's treasury report per (chain, asset).
@@ -254,5 +307,54 @@ mod tests {
         assert_eq!(super::signed_decimal("1500000", 6), "1.5");
         assert_eq!(super::signed_decimal("0", 18), "0");
         assert_eq!(super::signed_decimal("-0", 6), "0");
+    }
+
+    /// A balance item is written as the `json!` tree it was built as before the typed
+    /// struct: same keys (the on-chain three only with a reading), same values, same bytes.
+    #[test]
+    fn items_match_the_reference_tree() {
+        use super::*;
+        let reg = Registry::from_config(&crate::config::Config::default());
+        for (chain, asset) in [("ethereum", "USDT"), ("ethereum", "ETH"), ("x", "Y")] {
+            for onchain in [None, Some((5u128, 7u128)), Some((u128::MAX, 0))] {
+                let p = Pair {
+                    available: 1_234_567,
+                    locked: u128::MAX - 3,
+                };
+                let d = reg.decimals(chain, asset);
+                let total = p.available.saturating_add(p.locked);
+                let mut reference = json!({
+                    "chain": chain,
+                    "asset": asset,
+                    "decimals": d,
+                    "available": p.available.to_string(),
+                    "available_decimal": format_decimal(p.available, d),
+                    "locked": p.locked.to_string(),
+                    "locked_decimal": format_decimal(p.locked, d),
+                    "total": total.to_string(),
+                    "total_decimal": format_decimal(total, d),
+                });
+                if let Some((o, expected)) = onchain {
+                    reference["onchain"] = json!(o.to_string());
+                    reference["onchain_decimal"] = json!(format_decimal(o, d));
+                    reference["drift"] = json!(signed_string(o, expected));
+                }
+                let typed = item(&reg, chain.into(), asset.into(), p, onchain);
+                assert_eq!(
+                    serde_json::to_string(&typed).unwrap(),
+                    serde_json::to_string(&reference).unwrap()
+                );
+                let id = Uuid::now_v7();
+                let list = CustomerBalances {
+                    customer_id: id,
+                    data: vec![typed],
+                    object: "balance_list",
+                };
+                assert_eq!(
+                    serde_json::to_value(&list).unwrap(),
+                    json!({"object": "balance_list", "customer_id": id, "data": [reference]})
+                );
+            }
+        }
     }
 }

@@ -149,12 +149,38 @@ pub trait ReadOps: Reader {
         limit: usize,
         keep: impl Fn(&R) -> bool,
     ) -> Result<Page<R>, StoreError> {
+        Ok(self
+            .list_within(prefix, before, limit, keep, usize::MAX)?
+            .unwrap_or(Page {
+                items: Vec::new(),
+                has_more: false,
+            }))
+    }
+
+    /// [`ReadOps::list`] passing over at most `max_visits` index entries: `None` when the
+    /// page is not complete by then (a filter that skips many rows), so that the caller
+    /// can read it where a long scan is allowed.
+    fn list_within<R: Row>(
+        &self,
+        prefix: &[u8],
+        before: Option<Uuid>,
+        limit: usize,
+        keep: impl Fn(&R) -> bool,
+        max_visits: usize,
+    ) -> Result<Option<Page<R>>, StoreError> {
         let t = self.open(INDEX)?;
         let rows = self.open(R::TABLE)?;
         let upper = upper_bound(prefix, before);
         let mut items = Vec::new();
         let mut has_more = false;
-        for entry in t.range::<&[u8]>(prefix..upper.as_slice())?.rev() {
+        for (visits, entry) in t
+            .range::<&[u8]>(prefix..upper.as_slice())?
+            .rev()
+            .enumerate()
+        {
+            if visits == max_visits {
+                return Ok(None);
+            }
             let (k, _) = entry?;
             let id = index::id_of(k.value());
             let Some(v) = rows.get(id.as_u128())? else {
@@ -173,7 +199,7 @@ pub trait ReadOps: Reader {
                 items.push(r);
             }
         }
-        Ok(Page { items, has_more })
+        Ok(Some(Page { items, has_more }))
     }
 
     /// Number of keys of a counted index (`IndexTag::is_counted`) for a project.
