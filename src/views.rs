@@ -292,7 +292,27 @@ pub fn api_key(k: &ApiKey, env: &str, pending: Option<(i64, u64)>) -> Value {
     })
 }
 
-pub fn event(e: &Event) -> Value {
+/// An event's `data`: the resource as its REST read returned it at the event. A deposit
+/// event of schema 6 stores only the deposit's changing fields
+/// (`records::Event::deposit`); the store's reader hands it the deposit's row with them
+/// applied (`Event::deposit_row`), rendered here as `GET /v1/deposits/{id}` renders it. When
+/// that row could not be read (`appliance verify` reports it), the fields the event holds.
+pub fn event_data(reg: &Registry, e: &Event) -> Value {
+    match (&e.deposit_row, &e.deposit) {
+        (Some(d), _) => deposit(reg, d),
+        (None, Some(st)) => json!({
+            "id": e.resource_id,
+            "object": "deposit",
+            "status": st.status.as_str(),
+            "confirmations": st.confirmations,
+            "failure_reason": st.failure_reason,
+            "ledger_tx_id": st.ledger_tx_id,
+        }),
+        (None, None) => e.data.clone(),
+    }
+}
+
+pub fn event(reg: &Registry, e: &Event) -> Value {
     json!({
         "id": e.id,
         "object": "event",
@@ -303,7 +323,7 @@ pub fn event(e: &Event) -> Value {
         "tenant": e.project_id,
         "sequence": e.sequence,
         "resource_id": e.resource_id,
-        "data": e.data,
+        "data": event_data(reg, e),
     })
 }
 

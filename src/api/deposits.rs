@@ -5,7 +5,7 @@ use axum::response::Response;
 use chrono::DateTime;
 
 use appliance_storage::index::{self, IndexTag};
-use appliance_storage::records::{Deposit, DepositStatus, KeyKind};
+use appliance_storage::records::{Deposit, DepositStatus, KeyKind, Wallet};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, Params};
@@ -58,8 +58,27 @@ async fn list_deposits(
                 .map_err(|_| ApiError::invalid("since", "since must be an RFC 3339 timestamp."))
         })
         .transpose()?;
-    let prefix = if let Some(w) = wallet {
-        index::prefix(IndexTag::DepositsByWallet, p, &[w.as_bytes()])
+    // A customer's deposits to a wallet are listed from the customer's index (schema 6:
+    // no index of deposits by wallet; a wallet is its customer's only one on its chain):
+    // the wallet's customer, read first, then the `wallet_id` filter below. A wallet of
+    // another project, or none, lists nothing.
+    let wallet_owner = match wallet {
+        Some(w) => {
+            let row = state.store.read_now(move |r| r.get_in::<Wallet>(p, w))?;
+            match row {
+                Some(row) => Some(row.customer_id),
+                None => {
+                    return Ok(crate::api::json(
+                        axum::http::StatusCode::OK,
+                        &crate::api::extract::list_json(Vec::new(), false, None),
+                    ))
+                }
+            }
+        }
+        None => None,
+    };
+    let prefix = if let Some(c) = wallet_owner {
+        index::prefix(IndexTag::DepositsByCustomer, p, &[c.as_bytes()])
     } else if let Some(c) = customer {
         index::prefix(IndexTag::DepositsByCustomer, p, &[c.as_bytes()])
     } else if let Some(s) = status {

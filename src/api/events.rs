@@ -57,7 +57,8 @@ async fn list_events(
         .items
         .last()
         .map(|e| cursor_of(&e.sequence.to_be_bytes()));
-    let data = rows.items.iter().map(views::event).collect();
+    let reg = &state.registry;
+    let data = rows.items.iter().map(|e| views::event(reg, e)).collect();
     Ok(json(StatusCode::OK, &list_json(data, rows.has_more, next)))
 }
 
@@ -79,5 +80,5 @@ async fn get_event(
         .read(move |r| r.event(p, &id))
         .await?
         .ok_or_else(|| ApiError::not_found("event"))?;
-    Ok(json(StatusCode::OK, &views::event(&e)))
+    Ok(json(StatusCode::OK, &views::event(&state.registry, &e)))
 }

@@ -12,8 +12,7 @@ use crate::registry::Registry;
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
-use crate::services::{billing, emit, invoices, sim_tx_hash, sweeps, Scope};
-use crate::views;
+use crate::services::{billing, emit_deposit, invoices, sim_tx_hash, sweeps, Scope};
 
 /// Why a deposit request (test mode) is refused (statuses and codes: `api::error`).
 #[derive(Debug, thiserror::Error)]
@@ -130,7 +129,7 @@ pub fn announce(
         Movement::Failed => "deposit.failed",
         Movement::Orphaned => "deposit.orphaned",
     };
-    emit(ctx, s, event, d.id, views::deposit(&s.reg, d))?;
+    emit_deposit(ctx, s, event, d)?;
     Ok(())
 }
 
@@ -236,7 +235,7 @@ pub fn create_test(
     }
     // Keyed as the chain watcher keys the same transfer, so it is recognised as known.
     ctx.unique_put(&transfer_key(&d.chain, &d.tx_hash, log_index), d.id)?;
-    emit(ctx, s, "deposit.detected", d.id, views::deposit(&s.reg, &d))?;
+    emit_deposit(ctx, s, "deposit.detected", &d)?;
     // The row is written once, in its final state of this transaction (issue 16: a second
     // put rewrote the row and added then removed its `detected` index entries).
     if let Some(reason) = refusal {

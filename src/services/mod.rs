@@ -144,6 +144,27 @@ pub fn emit(
     Ok(())
 }
 
+/// [`emit`] of an event of a customer's deposit (`deposit.*`) in its compact stored form
+/// (schema 6, issue 16): the event keeps the deposit's changing fields as they are in `d`,
+/// and its `data` is rendered from the deposit's row with those applied
+/// (`records::Event::deposit`, [`crate::views::event_data`]). `d` must be the deposit as
+/// this transaction leaves its row, apart from those changing fields.
+pub fn emit_deposit(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    event_type: &str,
+    d: &appliance_storage::records::Deposit,
+) -> Result<(), StoreError> {
+    debug_assert!(
+        EVENT_CATALOG.contains(&event_type),
+        "event type {event_type} is missing from services::EVENT_CATALOG"
+    );
+    debug_assert!(d.project_id == s.project.id && d.invoice_id.is_none() && !d.funding);
+    let event = ctx.append_deposit_event(s.project.mode == Mode::Live, event_type, d)?;
+    webhook_deliveries::enqueue_with(ctx, &event, s.delivery_attempts)?;
+    Ok(())
+}
+
 /// Idempotency records expire after 24 hours (SPEC.md section 8); the API replays within
 /// it and the maintenance worker purges after it.
 pub const IDEMPOTENCY_TTL_US: i64 = 24 * 3_600_000_000;

@@ -17,8 +17,9 @@ use uuid::Uuid;
 use appliance_storage::records::Event;
 use appliance_storage::{CommitNotice, ReadCtx, ReadOps, StoreError};
 
+use crate::registry::Registry;
 use crate::state::AppState;
-use crate::views::ts;
+use crate::views::{self, ts};
 use crate::webhooks::StreamSlot;
 
 // The ping interval (25 s) and the longest life of a stream (30 minutes) are config:
@@ -96,7 +97,7 @@ pub fn start_point(
     })
 }
 
-fn event_frame(e: &Event) -> Frame {
+fn event_frame(reg: &Registry, e: &Event) -> Frame {
     if e.is_billing_line() {
         // A billing line carries its frame's payload as it is (`services::billing`).
         return Frame {
@@ -110,7 +111,7 @@ fn event_frame(e: &Event) -> Frame {
         "created": ts(e.created_at),
         "livemode": e.livemode,
         "scope": "account",
-        "data": e.data,
+        "data": views::event_data(reg, e),
     });
     Frame {
         id: Some(e.sequence.to_string()),
@@ -183,7 +184,9 @@ async fn catch_up(
             .await
             .map_err(|e| tracing::error!(error = %e, "event stream read failed"))?;
         for e in &page.items {
-            tx.send(event_frame(e)).await.map_err(|_| ())?;
+            tx.send(event_frame(&state.registry, e))
+                .await
+                .map_err(|_| ())?;
             *cursor = e.sequence;
         }
         if !page.has_more {

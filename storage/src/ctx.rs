@@ -330,11 +330,49 @@ pub trait ReadOps: Reader {
             .filter(|e| !e.is_billing_line()))
     }
 
-    /// The event at (project, sequence).
+    /// The event at (project, sequence), with its deposit's row when it is a deposit event
+    /// of schema 6 ([`Event::deposit_row`]).
     fn event_at(&self, project: Uuid, seq: u64) -> Result<Option<Event>, StoreError> {
         let t = self.open(EVENTS)?;
-        let v = t.get((project.as_u128(), seq))?;
-        v.map(|g| decode(g.value())).transpose()
+        let Some(v) = t.get((project.as_u128(), seq))? else {
+            return Ok(None);
+        };
+        let ev = decode::<Event>(v.value())?;
+        drop(v);
+        drop(t);
+        self.complete_event(project, seq, ev).map(Some)
+    }
+
+    /// A decoded event row made whole: its key's project and sequence, and for a deposit
+    /// event of schema 6 the deposit's row as it was at the event ([`Event::deposit_row`];
+    /// left `None`, and logged, when the row is missing or does not decode: the event still
+    /// reads, `appliance verify` reports it).
+    fn complete_event(&self, project: Uuid, seq: u64, mut ev: Event) -> Result<Event, StoreError> {
+        ev.project_id = project;
+        ev.sequence = seq;
+        if let Some(state) = &ev.deposit {
+            let row = match Uuid::parse_str(&ev.resource_id) {
+                Ok(id) => match self.get_in::<crate::records::Deposit>(project, id) {
+                    Ok(row) => row,
+                    Err(StoreError::Corrupt(e)) => {
+                        log_undecodable("deposits", &id, &e);
+                        None
+                    }
+                    Err(e) => return Err(e),
+                },
+                Err(_) => None,
+            };
+            if row.is_none() {
+                tracing::error!(
+                    %project,
+                    sequence = seq,
+                    deposit = %ev.resource_id,
+                    "a deposit event's deposit row is missing; its data is rendered from the event alone (appliance verify reports it)"
+                );
+            }
+            ev.deposit_row = row.map(|d| Box::new(state.apply(d)));
+        }
+        Ok(ev)
     }
 
     /// Latest event sequence of a project (0 when none): the key of its last event. Events
@@ -453,6 +491,7 @@ pub trait ReadOps: Reader {
                 else {
                     continue;
                 };
+                let ev = self.complete_event(project, seq, ev)?;
                 if (lines || !ev.is_billing_line())
                     && (types.is_empty() || types.contains(&ev.event_type))
                     && !push(ev, &mut items)
@@ -857,10 +896,42 @@ impl<'t> WriteCtx<'t> {
         resource_id: &str,
         data: serde_json::Value,
     ) -> Result<Event, StoreError> {
+        self.append(project, livemode, event_type, resource_id, data, None)
+    }
+
+    /// Appends an event of a customer's deposit (`deposit.*`) in its compact form (schema
+    /// 5, [`Event::deposit`]): the deposit's changing fields as they are in `d`, which must
+    /// be the row as this transaction writes it (before or after this call). The returned
+    /// event carries `d` in [`Event::deposit_row`], as a reader would see it.
+    pub fn append_deposit_event(
+        &mut self,
+        livemode: bool,
+        event_type: &str,
+        d: &crate::records::Deposit,
+    ) -> Result<Event, StoreError> {
+        self.append(
+            d.project_id,
+            livemode,
+            event_type,
+            &d.id.to_string(),
+            serde_json::Value::Null,
+            Some(d),
+        )
+    }
+
+    fn append(
+        &mut self,
+        project: Uuid,
+        livemode: bool,
+        event_type: &str,
+        resource_id: &str,
+        data: serde_json::Value,
+        deposit: Option<&crate::records::Deposit>,
+    ) -> Result<Event, StoreError> {
         let r = (|| {
             let seq = self.last_sequence(project)? + 1;
             let ulid = ulid::Ulid::new();
-            let ev = Event {
+            let mut ev = Event {
                 id: format!("evt_{ulid}"),
                 project_id: project,
                 sequence: seq,
@@ -869,6 +940,8 @@ impl<'t> WriteCtx<'t> {
                 created_at: self.now,
                 livemode,
                 data,
+                deposit: deposit.map(crate::records::DepositState::of),
+                deposit_row: None,
             };
             let bytes = encode(&ev);
             self.with_events(|events| {
@@ -896,6 +969,7 @@ impl<'t> WriteCtx<'t> {
                 idx.insert(by_resource.as_slice(), ())?;
                 Ok(())
             })?;
+            ev.deposit_row = deposit.map(|d| Box::new(d.clone()));
             Ok(ev)
         })();
         let ev = self.track(r)?;

@@ -29,6 +29,9 @@ pub enum IndexTag {
     WalletsByChain = 22,
     Deposits = 30,
     DepositsByCustomer = 31,
+    /// Up to schema 5 only: project ‖ wallet ‖ deposit. Schema 6 lists a wallet's
+    /// deposits under its customer ([`IndexTag::DepositsByCustomer`]) and removes these
+    /// entries on open. Never reuse the number.
     DepositsByWallet = 32,
     DepositsByChain = 33,
     DepositsByStatus = 34,

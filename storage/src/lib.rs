@@ -491,6 +491,13 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
             "address keys laid out address first (schema version 5)"
         );
     }
+    if found.is_some_and(|v| v < 6) {
+        let removed = migrate_to_6(&txn)?;
+        tracing::info!(
+            removed,
+            "deposit index entries by wallet removed (schema version 6)"
+        );
+    }
     txn.commit()?;
     Ok(())
 }
@@ -530,6 +537,21 @@ fn migrate_address_keys(txn: &redb::WriteTransaction) -> Result<codec::Migrated,
         }
     }
     Ok(total)
+}
+
+/// Schema 5 -> 6: the index entries of deposits by wallet are removed (a wallet's deposits
+/// are listed under its customer). Event rows are not rewritten: a deposit event of schema
+/// 5 keeps its whole `data` and reads as it did. Returns the entries removed.
+fn migrate_to_6(txn: &redb::WriteTransaction) -> Result<u64, StoreError> {
+    let lo = [index::IndexTag::DepositsByWallet as u8];
+    let hi = [index::IndexTag::DepositsByWallet as u8 + 1];
+    let mut idx = txn.open_table(schema::INDEX)?;
+    let mut removed = 0u64;
+    idx.retain_in::<&[u8], _>(lo.as_slice()..hi.as_slice(), |_, _| {
+        removed += 1;
+        false
+    })?;
+    Ok(removed)
 }
 
 /// Schema 3 -> 4: every record rewritten from JSON to MessagePack ([`codec`]), and the

@@ -468,7 +468,7 @@ fn address_keys_move_to_the_address_first_layout() {
         .read_blocking(|r| r.meta_get("schema_version"))
         .unwrap()
         .unwrap();
-    assert_eq!(v, 5u32.to_be_bytes());
+    assert_eq!(v, schema::SCHEMA_VERSION.to_be_bytes());
     close(store);
     let db = Database::create(&path).unwrap();
     let r = db.begin_read().unwrap();
@@ -480,4 +480,216 @@ fn address_keys_move_to_the_address_first_layout() {
     };
     assert_eq!(count(IndexTag::UniqueAddress), 1);
     assert_eq!(count(IndexTag::UniqueAddressChain), 4);
+}
+
+/// Schema 5 -> 6 (issue 16): a store as schema 5 left it (deposit index entries by wallet,
+/// deposit events carrying the whole deposit and their key's project and sequence again)
+/// opens, loses the entries by wallet, verifies clean, and its old events read as they were
+/// while new deposit events are written compact and read whole.
+#[test]
+fn a_schema_5_store_migrates_to_6_and_its_old_events_still_read() {
+    #[derive(Serialize)]
+    struct EventV5<'a> {
+        id: &'a str,
+        project_id: Uuid,
+        sequence: u64,
+        #[serde(rename = "type")]
+        event_type: &'a str,
+        resource_id: &'a str,
+        created_at: i64,
+        livemode: bool,
+        data: &'a serde_json::Value,
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let p = populate(&store);
+    close(store);
+    // As schema 5 wrote it.
+    let deposits: Vec<Deposit> = {
+        let db = Database::create(&path).unwrap();
+        let w = db.begin_write().unwrap();
+        let mut deps = Vec::new();
+        {
+            let t = w.open_table(DEPOSITS).unwrap();
+            for e in t.iter().unwrap() {
+                let (_, v) = e.unwrap();
+                deps.push(decode::<Deposit>(v.value()).unwrap());
+            }
+            let mut idx = w.open_table(INDEX).unwrap();
+            for d in &deps {
+                let k = crate::index::key(
+                    crate::index::IndexTag::DepositsByWallet,
+                    d.project_id,
+                    &[d.wallet_id.as_bytes()],
+                    d.id,
+                );
+                idx.insert(k.as_slice(), ()).unwrap();
+            }
+            let mut events = w.open_table(EVENTS).unwrap();
+            let mut rows = Vec::new();
+            for e in events.iter().unwrap() {
+                let (k, v) = e.unwrap();
+                let ev: crate::records::Event = decode(v.value()).unwrap();
+                let (pp, seq) = k.value();
+                let old = crate::codec::encode(&EventV5 {
+                    id: &ev.id,
+                    project_id: Uuid::from_u128(pp),
+                    sequence: seq,
+                    event_type: &ev.event_type,
+                    resource_id: &ev.resource_id,
+                    created_at: ev.created_at,
+                    livemode: ev.livemode,
+                    data: &ev.data,
+                });
+                rows.push(((pp, seq), old));
+            }
+            for (k, v) in rows {
+                events.insert(k, v.as_slice()).unwrap();
+            }
+            let mut meta = w.open_table(META).unwrap();
+            meta.insert("schema_version", 5u32.to_be_bytes().as_slice())
+                .unwrap();
+        }
+        w.commit().unwrap();
+        deps
+    };
+    assert_eq!(deposits.len(), 5);
+    let by_wallet = |db: &Database| -> usize {
+        let r = db.begin_read().unwrap();
+        let t = r.open_table(INDEX).unwrap();
+        let lo = [crate::index::IndexTag::DepositsByWallet as u8];
+        let hi = [crate::index::IndexTag::DepositsByWallet as u8 + 1];
+        t.range::<&[u8]>(lo.as_slice()..hi.as_slice())
+            .unwrap()
+            .count()
+    };
+    {
+        let db = Database::create(&path).unwrap();
+        assert_eq!(by_wallet(&db), 5);
+    }
+    let old_copy = dir.path().join("old.redb");
+    std::fs::copy(&path, &old_copy).unwrap();
+
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let rep = store.read_blocking(crate::verify::verify).unwrap();
+    assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+    assert_eq!(rep.events, 10);
+    assert_eq!(
+        store
+            .read_blocking(|r| r.meta_get("schema_version"))
+            .unwrap(),
+        Some(schema::SCHEMA_VERSION.to_be_bytes().to_vec())
+    );
+    // Old events read as written, with their key's project and sequence.
+    let page = store
+        .read_blocking(|r| r.list_events(p, &[], None, None, 100, true))
+        .unwrap();
+    assert_eq!(page.items.len(), 10);
+    for (i, ev) in page.items.iter().enumerate() {
+        assert_eq!(ev.project_id, p);
+        assert_eq!(ev.sequence, i as u64 + 1);
+        assert!(ev.deposit.is_none() && ev.deposit_row.is_none());
+        assert!(ev.data.is_object(), "{ev:?}");
+    }
+    // A new deposit event is compact in the store and whole when read: the deposit as it
+    // was at the event, whatever its row says later.
+    let d = deposits[0].clone();
+    let d2 = d.clone();
+    let seq = store
+        .write_blocking(move |ctx| {
+            let mut at = d2.clone();
+            at.status = DepositStatus::Orphaned;
+            at.reversal_tx_id = Some(Uuid::now_v7());
+            ctx.put(&at)?;
+            let mut then = d2.clone();
+            then.status = DepositStatus::Detected;
+            then.confirmations = 0;
+            then.ledger_tx_id = None;
+            ctx.append_deposit_event(false, "deposit.detected", &then)
+                .map(|e| e.sequence)
+        })
+        .unwrap();
+    let ev = store
+        .read_blocking(move |r| r.event_at(p, seq))
+        .unwrap()
+        .unwrap();
+    assert_eq!(ev.data, serde_json::Value::Null);
+    let row = ev.deposit_row.expect("the deposit's row");
+    assert_eq!(row.status, DepositStatus::Detected);
+    assert_eq!(row.confirmations, 0);
+    assert_eq!(row.ledger_tx_id, None);
+    assert_eq!(row.amount, d.amount);
+    assert_eq!(row.tx_hash, d.tx_hash);
+    let rep = store.read_blocking(crate::verify::verify).unwrap();
+    assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+    close(store);
+    {
+        let db = Database::create(&path).unwrap();
+        assert_eq!(by_wallet(&db), 0);
+        let r = db.begin_read().unwrap();
+        let t = r.open_table(EVENTS).unwrap();
+        let raw = t.get((p.as_u128(), seq)).unwrap().unwrap();
+        assert!(
+            raw.value().len() < 200,
+            "a compact deposit event is {} bytes",
+            raw.value().len()
+        );
+    }
+
+    // A copy taken before the upgrade (a backup) opens, migrates and verifies, and backs up.
+    let store = Store::open(&old_copy, StoreOptions::default()).unwrap();
+    let rep = store.read_blocking(crate::verify::verify).unwrap();
+    assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+    let dest = dir.path().join("backup.redb");
+    store
+        .read_blocking(|r| crate::backup::backup(r, &dest))
+        .unwrap();
+    close(store);
+    let copy = Store::open(&dest, StoreOptions::default()).unwrap();
+    let rep = copy.read_blocking(crate::verify::verify).unwrap();
+    assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+    close(copy);
+}
+
+/// A deposit event whose deposit row is missing still reads (its state alone) and `verify`
+/// names it.
+#[test]
+fn a_deposit_event_without_its_row_reads_and_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let p = populate(&store);
+    let ghost = Deposit {
+        id: Uuid::now_v7(),
+        ..store
+            .read_blocking(crate::ScanOps::all::<Deposit>)
+            .unwrap()
+            .remove(0)
+    };
+    let gid = ghost.id;
+    let seq = store
+        .write_blocking(move |ctx| {
+            ctx.append_deposit_event(false, "deposit.confirmed", &ghost)
+                .map(|e| e.sequence)
+        })
+        .unwrap();
+    let ev = store
+        .read_blocking(move |r| r.event_at(p, seq))
+        .unwrap()
+        .unwrap();
+    assert!(ev.deposit_row.is_none());
+    assert_eq!(ev.deposit.unwrap().status, DepositStatus::Confirmed);
+    let listed = store
+        .read_blocking(move |r| r.list_events(p, &[], Some(&gid.to_string()), None, 10, false))
+        .unwrap();
+    assert_eq!(listed.items.len(), 1);
+    let rep = store.read_blocking(crate::verify::verify).unwrap();
+    assert_eq!(rep.violations.len(), 1, "{:?}", rep.violations);
+    assert!(
+        rep.violations[0].contains(&gid.to_string()),
+        "{:?}",
+        rep.violations
+    );
+    close(store);
 }

@@ -150,7 +150,11 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 /// * 5: the unique key of an issued address laid out address ‖ chain instead of chain ‖
 ///   address ([`crate::index::address_key`]; the keys of one address on every EVM chain
 ///   share a leaf): every `UniqueAddress` key of `unique` moved on open.
-pub const SCHEMA_VERSION: u32 = 5;
+/// * 6: deposit events store the deposit's changing fields instead of its whole view
+///   ([`crate::records::Event::deposit`]), and no event row stores its key's project and
+///   sequence again; no index of deposits by wallet (its entries removed on open,
+///   [`crate::index::IndexTag::DepositsByWallet`]). Rows of schema 5 read as they are.
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
 /// encodings of one record type: the schema 4 migration rewrites them and `verify` decodes

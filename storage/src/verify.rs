@@ -288,10 +288,30 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
     // Event sequences contiguous per project.
     let events = ctx.open(EVENTS)?;
     let mut last: BTreeMap<u128, u64> = BTreeMap::new();
+    let deposits = ctx.open(DEPOSITS)?;
     for e in events.iter()? {
-        let (k, _) = e?;
+        let (k, v) = e?;
         let (p, seq) = k.value();
         rep.events += 1;
+        // A deposit event of schema 6 renders its data from the deposit's row.
+        if let Ok(ev) = decode::<crate::records::Event>(v.value()) {
+            if ev.deposit.is_some() {
+                let row = Uuid::parse_str(&ev.resource_id)
+                    .ok()
+                    .map(|id| deposits.get(id.as_u128()))
+                    .transpose()?
+                    .flatten()
+                    .and_then(|r| decode::<Deposit>(r.value()).ok());
+                if row.is_none_or(|d| d.project_id.as_u128() != p) {
+                    rep.violations.push(format!(
+                        "project {} event {seq} ({}) refers to deposit {}, which is not that project's readable row",
+                        Uuid::from_u128(p),
+                        ev.event_type,
+                        ev.resource_id
+                    ));
+                }
+            }
+        }
         let prev = last.insert(p, seq).unwrap_or(0);
         if seq != prev + 1 {
             rep.violations.push(format!(

@@ -267,3 +267,83 @@ async fn sequences_are_per_project() {
         mine[0]["sequence"]
     );
 }
+
+/// Issue 16 (schema 6): a deposit event stores only the deposit's changing fields and renders
+/// the rest from the deposit's row; each event still shows the deposit as it was at the
+/// event, through later changes of the row (confirmation, orphaning), in the list, the
+/// lookup by id and the event stream's catch-up.
+#[tokio::test]
+async fn deposit_events_show_the_deposit_as_it_was_at_each_event() {
+    let app = spawn_app().await;
+    let c = app.create_customer(Some("ev-dep")).await;
+    let cid = s(&c["id"]);
+    app.create_wallet(&cid, "ethereum").await;
+    // Manual: detected now, confirmed and then orphaned by the test endpoints.
+    let d = app
+        .test_deposit(&cid, "ethereum", "USDT", 6, "2500000", Some(false))
+        .await;
+    let did = s(&d["id"]);
+    assert_eq!(d["status"], "detected");
+    let confirmed = app
+        .post(
+            &app.wallet_key,
+            &format!("/v1/test/deposits/{did}/confirm"),
+            json!({}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(confirmed["status"], "confirmed");
+    let orphaned = app
+        .post(
+            &app.wallet_key,
+            &format!("/v1/test/deposits/{did}/orphan"),
+            json!({}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(orphaned["status"], "orphaned");
+    let rest = app
+        .get(&app.wallet_key, &format!("/v1/deposits/{did}"))
+        .await
+        .expect(200);
+    assert_eq!(rest, orphaned);
+
+    let evs = app.events(&format!("?resource_id={did}")).await;
+    let by_type = |t: &str| -> Value {
+        evs.iter()
+            .find(|e| e["type"] == t)
+            .unwrap_or_else(|| panic!("no {t} in {evs:?}"))
+            .clone()
+    };
+    let detected = by_type("deposit.detected");
+    let conf = by_type("deposit.confirmed");
+    let orph = by_type("deposit.orphaned");
+    for e in [&detected, &conf, &orph] {
+        assert_event_shape(e);
+    }
+    assert_eq!(
+        detected["data"], d,
+        "deposit.detected shows the deposit as detected"
+    );
+    assert_eq!(
+        conf["data"], confirmed,
+        "deposit.confirmed shows it as confirmed"
+    );
+    assert_eq!(
+        orph["data"], orphaned,
+        "deposit.orphaned shows it as orphaned"
+    );
+    assert_eq!(detected["data"]["confirmations"], 0);
+    assert_eq!(detected["data"]["ledger_tx_id"], Value::Null);
+    assert!(conf["data"]["ledger_tx_id"].is_string(), "{conf}");
+
+    // The lookup by id renders the same data.
+    let one = app
+        .get(
+            &app.wallet_key,
+            &format!("/v1/events/{}", s(&detected["id"])),
+        )
+        .await
+        .expect(200);
+    assert_eq!(one, detected);
+}

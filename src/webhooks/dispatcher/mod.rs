@@ -295,10 +295,11 @@ impl Dispatcher {
         }
         let now = now_us();
         let key = self.state.data_key.clone();
+        let reg = self.state.registry.clone();
         let read = self
             .state
             .store
-            .read(move |r| resolve_in(r, &key, &events, ids, &kicks, now))
+            .read(move |r| resolve_in(r, &reg, &key, &events, ids, &kicks, now))
             .await;
         let resolutions = match read {
             Ok(v) => v,

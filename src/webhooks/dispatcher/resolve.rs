@@ -13,6 +13,7 @@ use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{DeliveryMode, DeliveryStatus, WebhookDelivery, WebhookEndpoint};
 use appliance_storage::{ReadCtx, ReadOps, StoreError};
 
+use crate::registry::Registry;
 use crate::sealing::DataKey;
 use crate::services::webhook_deliveries::{open_delivery, OpenDelivery};
 use crate::views::{self, delivery_ref};
@@ -58,8 +59,10 @@ pub(super) enum Resolution {
 const HEAD_CANDIDATES: usize = 8;
 
 /// The resolving read (blocking, one snapshot).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn resolve_in(
     r: &ReadCtx,
+    reg: &Registry,
     key: &DataKey,
     events: &[(Uuid, u64)],
     mut ids: Vec<Uuid>,
@@ -81,6 +84,7 @@ pub(super) fn resolve_in(
     ids.retain(|id| seen.insert(*id));
     let mut cx = ResolveCtx {
         r,
+        reg,
         key,
         now,
         endpoints: HashMap::new(),
@@ -144,6 +148,8 @@ enum EventRead {
 
 struct ResolveCtx<'r> {
     r: &'r ReadCtx,
+    /// Renders deposit events' data (`views::event`).
+    reg: &'r Registry,
     key: &'r DataKey,
     now: i64,
     endpoints: HashMap<Uuid, Option<Arc<WebhookEndpoint>>>,
@@ -208,7 +214,9 @@ impl ResolveCtx<'_> {
             Some(e) => e.clone(),
             None => {
                 let e = match self.r.event_at(d.project_id, d.event_sequence) {
-                    Ok(Some(ev)) => EventRead::Found(Arc::from(views::event(&ev).to_string())),
+                    Ok(Some(ev)) => {
+                        EventRead::Found(Arc::from(views::event(self.reg, &ev).to_string()))
+                    }
                     Ok(None) => EventRead::Missing,
                     Err(StoreError::Corrupt(e)) => {
                         tracing::error!(

@@ -129,18 +129,14 @@ impl Row for Deposit {
             }
             return k;
         }
+        // No entry by wallet (schema 6): a customer has one wallet per chain, so its
+        // deposits to a wallet are found under the customer (`GET /v1/deposits?wallet_id=`).
         let mut k = vec![
             index::key(IndexTag::Deposits, p, &[], self.id),
             index::key(
                 IndexTag::DepositsByCustomer,
                 p,
                 &[self.customer_id.as_bytes()],
-                self.id,
-            ),
-            index::key(
-                IndexTag::DepositsByWallet,
-                p,
-                &[self.wallet_id.as_bytes()],
                 self.id,
             ),
             index::key(

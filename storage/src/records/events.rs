@@ -4,20 +4,80 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::{Deposit, DepositStatus};
+
 /// An event of the log (SPEC.md section 6). `data` is the resource as its REST read
 /// returns it at the time of the event.
+///
+/// Stored forms (schema 6, issue 16): an event of a customer's deposit (`deposit.*`) stores
+/// no `data` but [`Event::deposit`], the deposit's fields that change after it is first
+/// written, as they were at the event; the rest of the deposit's view comes from its row,
+/// whose other fields are never rewritten. The store's readers ([`crate::ReadOps::event_at`]
+/// and the event lists) put that row, with the event's state applied, in
+/// [`Event::deposit_row`]; the binary renders `data` from it (`views::event_data`). Every
+/// other event stores `data` as it is, and so do deposit events written before schema 6.
+/// `project_id` and `sequence` are the row's key and are not stored in the value (schema 6;
+/// older rows carry them, and the readers take the key's either way).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Event {
     /// `evt_` + ULID.
     pub id: String,
+    #[serde(skip)]
     pub project_id: Uuid,
+    #[serde(skip)]
     pub sequence: u64,
     #[serde(rename = "type")]
     pub event_type: String,
     pub resource_id: String,
     pub created_at: i64,
     pub livemode: bool,
+    /// The resource as its REST read returned it; `Null` in the stored row of a deposit
+    /// event of schema 6 ([`Event::deposit`]).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub data: serde_json::Value,
+    /// A deposit event's state of the deposit at the event (schema 6; see the type's doc).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deposit: Option<DepositState>,
+    /// Filled by the store's readers when [`Event::deposit`] is set and the deposit's row
+    /// reads: the deposit as it was at the event. Never stored.
+    #[serde(skip)]
+    pub deposit_row: Option<Box<Deposit>>,
+}
+
+/// The fields of a customer's deposit that change after its row is first written (status,
+/// confirmations, failure reason, the crediting journal entry), as a deposit event stores
+/// them (schema 6). Every other field of the deposit's view (SPEC.md section 2, Deposit) is
+/// fixed when the row is first written: amount, addresses, transaction, block, customer,
+/// wallet, chain and asset, required confirmations, creation time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DepositState {
+    pub status: DepositStatus,
+    pub confirmations: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger_tx_id: Option<Uuid>,
+}
+
+impl DepositState {
+    /// The state of `d` as it is now.
+    pub fn of(d: &Deposit) -> DepositState {
+        DepositState {
+            status: d.status,
+            confirmations: d.confirmations,
+            failure_reason: d.failure_reason.clone(),
+            ledger_tx_id: d.ledger_tx_id,
+        }
+    }
+
+    /// `d` (its row as stored now) as it was in this state.
+    pub fn apply(&self, mut d: Deposit) -> Deposit {
+        d.status = self.status;
+        d.confirmations = self.confirmations;
+        d.failure_reason = self.failure_reason.clone();
+        d.ledger_tx_id = self.ledger_tx_id;
+        d
+    }
 }
 
 /// Type of the log rows that carry a billing line (DECISIONS.md section 7: events and
