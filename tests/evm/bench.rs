@@ -564,14 +564,19 @@ async fn catchup_benchmark() {
             ms.iter().max().unwrap()
         );
     }
-    for (i, l) in logs
+    for l in logs
+        .lines()
+        .filter(|l| l.contains("learnt deposit addresses"))
+        .take(1)
+    {
+        eprintln!("    {l}");
+    }
+    for l in logs
         .lines()
         .filter(|l| l.contains("watched blocks"))
-        .enumerate()
+        .take(4)
     {
-        if i < 3 {
-            eprintln!("    {l}");
-        }
+        eprintln!("    {l}");
     }
 
     // Latency: blocks of the same shape, one recipient a fresh API-created wallet. The

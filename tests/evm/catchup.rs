@@ -108,7 +108,7 @@ async fn a_reorg_during_a_pipelined_catch_up_leaves_exactly_the_canonical_deposi
         assert!(started.elapsed() < Duration::from_secs(60), "no commit");
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    let fork = first + 400;
+    let fork = first + 150;
     eth.rpc("anvil_reorg", json!([head - fork, []])).await;
     assert_eq!(eth.block_number().await, head, "same height, new blocks");
     let log_at_reorg = live.logs();

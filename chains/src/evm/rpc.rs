@@ -666,8 +666,12 @@ impl EvmRpc {
     }
 
     /// `eth_getLogs` with a filter given as JSON (`fromBlock`, `toBlock`, `address`,
-    /// `topics`), answered as the watcher's lean [`LogInfo`].
-    pub async fn logs_raw(&self, filter: &Value) -> Result<Vec<LogInfo>, RpcError> {
+    /// `topics`), answered as the watcher's lean [`LogInfo`]. The filter is sent as it is
+    /// written (a range scan renders its large recipient lists once, not per request).
+    pub async fn logs_raw(
+        &self,
+        filter: &serde_json::value::RawValue,
+    ) -> Result<Vec<LogInfo>, RpcError> {
         const M: &str = "eth_getLogs";
         self.run(|p| async move { bounded(M, p.raw_request(M.into(), (filter,))).await })
             .await

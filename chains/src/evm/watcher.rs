@@ -8,13 +8,15 @@
 //! Native coin moved by contracts (internal transfers) needs traces, which many hosted
 //! nodes lack: it is not detected here and shows up as drift on a chain balance reading.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use alloy::primitives::{Address, B256, U256};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::value::RawValue;
 
 use super::rpc::{BlockInfo, EvmRpc, LogInfo, NativeTx, RpcError};
 use crate::client::WatchSet;
@@ -76,6 +78,7 @@ pub async fn scan(rpc: &EvmRpc, from: u64, to: u64, tokens: &[Address]) -> Resul
         let q = LogFilter {
             tokens,
             recipients: None,
+            rendered: None,
         };
         for log in fetch_logs(rpc, from, to, &[q], &tuning).await? {
             if let Some(t) = token_transfer(&log, &blocks, from)? {
@@ -136,6 +139,10 @@ pub const CONCURRENCY: usize = 4;
 #[derive(Debug)]
 pub struct Tuning {
     pub log_query: LogQuery,
+    /// The watched addresses of the last scan asked by recipient, sorted, chunked and
+    /// rendered as JSON topic lists: a watcher scans the same set pass after pass, so it is
+    /// sorted and rendered once per change, not once per pass.
+    recipients: std::sync::Mutex<Option<Arc<RecipientChunks>>>,
     /// Addresses per recipient query now (shrinks when a node refuses a chunk).
     recipient_chunk: AtomicU64,
     log_range: AtomicU64,
@@ -169,6 +176,7 @@ impl Tuning {
         };
         Tuning {
             log_query,
+            recipients: Default::default(),
             recipient_chunk: AtomicU64::new(chunk.clamp(1, MAX_RECIPIENT_CHUNK) as u64),
             log_range: AtomicU64::new(log_range.max(1)),
             block_batch: AtomicU64::new(block_batch.max(1)),
@@ -208,29 +216,111 @@ impl Tuning {
     }
 }
 
+/// A watched set sorted and cut into recipient chunks, each rendered once as the JSON
+/// array of its `to` topics.
+#[derive(Debug)]
+struct RecipientChunks {
+    /// What set and chunk size this was made from ([`set_fingerprint`]).
+    len: usize,
+    fingerprint: (u64, u64),
+    chunk: usize,
+    sorted: Vec<Address>,
+    /// `rendered[i]`: the topics of `sorted.chunks(chunk)[i]`.
+    rendered: Vec<String>,
+}
+
+/// An order-independent fingerprint of a set of addresses: two sums of per-address hashes
+/// under different seeds (a set that changed and kept its size and both sums is not met
+/// in practice: deposit addresses are derived by the appliance, never chosen by a caller).
+fn set_fingerprint(set: &HashSet<Address>) -> (u64, u64) {
+    let mut out = (0u64, 0u64);
+    for a in set {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        a.hash(&mut h);
+        let x = h.finish();
+        a.hash(&mut h);
+        out = (out.0.wrapping_add(x), out.1.wrapping_add(h.finish()));
+    }
+    out
+}
+
+impl Tuning {
+    /// `set` sorted, in chunks of `chunk`, rendered (from the cache when the set is the
+    /// one of the last call).
+    fn recipient_chunks(&self, set: &HashSet<Address>, chunk: usize) -> Arc<RecipientChunks> {
+        let chunk = chunk.max(1);
+        let fingerprint = set_fingerprint(set);
+        let mut cached = self.recipients.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = cached.as_ref() {
+            if c.len == set.len() && c.fingerprint == fingerprint && c.chunk == chunk {
+                return c.clone();
+            }
+        }
+        let mut sorted: Vec<Address> = set.iter().copied().collect();
+        sorted.sort_unstable();
+        let rendered = sorted.chunks(chunk).map(render_topics).collect();
+        let c = Arc::new(RecipientChunks {
+            len: set.len(),
+            fingerprint,
+            chunk,
+            sorted,
+            rendered,
+        });
+        *cached = Some(c.clone());
+        c
+    }
+}
+
+/// The JSON array of `addresses` as 32-byte topics.
+fn render_topics(addresses: &[Address]) -> String {
+    let mut s = String::with_capacity(2 + addresses.len() * 69);
+    s.push('[');
+    for (i, a) in addresses.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str("\"0x000000000000000000000000");
+        s.push_str(&alloy::hex::encode(a.as_slice()));
+        s.push('"');
+    }
+    s.push(']');
+    s
+}
+
 /// One `eth_getLogs` filter without its block range.
 #[derive(Clone, Copy)]
 struct LogFilter<'a> {
     tokens: &'a [Address],
     /// The recipients (`None`: any recipient).
     recipients: Option<&'a [Address]>,
+    /// `recipients` already rendered ([`render_topics`]), when they are a whole chunk.
+    rendered: Option<&'a str>,
 }
 
 impl LogFilter<'_> {
-    fn json(&self, from: u64, to: u64) -> Value {
-        let mut topics = vec![json!(TRANSFER_TOPIC)];
-        if let Some(r) = self.recipients {
-            topics.push(Value::Null);
-            topics.push(Value::Array(
-                r.iter().map(|a| json!(a.into_word())).collect(),
-            ));
+    fn json(&self, from: u64, to: u64) -> Box<RawValue> {
+        let tokens: Vec<String> = self
+            .tokens
+            .iter()
+            .map(|t| format!("\"0x{}\"", alloy::hex::encode(t.as_slice())))
+            .collect();
+        let mut s = format!(
+            "{{\"fromBlock\":\"0x{from:x}\",\"toBlock\":\"0x{to:x}\",\"address\":[{}],\"topics\":[\"{TRANSFER_TOPIC}\"",
+            tokens.join(",")
+        );
+        match (self.recipients, self.rendered) {
+            (Some(_), Some(r)) => {
+                s.push_str(",null,");
+                s.push_str(r);
+            }
+            (Some(r), None) => {
+                s.push_str(",null,");
+                s.push_str(&render_topics(r));
+            }
+            (None, _) => {}
         }
-        json!({
-            "fromBlock": format!("0x{from:x}"),
-            "toBlock": format!("0x{to:x}"),
-            "address": self.tokens,
-            "topics": topics,
-        })
+        s.push_str("]}");
+        RawValue::from_string(s).expect("a filter rendered as JSON")
     }
 }
 
@@ -380,6 +470,7 @@ async fn logs_halving(
                     LogFilter {
                         tokens: f.tokens,
                         recipients: Some(part),
+                        rendered: None,
                     },
                 ));
             }
@@ -492,23 +583,28 @@ pub async fn scan_watched(
     let full = !watch.addresses.is_empty();
     let ask_logs = full && !watch.tokens.is_empty();
     let query = tuning.query_for(to + 1 - from, watch.addresses.len());
-    let mut sorted: Vec<Address> = Vec::new();
-    if ask_logs && matches!(query, LogQuery::ByRecipient { .. }) {
-        sorted = watch.addresses.iter().copied().collect();
-        sorted.sort_unstable();
-    }
-    let filters: Vec<LogFilter<'_>> = match query {
-        _ if !ask_logs => Vec::new(),
-        LogQuery::ByRecipient { chunk } => sorted
-            .chunks(chunk.max(1))
-            .map(|c| LogFilter {
+    let chunks = match query {
+        LogQuery::ByRecipient { chunk } if ask_logs => {
+            Some(tuning.recipient_chunks(&watch.addresses, chunk))
+        }
+        _ => None,
+    };
+    let filters: Vec<LogFilter<'_>> = match (&chunks, ask_logs) {
+        (_, false) => Vec::new(),
+        (Some(c), true) => c
+            .sorted
+            .chunks(c.chunk)
+            .zip(&c.rendered)
+            .map(|(part, rendered)| LogFilter {
                 tokens: &watch.tokens,
-                recipients: Some(c),
+                recipients: Some(part),
+                rendered: Some(rendered),
             })
             .collect(),
-        _ => vec![LogFilter {
+        (None, true) => vec![LogFilter {
             tokens: &watch.tokens,
             recipients: None,
+            rendered: None,
         }],
     };
     let blocks_fut = fetch_blocks(rpc, from, to, full, tuning);
@@ -731,6 +827,68 @@ mod tests {
             token_transfer(&log(12, 3, topics, value), &blocks, 10),
             Err(ScanError::Moving(_))
         ));
+    }
+
+    #[test]
+    fn a_rendered_filter_is_the_json_a_node_expects() {
+        let token = Address::repeat_byte(0xee);
+        let to = [Address::repeat_byte(0x01), Address::repeat_byte(0xab)];
+        let rendered = render_topics(&to);
+        let parse = |f: LogFilter<'_>| -> serde_json::Value {
+            serde_json::from_str(f.json(16, 255).get()).unwrap()
+        };
+        let want = serde_json::json!({
+            "fromBlock": "0x10",
+            "toBlock": "0xff",
+            "address": [format!("0x{}", "ee".repeat(20))],
+            "topics": [
+                format!("{TRANSFER_TOPIC:?}"),
+                null,
+                [format!("0x{}{}", "0".repeat(24), "01".repeat(20)),
+                 format!("0x{}{}", "0".repeat(24), "ab".repeat(20))],
+            ],
+        });
+        let by = |rendered| LogFilter {
+            tokens: std::slice::from_ref(&token),
+            recipients: Some(&to),
+            rendered,
+        };
+        assert_eq!(parse(by(Some(&rendered))), want);
+        assert_eq!(parse(by(None)), want);
+        let any = parse(LogFilter {
+            tokens: std::slice::from_ref(&token),
+            recipients: None,
+            rendered: None,
+        });
+        assert_eq!(
+            any["topics"],
+            serde_json::json!([format!("{TRANSFER_TOPIC:?}")])
+        );
+        assert_eq!(
+            want["topics"][0].as_str().unwrap(),
+            "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
+        );
+    }
+
+    #[test]
+    fn recipient_chunks_are_made_once_per_set() {
+        let t = Tuning::default();
+        let mut set: HashSet<Address> = (1..=5u8).map(Address::repeat_byte).collect();
+        let a = t.recipient_chunks(&set, 2);
+        assert_eq!(a.sorted.len(), 5);
+        assert!(a.sorted.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(a.rendered.len(), 3);
+        assert_eq!(a.rendered[2], render_topics(&a.sorted[4..]));
+        assert!(Arc::ptr_eq(&a, &t.recipient_chunks(&set, 2)));
+        // Another chunk size, a grown set, a changed set of the same size: made again.
+        assert_eq!(t.recipient_chunks(&set, 3).rendered.len(), 2);
+        set.insert(Address::repeat_byte(9));
+        assert_eq!(t.recipient_chunks(&set, 3).sorted.len(), 6);
+        set.remove(&Address::repeat_byte(1));
+        set.insert(Address::repeat_byte(10));
+        let c = t.recipient_chunks(&set, 3);
+        assert!(c.sorted.contains(&Address::repeat_byte(10)));
+        assert!(!c.sorted.contains(&Address::repeat_byte(1)));
     }
 
     #[test]

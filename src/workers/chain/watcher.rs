@@ -35,7 +35,7 @@ pub const MAX_RANGE: u64 = 2_000;
 /// first range is scanned before anything commits, so it is kept short; later ones are
 /// scanned while the previous one commits, and larger ones cost fewer node requests per
 /// block (each log query carries its chunk of watched addresses).
-pub const FIRST_RANGE: u64 = 250;
+pub const FIRST_RANGE: u64 = 100;
 
 fn memory_blocks(w: &ChainWorker) -> usize {
     (w.required_confirmations as usize * 2).max(256)
@@ -255,7 +255,17 @@ pub async fn watch_step(
     // After the head is read: every wallet that can have received a transfer in blocks up
     // to `head` was created before it. (A range scanned ahead ends at or below the head
     // read by the pass that scanned it, after that pass's refresh: it is covered too.)
+    let (known, started) = (watched.wallets.len(), std::time::Instant::now());
     watched.refresh(state, w).await?;
+    if watched.wallets.len() > known {
+        tracing::debug!(
+            chain = w.chain,
+            added = watched.wallets.len() - known,
+            watched = watched.wallets.len(),
+            ms = started.elapsed().as_millis() as u64,
+            "learnt deposit addresses"
+        );
+    }
     let (to, scan) = match ahead {
         Some(a) if a.from == from && a.usable(w, &ws.cursor).await? => (a.to, a.scan),
         _ => {
