@@ -2,14 +2,15 @@
 //! both come from here, so an event's data is identical to the REST read at that moment.
 
 use chrono::{Datelike, SecondsFormat, TimeZone, Timelike, Utc};
+use serde::ser::{SerializeSeq, SerializeStruct};
 use serde::{Serialize, Serializer};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
 use appliance_chains::format_decimal;
 use appliance_storage::records::{
-    ApiKey, BillingEntry, Customer, Deposit, Event, Invoice, Payout, Sweep, Wallet,
-    WebhookDelivery, WebhookEndpoint,
+    ApiKey, BillingEntry, Customer, Deposit, Event, Invoice, InvoiceAddress, InvoiceQuote, Payout,
+    Sweep, Wallet, WebhookDelivery, WebhookEndpoint,
 };
 use sha2::Digest;
 
@@ -123,60 +124,138 @@ pub fn checkout_url(reg: &Registry, inv: &Invoice) -> String {
     format!("{}/checkout/{}", reg.public_base_url, inv.checkout_token)
 }
 
-/// An invoice, full form (SPEC.md section 2, Invoice). Money: `price_amount`,
-/// `received_amount`, `excess_amount` and the `fee_*_cents` are integer cents as strings;
-/// each quote's `amount_atomic` is what the payer sends. Beyond SPEC.md:
-/// `overpayment_policy`, `extensions`, `paid_at`, `canceled_at`, `expired_at`.
+/// [`InvoiceView`] as a `serde_json::Value`, for callers that need a tree.
 pub fn invoice(reg: &Registry, inv: &Invoice) -> Value {
-    let addresses: Vec<Value> = inv
-        .addresses
-        .iter()
-        .map(|a| json!({"chain": a.chain, "address": a.address, "memo": a.memo}))
-        .collect();
-    let quotes: Vec<Value> = inv
-        .quotes
-        .iter()
-        .map(|q| {
-            json!({
-                "chain": q.chain,
-                "asset": q.asset,
-                "contract": q.contract,
-                "amount_atomic": q.amount_atomic.to_string(),
-                "amount": format_decimal(q.amount_atomic, q.decimals),
-                "decimals": q.decimals,
-                "rate": q.rate,
-                "rate_source": q.rate_source,
-            })
-        })
-        .collect();
-    json!({
-        "id": inv.id,
-        "object": "invoice",
-        "reference_id": inv.reference_id,
-        "title": inv.title,
-        "description": inv.description,
-        "price_amount": inv.price_cents.to_string(),
-        "price_currency": inv.price_currency,
-        "status": inv.status.as_str(),
-        "fee_bps": inv.fee_bps,
-        "fee_fixed_cents": inv.fee_fixed_cents.to_string(),
-        "fee_cap_cents": inv.fee_cap_cents.to_string(),
-        "metadata": inv.metadata,
-        "return_url": inv.return_url,
-        "cancel_url": inv.cancel_url,
-        "overpayment_policy": inv.overpayment_policy.as_str(),
-        "expires_at": ts(inv.expires_at),
-        "extensions": inv.extensions,
-        "received_amount": inv.received_cents.to_string(),
-        "excess_amount": inv.excess_cents.to_string(),
-        "checkout_url": checkout_url(reg, inv),
-        "addresses": addresses,
-        "quotes": quotes,
-        "paid_at": opt_ts(inv.paid_at),
-        "canceled_at": opt_ts(inv.canceled_at),
-        "expired_at": opt_ts(inv.expired_at),
-        "created_at": ts(inv.created_at),
-    })
+    serde_json::to_value(invoice_view(reg, inv)).expect("an invoice view is JSON")
+}
+
+/// A UUID written as its hyphenated lower-case string in every format (serde writes a
+/// `Uuid` as 16 raw bytes in binary ones, which would not read back as the view's string).
+struct Hyphenated(Uuid);
+
+impl Serialize for Hyphenated {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0.hyphenated().encode_lower(&mut Uuid::encode_buffer()))
+    }
+}
+
+/// An optional timestamp: [`Ts`], or null.
+struct OptTs(Option<i64>);
+
+impl Serialize for OptTs {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Some(us) => Ts(us).serialize(s),
+            None => s.serialize_none(),
+        }
+    }
+}
+
+struct InvoiceAddresses<'a>(&'a [InvoiceAddress]);
+
+impl Serialize for InvoiceAddresses<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for a in self.0 {
+            seq.serialize_element(&AddressView(a))?;
+        }
+        seq.end()
+    }
+}
+
+struct AddressView<'a>(&'a InvoiceAddress);
+
+impl Serialize for AddressView<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let a = self.0;
+        let mut m = s.serialize_struct("InvoiceAddress", 3)?;
+        m.serialize_field("address", &a.address)?;
+        m.serialize_field("chain", &a.chain)?;
+        m.serialize_field("memo", &a.memo)?;
+        m.end()
+    }
+}
+
+struct InvoiceQuotes<'a>(&'a [InvoiceQuote]);
+
+impl Serialize for InvoiceQuotes<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for q in self.0 {
+            seq.serialize_element(&QuoteView(q))?;
+        }
+        seq.end()
+    }
+}
+
+struct QuoteView<'a>(&'a InvoiceQuote);
+
+impl Serialize for QuoteView<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let q = self.0;
+        let mut m = s.serialize_struct("InvoiceQuote", 8)?;
+        m.serialize_field("amount", &Decimal(q.amount_atomic, q.decimals))?;
+        m.serialize_field("amount_atomic", &Atomic(q.amount_atomic))?;
+        m.serialize_field("asset", &q.asset)?;
+        m.serialize_field("chain", &q.chain)?;
+        m.serialize_field("contract", &q.contract)?;
+        m.serialize_field("decimals", &q.decimals)?;
+        m.serialize_field("rate", &q.rate)?;
+        m.serialize_field("rate_source", &q.rate_source)?;
+        m.end()
+    }
+}
+
+/// An invoice, full form (SPEC.md section 2, Invoice), written straight to a serializer:
+/// the answer's JSON and an event's data ([`appliance_storage::codec::EventData`]) without
+/// a `serde_json::Value` tree in between. Fields in the order `serde_json`'s maps sort
+/// them (the crate is built without `preserve_order`), so the JSON is byte for byte what
+/// [`invoice`] gives. Money: `price_amount`, `received_amount`, `excess_amount` and the
+/// `fee_*_cents` are integer cents as strings; each quote's `amount_atomic` is what the
+/// payer sends. Beyond SPEC.md: `overpayment_policy`, `extensions`, `paid_at`,
+/// `canceled_at`, `expired_at`.
+pub struct InvoiceView<'a> {
+    reg: &'a Registry,
+    inv: &'a Invoice,
+}
+
+/// The [`InvoiceView`] of `inv`.
+pub fn invoice_view<'a>(reg: &'a Registry, inv: &'a Invoice) -> InvoiceView<'a> {
+    InvoiceView { reg, inv }
+}
+
+impl Serialize for InvoiceView<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let inv = self.inv;
+        let mut m = s.serialize_struct("Invoice", 26)?;
+        m.serialize_field("addresses", &InvoiceAddresses(&inv.addresses))?;
+        m.serialize_field("cancel_url", &inv.cancel_url)?;
+        m.serialize_field("canceled_at", &OptTs(inv.canceled_at))?;
+        m.serialize_field("checkout_url", &checkout_url(self.reg, inv))?;
+        m.serialize_field("created_at", &Ts(inv.created_at))?;
+        m.serialize_field("description", &inv.description)?;
+        m.serialize_field("excess_amount", &Atomic(u128::from(inv.excess_cents)))?;
+        m.serialize_field("expired_at", &OptTs(inv.expired_at))?;
+        m.serialize_field("expires_at", &Ts(inv.expires_at))?;
+        m.serialize_field("extensions", &inv.extensions)?;
+        m.serialize_field("fee_bps", &inv.fee_bps)?;
+        m.serialize_field("fee_cap_cents", &Atomic(u128::from(inv.fee_cap_cents)))?;
+        m.serialize_field("fee_fixed_cents", &Atomic(u128::from(inv.fee_fixed_cents)))?;
+        m.serialize_field("id", &Hyphenated(inv.id))?;
+        m.serialize_field("metadata", &inv.metadata)?;
+        m.serialize_field("object", "invoice")?;
+        m.serialize_field("overpayment_policy", inv.overpayment_policy.as_str())?;
+        m.serialize_field("paid_at", &OptTs(inv.paid_at))?;
+        m.serialize_field("price_amount", &Atomic(u128::from(inv.price_cents)))?;
+        m.serialize_field("price_currency", &inv.price_currency)?;
+        m.serialize_field("quotes", &InvoiceQuotes(&inv.quotes))?;
+        m.serialize_field("received_amount", &Atomic(u128::from(inv.received_cents)))?;
+        m.serialize_field("reference_id", &inv.reference_id)?;
+        m.serialize_field("return_url", &inv.return_url)?;
+        m.serialize_field("status", inv.status.as_str())?;
+        m.serialize_field("title", &inv.title)?;
+        m.end()
+    }
 }
 
 /// An invoice as an item of `GET /v1/invoices` (SPEC.md section 2, Invoice).
@@ -624,6 +703,176 @@ pub struct PayoutView<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The invoice view as it was built before [`InvoiceView`] (a `json!` tree): the
+    /// reference the serializer is held to.
+    /// An invoice, full form (SPEC.md section 2, Invoice). Money: `price_amount`,
+    /// `received_amount`, `excess_amount` and the `fee_*_cents` are integer cents as strings;
+    /// each quote's `amount_atomic` is what the payer sends. Beyond SPEC.md:
+    /// `overpayment_policy`, `extensions`, `paid_at`, `canceled_at`, `expired_at`.
+    fn legacy_invoice(reg: &Registry, inv: &Invoice) -> Value {
+        let addresses: Vec<Value> = inv
+            .addresses
+            .iter()
+            .map(|a| json!({"chain": a.chain, "address": a.address, "memo": a.memo}))
+            .collect();
+        let quotes: Vec<Value> = inv
+            .quotes
+            .iter()
+            .map(|q| {
+                json!({
+                    "chain": q.chain,
+                    "asset": q.asset,
+                    "contract": q.contract,
+                    "amount_atomic": q.amount_atomic.to_string(),
+                    "amount": format_decimal(q.amount_atomic, q.decimals),
+                    "decimals": q.decimals,
+                    "rate": q.rate,
+                    "rate_source": q.rate_source,
+                })
+            })
+            .collect();
+        json!({
+            "id": inv.id,
+            "object": "invoice",
+            "reference_id": inv.reference_id,
+            "title": inv.title,
+            "description": inv.description,
+            "price_amount": inv.price_cents.to_string(),
+            "price_currency": inv.price_currency,
+            "status": inv.status.as_str(),
+            "fee_bps": inv.fee_bps,
+            "fee_fixed_cents": inv.fee_fixed_cents.to_string(),
+            "fee_cap_cents": inv.fee_cap_cents.to_string(),
+            "metadata": inv.metadata,
+            "return_url": inv.return_url,
+            "cancel_url": inv.cancel_url,
+            "overpayment_policy": inv.overpayment_policy.as_str(),
+            "expires_at": ts(inv.expires_at),
+            "extensions": inv.extensions,
+            "received_amount": inv.received_cents.to_string(),
+            "excess_amount": inv.excess_cents.to_string(),
+            "checkout_url": checkout_url(reg, inv),
+            "addresses": addresses,
+            "quotes": quotes,
+            "paid_at": opt_ts(inv.paid_at),
+            "canceled_at": opt_ts(inv.canceled_at),
+            "expired_at": opt_ts(inv.expired_at),
+            "created_at": ts(inv.created_at),
+        })
+    }
+
+    fn sample(full: bool) -> Invoice {
+        use appliance_storage::records::{AssetReceived, InvoiceStatus, OverpaymentPolicy};
+        let id = uuid::Uuid::now_v7();
+        let w = uuid::Uuid::now_v7();
+        let some = |s: &str| full.then(|| s.to_string());
+        Invoice {
+            id,
+            project_id: uuid::Uuid::now_v7(),
+            checkout_token: format!("ck_{}", "a".repeat(43)),
+            reference_id: some("order-\"7\" ü"),
+            title: some("Two <socks>"),
+            description: some("line\nbreak"),
+            price_cents: 123_456_789,
+            price_currency: "USD".into(),
+            status: if full {
+                InvoiceStatus::Overpaid
+            } else {
+                InvoiceStatus::Open
+            },
+            fee_bps: 150,
+            fee_fixed_cents: 30,
+            fee_cap_cents: 0,
+            metadata: if full {
+                json!({"order": 7, "vip": true, "note": "x", "neg": -3, "nested": null})
+            } else {
+                json!({})
+            },
+            return_url: some("https://shop.example/ok?a=1&b=2"),
+            cancel_url: None,
+            overpayment_policy: if full {
+                OverpaymentPolicy::Refund
+            } else {
+                OverpaymentPolicy::Keep
+            },
+            addresses: ["ethereum", "bsc"]
+                .iter()
+                .map(|c| InvoiceAddress {
+                    chain: c.to_string(),
+                    address: "0x35503aB8094214FeD332D87630B21FaF4D79ea84".into(),
+                    memo: full.then(|| "m".to_string()),
+                    wallet_id: w,
+                })
+                .collect(),
+            quotes: vec![
+                InvoiceQuote {
+                    chain: "ethereum".into(),
+                    asset: "ETH".into(),
+                    contract: String::new(),
+                    decimals: 18,
+                    amount_atomic: u128::MAX,
+                    rate: "3000.12".into(),
+                    rate_source: "kraken".into(),
+                },
+                InvoiceQuote {
+                    chain: "bsc".into(),
+                    asset: "USDT".into(),
+                    contract: "0x55d398326f99059fF775485246999027B3197955".into(),
+                    decimals: 0,
+                    amount_atomic: 40,
+                    rate: "1.00".into(),
+                    rate_source: "par".into(),
+                },
+            ],
+            received: vec![AssetReceived::default()],
+            received_cents: 5,
+            excess_cents: u64::MAX,
+            pending_payments: 0,
+            extensions: 3,
+            refund: None,
+            selected: None,
+            expires_at: 1_800_000_000_123_456,
+            paid_at: full.then_some(-1),
+            canceled_at: full.then_some(0),
+            expired_at: full.then_some(1_700_000_000_999_999),
+            created_at: 1_700_000_000_000_001,
+            updated_at: 1_700_000_000_000_002,
+        }
+    }
+
+    /// The serializer writes the same JSON, byte for byte, as the `json!` tree did, and the
+    /// event data it encodes reads back as that tree.
+    #[test]
+    fn the_invoice_view_is_the_json_tree_it_replaces() {
+        let cfg = crate::config::Config {
+            public_base_url: Some("https://pay.example".into()),
+            ..Default::default()
+        };
+        for reg in [
+            Registry::from_config(&crate::config::Config::default()),
+            Registry::from_config(&cfg),
+        ] {
+            for full in [false, true] {
+                let inv = sample(full);
+                let tree = legacy_invoice(&reg, &inv);
+                let view = invoice_view(&reg, &inv);
+                assert_eq!(
+                    serde_json::to_string(&view).unwrap(),
+                    serde_json::to_string(&tree).unwrap()
+                );
+                assert_eq!(invoice(&reg, &inv), tree);
+                let data = appliance_storage::codec::EventData::encode(&view);
+                let row = [&[appliance_storage::codec::VALUE_VERSION], data.as_bytes()].concat();
+                let back: Value = appliance_storage::codec::decode(&row).unwrap();
+                assert_eq!(back, tree);
+                assert_eq!(
+                    data.as_bytes(),
+                    appliance_storage::codec::EventData::encode(&tree).as_bytes()
+                );
+            }
+        }
+    }
 
     #[test]
     fn delivery_refs_round_trip() {

@@ -12,7 +12,7 @@ use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
 use crate::api::schemas;
 use crate::api::IdempotencyKey;
-use crate::api::{begin, commit, commit_rendered, get_by_id, list_rows, scope, Begin};
+use crate::api::{begin, commit_rendered, json, list_rows, row_by_id, scope, Begin};
 use crate::auth::{Access, Caller};
 use crate::services::invoices::{self, InvoiceError, NewInvoice, Offer};
 use crate::state::AppState;
@@ -35,7 +35,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 /// An invoice's view as the JSON of an answer.
 fn render(s: &crate::services::Scope, inv: &Invoice) -> String {
-    serde_json::to_string(&views::invoice(&s.reg, inv)).expect("json")
+    serde_json::to_string(&views::invoice_view(&s.reg, inv)).expect("json")
 }
 
 /// `price_amount`: an integer string of cents from 1 to 10^12 (DECISIONS.md section 16).
@@ -194,8 +194,8 @@ async fn create_invoice(
             req.offers = o;
             let (fees, offset) = state.store.read_now(|r| invoices::snapshot(r, &s))?;
             invoices::prepare(&s, req, fees, offset, appliance_storage::now_us())
-                .map(|p| {
-                    let body = serde_json::to_string(&p.view).expect("json");
+                .map(|mut p| {
+                    let body = std::mem::take(&mut p.body);
                     (p, body)
                 })
                 .map_err(|e| (e, true))
@@ -207,7 +207,7 @@ async fn create_invoice(
             Ok(p) => p,
             Err((e, gate)) => {
                 return match invoices::existing_by_reference(ctx, &s, reference_id.as_deref())? {
-                    Some(inv) => Ok((StatusCode::OK, render(&s, &inv), ())),
+                    Some(inv) => Ok((StatusCode::OK, render(&s, &inv), None)),
                     None => {
                         if gate {
                             crate::services::billing::require_live(ctx, &s)
@@ -219,10 +219,12 @@ async fn create_invoice(
             }
         };
         let (inv, outcome) = invoices::create_prepared(ctx, &s, p)?;
+        // The invoice goes back with the answer, to be dropped on the request's thread
+        // rather than the store writer's.
         Ok(match outcome {
-            invoices::Created::AsPrepared => (StatusCode::CREATED, body, ()),
-            invoices::Created::Restamped => (StatusCode::CREATED, render(&s, &inv), ()),
-            invoices::Created::Existing => (StatusCode::OK, render(&s, &inv), ()),
+            invoices::Created::AsPrepared => (StatusCode::CREATED, body, Some(inv)),
+            invoices::Created::Restamped => (StatusCode::CREATED, render(&s, &inv), Some(inv)),
+            invoices::Created::Existing => (StatusCode::OK, render(&s, &inv), Some(inv)),
         })
     })
     .await?;
@@ -272,11 +274,11 @@ async fn get_invoice(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = path_uuid(&id)?;
-    let reg = state.registry.clone();
-    get_by_id::<Invoice, _, _>(&state, &caller, id, ApiError::not_found("invoice"), |i| {
-        views::invoice(&reg, i)
-    })
-    .await
+    let inv = row_by_id::<Invoice>(&state, &caller, id, ApiError::not_found("invoice"))?;
+    Ok(json(
+        StatusCode::OK,
+        &views::invoice_view(&state.registry, &inv),
+    ))
 }
 
 /// `POST /v1/invoices/{id}/cancel` — cancel an open invoice that has received nothing
@@ -298,9 +300,9 @@ async fn cancel_invoice(
     caller.require(WRITE)?;
     let id = path_uuid(&id)?;
     let s = scope(&state, &caller);
-    let (resp, _) = commit(&state, None, move |ctx| {
+    let (resp, _) = commit_rendered(&state, None, move |ctx| {
         let inv = invoices::cancel(ctx, &s, id)?;
-        Ok((StatusCode::OK, views::invoice(&s.reg, &inv), ()))
+        Ok((StatusCode::OK, render(&s, &inv), ()))
     })
     .await?;
     Ok(resp)

@@ -35,7 +35,7 @@ use appliance_storage::{ReadOps, StoreError, WriteCtx};
 use crate::registry::Registry;
 use crate::services::error::{fault_from, Fault, Invalid};
 use crate::services::invoices::{self, value_scaled};
-use crate::services::{clock, deposits, emit, wallets, Scope};
+use crate::services::{clock, deposits, emit, emit_view, wallets, Scope};
 use crate::views::{self, ts};
 
 /// Requests per minute one checkout token may make to the public checkout endpoints and
@@ -711,12 +711,12 @@ pub fn refund_payout_moved(ctx: &mut WriteCtx<'_>, s: &Scope, p: &Payout) -> Res
     inv.updated_at = ctx.now_us();
     ctx.put(&inv)?;
     if to == "confirmed" {
-        emit(
+        emit_view(
             ctx,
             s,
             "invoice.refunded",
             inv.id,
-            views::invoice(&s.reg, &inv),
+            &views::invoice_view(&s.reg, &inv),
         )?;
     }
     Ok(())

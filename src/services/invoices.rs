@@ -22,19 +22,20 @@ use uuid::Uuid;
 
 use appliance_chains::evm::U512;
 use appliance_chains::{AccountKind as ChainAccountKind, ChainStatus};
+use appliance_storage::codec::EventData;
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
 use appliance_storage::records::{
     Deposit, Invoice, InvoiceAddress, InvoiceQuote, InvoiceRefund, InvoiceStatus,
     OverpaymentPolicy, Project, Wallet,
 };
-use appliance_storage::{ReadOps, StoreError, WriteCtx};
+use appliance_storage::{EncodedRow, ReadOps, StoreError, WriteCtx};
 
 use crate::registry::Registry;
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault, Invalid};
 use crate::services::metadata::{self, MetadataError};
-use crate::services::{clock, conversions, emit, wallets, Scope};
+use crate::services::{clock, conversions, emit_data, emit_view, wallets, Scope};
 use crate::views;
 
 /// Tolerance of a payment against the price, in tenths of a percent (SPEC.md section 8:
@@ -375,16 +376,21 @@ fn refresh_amounts(inv: &mut Invoice) -> U512 {
 }
 
 /// An invoice built outside the store writer by [`prepare`] (quotes, the payment address,
-/// the token, the wallet rows and its view) from the fee terms and the project's clock
+/// the token, the wallet rows, its JSON and its event data) from the fee terms and the project's clock
 /// offset of a recent read; [`create_prepared`] writes it. The writer thread commits every
 /// request in turn, so what needs no store is done before (issue 12's invoice benchmark:
 /// the view and the address derivation were about a third of its time per invoice).
 pub struct Prepared {
     /// The invoice as it will be stored (fee terms and `expires_at` from the snapshot).
     pub inv: Invoice,
-    /// `views::invoice` of `inv`: the event's data and the answer.
-    pub view: Value,
-    wallet_rows: Vec<(Vec<u8>, Wallet)>,
+    /// `views::InvoiceView` of `inv` as JSON: the answer (and its idempotency record).
+    pub body: String,
+    /// The same view encoded as the `invoice.created` event's data.
+    data: EventData,
+    /// Each payment address's unique key, wallet row and that row encoded.
+    wallet_rows: Vec<(Vec<u8>, Wallet, EncodedRow<Wallet>)>,
+    /// `inv` encoded (again in the writer if it is re-stamped).
+    row: EncodedRow<Invoice>,
     fees: FeeTerms,
     offset_us: i64,
     expires_in_s: u64,
@@ -458,7 +464,8 @@ pub fn prepare(
             memo: None,
             wallet_id: w.id,
         });
-        wallet_rows.push((wallets::address_key(chain, &address), w));
+        let encoded = EncodedRow::of(&w);
+        wallet_rows.push((wallets::address_key(chain, &address), w, encoded));
     }
     let inv = Invoice {
         id,
@@ -495,10 +502,15 @@ pub fn prepare(
         created_at: now_us,
         updated_at: now_us,
     };
-    let view = views::invoice(&s.reg, &inv);
+    let view = views::invoice_view(&s.reg, &inv);
+    let body = serde_json::to_string(&view).expect("an invoice view is JSON");
+    let data = EventData::encode(&view);
+    let row = EncodedRow::of(&inv);
     Ok(Prepared {
         inv,
-        view,
+        body,
+        data,
+        row,
         wallet_rows,
         fees,
         offset_us,
@@ -538,7 +550,9 @@ pub fn create_prepared(
 ) -> Result<(Invoice, Created), InvoiceError> {
     let Prepared {
         mut inv,
-        mut view,
+        body: _,
+        mut data,
+        mut row,
         wallet_rows,
         fees: assumed_fees,
         offset_us: assumed_offset,
@@ -556,26 +570,27 @@ pub fn create_prepared(
         inv.fee_fixed_cents = fees.fixed_cents;
         inv.fee_cap_cents = fees.cap_cents;
         inv.expires_at = expires_at(inv.created_at, offset, expires_in_s);
-        view = views::invoice(&s.reg, &inv);
+        data = EventData::encode(&views::invoice_view(&s.reg, &inv));
+        row = EncodedRow::of(&inv);
         outcome = Created::Restamped;
     }
-    for (key, _) in &wallet_rows {
+    for (key, _, _) in &wallet_rows {
         if ctx.unique_get(key)?.is_some() {
             return Err(Fault::invariant("a new invoice address is already taken").into());
         }
     }
     // Every check is done: the writes.
     // New ids (UUID v7, made by `prepare`): nothing stored under them to read first.
-    for (key, w) in &wallet_rows {
+    for (key, w, encoded) in &wallet_rows {
         ctx.unique_put(key, w.id)?;
-        ctx.put_replacing(None, w)?;
+        ctx.put_new_encoded(w, encoded)?;
     }
     ctx.unique_put(&token_key(&inv.checkout_token), inv.id)?;
     if let Some(r) = &inv.reference_id {
         ctx.unique_put(&reference_key(inv.project_id, r), inv.id)?;
     }
-    ctx.put_replacing(None, &inv)?;
-    emit(ctx, s, "invoice.created", inv.id, view)?;
+    ctx.put_new_encoded(&inv, &row)?;
+    emit_data(ctx, s, "invoice.created", inv.id, &data)?;
     Ok((inv, outcome))
 }
 
@@ -620,7 +635,13 @@ pub fn cancel(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Invoice, In
     inv.canceled_at = Some(now);
     inv.updated_at = now;
     ctx.put(&inv)?;
-    emit(ctx, s, "invoice.canceled", id, views::invoice(&s.reg, &inv))?;
+    emit_view(
+        ctx,
+        s,
+        "invoice.canceled",
+        id,
+        &views::invoice_view(&s.reg, &inv),
+    )?;
     Ok(inv)
 }
 
@@ -640,12 +661,12 @@ pub fn expire_if_due(
     inv.expired_at = Some(ctx.now_us());
     inv.updated_at = ctx.now_us();
     ctx.put(inv)?;
-    emit(
+    emit_view(
         ctx,
         s,
         "invoice.expired",
         inv.id,
-        views::invoice(&s.reg, inv),
+        &views::invoice_view(&s.reg, inv),
     )?;
     Ok(true)
 }
@@ -710,12 +731,12 @@ pub fn payment_seen(ctx: &mut WriteCtx<'_>, s: &Scope, d: &mut Deposit) -> Resul
     inv.updated_at = ctx.now_us();
     ctx.put(&inv)?;
     if announce {
-        emit(
+        emit_view(
             ctx,
             s,
             "invoice.pending",
             inv.id,
-            views::invoice(&s.reg, &inv),
+            &views::invoice_view(&s.reg, &inv),
         )?;
     }
     Ok(())
@@ -771,12 +792,12 @@ pub fn payment_credited(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
     inv.updated_at = now;
     if d.late || matches!(inv.status, InvoiceStatus::Expired | InvoiceStatus::Canceled) {
         ctx.put(&inv)?;
-        emit(
+        emit_view(
             ctx,
             s,
             "invoice.late_payment",
             inv.id,
-            views::invoice(&s.reg, &inv),
+            &views::invoice_view(&s.reg, &inv),
         )?;
         conversions::queue_payment(ctx, s, d.id, None, &d.chain, &d.asset, d.amount)?;
         return Ok(());
@@ -818,7 +839,7 @@ pub fn payment_credited(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
     }
     ctx.put(&inv)?;
     if let Some(e) = event {
-        emit(ctx, s, e, inv.id, views::invoice(&s.reg, &inv))?;
+        emit_view(ctx, s, e, inv.id, &views::invoice_view(&s.reg, &inv))?;
     }
     // Merchant money converts automatically by the project's rule (DECISIONS.md section
     // 14), except the excess held for the payer.
@@ -940,12 +961,12 @@ pub fn payment_orphaned(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
     inv.updated_at = ctx.now_us();
     ctx.put(&inv)?;
     conversions::payment_reversed(ctx, s, d.id)?;
-    emit(
+    emit_view(
         ctx,
         s,
         "invoice.payment_orphaned",
         inv.id,
-        views::invoice(&s.reg, &inv),
+        &views::invoice_view(&s.reg, &inv),
     )?;
     Ok(())
 }

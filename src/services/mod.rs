@@ -55,6 +55,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use uuid::Uuid;
 
+use appliance_storage::codec::EventData;
 use appliance_storage::records::{Mode, Project};
 use appliance_storage::{StoreError, WriteCtx};
 
@@ -133,6 +134,44 @@ pub fn emit(
     );
     let project = &s.project;
     let event = ctx.append_event(
+        project.id,
+        project.mode == Mode::Live,
+        event_type,
+        &resource_id.to_string(),
+        data,
+    )?;
+    // The outbox: this event's webhook deliveries commit with it.
+    webhook_deliveries::enqueue_with(ctx, &event, s.delivery_attempts)?;
+    Ok(())
+}
+
+/// [`emit`] of a view that serializes as its JSON (`views::InvoiceView`): encoded straight
+/// into the event's row, without a `serde_json::Value` tree.
+pub fn emit_view<D: serde::Serialize + ?Sized>(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    event_type: &str,
+    resource_id: Uuid,
+    view: &D,
+) -> Result<(), StoreError> {
+    emit_data(ctx, s, event_type, resource_id, &EventData::encode(view))
+}
+
+/// [`emit`] of data encoded beforehand (`invoices::prepare` encodes an invoice's
+/// `invoice.created` data on the request's thread; the store writer copies the bytes).
+pub fn emit_data(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    event_type: &str,
+    resource_id: Uuid,
+    data: &EventData,
+) -> Result<(), StoreError> {
+    debug_assert!(
+        EVENT_CATALOG.contains(&event_type),
+        "event type {event_type} is missing from services::EVENT_CATALOG"
+    );
+    let project = &s.project;
+    let event = ctx.append_event_data(
         project.id,
         project.mode == Mode::Live,
         event_type,

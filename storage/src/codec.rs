@@ -45,6 +45,49 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
     out
 }
 
+/// The `data` of an event, encoded ahead of the write (MessagePack with named fields, as
+/// [`encode`] writes the body of a record): a request thread encodes it, the store writer
+/// only copies it into the event row ([`crate::WriteCtx::append_event_data`]).
+///
+/// Read back, `data` is a `serde_json::Value`, so what is encoded here must be what that
+/// value would encode as: maps with string keys, strings, integers, booleans, nulls and
+/// arrays. A type whose binary form differs from its JSON form (a `Uuid`: 16 raw bytes
+/// instead of a string) must be written as its JSON form (see `views::InvoiceView`).
+#[derive(Debug, Clone)]
+pub struct EventData(Vec<u8>);
+
+impl EventData {
+    /// Encodes `value` (a view serializing as JSON would).
+    pub fn encode<T: Serialize + ?Sized>(value: &T) -> Self {
+        let mut out = Vec::with_capacity(1024);
+        // Views are fixed shapes with flat metadata: far from rmp-serde's nesting limit.
+        rmp_serde::encode::write_named(&mut out, value).expect("event data serializes");
+        EventData(out)
+    }
+
+    /// The MessagePack bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// [`encode`] of a record whose last field, a unit placeholder (written as MessagePack
+/// nil, one byte), is replaced by `tail`, a value already encoded: how an event row is
+/// written with its [`EventData`] without decoding or re-encoding it.
+pub(crate) fn encode_with_tail<T: Serialize + ?Sized>(value: &T, tail: &EventData) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256 + tail.0.len());
+    out.push(VALUE_VERSION);
+    rmp_serde::encode::write_named(&mut out, value).expect("record serializes");
+    let nil = out.pop();
+    assert_eq!(
+        nil,
+        Some(0xc0),
+        "the last field of a record with a tail is a unit"
+    );
+    out.extend_from_slice(&tail.0);
+    out
+}
+
 /// [`encode`] with the serializer declaring itself human-readable, for values read back
 /// through serde's buffering of an internally tagged enum, which always declares itself
 /// human-readable: types that serialize differently in binary formats (alloy's hashes,

@@ -724,7 +724,33 @@ impl<'t> WriteCtx<'t> {
         self.track(r)
     }
 
+    /// [`WriteCtx::put_replacing`]`(None, row)` of a row with a new id (nothing stored
+    /// under it), its value encoded beforehand off the writer thread ([`EncodedRow::of`]
+    /// of this very `row`: debug builds check it).
+    pub fn put_new_encoded<R: Row + 'static>(
+        &mut self,
+        row: &R,
+        encoded: &EncodedRow<R>,
+    ) -> Result<(), StoreError> {
+        debug_assert!(
+            encode(row) == encoded.bytes,
+            "an encoded row is the encoding of the row it is written with"
+        );
+        self.touched.push(Touched::row(row, None));
+        let r = self.put_over_encoded(None, row, &encoded.bytes);
+        self.track(r)
+    }
+
     fn put_over<R: Row>(&self, old: Option<&R>, row: &R) -> Result<(), StoreError> {
+        self.put_over_encoded(old, row, &encode(row))
+    }
+
+    fn put_over_encoded<R: Row>(
+        &self,
+        old: Option<&R>,
+        row: &R,
+        bytes: &[u8],
+    ) -> Result<(), StoreError> {
         let new_keys = row.index_keys();
         let old_keys = old.map(|o| o.index_keys()).unwrap_or_default();
         let mut counted: Vec<(Vec<u8>, bool)> = Vec::new();
@@ -760,9 +786,8 @@ impl<'t> WriteCtx<'t> {
                 Ok(())
             })?;
         }
-        let bytes = encode(row);
         self.with_rows(R::TABLE, |t| {
-            t.insert(row.id().as_u128(), bytes.as_slice())?;
+            t.insert(row.id().as_u128(), bytes)?;
             Ok(())
         })
     }
@@ -896,7 +921,7 @@ impl<'t> WriteCtx<'t> {
         resource_id: &str,
         data: serde_json::Value,
     ) -> Result<Event, StoreError> {
-        self.append(project, livemode, event_type, resource_id, data, None)
+        self.append(project, livemode, event_type, resource_id, data, None, None)
     }
 
     /// Appends an event of a customer's deposit (`deposit.*`) in its compact form (schema
@@ -916,9 +941,34 @@ impl<'t> WriteCtx<'t> {
             &d.id.to_string(),
             serde_json::Value::Null,
             Some(d),
+            None,
         )
     }
 
+    /// [`WriteCtx::append_event`] with `data` encoded beforehand (off the writer thread,
+    /// typically): the row holds the same bytes as if `data` were the equivalent
+    /// `serde_json::Value`. The event returned has every field but `data`, which is `Null`
+    /// (the stored row has it; `ReadOps` returns it).
+    pub fn append_event_data(
+        &mut self,
+        project: Uuid,
+        livemode: bool,
+        event_type: &str,
+        resource_id: &str,
+        data: &crate::codec::EventData,
+    ) -> Result<Event, StoreError> {
+        self.append(
+            project,
+            livemode,
+            event_type,
+            resource_id,
+            serde_json::Value::Null,
+            None,
+            Some(data),
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn append(
         &mut self,
         project: Uuid,
@@ -927,6 +977,7 @@ impl<'t> WriteCtx<'t> {
         resource_id: &str,
         data: serde_json::Value,
         deposit: Option<&crate::records::Deposit>,
+        encoded: Option<&crate::codec::EventData>,
     ) -> Result<Event, StoreError> {
         let r = (|| {
             let seq = self.last_sequence(project)? + 1;
@@ -943,7 +994,10 @@ impl<'t> WriteCtx<'t> {
                 deposit: deposit.map(crate::records::DepositState::of),
                 deposit_row: None,
             };
-            let bytes = encode(&ev);
+            let bytes = match encoded {
+                Some(data) => crate::codec::encode_with_tail(&EventRow::of(&ev), data),
+                None => encode(&ev),
+            };
             self.with_events(|events| {
                 events.insert((project.as_u128(), seq), bytes.as_slice())?;
                 Ok(())
@@ -975,6 +1029,50 @@ impl<'t> WriteCtx<'t> {
         let ev = self.track(r)?;
         self.notice.events.push((project, ev.sequence));
         Ok(ev)
+    }
+}
+
+/// A row's value encoded ahead of its write ([`crate::codec::encode`]), so the store
+/// writer only copies it: [`WriteCtx::put_new_encoded`].
+pub struct EncodedRow<R> {
+    bytes: Vec<u8>,
+    _row: std::marker::PhantomData<fn() -> R>,
+}
+
+impl<R: Row> EncodedRow<R> {
+    /// Encodes `row`; write it with that same row, unchanged.
+    pub fn of(row: &R) -> Self {
+        EncodedRow {
+            bytes: encode(row),
+            _row: std::marker::PhantomData,
+        }
+    }
+}
+
+/// How an [`Event`] with `data` is stored when its `data` comes already encoded: the
+/// stored fields of `Event` in its order (no `deposit`), `data` a placeholder that
+/// [`crate::codec::encode_with_tail`] replaces by the encoded bytes.
+#[derive(serde::Serialize)]
+struct EventRow<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    event_type: &'a str,
+    resource_id: &'a str,
+    created_at: i64,
+    livemode: bool,
+    data: (),
+}
+
+impl<'a> EventRow<'a> {
+    fn of(e: &'a Event) -> Self {
+        EventRow {
+            id: &e.id,
+            event_type: &e.event_type,
+            resource_id: &e.resource_id,
+            created_at: e.created_at,
+            livemode: e.livemode,
+            data: (),
+        }
     }
 }
 
@@ -1020,3 +1118,38 @@ pub trait ScanOps: Reader {
 
 impl ScanOps for ReadCtx {}
 impl ScanOps for WriteCtx<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{encode_with_tail, EventData};
+
+    #[test]
+    fn an_event_with_encoded_data_is_the_same_row() {
+        let data = serde_json::json!({
+            "id": "0190f3d2-3b7a-7cc0-8a1e-0c7d1f6b2a11",
+            "list": [1, "x", null, {"b": true, "n": -5}],
+            "big": u64::MAX,
+            "f": 1.5,
+            "s": "é\"\\",
+            "empty": {},
+        });
+        let ev = Event {
+            id: "evt_01J0000000000000000000000".into(),
+            project_id: Uuid::now_v7(),
+            sequence: 7,
+            event_type: "invoice.created".into(),
+            resource_id: "r".into(),
+            created_at: 1_700_000_000_000_000,
+            livemode: true,
+            data: data.clone(),
+            deposit: None,
+            deposit_row: None,
+        };
+        let whole = encode(&ev);
+        let spliced = encode_with_tail(&EventRow::of(&ev), &EventData::encode(&data));
+        assert_eq!(whole, spliced);
+        let back: Event = crate::codec::decode(&spliced).unwrap();
+        assert_eq!(back.data, data);
+    }
+}
