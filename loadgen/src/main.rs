@@ -66,7 +66,7 @@ needs with a few unmeasured requests.
              gathered; each token's budget is 120 requests/minute and
              a 429 counts as an error, so it first seeds invoices up to
              max(2000, requests / 120) tokens (requests: --count, or
-             20,000/s x --seconds); beyond that rate expect 429s
+             50,000/s x --seconds); beyond that rate expect 429s
   expiry     not a mix: makes --expiry-invoices open invoices (checkout key;
              their figures are printed), runs a steady paced load of
              --expiry-rate requests/s (half the clients GET

@@ -52,7 +52,7 @@ pub enum Phase {
     /// per minute (DECISIONS.md section 12; a governor quota: a burst of 120, then one more
     /// every 0.5 s), and a 429 counts as an error. So a phase of `d` seconds at `r`
     /// requests/s needs at least `r * d / 120` tokens: [`Runner::prepare`] seeds invoices up
-    /// to [`checkout_tokens_needed`] (at least 2,000; 20,000/s assumed for a timed phase).
+    /// to [`checkout_tokens_needed`] (at least 2,000; 50,000/s assumed for a timed phase).
     /// Requests naming an existing token are charged to that token only, never to the
     /// per-IP unauthenticated budget (only misses are).
     Checkout,
@@ -111,7 +111,7 @@ const CHECKOUT_PER_MINUTE: u64 = 120;
 /// The fewest checkout tokens the checkout phase reads.
 const CHECKOUT_MIN_TOKENS: u64 = 2_000;
 /// The rate assumed when sizing the checkout token pool for a timed phase (requests/s).
-const CHECKOUT_EXPECTED_RATE: u64 = 20_000;
+const CHECKOUT_EXPECTED_RATE: u64 = 50_000;
 
 /// Checkout tokens needed so that no token goes over its budget during a checkout phase
 /// limited by `limit` (round-robin spreads the requests evenly): the phase's requests
@@ -749,13 +749,13 @@ mod tests {
     #[test]
     fn checkout_pool_size() {
         assert_eq!(
-            checkout_tokens_needed(Limit::Time(Duration::from_secs(10))),
+            checkout_tokens_needed(Limit::Time(Duration::from_secs(4))),
             2_000
         );
-        // 20,000/s for 30 s over 120 per token.
+        // 50,000/s for 30 s over 120 per token.
         assert_eq!(
             checkout_tokens_needed(Limit::Time(Duration::from_secs(30))),
-            5_000
+            12_500
         );
         assert_eq!(checkout_tokens_needed(Limit::Count(1_000_001)), 8_334);
         assert_eq!(checkout_tokens_needed(Limit::Count(10)), 2_000);
