@@ -53,8 +53,11 @@ use crate::views::ts;
 pub const MAX_TOKENS: usize = 200_000;
 /// Most refund payouts tracked; past it, every cached document is dropped.
 const MAX_PAYOUTS: usize = 100_000;
-/// Default budget of cached documents, bytes (estimated).
-pub const DEFAULT_BUDGET_BYTES: usize = 64 << 20;
+/// Default budget of cached documents, bytes (estimated: a document with ~26 quotes counts
+/// about 20 KB). 256 MiB holds about 13,000 documents, so 10,000 buyers polling at once
+/// (issue 12's sizing) stay cached; at 64 MiB (about 3,300) a round of polls over more
+/// tokens than fit evicted each document before its next poll.
+pub const DEFAULT_BUDGET_BYTES: usize = 256 << 20;
 
 /// What one token opens, as of its last change: the rows read and the rendered document.
 pub struct Cached {
