@@ -88,44 +88,8 @@ fn main() -> Result<()> {
         (total_pages * 4096) as f64 / div
     );
 
-    for (name, def) in [("index", schema::INDEX)] {
-        let t = r.open_table(def)?;
-        let mut by: BTreeMap<u8, Sum> = BTreeMap::new();
-        for e in t.iter()? {
-            let (k, _) = e?;
-            let k = k.value();
-            by.entry(k.first().copied().unwrap_or(0))
-                .or_default()
-                .add(k.len(), 0);
-        }
-        println!("{name} by tag:");
-        for (tag, s) in by {
-            println!(
-                "  tag {tag:>3}: {:>10.2} keys, {:>10.1} key bytes",
-                f(s.rows),
-                f(s.key_bytes)
-            );
-        }
-    }
-    {
-        let t = r.open_table(schema::UNIQUE)?;
-        let mut by: BTreeMap<u8, Sum> = BTreeMap::new();
-        for e in t.iter()? {
-            let (k, _) = e?;
-            let k = k.value();
-            by.entry(k.first().copied().unwrap_or(0))
-                .or_default()
-                .add(k.len(), 16);
-        }
-        println!("unique by tag:");
-        for (tag, s) in by {
-            println!(
-                "  tag {tag:>3}: {:>10.2} keys, {:>10.1} key bytes",
-                f(s.rows),
-                f(s.key_bytes)
-            );
-        }
-    }
+    keys_by_tag(&r, "index", schema::INDEX, &f)?;
+    keys_by_tag(&r, "unique", schema::UNIQUE, &f)?;
     {
         let t = r.open_table(schema::EVENTS)?;
         let mut by: BTreeMap<String, Sum> = BTreeMap::new();
@@ -146,6 +110,33 @@ fn main() -> Result<()> {
                 s.value_bytes as f64 / s.rows.max(1) as f64
             );
         }
+    }
+    Ok(())
+}
+
+/// Prints the keys of a table keyed by [`IndexTag`] ‖ ..., counted by their tag byte.
+fn keys_by_tag<V: redb::Value + 'static>(
+    r: &redb::ReadTransaction,
+    name: &str,
+    def: redb::TableDefinition<&[u8], V>,
+    f: &impl Fn(u64) -> f64,
+) -> Result<()> {
+    let t = r.open_table(def)?;
+    let mut by: BTreeMap<u8, Sum> = BTreeMap::new();
+    for e in t.iter()? {
+        let (k, _) = e?;
+        let k = k.value();
+        by.entry(k.first().copied().unwrap_or(0))
+            .or_default()
+            .add(k.len(), 0);
+    }
+    println!("{name} by tag:");
+    for (tag, s) in by {
+        println!(
+            "  tag {tag:>3}: {:>10.2} keys, {:>10.1} key bytes",
+            f(s.rows),
+            f(s.key_bytes)
+        );
     }
     Ok(())
 }
