@@ -128,19 +128,35 @@ pub fn emit(
     resource_id: Uuid,
     data: Value,
 ) -> Result<(), StoreError> {
+    emit_with(ctx, s, event_type, |ctx, project, livemode| {
+        ctx.append_event(
+            project,
+            livemode,
+            event_type,
+            &resource_id.to_string(),
+            data,
+        )
+    })
+}
+
+/// The common part of every `emit*`: the event type is in the catalogue, `append` writes
+/// the event (given the project id and its livemode), and the event's webhook deliveries
+/// (the outbox) commit with it.
+fn emit_with(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    event_type: &str,
+    append: impl FnOnce(
+        &mut WriteCtx<'_>,
+        Uuid,
+        bool,
+    ) -> Result<appliance_storage::records::Event, StoreError>,
+) -> Result<(), StoreError> {
     debug_assert!(
         EVENT_CATALOG.contains(&event_type),
         "event type {event_type} is missing from services::EVENT_CATALOG"
     );
-    let project = &s.project;
-    let event = ctx.append_event(
-        project.id,
-        project.mode == Mode::Live,
-        event_type,
-        &resource_id.to_string(),
-        data,
-    )?;
-    // The outbox: this event's webhook deliveries commit with it.
+    let event = append(ctx, s.project.id, s.project.mode == Mode::Live)?;
     webhook_deliveries::enqueue_with(ctx, &event, s.delivery_attempts)?;
     Ok(())
 }
@@ -166,21 +182,15 @@ pub fn emit_data(
     resource_id: Uuid,
     data: &EventData,
 ) -> Result<(), StoreError> {
-    debug_assert!(
-        EVENT_CATALOG.contains(&event_type),
-        "event type {event_type} is missing from services::EVENT_CATALOG"
-    );
-    let project = &s.project;
-    let event = ctx.append_event_data(
-        project.id,
-        project.mode == Mode::Live,
-        event_type,
-        &resource_id.to_string(),
-        data,
-    )?;
-    // The outbox: this event's webhook deliveries commit with it.
-    webhook_deliveries::enqueue_with(ctx, &event, s.delivery_attempts)?;
-    Ok(())
+    emit_with(ctx, s, event_type, |ctx, project, livemode| {
+        ctx.append_event_data(
+            project,
+            livemode,
+            event_type,
+            &resource_id.to_string(),
+            data,
+        )
+    })
 }
 
 /// [`emit`] of an event of a customer's deposit (`deposit.*`) in its compact stored form
@@ -194,14 +204,10 @@ pub fn emit_deposit(
     event_type: &str,
     d: &appliance_storage::records::Deposit,
 ) -> Result<(), StoreError> {
-    debug_assert!(
-        EVENT_CATALOG.contains(&event_type),
-        "event type {event_type} is missing from services::EVENT_CATALOG"
-    );
     debug_assert!(d.project_id == s.project.id && d.invoice_id.is_none() && !d.funding);
-    let event = ctx.append_deposit_event(s.project.mode == Mode::Live, event_type, d)?;
-    webhook_deliveries::enqueue_with(ctx, &event, s.delivery_attempts)?;
-    Ok(())
+    emit_with(ctx, s, event_type, |ctx, _, livemode| {
+        ctx.append_deposit_event(livemode, event_type, d)
+    })
 }
 
 /// Idempotency records expire after 24 hours (SPEC.md section 8); the API replays within

@@ -925,7 +925,7 @@ impl<'t> WriteCtx<'t> {
     }
 
     /// Appends an event of a customer's deposit (`deposit.*`) in its compact form (schema
-    /// 5, [`Event::deposit`]): the deposit's changing fields as they are in `d`, which must
+    /// 6, [`Event::deposit`]): the deposit's changing fields as they are in `d`, which must
     /// be the row as this transaction writes it (before or after this call). The returned
     /// event carries `d` in [`Event::deposit_row`], as a reader would see it.
     pub fn append_deposit_event(
