@@ -31,13 +31,7 @@ async fn watcher_benchmark() {
         tmp,
         data.clone(),
         master.clone(),
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 1,
-            assets: vec![("USDT", token.clone(), 6)],
-            replace_after_ms: 30_000,
-        }],
+        &[ChainSetup::ethereum(&eth, 1, Some(&token), 30_000)],
     )
     .await;
     live.kill();
@@ -378,13 +372,7 @@ async fn catchup_benchmark() {
         tmp,
         data.clone(),
         master.clone(),
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 1,
-            assets: vec![("USDT", token.clone(), 6)],
-            replace_after_ms: 30_000,
-        }],
+        &[ChainSetup::ethereum(&eth, 1, Some(&token), 30_000)],
     )
     .await;
     live.kill();

@@ -39,13 +39,7 @@ async fn a_usdt_transfer_to_a_funding_address_credits_at_par_after_its_confirmat
         tmp,
         data,
         master.clone(),
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 3,
-            assets: vec![("USDT", usdt.clone(), 6)],
-            replace_after_ms: 600_000,
-        }],
+        &[ChainSetup::ethereum(&eth, 3, Some(&usdt), 600_000)],
     )
     .await;
     let key = live.key("checkout", "billing:read");

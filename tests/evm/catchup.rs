@@ -23,13 +23,7 @@ async fn a_reorg_during_a_pipelined_catch_up_leaves_exactly_the_canonical_deposi
         tmp,
         data,
         master,
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 1,
-            assets: vec![("USDT", token.clone(), 6)],
-            replace_after_ms: 30_000,
-        }],
+        &[ChainSetup::ethereum(&eth, 1, Some(&token), 30_000)],
     )
     .await;
     let mut wallets = Vec::new();

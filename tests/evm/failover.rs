@@ -114,13 +114,7 @@ async fn a_failing_first_node_is_skipped_and_no_deposit_is_missed() {
         tmp,
         data,
         master,
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 2,
-            assets: vec![("USDT", usdt.clone(), 6)],
-            replace_after_ms: 30_000,
-        }],
+        &[ChainSetup::ethereum(&eth, 2, Some(&usdt), 30_000)],
     )
     .await;
     // The first node is the proxy, the second the same Anvil directly.

@@ -302,6 +302,27 @@ pub struct ChainSetup<'a> {
     pub replace_after_ms: u64,
 }
 
+impl<'a> ChainSetup<'a> {
+    /// Chain `ethereum` on `anvil` with `confirmations`, the native coin and, when given,
+    /// the 6-decimal token at `usdt` as `USDT`; fee bumps after `replace_after_ms`.
+    pub fn ethereum(
+        anvil: &'a Anvil,
+        confirmations: u32,
+        usdt: Option<&String>,
+        replace_after_ms: u64,
+    ) -> Self {
+        ChainSetup {
+            id: "ethereum",
+            anvil,
+            confirmations,
+            assets: usdt
+                .map(|c| vec![("USDT", c.clone(), 6)])
+                .unwrap_or_default(),
+            replace_after_ms,
+        }
+    }
+}
+
 /// `appliance init` in a fresh data dir; returns (tempdir, data dir, master address).
 pub fn init_data_dir() -> (tempfile::TempDir, PathBuf, String) {
     let tmp = tempfile::tempdir().unwrap();

@@ -55,13 +55,7 @@ async fn invoices_paid_in_usdt_and_in_eth_on_anvil() {
         tmp,
         data,
         master.clone(),
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 2,
-            assets: vec![("USDT", usdt.clone(), 6)],
-            replace_after_ms: 600_000,
-        }],
+        &[ChainSetup::ethereum(&eth, 2, Some(&usdt), 600_000)],
     )
     .await;
     // Prices: the provider is down (nothing listens), ETH comes from the feed.
@@ -168,13 +162,7 @@ async fn an_underpaid_invoice_is_completed_on_a_second_evm_chain() {
         data,
         master.clone(),
         &[
-            ChainSetup {
-                id: "ethereum",
-                anvil: &eth,
-                confirmations: 2,
-                assets: vec![("USDT", usdt.clone(), 6)],
-                replace_after_ms: 600_000,
-            },
+            ChainSetup::ethereum(&eth, 2, Some(&usdt), 600_000),
             ChainSetup {
                 id: "bsc",
                 anvil: &bsc,
@@ -540,13 +528,7 @@ async fn an_overpaid_invoice_is_refunded_on_chain_in_usdt_and_in_eth() {
         tmp,
         data,
         master.clone(),
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 2,
-            assets: vec![("USDT", usdt.clone(), 6)],
-            replace_after_ms: 600_000,
-        }],
+        &[ChainSetup::ethereum(&eth, 2, Some(&usdt), 600_000)],
         &format!(
             "[market]\nbase_url = \"{dead_url}\"\nttl_seconds = 30\nmax_age_seconds = 600\ntimeout_ms = 500\n[market.chainlink_feeds]\nETH = \"{feed}\"\n"
         ),

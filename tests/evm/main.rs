@@ -54,13 +54,7 @@ async fn deposits_sweeps_and_payouts_on_two_chains() {
         data,
         master.clone(),
         &[
-            ChainSetup {
-                id: "ethereum",
-                anvil: &eth,
-                confirmations: 3,
-                assets: vec![("USDT", usdt.clone(), 6)],
-                replace_after_ms: 30_000,
-            },
+            ChainSetup::ethereum(&eth, 3, Some(&usdt), 30_000),
             ChainSetup {
                 id: "bsc",
                 anvil: &bsc,
@@ -394,13 +388,7 @@ async fn a_reorg_orphans_a_confirmed_deposit_and_reverses_its_credit() {
         tmp,
         data,
         master,
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 2,
-            assets: vec![("USDT", usdt.clone(), 6)],
-            replace_after_ms: 30_000,
-        }],
+        &[ChainSetup::ethereum(&eth, 2, Some(&usdt), 30_000)],
     )
     .await;
     let (cid, w) = live.customer_wallet("bob", "ethereum").await;
@@ -503,13 +491,7 @@ async fn a_restart_mid_flow_misses_and_duplicates_nothing() {
         tmp,
         data,
         master,
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 2,
-            assets: vec![("USDT", usdt.clone(), 6)],
-            replace_after_ms: 30_000,
-        }],
+        &[ChainSetup::ethereum(&eth, 2, Some(&usdt), 30_000)],
     )
     .await;
     let mut customers = Vec::new();
@@ -563,13 +545,7 @@ async fn rpc_failures_show_on_the_chain_list_and_a_wrong_chain_id_refuses_the_st
         tmp,
         data,
         master,
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 2,
-            assets: vec![],
-            replace_after_ms: 30_000,
-        }],
+        &[ChainSetup::ethereum(&eth, 2, None, 30_000)],
     )
     .await;
     wait_for("live", &[], 30, || async {
@@ -653,13 +629,7 @@ async fn a_stuck_payout_is_replaced_with_higher_fees_and_the_same_nonce() {
         tmp,
         data,
         master.clone(),
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 1,
-            assets: vec![],
-            replace_after_ms: 1_500,
-        }],
+        &[ChainSetup::ethereum(&eth, 1, None, 1_500)],
     )
     .await;
     let (cid, w) = live.customer_wallet("carol", "ethereum").await;
@@ -759,13 +729,7 @@ async fn a_payout_that_reverts_on_chain_fails_and_unlocks_its_funds() {
         tmp,
         data,
         master.clone(),
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 2,
-            assets: vec![("USDT", usdt.clone(), 6)],
-            replace_after_ms: 30_000,
-        }],
+        &[ChainSetup::ethereum(&eth, 2, Some(&usdt), 30_000)],
     )
     .await;
     let (cid, w) = live.customer_wallet("dave", "ethereum").await;
@@ -850,13 +814,7 @@ async fn a_payout_recorded_before_a_crash_is_rebroadcast_once_after_restart() {
         tmp,
         data,
         master.clone(),
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 2,
-            assets: vec![],
-            replace_after_ms: 600_000,
-        }],
+        &[ChainSetup::ethereum(&eth, 2, None, 600_000)],
     )
     .await;
     let (cid, w) = live.customer_wallet("erin", "ethereum").await;

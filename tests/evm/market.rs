@@ -104,13 +104,7 @@ async fn chainlink_feeds_price_coins_when_the_provider_is_down() {
         tmp,
         data,
         master.clone(),
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 1,
-            assets: vec![],
-            replace_after_ms: 120_000,
-        }],
+        &[ChainSetup::ethereum(&eth, 1, None, 120_000)],
     )
     .await;
     // The provider is down (nothing listens there): every price comes from the feeds.

@@ -95,13 +95,7 @@ async fn a_reorg_deeper_than_the_confirmations_dropping_our_sweep_and_payouts_is
         tmp,
         data,
         master.clone(),
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 3,
-            assets: vec![("USDT", usdt.clone(), 6)],
-            replace_after_ms: 600_000,
-        }],
+        &[ChainSetup::ethereum(&eth, 3, Some(&usdt), 600_000)],
     )
     .await;
     let (cid, w) = live.customer_wallet("rita", "ethereum").await;
@@ -230,13 +224,7 @@ async fn a_dropped_pending_send_is_rebroadcast_and_a_send_that_cannot_succeed_is
         tmp,
         data,
         master.clone(),
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 2,
-            assets: vec![],
-            replace_after_ms: 600_000,
-        }],
+        &[ChainSetup::ethereum(&eth, 2, None, 600_000)],
     )
     .await;
     let (cid, w) = live.customer_wallet("dora", "ethereum").await;
@@ -378,13 +366,7 @@ async fn a_crash_before_broadcast_after_broadcast_or_after_receipt_pays_exactly_
         tmp,
         data,
         master.clone(),
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 2,
-            assets: vec![],
-            replace_after_ms: 600_000,
-        }],
+        &[ChainSetup::ethereum(&eth, 2, None, 600_000)],
     )
     .await;
     let (cid, w) = live.customer_wallet("kim", "ethereum").await;
@@ -464,13 +446,7 @@ async fn a_sweep_waits_for_unconfirmed_inbound_money_and_an_orphaned_swept_depos
         tmp,
         data,
         master.clone(),
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 3,
-            assets: vec![("USDT", usdt.clone(), 6)],
-            replace_after_ms: 600_000,
-        }],
+        &[ChainSetup::ethereum(&eth, 3, Some(&usdt), 600_000)],
     )
     .await;
     let (cid, w) = live.customer_wallet("omar", "ethereum").await;
@@ -592,13 +568,7 @@ async fn the_issue_scenario_a_depth_6_reorg_leaves_no_stuck_payout_and_no_unswep
         tmp,
         data,
         master.clone(),
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 3,
-            assets: vec![("USDT", usdt.clone(), 6)],
-            replace_after_ms: 600_000,
-        }],
+        &[ChainSetup::ethereum(&eth, 3, Some(&usdt), 600_000)],
     )
     .await;
     let (cid, w) = live.customer_wallet("ivan", "ethereum").await;
@@ -711,13 +681,7 @@ async fn a_payout_waits_queued_while_the_sweep_that_funds_it_is_unmined() {
         tmp,
         data,
         master.clone(),
-        &[ChainSetup {
-            id: "ethereum",
-            anvil: &eth,
-            confirmations: 2,
-            assets: vec![("USDT", usdt.clone(), 6)],
-            replace_after_ms: 600_000,
-        }],
+        &[ChainSetup::ethereum(&eth, 2, Some(&usdt), 600_000)],
     )
     .await;
     let (cid, w) = live.customer_wallet("nadia", "ethereum").await;
