@@ -632,23 +632,7 @@ async fn a_kill_around_the_first_credit_charges_the_payment_fee_exactly_once() {
         )
         .await
         .expect(201);
-        let blocks = app.post(
-            &app.wallet_key,
-            "/v1/test/blocks",
-            json!({"chain": "ethereum", "count": 12}),
-        );
-        tokio::select! {
-            _ = blocks => {}
-            _ = tokio::time::sleep(Duration::from_millis(delay_ms)) => {}
-        }
-        app.restart(); // SIGKILL, then start again on the same data dir
-        app.post(
-            &app.wallet_key,
-            "/v1/test/blocks",
-            json!({"chain": "ethereum", "count": 12}),
-        )
-        .await
-        .expect(200);
+        mine_killed_after(&mut app, delay_ms).await;
         let fees = wait_entries(&app, "payment_fee", round + 1).await;
         let mut refs: Vec<String> = fees.iter().map(|e| s(&e["ref_id"])).collect();
         refs.sort();
@@ -752,6 +736,28 @@ async fn fund(
 }
 
 /// Waits until the journal holds `n` entries of `kind` (`?kind=`), and returns them.
+/// Mines 12 ethereum blocks and SIGKILLs the server `delay_ms` into that request (or once
+/// it is answered, if sooner), starts it again on the same data dir and mines 12 more.
+async fn mine_killed_after(app: &mut App, delay_ms: u64) {
+    let blocks = app.post(
+        &app.wallet_key,
+        "/v1/test/blocks",
+        json!({"chain": "ethereum", "count": 12}),
+    );
+    tokio::select! {
+        _ = blocks => {}
+        _ = tokio::time::sleep(Duration::from_millis(delay_ms)) => {}
+    }
+    app.restart(); // SIGKILL, then start again on the same data dir
+    app.post(
+        &app.wallet_key,
+        "/v1/test/blocks",
+        json!({"chain": "ethereum", "count": 12}),
+    )
+    .await
+    .expect(200);
+}
+
 async fn wait_entries(app: &App, kind: &str, n: usize) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -980,23 +986,7 @@ async fn a_kill_around_the_funding_credit_credits_exactly_once() {
     // Mined but not final; killed at a different point around the credit each round.
     for (round, delay_ms) in [0u64, 15, 40, 120].into_iter().enumerate() {
         fund(&app, "ethereum", "USDT", 6, "10000000", false).await;
-        let blocks = app.post(
-            &app.wallet_key,
-            "/v1/test/blocks",
-            json!({"chain": "ethereum", "count": 12}),
-        );
-        tokio::select! {
-            _ = blocks => {}
-            _ = tokio::time::sleep(Duration::from_millis(delay_ms)) => {}
-        }
-        app.restart(); // SIGKILL, then start again on the same data dir
-        app.post(
-            &app.wallet_key,
-            "/v1/test/blocks",
-            json!({"chain": "ethereum", "count": 12}),
-        )
-        .await
-        .expect(200);
+        mine_killed_after(&mut app, delay_ms).await;
         let es = wait_entries(&app, "funding", round + 1).await;
         let mut txs: Vec<String> = es.iter().map(|e| s(&e["transfer"]["tx_hash"])).collect();
         txs.sort();
