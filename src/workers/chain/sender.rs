@@ -18,7 +18,7 @@ use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{
     ApiKey, Payout, PayoutStatus, Project, Sweep, SweepStatus, Wallet,
 };
-use appliance_storage::{ReadOps, WriteCtx};
+use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
 use super::store::{load_watch, out_tx, pending_nonces, put_tx, stored_nonce, OutKind, OutTx};
 use super::{clean, hex32, write, ChainWorker, Master, MAX_BACKOFF};
@@ -426,8 +426,19 @@ async fn payout_funding(
                     continue; // mined: the latest balance already shows it
                 }
                 if native {
-                    let value: U256 = tx.value.parse().unwrap_or(U256::ZERO);
-                    let fee: U256 = tx.max_fee_per_gas.parse().unwrap_or(U256::ZERO);
+                    // A stored amount that does not parse is a damaged row: counting it
+                    // as zero would understate what is committed, so the pass stops here
+                    // and the payout is left for the next one, unsigned.
+                    let corrupt = |field: &str, v: &str| {
+                        StoreError::Corrupt(format!(
+                            "outgoing transaction {key} nonce {nonce}: {field} {v:?} is not a number"
+                        ))
+                    };
+                    let value: U256 = tx.value.parse().map_err(|_| corrupt("value", &tx.value))?;
+                    let fee: U256 = tx
+                        .max_fee_per_gas
+                        .parse()
+                        .map_err(|_| corrupt("max_fee_per_gas", &tx.max_fee_per_gas))?;
                     committed += value + U256::from(tx.gas_limit) * fee;
                 } else if tx.kind == OutKind::Payout {
                     if let Some(p) = r.get::<Payout>(tx.ref_id)? {
@@ -481,7 +492,9 @@ async fn payout_funding(
         let Ok(h) = hash.parse::<B256>() else {
             continue;
         };
-        if c.client.knows_tx(h).await.unwrap_or(false) {
+        // A node error is not an answer: the pass fails and is retried, rather than
+        // counting the sweep as gone and failing the payout as short.
+        if c.client.knows_tx(h).await? {
             coming = coming.saturating_add(U256::from(amount));
             if balance.saturating_add(coming) >= need {
                 break;
