@@ -124,11 +124,6 @@ pub fn checkout_url(reg: &Registry, inv: &Invoice) -> String {
     format!("{}/checkout/{}", reg.public_base_url, inv.checkout_token)
 }
 
-/// [`InvoiceView`] as a `serde_json::Value`, for callers that need a tree.
-pub fn invoice(reg: &Registry, inv: &Invoice) -> Value {
-    serde_json::to_value(invoice_view(reg, inv)).expect("an invoice view is JSON")
-}
-
 /// A UUID written as its hyphenated lower-case string in every format (serde writes a
 /// `Uuid` as 16 raw bytes in binary ones, which would not read back as the view's string).
 struct Hyphenated(Uuid);
@@ -704,62 +699,9 @@ pub struct PayoutView<'a> {
 mod tests {
     use super::*;
 
-    /// The invoice view as it was built before [`InvoiceView`] (a `json!` tree): the
-    /// reference the serializer is held to.
-    /// An invoice, full form (SPEC.md section 2, Invoice). Money: `price_amount`,
-    /// `received_amount`, `excess_amount` and the `fee_*_cents` are integer cents as strings;
-    /// each quote's `amount_atomic` is what the payer sends. Beyond SPEC.md:
-    /// `overpayment_policy`, `extensions`, `paid_at`, `canceled_at`, `expired_at`.
-    fn legacy_invoice(reg: &Registry, inv: &Invoice) -> Value {
-        let addresses: Vec<Value> = inv
-            .addresses
-            .iter()
-            .map(|a| json!({"chain": a.chain, "address": a.address, "memo": a.memo}))
-            .collect();
-        let quotes: Vec<Value> = inv
-            .quotes
-            .iter()
-            .map(|q| {
-                json!({
-                    "chain": q.chain,
-                    "asset": q.asset,
-                    "contract": q.contract,
-                    "amount_atomic": q.amount_atomic.to_string(),
-                    "amount": format_decimal(q.amount_atomic, q.decimals),
-                    "decimals": q.decimals,
-                    "rate": q.rate,
-                    "rate_source": q.rate_source,
-                })
-            })
-            .collect();
-        json!({
-            "id": inv.id,
-            "object": "invoice",
-            "reference_id": inv.reference_id,
-            "title": inv.title,
-            "description": inv.description,
-            "price_amount": inv.price_cents.to_string(),
-            "price_currency": inv.price_currency,
-            "status": inv.status.as_str(),
-            "fee_bps": inv.fee_bps,
-            "fee_fixed_cents": inv.fee_fixed_cents.to_string(),
-            "fee_cap_cents": inv.fee_cap_cents.to_string(),
-            "metadata": inv.metadata,
-            "return_url": inv.return_url,
-            "cancel_url": inv.cancel_url,
-            "overpayment_policy": inv.overpayment_policy.as_str(),
-            "expires_at": ts(inv.expires_at),
-            "extensions": inv.extensions,
-            "received_amount": inv.received_cents.to_string(),
-            "excess_amount": inv.excess_cents.to_string(),
-            "checkout_url": checkout_url(reg, inv),
-            "addresses": addresses,
-            "quotes": quotes,
-            "paid_at": opt_ts(inv.paid_at),
-            "canceled_at": opt_ts(inv.canceled_at),
-            "expired_at": opt_ts(inv.expired_at),
-            "created_at": ts(inv.created_at),
-        })
+    /// [`InvoiceView`] as a `serde_json::Value`.
+    fn invoice(reg: &Registry, inv: &Invoice) -> Value {
+        serde_json::to_value(invoice_view(reg, inv)).expect("an invoice view is JSON")
     }
 
     fn sample(full: bool) -> Invoice {
@@ -855,7 +797,7 @@ mod tests {
         ] {
             for full in [false, true] {
                 let inv = sample(full);
-                let tree = legacy_invoice(&reg, &inv);
+                let tree = reference::invoice(&reg, &inv);
                 let view = invoice_view(&reg, &inv);
                 assert_eq!(
                     serde_json::to_string(&view).unwrap(),
@@ -888,6 +830,60 @@ mod tests {
     /// reference the typed views must match byte for byte.
     mod reference {
         use super::super::*;
+
+        /// The invoice view as it was built before [`InvoiceView`]: the reference the
+        /// serializer is held to.
+        pub fn invoice(reg: &Registry, inv: &Invoice) -> Value {
+            let addresses: Vec<Value> = inv
+                .addresses
+                .iter()
+                .map(|a| json!({"chain": a.chain, "address": a.address, "memo": a.memo}))
+                .collect();
+            let quotes: Vec<Value> = inv
+                .quotes
+                .iter()
+                .map(|q| {
+                    json!({
+                        "chain": q.chain,
+                        "asset": q.asset,
+                        "contract": q.contract,
+                        "amount_atomic": q.amount_atomic.to_string(),
+                        "amount": format_decimal(q.amount_atomic, q.decimals),
+                        "decimals": q.decimals,
+                        "rate": q.rate,
+                        "rate_source": q.rate_source,
+                    })
+                })
+                .collect();
+            json!({
+                "id": inv.id,
+                "object": "invoice",
+                "reference_id": inv.reference_id,
+                "title": inv.title,
+                "description": inv.description,
+                "price_amount": inv.price_cents.to_string(),
+                "price_currency": inv.price_currency,
+                "status": inv.status.as_str(),
+                "fee_bps": inv.fee_bps,
+                "fee_fixed_cents": inv.fee_fixed_cents.to_string(),
+                "fee_cap_cents": inv.fee_cap_cents.to_string(),
+                "metadata": inv.metadata,
+                "return_url": inv.return_url,
+                "cancel_url": inv.cancel_url,
+                "overpayment_policy": inv.overpayment_policy.as_str(),
+                "expires_at": ts(inv.expires_at),
+                "extensions": inv.extensions,
+                "received_amount": inv.received_cents.to_string(),
+                "excess_amount": inv.excess_cents.to_string(),
+                "checkout_url": checkout_url(reg, inv),
+                "addresses": addresses,
+                "quotes": quotes,
+                "paid_at": opt_ts(inv.paid_at),
+                "canceled_at": opt_ts(inv.canceled_at),
+                "expired_at": opt_ts(inv.expired_at),
+                "created_at": ts(inv.created_at),
+            })
+        }
 
         pub fn customer(c: &Customer) -> Value {
             json!({
