@@ -541,12 +541,11 @@ async fn checkout_qr(
 ) -> Result<Response, ApiError> {
     let l = open(&state, ip, &token).await?;
     charge(&state, &l)?;
-    let doc = checkout::document(&state.registry, &l);
+    let options = checkout::options(&state.registry, &l.invoice);
     let (chain, asset) = (q.get("chain").unwrap_or(""), q.get("asset").unwrap_or(""));
-    let option = doc["options"].as_array().and_then(|o| {
-        o.iter()
-            .find(|o| o["chain"] == chain && o["asset"] == asset)
-    });
+    let option = options
+        .iter()
+        .find(|o| o["chain"] == chain && o["asset"] == asset);
     let text = option.and_then(|o| {
         match (
             q.get("variant").unwrap_or("uri"),

@@ -235,8 +235,9 @@ pub fn payment_uri(
     })
 }
 
-/// The options of the document: one per locked quote, in the invoice's order.
-fn options(reg: &Registry, inv: &Invoice) -> Vec<Value> {
+/// The options of the document: one per locked quote, in the invoice's order. They depend on
+/// the invoice alone (not on the clock, payments or refund), so the QR route reads them here.
+pub fn options(reg: &Registry, inv: &Invoice) -> Vec<Value> {
     let underpaid = inv.status == InvoiceStatus::Underpaid;
     inv.quotes
         .iter()
