@@ -9,8 +9,8 @@ use appliance_storage::records::{Deposit, DepositStatus, KeyKind, Wallet};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, Params};
-use crate::api::list_page;
 use crate::api::schemas;
+use crate::api::{list_page, Listed};
 use crate::auth::{Access, Caller};
 use crate::state::AppState;
 use crate::views;
@@ -64,22 +64,18 @@ async fn list_deposits(
     // another project, or none, lists nothing.
     let wallet_owner = match wallet {
         Some(w) => {
-            let row = state.store.read_now(move |r| r.get_in::<Wallet>(p, w))?;
-            match row {
-                Some(row) => Some(row.customer_id),
-                None => {
-                    return Ok(crate::api::json(
-                        axum::http::StatusCode::OK,
-                        &crate::api::extract::list_json(Vec::new(), false, None),
-                    ))
-                }
-            }
+            let Some(row) = state.store.read_now(move |r| r.get_in::<Wallet>(p, w))? else {
+                let none = Listed::<Deposit> {
+                    items: Vec::new(),
+                    has_more: false,
+                };
+                return Ok(none.answer(|d| views::deposit_view(&state.registry, d)));
+            };
+            Some(row.customer_id)
         }
         None => None,
     };
-    let prefix = if let Some(c) = wallet_owner {
-        index::prefix(IndexTag::DepositsByCustomer, p, &[c.as_bytes()])
-    } else if let Some(c) = customer {
+    let prefix = if let Some(c) = wallet_owner.or(customer) {
         index::prefix(IndexTag::DepositsByCustomer, p, &[c.as_bytes()])
     } else if let Some(s) = status {
         index::prefix(IndexTag::DepositsByStatus, p, &[s.as_str().as_bytes()])
