@@ -365,18 +365,4 @@ impl CheckoutCache {
             }
         }
     }
-
-    /// Documents cached now (for tests and metrics).
-    pub fn len(&self) -> usize {
-        let g = self.inner.lock().expect("checkout cache lock");
-        g.docs
-            .values()
-            .filter(|s| matches!(s, Slot::Ready(_)))
-            .count()
-    }
-
-    /// Whether no document is cached.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
