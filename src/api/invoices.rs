@@ -194,16 +194,12 @@ async fn create_invoice(
             req.offers = o;
             let (fees, offset) = state.store.read_now(|r| invoices::snapshot(r, &s))?;
             invoices::prepare(&s, req, fees, offset, appliance_storage::now_us())
-                .map(|mut p| {
-                    let body = std::mem::take(&mut p.body);
-                    (p, body)
-                })
                 .map_err(|e| (e, true))
         }
         Err(e) => Err((e, false)),
     };
     let (resp, _) = commit_rendered(&state, idem, move |ctx| {
-        let (p, body) = match prepared {
+        let mut p = match prepared {
             Ok(p) => p,
             Err((e, gate)) => {
                 return match invoices::existing_by_reference(ctx, &s, reference_id.as_deref())? {
@@ -218,6 +214,8 @@ async fn create_invoice(
                 };
             }
         };
+        // The prepared answer; `create_prepared` stores the rest.
+        let body = std::mem::take(&mut p.body);
         let (inv, outcome) = invoices::create_prepared(ctx, &s, p)?;
         // The invoice goes back with the answer, to be dropped on the request's thread
         // rather than the store writer's.
