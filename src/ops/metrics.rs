@@ -154,31 +154,29 @@ pub fn http_request(method: &axum::http::Method, route: &str, status: u16, laten
         (counter, histogram)
     };
     let seconds = latency.as_secs_f64();
-    if HANDLE.get().is_none() {
-        // No recorder yet: handles registered now would stay no-ops.
-        let (c, h) = register();
-        c.increment(1);
-        h.record(seconds);
-        return;
-    }
+    // No recorder yet: handles registered now would stay no-ops, so none are kept (and
+    // none were: the cache is only filled once the recorder is installed).
+    let cache_it = HANDLE.get().is_some();
     CACHE.with(|cache| {
         let mut cache = cache.borrow_mut();
-        if let Some(handles) = cache.get(route) {
-            if let Some((_, _, c, h)) = handles
+        let cached = cache_it.then(|| cache.get(route)).flatten();
+        if let Some((_, _, c, h)) = cached.and_then(|handles| {
+            handles
                 .iter()
                 .find(|(m, s, _, _)| *s == status && m == method)
-            {
-                c.increment(1);
-                h.record(seconds);
-                return;
-            }
+        }) {
+            c.increment(1);
+            h.record(seconds);
+            return;
         }
         let (c, h) = register();
         c.increment(1);
         h.record(seconds);
-        let handles = cache.entry(route.to_string()).or_default();
-        if handles.len() < PER_ROUTE {
-            handles.push((method.clone(), status, c, h));
+        if cache_it {
+            let handles = cache.entry(route.to_string()).or_default();
+            if handles.len() < PER_ROUTE {
+                handles.push((method.clone(), status, c, h));
+            }
         }
     });
 }
