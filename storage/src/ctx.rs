@@ -701,13 +701,9 @@ impl<'t> WriteCtx<'t> {
 
     /// Inserts or replaces a row and keeps its index entries in step with its fields.
     pub fn put<R: Row + 'static>(&mut self, row: &R) -> Result<(), StoreError> {
-        let r = (|| {
-            let old: Option<R> = self.get(row.id())?;
-            let old_parent = old.as_ref().and_then(Row::parent_id);
-            self.touched.push(Touched::row(row, old_parent));
-            self.put_over(old.as_ref(), row)
-        })();
-        self.track(r)
+        let old = self.get::<R>(row.id());
+        let old = self.track(old)?;
+        self.put_replacing(old.as_ref(), row)
     }
 
     /// [`WriteCtx::put`] of a row whose stored version the caller has just read (`old`,
@@ -720,7 +716,7 @@ impl<'t> WriteCtx<'t> {
     ) -> Result<(), StoreError> {
         self.touched
             .push(Touched::row(row, old.and_then(Row::parent_id)));
-        let r = self.put_over(old, row);
+        let r = self.put_over_encoded(old, row, &encode(row));
         self.track(r)
     }
 
@@ -739,10 +735,6 @@ impl<'t> WriteCtx<'t> {
         self.touched.push(Touched::row(row, None));
         let r = self.put_over_encoded(None, row, &encoded.bytes);
         self.track(r)
-    }
-
-    fn put_over<R: Row>(&self, old: Option<&R>, row: &R) -> Result<(), StoreError> {
-        self.put_over_encoded(old, row, &encode(row))
     }
 
     fn put_over_encoded<R: Row>(
