@@ -288,7 +288,6 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
     // Event sequences contiguous per project.
     let events = ctx.open(EVENTS)?;
     let mut last: BTreeMap<u128, u64> = BTreeMap::new();
-    let deposits = ctx.open(DEPOSITS)?;
     for e in events.iter()? {
         let (k, v) = e?;
         let (p, seq) = k.value();
@@ -296,13 +295,15 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
         // A deposit event of schema 6 renders its data from the deposit's row.
         if let Ok(ev) = decode::<crate::records::Event>(v.value()) {
             if ev.deposit.is_some() {
-                let row = Uuid::parse_str(&ev.resource_id)
-                    .ok()
-                    .map(|id| deposits.get(id.as_u128()))
-                    .transpose()?
-                    .flatten()
-                    .and_then(|r| decode::<Deposit>(r.value()).ok());
-                if row.is_none_or(|d| d.project_id.as_u128() != p) {
+                let readable = match Uuid::parse_str(&ev.resource_id) {
+                    Ok(id) => match ctx.get_in::<Deposit>(Uuid::from_u128(p), id) {
+                        Ok(row) => row.is_some(),
+                        Err(StoreError::Corrupt(_)) => false,
+                        Err(e) => return Err(e),
+                    },
+                    Err(_) => false,
+                };
+                if !readable {
                     rep.violations.push(format!(
                         "project {} event {seq} ({}) refers to deposit {}, which is not that project's readable row",
                         Uuid::from_u128(p),
