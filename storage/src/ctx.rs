@@ -518,7 +518,7 @@ pub trait ReadOps: Reader {
             return Ok(0);
         };
         let t = self.open(ACCOUNTS)?;
-        let key = ledger::holding_key(w.project_id, w.customer_id, &w.chain, asset, wallet);
+        let key = w.holding_key(asset);
         let v = t.get(key.as_slice())?;
         Ok(v.map(|g| g.value().0).unwrap_or(0))
     }

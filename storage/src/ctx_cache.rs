@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use crate::codec::{decode, raw_project_id};
 use crate::index::{self, IndexTag};
-use crate::ledger::{self, Account, Balance};
+use crate::ledger::{Account, Balance};
 use crate::records::{Row, Wallet};
 use crate::schema::*;
 use crate::{ReadOps, StoreError, WriteCtx};
@@ -168,9 +168,7 @@ impl<'t> WriteCtx<'t> {
         wallet: Uuid,
         asset: &str,
     ) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self
-            .get::<Wallet>(wallet)?
-            .map(|w| ledger::holding_key(w.project_id, w.customer_id, &w.chain, asset, wallet)))
+        Ok(self.get::<Wallet>(wallet)?.map(|w| w.holding_key(asset)))
     }
 
     /// The holding under `key` (0 when absent).

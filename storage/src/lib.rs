@@ -607,7 +607,7 @@ fn move_holdings(txn: &redb::WriteTransaction) -> Result<u64, StoreError> {
             continue;
         };
         let asset = String::from_utf8_lossy(asset);
-        let key = ledger::holding_key(w.project_id, w.customer_id, &w.chain, &asset, wallet);
+        let key = w.holding_key(&asset);
         accounts.insert(key.as_slice(), (amount, 0))?;
         legacy.remove(k.as_slice())?;
         moved += 1;

@@ -97,6 +97,18 @@ impl Wallet {
         }
     }
 
+    /// The key in `accounts` of the ledger's holding of this wallet in `asset`
+    /// ([`crate::ledger::holding_key`]).
+    pub fn holding_key(&self, asset: &str) -> Vec<u8> {
+        crate::ledger::holding_key(
+            self.project_id,
+            self.customer_id,
+            &self.chain,
+            asset,
+            self.id,
+        )
+    }
+
     /// Whether this is the project's billing funding address (role `funding`, customer nil).
     pub fn is_funding(&self) -> bool {
         self.role == FUNDING_ROLE && self.invoice_id.is_none()
