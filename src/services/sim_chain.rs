@@ -314,11 +314,7 @@ pub fn encode_op(op: &Op) -> Vec<u8> {
 /// Reads a stored operation: a codec value, or bare JSON (rows written before operations
 /// went through the codec begin with `{`; they are read as they are, never rewritten).
 pub fn decode_op(bytes: &[u8]) -> Result<Op, String> {
-    if bytes.first() == Some(&b'{') {
-        serde_json::from_slice(bytes).map_err(|e| e.to_string())
-    } else {
-        appliance_storage::codec::decode(bytes).map_err(|e| e.to_string())
-    }
+    appliance_storage::chain_state::decode_sim_op(bytes).map_err(|e| e.to_string())
 }
 
 /// Replays the stored operations of `project`'s `chain`.

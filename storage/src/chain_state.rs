@@ -317,10 +317,17 @@ pub fn check(ctx: &ReadCtx) -> Result<(u64, Vec<String>), StoreError> {
 /// [`crate::codec`] value. Its shape is the binary's (`appliance_chains::sim::Op`), checked
 /// when the chain is replayed.
 pub fn sim_op_readable(bytes: &[u8]) -> bool {
+    decode_sim_op::<serde::de::IgnoredAny>(bytes).is_ok()
+}
+
+/// Reads a stored simulated chain operation as `T`: bare JSON when it begins with `{` (rows
+/// written before operations went through the codec, read as they are and never
+/// rewritten), else a [`crate::codec`] value. Either failing is [`StoreError::Corrupt`].
+pub fn decode_sim_op<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
     if bytes.first() == Some(&b'{') {
-        serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
+        serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))
     } else {
-        crate::codec::decode::<serde::de::IgnoredAny>(bytes).is_ok()
+        crate::codec::decode(bytes)
     }
 }
 
