@@ -351,25 +351,33 @@ pub trait ReadOps: Reader {
         ev.project_id = project;
         ev.sequence = seq;
         if let Some(state) = &ev.deposit {
+            let missing = || {
+                tracing::error!(
+                    %project,
+                    sequence = seq,
+                    deposit = %ev.resource_id,
+                    "a deposit event's deposit row is missing; its data is rendered from the event alone (appliance verify reports it)"
+                )
+            };
             let row = match Uuid::parse_str(&ev.resource_id) {
                 Ok(id) => match self.get_in::<crate::records::Deposit>(project, id) {
-                    Ok(row) => row,
+                    Ok(Some(row)) => Some(row),
+                    Ok(None) => {
+                        missing();
+                        None
+                    }
+                    // Logged once, as undecodable (not also as missing).
                     Err(StoreError::Corrupt(e)) => {
                         log_undecodable("deposits", &id, &e);
                         None
                     }
                     Err(e) => return Err(e),
                 },
-                Err(_) => None,
+                Err(_) => {
+                    missing();
+                    None
+                }
             };
-            if row.is_none() {
-                tracing::error!(
-                    %project,
-                    sequence = seq,
-                    deposit = %ev.resource_id,
-                    "a deposit event's deposit row is missing; its data is rendered from the event alone (appliance verify reports it)"
-                );
-            }
             ev.deposit_row = row.map(|d| Box::new(state.apply(d)));
         }
         Ok(ev)
