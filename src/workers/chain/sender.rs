@@ -186,20 +186,21 @@ pub(super) fn crash_point(kind: OutKind, stage: &str) {
 
 /// Work items of the global queue `tag` on this chain, oldest first.
 pub(super) async fn work_ids(state: &AppState, tag: IndexTag) -> anyhow::Result<Vec<Uuid>> {
-    let page = state
-        .store
-        .read(move |r| {
-            r.scan_ids(
-                &index::prefix(tag, Uuid::nil(), &[]),
-                None,
-                usize::MAX,
-                |_| Ok(true),
-            )
-        })
-        .await?;
-    let mut ids = page.items;
+    let mut ids = state.store.read(move |r| work_ids_in(r, tag)).await?;
     ids.reverse();
     Ok(ids)
+}
+
+/// Every work item of the global queue `tag` in the read snapshot `r`, in index order
+/// (newest first).
+fn work_ids_in(r: &impl ReadOps, tag: IndexTag) -> Result<Vec<Uuid>, StoreError> {
+    let page = r.scan_ids(
+        &index::prefix(tag, Uuid::nil(), &[]),
+        None,
+        usize::MAX,
+        |_| Ok(true),
+    )?;
+    Ok(page.items)
 }
 
 async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<()> {
@@ -461,13 +462,7 @@ async fn payout_funding(
         .store
         .read(move |r| {
             let mut submitted: Vec<(u128, String)> = Vec::new();
-            let ids = r.scan_ids(
-                &index::prefix(IndexTag::SweepsWork, Uuid::nil(), &[]),
-                None,
-                usize::MAX,
-                |_| Ok(true),
-            )?;
-            for id in ids.items {
+            for id in work_ids_in(r, IndexTag::SweepsWork)? {
                 let Some(sw) = r.get::<Sweep>(id)? else {
                     continue;
                 };
