@@ -755,7 +755,7 @@ impl EvmRpc {
         .await
     }
 
-    /// Gas a call would use.
+    /// Gas a call would use, simulated at the node's default block.
     pub async fn estimate_gas(
         &self,
         from: Address,
@@ -763,17 +763,7 @@ impl EvmRpc {
         value: U256,
         data: Bytes,
     ) -> Result<u64, RpcError> {
-        self.run(|p| {
-            let req = TransactionRequest {
-                from: Some(from),
-                to: Some(TxKind::Call(to)),
-                value: Some(value),
-                input: data.clone().into(),
-                ..Default::default()
-            };
-            async move { bounded("eth_estimateGas", p.estimate_gas(req).into_future()).await }
-        })
-        .await
+        self.estimate_gas_at(from, to, value, data, None).await
     }
 
     /// Gas a call would use, simulated against the `latest` (mined) block, whatever the
@@ -787,6 +777,20 @@ impl EvmRpc {
         value: U256,
         data: Bytes,
     ) -> Result<u64, RpcError> {
+        self.estimate_gas_at(from, to, value, data, Some(alloy::eips::BlockId::latest()))
+            .await
+    }
+
+    /// `eth_estimateGas` for a call, at `block` or, when `None`, with no block given (the
+    /// node's default).
+    async fn estimate_gas_at(
+        &self,
+        from: Address,
+        to: Address,
+        value: U256,
+        data: Bytes,
+        block: Option<alloy::eips::BlockId>,
+    ) -> Result<u64, RpcError> {
         self.run(|p| {
             let req = TransactionRequest {
                 from: Some(from),
@@ -796,13 +800,12 @@ impl EvmRpc {
                 ..Default::default()
             };
             async move {
-                bounded(
-                    "eth_estimateGas",
-                    p.estimate_gas(req)
-                        .block(alloy::eips::BlockId::latest())
-                        .into_future(),
-                )
-                .await
+                let call = p.estimate_gas(req);
+                let call = match block {
+                    Some(b) => call.block(b),
+                    None => call,
+                };
+                bounded("eth_estimateGas", call.into_future()).await
             }
         })
         .await
