@@ -8,6 +8,7 @@
 //! Native coin moved by contracts (internal transfers) needs traces, which many hosted
 //! nodes lack: it is not detected here and shows up as drift on a chain balance reading.
 
+use std::borrow::Cow;
 use std::collections::{HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -220,8 +221,8 @@ impl Tuning {
 /// array of its `to` topics.
 #[derive(Debug)]
 struct RecipientChunks {
-    /// What set and chunk size this was made from ([`set_fingerprint`]).
-    len: usize,
+    /// What set and chunk size this was made from ([`set_fingerprint`]; the set's size
+    /// is `sorted.len()`).
     fingerprint: (u64, u64),
     chunk: usize,
     sorted: Vec<Address>,
@@ -252,7 +253,7 @@ impl Tuning {
         let fingerprint = set_fingerprint(set);
         let mut cached = self.recipients.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = cached.as_ref() {
-            if c.len == set.len() && c.fingerprint == fingerprint && c.chunk == chunk {
+            if c.sorted.len() == set.len() && c.fingerprint == fingerprint && c.chunk == chunk {
                 return c.clone();
             }
         }
@@ -260,7 +261,6 @@ impl Tuning {
         sorted.sort_unstable();
         let rendered = sorted.chunks(chunk).map(render_topics).collect();
         let c = Arc::new(RecipientChunks {
-            len: set.len(),
             fingerprint,
             chunk,
             sorted,
@@ -308,16 +308,13 @@ impl LogFilter<'_> {
             "{{\"fromBlock\":\"0x{from:x}\",\"toBlock\":\"0x{to:x}\",\"address\":[{}],\"topics\":[\"{TRANSFER_TOPIC}\"",
             tokens.join(",")
         );
-        match (self.recipients, self.rendered) {
-            (Some(_), Some(r)) => {
-                s.push_str(",null,");
-                s.push_str(r);
-            }
-            (Some(r), None) => {
-                s.push_str(",null,");
-                s.push_str(&render_topics(r));
-            }
-            (None, _) => {}
+        if let Some(recipients) = self.recipients {
+            let topics = self
+                .rendered
+                .map(Cow::Borrowed)
+                .unwrap_or_else(|| Cow::Owned(render_topics(recipients)));
+            s.push_str(",null,");
+            s.push_str(&topics);
         }
         s.push_str("]}");
         RawValue::from_string(s).expect("a filter rendered as JSON")
@@ -589,10 +586,11 @@ pub async fn scan_watched(
         }
         _ => None,
     };
-    let filters: Vec<LogFilter<'_>> = match (&chunks, ask_logs) {
-        (_, false) => Vec::new(),
-        (Some(c), true) => c
-            .sorted
+    // `chunks` is only made when logs are asked for.
+    let filters: Vec<LogFilter<'_>> = if !ask_logs {
+        Vec::new()
+    } else if let Some(c) = &chunks {
+        c.sorted
             .chunks(c.chunk)
             .zip(&c.rendered)
             .map(|(part, rendered)| LogFilter {
@@ -600,12 +598,13 @@ pub async fn scan_watched(
                 recipients: Some(part),
                 rendered: Some(rendered),
             })
-            .collect(),
-        (None, true) => vec![LogFilter {
+            .collect()
+    } else {
+        vec![LogFilter {
             tokens: &watch.tokens,
             recipients: None,
             rendered: None,
-        }],
+        }]
     };
     let blocks_fut = fetch_blocks(rpc, from, to, full, tuning);
     let logs_fut = fetch_logs(rpc, from, to, &filters, tuning);
