@@ -76,15 +76,7 @@ pub trait ChainStateOps: Reader {
     /// Sequence number of the last stored operation of test project `project`'s simulated
     /// chain `chain` (`None`: none stored). One B-tree descent.
     fn sim_last_seq(&self, project: Uuid, chain: &str) -> Result<Option<u64>, StoreError> {
-        let t = self.open(SIM_OPS)?;
-        let p = project.as_u128();
-        let last = t
-            .range((p, chain, 0u64)..=(p, chain, u64::MAX))?
-            .next_back();
-        match last {
-            Some(e) => Ok(Some(e?.0.value().2)),
-            None => Ok(None),
-        }
+        sim_last_seq_in(&self.open(SIM_OPS)?, project, chain)
     }
 
     /// Every (project, chain) that has simulated chain operations.
@@ -310,6 +302,23 @@ pub fn check(ctx: &ReadCtx) -> Result<(u64, Vec<String>), StoreError> {
         }
     }
     Ok((rows, bad))
+}
+
+/// [`ChainStateOps::sim_last_seq`] on `t`, the `sim_ops` table (also [`WriteCtx`]'s kept
+/// handle, `crate::ctx_cache`).
+pub(crate) fn sim_last_seq_in(
+    t: &impl ReadableTable<(u128, &'static str, u64), &'static [u8]>,
+    project: Uuid,
+    chain: &str,
+) -> Result<Option<u64>, StoreError> {
+    let p = project.as_u128();
+    match t
+        .range((p, chain, 0u64)..=(p, chain, u64::MAX))?
+        .next_back()
+    {
+        Some(e) => Ok(Some(e?.0.value().2)),
+        None => Ok(None),
+    }
 }
 
 /// Whether a stored simulated chain operation parses as a self-describing value: bare JSON

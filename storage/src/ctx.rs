@@ -84,9 +84,7 @@ impl Reader for WriteCtx<'_> {
 pub trait ReadOps: Reader {
     /// A row by id; `None` when absent.
     fn get<R: Row>(&self, id: Uuid) -> Result<Option<R>, StoreError> {
-        let t = self.open(R::TABLE)?;
-        let v = t.get(id.as_u128())?;
-        v.map(|g| decode(g.value())).transpose()
+        row_of(&self.open(R::TABLE)?, id)
     }
 
     /// A row by id that must belong to `project` (another project's row reads as absent,
@@ -96,15 +94,7 @@ pub trait ReadOps: Reader {
     /// own (judged on its `project_id` field); another project's reads as absent, so the
     /// error never confirms that the row exists for someone else.
     fn get_in<R: Row>(&self, project: Uuid, id: Uuid) -> Result<Option<R>, StoreError> {
-        let t = self.open(R::TABLE)?;
-        let Some(v) = t.get(id.as_u128())? else {
-            return Ok(None);
-        };
-        match decode::<R>(v.value()) {
-            Ok(r) => Ok(Some(r).filter(|r| r.project_id() == project)),
-            Err(e) if raw_project_id(v.value()) == Some(project) => Err(e),
-            Err(_) => Ok(None),
-        }
+        row_in(&self.open(R::TABLE)?, project, id)
     }
 
     /// Row id under a unique key.
@@ -204,10 +194,7 @@ pub trait ReadOps: Reader {
 
     /// Number of keys of a counted index (`IndexTag::is_counted`) for a project.
     fn count_of(&self, tag: IndexTag, project: Uuid) -> Result<u64, StoreError> {
-        let t = self.open(COUNTERS)?;
-        let key = index::prefix(tag, project, &[]);
-        let v = t.get(key.as_slice())?;
-        Ok(v.map(|g| g.value()).unwrap_or(0))
+        count_in(&self.open(COUNTERS)?, tag, project)
     }
 
     /// Raw keys of the `index` table in `[from, to)`, ascending unless `descending`, at most
@@ -219,19 +206,7 @@ pub trait ReadOps: Reader {
         limit: usize,
         descending: bool,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
-        let t = self.open(INDEX)?;
-        let range = t.range::<&[u8]>(from..to)?;
-        let iter: Box<dyn Iterator<Item = _>> = if descending {
-            Box::new(range.rev())
-        } else {
-            Box::new(range)
-        };
-        let mut out = Vec::new();
-        for e in iter.take(limit) {
-            let (k, _) = e?;
-            out.push(k.value().to_vec());
-        }
-        Ok(out)
+        index_keys_in(&self.open(INDEX)?, from, to, limit, descending)
     }
 
     /// Number of keys under an index prefix (bounded by `cap`).
@@ -251,13 +226,7 @@ pub trait ReadOps: Reader {
 
     /// Posted totals of one account (zero when never posted to).
     fn balance(&self, account: &Account) -> Result<Balance, StoreError> {
-        let t = self.open(ACCOUNTS)?;
-        let v = t.get(account.key().as_slice())?;
-        Ok(v.map(|g| {
-            let (debits, credits) = g.value();
-            Balance { debits, credits }
-        })
-        .unwrap_or_default())
+        balance_in(&self.open(ACCOUNTS)?, account)
     }
 
     /// Every account of one customer (nil: the project's own accounts).
@@ -386,10 +355,7 @@ pub trait ReadOps: Reader {
     /// Latest event sequence of a project (0 when none): the key of its last event. Events
     /// are never deleted, so this is exact without a counter row of its own (schema 4).
     fn last_sequence(&self, project: Uuid) -> Result<u64, StoreError> {
-        let t = self.open(EVENTS)?;
-        let p = project.as_u128();
-        let last = t.range((p, 0)..=(p, u64::MAX))?.next_back().transpose()?;
-        Ok(last.map(|(k, _)| k.value().1).unwrap_or(0))
+        last_sequence_in(&self.open(EVENTS)?, project)
     }
 
     /// Events of a project ordered by sequence (descending unless `ascending`), after
@@ -620,6 +586,88 @@ fn decode_listed<T: serde::de::DeserializeOwned>(
             None
         }
     }
+}
+
+// The reads that both contexts make on a table handle: the default [`ReadOps`] methods on
+// a handle they open, [`WriteCtx`]'s on the handle its batch keeps (`crate::ctx_cache`).
+
+/// [`ReadOps::get`] on `t`, a [`Row`] table.
+pub(crate) fn row_of<R: Row>(
+    t: &impl ReadableTable<u128, &'static [u8]>,
+    id: Uuid,
+) -> Result<Option<R>, StoreError> {
+    t.get(id.as_u128())?.map(|g| decode(g.value())).transpose()
+}
+
+/// [`ReadOps::get_in`] on `t`, a [`Row`] table.
+pub(crate) fn row_in<R: Row>(
+    t: &impl ReadableTable<u128, &'static [u8]>,
+    project: Uuid,
+    id: Uuid,
+) -> Result<Option<R>, StoreError> {
+    let Some(v) = t.get(id.as_u128())? else {
+        return Ok(None);
+    };
+    match decode::<R>(v.value()) {
+        Ok(r) => Ok(Some(r).filter(|r| r.project_id() == project)),
+        Err(e) if raw_project_id(v.value()) == Some(project) => Err(e),
+        Err(_) => Ok(None),
+    }
+}
+
+/// [`ReadOps::count_of`] on `t`, the `counters` table.
+pub(crate) fn count_in(
+    t: &impl ReadableTable<&'static [u8], u64>,
+    tag: IndexTag,
+    project: Uuid,
+) -> Result<u64, StoreError> {
+    let key = index::prefix(tag, project, &[]);
+    Ok(t.get(key.as_slice())?.map(|g| g.value()).unwrap_or(0))
+}
+
+/// [`ReadOps::index_range`] on `t`, the `index` table.
+pub(crate) fn index_keys_in(
+    t: &impl ReadableTable<&'static [u8], ()>,
+    from: &[u8],
+    to: &[u8],
+    limit: usize,
+    descending: bool,
+) -> Result<Vec<Vec<u8>>, StoreError> {
+    let range = t.range::<&[u8]>(from..to)?;
+    let iter: Box<dyn Iterator<Item = _>> = if descending {
+        Box::new(range.rev())
+    } else {
+        Box::new(range)
+    };
+    let mut out = Vec::new();
+    for e in iter.take(limit) {
+        let (k, _) = e?;
+        out.push(k.value().to_vec());
+    }
+    Ok(out)
+}
+
+/// [`ReadOps::balance`] on `t`, the `accounts` table.
+pub(crate) fn balance_in(
+    t: &impl ReadableTable<&'static [u8], (u128, u128)>,
+    account: &Account,
+) -> Result<Balance, StoreError> {
+    let v = t.get(account.key().as_slice())?;
+    Ok(v.map(|g| {
+        let (debits, credits) = g.value();
+        Balance { debits, credits }
+    })
+    .unwrap_or_default())
+}
+
+/// [`ReadOps::last_sequence`] on `t`, the `events` table.
+pub(crate) fn last_sequence_in(
+    t: &impl ReadableTable<(u128, u64), &'static [u8]>,
+    project: Uuid,
+) -> Result<u64, StoreError> {
+    let p = project.as_u128();
+    let last = t.range((p, 0)..=(p, u64::MAX))?.next_back().transpose()?;
+    Ok(last.map(|(k, _)| k.value().1).unwrap_or(0))
 }
 
 fn log_undecodable(table: &str, key: &dyn std::fmt::Display, error: &str) {

@@ -16,8 +16,8 @@
 use redb::{Key, ReadableTable, Table, TableDefinition, TableHandle, Value};
 use uuid::Uuid;
 
-use crate::codec::{decode, raw_project_id};
-use crate::index::{self, IndexTag};
+use crate::ctx;
+use crate::index::IndexTag;
 use crate::ledger::{Account, Balance};
 use crate::records::{Row, Wallet};
 use crate::schema::*;
@@ -150,16 +150,7 @@ impl<'t> WriteCtx<'t> {
     /// [`crate::ChainStateOps::sim_last_seq`] on the kept handle (a test deposit asks it
     /// before writing its chain operation).
     pub fn sim_last_seq(&self, project: Uuid, chain: &str) -> Result<Option<u64>, StoreError> {
-        let p = project.as_u128();
-        self.with_sim_ops(|t| {
-            match t
-                .range((p, chain, 0u64)..=(p, chain, u64::MAX))?
-                .next_back()
-            {
-                Some(e) => Ok(Some(e?.0.value().2)),
-                None => Ok(None),
-            }
-        })
+        self.with_sim_ops(|t| crate::chain_state::sim_last_seq_in(&*t, project, chain))
     }
 
     /// The key of the ledger's holding of `wallet` in `asset` (`None`: no such wallet).
@@ -181,22 +172,11 @@ impl<'t> WriteCtx<'t> {
 /// the default methods (which [`crate::ReadCtx`] uses).
 impl ReadOps for WriteCtx<'_> {
     fn get<R: Row>(&self, id: Uuid) -> Result<Option<R>, StoreError> {
-        self.with_rows(R::TABLE, |t| {
-            t.get(id.as_u128())?.map(|g| decode(g.value())).transpose()
-        })
+        self.with_rows(R::TABLE, |t| ctx::row_of(&*t, id))
     }
 
     fn get_in<R: Row>(&self, project: Uuid, id: Uuid) -> Result<Option<R>, StoreError> {
-        self.with_rows(R::TABLE, |t| {
-            let Some(v) = t.get(id.as_u128())? else {
-                return Ok(None);
-            };
-            match decode::<R>(v.value()) {
-                Ok(r) => Ok(Some(r).filter(|r| r.project_id() == project)),
-                Err(e) if raw_project_id(v.value()) == Some(project) => Err(e),
-                Err(_) => Ok(None),
-            }
-        })
+        self.with_rows(R::TABLE, |t| ctx::row_in(&*t, project, id))
     }
 
     fn unique_get(&self, key: &[u8]) -> Result<Option<Uuid>, StoreError> {
@@ -204,8 +184,7 @@ impl ReadOps for WriteCtx<'_> {
     }
 
     fn count_of(&self, tag: IndexTag, project: Uuid) -> Result<u64, StoreError> {
-        let key = index::prefix(tag, project, &[]);
-        self.with_counters(|t| Ok(t.get(key.as_slice())?.map(|g| g.value()).unwrap_or(0)))
+        self.with_counters(|t| ctx::count_in(&*t, tag, project))
     }
 
     fn index_range(
@@ -215,40 +194,15 @@ impl ReadOps for WriteCtx<'_> {
         limit: usize,
         descending: bool,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.with_index(|t| {
-            let range = t.range::<&[u8]>(from..to)?;
-            let iter: Box<dyn Iterator<Item = _>> = if descending {
-                Box::new(range.rev())
-            } else {
-                Box::new(range)
-            };
-            let mut out = Vec::new();
-            for e in iter.take(limit) {
-                let (k, _) = e?;
-                out.push(k.value().to_vec());
-            }
-            Ok(out)
-        })
+        self.with_index(|t| ctx::index_keys_in(&*t, from, to, limit, descending))
     }
 
     fn balance(&self, account: &Account) -> Result<Balance, StoreError> {
-        let key = account.key();
-        self.with_accounts(|t| {
-            Ok(t.get(key.as_slice())?
-                .map(|g| {
-                    let (debits, credits) = g.value();
-                    Balance { debits, credits }
-                })
-                .unwrap_or_default())
-        })
+        self.with_accounts(|t| ctx::balance_in(&*t, account))
     }
 
     fn last_sequence(&self, project: Uuid) -> Result<u64, StoreError> {
-        let p = project.as_u128();
-        self.with_events(|t| {
-            let last = t.range((p, 0)..=(p, u64::MAX))?.next_back().transpose()?;
-            Ok(last.map(|(k, _)| k.value().1).unwrap_or(0))
-        })
+        self.with_events(|t| ctx::last_sequence_in(&*t, project))
     }
 
     fn holding(&self, wallet: Uuid, asset: &str) -> Result<u128, StoreError> {
