@@ -1,21 +1,33 @@
 //! Value encoding of every stored record: one version byte, then the record.
 //!
 //! ```text
-//! 2 ‖ MessagePack, structs as maps with named fields (rmp-serde `to_vec_named`)   written
+//! 3 ‖ MessagePack, structs as arrays of their fields in order (rmp-serde `write`)  written, hot records
+//! 2 ‖ MessagePack, structs as maps with named fields (rmp-serde `write_named`)    written, the others
 //! 1 ‖ JSON                                                                          read only
 //! ```
 //!
-//! Both bodies are self-describing: a later release can add an optional field
+//! Named bodies are self-describing: a later release can add an optional field
 //! (`Option<_>` or `#[serde(default)]`) and read older rows without a migration. The version
 //! byte marks a change of the body's format, which needs one. MessagePack keeps that
 //! property at about half the size of JSON: no quotes or separators, integers in 1-9 bytes,
 //! UUIDs as 16 raw bytes instead of 36 characters. See docs/performance.md.
 //!
+//! **Positional** bodies (version 3) drop the field names, which are about half of a named
+//! row: the records written on every deposit, payout, customer and wallet ([`Layout`],
+//! chosen per record type; docs/decisions.md, Storage). rmp-serde reads a struct from a map
+//! or an array alike, so rows of version 2 and 3 of one type both read with no migration
+//! pass, whichever the build writes. The rules of a positionally written struct (and of
+//! every struct inside it): every field is always serialized (no `skip_serializing_if`: a
+//! skipped field would shift the ones after it), fields are never reordered or removed, and
+//! a field added later goes at the end with `#[serde(default)]` (an older, shorter row then
+//! reads it as its default). Maps (`serde_json::Value` objects, such as metadata and event
+//! `data`) keep their keys in either form.
+//!
 //! This module is the one place a record becomes bytes and back: [`crate::WriteCtx`] and
 //! [`crate::ReadOps`] use it for every table of records, so a table added later gets the
 //! current encoding by calling [`encode`] / [`decode`]. Rows of version 1 (stores written
 //! before schema version 4) stay readable forever, so an old backup restores; they are
-//! rewritten as version 2 when the store opens ([`migrate_table`]).
+//! rewritten as version 2 or 3 (their type's [`Layout`]) when the store opens ([`migrate_table`]).
 
 use std::ops::Bound;
 
@@ -25,8 +37,13 @@ use uuid::Uuid;
 
 use crate::StoreError;
 
-/// Encoding version of every value written by this build (MessagePack, named fields).
+/// Encoding version of the values written with named fields (MessagePack maps): every
+/// record type whose [`Layout`] is `Named`.
 pub const VALUE_VERSION: u8 = 2;
+
+/// Encoding version of the values written positionally (MessagePack arrays of the fields in
+/// order): the record types whose [`Layout`] is `Positional` ([`encode_positional`]).
+pub const POSITIONAL_VERSION: u8 = 3;
 
 /// Encoding version of the JSON values written before schema version 4 (read only).
 pub const JSON_VERSION: u8 = 1;
@@ -35,6 +52,42 @@ pub const JSON_VERSION: u8 = 1;
 /// decoder's (so a row refused before is refused now, and decoding never exhausts the stack).
 const MAX_DEPTH: usize = 128;
 
+/// How a record type is written (docs/decisions.md, Storage: "Positional rows").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `VALUE_VERSION ‖` named MessagePack ([`encode`]): self-describing, the default for
+    /// records written rarely (projects, keys, endpoints, invoices, billing...).
+    Named,
+    /// `POSITIONAL_VERSION ‖` positional MessagePack ([`encode_positional`]): the records
+    /// written on the hot paths. The type must follow the positional rules of this module's
+    /// doc, and a [`crate::records::Row`] of this layout has `id` and `project_id` (both
+    /// UUIDs) as its first two fields (what [`raw_project_id`] reads; tests check it).
+    Positional,
+}
+
+impl Layout {
+    /// Encodes `value` in this layout.
+    pub fn encode<T: Serialize + ?Sized>(self, value: &T) -> Vec<u8> {
+        match self {
+            Layout::Named => encode(value),
+            Layout::Positional => encode_positional(value),
+        }
+    }
+}
+
+/// A record type stored through this codec, with the [`Layout`] it is written in. Every
+/// type of [`crate::schema::for_each_record_table`] implements it (the choices are listed
+/// in one place, `records/mod.rs`).
+pub trait Record: Serialize + DeserializeOwned {
+    /// How rows of this type are written; rows of either layout read back.
+    const LAYOUT: Layout;
+}
+
+/// Encodes a record in its type's [`Layout`].
+pub fn encode_record<T: Record>(value: &T) -> Vec<u8> {
+    T::LAYOUT.encode(value)
+}
+
 /// Encodes a record as `[VALUE_VERSION] ‖ MessagePack` with named fields.
 pub fn encode<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
@@ -42,6 +95,16 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
     // Our own records into a Vec: rmp-serde fails only past 1024 levels of nesting, which
     // no record reaches (metadata is flat, services/metadata.rs; views are fixed shapes).
     rmp_serde::encode::write_named(&mut out, value).expect("record serializes");
+    out
+}
+
+/// Encodes a record as `[POSITIONAL_VERSION] ‖ MessagePack` with structs as arrays of their
+/// fields in declaration order (see the module's doc for the rules such a struct follows).
+pub fn encode_positional<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
+    let mut out = Vec::with_capacity(192);
+    out.push(POSITIONAL_VERSION);
+    // As in `encode`: our own records, far from rmp-serde's nesting limit.
+    rmp_serde::encode::write(&mut out, value).expect("record serializes");
     out
 }
 
@@ -71,13 +134,14 @@ impl EventData {
     }
 }
 
-/// [`encode`] of a record whose last field, a unit placeholder (written as MessagePack
-/// nil, one byte), is replaced by `tail`, a value already encoded: how an event row is
-/// written with its [`EventData`] without decoding or re-encoding it.
+/// [`encode_positional`] of a record whose last field, a unit placeholder (written as
+/// MessagePack nil, one byte), is replaced by `tail`, a value already encoded: how an event
+/// row is written with its [`EventData`] without decoding or re-encoding it. (The tail
+/// stays named: it reads back as a `serde_json::Value`.)
 pub(crate) fn encode_with_tail<T: Serialize + ?Sized>(value: &T, tail: &EventData) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256 + tail.0.len());
-    out.push(VALUE_VERSION);
-    rmp_serde::encode::write_named(&mut out, value).expect("record serializes");
+    let mut out = Vec::with_capacity(192 + tail.0.len());
+    out.push(POSITIONAL_VERSION);
+    rmp_serde::encode::write(&mut out, value).expect("record serializes");
     let nil = out.pop();
     assert_eq!(
         nil,
@@ -104,11 +168,13 @@ pub fn encode_readable<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
     out
 }
 
-/// Decodes a value written by [`encode`] (or by the JSON encoding of version 1); an unknown
-/// version or a body that does not parse as `T` is [`StoreError::Corrupt`].
+/// Decodes a value written by [`encode`] or [`encode_positional`] (or by the JSON encoding
+/// of version 1); an unknown version or a body that does not parse as `T` is
+/// [`StoreError::Corrupt`]. Named and positional bodies go through the same decoder:
+/// rmp-serde reads a struct from a map or an array.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
     match bytes.split_first() {
-        Some((&VALUE_VERSION, body)) => {
+        Some((&(VALUE_VERSION | POSITIONAL_VERSION), body)) => {
             let mut de = rmp_serde::Deserializer::from_read_ref(body);
             de.set_max_depth(MAX_DEPTH);
             T::deserialize(&mut de).map_err(|e| StoreError::Corrupt(e.to_string()))
@@ -131,8 +197,9 @@ pub fn encode_json_v1<T: Serialize>(value: &T) -> Vec<u8> {
 }
 
 /// The `project_id` of an encoded row, found without decoding it, for rows that do not
-/// decode (see `ReadOps::get_in`). Records carry `project_id` among their first fields, so
-/// only the head of the value is searched.
+/// decode (see `ReadOps::get_in`). Named records carry `project_id` among their first
+/// fields, so only the head of the value is searched; positional rows ([`Layout`]) have it
+/// as their second element, after the 16 bytes of `id`.
 pub(crate) fn raw_project_id(bytes: &[u8]) -> Option<Uuid> {
     let (&version, body) = bytes.split_first()?;
     let head = &body[..body.len().min(512)];
@@ -144,6 +211,19 @@ pub(crate) fn raw_project_id(bytes: &[u8]) -> Option<Uuid> {
             // fixstr(10) "project_id", then bin8 of 16 bytes.
             let at = find(b"\xaaproject_id\xc4\x10")?;
             Uuid::from_slice(head.get(at..at + 16)?).ok()
+        }
+        POSITIONAL_VERSION => {
+            // An array header (fixarray or array16), then bin8 of 16 bytes twice.
+            let at = match *body.first()? {
+                0x92..=0x9f => 1,
+                0xdc => 3,
+                _ => return None,
+            };
+            let rest = body.get(at..)?;
+            if rest.get(..2)? != b"\xc4\x10" || rest.get(18..20)? != b"\xc4\x10" {
+                return None;
+            }
+            Uuid::from_slice(rest.get(20..36)?).ok()
         }
         JSON_VERSION => {
             let at = find(b"\"project_id\":\"")?;
@@ -179,15 +259,17 @@ pub struct Migrated {
 /// a bounded number of rows in memory.
 const MIGRATE_CHUNK: usize = 4096;
 
-/// Rewrites every row of `def` still in an older encoding as `T` in the current one, inside
-/// the caller's transaction. Rows that do not decode as `T` are left untouched and counted.
+/// Rewrites every row of `def` still in an older encoding (JSON) as `T` in its current
+/// one ([`encode_record`]), inside the caller's transaction. Rows of version 2 or 3 are
+/// current whatever `T`'s layout. Rows that do not decode as `T` are left untouched and
+/// counted.
 pub fn migrate_table<K, T>(
     txn: &WriteTransaction,
     def: TableDefinition<K, &[u8]>,
 ) -> Result<Migrated, StoreError>
 where
     K: Key + 'static,
-    T: Serialize + DeserializeOwned,
+    T: Record,
 {
     let mut m = Migrated::default();
     let mut table = txn.open_table(def)?;
@@ -204,9 +286,9 @@ where
                 let (k, v) = e?;
                 let kb = K::as_bytes(&k.value()).as_ref().to_vec();
                 let v = v.value();
-                if v.first() != Some(&VALUE_VERSION) {
+                if !matches!(v.first(), Some(&(VALUE_VERSION | POSITIONAL_VERSION))) {
                     match decode::<T>(v) {
-                        Ok(r) => batch.push((kb.clone(), encode(&r))),
+                        Ok(r) => batch.push((kb.clone(), encode_record(&r))),
                         Err(_) => m.left += 1,
                     }
                 }
@@ -365,6 +447,168 @@ mod tests {
         assert_eq!(raw[0], VALUE_VERSION);
         let none: Option<Customer> = store.read_blocking(|r| r.value_get(T, (8, "a"))).unwrap();
         assert!(none.is_none());
+    }
+
+    fn deposit() -> Deposit {
+        Deposit {
+            id: Uuid::now_v7(),
+            project_id: Uuid::now_v7(),
+            customer_id: Uuid::now_v7(),
+            invoice_id: None,
+            late: false,
+            funding: false,
+            awaiting_price: false,
+            wallet_id: Uuid::now_v7(),
+            chain: "ethereum".into(),
+            asset: "USDT".into(),
+            amount: 25_000_000,
+            tx_hash: format!("0x{}", "ab".repeat(32)),
+            log_index: 3,
+            from_address: format!("0x{}", "11".repeat(20)),
+            to_address: format!("0x{}", "22".repeat(20)),
+            block_number: 9,
+            block_time: 1_700_000_000_000_000,
+            confirmations: 12,
+            required_confirmations: 12,
+            status: DepositStatus::Confirmed,
+            failure_reason: None,
+            ledger_tx_id: Some(Uuid::now_v7()),
+            reversal_tx_id: None,
+            manual: false,
+            created_at: 1_700_000_000_000_000,
+            updated_at: 1_700_000_000_000_001,
+        }
+    }
+
+    /// A record of a positional type and its named form decode to the same record, the
+    /// positional one much smaller; and `raw_project_id` finds the project of every
+    /// positional row type (its second element).
+    #[test]
+    fn positional_rows_read_like_named_ones_and_carry_the_project_second() {
+        use crate::records::{Payout, PayoutStatus, Row, Sweep, SweepStatus, Wallet};
+        fn check<R: Row + std::fmt::Debug>(r: &R) {
+            assert_eq!(R::LAYOUT, Layout::Positional);
+            let pos = encode_record(r);
+            let named = encode(r);
+            assert_eq!(pos[0], POSITIONAL_VERSION);
+            let a: R = decode(&pos).unwrap();
+            let b: R = decode(&named).unwrap();
+            assert_eq!(format!("{a:?}"), format!("{r:?}"));
+            assert_eq!(format!("{b:?}"), format!("{r:?}"));
+            assert!(pos.len() < named.len(), "{} !< {}", pos.len(), named.len());
+            assert_eq!(raw_project_id(&pos), Some(r.project_id()));
+            assert_eq!(
+                raw_project_id(&pos[..pos.len().min(40)]),
+                Some(r.project_id())
+            );
+        }
+        let d = deposit();
+        check(&d);
+        // Options set and unset, flags on: no field is skipped, so none shifts.
+        check(&Deposit {
+            invoice_id: Some(Uuid::now_v7()),
+            funding: true,
+            awaiting_price: true,
+            failure_reason: Some("reorg".into()),
+            ledger_tx_id: None,
+            amount: u128::MAX,
+            ..d.clone()
+        });
+        // The deposit row of the loadgen's deposits: field names were about half of it.
+        assert!(encode_record(&d).len() * 10 < encode(&d).len() * 6);
+        check(&customer());
+        check(&Wallet {
+            id: Uuid::now_v7(),
+            project_id: Uuid::now_v7(),
+            customer_id: Uuid::now_v7(),
+            invoice_id: None,
+            chain: "tron".into(),
+            role: "deposit".into(),
+            status: "active".into(),
+            address: "T9yD14Nj9j7xAB4dbGeiX9h8unkKHxuWwb".into(),
+            memo: None,
+            created_at: 1,
+        });
+        check(&Sweep {
+            id: Uuid::now_v7(),
+            project_id: Uuid::now_v7(),
+            wallet_id: Uuid::now_v7(),
+            chain: "ethereum".into(),
+            asset: "ETH".into(),
+            amount: 7,
+            status: SweepStatus::Open,
+            skip_reason: None,
+            tx_hash: None,
+            open_block: Some(3),
+            submitted_block: None,
+            created_at: 1,
+            updated_at: 2,
+        });
+        check(&Payout {
+            id: Uuid::now_v7(),
+            project_id: Uuid::now_v7(),
+            customer_id: None,
+            chain: "ethereum".into(),
+            asset: "USDT".into(),
+            amount: 5,
+            fee_amount: 1,
+            to_address: format!("0x{}", "33".repeat(20)),
+            memo: None,
+            status: PayoutStatus::Queued,
+            reference: Some("r".into()),
+            tx_hash: None,
+            failure_reason: None,
+            amount_usd_cents: Some(500),
+            created_by_key: Uuid::now_v7(),
+            approved_by_key: None,
+            queued_block: None,
+            submitted_block: None,
+            created_at: 1,
+            updated_at: 2,
+        });
+        // Not a row of a positional layout, or too short: no project.
+        assert_eq!(
+            raw_project_id(&[POSITIONAL_VERSION, 0x92, 0xc0, 0xc0]),
+            None
+        );
+        assert_eq!(raw_project_id(&encode_positional(&(1u8, 2u8))), None);
+    }
+
+    /// A field added at the end of a positional struct with `#[serde(default)]` reads as its
+    /// default from a row written before it existed (a shorter array), and named rows of
+    /// the type still read: no migration either way.
+    #[test]
+    fn a_field_added_at_the_end_needs_no_migration_positionally() {
+        #[derive(Serialize)]
+        struct Old {
+            id: u32,
+            name: Option<String>,
+        }
+        #[derive(serde::Deserialize)]
+        struct New {
+            id: u32,
+            name: Option<String>,
+            #[serde(default)]
+            extra: Option<String>,
+            #[serde(default)]
+            count: u64,
+        }
+        let old = Old {
+            id: 4,
+            name: Some("n".into()),
+        };
+        for bytes in [encode_positional(&old), encode(&old)] {
+            let n: New = decode(&bytes).unwrap();
+            assert_eq!(
+                (n.id, n.name.as_deref(), n.extra, n.count),
+                (4, Some("n"), None, 0)
+            );
+        }
+        // A record with fewer elements than its required fields is corrupt, not misread.
+        assert!(matches!(
+            decode::<New>(&encode_positional(&(4u32,))),
+            Err(StoreError::Corrupt(_))
+        ));
     }
 
     #[test]

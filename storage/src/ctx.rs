@@ -11,7 +11,7 @@ use redb::{
 };
 use uuid::Uuid;
 
-use crate::codec::{decode, encode, raw_project_id};
+use crate::codec::{decode, encode, encode_record, raw_project_id};
 use crate::index::{self, IndexTag};
 use crate::ledger::{self, Account, Balance, JournalEntry, LedgerError};
 use crate::records::{Event, IdempotencyRecord, Row, Wallet};
@@ -772,7 +772,7 @@ impl<'t> WriteCtx<'t> {
     ) -> Result<(), StoreError> {
         self.touched
             .push(Touched::row(row, old.and_then(Row::parent_id)));
-        let r = self.put_over_encoded(old, row, &encode(row));
+        let r = self.put_over_encoded(old, row, &encode_record(row));
         self.track(r)
     }
 
@@ -785,7 +785,7 @@ impl<'t> WriteCtx<'t> {
         encoded: &EncodedRow<R>,
     ) -> Result<(), StoreError> {
         debug_assert!(
-            encode(row) == encoded.bytes,
+            encode_record(row) == encoded.bytes,
             "an encoded row is the encoding of the row it is written with"
         );
         self.touched.push(Touched::row(row, None));
@@ -951,7 +951,7 @@ impl<'t> WriteCtx<'t> {
                 }
                 Ok(())
             })?;
-            let bytes = encode(entry);
+            let bytes = encode_record(entry);
             self.with_rows(JOURNAL, |j| {
                 j.insert(entry.id.as_u128(), bytes.as_slice())?;
                 Ok(())
@@ -1044,7 +1044,7 @@ impl<'t> WriteCtx<'t> {
             };
             let bytes = match encoded {
                 Some(data) => crate::codec::encode_with_tail(&EventRow::of(&ev), data),
-                None => encode(&ev),
+                None => encode_record(&ev),
             };
             self.with_events(|events| {
                 events.insert((project.as_u128(), seq), bytes.as_slice())?;
@@ -1080,7 +1080,7 @@ impl<'t> WriteCtx<'t> {
     }
 }
 
-/// A row's value encoded ahead of its write ([`crate::codec::encode`]), so the store
+/// A row's value encoded ahead of its write ([`crate::codec::encode_record`]), so the store
 /// writer only copies it: [`WriteCtx::put_new_encoded`].
 pub struct EncodedRow<R> {
     bytes: Vec<u8>,
@@ -1091,15 +1091,17 @@ impl<R: Row> EncodedRow<R> {
     /// Encodes `row`; write it with that same row, unchanged.
     pub fn of(row: &R) -> Self {
         EncodedRow {
-            bytes: encode(row),
+            bytes: encode_record(row),
             _row: std::marker::PhantomData,
         }
     }
 }
 
 /// How an [`Event`] with `data` is stored when its `data` comes already encoded: the
-/// stored fields of `Event` in its order (no `deposit`), `data` a placeholder that
-/// [`crate::codec::encode_with_tail`] replaces by the encoded bytes.
+/// stored fields of `Event` in its order, `data` a placeholder that
+/// [`crate::codec::encode_with_tail`] replaces by the encoded bytes. Positional, like every
+/// event row; it lacks `Event::deposit`, the last field, so the array is one shorter and
+/// reads `deposit` as its default (`None`).
 #[derive(serde::Serialize)]
 struct EventRow<'a> {
     id: &'a str,
@@ -1194,8 +1196,13 @@ mod tests {
             deposit: None,
             deposit_row: None,
         };
-        let whole = encode(&ev);
+        // The whole event positionally: the spliced row is the same array without its
+        // last element (`deposit`, nil here), so its header counts one fewer.
+        let mut whole = crate::codec::encode_record(&ev);
+        assert_eq!(whole.pop(), Some(0xc0));
+        whole[1] -= 1;
         let spliced = encode_with_tail(&EventRow::of(&ev), &EventData::encode(&data));
+        assert_eq!(spliced[0], crate::codec::POSITIONAL_VERSION);
         assert_eq!(whole, spliced);
         let back: Event = crate::codec::decode(&spliced).unwrap();
         assert_eq!(back.data, data);

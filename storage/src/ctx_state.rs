@@ -6,7 +6,7 @@
 use redb::ReadableTable;
 use uuid::Uuid;
 
-use crate::codec::encode;
+use crate::codec::encode_record;
 use crate::ctx::{sim_key, ReadOps, WriteCtx};
 use crate::records::IdempotencyRecord;
 use crate::schema::*;
@@ -21,7 +21,7 @@ impl WriteCtx<'_> {
     ) -> Result<(), StoreError> {
         let r = (|| {
             let mut t = self.table(IDEMPOTENCY)?;
-            t.insert(key, encode(rec).as_slice())?;
+            t.insert(key, encode_record(rec).as_slice())?;
             drop(t);
             let mut exp = self.table(IDEMPOTENCY_EXP)?;
             let mut ek = rec.created_at.to_be_bytes().to_vec();

@@ -693,3 +693,209 @@ fn a_deposit_event_without_its_row_reads_and_is_reported() {
     );
     close(store);
 }
+
+/// Rewrites every record value of the store at `path` with named fields (`2 ‖ MessagePack
+/// maps`), as the releases before positional rows wrote every record.
+fn rewrite_named(path: &Path) {
+    let db = Database::create(path).unwrap();
+    let w = db.begin_write().unwrap();
+    fn to_named<K: redb::Key + 'static, T: DeserializeOwned + Serialize>(
+        w: &redb::WriteTransaction,
+        def: TableDefinition<K, &[u8]>,
+    ) {
+        let mut t = w.open_table(def).unwrap();
+        let mut rows = Vec::new();
+        for e in t.iter().unwrap() {
+            let (k, v) = e.unwrap();
+            let rec: T = decode(v.value()).unwrap();
+            rows.push((
+                K::as_bytes(&k.value()).as_ref().to_vec(),
+                crate::codec::encode(&rec),
+            ));
+        }
+        for (k, v) in rows {
+            t.insert(K::from_bytes(&k), v.as_slice()).unwrap();
+        }
+    }
+    macro_rules! n {
+        ($def:ident, $ty:ty) => {
+            to_named::<_, $ty>(&w, $def)
+        };
+    }
+    schema::for_each_record_table!(n);
+    w.commit().unwrap();
+}
+
+/// The encoding version of every stored record value, by table and raw key.
+fn raw_versions(db: &Database) -> BTreeMap<(&'static str, Vec<u8>), u8> {
+    let mut out = BTreeMap::new();
+    for (t, rows) in dump_all(db) {
+        for (k, (v, _)) in rows {
+            out.insert((t, k), v);
+        }
+    }
+    out
+}
+
+/// A store whose records are all named (version 2, as the release before positional rows
+/// left it) opens with no migration, takes positional rows (version 3) of the hot records
+/// next to them, and reads, verifies, backs up and restores with both encodings in it.
+#[test]
+fn a_named_store_takes_positional_rows_and_reads_both() {
+    use crate::codec::{encode_record, POSITIONAL_VERSION};
+    use crate::records::Event;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let p1 = populate(&store);
+    close(store);
+    rewrite_named(&path);
+    let named = {
+        let db = Database::create(&path).unwrap();
+        let v = raw_versions(&db);
+        assert!(v.values().all(|&x| x == VALUE_VERSION), "{v:?}");
+        assert!(v.len() >= 5 * 6, "{}", v.len());
+        v
+    };
+
+    // The new build opens it as it is (no migration pass rewrites a row), verify is clean,
+    // and it writes the hot records of a second project positionally, including a deposit
+    // event (its state struct) and an event whose data came encoded ahead.
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let rep = store.read_blocking(crate::verify::verify).unwrap();
+    assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+    let p2 = populate(&store);
+    let deposits: Vec<Deposit> = store.read_blocking(crate::ScanOps::all).unwrap();
+    assert_eq!(deposits.len(), 10);
+    let d2 = deposits
+        .iter()
+        .find(|d| d.project_id == p2)
+        .unwrap()
+        .clone();
+    let d2w = d2.clone();
+    let (dev, tev) = store
+        .write_blocking(move |ctx| {
+            let dev = ctx.append_deposit_event(false, "deposit.confirmed", &d2w)?;
+            let data = crate::codec::EventData::encode(&serde_json::json!({"k": "v", "n": 3}));
+            let tev = ctx.append_event_data(p2, false, "customer.updated", "r", &data)?;
+            Ok::<_, StoreError>((dev, tev))
+        })
+        .unwrap();
+    close(store);
+
+    let db = Database::create(&path).unwrap();
+    let after = raw_versions(&db);
+    for (k, v) in &named {
+        // The second project's idempotency keys are the first's: those rows are replaced.
+        if k.0 != IDEMPOTENCY.name() {
+            assert_eq!(after.get(k), Some(v), "a named row was rewritten: {k:?}");
+        }
+    }
+    let new: Vec<_> = after
+        .iter()
+        .filter(|(k, _)| !named.contains_key(*k))
+        .collect();
+    assert!(new.len() >= 5 * 6, "{}", new.len());
+    for ((table, _), v) in &new {
+        let want = if [PROJECTS.name(), API_KEYS.name()].contains(table) {
+            VALUE_VERSION
+        } else {
+            POSITIONAL_VERSION
+        };
+        assert_eq!(**v, want, "{table}");
+    }
+    // Positional rows are the smaller: the same deposit in both layouts.
+    assert!(encode_record(&d2).len() * 10 < crate::codec::encode(&d2).len() * 7);
+    drop(db);
+
+    // Both read: rows, events of both forms, the ledger; verify is clean.
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let rep = store.read_blocking(crate::verify::verify).unwrap();
+    assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+    assert_eq!(rep.journal_entries, 10);
+    assert_eq!(rep.events, 22);
+    let customers: Vec<Customer> = store.read_blocking(crate::ScanOps::all).unwrap();
+    assert_eq!(customers.len(), 10);
+    for p in [p1, p2] {
+        let d = deposits.iter().find(|d| d.project_id == p).unwrap().clone();
+        let back: Deposit = store
+            .read_blocking(move |r| r.get_in(p, d.id))
+            .unwrap()
+            .unwrap();
+        assert_eq!(format!("{back:?}"), format!("{d:?}"));
+        let ev: Event = store
+            .read_blocking(move |r| r.event_at(p, 2))
+            .unwrap()
+            .unwrap();
+        assert_eq!(ev.event_type, "deposit.confirmed");
+        assert_eq!(ev.data["id"], serde_json::json!(d.id));
+    }
+    let got = store
+        .read_blocking(move |r| r.event_at(p2, dev.sequence))
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.deposit, Some(crate::records::DepositState::of(&d2)));
+    assert_eq!(got.deposit_row.as_ref().unwrap().id, d2.id);
+    let got = store
+        .read_blocking(move |r| r.event_at(p2, tev.sequence))
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.data, serde_json::json!({"k": "v", "n": 3}));
+    assert_eq!(got.deposit, None);
+    let held: u128 = store
+        .read_blocking(move |r| r.holding(d2.wallet_id, "USDT"))
+        .unwrap();
+    assert_eq!(held, d2.amount);
+
+    // A backup holds both encodings as they are, and the restored copy verifies and reads.
+    let dest = dir.path().join("backup.redb");
+    let b = store
+        .read_blocking(|r| crate::backup::backup(r, &dest))
+        .unwrap();
+    assert!(b.rows > 0);
+    close(store);
+    {
+        let db = Database::create(&dest).unwrap();
+        assert_eq!(raw_versions(&db), after);
+    }
+    let copy = Store::open(&dest, StoreOptions::default()).unwrap();
+    let rep = copy.read_blocking(crate::verify::verify).unwrap();
+    assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+    assert_eq!(rep.events, 22);
+    let c: Vec<Customer> = copy.read_blocking(crate::ScanOps::all).unwrap();
+    assert_eq!(c.len(), 10);
+    close(copy);
+}
+
+/// A positional row that does not decode is still found to be its project's (the project is
+/// its second element): `get_in` reports it as corrupt to its project and as absent to any
+/// other, as for a named row.
+#[test]
+fn an_undecodable_positional_row_belongs_to_its_project() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let p = populate(&store);
+    let deposits: Vec<Deposit> = store.read_blocking(crate::ScanOps::all).unwrap();
+    close(store);
+    let id = deposits[0].id;
+    {
+        let db = Database::create(&path).unwrap();
+        let w = db.begin_write().unwrap();
+        {
+            let mut t = w.open_table(DEPOSITS).unwrap();
+            let v = t.get(id.as_u128()).unwrap().unwrap().value().to_vec();
+            assert_eq!(v[0], crate::codec::POSITIONAL_VERSION);
+            t.insert(id.as_u128(), &v[..v.len() - 5]).unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let mine = store.read_blocking(move |r| r.get_in::<Deposit>(p, id));
+    assert!(matches!(mine, Err(StoreError::Corrupt(_))), "{mine:?}");
+    let other = store
+        .read_blocking(move |r| r.get_in::<Deposit>(Uuid::now_v7(), id))
+        .unwrap();
+    assert!(other.is_none());
+    close(store);
+}

@@ -61,7 +61,7 @@ pub struct Wallet {
     /// own accounts).
     pub customer_id: Uuid,
     /// The invoice this address belongs to (absent for a customer's address).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub invoice_id: Option<Uuid>,
     pub chain: String,
     pub role: String,

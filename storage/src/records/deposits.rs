@@ -33,7 +33,7 @@ pub struct Deposit {
     pub project_id: Uuid,
     pub customer_id: Uuid,
     /// The invoice this payment is for (absent for a customer's deposit).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub invoice_id: Option<Uuid>,
     /// An invoice payment first seen after the invoice expired or was canceled
     /// (DECISIONS.md section 5): credited, counted as late.
@@ -42,12 +42,12 @@ pub struct Deposit {
     /// A transfer to the project's billing funding address (DECISIONS.md section 13): the
     /// operator's money, credited to the operational balance, never to a customer or the
     /// project's `available`; listed nowhere under `/v1/deposits`.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default)]
     pub funding: bool,
     /// A confirmed funding transfer of a coin credited at spot whose price was not usable
     /// at confirmation: the billing worker credits it once a price is (index
     /// `FundingAwaitingPrice`).
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default)]
     pub awaiting_price: bool,
     pub wallet_id: Uuid,
     pub chain: String,
@@ -72,10 +72,6 @@ pub struct Deposit {
     pub manual: bool,
     pub created_at: i64,
     pub updated_at: i64,
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
 }
 
 impl Row for Deposit {

@@ -33,10 +33,10 @@ pub struct Event {
     pub livemode: bool,
     /// The resource as its REST read returned it; `Null` in the stored row of a deposit
     /// event of schema 6 ([`Event::deposit`]).
-    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    #[serde(default)]
     pub data: serde_json::Value,
     /// A deposit event's state of the deposit at the event (schema 6; see the type's doc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub deposit: Option<DepositState>,
     /// Filled by the store's readers when [`Event::deposit`] is set and the deposit's row
     /// reads: the deposit as it was at the event. Never stored.
@@ -53,9 +53,9 @@ pub struct Event {
 pub struct DepositState {
     pub status: DepositStatus,
     pub confirmations: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub failure_reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub ledger_tx_id: Option<Uuid>,
 }
 

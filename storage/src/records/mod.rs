@@ -16,8 +16,9 @@
 //! - [`webhooks`]: [`WebhookEndpoint`], [`WebhookDelivery`] and their statuses.
 
 use redb::TableDefinition;
-use serde::Serialize;
 use uuid::Uuid;
+
+use crate::codec::{Layout, Record};
 
 /// Implements `as_str` and its inverse `parse` for a unit-variant enum from one list of
 /// (variant, name) pairs, so the two cannot drift apart. The names are the enum's serde
@@ -66,8 +67,44 @@ pub use projects::*;
 pub use sweeps::*;
 pub use webhooks::*;
 
-/// A stored row with its table and the secondary index keys it must appear under.
-pub trait Row: Serialize + serde::de::DeserializeOwned {
+/// The [`Layout`] of every record type (docs/decisions.md, Storage: "Positional rows"):
+/// positional for the records every deposit, payout, customer or wallet writes (their field
+/// names were about half of each row), named (self-describing) for the records written
+/// rarely. A positional type follows the rules of [`crate::codec`]'s doc: no
+/// `skip_serializing_if`, no reordering, fields added at the end with `#[serde(default)]`.
+macro_rules! layouts {
+    ($($ty:ty => $layout:ident),+ $(,)?) => {
+        $(impl Record for $ty {
+            const LAYOUT: Layout = Layout::$layout;
+        })+
+    };
+}
+
+layouts! {
+    Deposit => Positional,
+    Payout => Positional,
+    Sweep => Positional,
+    Customer => Positional,
+    Wallet => Positional,
+    Event => Positional,
+    crate::ledger::JournalEntry => Positional,
+    IdempotencyRecord => Positional,
+    Project => Named,
+    ApiKey => Named,
+    ConversionRule => Named,
+    Conversion => Named,
+    ConversionBatch => Named,
+    Invoice => Named,
+    WebhookEndpoint => Named,
+    WebhookDelivery => Named,
+    BillingAccount => Named,
+    BillingEntry => Named,
+    FundingAddress => Named,
+}
+
+/// A stored row with its table and the secondary index keys it must appear under. Its
+/// value is written in its type's [`Layout`] ([`crate::codec::encode_record`]).
+pub trait Row: Record {
     const TABLE: TableDefinition<'static, u128, &'static [u8]>;
     fn id(&self) -> Uuid;
     fn project_id(&self) -> Uuid;
@@ -85,6 +122,7 @@ pub trait Row: Serialize + serde::de::DeserializeOwned {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::Serialize;
 
     /// `as_str` is each value's serde name and `parse` its inverse.
     fn round_trips<T>(all: &[T], as_str: fn(T) -> &'static str, parse: fn(&str) -> Option<T>)
