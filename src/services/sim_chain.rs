@@ -29,8 +29,9 @@ use appliance_chains::evm::{Address, B256, U256};
 use tokio::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use uuid::Uuid;
 
+use appliance_chains::sim::chain::BlockTx;
 use appliance_chains::sim::{
-    Genesis, Op, SimChain, SimClient, GENESIS_TREASURY_NATIVE, GENESIS_TREASURY_TOKENS,
+    Genesis, Inject, Op, SimChain, SimClient, GENESIS_TREASURY_NATIVE, GENESIS_TREASURY_TOKENS,
 };
 use appliance_storage::records::{Mode, Project};
 use appliance_storage::{ChainStateOps, ReadOps, Store, StoreError, WriteCtx, WriteError};
@@ -302,19 +303,167 @@ pub fn genesis(reg: &Registry, project: &Project, chain: &str) -> Option<Genesis
     })
 }
 
-/// An operation as the `sim_ops` table stores it: through the store's codec (a version
-/// byte, then MessagePack with named fields), like every other stored value (issue 16:
-/// fewer bytes than JSON and less work on the store writer's thread). `Op` is an internally
-/// tagged enum over alloy types, so it is written with `codec::encode_readable` (hashes,
-/// addresses and amounts as hex strings, which is how serde's buffering reads them back).
+/// An operation as the `sim_ops` table stores it: codec version 3, a positional MessagePack
+/// of [`StoredOp`], whose hashes, addresses, amounts and raw transactions are bytes (an
+/// injected transfer about 110 B instead of 313 B of hex strings; issue 16).
 pub fn encode_op(op: &Op) -> Vec<u8> {
-    appliance_storage::codec::encode_readable(op)
+    appliance_storage::codec::encode_positional(&StoredOp::from(op))
 }
 
-/// Reads a stored operation: a codec value, or bare JSON (rows written before operations
-/// went through the codec begin with `{`; they are read as they are, never rewritten).
+/// Reads a stored operation, whichever way it was written: codec version 3 ([`encode_op`]),
+/// a codec value of `Op` itself (version 2, MessagePack with named fields and hex strings,
+/// `codec::encode_readable`), or bare JSON (rows written before operations went through
+/// the codec begin with `{`). Older rows are read as they are and never rewritten.
 pub fn decode_op(bytes: &[u8]) -> Result<Op, String> {
+    if bytes.first() == Some(&appliance_storage::codec::POSITIONAL_VERSION) {
+        return appliance_storage::codec::decode::<StoredOp>(bytes)
+            .map(Op::from)
+            .map_err(|e| e.to_string());
+    }
     appliance_storage::chain_state::decode_sim_op(bytes).map_err(|e| e.to_string())
+}
+
+/// [`Op`] as `sim_ops` stores it from codec version 3. `Op` and its transactions are
+/// internally tagged enums, which serde buffers before decoding while declaring the buffer
+/// human-readable, so alloy's binary forms (raw bytes) do not read back through them. These
+/// mirrors are externally tagged (rmp-serde: a one-entry map, variant name to the fields
+/// as an array), which serde decodes without a buffer, so the values are written as bytes.
+/// Positional: fields are never reordered or removed; one added goes at the end with
+/// `#[serde(default)]` (`appliance_storage::codec`).
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum StoredOp {
+    Empty {
+        count: u64,
+        t0_ms: u64,
+        step_ms: u64,
+    },
+    Block {
+        t_ms: u64,
+        txs: Vec<StoredTx>,
+    },
+    Reorg {
+        depth: u64,
+        drop: bool,
+        t_ms: u64,
+    },
+}
+
+/// [`BlockTx`] as [`StoredOp`] stores it; an injected transfer's fields are [`Inject`]'s.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum StoredTx {
+    Signed(appliance_chains::evm::Bytes),
+    Injected {
+        hash: B256,
+        from: Address,
+        to: Address,
+        token: Option<Address>,
+        #[serde(with = "u256_trimmed")]
+        value: U256,
+    },
+}
+
+/// A `U256` as its big-endian bytes without leading zeros (a test deposit's amount in 4
+/// bytes instead of 32); reads 0 to 32 bytes.
+mod u256_trimmed {
+    use appliance_chains::evm::U256;
+
+    pub fn serialize<S: serde::Serializer>(v: &U256, s: S) -> Result<S::Ok, S::Error> {
+        let be = v.to_be_bytes::<32>();
+        let start = be.iter().position(|&b| b != 0).unwrap_or(32);
+        s.serialize_bytes(&be[start..])
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<U256, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = U256;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("at most 32 big-endian bytes")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, b: &[u8]) -> Result<U256, E> {
+                U256::try_from_be_slice(b).ok_or_else(|| E::custom("more than 32 bytes"))
+            }
+        }
+        d.deserialize_bytes(V)
+    }
+}
+
+impl From<&Op> for StoredOp {
+    fn from(op: &Op) -> Self {
+        match op {
+            Op::Empty {
+                count,
+                t0_ms,
+                step_ms,
+            } => StoredOp::Empty {
+                count: *count,
+                t0_ms: *t0_ms,
+                step_ms: *step_ms,
+            },
+            Op::Block { t_ms, txs } => StoredOp::Block {
+                t_ms: *t_ms,
+                txs: txs
+                    .iter()
+                    .map(|tx| match tx {
+                        BlockTx::Signed { raw } => StoredTx::Signed(raw.clone()),
+                        BlockTx::Injected(i) => StoredTx::Injected {
+                            hash: i.hash,
+                            from: i.from,
+                            to: i.to,
+                            token: i.token,
+                            value: i.value,
+                        },
+                    })
+                    .collect(),
+            },
+            Op::Reorg { depth, drop, t_ms } => StoredOp::Reorg {
+                depth: *depth,
+                drop: *drop,
+                t_ms: *t_ms,
+            },
+        }
+    }
+}
+
+impl From<StoredOp> for Op {
+    fn from(op: StoredOp) -> Self {
+        match op {
+            StoredOp::Empty {
+                count,
+                t0_ms,
+                step_ms,
+            } => Op::Empty {
+                count,
+                t0_ms,
+                step_ms,
+            },
+            StoredOp::Block { t_ms, txs } => Op::Block {
+                t_ms,
+                txs: txs
+                    .into_iter()
+                    .map(|tx| match tx {
+                        StoredTx::Signed(raw) => BlockTx::Signed { raw },
+                        StoredTx::Injected {
+                            hash,
+                            from,
+                            to,
+                            token,
+                            value,
+                        } => BlockTx::Injected(Inject {
+                            hash,
+                            from,
+                            to,
+                            token,
+                            value,
+                        }),
+                    })
+                    .collect(),
+            },
+            StoredOp::Reorg { depth, drop, t_ms } => Op::Reorg { depth, drop, t_ms },
+        }
+    }
 }
 
 /// Replays the stored operations of `project`'s `chain`.
@@ -810,17 +959,52 @@ mod op_codec_tests {
     fn every_operation_round_trips_through_the_codec() {
         for op in every_kind() {
             let bytes = encode_op(&op);
-            assert_eq!(bytes[0], appliance_storage::codec::VALUE_VERSION);
-            let json = serde_json::to_vec(&op).unwrap();
+            assert_eq!(bytes[0], appliance_storage::codec::POSITIONAL_VERSION);
+            let named = appliance_storage::codec::encode_readable(&op);
             assert!(
-                bytes.len() < json.len(),
+                bytes.len() < named.len() || bytes.len() <= 8,
                 "{} !< {}",
                 bytes.len(),
-                json.len()
+                named.len()
             );
             assert_eq!(decode_op(&bytes).unwrap(), op);
             assert!(appliance_storage::chain_state::sim_op_readable(&bytes));
         }
+    }
+
+    /// A test deposit's operation (a block with one injected token transfer) as bytes: the
+    /// hashes, addresses and amount raw, not hex strings.
+    #[test]
+    fn a_test_deposits_operation_is_stored_as_bytes() {
+        let op = Op::Block {
+            t_ms: 1_700_000_001_000,
+            txs: vec![BlockTx::Injected(Inject {
+                hash: B256::repeat_byte(0xab),
+                from: Address::repeat_byte(0x11),
+                to: Address::repeat_byte(0x22),
+                token: Some(Address::repeat_byte(0x33)),
+                value: U256::from(25_000_000u64),
+            })],
+        };
+        let bytes = encode_op(&op);
+        let named = appliance_storage::codec::encode_readable(&op);
+        assert!(bytes.len() <= 140, "{} B", bytes.len());
+        assert!(named.len() >= 250, "{} B", named.len());
+        assert_eq!(decode_op(&bytes).unwrap(), op);
+    }
+
+    /// Rows of codec version 2 (MessagePack with named fields and hex strings, written
+    /// before operations were stored as bytes) still read and verify.
+    #[test]
+    fn operations_stored_named_still_read() {
+        for op in every_kind() {
+            let bytes = appliance_storage::codec::encode_readable(&op);
+            assert_eq!(bytes[0], appliance_storage::codec::VALUE_VERSION);
+            assert_eq!(decode_op(&bytes).unwrap(), op);
+            assert!(appliance_storage::chain_state::sim_op_readable(&bytes));
+        }
+        assert!(decode_op(&[appliance_storage::codec::POSITIONAL_VERSION, 0xc1]).is_err());
+        assert!(decode_op(&[appliance_storage::codec::POSITIONAL_VERSION, 0x80]).is_err());
     }
 
     /// Rows written before the codec (bare JSON) still read, and still verify.

@@ -183,7 +183,7 @@ impl WriteCtx<'_> {
     }
 
     /// Appends operation `seq` of test project `project`'s simulated chain `chain`, already
-    /// encoded (through [`crate::codec::encode`]; see [`SIM_OPS`]).
+    /// encoded (`services::sim_chain::encode_op` in the binary: a [`crate::codec`] value; see [`SIM_OPS`]).
     pub fn sim_op_put(
         &mut self,
         project: Uuid,

@@ -119,8 +119,9 @@ pub const SIM_HEIGHTS: TableDefinition<&str, u64> = TableDefinition::new("sim_he
 /// Test mode's simulated chains (issue 8; DECISIONS.md section 15): (test project id,
 /// chain id, sequence number from 0) -> one operation of that project's chain
 /// (`appliance_chains::sim::Op`: a block with its transactions, a run of empty blocks, a
-/// reorg) as a [`crate::codec`] value; rows written before that are bare JSON (first byte
-/// `{`) and stay readable. Replayed in order at start-up; written in the same transaction
+/// reorg) as a [`crate::codec`] value (version 3: the binary's positional `StoredOp`, with
+/// hashes and amounts as bytes; version 2: named with hex strings); rows written before
+/// that are bare JSON (first byte `{`) and stay readable. Replayed in order at start-up; written in the same transaction
 /// as the request that caused it. Rows are never rewritten.
 pub const SIM_OPS: TableDefinition<(u128, &str, u64), &[u8]> = TableDefinition::new("sim_ops");
 
