@@ -21,7 +21,8 @@
 //! skipped field would shift the ones after it), fields are never reordered or removed, and
 //! a field added later goes at the end with `#[serde(default)]` (an older, shorter row then
 //! reads it as its default). Maps (`serde_json::Value` objects, such as metadata and event
-//! `data`) keep their keys in either form.
+//! `data`) keep their keys in either form. The tests check, for every positional type, that
+//! its array has as many elements as the type has fields (`every_field_written`).
 //!
 //! This module is the one place a record becomes bytes and back: [`crate::WriteCtx`] and
 //! [`crate::ReadOps`] use it for every table of records, so a table added later gets the
@@ -488,6 +489,7 @@ mod tests {
         use crate::records::{Payout, PayoutStatus, Row, Sweep, SweepStatus, Wallet};
         fn check<R: Row + std::fmt::Debug>(r: &R) {
             assert_eq!(R::LAYOUT, Layout::Positional);
+            every_field_written(r);
             let pos = encode_record(r);
             let named = encode(r);
             assert_eq!(pos[0], POSITIONAL_VERSION);
@@ -572,6 +574,104 @@ mod tests {
             None
         );
         assert_eq!(raw_project_id(&encode_positional(&(1u8, 2u8))), None);
+    }
+
+    /// The number of fields `T`'s derived `Deserialize` reads (its `FIELDS`: the fields not
+    /// skipped), captured by a deserializer that does nothing else.
+    fn field_count<T: serde::de::DeserializeOwned>() -> usize {
+        use serde::de::{value::Error, Error as _, Visitor};
+        struct Fields(std::cell::Cell<usize>);
+        impl<'de> serde::Deserializer<'de> for &Fields {
+            type Error = Error;
+            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Error> {
+                Err(Error::custom("not a struct"))
+            }
+            fn deserialize_struct<V: Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Error> {
+                self.0.set(fields.len());
+                Err(Error::custom("counted"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+                byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map
+                enum identifier ignored_any
+            }
+        }
+        let f = Fields(std::cell::Cell::new(0));
+        let _ = T::deserialize(&f);
+        f.0.get()
+    }
+
+    /// A positional record writes every field it reads, whatever its values (`v` with its
+    /// options unset): a `skip_serializing_if` added to a positional type, which would shift
+    /// the fields after it, fails here.
+    fn every_field_written<T: Serialize + serde::de::DeserializeOwned>(v: &T) {
+        let pos = encode_positional(v);
+        let len = match pos[1] {
+            b @ 0x90..=0x9f => usize::from(b & 0x0f),
+            0xdc => usize::from(u16::from_be_bytes([pos[2], pos[3]])),
+            b => panic!("not an array: {b:#x}"),
+        };
+        let want = field_count::<T>();
+        assert!(want > 0);
+        assert_eq!(len, want, "{}", std::any::type_name::<T>());
+    }
+
+    /// The positional records that are not rows (and the structs inside the positional
+    /// records) write every field too.
+    #[test]
+    fn positional_records_write_every_field() {
+        use crate::ledger::{Account, AccountKind, JournalEntry, Posting};
+        use crate::records::{DepositState, Event, IdempotencyRecord};
+        let p = Uuid::now_v7();
+        let posting = Posting::debit(
+            Account::project(p, "ethereum", "ETH", AccountKind::Deposits),
+            1,
+        );
+        every_field_written(&posting);
+        let entry = JournalEntry {
+            id: Uuid::now_v7(),
+            project_id: p,
+            kind: "deposit_credit".into(),
+            ref_id: Uuid::now_v7(),
+            created_at: 1,
+            postings: vec![posting],
+        };
+        assert_eq!(<JournalEntry as Record>::LAYOUT, Layout::Positional);
+        every_field_written(&entry);
+        let state = DepositState {
+            status: DepositStatus::Detected,
+            confirmations: 0,
+            failure_reason: None,
+            ledger_tx_id: None,
+        };
+        every_field_written(&state);
+        let ev = Event {
+            id: "evt_01J0000000000000000000000".into(),
+            project_id: p,
+            sequence: 1,
+            event_type: "deposit.detected".into(),
+            resource_id: "r".into(),
+            created_at: 1,
+            livemode: false,
+            data: serde_json::Value::Null,
+            deposit: None,
+            deposit_row: None,
+        };
+        assert_eq!(<Event as Record>::LAYOUT, Layout::Positional);
+        every_field_written(&ev);
+        let rec = IdempotencyRecord {
+            request_hash: String::new(),
+            status: 200,
+            body: String::new(),
+            created_at: 1,
+        };
+        assert_eq!(<IdempotencyRecord as Record>::LAYOUT, Layout::Positional);
+        every_field_written(&rec);
     }
 
     /// A field added at the end of a positional struct with `#[serde(default)]` reads as its
