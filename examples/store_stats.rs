@@ -89,6 +89,9 @@ fn main() -> Result<()> {
     );
 
     keys_by_tag(&r, "index", schema::INDEX, &f)?;
+    for (_, def) in schema::SPLIT_INDEXES {
+        keys_by_tag(&r, def.name(), def, &f)?;
+    }
     keys_by_tag(&r, "unique", schema::UNIQUE, &f)?;
     {
         let t = r.open_table(schema::EVENTS)?;
@@ -121,7 +124,12 @@ fn keys_by_tag<V: redb::Value + 'static>(
     def: redb::TableDefinition<&[u8], V>,
     f: &impl Fn(u64) -> f64,
 ) -> Result<()> {
-    let t = r.open_table(def)?;
+    let t = match r.open_table(def) {
+        Ok(t) => t,
+        // A store older than the table (schema 7's split indexes).
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
     let mut by: BTreeMap<u8, Sum> = BTreeMap::new();
     for e in t.iter()? {
         let (k, _) = e?;

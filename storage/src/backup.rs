@@ -73,6 +73,11 @@ pub fn backup(ctx: &ReadCtx, dest: &Path) -> Result<BackupReport, StoreError> {
     copy(src, &dst, CONVERSION_BATCHES, &mut seen, &mut rep)?;
     copy(src, &dst, UNIQUE, &mut seen, &mut rep)?;
     copy(src, &dst, INDEX, &mut seen, &mut rep)?;
+    for (_, def) in SPLIT_INDEXES {
+        copy(src, &dst, def, &mut seen, &mut rep)?;
+    }
+    copy(src, &dst, EVENTS_BY_TYPE, &mut seen, &mut rep)?;
+    copy(src, &dst, EVENTS_BY_RESOURCE, &mut seen, &mut rep)?;
     copy(src, &dst, ACCOUNTS, &mut seen, &mut rep)?;
     copy(src, &dst, JOURNAL, &mut seen, &mut rep)?;
     copy(src, &dst, EVENTS, &mut seen, &mut rep)?;

@@ -113,7 +113,7 @@ pub trait ReadOps: Reader {
         limit: usize,
         mut keep: impl FnMut(Uuid) -> Result<bool, StoreError>,
     ) -> Result<Page<Uuid>, StoreError> {
-        let t = self.open(INDEX)?;
+        let t = self.open(index_table_of(prefix))?;
         let upper = upper_bound(prefix, before);
         let mut items = Vec::new();
         let mut has_more = false;
@@ -158,7 +158,7 @@ pub trait ReadOps: Reader {
         keep: impl Fn(&R) -> bool,
         max_visits: usize,
     ) -> Result<Option<Page<R>>, StoreError> {
-        let t = self.open(INDEX)?;
+        let t = self.open(index_table_of(prefix))?;
         let rows = self.open(R::TABLE)?;
         let upper = upper_bound(prefix, before);
         let mut items = Vec::new();
@@ -197,8 +197,9 @@ pub trait ReadOps: Reader {
         count_in(&self.open(COUNTERS)?, tag, project)
     }
 
-    /// Raw keys of the `index` table in `[from, to)`, ascending unless `descending`, at most
-    /// `limit` of them.
+    /// Raw index keys in `[from, to)`, ascending unless `descending`, at most `limit` of
+    /// them, from the table of `from`'s tag ([`index_table_of`]; `to` bounds that tag's
+    /// keys).
     fn index_range(
         &self,
         from: &[u8],
@@ -206,12 +207,18 @@ pub trait ReadOps: Reader {
         limit: usize,
         descending: bool,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
-        index_keys_in(&self.open(INDEX)?, from, to, limit, descending)
+        index_keys_in(
+            &self.open(index_table_of(from))?,
+            from,
+            to,
+            limit,
+            descending,
+        )
     }
 
     /// Number of keys under an index prefix (bounded by `cap`).
     fn count_prefix(&self, prefix: &[u8], cap: usize) -> Result<usize, StoreError> {
-        let t = self.open(INDEX)?;
+        let t = self.open(index_table_of(prefix))?;
         let end = index::prefix_end(prefix);
         let mut n = 0;
         for e in t.range::<&[u8]>(prefix..end.as_slice())? {
@@ -402,23 +409,15 @@ pub trait ReadOps: Reader {
             items.push(e);
             true
         };
-        let indexed: Option<Vec<u8>> = if let Some(r) = resource_id {
-            Some(index::prefix(
-                IndexTag::EventsByResource,
-                project,
-                &[r.as_bytes()],
-            ))
+        let indexed = if let Some(r) = resource_id {
+            Some((EVENTS_BY_RESOURCE, index::event_resource_prefix(project, r)))
         } else if types.len() == 1 {
-            Some(index::prefix(
-                IndexTag::EventsByType,
-                project,
-                &[types[0].as_bytes()],
-            ))
+            Some((EVENTS_BY_TYPE, index::event_type_prefix(project, &types[0])))
         } else {
             None
         };
-        if let Some(prefix) = indexed {
-            let t = self.open(INDEX)?;
+        if let Some((table, prefix)) = indexed {
+            let t = self.open(table)?;
             let mut lo_k = prefix.clone();
             lo_k.extend_from_slice(&lo.to_be_bytes());
             let mut hi_k = prefix.clone();
@@ -431,8 +430,7 @@ pub trait ReadOps: Reader {
             };
             for e in iter {
                 let (k, _) = e?;
-                let kb = k.value();
-                let seq = u64::from_be_bytes(kb[kb.len() - 8..].try_into().unwrap_or([0; 8]));
+                let seq = index::event_seq_of(k.value());
                 let ev = match self.event_at(project, seq) {
                     Ok(Some(ev)) => ev,
                     Ok(None) => continue,
@@ -442,8 +440,11 @@ pub trait ReadOps: Reader {
                     }
                     Err(e) => return Err(e),
                 };
+                // A UUID resource's key holds no project: the sequence may be another
+                // project's event, so the event read must be about that resource.
                 if (lines || !ev.is_billing_line())
                     && (types.is_empty() || types.contains(&ev.event_type))
+                    && resource_id.is_none_or(|r| ev.resource_id == r)
                     && !push(ev, &mut items)
                 {
                     break;
@@ -802,28 +803,27 @@ impl<'t> WriteCtx<'t> {
         let new_keys = row.index_keys();
         let old_keys = old.map(|o| o.index_keys()).unwrap_or_default();
         let mut counted: Vec<(Vec<u8>, bool)> = Vec::new();
-        self.with_index(|idx| {
-            for k in &old_keys {
-                if !new_keys.contains(k) && idx.remove(k.as_slice())?.is_some() {
-                    if let Some(c) = index::counter_key(k) {
-                        counted.push((c.to_vec(), false));
-                    }
+        for k in &old_keys {
+            if !new_keys.contains(k)
+                && self.with_index(k, |idx| Ok(idx.remove(k.as_slice())?.is_some()))?
+            {
+                if let Some(c) = index::counter_key(k) {
+                    counted.push((c.to_vec(), false));
                 }
             }
-            for k in &new_keys {
-                // An entry the stored row already has is in the index: inserting it again
-                // would rewrite (dirty) its page for nothing (issue 16: pages per commit).
-                if old_keys.contains(k) {
-                    continue;
-                }
-                if idx.insert(k.as_slice(), ())?.is_none() {
-                    if let Some(c) = index::counter_key(k) {
-                        counted.push((c.to_vec(), true));
-                    }
+        }
+        for k in &new_keys {
+            // An entry the stored row already has is in the index: inserting it again
+            // would rewrite (dirty) its page for nothing (issue 16: pages per commit).
+            if old_keys.contains(k) {
+                continue;
+            }
+            if self.with_index(k, |idx| Ok(idx.insert(k.as_slice(), ())?.is_none()))? {
+                if let Some(c) = index::counter_key(k) {
+                    counted.push((c.to_vec(), true));
                 }
             }
-            Ok(())
-        })?;
+        }
         if !counted.is_empty() {
             self.with_counters(|counters| {
                 for (c, up) in counted {
@@ -849,16 +849,13 @@ impl<'t> WriteCtx<'t> {
         self.touched.push(Touched::row(&old, None));
         let r = (|| {
             let mut counted: Vec<Vec<u8>> = Vec::new();
-            self.with_index(|idx| {
-                for k in old.index_keys() {
-                    if idx.remove(k.as_slice())?.is_some() {
-                        if let Some(c) = index::counter_key(&k) {
-                            counted.push(c.to_vec());
-                        }
+            for k in old.index_keys() {
+                if self.with_index(&k, |idx| Ok(idx.remove(k.as_slice())?.is_some()))? {
+                    if let Some(c) = index::counter_key(&k) {
+                        counted.push(c.to_vec());
                     }
                 }
-                Ok(())
-            })?;
+            }
             if !counted.is_empty() {
                 self.with_counters(|counters| {
                     for c in counted {
@@ -898,18 +895,19 @@ impl<'t> WriteCtx<'t> {
         self.track(r)
     }
 
-    /// Adds a bare key to the `index` table (markers that belong to no row).
+    /// Adds a bare index key (markers that belong to no row), to the table of its tag
+    /// ([`index_table_of`]).
     pub fn index_insert(&mut self, key: &[u8]) -> Result<(), StoreError> {
-        let r = self.with_index(|t| {
+        let r = self.with_index(key, |t| {
             t.insert(key, ())?;
             Ok(())
         });
         self.track(r)
     }
 
-    /// Removes a bare key from the `index` table.
+    /// Removes a bare index key.
     pub fn index_remove(&mut self, key: &[u8]) -> Result<(), StoreError> {
-        let r = self.with_index(|t| {
+        let r = self.with_index(key, |t| {
             t.remove(key)?;
             Ok(())
         });
@@ -1029,7 +1027,7 @@ impl<'t> WriteCtx<'t> {
     ) -> Result<Event, StoreError> {
         let r = (|| {
             let seq = self.last_sequence(project)? + 1;
-            let ulid = ulid::Ulid::new();
+            let ulid = next_event_ulid();
             let mut ev = Event {
                 id: format!("evt_{ulid}"),
                 project_id: project,
@@ -1054,21 +1052,14 @@ impl<'t> WriteCtx<'t> {
                 ids.insert(u128::from(ulid), (project.as_u128(), seq))?;
                 Ok(())
             })?;
-            let by_type = index::key_seq(
-                IndexTag::EventsByType,
-                project,
-                &[event_type.as_bytes()],
-                seq,
-            );
-            let by_resource = index::key_seq(
-                IndexTag::EventsByResource,
-                project,
-                &[resource_id.as_bytes()],
-                seq,
-            );
-            self.with_index(|idx| {
-                idx.insert(by_type.as_slice(), ())?;
-                idx.insert(by_resource.as_slice(), ())?;
+            let by_type = index::event_type_key(project, event_type, seq);
+            let by_resource = index::event_resource_key(project, resource_id, seq);
+            self.with_events_by_type(|t| {
+                t.insert(by_type.as_slice(), ())?;
+                Ok(())
+            })?;
+            self.with_events_by_resource(|t| {
+                t.insert(by_resource.as_slice(), ())?;
                 Ok(())
             })?;
             ev.deposit_row = deposit.map(|d| Box::new(d.clone()));
@@ -1078,6 +1069,19 @@ impl<'t> WriteCtx<'t> {
         self.notice.events.push((project, ev.sequence));
         Ok(ev)
     }
+}
+
+/// The ULID of a new event: the current time's, or one above the last one handed out when
+/// that is not greater (several events in one millisecond). Strictly increasing within the
+/// process, so `event_ids` (keyed by it) is appended at its rightmost leaf, which redb keeps
+/// packed, instead of a random place in the last millisecond's leaf (issue 16). The ULID
+/// stays a valid one of this millisecond (its random part is 80 bits).
+fn next_event_ulid() -> ulid::Ulid {
+    static LAST: std::sync::Mutex<u128> = std::sync::Mutex::new(0);
+    let fresh = u128::from(ulid::Ulid::new());
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    *last = fresh.max(last.saturating_add(1));
+    ulid::Ulid::from(*last)
 }
 
 /// A row's value encoded ahead of its write ([`crate::codec::encode_record`]), so the store

@@ -24,6 +24,8 @@ use crate::schema::*;
 use crate::{ReadOps, StoreError, WriteCtx};
 
 type RowTable<'t> = Table<'t, u128, &'static [u8]>;
+type IndexTable<'t> = Table<'t, &'static [u8], ()>;
+type IndexDef = TableDefinition<'static, &'static [u8], ()>;
 /// Key of `sim_ops`: (test project, chain, sequence).
 type SimOpKey = (u128, &'static str, u64);
 
@@ -32,7 +34,10 @@ type SimOpKey = (u128, &'static str, u64);
 pub(crate) struct OpenTables<'t> {
     /// Tables of `u128 -> &[u8]` (every [`Row`] table, `journal`), by name.
     rows: Vec<(String, RowTable<'t>)>,
-    index: Option<Table<'t, &'static [u8], ()>>,
+    /// `index` and the tables of [`SPLIT_INDEXES`], by name.
+    index: Vec<(IndexDef, IndexTable<'t>)>,
+    events_by_type: Option<IndexTable<'t>>,
+    events_by_resource: Option<IndexTable<'t>>,
     unique: Option<Table<'t, &'static [u8], u128>>,
     accounts: Option<Table<'t, &'static [u8], (u128, u128)>>,
     events: Option<Table<'t, (u128, u64), &'static [u8]>>,
@@ -46,8 +51,11 @@ impl OpenTables<'_> {
     /// Closes the kept handle of table `name`, if any.
     pub(crate) fn close(&mut self, name: &str) {
         self.rows.retain(|(n, _)| n != name);
-        if name == INDEX.name() {
-            self.index = None;
+        self.index.retain(|(d, _)| d.name() != name);
+        if name == EVENTS_BY_TYPE.name() {
+            self.events_by_type = None;
+        } else if name == EVENTS_BY_RESOURCE.name() {
+            self.events_by_resource = None;
         } else if name == UNIQUE.name() {
             self.unique = None;
         } else if name == ACCOUNTS.name() {
@@ -113,9 +121,34 @@ impl<'t> WriteCtx<'t> {
         f(&mut open.rows[i].1)
     }
 
+    /// Runs `f` on the kept handle of the index table that holds `key` (`index` or one of
+    /// [`SPLIT_INDEXES`], by its tag byte: [`index_table_of`]). `f` must not use the
+    /// context.
+    pub(crate) fn with_index<T>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(&mut IndexTable<'t>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let def = index_table_of(key);
+        let mut open = self.open.borrow_mut();
+        let i = match open.index.iter().position(|(d, _)| d.name() == def.name()) {
+            Some(i) => i,
+            None => {
+                let t = self.txn.open_table(def)?;
+                open.index.push((def, t));
+                open.index.len() - 1
+            }
+        };
+        f(&mut open.index[i].1)
+    }
     kept!(
-        /// Runs `f` on the kept handle of `index` (`f` must not use the context).
-        with_index, index, INDEX, &'static [u8], ()
+        /// Runs `f` on the kept handle of `events_by_type` (`f` must not use the context).
+        with_events_by_type, events_by_type, EVENTS_BY_TYPE, &'static [u8], ()
+    );
+    kept!(
+        /// Runs `f` on the kept handle of `events_by_resource` (`f` must not use the
+        /// context).
+        with_events_by_resource, events_by_resource, EVENTS_BY_RESOURCE, &'static [u8], ()
     );
     kept!(
         /// Runs `f` on the kept handle of `unique` (`f` must not use the context).
@@ -194,7 +227,9 @@ impl ReadOps for WriteCtx<'_> {
         limit: usize,
         descending: bool,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.with_index(|t| ctx::index_keys_in(&*t, from, to, limit, descending))
+        self.with_index(from, |t| {
+            ctx::index_keys_in(&*t, from, to, limit, descending)
+        })
     }
 
     fn balance(&self, account: &Account) -> Result<Balance, StoreError> {

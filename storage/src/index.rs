@@ -12,6 +12,11 @@
 //!
 //! Keys of the `unique` table have the same shape without the trailing row id; the row id is
 //! the value.
+//!
+//! Since schema 7 the keys of the hot tags sit in a table per tag
+//! ([`crate::schema::SPLIT_INDEXES`]; same layout, the table found from the key's first byte
+//! by [`crate::schema::index_table_of`]), and the event index keys have their own tables and
+//! layouts ([`event_type_key`], [`event_resource_key`]).
 
 use uuid::Uuid;
 
@@ -49,7 +54,11 @@ pub enum IndexTag {
     SweepsByWallet = 51,
     SweepsByStatus = 52,
     SweepsWork = 53,
+    /// Up to schema 6 only: project ‖ type ‖ sequence in `index`. Schema 7 keeps these
+    /// keys in their own table ([`event_type_key`]). Never reuse the number.
     EventsByType = 60,
+    /// Up to schema 6 only: project ‖ resource id (text) ‖ sequence in `index`. Schema 7
+    /// keeps these keys in their own table ([`event_resource_key`]). Never reuse the number.
     EventsByResource = 61,
     /// Webhook endpoints of a project (at most 16).
     WebhookEndpoints = 70,
@@ -222,6 +231,101 @@ pub fn address_key_from_legacy(legacy: &[u8]) -> Option<Vec<u8>> {
     ))
 }
 
+/// Prefix of the [`crate::schema::EVENTS_BY_TYPE`] keys of `project`'s events of type
+/// `event_type`: project (16) ‖ type length (1) ‖ type. A type is at most 255 bytes here
+/// (longer input is cut, and the reader compares the event's own type anyway).
+pub fn event_type_prefix(project: Uuid, event_type: &str) -> Vec<u8> {
+    let t = event_type.as_bytes();
+    let t = &t[..t.len().min(u8::MAX as usize)];
+    let mut k = Vec::with_capacity(17 + t.len() + 8);
+    k.extend_from_slice(project.as_bytes());
+    k.push(t.len() as u8);
+    k.extend_from_slice(t);
+    k
+}
+
+/// Key of event `seq` in [`crate::schema::EVENTS_BY_TYPE`]: [`event_type_prefix`] ‖
+/// sequence (8, big-endian), so a type's events sort by sequence.
+pub fn event_type_key(project: Uuid, event_type: &str, seq: u64) -> Vec<u8> {
+    let mut k = event_type_prefix(project, event_type);
+    k.extend_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// First byte of an [`event_resource_prefix`] of a UUID resource id.
+const RESOURCE_UUID: u8 = 0;
+/// First byte of an [`event_resource_prefix`] of any other resource id.
+const RESOURCE_TEXT: u8 = 1;
+
+/// Prefix of the [`crate::schema::EVENTS_BY_RESOURCE`] keys of the events about
+/// `resource_id` in `project`:
+///
+/// ```text
+/// 0 ‖ the UUID's 16 bytes                               resource id in canonical UUID text
+/// 1 ‖ project (16) ‖ length (2) ‖ the id's bytes       any other resource id
+/// ```
+///
+/// A UUID (v7, minted here) names one resource of one project, so its key needs no project:
+/// 25 bytes with the sequence instead of 63. A reader must still check each event's
+/// `resource_id` (the sequence it finds is looked up in the reader's project's log, and the
+/// key could be another project's, asked for by id).
+pub fn event_resource_prefix(project: Uuid, resource_id: &str) -> Vec<u8> {
+    match Uuid::parse_str(resource_id) {
+        Ok(u) if u.hyphenated().to_string() == resource_id => {
+            let mut k = Vec::with_capacity(25);
+            k.push(RESOURCE_UUID);
+            k.extend_from_slice(u.as_bytes());
+            k
+        }
+        _ => {
+            let mut k = prefix(
+                IndexTag::EventsByResource,
+                project,
+                &[resource_id.as_bytes()],
+            );
+            k[0] = RESOURCE_TEXT;
+            k
+        }
+    }
+}
+
+/// Key of event `seq` in [`crate::schema::EVENTS_BY_RESOURCE`]: [`event_resource_prefix`] ‖
+/// sequence (8, big-endian).
+pub fn event_resource_key(project: Uuid, resource_id: &str, seq: u64) -> Vec<u8> {
+    let mut k = event_resource_prefix(project, resource_id);
+    k.extend_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// The event sequence at the end of an event index key (0 for a key too short to hold one).
+pub fn event_seq_of(key: &[u8]) -> u64 {
+    key.len()
+        .checked_sub(8)
+        .and_then(|at| key[at..].try_into().ok())
+        .map_or(0, u64::from_be_bytes)
+}
+
+/// The schema 7 key of a schema 6 event index key of the `index` table
+/// ([`IndexTag::EventsByType`] or [`IndexTag::EventsByResource`] ‖ project ‖ length (2) ‖
+/// value ‖ sequence (8)): `Some((true, key))` for a key of
+/// [`crate::schema::EVENTS_BY_TYPE`], `Some((false, key))` for one of
+/// [`crate::schema::EVENTS_BY_RESOURCE`]; `None` when `legacy` does not have that shape.
+pub fn event_key_from_legacy(legacy: &[u8]) -> Option<(bool, Vec<u8>)> {
+    let (&tag, rest) = legacy.split_first()?;
+    let project = Uuid::from_slice(rest.get(..16)?).ok()?;
+    let (value, rest) = length_prefixed(&rest[16..])?;
+    let seq: [u8; 8] = rest.try_into().ok()?;
+    let seq = u64::from_be_bytes(seq);
+    let value = std::str::from_utf8(value).ok()?;
+    if tag == IndexTag::EventsByType as u8 && value.len() <= u8::MAX as usize {
+        Some((true, event_type_key(project, value, seq)))
+    } else if tag == IndexTag::EventsByResource as u8 {
+        Some((false, event_resource_key(project, value, seq)))
+    } else {
+        None
+    }
+}
+
 /// Splits a 2-byte big-endian length and that many bytes off the front of `b`.
 fn length_prefixed(b: &[u8]) -> Option<(&[u8], &[u8])> {
     let len = u16::from_be_bytes([*b.first()?, *b.get(1)?]) as usize;
@@ -292,6 +396,57 @@ mod tests {
             None
         );
         assert_eq!(address_key_from_legacy(&address_key("polygon", a)), None);
+    }
+
+    #[test]
+    fn event_keys_are_short_sort_by_sequence_and_convert_from_schema_6() {
+        let p = Uuid::now_v7();
+        let r = Uuid::now_v7();
+        let by_uuid = event_resource_key(p, &r.to_string(), 7);
+        assert_eq!(by_uuid.len(), 25);
+        assert_eq!(
+            by_uuid,
+            event_resource_key(Uuid::now_v7(), &r.to_string(), 7)
+        );
+        assert_eq!(event_seq_of(&by_uuid), 7);
+        // Not the canonical text of a UUID: keyed as text, under its project.
+        let upper = r.to_string().to_uppercase();
+        let text = event_resource_key(p, &upper, 7);
+        assert_ne!(text[..17], by_uuid[..17]);
+        assert_ne!(text, event_resource_key(Uuid::now_v7(), &upper, 7));
+        assert!(event_resource_key(p, "ref", 2) < event_resource_key(p, "ref", 10));
+        let pre = event_type_prefix(p, "deposit.confirmed");
+        let k = event_type_key(p, "deposit.confirmed", 300);
+        assert!(k.starts_with(&pre) && k.len() == pre.len() + 8);
+        assert!(!event_type_key(p, "deposit.confirmedx", 1).starts_with(&pre));
+        assert_eq!(
+            event_key_from_legacy(&key_seq(
+                IndexTag::EventsByType,
+                p,
+                &[b"deposit.confirmed"],
+                300
+            )),
+            Some((true, k))
+        );
+        assert_eq!(
+            event_key_from_legacy(&key_seq(
+                IndexTag::EventsByResource,
+                p,
+                &[r.to_string().as_bytes()],
+                7
+            )),
+            Some((false, by_uuid))
+        );
+        let legacy = key_seq(IndexTag::EventsByResource, p, &[b"ref"], 2);
+        assert_eq!(
+            event_key_from_legacy(&legacy),
+            Some((false, event_resource_key(p, "ref", 2)))
+        );
+        assert_eq!(event_key_from_legacy(&legacy[..legacy.len() - 1]), None);
+        assert_eq!(
+            event_key_from_legacy(&key(IndexTag::Deposits, p, &[b"x"], r)),
+            None
+        );
     }
 
     #[test]

@@ -441,6 +441,11 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
     txn.open_table(schema::CONVERSION_BATCHES)?;
     txn.open_table(schema::UNIQUE)?;
     txn.open_table(schema::INDEX)?;
+    for (_, def) in schema::SPLIT_INDEXES {
+        txn.open_table(def)?;
+    }
+    txn.open_table(schema::EVENTS_BY_TYPE)?;
+    txn.open_table(schema::EVENTS_BY_RESOURCE)?;
     txn.open_table(schema::ACCOUNTS)?;
     txn.open_table(schema::JOURNAL)?;
     txn.open_table(schema::EVENTS)?;
@@ -498,8 +503,83 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
             "deposit index entries by wallet removed (schema version 6)"
         );
     }
+    if found.is_some_and(|v| v < 7) {
+        let m = migrate_to_7(&txn)?;
+        tracing::info!(
+            rows = m.rows,
+            left = m.left,
+            "index keys of the hot tags and of events moved to tables of their own (schema version 7)"
+        );
+    }
     txn.commit()?;
     Ok(())
+}
+
+/// Schema 6 -> 7: the keys of each tag of [`schema::SPLIT_INDEXES`] move from `index` to
+/// the tag's own table, unchanged; the event index keys ([`index::IndexTag::EventsByType`],
+/// [`index::IndexTag::EventsByResource`]) move to [`schema::EVENTS_BY_TYPE`] and
+/// [`schema::EVENTS_BY_RESOURCE`] in their schema 7 layout
+/// ([`index::event_key_from_legacy`]). In chunks of 4096 keys, so memory stays bounded on a
+/// large store; all in the opening transaction, so a crash leaves schema 6 whole. A key that
+/// does not have its tag's shape stays in `index` (counted in `left`) and `appliance
+/// verify` reports it.
+fn migrate_to_7(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
+    use redb::ReadableTable;
+    const CHUNK: usize = 4096;
+    let mut total = codec::Migrated::default();
+    let event_tags = [
+        index::IndexTag::EventsByType as u8,
+        index::IndexTag::EventsByResource as u8,
+    ];
+    let split_tags = schema::SPLIT_INDEXES.iter().map(|(t, _)| *t as u8);
+    for tag in split_tags.chain(event_tags) {
+        let end = [tag + 1];
+        let mut from = vec![tag];
+        loop {
+            let chunk: Vec<Vec<u8>> = {
+                let idx = txn.open_table(schema::INDEX)?;
+                idx.range::<&[u8]>(from.as_slice()..end.as_slice())?
+                    .take(CHUNK)
+                    .map(|e| e.map(|(k, _)| k.value().to_vec()))
+                    .collect::<Result<_, _>>()?
+            };
+            let Some(last) = chunk.last() else {
+                break;
+            };
+            // Resume after the last key seen (a key left in place is not read again).
+            from = [last.as_slice(), &[0]].concat();
+            let mut moved: Vec<&[u8]> = Vec::with_capacity(chunk.len());
+            if event_tags.contains(&tag) {
+                let mut by_type = txn.open_table(schema::EVENTS_BY_TYPE)?;
+                let mut by_resource = txn.open_table(schema::EVENTS_BY_RESOURCE)?;
+                for k in &chunk {
+                    match index::event_key_from_legacy(k) {
+                        Some((true, new)) => {
+                            by_type.insert(new.as_slice(), ())?;
+                            moved.push(k);
+                        }
+                        Some((false, new)) => {
+                            by_resource.insert(new.as_slice(), ())?;
+                            moved.push(k);
+                        }
+                        None => total.left += 1,
+                    }
+                }
+            } else {
+                let mut own = txn.open_table(schema::index_table(tag))?;
+                for k in &chunk {
+                    own.insert(k.as_slice(), ())?;
+                    moved.push(k);
+                }
+            }
+            let mut idx = txn.open_table(schema::INDEX)?;
+            for k in moved {
+                idx.remove(k)?;
+                total.rows += 1;
+            }
+        }
+    }
+    Ok(total)
 }
 
 /// Schema 4 -> 5: every [`index::IndexTag::UniqueAddress`] key (chain ‖ address) of

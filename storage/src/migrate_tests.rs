@@ -899,3 +899,230 @@ fn an_undecodable_positional_row_belongs_to_its_project() {
     assert!(other.is_none());
     close(store);
 }
+
+/// What the lists over the moved indexes answer for `p`: deposits by status, chain and in
+/// all; customers; wallets by chain; events by type and by resource, both ways.
+fn lists(store: &Store, p: Uuid, resource: String) -> Vec<Vec<String>> {
+    use crate::index::{self, IndexTag};
+    store
+        .read_blocking(move |r| {
+            let ids = |items: Vec<Uuid>| items.iter().map(Uuid::to_string).collect::<Vec<_>>();
+            let mut out = Vec::new();
+            for (tag, values) in [
+                (IndexTag::Deposits, vec![]),
+                (IndexTag::DepositsByStatus, vec![b"confirmed".as_slice()]),
+                (IndexTag::DepositsByChain, vec![b"ethereum".as_slice()]),
+            ] {
+                let page = r.list::<Deposit>(&index::prefix(tag, p, &values), None, 3, |_| true)?;
+                assert!(page.has_more);
+                out.push(ids(page.items.iter().map(|d| d.id).collect()));
+            }
+            let page = r.list::<Customer>(
+                &index::prefix(IndexTag::Customers, p, &[]),
+                None,
+                10,
+                |_| true,
+            )?;
+            out.push(ids(page.items.iter().map(|c| c.id).collect()));
+            let page = r.scan_ids(
+                &index::prefix(IndexTag::WalletsByChain, p, &[b"ethereum"]),
+                None,
+                10,
+                |_| Ok(true),
+            )?;
+            out.push(ids(page.items));
+            for asc in [true, false] {
+                let evs = |page: crate::Page<crate::records::Event>| {
+                    page.items.iter().map(|e| e.id.clone()).collect::<Vec<_>>()
+                };
+                out.push(evs(r.list_events(
+                    p,
+                    &["deposit.confirmed".into()],
+                    None,
+                    None,
+                    10,
+                    asc,
+                )?));
+                out.push(evs(r.list_events(
+                    p,
+                    &[],
+                    Some(&resource),
+                    None,
+                    10,
+                    asc,
+                )?));
+                out.push(evs(r.list_events(
+                    p,
+                    &[],
+                    Some("ref-text"),
+                    None,
+                    10,
+                    asc,
+                )?));
+            }
+            Ok(out)
+        })
+        .unwrap()
+}
+
+/// Schema 6 -> 7 (issue 16): a store as schema 6 left it (every index key in `index`, the
+/// event index keys with the project and the resource id as text) opens, moves the keys of
+/// the hot tags to their own tables and the event keys to their new layout, answers every
+/// list as before and verifies clean; a key of an event tag that does not have its shape
+/// stays and `verify` names it; a copy taken before the upgrade (a backup) migrates too and
+/// backs up.
+#[test]
+fn a_schema_6_store_moves_its_index_keys_to_their_tables() {
+    use crate::index::{self, IndexTag};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let p = populate(&store);
+    // An event about a resource whose id is not a UUID, and one of another project about
+    // a deposit of `p` (read by id, its key would be found from `p`).
+    let other = Uuid::now_v7();
+    let deposit = store.read_blocking(crate::ScanOps::all::<Deposit>).unwrap()[0]
+        .id
+        .to_string();
+    let d = deposit.clone();
+    store
+        .write_blocking(move |ctx| {
+            ctx.append_event(p, false, "note.added", "ref-text", serde_json::json!({}))?;
+            ctx.append_event(other, false, "note.added", &d, serde_json::json!({}))?;
+            ctx.append_event(
+                other,
+                false,
+                "note.added",
+                "ref-text",
+                serde_json::json!({}),
+            )
+        })
+        .unwrap();
+    let before = lists(&store, p, deposit.clone());
+    assert_eq!(before[5].len(), 5, "deposit.confirmed events: {before:?}");
+    assert_eq!(before[6].len(), 1, "events of one deposit: {before:?}");
+    assert_eq!(before[7].len(), 1, "events of a text resource: {before:?}");
+    close(store);
+
+    // As schema 6 wrote it: every key in `index`, events keyed by tag ‖ project ‖ text.
+    let odd = {
+        let mut k = vec![IndexTag::EventsByType as u8];
+        k.extend_from_slice(p.as_bytes());
+        k.extend_from_slice(&[0, 9, b'x']);
+        k
+    };
+    let moved = {
+        let db = Database::create(&path).unwrap();
+        let w = db.begin_write().unwrap();
+        let mut moved = 0;
+        {
+            let mut idx = w.open_table(INDEX).unwrap();
+            for (_, def) in SPLIT_INDEXES {
+                let t = w.open_table(def).unwrap();
+                for e in t.iter().unwrap() {
+                    idx.insert(e.unwrap().0.value(), ()).unwrap();
+                    moved += 1;
+                }
+            }
+            let events = w.open_table(EVENTS).unwrap();
+            for e in events.iter().unwrap() {
+                let (k, v) = e.unwrap();
+                let (pp, seq) = k.value();
+                let pp = Uuid::from_u128(pp);
+                let ev: crate::records::Event = decode(v.value()).unwrap();
+                for (tag, value) in [
+                    (IndexTag::EventsByType, &ev.event_type),
+                    (IndexTag::EventsByResource, &ev.resource_id),
+                ] {
+                    let old = index::key_seq(tag, pp, &[value.as_bytes()], seq);
+                    idx.insert(old.as_slice(), ()).unwrap();
+                    moved += 1;
+                }
+            }
+            idx.insert(odd.as_slice(), ()).unwrap();
+            let mut meta = w.open_table(META).unwrap();
+            meta.insert("schema_version", 6u32.to_be_bytes().as_slice())
+                .unwrap();
+        }
+        for (_, def) in SPLIT_INDEXES {
+            w.delete_table(def).unwrap();
+        }
+        w.delete_table(EVENTS_BY_TYPE).unwrap();
+        w.delete_table(EVENTS_BY_RESOURCE).unwrap();
+        w.commit().unwrap();
+        moved
+    };
+    assert!(moved > 40, "{moved}");
+    let old_copy = dir.path().join("old.redb");
+    std::fs::copy(&path, &old_copy).unwrap();
+
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    assert_eq!(lists(&store, p, deposit.clone()), before);
+    let rep = store.read_blocking(crate::verify::verify).unwrap();
+    assert_eq!(rep.violations.len(), 1, "{:?}", rep.violations);
+    assert!(
+        rep.violations[0].contains(&hex::encode(&odd)),
+        "{:?}",
+        rep.violations
+    );
+    // New writes land in the new tables and read with the old.
+    let seq = store
+        .write_blocking(move |ctx| {
+            ctx.append_event(
+                p,
+                false,
+                "deposit.confirmed",
+                "ref-text",
+                serde_json::json!({}),
+            )
+            .map(|e| e.sequence)
+        })
+        .unwrap();
+    let page = store
+        .read_blocking(move |r| r.list_events(p, &[], Some("ref-text"), None, 10, false))
+        .unwrap();
+    assert_eq!(page.items.len(), 2);
+    assert_eq!(page.items[0].sequence, seq);
+    close(store);
+    {
+        let db = Database::create(&path).unwrap();
+        let r = db.begin_read().unwrap();
+        let idx = r.open_table(INDEX).unwrap();
+        // Only the cold tags (customers' deposits, wallets by customer, ...) and the odd key.
+        for e in idx.iter().unwrap() {
+            let (k, _) = e.unwrap();
+            let k = k.value();
+            assert!(
+                !SPLIT_INDEXES.iter().any(|(t, _)| *t as u8 == k[0]),
+                "{}",
+                hex::encode(k)
+            );
+            assert!(
+                k[0] != IndexTag::EventsByResource as u8,
+                "{}",
+                hex::encode(k)
+            );
+            assert!(k[0] != IndexTag::EventsByType as u8 || k == odd.as_slice());
+        }
+        let t = r.open_table(EVENTS_BY_RESOURCE).unwrap();
+        let key = index::event_resource_key(p, &deposit, 10);
+        assert_eq!(key.len(), 25, "a UUID resource's key is 1 + 16 + 8 bytes");
+        assert!(redb::ReadableTableMetadata::len(&t).unwrap() >= 13);
+    }
+
+    // A copy taken before the upgrade (a backup) opens, migrates, verifies and backs up.
+    let store = Store::open(&old_copy, StoreOptions::default()).unwrap();
+    assert_eq!(lists(&store, p, deposit.clone()), before);
+    let rep = store.read_blocking(crate::verify::verify).unwrap();
+    assert_eq!(rep.violations.len(), 1, "{:?}", rep.violations);
+    let dest = dir.path().join("backup.redb");
+    store
+        .read_blocking(|r| crate::backup::backup(r, &dest))
+        .unwrap();
+    close(store);
+    let copy = Store::open(&dest, StoreOptions::default()).unwrap();
+    assert_eq!(lists(&copy, p, deposit), before);
+    let rep = copy.read_blocking(crate::verify::verify).unwrap();
+    assert_eq!(rep.violations.len(), 1, "{:?}", rep.violations);
+    close(copy);
+}

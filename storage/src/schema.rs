@@ -19,6 +19,10 @@
 //! conversion_batches <u128, &[u8]>         batch id -> ConversionBatch
 //! unique            <&[u8], u128>          unique secondary key -> row id (see index.rs)
 //! index             <&[u8], ()>            tag ‖ project ‖ value ‖ row id  (list filters)
+//! index_<tag name>  <&[u8], ()>            the same keys, one table per hot tag (schema 7;
+//!                                          [`SPLIT_INDEXES`], [`index_table`])
+//! events_by_type    <&[u8], ()>            project ‖ type ‖ sequence ([`crate::index::event_type_key`])
+//! events_by_resource <&[u8], ()>           resource ‖ sequence ([`crate::index::event_resource_key`])
 //! accounts          <&[u8], (u128, u128)>  ledger account key -> (debits, credits) posted;
 //!                                          holding key -> (amount on the address, 0)
 //! journal           <u128, &[u8]>          entry id (UUID v7) -> JournalEntry
@@ -52,6 +56,8 @@
 
 use redb::TableDefinition;
 
+use crate::index::IndexTag;
+
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 pub const PROJECTS: TableDefinition<u128, &[u8]> = TableDefinition::new("projects");
 pub const API_KEYS: TableDefinition<u128, &[u8]> = TableDefinition::new("api_keys");
@@ -74,6 +80,91 @@ pub const TEST_CLOCKS: TableDefinition<u128, i64> = TableDefinition::new("test_c
 pub const TEST_SENDERS: TableDefinition<&str, &str> = TableDefinition::new("test_senders");
 pub const UNIQUE: TableDefinition<&[u8], u128> = TableDefinition::new("unique");
 pub const INDEX: TableDefinition<&[u8], ()> = TableDefinition::new("index");
+
+/// Index tags whose keys live in a table of their own instead of [`INDEX`] (schema 7), with
+/// the same key layout (tag byte first). Each of these indexes is written by every resource
+/// of its kind and its keys under one prefix sort by time (UUID v7 row ids), so a table of
+/// its own is appended at its rightmost leaf, which redb leaves packed instead of splitting
+/// it in halves (docs/performance.md, "Packed index pages"). The tags left in [`INDEX`] are
+/// cold or random (a customer's, a wallet's, a reference's) and share its pages.
+pub const SPLIT_INDEXES: [(IndexTag, TableDefinition<'static, &'static [u8], ()>); 17] = [
+    (IndexTag::Customers, TableDefinition::new("index_customers")),
+    (IndexTag::Wallets, TableDefinition::new("index_wallets")),
+    (
+        IndexTag::WalletsByChain,
+        TableDefinition::new("index_wallets_by_chain"),
+    ),
+    (IndexTag::Deposits, TableDefinition::new("index_deposits")),
+    (
+        IndexTag::DepositsByChain,
+        TableDefinition::new("index_deposits_by_chain"),
+    ),
+    (
+        IndexTag::DepositsByStatus,
+        TableDefinition::new("index_deposits_by_status"),
+    ),
+    (
+        IndexTag::DepositsPending,
+        TableDefinition::new("index_deposits_pending"),
+    ),
+    (IndexTag::Payouts, TableDefinition::new("index_payouts")),
+    (
+        IndexTag::PayoutsByChain,
+        TableDefinition::new("index_payouts_by_chain"),
+    ),
+    (
+        IndexTag::PayoutsByStatus,
+        TableDefinition::new("index_payouts_by_status"),
+    ),
+    (
+        IndexTag::PayoutsOpen,
+        TableDefinition::new("index_payouts_open"),
+    ),
+    (
+        IndexTag::PayoutsWork,
+        TableDefinition::new("index_payouts_work"),
+    ),
+    (IndexTag::Sweeps, TableDefinition::new("index_sweeps")),
+    (
+        IndexTag::SweepsByStatus,
+        TableDefinition::new("index_sweeps_by_status"),
+    ),
+    (
+        IndexTag::SweepsWork,
+        TableDefinition::new("index_sweeps_work"),
+    ),
+    (IndexTag::Invoices, TableDefinition::new("index_invoices")),
+    (
+        IndexTag::InvoicesByStatus,
+        TableDefinition::new("index_invoices_by_status"),
+    ),
+];
+
+/// The table holding index keys that start with tag byte `tag`: its own table when the
+/// tag is one of [`SPLIT_INDEXES`], else [`INDEX`]. Every reader and writer of index keys
+/// goes through this (`ReadOps::list`, `WriteCtx::put`, ...), so a key and its prefix scans
+/// always meet in the same table.
+pub fn index_table(tag: u8) -> TableDefinition<'static, &'static [u8], ()> {
+    SPLIT_INDEXES
+        .iter()
+        .find(|(t, _)| *t as u8 == tag)
+        .map(|(_, def)| *def)
+        .unwrap_or(INDEX)
+}
+
+/// [`index_table`] of a whole key or prefix (its first byte; [`INDEX`] for an empty one).
+pub fn index_table_of(key: &[u8]) -> TableDefinition<'static, &'static [u8], ()> {
+    key.first().map_or(INDEX, |t| index_table(*t))
+}
+
+/// Events by type (schema 7): [`crate::index::event_type_key`] (project ‖ type ‖
+/// sequence). Up to schema 6 these were [`IndexTag::EventsByType`] keys of [`INDEX`].
+pub const EVENTS_BY_TYPE: TableDefinition<&[u8], ()> = TableDefinition::new("events_by_type");
+/// Events by resource (schema 7): [`crate::index::event_resource_key`] (the resource's 16
+/// bytes when its id is a UUID, else project ‖ text; then the sequence). Up to schema 6
+/// these were [`IndexTag::EventsByResource`] keys of [`INDEX`] with the id as text.
+pub const EVENTS_BY_RESOURCE: TableDefinition<&[u8], ()> =
+    TableDefinition::new("events_by_resource");
 pub const ACCOUNTS: TableDefinition<&[u8], (u128, u128)> = TableDefinition::new("accounts");
 pub const JOURNAL: TableDefinition<u128, &[u8]> = TableDefinition::new("journal");
 pub const EVENTS: TableDefinition<(u128, u64), &[u8]> = TableDefinition::new("events");
@@ -155,7 +246,11 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   ([`crate::records::Event::deposit`]), and no event row stores its key's project and
 ///   sequence again; no index of deposits by wallet (its entries removed on open,
 ///   [`crate::index::IndexTag::DepositsByWallet`]). Rows of schema 5 read as they are.
-pub const SCHEMA_VERSION: u32 = 6;
+/// * 7: the keys of the hot index tags moved from `index` to a table each
+///   ([`SPLIT_INDEXES`]); the event index keys moved to [`EVENTS_BY_TYPE`] and
+///   [`EVENTS_BY_RESOURCE`] in a shorter layout (a UUID resource id as 16 bytes, no tag, no
+///   project where the resource id scopes it). Moved on open (`migrate_to_7`).
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
 /// encodings of one record type: the schema 4 migration rewrites them and `verify` decodes

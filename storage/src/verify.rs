@@ -36,6 +36,7 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
     let mut rep = Report::default();
     check_decodable(ctx, &mut rep)?;
     check_address_layout(ctx, &mut rep)?;
+    check_index_layout(ctx, &mut rep)?;
     let mut replay: BTreeMap<Account, Balance> = BTreeMap::new();
     // Conversion entries by batch id: (kind, entry).
     let mut conv_entries: BTreeMap<Uuid, Vec<JournalEntry>> = BTreeMap::new();
@@ -256,11 +257,13 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
 
     // Counted indexes agree with their counters.
     let mut counted: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
-    let idx = ctx.open(INDEX)?;
-    for e in idx.iter()? {
-        let (k, _) = e?;
-        if let Some(c) = crate::index::counter_key(k.value()) {
-            *counted.entry(c.to_vec()).or_default() += 1;
+    for def in std::iter::once(INDEX).chain(SPLIT_INDEXES.iter().map(|(_, d)| *d)) {
+        let idx = ctx.open(def)?;
+        for e in idx.iter()? {
+            let (k, _) = e?;
+            if let Some(c) = crate::index::counter_key(k.value()) {
+                *counted.entry(c.to_vec()).or_default() += 1;
+            }
         }
     }
     let counters = ctx.open(COUNTERS)?;
@@ -783,6 +786,52 @@ fn check_address_layout(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreErro
     Ok(())
 }
 
+/// Schema 7's index tables hold only their own keys: no key of a tag that has a table of
+/// its own ([`SPLIT_INDEXES`]) or of the event tags is left in `index` (the schema 7
+/// migration leaves a key there when it does not have its tag's shape), and each table of
+/// [`SPLIT_INDEXES`] holds only keys of its tag. One violation per tag and table, with the
+/// number of keys and the first one.
+fn check_index_layout(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
+    use crate::index::IndexTag;
+    let idx = ctx.open(INDEX)?;
+    let moved = SPLIT_INDEXES
+        .iter()
+        .map(|(t, _)| *t)
+        .chain([IndexTag::EventsByType, IndexTag::EventsByResource]);
+    for tag in moved {
+        let tag = tag as u8;
+        let mut keys = idx.range::<&[u8]>([tag].as_slice()..[tag + 1].as_slice())?;
+        if let Some(first) = keys.next() {
+            let n = 1 + keys.count();
+            rep.violations.push(format!(
+                "index holds {n} keys of tag {tag} that schema version 7 keeps elsewhere (first: {})",
+                hex::encode(first?.0.value())
+            ));
+        }
+    }
+    for (tag, def) in SPLIT_INDEXES {
+        let t = ctx.open(def)?;
+        let tag = tag as u8;
+        let mut n = 0u64;
+        let mut first: Option<Vec<u8>> = None;
+        let below = t.range::<&[u8]>(..[tag].as_slice())?;
+        let above = t.range::<&[u8]>([tag + 1].as_slice()..)?;
+        for e in below.chain(above) {
+            let (k, _) = e?;
+            n += 1;
+            first.get_or_insert_with(|| k.value().to_vec());
+        }
+        if let Some(first) = first {
+            rep.violations.push(format!(
+                "table {} holds {n} keys of another tag than {tag} (first: {})",
+                def.name(),
+                hex::encode(first)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Every row of every record table ([`crate::schema::for_each_record_table`]) decodes as
 /// this build reads it, in either encoding; each one that does not is a violation (the API
 /// passes such rows over in lists, the event stream and the webhook dispatcher, so they
@@ -851,8 +900,8 @@ impl Wide {
 }
 
 fn check_indexed<R: Row>(ctx: &ReadCtx, row: &R, rep: &mut Report) -> Result<(), StoreError> {
-    let idx = ctx.open(INDEX)?;
     for k in row.index_keys() {
+        let idx = ctx.open(index_table_of(&k))?;
         if idx.get(k.as_slice())?.is_none() {
             rep.violations
                 .push(format!("row {} is missing an index entry", row.id()));
