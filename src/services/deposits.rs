@@ -507,18 +507,11 @@ pub struct ChainTransfer {
     pub block_time: i64,
 }
 
-/// Unique key of a detected transfer: chain ‖ tx hash ‖ log index (native: `u32::MAX`, so
-/// a transaction that both sends the coin and emits a token log yields two deposits).
+/// Unique key of a detected transfer ([`index::transfer_key`]): chain ‖ tx hash ‖ log index
+/// (native: `u32::MAX`, so a transaction that both sends the coin and emits a token log
+/// yields two deposits).
 pub fn transfer_key(chain: &str, tx_hash: &str, log_index: Option<u32>) -> Vec<u8> {
-    index::unique(
-        IndexTag::UniqueDepositTx,
-        Uuid::nil(),
-        &[
-            chain.as_bytes(),
-            tx_hash.as_bytes(),
-            &log_index.unwrap_or(u32::MAX).to_be_bytes(),
-        ],
-    )
+    index::transfer_key(chain, tx_hash, log_index.unwrap_or(u32::MAX))
 }
 
 /// Records a deposit for a transfer into `wallet` (SPEC.md section 3, Deposit): emits

@@ -129,8 +129,13 @@ pub enum IndexTag {
     /// invoice's addresses (one per accepted chain), of one funding address and of a test
     /// project's master wallet sit side by side on one leaf instead of one random leaf each.
     UniqueAddressChain = 108,
-    /// Unique: chain ‖ tx hash ‖ log index -> deposit.
+    /// Unique: (project nil) ‖ chain ‖ tx hash (text) ‖ log index -> deposit: a transfer
+    /// whose hash is not `0x` + 64 lower-case hex ([`transfer_key`]); up to schema 6 every
+    /// transfer's key (schema 7 moves the others to [`IndexTag::UniqueDepositTxHash`]).
     UniqueDepositTx = 105,
+    /// Unique: tx hash (32 bytes) ‖ log index (4) ‖ chain -> deposit ([`transfer_key`],
+    /// schema 7): 45 bytes for an EVM transfer instead of 101.
+    UniqueDepositTxHash = 109,
     /// Unique: wallet ‖ asset -> the sweep still `open` for it.
     UniqueOpenSweep = 106,
     /// Unique: project ‖ chain -> the project's conversion rule of that chain.
@@ -201,6 +206,64 @@ pub fn id_of(key: &[u8]) -> Uuid {
 /// Key of the `unique` table.
 pub fn unique(tag: IndexTag, project: Uuid, values: &[&[u8]]) -> Vec<u8> {
     prefix(tag, project, values)
+}
+
+/// Unique key of a detected transfer, chain ‖ tx hash ‖ log index (native transfer:
+/// `u32::MAX`, so a transaction that both sends the coin and emits a token log yields two
+/// deposits). A hash written `0x` + 64 lower-case hex (every EVM transfer) is keyed by its
+/// 32 bytes: [`IndexTag::UniqueDepositTxHash`] ‖ hash ‖ log index (BE) ‖ chain (the chain
+/// last, unprefixed: the key is only ever looked up whole). Any other hash keeps the text
+/// layout of [`IndexTag::UniqueDepositTx`], so distinct texts never share a key.
+pub fn transfer_key(chain: &str, tx_hash: &str, log_index: u32) -> Vec<u8> {
+    match evm_hash(tx_hash) {
+        Some(h) => {
+            let mut k = Vec::with_capacity(1 + 32 + 4 + chain.len());
+            k.push(IndexTag::UniqueDepositTxHash as u8);
+            k.extend_from_slice(&h);
+            k.extend_from_slice(&log_index.to_be_bytes());
+            k.extend_from_slice(chain.as_bytes());
+            k
+        }
+        None => unique(
+            IndexTag::UniqueDepositTx,
+            Uuid::nil(),
+            &[
+                chain.as_bytes(),
+                tx_hash.as_bytes(),
+                &log_index.to_be_bytes(),
+            ],
+        ),
+    }
+}
+
+/// The 32 bytes of `0x` + 64 lower-case hex digits; `None` for any other text.
+fn evm_hash(h: &str) -> Option<[u8; 32]> {
+    let digits = h.strip_prefix("0x")?;
+    if digits.len() != 64 || digits.bytes().any(|b| b.is_ascii_uppercase()) {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    hex::decode_to_slice(digits, &mut out).ok()?;
+    Some(out)
+}
+
+/// The [`transfer_key`] of a schema 6 [`IndexTag::UniqueDepositTx`] key (nil ‖ chain ‖
+/// hash ‖ log index, each length-prefixed); `None` when `legacy` does not have that shape.
+pub fn transfer_key_from_legacy(legacy: &[u8]) -> Option<Vec<u8>> {
+    let rest = legacy.strip_prefix(&[IndexTag::UniqueDepositTx as u8])?;
+    let rest = rest.get(16..)?;
+    let (chain, rest) = length_prefixed(rest)?;
+    let (hash, rest) = length_prefixed(rest)?;
+    let (log, rest) = length_prefixed(rest)?;
+    let log: [u8; 4] = log.try_into().ok()?;
+    if !rest.is_empty() {
+        return None;
+    }
+    Some(transfer_key(
+        std::str::from_utf8(chain).ok()?,
+        std::str::from_utf8(hash).ok()?,
+        u32::from_be_bytes(log),
+    ))
 }
 
 /// Unique key of an issued address on a chain (any project): [`IndexTag::UniqueAddressChain`]
@@ -447,6 +510,38 @@ mod tests {
             event_key_from_legacy(&key(IndexTag::Deposits, p, &[b"x"], r)),
             None
         );
+    }
+
+    #[test]
+    fn transfer_keys_of_evm_hashes_are_bytes_and_legacy_keys_convert() {
+        let h = format!("0x{}", "ab".repeat(32));
+        let k = transfer_key("ethereum", &h, 3);
+        assert_eq!(k.len(), 1 + 32 + 4 + 8);
+        assert_ne!(k, transfer_key("bsc", &h, 3));
+        assert_ne!(k, transfer_key("ethereum", &h, u32::MAX));
+        // Upper case or another length: the text layout, never the same key.
+        let upper = format!("0x{}", "AB".repeat(32));
+        assert_eq!(
+            transfer_key("ethereum", &upper, 3)[0],
+            IndexTag::UniqueDepositTx as u8
+        );
+        assert_eq!(
+            transfer_key("tron", "abc", 3)[0],
+            IndexTag::UniqueDepositTx as u8
+        );
+        let legacy = |hash: &str| {
+            unique(
+                IndexTag::UniqueDepositTx,
+                Uuid::nil(),
+                &[b"ethereum", hash.as_bytes(), &3u32.to_be_bytes()],
+            )
+        };
+        assert_eq!(transfer_key_from_legacy(&legacy(&h)), Some(k));
+        assert_eq!(
+            transfer_key_from_legacy(&legacy(&upper)),
+            Some(legacy(&upper))
+        );
+        assert_eq!(transfer_key_from_legacy(&legacy(&h)[..60]), None);
     }
 
     #[test]

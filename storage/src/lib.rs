@@ -579,6 +579,47 @@ fn migrate_to_7(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreEr
             }
         }
     }
+    let m = migrate_transfer_keys(txn)?;
+    total.rows += m.rows;
+    total.left += m.left;
+    Ok(total)
+}
+
+/// Schema 7: every [`index::IndexTag::UniqueDepositTx`] key of `unique` whose hash is an EVM
+/// hash becomes its [`index::transfer_key`] (32 bytes of hash instead of 66 of text) with the
+/// same deposit id, in chunks of 4096. A key whose hash is other text keeps its layout (it
+/// is its own `transfer_key`); one that does not have the old shape stays and is counted in
+/// `left` (`verify` names it).
+fn migrate_transfer_keys(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
+    use redb::ReadableTable;
+    const CHUNK: usize = 4096;
+    let tag = index::IndexTag::UniqueDepositTx as u8;
+    let end = [tag + 1];
+    let mut unique = txn.open_table(schema::UNIQUE)?;
+    let mut total = codec::Migrated::default();
+    let mut from = vec![tag];
+    loop {
+        let chunk: Vec<(Vec<u8>, u128)> = unique
+            .range::<&[u8]>(from.as_slice()..end.as_slice())?
+            .take(CHUNK)
+            .map(|e| e.map(|(k, v)| (k.value().to_vec(), v.value())))
+            .collect::<Result<_, _>>()?;
+        let Some((last, _)) = chunk.last() else {
+            break;
+        };
+        from = [last.as_slice(), &[0]].concat();
+        for (k, id) in chunk {
+            match index::transfer_key_from_legacy(&k) {
+                Some(new) if new == k => {}
+                Some(new) => {
+                    unique.insert(new.as_slice(), id)?;
+                    unique.remove(k.as_slice())?;
+                    total.rows += 1;
+                }
+                None => total.left += 1,
+            }
+        }
+    }
     Ok(total)
 }
 

@@ -998,6 +998,16 @@ fn a_schema_6_store_moves_its_index_keys_to_their_tables() {
             )
         })
         .unwrap();
+    // Transfer keys: an EVM hash (schema 7 keys its bytes) and another text (kept).
+    let evm_hash = format!("0x{}", "0f".repeat(32));
+    let (t1, t2) = (Uuid::now_v7(), Uuid::now_v7());
+    let h = evm_hash.clone();
+    store
+        .write_blocking(move |ctx| {
+            ctx.unique_put(&index::transfer_key("ethereum", &h, 2), t1)?;
+            ctx.unique_put(&index::transfer_key("tron", "tx-1", u32::MAX), t2)
+        })
+        .unwrap();
     let before = lists(&store, p, deposit.clone());
     assert_eq!(before[5].len(), 5, "deposit.confirmed events: {before:?}");
     assert_eq!(before[6].len(), 1, "events of one deposit: {before:?}");
@@ -1040,6 +1050,15 @@ fn a_schema_6_store_moves_its_index_keys_to_their_tables() {
                 }
             }
             idx.insert(odd.as_slice(), ()).unwrap();
+            let mut u = w.open_table(UNIQUE).unwrap();
+            u.remove(index::transfer_key("ethereum", &evm_hash, 2).as_slice())
+                .unwrap();
+            let legacy = index::unique(
+                IndexTag::UniqueDepositTx,
+                Uuid::nil(),
+                &[b"ethereum", evm_hash.as_bytes(), &2u32.to_be_bytes()],
+            );
+            u.insert(legacy.as_slice(), t1.as_u128()).unwrap();
             let mut meta = w.open_table(META).unwrap();
             meta.insert("schema_version", 6u32.to_be_bytes().as_slice())
                 .unwrap();
@@ -1058,6 +1077,17 @@ fn a_schema_6_store_moves_its_index_keys_to_their_tables() {
 
     let store = Store::open(&path, StoreOptions::default()).unwrap();
     assert_eq!(lists(&store, p, deposit.clone()), before);
+    let h = evm_hash.clone();
+    let (k1, k2) = store
+        .read_blocking(move |r| {
+            Ok((
+                r.unique_get(&index::transfer_key("ethereum", &h, 2))?,
+                r.unique_get(&index::transfer_key("tron", "tx-1", u32::MAX))?,
+            ))
+        })
+        .unwrap();
+    assert_eq!((k1, k2), (Some(t1), Some(t2)));
+    assert_eq!(index::transfer_key("ethereum", &evm_hash, 2).len(), 45);
     let rep = store.read_blocking(crate::verify::verify).unwrap();
     assert_eq!(rep.violations.len(), 1, "{:?}", rep.violations);
     assert!(

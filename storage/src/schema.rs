@@ -249,7 +249,9 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 /// * 7: the keys of the hot index tags moved from `index` to a table each
 ///   ([`SPLIT_INDEXES`]); the event index keys moved to [`EVENTS_BY_TYPE`] and
 ///   [`EVENTS_BY_RESOURCE`] in a shorter layout (a UUID resource id as 16 bytes, no tag, no
-///   project where the resource id scopes it). Moved on open (`migrate_to_7`).
+///   project where the resource id scopes it); the unique key of a transfer with an EVM hash
+///   holds the hash's 32 bytes ([`crate::index::transfer_key`]). Moved on open
+///   (`migrate_to_7`).
 pub const SCHEMA_VERSION: u32 = 7;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]

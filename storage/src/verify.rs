@@ -809,6 +809,19 @@ fn check_index_layout(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError>
             ));
         }
     }
+    let tag = IndexTag::UniqueDepositTx as u8;
+    let unique = ctx.open(UNIQUE)?;
+    for e in unique.range::<&[u8]>([tag].as_slice()..[tag + 1].as_slice())? {
+        let (k, v) = e?;
+        let k = k.value();
+        if crate::index::transfer_key_from_legacy(k).as_deref() != Some(k) {
+            rep.violations.push(format!(
+                "unique key {} (deposit {}) is a transfer key in the layout of schema version 6",
+                hex::encode(k),
+                Uuid::from_u128(v.value())
+            ));
+        }
+    }
     for (tag, def) in SPLIT_INDEXES {
         let t = ctx.open(def)?;
         let tag = tag as u8;
