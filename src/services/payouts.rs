@@ -397,8 +397,9 @@ fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, Fa
     Ok(p)
 }
 
-/// `queued` -> `signing` (`payout.signing`). The one transition of both chains: test mode
-/// takes it on the block after the payout was queued, the live sender before it signs.
+/// `queued` -> `signing` (`payout.signing`). The one transition of both chains, taken by
+/// the chain worker's sender in the store transaction that records the signed transaction
+/// (or the reason it cannot be sent).
 fn to_signing(ctx: &mut WriteCtx<'_>, s: &Scope, p: &mut Payout) -> Result<(), Fault> {
     p.status = PayoutStatus::Signing;
     p.updated_at = ctx.now_us();
@@ -443,9 +444,10 @@ fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, p: Payout, reason: &str) -> Result<Pa
 
 // ---------------------------------------------------------------------------------------
 // The chain worker's saga steps (issue 8), whatever the chain behind its client. `queued` ->
-// `signing` is written
-// before the signature; `signing` -> `submitted` is written together with the signed
-// transaction and its nonce, before the broadcast.
+// `signing` -> `submitted` is written in one store transaction with the signed transaction
+// and its nonce, before the broadcast (a payout cancelled before that transaction is not
+// recorded and never sent); a payout that cannot be sent goes `queued` -> `signing` ->
+// `failed` in one transaction.
 
 /// `queued` -> `signing` (`payout.signing`). `None` when the payout is no longer queued.
 pub fn begin_signing(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Option<Payout>, Fault> {

@@ -21,6 +21,8 @@
 //! shares its nonce, and it is re-planned at another nonce only once a filler holds the old
 //! one with the chain's confirmations.
 
+use std::sync::Arc;
+
 use anyhow::anyhow;
 use uuid::Uuid;
 
@@ -28,11 +30,12 @@ use appliance_chains::client::{CallRequest, ClientError, Receipt};
 use appliance_chains::evm::{sender, B256, U256};
 use appliance_signer::SigningPolicy;
 use appliance_storage::records::{Payout, PayoutStatus, Project, Sweep, SweepStatus};
-use appliance_storage::{ChainStateOps, ReadOps};
+use appliance_storage::{ChainStateOps, ReadOps, WriteCtx};
 
 use super::sender::{crash_point, send_new};
 use super::store::{out_tx, pending_nonces, put_tx, stored_nonce, MinedAt, OutKind, OutTx};
 use super::{clean, hex32, write, ChainWorker, Master, Scopes};
+use crate::services::error::Fault;
 use crate::services::{conversions, payouts, sweeps};
 use crate::state::AppState;
 
@@ -107,9 +110,14 @@ pub async fn reconcile(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow:
         .map(|t| t.nonce)
         .min()
         .unwrap_or(next);
+    let mut batch = Batch::default();
     for tx in rows {
-        track(state, c, m, &view, tx).await?;
+        track(state, c, m, &view, &mut batch, tx).await?;
+        if batch.ops.len() >= MAX_BATCH {
+            batch.flush(state, c).await?;
+        }
     }
+    batch.flush(state, c).await?;
     if view.pending < lowest {
         repair_gap(
             state,
@@ -139,14 +147,128 @@ async fn find_receipt(
 
 async fn save(state: &AppState, c: &ChainWorker, tx: OutTx) -> anyhow::Result<()> {
     let key = c.key.clone();
-    write(state, move |ctx| {
-        put_tx(ctx, &key, &tx)?;
-        if tx.done {
-            ctx.evm_pending_set(&key, tx.nonce, false)?;
+    write(state, move |ctx| put_row(ctx, &key, &tx)).await
+}
+
+/// Writes a followed row; a `done` row leaves the pending set.
+fn put_row(ctx: &mut WriteCtx<'_>, key: &str, tx: &OutTx) -> Result<(), Fault> {
+    put_tx(ctx, key, tx)?;
+    if tx.done {
+        ctx.evm_pending_set(key, tx.nonce, false)?;
+    }
+    Ok(())
+}
+
+/// Most writes one [`Batch`] gathers before it is written: bounds how long one pass holds
+/// the store writer (other requests' writes queue behind it).
+const MAX_BATCH: usize = 256;
+
+/// One write of a reconciliation pass that needs nothing more from the chain.
+enum BatchOp {
+    /// The row as it now is ([`put_row`]).
+    Put(OutTx),
+    /// The resource's outcome ([`settle_in`]), then the row.
+    Settle {
+        tx: OutTx,
+        hash: String,
+        success: bool,
+        swap_out: Option<u128>,
+    },
+}
+
+/// The usual writes of a reconciliation pass (a row mined, settled, done), gathered and
+/// written together in one store transaction instead of one each (issue 16: every commit
+/// is a page flush and an fsync, and under load a pass follows hundreds of rows). The rare
+/// steps that sign, broadcast or write on their own (a filler, a fee bump, a re-plan, a
+/// vanished receipt) write the batch first, so every row's writes land in the order they
+/// were decided.
+#[derive(Default)]
+struct Batch {
+    ops: Vec<BatchOp>,
+    /// Payouts marked mined by the batch (the `payout_mined` crash point, after the write).
+    mined_payouts: usize,
+}
+
+impl Batch {
+    /// Writes the gathered operations in one transaction. When that transaction is refused
+    /// (one operation's service step failed), each is written again on its own, so one bad
+    /// resource cannot hold back the rest; the first failure then ends the pass, as it did
+    /// before writes were gathered. Every operation re-checks its resource's state, so
+    /// writing one again is harmless.
+    async fn flush(&mut self, state: &AppState, c: &ChainWorker) -> anyhow::Result<()> {
+        if self.ops.is_empty() {
+            return Ok(());
+        }
+        let ops = Arc::new(std::mem::take(&mut self.ops));
+        let mined = std::mem::take(&mut self.mined_payouts);
+        let (all, env) = (ops.clone(), BatchEnv::of(state, c));
+        let written = write(state, move |ctx| {
+            let mut scopes = env.scopes();
+            for op in all.iter() {
+                apply_op(ctx, &env.key, &mut scopes, op)?;
+            }
+            Ok(())
+        })
+        .await;
+        if let Err(e) = written {
+            if ops.len() == 1 {
+                return Err(e);
+            }
+            tracing::warn!(chain = c.chain, writes = ops.len(), error = %clean(&e),
+                "a batch of sender writes was refused; writing them one at a time");
+            for i in 0..ops.len() {
+                let (one, env) = (ops.clone(), BatchEnv::of(state, c));
+                write(state, move |ctx| {
+                    apply_op(ctx, &env.key, &mut env.scopes(), &one[i])
+                })
+                .await?;
+            }
+        }
+        for _ in 0..mined {
+            crash_point(OutKind::Payout, "mined");
         }
         Ok(())
-    })
-    .await
+    }
+}
+
+/// What a batch's store transaction needs besides its operations.
+struct BatchEnv {
+    key: Arc<str>,
+    reg: Arc<crate::registry::Registry>,
+    scope: super::WorkScope,
+    attempts: u32,
+}
+
+impl BatchEnv {
+    fn of(state: &AppState, c: &ChainWorker) -> BatchEnv {
+        BatchEnv {
+            key: c.key.clone(),
+            reg: state.registry.clone(),
+            scope: c.scope,
+            attempts: state.config.webhooks.max_attempts(),
+        }
+    }
+
+    fn scopes(&self) -> Scopes {
+        Scopes::new(self.reg.clone(), self.scope, self.attempts)
+    }
+}
+
+fn apply_op(
+    ctx: &mut WriteCtx<'_>,
+    key: &str,
+    scopes: &mut Scopes,
+    op: &BatchOp,
+) -> Result<(), Fault> {
+    match op {
+        BatchOp::Put(tx) => put_row(ctx, key, tx),
+        BatchOp::Settle {
+            tx,
+            hash,
+            success,
+            swap_out,
+        } => settle_in(ctx, key, scopes, tx, hash, *success, *swap_out),
+    }
 }
 
 async fn track(
@@ -154,6 +276,7 @@ async fn track(
     c: &ChainWorker,
     m: &Master,
     v: &View,
+    batch: &mut Batch,
     mut tx: OutTx,
 ) -> anyhow::Result<()> {
     let required = c.required_confirmations as u64;
@@ -166,15 +289,16 @@ async fn track(
             };
             if tx.mined.as_ref() != Some(&at) {
                 tx.mined = Some(at);
-                save(state, c, tx.clone()).await?;
+                batch.ops.push(BatchOp::Put(tx.clone()));
                 if tx.kind == OutKind::Payout && !filler {
-                    crash_point(tx.kind, "mined");
+                    batch.mined_payouts += 1;
                 }
             }
             let confirmed = v.head + 1 >= r.block_number + required;
             if confirmed && tx.settled.is_none() {
                 if filler {
                     // The call can never be mined now: re-plan its resource.
+                    batch.flush(state, c).await?;
                     return replan(state, c, m, tx).await;
                 }
                 let out = match (tx.kind, r.success) {
@@ -190,17 +314,25 @@ async fn track(
                     }
                     _ => None,
                 };
-                tx = settle(state, c, tx, hash, r.success, out).await?;
+                tx.settled = Some(r.success);
+                batch.ops.push(BatchOp::Settle {
+                    tx: tx.clone(),
+                    hash,
+                    success: r.success,
+                    swap_out: out,
+                });
             } else if confirmed && tx.settled == Some(true) && !filler && !r.success {
                 tracing::error!(chain = c.chain, nonce = tx.nonce, kind = ?tx.kind,
                     "a settled transaction was mined again after a reorg and reverted: operator attention needed");
             }
             if tx.settled.is_some() && v.head + 1 >= r.block_number + track_depth(c) {
                 tx.done = true;
-                save(state, c, tx).await?;
+                batch.ops.push(BatchOp::Put(tx));
             }
         }
         None => {
+            // What follows may sign, broadcast or write on its own: the batch goes first.
+            batch.flush(state, c).await?;
             if tx.mined.take().is_some() {
                 tracing::warn!(chain = c.chain, nonce = tx.nonce, kind = ?tx.kind,
                     "a reorg removed a sent transaction; it is submitted again");
@@ -251,56 +383,45 @@ async fn track(
     Ok(())
 }
 
-/// The resource's outcome at the chain's confirmations: the ledger moves that waited for
-/// the send are written, and the row is marked settled.
-async fn settle(
-    state: &AppState,
-    c: &ChainWorker,
-    mut tx: OutTx,
-    hash: String,
+/// The resource's outcome at the chain's confirmations, inside a store transaction: the
+/// ledger moves that waited for the send, then the row (already marked `settled`).
+fn settle_in(
+    ctx: &mut WriteCtx<'_>,
+    key: &str,
+    scopes: &mut Scopes,
+    tx: &OutTx,
+    hash: &str,
     success: bool,
     swap_out: Option<u128>,
-) -> anyhow::Result<OutTx> {
-    let reg = state.registry.clone();
-    let attempts = state.config.webhooks.max_attempts();
-    let key = c.key.clone();
-    let scope = c.scope;
-    tx.settled = Some(success);
-    let t2 = tx.clone();
-    write(state, move |ctx| {
-        let mut scopes = Scopes::new(reg, scope, attempts);
-        match t2.kind {
-            OutKind::Sweep => {
-                if let Some(s) = scopes.of(ctx, t2.project_id)? {
-                    sweeps::settle_sent(ctx, &s, t2.ref_id, success)?;
-                }
+) -> Result<(), Fault> {
+    match tx.kind {
+        OutKind::Sweep => {
+            if let Some(s) = scopes.of(ctx, tx.project_id)? {
+                sweeps::settle_sent(ctx, &s, tx.ref_id, success)?;
             }
-            OutKind::Payout => {
-                if let Some(s) = scopes.of(ctx, t2.project_id)? {
-                    payouts::settle_sent(ctx, &s, t2.ref_id, &hash, success)?;
-                }
-            }
-            OutKind::Approve => {
-                if let Some(s) = scopes.of(ctx, t2.project_id)? {
-                    match success {
-                        true => conversions::approved(ctx, &s, t2.ref_id)?,
-                        false => conversions::approve_lost(ctx, &s, t2.ref_id, true)?,
-                    }
-                }
-            }
-            OutKind::Swap => {
-                if let Some(s) = scopes.of(ctx, t2.project_id)? {
-                    let out = if success { swap_out } else { None };
-                    conversions::swap_settled(ctx, &s, t2.ref_id, &hash, out)?;
-                }
-            }
-            OutKind::Factory | OutKind::Filler => {}
         }
-        put_tx(ctx, &key, &t2)?;
-        Ok(())
-    })
-    .await?;
-    Ok(tx)
+        OutKind::Payout => {
+            if let Some(s) = scopes.of(ctx, tx.project_id)? {
+                payouts::settle_sent(ctx, &s, tx.ref_id, hash, success)?;
+            }
+        }
+        OutKind::Approve => {
+            if let Some(s) = scopes.of(ctx, tx.project_id)? {
+                match success {
+                    true => conversions::approved(ctx, &s, tx.ref_id)?,
+                    false => conversions::approve_lost(ctx, &s, tx.ref_id, true)?,
+                }
+            }
+        }
+        OutKind::Swap => {
+            if let Some(s) = scopes.of(ctx, tx.project_id)? {
+                let out = if success { swap_out } else { None };
+                conversions::swap_settled(ctx, &s, tx.ref_id, hash, out)?;
+            }
+        }
+        OutKind::Factory | OutKind::Filler => {}
+    }
+    put_row(ctx, key, tx)
 }
 
 /// The signing policy of the sender's own housekeeping transactions (fillers, the factory).

@@ -161,6 +161,204 @@ where
     Ok(Ok(Some(hash)))
 }
 
+/// The saga step that records one transaction of a [`SendBatch`], in the batch's store
+/// transaction: moves the resource on with the transaction's hash; `false` when the resource
+/// is no longer waiting for it (nothing of the transaction is then recorded).
+type Record = Box<dyn Fn(&mut WriteCtx<'_>, &str) -> Result<bool, Fault> + Send + Sync>;
+
+/// One signed transaction of a [`SendBatch`].
+struct Signed {
+    out: OutTx,
+    raw: Vec<u8>,
+    record: Record,
+}
+
+/// The new payouts or sweeps of one sender pass, signed at consecutive nonces, then
+/// recorded together in one store transaction (each with its saga step and the nonce), then
+/// broadcast in nonce order. Before, each was its own store transaction (issue 16: a commit
+/// is a page flush and an fsync each; the sender signs up to [`MAX_NEW_PER_PASS`] a pass).
+/// The saga is unchanged: nothing is broadcast before it is recorded, and a transaction is
+/// recorded only with its resource's step. The resource whose step refuses (it moved
+/// meanwhile) ends the batch there: the transactions signed after it are dropped unsent (their
+/// nonces would leave a gap) and their resources are signed again by the next pass.
+struct SendBatch {
+    /// The store's next nonce when the batch began (checked in its transaction).
+    stored: u64,
+    /// Nonce of the first transaction.
+    first: u64,
+    items: Vec<Signed>,
+}
+
+impl SendBatch {
+    /// A batch starting at the next nonce (the store's and the node's pending count).
+    async fn begin(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<SendBatch> {
+        let key = c.key.clone();
+        let stored = state.store.read(move |r| stored_nonce(r, &key)).await?;
+        let node = c.client.nonce(m.treasury, true).await?;
+        Ok(SendBatch {
+            stored,
+            first: sender::choose_nonce(stored, node),
+            items: Vec::new(),
+        })
+    }
+
+    /// Signs one transaction at the batch's next nonce with the node's current fees.
+    /// Returns its `max_fee_per_gas`, or the signer's refusal (nothing is added then).
+    #[allow(clippy::too_many_arguments)]
+    async fn sign(
+        &mut self,
+        c: &ChainWorker,
+        m: &Master,
+        pol: SigningPolicy,
+        kind: OutKind,
+        ref_id: Uuid,
+        project_id: Uuid,
+        to: Address,
+        value: U256,
+        data: appliance_chains::evm::Bytes,
+        gas_limit: u64,
+        record: Record,
+    ) -> anyhow::Result<Result<u128, SignError>> {
+        let nonce = self.first + self.items.len() as u64;
+        let f = c.client.fees().await?;
+        let (max_fee, tip) = (f.max_fee_per_gas, f.max_priority_fee_per_gas);
+        let tx = sender::eip1559(
+            c.chain_id,
+            nonce,
+            to,
+            value,
+            data.clone(),
+            gas_limit,
+            max_fee,
+            tip,
+        );
+        let signed = match m.signer.sign_evm(pol, tx) {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
+        let out = OutTx {
+            nonce,
+            kind,
+            ref_id,
+            project_id,
+            to,
+            value: value.to_string(),
+            data: hex::encode(&data),
+            gas_limit,
+            max_fee_per_gas: max_fee.to_string(),
+            max_priority_fee_per_gas: tip.to_string(),
+            raws: vec![hex::encode(&signed.raw)],
+            hashes: vec![hex32(&B256::from(signed.hash))],
+            sent_at: appliance_storage::now_us(),
+            done: false,
+            mined: None,
+            settled: None,
+            filler_raws: vec![],
+            filler_hashes: vec![],
+        };
+        self.items.push(Signed {
+            out,
+            raw: signed.raw.to_vec(),
+            record,
+        });
+        Ok(Ok(max_fee))
+    }
+
+    /// Records the batch in one store transaction, then broadcasts what it recorded, in
+    /// nonce order. When that transaction is refused (a step failed), the transactions are
+    /// recorded one at a time up to the first failure, which then ends the pass (as when
+    /// each had its own transaction): the ones before it still go out. Returns how many
+    /// were recorded.
+    async fn flush(self, state: &AppState, c: &ChainWorker) -> anyhow::Result<usize> {
+        if self.items.is_empty() {
+            return Ok(0);
+        }
+        let items = Arc::new(self.items);
+        let stored = self.stored;
+        let (key, all) = (c.key.clone(), items.clone());
+        let n = items.len();
+        let recorded = match write(state, move |ctx| {
+            record_range(ctx, &key, stored, &all, 0..n)
+        })
+        .await
+        {
+            Ok(k) => k,
+            Err(e) if n == 1 => return Err(e),
+            Err(e) => {
+                tracing::warn!(chain = c.chain, sends = n, error = %clean(&e),
+                    "a batch of new sends was refused; recording them one at a time");
+                let mut k = 0;
+                let mut failure = None;
+                while k < n {
+                    let (key, all) = (c.key.clone(), items.clone());
+                    let expect = if k == 0 {
+                        stored
+                    } else {
+                        items[k - 1].out.nonce + 1
+                    };
+                    match write(state, move |ctx| {
+                        record_range(ctx, &key, expect, &all, k..k + 1)
+                    })
+                    .await
+                    {
+                        Ok(1) => k += 1,
+                        Ok(_) => break,
+                        Err(e) => {
+                            failure = Some(e);
+                            break;
+                        }
+                    }
+                }
+                broadcast(c, &items[..k]).await;
+                return match failure {
+                    Some(e) => Err(e),
+                    None => Ok(k),
+                };
+            }
+        };
+        broadcast(c, &items[..recorded]).await;
+        Ok(recorded)
+    }
+}
+
+/// Inside a store transaction: checks the store's next nonce is still `stored`, then records
+/// `items[range]` in order (saga step, row, pending set, next nonce), stopping at the first
+/// whose step refuses. Returns how many were recorded.
+fn record_range(
+    ctx: &mut WriteCtx<'_>,
+    key: &str,
+    stored: u64,
+    items: &[Signed],
+    range: std::ops::Range<usize>,
+) -> Result<usize, Fault> {
+    if stored_nonce(ctx, key)? != stored {
+        return Err(Fault::invariant("nonce moved under the sender"));
+    }
+    let mut recorded = 0;
+    for item in &items[range] {
+        if !(item.record)(ctx, &item.out.hashes[0])? {
+            break;
+        }
+        put_tx(ctx, key, &item.out)?;
+        ctx.evm_pending_set(key, item.out.nonce, true)?;
+        ctx.evm_next_nonce_put(key, item.out.nonce + 1)?;
+        recorded += 1;
+    }
+    Ok(recorded)
+}
+
+/// Broadcasts recorded transactions in nonce order (a failure is logged: the tracker
+/// rebroadcasts).
+async fn broadcast(c: &ChainWorker, items: &[Signed]) {
+    for item in items {
+        crash_point(item.out.kind, "recorded");
+        if let Err(e) = c.client.broadcast(&item.raw).await {
+            tracing::warn!(chain = c.chain, nonce = item.out.nonce, error = %clean(&e), "broadcast failed; will retry");
+        }
+        crash_point(item.out.kind, "broadcast");
+    }
+}
+
 /// Crash-test hook, debug builds only: with `DEBUG_CRASH_AT=<kind>_<stage>` (e.g.
 /// `payout_recorded`, `payout_broadcast`, `payout_mined`) the process aborts at that point
 /// of the send saga, as a `kill -9` would stop it. Release builds compile it to nothing.
@@ -203,10 +401,45 @@ fn work_ids_in(r: &impl ReadOps, tag: IndexTag) -> Result<Vec<Uuid>, StoreError>
     Ok(page.items)
 }
 
+/// Signs the queued payouts of this chain, oldest first, up to [`MAX_NEW_PER_PASS`], and
+/// records and broadcasts them together ([`SendBatch`]).
 async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<()> {
+    let mut batch = None;
+    let r = sign_payouts(state, c, m, &mut batch).await;
+    if let Some(b) = batch {
+        b.flush(state, c).await?;
+    }
+    r
+}
+
+/// `queued` -> `signing` and -> `failed` with `reason` in one transaction (a payout the
+/// sender cannot send): the same events as when `signing` was written on its own first.
+async fn fail_signing(
+    state: &AppState,
+    scope: &Scope,
+    id: Uuid,
+    reason: String,
+) -> anyhow::Result<()> {
+    let s2 = scope.clone();
+    write(state, move |ctx| {
+        if payouts::begin_signing(ctx, &s2, id)?.is_none() {
+            return Ok(());
+        }
+        payouts::fail_unsent(ctx, &s2, id, &reason)
+    })
+    .await
+}
+
+async fn sign_payouts(
+    state: &AppState,
+    c: &ChainWorker,
+    m: &Master,
+    batch: &mut Option<SendBatch>,
+) -> anyhow::Result<()> {
     let reg = state.registry.clone();
     let attempts = state.config.webhooks.max_attempts();
     let mut done = 0;
+    let mut unmined: Option<Unmined> = None;
     for id in work_ids(state, IndexTag::PayoutsWork).await? {
         if done >= MAX_NEW_PER_PASS {
             break;
@@ -239,7 +472,8 @@ async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::
         // own unmined sends already commit; when it does not but a sweep of the coin is on
         // its way, the payout stays as it is (docs/decisions.md, Payouts: funds in transit).
         if let Some(asset) = reg.asset(&p.chain, &p.asset) {
-            let funding = payout_funding(state, c, m, asset, &p.asset, p.amount).await?;
+            let funding =
+                payout_funding(state, c, m, &mut unmined, asset, &p.asset, p.amount).await?;
             if funding == Funding::Awaiting {
                 note_waiting(c.chain, id);
                 continue;
@@ -252,13 +486,9 @@ async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::
             project: Arc::new(project.clone()),
             delivery_attempts: attempts,
         };
-        let s2 = scope.clone();
-        if write(state, move |ctx| payouts::begin_signing(ctx, &s2, id))
-            .await?
-            .is_none()
-        {
-            continue;
-        }
+        // `queued` -> `signing` is written with the signed transaction (or with the failure
+        // when it cannot be sent), in the batch's transaction: a payout cancelled meanwhile
+        // is not recorded, and nothing unrecorded is broadcast.
         // A payout no key created (`created_by_key` nil: a checkout refund the buyer asked
         // for, DECISIONS.md section 12) has no key switch; the service and project switches
         // still apply.
@@ -269,11 +499,7 @@ async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::
         let pol = policy(state, &project, key_signs);
         if !pol.blocked_by().is_empty() {
             let reason = format!("signing_disabled: {}", pol.blocked_by().join(","));
-            let s2 = scope.clone();
-            write(state, move |ctx| {
-                payouts::fail_unsent(ctx, &s2, id, &reason)
-            })
-            .await?;
+            fail_signing(state, &scope, id, reason).await?;
             continue;
         }
         let Some(asset) = reg.asset(&p.chain, &p.asset).cloned() else {
@@ -282,11 +508,7 @@ async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::
         let dest: Address = match p.to_address.parse() {
             Ok(a) => a,
             Err(_) => {
-                let s2 = scope.clone();
-                write(state, move |ctx| {
-                    payouts::fail_unsent(ctx, &s2, id, "invalid_address")
-                })
-                .await?;
+                fail_signing(state, &scope, id, "invalid_address".into()).await?;
                 continue;
             }
         };
@@ -318,40 +540,49 @@ async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::
                 // is the code (SPEC.md section 3: `execution reverted`); the node's words go
                 // to the log.
                 tracing::warn!(chain = c.chain, payout = %id, error = %clean(&e), "payout cannot succeed: execution reverted");
-                let reason = "execution reverted".to_string();
-                let s2 = scope.clone();
-                write(state, move |ctx| {
-                    payouts::fail_unsent(ctx, &s2, id, &reason)
-                })
-                .await?;
+                fail_signing(state, &scope, id, "execution reverted".into()).await?;
                 continue;
             }
             Err(e) => return Err(e.into()),
         };
         let s2 = scope.clone();
         let head = c.client.head().await?;
-        let sent = send_new(
-            state,
-            c,
-            m,
-            pol,
-            OutKind::Payout,
-            id,
-            p.project_id,
-            to,
-            value,
-            data,
-            gas,
-            move |ctx, hash| Ok(payouts::submit_sent(ctx, &s2, id, hash, head)?.is_some()),
-        )
-        .await?;
-        if let Err(e) = sent {
-            let reason = format!("signing refused: {e}");
-            let s2 = scope.clone();
-            write(state, move |ctx| {
-                payouts::fail_unsent(ctx, &s2, id, &reason)
-            })
+        if batch.is_none() {
+            *batch = Some(SendBatch::begin(state, c, m).await?);
+        }
+        let b = batch.as_mut().expect("begun above");
+        let sent = b
+            .sign(
+                c,
+                m,
+                pol,
+                OutKind::Payout,
+                id,
+                p.project_id,
+                to,
+                value,
+                data,
+                gas,
+                Box::new(move |ctx, hash| {
+                    if payouts::begin_signing(ctx, &s2, id)?.is_none() {
+                        return Ok(false);
+                    }
+                    Ok(payouts::submit_sent(ctx, &s2, id, hash, head)?.is_some())
+                }),
+            )
             .await?;
+        match sent {
+            // Counted as committed from now on; a send the batch drops (its payout moved
+            // before the batch was written) is counted until the pass ends, which can only
+            // make a later payout of the pass wait for the next one.
+            Ok(max_fee) => {
+                if let Some(u) = unmined.as_mut() {
+                    u.add_payout(&p, value, gas, max_fee);
+                }
+            }
+            Err(e) => {
+                fail_signing(state, &scope, id, format!("signing refused: {e}")).await?;
+            }
         }
     }
     Ok(())
@@ -368,6 +599,82 @@ enum Funding {
     /// It does not and nothing coming covers it: the payout goes on to the estimate, which
     /// refuses it as before (`execution reverted`, funds unlocked).
     Short,
+}
+
+/// The master wallet's stored outgoing sends not yet mined, as [`payout_funding`] counts
+/// them: read once per sender pass (after the reconciliation, which is the only other
+/// writer of the rows during a pass) and added to as the pass records payouts, instead of
+/// decoding every pending row again for each payout (issue 16: that was most of a busy
+/// sender pass).
+pub(super) struct Unmined {
+    sends: Vec<UnminedSend>,
+}
+
+/// One unmined send: what it may cost in the native coin, and the payout it pays.
+struct UnminedSend {
+    /// `value + gas_limit x max_fee_per_gas`, or why the stored row does not say.
+    native: Result<U256, String>,
+    /// (chain, asset, amount) of the payout the send pays, when it pays one.
+    payout: Option<(String, String, u128)>,
+}
+
+impl Unmined {
+    /// The pending rows of `key` neither done nor mined (mined: the latest balance already
+    /// shows them), with the payouts they pay.
+    fn read(r: &impl ReadOps, key: &str) -> Result<Unmined, StoreError> {
+        let mut sends = Vec::new();
+        for nonce in pending_nonces(r, key)? {
+            let Some(tx) = out_tx(r, key, nonce)? else {
+                continue;
+            };
+            if tx.done || tx.mined.is_some() {
+                continue;
+            }
+            let bad = |field: &str, v: &str| {
+                format!("outgoing transaction {key} nonce {nonce}: {field} {v:?} is not a number")
+            };
+            let native = match (tx.value.parse::<U256>(), tx.max_fee_per_gas.parse::<U256>()) {
+                (Ok(value), Ok(fee)) => Ok(value + U256::from(tx.gas_limit) * fee),
+                (Err(_), _) => Err(bad("value", &tx.value)),
+                (_, Err(_)) => Err(bad("max_fee_per_gas", &tx.max_fee_per_gas)),
+            };
+            let payout = match tx.kind {
+                OutKind::Payout => r
+                    .get::<Payout>(tx.ref_id)?
+                    .map(|p| (p.chain, p.asset, p.amount)),
+                _ => None,
+            };
+            sends.push(UnminedSend { native, payout });
+        }
+        Ok(Unmined { sends })
+    }
+
+    /// What the unmined sends commit of a coin: for the native coin every send's value and
+    /// most gas; for a token the amounts of the payouts of `asset_id` on `chain`. A stored
+    /// amount that does not parse is a damaged row: counting it as zero would understate
+    /// what is committed, so the pass stops (`Corrupt`) and the payout is left for the next
+    /// one, unsigned.
+    fn committed(&self, native: bool, chain: &str, asset_id: &str) -> Result<U256, StoreError> {
+        let mut committed = U256::ZERO;
+        for s in &self.sends {
+            if native {
+                committed += s.native.clone().map_err(StoreError::Corrupt)?;
+            } else if let Some((c, a, amount)) = &s.payout {
+                if c == chain && a == asset_id {
+                    committed += U256::from(*amount);
+                }
+            }
+        }
+        Ok(committed)
+    }
+
+    /// A payout the pass has just recorded (signed with `max_fee_per_gas` = `max_fee`).
+    fn add_payout(&mut self, p: &Payout, value: U256, gas_limit: u64, max_fee: u128) {
+        self.sends.push(UnminedSend {
+            native: Ok(value + U256::from(gas_limit) * U256::from(max_fee)),
+            payout: Some((p.chain.clone(), p.asset.clone(), p.amount)),
+        });
+    }
 }
 
 /// How many submitted sweeps [`payout_funding`] asks the node about for one payout.
@@ -389,6 +696,7 @@ async fn payout_funding(
     state: &AppState,
     c: &ChainWorker,
     m: &Master,
+    unmined: &mut Option<Unmined>,
     asset: &crate::registry::Asset,
     asset_id: &str,
     amount: u128,
@@ -410,48 +718,17 @@ async fn payout_funding(
         let f = c.client.fees().await?;
         need += U256::from(NATIVE_TRANSFER_GAS) * U256::from(f.max_fee_per_gas);
     }
-    let key = c.key.clone();
     let chain = c.chain;
     let ws = c.scope;
     let aid = asset_id.to_string();
-    let aid2 = aid.clone();
-    let committed = state
-        .store
-        .read(move |r| {
-            let mut committed = U256::ZERO;
-            for nonce in pending_nonces(r, &key)? {
-                let Some(tx) = out_tx(r, &key, nonce)? else {
-                    continue;
-                };
-                if tx.done || tx.mined.is_some() {
-                    continue; // mined: the latest balance already shows it
-                }
-                if native {
-                    // A stored amount that does not parse is a damaged row: counting it
-                    // as zero would understate what is committed, so the pass stops here
-                    // and the payout is left for the next one, unsigned.
-                    let corrupt = |field: &str, v: &str| {
-                        StoreError::Corrupt(format!(
-                            "outgoing transaction {key} nonce {nonce}: {field} {v:?} is not a number"
-                        ))
-                    };
-                    let value: U256 = tx.value.parse().map_err(|_| corrupt("value", &tx.value))?;
-                    let fee: U256 = tx
-                        .max_fee_per_gas
-                        .parse()
-                        .map_err(|_| corrupt("max_fee_per_gas", &tx.max_fee_per_gas))?;
-                    committed += value + U256::from(tx.gas_limit) * fee;
-                } else if tx.kind == OutKind::Payout {
-                    if let Some(p) = r.get::<Payout>(tx.ref_id)? {
-                        if p.chain == chain && p.asset == aid2 {
-                            committed += U256::from(p.amount);
-                        }
-                    }
-                }
-            }
-            Ok(committed)
-        })
-        .await?;
+    if unmined.is_none() {
+        let key = c.key.clone();
+        *unmined = Some(state.store.read(move |r| Unmined::read(r, &key)).await?);
+    }
+    let committed = unmined
+        .as_ref()
+        .expect("read above")
+        .committed(native, chain, &aid)?;
     let need = need.saturating_add(committed);
     if balance >= need {
         return Ok(Funding::Covered);
@@ -613,7 +890,23 @@ async fn sweep_holds(state: &AppState, c: &ChainWorker) -> anyhow::Result<SweepH
     Ok(SweepHolds::Wallets(wallets))
 }
 
+/// Signs the open sweeps of this chain, oldest first, up to [`MAX_NEW_PER_PASS`], and
+/// records and broadcasts them together ([`SendBatch`]).
 async fn send_sweeps(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<()> {
+    let mut batch = None;
+    let r = sign_sweeps(state, c, m, &mut batch).await;
+    if let Some(b) = batch {
+        b.flush(state, c).await?;
+    }
+    r
+}
+
+async fn sign_sweeps(
+    state: &AppState,
+    c: &ChainWorker,
+    m: &Master,
+    batch: &mut Option<SendBatch>,
+) -> anyhow::Result<()> {
     let reg = state.registry.clone();
     let attempts = state.config.webhooks.max_attempts();
     let chain = c.chain;
@@ -735,24 +1028,28 @@ async fn send_sweeps(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::R
         };
         let head = c.client.head().await?;
         let s2 = scope.clone();
-        let r = send_new(
-            state,
-            c,
-            m,
-            pol,
-            OutKind::Sweep,
-            id,
-            sw.project_id,
-            m.factory,
-            U256::ZERO,
-            data,
-            gas,
-            move |ctx, hash| {
-                Ok(sweeps::submit_sent(ctx, &s2, id, hash, head)?
-                    .is_some_and(|s| s.status == SweepStatus::Submitted))
-            },
-        )
-        .await?;
+        if batch.is_none() {
+            *batch = Some(SendBatch::begin(state, c, m).await?);
+        }
+        let b = batch.as_mut().expect("begun above");
+        let r = b
+            .sign(
+                c,
+                m,
+                pol,
+                OutKind::Sweep,
+                id,
+                sw.project_id,
+                m.factory,
+                U256::ZERO,
+                data,
+                gas,
+                Box::new(move |ctx, hash| {
+                    Ok(sweeps::submit_sent(ctx, &s2, id, hash, head)?
+                        .is_some_and(|s| s.status == SweepStatus::Submitted))
+                }),
+            )
+            .await?;
         if let Err(e) = r {
             tracing::warn!(chain, sweep = %id, error = %clean(&e), "sweep not signed");
         }
