@@ -246,6 +246,71 @@ pub fn amount<S: serde::Serializer>(v: &u128, s: S) -> Result<S::Ok, S::Error> {
     }
 }
 
+/// `#[serde(serialize_with = "crate::codec::event_id", deserialize_with =
+/// "crate::codec::read_event_id")]` for an event's id: in the store's binary encoding an id
+/// `evt_` + ULID in its canonical form is the ULID's 16 bytes (18 bytes written instead of
+/// 31); any other string, and every human-readable form, is the string.
+pub fn event_id<S: serde::Serializer, T: AsRef<str>>(id: &T, s: S) -> Result<S::Ok, S::Error> {
+    let id = id.as_ref();
+    if !s.is_human_readable() {
+        if let Some(u) = id.strip_prefix("evt_").and_then(|rest| {
+            ulid::Ulid::from_string(rest)
+                .ok()
+                .filter(|u| u.to_string() == rest)
+        }) {
+            return s.serialize_bytes(&u.to_bytes());
+        }
+    }
+    s.serialize_str(id)
+}
+
+/// Reads what [`event_id`] writes: a string, or 16 bytes (`evt_` + the ULID).
+pub fn read_event_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    d.deserialize_any(StrOr16(|b| format!("evt_{}", ulid::Ulid::from_bytes(b))))
+}
+
+/// `#[serde(serialize_with = "crate::codec::uuid_text", deserialize_with =
+/// "crate::codec::read_uuid_text")]` for a text field that usually holds a UUID (an event's
+/// `resource_id`): in the store's binary encoding a UUID in its canonical form (lower-case,
+/// hyphenated) is its 16 bytes (18 bytes written instead of 38); any other string, and every
+/// human-readable form, is the string.
+pub fn uuid_text<S: serde::Serializer, T: AsRef<str>>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    let v = v.as_ref();
+    if !s.is_human_readable() {
+        if let Some(u) = Uuid::try_parse(v).ok().filter(|u| u.to_string() == v) {
+            return s.serialize_bytes(u.as_bytes());
+        }
+    }
+    s.serialize_str(v)
+}
+
+/// Reads what [`uuid_text`] writes: a string, or 16 bytes (the UUID, hyphenated).
+pub fn read_uuid_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    d.deserialize_any(StrOr16(|b| Uuid::from_bytes(b).to_string()))
+}
+
+/// A visitor of a string, or of 16 bytes rendered as a string by its function.
+struct StrOr16(fn([u8; 16]) -> String);
+
+impl serde::de::Visitor<'_> for StrOr16 {
+    type Value = String;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a string or 16 bytes")
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+        Ok(v.to_string())
+    }
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<String, E> {
+        Ok(v)
+    }
+    fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<String, E> {
+        let b: [u8; 16] = v
+            .try_into()
+            .map_err(|_| E::invalid_length(v.len(), &self))?;
+        Ok((self.0)(b))
+    }
+}
+
 /// What [`migrate_table`] did to one table.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Migrated {
@@ -672,6 +737,51 @@ mod tests {
         };
         assert_eq!(<IdempotencyRecord as Record>::LAYOUT, Layout::Positional);
         every_field_written(&rec);
+    }
+
+    /// An event's id (`evt_` + ULID) and a UUID `resource_id` are stored as 16 bytes each
+    /// when they are in canonical form, and read back as the same strings; any other string
+    /// is stored as it is. JSON keeps the strings.
+    #[test]
+    fn event_ids_and_uuid_resources_are_stored_as_bytes() {
+        use crate::records::Event;
+        let ulid = ulid::Ulid::new().to_string();
+        let uuid = Uuid::now_v7().to_string();
+        let ev = |id: String, resource_id: String| Event {
+            id,
+            project_id: Uuid::now_v7(),
+            sequence: 1,
+            event_type: "customer.created".into(),
+            resource_id,
+            created_at: 1,
+            livemode: false,
+            data: serde_json::json!({"id": "x"}),
+            deposit: None,
+            deposit_row: None,
+        };
+        let canonical = ev(format!("evt_{ulid}"), uuid.clone());
+        // Same lengths, not canonical (lower-case ULID, upper-case UUID): kept as text.
+        let other = ev(format!("evt_{}", ulid.to_lowercase()), uuid.to_uppercase());
+        let odd = ev("evt_nope".into(), "inv_1".into());
+        for e in [&canonical, &other, &odd] {
+            for bytes in [encode_record(e), encode(e), encode_json_v1(e)] {
+                let back: Event = decode(&bytes).unwrap();
+                assert_eq!((&back.id, &back.resource_id), (&e.id, &e.resource_id));
+            }
+        }
+        assert_eq!(
+            encode_record(&canonical).len() + (31 - 18) + (38 - 18),
+            encode_record(&other).len()
+        );
+        let json = serde_json::to_value(&canonical).unwrap();
+        assert_eq!(json["id"], serde_json::json!(canonical.id));
+        assert_eq!(json["resource_id"], serde_json::json!(uuid));
+        // 16 bytes are an id; any other length of bytes is corrupt.
+        let mut bad = encode_record(&canonical);
+        let at = bad.iter().position(|&b| b == 0xc4).unwrap();
+        bad[at + 1] = 15;
+        bad.remove(at + 2);
+        assert!(matches!(decode::<Event>(&bad), Err(StoreError::Corrupt(_))));
     }
 
     /// A field added at the end of a positional struct with `#[serde(default)]` reads as its

@@ -1108,9 +1108,11 @@ impl<R: Row> EncodedRow<R> {
 /// reads `deposit` as its default (`None`).
 #[derive(serde::Serialize)]
 struct EventRow<'a> {
+    #[serde(serialize_with = "crate::codec::event_id")]
     id: &'a str,
     #[serde(rename = "type")]
     event_type: &'a str,
+    #[serde(serialize_with = "crate::codec::uuid_text")]
     resource_id: &'a str,
     created_at: i64,
     livemode: bool,

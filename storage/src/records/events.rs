@@ -20,7 +20,11 @@ use super::{Deposit, DepositStatus};
 /// older rows carry them, and the readers take the key's either way).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Event {
-    /// `evt_` + ULID.
+    /// `evt_` + ULID (stored as the ULID's 16 bytes, [`crate::codec::event_id`]).
+    #[serde(
+        serialize_with = "crate::codec::event_id",
+        deserialize_with = "crate::codec::read_event_id"
+    )]
     pub id: String,
     #[serde(skip)]
     pub project_id: Uuid,
@@ -28,6 +32,11 @@ pub struct Event {
     pub sequence: u64,
     #[serde(rename = "type")]
     pub event_type: String,
+    /// The resource's id (a UUID is stored as its 16 bytes, [`crate::codec::uuid_text`]).
+    #[serde(
+        serialize_with = "crate::codec::uuid_text",
+        deserialize_with = "crate::codec::read_uuid_text"
+    )]
     pub resource_id: String,
     pub created_at: i64,
     pub livemode: bool,
