@@ -338,6 +338,12 @@ async fn gauge(live: &Live, name: &str) -> Option<f64> {
 /// Asserts that the store holds exactly one credited deposit per transfer sent to a watched
 /// address in the caught-up blocks (no transfer missed, none counted twice).
 ///
+/// Comparing builds on one chain: `CATCHUP_BINS=A,B,...` (server executables, or wrapper
+/// scripts that run one under a profiler) catch up in turn, each from a copy of the same
+/// stopped store; the last stays up for the latency phase and the check.
+/// `CATCHUP_AFTER_RUN` is a shell command run after each catch-up, before the server is
+/// stopped, with its pid in `SERVER_PID` (`callgrind_control -d $SERVER_PID`).
+///
 /// ```text
 /// CATCHUP_BLOCKS=10000 cargo test --release --test evm -- --ignored catchup_benchmark --nocapture
 /// ```
@@ -492,79 +498,48 @@ async fn catchup_benchmark() {
             "sweep_threshold_usd_cents = 1000000000000\n",
         );
     std::fs::write(&live.config, cfg).unwrap();
-    let spawned = chrono::Utc::now();
-    let t = Instant::now();
-    live.run();
-    let listening = t.elapsed().as_secs_f64();
-    let deadline = Instant::now() + Duration::from_secs(3_600);
-    loop {
-        let head = gauge(&live, "appliance_chain_head_height").await;
-        let lag = gauge(&live, "appliance_chain_lag_blocks").await;
-        if head.is_some_and(|h| h >= last_block as f64) && lag == Some(0.0) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the server did not catch up");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let secs = t.elapsed().as_secs_f64();
-    eprintln!(
-        "BENCH server catch-up: {blocks} blocks ({total} deposits) in {secs:.2}s (process start included): {:.0} blocks/s end to end",
-        blocks as f64 / secs
-    );
-    // Where the server's time went: process start, its watcher commits.
-    let logs = live.logs();
-    let commits: Vec<(f64, u64, u64, u64)> = logs
-        .lines()
-        .filter(|l| l.contains("watched blocks"))
-        .filter_map(|l| {
-            let at = l.trim_start_matches("[stderr] ").split(' ').next()?;
-            let at = chrono::DateTime::parse_from_rfc3339(at).ok()?;
-            let field = |name: &str| -> Option<u64> {
-                l.split(' ')
-                    .find_map(|w| w.strip_prefix(name))
-                    .and_then(|v| v.parse().ok())
-            };
-            let secs = (at.with_timezone(&chrono::Utc) - spawned).num_microseconds()? as f64 / 1e6;
-            Some((
-                secs,
-                field("to=")?,
-                field("deposits=")?,
-                field("commit_ms=")?,
-            ))
+    // The builds to run the catch-up with, in turn, each from the same stopped store
+    // (`CATCHUP_BINS`, comma-separated executables or wrapper scripts; default this build's
+    // server): before/after comparisons back to back on one chain, built once. The last
+    // one's server stays up for the latency phase and the count check.
+    let bins: Vec<String> = std::env::var("CATCHUP_BINS")
+        .ok()
+        .map(|v| {
+            v.split(',')
+                .filter(|x| !x.is_empty())
+                .map(String::from)
+                .collect::<Vec<_>>()
         })
-        .filter(|c| c.1 >= start_block && c.1 <= last_block)
-        .collect();
-    eprintln!(
-        "  process start: spawn to listening {listening:.2}s; spawn to the first watcher commit {:.2}s",
-        commits.first().map(|c| c.0).unwrap_or(f64::NAN)
-    );
-    if let (Some(first), Some(last)) = (commits.first(), commits.last()) {
-        let n = last.1 - first.1;
-        let dt = last.0 - first.0;
-        let ms: Vec<u64> = commits.iter().map(|c| c.3).collect();
-        eprintln!(
-            "BENCH server between the first and the last watcher commit: {n} blocks in {dt:.2}s: {:.0} blocks/s; \
-             {} commits, {} deposits in the first, commit_ms mean {:.0} max {}",
-            n as f64 / dt,
-            commits.len(),
-            first.2,
-            ms.iter().sum::<u64>() as f64 / ms.len() as f64,
-            ms.iter().max().unwrap()
-        );
-    }
-    for l in logs
-        .lines()
-        .filter(|l| l.contains("learnt deposit addresses"))
-        .take(1)
-    {
-        eprintln!("    {l}");
-    }
-    for l in logs
-        .lines()
-        .filter(|l| l.contains("watched blocks"))
-        .take(4)
-    {
-        eprintln!("    {l}");
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| vec![bin().to_string()]);
+    let snapshot = (bins.len() > 1).then(|| {
+        let s = data.with_extension("before-catchup");
+        copy_dir(&data, &s);
+        s
+    });
+    for (round, exe) in bins.iter().enumerate() {
+        if round > 0 {
+            live.kill();
+            let s = snapshot.as_ref().expect("a snapshot with several builds");
+            std::fs::remove_dir_all(&data).unwrap();
+            copy_dir(s, &data);
+            live.output.lock().unwrap().clear();
+        }
+        if bins.len() > 1 {
+            eprintln!("  server {} of {}: {exe}", round + 1, bins.len());
+        }
+        catchup_run(&mut live, exe, blocks, total, start_block, last_block).await;
+        // A profiler's hook (`CATCHUP_AFTER_RUN`, a shell command given the server's pid as
+        // `SERVER_PID`): e.g. `callgrind_control -d $SERVER_PID` before the server is
+        // killed, which a profile under valgrind would not survive.
+        if let (Ok(cmd), Some(pid)) = (std::env::var("CATCHUP_AFTER_RUN"), live.pid()) {
+            let status = std::process::Command::new("sh")
+                .args(["-c", &cmd])
+                .env("SERVER_PID", pid.to_string())
+                .status()
+                .expect("run CATCHUP_AFTER_RUN");
+            eprintln!("  CATCHUP_AFTER_RUN: {status}");
+        }
     }
 
     // Latency: blocks of the same shape, one recipient a fresh API-created wallet. The
@@ -668,6 +643,109 @@ async fn catchup_benchmark() {
          each once, each to its wallet ({seen} deposits in the store)",
         range.len()
     );
+}
+
+/// One catch-up of the server `exe` over blocks `start_block..=last_block` (`total` watched
+/// transfers) from a stopped start: prints blocks/s end to end and between the first and
+/// the last watcher commit, the process start and the first commits. The server stays up.
+async fn catchup_run(
+    live: &mut Live,
+    exe: &str,
+    blocks: usize,
+    total: usize,
+    start_block: u64,
+    last_block: u64,
+) {
+    let spawned = chrono::Utc::now();
+    let t = Instant::now();
+    live.run_bin(exe, &[]);
+    let listening = t.elapsed().as_secs_f64();
+    let deadline = Instant::now() + Duration::from_secs(3_600);
+    loop {
+        let head = gauge(live, "appliance_chain_head_height").await;
+        let lag = gauge(live, "appliance_chain_lag_blocks").await;
+        if head.is_some_and(|h| h >= last_block as f64) && lag == Some(0.0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the server did not catch up");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    eprintln!(
+        "BENCH server catch-up: {blocks} blocks ({total} deposits) in {secs:.2}s (process start included): {:.0} blocks/s end to end",
+        blocks as f64 / secs
+    );
+    // Where the server's time went: process start, its watcher commits.
+    let logs = live.logs();
+    let commits: Vec<(f64, u64, u64, u64)> = logs
+        .lines()
+        .filter(|l| l.contains("watched blocks"))
+        .filter_map(|l| {
+            let at = l.trim_start_matches("[stderr] ").split(' ').next()?;
+            let at = chrono::DateTime::parse_from_rfc3339(at).ok()?;
+            let field = |name: &str| -> Option<u64> {
+                l.split(' ')
+                    .find_map(|w| w.strip_prefix(name))
+                    .and_then(|v| v.parse().ok())
+            };
+            let secs = (at.with_timezone(&chrono::Utc) - spawned).num_microseconds()? as f64 / 1e6;
+            Some((
+                secs,
+                field("to=")?,
+                field("deposits=")?,
+                field("commit_ms=")?,
+            ))
+        })
+        .filter(|c| c.1 >= start_block && c.1 <= last_block)
+        .collect();
+    eprintln!(
+        "  process start: spawn to listening {listening:.2}s; spawn to the first watcher commit {:.2}s",
+        commits.first().map(|c| c.0).unwrap_or(f64::NAN)
+    );
+    if let (Some(first), Some(last)) = (commits.first(), commits.last()) {
+        let n = last.1 - first.1;
+        let dt = last.0 - first.0;
+        let ms: Vec<u64> = commits.iter().map(|c| c.3).collect();
+        eprintln!(
+            "BENCH server between the first and the last watcher commit: {n} blocks in {dt:.2}s: {:.0} blocks/s; \
+             {} commits, {} deposits in the first, commit_ms mean {:.0} max {}",
+            n as f64 / dt,
+            commits.len(),
+            first.2,
+            ms.iter().sum::<u64>() as f64 / ms.len() as f64,
+            ms.iter().max().unwrap()
+        );
+    }
+    for l in logs
+        .lines()
+        .filter(|l| l.contains("learnt deposit addresses"))
+        .take(1)
+    {
+        eprintln!("    {l}");
+    }
+    for l in logs
+        .lines()
+        .filter(|l| l.contains("watched blocks"))
+        .take(4)
+    {
+        eprintln!("    {l}");
+    }
+}
+
+/// Copies the directory `from` (its files and subdirectories) to `to`.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        let kind = e.file_type().unwrap();
+        if kind.is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else if kind.is_file() {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+        // Anything else (the operator socket) belongs to a running server: not copied.
+    }
 }
 
 /// The project's event stream (`GET /v1/events/stream`, server-sent events) as the wallet

@@ -263,7 +263,7 @@ impl Drop for Live {
     }
 }
 
-fn bin() -> &'static str {
+pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_appliance")
 }
 
@@ -455,8 +455,15 @@ impl Live {
     /// Starts (or restarts) the server process with extra environment variables (e.g. the
     /// debug-build crash hook `DEBUG_CRASH_AT`).
     pub fn run_with(&mut self, env: &[(&str, &str)]) {
+        self.run_bin(bin(), env);
+    }
+
+    /// Starts the server process from the executable at `path` (a benchmark comparing
+    /// builds, or a wrapper that runs the server under a profiler) with extra environment
+    /// variables.
+    pub fn run_bin(&mut self, path: &str, env: &[(&str, &str)]) {
         assert!(self.child.is_none());
-        let mut child = Command::new(bin())
+        let mut child = Command::new(path)
             .args(["--data-dir", self.data_dir.to_str().unwrap()])
             .args(["--config", self.config.to_str().unwrap()])
             .arg("serve")
@@ -486,7 +493,7 @@ impl Live {
                 }
             });
         }
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_secs(180);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
@@ -503,6 +510,11 @@ impl Live {
             }
         }
         self.child = Some(child);
+    }
+
+    /// The server process's id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
     }
 
     /// SIGKILL: no graceful shutdown (crash test).
