@@ -178,7 +178,7 @@ pub fn create_test(
     } else {
         0
     };
-    let held = ctx.holding(wallet.id, &req.asset)?;
+    let held = ctx.holding_of(&wallet, &req.asset)?;
     if onchain.checked_add(req.amount.get()).is_none()
         || held.checked_add(req.amount.get()).is_none()
     {
@@ -241,9 +241,9 @@ pub fn create_test(
     if let Some(reason) = refusal {
         d = mark_failed(ctx, s, d, reason)?;
     } else if let Some(e) = credit {
-        mark_confirmed(ctx, s, &mut d, e.id, height)?;
+        mark_confirmed(ctx, s, &mut d, e.id, height, Known::New(&wallet))?;
     } else {
-        ctx.put(&d)?;
+        put_deposit(ctx, &d, Known::New(&wallet))?;
     }
     Ok(d)
 }
@@ -295,19 +295,24 @@ fn credit_entry(d: &Deposit, now: i64) -> JournalEntry {
 }
 
 /// After the credit is posted: holdings, status, event, and the sweep that follows.
+/// `known`: what the caller read already ([`Known`]).
 fn mark_confirmed(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
     d: &mut Deposit,
     entry: Uuid,
     height: u64,
+    known: Known<'_>,
 ) -> Result<(), Fault> {
-    ctx.holding_add(d.wallet_id, &d.asset, Delta::Add(d.amount))?;
+    match known {
+        Known::New(w) => ctx.holding_add_of(w, &d.asset, Delta::Add(d.amount))?,
+        Known::Stored => ctx.holding_add(d.wallet_id, &d.asset, Delta::Add(d.amount))?,
+    };
     d.status = DepositStatus::Confirmed;
     d.confirmations = d.confirmations.max(d.required_confirmations);
     d.ledger_tx_id = Some(entry);
     d.updated_at = ctx.now_us();
-    ctx.put(d)?;
+    put_deposit(ctx, d, known)?;
     announce(ctx, s, d, Movement::Confirmed)?;
     sweeps::schedule(
         ctx,
@@ -319,6 +324,36 @@ fn mark_confirmed(
         height,
     )?;
     Ok(())
+}
+
+/// What the caller of a deposit's write already knows, so the store writer does not look
+/// it up again (issue 8's catch-up: the writer's time per deposit).
+#[derive(Clone, Copy)]
+enum Known<'a> {
+    /// A new deposit, not written yet (this transaction's write is its first), to this
+    /// wallet (just read; its id is the deposit's `wallet_id`).
+    New(&'a Wallet),
+    /// A stored deposit.
+    Stored,
+}
+
+/// Writes a deposit row; a new one without looking up a stored row to replace.
+fn put_deposit(ctx: &mut WriteCtx<'_>, d: &Deposit, known: Known<'_>) -> Result<(), StoreError> {
+    match known {
+        Known::New(_) => ctx.put_replacing(None, d),
+        Known::Stored => ctx.put(d),
+    }
+}
+
+/// The ledger's holding of the deposit's address in its asset.
+fn holding_of(ctx: &WriteCtx<'_>, d: &Deposit, known: Known<'_>) -> Result<u128, StoreError> {
+    match known {
+        Known::New(w) => {
+            debug_assert_eq!(w.id, d.wallet_id);
+            ctx.holding_of(w, &d.asset)
+        }
+        Known::Stored => ctx.holding(d.wallet_id, &d.asset),
+    }
 }
 
 fn load_detected(
@@ -356,7 +391,7 @@ pub fn confirm(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, D
     let e = credit_entry(&d, ctx.now_us());
     ctx.post(&e)?.map_err(|_| too_large())?;
     let height = sim_height(ctx, &d.chain)?;
-    mark_confirmed(ctx, s, &mut d, e.id, height)?;
+    mark_confirmed(ctx, s, &mut d, e.id, height, Known::Stored)?;
     Ok(d)
 }
 
@@ -570,7 +605,7 @@ pub fn detect(
     announce(ctx, s, &mut d, Movement::Detected)?;
     // Written once, with its confirmations at `height` (credited when they reach the
     // threshold): not put as detected and then again in the same transaction.
-    count_confirmations(ctx, s, d.clone(), height)?;
+    count_at(ctx, s, d.clone(), height, Known::New(wallet))?;
     Ok(Some(d))
 }
 
@@ -579,8 +614,19 @@ pub fn detect(
 pub fn count_confirmations(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
+    d: Deposit,
+    height: u64,
+) -> Result<DepositStatus, Fault> {
+    count_at(ctx, s, d, height, Known::Stored)
+}
+
+/// [`count_confirmations`] of a deposit the caller knows as `known` ([`Known`]).
+fn count_at(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
     mut d: Deposit,
     height: u64,
+    known: Known<'_>,
 ) -> Result<DepositStatus, Fault> {
     if d.status != DepositStatus::Detected {
         return Ok(d.status);
@@ -588,17 +634,17 @@ pub fn count_confirmations(
     let conf = height.saturating_sub(d.block_number).saturating_add(1);
     let conf = u32::try_from(conf).unwrap_or(u32::MAX);
     if conf < d.required_confirmations {
-        if conf != d.confirmations {
+        if matches!(known, Known::New(_)) || conf != d.confirmations {
             d.confirmations = conf;
             d.updated_at = ctx.now_us();
-            ctx.put(&d)?;
+            put_deposit(ctx, &d, known)?;
         }
         return Ok(d.status);
     }
     if let Some(reason) = credit_refusal(&s.reg, &s.project, &d.chain, &d.asset) {
         return Ok(fail_transfer(ctx, s, d, reason)?.status);
     }
-    let held = ctx.holding(d.wallet_id, &d.asset)?;
+    let held = holding_of(ctx, &d, known)?;
     if held.checked_add(d.amount).is_none() {
         return Ok(fail_transfer(ctx, s, d, "amount_too_large")?.status);
     }
@@ -608,7 +654,7 @@ pub fn count_confirmations(
     }
     // The count at this height (at least the threshold), written once with the credit.
     d.confirmations = conf;
-    mark_confirmed(ctx, s, &mut d, e.id, height)?;
+    mark_confirmed(ctx, s, &mut d, e.id, height, known)?;
     Ok(d.status)
 }
 

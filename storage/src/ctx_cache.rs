@@ -199,6 +199,12 @@ impl<'t> WriteCtx<'t> {
     pub(crate) fn holding_at(&self, key: &[u8]) -> Result<u128, StoreError> {
         self.with_accounts(|t| Ok(t.get(key)?.map(|g| g.value().0).unwrap_or(0)))
     }
+
+    /// [`ReadOps::holding`] of a wallet the caller has just read (`w`): its row is not
+    /// read and decoded again for the key.
+    pub fn holding_of(&self, w: &Wallet, asset: &str) -> Result<u128, StoreError> {
+        self.holding_at(&w.holding_key(asset))
+    }
 }
 
 /// The reads of [`ReadOps`] that every write makes, on the kept handles. Same results as

@@ -66,10 +66,25 @@ impl WriteCtx<'_> {
         let key = self
             .holding_key_of(wallet, asset)?
             .ok_or_else(|| StoreError::Corrupt(format!("holding of missing wallet {wallet}")))?;
-        let cur = self.holding_at(&key)?;
+        self.holding_add_at(&key, delta)
+    }
+
+    /// [`WriteCtx::holding_add`] of a wallet the caller has just read (`w`): its row is not
+    /// read and decoded again for the key.
+    pub fn holding_add_of(
+        &mut self,
+        w: &crate::records::Wallet,
+        asset: &str,
+        delta: Delta,
+    ) -> Result<u128, StoreError> {
+        self.holding_add_at(&w.holding_key(asset), delta)
+    }
+
+    fn holding_add_at(&mut self, key: &[u8], delta: Delta) -> Result<u128, StoreError> {
+        let cur = self.holding_at(key)?;
         let next = apply_delta(cur, delta)?;
         let r = self.with_accounts(|t| {
-            t.insert(key.as_slice(), (next, 0))?;
+            t.insert(key, (next, 0))?;
             Ok(next)
         });
         self.track(r)

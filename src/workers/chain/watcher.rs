@@ -18,7 +18,8 @@ use appliance_storage::{ChainStateOps, ReadOps, ScanOps, WriteCtx};
 
 use super::store::{load_watch, save_watch, WatchState};
 use super::{
-    clean, hex32, note, set_health, write, ChainIdMismatch, ChainWorker, Scopes, MAX_BACKOFF,
+    clean, hex32, note, set_health, write, ChainIdMismatch, ChainWorker, Scopes, WorkScope,
+    MAX_BACKOFF,
 };
 use crate::services::chains::AdapterHealth;
 use crate::services::deposits;
@@ -97,51 +98,100 @@ impl Watched {
     }
 
     /// Reads the wallets created since the last refresh and adds the addresses of those on
-    /// the worker's chain and scope.
+    /// the worker's chain and scope. Pages of [`WALLET_PAGE`] rows are read and sorted out
+    /// on the blocking pool ([`wallet_page`]), the next page while this task adds the
+    /// previous one's addresses (at start, 100,000 wallets: issue 8's catch-up).
     async fn refresh(&mut self, state: &AppState, w: &ChainWorker) -> anyhow::Result<()> {
         if self.set.tokens.is_empty() && !w.tokens.is_empty() {
             self.set.tokens = w.tokens.iter().map(|(a, _)| *a).collect();
         }
+        let fetch = |after: Option<Uuid>, known: BTreeMap<Uuid, bool>| {
+            let (store, chain, scope) = (state.store.clone(), w.chain, w.scope);
+            tokio::spawn(async move {
+                store
+                    .read(move |r| wallet_page(r, chain, scope, after, known))
+                    .await
+            })
+        };
+        let mut next = fetch(self.last, self.projects.clone());
         loop {
-            let after = self.last;
-            let known: Vec<Uuid> = self.projects.keys().copied().collect();
-            let scope = w.scope;
-            let (rows, modes) = state
-                .store
-                .read(move |r| {
-                    let rows = r.after::<Wallet>(after, WALLET_PAGE)?;
-                    let mut modes = BTreeMap::new();
-                    for x in &rows {
-                        if known.contains(&x.project_id) || modes.contains_key(&x.project_id) {
-                            continue;
-                        }
-                        let ok = scope.may_admit(x.project_id)
-                            && r.get::<Project>(x.project_id)?
-                                .is_some_and(|p| scope.admits(&p));
-                        modes.insert(x.project_id, ok);
-                    }
-                    Ok((rows, modes))
-                })
-                .await?;
-            self.projects.extend(modes);
-            let n = rows.len();
-            for x in rows {
-                self.last = Some(x.id);
-                if x.chain != w.chain || !self.projects.get(&x.project_id).copied().unwrap_or(false)
-                {
-                    continue;
-                }
-                let Ok(a) = x.address.parse::<Address>() else {
-                    continue;
-                };
-                self.set.addresses.insert(a);
-                self.wallets.insert(a, x.id);
+            let page = next
+                .await
+                .map_err(|e| anyhow!("reading the deposit addresses: {e}"))??;
+            let full = page.read == WALLET_PAGE;
+            self.projects.extend(page.modes);
+            if page.last.is_some() {
+                self.last = page.last;
             }
-            if n < WALLET_PAGE {
+            if !full {
+                self.add(page.addresses);
                 return Ok(());
             }
+            next = fetch(page.last, self.projects.clone());
+            self.add(page.addresses);
         }
     }
+
+    fn add(&mut self, addresses: Vec<(Address, Uuid)>) {
+        for (a, id) in addresses {
+            self.set.addresses.insert(a);
+            self.wallets.insert(a, id);
+        }
+    }
+}
+
+/// One page of wallet rows as the watcher learns them ([`Watched::refresh`]).
+struct WalletPage {
+    /// Rows read (a full page: there may be more).
+    read: usize,
+    /// The last row's id.
+    last: Option<Uuid>,
+    /// Deposit addresses on the worker's chain, of projects in its scope, with their
+    /// wallet ids.
+    addresses: Vec<(Address, Uuid)>,
+    /// Whether each project first seen in this page is in the worker's scope.
+    modes: BTreeMap<Uuid, bool>,
+}
+
+/// Reads up to [`WALLET_PAGE`] wallets after `after` and keeps the addresses a watcher of
+/// `chain` and `scope` looks for; `known`: the scope's verdict on projects seen before.
+fn wallet_page(
+    r: &(impl ReadOps + ScanOps),
+    chain: &str,
+    scope: WorkScope,
+    after: Option<Uuid>,
+    known: BTreeMap<Uuid, bool>,
+) -> Result<WalletPage, appliance_storage::StoreError> {
+    let rows = r.after::<Wallet>(after, WALLET_PAGE)?;
+    let mut verdicts = known;
+    let mut modes = BTreeMap::new();
+    let mut addresses = Vec::new();
+    for x in &rows {
+        let ok = match verdicts.get(&x.project_id) {
+            Some(ok) => *ok,
+            None => {
+                let ok = scope.may_admit(x.project_id)
+                    && r.get::<Project>(x.project_id)?
+                        .is_some_and(|p| scope.admits(&p));
+                verdicts.insert(x.project_id, ok);
+                modes.insert(x.project_id, ok);
+                ok
+            }
+        };
+        if !ok || x.chain != chain {
+            continue;
+        }
+        let Ok(a) = x.address.parse::<Address>() else {
+            continue;
+        };
+        addresses.push((a, x.id));
+    }
+    Ok(WalletPage {
+        read: rows.len(),
+        last: rows.last().map(|x| x.id),
+        addresses,
+        modes,
+    })
 }
 
 pub(super) async fn watch_loop(state: AppState, w: ChainWorker) {
@@ -402,6 +452,9 @@ async fn commit_slice(
     let attempts = state.config.webhooks.max_attempts();
     let lw = w.clone();
     let started = std::time::Instant::now();
+    // Rendered here, on the watcher's task: the store writer, which every commit of the
+    // appliance waits for, only looks up and writes.
+    let kept = chain_transfers(w, kept);
     let (from, to, n) = (
         blocks.first().map(|b| b.number).unwrap_or(0),
         blocks.last().map(|b| b.number).unwrap_or(0),
@@ -417,41 +470,17 @@ async fn commit_slice(
         let mut scopes = Scopes::new(reg, lw.scope, attempts);
         let height = blocks.last().map(|b| b.number).unwrap_or(0);
         let mut by_block: BTreeMap<u64, Vec<Uuid>> = BTreeMap::new();
-        for (t, wid) in &kept {
+        for (ct, wid) in &kept {
             let Some(wallet) = ctx.get::<Wallet>(*wid)? else {
                 continue;
             };
             let Some(s) = scopes.of(ctx, wallet.project_id)? else {
                 continue;
             };
-            let asset = match t.token {
-                None => lw.native_symbol.clone(),
-                Some(a) => match lw.tokens.iter().find(|(x, _)| *x == a) {
-                    Some((_, sym)) => sym.clone(),
-                    None => continue,
-                },
-            };
-            let Ok(amount) = u128::try_from(t.value) else {
-                continue;
-            };
-            if amount == 0 {
-                continue;
-            }
-            let ct = deposits::ChainTransfer {
-                chain: lw.chain.to_string(),
-                asset,
-                amount,
-                tx_hash: hex32(&t.tx_hash),
-                log_index: t.log_index,
-                from_address: appliance_chains::address::to_checksum(&t.from.0 .0),
-                to_address: wallet.address.clone(),
-                block_number: t.block_number,
-                block_time: (t.block_time as i64).saturating_mul(1_000_000),
-            };
             if let Some(d) =
-                deposits::detect(ctx, &s, &wallet, &ct, lw.required_confirmations, height)?
+                deposits::detect(ctx, &s, &wallet, ct, lw.required_confirmations, height)?
             {
-                by_block.entry(t.block_number).or_default().push(d.id);
+                by_block.entry(ct.block_number).or_default().push(d.id);
             }
         }
         for (n, ids) in &by_block {
@@ -474,6 +503,36 @@ async fn commit_slice(
         "watched blocks"
     );
     Ok(())
+}
+
+/// The kept transfers of a slice as the deposit service takes them (asset symbol, atomic
+/// amount, hashes and addresses as text), in order. Dropped: a token the worker does not
+/// list, and an amount of 0 or beyond `u128` (never a deposit).
+fn chain_transfers(
+    w: &ChainWorker,
+    kept: Vec<(Transfer, Uuid)>,
+) -> Vec<(deposits::ChainTransfer, Uuid)> {
+    kept.into_iter()
+        .filter_map(|(t, wid)| {
+            let asset = match t.token {
+                None => w.native_symbol.clone(),
+                Some(a) => w.tokens.iter().find(|(x, _)| *x == a)?.1.clone(),
+            };
+            let amount = u128::try_from(t.value).ok().filter(|a| *a > 0)?;
+            let ct = deposits::ChainTransfer {
+                chain: w.chain.to_string(),
+                asset,
+                amount,
+                tx_hash: hex32(&t.tx_hash),
+                log_index: t.log_index,
+                from_address: appliance_chains::address::to_checksum(&t.from.0 .0),
+                to_address: appliance_chains::address::to_checksum(&t.to.0 .0),
+                block_number: t.block_number,
+                block_time: (t.block_time as i64).saturating_mul(1_000_000),
+            };
+            Some((ct, wid))
+        })
+        .collect()
 }
 
 /// Counts confirmations of the chain's detected deposits (of the worker's scope) at
