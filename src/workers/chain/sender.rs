@@ -389,6 +389,59 @@ pub(super) async fn work_ids(state: &AppState, tag: IndexTag) -> anyhow::Result<
     Ok(ids)
 }
 
+/// How many work items one read looks at ([`WorkItems`]).
+const WORK_CHUNK: usize = 256;
+
+/// The work items of one sender pass, looked at in chunks of [`WORK_CHUNK`] ids per read
+/// snapshot instead of one read (two thread hand-offs) per id: a queue holds the items
+/// already submitted until they are final, so under a backlog a pass passed over thousands
+/// of them one read each before reaching the ones to sign (issue 16). What an item's read
+/// found is checked again by the transaction that records its step.
+struct WorkItems<T> {
+    ids: std::vec::IntoIter<Uuid>,
+    ready: std::collections::VecDeque<T>,
+}
+
+impl<T: Send + 'static> WorkItems<T> {
+    fn new(ids: Vec<Uuid>) -> Self {
+        WorkItems {
+            ids: ids.into_iter(),
+            ready: Default::default(),
+        }
+    }
+
+    /// The next item `pick` accepts (`None` when the queue is exhausted), in queue order.
+    async fn next<F>(&mut self, state: &AppState, pick: F) -> anyhow::Result<Option<T>>
+    where
+        F: Fn(&appliance_storage::ReadCtx, Uuid) -> Result<Option<T>, StoreError>
+            + Clone
+            + Send
+            + 'static,
+    {
+        while self.ready.is_empty() {
+            let chunk: Vec<Uuid> = self.ids.by_ref().take(WORK_CHUNK).collect();
+            if chunk.is_empty() {
+                return Ok(None);
+            }
+            let pick = pick.clone();
+            let found = state
+                .store
+                .read(move |r| {
+                    let mut found = Vec::new();
+                    for id in chunk {
+                        if let Some(t) = pick(r, id)? {
+                            found.push(t);
+                        }
+                    }
+                    Ok(found)
+                })
+                .await?;
+            self.ready.extend(found);
+        }
+        Ok(self.ready.pop_front())
+    }
+}
+
 /// Every work item of the global queue `tag` in the read snapshot `r`, in index order
 /// (newest first).
 fn work_ids_in(r: &impl ReadOps, tag: IndexTag) -> Result<Vec<Uuid>, StoreError> {
@@ -440,15 +493,12 @@ async fn sign_payouts(
     let attempts = state.config.webhooks.max_attempts();
     let mut done = 0;
     let mut unmined: Option<Unmined> = None;
-    for id in work_ids(state, IndexTag::PayoutsWork).await? {
-        if done >= MAX_NEW_PER_PASS {
-            break;
-        }
-        let chain = c.chain;
-        let ws = c.scope;
-        let item = state
-            .store
-            .read(move |r| {
+    let chain = c.chain;
+    let ws = c.scope;
+    let mut items = WorkItems::new(work_ids(state, IndexTag::PayoutsWork).await?);
+    while done < MAX_NEW_PER_PASS {
+        let item = items
+            .next(state, move |r, id| {
                 let Some(p) = r.get::<Payout>(id)? else {
                     return Ok(None);
                 };
@@ -466,8 +516,9 @@ async fn sign_payouts(
             })
             .await?;
         let Some((p, project, key)) = item else {
-            continue;
+            break;
         };
+        let id = p.id;
         // The master wallet must hold the payout at the latest mined state, after what its
         // own unmined sends already commit; when it does not but a sweep of the coin is on
         // its way, the payout stays as it is (docs/decisions.md, Payouts: funds in transit).
@@ -915,13 +966,10 @@ async fn sign_sweeps(
     let mut factory_ready: Option<bool> = None;
     let mut held: Option<SweepHolds> = None;
     let mut done = 0;
-    for id in work_ids(state, IndexTag::SweepsWork).await? {
-        if done >= MAX_NEW_PER_PASS {
-            break;
-        }
-        let item = state
-            .store
-            .read(move |r| {
+    let mut items = WorkItems::new(work_ids(state, IndexTag::SweepsWork).await?);
+    while done < MAX_NEW_PER_PASS {
+        let item = items
+            .next(state, move |r, id| {
                 let Some(sw) = r.get::<Sweep>(id)? else {
                     return Ok(None);
                 };
@@ -944,8 +992,9 @@ async fn sign_sweeps(
             })
             .await?;
         let Some((sw, project, w, amount, requested)) = item else {
-            continue;
+            break;
         };
+        let id = sw.id;
         let Some(asset) = reg.asset(chain, &sw.asset).cloned() else {
             continue;
         };
