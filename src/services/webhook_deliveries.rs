@@ -141,7 +141,8 @@ pub fn enqueue(ctx: &mut WriteCtx<'_>, event: &Event) -> Result<(), StoreError> 
 
 /// The outbox (DECISIONS.md section 1): writes one delivery per endpoint of the event's
 /// project that subscribes to its type, in the event's transaction, so a crash can lose
-/// neither. Runs for every event; a project without endpoints costs one index seek. Each
+/// neither. Runs for every event; a project without endpoints costs one index seek per
+/// batch ([`WriteCtx::index_has_any`]). Each
 /// delivery gets `max_attempts` attempts (`WebhooksConfig::max_attempts`; `services::emit`
 /// passes its scope's).
 pub fn enqueue_with(
@@ -149,11 +150,8 @@ pub fn enqueue_with(
     event: &Event,
     max_attempts: u32,
 ) -> Result<(), StoreError> {
-    let prefix = index::prefix(IndexTag::WebhookEndpoints, event.project_id, &[]);
-    if ctx
-        .index_range(&prefix, &index::prefix_end(&prefix), 1, false)?
-        .is_empty()
-    {
+    // Remembered for the batch until an endpoint is written in it (issue 16).
+    if !ctx.index_has_any(IndexTag::WebhookEndpoints, event.project_id)? {
         return Ok(());
     }
     let endpoints = webhook_endpoints::list(ctx, event.project_id)?;

@@ -805,7 +805,7 @@ impl<'t> WriteCtx<'t> {
         let mut counted: Vec<(Vec<u8>, bool)> = Vec::new();
         for k in &old_keys {
             if !new_keys.contains(k)
-                && self.with_index(k, |idx| Ok(idx.remove(k.as_slice())?.is_some()))?
+                && self.with_index_write(k, |idx| Ok(idx.remove(k.as_slice())?.is_some()))?
             {
                 if let Some(c) = index::counter_key(k) {
                     counted.push((c.to_vec(), false));
@@ -818,7 +818,7 @@ impl<'t> WriteCtx<'t> {
             if old_keys.contains(k) {
                 continue;
             }
-            if self.with_index(k, |idx| Ok(idx.insert(k.as_slice(), ())?.is_none()))? {
+            if self.with_index_write(k, |idx| Ok(idx.insert(k.as_slice(), ())?.is_none()))? {
                 if let Some(c) = index::counter_key(k) {
                     counted.push((c.to_vec(), true));
                 }
@@ -850,7 +850,7 @@ impl<'t> WriteCtx<'t> {
         let r = (|| {
             let mut counted: Vec<Vec<u8>> = Vec::new();
             for k in old.index_keys() {
-                if self.with_index(&k, |idx| Ok(idx.remove(k.as_slice())?.is_some()))? {
+                if self.with_index_write(&k, |idx| Ok(idx.remove(k.as_slice())?.is_some()))? {
                     if let Some(c) = index::counter_key(&k) {
                         counted.push(c.to_vec());
                     }
@@ -898,7 +898,7 @@ impl<'t> WriteCtx<'t> {
     /// Adds a bare index key (markers that belong to no row), to the table of its tag
     /// ([`index_table_of`]).
     pub fn index_insert(&mut self, key: &[u8]) -> Result<(), StoreError> {
-        let r = self.with_index(key, |t| {
+        let r = self.with_index_write(key, |t| {
             t.insert(key, ())?;
             Ok(())
         });
@@ -907,7 +907,7 @@ impl<'t> WriteCtx<'t> {
 
     /// Removes a bare index key.
     pub fn index_remove(&mut self, key: &[u8]) -> Result<(), StoreError> {
-        let r = self.with_index(key, |t| {
+        let r = self.with_index_write(key, |t| {
             t.remove(key)?;
             Ok(())
         });
@@ -1026,7 +1026,8 @@ impl<'t> WriteCtx<'t> {
         encoded: Option<&crate::codec::EventData>,
     ) -> Result<Event, StoreError> {
         let r = (|| {
-            let seq = self.last_sequence(project)? + 1;
+            // Remembered for the batch after the first event of the project (ctx_cache).
+            let seq = self.last_sequence_memo(project)? + 1;
             let ulid = next_event_ulid();
             let mut ev = Event {
                 id: format!("evt_{ulid}"),
@@ -1062,6 +1063,7 @@ impl<'t> WriteCtx<'t> {
                 t.insert(by_resource.as_slice(), ())?;
                 Ok(())
             })?;
+            self.last_sequence_wrote(project, seq);
             ev.deposit_row = deposit.map(|d| Box::new(d.clone()));
             Ok(ev)
         })();

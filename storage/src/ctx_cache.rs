@@ -45,6 +45,18 @@ pub(crate) struct OpenTables<'t> {
     counters: Option<Table<'t, &'static [u8], u64>>,
     sim_ops: Option<Table<'t, SimOpKey, &'static [u8]>>,
     block_deposits: Option<Table<'t, (&'static str, u64, u128), ()>>,
+    /// Each project's last event sequence as this transaction holds it, once looked up
+    /// ([`WriteCtx::last_sequence`]): the next event's number without a range seek of
+    /// `events` per event (issue 16). [`WriteCtx::append`](crate::WriteCtx) keeps it in
+    /// step with what it writes; any other handle opened on `events` drops it. It lives and
+    /// dies with the batch's [`WriteCtx`]: a failed job that wrote poisons its batch, which
+    /// is aborted whole, so no number it counted survives into another transaction.
+    last_seq: std::collections::HashMap<u128, u64>,
+    /// Whether any index key starts with a (tag, project) prefix ([`index::prefix`] with no
+    /// values, 17 bytes), once looked up ([`WriteCtx::index_has_any`]). Every index write
+    /// of this context drops the entry of its key's prefix; any other handle opened on an
+    /// index table drops them all.
+    index_any: std::collections::HashMap<[u8; 17], bool>,
 }
 
 impl OpenTables<'_> {
@@ -52,6 +64,9 @@ impl OpenTables<'_> {
     pub(crate) fn close(&mut self, name: &str) {
         self.rows.retain(|(n, _)| n != name);
         self.index.retain(|(d, _)| d.name() != name);
+        if name == INDEX.name() || SPLIT_INDEXES.iter().any(|(_, d)| d.name() == name) {
+            self.index_any.clear();
+        }
         if name == EVENTS_BY_TYPE.name() {
             self.events_by_type = None;
         } else if name == EVENTS_BY_RESOURCE.name() {
@@ -62,6 +77,7 @@ impl OpenTables<'_> {
             self.accounts = None;
         } else if name == EVENTS.name() {
             self.events = None;
+            self.last_seq.clear();
         } else if name == EVENT_IDS.name() {
             self.event_ids = None;
         } else if name == COUNTERS.name() {
@@ -141,6 +157,69 @@ impl<'t> WriteCtx<'t> {
         };
         f(&mut open.index[i].1)
     }
+    /// [`WriteCtx::with_index`] for a write of `key` (an insert or a removal): first
+    /// forgets what [`WriteCtx::index_has_any`] knew of `key`'s (tag, project) prefix.
+    pub(crate) fn with_index_write<T>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(&mut IndexTable<'t>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        {
+            let mut open = self.open.borrow_mut();
+            if !open.index_any.is_empty() {
+                match key.get(..17) {
+                    Some(p) => {
+                        open.index_any.remove(p);
+                    }
+                    // A key shorter than a prefix: forget everything rather than reason.
+                    None => open.index_any.clear(),
+                }
+            }
+        }
+        self.with_index(key, f)
+    }
+
+    /// Whether any index key of `tag` exists for `project` (one seek, then remembered for
+    /// the batch until an index write under that prefix). For checks that every event or
+    /// row of a job repeats and whose answer the job rarely changes, such as "has this
+    /// project any webhook endpoint" (issue 16: 4.8 % of the writer per caught-up deposit).
+    pub fn index_has_any(&self, tag: IndexTag, project: Uuid) -> Result<bool, StoreError> {
+        let prefix = crate::index::prefix(tag, project, &[]);
+        let key: [u8; 17] = prefix
+            .as_slice()
+            .try_into()
+            .expect("a prefix without values is a tag byte and 16 bytes");
+        if let Some(&any) = self.open.borrow().index_any.get(&key) {
+            return Ok(any);
+        }
+        let end = crate::index::prefix_end(&prefix);
+        let any = !self.index_range(&prefix, &end, 1, false)?.is_empty();
+        self.open.borrow_mut().index_any.insert(key, any);
+        Ok(any)
+    }
+
+    /// The project's last event sequence in this transaction (0: none), remembered for
+    /// the batch ([`OpenTables::last_seq`](OpenTables)).
+    pub(crate) fn last_sequence_memo(&self, project: Uuid) -> Result<u64, StoreError> {
+        if let Some(&seq) = self.open.borrow().last_seq.get(&project.as_u128()) {
+            return Ok(seq);
+        }
+        let seq = self.with_events(|t| ctx::last_sequence_in(&*t, project))?;
+        self.open
+            .borrow_mut()
+            .last_seq
+            .insert(project.as_u128(), seq);
+        Ok(seq)
+    }
+
+    /// Notes that event `seq` of `project` is written in this transaction.
+    pub(crate) fn last_sequence_wrote(&self, project: Uuid, seq: u64) {
+        self.open
+            .borrow_mut()
+            .last_seq
+            .insert(project.as_u128(), seq);
+    }
+
     kept!(
         /// Runs `f` on the kept handle of `events_by_type` (`f` must not use the context).
         with_events_by_type, events_by_type, EVENTS_BY_TYPE, &'static [u8], ()
@@ -243,7 +322,7 @@ impl ReadOps for WriteCtx<'_> {
     }
 
     fn last_sequence(&self, project: Uuid) -> Result<u64, StoreError> {
-        self.with_events(|t| ctx::last_sequence_in(&*t, project))
+        self.last_sequence_memo(project)
     }
 
     fn holding(&self, wallet: Uuid, asset: &str) -> Result<u128, StoreError> {

@@ -29,6 +29,8 @@ pub mod schema;
 pub mod verify;
 
 #[cfg(test)]
+mod batch_tests;
+#[cfg(test)]
 mod migrate_tests;
 
 use std::panic::AssertUnwindSafe;

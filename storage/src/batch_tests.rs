@@ -1,0 +1,162 @@
+//! The writer's per-batch memos ([`crate::ctx_cache`]: each project's last event sequence,
+//! whether an index prefix has keys) against group commit: several jobs on one
+//! transaction, a failed job's batch aborted whole.
+
+use redb::ReadableTable;
+use uuid::Uuid;
+
+use crate::index::{self, IndexTag};
+use crate::schema::EVENTS;
+use crate::{make_job, run_batch, ReadOps, Store, StoreError, StoreOptions, WriteCtx};
+
+fn store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
+    (dir, store)
+}
+
+fn append(ctx: &mut WriteCtx<'_>, project: Uuid) -> Result<u64, StoreError> {
+    let ev = ctx.append_event(project, false, "test.event", "r", serde_json::json!({}))?;
+    Ok(ev.sequence)
+}
+
+/// The stored sequences of `project`, in order.
+fn sequences(store: &Store, project: Uuid) -> Vec<u64> {
+    store
+        .read_blocking(|r| {
+            let t = crate::Reader::open(r, EVENTS)?;
+            let mut out = Vec::new();
+            for e in t.range((project.as_u128(), 0)..=(project.as_u128(), u64::MAX))? {
+                out.push(e?.0.value().1);
+            }
+            Ok(out)
+        })
+        .unwrap()
+}
+
+/// A request of a test batch: its sequence number, or why it refused.
+type TestJob = Box<dyn FnOnce(&mut WriteCtx<'_>) -> Result<u64, &'static str> + Send>;
+
+/// Runs `jobs` as one batch (one transaction), as the writer does with queued requests;
+/// returns whether it committed.
+fn batch(store: &Store, jobs: Vec<TestJob>) -> Result<Vec<Result<u64, String>>, ()> {
+    let mut rxs = Vec::new();
+    let mut queued = Vec::new();
+    for f in jobs {
+        let (job, rx) = make_job(f);
+        queued.push(job);
+        rxs.push(rx);
+    }
+    let mut completions = Vec::new();
+    let r = run_batch(
+        &store.db,
+        queued,
+        &mut completions,
+        &StoreOptions::default(),
+    );
+    let ok = r.is_ok();
+    let res = r.map(|_| ()).map_err(std::sync::Arc::new);
+    for c in completions {
+        c(res.clone());
+    }
+    if !ok {
+        return Err(());
+    }
+    Ok(rxs
+        .into_iter()
+        .map(|mut rx| rx.try_recv().unwrap().map_err(|e| e.to_string()))
+        .collect())
+}
+
+#[test]
+fn a_rolled_back_requests_events_leave_the_next_sequence_contiguous() {
+    let (_dir, store) = store();
+    let p = Uuid::now_v7();
+    let q = Uuid::now_v7();
+    let first = store.write_blocking(move |ctx| append(ctx, p)).unwrap();
+    assert_eq!(first, 1);
+
+    // One batch: a request appends two events of `p` and one of `q`, a second appends one
+    // more of `p` and then fails. The batch is aborted whole: none of these numbers exist.
+    // (An assert inside a job would be caught with the job's panic: results go out through
+    // `numbered`.)
+    let numbered = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = numbered.clone();
+    let r = batch(
+        &store,
+        vec![
+            Box::new(move |ctx| {
+                append(ctx, p).map_err(|_| "store")?;
+                append(ctx, q).map_err(|_| "store")?;
+                append(ctx, p).map_err(|_| "store")
+            }),
+            Box::new(move |ctx| {
+                let seq = append(ctx, p).map_err(|_| "store")?;
+                seen.lock().unwrap().push(seq);
+                Err("refused after writing")
+            }),
+        ],
+    );
+    assert!(
+        r.is_err(),
+        "a request that fails after writing aborts its batch"
+    );
+    assert_eq!(
+        *numbered.lock().unwrap(),
+        vec![4],
+        "numbered after the batch's own events"
+    );
+    assert_eq!(sequences(&store, p), vec![1]);
+    assert_eq!(sequences(&store, q), Vec::<u64>::new());
+
+    // The next batch numbers from what is stored, not from the aborted batch's memo. A
+    // request that refuses before writing is left out of it without touching the others.
+    let r = batch(
+        &store,
+        vec![
+            Box::new(move |ctx| append(ctx, p).map_err(|_| "store")),
+            Box::new(|_ctx| Err("refused before writing")),
+            Box::new(move |ctx| {
+                append(ctx, q).map_err(|_| "store")?;
+                append(ctx, p).map_err(|_| "store")
+            }),
+        ],
+    )
+    .expect("a request refused before writing does not abort the batch");
+    assert_eq!(r[0], Ok(2));
+    assert!(r[1].is_err());
+    assert_eq!(r[2], Ok(3));
+    assert_eq!(sequences(&store, p), vec![1, 2, 3]);
+    assert_eq!(sequences(&store, q), vec![1]);
+    let after = store.write_blocking(move |ctx| append(ctx, p)).unwrap();
+    assert_eq!(after, 4);
+    assert_eq!(store.read_blocking(|r| r.last_sequence(p)).unwrap(), 4);
+}
+
+#[test]
+fn a_remembered_index_prefix_follows_the_batchs_own_index_writes() {
+    let (_dir, store) = store();
+    let p = Uuid::now_v7();
+    let other = Uuid::now_v7();
+    let seen = store
+        .write_blocking(move |ctx| {
+            let mut seen = vec![ctx.index_has_any(IndexTag::WebhookEndpoints, p)?];
+            let k = index::key(IndexTag::WebhookEndpoints, p, &[], Uuid::now_v7());
+            // A write under another project's prefix leaves `p`'s answer as it was.
+            ctx.index_insert(&index::key(
+                IndexTag::WebhookEndpoints,
+                other,
+                &[],
+                Uuid::now_v7(),
+            ))?;
+            seen.push(ctx.index_has_any(IndexTag::WebhookEndpoints, p)?);
+            ctx.index_insert(&k)?;
+            seen.push(ctx.index_has_any(IndexTag::WebhookEndpoints, p)?);
+            seen.push(ctx.index_has_any(IndexTag::WebhookEndpoints, other)?);
+            ctx.index_remove(&k)?;
+            seen.push(ctx.index_has_any(IndexTag::WebhookEndpoints, p)?);
+            Ok::<_, StoreError>(seen)
+        })
+        .unwrap();
+    assert_eq!(seen, vec![false, false, true, true, false]);
+}
