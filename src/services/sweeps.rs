@@ -344,6 +344,21 @@ pub fn submit_sent(
     Ok(Some(sw))
 }
 
+/// `open` -> `skipped` (`nothing_to_sweep`) when the address holds nothing now, read in
+/// this transaction. The sender calls it for a sweep it read as empty outside the
+/// transaction: a deposit credited in between leaves the sweep `open` (returns `None`) for
+/// the next pass to sign, instead of marking it `submitted` with no transaction behind it.
+pub fn skip_if_empty(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Option<Sweep>, Fault> {
+    let Some(mut sw) = ctx.get::<Sweep>(id)? else {
+        return Ok(None);
+    };
+    if sw.status != SweepStatus::Open || amount_now(ctx, &sw)? != 0 {
+        return Ok(None);
+    }
+    to_skipped(ctx, s, &mut sw)?;
+    Ok(Some(sw))
+}
+
 /// A submitted live sweep's transaction is final: `confirmed` (in_transit -> treasury) when
 /// it succeeded, `failed` (in_transit -> deposits, the holding restored) when it reverted.
 pub fn settle_sent(

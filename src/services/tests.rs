@@ -533,6 +533,42 @@ fn explicit_sweep_of_an_empty_address_is_skipped() {
     assert_eq!(sw.skip_reason.as_deref(), Some("nothing_to_sweep"));
 }
 
+#[test]
+fn a_sweep_read_as_empty_is_not_skipped_once_its_address_holds_funds() {
+    // The sender reads a sweep's amount outside the store transaction; a deposit credited
+    // before its write must leave the sweep open, not submitted without a transaction.
+    let f = fixture();
+    deposit(&f, 4_000, true);
+    let p = f.scope.project_id();
+    let open: Vec<Sweep> = f
+        .store
+        .read_blocking(move |r| {
+            r.list::<Sweep>(
+                &appliance_storage::index::prefix(
+                    appliance_storage::index::IndexTag::Sweeps,
+                    p,
+                    &[],
+                ),
+                None,
+                10,
+                |_| true,
+            )
+        })
+        .unwrap()
+        .items;
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0].status, SweepStatus::Open);
+    let id = open[0].id;
+    let skipped = write(&f, move |ctx, s| sweeps::skip_if_empty(ctx, s, id)).unwrap();
+    assert!(skipped.is_none(), "{skipped:?}");
+    let sw = get::<Sweep>(&f, id);
+    assert_eq!(sw.status, SweepStatus::Open);
+    assert_eq!(sw.tx_hash, None);
+    mine(&f, 1);
+    assert_eq!(get::<Sweep>(&f, id).status, SweepStatus::Submitted);
+    verify_clean(&f);
+}
+
 /// One step of a random merchant workload.
 #[derive(Debug, Clone)]
 enum Step {

@@ -1025,7 +1025,7 @@ async fn sign_sweeps(
         if amount == 0 {
             let s2 = scope.clone();
             write(state, move |ctx| {
-                sweeps::submit_sent(ctx, &s2, id, "", 0).map(|_| ())
+                sweeps::skip_if_empty(ctx, &s2, id).map(|_| ())
             })
             .await?;
             continue;
