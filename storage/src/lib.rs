@@ -589,50 +589,40 @@ fn migrate_to_7(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreEr
 
 /// Schema 7: every [`index::IndexTag::UniqueDepositTx`] key of `unique` whose hash is an EVM
 /// hash becomes its [`index::transfer_key`] (32 bytes of hash instead of 66 of text) with the
-/// same deposit id, in chunks of 4096. A key whose hash is other text keeps its layout (it
-/// is its own `transfer_key`); one that does not have the old shape stays and is counted in
-/// `left` (`verify` names it).
+/// same deposit id. A key whose hash is other text keeps its layout (it is its own
+/// `transfer_key`); one that does not have the old shape stays and is counted in `left`
+/// (`verify` names it).
 fn migrate_transfer_keys(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
-    use redb::ReadableTable;
-    const CHUNK: usize = 4096;
-    let tag = index::IndexTag::UniqueDepositTx as u8;
-    let end = [tag + 1];
-    let mut unique = txn.open_table(schema::UNIQUE)?;
-    let mut total = codec::Migrated::default();
-    let mut from = vec![tag];
-    loop {
-        let chunk: Vec<(Vec<u8>, u128)> = unique
-            .range::<&[u8]>(from.as_slice()..end.as_slice())?
-            .take(CHUNK)
-            .map(|e| e.map(|(k, v)| (k.value().to_vec(), v.value())))
-            .collect::<Result<_, _>>()?;
-        let Some((last, _)) = chunk.last() else {
-            break;
-        };
-        from = [last.as_slice(), &[0]].concat();
-        for (k, id) in chunk {
-            match index::transfer_key_from_legacy(&k) {
-                Some(new) if new == k => {}
-                Some(new) => {
-                    unique.insert(new.as_slice(), id)?;
-                    unique.remove(k.as_slice())?;
-                    total.rows += 1;
-                }
-                None => total.left += 1,
-            }
-        }
-    }
-    Ok(total)
+    rekey_unique(
+        txn,
+        index::IndexTag::UniqueDepositTx,
+        index::transfer_key_from_legacy,
+    )
 }
 
 /// Schema 4 -> 5: every [`index::IndexTag::UniqueAddress`] key (chain ‖ address) of
-/// `unique` becomes its [`index::address_key`] (address ‖ chain) with the same wallet id,
-/// in chunks of 4096 keys so memory stays bounded. A key that does not have the old shape
-/// stays where it is (counted in `left`).
+/// `unique` becomes its [`index::address_key`] (address ‖ chain) with the same wallet id. A
+/// key that does not have the old shape stays where it is (counted in `left`).
 fn migrate_address_keys(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
+    rekey_unique(
+        txn,
+        index::IndexTag::UniqueAddress,
+        index::address_key_from_legacy,
+    )
+}
+
+/// Rewrites every key of `tag` in `unique` as `convert` gives it, with the same value, in
+/// chunks of 4096 keys so memory stays bounded. `convert` returns the new key (the same key:
+/// left as it is, not counted) or `None` for a key without the old shape (left in place and
+/// counted in `left`).
+fn rekey_unique(
+    txn: &redb::WriteTransaction,
+    tag: index::IndexTag,
+    convert: fn(&[u8]) -> Option<Vec<u8>>,
+) -> Result<codec::Migrated, StoreError> {
     use redb::ReadableTable;
     const CHUNK: usize = 4096;
-    let tag = index::IndexTag::UniqueAddress as u8;
+    let tag = tag as u8;
     let end = [tag + 1];
     let mut unique = txn.open_table(schema::UNIQUE)?;
     let mut total = codec::Migrated::default();
@@ -649,7 +639,8 @@ fn migrate_address_keys(txn: &redb::WriteTransaction) -> Result<codec::Migrated,
         // Resume after the last key seen (a key left in place is not read again).
         from = [last.as_slice(), &[0]].concat();
         for (k, id) in chunk {
-            match index::address_key_from_legacy(&k) {
+            match convert(&k) {
+                Some(new) if new == k => {}
                 Some(new) => {
                     unique.insert(new.as_slice(), id)?;
                     unique.remove(k.as_slice())?;
