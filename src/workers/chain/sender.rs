@@ -98,43 +98,13 @@ where
     let stored = state.store.read(move |r| stored_nonce(r, &k2)).await?;
     let node = c.client.nonce(m.treasury, true).await?;
     let nonce = sender::choose_nonce(stored, node);
-    let f = c.client.fees().await?;
-    let (max_fee, tip) = (f.max_fee_per_gas, f.max_priority_fee_per_gas);
-    let tx = sender::eip1559(
-        c.chain_id,
-        nonce,
-        to,
-        value,
-        data.clone(),
-        gas_limit,
-        max_fee,
-        tip,
-    );
-    let signed = match m.signer.sign_evm(pol, tx) {
-        Ok(s) => s,
+    let SignedOut { out, raw, hash, .. } = match sign_out(
+        c, m, pol, nonce, kind, ref_id, project_id, to, value, data, gas_limit,
+    )
+    .await?
+    {
+        Ok(signed) => signed,
         Err(e) => return Ok(Err(e)),
-    };
-    let hash = B256::from(signed.hash);
-    let raw_hex = hex::encode(&signed.raw);
-    let out = OutTx {
-        nonce,
-        kind,
-        ref_id,
-        project_id,
-        to,
-        value: value.to_string(),
-        data: hex::encode(&data),
-        gas_limit,
-        max_fee_per_gas: max_fee.to_string(),
-        max_priority_fee_per_gas: tip.to_string(),
-        raws: vec![raw_hex],
-        hashes: vec![hex32(&hash)],
-        sent_at: appliance_storage::now_us(),
-        done: false,
-        mined: None,
-        settled: None,
-        filler_raws: vec![],
-        filler_hashes: vec![],
     };
     let recorded = write(state, move |ctx| {
         if stored_nonce(ctx, &key)? != stored {
@@ -153,12 +123,82 @@ where
         return Ok(Ok(None));
     }
     crash_point(kind, "recorded");
-    if let Err(e) = c.client.broadcast(&signed.raw).await {
+    if let Err(e) = c.client.broadcast(&raw).await {
         // Recorded: the tracker rebroadcasts it.
         tracing::warn!(chain = c.chain, nonce, error = %clean(&e), "broadcast failed; will retry");
     }
     crash_point(kind, "broadcast");
     Ok(Ok(Some(hash)))
+}
+
+/// Signs a transaction of the master wallet at `nonce` with the node's current fees and
+/// returns it as its stored row (not yet recorded) and its raw bytes, or the signer's
+/// refusal. Shared by [`send_new`] and [`SendBatch`].
+#[allow(clippy::too_many_arguments)]
+async fn sign_out(
+    c: &ChainWorker,
+    m: &Master,
+    pol: SigningPolicy,
+    nonce: u64,
+    kind: OutKind,
+    ref_id: Uuid,
+    project_id: Uuid,
+    to: Address,
+    value: U256,
+    data: appliance_chains::evm::Bytes,
+    gas_limit: u64,
+) -> anyhow::Result<Result<SignedOut, SignError>> {
+    let f = c.client.fees().await?;
+    let (max_fee, tip) = (f.max_fee_per_gas, f.max_priority_fee_per_gas);
+    let tx = sender::eip1559(
+        c.chain_id,
+        nonce,
+        to,
+        value,
+        data.clone(),
+        gas_limit,
+        max_fee,
+        tip,
+    );
+    let signed = match m.signer.sign_evm(pol, tx) {
+        Ok(s) => s,
+        Err(e) => return Ok(Err(e)),
+    };
+    let out = OutTx {
+        nonce,
+        kind,
+        ref_id,
+        project_id,
+        to,
+        value: value.to_string(),
+        data: hex::encode(&data),
+        gas_limit,
+        max_fee_per_gas: max_fee.to_string(),
+        max_priority_fee_per_gas: tip.to_string(),
+        raws: vec![hex::encode(&signed.raw)],
+        hashes: vec![hex32(&B256::from(signed.hash))],
+        sent_at: appliance_storage::now_us(),
+        done: false,
+        mined: None,
+        settled: None,
+        filler_raws: vec![],
+        filler_hashes: vec![],
+    };
+    Ok(Ok(SignedOut {
+        out,
+        raw: signed.raw.to_vec(),
+        hash: B256::from(signed.hash),
+        max_fee,
+    }))
+}
+
+/// A transaction [`sign_out`] signed: its stored row, raw bytes, hash and
+/// `max_fee_per_gas` (wei).
+struct SignedOut {
+    out: OutTx,
+    raw: Vec<u8>,
+    hash: B256,
+    max_fee: u128,
 }
 
 /// The saga step that records one transaction of a [`SendBatch`], in the batch's store
@@ -220,47 +260,17 @@ impl SendBatch {
         record: Record,
     ) -> anyhow::Result<Result<u128, SignError>> {
         let nonce = self.first + self.items.len() as u64;
-        let f = c.client.fees().await?;
-        let (max_fee, tip) = (f.max_fee_per_gas, f.max_priority_fee_per_gas);
-        let tx = sender::eip1559(
-            c.chain_id,
-            nonce,
-            to,
-            value,
-            data.clone(),
-            gas_limit,
-            max_fee,
-            tip,
-        );
-        let signed = match m.signer.sign_evm(pol, tx) {
-            Ok(s) => s,
+        let SignedOut {
+            out, raw, max_fee, ..
+        } = match sign_out(
+            c, m, pol, nonce, kind, ref_id, project_id, to, value, data, gas_limit,
+        )
+        .await?
+        {
+            Ok(signed) => signed,
             Err(e) => return Ok(Err(e)),
         };
-        let out = OutTx {
-            nonce,
-            kind,
-            ref_id,
-            project_id,
-            to,
-            value: value.to_string(),
-            data: hex::encode(&data),
-            gas_limit,
-            max_fee_per_gas: max_fee.to_string(),
-            max_priority_fee_per_gas: tip.to_string(),
-            raws: vec![hex::encode(&signed.raw)],
-            hashes: vec![hex32(&B256::from(signed.hash))],
-            sent_at: appliance_storage::now_us(),
-            done: false,
-            mined: None,
-            settled: None,
-            filler_raws: vec![],
-            filler_hashes: vec![],
-        };
-        self.items.push(Signed {
-            out,
-            raw: signed.raw.to_vec(),
-            record,
-        });
+        self.items.push(Signed { out, raw, record });
         Ok(Ok(max_fee))
     }
 
