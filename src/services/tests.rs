@@ -450,6 +450,26 @@ fn orphan_after_spend_posts_the_shortfall_to_receivable() {
     verify_clean(&f);
 }
 
+/// The project's sweeps, newest first (at most 10).
+fn sweeps_of(f: &Fixture) -> Vec<Sweep> {
+    let p = f.scope.project_id();
+    f.store
+        .read_blocking(move |r| {
+            r.list::<Sweep>(
+                &appliance_storage::index::prefix(
+                    appliance_storage::index::IndexTag::Sweeps,
+                    p,
+                    &[],
+                ),
+                None,
+                10,
+                |_| true,
+            )
+        })
+        .unwrap()
+        .items
+}
+
 #[test]
 fn sweep_moves_deposits_to_treasury_without_touching_customers() {
     let f = fixture();
@@ -471,22 +491,7 @@ fn sweep_moves_deposits_to_treasury_without_touching_customers() {
     assert_eq!(proj(AccountKind::InTransit), 0);
     assert_eq!(proj(AccountKind::Treasury), 10_000);
     assert_eq!(balance(&f, f.customer, AccountKind::Available), 10_000);
-    let sweeps: Vec<Sweep> = f
-        .store
-        .read_blocking(move |r| {
-            r.list::<Sweep>(
-                &appliance_storage::index::prefix(
-                    appliance_storage::index::IndexTag::Sweeps,
-                    p,
-                    &[],
-                ),
-                None,
-                10,
-                |_| true,
-            )
-        })
-        .unwrap()
-        .items;
+    let sweeps = sweeps_of(&f);
     assert_eq!(
         sweeps.len(),
         1,
@@ -539,23 +544,7 @@ fn a_sweep_read_as_empty_is_not_skipped_once_its_address_holds_funds() {
     // before its write must leave the sweep open, not submitted without a transaction.
     let f = fixture();
     deposit(&f, 4_000, true);
-    let p = f.scope.project_id();
-    let open: Vec<Sweep> = f
-        .store
-        .read_blocking(move |r| {
-            r.list::<Sweep>(
-                &appliance_storage::index::prefix(
-                    appliance_storage::index::IndexTag::Sweeps,
-                    p,
-                    &[],
-                ),
-                None,
-                10,
-                |_| true,
-            )
-        })
-        .unwrap()
-        .items;
+    let open = sweeps_of(&f);
     assert_eq!(open.len(), 1);
     assert_eq!(open[0].status, SweepStatus::Open);
     let id = open[0].id;

@@ -417,32 +417,12 @@ mod tests {
     #[test]
     fn amounts_past_u64_survive() {
         let d = Deposit {
-            id: Uuid::now_v7(),
-            project_id: Uuid::now_v7(),
-            customer_id: Uuid::now_v7(),
-            invoice_id: None,
-            late: false,
-            funding: false,
-            awaiting_price: false,
-            wallet_id: Uuid::now_v7(),
-            chain: "ethereum".into(),
             asset: "ETH".into(),
             amount: u128::MAX - 5,
-            tx_hash: "0xab".into(),
-            log_index: 3,
-            from_address: "0x1".into(),
-            to_address: "0x2".into(),
-            block_number: 9,
-            block_time: 1,
-            confirmations: 0,
-            required_confirmations: 12,
             status: DepositStatus::Detected,
-            failure_reason: None,
             ledger_tx_id: None,
             reversal_tx_id: Some(Uuid::now_v7()),
-            manual: false,
-            created_at: 1,
-            updated_at: 2,
+            ..deposit()
         };
         let back: Deposit = decode(&encode(&d)).unwrap();
         assert_eq!(back.amount, d.amount);
