@@ -199,6 +199,18 @@ pub trait ChainClient: Send + Sync + fmt::Debug + 'static {
     /// the transaction answers with its hash, not an error.
     async fn broadcast(&self, raw: &[u8]) -> Result<B256, ClientError>;
 
+    /// Broadcasts a transaction this process has just signed with the key of `sender`
+    /// (the master wallet's signer, right after signing). A node recovers the sender from
+    /// the signature whatever it is told, and so does the default (plain
+    /// [`ChainClient::broadcast`]); the simulated chain takes `sender` as vouched and skips
+    /// the recovery (docs/decisions.md, "The simulated chain trusts the sender of the
+    /// appliance's own fresh sends"). Bytes read back from the store are broadcast with
+    /// [`ChainClient::broadcast`], never with this.
+    async fn broadcast_signed_by(&self, raw: &[u8], sender: Address) -> Result<B256, ClientError> {
+        let _ = sender;
+        self.broadcast(raw).await
+    }
+
     /// The receipt of a mined transaction on the canonical chain; `None` while it is not
     /// mined (pending, dropped, or removed by a reorg).
     async fn receipt(&self, hash: B256) -> Result<Option<Receipt>, ClientError>;

@@ -119,6 +119,14 @@ impl ChainClient for SimClient {
             .map_err(|e| refused("eth_sendRawTransaction", e))
     }
 
+    async fn broadcast_signed_by(&self, raw: &[u8], sender: Address) -> Result<B256, ClientError> {
+        self.inner
+            .lock()
+            .await
+            .submit_vouched(raw, sender)
+            .map_err(|e| refused("eth_sendRawTransaction", e))
+    }
+
     async fn receipt(&self, hash: B256) -> Result<Option<Receipt>, ClientError> {
         Ok(self.inner.lock().await.receipt(hash))
     }

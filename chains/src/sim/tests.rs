@@ -203,6 +203,30 @@ fn a_broadcast_is_mined_in_a_later_block_and_charges_gas() {
 }
 
 #[test]
+fn a_vouched_send_is_admitted_and_mined_like_a_recovered_one() {
+    let (mut c, k) = chain();
+    let dest = Address::repeat_byte(1);
+    let (raw, hash) = sign(&k, tx(0, dest));
+    // Tests run debug builds, which recover a vouched sender anyway: a wrong one is refused.
+    assert!(matches!(
+        c.submit_vouched(&raw, Address::repeat_byte(9)),
+        Err(SimError::Rejected(m)) if m.contains("vouched")
+    ));
+    assert!(!c.knows_tx(hash));
+    assert_eq!(c.submit_vouched(&raw, k.address()).unwrap(), hash);
+    assert_eq!(c.nonce(k.address(), true), 1);
+    // The admission rules still apply to a vouched send.
+    let (late, _) = sign(&k, tx(0, Address::repeat_byte(2)));
+    c.mine(1, T0 + 1, 0);
+    assert!(matches!(
+        c.submit_vouched(&late, k.address()),
+        Err(SimError::Rejected(m)) if m.contains("nonce too low")
+    ));
+    assert!(c.receipt(hash).unwrap().success);
+    assert_eq!(c.nonce(k.address(), false), 1);
+}
+
+#[test]
 fn admission_rules_refuse_what_a_node_refuses() {
     let (mut c, k) = chain();
     let d = Address::repeat_byte(1);

@@ -123,7 +123,7 @@ where
         return Ok(Ok(None));
     }
     crash_point(kind, "recorded");
-    if let Err(e) = c.client.broadcast(&raw).await {
+    if let Err(e) = c.client.broadcast_signed_by(&raw, m.treasury).await {
         // Recorded: the tracker rebroadcasts it.
         tracing::warn!(chain = c.chain, nonce, error = %clean(&e), "broadcast failed; will retry");
     }
@@ -279,7 +279,7 @@ impl SendBatch {
     /// recorded one at a time up to the first failure, which then ends the pass (as when
     /// each had its own transaction): the ones before it still go out. Returns how many
     /// were recorded.
-    async fn flush(self, state: &AppState, c: &ChainWorker) -> anyhow::Result<usize> {
+    async fn flush(self, state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<usize> {
         if self.items.is_empty() {
             return Ok(0);
         }
@@ -319,14 +319,14 @@ impl SendBatch {
                         }
                     }
                 }
-                broadcast(c, &items[..k]).await;
+                broadcast(c, m, &items[..k]).await;
                 return match failure {
                     Some(e) => Err(e),
                     None => Ok(k),
                 };
             }
         };
-        broadcast(c, &items[..recorded]).await;
+        broadcast(c, m, &items[..recorded]).await;
         Ok(recorded)
     }
 }
@@ -358,11 +358,12 @@ fn record_range(
 }
 
 /// Broadcasts recorded transactions in nonce order (a failure is logged: the tracker
-/// rebroadcasts).
-async fn broadcast(c: &ChainWorker, items: &[Signed]) {
+/// rebroadcasts). They were signed by this pass with the master key, so the client is
+/// told their sender ([`appliance_chains::client::ChainClient::broadcast_signed_by`]).
+async fn broadcast(c: &ChainWorker, m: &Master, items: &[Signed]) {
     for item in items {
         crash_point(item.out.kind, "recorded");
-        if let Err(e) = c.client.broadcast(&item.raw).await {
+        if let Err(e) = c.client.broadcast_signed_by(&item.raw, m.treasury).await {
             tracing::warn!(chain = c.chain, nonce = item.out.nonce, error = %clean(&e), "broadcast failed; will retry");
         }
         crash_point(item.out.kind, "broadcast");
@@ -470,7 +471,7 @@ async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::
     let mut batch = None;
     let r = sign_payouts(state, c, m, &mut batch).await;
     if let Some(b) = batch {
-        b.flush(state, c).await?;
+        b.flush(state, c, m).await?;
     }
     r
 }
@@ -957,7 +958,7 @@ async fn send_sweeps(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::R
     let mut batch = None;
     let r = sign_sweeps(state, c, m, &mut batch).await;
     if let Some(b) = batch {
-        b.flush(state, c).await?;
+        b.flush(state, c, m).await?;
     }
     r
 }
