@@ -80,7 +80,16 @@ struct View {
 }
 
 /// One reconciliation pass over the followed rows, then the gap repair.
-pub async fn reconcile(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<()> {
+///
+/// Returns the followed rows the pass left pending and unmined, as it left them (what a
+/// read of the pending rows after it would find among those), or `None` when a rare step (a
+/// filler, a fee bump, a re-plan, a gap repair) wrote rows on its own: the sender's
+/// funding check (`sender::Unmined`) then reads them again.
+pub async fn reconcile(
+    state: &AppState,
+    c: &ChainWorker,
+    m: &Master,
+) -> anyhow::Result<Option<Vec<OutTx>>> {
     let key = c.key.clone();
     let (rows, next) = state
         .store
@@ -95,7 +104,7 @@ pub async fn reconcile(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow:
         })
         .await?;
     if rows.is_empty() && next == 0 {
-        return Ok(());
+        return Ok(Some(rows));
     }
     let view = View {
         head: c.client.head().await?,
@@ -111,14 +120,25 @@ pub async fn reconcile(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow:
         .min()
         .unwrap_or(next);
     let mut batch = Batch::default();
+    let mut after = Some(Vec::with_capacity(rows.len()));
     for tx in rows {
-        track(state, c, m, &view, &mut batch, tx).await?;
+        let now = track(state, c, m, &view, &mut batch, tx).await?;
+        after = match (after, now) {
+            (Some(mut v), Some(t)) => {
+                if !t.done && t.mined.is_none() {
+                    v.push(t);
+                }
+                Some(v)
+            }
+            _ => None,
+        };
         if batch.ops.len() >= MAX_BATCH {
             batch.flush(state, c).await?;
         }
     }
     batch.flush(state, c).await?;
     if view.pending < lowest {
+        after = None;
         repair_gap(
             state,
             c,
@@ -128,7 +148,7 @@ pub async fn reconcile(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow:
         )
         .await?;
     }
-    Ok(())
+    Ok(after)
 }
 
 /// The receipt of any version of `tx`, newest first: (hash, is a filler, receipt).
@@ -278,7 +298,7 @@ async fn track(
     v: &View,
     batch: &mut Batch,
     mut tx: OutTx,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<OutTx>> {
     let required = c.required_confirmations as u64;
     match find_receipt(c, &tx).await? {
         Some((hash, filler, r)) => {
@@ -299,7 +319,8 @@ async fn track(
                 if filler {
                     // The call can never be mined now: re-plan its resource.
                     batch.flush(state, c).await?;
-                    return replan(state, c, m, tx).await;
+                    replan(state, c, m, tx).await?;
+                    return Ok(None);
                 }
                 let out = match (tx.kind, r.success) {
                     (OutKind::Swap, true) => {
@@ -308,7 +329,7 @@ async fn track(
                             None => {
                                 tracing::error!(chain = c.chain, nonce = tx.nonce, batch = %tx.ref_id,
                                     "a mined swap's output cannot be read from its receipt; settlement waits");
-                                return Ok(());
+                                return Ok(Some(tx));
                             }
                         }
                     }
@@ -327,7 +348,7 @@ async fn track(
             }
             if tx.settled.is_some() && v.head + 1 >= r.block_number + track_depth(c) {
                 tx.done = true;
-                batch.ops.push(BatchOp::Put(tx));
+                batch.ops.push(BatchOp::Put(tx.clone()));
             }
         }
         None => {
@@ -344,11 +365,12 @@ async fn track(
                 // The nonce is used on chain by no version stored here.
                 tracing::error!(chain = c.chain, nonce = tx.nonce,
                     "the master wallet's nonce was used by a transaction this appliance did not record; left as is");
-                return Ok(());
+                return Ok(Some(tx));
             }
             if tx.settled == Some(false) && tx.filler_hashes.is_empty() {
                 // Written as failed (reverted): the call must not run again.
-                return fill(state, c, m, tx).await;
+                fill(state, c, m, tx).await?;
+                return Ok(None);
             }
             let Some((raw, hash)) = tx.current().map(|(r, h)| (r.to_string(), h.to_string()))
             else {
@@ -369,7 +391,8 @@ async fn track(
                     Err(e) if cannot_succeed(&e) && tx.filler_hashes.is_empty() => {
                         tracing::warn!(chain = c.chain, nonce = tx.nonce, error = %clean(&e),
                             "a stored transaction can no longer succeed; filling its nonce");
-                        return fill(state, c, m, tx).await;
+                        fill(state, c, m, tx).await?;
+                        return Ok(None);
                     }
                     Err(e) => {
                         tracing::debug!(chain = c.chain, nonce = tx.nonce, error = %clean(&e), "rebroadcast refused")
@@ -377,10 +400,11 @@ async fn track(
                 }
             } else if age_ms > c.replace_after_ms as i64 {
                 replace(state, c, m, tx).await?;
+                return Ok(None);
             }
         }
     }
-    Ok(())
+    Ok(Some(tx))
 }
 
 /// The resource's outcome at the chain's confirmations, inside a store transaction: the

@@ -55,8 +55,8 @@ pub(super) async fn send_loop(state: AppState, c: ChainWorker, m: Master) {
 /// One sender pass: follow pending transactions, then sign new payouts, sweeps and the
 /// next steps of conversion batches.
 pub async fn send_step(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<()> {
-    super::reconcile::reconcile(state, c, m).await?;
-    send_payouts(state, c, m).await?;
+    let followed = super::reconcile::reconcile(state, c, m).await?;
+    send_payouts(state, c, m, followed).await?;
     send_sweeps(state, c, m).await?;
     super::convert::send_conversions(state, c, m).await?;
     Ok(())
@@ -467,9 +467,18 @@ fn work_ids_in(r: &impl ReadOps, tag: IndexTag) -> Result<Vec<Uuid>, StoreError>
 
 /// Signs the queued payouts of this chain, oldest first, up to [`MAX_NEW_PER_PASS`], and
 /// records and broadcasts them together ([`SendBatch`]).
-async fn send_payouts(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<()> {
+///
+/// `followed`: the pending rows as the pass's reconciliation left them, when it knows
+/// ([`super::reconcile::reconcile`]); the funding check counts the unmined ones instead of
+/// reading and decoding every pending row again.
+async fn send_payouts(
+    state: &AppState,
+    c: &ChainWorker,
+    m: &Master,
+    followed: Option<Vec<OutTx>>,
+) -> anyhow::Result<()> {
     let mut batch = None;
-    let r = sign_payouts(state, c, m, &mut batch).await;
+    let r = sign_payouts(state, c, m, &mut batch, followed).await;
     if let Some(b) = batch {
         b.flush(state, c, m).await?;
     }
@@ -499,11 +508,12 @@ async fn sign_payouts(
     c: &ChainWorker,
     m: &Master,
     batch: &mut Option<SendBatch>,
+    followed: Option<Vec<OutTx>>,
 ) -> anyhow::Result<()> {
     let reg = state.registry.clone();
     let attempts = state.config.webhooks.max_attempts();
     let mut done = 0;
-    let mut unmined: Option<Unmined> = None;
+    let mut unmined = Lazy::Rows(followed);
     let chain = c.chain;
     let ws = c.scope;
     let mut items = WorkItems::new(work_ids(state, IndexTag::PayoutsWork).await?);
@@ -638,7 +648,7 @@ async fn sign_payouts(
             // before the batch was written) is counted until the pass ends, which can only
             // make a later payout of the pass wait for the next one.
             Ok(max_fee) => {
-                if let Some(u) = unmined.as_mut() {
+                if let Lazy::Built(u) = &mut unmined {
                     u.add_payout(&p, value, gas, max_fee);
                 }
             }
@@ -664,12 +674,20 @@ enum Funding {
 }
 
 /// The master wallet's stored outgoing sends not yet mined, as [`payout_funding`] counts
-/// them: read once per sender pass (after the reconciliation, which is the only other
-/// writer of the rows during a pass) and added to as the pass records payouts, instead of
-/// decoding every pending row again for each payout (issue 16: that was most of a busy
-/// sender pass).
+/// them: built once per sender pass, after the reconciliation (the only other writer of the
+/// rows during a pass), from the unmined rows it hands over (or, after one of its rare
+/// steps, read again), and added to as the pass records payouts, instead of decoding every
+/// pending row again for each payout (issue 16: that was most of a busy sender pass) or
+/// once more per pass after the reconciliation decoded them.
 pub(super) struct Unmined {
     sends: Vec<UnminedSend>,
+}
+
+/// The [`Unmined`] sends of a pass, built at the first payout that needs them: from the
+/// rows the reconciliation handed over when it did (`Rows(Some(..))`), else read.
+enum Lazy {
+    Rows(Option<Vec<OutTx>>),
+    Built(Unmined),
 }
 
 /// One unmined send: what it may cost in the native coin, and the payout it pays.
@@ -684,14 +702,24 @@ impl Unmined {
     /// The pending rows of `key` neither done nor mined (mined: the latest balance already
     /// shows them), with the payouts they pay.
     fn read(r: &impl ReadOps, key: &str) -> Result<Unmined, StoreError> {
-        let mut sends = Vec::new();
+        let mut rows = Vec::new();
         for nonce in pending_nonces(r, key)? {
-            let Some(tx) = out_tx(r, key, nonce)? else {
-                continue;
-            };
+            if let Some(tx) = out_tx(r, key, nonce)? {
+                rows.push(tx);
+            }
+        }
+        Self::of_rows(r, key, rows)
+    }
+
+    /// The unmined sends among `rows` (pending rows of `key`), with the payouts they pay
+    /// read from `r`.
+    fn of_rows(r: &impl ReadOps, key: &str, rows: Vec<OutTx>) -> Result<Unmined, StoreError> {
+        let mut sends = Vec::new();
+        for tx in rows {
             if tx.done || tx.mined.is_some() {
                 continue;
             }
+            let nonce = tx.nonce;
             let bad = |field: &str, v: &str| {
                 format!("outgoing transaction {key} nonce {nonce}: {field} {v:?} is not a number")
             };
@@ -758,7 +786,7 @@ async fn payout_funding(
     state: &AppState,
     c: &ChainWorker,
     m: &Master,
-    unmined: &mut Option<Unmined>,
+    unmined: &mut Lazy,
     asset: &crate::registry::Asset,
     asset_id: &str,
     amount: u128,
@@ -783,14 +811,21 @@ async fn payout_funding(
     let chain = c.chain;
     let ws = c.scope;
     let aid = asset_id.to_string();
-    if unmined.is_none() {
-        let key = c.key.clone();
-        *unmined = Some(state.store.read(move |r| Unmined::read(r, &key)).await?);
+    if let Lazy::Rows(rows) = unmined {
+        let (key, rows) = (c.key.clone(), rows.take());
+        let built = state
+            .store
+            .read(move |r| match rows {
+                Some(rows) => Unmined::of_rows(r, &key, rows),
+                None => Unmined::read(r, &key),
+            })
+            .await?;
+        *unmined = Lazy::Built(built);
     }
-    let committed = unmined
-        .as_ref()
-        .expect("read above")
-        .committed(native, chain, &aid)?;
+    let Lazy::Built(u) = unmined else {
+        unreachable!("built above")
+    };
+    let committed = u.committed(native, chain, &aid)?;
     let need = need.saturating_add(committed);
     if balance >= need {
         return Ok(Funding::Covered);
