@@ -111,6 +111,8 @@ pub struct ChainWorker {
     /// Token contract -> asset symbol.
     pub tokens: Vec<(Address, String)>,
     pub native_symbol: String,
+    /// The sender's followed rows as its last reconciliation pass decoded them.
+    pub(super) rows: Arc<reconcile::RowMemo>,
 }
 
 impl ChainWorker {
@@ -145,6 +147,7 @@ impl ChainWorker {
             required_confirmations: c.required_confirmations.max(1),
             tokens,
             native_symbol: c.info.native.symbol.to_string(),
+            rows: Default::default(),
         })
     }
 

@@ -70,6 +70,66 @@ pub fn cannot_succeed(e: &ClientError) -> bool {
     .any(|x| d.contains(x))
 }
 
+/// The followed rows as the previous reconciliation pass decoded them, by nonce, each with
+/// the stored bytes it was decoded from (one per chain worker, [`ChainWorker::rows`]).
+///
+/// A pass reads every followed row, and under a backlog thousands are followed (a row stays
+/// until it is [`track_depth`] blocks deep): decoding each row's JSON again on every pass was
+/// the largest part of the sender's background work after the signatures (issue 16,
+/// callgrind). A row whose stored bytes equal the remembered ones is taken from here
+/// instead: the bytes are still read each pass, so whatever wrote the row, the pass sees
+/// exactly what is stored. Holds only the rows of the last pass, at most [`MEMO_ROWS`].
+#[derive(Default)]
+pub struct RowMemo(std::sync::Mutex<Rows>);
+
+/// Decoded rows by nonce, each with its stored bytes ([`RowMemo`]).
+type Rows = std::collections::HashMap<u64, (Vec<u8>, OutTx)>;
+
+/// Most rows a [`RowMemo`] keeps (a backlog's followed rows beyond it are decoded as before).
+const MEMO_ROWS: usize = 32_768;
+
+impl RowMemo {
+    /// Takes the remembered rows (a concurrent pass, which a worker never runs, would find
+    /// none and decode).
+    fn take(&self) -> Rows {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn put(&self, rows: Rows) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = rows;
+    }
+}
+
+/// The followed rows of `key` (a row that is absent or does not decode is left out, as
+/// [`out_tx`] leaves it out), decoded or taken from `old` when their bytes did not change;
+/// returns them with the memo of this read.
+fn read_followed(
+    r: &impl ChainStateOps,
+    key: &str,
+    mut old: Rows,
+) -> Result<(Vec<OutTx>, Rows), appliance_storage::StoreError> {
+    let nonces = pending_nonces(r, key)?;
+    let mut rows = Vec::with_capacity(nonces.len());
+    let mut memo = Rows::with_capacity(nonces.len().min(MEMO_ROWS));
+    for n in nonces {
+        let Some(bytes) = r.evm_out_tx(key, n)? else {
+            continue;
+        };
+        let row = match old.remove(&n) {
+            Some((b, row)) if b == bytes => row,
+            _ => match serde_json::from_slice::<OutTx>(&bytes) {
+                Ok(row) => row,
+                Err(_) => continue,
+            },
+        };
+        if memo.len() < MEMO_ROWS {
+            memo.insert(n, (bytes, row.clone()));
+        }
+        rows.push(row);
+    }
+    Ok((rows, memo))
+}
+
 /// What the chain showed for the master wallet at the start of a pass.
 struct View {
     head: u64,
@@ -91,18 +151,15 @@ pub async fn reconcile(
     m: &Master,
 ) -> anyhow::Result<Option<Vec<OutTx>>> {
     let key = c.key.clone();
-    let (rows, next) = state
+    let old = c.rows.take();
+    let (rows, next, memo) = state
         .store
         .read(move |r| {
-            let mut v = Vec::new();
-            for n in pending_nonces(r, &key)? {
-                if let Some(t) = out_tx(r, &key, n)? {
-                    v.push(t);
-                }
-            }
-            Ok((v, stored_nonce(r, &key)?))
+            let (rows, memo) = read_followed(r, &key, old)?;
+            Ok((rows, stored_nonce(r, &key)?, memo))
         })
         .await?;
+    c.rows.put(memo);
     if rows.is_empty() && next == 0 {
         return Ok(Some(rows));
     }
