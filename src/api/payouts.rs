@@ -81,6 +81,8 @@ async fn create_payout(
     }
     let s = scope(&state, &caller);
     let key_id = caller.key.id;
+    // Hashed here, not on the store writer.
+    let facts = payouts::address_facts(&s, &req.to_address);
     let (resp, _) = mutate(
         &state,
         &caller,
@@ -88,7 +90,7 @@ async fn create_payout(
         "/v1/payouts",
         &body.fingerprint,
         move |ctx| {
-            let p = payouts::create(ctx, &s, key_id, req)?;
+            let p = payouts::create_with(ctx, &s, key_id, req, facts)?;
             Ok((StatusCode::ACCEPTED, views::payout(&s.reg, &p), ()))
         },
     )

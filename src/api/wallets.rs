@@ -51,6 +51,8 @@ async fn create_wallet(
     let customer_id = body.fields.req_uuid("customer_id")?;
     let chain = body.fields.req_chain("chain")?;
     let s = scope(&state, &caller);
+    // Derived here, not on the store writer (used only if the wallet is new).
+    let address = wallets::new_address(&s, customer_id);
     let (resp, _) = mutate(
         &state,
         &caller,
@@ -58,7 +60,7 @@ async fn create_wallet(
         "/v1/wallets",
         &body.fingerprint,
         move |ctx| {
-            let (w, created) = wallets::get_or_create(ctx, &s, customer_id, &chain)?;
+            let (w, created) = wallets::get_or_create_at(ctx, &s, customer_id, &chain, address)?;
             Ok((created_or_ok(created), views::wallet(&w), ()))
         },
     )

@@ -121,6 +121,27 @@ fn lock_entry(
     }
 }
 
+/// What [`create`] checks of `to_address` without the store: whether it parses as an EVM
+/// address (used on EVM chains; the reason when not) and whether it is the project's test
+/// master wallet or the live treasury (self-payouts). A pure function of the scope and the
+/// address, with up to three keccak-256 hashes (checksums, the master's CREATE2 address):
+/// the handler computes it on the request's thread before the store job ([`create_with`]).
+pub struct AddressFacts {
+    evm: Result<(), String>,
+    own: bool,
+}
+
+/// The [`AddressFacts`] of `to_address` under `s`.
+pub fn address_facts(s: &Scope, to_address: &str) -> AddressFacts {
+    AddressFacts {
+        evm: appliance_chains::address::parse_evm_address(to_address)
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        own: to_address.eq_ignore_ascii_case(&wallets::master_address(s.project_id()))
+            || wallets::is_live_treasury(&s.reg, to_address),
+    }
+}
+
 /// Accepts a payout: checks every rule, locks the funds and queues it (or holds it for
 /// approval above the project's threshold).
 ///
@@ -133,6 +154,19 @@ pub fn create(
     s: &Scope,
     key_id: Uuid,
     req: NewPayout,
+) -> Result<Payout, PayoutError> {
+    let facts = address_facts(s, &req.to_address);
+    create_with(ctx, s, key_id, req, facts)
+}
+
+/// [`create`] with the address checks computed beforehand by [`address_facts`] under the
+/// same scope `s`, for the same `req.to_address`.
+pub fn create_with(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    key_id: Uuid,
+    req: NewPayout,
+    facts: AddressFacts,
 ) -> Result<Payout, PayoutError> {
     let p = s.project_id();
     if let Some(c) = req.customer_id {
@@ -159,19 +193,14 @@ pub fn create(
         });
     }
     if eff.chain.is_evm() {
-        appliance_chains::address::parse_evm_address(&req.to_address).map_err(|e| {
-            PayoutError::InvalidAddress {
-                reason: e.to_string(),
-            }
-        })?;
+        facts
+            .evm
+            .map_err(|reason| PayoutError::InvalidAddress { reason })?;
     }
     if ctx
         .unique_get(&wallets::address_key(&req.chain, &req.to_address))?
         .is_some()
-        || req
-            .to_address
-            .eq_ignore_ascii_case(&wallets::master_address(p))
-        || wallets::is_live_treasury(&s.reg, &req.to_address)
+        || facts.own
     {
         return Err(PayoutError::SelfPayout);
     }

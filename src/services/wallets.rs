@@ -65,6 +65,33 @@ pub fn get_or_create(
     customer_id: Uuid,
     chain_id: &str,
 ) -> Result<(Wallet, bool), WalletError> {
+    let address = new_address(s, customer_id);
+    get_or_create_at(ctx, s, customer_id, chain_id, address)
+}
+
+/// The address a new wallet of `customer_id` gets under `s` ([`factory_for`] the scope's
+/// project, then the CREATE2 rule of DECISIONS.md section 9), `None` when no master key is
+/// unlocked for a live project. A pure function of the scope and the id: the handler
+/// derives it on the request's thread, before the store job, so the store writer does not
+/// hash (three keccak-256 per address, with the EIP-55 checksum).
+pub fn new_address(s: &Scope, customer_id: Uuid) -> Option<String> {
+    let factory = factory_for(&s.reg, &s.project)?;
+    Some(appliance_chains::address::deposit_address_under(
+        &factory,
+        s.project_id(),
+        customer_id,
+    ))
+}
+
+/// [`get_or_create`] with the new wallet's address derived beforehand by [`new_address`]
+/// under the same scope `s` (used only when a wallet is created).
+pub fn get_or_create_at(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    customer_id: Uuid,
+    chain_id: &str,
+    address: Option<String>,
+) -> Result<(Wallet, bool), WalletError> {
     let p = s.project_id();
     let customer = ctx
         .get_in::<Customer>(p, customer_id)?
@@ -125,10 +152,9 @@ pub fn get_or_create(
             retry_after_s: seconds_to_midnight(ctx.now_us()),
         });
     }
-    let Some(factory) = factory_for(&s.reg, &s.project) else {
+    let Some(address) = address else {
         return Err(WalletError::NoMasterKey);
     };
-    let address = appliance_chains::address::deposit_address_under(&factory, p, customer.id);
     let w = Wallet {
         id: Uuid::now_v7(),
         project_id: p,
