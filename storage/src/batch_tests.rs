@@ -160,3 +160,64 @@ fn a_remembered_index_prefix_follows_the_batchs_own_index_writes() {
         .unwrap();
     assert_eq!(seen, vec![false, false, true, true, false]);
 }
+
+#[test]
+fn a_remembered_sim_log_end_follows_the_batchs_writes_and_dies_with_an_aborted_batch() {
+    use crate::ChainStateOps;
+    let (_dir, store) = store();
+    let p = Uuid::now_v7();
+    let seen = store
+        .write_blocking(move |ctx| {
+            let mut seen = vec![ctx.sim_last_seq(p, "ethereum")?];
+            ctx.sim_op_put(p, "ethereum", 0, b"a")?;
+            seen.push(ctx.sim_last_seq(p, "ethereum")?);
+            ctx.sim_op_put(p, "ethereum", 1, b"b")?;
+            seen.push(ctx.sim_last_seq(p, "ethereum")?);
+            // Another chain of the project is its own log.
+            seen.push(ctx.sim_last_seq(p, "polygon")?);
+            // A generic read of the table drops the memo; the answer stays the same.
+            seen.push(ChainStateOps::sim_last_seq(&*ctx, p, "ethereum")?);
+            seen.push(ctx.sim_last_seq(p, "ethereum")?);
+            Ok::<_, StoreError>(seen)
+        })
+        .unwrap();
+    assert_eq!(seen, vec![None, Some(0), Some(1), None, Some(1), Some(1)]);
+
+    // A batch that writes operation 2 and then fails is aborted whole: the next batch reads
+    // the log's end from what is stored.
+    let r = batch(
+        &store,
+        vec![
+            Box::new(move |ctx| {
+                ctx.sim_op_put(p, "ethereum", 2, b"c")
+                    .map_err(|_| "store")?;
+                ctx.sim_last_seq(p, "ethereum")
+                    .map_err(|_| "store")?
+                    .ok_or("no end")
+            }),
+            Box::new(|ctx| {
+                ctx.sim_height_put("ethereum", 7).map_err(|_| "store")?;
+                Err("refused after writing")
+            }),
+        ],
+    );
+    assert!(r.is_err());
+    let after = store
+        .write_blocking(move |ctx| {
+            Ok::<_, StoreError>((
+                ctx.sim_last_seq(p, "ethereum")?,
+                ctx.sim_height("ethereum")?,
+            ))
+        })
+        .unwrap();
+    assert_eq!(after, (Some(1), 0));
+    // The kept `sim_heights` handle reads what a write through another handle left.
+    let height = store
+        .write_blocking(|ctx| {
+            let before = ctx.sim_height("ethereum")?;
+            ctx.sim_height_put("ethereum", 9)?;
+            Ok::<_, StoreError>((before, ctx.sim_height("ethereum")?))
+        })
+        .unwrap();
+    assert_eq!(height, (0, 9));
+}

@@ -195,6 +195,9 @@ impl WriteCtx<'_> {
             t.insert((project.as_u128(), chain, seq), bytes)?;
             Ok(())
         });
+        if r.is_ok() {
+            self.sim_op_wrote(project, chain, seq);
+        }
         self.track(r)
     }
 
