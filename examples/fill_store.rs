@@ -250,6 +250,7 @@ async fn run(a: Args) -> Result<()> {
                         block_number: job.block,
                         block_time_us: i64::try_from(job.time_ms.saturating_mul(1000))
                             .unwrap_or(i64::MAX),
+                        minted: deposits::Minted::fresh(),
                     };
                     let d = deposits::create_test(ctx, &s, req).map_err(|e| e.to_string())?;
                     let op = sim_chain::deposit_transfer(&s.reg, &d, job.time_ms)

@@ -6,7 +6,7 @@ use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use serde_json::json;
 
-use appliance_storage::records::{KeyKind, Mode};
+use appliance_storage::records::{Deposit, KeyKind, Mode};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody};
@@ -80,6 +80,7 @@ async fn create_test_deposit(
         confirm: f.opt_bool("confirm")?.unwrap_or(true),
         block_number: 0,
         block_time_us: 0,
+        minted: deposits::Minted::fresh(),
     };
     let s = scope(&state, &caller);
     let simulated = state.registry.chain(&req.chain).is_some_and(|c| c.is_evm());
@@ -143,6 +144,15 @@ async fn create_test_deposit(
     ))
 }
 
+/// What a test deposit's store job answers: the body rendered inside the job (a request
+/// with an `Idempotency-Key` stores it as its record in the same transaction, or replays
+/// the stored one), or the deposit as written, rendered after the commit on the request's
+/// task (no record to store: the store writer does not render it; issue 16).
+enum Answer {
+    Rendered(u16, String),
+    Written(Box<Deposit>),
+}
+
 /// A test deposit on a simulated chain: reserves the next block, queues the store job
 /// under the chain lock, awaits the commit without it, settles the block (see
 /// `services::sim_chain`). The job writes the block's operation whatever the outcome: the
@@ -157,6 +167,7 @@ async fn simulated_deposit(
     let (gate, chain, r) = h.reserve_block(&state.store, sim_chain::now_ms()).await?;
     req.block_number = r.block;
     req.block_time_us = i64::try_from(r.time_ms.saturating_mul(1000)).unwrap_or(i64::MAX);
+    let reg = s.reg.clone();
     let job = r.clone();
     let queued = state
         .store
@@ -165,26 +176,26 @@ async fn simulated_deposit(
                 return Err(ApiError::from(sim_chain::SimOpenError::Rebuilding));
             }
             let t_ms = job.time_ms;
-            let out = run_idempotent(ctx, rec_key, move |ctx| {
-                let d = deposits::create_test(ctx, &s, req)?;
-                let op = sim_chain::deposit_transfer(&s.reg, &d, t_ms)?;
-                // The chain worker unwinds it if a reorg removes its block.
-                ctx.evm_block_deposit_add(
-                    &sim_chain::state_key(&d.chain, d.project_id),
-                    d.block_number,
-                    d.id,
-                )?;
-                Ok((StatusCode::CREATED, views::deposit(&s.reg, &d), op))
-            });
-            let op = match &out {
-                Ok((_, _, Some(op))) => op.clone(),
+            let out = match rec_key {
+                Some(rec_key) => run_idempotent(ctx, Some(rec_key), move |ctx| {
+                    let (d, op) = write_test_deposit(ctx, &s, req, t_ms)?;
+                    Ok((StatusCode::CREATED, views::deposit(&s.reg, &d), op))
+                })
+                .map(|(status, body, op)| (Answer::Rendered(status, body), op)),
+                None => write_test_deposit(ctx, &s, req, t_ms)
+                    .map(|(d, op)| (Answer::Written(Box::new(d)), Some(op))),
+            };
+            let (answer, op) = match out {
+                Ok((answer, Some(op))) => (Ok(answer), op),
+                // A replay: the block stays, empty.
+                Ok((answer, None)) => (Ok(answer), job.empty_block()),
                 // Refused after writing: the batch is aborted (a bug path), nothing is kept.
-                Err(_) if ctx.job_wrote() => return out.map(|_| unreachable!()),
-                // Refused before writing, or a replay: the block stays, empty.
-                _ => job.empty_block(),
+                Err(e) if ctx.job_wrote() => return Err(e),
+                // Refused before writing: the block stays, empty.
+                Err(e) => (Err(e), job.empty_block()),
             };
             job.write(ctx, &op)?;
-            Ok((out.map(|(status, body, _)| (status, body)), op))
+            Ok((answer, op))
         })
         .await;
     drop(chain);
@@ -192,11 +203,38 @@ async fn simulated_deposit(
         Ok(done) => done.await,
         Err(e) => Err(e),
     };
-    let written = out.as_ref().ok().map(|(_, op)| op.clone());
+    let (answer, written) = match out {
+        Ok((answer, op)) => (Ok(answer), Some(op)),
+        Err(e) => (Err(e), None),
+    };
     h.settle(&mut *h.client.chain_state().lock().await, r, written);
     drop(gate);
-    let (answer, _) = out?;
-    answer
+    Ok(match answer?? {
+        Answer::Rendered(status, body) => (status, body),
+        Answer::Written(d) => (
+            StatusCode::CREATED.as_u16(),
+            serde_json::to_string(&views::deposit_view(&reg, &d)).expect("json"),
+        ),
+    })
+}
+
+/// The store job's writes of a test deposit on a simulated chain: the deposit
+/// (`deposits::create_test`), the block's transfer and the block's deposit (which the chain
+/// worker unwinds if a reorg removes its block).
+fn write_test_deposit(
+    ctx: &mut appliance_storage::WriteCtx<'_>,
+    s: &Scope,
+    req: TestDeposit,
+    t_ms: u64,
+) -> Result<(Deposit, appliance_chains::sim::Op), ApiError> {
+    let d = deposits::create_test(ctx, s, req)?;
+    let op = sim_chain::deposit_transfer(&s.reg, &d, t_ms)?;
+    ctx.evm_block_deposit_add(
+        &sim_chain::state_key(&d.chain, d.project_id),
+        d.block_number,
+        d.id,
+    )?;
+    Ok((d, op))
 }
 
 async fn transition(

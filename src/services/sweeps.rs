@@ -76,7 +76,8 @@ pub fn schedule(
         updated_at: now,
     };
     ctx.unique_put(&key, s.id)?;
-    ctx.put(&s)?;
+    // A new id: nothing stored under it to read for its old index entries (issue 16).
+    ctx.put_replacing(None, &s)?;
     Ok(s)
 }
 

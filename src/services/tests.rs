@@ -94,6 +94,7 @@ fn deposit(f: &Fixture, amount: u128, confirm: bool) -> Deposit {
                 confirm,
                 block_number: deposits::sim_height(ctx, "ethereum")?,
                 block_time_us: ctx.now_us(),
+                minted: deposits::Minted::fresh(),
             },
         )
     })

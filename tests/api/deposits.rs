@@ -84,6 +84,52 @@ async fn a_confirmed_test_deposit_credits_the_customer() {
 }
 
 #[tokio::test]
+async fn a_test_deposits_answer_is_the_same_bytes_rendered_after_the_commit_or_stored() {
+    // Without an Idempotency-Key the answer is rendered after the commit, on the request's
+    // task; with one it is rendered in the store job and stored as the record. Both are the
+    // bytes `GET /v1/deposits/{id}` answers, and a replay answers the stored bytes.
+    let app = spawn_app().await;
+    let c = app.create_customer(None).await;
+    let cid = s(&c["id"]);
+    app.create_wallet(&cid, "ethereum").await;
+    let body = json!({ "customer_id": cid, "chain": "ethereum", "asset": "USDT",
+                       "decimals": 6, "amount": "2500000" });
+    let plain = app
+        .post(&app.wallet_key, "/v1/test/deposits", body.clone())
+        .await;
+    assert_eq!(plain.status, 201, "{}", plain.text);
+    assert_deposit_shape(&plain.body);
+    let got = app
+        .get(
+            &app.wallet_key,
+            &format!("/v1/deposits/{}", s(&plain.body["id"])),
+        )
+        .await;
+    assert_eq!(plain.text, got.text, "the answer is what GET answers");
+
+    let key = idem();
+    let first = app
+        .post_idem(&app.wallet_key, "/v1/test/deposits", body.clone(), &key)
+        .await;
+    assert_eq!(first.status, 201, "{}", first.text);
+    assert_ne!(first.body["id"], plain.body["id"]);
+    let replay = app
+        .post_idem(&app.wallet_key, "/v1/test/deposits", body, &key)
+        .await;
+    assert_eq!(replay.status, 201);
+    assert_eq!(replay.text, first.text, "a replay answers the stored bytes");
+    let got = app
+        .get(
+            &app.wallet_key,
+            &format!("/v1/deposits/{}", s(&first.body["id"])),
+        )
+        .await;
+    assert_eq!(first.text, got.text);
+    // One deposit per distinct request: the replay wrote nothing.
+    assert_eq!(app.available(&cid, "ethereum", "USDT").await, 5_000_000);
+}
+
+#[tokio::test]
 async fn bsc_stablecoins_have_18_decimals() {
     let app = spawn_app().await;
     let c = app.create_customer(None).await;
