@@ -816,9 +816,16 @@ fn serve(cfg: Config, test_mode: bool) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let (closer, result) = rt.block_on(crate::server::run(cfg, test_mode));
-    // Dropping the runtime drops every task's store handle; then the writer closes the file.
-    // This runs on early failures too, so the next start needs no repair.
+    let background = crate::workers::background_runtime()?;
+    let (closer, result) = rt.block_on(crate::server::run(
+        cfg,
+        test_mode,
+        background.handle().clone(),
+    ));
+    // Dropping the runtimes drops every task's store handle (the workers' first); then the
+    // writer closes the file. This runs on early failures too, so the next start needs no
+    // repair.
+    background.shutdown_timeout(std::time::Duration::from_secs(5));
     rt.shutdown_timeout(std::time::Duration::from_secs(5));
     if let Some(h) = closer {
         let _ = h.join();

@@ -146,13 +146,15 @@ async fn prepare(config: &Config, test_mode: bool) -> anyhow::Result<Prepared> {
 }
 
 /// Runs the server until SIGINT or SIGTERM. `test_mode` creates project `default` on first
-/// start and prints its keys once. Returns the store's writer thread (join it after the
-/// runtime is dropped so the store file is closed cleanly) and the outcome: an early
-/// failure after the store opened still returns the writer thread, so every exit closes the
-/// store cleanly.
+/// start and prints its keys once. The background workers are spawned on `background`
+/// ([`workers::background_runtime`]), the API on the calling runtime. Returns the store's
+/// writer thread (join it after both runtimes are dropped so the store file is closed
+/// cleanly) and the outcome: an early failure after the store opened still returns the
+/// writer thread, so every exit closes the store cleanly.
 pub async fn run(
     config: Config,
     test_mode: bool,
+    background: tokio::runtime::Handle,
 ) -> (Option<std::thread::JoinHandle<()>>, anyhow::Result<()>) {
     let opened = async {
         let prepared = prepare(&config, test_mode).await?;
@@ -163,7 +165,16 @@ pub async fn run(
         Ok(o) => o,
         Err(e) => return (None, Err(e)),
     };
-    let result = serve(config, test_mode, store.clone(), pepper, data_key, prepared).await;
+    let result = serve(
+        config,
+        test_mode,
+        store.clone(),
+        pepper,
+        data_key,
+        prepared,
+        background,
+    )
+    .await;
     let closer = store.shutdown();
     drop(store);
     (closer, result)
@@ -202,6 +213,7 @@ async fn serve(
     pepper: Pepper,
     data_key: crate::sealing::DataKey,
     prepared: Prepared,
+    background: tokio::runtime::Handle,
 ) -> anyhow::Result<()> {
     let Prepared {
         listener,
@@ -246,7 +258,12 @@ async fn serve(
         let signer = signer
             .clone()
             .context("live chains are configured but no master seed is unlocked")?;
-        workers::chain::start(&state, signer).await?;
+        // Started on the background runtime, so its workers' tasks (and what they spawn)
+        // run there.
+        let state = state.clone();
+        background
+            .spawn(async move { workers::chain::start(&state, signer).await })
+            .await??;
     }
     let mode = if test_mode { " (test mode)" } else { "" };
     let scheme = if rustls.is_some() { "https" } else { "http" };
@@ -256,11 +273,13 @@ async fn serve(
     let sock_listener = operator::bind_socket(&sock).context("binding the operator socket")?;
     // Printed only once the listener is bound and TLS loaded (both done in `prepare`).
     outln!("appliance listening on {scheme}://{addr}{mode}");
-    tokio::spawn(workers::sim_chain::run(state.clone()));
-    tokio::spawn(workers::maintenance::run(state.clone()));
-    tokio::spawn(workers::invoices::run(state.clone()));
-    tokio::spawn(workers::billing::run(state.clone()));
-    tokio::spawn(crate::webhooks::dispatcher::run(state.clone()));
+    // The workers run on their own, lower-priority threads: under load the API's requests
+    // win the cores, the workers keep their (smaller) share (docs/decisions.md, Runtime).
+    background.spawn(workers::sim_chain::run(state.clone()));
+    background.spawn(workers::maintenance::run(state.clone()));
+    background.spawn(workers::invoices::run(state.clone()));
+    background.spawn(workers::billing::run(state.clone()));
+    background.spawn(crate::webhooks::dispatcher::run(state.clone()));
     {
         let state = state.clone();
         tokio::spawn(async move {
