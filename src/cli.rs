@@ -827,6 +827,7 @@ fn serve(cfg: Config, test_mode: bool) -> anyhow::Result<ExitCode> {
     // repair.
     background.shutdown_timeout(std::time::Duration::from_secs(5));
     rt.shutdown_timeout(std::time::Duration::from_secs(5));
+    crate::ops::logging::flush();
     if let Some(h) = closer {
         let _ = h.join();
     }

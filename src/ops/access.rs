@@ -24,6 +24,9 @@ impl KeySlot {
     }
 }
 
+/// The target of the access log lines (gathered into batches by `ops::logging`).
+pub const TARGET: &str = "appliance::access";
+
 /// The route label of a request that matched no route.
 pub const UNMATCHED: &str = "unmatched";
 
@@ -54,7 +57,7 @@ impl Entry {
         let latency = self.start.elapsed();
         let route = self.route.as_ref().map_or(UNMATCHED, |m| m.as_str());
         tracing::info!(
-            target: "appliance::access",
+            target: TARGET,
             method = %self.method,
             route,
             status,
