@@ -141,9 +141,10 @@ pub fn parse_token(token: &str) -> Option<Mode> {
         .then_some(mode)
 }
 
-/// The secret mixed into every stored token hash.
+/// The secret mixed into every stored token hash, kept as the HMAC-SHA256 state keyed with
+/// it (keying once: each hash then costs the token's blocks only).
 #[derive(Clone)]
-pub struct Pepper([u8; 32]);
+pub struct Pepper(Hmac<Sha256>);
 
 impl std::fmt::Debug for Pepper {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -163,7 +164,7 @@ impl Pepper {
                 let mut b = [0u8; 32];
                 hex::decode_to_slice(s.trim(), &mut b)
                     .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-                Ok(Pepper(b))
+                Ok(Pepper::keyed(&b))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let mut b = [0u8; 32];
@@ -175,17 +176,28 @@ impl Pepper {
                     .open(&path)?;
                 f.write_all(hex::encode(b).as_bytes())?;
                 f.sync_all()?;
-                Ok(Pepper(b))
+                Ok(Pepper::keyed(&b))
             }
             Err(e) => Err(e),
         }
     }
 
-    /// HMAC-SHA256(pepper, token), hex.
+    fn keyed(secret: &[u8; 32]) -> Pepper {
+        Pepper(Hmac::<Sha256>::new_from_slice(secret).expect("any key length"))
+    }
+
+    /// HMAC-SHA256(pepper, token), hex (the stored `token_hash`).
     pub fn hash(&self, token: &str) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("any key length");
+        self.hash_hex(token, &mut [0; 64]).to_string()
+    }
+
+    /// [`Pepper::hash`] written into `buf`, without an allocation (the request path's key
+    /// lookup).
+    pub fn hash_hex<'b>(&self, token: &str, buf: &'b mut [u8; 64]) -> &'b str {
+        let mut mac = self.0.clone();
         mac.update(token.as_bytes());
-        hex::encode(mac.finalize().into_bytes())
+        hex::encode_to_slice(mac.finalize().into_bytes(), buf).expect("64 hex digits");
+        std::str::from_utf8(buf).expect("hex is ASCII")
     }
 }
 
@@ -413,6 +425,22 @@ mod tests {
         assert_eq!(parse_token(&l.token), Some(Mode::Live));
         assert_eq!(parse_token(&l.token.to_uppercase()), None);
         assert_eq!(parse_token("apk1234"), None);
+    }
+
+    #[test]
+    fn the_pepper_hash_is_hmac_sha256_in_hex() {
+        // RFC 4231 test case 2 ("Jefe"), the key zero-padded to 32 bytes as HMAC pads it.
+        let mut secret = [0u8; 32];
+        secret[..4].copy_from_slice(b"Jefe");
+        let p = Pepper::keyed(&secret);
+        let want = "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843";
+        assert_eq!(p.hash("what do ya want for nothing?"), want);
+        assert_eq!(
+            p.hash_hex("what do ya want for nothing?", &mut [0; 64]),
+            want
+        );
+        // The keyed state is reused, never advanced.
+        assert_eq!(p.hash("what do ya want for nothing?"), want);
     }
 
     #[test]

@@ -42,7 +42,11 @@ impl FromRequestParts<AppState> for Caller {
             .and_then(bearer_token);
         let key = presented
             .filter(|t| parse_token(t).is_some())
-            .and_then(|t| state.keys.key_by_hash(&state.pepper.hash(t)));
+            .and_then(|t| {
+                state
+                    .keys
+                    .key_by_hash(state.pepper.hash_hex(t, &mut [0; 64]))
+            });
         let now = appliance_storage::now_us();
         let Some(key) = key.filter(|k| k.is_enabled(key_now(state, k, now))) else {
             if let Err(retry) = state.limits.check_unauthenticated(ip) {
@@ -61,7 +65,7 @@ impl FromRequestParts<AppState> for Caller {
         }
         state.keys.record_use(key.id, now);
         if let Some(slot) = parts.extensions.get::<crate::ops::access::KeySlot>() {
-            slot.set(&key.key_id);
+            slot.set(&key);
         }
         Ok(Caller {
             key,

@@ -12,15 +12,17 @@ use std::time::Instant;
 use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
 
-/// Filled by the caller extractor with the public id of the key that authenticated the
-/// request, read back by the access log.
+use appliance_storage::records::ApiKey;
+
+/// Filled by the caller extractor with the key that authenticated the request; the access
+/// log reads back its public id.
 #[derive(Clone, Default)]
-pub struct KeySlot(Arc<OnceLock<String>>);
+pub struct KeySlot(Arc<OnceLock<Arc<ApiKey>>>);
 
 impl KeySlot {
-    /// Records the key id (first call wins).
-    pub fn set(&self, key_id: &str) {
-        let _ = self.0.set(key_id.to_string());
+    /// Records the key (first call wins).
+    pub fn set(&self, key: &Arc<ApiKey>) {
+        let _ = self.0.set(key.clone());
     }
 }
 
@@ -63,7 +65,7 @@ impl Entry {
             status,
             latency_ms = (latency.as_secs_f64() * 1e6).round() / 1e3,
             request_id = %request_id,
-            key_id = self.slot.0.get().map(String::as_str).unwrap_or("-"),
+            key_id = self.slot.0.get().map_or("-", |k| k.key_id.as_str()),
             "request"
         );
         super::metrics::http_request(&self.method, route, status, latency);
