@@ -716,6 +716,23 @@ async fn catchup_run(
             ms.iter().max().unwrap()
         );
     }
+    // The writer's idle time between commits: from the end of one watcher commit to the
+    // start of the next (each line is logged at its commit's end, with its duration).
+    if commits.len() > 1 {
+        let gaps: Vec<f64> = commits
+            .windows(2)
+            .map(|c| (c[1].0 - c[1].3 as f64 / 1e3 - c[0].0).max(0.0) * 1e3)
+            .collect();
+        let mut top = gaps.clone();
+        top.sort_by(|a, b| b.partial_cmp(a).unwrap());
+        eprintln!(
+            "  watcher idle between commits: {:.0} ms in all over {} gaps, {} over 20 ms, largest {:?} ms",
+            gaps.iter().sum::<f64>(),
+            gaps.len(),
+            gaps.iter().filter(|g| **g > 20.0).count(),
+            top.iter().take(6).map(|g| g.round() as u64).collect::<Vec<_>>()
+        );
+    }
     for l in logs
         .lines()
         .filter(|l| l.contains("learnt deposit addresses"))

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use anyhow::anyhow;
 use uuid::Uuid;
 
-use appliance_chains::client::{BlockRef, ClientError, RangeScan, Transfer, WatchSet};
+use appliance_chains::client::{BlockRef, ClientError, Transfer, WatchSet};
 use appliance_chains::evm::watcher::Cursor;
 use appliance_chains::evm::Address;
 use appliance_storage::index::{self, IndexTag};
@@ -31,70 +31,132 @@ use crate::state::AppState;
 /// steps; deposits are still committed in slices ([`MAX_DEPOSITS_PER_COMMIT`]).
 pub const MAX_RANGE: u64 = 2_000;
 
-/// Blocks the first pass of a pipelined catch-up asks for ([`Watched::pipelined`]); each
-/// following pass that is still behind asks for twice as many, up to [`MAX_RANGE`]. The
-/// first range is scanned before anything commits, so it is kept short; later ones are
-/// scanned while the previous one commits, and larger ones cost fewer node requests per
-/// block (each log query carries its chunk of watched addresses).
+/// Blocks of the first range the scanner of a catch-up asks for ([`Watched::pipelined`]);
+/// each following range is twice as large, up to [`MAX_RANGE`]. The first range is scanned
+/// before anything commits, so it is kept short; later ones are scanned while earlier ones
+/// commit, and larger ones cost fewer node requests per block (each log query carries its
+/// chunk of watched addresses). A pipelined watcher behind the head by more than this
+/// many blocks starts a scanner; otherwise it follows the head one pass at a time.
 pub const FIRST_RANGE: u64 = 100;
+
+/// Scanned ranges a scanner may hold ahead of the range committing (queued, or being
+/// scanned): with ranges of at most [`MAX_RANGE`] blocks, a watcher holds at most three
+/// ranges of blocks in memory (their block references and matched transfers; the node's
+/// block bodies and logs are dropped when a scan ends).
+const AHEAD_RANGES: usize = 2;
 
 fn memory_blocks(w: &ChainWorker) -> usize {
     (w.required_confirmations as usize * 2).max(256)
 }
 
-/// The deposit addresses a watcher looks for, learnt incrementally: wallet ids are UUID v7
-/// minted on the store's writer thread, so the rows above the last one seen are exactly
-/// the wallets created since.
+/// The deposit addresses a watcher looks for and its scanner, if one runs.
 #[derive(Default)]
 pub struct Watched {
+    /// The addresses learnt; moved into the scanner while one runs ([`Scanner`]), and
+    /// back when it stops.
+    learnt: Learnt,
+    /// Whether a catch-up runs a scanner ahead of the commits ([`Watched::pipelined`]).
+    pipeline: bool,
+    scanner: Option<Scanner>,
+    /// A range scanned ahead was dropped (it no longer continued the cursor or the chain):
+    /// the next pass scans from the cursor itself, where a reorg is found and unwound
+    /// ([`reorg`]), before a scanner runs again.
+    resync: bool,
+}
+
+/// The deposit addresses learnt incrementally: wallet ids are UUID v7 minted on the store's
+/// writer thread, so the rows above the last one seen are exactly the wallets created since.
+#[derive(Default)]
+struct Learnt {
     set: WatchSet,
     /// Address -> wallet id.
     wallets: std::collections::HashMap<Address, Uuid>,
     last: Option<Uuid>,
     /// Whether each project seen is in the worker's scope.
     projects: BTreeMap<Uuid, bool>,
-    /// Whether a pass scans the next range while it commits the current one
-    /// ([`Watched::pipelined`]).
-    pipeline: bool,
-    /// The range scanned ahead during the last pass's commits: at most one, so a watcher
-    /// holds at most two ranges of blocks in memory.
-    ahead: Option<Ahead>,
-    /// Blocks the next pass asks for when behind (pipelined: grows from [`FIRST_RANGE`];
-    /// otherwise always [`MAX_RANGE`]).
-    range: u64,
 }
 
-/// A range scanned while the previous range committed. It is used by the next pass only
-/// when it still continues the committed chain ([`Ahead::usable`]); otherwise it is
-/// dropped and the range scanned again.
-struct Ahead {
+/// A range the scanner read: its blocks (in order, linked by parent hash) and the
+/// transfers in them to the addresses it was scanned for, with their wallets.
+struct Scanned {
     from: u64,
     to: u64,
-    scan: RangeScan,
+    /// The head read before this range was scanned (the watched set was refreshed after).
+    head: u64,
+    blocks: Vec<BlockRef>,
+    kept: Vec<(Transfer, Uuid)>,
+}
+
+/// A task scanning the ranges after the cursor while the watcher's passes commit them
+/// ([`scan_ahead`]), at most [`AHEAD_RANGES`] ranges ahead.
+struct Scanner {
+    queue: tokio::sync::mpsc::Receiver<anyhow::Result<Scanned>>,
+    task: Option<tokio::task::JoinHandle<Learnt>>,
+}
+
+impl Drop for Scanner {
+    fn drop(&mut self) {
+        // The watcher was dropped (shutdown) with its scanner running.
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+}
+
+impl Scanner {
+    /// Drops the queued ranges, stops the scan (at its next await: a scan under way is
+    /// abandoned) and returns the addresses learnt. A scanner that panicked (a bug) leaves
+    /// nothing: the addresses are learnt again from the first wallet.
+    async fn stop(mut self) -> Learnt {
+        let task = self.task.take();
+        // Closing the queue is the scanner's signal to stop.
+        self.queue.close();
+        drop(self);
+        match task {
+            Some(t) => t.await.unwrap_or_default(),
+            None => Learnt::default(),
+        }
+    }
 }
 
 /// Wallet rows read per store snapshot while learning addresses.
 const WALLET_PAGE: usize = 10_000;
 
 impl Watched {
-    /// A watcher memory that scans range n+1 while range n commits (the live watch loop).
-    /// The default does not (the simulated chain's driven passes, which must each read
-    /// the chain as it is after the drive's action).
+    /// A watcher memory whose catch-up runs a scanner ahead of the commits (the live watch
+    /// loop, [`scan_ahead`]). The default does not (the simulated chain's driven passes,
+    /// which must each read the chain as it is after the drive's action).
     pub fn pipelined() -> Watched {
         Watched {
             pipeline: true,
-            range: FIRST_RANGE,
             ..Watched::default()
         }
     }
+}
 
-    /// Blocks the next pass asks for.
-    fn pass_range(&self) -> u64 {
-        if self.pipeline {
-            self.range.clamp(1, MAX_RANGE)
-        } else {
-            MAX_RANGE
+impl Learnt {
+    /// [`Learnt::refresh`], logging how many addresses it learnt and in how long.
+    async fn refresh_logged(&mut self, state: &AppState, w: &ChainWorker) -> anyhow::Result<()> {
+        let (known, started) = (self.wallets.len(), std::time::Instant::now());
+        self.refresh(state, w).await?;
+        if self.wallets.len() > known {
+            tracing::debug!(
+                chain = w.chain,
+                added = self.wallets.len() - known,
+                watched = self.wallets.len(),
+                ms = started.elapsed().as_millis() as u64,
+                "learnt deposit addresses"
+            );
         }
+        Ok(())
+    }
+
+    /// The transfers of a scan to a learnt address, with their wallets.
+    fn keep(&self, transfers: Vec<Transfer>) -> Vec<(Transfer, Uuid)> {
+        transfers
+            .into_iter()
+            .filter_map(|t| self.wallets.get(&t.to).map(|id| (t, *id)))
+            .collect()
     }
 
     /// Reads the wallets created since the last refresh and adds the addresses of those on
@@ -140,7 +202,7 @@ impl Watched {
     }
 }
 
-/// One page of wallet rows as the watcher learns them ([`Watched::refresh`]).
+/// One page of wallet rows as the watcher learns them ([`Learnt::refresh`]).
 struct WalletPage {
     /// Rows read (a full page: there may be more).
     read: usize,
@@ -257,10 +319,12 @@ fn push(cursor: &mut Cursor, blocks: &[BlockRef], capacity: usize) {
     }
 }
 
-/// One pass: scan up to [`MAX_RANGE`] blocks (or take the range the last pass scanned
-/// ahead, when it still continues the committed chain), record and confirm deposits, move
-/// the cursor. With [`Watched::pipelined`], the next range is scanned while this one
-/// commits. `Ok(true)` when caught up with the head.
+/// One pass. While a scanner runs ([`Watched::pipelined`], behind the head by more than
+/// [`FIRST_RANGE`] blocks): commit the next range it scanned, when that range still
+/// continues the committed chain ([`Scanned::usable`]). Otherwise: scan up to
+/// [`MAX_RANGE`] blocks after the cursor, record and confirm deposits, move the cursor.
+/// Deposits are committed in slices ([`commit_range`]). `Ok(true)` when caught up with
+/// the head.
 pub async fn watch_step(
     state: &AppState,
     w: &ChainWorker,
@@ -279,8 +343,9 @@ pub async fn watch_step(
         }
         *checked = true;
     }
-    // A range scanned ahead is used at most once: taken now, whatever happens below.
-    let ahead = watched.ahead.take();
+    if let Some(done) = commit_scanned(state, w, watched).await {
+        return done;
+    }
     let key = w.key.clone();
     let ws = state.store.read(move |r| load_watch(r, &key)).await?;
     let head = w.client.head().await?;
@@ -302,33 +367,34 @@ pub async fn watch_step(
         crate::ops::metrics::chain_position(w.chain, w.scope.mode(), head, from.saturating_sub(1));
         return Ok(true);
     }
-    // After the head is read: every wallet that can have received a transfer in blocks up
-    // to `head` was created before it. (A range scanned ahead ends at or below the head
-    // read by the pass that scanned it, after that pass's refresh: it is covered too.)
-    let (known, started) = (watched.wallets.len(), std::time::Instant::now());
-    watched.refresh(state, w).await?;
-    if watched.wallets.len() > known {
-        tracing::debug!(
-            chain = w.chain,
-            added = watched.wallets.len() - known,
-            watched = watched.wallets.len(),
-            ms = started.elapsed().as_millis() as u64,
-            "learnt deposit addresses"
-        );
+    if watched.pipeline && !std::mem::take(&mut watched.resync) && head - from >= FIRST_RANGE {
+        // Catching up: a scanner reads the ranges ahead while the passes commit them. It
+        // learns the addresses itself (the first range waits for them, nothing else does).
+        let (tx, queue) = tokio::sync::mpsc::channel(AHEAD_RANGES);
+        let learnt = std::mem::take(&mut watched.learnt);
+        let task = tokio::spawn(scan_ahead(state.clone(), w.clone(), learnt, from, tx));
+        watched.scanner = Some(Scanner {
+            queue,
+            task: Some(task),
+        });
+        return match commit_scanned(state, w, watched).await {
+            Some(done) => done,
+            // It stopped at once (the head moved back): the next pass looks again.
+            None => Ok(false),
+        };
     }
-    let (to, scan) = match ahead {
-        Some(a) if a.from == from && a.usable(w, &ws.cursor).await? => (a.to, a.scan),
-        _ => {
-            let to = head.min(from + watched.pass_range() - 1);
-            match w.client.transfers(from, to, &watched.set).await {
-                Ok(s) => (to, s),
-                Err(ClientError::Moving(why)) => {
-                    tracing::debug!(chain = w.chain, why, "chain moved during scan; rescanning");
-                    return Ok(false);
-                }
-                Err(e) => return Err(e.into()),
-            }
+    // After the head is read: every wallet that can have received a transfer in blocks up
+    // to `head` was created before it. (The scanner keeps the same rule for each range.)
+    let learnt = &mut watched.learnt;
+    learnt.refresh_logged(state, w).await?;
+    let to = head.min(from + MAX_RANGE - 1);
+    let scan = match w.client.transfers(from, to, &learnt.set).await {
+        Ok(s) => s,
+        Err(ClientError::Moving(why)) => {
+            tracing::debug!(chain = w.chain, why, "chain moved during scan; rescanning");
+            return Ok(false);
         }
+        Err(e) => return Err(e.into()),
     };
     let Some(first) = scan.blocks.first() else {
         return Err(anyhow!("the client returned no blocks for {from}..={to}"));
@@ -336,56 +402,177 @@ pub async fn watch_step(
     if !extends(&ws.cursor, first) {
         return reorg(state, w, ws).await.map(|_| false);
     }
-    let kept: Vec<(Transfer, Uuid)> = scan
-        .transfers
-        .into_iter()
-        .filter_map(|t| watched.wallets.get(&t.to).map(|id| (t.clone(), *id)))
-        .collect();
-    let commits = commit_range(state, w, ws.cursor.height, scan.blocks, kept);
-    // Scan the next range while this one commits (at most one range ahead). Its use is
-    // decided by the next pass, against the cursor this commit leaves.
-    // Still behind: the next range may be larger; caught up: start small again.
-    watched.range = if to < head {
-        (watched.pass_range() * 2).min(MAX_RANGE)
-    } else {
-        FIRST_RANGE
-    };
-    let next =
-        (watched.pipeline && to < head).then(|| (to + 1, head.min(to + watched.pass_range())));
-    let set = &watched.set;
-    let prefetch = async move {
-        let (a, b) = next?;
-        match w.client.transfers(a, b, set).await {
-            Ok(scan) => Some(Ahead {
-                from: a,
-                to: b,
-                scan,
-            }),
-            Err(e) => {
-                // The next pass scans the range again and reports what fails then.
-                tracing::debug!(chain = w.chain, from = a, to = b, error = %e, "scan ahead dropped");
-                None
-            }
-        }
-    };
-    let (committed, ahead) = futures_util::future::join(commits, prefetch).await;
-    committed?;
-    watched.ahead = ahead;
+    let kept = learnt.keep(scan.transfers);
+    commit_range(state, w, ws.cursor.height, scan.blocks, kept).await?;
     crate::ops::metrics::chain_position(w.chain, w.scope.mode(), head, to);
     Ok(to == head)
 }
 
-impl Ahead {
-    /// Whether this range may be committed after `cursor`: its first block extends the
-    /// cursor's last one (else a reorg came between the two scans: the pass rescans, and
-    /// finds the reorg as any pass does), and its last block is still the node's block at
-    /// that height (the range is one linked chain, so the whole range is still
-    /// canonical: as fresh as a scan made now).
+/// The scanner of a catch-up: from block `from` on, scans ranges (growing from
+/// [`FIRST_RANGE`] to [`MAX_RANGE`]) and queues them for the watcher's passes, at most
+/// [`AHEAD_RANGES`] ahead of the range committing. Returns the addresses learnt when it
+/// stops: caught up (a range reached the head it read), its queue closed by the watcher
+/// ([`Scanner::stop`]), or after queueing an error.
+///
+/// The rules a pass keeps hold for each range:
+/// * addresses: the watched set is refreshed after each head is read, and a range ends
+///   at or below that head, so every wallet that can have received a transfer in the range
+///   (one created before the head was read) is in the set it is scanned and matched with;
+/// * [`ClientError::Moving`] (the chain changed during the scan): the range is scanned
+///   again (set refreshed, head read again); nothing of the failed scan is queued;
+/// * any other scan error is queued as the range's outcome and the scanner stops: the
+///   pass reports it as a failed pass does (backoff, chain health), and the next pass
+///   scans from the cursor again. The client's node failover is inside `transfers`;
+/// * nothing here decides whether a range may be committed: the pass checks each against
+///   the cursor and the chain when it takes it ([`Scanned::usable`]).
+async fn scan_ahead(
+    state: AppState,
+    w: ChainWorker,
+    mut learnt: Learnt,
+    mut from: u64,
+    tx: tokio::sync::mpsc::Sender<anyhow::Result<Scanned>>,
+) -> Learnt {
+    let mut range = FIRST_RANGE;
+    loop {
+        // Room in the queue first, so the range is scanned against the newest head and set.
+        let Ok(slot) = tx.reserve().await else {
+            return learnt;
+        };
+        let head = match w.client.head().await {
+            Ok(h) => h,
+            Err(e) => {
+                slot.send(Err(e.into()));
+                return learnt;
+            }
+        };
+        if from > head {
+            return learnt;
+        }
+        // After the head is read (as a single pass does): the set then holds every wallet
+        // that can have received a transfer in blocks up to `head`.
+        if let Err(e) = learnt.refresh_logged(&state, &w).await {
+            slot.send(Err(e));
+            return learnt;
+        }
+        let to = head.min(from + range - 1);
+        let scan = tokio::select! {
+            s = w.client.transfers(from, to, &learnt.set) => s,
+            _ = tx.closed() => return learnt,
+        };
+        match scan {
+            Ok(s) => {
+                let kept = learnt.keep(s.transfers);
+                slot.send(Ok(Scanned {
+                    from,
+                    to,
+                    head,
+                    blocks: s.blocks,
+                    kept,
+                }));
+                if to >= head {
+                    // Caught up: the passes follow the head one at a time again.
+                    return learnt;
+                }
+                from = to + 1;
+                range = (range * 2).min(MAX_RANGE);
+            }
+            Err(ClientError::Moving(why)) => {
+                tracing::debug!(
+                    chain = w.chain,
+                    from,
+                    to,
+                    why,
+                    "chain moved during scan; rescanning"
+                );
+            }
+            Err(e) => {
+                slot.send(Err(e.into()));
+                return learnt;
+            }
+        }
+    }
+}
+
+/// While a scanner runs: takes its next range and commits it when it still continues the
+/// committed chain. `None` when no scanner runs, or it stopped (caught up): the pass goes
+/// on as a single pass. A range that does not continue the cursor, or whose last block
+/// left the chain, stops the scanner and drops every queued range; the next pass scans
+/// from the cursor itself ([`Watched::resync`]) and finds a reorg the way every pass does
+/// (`extends`, then [`reorg`]).
+async fn commit_scanned(
+    state: &AppState,
+    w: &ChainWorker,
+    watched: &mut Watched,
+) -> Option<anyhow::Result<bool>> {
+    let scanner = watched.scanner.as_mut()?;
+    let next = scanner.queue.recv().await;
+    let stop = |watched: &mut Watched| watched.scanner.take().map(Scanner::stop);
+    let scanned = match next {
+        Some(Ok(s)) => s,
+        Some(Err(e)) => {
+            if let Some(s) = stop(watched) {
+                watched.learnt = s.await;
+            }
+            return Some(Err(e));
+        }
+        None => {
+            if let Some(s) = stop(watched) {
+                watched.learnt = s.await;
+            }
+            return None;
+        }
+    };
+    let r = async {
+        let key = w.key.clone();
+        let ws = state.store.read(move |r| load_watch(r, &key)).await?;
+        if !scanned.usable(w, &ws.cursor).await? {
+            tracing::debug!(
+                chain = w.chain,
+                from = scanned.from,
+                to = scanned.to,
+                "range scanned ahead no longer continues the chain; rescanning"
+            );
+            return Ok(None);
+        }
+        let (to, head) = (scanned.to, scanned.head);
+        commit_range(state, w, ws.cursor.height, scanned.blocks, scanned.kept).await?;
+        crate::ops::metrics::chain_position(w.chain, w.scope.mode(), head, to);
+        Ok(Some(()))
+    }
+    .await;
+    match r {
+        Ok(Some(())) => Some(Ok(false)),
+        // Dropped (and so are the ranges queued after it): the next pass scans from the
+        // cursor itself (and finds a reorg there, if that is why).
+        Ok(None) => {
+            if let Some(s) = stop(watched) {
+                watched.learnt = s.await;
+            }
+            watched.resync = true;
+            Some(Ok(false))
+        }
+        // A failed commit or check: the queued ranges stay; the next pass takes them only
+        // if they continue the cursor the failure left.
+        Err(e) => Some(Err(e)),
+    }
+}
+
+impl Scanned {
+    /// Whether this range may be committed after `cursor`: it starts right after the
+    /// cursor, its first block extends the cursor's last one (else a reorg came between
+    /// the scans: the scanner is stopped and the next pass rescans, finding the reorg as
+    /// any pass does), and its last block is still the node's block at that height (the
+    /// range is one linked chain, so the whole range is still canonical: as fresh as a
+    /// scan made now).
     async fn usable(&self, w: &ChainWorker, cursor: &Cursor) -> anyhow::Result<bool> {
-        let (Some(first), Some(last)) = (self.scan.blocks.first(), self.scan.blocks.last()) else {
+        let (Some(first), Some(last)) = (self.blocks.first(), self.blocks.last()) else {
             return Ok(false);
         };
-        if first.number != self.from || last.number != self.to || !extends(cursor, first) {
+        if first.number != self.from
+            || last.number != self.to
+            || cursor.height.is_some_and(|h| h + 1 != self.from)
+            || !extends(cursor, first)
+        {
             return Ok(false);
         }
         Ok(w.client
