@@ -111,10 +111,7 @@ fn read_followed(
     let nonces = pending_nonces(r, key)?;
     let mut rows = Vec::with_capacity(nonces.len());
     let mut memo = Rows::with_capacity(nonces.len().min(MEMO_ROWS));
-    for n in nonces {
-        let Some(bytes) = r.evm_out_tx(key, n)? else {
-            continue;
-        };
+    for (n, bytes) in r.evm_out_txs(key, &nonces)? {
         let row = match old.remove(&n) {
             Some((b, row)) if b == bytes => row,
             _ => match serde_json::from_slice::<OutTx>(&bytes) {

@@ -18,7 +18,7 @@ use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{
     ApiKey, Payout, PayoutStatus, Project, Sweep, SweepStatus, Wallet,
 };
-use appliance_storage::{ReadOps, StoreError, WriteCtx};
+use appliance_storage::{ChainStateOps, ReadOps, StoreError, WriteCtx};
 
 use super::store::{load_watch, out_tx, pending_nonces, put_tx, stored_nonce, OutKind, OutTx};
 use super::{clean, hex32, write, ChainWorker, Master, MAX_BACKOFF};
@@ -702,12 +702,11 @@ impl Unmined {
     /// The pending rows of `key` neither done nor mined (mined: the latest balance already
     /// shows them), with the payouts they pay.
     fn read(r: &impl ReadOps, key: &str) -> Result<Unmined, StoreError> {
-        let mut rows = Vec::new();
-        for nonce in pending_nonces(r, key)? {
-            if let Some(tx) = out_tx(r, key, nonce)? {
-                rows.push(tx);
-            }
-        }
+        let rows = r
+            .evm_out_txs(key, &pending_nonces(r, key)?)?
+            .into_iter()
+            .filter_map(|(_, b)| serde_json::from_slice::<OutTx>(&b).ok())
+            .collect();
         Self::of_rows(r, key, rows)
     }
 
