@@ -173,8 +173,12 @@ struct MinedBlock {
     t_ms: u64,
     txs: Vec<PoolTx>,
     results: Vec<TxResult>,
-    /// keccak of the transaction hashes in order.
-    tx_root: B256,
+    /// The block's hash ([`SimChain::hash`], over the keccak of its transaction hashes in
+    /// order), computed once when the block is mined: a
+    /// receipt carries it, and the sender asks for the receipt of every followed
+    /// transaction on each pass (issue 16: hashing it again was most of a receipt's cost).
+    /// A reorg removes the blocks whose epoch it changes and mines the others again.
+    hash: B256,
 }
 
 /// A run of consecutive empty blocks.
@@ -383,13 +387,22 @@ impl SimChain {
     }
 
     fn hash(&self, n: u64) -> B256 {
+        match self.blocks.get(&n) {
+            Some(b) => b.hash,
+            None => self.compute_hash(n, None),
+        }
+    }
+
+    /// keccak256 of `sim-block` ‖ the seed ‖ `n` ‖ its epoch ‖ the transaction root of a
+    /// block with transactions (none for an empty block).
+    fn compute_hash(&self, n: u64, tx_root: Option<&B256>) -> B256 {
         let mut buf = Vec::with_capacity(9 + 32 + 8 + 8 + 32);
         buf.extend_from_slice(b"sim-block");
         buf.extend_from_slice(self.genesis.seed.as_slice());
         buf.extend_from_slice(&n.to_be_bytes());
         buf.extend_from_slice(&self.epoch(n).to_be_bytes());
-        if let Some(b) = self.blocks.get(&n) {
-            buf.extend_from_slice(b.tx_root.as_slice());
+        if let Some(r) = tx_root {
+            buf.extend_from_slice(r.as_slice());
         }
         keccak256(&buf)
     }
@@ -878,13 +891,15 @@ impl SimChain {
         for (i, t) in txs.iter().enumerate() {
             self.located.insert(t.hash(), (n, i));
         }
+        let tx_root = keccak256(&root);
+        let hash = self.compute_hash(n, Some(&tx_root));
         self.blocks.insert(
             n,
             MinedBlock {
                 t_ms,
                 txs,
                 results,
-                tx_root: keccak256(&root),
+                hash,
             },
         );
         self.head = n;
