@@ -276,7 +276,7 @@ pub fn create_test(
     if let Some(reason) = refusal {
         d = mark_failed(ctx, s, d, reason)?;
     } else if let Some(e) = credit {
-        mark_confirmed(ctx, s, &mut d, e.id, height, Known::New(&wallet))?;
+        mark_confirmed(ctx, s, &mut d, e.id, height, Known::New(&wallet), held)?;
     } else {
         put_deposit(ctx, &d, Known::New(&wallet))?;
     }
@@ -330,7 +330,8 @@ fn credit_entry(d: &Deposit, now: i64) -> JournalEntry {
 }
 
 /// After the credit is posted: holdings, status, event, and the sweep that follows.
-/// `known`: what the caller read already ([`Known`]).
+/// `known`: what the caller read already ([`Known`]); `held`: the address's holding as
+/// the caller read it in this job (for a new deposit it is not read again).
 fn mark_confirmed(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
@@ -338,10 +339,12 @@ fn mark_confirmed(
     entry: Uuid,
     height: u64,
     known: Known<'_>,
+    held: u128,
 ) -> Result<(), Fault> {
+    let credit = Delta::Add(d.amount);
     match known {
-        Known::New(w) => ctx.holding_add_of(w, &d.asset, Delta::Add(d.amount))?,
-        Known::Stored => ctx.holding_add(d.wallet_id, &d.asset, Delta::Add(d.amount))?,
+        Known::New(w) => ctx.holding_add_from(w, &d.asset, held, credit)?,
+        Known::Stored => ctx.holding_add(d.wallet_id, &d.asset, credit)?,
     };
     d.status = DepositStatus::Confirmed;
     d.confirmations = d.confirmations.max(d.required_confirmations);
@@ -426,7 +429,7 @@ pub fn confirm(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, D
     let e = credit_entry(&d, ctx.now_us());
     ctx.post(&e)?.map_err(|_| too_large())?;
     let height = sim_height(ctx, &d.chain)?;
-    mark_confirmed(ctx, s, &mut d, e.id, height, Known::Stored)?;
+    mark_confirmed(ctx, s, &mut d, e.id, height, Known::Stored, held)?;
     Ok(d)
 }
 
@@ -689,7 +692,7 @@ fn count_at(
     }
     // The count at this height (at least the threshold), written once with the credit.
     d.confirmations = conf;
-    mark_confirmed(ctx, s, &mut d, e.id, height, known)?;
+    mark_confirmed(ctx, s, &mut d, e.id, height, known, held)?;
     Ok(d.status)
 }
 

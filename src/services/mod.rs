@@ -205,8 +205,11 @@ pub fn emit_deposit(
     d: &appliance_storage::records::Deposit,
 ) -> Result<(), StoreError> {
     debug_assert!(d.project_id == s.project.id && d.invoice_id.is_none() && !d.funding);
+    // The outbox keeps a reference to the event (`webhook_deliveries::EventRef`: project,
+    // id, sequence, type) and renders its data when it sends, from the store: the deposit's
+    // row is not cloned onto the appended event (issue 16).
     emit_with(ctx, s, event_type, |ctx, _, livemode| {
-        ctx.append_deposit_event(livemode, event_type, d)
+        ctx.append_deposit_event_without_row(livemode, event_type, d)
     })
 }
 

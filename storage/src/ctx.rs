@@ -980,6 +980,21 @@ impl<'t> WriteCtx<'t> {
         event_type: &str,
         d: &crate::records::Deposit,
     ) -> Result<Event, StoreError> {
+        let mut ev = self.append_deposit_event_without_row(livemode, event_type, d)?;
+        ev.deposit_row = Some(Box::new(d.clone()));
+        Ok(ev)
+    }
+
+    /// [`WriteCtx::append_deposit_event`] whose returned event leaves [`Event::deposit_row`]
+    /// empty, for a caller that has the row at hand (`services::emit_deposit`, whose outbox
+    /// keeps only the event's reference): the writer does not clone the deposit per event
+    /// (issue 16). The stored event is the same.
+    pub fn append_deposit_event_without_row(
+        &mut self,
+        livemode: bool,
+        event_type: &str,
+        d: &crate::records::Deposit,
+    ) -> Result<Event, StoreError> {
         self.append(
             d.project_id,
             livemode,
@@ -1029,7 +1044,7 @@ impl<'t> WriteCtx<'t> {
             // Remembered for the batch after the first event of the project (ctx_cache).
             let seq = self.last_sequence_memo(project)? + 1;
             let ulid = next_event_ulid();
-            let mut ev = Event {
+            let ev = Event {
                 id: format!("evt_{ulid}"),
                 project_id: project,
                 sequence: seq,
@@ -1064,7 +1079,6 @@ impl<'t> WriteCtx<'t> {
                 Ok(())
             })?;
             self.last_sequence_wrote(project, seq);
-            ev.deposit_row = deposit.map(|d| Box::new(d.clone()));
             Ok(ev)
         })();
         let ev = self.track(r)?;

@@ -80,8 +80,32 @@ impl WriteCtx<'_> {
         self.holding_add_at(&w.holding_key(asset), delta)
     }
 
+    /// [`WriteCtx::holding_add_of`] of a holding the caller has read in this job (`held`,
+    /// [`WriteCtx::holding_of`], and not changed since): it is not read again (issue 16:
+    /// a test deposit and a caught-up one check the holding before crediting it). Debug
+    /// builds check `held` against the store.
+    pub fn holding_add_from(
+        &mut self,
+        w: &crate::records::Wallet,
+        asset: &str,
+        held: u128,
+        delta: Delta,
+    ) -> Result<u128, StoreError> {
+        let key = w.holding_key(asset);
+        debug_assert_eq!(
+            self.holding_at(&key).ok(),
+            Some(held),
+            "the holding as the caller read it"
+        );
+        self.holding_put_at(&key, held, delta)
+    }
+
     fn holding_add_at(&mut self, key: &[u8], delta: Delta) -> Result<u128, StoreError> {
         let cur = self.holding_at(key)?;
+        self.holding_put_at(key, cur, delta)
+    }
+
+    fn holding_put_at(&mut self, key: &[u8], cur: u128, delta: Delta) -> Result<u128, StoreError> {
         let next = apply_delta(cur, delta)?;
         let r = self.with_accounts(|t| {
             t.insert(key, (next, 0))?;
