@@ -168,6 +168,22 @@ pub trait ChainClient: Send + Sync + fmt::Debug + 'static {
         watch: &WatchSet,
     ) -> Result<RangeScan, ClientError>;
 
+    /// Blocks `from..=to` and every successful `Transfer` log of `tokens` in them, to any
+    /// recipient: the part of a range scan that needs no watched addresses, so a watcher
+    /// can read it while it still learns them (issue 8, the catch-up's start). The caller
+    /// matches the recipients, and reads the native transfers with
+    /// [`ChainClient::transfers`] and no tokens. [`ClientError::Moving`] as for
+    /// `transfers`. `Ok(None)`: this client does not offer it (the caller scans by
+    /// address once it knows them); the default.
+    async fn token_transfers(
+        &self,
+        _from: u64,
+        _to: u64,
+        _tokens: &[Address],
+    ) -> Result<Option<RangeScan>, ClientError> {
+        Ok(None)
+    }
+
     /// Balance of `owner` in `asset` at the head, atomic units.
     async fn balance(&self, owner: Address, asset: AssetRef) -> Result<U256, ClientError>;
 

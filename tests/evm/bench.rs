@@ -723,14 +723,19 @@ async fn catchup_run(
             .windows(2)
             .map(|c| (c[1].0 - c[1].3 as f64 / 1e3 - c[0].0).max(0.0) * 1e3)
             .collect();
-        let mut top = gaps.clone();
-        top.sort_by(|a, b| b.partial_cmp(a).unwrap());
+        // The gaps over 20 ms, in order, each as (the block the waiting commit starts
+        // at, ms idle).
+        let long: Vec<(u64, u64)> = commits
+            .windows(2)
+            .zip(&gaps)
+            .filter(|(_, g)| **g > 20.0)
+            .map(|(c, g)| (c[0].1 + 1, g.round() as u64))
+            .collect();
         eprintln!(
-            "  watcher idle between commits: {:.0} ms in all over {} gaps, {} over 20 ms, largest {:?} ms",
+            "  watcher idle between commits: {:.0} ms in all over {} gaps; over 20 ms: {:?}",
             gaps.iter().sum::<f64>(),
             gaps.len(),
-            gaps.iter().filter(|g| **g > 20.0).count(),
-            top.iter().take(6).map(|g| g.round() as u64).collect::<Vec<_>>()
+            long
         );
     }
     for l in logs

@@ -109,6 +109,20 @@ impl ChainClient for EvmClient {
         })
     }
 
+    async fn token_transfers(
+        &self,
+        from: u64,
+        to: u64,
+        tokens: &[Address],
+    ) -> Result<Option<RangeScan>, ClientError> {
+        let (blocks, transfers) =
+            watcher::scan_tokens(&self.rpc, from, to, tokens, &self.tuning).await?;
+        Ok(Some(RangeScan {
+            blocks: blocks.iter().map(BlockRef::from).collect(),
+            transfers,
+        }))
+    }
+
     fn health_note(&self) -> Option<String> {
         self.rpc.note()
     }

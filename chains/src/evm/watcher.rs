@@ -631,6 +631,51 @@ pub async fn scan_watched(
     Ok((blocks, transfers))
 }
 
+/// Blocks `from..=to` (without their transactions) and every `Transfer` log of `tokens` in
+/// them, whatever the recipient: logs asked by token ([`LogQuery::ByToken`]) over windows
+/// of [`Tuning::log_range`] blocks, all from one node ([`EvmRpc::pinned`]) that has block
+/// `to` first (the chain seam's [`crate::client::ChainClient::token_transfers`]). Transfers
+/// come out ordered by block, then log index. [`ScanError::Moving`] when the node's
+/// answers do not form one chain.
+pub async fn scan_tokens(
+    rpc: &EvmRpc,
+    from: u64,
+    to: u64,
+    tokens: &[Address],
+    tuning: &Tuning,
+) -> Result<(Vec<BlockInfo>, Vec<Transfer>), ScanError> {
+    if from > to {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let rpc = &rpc.pinned();
+    if rpc.block_number().await? < to {
+        return Err(ScanError::Moving("the node is behind the range"));
+    }
+    let filters: Vec<LogFilter<'_>> = if tokens.is_empty() {
+        Vec::new()
+    } else {
+        vec![LogFilter {
+            tokens,
+            recipients: None,
+            rendered: None,
+        }]
+    };
+    let blocks_fut = fetch_blocks(rpc, from, to, false, tuning);
+    let logs_fut = fetch_logs(rpc, from, to, &filters, tuning);
+    let (blocks, logs) = futures_util::future::join(blocks_fut, logs_fut).await;
+    let (blocks, logs) = (blocks?, logs?);
+    let mut transfers = Vec::new();
+    for log in &logs {
+        if let Some(t) = token_transfer(log, &blocks, from)? {
+            if tokens.contains(&t.token.unwrap_or_default()) {
+                transfers.push(t);
+            }
+        }
+    }
+    transfers.sort_by_key(|t| (t.block_number, t.log_index.unwrap_or(u32::MAX)));
+    Ok((blocks, transfers))
+}
+
 /// Native candidates whose transaction succeeded, their receipts asked in batches.
 async fn keep_successful_batched(
     rpc: &EvmRpc,

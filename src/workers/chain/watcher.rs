@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use anyhow::anyhow;
 use uuid::Uuid;
 
-use appliance_chains::client::{BlockRef, ClientError, Transfer, WatchSet};
+use appliance_chains::client::{BlockRef, ClientError, RangeScan, Transfer, WatchSet};
 use appliance_chains::evm::watcher::Cursor;
 use appliance_chains::evm::Address;
 use appliance_storage::index::{self, IndexTag};
@@ -433,6 +433,8 @@ async fn scan_ahead(
     tx: tokio::sync::mpsc::Sender<anyhow::Result<Scanned>>,
 ) -> Learnt {
     let mut range = FIRST_RANGE;
+    // Nothing learnt yet: the watcher's first scanner since it started.
+    let mut learning = learnt.last.is_none() && !w.tokens.is_empty();
     loop {
         // Room in the queue first, so the range is scanned against the newest head and set.
         let Ok(slot) = tx.reserve().await else {
@@ -448,16 +450,35 @@ async fn scan_ahead(
         if from > head {
             return learnt;
         }
-        // After the head is read (as a single pass does): the set then holds every wallet
-        // that can have received a transfer in blocks up to `head`.
-        if let Err(e) = learnt.refresh_logged(&state, &w).await {
-            slot.send(Err(e));
-            return learnt;
-        }
         let to = head.min(from + range - 1);
-        let scan = tokio::select! {
-            s = w.client.transfers(from, to, &learnt.set) => s,
-            _ = tx.closed() => return learnt,
+        // At the watcher's start the addresses are still to learn (100,000 take a few
+        // hundred ms): the first range's token transfers are read meanwhile.
+        let early = if learning {
+            learning = false;
+            match scan_while_learning(&state, &w, &mut learnt, from, to).await {
+                Ok(s) => s,
+                Err(e) => {
+                    slot.send(Err(e));
+                    return learnt;
+                }
+            }
+        } else {
+            None
+        };
+        let scan = match early {
+            Some(s) => Ok(s),
+            None => {
+                // After the head is read (as a single pass does): the set then holds every
+                // wallet that can have received a transfer in blocks up to `head`.
+                if let Err(e) = learnt.refresh_logged(&state, &w).await {
+                    slot.send(Err(e));
+                    return learnt;
+                }
+                tokio::select! {
+                    s = w.client.transfers(from, to, &learnt.set) => s,
+                    _ = tx.closed() => return learnt,
+                }
+            }
         };
         match scan {
             Ok(s) => {
@@ -491,6 +512,59 @@ async fn scan_ahead(
             }
         }
     }
+}
+
+/// The first range of a watcher that has learnt no address yet: its token transfers are
+/// read by token, to any recipient
+/// ([`appliance_chains::client::ChainClient::token_transfers`]), while the addresses
+/// are learnt (the refresh starts after the caller read the head the range ends at or
+/// below, so the addresses rule holds), then the native transfers with the learnt set
+/// (block bodies; no log query). Returns every transfer of the range that may concern a
+/// watched address; the caller keeps those to learnt ones ([`Learnt::keep`]). `Ok(None)`
+/// when the client does not read by token, or the chain moved (either read says so, or
+/// the two saw different blocks): the caller scans the range as any other, with the set
+/// now learnt.
+async fn scan_while_learning(
+    state: &AppState,
+    w: &ChainWorker,
+    learnt: &mut Learnt,
+    from: u64,
+    to: u64,
+) -> anyhow::Result<Option<RangeScan>> {
+    let tokens: Vec<Address> = w.tokens.iter().map(|(a, _)| *a).collect();
+    let (learn, by_token) = futures_util::future::join(
+        learnt.refresh_logged(state, w),
+        w.client.token_transfers(from, to, &tokens),
+    )
+    .await;
+    learn?;
+    let by_token = match by_token {
+        Ok(Some(s)) => s,
+        Ok(None) | Err(ClientError::Moving(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    // The set is lent to the read of the native transfers (no tokens: no log query).
+    let natives_of = WatchSet {
+        addresses: std::mem::take(&mut learnt.set.addresses),
+        tokens: Vec::new(),
+    };
+    let natives = w.client.transfers(from, to, &natives_of).await;
+    learnt.set.addresses = natives_of.addresses;
+    let natives = match natives {
+        Ok(s) => s,
+        Err(ClientError::Moving(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if natives.blocks != by_token.blocks {
+        return Ok(None);
+    }
+    let mut transfers = by_token.transfers;
+    transfers.extend(natives.transfers);
+    transfers.sort_by_key(|t| (t.block_number, t.log_index.unwrap_or(u32::MAX)));
+    Ok(Some(RangeScan {
+        blocks: natives.blocks,
+        transfers,
+    }))
 }
 
 /// While a scanner runs: takes its next range and commits it when it still continues the
