@@ -655,17 +655,32 @@ impl Live {
         (cid, w)
     }
 
+    /// `POST /v1/wallets`. Right after a start the chain may not be reached yet: the
+    /// watcher's first pass (on the background runtime, at a lower priority) marks it
+    /// reached, and until then a new address is refused with 422 `chain_unavailable` and
+    /// the note "Connecting to the node." (issue 10 point 7). Like a merchant's client,
+    /// this retries that one answer for up to 30 s; any other answer is final.
     pub async fn wallet(&self, cid: &str, chain: &str) -> Value {
-        let (s, v) = self
-            .call(
-                &self.wallet_key,
-                reqwest::Method::POST,
-                "/v1/wallets",
-                Some(json!({"customer_id": cid, "chain": chain})),
-            )
-            .await;
-        assert!(s == 201 || s == 200, "wallet: {s} {v}");
-        v
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (s, v) = self
+                .call(
+                    &self.wallet_key,
+                    reqwest::Method::POST,
+                    "/v1/wallets",
+                    Some(json!({"customer_id": cid, "chain": chain})),
+                )
+                .await;
+            let connecting = s == 422
+                && v["error"]["code"] == "chain_unavailable"
+                && v.to_string().contains("Connecting to the node");
+            if connecting && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            assert!(s == 201 || s == 200, "wallet: {s} {v}");
+            return v;
+        }
     }
 
     pub async fn deposits_of(&self, cid: &str) -> Vec<Value> {
