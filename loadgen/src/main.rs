@@ -151,6 +151,14 @@ struct Cli {
     #[arg(long, value_name = "N", conflicts_with = "seconds")]
     count: Option<u64>,
 
+    /// Pace every phase at this many requests per second across all clients (each client
+    /// one request every clients/rate seconds, catching up after a late answer) instead of
+    /// as fast as the server answers: the latencies at a given load rather than at the
+    /// server's capacity. A phase whose achieved rate is below it was saturated. Not for
+    /// the expiry phase (it has --expiry-rate) nor --restart-bench.
+    #[arg(long, value_name = "PER_SECOND", value_parser = clap::value_parser!(u64).range(1..))]
+    rate: Option<u64>,
+
     /// Phases to run, comma-separated, in the order given.
     #[arg(
         long,
@@ -354,10 +362,13 @@ async fn run(cli: &Cli) -> Result<bool> {
         }
     };
 
-    let limit = match cli.limit() {
+    let mut limit = match cli.limit() {
         Limit::Time(d) => format!("{} s per phase", d.as_secs()),
         Limit::Count(n) => format!("{n} requests per phase"),
     };
+    if let Some(rate) = cli.rate {
+        limit.push_str(&format!(", paced at {rate} requests/s"));
+    }
     let phase_names: Vec<&str> = cli.phases.iter().map(|p| p.name()).collect();
     println!(
         "loadgen: target {} ({origin}); {clients} clients; {limit}; phases {}",
@@ -373,6 +384,7 @@ async fn run(cli: &Cli) -> Result<bool> {
         checkout_token,
         clients,
         request_timeout: timeout,
+        rate: cli.rate,
     });
     let mut results = Vec::new();
     let server_pid = server.as_ref().map(|s| s.pid().to_string());

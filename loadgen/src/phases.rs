@@ -139,6 +139,14 @@ pub struct Setup {
     pub clients: usize,
     /// Bound on one request, send to last body byte.
     pub request_timeout: Duration,
+    /// Paced phases: requests per second across all clients, each client sending one
+    /// request every `clients / rate` seconds (its first spread over one interval), or
+    /// sooner after a late answer until it has caught up with its schedule. Latency is
+    /// still measured from sending to the last body byte, so the phase's achieved rate
+    /// must be compared with this: below it, the server could not keep up. `None`: each
+    /// client sends its next request as soon as the last one is answered (the closed loop,
+    /// the server's capacity).
+    pub rate: Option<u64>,
 }
 
 /// Customer ids gathered so far.
@@ -462,6 +470,19 @@ enum MixedStep {
 /// its figures, the customer ids its successful requests produced or touched (invoices
 /// phase: `"{id} {checkout token}"` of each invoice it made), and (mixed phase) the ids it
 /// made.
+/// The schedule of client `idx` of `clients` in a phase paced at `rate` requests/s
+/// ([`Setup::rate`]): one tick every `clients / rate` seconds, the first after `idx / clients`
+/// of an interval (so the clients' requests are spread evenly), and after a late answer the
+/// missed ticks at once until the client is back on its schedule.
+fn pace(rate: u64, clients: usize, idx: usize) -> tokio::time::Interval {
+    let clients = clients.max(1);
+    let every = Duration::from_secs_f64(clients as f64 / rate.max(1) as f64);
+    let offset = every.mul_f64(idx as f64 / clients as f64);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + offset, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    tick
+}
+
 async fn client_loop(
     phase: Phase,
     setup: Arc<Setup>,
@@ -478,8 +499,13 @@ async fn client_loop(
     let mut bare: Vec<String> = Vec::new();
     let mut rng = Rng::new(idx as u64 + 1);
     let wallet = setup.wallet_token.as_str();
+    let mut pace = setup.rate.map(|rate| pace(rate, setup.clients, idx));
 
-    while let Some(seq) = budget.take() {
+    loop {
+        if let Some(tick) = pace.as_mut() {
+            tick.tick().await;
+        }
+        let Some(seq) = budget.take() else { break };
         if phase == Phase::Mixed {
             let (label, req, step) =
                 mixed_request(seq, &setup, &run_id, &input, &mut rng, &mut bare, &mixed);
@@ -745,6 +771,33 @@ fn get(path: String, token: &str) -> Req<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_paced_client_ticks_on_its_share_of_the_rate_and_catches_up_when_late() {
+        // 1,000 requests/s over 10 clients: each client every 10 ms; client 5 starts 5 ms in.
+        let start = tokio::time::Instant::now();
+        let mut tick = pace(1_000, 10, 5);
+        let mut at = Vec::new();
+        for _ in 0..3 {
+            at.push(tick.tick().await - start);
+        }
+        assert_eq!(
+            at,
+            [5, 15, 25].map(Duration::from_millis),
+            "first after its offset, then one interval apart"
+        );
+        // An answer 35 ms late: the three missed ticks come at once, then the schedule goes on.
+        tokio::time::sleep(Duration::from_millis(35)).await;
+        let mut late = Vec::new();
+        for _ in 0..4 {
+            late.push(tick.tick().await - start);
+        }
+        assert_eq!(late, [35, 45, 55, 65].map(Duration::from_millis));
+        assert_eq!(
+            tokio::time::Instant::now() - start,
+            Duration::from_millis(65)
+        );
+    }
 
     #[test]
     fn checkout_pool_size() {

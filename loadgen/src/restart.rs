@@ -104,6 +104,7 @@ fn runner_for(opts: &RestartOpts, server: &Server, tokens: &Tokens) -> Runner {
         checkout_token: tokens.checkout.clone(),
         clients: opts.clients,
         request_timeout: opts.request_timeout,
+        rate: None,
     })
 }
 
