@@ -209,7 +209,7 @@ pub fn emit_deposit(
     // id, sequence, type) and renders its data when it sends, from the store: the deposit's
     // row is not cloned onto the appended event (issue 16).
     emit_with(ctx, s, event_type, |ctx, _, livemode| {
-        ctx.append_deposit_event_without_row(livemode, event_type, d)
+        ctx.append_deposit_event(livemode, event_type, d)
     })
 }
 

@@ -973,23 +973,11 @@ impl<'t> WriteCtx<'t> {
     /// Appends an event of a customer's deposit (`deposit.*`) in its compact form (schema
     /// 6, [`Event::deposit`]): the deposit's changing fields as they are in `d`, which must
     /// be the row as this transaction writes it (before or after this call). The returned
-    /// event carries `d` in [`Event::deposit_row`], as a reader would see it.
+    /// event leaves [`Event::deposit_row`] empty: the caller has the row at hand, and the
+    /// outbox keeps only the event's reference (`services::emit_deposit`), so the writer
+    /// does not clone the deposit per event (issue 16). A reader of the stored event gets
+    /// the row.
     pub fn append_deposit_event(
-        &mut self,
-        livemode: bool,
-        event_type: &str,
-        d: &crate::records::Deposit,
-    ) -> Result<Event, StoreError> {
-        let mut ev = self.append_deposit_event_without_row(livemode, event_type, d)?;
-        ev.deposit_row = Some(Box::new(d.clone()));
-        Ok(ev)
-    }
-
-    /// [`WriteCtx::append_deposit_event`] whose returned event leaves [`Event::deposit_row`]
-    /// empty, for a caller that has the row at hand (`services::emit_deposit`, whose outbox
-    /// keeps only the event's reference): the writer does not clone the deposit per event
-    /// (issue 16). The stored event is the same.
-    pub fn append_deposit_event_without_row(
         &mut self,
         livemode: bool,
         event_type: &str,

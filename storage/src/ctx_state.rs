@@ -66,24 +66,14 @@ impl WriteCtx<'_> {
         let key = self
             .holding_key_of(wallet, asset)?
             .ok_or_else(|| StoreError::Corrupt(format!("holding of missing wallet {wallet}")))?;
-        self.holding_add_at(&key, delta)
+        let cur = self.holding_at(&key)?;
+        self.holding_put_at(&key, cur, delta)
     }
 
-    /// [`WriteCtx::holding_add`] of a wallet the caller has just read (`w`): its row is not
-    /// read and decoded again for the key.
-    pub fn holding_add_of(
-        &mut self,
-        w: &crate::records::Wallet,
-        asset: &str,
-        delta: Delta,
-    ) -> Result<u128, StoreError> {
-        self.holding_add_at(&w.holding_key(asset), delta)
-    }
-
-    /// [`WriteCtx::holding_add_of`] of a holding the caller has read in this job (`held`,
-    /// [`WriteCtx::holding_of`], and not changed since): it is not read again (issue 16:
-    /// a test deposit and a caught-up one check the holding before crediting it). Debug
-    /// builds check `held` against the store.
+    /// [`WriteCtx::holding_add`] of a wallet the caller has just read (`w`), whose holding
+    /// it read in this job too (`held`, [`WriteCtx::holding_of`], not changed since):
+    /// neither is read again (issue 16: a test deposit and a caught-up one check the
+    /// holding before crediting it). Debug builds check `held` against the store.
     pub fn holding_add_from(
         &mut self,
         w: &crate::records::Wallet,
@@ -98,11 +88,6 @@ impl WriteCtx<'_> {
             "the holding as the caller read it"
         );
         self.holding_put_at(&key, held, delta)
-    }
-
-    fn holding_add_at(&mut self, key: &[u8], delta: Delta) -> Result<u128, StoreError> {
-        let cur = self.holding_at(key)?;
-        self.holding_put_at(key, cur, delta)
     }
 
     fn holding_put_at(&mut self, key: &[u8], cur: u128, delta: Delta) -> Result<u128, StoreError> {
