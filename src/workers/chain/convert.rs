@@ -28,7 +28,7 @@ use appliance_storage::records::{
 use appliance_storage::ReadOps;
 
 use super::sender::{policy, send_new, work_ids};
-use super::store::{out_tx, pending_nonces, OutKind};
+use super::store::{pending_txs, OutKind};
 use super::{clean, write, ChainWorker, Master};
 use crate::services::conversions::{self, coin, ConversionRequest};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
@@ -53,14 +53,9 @@ async fn in_flight(
     Ok(state
         .store
         .read(move |r| {
-            for n in pending_nonces(r, &key)? {
-                if out_tx(r, &key, n)?
-                    .is_some_and(|t| t.kind == kind && t.ref_id == id && t.settled.is_none())
-                {
-                    return Ok(true);
-                }
-            }
-            Ok(false)
+            Ok(pending_txs(r, &key)?
+                .iter()
+                .any(|t| t.kind == kind && t.ref_id == id && t.settled.is_none()))
         })
         .await?)
 }

@@ -33,7 +33,9 @@ use appliance_storage::records::{Payout, PayoutStatus, Project, Sweep, SweepStat
 use appliance_storage::{ChainStateOps, ReadOps, WriteCtx};
 
 use super::sender::{crash_point, send_new};
-use super::store::{out_tx, pending_nonces, put_tx, stored_nonce, MinedAt, OutKind, OutTx};
+use super::store::{
+    decode_tx, out_tx, pending_nonces, put_tx, stored_nonce, MinedAt, OutKind, OutTx,
+};
 use super::{clean, hex32, write, ChainWorker, Master, Scopes};
 use crate::services::error::Fault;
 use crate::services::{conversions, payouts, sweeps};
@@ -114,9 +116,9 @@ fn read_followed(
     for (n, bytes) in r.evm_out_txs(key, &nonces)? {
         let row = match old.remove(&n) {
             Some((b, row)) if b == bytes => row,
-            _ => match serde_json::from_slice::<OutTx>(&bytes) {
-                Ok(row) => row,
-                Err(_) => continue,
+            _ => match decode_tx(&bytes) {
+                Some(row) => row,
+                None => continue,
             },
         };
         if memo.len() < MEMO_ROWS {

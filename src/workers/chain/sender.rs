@@ -18,9 +18,9 @@ use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{
     ApiKey, Payout, PayoutStatus, Project, Sweep, SweepStatus, Wallet,
 };
-use appliance_storage::{ChainStateOps, ReadOps, StoreError, WriteCtx};
+use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
-use super::store::{load_watch, out_tx, pending_nonces, put_tx, stored_nonce, OutKind, OutTx};
+use super::store::{load_watch, pending_txs, put_tx, stored_nonce, OutKind, OutTx};
 use super::{clean, hex32, write, ChainWorker, Master, MAX_BACKOFF};
 use crate::services::error::Fault;
 use crate::services::{payouts, sweeps, Scope};
@@ -702,12 +702,7 @@ impl Unmined {
     /// The pending rows of `key` neither done nor mined (mined: the latest balance already
     /// shows them), with the payouts they pay.
     fn read(r: &impl ReadOps, key: &str) -> Result<Unmined, StoreError> {
-        let rows = r
-            .evm_out_txs(key, &pending_nonces(r, key)?)?
-            .into_iter()
-            .filter_map(|(_, b)| serde_json::from_slice::<OutTx>(&b).ok())
-            .collect();
-        Self::of_rows(r, key, rows)
+        Self::of_rows(r, key, pending_txs(r, key)?)
     }
 
     /// The unmined sends among `rows` (pending rows of `key`), with the payouts they pay
@@ -911,12 +906,9 @@ async fn ensure_factory(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow
     let pending = state
         .store
         .read(move |r| {
-            for n in pending_nonces(r, &key)? {
-                if out_tx(r, &key, n)?.is_some_and(|t| t.kind == OutKind::Factory) {
-                    return Ok(true);
-                }
-            }
-            Ok(false)
+            Ok(pending_txs(r, &key)?
+                .iter()
+                .any(|t| t.kind == OutKind::Factory))
         })
         .await?;
     if pending {

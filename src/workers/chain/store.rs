@@ -148,8 +148,22 @@ pub fn out_tx(
     chain: &str,
     nonce: u64,
 ) -> Result<Option<OutTx>, StoreError> {
-    Ok(r.evm_out_tx(chain, nonce)?
-        .and_then(|b| serde_json::from_slice(&b).ok()))
+    Ok(r.evm_out_tx(chain, nonce)?.and_then(|b| decode_tx(&b)))
+}
+
+/// An outgoing transaction from its stored bytes (`None`: unreadable, and left out by
+/// every reader, as [`out_tx`] leaves it out).
+pub fn decode_tx(bytes: &[u8]) -> Option<OutTx> {
+    serde_json::from_slice(bytes).ok()
+}
+
+/// The outgoing transactions of `chain` not yet final, by ascending nonce, read with one
+/// open of the table ([`ChainStateOps::evm_out_txs`]); unreadable rows left out.
+pub fn pending_txs(r: &impl ChainStateOps, chain: &str) -> Result<Vec<OutTx>, StoreError> {
+    Ok(r.evm_out_txs(chain, &pending_nonces(r, chain)?)?
+        .into_iter()
+        .filter_map(|(_, b)| decode_tx(&b))
+        .collect())
 }
 
 pub(super) fn put_tx(ctx: &mut WriteCtx<'_>, chain: &str, tx: &OutTx) -> Result<(), Fault> {
