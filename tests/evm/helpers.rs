@@ -672,8 +672,10 @@ impl Live {
                 )
                 .await;
             let connecting = s == 422
-                && v["error"]["code"] == "chain_unavailable"
-                && v.to_string().contains("Connecting to the node");
+                && v["code"] == "chain_unavailable"
+                && v["message"]
+                    .as_str()
+                    .is_some_and(|m| m.ends_with(": Connecting to the node."));
             if connecting && Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
