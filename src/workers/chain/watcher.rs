@@ -132,6 +132,14 @@ impl Watched {
             ..Watched::default()
         }
     }
+
+    /// Stops the scanner, if one runs ([`Scanner::stop`]), and takes back the addresses it
+    /// learnt.
+    async fn stop_scanner(&mut self) {
+        if let Some(s) = self.scanner.take() {
+            self.learnt = s.stop().await;
+        }
+    }
 }
 
 impl Learnt {
@@ -579,20 +587,14 @@ async fn commit_scanned(
     watched: &mut Watched,
 ) -> Option<anyhow::Result<bool>> {
     let scanner = watched.scanner.as_mut()?;
-    let next = scanner.queue.recv().await;
-    let stop = |watched: &mut Watched| watched.scanner.take().map(Scanner::stop);
-    let scanned = match next {
+    let scanned = match scanner.queue.recv().await {
         Some(Ok(s)) => s,
         Some(Err(e)) => {
-            if let Some(s) = stop(watched) {
-                watched.learnt = s.await;
-            }
+            watched.stop_scanner().await;
             return Some(Err(e));
         }
         None => {
-            if let Some(s) = stop(watched) {
-                watched.learnt = s.await;
-            }
+            watched.stop_scanner().await;
             return None;
         }
     };
@@ -619,9 +621,7 @@ async fn commit_scanned(
         // Dropped (and so are the ranges queued after it): the next pass scans from the
         // cursor itself (and finds a reorg there, if that is why).
         Ok(None) => {
-            if let Some(s) = stop(watched) {
-                watched.learnt = s.await;
-            }
+            watched.stop_scanner().await;
             watched.resync = true;
             Some(Ok(false))
         }
