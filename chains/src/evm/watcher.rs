@@ -571,12 +571,7 @@ pub async fn scan_watched(
     if from > to {
         return Ok((Vec::new(), Vec::new()));
     }
-    // One node answers the whole scan, and it has the whole range before logs are asked
-    // for: a node that does not have a block yet may answer `eth_getLogs` without its logs.
-    let rpc = &rpc.pinned();
-    if rpc.block_number().await? < to {
-        return Err(ScanError::Moving("the node is behind the range"));
-    }
+    let rpc = &pinned_through(rpc, to).await?;
     let full = !watch.addresses.is_empty();
     let ask_logs = full && !watch.tokens.is_empty();
     let query = tuning.query_for(to + 1 - from, watch.addresses.len());
@@ -606,20 +601,10 @@ pub async fn scan_watched(
             rendered: None,
         }]
     };
-    let blocks_fut = fetch_blocks(rpc, from, to, full, tuning);
-    let logs_fut = fetch_logs(rpc, from, to, &filters, tuning);
-    let (blocks, logs) = futures_util::future::join(blocks_fut, logs_fut).await;
-    let (blocks, logs) = (blocks?, logs?);
-    let mut transfers = Vec::new();
-    for log in &logs {
-        if let Some(t) = token_transfer(log, &blocks, from)? {
-            if watch.addresses.contains(&t.to)
-                && watch.tokens.contains(&t.token.unwrap_or_default())
-            {
-                transfers.push(t);
-            }
-        }
-    }
+    let (blocks, logs) = blocks_and_logs(rpc, from, to, full, &filters, tuning).await?;
+    let mut transfers = token_transfers_in(&logs, &blocks, from, |t| {
+        watch.addresses.contains(&t.to) && watch.tokens.contains(&t.token.unwrap_or_default())
+    })?;
     let mut native = Vec::new();
     for b in &blocks {
         for t in b.native.iter().filter(|t| watch.addresses.contains(&t.to)) {
@@ -629,6 +614,52 @@ pub async fn scan_watched(
     transfers.extend(keep_successful_batched(rpc, native).await?);
     transfers.sort_by_key(|t| (t.block_number, t.log_index.unwrap_or(u32::MAX)));
     Ok((blocks, transfers))
+}
+
+/// One node for a whole scan ([`EvmRpc::pinned`]), which has block `to` already: a node
+/// that does not have a block yet may answer `eth_getLogs` without its logs.
+/// [`ScanError::Moving`] when it is behind.
+async fn pinned_through(rpc: &EvmRpc, to: u64) -> Result<EvmRpc, ScanError> {
+    let rpc = rpc.pinned();
+    if rpc.block_number().await? < to {
+        return Err(ScanError::Moving("the node is behind the range"));
+    }
+    Ok(rpc)
+}
+
+/// Blocks `from..=to` (with their transactions when `full`) and the logs of `filters` in
+/// them, asked concurrently of `rpc`.
+async fn blocks_and_logs(
+    rpc: &EvmRpc,
+    from: u64,
+    to: u64,
+    full: bool,
+    filters: &[LogFilter<'_>],
+    tuning: &Tuning,
+) -> Result<(Vec<BlockInfo>, Vec<LogInfo>), ScanError> {
+    let blocks_fut = fetch_blocks(rpc, from, to, full, tuning);
+    let logs_fut = fetch_logs(rpc, from, to, filters, tuning);
+    let (blocks, logs) = futures_util::future::join(blocks_fut, logs_fut).await;
+    Ok((blocks?, logs?))
+}
+
+/// The token transfers among `logs` (of `blocks`, which start at `from`) that `keep`
+/// accepts, in log order.
+fn token_transfers_in(
+    logs: &[LogInfo],
+    blocks: &[BlockInfo],
+    from: u64,
+    keep: impl Fn(&Transfer) -> bool,
+) -> Result<Vec<Transfer>, ScanError> {
+    let mut transfers = Vec::new();
+    for log in logs {
+        if let Some(t) = token_transfer(log, blocks, from)? {
+            if keep(&t) {
+                transfers.push(t);
+            }
+        }
+    }
+    Ok(transfers)
 }
 
 /// Blocks `from..=to` (without their transactions) and every `Transfer` log of `tokens` in
@@ -647,10 +678,7 @@ pub async fn scan_tokens(
     if from > to {
         return Ok((Vec::new(), Vec::new()));
     }
-    let rpc = &rpc.pinned();
-    if rpc.block_number().await? < to {
-        return Err(ScanError::Moving("the node is behind the range"));
-    }
+    let rpc = &pinned_through(rpc, to).await?;
     let filters: Vec<LogFilter<'_>> = if tokens.is_empty() {
         Vec::new()
     } else {
@@ -660,18 +688,10 @@ pub async fn scan_tokens(
             rendered: None,
         }]
     };
-    let blocks_fut = fetch_blocks(rpc, from, to, false, tuning);
-    let logs_fut = fetch_logs(rpc, from, to, &filters, tuning);
-    let (blocks, logs) = futures_util::future::join(blocks_fut, logs_fut).await;
-    let (blocks, logs) = (blocks?, logs?);
-    let mut transfers = Vec::new();
-    for log in &logs {
-        if let Some(t) = token_transfer(log, &blocks, from)? {
-            if tokens.contains(&t.token.unwrap_or_default()) {
-                transfers.push(t);
-            }
-        }
-    }
+    let (blocks, logs) = blocks_and_logs(rpc, from, to, false, &filters, tuning).await?;
+    let mut transfers = token_transfers_in(&logs, &blocks, from, |t| {
+        tokens.contains(&t.token.unwrap_or_default())
+    })?;
     transfers.sort_by_key(|t| (t.block_number, t.log_index.unwrap_or(u32::MAX)));
     Ok((blocks, transfers))
 }
