@@ -17,36 +17,14 @@ const WALLETS: usize = 20;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reorg_during_a_pipelined_catch_up_leaves_exactly_the_canonical_deposits() {
-    let eth = Anvil::start(1);
-    let token = deploy_token(&eth, 6, false).await;
-    let (tmp, data, master) = init_data_dir();
-    let mut live = Live::start(
-        tmp,
-        data,
-        master,
-        &[ChainSetup::ethereum(&eth, 1, Some(&token), 30_000)],
-    )
-    .await;
-    let mut wallets = Vec::new();
-    for i in 0..WALLETS {
-        let (cid, w) = live.customer_wallet(&format!("c{i}"), "ethereum").await;
-        wallets.push((cid, w["address"].as_str().unwrap().to_lowercase()));
-    }
-    // Let the watcher pass the wallets' creation, then stop the server.
-    let from = eth.block_number().await;
-    eth.mine(1).await;
-    wait_for("watcher at the head", &[], 30, || async {
-        live.logs()
-            .lines()
-            .any(|l| l.contains("watched blocks") && l.contains(&format!("to={}", from + 1)))
-            .then_some(())
-    })
-    .await;
-    live.kill();
-
-    // One transfer per block to a watched wallet, mined while the server is down.
-    let addresses: Vec<String> = wallets.iter().map(|(_, a)| a.clone()).collect();
-    let (first, sent) = mine_transfers(&eth, &token, &addresses, BLOCKS).await;
+    let Behind {
+        eth,
+        mut live,
+        wallets,
+        first,
+        sent,
+        ..
+    } = stopped_behind().await;
     let head = eth.block_number().await;
     assert_eq!(head + 1 - first, BLOCKS);
     // Each transaction is in the block expected (one 30M-gas transaction per block).
@@ -58,21 +36,7 @@ async fn a_reorg_during_a_pipelined_catch_up_leaves_exactly_the_canonical_deposi
     // Restart; as soon as the first range is committed (the next one is being scanned or
     // committed), replace every block above `fork` with empty blocks.
     live.run();
-    let started = Instant::now();
-    loop {
-        let committed = live.logs().lines().any(|l| {
-            l.contains("watched blocks")
-                && l.split(' ')
-                    .find_map(|w| w.strip_prefix("to="))
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .is_some_and(|to| to >= first)
-        });
-        if committed {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(60), "no commit");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    first_commit(&live, first).await;
     let fork = first + 150;
     eth.rpc("anvil_reorg", json!([head - fork, []])).await;
     assert_eq!(eth.block_number().await, head, "same height, new blocks");
@@ -82,16 +46,7 @@ async fn a_reorg_during_a_pipelined_catch_up_leaves_exactly_the_canonical_deposi
     eth.mine(1).await;
     let tip = eth.block_number().await;
     wait_for("caught up with the new chain", &[], 120, || async {
-        live.logs()
-            .lines()
-            .any(|l| {
-                l.contains("watched blocks")
-                    && l.split(' ')
-                        .find_map(|w| w.strip_prefix("to="))
-                        .and_then(|v| v.parse::<u64>().ok())
-                        .is_some_and(|to| to >= tip)
-            })
-            .then_some(())
+        (committed_to(&live.logs()) >= tip).then_some(())
     })
     .await;
 
@@ -139,16 +94,7 @@ async fn a_reorg_during_a_pipelined_catch_up_leaves_exactly_the_canonical_deposi
     let v = live.verify();
     assert!(v.contains("\"violations\": []"), "{v}");
     // Which case the reorg met (for the record; every case must end as asserted above).
-    let committed_at_reorg = log_at_reorg
-        .lines()
-        .filter(|l| l.contains("watched blocks"))
-        .filter_map(|l| {
-            l.split(' ')
-                .find_map(|w| w.strip_prefix("to="))
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .max()
-        .unwrap_or(0);
+    let committed_at_reorg = committed_to(&log_at_reorg);
     eprintln!(
         "reorg at fork {fork} met the watcher committed to {committed_at_reorg} (first block {first}); \
          rewinds logged: {}",
@@ -161,6 +107,67 @@ async fn a_reorg_during_a_pipelined_catch_up_leaves_exactly_the_canonical_deposi
         .take(8)
     {
         eprintln!("  {l}");
+    }
+}
+
+/// A catch-up to make: a live server with [`WALLETS`] watched wallets, stopped once its
+/// watcher passed their creation, and [`BLOCKS`] blocks mined while it is down, each with
+/// one transfer of 1 USDT to one of the wallets in turn.
+struct Behind {
+    eth: Anvil,
+    token: String,
+    live: Live,
+    /// (customer id, lower-case address).
+    wallets: Vec<(String, String)>,
+    /// The first of the blocks mined while the server was down.
+    first: u64,
+    /// Per transfer: (block, transaction hash, wallet index).
+    sent: Vec<(u64, String, usize)>,
+}
+
+async fn stopped_behind() -> Behind {
+    let eth = Anvil::start(1);
+    let token = deploy_token(&eth, 6, false).await;
+    let (tmp, data, master) = init_data_dir();
+    let mut live = Live::start(
+        tmp,
+        data,
+        master,
+        &[ChainSetup::ethereum(&eth, 1, Some(&token), 30_000)],
+    )
+    .await;
+    let mut wallets = Vec::new();
+    for i in 0..WALLETS {
+        let (cid, w) = live.customer_wallet(&format!("c{i}"), "ethereum").await;
+        wallets.push((cid, w["address"].as_str().unwrap().to_lowercase()));
+    }
+    // Let the watcher pass the wallets' creation, then stop the server.
+    let at = eth.block_number().await;
+    eth.mine(1).await;
+    wait_for("watcher at the head", &[], 30, || async {
+        (committed_to(&live.logs()) > at).then_some(())
+    })
+    .await;
+    live.kill();
+    let addresses: Vec<String> = wallets.iter().map(|(_, a)| a.clone()).collect();
+    let (first, sent) = mine_transfers(&eth, &token, &addresses, BLOCKS).await;
+    Behind {
+        eth,
+        token,
+        live,
+        wallets,
+        first,
+        sent,
+    }
+}
+
+/// Waits (polling the server's log every 2 ms, at most 60 s) until the restarted watcher
+/// has committed block `first`: the catch-up's first range is in, the scanner reads on.
+async fn first_commit(live: &Live, first: u64) {
+    let started = Instant::now();
+    while committed_to(&live.logs()) < first {
+        assert!(started.elapsed() < Duration::from_secs(60), "no commit");
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
 
@@ -227,39 +234,20 @@ fn committed_to(logs: &str) -> u64 {
 /// would miss the new wallet's deposit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wallet_created_while_the_scanner_is_ahead_gets_its_deposits_once() {
-    let eth = Anvil::start(1);
-    let token = deploy_token(&eth, 6, false).await;
-    let (tmp, data, master) = init_data_dir();
-    let mut live = Live::start(
-        tmp,
-        data,
-        master,
-        &[ChainSetup::ethereum(&eth, 1, Some(&token), 30_000)],
-    )
-    .await;
-    let mut wallets = Vec::new();
-    for i in 0..WALLETS {
-        let (cid, w) = live.customer_wallet(&format!("c{i}"), "ethereum").await;
-        wallets.push((cid, w["address"].as_str().unwrap().to_lowercase()));
-    }
-    let at = eth.block_number().await;
-    eth.mine(1).await;
-    wait_for("watcher at the head", &[], 30, || async {
-        (committed_to(&live.logs()) > at).then_some(())
-    })
-    .await;
-    live.kill();
+    let Behind {
+        eth,
+        token,
+        mut live,
+        wallets,
+        first,
+        mut sent,
+    } = stopped_behind().await;
     let addresses: Vec<String> = wallets.iter().map(|(_, a)| a.clone()).collect();
-    let (first, mut sent) = mine_transfers(&eth, &token, &addresses, BLOCKS).await;
 
     // Restart; once the catch-up has committed its first range (the scanner is scanning
     // or holding the next ones), create a wallet and send to it in the next 300 blocks.
     live.run();
-    let started = Instant::now();
-    while committed_to(&live.logs()) < first {
-        assert!(started.elapsed() < Duration::from_secs(60), "no commit");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    first_commit(&live, first).await;
     let (late_cid, w) = live.customer_wallet("late", "ethereum").await;
     let late = w["address"].as_str().unwrap().to_lowercase();
     let behind_at_creation = committed_to(&live.logs());
