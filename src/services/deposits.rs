@@ -4,7 +4,7 @@
 use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
-use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
+use appliance_storage::ledger::{Account, AccountKind, Holding, JournalEntry, Posting};
 use appliance_storage::records::{AddressOwner, Customer, Deposit, DepositStatus, Project, Wallet};
 use appliance_storage::{ChainStateOps, Delta, ReadOps, StoreError, WriteCtx};
 
@@ -210,7 +210,7 @@ pub fn create_test(
     };
     let held = ctx.holding_of(&wallet, &req.asset)?;
     if onchain.checked_add(req.amount.get()).is_none()
-        || held.checked_add(req.amount.get()).is_none()
+        || held.amount.checked_add(req.amount.get()).is_none()
     {
         return Err(too_large());
     }
@@ -330,8 +330,8 @@ fn credit_entry(d: &Deposit, now: i64) -> JournalEntry {
 }
 
 /// After the credit is posted: holdings, status, event, and the sweep that follows.
-/// `known`: what the caller read already ([`Known`]); `held`: the address's holding as
-/// the caller read it in this job (for a new deposit it is not read again).
+/// `known`: what the caller read already ([`Known`]); `held`: the address's holding row
+/// (amount and open sweep) as the caller read it in this job: it is not read again.
 fn mark_confirmed(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
@@ -339,28 +339,26 @@ fn mark_confirmed(
     entry: Uuid,
     height: u64,
     known: Known<'_>,
-    held: u128,
+    held: Holding,
 ) -> Result<(), Fault> {
-    let credit = Delta::Add(d.amount);
-    match known {
-        Known::New(w) => ctx.holding_add_from(w, &d.asset, held, credit)?,
-        Known::Stored => ctx.holding_add(d.wallet_id, &d.asset, credit)?,
+    let stored;
+    let w = match known {
+        Known::New(w) => w,
+        Known::Stored => {
+            stored = ctx
+                .get::<Wallet>(d.wallet_id)?
+                .ok_or_else(|| Fault::invariant("deposit of a missing wallet"))?;
+            &stored
+        }
     };
+    ctx.holding_add_from(w, &d.asset, held, Delta::Add(d.amount))?;
     d.status = DepositStatus::Confirmed;
     d.confirmations = d.confirmations.max(d.required_confirmations);
     d.ledger_tx_id = Some(entry);
     d.updated_at = ctx.now_us();
     put_deposit(ctx, d, known)?;
     announce(ctx, s, d, Movement::Confirmed)?;
-    sweeps::schedule(
-        ctx,
-        d.project_id,
-        d.wallet_id,
-        &d.chain,
-        &d.asset,
-        d.amount,
-        height,
-    )?;
+    sweeps::schedule(ctx, w, &d.asset, d.amount, height, held.open_sweep)?;
     Ok(())
 }
 
@@ -383,14 +381,14 @@ fn put_deposit(ctx: &mut WriteCtx<'_>, d: &Deposit, known: Known<'_>) -> Result<
     }
 }
 
-/// The ledger's holding of the deposit's address in its asset.
-fn holding_of(ctx: &WriteCtx<'_>, d: &Deposit, known: Known<'_>) -> Result<u128, StoreError> {
+/// The ledger's holding row of the deposit's address in its asset (amount, open sweep).
+fn holding_of(ctx: &WriteCtx<'_>, d: &Deposit, known: Known<'_>) -> Result<Holding, StoreError> {
     match known {
         Known::New(w) => {
             debug_assert_eq!(w.id, d.wallet_id);
             ctx.holding_of(w, &d.asset)
         }
-        Known::Stored => ctx.holding(d.wallet_id, &d.asset),
+        Known::Stored => ctx.holding_row(d.wallet_id, &d.asset),
     }
 }
 
@@ -422,8 +420,8 @@ pub fn confirm(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, D
     if let Some(reason) = credit_refusal(&s.reg, &s.project, &d.chain, &d.asset) {
         return Ok(fail_with(ctx, s, d, reason)?);
     }
-    let held = ctx.holding(d.wallet_id, &d.asset)?;
-    if held.checked_add(d.amount).is_none() {
+    let held = ctx.holding_row(d.wallet_id, &d.asset)?;
+    if held.amount.checked_add(d.amount).is_none() {
         return Err(too_large());
     }
     let e = credit_entry(&d, ctx.now_us());
@@ -683,7 +681,7 @@ fn count_at(
         return Ok(fail_transfer(ctx, s, d, reason)?.status);
     }
     let held = holding_of(ctx, &d, known)?;
-    if held.checked_add(d.amount).is_none() {
+    if held.amount.checked_add(d.amount).is_none() {
         return Ok(fail_transfer(ctx, s, d, "amount_too_large")?.status);
     }
     let e = credit_entry(&d, ctx.now_us());

@@ -30,27 +30,21 @@ pub enum SweepError {
 }
 fault_from!(SweepError);
 
-fn open_key(wallet: Uuid, asset: &str) -> Vec<u8> {
-    index::unique(
-        IndexTag::UniqueOpenSweep,
-        Uuid::nil(),
-        &[wallet.as_bytes(), asset.as_bytes()],
-    )
-}
-
-/// Adds `amount` to the wallet's open sweep for `asset`, opening one at `height` if none.
+/// Adds `amount` to wallet `w`'s open sweep for `asset`, opening one at `height` if none.
+/// `open`: the wallet's open sweep of `asset` as its holding row names it
+/// ([`appliance_storage::ledger::Holding`], read by the caller in this job: a deposit's
+/// credit reads that row anyway). A new sweep is recorded in that row, so the deposit that
+/// opens it writes no page beside the one its credit dirties (schema 8, issue 16).
 pub fn schedule(
     ctx: &mut WriteCtx<'_>,
-    project: Uuid,
-    wallet: Uuid,
-    chain: &str,
+    w: &Wallet,
     asset: &str,
     amount: u128,
     height: u64,
+    open: Option<Uuid>,
 ) -> Result<Sweep, StoreError> {
-    let key = open_key(wallet, asset);
     let now = ctx.now_us();
-    if let Some(id) = ctx.unique_get(&key)? {
+    if let Some(id) = open {
         if let Some(old) = ctx.get::<Sweep>(id)? {
             let mut s = old.clone();
             s.amount = s.amount.saturating_add(amount);
@@ -62,9 +56,9 @@ pub fn schedule(
     }
     let s = Sweep {
         id: Uuid::now_v7(),
-        project_id: project,
-        wallet_id: wallet,
-        chain: chain.to_string(),
+        project_id: w.project_id,
+        wallet_id: w.id,
+        chain: w.chain.clone(),
         asset: asset.to_string(),
         amount,
         status: SweepStatus::Open,
@@ -75,7 +69,7 @@ pub fn schedule(
         created_at: now,
         updated_at: now,
     };
-    ctx.unique_put(&key, s.id)?;
+    ctx.open_sweep_set(w, asset, Some(s.id))?;
     // A new id: nothing stored under it to read for its old index entries (issue 16).
     ctx.put_replacing(None, &s)?;
     Ok(s)
@@ -88,7 +82,7 @@ pub fn shrink_open(
     asset: &str,
     amount: u128,
 ) -> Result<(), StoreError> {
-    if let Some(id) = ctx.unique_get(&open_key(wallet, asset))? {
+    if let Some(id) = ctx.holding_row(wallet, asset)?.open_sweep {
         if let Some(mut s) = ctx.get::<Sweep>(id)? {
             s.amount = s.amount.saturating_sub(amount);
             ctx.put(&s)?;
@@ -158,20 +152,13 @@ pub fn request(
         return Ok(sw);
     }
     // An open sweep already covers part of the holding; add only the rest.
-    let already = match ctx.unique_get(&open_key(w.id, &asset))? {
+    let open = ctx.holding_of(&w, &asset)?.open_sweep;
+    let already = match open {
         Some(id) => ctx.get::<Sweep>(id)?.map(|s| s.amount).unwrap_or(0),
         None => 0,
     };
     let h = height(ctx, &w.chain)?;
-    let sw = schedule(
-        ctx,
-        p,
-        w.id,
-        &w.chain,
-        &asset,
-        held.saturating_sub(already),
-        h,
-    )?;
+    let sw = schedule(ctx, &w, &asset, held.saturating_sub(already), h, open)?;
     if s.livemode() {
         // An explicit request is swept whatever the chain's automatic threshold says.
         ctx.sweep_request_put(sw.id)?;
@@ -182,7 +169,7 @@ pub fn request(
 /// `open` -> `skipped` (`nothing_to_sweep`, `sweep.skipped`): the address holds nothing any
 /// more. The one transition of both chains.
 fn to_skipped(ctx: &mut WriteCtx<'_>, s: &Scope, sw: &mut Sweep) -> Result<(), Fault> {
-    ctx.unique_remove(&open_key(sw.wallet_id, &sw.asset))?;
+    ctx.open_sweep_close(sw.wallet_id, &sw.asset, sw.id)?;
     sw.status = SweepStatus::Skipped;
     sw.skip_reason = Some("nothing_to_sweep".into());
     sw.updated_at = ctx.now_us();
@@ -213,8 +200,8 @@ fn to_submitted(
         now,
     );
     ctx.post(&e)??;
-    ctx.unique_remove(&open_key(sw.wallet_id, &sw.asset))?;
     ctx.holding_add(sw.wallet_id, &sw.asset, Delta::Sub(amount))?;
+    ctx.open_sweep_close(sw.wallet_id, &sw.asset, sw.id)?;
     sw.amount = amount;
     sw.status = SweepStatus::Submitted;
     sw.tx_hash = Some(tx_hash);

@@ -503,6 +503,61 @@ fn sweep_moves_deposits_to_treasury_without_touching_customers() {
     verify_clean(&f);
 }
 
+/// The holding row of the fixture customer's ethereum wallet in USDT (amount, open sweep).
+fn holding_row(f: &Fixture) -> appliance_storage::ledger::Holding {
+    let c = f.customer;
+    write(f, move |ctx, s| {
+        let (w, _) = wallets::get_or_create(ctx, s, c, "ethereum")?;
+        Ok::<_, ApiError>(ctx.holding_of(&w, "USDT")?)
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_wallets_open_sweep_is_named_by_its_holding_row_until_it_leaves() {
+    // Schema 8: no open-sweep key of its own; the holding row that every credit writes
+    // names the sweep, later deposits add to it, and it is released when the sweep is
+    // submitted or skipped.
+    let f = fixture();
+    deposit(&f, 7_000, true);
+    let first = sweeps_of(&f);
+    assert_eq!(first.len(), 1);
+    let h = holding_row(&f);
+    assert_eq!((h.amount, h.open_sweep), (7_000, Some(first[0].id)));
+    deposit(&f, 3_000, true);
+    assert_eq!(sweeps_of(&f).len(), 1, "added to the open sweep");
+    assert_eq!(get::<Sweep>(&f, first[0].id).amount, 10_000);
+    let h = holding_row(&f);
+    assert_eq!((h.amount, h.open_sweep), (10_000, Some(first[0].id)));
+    verify_clean(&f);
+
+    mine(&f, 1);
+    assert_eq!(get::<Sweep>(&f, first[0].id).status, SweepStatus::Submitted);
+    assert_eq!(holding_row(&f), Default::default());
+    verify_clean(&f);
+
+    // The next deposit opens another sweep; reorged away, it shrinks to nothing and is
+    // skipped at the next block, which releases it too.
+    let d = deposit(&f, 5_000, true);
+    let second = sweeps_of(&f)
+        .into_iter()
+        .find(|s| s.status == SweepStatus::Open)
+        .expect("a new open sweep");
+    assert_ne!(second.id, first[0].id);
+    let h = holding_row(&f);
+    assert_eq!((h.amount, h.open_sweep), (5_000, Some(second.id)));
+    verify_clean(&f);
+    let id = d.id;
+    write(&f, move |ctx, s| deposits::orphan(ctx, s, id)).unwrap();
+    assert_eq!(get::<Sweep>(&f, second.id).amount, 0);
+    assert_eq!(holding_row(&f).open_sweep, Some(second.id));
+    verify_clean(&f);
+    mine(&f, 1);
+    assert_eq!(get::<Sweep>(&f, second.id).status, SweepStatus::Skipped);
+    assert_eq!(holding_row(&f), Default::default());
+    verify_clean(&f);
+}
+
 #[test]
 fn manual_deposit_waits_for_confirm_and_fail_leaves_no_credit() {
     let f = fixture();

@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use crate::ctx;
 use crate::index::IndexTag;
-use crate::ledger::{Account, Balance};
+use crate::ledger::{Account, Balance, Holding};
 use crate::records::{Row, Wallet};
 use crate::schema::*;
 use crate::{ReadOps, StoreError, WriteCtx};
@@ -317,15 +317,28 @@ impl<'t> WriteCtx<'t> {
         Ok(self.get::<Wallet>(wallet)?.map(|w| w.holding_key(asset)))
     }
 
-    /// The holding under `key` (0 when absent).
-    pub(crate) fn holding_at(&self, key: &[u8]) -> Result<u128, StoreError> {
-        self.with_accounts(|t| Ok(t.get(key)?.map(|g| g.value().0).unwrap_or(0)))
+    /// The holding row under `key` (nothing held and no open sweep when absent).
+    pub(crate) fn holding_at(&self, key: &[u8]) -> Result<Holding, StoreError> {
+        self.with_accounts(|t| {
+            Ok(t.get(key)?
+                .map(|g| Holding::from_value(g.value()))
+                .unwrap_or_default())
+        })
     }
 
-    /// [`ReadOps::holding`] of a wallet the caller has just read (`w`): its row is not
+    /// The holding row of a wallet the caller has just read (`w`) in `asset`: the amount
+    /// [`ReadOps::holding`] gives and the wallet's open sweep of `asset`. Its row is not
     /// read and decoded again for the key.
-    pub fn holding_of(&self, w: &Wallet, asset: &str) -> Result<u128, StoreError> {
+    pub fn holding_of(&self, w: &Wallet, asset: &str) -> Result<Holding, StoreError> {
         self.holding_at(&w.holding_key(asset))
+    }
+
+    /// [`WriteCtx::holding_of`] of a wallet known by id (default for a missing wallet).
+    pub fn holding_row(&self, wallet: Uuid, asset: &str) -> Result<Holding, StoreError> {
+        match self.holding_key_of(wallet, asset)? {
+            Some(key) => self.holding_at(&key),
+            None => Ok(Holding::default()),
+        }
     }
 }
 
@@ -369,9 +382,6 @@ impl ReadOps for WriteCtx<'_> {
     }
 
     fn holding(&self, wallet: Uuid, asset: &str) -> Result<u128, StoreError> {
-        match self.holding_key_of(wallet, asset)? {
-            Some(key) => self.holding_at(&key),
-            None => Ok(0),
-        }
+        Ok(self.holding_row(wallet, asset)?.amount)
     }
 }

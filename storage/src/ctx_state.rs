@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::codec::encode_record;
 use crate::ctx::{sim_key, ReadOps, WriteCtx};
+use crate::ledger::Holding;
 use crate::records::IdempotencyRecord;
 use crate::schema::*;
 use crate::StoreError;
@@ -56,29 +57,28 @@ impl WriteCtx<'_> {
         self.track(r)
     }
 
-    /// Changes the ledger's holding of a deposit address.
+    /// Changes the ledger's holding of a deposit address (its open sweep unchanged).
     pub fn holding_add(
         &mut self,
         wallet: Uuid,
         asset: &str,
         delta: Delta,
     ) -> Result<u128, StoreError> {
-        let key = self
-            .holding_key_of(wallet, asset)?
-            .ok_or_else(|| StoreError::Corrupt(format!("holding of missing wallet {wallet}")))?;
+        let key = self.holding_key_of_existing(wallet, asset)?;
         let cur = self.holding_at(&key)?;
         self.holding_put_at(&key, cur, delta)
     }
 
     /// [`WriteCtx::holding_add`] of a wallet the caller has just read (`w`), whose holding
-    /// it read in this job too (`held`, [`WriteCtx::holding_of`], not changed since):
+    /// row it read in this job too (`held`, [`WriteCtx::holding_of`], not changed since):
     /// neither is read again (issue 16: a test deposit and a caught-up one check the
-    /// holding before crediting it). Debug builds check `held` against the store.
+    /// holding before crediting it). The open sweep stays `held`'s. Debug builds check
+    /// `held` against the store.
     pub fn holding_add_from(
         &mut self,
         w: &crate::records::Wallet,
         asset: &str,
-        held: u128,
+        held: Holding,
         delta: Delta,
     ) -> Result<u128, StoreError> {
         let key = w.holding_key(asset);
@@ -90,11 +90,64 @@ impl WriteCtx<'_> {
         self.holding_put_at(&key, held, delta)
     }
 
-    fn holding_put_at(&mut self, key: &[u8], cur: u128, delta: Delta) -> Result<u128, StoreError> {
-        let next = apply_delta(cur, delta)?;
+    /// Records `sweep` as the open sweep of wallet `w` in `asset` (`None`: it has none), in
+    /// the wallet's holding row ([`Holding`]; schema 8), its amount unchanged.
+    pub fn open_sweep_set(
+        &mut self,
+        w: &crate::records::Wallet,
+        asset: &str,
+        sweep: Option<Uuid>,
+    ) -> Result<(), StoreError> {
+        let key = w.holding_key(asset);
+        self.open_sweep_put_at(&key, sweep)
+    }
+
+    /// Clears the open sweep of `wallet` in `asset` when it is `sweep` (which is no longer
+    /// open); another sweep recorded there stays.
+    pub fn open_sweep_close(
+        &mut self,
+        wallet: Uuid,
+        asset: &str,
+        sweep: Uuid,
+    ) -> Result<(), StoreError> {
+        let key = self.holding_key_of_existing(wallet, asset)?;
+        if self.holding_at(&key)?.open_sweep == Some(sweep) {
+            self.open_sweep_put_at(&key, None)?;
+        }
+        Ok(())
+    }
+
+    fn holding_key_of_existing(&self, wallet: Uuid, asset: &str) -> Result<Vec<u8>, StoreError> {
+        self.holding_key_of(wallet, asset)?
+            .ok_or_else(|| StoreError::Corrupt(format!("holding of missing wallet {wallet}")))
+    }
+
+    fn open_sweep_put_at(&mut self, key: &[u8], sweep: Option<Uuid>) -> Result<(), StoreError> {
+        let cur = self.holding_at(key)?;
+        let next = Holding {
+            open_sweep: sweep,
+            ..cur
+        };
         let r = self.with_accounts(|t| {
-            t.insert(key, (next, 0))?;
-            Ok(next)
+            t.insert(key, next.to_value())?;
+            Ok(())
+        });
+        self.track(r)
+    }
+
+    fn holding_put_at(
+        &mut self,
+        key: &[u8],
+        cur: Holding,
+        delta: Delta,
+    ) -> Result<u128, StoreError> {
+        let next = Holding {
+            amount: apply_delta(cur.amount, delta)?,
+            ..cur
+        };
+        let r = self.with_accounts(|t| {
+            t.insert(key, next.to_value())?;
+            Ok(next.amount)
         });
         self.track(r)
     }

@@ -136,7 +136,10 @@ pub enum IndexTag {
     /// Unique: tx hash (32 bytes) ‖ log index (4) ‖ chain -> deposit ([`transfer_key`],
     /// schema 7): 45 bytes for an EVM transfer instead of 101.
     UniqueDepositTxHash = 109,
-    /// Unique: wallet ‖ asset -> the sweep still `open` for it.
+    /// Up to schema 7 only: (project nil) ‖ wallet ‖ asset -> the sweep still `open` for
+    /// it. Schema 8 keeps a wallet's open sweep in its holding row
+    /// ([`crate::ledger::Holding`]) and moves these keys there on open. Never reuse the
+    /// number.
     UniqueOpenSweep = 106,
     /// Unique: project ‖ chain -> the project's conversion rule of that chain.
     UniqueConversionRule = 107,

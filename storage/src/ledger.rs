@@ -166,7 +166,9 @@ pub const HOLDING_MARK: u8 = 0xF0;
 ///
 /// It sorts right after the customer's accounts of that chain and asset, so a deposit's
 /// credit to the customer and the change of the wallet's holding dirty one leaf page
-/// instead of two (docs/performance.md). Its value is `(amount, 0)`.
+/// instead of two (docs/performance.md). Its value is [`Holding`] as `(amount, open
+/// sweep)`: the id of the wallet's open sweep of `asset` as a `u128`, 0 for none (schema 8;
+/// before it, always 0 and the open sweep had a key of its own in `unique`).
 pub fn holding_key(
     project: Uuid,
     customer: Uuid,
@@ -179,6 +181,38 @@ pub fn holding_key(
     k.push(HOLDING_MARK);
     k.extend_from_slice(wallet.as_bytes());
     k
+}
+
+/// A wallet's holding row in `accounts` ([`holding_key`]): the ledger's amount on the
+/// deposit address in one asset (atomic units), and the wallet's open sweep of that asset
+/// if any (SPEC.md section 4, Sweeps: at most one open sweep per address and asset).
+///
+/// The open sweep is kept in this row, which every credit and every sweep submission
+/// writes anyway, instead of a unique key of its own: that key (wallet ‖ asset) landed on a
+/// random leaf of `unique` per new sweep, i.e. per test deposit to a wallet without one, and
+/// again when the sweep left (schema 8, issue 16; docs/performance.md). Stored as the pair
+/// `(amount, open sweep id as u128 or 0)`; sweep ids are UUID v7, never nil.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Holding {
+    /// Atomic units the ledger holds on the address.
+    pub amount: u128,
+    /// The wallet's open sweep of this asset.
+    pub open_sweep: Option<Uuid>,
+}
+
+impl Holding {
+    /// From the stored pair (`None` row: nothing held, no open sweep).
+    pub fn from_value(v: (u128, u128)) -> Holding {
+        Holding {
+            amount: v.0,
+            open_sweep: (v.1 != 0).then(|| Uuid::from_u128(v.1)),
+        }
+    }
+
+    /// The stored pair.
+    pub fn to_value(self) -> (u128, u128) {
+        (self.amount, self.open_sweep.map_or(0, |u| u.as_u128()))
+    }
 }
 
 /// The parts of a [`holding_key`]: (project, customer, chain, asset, wallet); `None` for

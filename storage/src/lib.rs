@@ -513,8 +513,87 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
             "index keys of the hot tags and of events moved to tables of their own (schema version 7)"
         );
     }
+    if found.is_some_and(|v| v < 8) {
+        let m = migrate_to_8(&txn)?;
+        tracing::info!(
+            rows = m.rows,
+            left = m.left,
+            "open sweeps named by their wallets' holding rows (schema version 8)"
+        );
+    }
     txn.commit()?;
     Ok(())
+}
+
+/// Schema 7 -> 8: every open-sweep key of `unique` ([`index::IndexTag::UniqueOpenSweep`]:
+/// (project nil) ‖ wallet ‖ asset -> sweep) becomes the open sweep of its wallet's holding
+/// row of that asset ([`ledger::Holding`]; a row with nothing held is written if there is
+/// none) and is removed. A key that does not have that shape, or whose wallet is missing or
+/// does not decode, stays (counted in `left`; `verify` names it). In chunks of 4096 keys;
+/// all in the opening transaction, so a crash leaves schema 7 whole.
+fn migrate_to_8(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
+    use redb::ReadableTable;
+    const CHUNK: usize = 4096;
+    let tag = index::IndexTag::UniqueOpenSweep as u8;
+    let end = [tag + 1];
+    let mut unique = txn.open_table(schema::UNIQUE)?;
+    let wallets = txn.open_table(schema::WALLETS)?;
+    let mut accounts = txn.open_table(schema::ACCOUNTS)?;
+    let mut total = codec::Migrated::default();
+    let mut from = vec![tag];
+    loop {
+        let chunk: Vec<(Vec<u8>, u128)> = unique
+            .range::<&[u8]>(from.as_slice()..end.as_slice())?
+            .take(CHUNK)
+            .map(|e| e.map(|(k, v)| (k.value().to_vec(), v.value())))
+            .collect::<Result<_, _>>()?;
+        let Some((last, _)) = chunk.last() else {
+            break;
+        };
+        from = [last.as_slice(), &[0]].concat();
+        for (k, sweep) in chunk {
+            let Some((wallet, asset)) = parse_open_sweep_key(&k) else {
+                total.left += 1;
+                continue;
+            };
+            let w = match wallets.get(wallet.as_u128())? {
+                Some(row) => codec::decode::<records::Wallet>(row.value()).ok(),
+                None => None,
+            };
+            let Some(w) = w else {
+                total.left += 1;
+                continue;
+            };
+            let key = w.holding_key(&asset);
+            let cur = accounts
+                .get(key.as_slice())?
+                .map(|g| ledger::Holding::from_value(g.value()))
+                .unwrap_or_default();
+            let next = ledger::Holding {
+                open_sweep: Some(uuid::Uuid::from_u128(sweep)),
+                ..cur
+            };
+            accounts.insert(key.as_slice(), next.to_value())?;
+            unique.remove(k.as_slice())?;
+            total.rows += 1;
+        }
+    }
+    Ok(total)
+}
+
+/// (wallet, asset) of a schema 7 open-sweep key: tag ‖ nil project (16) ‖ len (2) ‖ wallet
+/// (16) ‖ len (2) ‖ asset ([`index::unique`]); `None` for any other shape.
+fn parse_open_sweep_key(k: &[u8]) -> Option<(uuid::Uuid, String)> {
+    let rest = k.strip_prefix(&[index::IndexTag::UniqueOpenSweep as u8])?;
+    let rest = rest.strip_prefix(uuid::Uuid::nil().as_bytes().as_slice())?;
+    let rest = rest.strip_prefix(&16u16.to_be_bytes())?;
+    let (wallet, rest) = rest.split_at_checked(16)?;
+    let (len, asset) = rest.split_at_checked(2)?;
+    if usize::from(u16::from_be_bytes([len[0], len[1]])) != asset.len() {
+        return None;
+    }
+    let asset = std::str::from_utf8(asset).ok()?.to_string();
+    Some((uuid::Uuid::from_slice(wallet).ok()?, asset))
 }
 
 /// Schema 6 -> 7: the keys of each tag of [`schema::SPLIT_INDEXES`] move from `index` to

@@ -1156,3 +1156,201 @@ fn a_schema_6_store_moves_its_index_keys_to_their_tables() {
     assert_eq!(rep.violations.len(), 1, "{:?}", rep.violations);
     close(copy);
 }
+
+/// Schema 7 -> 8: the open-sweep keys of `unique` move into the holding rows of their
+/// wallets (`ledger::Holding`), a row with nothing held written where there was none; an
+/// odd key stays for `verify`; a copy taken before the upgrade (a backup) migrates the same
+/// way and backs up.
+#[test]
+fn a_schema_7_store_moves_its_open_sweeps_into_the_holding_rows() {
+    use crate::index::{self, IndexTag};
+    use crate::ledger::Holding;
+    use crate::records::{Sweep, SweepStatus};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    populate(&store);
+    let wallets = store.read_blocking(crate::ScanOps::all::<Wallet>).unwrap();
+    assert_eq!(wallets.len(), 5);
+    // Open sweeps: two wallets' USDT (held) and one wallet's ETH (nothing held: no row).
+    let opened: Vec<(Wallet, &str)> = vec![
+        (wallets[0].clone(), "USDT"),
+        (wallets[1].clone(), "USDT"),
+        (wallets[2].clone(), "ETH"),
+    ];
+    let o = opened.clone();
+    let sweeps: Vec<Uuid> = store
+        .write_blocking(move |ctx| {
+            let mut ids = Vec::new();
+            for (w, asset) in &o {
+                let now = ctx.now_us();
+                let sw = Sweep {
+                    id: Uuid::now_v7(),
+                    project_id: w.project_id,
+                    wallet_id: w.id,
+                    chain: w.chain.clone(),
+                    asset: asset.to_string(),
+                    amount: 1,
+                    status: SweepStatus::Open,
+                    skip_reason: None,
+                    tx_hash: None,
+                    open_block: Some(1),
+                    submitted_block: None,
+                    created_at: now,
+                    updated_at: now,
+                };
+                ctx.open_sweep_set(w, asset, Some(sw.id))?;
+                ctx.put(&sw)?;
+                ids.push(sw.id);
+            }
+            Ok::<_, StoreError>(ids)
+        })
+        .unwrap();
+    let holdings = |store: &Store| -> Vec<Holding> {
+        let o = opened.clone();
+        store
+            .write_blocking(move |ctx| {
+                o.iter()
+                    .map(|(w, a)| ctx.holding_of(w, a))
+                    .collect::<Result<Vec<_>, StoreError>>()
+            })
+            .unwrap()
+    };
+    let before = holdings(&store);
+    assert_eq!(
+        before.iter().map(|h| h.open_sweep).collect::<Vec<_>>(),
+        sweeps.iter().copied().map(Some).collect::<Vec<_>>()
+    );
+    assert_eq!(before[2].amount, 0);
+    let rep = store.read_blocking(crate::verify::verify).unwrap();
+    assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+    close(store);
+
+    // As schema 7 wrote it: holding rows `(amount, 0)` (none where nothing was held), the
+    // open sweeps under keys of their own.
+    let odd = {
+        let mut k = vec![IndexTag::UniqueOpenSweep as u8];
+        k.extend_from_slice(&[0, 1, 2]);
+        k
+    };
+    {
+        let db = Database::create(&path).unwrap();
+        let w = db.begin_write().unwrap();
+        {
+            let mut accounts = w.open_table(ACCOUNTS).unwrap();
+            let mut u = w.open_table(UNIQUE).unwrap();
+            for ((wallet, asset), sweep) in opened.iter().zip(&sweeps) {
+                let key = wallet.holding_key(asset);
+                let amount = accounts.get(key.as_slice()).unwrap().unwrap().value().0;
+                if amount == 0 {
+                    accounts.remove(key.as_slice()).unwrap();
+                } else {
+                    accounts.insert(key.as_slice(), (amount, 0)).unwrap();
+                }
+                let old = index::unique(
+                    IndexTag::UniqueOpenSweep,
+                    Uuid::nil(),
+                    &[wallet.id.as_bytes(), asset.as_bytes()],
+                );
+                u.insert(old.as_slice(), sweep.as_u128()).unwrap();
+            }
+            u.insert(odd.as_slice(), Uuid::now_v7().as_u128()).unwrap();
+            let mut meta = w.open_table(META).unwrap();
+            meta.insert("schema_version", 7u32.to_be_bytes().as_slice())
+                .unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let old_copy = dir.path().join("old.redb");
+    std::fs::copy(&path, &old_copy).unwrap();
+
+    let check = |store: &Store| {
+        assert_eq!(holdings(store), before);
+        let v = store
+            .read_blocking(|r| r.meta_get("schema_version"))
+            .unwrap();
+        assert_eq!(v, Some(schema::SCHEMA_VERSION.to_be_bytes().to_vec()));
+        let rep = store.read_blocking(crate::verify::verify).unwrap();
+        assert_eq!(rep.violations.len(), 1, "{:?}", rep.violations);
+        assert!(
+            rep.violations[0].contains(&hex::encode(&odd)),
+            "{:?}",
+            rep.violations
+        );
+    };
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    check(&store);
+    close(store);
+    {
+        let db = Database::create(&path).unwrap();
+        let r = db.begin_read().unwrap();
+        let u = r.open_table(UNIQUE).unwrap();
+        let tag = IndexTag::UniqueOpenSweep as u8;
+        let left: Vec<Vec<u8>> = u
+            .range::<&[u8]>([tag].as_slice()..[tag + 1].as_slice())
+            .unwrap()
+            .map(|e| e.unwrap().0.value().to_vec())
+            .collect();
+        assert_eq!(left, vec![odd.clone()], "only the odd key stays");
+    }
+
+    // A copy taken before the upgrade (a backup) opens, migrates, verifies and backs up.
+    let store = Store::open(&old_copy, StoreOptions::default()).unwrap();
+    check(&store);
+    let dest = dir.path().join("backup.redb");
+    store
+        .read_blocking(|r| crate::backup::backup(r, &dest))
+        .unwrap();
+    close(store);
+    let copy = Store::open(&dest, StoreOptions::default()).unwrap();
+    check(&copy);
+    close(copy);
+}
+
+/// `verify` names an open sweep that no holding row names, and a holding row that names a
+/// sweep which is not open.
+#[test]
+fn verify_reports_open_sweeps_and_holding_rows_that_disagree() {
+    use crate::records::{Sweep, SweepStatus};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
+    populate(&store);
+    let w = store.read_blocking(crate::ScanOps::all::<Wallet>).unwrap()[0].clone();
+    let (open, done) = store
+        .write_blocking(move |ctx| {
+            let now = ctx.now_us();
+            let mk = |status| Sweep {
+                id: Uuid::now_v7(),
+                project_id: w.project_id,
+                wallet_id: w.id,
+                chain: w.chain.clone(),
+                asset: "USDT".into(),
+                amount: 1,
+                status,
+                skip_reason: None,
+                tx_hash: None,
+                open_block: Some(1),
+                submitted_block: None,
+                created_at: now,
+                updated_at: now,
+            };
+            let (open, done) = (mk(SweepStatus::Open), mk(SweepStatus::Confirmed));
+            ctx.put(&open)?;
+            ctx.put(&done)?;
+            // The holding row names the confirmed one; the open one is named by nothing.
+            ctx.open_sweep_set(&w, "USDT", Some(done.id))?;
+            Ok::<_, StoreError>((open.id, done.id))
+        })
+        .unwrap();
+    let rep = store.read_blocking(crate::verify::verify).unwrap();
+    assert_eq!(rep.violations.len(), 2, "{:?}", rep.violations);
+    assert!(rep
+        .violations
+        .iter()
+        .any(|v| v.contains(&done.to_string()) && v.contains("not an open sweep")));
+    assert!(rep
+        .violations
+        .iter()
+        .any(|v| v.contains(&open.to_string()) && v.contains("no holding row names it")));
+    close(store);
+}

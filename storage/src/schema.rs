@@ -252,7 +252,10 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   project where the resource id scopes it); the unique key of a transfer with an EVM hash
 ///   holds the hash's 32 bytes ([`crate::index::transfer_key`]). Moved on open
 ///   (`migrate_to_7`).
-pub const SCHEMA_VERSION: u32 = 7;
+/// * 8: a wallet's open sweep of an asset is named by its holding row in [`ACCOUNTS`]
+///   ([`crate::ledger::Holding`]) instead of a key of its own in [`UNIQUE`]
+///   ([`crate::index::IndexTag::UniqueOpenSweep`]): moved on open (`migrate_to_8`).
+pub const SCHEMA_VERSION: u32 = 8;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
 /// encodings of one record type: the schema 4 migration rewrites them and `verify` decodes
