@@ -12,7 +12,9 @@ use crate::registry::Registry;
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
-use crate::services::{billing, emit_deposit, invoices, sim_tx_hash, sweeps, Scope};
+use crate::services::{
+    billing, emit_deposit, invoices, sim_transfer_hash, sim_tx_hash, sweeps, Scope,
+};
 
 /// Why a deposit request (test mode) is refused (statuses and codes: `api::error`).
 #[derive(Debug, thiserror::Error)]
@@ -62,7 +64,7 @@ pub struct TestDeposit {
 }
 
 /// A test deposit's id and its simulated transfer's hash and sender (`0x` + 64 hex, and a
-/// checksummed address, both derived from the id: [`sim_tx_hash`]), made on the request's
+/// checksummed address, both derived from the id: [`sim_transfer_hash`], [`sim_tx_hash`]), made on the request's
 /// task before the store job: two SHA-256 and a keccak were about 6 % of the store
 /// writer's instructions per test deposit when made inside it (issue 16,
 /// docs/performance.md "The writer's cost per test deposit").
@@ -79,7 +81,7 @@ impl Minted {
         let id = Uuid::now_v7();
         Minted {
             id,
-            tx_hash: sim_tx_hash("deposit", id),
+            tx_hash: sim_transfer_hash("deposit", id),
             from_address: sim_sender(id),
         }
     }

@@ -15,7 +15,7 @@ use appliance_storage::{ReadOps, StoreError, WriteCtx};
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault, Invalid};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
-use crate::services::{sim_tx_hash, wallets, Scope};
+use crate::services::{sim_transfer_hash, sim_tx_hash, wallets, Scope};
 
 /// Sender classes a test transfer may claim for its sender (DECISIONS.md section 12,
 /// `sender_class`).
@@ -131,7 +131,7 @@ pub fn plan(
                 .map_err(|_| Fault::invariant("registry token contract does not parse"))?,
         )
     };
-    let tx_hash = sim_tx_hash("transfer", id);
+    let tx_hash = sim_transfer_hash("transfer", id);
     let hash = crate::services::sim_chain::parse_tx_hash(&tx_hash)
         .ok_or_else(|| Fault::invariant("test transfer hash"))?;
     let op = Op::Block {

@@ -781,3 +781,42 @@ fn a_funding_transfer_without_a_price_waits_for_one_and_is_credited_once() {
     assert!(waiting.is_empty());
     verify_clean(&f);
 }
+
+#[test]
+fn simulated_transfer_hashes_are_evm_hashes_keyed_in_the_order_of_their_ids() {
+    use appliance_storage::index;
+    let ids = [
+        Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0001),
+        Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0002),
+        Uuid::from_u128(0x0190_0000_0001_7000_8000_0000_0000_0000),
+    ];
+    let hashes: Vec<String> = ids
+        .iter()
+        .map(|id| crate::services::sim_transfer_hash("deposit", *id))
+        .collect();
+    for (id, h) in ids.iter().zip(&hashes) {
+        assert_eq!(h.len(), 66, "{h}");
+        assert!(
+            crate::services::sim_chain::parse_tx_hash(h).is_some(),
+            "{h}"
+        );
+        assert_eq!(h, &h.to_lowercase());
+        assert_eq!(&h[2..34], hex::encode(id.as_bytes()));
+        assert_eq!(
+            &h[34..],
+            &crate::services::sim_tx_hash("deposit", *id)[2..34],
+            "the rest is derived from the id"
+        );
+        // An EVM hash: the transfer key holds its 32 bytes (45-byte key).
+        assert_eq!(index::transfer_key("ethereum", h, 0).len(), 45);
+    }
+    assert_ne!(
+        crate::services::sim_transfer_hash("transfer", ids[0]),
+        hashes[0]
+    );
+    let keys: Vec<Vec<u8>> = hashes
+        .iter()
+        .map(|h| index::transfer_key("ethereum", h, 0))
+        .collect();
+    assert!(keys.windows(2).all(|w| w[0] < w[1]), "keys follow the ids");
+}
