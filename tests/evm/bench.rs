@@ -468,12 +468,20 @@ async fn catchup_benchmark() {
             Some(q) => Tuning::new(q, LOG_RANGE, BLOCK_BATCH, CONCURRENCY),
         };
         let client = EvmClient::with_tuning("ethereum", EvmRpc::new(&eth.url).unwrap(), tuning);
-        let t = Instant::now();
+        let (t, anvil_cpu, own_cpu) = (
+            Instant::now(),
+            cpu_secs(eth.pid()),
+            cpu_secs(std::process::id()),
+        );
         let scan = client
             .transfers(start_block, last_block, &watch)
             .await
             .expect("range scan");
         let secs = t.elapsed().as_secs_f64();
+        let (anvil_cpu, own_cpu) = (
+            cpu_secs(eth.pid()) - anvil_cpu,
+            cpu_secs(std::process::id()) - own_cpu,
+        );
         assert_eq!(scan.blocks.len(), blocks);
         assert_eq!(
             scan.transfers.len(),
@@ -481,7 +489,8 @@ async fn catchup_benchmark() {
             "{name}: every watched transfer, once"
         );
         eprintln!(
-            "BENCH client range scan, logs {name}: {blocks} blocks in {secs:.2}s: {:.0} blocks/s",
+            "BENCH client range scan, logs {name}: {blocks} blocks in {secs:.2}s: {:.0} blocks/s; \
+             CPU: Anvil {anvil_cpu:.2}s, the client (this process) {own_cpu:.2}s",
             blocks as f64 / secs
         );
     }
@@ -528,7 +537,15 @@ async fn catchup_benchmark() {
         if bins.len() > 1 {
             eprintln!("  server {} of {}: {exe}", round + 1, bins.len());
         }
-        catchup_run(&mut live, exe, blocks, total, start_block, last_block).await;
+        catchup_run(
+            &mut live,
+            exe,
+            eth.pid(),
+            (blocks, total),
+            start_block,
+            last_block,
+        )
+        .await;
         // A profiler's hook (`CATCHUP_AFTER_RUN`, a shell command given the server's pid as
         // `SERVER_PID`): e.g. `callgrind_control -d $SERVER_PID` before the server is
         // killed, which a profile under valgrind would not survive.
@@ -651,13 +668,14 @@ async fn catchup_benchmark() {
 async fn catchup_run(
     live: &mut Live,
     exe: &str,
-    blocks: usize,
-    total: usize,
+    anvil: u32,
+    (blocks, total): (usize, usize),
     start_block: u64,
     last_block: u64,
 ) {
     let spawned = chrono::Utc::now();
     let t = Instant::now();
+    let anvil_cpu = cpu_secs(anvil);
     live.run_bin(exe, &[]);
     let listening = t.elapsed().as_secs_f64();
     let deadline = Instant::now() + Duration::from_secs(3_600);
@@ -674,6 +692,33 @@ async fn catchup_run(
     eprintln!(
         "BENCH server catch-up: {blocks} blocks ({total} deposits) in {secs:.2}s (process start included): {:.0} blocks/s end to end",
         blocks as f64 / secs
+    );
+    // Where the CPU went (both processes' user + system time over the catch-up; the
+    // server's by thread name: the store writer, the background runtime with the watcher
+    // and its scanner, the API runtime).
+    let anvil_cpu = cpu_secs(anvil) - anvil_cpu;
+    let pid = live.pid().expect("the server runs");
+    let mut threads: std::collections::BTreeMap<String, f64> = Default::default();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        if let Some((name, secs)) = stat_cpu(&stat) {
+            *threads.entry(name).or_default() += secs;
+        }
+    }
+    eprintln!(
+        "  CPU over the catch-up: Anvil {anvil_cpu:.2}s, server {:.2}s ({}), both {:.2}s = {:.2} cores",
+        cpu_secs(pid),
+        threads
+            .iter()
+            .map(|(n, s)| format!("{n} {s:.2}s"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        anvil_cpu + cpu_secs(pid),
+        (anvil_cpu + cpu_secs(pid)) / secs
     );
     // Where the server's time went: process start, its watcher commits.
     let logs = live.logs();
@@ -752,6 +797,26 @@ async fn catchup_run(
     {
         eprintln!("    {l}");
     }
+}
+
+/// User + system CPU seconds of process `pid` so far (`/proc/PID/stat`, clock ticks of
+/// 1/100 s); 0 when it is gone.
+fn cpu_secs(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| stat_cpu(&s))
+        .map(|(_, secs)| secs)
+        .unwrap_or(0.0)
+}
+
+/// (name, user + system CPU seconds) of one `/proc/.../stat` line.
+fn stat_cpu(stat: &str) -> Option<(String, f64)> {
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    let name = stat.get(open + 1..close)?.to_string();
+    // Fields after the name: state is the first; utime and stime the 12th and 13th.
+    let rest: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
+    let ticks = rest.get(11)?.parse::<f64>().ok()? + rest.get(12)?.parse::<f64>().ok()?;
+    Some((name, ticks / 100.0))
 }
 
 /// Copies the directory `from` (its files and subdirectories) to `to`.

@@ -83,6 +83,11 @@ impl Anvil {
         }
     }
 
+    /// The node process's id (CPU accounting in the benchmarks).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub async fn rpc(&self, method: &str, params: Value) -> Value {
         let body = json!({"jsonrpc": "2.0", "id": RPC_ID.fetch_add(1, Ordering::Relaxed),
                           "method": method, "params": params});
