@@ -76,7 +76,7 @@ async fn list_deposits(
         None => None,
     };
     let prefix = if let Some(c) = wallet_owner.or(customer) {
-        index::prefix(IndexTag::DepositsByCustomer, p, &[c.as_bytes()])
+        index::deposits_of_customer(p, c)
     } else if let Some(s) = status {
         index::prefix(IndexTag::DepositsByStatus, p, &[s.as_str().as_bytes()])
     } else if let Some(c) = &chain {

@@ -68,6 +68,7 @@ pub fn schedule(
         submitted_block: None,
         created_at: now,
         updated_at: now,
+        customer_id: w.customer_id,
     };
     ctx.open_sweep_set(w, asset, Some(s.id))?;
     // A new id: nothing stored under it to read for its old index entries (issue 16).
@@ -146,6 +147,7 @@ pub fn request(
             submitted_block: None,
             created_at: now,
             updated_at: now,
+            customer_id: w.customer_id,
         };
         ctx.put(&sw)?;
         emit(ctx, s, "sweep.skipped", sw.id, views::sweep(&s.reg, &sw))?;

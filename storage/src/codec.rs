@@ -590,6 +590,7 @@ mod tests {
             submitted_block: None,
             created_at: 1,
             updated_at: 2,
+            customer_id: Uuid::now_v7(),
         });
         check(&Payout {
             id: Uuid::now_v7(),

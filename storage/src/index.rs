@@ -33,6 +33,9 @@ pub enum IndexTag {
     WalletsByCustomer = 21,
     WalletsByChain = 22,
     Deposits = 30,
+    /// Up to schema 8 only: project ‖ customer ‖ deposit. Schema 9 keeps these entries
+    /// under [`IndexTag::ByCustomer`] ([`deposit_by_customer_key`]) and moves them on open.
+    /// Never reuse the number.
     DepositsByCustomer = 31,
     /// Up to schema 5 only: project ‖ wallet ‖ deposit. Schema 6 lists a wallet's
     /// deposits under its customer ([`IndexTag::DepositsByCustomer`]) and removes these
@@ -43,6 +46,12 @@ pub enum IndexTag {
     DepositsPending = 35,
     /// project ‖ invoice id: the payments of an invoice (deposit rows with `invoice_id`).
     DepositsByInvoice = 36,
+    /// project ‖ customer ‖ kind ‖ ...: what is listed per customer, in one range per
+    /// customer so that a request's entries share its leaf (schema 9, issue 16): a
+    /// customer's deposits ([`deposit_by_customer_key`]) and its wallets' sweeps
+    /// ([`sweep_by_wallet_key`]). A test deposit that opens a sweep wrote one random leaf
+    /// of `index` for each before.
+    ByCustomer = 37,
     Payouts = 40,
     PayoutsByCustomer = 41,
     PayoutsByChain = 42,
@@ -51,6 +60,8 @@ pub enum IndexTag {
     PayoutsOpen = 45,
     PayoutsWork = 46,
     Sweeps = 50,
+    /// Up to schema 8 only: project ‖ wallet ‖ sweep. Schema 9 keeps these entries under
+    /// [`IndexTag::ByCustomer`] ([`sweep_by_wallet_key`]). Never reuse the number.
     SweepsByWallet = 51,
     SweepsByStatus = 52,
     SweepsWork = 53,
@@ -183,6 +194,59 @@ pub fn prefix(tag: IndexTag, project: Uuid, values: &[&[u8]]) -> Vec<u8> {
         k.extend_from_slice(&v[..len as usize]);
     }
     k
+}
+
+/// Kind byte of a customer's deposits under [`IndexTag::ByCustomer`].
+const BY_CUSTOMER_DEPOSIT: &[u8] = b"d";
+/// Kind byte of a customer's wallets' sweeps under [`IndexTag::ByCustomer`].
+const BY_CUSTOMER_SWEEP: &[u8] = b"s";
+
+/// Prefix of a customer's deposits (`GET /v1/deposits?customer_id=`, and `wallet_id=` under
+/// the wallet's customer): [`IndexTag::ByCustomer`] ‖ project ‖ customer ‖ `d`.
+pub fn deposits_of_customer(project: Uuid, customer: Uuid) -> Vec<u8> {
+    prefix(
+        IndexTag::ByCustomer,
+        project,
+        &[customer.as_bytes(), BY_CUSTOMER_DEPOSIT],
+    )
+}
+
+/// Index key of a deposit under its customer: [`deposits_of_customer`] ‖ deposit id.
+pub fn deposit_by_customer_key(project: Uuid, customer: Uuid, deposit: Uuid) -> Vec<u8> {
+    let mut k = deposits_of_customer(project, customer);
+    k.extend_from_slice(deposit.as_bytes());
+    k
+}
+
+/// Prefix of a wallet's sweeps (`GET /v1/sweeps?wallet_id=`), under the wallet's customer
+/// (nil for an invoice's or the funding address): [`IndexTag::ByCustomer`] ‖ project ‖
+/// customer ‖ `s` ‖ wallet.
+pub fn sweeps_of_wallet(project: Uuid, customer: Uuid, wallet: Uuid) -> Vec<u8> {
+    prefix(
+        IndexTag::ByCustomer,
+        project,
+        &[customer.as_bytes(), BY_CUSTOMER_SWEEP, wallet.as_bytes()],
+    )
+}
+
+/// Index key of a sweep under its wallet's customer: [`sweeps_of_wallet`] ‖ sweep id.
+pub fn sweep_by_wallet_key(project: Uuid, customer: Uuid, wallet: Uuid, sweep: Uuid) -> Vec<u8> {
+    let mut k = sweeps_of_wallet(project, customer, wallet);
+    k.extend_from_slice(sweep.as_bytes());
+    k
+}
+
+/// Schema 8 -> 9: the [`deposit_by_customer_key`] of an [`IndexTag::DepositsByCustomer`]
+/// key (tag ‖ project ‖ len 16 ‖ customer ‖ deposit); `None` for any other shape.
+pub fn deposit_by_customer_from_legacy(k: &[u8]) -> Option<Vec<u8>> {
+    let rest = k.strip_prefix(&[IndexTag::DepositsByCustomer as u8])?;
+    if rest.len() != 16 + 2 + 16 + 16 || rest[16..18] != 16u16.to_be_bytes() {
+        return None;
+    }
+    let project = Uuid::from_slice(&rest[..16]).ok()?;
+    let customer = Uuid::from_slice(&rest[18..34]).ok()?;
+    let deposit = Uuid::from_slice(&rest[34..]).ok()?;
+    Some(deposit_by_customer_key(project, customer, deposit))
 }
 
 /// Full index key: [`prefix`] followed by the row id.

@@ -521,8 +521,92 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
             "open sweeps named by their wallets' holding rows (schema version 8)"
         );
     }
+    if found.is_some_and(|v| v < 9) {
+        let m = migrate_to_9(&txn)?;
+        tracing::info!(
+            rows = m.rows,
+            left = m.left,
+            "deposits and sweeps indexed under their customers (schema version 9)"
+        );
+    }
     txn.commit()?;
     Ok(())
+}
+
+/// Schema 8 -> 9: every [`index::IndexTag::DepositsByCustomer`] key of `index` becomes its
+/// [`index::deposit_by_customer_key`]; every [`index::IndexTag::SweepsByWallet`] key is
+/// removed, and every sweep row is rewritten with its wallet's customer
+/// (`Sweep::customer_id`, nil when the wallet is missing or does not decode) and given its
+/// [`index::sweep_by_wallet_key`]. In chunks of 4096; all in the opening transaction, so a
+/// crash leaves schema 8 whole. A key without the old shape, or a sweep row that does not
+/// decode, stays as it is (counted in `left`; `verify` reports the row).
+fn migrate_to_9(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
+    use redb::ReadableTable;
+    const CHUNK: usize = 4096;
+    let mut total = codec::Migrated::default();
+    let mut idx = txn.open_table(schema::INDEX)?;
+    let tag = index::IndexTag::DepositsByCustomer as u8;
+    let end = [tag + 1];
+    let mut from = vec![tag];
+    loop {
+        let chunk: Vec<Vec<u8>> = idx
+            .range::<&[u8]>(from.as_slice()..end.as_slice())?
+            .take(CHUNK)
+            .map(|e| e.map(|(k, _)| k.value().to_vec()))
+            .collect::<Result<_, _>>()?;
+        let Some(last) = chunk.last() else {
+            break;
+        };
+        from = [last.as_slice(), &[0]].concat();
+        for k in chunk {
+            match index::deposit_by_customer_from_legacy(&k) {
+                Some(new) => {
+                    idx.insert(new.as_slice(), ())?;
+                    idx.remove(k.as_slice())?;
+                    total.rows += 1;
+                }
+                None => total.left += 1,
+            }
+        }
+    }
+    let lo = [index::IndexTag::SweepsByWallet as u8];
+    let hi = [index::IndexTag::SweepsByWallet as u8 + 1];
+    idx.retain_in::<&[u8], _>(lo.as_slice()..hi.as_slice(), |_, _| false)?;
+    let wallets = txn.open_table(schema::WALLETS)?;
+    let mut sweeps = txn.open_table(schema::SWEEPS)?;
+    let mut from = 0u128;
+    loop {
+        let chunk: Vec<(u128, Vec<u8>)> = sweeps
+            .range(from..)?
+            .take(CHUNK)
+            .map(|e| e.map(|(k, v)| (k.value(), v.value().to_vec())))
+            .collect::<Result<_, _>>()?;
+        let Some((last, _)) = chunk.last() else {
+            break;
+        };
+        let Some(next) = last.checked_add(1) else {
+            break;
+        };
+        from = next;
+        for (k, v) in chunk {
+            let Ok(mut sw) = codec::decode::<records::Sweep>(&v) else {
+                total.left += 1;
+                continue;
+            };
+            sw.customer_id = match wallets.get(sw.wallet_id.as_u128())? {
+                Some(row) => codec::decode::<records::Wallet>(row.value())
+                    .map(|w| w.customer_id)
+                    .unwrap_or_default(),
+                None => uuid::Uuid::nil(),
+            };
+            sweeps.insert(k, codec::encode_record(&sw).as_slice())?;
+            let key =
+                index::sweep_by_wallet_key(sw.project_id, sw.customer_id, sw.wallet_id, sw.id);
+            idx.insert(key.as_slice(), ())?;
+            total.rows += 1;
+        }
+    }
+    Ok(total)
 }
 
 /// Schema 7 -> 8: every open-sweep key of `unique` ([`index::IndexTag::UniqueOpenSweep`]:

@@ -1198,6 +1198,7 @@ fn a_schema_7_store_moves_its_open_sweeps_into_the_holding_rows() {
                     submitted_block: None,
                     created_at: now,
                     updated_at: now,
+                    customer_id: w.customer_id,
                 };
                 ctx.open_sweep_set(w, asset, Some(sw.id))?;
                 ctx.put(&sw)?;
@@ -1333,6 +1334,7 @@ fn verify_reports_open_sweeps_and_holding_rows_that_disagree() {
                 submitted_block: None,
                 created_at: now,
                 updated_at: now,
+                customer_id: w.customer_id,
             };
             let (open, done) = (mk(SweepStatus::Open), mk(SweepStatus::Confirmed));
             ctx.put(&open)?;
@@ -1353,4 +1355,168 @@ fn verify_reports_open_sweeps_and_holding_rows_that_disagree() {
         .iter()
         .any(|v| v.contains(&open.to_string()) && v.contains("no holding row names it")));
     close(store);
+}
+
+/// Schema 8 -> 9: deposits by customer and sweeps by wallet move under one range per
+/// customer (`IndexTag::ByCustomer`), sweep rows written without their customer are
+/// rewritten with it; the lists read the same before and after, `verify` is clean, and a
+/// copy taken before the upgrade (a backup) migrates the same way.
+#[test]
+fn a_schema_8_store_indexes_deposits_and_sweeps_under_their_customers() {
+    use crate::index::{self, IndexTag};
+    use crate::records::{Sweep, SweepStatus};
+    use crate::ScanOps;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let p = populate(&store);
+    let wallets = store.read_blocking(ScanOps::all::<Wallet>).unwrap();
+    let ws = wallets.clone();
+    store
+        .write_blocking(move |ctx| {
+            // Two sweeps of the first wallet, one of the second.
+            for w in [&ws[0], &ws[0], &ws[1]] {
+                let now = ctx.now_us();
+                ctx.put(&Sweep {
+                    id: Uuid::now_v7(),
+                    project_id: w.project_id,
+                    wallet_id: w.id,
+                    chain: w.chain.clone(),
+                    asset: "USDT".into(),
+                    amount: 1,
+                    status: SweepStatus::Confirmed,
+                    skip_reason: None,
+                    tx_hash: Some(format!("0x{}", "ab".repeat(32))),
+                    open_block: Some(1),
+                    submitted_block: Some(2),
+                    created_at: now,
+                    updated_at: now,
+                    customer_id: w.customer_id,
+                })?;
+            }
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    let lists = |store: &Store| -> Vec<Vec<Uuid>> {
+        let ws = wallets.clone();
+        store
+            .read_blocking(move |r| {
+                let mut out = Vec::new();
+                for w in &ws {
+                    let d = r.list::<Deposit>(
+                        &index::deposits_of_customer(p, w.customer_id),
+                        None,
+                        10,
+                        |_| true,
+                    )?;
+                    out.push(d.items.iter().map(|d| d.id).collect());
+                    let s = r.list::<Sweep>(
+                        &index::sweeps_of_wallet(p, w.customer_id, w.id),
+                        None,
+                        10,
+                        |_| true,
+                    )?;
+                    out.push(s.items.iter().map(|s| s.id).collect());
+                }
+                Ok::<_, StoreError>(out)
+            })
+            .unwrap()
+    };
+    let before = lists(&store);
+    assert_eq!(before[0].len(), 1, "{before:?}");
+    assert_eq!(before[1].len(), 2, "{before:?}");
+    assert_eq!(before[3].len(), 1, "{before:?}");
+    assert!(before[5].is_empty(), "{before:?}");
+    let rep = store.read_blocking(crate::verify::verify).unwrap();
+    assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+    let deposits = store.read_blocking(ScanOps::all::<Deposit>).unwrap();
+    let sweeps = store.read_blocking(ScanOps::all::<Sweep>).unwrap();
+    close(store);
+
+    // As schema 8 wrote it: keys by customer (tag 31) and by wallet (tag 51), sweep rows
+    // without their customer (one element fewer in the positional array).
+    {
+        let db = Database::create(&path).unwrap();
+        let w = db.begin_write().unwrap();
+        {
+            let mut idx = w.open_table(INDEX).unwrap();
+            for d in &deposits {
+                let new = index::deposit_by_customer_key(p, d.customer_id, d.id);
+                assert!(idx.remove(new.as_slice()).unwrap().is_some());
+                let old = index::key(
+                    IndexTag::DepositsByCustomer,
+                    p,
+                    &[d.customer_id.as_bytes()],
+                    d.id,
+                );
+                idx.insert(old.as_slice(), ()).unwrap();
+            }
+            let mut rows = w.open_table(SWEEPS).unwrap();
+            for sw in &sweeps {
+                let new = index::sweep_by_wallet_key(p, sw.customer_id, sw.wallet_id, sw.id);
+                assert!(idx.remove(new.as_slice()).unwrap().is_some());
+                let old = index::key(
+                    IndexTag::SweepsByWallet,
+                    p,
+                    &[sw.wallet_id.as_bytes()],
+                    sw.id,
+                );
+                idx.insert(old.as_slice(), ()).unwrap();
+                let b = rows.get(sw.id.as_u128()).unwrap().unwrap().value().to_vec();
+                assert_eq!(b[1], 0x9e, "a positional row of 14 fields");
+                let mut old_row = vec![b[0], 0x9d];
+                old_row.extend_from_slice(&b[2..b.len() - 18]);
+                let read: Sweep = decode(&old_row).unwrap();
+                assert_eq!(read.customer_id, Uuid::nil());
+                assert_eq!(read.id, sw.id);
+                rows.insert(sw.id.as_u128(), old_row.as_slice()).unwrap();
+            }
+            let mut meta = w.open_table(META).unwrap();
+            meta.insert("schema_version", 8u32.to_be_bytes().as_slice())
+                .unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let old_copy = dir.path().join("old.redb");
+    std::fs::copy(&path, &old_copy).unwrap();
+
+    let check = |store: &Store| {
+        assert_eq!(lists(store), before);
+        let rows = store.read_blocking(ScanOps::all::<Sweep>).unwrap();
+        assert_eq!(rows.len(), 3);
+        for sw in &rows {
+            let w = wallets.iter().find(|w| w.id == sw.wallet_id).unwrap();
+            assert_eq!(sw.customer_id, w.customer_id);
+        }
+        let rep = store.read_blocking(crate::verify::verify).unwrap();
+        assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+    };
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    check(&store);
+    close(store);
+    {
+        let db = Database::create(&path).unwrap();
+        let r = db.begin_read().unwrap();
+        let idx = r.open_table(INDEX).unwrap();
+        for tag in [IndexTag::DepositsByCustomer, IndexTag::SweepsByWallet] {
+            let t = tag as u8;
+            assert_eq!(
+                idx.range::<&[u8]>([t].as_slice()..[t + 1].as_slice())
+                    .unwrap()
+                    .count(),
+                0,
+                "no key of tag {t} left"
+            );
+        }
+    }
+    let store = Store::open(&old_copy, StoreOptions::default()).unwrap();
+    check(&store);
+    let dest = dir.path().join("backup.redb");
+    store
+        .read_blocking(|r| crate::backup::backup(r, &dest))
+        .unwrap();
+    close(store);
+    let copy = Store::open(&dest, StoreOptions::default()).unwrap();
+    check(&copy);
+    close(copy);
 }

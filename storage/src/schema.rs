@@ -255,7 +255,11 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 /// * 8: a wallet's open sweep of an asset is named by its holding row in [`ACCOUNTS`]
 ///   ([`crate::ledger::Holding`]) instead of a key of its own in [`UNIQUE`]
 ///   ([`crate::index::IndexTag::UniqueOpenSweep`]): moved on open (`migrate_to_8`).
-pub const SCHEMA_VERSION: u32 = 8;
+/// * 9: a customer's deposits and its wallets' sweeps are indexed in one range per customer
+///   ([`crate::index::IndexTag::ByCustomer`]) instead of by customer and by wallet apart;
+///   sweep rows carry their wallet's customer (`Sweep::customer_id`). Moved and rewritten
+///   on open (`migrate_to_9`).
+pub const SCHEMA_VERSION: u32 = 9;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
 /// encodings of one record type: the schema 4 migration rewrites them and `verify` decodes

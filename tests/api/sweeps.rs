@@ -244,3 +244,27 @@ async fn creating_a_sweep_needs_scope_kind_and_signing() {
     .await
     .expect_error(404, "not_found");
 }
+
+#[tokio::test]
+async fn the_wallet_filter_lists_that_wallets_sweeps_only() {
+    // Schema 9 indexes a wallet's sweeps under its customer: the filter reads the wallet
+    // first; a wallet id that names no wallet of the project lists nothing.
+    let app = spawn_app().await;
+    let (_, w1, _) = app.funded_customer("ethereum", "USDT", 6, "1000000").await;
+    let (_, w2, _) = app.funded_customer("ethereum", "USDT", 6, "2000000").await;
+    app.mine(1).await;
+    let (a, b) = (
+        sweeps_of(&app, &s(&w1["id"])).await,
+        sweeps_of(&app, &s(&w2["id"])).await,
+    );
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(b.len(), 1, "{b:?}");
+    assert_eq!(a[0]["wallet_id"], w1["id"]);
+    assert_eq!(b[0]["wallet_id"], w2["id"]);
+    assert_amount(&a[0], "amount", "1000000", "1");
+    assert_amount(&b[0], "amount", "2000000", "2");
+    let none = sweeps_of(&app, &uuid::Uuid::now_v7().to_string()).await;
+    assert!(none.is_empty(), "{none:?}");
+    let all = app.get(&app.wallet_key, "/v1/sweeps").await.expect(200);
+    assert_eq!(assert_list(&all).len(), 2);
+}

@@ -129,12 +129,7 @@ impl Row for Deposit {
         // deposits to a wallet are found under the customer (`GET /v1/deposits?wallet_id=`).
         let mut k = vec![
             index::key(IndexTag::Deposits, p, &[], self.id),
-            index::key(
-                IndexTag::DepositsByCustomer,
-                p,
-                &[self.customer_id.as_bytes()],
-                self.id,
-            ),
+            index::deposit_by_customer_key(p, self.customer_id, self.id),
             index::key(
                 IndexTag::DepositsByChain,
                 p,

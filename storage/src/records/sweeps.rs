@@ -46,6 +46,13 @@ pub struct Sweep {
     pub submitted_block: Option<u64>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The wallet's customer (nil for an invoice's or the funding address), which places
+    /// the sweep's index entry under its customer beside the customer's deposits
+    /// ([`index::sweep_by_wallet_key`]; schema 9). Rows written before it read as nil and
+    /// are rewritten with it when a store of schema 8 or older is opened. Last, with a
+    /// default: a positional field appended (`codec`).
+    #[serde(default)]
+    pub customer_id: Uuid,
 }
 
 impl Row for Sweep {
@@ -60,12 +67,7 @@ impl Row for Sweep {
         let p = self.project_id;
         let mut k = vec![
             index::key(IndexTag::Sweeps, p, &[], self.id),
-            index::key(
-                IndexTag::SweepsByWallet,
-                p,
-                &[self.wallet_id.as_bytes()],
-                self.id,
-            ),
+            index::sweep_by_wallet_key(p, self.customer_id, self.wallet_id, self.id),
             index::key(
                 IndexTag::SweepsByStatus,
                 p,
