@@ -707,8 +707,13 @@ async fn a_payout_waits_queued_while_the_sweep_that_funds_it_is_unmined() {
             .cloned()
     })
     .await;
-    let (l, pend) = nonces(&eth, &master).await;
-    assert_eq!(pend, l + 1, "the sweep is in the pool, unmined");
+    // `submitted` is stored with the signed bytes before the broadcast reaches the node:
+    // wait for the pool to hold the sweep, unmined.
+    let (l, pend) = wait_for("the sweep in the pool, unmined", &[], 30, || async {
+        let (l, pend) = nonces(&eth, &master).await;
+        (pend == l + 1).then_some((l, pend))
+    })
+    .await;
     assert_eq!(eth.token_balance(&usdt, &master).await, 0);
 
     let dest = external(91);
