@@ -189,9 +189,6 @@ struct Inner {
 
 struct Node {
     p: RootProvider,
-    /// The node's HTTP client for the calls decoded here rather than through alloy's
-    /// transport (the block batches of a range scan, [`EvmRpc::blocks`]).
-    http: alloy::transports::http::reqwest::Client,
     url: String,
     shown: String,
     /// The node's chain id was checked against `expected_chain_id`.
@@ -304,113 +301,6 @@ fn parse<T: std::str::FromStr>(
         .ok_or_else(|| malformed(method, format!("bad {field}")))
 }
 
-/// A transport failure of a call made with the node's own HTTP client (a node failure:
-/// another node may answer), its URLs cut to scheme and host.
-fn transport_failure(method: &'static str, e: &dyn std::error::Error) -> RpcError {
-    RpcError::Transport {
-        method,
-        detail: crate::redact::scrub_urls(&error_chain(e)),
-        refused: false,
-    }
-}
-
-/// A JSON-RPC error object.
-#[derive(Debug, serde::Deserialize)]
-struct ErrorObject {
-    code: i64,
-    message: String,
-}
-
-/// One answer of a JSON-RPC batch, its result decoded as `T`.
-#[derive(Debug, serde::Deserialize)]
-struct BatchAnswer<T> {
-    id: Option<u64>,
-    /// `None` for `null` (a block past the head) and when `error` is set.
-    result: Option<T>,
-    error: Option<ErrorObject>,
-}
-
-/// The blocks of a batch of `count` `eth_getBlockByNumber` calls (ids `0..count`, in
-/// block order) from the response body `bytes`, decoded in one pass: header fields, and
-/// with `full` each transaction's hash, sender, recipient and value (its calldata and the
-/// rest skipped without a copy). `ok_status`: whether the HTTP status was a success (an
-/// error status with a JSON-RPC error body is the node's refusal, as alloy reads it).
-fn decode_blocks(
-    bytes: &[u8],
-    count: usize,
-    full: bool,
-    ok_status: bool,
-) -> Result<Vec<Option<BlockInfo>>, RpcError> {
-    const M: &str = "eth_getBlockByNumber";
-    let refused = |e: ErrorObject| RpcError::Transport {
-        method: M,
-        detail: format!(
-            "server returned an error response: error code {}: {}",
-            e.code, e.message
-        ),
-        refused: true,
-    };
-    let bad = |detail: String| RpcError::Transport {
-        method: M,
-        detail,
-        refused: false,
-    };
-    // One error object for the whole batch (e.g. a node refusing batches that large), or
-    // one answer per call. (Not an untagged enum: serde would buffer the whole answer,
-    // calldata included, to try each shape.)
-    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
-        return Err(
-            match serde_json::from_slice::<BatchAnswer<serde::de::IgnoredAny>>(bytes) {
-                Ok(BatchAnswer { error: Some(e), .. }) => refused(e),
-                Ok(_) => bad("a batch answered with one result".into()),
-                Err(e) => bad(answer_error(e, bytes.len(), ok_status)),
-            },
-        );
-    }
-    fn answers<T: serde::de::DeserializeOwned + Into<BlockInfo>>(
-        bytes: &[u8],
-    ) -> serde_json::Result<Vec<BatchAnswer<BlockInfo>>> {
-        Ok(serde_json::from_slice::<Vec<BatchAnswer<T>>>(bytes)?
-            .into_iter()
-            .map(|a| BatchAnswer {
-                id: a.id,
-                result: a.result.map(Into::into),
-                error: a.error,
-            })
-            .collect())
-    }
-    let answers = if full {
-        answers::<RawBlock>(bytes)
-    } else {
-        answers::<RawHeader>(bytes)
-    }
-    .map_err(|e| bad(answer_error(e, bytes.len(), ok_status)))?;
-    let mut out: Vec<Option<Option<BlockInfo>>> = (0..count).map(|_| None).collect();
-    for BatchAnswer { id, result, error } in answers {
-        if let Some(e) = error {
-            return Err(refused(e));
-        }
-        let slot = id.and_then(|i| out.get_mut(i as usize)).ok_or_else(|| {
-            malformed(M, format!("an answer to no call of the batch (id {id:?})"))
-        })?;
-        if slot.replace(result).is_some() {
-            return Err(malformed(M, "two answers to one call of the batch"));
-        }
-    }
-    out.into_iter()
-        .map(|b| b.ok_or_else(|| malformed(M, "a call of the batch went unanswered")))
-        .collect()
-}
-
-/// Why a batch answer could not be read, for the error's detail.
-fn answer_error(e: serde_json::Error, len: usize, ok_status: bool) -> String {
-    if ok_status {
-        format!("deserialization error: {e} ({len} bytes)")
-    } else {
-        format!("HTTP error answer that is not JSON-RPC ({len} bytes)")
-    }
-}
-
 /// A block number as a JSON-RPC quantity.
 fn qty(n: u64) -> String {
     format!("0x{n:x}")
@@ -434,7 +324,6 @@ impl EvmRpc {
             let u = url.parse().map_err(|_| RpcError::BadUrl(shown.clone()))?;
             nodes.push(Node {
                 p: RootProvider::new_http(u),
-                http: Default::default(),
                 url: url.clone(),
                 shown,
                 verified: std::sync::atomic::AtomicBool::new(false),
@@ -547,24 +436,6 @@ impl EvmRpc {
         F: Fn(RootProvider) -> Fut,
         Fut: std::future::Future<Output = Result<T, RpcError>>,
     {
-        self.run_with(|n| n.p.clone(), f).await
-    }
-
-    /// [`EvmRpc::run`] with the node's own HTTP client and URL instead of its provider.
-    async fn run_http<T, F, Fut>(&self, f: F) -> Result<T, RpcError>
-    where
-        F: Fn((alloy::transports::http::reqwest::Client, String)) -> Fut,
-        Fut: std::future::Future<Output = Result<T, RpcError>>,
-    {
-        self.run_with(|n| (n.http.clone(), n.url.clone()), f).await
-    }
-
-    /// [`EvmRpc::run`] over what `pick` takes of each node tried.
-    async fn run_with<N, T, F, Fut>(&self, pick: impl Fn(&Node) -> N, f: F) -> Result<T, RpcError>
-    where
-        F: Fn(N) -> Fut,
-        Fut: std::future::Future<Output = Result<T, RpcError>>,
-    {
         let order = match self.only {
             Some(i) => vec![i],
             None => self.choice().order(),
@@ -591,7 +462,7 @@ impl EvmRpc {
                     Err(e) => return Err(e),
                 }
             }
-            match f(pick(&self.inner.nodes[i])).await {
+            match f(self.inner.nodes[i].p.clone()).await {
                 Ok(v) => {
                     self.choice().answered(i, None);
                     self.log_changes();
@@ -751,15 +622,6 @@ impl EvmRpc {
 
     /// Blocks `from..=to` in one JSON-RPC batch request (one round trip), in order;
     /// `None` for a block past the head. Value-carrying transactions when `full`.
-    ///
-    /// The answer is decoded in one pass straight from the response bytes into the lean
-    /// block types ([`decode_blocks`]): a block's transactions carry their whole calldata
-    /// (kilobytes of hex per contract call), which is skipped by the parser, never copied
-    /// or parsed twice (alloy's batch client first splits the answer into one owned raw
-    /// value per call, then parses each). Errors as alloy's transport reports them: a
-    /// JSON-RPC error (the whole batch's, or any call's) is a refusal
-    /// ([`RpcError::is_refusal`]); a transport failure, a non-JSON or malformed answer is
-    /// a node failure; [`CALL_TIMEOUT`] bounds the call.
     pub async fn blocks(
         &self,
         from: u64,
@@ -767,42 +629,32 @@ impl EvmRpc {
         full: bool,
     ) -> Result<Vec<Option<BlockInfo>>, RpcError> {
         const M: &str = "eth_getBlockByNumber";
-        if from > to {
-            return Ok(Vec::new());
-        }
-        let mut body = String::with_capacity(80 * (to + 1 - from) as usize);
-        body.push('[');
-        for n in from..=to {
-            if n > from {
-                body.push(',');
-            }
-            body.push_str(&format!(
-                r#"{{"jsonrpc":"2.0","id":{},"method":"{M}","params":["0x{n:x}",{full}]}}"#,
-                n - from
-            ));
-        }
-        body.push(']');
-        let count = (to + 1 - from) as usize;
-        self.run_http(|(http, url)| {
-            let body = body.clone();
-            async move {
-                let call = async {
-                    let resp = http
-                        .post(url)
-                        .header("content-type", "application/json")
-                        .body(body)
-                        .send()
-                        .await
-                        .map_err(|e| transport_failure(M, &e))?;
-                    let status = resp.status();
-                    let bytes = resp.bytes().await.map_err(|e| transport_failure(M, &e))?;
-                    decode_blocks(&bytes, count, full, status.is_success())
-                };
-                match tokio::time::timeout(CALL_TIMEOUT, call).await {
-                    Ok(r) => r,
-                    Err(_) => Err(RpcError::Timeout(M)),
+        self.run(|p| async move {
+            let fut = async {
+                let mut batch = alloy::rpc::client::BatchRequest::new(p.client());
+                let mut out = Vec::with_capacity((to + 1 - from) as usize);
+                if full {
+                    let mut waiters = Vec::new();
+                    for n in from..=to {
+                        waiters.push(batch.add_call::<_, Option<RawBlock>>(M, &(qty(n), true))?);
+                    }
+                    batch.send().await?;
+                    for w in waiters {
+                        out.push(w.await?.map(BlockInfo::from));
+                    }
+                } else {
+                    let mut waiters = Vec::new();
+                    for n in from..=to {
+                        waiters.push(batch.add_call::<_, Option<RawHeader>>(M, &(qty(n), false))?);
+                    }
+                    batch.send().await?;
+                    for w in waiters {
+                        out.push(w.await?.map(BlockInfo::from));
+                    }
                 }
-            }
+                Ok::<_, alloy::transports::TransportError>(out)
+            };
+            bounded(M, fut).await
         })
         .await
     }
@@ -1070,137 +922,5 @@ mod tests {
         for secret in ["SECRETKEY", "pw"] {
             assert!(!shown.contains(secret), "{secret} in {shown}");
         }
-    }
-
-    /// A real Anvil answer to a batch of `eth_getBlockByNumber(n, true)` for blocks 1 to 3:
-    /// block 1 holds a native transfer of 0.25 ETH (account 0 to account 1) and a
-    /// zero-value call with 300 bytes of calldata; block 2 is empty; block 3 is past the
-    /// head (`null`).
-    const ANVIL_BATCH: &str = include_str!("testdata/anvil_blocks_batch.json");
-
-    #[test]
-    fn a_block_batch_decodes_in_one_pass_to_the_native_transfers() {
-        let blocks = decode_blocks(ANVIL_BATCH.as_bytes(), 3, true, true).unwrap();
-        assert_eq!(blocks.len(), 3);
-        let (b1, b2) = (blocks[0].clone().unwrap(), blocks[1].clone().unwrap());
-        assert!(blocks[2].is_none(), "past the head");
-        assert_eq!((b1.number, b2.number), (1, 2));
-        assert_eq!(b2.parent_hash, b1.hash);
-        assert_eq!(b1.timestamp, 0x6b04003a);
-        // The value transfer only: the zero-value call with calldata is no native transfer.
-        let want = NativeTx {
-            hash: "0x41837fea9c6d02d542c8fd48e32b26bd4ffd0e4762568884f34afbf66ae2b3ce"
-                .parse()
-                .unwrap(),
-            from: "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266"
-                .parse()
-                .unwrap(),
-            to: "0x70997970c51812dc3a010c7d01b50e0d17dc79c8"
-                .parse()
-                .unwrap(),
-            value: U256::from(250_000_000_000_000_000u64),
-        };
-        assert_eq!(b1.native, vec![want]);
-        assert!(b2.native.is_empty());
-        // Headers only: the same blocks without transactions.
-        let headers = decode_blocks(ANVIL_BATCH.as_bytes(), 3, false, true).unwrap();
-        assert_eq!(headers[0].as_ref().unwrap().hash, b1.hash);
-        assert!(headers[0].as_ref().unwrap().native.is_empty());
-        // Answers in any order land on their calls.
-        let mut v: Vec<serde_json::Value> = serde_json::from_str(ANVIL_BATCH).unwrap();
-        v.reverse();
-        let reversed = serde_json::to_vec(&v).unwrap();
-        assert_eq!(decode_blocks(&reversed, 3, true, true).unwrap(), blocks);
-    }
-
-    #[test]
-    fn a_block_batch_answer_that_is_not_all_blocks_is_an_error_of_its_kind() {
-        let refusal = |r: Result<Vec<Option<BlockInfo>>, RpcError>| match r {
-            Err(e) => e.is_refusal(),
-            Ok(_) => panic!("decoded"),
-        };
-        // One call refused, or the whole batch: the node's refusal (the scan halves it).
-        let mut v: Vec<serde_json::Value> = serde_json::from_str(ANVIL_BATCH).unwrap();
-        v[1] = serde_json::json!({"jsonrpc": "2.0", "id": 1,
-                                  "error": {"code": -32005, "message": "limit exceeded"}});
-        let one = serde_json::to_vec(&v).unwrap();
-        assert!(refusal(decode_blocks(&one, 3, true, true)));
-        let whole =
-            br#" {"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"batch too large"}}"#;
-        assert!(refusal(decode_blocks(whole, 3, true, false)));
-        // Not JSON (a proxy's error page), or cut short: a node failure (failover).
-        for body in [
-            &b"<html>502 Bad Gateway</html>"[..],
-            &ANVIL_BATCH.as_bytes()[..2_000],
-        ] {
-            let e = decode_blocks(body, 3, true, true).unwrap_err();
-            assert!(e.is_node_failure(), "{e}");
-        }
-        // A call left unanswered, or answered twice: malformed.
-        assert!(matches!(
-            decode_blocks(ANVIL_BATCH.as_bytes(), 4, true, true),
-            Err(RpcError::Malformed { .. })
-        ));
-        v[1] = v[0].clone();
-        let twice = serde_json::to_vec(&v).unwrap();
-        assert!(matches!(
-            decode_blocks(&twice, 3, true, true),
-            Err(RpcError::Malformed { .. })
-        ));
-    }
-
-    /// Decoding cost of one batch of 100 full blocks shaped like issue 8's catch-up
-    /// benchmark (one transaction per block with 13 KB of calldata), in one pass
-    /// ([`decode_blocks`]) against alloy's batch path (the answer split into owned raw
-    /// values, each then parsed). Prints both; run with `--ignored --nocapture` (release).
-    #[test]
-    #[ignore = "measurement: run explicitly with --ignored --nocapture"]
-    fn block_batch_decoding_cost() {
-        let v: Vec<serde_json::Value> = serde_json::from_str(ANVIL_BATCH).unwrap();
-        let mut block = v[0].clone();
-        block["result"]["transactions"][1]["input"] =
-            serde_json::Value::String(format!("0x{}", "ab".repeat(13_000)));
-        let batch: Vec<serde_json::Value> = (0..100)
-            .map(|i| {
-                let mut b = block.clone();
-                b["id"] = i.into();
-                b
-            })
-            .collect();
-        let bytes = serde_json::to_vec(&batch).unwrap();
-        let rounds = 100;
-        let t = std::time::Instant::now();
-        for _ in 0..rounds {
-            let blocks = decode_blocks(&bytes, 100, true, true).unwrap();
-            assert_eq!(blocks.len(), 100);
-        }
-        let one_pass = t.elapsed() / rounds;
-        let t = std::time::Instant::now();
-        for _ in 0..rounds {
-            // What alloy's transport and batch do: answers with owned raw results, then
-            // each result parsed.
-            #[derive(serde::Deserialize)]
-            struct Raw {
-                #[allow(dead_code)]
-                id: u64,
-                result: Box<serde_json::value::RawValue>,
-            }
-            let answers: Vec<Raw> = serde_json::from_slice(&bytes).unwrap();
-            let blocks: Vec<Option<BlockInfo>> = answers
-                .iter()
-                .map(|a| {
-                    serde_json::from_str::<Option<RawBlock>>(a.result.get())
-                        .unwrap()
-                        .map(BlockInfo::from)
-                })
-                .collect();
-            assert_eq!(blocks.len(), 100);
-        }
-        let two_pass = t.elapsed() / rounds;
-        eprintln!(
-            "MEASURE a batch of 100 blocks ({} KB): one pass {one_pass:?}, raw values then each \
-             parsed {two_pass:?}",
-            bytes.len() / 1000
-        );
     }
 }
