@@ -118,19 +118,20 @@ pub fn request(
     // of the asked-for (or first) asset.
     let mut chosen = None;
     for a in &candidates {
-        let held = ctx.holding(w.id, a)?;
-        if held > 0 {
-            chosen = Some((a.clone(), held));
+        let row = ctx.holding_of(&w, a)?;
+        if row.amount > 0 {
+            chosen = Some((a.clone(), row));
             break;
         }
     }
-    let (asset, held) = chosen.unwrap_or_else(|| {
+    let (asset, row) = chosen.unwrap_or_else(|| {
         let first = candidates.first().cloned();
         (
             first.unwrap_or_else(|| eff.chain.info.native.symbol.to_string()),
-            0,
+            Default::default(),
         )
     });
+    let held = row.amount;
     let now = ctx.now_us();
     if held == 0 {
         let sw = Sweep {
@@ -154,7 +155,7 @@ pub fn request(
         return Ok(sw);
     }
     // An open sweep already covers part of the holding; add only the rest.
-    let open = ctx.holding_of(&w, &asset)?.open_sweep;
+    let open = row.open_sweep;
     let already = match open {
         Some(id) => ctx.get::<Sweep>(id)?.map(|s| s.amount).unwrap_or(0),
         None => 0,

@@ -543,51 +543,30 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
 fn migrate_to_9(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
     use redb::ReadableTable;
     const CHUNK: usize = 4096;
-    let mut total = codec::Migrated::default();
+    let mut total = rekey(
+        txn,
+        schema::INDEX,
+        index::IndexTag::DepositsByCustomer,
+        index::deposit_by_customer_from_legacy,
+    )?;
     let mut idx = txn.open_table(schema::INDEX)?;
-    let tag = index::IndexTag::DepositsByCustomer as u8;
-    let end = [tag + 1];
-    let mut from = vec![tag];
-    loop {
-        let chunk: Vec<Vec<u8>> = idx
-            .range::<&[u8]>(from.as_slice()..end.as_slice())?
-            .take(CHUNK)
-            .map(|e| e.map(|(k, _)| k.value().to_vec()))
-            .collect::<Result<_, _>>()?;
-        let Some(last) = chunk.last() else {
-            break;
-        };
-        from = [last.as_slice(), &[0]].concat();
-        for k in chunk {
-            match index::deposit_by_customer_from_legacy(&k) {
-                Some(new) => {
-                    idx.insert(new.as_slice(), ())?;
-                    idx.remove(k.as_slice())?;
-                    total.rows += 1;
-                }
-                None => total.left += 1,
-            }
-        }
-    }
     let lo = [index::IndexTag::SweepsByWallet as u8];
     let hi = [index::IndexTag::SweepsByWallet as u8 + 1];
     idx.retain_in::<&[u8], _>(lo.as_slice()..hi.as_slice(), |_, _| false)?;
     let wallets = txn.open_table(schema::WALLETS)?;
     let mut sweeps = txn.open_table(schema::SWEEPS)?;
-    let mut from = 0u128;
-    loop {
+    let mut from = Some(0u128);
+    while let Some(start) = from {
         let chunk: Vec<(u128, Vec<u8>)> = sweeps
-            .range(from..)?
+            .range(start..)?
             .take(CHUNK)
             .map(|e| e.map(|(k, v)| (k.value(), v.value().to_vec())))
             .collect::<Result<_, _>>()?;
         let Some((last, _)) = chunk.last() else {
             break;
         };
-        let Some(next) = last.checked_add(1) else {
-            break;
-        };
-        from = next;
+        // The chunk is rewritten below whatever its last key; none follows u128::MAX.
+        from = last.checked_add(1);
         for (k, v) in chunk {
             let Ok(mut sw) = codec::decode::<records::Sweep>(&v) else {
                 total.left += 1;
@@ -756,8 +735,9 @@ fn migrate_to_7(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreEr
 /// `transfer_key`); one that does not have the old shape stays and is counted in `left`
 /// (`verify` names it).
 fn migrate_transfer_keys(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
-    rekey_unique(
+    rekey(
         txn,
+        schema::UNIQUE,
         index::IndexTag::UniqueDepositTx,
         index::transfer_key_from_legacy,
     )
@@ -767,31 +747,36 @@ fn migrate_transfer_keys(txn: &redb::WriteTransaction) -> Result<codec::Migrated
 /// `unique` becomes its [`index::address_key`] (address ‖ chain) with the same wallet id. A
 /// key that does not have the old shape stays where it is (counted in `left`).
 fn migrate_address_keys(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
-    rekey_unique(
+    rekey(
         txn,
+        schema::UNIQUE,
         index::IndexTag::UniqueAddress,
         index::address_key_from_legacy,
     )
 }
 
-/// Rewrites every key of `tag` in `unique` as `convert` gives it, with the same value, in
-/// chunks of 4096 keys so memory stays bounded. `convert` returns the new key (the same key:
-/// left as it is, not counted) or `None` for a key without the old shape (left in place and
-/// counted in `left`).
-fn rekey_unique(
+/// Rewrites every key of `tag` in `table` (`unique`, `index`) as `convert` gives it, with
+/// the same value, in chunks of 4096 keys so memory stays bounded. `convert` returns the new
+/// key (the same key: left as it is, not counted) or `None` for a key without the old shape
+/// (left in place and counted in `left`).
+fn rekey<V>(
     txn: &redb::WriteTransaction,
+    table: redb::TableDefinition<&'static [u8], V>,
     tag: index::IndexTag,
     convert: fn(&[u8]) -> Option<Vec<u8>>,
-) -> Result<codec::Migrated, StoreError> {
+) -> Result<codec::Migrated, StoreError>
+where
+    V: for<'a> redb::Value<SelfType<'a> = V> + 'static,
+{
     use redb::ReadableTable;
     const CHUNK: usize = 4096;
     let tag = tag as u8;
     let end = [tag + 1];
-    let mut unique = txn.open_table(schema::UNIQUE)?;
+    let mut t = txn.open_table(table)?;
     let mut total = codec::Migrated::default();
     let mut from = vec![tag];
     loop {
-        let chunk: Vec<(Vec<u8>, u128)> = unique
+        let chunk: Vec<(Vec<u8>, V)> = t
             .range::<&[u8]>(from.as_slice()..end.as_slice())?
             .take(CHUNK)
             .map(|e| e.map(|(k, v)| (k.value().to_vec(), v.value())))
@@ -801,12 +786,12 @@ fn rekey_unique(
         };
         // Resume after the last key seen (a key left in place is not read again).
         from = [last.as_slice(), &[0]].concat();
-        for (k, id) in chunk {
+        for (k, v) in chunk {
             match convert(&k) {
                 Some(new) if new == k => {}
                 Some(new) => {
-                    unique.insert(new.as_slice(), id)?;
-                    unique.remove(k.as_slice())?;
+                    t.insert(new.as_slice(), v)?;
+                    t.remove(k.as_slice())?;
                     total.rows += 1;
                 }
                 None => total.left += 1,

@@ -23,6 +23,47 @@ fn close(store: Store) {
     }
 }
 
+/// A copy of a store taken before its upgrade (a backup, at `old_copy`) opens, migrates
+/// and passes `check`; so does a backup of it taken after (`backup.redb` beside it).
+fn an_old_copy_and_its_backup(old_copy: &Path, check: impl Fn(&Store)) {
+    let store = Store::open(old_copy, StoreOptions::default()).unwrap();
+    check(&store);
+    let dest = old_copy.with_file_name("backup.redb");
+    store
+        .read_blocking(|r| crate::backup::backup(r, &dest))
+        .unwrap();
+    close(store);
+    let copy = Store::open(&dest, StoreOptions::default()).unwrap();
+    check(&copy);
+    close(copy);
+}
+
+/// A sweep of wallet `w` in `asset` at `status`, of 1 atomic unit, opened at block 1 and
+/// not sent.
+fn sweep_of(
+    w: &Wallet,
+    asset: &str,
+    status: crate::records::SweepStatus,
+    now: i64,
+) -> crate::records::Sweep {
+    crate::records::Sweep {
+        id: Uuid::now_v7(),
+        project_id: w.project_id,
+        wallet_id: w.id,
+        chain: w.chain.clone(),
+        asset: asset.to_string(),
+        amount: 1,
+        status,
+        skip_reason: None,
+        tx_hash: None,
+        open_block: Some(1),
+        submitted_block: None,
+        created_at: now,
+        updated_at: now,
+        customer_id: w.customer_id,
+    }
+}
+
 /// Writes a small but complete merchant history through the current code: customers,
 /// wallets, confirmed deposits with their ledger entries and holdings, events and
 /// idempotency records. Returns the project.
@@ -638,18 +679,10 @@ fn a_schema_5_store_migrates_to_6_and_its_old_events_still_read() {
     }
 
     // A copy taken before the upgrade (a backup) opens, migrates and verifies, and backs up.
-    let store = Store::open(&old_copy, StoreOptions::default()).unwrap();
-    let rep = store.read_blocking(crate::verify::verify).unwrap();
-    assert!(rep.violations.is_empty(), "{:?}", rep.violations);
-    let dest = dir.path().join("backup.redb");
-    store
-        .read_blocking(|r| crate::backup::backup(r, &dest))
-        .unwrap();
-    close(store);
-    let copy = Store::open(&dest, StoreOptions::default()).unwrap();
-    let rep = copy.read_blocking(crate::verify::verify).unwrap();
-    assert!(rep.violations.is_empty(), "{:?}", rep.violations);
-    close(copy);
+    an_old_copy_and_its_backup(&old_copy, |store| {
+        let rep = store.read_blocking(crate::verify::verify).unwrap();
+        assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+    });
 }
 
 /// A deposit event whose deposit row is missing still reads (its state alone) and `verify`
@@ -1141,20 +1174,11 @@ fn a_schema_6_store_moves_its_index_keys_to_their_tables() {
     }
 
     // A copy taken before the upgrade (a backup) opens, migrates, verifies and backs up.
-    let store = Store::open(&old_copy, StoreOptions::default()).unwrap();
-    assert_eq!(lists(&store, p, deposit.clone()), before);
-    let rep = store.read_blocking(crate::verify::verify).unwrap();
-    assert_eq!(rep.violations.len(), 1, "{:?}", rep.violations);
-    let dest = dir.path().join("backup.redb");
-    store
-        .read_blocking(|r| crate::backup::backup(r, &dest))
-        .unwrap();
-    close(store);
-    let copy = Store::open(&dest, StoreOptions::default()).unwrap();
-    assert_eq!(lists(&copy, p, deposit), before);
-    let rep = copy.read_blocking(crate::verify::verify).unwrap();
-    assert_eq!(rep.violations.len(), 1, "{:?}", rep.violations);
-    close(copy);
+    an_old_copy_and_its_backup(&old_copy, |store| {
+        assert_eq!(lists(store, p, deposit.clone()), before);
+        let rep = store.read_blocking(crate::verify::verify).unwrap();
+        assert_eq!(rep.violations.len(), 1, "{:?}", rep.violations);
+    });
 }
 
 /// Schema 7 -> 8: the open-sweep keys of `unique` move into the holding rows of their
@@ -1165,7 +1189,7 @@ fn a_schema_6_store_moves_its_index_keys_to_their_tables() {
 fn a_schema_7_store_moves_its_open_sweeps_into_the_holding_rows() {
     use crate::index::{self, IndexTag};
     use crate::ledger::Holding;
-    use crate::records::{Sweep, SweepStatus};
+    use crate::records::SweepStatus;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.redb");
     let store = Store::open(&path, StoreOptions::default()).unwrap();
@@ -1183,23 +1207,7 @@ fn a_schema_7_store_moves_its_open_sweeps_into_the_holding_rows() {
         .write_blocking(move |ctx| {
             let mut ids = Vec::new();
             for (w, asset) in &o {
-                let now = ctx.now_us();
-                let sw = Sweep {
-                    id: Uuid::now_v7(),
-                    project_id: w.project_id,
-                    wallet_id: w.id,
-                    chain: w.chain.clone(),
-                    asset: asset.to_string(),
-                    amount: 1,
-                    status: SweepStatus::Open,
-                    skip_reason: None,
-                    tx_hash: None,
-                    open_block: Some(1),
-                    submitted_block: None,
-                    created_at: now,
-                    updated_at: now,
-                    customer_id: w.customer_id,
-                };
+                let sw = sweep_of(w, asset, SweepStatus::Open, ctx.now_us());
                 ctx.open_sweep_set(w, asset, Some(sw.id))?;
                 ctx.put(&sw)?;
                 ids.push(sw.id);
@@ -1296,23 +1304,14 @@ fn a_schema_7_store_moves_its_open_sweeps_into_the_holding_rows() {
     }
 
     // A copy taken before the upgrade (a backup) opens, migrates, verifies and backs up.
-    let store = Store::open(&old_copy, StoreOptions::default()).unwrap();
-    check(&store);
-    let dest = dir.path().join("backup.redb");
-    store
-        .read_blocking(|r| crate::backup::backup(r, &dest))
-        .unwrap();
-    close(store);
-    let copy = Store::open(&dest, StoreOptions::default()).unwrap();
-    check(&copy);
-    close(copy);
+    an_old_copy_and_its_backup(&old_copy, check);
 }
 
 /// `verify` names an open sweep that no holding row names, and a holding row that names a
 /// sweep which is not open.
 #[test]
 fn verify_reports_open_sweeps_and_holding_rows_that_disagree() {
-    use crate::records::{Sweep, SweepStatus};
+    use crate::records::SweepStatus;
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
     populate(&store);
@@ -1320,22 +1319,7 @@ fn verify_reports_open_sweeps_and_holding_rows_that_disagree() {
     let (open, done) = store
         .write_blocking(move |ctx| {
             let now = ctx.now_us();
-            let mk = |status| Sweep {
-                id: Uuid::now_v7(),
-                project_id: w.project_id,
-                wallet_id: w.id,
-                chain: w.chain.clone(),
-                asset: "USDT".into(),
-                amount: 1,
-                status,
-                skip_reason: None,
-                tx_hash: None,
-                open_block: Some(1),
-                submitted_block: None,
-                created_at: now,
-                updated_at: now,
-                customer_id: w.customer_id,
-            };
+            let mk = |status| sweep_of(&w, "USDT", status, now);
             let (open, done) = (mk(SweepStatus::Open), mk(SweepStatus::Confirmed));
             ctx.put(&open)?;
             ctx.put(&done)?;
@@ -1378,20 +1362,9 @@ fn a_schema_8_store_indexes_deposits_and_sweeps_under_their_customers() {
             for w in [&ws[0], &ws[0], &ws[1]] {
                 let now = ctx.now_us();
                 ctx.put(&Sweep {
-                    id: Uuid::now_v7(),
-                    project_id: w.project_id,
-                    wallet_id: w.id,
-                    chain: w.chain.clone(),
-                    asset: "USDT".into(),
-                    amount: 1,
-                    status: SweepStatus::Confirmed,
-                    skip_reason: None,
                     tx_hash: Some(format!("0x{}", "ab".repeat(32))),
-                    open_block: Some(1),
                     submitted_block: Some(2),
-                    created_at: now,
-                    updated_at: now,
-                    customer_id: w.customer_id,
+                    ..sweep_of(w, "USDT", SweepStatus::Confirmed, now)
                 })?;
             }
             Ok::<_, StoreError>(())
@@ -1509,14 +1482,5 @@ fn a_schema_8_store_indexes_deposits_and_sweeps_under_their_customers() {
             );
         }
     }
-    let store = Store::open(&old_copy, StoreOptions::default()).unwrap();
-    check(&store);
-    let dest = dir.path().join("backup.redb");
-    store
-        .read_blocking(|r| crate::backup::backup(r, &dest))
-        .unwrap();
-    close(store);
-    let copy = Store::open(&dest, StoreOptions::default()).unwrap();
-    check(&copy);
-    close(copy);
+    an_old_copy_and_its_backup(&old_copy, check);
 }

@@ -54,6 +54,12 @@ fn range_len(ramp: u64, left: u64) -> u64 {
     ramp.min((left / 2).max(FIRST_RANGE))
 }
 
+/// Last block of the scanner's range from block `from`, with the head at `head` and the
+/// ramp at `ramp`: [`range_len`] blocks, the head at most.
+fn range_end(from: u64, head: u64, ramp: u64) -> u64 {
+    head.min(from + range_len(ramp, head + 1 - from) - 1)
+}
+
 /// Scanned ranges a scanner may hold ahead of the range committing (queued, or being
 /// scanned): with ranges of at most [`MAX_RANGE`] blocks, a watcher holds at most three
 /// ranges of blocks in memory (their block references and matched transfers; the node's
@@ -432,10 +438,11 @@ pub async fn watch_step(
 }
 
 /// The scanner of a catch-up: from block `from` on, scans ranges (growing from
-/// [`FIRST_RANGE`] to [`MAX_RANGE`], shrinking again near the head: [`range_len`]) and queues them for the watcher's passes, at most
-/// [`AHEAD_RANGES`] ahead of the range committing. Returns the addresses learnt when it
-/// stops: caught up (a range reached the head it read), its queue closed by the watcher
-/// ([`Scanner::stop`]), or after queueing an error.
+/// [`FIRST_RANGE`] to [`MAX_RANGE`], shrinking again near the head: [`range_len`]) and
+/// queues them for the watcher's passes, at most [`AHEAD_RANGES`] ahead of the range
+/// committing. Returns the addresses learnt when it stops: caught up (a range reached the
+/// head it read), its queue closed by the watcher ([`Scanner::stop`]), or after queueing an
+/// error.
 ///
 /// The rules a pass keeps hold for each range:
 /// * addresses: the watched set is refreshed after each head is read, and a range ends
@@ -473,7 +480,7 @@ async fn scan_ahead(
         if from > head {
             return learnt;
         }
-        let to = head.min(from + range_len(range, head + 1 - from) - 1);
+        let to = range_end(from, head, range);
         // At the watcher's start the addresses are still to learn (100,000 take a few
         // hundred ms): the first range's token transfers are read meanwhile.
         let early = if learning {
@@ -903,7 +910,7 @@ mod tests {
         let (mut from, head, mut ramp) = (2u64, 10_001u64, FIRST_RANGE);
         let mut lens = Vec::new();
         while from <= head {
-            let to = head.min(from + range_len(ramp, head + 1 - from) - 1);
+            let to = range_end(from, head, ramp);
             lens.push(to + 1 - from);
             from = to + 1;
             ramp = (ramp * 2).min(MAX_RANGE);
