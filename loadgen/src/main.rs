@@ -79,8 +79,9 @@ needs with a few unmeasured requests.
              worst latency per second (a stall shows where it happened)
 
 For each phase with confirmed test deposits and a spawned server, it also prints the \
-store file's growth and the bytes the server wrote to disk (/proc/PID/io), each per \
-confirmed deposit (the phase's other requests are charged to them too).
+store's growth (the bytes its file allocated on disk, and the file's apparent size, which \
+redb doubles in steps below 4 GiB) and the bytes the server wrote to disk (/proc/PID/io), \
+each per confirmed deposit (the phase's other requests are charged to them too).
 
 For each phase it prints, per endpoint (method + route template): count, errors (non-2xx \
 answers, requests without an answer, and 2xx answers lacking a needed field; with a breakdown \
@@ -395,11 +396,12 @@ async fn run(cli: &Cli) -> Result<bool> {
         )
     };
     let data_dir = work.as_ref().map(WorkDir::data_dir);
-    // (store file bytes, bytes the server wrote to disk), when loadgen runs the server.
-    let store = || -> Option<(u64, u64)> {
+    // ((store file bytes, allocated), bytes the server wrote to disk), when loadgen runs
+    // the server.
+    let store = || -> Option<((u64, u64), u64)> {
         let dir = data_dir.as_deref()?;
         Some((
-            server::dir_size(dir),
+            server::dir_usage(dir),
             server::disk_write_bytes(server_pid.as_deref()?)?,
         ))
     };
@@ -540,18 +542,28 @@ fn summarize(results: &[PhaseResult], max_error_pct: f64) -> (bool, serde_json::
 struct StoreFigures {
     phase: Phase,
     deposits: u64,
-    /// Growth of the store file (redb grows it in steps: meaningful over many deposits).
+    /// Growth of the store file's apparent size (redb doubles it until a 4 GiB region is
+    /// full: a step function of the pages in use, meaningful over many deposits only).
     file_bytes: i64,
+    /// Growth of the bytes the store's file has allocated on disk: the pages ever written
+    /// (the doubled extension is sparse until used). The store's size per deposit.
+    allocated_bytes: i64,
     /// `write_bytes` of the server process (`/proc/<pid>/io`).
     written_bytes: u64,
 }
 
 impl StoreFigures {
-    fn new(phase: Phase, deposits: u64, before: (u64, u64), after: (u64, u64)) -> Self {
+    fn new(
+        phase: Phase,
+        deposits: u64,
+        before: ((u64, u64), u64),
+        after: ((u64, u64), u64),
+    ) -> Self {
         StoreFigures {
             phase,
             deposits,
-            file_bytes: after.0 as i64 - before.0 as i64,
+            file_bytes: after.0 .0 as i64 - before.0 .0 as i64,
+            allocated_bytes: after.0 .1 as i64 - before.0 .1 as i64,
             written_bytes: after.1.saturating_sub(before.1),
         }
     }
@@ -562,9 +574,12 @@ impl StoreFigures {
 
     fn print(&self) {
         println!(
-            "store: {} confirmed deposits; file +{:.1} MiB ({:.0} B per deposit); \
+            "store: {} confirmed deposits; allocated +{:.1} MiB ({:.0} B per deposit), \
+             file +{:.1} MiB ({:.0} B per deposit); \
              server wrote {:.1} MiB to disk ({:.0} B per deposit)",
             self.deposits,
+            self.allocated_bytes as f64 / 1048576.0,
+            self.per_deposit(self.allocated_bytes as f64),
             self.file_bytes as f64 / 1048576.0,
             self.per_deposit(self.file_bytes as f64),
             self.written_bytes as f64 / 1048576.0,
@@ -577,7 +592,9 @@ impl StoreFigures {
             "phase": self.phase.name(),
             "confirmed_deposits": self.deposits,
             "store_file_growth_bytes": self.file_bytes,
-            "store_bytes_per_confirmed_deposit": self.per_deposit(self.file_bytes as f64),
+            "store_file_growth_per_confirmed_deposit": self.per_deposit(self.file_bytes as f64),
+            "store_allocated_growth_bytes": self.allocated_bytes,
+            "store_bytes_per_confirmed_deposit": self.per_deposit(self.allocated_bytes as f64),
             "disk_written_bytes": self.written_bytes,
             "disk_written_bytes_per_confirmed_deposit": self.per_deposit(self.written_bytes as f64),
         })

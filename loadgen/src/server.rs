@@ -446,16 +446,26 @@ pub fn disk_write_bytes(pid: &str) -> Option<u64> {
 
 /// Size in bytes of the files directly in `dir` (the store is one file there).
 pub fn dir_size(dir: &Path) -> u64 {
+    dir_usage(dir).0
+}
+
+/// (apparent size, bytes allocated on disk) of the files directly in `dir`. The store grows
+/// its file by doubling until a region is full (redb: up to 4 GiB), so below that the
+/// apparent size runs up to twice the pages ever written; the allocated bytes (`st_blocks`
+/// x 512; the file's extension is sparse until a page is written) count only those.
+pub fn dir_usage(dir: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
     std::fs::read_dir(dir)
         .map(|entries| {
             entries
                 .filter_map(Result::ok)
                 .filter_map(|e| e.metadata().ok())
                 .filter(std::fs::Metadata::is_file)
-                .map(|m| m.len())
-                .sum()
+                .fold((0, 0), |(len, alloc), m| {
+                    (len + m.len(), alloc + m.blocks() * 512)
+                })
         })
-        .unwrap_or(0)
+        .unwrap_or((0, 0))
 }
 
 #[cfg(test)]
