@@ -366,15 +366,19 @@ pub fn api_key(k: &ApiKey, env: &str, pending: Option<(i64, u64)>) -> Value {
     })
 }
 
-/// An event's `data`: the resource as its REST read returned it at the event. A deposit
-/// event of schema 6 stores only the deposit's changing fields
-/// (`records::Event::deposit`); the store's reader hands it the deposit's row with them
-/// applied (`Event::deposit_row`), rendered here as `GET /v1/deposits/{id}` renders it. When
-/// that row could not be read (`appliance verify` reports it), the fields the event holds.
+/// An event's `data`: the resource as its REST read returned it at the event. An event in
+/// compact form (a deposit event of schema 6, a payout or wallet event of schema 10) stores
+/// only its resource's changing fields (`records::Event::deposit`, `Event::state`); the
+/// store's reader hands it the resource's row with them applied (`Event::row`), rendered
+/// here as the resource's `GET` renders it. When that row could not be read (`appliance
+/// verify` reports it), the fields the event holds.
 pub fn event_data(reg: &Registry, e: &Event) -> Value {
-    match (&e.deposit_row, &e.deposit) {
-        (Some(d), _) => deposit(reg, d),
-        (None, Some(st)) => json!({
+    use appliance_storage::records::{ResourceRow, ResourceState};
+    match (&e.row, &e.deposit, &e.state) {
+        (Some(ResourceRow::Deposit(d)), _, _) => deposit(reg, d),
+        (Some(ResourceRow::Payout(p)), _, _) => payout(reg, p),
+        (Some(ResourceRow::Wallet(w)), _, _) => wallet(w),
+        (None, Some(st), _) => json!({
             "id": e.resource_id,
             "object": "deposit",
             "status": st.status.as_str(),
@@ -382,7 +386,19 @@ pub fn event_data(reg: &Registry, e: &Event) -> Value {
             "failure_reason": st.failure_reason,
             "ledger_tx_id": st.ledger_tx_id,
         }),
-        (None, None) => e.data.clone(),
+        (None, None, Some(ResourceState::Payout(st))) => json!({
+            "id": e.resource_id,
+            "object": "payout",
+            "status": st.status.as_str(),
+            "tx_hash": st.tx_hash,
+            "failure_reason": st.failure_reason,
+            "updated_at": ts(st.updated_at),
+        }),
+        (None, None, Some(ResourceState::Wallet)) => json!({
+            "id": e.resource_id,
+            "object": "wallet",
+        }),
+        (None, None, None) => e.data.clone(),
     }
 }
 

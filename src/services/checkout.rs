@@ -35,7 +35,7 @@ use appliance_storage::{ReadOps, StoreError, WriteCtx};
 use crate::registry::Registry;
 use crate::services::error::{fault_from, Fault, Invalid};
 use crate::services::invoices::{self, value_scaled};
-use crate::services::{clock, deposits, emit, emit_view, wallets, Scope};
+use crate::services::{clock, deposits, emit_payout, emit_view, wallets, Scope};
 use crate::views::{self, ts};
 
 /// Requests per minute one checkout token may make to the public checkout endpoints and
@@ -660,13 +660,7 @@ pub fn request_refund(
         "invoice_refund_fee",
     )?;
     ctx.put(&payout)?;
-    emit(
-        ctx,
-        s,
-        "payout.created",
-        payout.id,
-        views::payout(&s.reg, &payout),
-    )?;
+    emit_payout(ctx, s, "payout.created", &payout)?;
     if let Some(r) = inv.refund.as_mut() {
         r.status = "pending".into();
         r.to_address = Some(to);

@@ -213,6 +213,37 @@ pub fn emit_deposit(
     })
 }
 
+/// [`emit`] of a payout event (`payout.*`) in its compact stored form (schema 10, issue
+/// 16): the event keeps the payout's changing fields as they are in `p`, and its `data` is
+/// rendered from the payout's row with those applied (`records::ResourceState::Payout`,
+/// [`crate::views::event_data`]), as `GET /v1/payouts/{id}` renders it. `p` must be the
+/// payout as this transaction leaves its row.
+pub fn emit_payout(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    event_type: &str,
+    p: &appliance_storage::records::Payout,
+) -> Result<(), StoreError> {
+    debug_assert!(p.project_id == s.project.id && event_type.starts_with("payout."));
+    emit_with(ctx, s, event_type, |ctx, _, livemode| {
+        ctx.append_payout_event(livemode, event_type, p)
+    })
+}
+
+/// [`emit`] of `wallet.created` in its compact stored form (schema 10, issue 16): no data
+/// stored, the wallet's row (never rewritten) renders it (`records::ResourceState::Wallet`).
+/// `w` must be the row this transaction writes.
+pub fn emit_wallet_created(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    w: &appliance_storage::records::Wallet,
+) -> Result<(), StoreError> {
+    debug_assert!(w.project_id == s.project.id);
+    emit_with(ctx, s, "wallet.created", |ctx, _, livemode| {
+        ctx.append_wallet_event(livemode, "wallet.created", w)
+    })
+}
+
 /// Idempotency records expire after 24 hours (SPEC.md section 8); the API replays within
 /// it and the maintenance worker purges after it.
 pub const IDEMPOTENCY_TTL_US: i64 = 24 * 3_600_000_000;

@@ -14,8 +14,7 @@ use appliance_storage::{ReadOps, WriteCtx};
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
-use crate::services::{deposits, emit, wallets, Scope};
-use crate::views;
+use crate::services::{deposits, emit_payout, wallets, Scope};
 
 /// Why a payout request is refused (statuses and codes: `api::error`).
 #[derive(Debug, thiserror::Error)]
@@ -281,13 +280,7 @@ pub fn create_with(
     );
     ctx.post(&e)??;
     ctx.put(&payout)?;
-    emit(
-        ctx,
-        s,
-        "payout.created",
-        payout.id,
-        views::payout(&s.reg, &payout),
-    )?;
+    emit_payout(ctx, s, "payout.created", &payout)?;
     Ok(payout)
 }
 
@@ -318,7 +311,7 @@ pub fn approve(
     p.queued_block = Some(deposits::sim_height(ctx, &p.chain)?);
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
-    emit(ctx, s, "payout.approved", p.id, views::payout(&s.reg, &p))?;
+    emit_payout(ctx, s, "payout.approved", &p)?;
     Ok(p)
 }
 
@@ -388,7 +381,7 @@ fn release(
     p.failure_reason = reason;
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
-    emit(ctx, s, event, p.id, views::payout(&s.reg, &p))?;
+    emit_payout(ctx, s, event, &p)?;
     crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
     Ok(p)
 }
@@ -420,7 +413,7 @@ fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, Fa
     p.status = PayoutStatus::Confirmed;
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
-    emit(ctx, s, "payout.confirmed", p.id, views::payout(&s.reg, &p))?;
+    emit_payout(ctx, s, "payout.confirmed", &p)?;
     crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
     crate::services::billing::charge_payout_fee(ctx, s, p.id, p.reference.as_deref())?;
     Ok(p)
@@ -433,7 +426,7 @@ fn to_signing(ctx: &mut WriteCtx<'_>, s: &Scope, p: &mut Payout) -> Result<(), F
     p.status = PayoutStatus::Signing;
     p.updated_at = ctx.now_us();
     ctx.put(p)?;
-    emit(ctx, s, "payout.signing", p.id, views::payout(&s.reg, p))?;
+    emit_payout(ctx, s, "payout.signing", p)?;
     Ok(())
 }
 
@@ -452,7 +445,7 @@ fn to_submitted(
     p.submitted_block = Some(block);
     p.updated_at = ctx.now_us();
     ctx.put(p)?;
-    emit(ctx, s, "payout.submitted", p.id, views::payout(&s.reg, p))?;
+    emit_payout(ctx, s, "payout.submitted", p)?;
     crate::services::checkout::refund_payout_moved(ctx, s, p)?;
     Ok(())
 }
@@ -529,7 +522,7 @@ pub fn follow_hash(
             p.updated_at = ctx.now_us();
             ctx.put(&p)?;
             if p.status == PayoutStatus::Submitted {
-                emit(ctx, s, "payout.submitted", p.id, views::payout(&s.reg, &p))?;
+                emit_payout(ctx, s, "payout.submitted", &p)?;
             }
         }
     }

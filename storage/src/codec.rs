@@ -672,7 +672,9 @@ mod tests {
     #[test]
     fn positional_records_write_every_field() {
         use crate::ledger::{Account, AccountKind, JournalEntry, Posting};
-        use crate::records::{DepositState, Event, IdempotencyRecord};
+        use crate::records::{
+            DepositState, Event, IdempotencyRecord, PayoutState, PayoutStatus, ResourceState,
+        };
         let p = Uuid::now_v7();
         let posting = Posting::debit(
             Account::project(p, "ethereum", "ETH", AccountKind::Deposits),
@@ -706,10 +708,28 @@ mod tests {
             livemode: false,
             data: serde_json::Value::Null,
             deposit: None,
-            deposit_row: None,
+            state: None,
+            row: None,
         };
         assert_eq!(<Event as Record>::LAYOUT, Layout::Positional);
         every_field_written(&ev);
+        let payout_state = PayoutState {
+            status: PayoutStatus::Submitted,
+            tx_hash: Some("0x1".into()),
+            failure_reason: None,
+            updated_at: 2,
+        };
+        every_field_written(&payout_state);
+        // Both compact forms of schema 10 read back as written.
+        for state in [ResourceState::Payout(payout_state), ResourceState::Wallet] {
+            let ev = Event {
+                state: Some(state.clone()),
+                ..ev.clone()
+            };
+            let back: Event = decode(&encode_record(&ev)).unwrap();
+            assert_eq!(back.state, Some(state));
+            assert_eq!(back.deposit, None);
+        }
         let rec = IdempotencyRecord {
             request_hash: String::new(),
             status: 200,
@@ -738,7 +758,8 @@ mod tests {
             livemode: false,
             data: serde_json::json!({"id": "x"}),
             deposit: None,
-            deposit_row: None,
+            state: None,
+            row: None,
         };
         let canonical = ev(format!("evt_{ulid}"), uuid.clone());
         // Same lengths, not canonical (lower-case ULID, upper-case UUID): kept as text.

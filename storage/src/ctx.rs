@@ -319,44 +319,64 @@ pub trait ReadOps: Reader {
         self.complete_event(project, seq, ev).map(Some)
     }
 
-    /// A decoded event row made whole: its key's project and sequence, and for a deposit
-    /// event of schema 6 the deposit's row as it was at the event ([`Event::deposit_row`];
-    /// left `None`, and logged, when the row is missing or does not decode: the event still
-    /// reads, `appliance verify` reports it).
+    /// A decoded event row made whole: its key's project and sequence, and for an event
+    /// stored in compact form (a deposit event of schema 6, a payout or wallet event of
+    /// schema 10) its resource's row as it was at the event ([`Event::row`]; left `None`,
+    /// and logged, when the row is missing or does not decode: the event still reads,
+    /// `appliance verify` reports it).
     fn complete_event(&self, project: Uuid, seq: u64, mut ev: Event) -> Result<Event, StoreError> {
+        use crate::records::{Deposit, Payout, ResourceRow, ResourceState, Wallet};
         ev.project_id = project;
         ev.sequence = seq;
-        if let Some(state) = &ev.deposit {
-            let missing = || {
-                tracing::error!(
-                    %project,
-                    sequence = seq,
-                    deposit = %ev.resource_id,
-                    "a deposit event's deposit row is missing; its data is rendered from the event alone (appliance verify reports it)"
-                )
-            };
-            let row = match Uuid::parse_str(&ev.resource_id) {
-                Ok(id) => match self.get_in::<crate::records::Deposit>(project, id) {
-                    Ok(Some(row)) => Some(row),
-                    Ok(None) => {
-                        missing();
-                        None
-                    }
-                    // Logged once, as undecodable (not also as missing).
-                    Err(StoreError::Corrupt(e)) => {
-                        log_undecodable("deposits", &id, &e);
-                        None
-                    }
-                    Err(e) => return Err(e),
-                },
-                Err(_) => {
-                    missing();
-                    None
-                }
-            };
-            ev.deposit_row = row.map(|d| Box::new(state.apply(d)));
-        }
+        ev.row = match (&ev.deposit, &ev.state) {
+            (Some(st), _) => self
+                .event_resource::<Deposit>(project, seq, &ev.resource_id)?
+                .map(|d| ResourceRow::Deposit(Box::new(st.apply(d)))),
+            (None, Some(ResourceState::Payout(st))) => self
+                .event_resource::<Payout>(project, seq, &ev.resource_id)?
+                .map(|p| ResourceRow::Payout(Box::new(st.apply(p)))),
+            (None, Some(ResourceState::Wallet)) => self
+                .event_resource::<Wallet>(project, seq, &ev.resource_id)?
+                .map(|w| ResourceRow::Wallet(Box::new(w))),
+            (None, None) => None,
+        };
         Ok(ev)
+    }
+
+    /// The row of a compact event's resource (see [`ReadOps::complete_event`]): `None`,
+    /// logged, when it is missing, not the project's, or does not decode.
+    fn event_resource<R: Row>(
+        &self,
+        project: Uuid,
+        seq: u64,
+        resource_id: &str,
+    ) -> Result<Option<R>, StoreError> {
+        let missing = || {
+            tracing::error!(
+                %project,
+                sequence = seq,
+                resource = %resource_id,
+                table = R::TABLE.name(),
+                "an event's resource row is missing; its data is rendered from the event alone (appliance verify reports it)"
+            )
+        };
+        let Ok(id) = Uuid::parse_str(resource_id) else {
+            missing();
+            return Ok(None);
+        };
+        match self.get_in::<R>(project, id) {
+            Ok(Some(row)) => Ok(Some(row)),
+            Ok(None) => {
+                missing();
+                Ok(None)
+            }
+            // Logged once, as undecodable (not also as missing).
+            Err(StoreError::Corrupt(e)) => {
+                log_undecodable(R::TABLE.name(), &id, &e);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Latest event sequence of a project (0 when none): the key of its last event. Events
@@ -967,7 +987,16 @@ impl<'t> WriteCtx<'t> {
         resource_id: &str,
         data: serde_json::Value,
     ) -> Result<Event, StoreError> {
-        self.append(project, livemode, event_type, resource_id, data, None, None)
+        self.append(
+            project,
+            livemode,
+            event_type,
+            resource_id,
+            data,
+            None,
+            None,
+            None,
+        )
     }
 
     /// Appends an event of a customer's deposit (`deposit.*`) in its compact form (schema
@@ -989,7 +1018,53 @@ impl<'t> WriteCtx<'t> {
             event_type,
             &d.id.to_string(),
             serde_json::Value::Null,
-            Some(d),
+            Some(crate::records::DepositState::of(d)),
+            None,
+            None,
+        )
+    }
+
+    /// Appends a payout event (`payout.*`) in its compact form (schema 10,
+    /// [`crate::records::ResourceState::Payout`]): the payout's changing fields as they are
+    /// in `p`, which must be the row as this transaction writes it. Like
+    /// [`WriteCtx::append_deposit_event`], the returned event's [`Event::row`] is empty.
+    pub fn append_payout_event(
+        &mut self,
+        livemode: bool,
+        event_type: &str,
+        p: &crate::records::Payout,
+    ) -> Result<Event, StoreError> {
+        self.append(
+            p.project_id,
+            livemode,
+            event_type,
+            &p.id.to_string(),
+            serde_json::Value::Null,
+            None,
+            Some(crate::records::ResourceState::Payout(
+                crate::records::PayoutState::of(p),
+            )),
+            None,
+        )
+    }
+
+    /// Appends `wallet.created` for `w` in its compact form (schema 10,
+    /// [`crate::records::ResourceState::Wallet`]): no data, the wallet's row (never
+    /// rewritten) renders it. `w` must be the row this transaction writes.
+    pub fn append_wallet_event(
+        &mut self,
+        livemode: bool,
+        event_type: &str,
+        w: &crate::records::Wallet,
+    ) -> Result<Event, StoreError> {
+        self.append(
+            w.project_id,
+            livemode,
+            event_type,
+            &w.id.to_string(),
+            serde_json::Value::Null,
+            None,
+            Some(crate::records::ResourceState::Wallet),
             None,
         )
     }
@@ -1013,6 +1088,7 @@ impl<'t> WriteCtx<'t> {
             resource_id,
             serde_json::Value::Null,
             None,
+            None,
             Some(data),
         )
     }
@@ -1025,7 +1101,8 @@ impl<'t> WriteCtx<'t> {
         event_type: &str,
         resource_id: &str,
         data: serde_json::Value,
-        deposit: Option<&crate::records::Deposit>,
+        deposit: Option<crate::records::DepositState>,
+        state: Option<crate::records::ResourceState>,
         encoded: Option<&crate::codec::EventData>,
     ) -> Result<Event, StoreError> {
         let r = (|| {
@@ -1041,8 +1118,9 @@ impl<'t> WriteCtx<'t> {
                 created_at: self.now,
                 livemode,
                 data,
-                deposit: deposit.map(crate::records::DepositState::of),
-                deposit_row: None,
+                deposit,
+                state,
+                row: None,
             };
             let bytes = match encoded {
                 Some(data) => crate::codec::encode_with_tail(&EventRow::of(&ev), data),
@@ -1108,8 +1186,8 @@ impl<R: Row> EncodedRow<R> {
 /// How an [`Event`] with `data` is stored when its `data` comes already encoded: the
 /// stored fields of `Event` in its order, `data` a placeholder that
 /// [`crate::codec::encode_with_tail`] replaces by the encoded bytes. Positional, like every
-/// event row; it lacks `Event::deposit`, the last field, so the array is one shorter and
-/// reads `deposit` as its default (`None`).
+/// event row; it lacks `Event::deposit` and `Event::state`, the last fields, so the array is
+/// two shorter and reads them as their default (`None`).
 #[derive(serde::Serialize)]
 struct EventRow<'a> {
     #[serde(serialize_with = "crate::codec::event_id")]
@@ -1204,13 +1282,16 @@ mod tests {
             livemode: true,
             data: data.clone(),
             deposit: None,
-            deposit_row: None,
+            state: None,
+            row: None,
         };
         // The whole event positionally: the spliced row is the same array without its
-        // last element (`deposit`, nil here), so its header counts one fewer.
+        // last two elements (`deposit` and `state`, nil here), so its header counts two
+        // fewer.
         let mut whole = crate::codec::encode_record(&ev);
         assert_eq!(whole.pop(), Some(0xc0));
-        whole[1] -= 1;
+        assert_eq!(whole.pop(), Some(0xc0));
+        whole[1] -= 2;
         let spliced = encode_with_tail(&EventRow::of(&ev), &EventData::encode(&data));
         assert_eq!(spliced[0], crate::codec::POSITIONAL_VERSION);
         assert_eq!(whole, spliced);

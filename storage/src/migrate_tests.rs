@@ -630,7 +630,7 @@ fn a_schema_5_store_migrates_to_6_and_its_old_events_still_read() {
     for (i, ev) in page.items.iter().enumerate() {
         assert_eq!(ev.project_id, p);
         assert_eq!(ev.sequence, i as u64 + 1);
-        assert!(ev.deposit.is_none() && ev.deposit_row.is_none());
+        assert!(ev.deposit.is_none() && ev.state.is_none() && ev.row.is_none());
         assert!(ev.data.is_object(), "{ev:?}");
     }
     // A new deposit event is compact in the store and whole when read: the deposit as it
@@ -656,7 +656,9 @@ fn a_schema_5_store_migrates_to_6_and_its_old_events_still_read() {
         .unwrap()
         .unwrap();
     assert_eq!(ev.data, serde_json::Value::Null);
-    let row = ev.deposit_row.expect("the deposit's row");
+    let Some(crate::records::ResourceRow::Deposit(row)) = ev.row else {
+        panic!("the deposit's row: {:?}", ev.row)
+    };
     assert_eq!(row.status, DepositStatus::Detected);
     assert_eq!(row.confirmations, 0);
     assert_eq!(row.ledger_tx_id, None);
@@ -711,7 +713,7 @@ fn a_deposit_event_without_its_row_reads_and_is_reported() {
         .read_blocking(move |r| r.event_at(p, seq))
         .unwrap()
         .unwrap();
-    assert!(ev.deposit_row.is_none());
+    assert!(ev.row.is_none());
     assert_eq!(ev.deposit.unwrap().status, DepositStatus::Confirmed);
     let listed = store
         .read_blocking(move |r| r.list_events(p, &[], Some(&gid.to_string()), None, 10, false))
@@ -721,6 +723,119 @@ fn a_deposit_event_without_its_row_reads_and_is_reported() {
     assert_eq!(rep.violations.len(), 1, "{:?}", rep.violations);
     assert!(
         rep.violations[0].contains(&gid.to_string()),
+        "{:?}",
+        rep.violations
+    );
+    close(store);
+}
+
+/// Payout and wallet events of schema 10 store their resource's changing fields (a payout)
+/// or nothing (a wallet) and read back with the row as it was at the event; an event whose
+/// payout row is missing still reads and `verify` names it.
+#[test]
+fn payout_and_wallet_events_read_their_rows_as_they_were() {
+    use crate::records::{Payout, PayoutStatus, ResourceRow, ResourceState};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let p = populate(&store);
+    let w = store
+        .read_blocking(crate::ScanOps::all::<Wallet>)
+        .unwrap()
+        .remove(0);
+    let queued = Payout {
+        id: Uuid::now_v7(),
+        project_id: p,
+        customer_id: None,
+        chain: "ethereum".into(),
+        asset: "USDT".into(),
+        amount: 5,
+        fee_amount: 0,
+        to_address: format!("0x{}", "33".repeat(20)),
+        memo: None,
+        status: PayoutStatus::Queued,
+        reference: Some("r".into()),
+        tx_hash: None,
+        failure_reason: None,
+        amount_usd_cents: None,
+        created_by_key: Uuid::now_v7(),
+        approved_by_key: None,
+        queued_block: None,
+        submitted_block: None,
+        created_at: 1,
+        updated_at: 1,
+    };
+    let (q, w2) = (queued.clone(), w.clone());
+    let (created, submitted, wallet_ev) = store
+        .write_blocking(move |ctx| {
+            ctx.put(&q)?;
+            let created = ctx
+                .append_payout_event(false, "payout.created", &q)?
+                .sequence;
+            let sub = Payout {
+                status: PayoutStatus::Submitted,
+                tx_hash: Some(format!("0x{}", "ab".repeat(32))),
+                updated_at: 2,
+                ..q
+            };
+            ctx.put(&sub)?;
+            let submitted = ctx
+                .append_payout_event(false, "payout.submitted", &sub)?
+                .sequence;
+            let wallet_ev = ctx
+                .append_wallet_event(false, "wallet.created", &w2)?
+                .sequence;
+            Ok::<_, StoreError>((created, submitted, wallet_ev))
+        })
+        .unwrap();
+    let read = |seq: u64| {
+        store
+            .read_blocking(move |r| r.event_at(p, seq))
+            .unwrap()
+            .unwrap()
+    };
+    let ev = read(created);
+    assert_eq!(ev.data, serde_json::Value::Null);
+    assert!(matches!(ev.state, Some(ResourceState::Payout(_))));
+    let Some(ResourceRow::Payout(row)) = ev.row else {
+        panic!("the payout's row: {:?}", ev.row)
+    };
+    assert_eq!(row.status, PayoutStatus::Queued, "as it was at the event");
+    assert_eq!((row.tx_hash.as_deref(), row.updated_at), (None, 1));
+    assert_eq!((row.amount, row.reference.as_deref()), (5, Some("r")));
+    let Some(ResourceRow::Payout(row)) = read(submitted).row else {
+        panic!("the payout's row")
+    };
+    assert_eq!(row.status, PayoutStatus::Submitted);
+    assert!(row.tx_hash.is_some());
+    let Some(ResourceRow::Wallet(row)) = read(wallet_ev).row else {
+        panic!("the wallet's row")
+    };
+    assert_eq!((row.id, &row.address), (w.id, &w.address));
+    let rep = store.read_blocking(crate::verify::verify).unwrap();
+    assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+
+    // A payout event whose row is missing reads with its state alone; verify names it.
+    let ghost = Payout {
+        id: Uuid::now_v7(),
+        ..queued
+    };
+    let gid = ghost.id;
+    let seq = store
+        .write_blocking(move |ctx| {
+            ctx.append_payout_event(false, "payout.created", &ghost)
+                .map(|e| e.sequence)
+        })
+        .unwrap();
+    let ev = read(seq);
+    assert!(ev.row.is_none());
+    assert!(
+        matches!(ev.state, Some(ResourceState::Payout(ref st)) if st.status == PayoutStatus::Queued)
+    );
+    let rep = store.read_blocking(crate::verify::verify).unwrap();
+    assert_eq!(rep.violations.len(), 1, "{:?}", rep.violations);
+    assert!(
+        rep.violations[0].contains(&gid.to_string()) && rep.violations[0].contains("payout"),
         "{:?}",
         rep.violations
     );
@@ -868,7 +983,7 @@ fn a_named_store_takes_positional_rows_and_reads_both() {
         .unwrap()
         .unwrap();
     assert_eq!(got.deposit, Some(crate::records::DepositState::of(&d2)));
-    assert_eq!(got.deposit_row.as_ref().unwrap().id, d2.id);
+    assert!(matches!(&got.row, Some(crate::records::ResourceRow::Deposit(d)) if d.id == d2.id));
     let got = store
         .read_blocking(move |r| r.event_at(p2, tev.sequence))
         .unwrap()

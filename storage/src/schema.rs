@@ -259,7 +259,12 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   ([`crate::index::IndexTag::ByCustomer`]) instead of by customer and by wallet apart;
 ///   sweep rows carry their wallet's customer (`Sweep::customer_id`). Moved and rewritten
 ///   on open (`migrate_to_9`).
-pub const SCHEMA_VERSION: u32 = 9;
+/// * 10: payout events store the payout's changing fields and `wallet.created` stores
+///   nothing instead of the resource's whole view ([`crate::records::Event::state`]); the
+///   data is rendered from the resource's row, as for deposit events since schema 6. Rows
+///   of schema 9 read as they are (no migration); a build of schema 9 refuses the store,
+///   whose new events it would render without data.
+pub const SCHEMA_VERSION: u32 = 10;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
 /// encodings of one record type: the schema 4 migration rewrites them and `verify` decodes

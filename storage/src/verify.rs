@@ -297,25 +297,29 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
         let (k, v) = e?;
         let (p, seq) = k.value();
         rep.events += 1;
-        // A deposit event of schema 6 renders its data from the deposit's row.
+        // A compact event (a deposit event of schema 6, a payout or wallet event of schema
+        // 10) renders its data from its resource's row.
         if let Ok(ev) = decode::<crate::records::Event>(v.value()) {
-            if ev.deposit.is_some() {
-                let readable = match Uuid::parse_str(&ev.resource_id) {
-                    Ok(id) => match ctx.get_in::<Deposit>(Uuid::from_u128(p), id) {
-                        Ok(row) => row.is_some(),
-                        Err(StoreError::Corrupt(_)) => false,
-                        Err(e) => return Err(e),
-                    },
-                    Err(_) => false,
-                };
-                if !readable {
-                    rep.violations.push(format!(
-                        "project {} event {seq} ({}) refers to deposit {}, which is not that project's readable row",
-                        Uuid::from_u128(p),
-                        ev.event_type,
-                        ev.resource_id
-                    ));
+            use crate::records::{Payout, ResourceState, Wallet};
+            let project = Uuid::from_u128(p);
+            let (kind, readable) = match (&ev.deposit, &ev.state) {
+                (Some(_), _) => (
+                    "deposit",
+                    readable::<Deposit>(ctx, project, &ev.resource_id)?,
+                ),
+                (None, Some(ResourceState::Payout(_))) => {
+                    ("payout", readable::<Payout>(ctx, project, &ev.resource_id)?)
                 }
+                (None, Some(ResourceState::Wallet)) => {
+                    ("wallet", readable::<Wallet>(ctx, project, &ev.resource_id)?)
+                }
+                (None, None) => ("", true),
+            };
+            if !readable {
+                rep.violations.push(format!(
+                    "project {project} event {seq} ({}) refers to {kind} {}, which is not that project's readable row",
+                    ev.event_type, ev.resource_id
+                ));
             }
         }
         let prev = last.insert(p, seq).unwrap_or(0);
@@ -327,6 +331,23 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
         }
     }
     Ok(rep)
+}
+
+/// Whether `resource_id` names a row of `R` of `project` that decodes (what a compact
+/// event's reader needs, `ReadOps::complete_event`).
+fn readable<R: crate::records::Row>(
+    ctx: &ReadCtx,
+    project: Uuid,
+    resource_id: &str,
+) -> Result<bool, StoreError> {
+    let Ok(id) = Uuid::parse_str(resource_id) else {
+        return Ok(false);
+    };
+    match ctx.get_in::<R>(project, id) {
+        Ok(row) => Ok(row.is_some()),
+        Err(StoreError::Corrupt(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Conversion batches agree with their rows and their journal entries (DECISIONS.md

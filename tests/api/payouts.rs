@@ -125,6 +125,27 @@ async fn a_payout_walks_queued_signing_submitted_confirmed() {
         confirmed["data"], conf,
         "event data differs from the REST read"
     );
+    // Each event shows the payout as it was at the event, not as its row is now (events
+    // store the payout's changing fields only, schema 10).
+    let created = ev.iter().find(|e| e["type"] == "payout.created").unwrap();
+    assert_eq!(created["data"], p, "payout.created shows the 202 answer");
+    assert_eq!(
+        submitted["data"], sub,
+        "payout.submitted shows the payout as submitted"
+    );
+    let signing = ev.iter().find(|e| e["type"] == "payout.signing").unwrap();
+    assert_eq!(signing["data"]["status"], "signing");
+    assert!(signing["data"]["tx_hash"].is_null(), "{signing}");
+    assert_eq!(signing["data"]["amount"], "1500000");
+    // The lookup by id renders the same data.
+    let one = app
+        .get(
+            &app.wallet_key,
+            &format!("/v1/events/{}", s(&created["id"])),
+        )
+        .await
+        .expect(200);
+    assert_eq!(one["data"], p);
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{Deposit, DepositStatus};
+use super::{Deposit, DepositStatus, Payout, PayoutStatus, Wallet};
 
 /// An event of the log (SPEC.md section 6). `data` is the resource as its REST read
 /// returns it at the time of the event.
@@ -12,10 +12,13 @@ use super::{Deposit, DepositStatus};
 /// Stored forms (schema 6, issue 16): an event of a customer's deposit (`deposit.*`) stores
 /// no `data` but [`Event::deposit`], the deposit's fields that change after it is first
 /// written, as they were at the event; the rest of the deposit's view comes from its row,
-/// whose other fields are never rewritten. The store's readers ([`crate::ReadOps::event_at`]
-/// and the event lists) put that row, with the event's state applied, in
-/// [`Event::deposit_row`]; the binary renders `data` from it (`views::event_data`). Every
-/// other event stores `data` as it is, and so do deposit events written before schema 6.
+/// whose other fields are never rewritten. Schema 10 does the same for payout events
+/// ([`ResourceState::Payout`]: [`PayoutState`]) and for `wallet.created` (a wallet's row is
+/// never rewritten: [`ResourceState::Wallet`]). The store's readers
+/// ([`crate::ReadOps::event_at`] and the event lists) put that row, with the event's state
+/// applied, in [`Event::row`]; the binary renders `data` from it (`views::event_data`).
+/// Every other event stores `data` as it is, and so do the events of those resources
+/// written before their schema.
 /// `project_id` and `sequence` are the row's key and are not stored in the value (schema 6;
 /// older rows carry them, and the readers take the key's either way).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -47,10 +50,32 @@ pub struct Event {
     /// A deposit event's state of the deposit at the event (schema 6; see the type's doc).
     #[serde(default)]
     pub deposit: Option<DepositState>,
-    /// Filled by the store's readers when [`Event::deposit`] is set and the deposit's row
-    /// reads: the deposit as it was at the event. Never stored.
+    /// A payout or wallet event's state of its resource at the event (schema 10; see the
+    /// type's doc). Positional rows of earlier schemas end before it and read `None`.
+    #[serde(default)]
+    pub state: Option<ResourceState>,
+    /// Filled by the store's readers when [`Event::deposit`] or [`Event::state`] is set and
+    /// the resource's row reads: the resource as it was at the event. Never stored.
     #[serde(skip)]
-    pub deposit_row: Option<Box<Deposit>>,
+    pub row: Option<ResourceRow>,
+}
+
+/// What an event of schema 10 stores of its resource instead of `data` ([`Event::state`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ResourceState {
+    /// A payout event (`payout.*`): the payout's changing fields at the event.
+    Payout(PayoutState),
+    /// `wallet.created`: nothing, the wallet's row is never rewritten.
+    Wallet,
+}
+
+/// A resource's row as it was at the event, filled by the store's readers
+/// ([`Event::row`]; never stored).
+#[derive(Debug, Clone)]
+pub enum ResourceRow {
+    Deposit(Box<Deposit>),
+    Payout(Box<Payout>),
+    Wallet(Box<Wallet>),
 }
 
 /// The fields of a customer's deposit that change after its row is first written (status,
@@ -86,6 +111,41 @@ impl DepositState {
         d.failure_reason = self.failure_reason.clone();
         d.ledger_tx_id = self.ledger_tx_id;
         d
+    }
+}
+
+/// The fields of a payout that change after its row is first written, and that its view
+/// shows (status, transaction hash, failure reason, last update), as a payout event stores
+/// them (schema 10). Every other field of the payout's view (SPEC.md section 2, Payout) is
+/// fixed when the payout is created: customer, chain, asset, amounts (the fee is written
+/// once), destination, memo, reference, dollar value, creation time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PayoutState {
+    pub status: PayoutStatus,
+    pub tx_hash: Option<String>,
+    pub failure_reason: Option<String>,
+    /// Microseconds since the Unix epoch.
+    pub updated_at: i64,
+}
+
+impl PayoutState {
+    /// The state of `p` as it is now.
+    pub fn of(p: &Payout) -> PayoutState {
+        PayoutState {
+            status: p.status,
+            tx_hash: p.tx_hash.clone(),
+            failure_reason: p.failure_reason.clone(),
+            updated_at: p.updated_at,
+        }
+    }
+
+    /// `p` (its row as stored now) as it was in this state.
+    pub fn apply(&self, mut p: Payout) -> Payout {
+        p.status = self.status;
+        p.tx_hash = self.tx_hash.clone();
+        p.failure_reason = self.failure_reason.clone();
+        p.updated_at = self.updated_at;
+        p
     }
 }
 
