@@ -9,11 +9,15 @@ use alloy::eips::eip2718::Decodable2718;
 use alloy::primitives::{keccak256, Address, Bytes, TxKind, B256, U256};
 use serde::{Deserialize, Serialize};
 
-use super::{BASE_FEE, BLOCK_GAS_LIMIT, MEMPOOL_LIMIT, PRIORITY_FEE};
+use super::{BASE_FEE, BLOCK_GAS_LIMIT, MEMPOOL_LIMIT, PRIORITY_FEE, RETAIN_BLOCKS};
 use crate::address::{
     create2, factory_init_code, forwarder_init_code_hash, DEPLOYMENT_PROXY, FACTORY_SALT,
 };
 use crate::client::{BlockRef, CallRequest, Fees, RangeScan, Receipt, Transfer, WatchSet};
+
+#[path = "snapshot.rs"]
+pub mod snapshot;
+pub use snapshot::Snapshot;
 
 /// What the chain starts with. Everything in it is fixed for the chain's life; the binary
 /// derives it from the project, the chain and the registry, so a replay starts from the
@@ -103,8 +107,9 @@ pub enum SimError {
 }
 
 /// Contracts the simulated chain knows how to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Code {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Code {
     /// The deterministic deployment proxy (present from genesis).
     Proxy,
     /// The forwarder factory, with the treasury it flushes to.
@@ -177,8 +182,22 @@ struct MinedBlock {
     /// order), computed once when the block is mined: a
     /// receipt carries it, and the sender asks for the receipt of every followed
     /// transaction on each pass (issue 16: hashing it again was most of a receipt's cost).
-    /// A reorg removes the blocks whose epoch it changes and mines the others again.
+    /// A reorg removes the blocks whose epoch it changes; the others keep their hash.
     hash: B256,
+    /// What the block changed in the state, in order: a reorg applies it backwards to
+    /// take the block out ([`Undo`]).
+    undo: Vec<Undo>,
+}
+
+/// One state change of a mined block, as the value it replaced (`None`: the entry did not
+/// exist). A reorg reverts the removed blocks' changes newest first instead of
+/// re-executing the chain from genesis, which a pruned history could not do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Undo {
+    Nonce(Address, Option<u64>),
+    Native(Address, Option<U256>),
+    Token(Address, Address, Option<U256>),
+    Code(Address, Option<Code>),
 }
 
 /// A run of consecutive empty blocks.
@@ -191,12 +210,14 @@ struct Run {
 
 /// Accounts, token balances and code.
 #[derive(Debug, Clone, Default)]
-struct State {
-    nonces: HashMap<Address, u64>,
-    native: HashMap<Address, U256>,
+pub(crate) struct State {
+    pub(crate) nonces: HashMap<Address, u64>,
+    pub(crate) native: HashMap<Address, U256>,
     /// (token, owner) -> balance.
-    tokens: HashMap<(Address, Address), U256>,
-    code: HashMap<Address, Code>,
+    pub(crate) tokens: HashMap<(Address, Address), U256>,
+    pub(crate) code: HashMap<Address, Code>,
+    /// Changes of the block being mined, for its [`MinedBlock::undo`].
+    undo: Vec<Undo>,
 }
 
 impl State {
@@ -226,6 +247,42 @@ impl State {
             .get(&(token, owner))
             .copied()
             .unwrap_or(U256::ZERO)
+    }
+
+    fn set_nonce(&mut self, a: Address, n: u64) {
+        let old = self.nonces.insert(a, n);
+        self.undo.push(Undo::Nonce(a, old));
+    }
+
+    fn set_native(&mut self, a: Address, v: U256) {
+        let old = self.native.insert(a, v);
+        self.undo.push(Undo::Native(a, old));
+    }
+
+    fn set_token(&mut self, token: Address, owner: Address, v: U256) {
+        let old = self.tokens.insert((token, owner), v);
+        self.undo.push(Undo::Token(token, owner, old));
+    }
+
+    fn set_code(&mut self, a: Address, c: Code) {
+        let old = self.code.insert(a, c);
+        self.undo.push(Undo::Code(a, old));
+    }
+
+    /// Puts back the value `u` replaced.
+    fn revert(&mut self, u: &Undo) {
+        fn put<K: std::hash::Hash + Eq, V>(m: &mut HashMap<K, V>, k: K, v: Option<V>) {
+            match v {
+                Some(v) => m.insert(k, v),
+                None => m.remove(&k),
+            };
+        }
+        match u {
+            Undo::Nonce(a, v) => put(&mut self.nonces, *a, *v),
+            Undo::Native(a, v) => put(&mut self.native, *a, *v),
+            Undo::Token(t, a, v) => put(&mut self.tokens, (*t, *a), *v),
+            Undo::Code(a, v) => put(&mut self.code, *a, *v),
+        }
     }
 }
 
@@ -270,6 +327,18 @@ pub struct SimChain {
     pool: Vec<PoolTx>,
     /// Empty-block operations applied but not yet written (see [`SimChain::defer`]).
     unflushed: Vec<Op>,
+    /// The newest block dropped from memory (number 0: none); see [`SimChain::prune`].
+    floor: Floor,
+}
+
+/// The newest pruned block: blocks `1..=number` are no longer held (their transactions,
+/// receipts and timestamps are gone); its hash and timestamp are kept so block
+/// `number + 1` still links to it and a reorg down to it keeps its timestamps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Floor {
+    pub(crate) number: u64,
+    pub(crate) hash: B256,
+    pub(crate) t_ms: u64,
 }
 
 /// Intrinsic gas of a transaction: 21,000 plus 16 per non-zero and 4 per zero byte of
@@ -365,7 +434,32 @@ impl SimChain {
             located: HashMap::new(),
             pool: Vec::new(),
             unflushed: Vec::new(),
+            floor: Floor::default(),
         }
+    }
+
+    /// Number of the newest block dropped from memory (0: none); blocks above it are held.
+    pub fn pruned_to(&self) -> u64 {
+        self.floor.number
+    }
+
+    /// Blocks holding transactions held in memory (at most [`RETAIN_BLOCKS`]).
+    pub fn blocks_held(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// Transactions located in memory (receipts that can still be answered).
+    pub fn transactions_held(&self) -> usize {
+        self.located.len()
+    }
+
+    /// Entries of the state: accounts with a nonce or a native balance, token balances,
+    /// contracts (what a snapshot's size grows with).
+    pub fn state_entries(&self) -> usize {
+        self.state.nonces.len()
+            + self.state.native.len()
+            + self.state.tokens.len()
+            + self.state.code.len()
     }
 
     /// The genesis this chain started from.
@@ -389,6 +483,7 @@ impl SimChain {
     fn hash(&self, n: u64) -> B256 {
         match self.blocks.get(&n) {
             Some(b) => b.hash,
+            None if n > 0 && n == self.floor.number => self.floor.hash,
             None => self.compute_hash(n, None),
         }
     }
@@ -412,15 +507,21 @@ impl SimChain {
         if let Some(b) = self.blocks.get(&n) {
             return b.t_ms;
         }
+        if n > 0 && n == self.floor.number {
+            return self.floor.t_ms;
+        }
         match self.runs.range(..=n).next_back() {
             Some((first, r)) if n < first + r.count => r.t0_ms + (n - first) * r.step_ms,
             _ => self.genesis.time_ms,
         }
     }
 
-    /// Block `n` of the canonical chain; `None` past the head.
+    /// Block `n` of the canonical chain; `None` past the head, and for a block older than
+    /// the history held ([`SimChain::prune`]: blocks `1..` [`SimChain::pruned_to`]), as a
+    /// node that expired its history answers (block 0 still answers).
     pub fn block(&self, n: u64) -> Option<BlockRef> {
-        (n <= self.head).then(|| BlockRef {
+        let gone = n > 0 && n <= self.floor.number;
+        (n <= self.head && !gone).then(|| BlockRef {
             number: n,
             hash: self.hash(n),
             parent_hash: if n == 0 { B256::ZERO } else { self.hash(n - 1) },
@@ -505,6 +606,12 @@ impl SimChain {
             return Err(SimError::Invalid(format!(
                 "block {to} is past the head {}",
                 self.head
+            )));
+        }
+        if self.floor.number > 0 && from <= self.floor.number {
+            return Err(SimError::Invalid(format!(
+                "history before block {} is pruned (asked from {from})",
+                self.floor.number + 1
             )));
         }
         let mut out = RangeScan {
@@ -725,9 +832,9 @@ impl SimChain {
             match e {
                 Effect::Native { from, to, value } => {
                     let f = self.state.native(from).saturating_sub(value);
-                    self.state.native.insert(from, f);
+                    self.state.set_native(from, f);
                     let t = self.state.native(to).saturating_add(value);
-                    self.state.native.insert(to, t);
+                    self.state.set_native(to, t);
                 }
                 Effect::Token {
                     token,
@@ -736,9 +843,9 @@ impl SimChain {
                     value,
                 } => {
                     let f = self.state.token(token, from).saturating_sub(value);
-                    self.state.tokens.insert((token, from), f);
+                    self.state.set_token(token, from, f);
                     let t = self.state.token(token, to).saturating_add(value);
-                    self.state.tokens.insert((token, to), t);
+                    self.state.set_token(token, to, t);
                     logs.push(Log {
                         token,
                         from,
@@ -749,7 +856,7 @@ impl SimChain {
                     *log_index += 1;
                 }
                 Effect::Deploy { at, code } => {
-                    self.state.code.insert(at, code);
+                    self.state.set_code(at, code);
                 }
             }
         }
@@ -773,7 +880,7 @@ impl SimChain {
             TxKind::Create => Address::ZERO, // refused at broadcast; never mined
         };
         let price = effective_price(tx);
-        self.state.nonces.insert(s.sender, tx.nonce + 1);
+        self.state.set_nonce(s.sender, tx.nonce + 1);
         let outcome = if tx.to.is_create() {
             Err(revert("contract creation is not simulated"))
         } else {
@@ -790,7 +897,7 @@ impl SimChain {
         };
         let fee = U256::from(gas_used) * U256::from(price);
         let bal = self.state.native(s.sender).saturating_sub(fee);
-        self.state.native.insert(s.sender, bal);
+        self.state.set_native(s.sender, bal);
         let native = (success && !tx.value.is_zero()).then_some((s.sender, to, tx.value));
         let logs = if success {
             self.apply_effects(effects, log_index)
@@ -827,12 +934,12 @@ impl SimChain {
         match i.token {
             None => {
                 let v = self.state.native(i.to) + i.value;
-                self.state.native.insert(i.to, v);
+                self.state.set_native(i.to, v);
                 r.native = (!i.value.is_zero()).then_some((i.from, i.to, i.value));
             }
             Some(t) => {
                 let v = self.state.token(t, i.to) + i.value;
-                self.state.tokens.insert((t, i.to), v);
+                self.state.set_token(t, i.to, v);
                 r.logs.push(Log {
                     token: t,
                     from: i.from,
@@ -893,6 +1000,7 @@ impl SimChain {
         }
         let tx_root = keccak256(&root);
         let hash = self.compute_hash(n, Some(&tx_root));
+        let undo = std::mem::take(&mut self.state.undo);
         self.blocks.insert(
             n,
             MinedBlock {
@@ -900,10 +1008,46 @@ impl SimChain {
                 txs,
                 results,
                 hash,
+                undo,
             },
         );
         self.head = n;
+        self.prune();
         left
+    }
+
+    /// Drops from memory the blocks more than [`RETAIN_BLOCKS`] below the head: their
+    /// transactions, receipts, state changes and runs of empty blocks (the newest dropped
+    /// block's hash and timestamp stay, [`Floor`]). Deterministic in the head, so a replay
+    /// prunes the same. A reorg deeper than what is held is refused
+    /// ([`SimChain::check_reorg`]).
+    fn prune(&mut self) {
+        let Some(floor) = self.head.checked_sub(RETAIN_BLOCKS).filter(|f| *f > 0) else {
+            return;
+        };
+        if floor <= self.floor.number {
+            return;
+        }
+        let keep = Floor {
+            number: floor,
+            hash: self.hash(floor),
+            t_ms: self.time_ms(floor),
+        };
+        while let Some(e) = self.blocks.first_entry() {
+            if *e.key() > floor {
+                break;
+            }
+            for t in &e.remove().txs {
+                self.located.remove(&t.hash());
+            }
+        }
+        while let Some(e) = self.runs.first_entry() {
+            if e.key() + e.get().count > floor {
+                break;
+            }
+            e.remove();
+        }
+        self.floor = keep;
     }
 
     /// Appends `count` empty blocks, extending the last run when the timestamps continue it.
@@ -919,6 +1063,7 @@ impl SimChain {
             {
                 r.count += count;
                 self.head += count;
+                self.prune();
                 return;
             }
         }
@@ -931,6 +1076,7 @@ impl SimChain {
             },
         );
         self.head += count;
+        self.prune();
     }
 
     /// The timestamp of the next block at wall time `now_ms`: never before the head's, and
@@ -1001,12 +1147,13 @@ impl SimChain {
         (op, self.head + 1, li)
     }
 
-    /// Checks a reorg of `depth` blocks: at least 1, at most the head (block 0 stays).
+    /// Checks a reorg of `depth` blocks: at least 1, at most the blocks held above the
+    /// newest pruned one (the head when nothing is pruned; block 0 stays).
     pub fn check_reorg(&self, depth: u64) -> Result<(), SimError> {
-        if depth == 0 || depth > self.head {
+        let most = self.head - self.floor.number;
+        if depth == 0 || depth > most {
             return Err(SimError::Invalid(format!(
-                "depth must be from 1 to the chain's height ({})",
-                self.head
+                "depth must be from 1 to the chain's height ({most})"
             )));
         }
         Ok(())
@@ -1014,11 +1161,19 @@ impl SimChain {
 
     /// Replaces the last `depth` blocks by empty ones (the head's number stays, as with
     /// `anvil_reorg`): their transactions are dropped (`drop`) or return to the front of
-    /// the mempool, and the state is re-executed from genesis over the blocks that remain.
+    /// the mempool, and their state changes are reverted, newest first ([`Undo`]).
     fn reorg(&mut self, depth: u64, drop: bool, t_ms: u64) -> Result<(), SimError> {
         self.check_reorg(depth)?;
         let cut = self.head - depth;
         let removed: Vec<MinedBlock> = self.blocks.split_off(&(cut + 1)).into_values().collect();
+        for b in removed.iter().rev() {
+            for u in b.undo.iter().rev() {
+                self.state.revert(u);
+            }
+            for t in &b.txs {
+                self.located.remove(&t.hash());
+            }
+        }
         let later: Vec<u64> = self.runs.range(cut + 1..).map(|(f, _)| *f).collect();
         for f in later {
             self.runs.remove(&f);
@@ -1028,19 +1183,6 @@ impl SimChain {
         }
         self.forks.push(cut + 1);
         let head = self.head;
-        // Re-execute what remains from genesis.
-        let kept: Vec<(u64, MinedBlock)> = std::mem::take(&mut self.blocks).into_iter().collect();
-        self.state = State::genesis(&self.genesis);
-        self.located.clear();
-        for (n, b) in kept {
-            self.head = n - 1;
-            let left = self.mine_block(b.t_ms, b.txs);
-            if !left.is_empty() || !self.blocks.contains_key(&n) {
-                return Err(SimError::Replay(format!(
-                    "block {n} no longer executes the same after a reorg"
-                )));
-            }
-        }
         self.head = cut;
         self.runs.insert(
             cut + 1,

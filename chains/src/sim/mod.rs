@@ -36,7 +36,7 @@ pub mod client;
 #[cfg(test)]
 mod tests;
 
-pub use chain::{Genesis, Inject, Op, SimChain, SimError};
+pub use chain::{Genesis, Inject, Op, SimChain, SimError, Snapshot};
 pub use client::SimClient;
 
 /// Base fee of every simulated block, wei per gas (1 gwei).
@@ -57,3 +57,11 @@ pub const BLOCK_GAS_LIMIT: u64 = 30_000_000;
 
 /// Most transactions the mempool holds; further broadcasts are refused (`txpool is full`).
 pub const MEMPOOL_LIMIT: usize = 10_000;
+
+/// Blocks a simulated chain holds in memory below its head (blocks, transactions,
+/// receipts, state changes); older ones are pruned ([`chain::SimChain::block`] answers
+/// `None` for them, as a node that expired its history). At least the deepest test reorg
+/// (`MAX_REORG_DEPTH`, 1,000 blocks, in the binary) plus the registry's confirmation
+/// depths, with room for a chain worker that lags under load (DECISIONS: docs/decisions.md,
+/// "Simulated chain snapshots and pruning").
+pub const RETAIN_BLOCKS: u64 = 10_000;

@@ -1,6 +1,7 @@
 //! Unit tests of the simulated chain: blocks, mempool, execution of every supported shape,
 //! gas, injected transfers, reorgs with and without dropping, dropped transactions, and
-//! replay of the operation log to the same chain.
+//! replay of the operation log to the same chain, snapshots (a snapshot and the log's tail
+//! replay to the same chain) and the pruning of old history.
 
 use std::collections::HashSet;
 
@@ -10,9 +11,9 @@ use alloy::network::TxSignerSync;
 use alloy::primitives::{Address, Bytes, TxKind, B256, U256};
 use alloy::signers::local::PrivateKeySigner;
 
-use super::chain::{intrinsic_gas, Genesis, Inject, Op, SimChain, SimError};
+use super::chain::{intrinsic_gas, Genesis, Inject, Op, SimChain, SimError, Snapshot};
 use super::client::SimClient;
-use super::{BASE_FEE, GENESIS_TREASURY_NATIVE, PRIORITY_FEE};
+use super::{BASE_FEE, GENESIS_TREASURY_NATIVE, PRIORITY_FEE, RETAIN_BLOCKS};
 use crate::address::{create2, deposit_salt, factory_address, forwarder_init_code_hash};
 use crate::client::{AssetRef, CallRequest, ChainClient, ClientError, WatchSet};
 use crate::evm::sweeper::{erc20_transfer_calldata, factory_deploy_calldata, sweep_calldata};
@@ -137,6 +138,11 @@ fn assert_replays(c: &SimChain, log: &[Op], owners: &[Address]) {
         assert_eq!(r.balance(*a, Some(usdt())), c.balance(*a, Some(usdt())));
         assert_eq!(r.nonce(*a, false), c.nonce(*a, false));
     }
+    assert_eq!(
+        r.snapshot(),
+        c.snapshot(),
+        "the whole state and history held"
+    );
 }
 
 #[test]
@@ -668,4 +674,324 @@ async fn the_client_is_the_chain_seam() {
     ));
     assert!(seam.code(usdt()).await.unwrap().len() == 1);
     assert!(seam.code(k.address()).await.unwrap().is_empty());
+}
+
+/// A snapshot through a self-describing codec (JSON here; the binary stores it as
+/// positional MessagePack) and back.
+fn through_codec(s: &Snapshot) -> Snapshot {
+    let json = serde_json::to_vec(s).unwrap();
+    serde_json::from_slice(&json).unwrap()
+}
+
+/// `a` and `b` answer the same: blocks held (and block 0), receipts of `txs`, balances and
+/// nonces of `owners`, and the same snapshot.
+fn assert_same(a: &SimChain, b: &SimChain, txs: &[B256], owners: &[Address]) {
+    assert_eq!(a.head(), b.head());
+    assert_eq!(a.pruned_to(), b.pruned_to());
+    assert_eq!(a.block(0), b.block(0));
+    for n in a.pruned_to().saturating_sub(2)..=a.head() {
+        assert_eq!(a.block(n), b.block(n), "block {n}");
+    }
+    for h in txs {
+        assert_eq!(a.receipt(*h), b.receipt(*h), "receipt {h}");
+        assert_eq!(a.knows_tx(*h), b.knows_tx(*h));
+    }
+    for o in owners {
+        assert_eq!(a.balance(*o, None), b.balance(*o, None));
+        assert_eq!(a.balance(*o, Some(usdt())), b.balance(*o, Some(usdt())));
+        assert_eq!(a.nonce(*o, false), b.nonce(*o, false));
+    }
+    assert_eq!(a.snapshot(), b.snapshot());
+}
+
+/// An injected transfer of `value` to `to` (hash from `i`), applied and logged.
+fn inject_n(
+    c: &mut SimChain,
+    log: &mut Vec<Op>,
+    to: Address,
+    token: Option<Address>,
+    i: u64,
+) -> B256 {
+    let mut h = [0u8; 32];
+    h[..8].copy_from_slice(&i.to_be_bytes());
+    h[31] = 0x5a;
+    let hash = B256::from(h);
+    let (op, _, _) = c.inject_op(
+        Inject {
+            hash,
+            from: Address::repeat_byte(0xee),
+            to,
+            token,
+            value: U256::from(1 + i % 7),
+        },
+        T0 + i * 10,
+    );
+    c.apply(&op).unwrap();
+    log.push(op);
+    hash
+}
+
+/// Signed sends, injected token and native transfers, a contract deployment, empty runs
+/// and a reorg: a chain restored from its snapshot answers as the chain does, and both
+/// stay the same through the same further operations (including a reorg that removes
+/// blocks mined before the snapshot).
+#[test]
+fn a_snapshot_round_trip_equals_the_chain() {
+    let (mut c, k) = chain();
+    let me = k.address();
+    let dest = Address::repeat_byte(6);
+    let mut log = Vec::new();
+    let mut txs = Vec::new();
+    for i in 0..4u64 {
+        let mut t = tx(i, dest);
+        t.value = U256::from(10 + i);
+        let (raw, h) = sign(&k, t);
+        c.submit(&raw).unwrap();
+        txs.push(h);
+        log.extend(c.mine(1 + i, T0 + i * 1_000, 500));
+    }
+    // The factory, deployed through the proxy: code in the state.
+    let proxy = Address::from(crate::address::DEPLOYMENT_PROXY);
+    let mut t = tx(4, proxy);
+    t.data = factory_deploy_calldata(&me);
+    t.gas = 5_000_000;
+    let (raw, h) = sign(&k, t);
+    c.submit(&raw).unwrap();
+    txs.push(h);
+    log.extend(c.mine(1, T0 + 10_000, 0));
+    assert!(c.has_code(Address::from(factory_address(&me.0 .0))));
+    for i in 0..6 {
+        txs.push(inject_n(&mut c, &mut log, dest, (i % 2 == 0).then(usdt), i));
+    }
+    c.apply(&Op::Reorg {
+        depth: 2,
+        drop: true,
+        t_ms: T0 + 20_000,
+    })
+    .unwrap();
+    log.push(Op::Reorg {
+        depth: 2,
+        drop: true,
+        t_ms: T0 + 20_000,
+    });
+    log.extend(c.mine(3, T0 + 21_000, 1_000));
+
+    let snap = c.snapshot();
+    assert_eq!(snap.head, c.head());
+    assert!(!snap.blocks.is_empty() && !snap.tokens.is_empty() && !snap.code.is_empty());
+    let mut r = SimChain::restore(c.genesis().clone(), through_codec(&snap)).unwrap();
+    let owners = [me, dest, Address::repeat_byte(0xee)];
+    assert_same(&c, &r, &txs, &owners);
+
+    // The same operations after the snapshot, a reorg reaching below it included.
+    let mut tail = Vec::new();
+    let mut t = tx(5, dest);
+    t.value = U256::from(99u64);
+    let (raw, h) = sign(&k, t);
+    c.submit(&raw).unwrap();
+    txs.push(h);
+    tail.extend(c.mine(1, T0 + 30_000, 0));
+    for i in 100..103 {
+        txs.push(inject_n(&mut c, &mut tail, dest, Some(usdt()), i));
+    }
+    tail.push(Op::Reorg {
+        depth: 12,
+        drop: true,
+        t_ms: T0 + 40_000,
+    });
+    c.apply(tail.last().unwrap()).unwrap();
+    tail.extend(c.mine(2, T0 + 41_000, 0));
+    for op in &tail {
+        r.apply(op).unwrap();
+    }
+    assert_same(&c, &r, &txs, &owners);
+
+    // Another chain's snapshot does not load.
+    let mut other = c.genesis().clone();
+    other.seed = B256::repeat_byte(8);
+    assert!(matches!(
+        SimChain::restore(other, snap),
+        Err(SimError::Replay(_))
+    ));
+}
+
+/// A snapshot taken at any point of the log, then the operations after it, give the same
+/// chain as replaying the whole log from genesis (`replay_is_exact_across_every_operation`
+/// for snapshot plus tail), pruning included.
+#[test]
+fn a_snapshot_and_the_tail_of_the_log_replay_exactly() {
+    let (mut c, k) = chain();
+    let dest = Address::repeat_byte(9);
+    let mut log = Vec::new();
+    let mut txs = Vec::new();
+    for i in 0..3u64 {
+        let mut t = tx(i, dest);
+        t.value = U256::from(5 + i);
+        let (raw, h) = sign(&k, t);
+        c.submit(&raw).unwrap();
+        txs.push(h);
+        log.extend(c.mine(2, T0 + i * 1_000, 300));
+    }
+    for i in 0..RETAIN_BLOCKS / 2 {
+        txs.push(inject_n(&mut c, &mut log, dest, Some(usdt()), i));
+    }
+    log.extend(c.mine(RETAIN_BLOCKS, T0 + 10_000_000, 1_000));
+    log.push(Op::Reorg {
+        depth: 700,
+        drop: false,
+        t_ms: T0 + 30_000_000,
+    });
+    c.apply(log.last().unwrap()).unwrap();
+    for i in 0..50 {
+        txs.push(inject_n(&mut c, &mut log, dest, None, 1_000_000 + i));
+    }
+    assert!(c.pruned_to() > 0, "the history was pruned");
+    let owners = [k.address(), dest];
+    for cut in [
+        0,
+        1,
+        4,
+        log.len() / 3,
+        log.len() - 52,
+        log.len() - 1,
+        log.len(),
+    ] {
+        let mut head = SimChain::new(c.genesis().clone());
+        for op in &log[..cut] {
+            head.apply(op).unwrap();
+        }
+        let mut r =
+            SimChain::restore(c.genesis().clone(), through_codec(&head.snapshot())).unwrap();
+        for op in &log[cut..] {
+            r.apply(op).unwrap();
+        }
+        assert_same(&c, &r, &txs, &owners);
+    }
+    assert_replays(&c, &log, &owners);
+}
+
+/// Many blocks: the blocks, transactions and runs held stay within `RETAIN_BLOCKS`; what
+/// is pruned answers as a node that expired its history (no block, no receipt, a range
+/// scan refused); the newest blocks still answer and link to the pruned one.
+#[test]
+fn pruning_keeps_the_history_held_bounded() {
+    let (mut c, _k) = chain();
+    let dest = Address::repeat_byte(0x31);
+    let mut log = Vec::new();
+    let first = inject_n(&mut c, &mut log, dest, Some(usdt()), 0);
+    let mut last = first;
+    for i in 1..3 * RETAIN_BLOCKS {
+        if i % 1_000 == 0 {
+            log.extend(c.mine(7, T0 + i * 10, 100));
+        }
+        last = inject_n(&mut c, &mut log, dest, Some(usdt()), i);
+        assert!(c.blocks_held() as u64 <= RETAIN_BLOCKS);
+        assert!(c.transactions_held() as u64 <= RETAIN_BLOCKS);
+    }
+    let head = c.head();
+    assert_eq!(c.pruned_to(), head - RETAIN_BLOCKS);
+    let held = c.blocks_held();
+    assert!(
+        (RETAIN_BLOCKS - 70..RETAIN_BLOCKS).contains(&(held as u64)),
+        "the held window less its runs of 7 empty blocks: {held}"
+    );
+    assert!(c.receipt(first).is_none() && !c.knows_tx(first));
+    assert_eq!(c.receipt(last).unwrap().block_number, head);
+    assert!(c.block(1).is_none() && c.block(c.pruned_to()).is_none());
+    assert!(c.block(0).is_some());
+    let oldest = c.block(c.pruned_to() + 1).unwrap();
+    assert_ne!(oldest.parent_hash, B256::ZERO);
+    assert!(matches!(
+        c.transfers(c.pruned_to(), head, &watch(&[dest])),
+        Err(SimError::Invalid(_))
+    ));
+    let scan = c
+        .transfers(c.pruned_to() + 1, head, &watch(&[dest]))
+        .unwrap();
+    assert_eq!(scan.blocks.len() as u64, RETAIN_BLOCKS);
+    assert_eq!(scan.transfers.len(), held);
+    // The balance counts every transfer, pruned or not.
+    let total: u64 = (0..3 * RETAIN_BLOCKS).map(|i| 1 + i % 7).sum();
+    assert_eq!(c.balance(dest, Some(usdt())), U256::from(total));
+    // A snapshot holds the window, not the history.
+    let snap = c.snapshot();
+    assert_eq!(snap.blocks.len(), held);
+    assert!(snap.runs.len() <= 11);
+    assert_replays(&c, &log, &[dest]);
+}
+
+/// After pruning, a reorg within the held blocks still unwinds exactly (state, receipts,
+/// hashes), one down to the newest pruned block works, and one reaching below it is
+/// refused.
+#[test]
+fn a_reorg_within_the_held_history_works_after_pruning() {
+    let (mut c, _k) = chain();
+    let dest = Address::repeat_byte(0x41);
+    let mut log = Vec::new();
+    let mut hashes = Vec::new();
+    let mut balances = Vec::new();
+    for i in 0..RETAIN_BLOCKS + 2_500 {
+        balances.push(c.balance(dest, Some(usdt())));
+        hashes.push(inject_n(&mut c, &mut log, dest, Some(usdt()), i));
+    }
+    assert_eq!(c.pruned_to(), 2_500);
+    let head = c.head();
+    let kept = c.block(head - 1_000).unwrap();
+    let gone = c.block(head - 999).unwrap();
+    c.apply(&Op::Reorg {
+        depth: 1_000,
+        drop: true,
+        t_ms: T0 + 1,
+    })
+    .unwrap();
+    log.push(Op::Reorg {
+        depth: 1_000,
+        drop: true,
+        t_ms: T0 + 1,
+    });
+    assert_eq!(c.head(), head);
+    assert_eq!(
+        c.balance(dest, Some(usdt())),
+        balances[(head - 1_000) as usize]
+    );
+    assert_eq!(c.block(head - 1_000), Some(kept));
+    assert_ne!(c.block(head - 999).unwrap().hash, gone.hash);
+    assert!(c.receipt(hashes[(head - 1) as usize]).is_none());
+    assert!(c.receipt(hashes[(head - 1_001) as usize]).is_some());
+    // Deeper than what is held: refused, nothing changes.
+    let most = c.head() - c.pruned_to();
+    assert!(c.check_reorg(most + 1).is_err());
+    let before = c.snapshot();
+    assert!(c
+        .apply(&Op::Reorg {
+            depth: most + 1,
+            drop: true,
+            t_ms: T0 + 2
+        })
+        .is_err());
+    assert_eq!(c.snapshot(), before);
+    // Down to the newest pruned block exactly: the state it had.
+    c.apply(&Op::Reorg {
+        depth: most,
+        drop: true,
+        t_ms: T0 + 3,
+    })
+    .unwrap();
+    log.push(Op::Reorg {
+        depth: most,
+        drop: true,
+        t_ms: T0 + 3,
+    });
+    assert_eq!(
+        c.balance(dest, Some(usdt())),
+        balances[c.pruned_to() as usize]
+    );
+    assert_eq!(c.block(c.pruned_to() + 1).unwrap().parent_hash, {
+        let mut r = SimChain::new(c.genesis().clone());
+        for op in &log[..c.pruned_to() as usize] {
+            r.apply(op).unwrap();
+        }
+        r.block(c.pruned_to()).unwrap().hash
+    });
+    assert_replays(&c, &log, &[dest]);
 }
