@@ -444,12 +444,17 @@ impl Default for StorageConfig {
 pub struct TestConfig {
     /// Simulated chain: one block per chain every this many milliseconds.
     pub block_interval_ms: u64,
+    /// Simulated chain: least operations between two snapshots of a chain's state (its
+    /// log is cut at each; `services::sim_chain::SnapshotPolicy`). Default 10,000; at
+    /// least 1.
+    pub snapshot_min_ops: u64,
 }
 
 impl Default for TestConfig {
     fn default() -> Self {
         TestConfig {
             block_interval_ms: 1000,
+            snapshot_min_ops: crate::services::sim_chain::SNAPSHOT_MIN_OPS,
         }
     }
 }

@@ -102,6 +102,10 @@ impl AppState {
             crate::services::checkout_cache::DEFAULT_BUDGET_BYTES,
         ));
         store.on_commit(checkout_cache.hook());
+        let sim = crate::services::sim_chain::SimChains::default();
+        sim.set_snapshot_policy(crate::services::sim_chain::SnapshotPolicy {
+            min_ops: config.test.snapshot_min_ops,
+        });
         Ok(AppState(Arc::new(Inner {
             market,
             webhooks: crate::webhooks::Webhooks::new(config.webhooks.clone()),
@@ -119,7 +123,7 @@ impl AppState {
             inflight: Mutex::new(HashSet::new()),
             registry,
             ops,
-            sim: Default::default(),
+            sim,
             refund_classifying: Mutex::new(HashSet::new()),
             checkout_cache,
         })))

@@ -20,6 +20,15 @@
 //! (its batch did not commit) writes nothing, and the chain is rebuilt from the store
 //! before its next change. Every other change of the chain (mining, a reorg, a flush) is
 //! exclusive ([`SimHandle::exclusive`]): it waits for the deposits in flight to settle.
+//!
+//! Snapshots (issue 16: a start replayed the whole log, and the log grew with every test
+//! deposit): an exclusive write (mining, the timer's flush) also writes a snapshot of the
+//! chain ([`appliance_chains::sim::Snapshot`]) when the operations since the last one reach
+//! max([`SnapshotPolicy::min_ops`], the last snapshot's entries), amortised O(1) per
+//! operation. The snapshot takes the sequence number of the last operation it covers and
+//! the rows below it are deleted in the same transaction; a start loads it and replays only
+//! the rows after it ([`load`]). A log without a snapshot (written before them) replays
+//! from genesis as before and is snapshotted at its first exclusive write.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,7 +40,8 @@ use uuid::Uuid;
 
 use appliance_chains::sim::chain::BlockTx;
 use appliance_chains::sim::{
-    Genesis, Inject, Op, SimChain, SimClient, GENESIS_TREASURY_NATIVE, GENESIS_TREASURY_TOKENS,
+    Genesis, Inject, Op, SimChain, SimClient, Snapshot, GENESIS_TREASURY_NATIVE,
+    GENESIS_TREASURY_TOKENS,
 };
 use appliance_storage::records::{Mode, Project};
 use appliance_storage::{ChainStateOps, ReadOps, Store, StoreError, WriteCtx, WriteError};
@@ -62,7 +72,39 @@ pub struct SimHandle {
     gate: RwLock<()>,
     /// The reservations in flight; used only under the chain lock.
     flight: std::sync::Mutex<Flight>,
+    /// When the next snapshot is due; changed only under an exclusive hold.
+    snap: std::sync::Mutex<SnapState>,
 }
+
+/// Where a chain's log begins and when it is next snapshotted.
+#[derive(Debug, Clone, Copy)]
+struct SnapState {
+    /// Sequence number of the log's first row: its snapshot, or 0 (genesis).
+    at: u64,
+    /// Entries of that snapshot (state entries and held blocks; 0 for genesis).
+    entries: u64,
+    /// Least operations between two snapshots.
+    min_ops: u64,
+}
+
+impl SnapState {
+    /// Whether a snapshot is due once the log's next sequence number is `next`: the
+    /// operations since the last one reach max(`min_ops`, its entries), so writing one
+    /// (O(entries)) costs O(1) per operation amortised.
+    fn due(&self, next: u64) -> bool {
+        next.saturating_sub(self.at) > self.min_ops.max(self.entries).max(1)
+    }
+}
+
+/// How often chains are snapshotted: at least `min_ops` operations apart (config
+/// `test.snapshot_min_ops`, default [`SNAPSHOT_MIN_OPS`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SnapshotPolicy {
+    pub min_ops: u64,
+}
+
+/// Default least number of operations between two snapshots of a simulated chain.
+pub const SNAPSHOT_MIN_OPS: u64 = 10_000;
 
 /// Block reservations in flight on one chain (see the module documentation).
 #[derive(Debug, Default)]
@@ -172,11 +214,44 @@ impl SimCursor {
     }
 }
 
+/// A snapshot to write with an exclusive write ([`SimHandle::plan_snapshot`]).
+#[derive(Debug, Clone)]
+pub struct PlannedSnapshot {
+    project: Uuid,
+    chain: &'static str,
+    /// Sequence number of the last operation it covers (the row it replaces).
+    at: u64,
+    bytes: Vec<u8>,
+    entries: u64,
+}
+
+impl PlannedSnapshot {
+    /// Inside the transaction, after the operations it covers are written: the snapshot
+    /// in place of the last one, and the rows below it deleted.
+    pub fn write(&self, ctx: &mut WriteCtx<'_>) -> Result<(), StoreError> {
+        ctx.sim_op_put(self.project, self.chain, self.at, &self.bytes)?;
+        ctx.sim_ops_delete_below(self.project, self.chain, self.at)?;
+        Ok(())
+    }
+
+    /// Its encoded size, bytes.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether it is empty (never: a snapshot has at least its header).
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
 /// Every test project's simulated chains known to this process, by (project, chain), and
 /// the queue of requests to drive them (served by `workers::sim_chain`).
 #[derive(Debug)]
 pub struct SimChains {
     chains: std::sync::Mutex<HashMap<(Uuid, &'static str), Arc<SimHandle>>>,
+    /// Least operations between two snapshots of a chain ([`SnapshotPolicy`]).
+    snapshot_min_ops: AtomicU64,
     drive_tx: tokio::sync::mpsc::UnboundedSender<Drive>,
     drive_rx: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Drive>>>,
 }
@@ -186,6 +261,7 @@ impl Default for SimChains {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         SimChains {
             chains: Default::default(),
+            snapshot_min_ops: AtomicU64::new(SNAPSHOT_MIN_OPS),
             drive_tx: tx,
             drive_rx: std::sync::Mutex::new(Some(rx)),
         }
@@ -213,6 +289,13 @@ pub struct Drive {
 }
 
 impl SimChains {
+    /// Sets how often chains opened from now on are snapshotted (at start-up, from
+    /// `test.snapshot_min_ops`; at least 1).
+    pub fn set_snapshot_policy(&self, p: SnapshotPolicy) {
+        self.snapshot_min_ops
+            .store(p.min_ops.max(1), Ordering::Relaxed);
+    }
+
     /// Asks the driver to do `action` on `handle`'s chain and waits for the new height.
     pub async fn drive(
         &self,
@@ -466,27 +549,105 @@ impl From<StoredOp> for Op {
     }
 }
 
-/// Replays the stored operations of `project`'s `chain`.
+/// A snapshot as `sim_ops` stores it in place of the last operation it covers: codec
+/// version 3, positional MessagePack of a one-entry map `snapshot` -> the snapshot (the
+/// shape [`StoredOp`] gives its variants, so a row is an operation or a snapshot;
+/// `appliance_storage::chain_state::sim_row_is_snapshot`).
+pub fn encode_snapshot(s: &Snapshot) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "snake_case")]
+    enum Row<'a> {
+        Snapshot(&'a Snapshot),
+    }
+    appliance_storage::codec::encode_positional(&Row::Snapshot(s))
+}
+
+/// A row of `sim_ops`: an operation, or a snapshot of the chain.
+pub enum StoredRow {
+    Op(Op),
+    Snapshot(Box<Snapshot>),
+}
+
+/// Reads a row of `sim_ops` ([`encode_snapshot`], or an operation as [`decode_op`] reads
+/// it).
+pub fn decode_row(bytes: &[u8]) -> Result<StoredRow, String> {
+    if appliance_storage::chain_state::sim_row_is_snapshot(bytes) {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        enum Row {
+            Snapshot(Box<Snapshot>),
+        }
+        return match appliance_storage::codec::decode::<Row>(bytes) {
+            Ok(Row::Snapshot(s)) => Ok(StoredRow::Snapshot(s)),
+            Err(e) => Err(format!("snapshot: {e}")),
+        };
+    }
+    decode_op(bytes).map(StoredRow::Op)
+}
+
+/// A chain loaded from its stored rows.
+struct Loaded {
+    chain: SimChain,
+    /// Sequence number of the next operation.
+    next_seq: u64,
+    snap: SnapState,
+}
+
+/// Loads a chain from its `sim_ops` rows: its snapshot if it has one, then the operations
+/// after it in order (the whole log from `g` when it has none). Errors name the row.
+fn load(
+    r: &impl ChainStateOps,
+    g: Genesis,
+    project: Uuid,
+    chain: &str,
+    min_ops: u64,
+) -> Result<Loaded, SimOpenError> {
+    let bad = |detail: String| SimOpenError::Replay {
+        project,
+        chain: chain.to_string(),
+        detail,
+    };
+    let rows = r.sim_ops_from(project, chain)?;
+    let mut c = SimChain::new(g.clone());
+    let mut snap = SnapState {
+        at: 0,
+        entries: 0,
+        min_ops,
+    };
+    let mut next_seq = 0;
+    for (seq, bytes) in rows {
+        match decode_row(&bytes).map_err(|e| bad(format!("row {seq}: {e}")))? {
+            StoredRow::Snapshot(s) => {
+                c = SimChain::restore(g.clone(), *s).map_err(|e| bad(format!("row {seq}: {e}")))?;
+                snap.at = seq;
+                snap.entries = snapshot_entries(&c);
+            }
+            StoredRow::Op(op) => c.apply(&op).map_err(|e| bad(format!("row {seq}: {e}")))?,
+        }
+        next_seq = seq + 1;
+    }
+    Ok(Loaded {
+        chain: c,
+        next_seq,
+        snap,
+    })
+}
+
+/// What a snapshot of `c` holds, for the cadence ([`SnapState::due`]).
+fn snapshot_entries(c: &SimChain) -> u64 {
+    (c.state_entries() + c.blocks_held()) as u64
+}
+
+/// Loads the stored chain of `project`'s `chain` ([`load`]).
 fn replay(
     r: &impl ChainStateOps,
     reg: &Registry,
     project: &Project,
     chain: &str,
-) -> Result<(SimChain, u64), SimOpenError> {
+    min_ops: u64,
+) -> Result<Loaded, SimOpenError> {
     let g = genesis(reg, project, chain).ok_or_else(|| SimOpenError::NotSimulated(chain.into()))?;
-    let mut c = SimChain::new(g);
-    let ops = r.sim_ops(project.id, chain)?;
-    let bad = |detail: String| SimOpenError::Replay {
-        project: project.id,
-        chain: chain.to_string(),
-        detail,
-    };
-    for (i, bytes) in ops.iter().enumerate() {
-        let op = decode_op(bytes).map_err(|e| bad(format!("operation {i}: {e}")))?;
-        c.apply(&op)
-            .map_err(|e| bad(format!("operation {i}: {e}")))?;
-    }
-    Ok((c, ops.len() as u64))
+    load(r, g, project.id, chain, min_ops)
 }
 
 /// Wall clock, Unix milliseconds.
@@ -513,10 +674,11 @@ impl SimChains {
             return Ok(h.clone());
         }
         let reg2 = reg.clone();
-        let (chain_state, seq) = store
+        let min_ops = self.snapshot_min_ops.load(Ordering::Relaxed);
+        let loaded = store
             .read(move |r| {
                 let p = r.get::<Project>(project)?.filter(|p| p.mode == Mode::Test);
-                Ok(p.map(|p| replay(r, &reg2, &p, id)))
+                Ok(p.map(|p| replay(r, &reg2, &p, id, min_ops)))
             })
             .await?
             .ok_or(SimOpenError::NoProject(project))??;
@@ -525,10 +687,11 @@ impl SimChains {
         let h = m
             .entry((project, id))
             .or_insert_with(|| {
+                let seq = loaded.next_seq;
                 Arc::new(SimHandle {
                     project,
                     chain: id,
-                    client: SimClient::new(chain_state),
+                    client: SimClient::new(loaded.chain),
                     next_seq: AtomicU64::new(seq),
                     drive: Mutex::new(()),
                     gate: RwLock::new(()),
@@ -536,6 +699,7 @@ impl SimChains {
                         applied: seq,
                         ..Flight::default()
                     }),
+                    snap: std::sync::Mutex::new(loaded.snap),
                 })
             })
             .clone();
@@ -722,22 +886,16 @@ impl SimHandle {
     pub async fn reload(&self, c: &mut SimChain, store: &Store) -> Result<(), SimOpenError> {
         let (project, chain) = (self.project, self.chain);
         let g = c.genesis().clone();
-        let (fresh, seq) = store
+        let min_ops = self.snap.lock().expect("lock").min_ops;
+        let loaded = store
             .read(move |r| {
-                let mut fresh = SimChain::new(g);
-                let ops = r.sim_ops(project, chain)?;
-                for (i, bytes) in ops.iter().enumerate() {
-                    let op = decode_op(bytes).map_err(|e| {
-                        StoreError::Corrupt(format!("simulated chain operation {i}: {e}"))
-                    })?;
-                    fresh.apply(&op).map_err(|e| {
-                        StoreError::Corrupt(format!("simulated chain operation {i}: {e}"))
-                    })?;
-                }
-                Ok((fresh, ops.len() as u64))
+                Ok(load(r, g, project, chain, min_ops)
+                    .map_err(|e| StoreError::Corrupt(e.to_string())))
             })
-            .await?;
-        *c = fresh;
+            .await??;
+        *c = loaded.chain;
+        let seq = loaded.next_seq;
+        *self.snap.lock().expect("lock") = loaded.snap;
         self.next_seq.store(seq, Ordering::SeqCst);
         let mut f = self.flight.lock().expect("lock");
         debug_assert_eq!(f.blocks, 0, "a reload with reservations in flight");
@@ -748,9 +906,46 @@ impl SimHandle {
         Ok(())
     }
 
+    /// Under an exclusive hold of `c`, whose memory is the state after every operation up
+    /// to the ones `cursor` writes with `written`: the snapshot to write with them, when one
+    /// is due ([`SnapState::due`]).
+    fn plan_snapshot(
+        &self,
+        c: &SimChain,
+        cursor: &SimCursor,
+        written: &[Op],
+    ) -> Option<PlannedSnapshot> {
+        let next = cursor.seq + cursor.count(written);
+        if next == 0 || !self.snap.lock().expect("lock").due(next) {
+            return None;
+        }
+        Some(PlannedSnapshot {
+            project: self.project,
+            chain: self.chain,
+            at: next - 1,
+            bytes: encode_snapshot(&c.snapshot()),
+            entries: snapshot_entries(c),
+        })
+    }
+
+    /// After the transaction holding `s` committed: the log now begins at it.
+    fn snapshotted(&self, s: &PlannedSnapshot) {
+        let mut st = self.snap.lock().expect("lock");
+        st.at = s.at;
+        st.entries = s.entries;
+        tracing::debug!(chain = self.chain, project = %self.project, seq = s.at, bytes = s.bytes.len(), "simulated chain snapshotted");
+    }
+
+    /// Whether a snapshot would be due with one more operation written.
+    fn snapshot_near(&self) -> bool {
+        let next = self.next_seq.load(Ordering::SeqCst);
+        self.snap.lock().expect("lock").due(next + 1)
+    }
+
     /// Mines `count` blocks now (`step_ms` apart) and writes them with the deferred
     /// operations in one store transaction, unless every mined block is empty and `defer`
-    /// allows keeping them in memory until the next write. Returns the new head.
+    /// allows keeping them in memory until the next write (and no snapshot is due). Writes
+    /// a snapshot with them when one is due. Returns the new head.
     pub async fn mine(
         &self,
         store: &Store,
@@ -762,7 +957,7 @@ impl SimHandle {
         let c = &mut *x.chain;
         let ops = c.mine(count, now_ms(), step_ms);
         let head = c.head();
-        let ops = if defer {
+        let ops = if defer && !self.snapshot_near() {
             match c.defer(ops) {
                 Ok(()) => return Ok(head),
                 Err(ops) => ops,
@@ -772,9 +967,22 @@ impl SimHandle {
         };
         let cursor = self.cursor(&mut x, 0);
         let c = &mut *x.chain;
-        let (cur, written) = (cursor.clone(), ops.clone());
-        match store.write(move |ctx| cur.write(ctx, &written)).await {
+        let snap = self.plan_snapshot(c, &cursor, &ops);
+        let (cur, written, planned) = (cursor.clone(), ops.clone(), snap.clone());
+        let wrote = store
+            .write(move |ctx| {
+                cur.write(ctx, &written)?;
+                if let Some(s) = &planned {
+                    s.write(ctx)?;
+                }
+                Ok(())
+            })
+            .await;
+        match wrote {
             Ok(()) => {
+                if let Some(s) = &snap {
+                    self.snapshotted(s);
+                }
                 self.committed(c, &cursor, &ops, &[])
                     .map_err(|e| SimOpenError::Replay {
                         project: self.project,
@@ -791,16 +999,32 @@ impl SimHandle {
         }
     }
 
-    /// Writes the deferred empty blocks, if any (the timer's periodic flush).
+    /// Writes the deferred empty blocks, if any, and a snapshot when one is due (the
+    /// timer's periodic flush).
     pub async fn flush(&self, store: &Store) -> Result<(), SimOpenError> {
         let mut x = self.exclusive(store).await?;
-        if !x.chain.has_unflushed() {
+        let next = self.next_seq.load(Ordering::SeqCst);
+        let due = next > 0 && self.snap.lock().expect("lock").due(next);
+        if !x.chain.has_unflushed() && !due {
             return Ok(());
         }
         let cursor = self.cursor(&mut x, 0);
-        let cur = cursor.clone();
-        match store.write(move |ctx| cur.write(ctx, &[])).await {
+        let snap = self.plan_snapshot(&x.chain, &cursor, &[]);
+        let (cur, planned) = (cursor.clone(), snap.clone());
+        let wrote = store
+            .write(move |ctx| {
+                cur.write(ctx, &[])?;
+                if let Some(s) = &planned {
+                    s.write(ctx)?;
+                }
+                Ok(())
+            })
+            .await;
+        match wrote {
             Ok(()) => {
+                if let Some(s) = &snap {
+                    self.snapshotted(s);
+                }
                 self.advance(cursor.count(&[]));
                 Ok(())
             }
@@ -1005,6 +1229,71 @@ mod op_codec_tests {
         }
         assert!(decode_op(&[appliance_storage::codec::POSITIONAL_VERSION, 0xc1]).is_err());
         assert!(decode_op(&[appliance_storage::codec::POSITIONAL_VERSION, 0x80]).is_err());
+    }
+
+    /// A snapshot of a chain with state and held blocks reads back equal from its stored
+    /// row, is recognised as a snapshot (and operations are not), and loads to the chain.
+    #[test]
+    fn a_snapshot_row_round_trips_and_is_told_from_operations() {
+        use appliance_chains::sim::{Genesis, SimChain};
+        let g = Genesis {
+            chain: "ethereum".into(),
+            chain_id: 1,
+            seed: B256::repeat_byte(7),
+            time_ms: 1_700_000_000_000,
+            treasury: Address::repeat_byte(0x77),
+            treasury_native: U256::from(10u64).pow(U256::from(21u64)),
+            treasury_tokens: U256::MAX >> 4,
+            tokens: vec![Address::repeat_byte(0x33)],
+        };
+        let mut c = SimChain::new(g.clone());
+        for op in every_kind().into_iter().take(1) {
+            c.apply(&op).unwrap();
+        }
+        for i in 0..300u64 {
+            let mut h = [0u8; 32];
+            h[..8].copy_from_slice(&i.to_be_bytes());
+            let (op, _, _) = c.inject_op(
+                Inject {
+                    hash: B256::from(h),
+                    from: Address::repeat_byte(0xee),
+                    to: Address::from_word(B256::from(U256::from(i + 1))),
+                    token: (i % 2 == 0).then(|| Address::repeat_byte(0x33)),
+                    value: U256::from(1_000_000 + i),
+                },
+                1_700_000_001_000 + i,
+            );
+            c.apply(&op).unwrap();
+        }
+        let snap = c.snapshot();
+        let row = super::encode_snapshot(&snap);
+        assert_eq!(row[0], appliance_storage::codec::POSITIONAL_VERSION);
+        assert!(appliance_storage::chain_state::sim_row_is_snapshot(&row));
+        assert!(appliance_storage::chain_state::sim_op_readable(&row));
+        assert!(decode_op(&row).is_err(), "a snapshot is not an operation");
+        let super::StoredRow::Snapshot(back) = super::decode_row(&row).unwrap() else {
+            panic!("read as an operation")
+        };
+        assert_eq!(*back, snap);
+        let r = SimChain::restore(g, *back).unwrap();
+        assert_eq!(r.snapshot(), snap);
+        assert_eq!(r.block(c.head()), c.block(c.head()));
+        // About 300 B per injected block held (transfer, result, state change) with its
+        // balance: bytes, not hex (hex strings would double it).
+        assert!(row.len() < 300 * 350, "{} B", row.len());
+        for op in every_kind() {
+            for bytes in [
+                encode_op(&op),
+                appliance_storage::codec::encode_readable(&op),
+                serde_json::to_vec(&op).unwrap(),
+            ] {
+                assert!(!appliance_storage::chain_state::sim_row_is_snapshot(&bytes));
+                assert!(matches!(
+                    super::decode_row(&bytes),
+                    Ok(super::StoredRow::Op(o)) if o == op
+                ));
+            }
+        }
     }
 
     /// Rows written before the codec (bare JSON) still read, and still verify.

@@ -88,6 +88,20 @@ pub trait ChainStateOps: Reader {
         Ok(out)
     }
 
+    /// Rows of test project `project`'s simulated chain `chain` with their sequence
+    /// numbers, in order: its snapshot first if it has one, then operations (see
+    /// [`SIM_OPS`]).
+    fn sim_ops_from(&self, project: Uuid, chain: &str) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        let t = self.open(SIM_OPS)?;
+        let p = project.as_u128();
+        let mut out = Vec::new();
+        for e in t.range((p, chain, 0u64)..=(p, chain, u64::MAX))? {
+            let (k, v) = e?;
+            out.push((k.value().2, v.value().to_vec()));
+        }
+        Ok(out)
+    }
+
     /// Sequence number of the last stored operation of test project `project`'s simulated
     /// chain `chain` (`None`: none stored). One B-tree descent.
     fn sim_last_seq(&self, project: Uuid, chain: &str) -> Result<Option<u64>, StoreError> {
@@ -216,6 +230,30 @@ impl WriteCtx<'_> {
         self.track(r)
     }
 
+    /// Deletes the operations of test project `project`'s simulated chain `chain` below
+    /// sequence number `seq` (the operations a snapshot stored at `seq` covers; see
+    /// [`SIM_OPS`]). Returns how many were deleted.
+    pub fn sim_ops_delete_below(
+        &mut self,
+        project: Uuid,
+        chain: &str,
+        seq: u64,
+    ) -> Result<u64, StoreError> {
+        if seq == 0 {
+            return Ok(0);
+        }
+        let p = project.as_u128();
+        let r = self.with_sim_ops(|t| {
+            let mut n = 0u64;
+            t.retain_in((p, chain, 0u64)..(p, chain, seq), |_, _| {
+                n += 1;
+                false
+            })?;
+            Ok(n)
+        });
+        self.track(r)
+    }
+
     /// Sets the simulated block height of `chain`.
     pub fn sim_height_put(&mut self, chain: &str, height: u64) -> Result<(), StoreError> {
         let r = (|| {
@@ -290,10 +328,20 @@ pub fn check(ctx: &ReadCtx) -> Result<(u64, Vec<String>), StoreError> {
         let (k, v) = e?;
         let (p, chain, seq) = k.value();
         rows += 1;
+        let first = !matches!(&last, Some((lp, lc, _)) if *lp == p && lc == chain);
         let expected = match &last {
-            Some((lp, lc, ls)) if *lp == p && lc == chain => ls + 1,
+            Some((_, _, ls)) if !first => ls + 1,
+            // A chain's log begins at 0, or at its snapshot (the operations it covers are
+            // deleted with its write).
+            _ if sim_row_is_snapshot(v.value()) => seq,
             _ => 0,
         };
+        if !first && sim_row_is_snapshot(v.value()) {
+            bad.push(format!(
+                "simulated chain {chain} of project {} has a snapshot after its first operation ({seq})",
+                Uuid::from_u128(p)
+            ));
+        }
         if seq != expected {
             bad.push(format!(
                 "simulated chain {chain} of project {} has operation {seq} where {expected} was expected",
@@ -345,6 +393,19 @@ pub(crate) fn sim_last_seq_in(
 /// when the chain is replayed.
 pub fn sim_op_readable(bytes: &[u8]) -> bool {
     decode_sim_op::<serde::de::IgnoredAny>(bytes).is_ok()
+}
+
+/// Whether a `sim_ops` row is a snapshot of the chain (the binary's
+/// `services::sim_chain::encode_snapshot`: a [`crate::codec`] value, a one-entry map
+/// `snapshot` -> the snapshot) rather than one operation. A snapshot is the first row of
+/// its chain's log: the state after every operation up to its own sequence number.
+pub fn sim_row_is_snapshot(bytes: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    enum Probe {
+        Snapshot(serde::de::IgnoredAny),
+    }
+    bytes.first() != Some(&b'{') && crate::codec::decode::<Probe>(bytes).is_ok()
 }
 
 /// Reads a stored simulated chain operation as `T`: bare JSON when it begins with `{` (rows
@@ -543,6 +604,75 @@ mod tests {
             h.join().unwrap();
         }
         Store::open(path, StoreOptions::default()).unwrap()
+    }
+
+    /// A snapshot row of a simulated chain written over its last operation with the rows
+    /// below it deleted: the log then begins at the snapshot, `sim_last_seq` still names
+    /// the last row, and `verify` accepts it; a snapshot after a chain's first row, or a
+    /// log that begins elsewhere without one, is reported.
+    #[test]
+    fn a_snapshot_row_cuts_the_simulated_chain_log_and_verifies() {
+        #[derive(serde::Serialize)]
+        #[serde(rename_all = "snake_case")]
+        enum Row {
+            Snapshot((u64, Vec<u8>)),
+            Empty((u64, u64, u64)),
+        }
+        let op = crate::codec::encode_positional(&Row::Empty((1, 2, 3)));
+        let snap = crate::codec::encode_positional(&Row::Snapshot((9, vec![1, 2, 3])));
+        assert!(sim_row_is_snapshot(&snap) && sim_op_readable(&snap));
+        assert!(!sim_row_is_snapshot(&op) && !sim_row_is_snapshot(b"{\"op\":\"empty\"}"));
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
+        let (p, q) = (Uuid::now_v7(), Uuid::now_v7());
+        let (op2, snap2) = (op.clone(), snap.clone());
+        let deleted = store
+            .write_blocking(move |ctx| {
+                for seq in 0..12 {
+                    ctx.sim_op_put(p, "ethereum", seq, &op2)?;
+                }
+                ctx.sim_op_put(q, "ethereum", 0, &op2)?;
+                ctx.sim_op_put(p, "ethereum", 9, &snap2)?;
+                ctx.sim_ops_delete_below(p, "ethereum", 9)
+            })
+            .unwrap();
+        assert_eq!(deleted, 9);
+        let (rows, last, other) = store
+            .read_blocking(move |r| {
+                Ok((
+                    r.sim_ops_from(p, "ethereum")?,
+                    r.sim_last_seq(p, "ethereum")?,
+                    r.sim_ops_from(q, "ethereum")?.len(),
+                ))
+            })
+            .unwrap();
+        let seqs: Vec<u64> = rows.iter().map(|(s, _)| *s).collect();
+        assert_eq!(seqs, vec![9, 10, 11]);
+        assert!(sim_row_is_snapshot(&rows[0].1));
+        assert_eq!(last, Some(11));
+        assert_eq!(other, 1, "another chain's rows stay");
+        let v = store.read_blocking(crate::verify::verify).unwrap();
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+        // A snapshot after the first row, and a log beginning at 10 without one.
+        store
+            .write_blocking(move |ctx| {
+                ctx.sim_op_put(p, "ethereum", 11, &snap)?;
+                ctx.sim_op_put(q, "ethereum", 0, &op)?;
+                ctx.sim_op_put(q, "ethereum", 1, &op)?;
+                ctx.sim_ops_delete_below(q, "ethereum", 1)?;
+                Ok::<_, StoreError>(())
+            })
+            .unwrap();
+        let v = store.read_blocking(crate::verify::verify).unwrap();
+        assert_eq!(v.violations.len(), 2, "{:?}", v.violations);
+        assert!(v
+            .violations
+            .iter()
+            .any(|m| m.contains("snapshot after its first")));
+        assert!(v
+            .violations
+            .iter()
+            .any(|m| m.contains("operation 1 where 0")));
     }
 
     /// A store of schema version 1 (chain state under `format!` keys of `meta`, exactly as

@@ -213,7 +213,12 @@ pub const SIM_HEIGHTS: TableDefinition<&str, u64> = TableDefinition::new("sim_he
 /// reorg) as a [`crate::codec`] value (version 3: the binary's positional `StoredOp`, with
 /// hashes and amounts as bytes; version 2: named with hex strings); rows written before
 /// that are bare JSON (first byte `{`) and stay readable. Replayed in order at start-up; written in the same transaction
-/// as the request that caused it. Rows are never rewritten.
+/// as the request that caused it. The first row of a chain may instead be a snapshot of
+/// the chain (`appliance_chains::sim::Snapshot`, a codec value `{snapshot: ...}`,
+/// [`crate::chain_state::sim_row_is_snapshot`]): the state after every operation up to its
+/// sequence number, written over the last operation it covers in the same transaction that
+/// deletes the rows below it (issue 16: the log and a start stay bounded). A start loads it
+/// and replays the rows after it. Operation rows are never rewritten.
 pub const SIM_OPS: TableDefinition<(u128, &str, u64), &[u8]> = TableDefinition::new("sim_ops");
 
 /// Sweep id (as u128) of each live sweep requested through `POST /v1/sweeps`: it is sent

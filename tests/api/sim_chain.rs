@@ -598,3 +598,137 @@ async fn concurrent_test_deposits_keep_the_chain_exact_across_a_kill() {
     assert!(ev.is_empty(), "{ev:?}");
     verify_green(&app);
 }
+
+/// The rows of `chain` in `sim_ops` in the stopped server's store (one test project):
+/// (sequence, is a snapshot).
+fn stored_chain_rows(app: &App, chain: &str) -> Vec<(u64, bool)> {
+    let def: redb::TableDefinition<(u128, &str, u64), &[u8]> =
+        redb::TableDefinition::new("sim_ops");
+    let db = redb::Database::open(app.data_path("appliance.redb")).expect("open the store");
+    let r = redb::ReadableDatabase::begin_read(&db).unwrap();
+    let t = r.open_table(def).unwrap();
+    let mut out = Vec::new();
+    for e in redb::ReadableTable::iter(&t).unwrap() {
+        let (k, v) = e.unwrap();
+        let v = v.value();
+        // A snapshot row: a codec value (version 3) whose map key is `snapshot`.
+        let snapshot = v.first() == Some(&3) && v.windows(8).take(16).any(|w| w == b"snapshot");
+        if k.value().1 == chain {
+            out.push((k.value().2, snapshot));
+        }
+    }
+    out
+}
+
+/// Issue 16: a test-mode server whose chain has enough operations writes a snapshot of it
+/// and deletes the operations it covers; killed with SIGKILL, it starts from the snapshot
+/// and the operations after it, with the same height, balances and deposits, and its
+/// chain carries on (a later test deposit, a payout that is sent, mined and confirmed, the
+/// sweep it needs), also after more than the held history (10,000 blocks) was mined.
+#[tokio::test]
+async fn a_killed_server_restarts_from_its_chain_snapshot() {
+    let mut app = spawn_app_with("127.0.0.1:0", &[("APPLIANCE_TEST__SNAPSHOT_MIN_OPS", "8")]).await;
+    let (a, _, _) = app.funded_customer("ethereum", "USDT", 6, "5000000").await;
+    let aid = s(&a["id"]);
+    let b = app.create_customer(None).await;
+    let bid = s(&b["id"]);
+    app.create_wallet(&bid, "ethereum").await;
+    let mut deposits = Vec::new();
+    for n in 0..20 {
+        let d = app
+            .test_deposit(&bid, "ethereum", "USDT", 6, "1000", Some(n % 5 != 0))
+            .await;
+        deposits.push(d);
+    }
+    // Mining writes its block with a snapshot (20 operations since genesis > 8).
+    app.mine(13).await;
+    for _ in 0..3 {
+        deposits.push(
+            app.test_deposit(&bid, "ethereum", "USDT", 6, "1000", None)
+                .await,
+        );
+    }
+    let h = height(&app, &app.wallet_key, "ethereum").await;
+    let list = |l: &serde_json::Value| {
+        let mut m = std::collections::BTreeMap::new();
+        for d in l["data"].as_array().unwrap() {
+            m.insert(s(&d["id"]), (s(&d["status"]), d["block_number"].clone()));
+        }
+        m
+    };
+    let before = list(
+        &app.get(&app.wallet_key, "/v1/deposits?limit=100")
+            .await
+            .expect(200),
+    );
+    assert_eq!(before.len(), 24);
+    let (a_bal, b_bal) = (
+        app.available(&aid, "ethereum", "USDT").await,
+        app.available(&bid, "ethereum", "USDT").await,
+    );
+    assert_eq!(a_bal, 5_000_000);
+    assert_eq!(
+        b_bal,
+        1000 * 19,
+        "four of 20 wait for a manual confirmation"
+    );
+
+    app.stop();
+    let rows = stored_chain_rows(&app, "ethereum");
+    let first = rows.first().copied().expect("the chain is stored");
+    assert!(
+        first.1 && first.0 >= 8,
+        "the log begins at a snapshot: {rows:?}"
+    );
+    assert!(rows[1..].iter().all(|(_, snap)| !snap), "{rows:?}");
+    assert!(
+        rows.len() < 10,
+        "the operations the snapshot covers are deleted: {rows:?}"
+    );
+    let seqs: Vec<u64> = rows.iter().map(|r| r.0).collect();
+    assert_eq!(
+        seqs,
+        (first.0..first.0 + rows.len() as u64).collect::<Vec<_>>()
+    );
+
+    app.start();
+    assert_eq!(height(&app, &app.wallet_key, "ethereum").await, h + 1);
+    let after = list(
+        &app.get(&app.wallet_key, "/v1/deposits?limit=100")
+            .await
+            .expect(200),
+    );
+    assert_eq!(
+        after, before,
+        "no deposit changed or unwound by the restart"
+    );
+    assert_eq!(app.available(&aid, "ethereum", "USDT").await, a_bal);
+    assert_eq!(app.available(&bid, "ethereum", "USDT").await, b_bal);
+    let d = app
+        .test_deposit(&bid, "ethereum", "USDT", 6, "1000", None)
+        .await;
+    assert_eq!(d["block_number"], json!(h + 2));
+    assert_eq!(d["status"], "confirmed");
+
+    // Past the history a chain holds: the deposits' blocks are pruned from memory.
+    app.mine(10_000).await;
+    app.mine(500).await;
+    let id = new_payout(&app, &aid, "2000000", &external_address(0x63)).await;
+    app.settle().await;
+    let p = payout(&app, &id).await;
+    assert_eq!(p["status"], "confirmed", "{p}");
+    assert_eq!(app.available(&aid, "ethereum", "USDT").await, 3_000_000);
+
+    // And again after a kill: the snapshot and the operations after it.
+    app.restart();
+    let p = payout(&app, &id).await;
+    assert_eq!(p["status"], "confirmed", "{p}");
+    let d2 = app
+        .test_deposit(&bid, "ethereum", "USDT", 6, "1000", None)
+        .await;
+    assert_eq!(d2["status"], "confirmed");
+    assert_eq!(app.available(&bid, "ethereum", "USDT").await, b_bal + 2_000);
+    let ev = app.events("type=deposit.orphaned").await;
+    assert!(ev.is_empty(), "{ev:?}");
+    verify_green(&app);
+}
