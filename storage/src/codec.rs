@@ -311,6 +311,134 @@ impl serde::de::Visitor<'_> for StrOr16 {
     }
 }
 
+/// Most hex digits (after `0x`) that [`hex_text`] stores as bytes: a 32-byte hash.
+const HEX_TEXT_MAX_DIGITS: usize = 64;
+
+/// Serializes a `0x` hex string (a transaction hash, an EVM address: `0x` and an even
+/// number, 2 to 64, of hex digits) as bytes in binary encodings (schema 10, issue 16):
+/// `0 ‖ bytes` when its digits are all lower case, `1 ‖ bytes ‖ case mask` otherwise (bit
+/// `i` of the mask, least significant first, set when digit `i` is upper case: an EIP-55
+/// checksummed address reads back exactly as written). A 32-byte hash takes 35 bytes
+/// instead of 67, an address 23 or 26 instead of 43. Any other string, and every string in
+/// JSON, is written as it is. Read with [`read_hex_text`].
+pub fn hex_text<S: serde::Serializer, T: AsRef<str>>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    let v = v.as_ref();
+    if !s.is_human_readable() {
+        if let Some(b) = hex_text_bytes(v) {
+            return s.serialize_bytes(&b);
+        }
+    }
+    s.serialize_str(v)
+}
+
+/// [`hex_text`] of an optional string.
+pub fn hex_text_opt<S: serde::Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    struct HexText<'a>(&'a str);
+    impl Serialize for HexText<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            hex_text(&self.0, s)
+        }
+    }
+    match v {
+        Some(v) => s.serialize_some(&HexText(v)),
+        None => s.serialize_none(),
+    }
+}
+
+/// Reads what [`hex_text`] writes: a string, or its bytes (the same string back).
+pub fn read_hex_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    d.deserialize_any(StrOrHex)
+}
+
+/// Reads what [`hex_text_opt`] writes.
+pub fn read_hex_text_opt<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<String>, D::Error> {
+    struct HexString(String);
+    impl<'de> serde::Deserialize<'de> for HexString {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            read_hex_text(d).map(HexString)
+        }
+    }
+    Ok(<Option<HexString> as serde::Deserialize>::deserialize(d)?.map(|h| h.0))
+}
+
+/// The bytes [`hex_text`] stores for `v`, when `v` has that shape.
+fn hex_text_bytes(v: &str) -> Option<Vec<u8>> {
+    let digits = v.strip_prefix("0x")?;
+    if digits.is_empty()
+        || digits.len() % 2 != 0
+        || digits.len() > HEX_TEXT_MAX_DIGITS
+        || !digits.bytes().all(|c| c.is_ascii_hexdigit())
+    {
+        return None;
+    }
+    let raw = hex::decode(digits).ok()?;
+    let mut out = Vec::with_capacity(1 + raw.len() * 5 / 4 + 1);
+    if digits.bytes().any(|c| c.is_ascii_uppercase()) {
+        out.push(1);
+        out.extend_from_slice(&raw);
+        let mut mask = vec![0u8; digits.len().div_ceil(8)];
+        for (i, c) in digits.bytes().enumerate() {
+            if c.is_ascii_uppercase() {
+                mask[i / 8] |= 1 << (i % 8);
+            }
+        }
+        out.extend_from_slice(&mask);
+    } else {
+        out.push(0);
+        out.extend_from_slice(&raw);
+    }
+    Some(out)
+}
+
+/// The string of bytes written by [`hex_text`]; `None` when they are not of its shape.
+fn hex_text_of(b: &[u8]) -> Option<String> {
+    let (&tag, rest) = b.split_first()?;
+    let (raw, mask) = match tag {
+        0 => (rest, None),
+        1 => {
+            // n bytes and a mask of ceil(2n / 8) bytes: n + ceil(n / 4) grows with n, so
+            // the length gives n.
+            let n = (1..=HEX_TEXT_MAX_DIGITS / 2).find(|n| n + n.div_ceil(4) == rest.len())?;
+            let (raw, mask) = rest.split_at(n);
+            (raw, Some(mask))
+        }
+        _ => return None,
+    };
+    if raw.is_empty() || raw.len() * 2 > HEX_TEXT_MAX_DIGITS {
+        return None;
+    }
+    let mut digits = hex::encode(raw).into_bytes();
+    if let Some(mask) = mask {
+        for (i, c) in digits.iter_mut().enumerate() {
+            if mask[i / 8] & (1 << (i % 8)) != 0 {
+                c.make_ascii_uppercase();
+            }
+        }
+    }
+    Some(format!("0x{}", String::from_utf8(digits).ok()?))
+}
+
+/// A visitor of a string, or of the bytes [`hex_text`] writes.
+struct StrOrHex;
+
+impl serde::de::Visitor<'_> for StrOrHex {
+    type Value = String;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a string or hex text as bytes")
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+        Ok(v.to_string())
+    }
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<String, E> {
+        Ok(v)
+    }
+    fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<String, E> {
+        hex_text_of(v).ok_or_else(|| E::invalid_value(serde::de::Unexpected::Bytes(v), &self))
+    }
+}
+
 /// What [`migrate_table`] did to one table.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Migrated {
@@ -738,6 +866,56 @@ mod tests {
         };
         assert_eq!(<IdempotencyRecord as Record>::LAYOUT, Layout::Positional);
         every_field_written(&rec);
+    }
+
+    /// Hex text (hashes, EVM addresses) is stored as its bytes, with the case of each digit
+    /// when any is upper case, and reads back exactly; other strings, and JSON, keep the text.
+    #[test]
+    fn hex_text_is_stored_as_bytes_and_reads_back_exactly() {
+        #[derive(Serialize, serde::Deserialize, PartialEq, Debug)]
+        struct T {
+            #[serde(serialize_with = "hex_text", deserialize_with = "read_hex_text")]
+            h: String,
+            #[serde(
+                serialize_with = "hex_text_opt",
+                deserialize_with = "read_hex_text_opt"
+            )]
+            o: Option<String>,
+        }
+        let hash = format!("0x{}", "0a1b2c3d".repeat(8));
+        let checksummed = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed".to_string();
+        let cases = [
+            (hash.clone(), 1 + 2 + 32),
+            (checksummed.clone(), 1 + 2 + 20 + 5),
+            ("0xab".into(), 1 + 2 + 1),
+            ("0xAb".into(), 1 + 2 + 1 + 1),
+            // Not of the shape: kept as text.
+            ("0x".into(), 0),
+            ("0xabc".into(), 0),
+            ("0xzz".into(), 0),
+            (format!("0x{}", "ab".repeat(33)), 0),
+            ("TXYZ1234".into(), 0),
+            ("".into(), 0),
+        ];
+        for (text, bin_len) in cases {
+            for o in [None, Some(text.clone())] {
+                let v = T { h: text.clone(), o };
+                for bytes in [encode_positional(&v), encode(&v), encode_json_v1(&v)] {
+                    let back: T = decode(&bytes).unwrap();
+                    assert_eq!(back, v, "{text}");
+                }
+            }
+            let mut ser = Vec::new();
+            hex_text(&text, &mut rmp_serde::Serializer::new(&mut ser)).unwrap();
+            if bin_len > 0 {
+                assert_eq!(ser.len(), bin_len, "{text} as bytes");
+            } else {
+                assert_eq!(rmp_serde::from_slice::<String>(&ser).unwrap(), text);
+            }
+        }
+        // Bytes of another shape (MessagePack bin 8 of a tag 7) do not decode.
+        let bad = [0xc4, 3, 7, 1, 2];
+        assert!(read_hex_text(&mut rmp_serde::Deserializer::new(&bad[..])).is_err());
     }
 
     /// An event's id (`evt_` + ULID) and a UUID `resource_id` are stored as 16 bytes each

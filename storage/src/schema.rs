@@ -268,7 +268,9 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   nothing instead of the resource's whole view ([`crate::records::Event::state`]); the
 ///   data is rendered from the resource's row, as for deposit events since schema 6. Rows
 ///   of schema 9 read as they are (no migration); a build of schema 9 refuses the store,
-///   whose new events it would render without data.
+///   whose new events it would render without data. Also from schema 10, `0x` hex text
+///   (transaction hashes, EVM addresses) of deposits, wallets, payouts and sweeps is
+///   written as its bytes ([`crate::codec::hex_text`]); text rows read as before.
 pub const SCHEMA_VERSION: u32 = 10;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]

@@ -66,6 +66,10 @@ pub struct Wallet {
     pub chain: String,
     pub role: String,
     pub status: String,
+    #[serde(
+        serialize_with = "crate::codec::hex_text",
+        deserialize_with = "crate::codec::read_hex_text"
+    )]
     pub address: String,
     pub memo: Option<String>,
     pub created_at: i64,

@@ -54,9 +54,21 @@ pub struct Deposit {
     pub asset: String,
     #[serde(serialize_with = "crate::codec::amount")]
     pub amount: u128,
+    #[serde(
+        serialize_with = "crate::codec::hex_text",
+        deserialize_with = "crate::codec::read_hex_text"
+    )]
     pub tx_hash: String,
     pub log_index: u32,
+    #[serde(
+        serialize_with = "crate::codec::hex_text",
+        deserialize_with = "crate::codec::read_hex_text"
+    )]
     pub from_address: String,
+    #[serde(
+        serialize_with = "crate::codec::hex_text",
+        deserialize_with = "crate::codec::read_hex_text"
+    )]
     pub to_address: String,
     pub block_number: u64,
     pub block_time: i64,

@@ -122,6 +122,10 @@ impl DepositState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PayoutState {
     pub status: PayoutStatus,
+    #[serde(
+        serialize_with = "crate::codec::hex_text_opt",
+        deserialize_with = "crate::codec::read_hex_text_opt"
+    )]
     pub tx_hash: Option<String>,
     pub failure_reason: Option<String>,
     /// Microseconds since the Unix epoch.
