@@ -211,6 +211,34 @@ impl WriteCtx<'_> {
         self.track(r)
     }
 
+    /// Forgets the deposits remembered for `chain`'s blocks up to `through` (inclusive), at
+    /// most `limit` rows (the oldest first): the watcher keeps a block's deposits only while
+    /// a reorg it can still detect may remove the block (issue 16: the table otherwise grows
+    /// by a row per deposit for ever). Returns the rows removed; a later call takes the rest.
+    pub fn evm_block_deposits_forget_through(
+        &mut self,
+        chain: &str,
+        through: u64,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
+        let r = (|| {
+            let mut t = self.table(EVM_BLOCK_DEPOSITS)?;
+            let mut removed = 0;
+            for e in t
+                .extract_from_if(
+                    (chain, 0u64, 0u128)..=(chain, through, u128::MAX),
+                    |_, _| true,
+                )?
+                .take(limit)
+            {
+                e?;
+                removed += 1;
+            }
+            Ok(removed)
+        })();
+        self.track(r)
+    }
+
     /// Appends operation `seq` of test project `project`'s simulated chain `chain`, already
     /// encoded (`services::sim_chain::encode_op` in the binary: a [`crate::codec`] value; see [`SIM_OPS`]).
     pub fn sim_op_put(
@@ -804,5 +832,43 @@ mod tests {
         assert!(pending.is_empty());
         assert!(b7.is_empty());
         assert_eq!(h, 42);
+    }
+
+    /// The deposits of blocks a reorg can no longer reach are forgotten oldest first, at
+    /// most `limit` per call, and only on the chain named; later blocks stay.
+    #[test]
+    fn old_blocks_deposits_are_forgotten_in_steps() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
+        let ids: Vec<Uuid> = (0..10).map(|_| Uuid::now_v7()).collect();
+        let ids2 = ids.clone();
+        store
+            .write_blocking(move |ctx| {
+                for (i, id) in ids2.iter().enumerate() {
+                    ctx.evm_block_deposit_add("ethereum", i as u64 / 2, *id)?;
+                    ctx.evm_block_deposit_add("bsc", i as u64 / 2, *id)?;
+                }
+                Ok::<_, StoreError>(())
+            })
+            .unwrap();
+        // Blocks 0..=3 hold 8 rows: 5, then the 3 left, then none.
+        for want in [5, 3, 0] {
+            let n = store
+                .write_blocking(|ctx| ctx.evm_block_deposits_forget_through("ethereum", 3, 5))
+                .unwrap();
+            assert_eq!(n, want);
+        }
+        let (b3, b4, other) = store
+            .read_blocking(|r| {
+                Ok((
+                    r.evm_block_deposits("ethereum", 3)?,
+                    r.evm_block_deposits("ethereum", 4)?,
+                    r.evm_block_deposits("bsc", 0)?,
+                ))
+            })
+            .unwrap();
+        assert!(b3.is_empty());
+        assert_eq!(b4.len(), 2, "a later block stays");
+        assert_eq!(other.len(), 2, "another chain stays");
     }
 }

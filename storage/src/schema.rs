@@ -201,7 +201,8 @@ pub const EVM_NONCES: TableDefinition<&str, u64> = TableDefinition::new("evm_non
 pub const EVM_WATCH: TableDefinition<&str, &[u8]> = TableDefinition::new("evm_watch");
 /// (chain id, block number, deposit id as u128) of each deposit the watcher found in a
 /// block, read back when a reorg removes the block. Rows exist only for blocks with
-/// deposits.
+/// deposits, and only while a reorg the watcher can detect may reach the block: the
+/// watcher forgets the older ones as it advances (`evm_block_deposits_forget_through`).
 pub const EVM_BLOCK_DEPOSITS: TableDefinition<(&str, u64, u128), ()> =
     TableDefinition::new("evm_block_deposits");
 /// Chain id -> simulated block height (test mode's chain).

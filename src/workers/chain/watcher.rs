@@ -66,6 +66,10 @@ fn range_end(from: u64, head: u64, ramp: u64) -> u64 {
 /// block bodies and logs are dropped when a scan ends).
 const AHEAD_RANGES: usize = 2;
 
+/// Most rows of `evm_block_deposits` one watcher commit forgets (the first commit on a
+/// store written before they were forgotten takes its backlog in steps of this).
+const FORGET_PER_COMMIT: usize = 4_096;
+
 fn memory_blocks(w: &ChainWorker) -> usize {
     (w.required_confirmations as usize * 2).max(256)
 }
@@ -773,6 +777,12 @@ async fn commit_slice(
         }
         advance_pending(ctx, &mut scopes, lw.chain, height)?;
         push(&mut ws.cursor, &blocks, memory_blocks(&lw));
+        // A block's deposits are read back only by a reorg the cursor can detect, i.e. of a
+        // remembered block; kept for twice that, so a raised `confirmations` (a longer
+        // memory) still finds them.
+        if let Some(through) = height.checked_sub(2 * memory_blocks(&lw) as u64) {
+            ctx.evm_block_deposits_forget_through(key, through, FORGET_PER_COMMIT)?;
+        }
         save_watch(ctx, key, &ws)?;
         Ok(())
     })
