@@ -223,6 +223,8 @@ pub struct PlannedSnapshot {
     at: u64,
     bytes: Vec<u8>,
     entries: u64,
+    /// Milliseconds taken to build and encode it (under the chain's exclusive hold).
+    encode_ms: u64,
 }
 
 impl PlannedSnapshot {
@@ -919,21 +921,28 @@ impl SimHandle {
         if next == 0 || !self.snap.lock().expect("lock").due(next) {
             return None;
         }
+        let t0 = std::time::Instant::now();
+        let bytes = encode_snapshot(&c.snapshot());
         Some(PlannedSnapshot {
             project: self.project,
             chain: self.chain,
             at: next - 1,
-            bytes: encode_snapshot(&c.snapshot()),
+            bytes,
             entries: snapshot_entries(c),
+            encode_ms: t0.elapsed().as_millis() as u64,
         })
     }
 
-    /// After the transaction holding `s` committed: the log now begins at it.
-    fn snapshotted(&self, s: &PlannedSnapshot) {
+    /// After the transaction holding `s` committed (`since`: when it was queued): the log
+    /// now begins at it.
+    fn snapshotted(&self, s: &PlannedSnapshot, since: std::time::Instant) {
         let mut st = self.snap.lock().expect("lock");
+        let ops = s.at - st.at;
         st.at = s.at;
         st.entries = s.entries;
-        tracing::debug!(chain = self.chain, project = %self.project, seq = s.at, bytes = s.bytes.len(), "simulated chain snapshotted");
+        tracing::info!(chain = self.chain, project = %self.project, seq = s.at, ops, entries = s.entries,
+            bytes = s.bytes.len(), encode_ms = s.encode_ms, commit_ms = since.elapsed().as_millis() as u64,
+            "simulated chain snapshotted");
     }
 
     /// Whether a snapshot would be due with one more operation written.
@@ -969,6 +978,7 @@ impl SimHandle {
         let c = &mut *x.chain;
         let snap = self.plan_snapshot(c, &cursor, &ops);
         let (cur, written, planned) = (cursor.clone(), ops.clone(), snap.clone());
+        let since = std::time::Instant::now();
         let wrote = store
             .write(move |ctx| {
                 cur.write(ctx, &written)?;
@@ -981,7 +991,7 @@ impl SimHandle {
         match wrote {
             Ok(()) => {
                 if let Some(s) = &snap {
-                    self.snapshotted(s);
+                    self.snapshotted(s, since);
                 }
                 self.committed(c, &cursor, &ops, &[])
                     .map_err(|e| SimOpenError::Replay {
@@ -1011,6 +1021,7 @@ impl SimHandle {
         let cursor = self.cursor(&mut x, 0);
         let snap = self.plan_snapshot(&x.chain, &cursor, &[]);
         let (cur, planned) = (cursor.clone(), snap.clone());
+        let since = std::time::Instant::now();
         let wrote = store
             .write(move |ctx| {
                 cur.write(ctx, &[])?;
@@ -1023,7 +1034,7 @@ impl SimHandle {
         match wrote {
             Ok(()) => {
                 if let Some(s) = &snap {
-                    self.snapshotted(s);
+                    self.snapshotted(s, since);
                 }
                 self.advance(cursor.count(&[]));
                 Ok(())
