@@ -1321,3 +1321,100 @@ mod op_codec_tests {
         assert!(!appliance_storage::chain_state::sim_op_readable(&[2, 0xc1]));
     }
 }
+
+/// Benchmark (`#[ignore]`; run with `cargo test --release -p appliance --lib
+/// snapshot_of_100k_addresses -- --ignored --nocapture`): the snapshot of a chain with
+/// 100,000 funded addresses (one injected token transfer each, as test deposits make):
+/// its bytes, the time to build and encode it, the time to commit it with the deletion of
+/// the 100,000 operations it covers, and the time to load it back.
+#[cfg(test)]
+mod snapshot_bench {
+    use std::time::Instant;
+
+    use appliance_chains::evm::{Address, B256, U256};
+    use appliance_chains::sim::{Genesis, Inject, SimChain};
+    use appliance_storage::{ChainStateOps, Store, StoreError, StoreOptions};
+
+    #[test]
+    #[ignore]
+    fn snapshot_of_100k_addresses() {
+        const N: u64 = 100_000;
+        let token = Address::repeat_byte(0x33);
+        let g = Genesis {
+            chain: "ethereum".into(),
+            chain_id: 1,
+            seed: B256::repeat_byte(7),
+            time_ms: 1_700_000_000_000,
+            treasury: Address::repeat_byte(0x77),
+            treasury_native: U256::from(10u64).pow(U256::from(21u64)),
+            treasury_tokens: U256::from(10u64).pow(U256::from(30u64)),
+            tokens: vec![token],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
+        let project = uuid::Uuid::now_v7();
+        let mut c = SimChain::new(g.clone());
+        let mut batch = Vec::new();
+        for i in 0..N {
+            let mut h = [0u8; 32];
+            h[..8].copy_from_slice(&i.to_be_bytes());
+            let (op, _, _) = c.inject_op(
+                Inject {
+                    hash: B256::from(h),
+                    from: Address::repeat_byte(0xee),
+                    to: Address::from_word(B256::from(U256::from(i + 1) << 80)),
+                    token: Some(token),
+                    value: U256::from(25_000_000u64 + i),
+                },
+                1_700_000_001_000 + i,
+            );
+            c.apply(&op).unwrap();
+            batch.push((i, super::encode_op(&op)));
+            if batch.len() == 5_000 {
+                let b = std::mem::take(&mut batch);
+                store
+                    .write_blocking(move |ctx| {
+                        for (seq, bytes) in &b {
+                            ctx.sim_op_put(project, "ethereum", *seq, bytes)?;
+                        }
+                        Ok::<_, StoreError>(())
+                    })
+                    .unwrap();
+            }
+        }
+        let t = Instant::now();
+        let snap = c.snapshot();
+        let built = t.elapsed();
+        let bytes = super::encode_snapshot(&snap);
+        let encoded = t.elapsed();
+        let size = bytes.len();
+        let t = Instant::now();
+        let deleted = store
+            .write_blocking(move |ctx| {
+                ctx.sim_op_put(project, "ethereum", N - 1, &bytes)?;
+                ctx.sim_ops_delete_below(project, "ethereum", N - 1)
+            })
+            .unwrap();
+        let commit = t.elapsed();
+        assert_eq!(deleted, N - 1);
+        let t = Instant::now();
+        let rows = store
+            .read_blocking(move |r| r.sim_ops_from(project, "ethereum"))
+            .unwrap();
+        assert_eq!(rows.len(), 1);
+        let super::StoredRow::Snapshot(s) = super::decode_row(&rows[0].1).unwrap() else {
+            panic!("not a snapshot")
+        };
+        let r = SimChain::restore(g, *s).unwrap();
+        let load = t.elapsed();
+        assert_eq!(r.head(), c.head());
+        println!(
+            "snapshot of {N} funded addresses: {} state entries, {} blocks held, {size} B \
+             ({:.0} B per entry); built in {built:?}, encoded by {encoded:?}; commit with \
+             {deleted} operations deleted {commit:?}; read and restored in {load:?}",
+            c.state_entries(),
+            c.blocks_held(),
+            size as f64 / (c.state_entries() + c.blocks_held()) as f64,
+        );
+    }
+}

@@ -69,7 +69,8 @@ fn worker_for(
         WorkScope::Project(h.project),
     )?;
     // A test chain is short and its worker may start after blocks with the project's
-    // transfers: watch it from block 0.
+    // transfers: watch it from block 0, or from the oldest block it holds when its older
+    // history is pruned (`held_from`).
     w.start_block = Some(0);
     debug_assert_eq!(&*w.key, sim_chain::state_key(h.chain, h.project));
     let sw = Arc::new(Mutex::new(SimWorker {
@@ -100,6 +101,17 @@ async fn catch_up(state: &AppState, sw: &mut SimWorker) {
     }
 }
 
+/// The oldest block `h`'s chain holds (0 until it prunes; `RETAIN_BLOCKS`): where a
+/// watcher that never ran starts, since older blocks cannot be scanned any more. Every
+/// transfer of a test deposit or test transfer is credited in its own request, so what the
+/// watcher finds in a test chain's pruned blocks was recorded then.
+async fn held_from(h: &SimHandle) -> u64 {
+    match h.client.chain_state().lock().await.pruned_to() {
+        0 => 0,
+        n => n + 1,
+    }
+}
+
 /// One driven change of a chain: worker catch-up, the action, catch-up again. `timer`: a
 /// timer block (`step_ms` apart from the previous one, deferred when empty).
 async fn drive(
@@ -112,6 +124,7 @@ async fn drive(
     let _drive = h.drive.lock().await;
     let sw = worker_for(state, workers, h).map_err(|e| SimOpenError::Write(e.to_string()))?;
     let mut sw = sw.lock().await;
+    sw.w.start_block = Some(held_from(h).await);
     catch_up(state, &mut sw).await;
     let r = match action {
         DriveAction::Mine(n) => match timer {
