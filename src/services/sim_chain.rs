@@ -85,15 +85,42 @@ struct SnapState {
     entries: u64,
     /// Least operations between two snapshots.
     min_ops: u64,
+    /// Weight of the operations since the snapshot beyond one each: [`SIGNED_WEIGHT`] per
+    /// signed transaction in them ([`signed_weight`]).
+    extra: u64,
 }
 
 impl SnapState {
     /// Whether a snapshot is due once the log's next sequence number is `next`: the
-    /// operations since the last one reach max(`min_ops`, its entries), so writing one
-    /// (O(entries)) costs O(1) per operation amortised.
+    /// operations since the last one, weighted ([`SnapState::extra`]), exceed
+    /// max(`min_ops`, its entries), so writing one (O(entries)) costs O(1) per operation
+    /// amortised, and a start replays a bounded amount of work.
     fn due(&self, next: u64) -> bool {
-        next.saturating_sub(self.at) > self.min_ops.max(self.entries).max(1)
+        next.saturating_sub(self.at).saturating_add(self.extra)
+            > self.min_ops.max(self.entries).max(1)
     }
+}
+
+/// Weight of a signed transaction in the snapshot cadence, in operations: a replay
+/// recovers its sender from the signature (about 75 us), some 50 times the cost of
+/// applying a test deposit's operation, and one timer block can mine thousands of sweeps.
+/// Without it a start after many sends replayed seconds of recoveries (issue 16, measured:
+/// 53 operations holding the sweeps of 100,000 deposits took 1.5 s to load).
+pub const SIGNED_WEIGHT: u64 = 50;
+
+/// The cadence weight of `ops` beyond one per operation ([`SIGNED_WEIGHT`] per signed
+/// transaction).
+fn signed_weight(ops: &[Op]) -> u64 {
+    ops.iter()
+        .map(|op| match op {
+            Op::Block { txs, .. } => txs
+                .iter()
+                .filter(|t| matches!(t, BlockTx::Signed { .. }))
+                .count() as u64,
+            _ => 0,
+        })
+        .sum::<u64>()
+        .saturating_mul(SIGNED_WEIGHT)
 }
 
 /// How often chains are snapshotted: at least `min_ops` operations apart (config
@@ -254,6 +281,9 @@ pub struct SimChains {
     chains: std::sync::Mutex<HashMap<(Uuid, &'static str), Arc<SimHandle>>>,
     /// Least operations between two snapshots of a chain ([`SnapshotPolicy`]).
     snapshot_min_ops: AtomicU64,
+    /// Held while a chain is loaded, so callers that ask for a chain not yet open (the
+    /// start-up's `open_stored` and the first requests) load it once, not each.
+    opening: Mutex<()>,
     drive_tx: tokio::sync::mpsc::UnboundedSender<Drive>,
     drive_rx: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Drive>>>,
 }
@@ -264,6 +294,7 @@ impl Default for SimChains {
         SimChains {
             chains: Default::default(),
             snapshot_min_ops: AtomicU64::new(SNAPSHOT_MIN_OPS),
+            opening: Mutex::new(()),
             drive_tx: tx,
             drive_rx: std::sync::Mutex::new(Some(rx)),
         }
@@ -593,6 +624,8 @@ struct Loaded {
     /// Sequence number of the next operation.
     next_seq: u64,
     snap: SnapState,
+    /// Rows read (its snapshot and the operations after it).
+    rows: usize,
 }
 
 /// Loads a chain from its `sim_ops` rows: its snapshot if it has one, then the operations
@@ -609,29 +642,54 @@ fn load(
         chain: chain.to_string(),
         detail,
     };
-    let rows = r.sim_ops_from(project, chain)?;
     let mut c = SimChain::new(g.clone());
     let mut snap = SnapState {
         at: 0,
         entries: 0,
         min_ops,
+        extra: 0,
     };
-    let mut next_seq = 0;
-    for (seq, bytes) in rows {
-        match decode_row(&bytes).map_err(|e| bad(format!("row {seq}: {e}")))? {
-            StoredRow::Snapshot(s) => {
-                c = SimChain::restore(g.clone(), *s).map_err(|e| bad(format!("row {seq}: {e}")))?;
+    let (mut next_seq, mut n_rows) = (0, 0);
+    let mut failed = None;
+    let read = r.sim_ops_each(project, chain, &mut |seq, bytes| {
+        let step = match decode_row(bytes) {
+            Ok(StoredRow::Snapshot(s)) => SimChain::restore(g.clone(), *s).map(|restored| {
+                c = restored;
                 snap.at = seq;
                 snap.entries = snapshot_entries(&c);
+                snap.extra = 0;
+            }),
+            Ok(StoredRow::Op(op)) => {
+                snap.extra = snap
+                    .extra
+                    .saturating_add(signed_weight(std::slice::from_ref(&op)));
+                c.apply(&op)
             }
-            StoredRow::Op(op) => c.apply(&op).map_err(|e| bad(format!("row {seq}: {e}")))?,
+            Err(e) => Err(appliance_chains::sim::SimError::Replay(e)),
+        };
+        match step {
+            Ok(()) => {
+                next_seq = seq + 1;
+                n_rows += 1;
+                Ok(())
+            }
+            Err(e) => {
+                failed = Some(bad(format!("row {seq}: {e}")));
+                Err(StoreError::Corrupt(
+                    "a simulated chain row does not load".into(),
+                ))
+            }
         }
-        next_seq = seq + 1;
+    });
+    if let Some(e) = failed {
+        return Err(e);
     }
+    read?;
     Ok(Loaded {
         chain: c,
         next_seq,
         snap,
+        rows: n_rows,
     })
 }
 
@@ -675,8 +733,13 @@ impl SimChains {
         if let Some(h) = self.chains.lock().expect("lock").get(&(project, id)) {
             return Ok(h.clone());
         }
+        let _opening = self.opening.lock().await;
+        if let Some(h) = self.chains.lock().expect("lock").get(&(project, id)) {
+            return Ok(h.clone());
+        }
         let reg2 = reg.clone();
         let min_ops = self.snapshot_min_ops.load(Ordering::Relaxed);
+        let t0 = std::time::Instant::now();
         let loaded = store
             .read(move |r| {
                 let p = r.get::<Project>(project)?.filter(|p| p.mode == Mode::Test);
@@ -684,6 +747,8 @@ impl SimChains {
             })
             .await?
             .ok_or(SimOpenError::NoProject(project))??;
+        tracing::info!(chain = id, project = %project, rows = loaded.rows, from_snapshot = loaded.snap.at > 0,
+            head = loaded.chain.head(), ms = t0.elapsed().as_millis() as u64, "simulated chain loaded");
         let mut m = self.chains.lock().expect("lock");
         // Another caller may have opened it meanwhile: the first one stays.
         let h = m
@@ -940,6 +1005,7 @@ impl SimHandle {
         let ops = s.at - st.at;
         st.at = s.at;
         st.entries = s.entries;
+        st.extra = 0;
         tracing::info!(chain = self.chain, project = %self.project, seq = s.at, ops, entries = s.entries,
             bytes = s.bytes.len(), encode_ms = s.encode_ms, commit_ms = since.elapsed().as_millis() as u64,
             "simulated chain snapshotted");
@@ -990,8 +1056,12 @@ impl SimHandle {
             .await;
         match wrote {
             Ok(()) => {
-                if let Some(s) = &snap {
-                    self.snapshotted(s, since);
+                match &snap {
+                    Some(s) => self.snapshotted(s, since),
+                    None => {
+                        let mut st = self.snap.lock().expect("lock");
+                        st.extra = st.extra.saturating_add(signed_weight(&ops));
+                    }
                 }
                 self.committed(c, &cursor, &ops, &[])
                     .map_err(|e| SimOpenError::Replay {
@@ -1305,6 +1375,33 @@ mod op_codec_tests {
                 ));
             }
         }
+    }
+
+    /// The cadence: due when the operations since the snapshot exceed max(min_ops, its
+    /// entries), a signed transaction weighing `SIGNED_WEIGHT` operations.
+    #[test]
+    fn signed_transactions_weigh_in_the_snapshot_cadence() {
+        use super::{signed_weight, SnapState, SIGNED_WEIGHT};
+        let st = SnapState {
+            at: 100,
+            entries: 20_000,
+            min_ops: 10_000,
+            extra: 0,
+        };
+        assert!(!st.due(100 + 20_000) && st.due(100 + 20_001));
+        let small = SnapState { entries: 5, ..st };
+        assert!(!small.due(100 + 10_000) && small.due(100 + 10_001));
+        assert_eq!(
+            signed_weight(&every_kind()),
+            SIGNED_WEIGHT,
+            "one signed transaction"
+        );
+        let sends = SnapState {
+            extra: 300 * SIGNED_WEIGHT,
+            ..st
+        };
+        assert!(!sends.due(100 + 20_000 - 300 * SIGNED_WEIGHT));
+        assert!(sends.due(100 + 20_001 - 300 * SIGNED_WEIGHT));
     }
 
     /// Rows written before the codec (bare JSON) still read, and still verify.

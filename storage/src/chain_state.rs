@@ -15,6 +15,9 @@ use crate::records::Deposit;
 use crate::schema::*;
 use crate::StoreError;
 
+/// What [`ChainStateOps::sim_ops_each`] calls with each row: (sequence number, bytes).
+pub type SimRowFn<'a> = dyn FnMut(u64, &[u8]) -> Result<(), StoreError> + 'a;
+
 /// Reads of chain-adapter state, for both contexts.
 pub trait ChainStateOps: Reader {
     /// The recorded outgoing transaction `nonce` of `chain` (JSON), if any.
@@ -75,19 +78,6 @@ pub trait ChainStateOps: Reader {
         Ok(out)
     }
 
-    /// Operations of test project `project`'s simulated chain `chain`, in sequence order,
-    /// as stored (see [`SIM_OPS`]: a [`crate::codec`] value, or bare JSON in older rows).
-    fn sim_ops(&self, project: Uuid, chain: &str) -> Result<Vec<Vec<u8>>, StoreError> {
-        let t = self.open(SIM_OPS)?;
-        let p = project.as_u128();
-        let mut out = Vec::new();
-        for e in t.range((p, chain, 0u64)..=(p, chain, u64::MAX))? {
-            let (_, v) = e?;
-            out.push(v.value().to_vec());
-        }
-        Ok(out)
-    }
-
     /// Rows of test project `project`'s simulated chain `chain` with their sequence
     /// numbers, in order: its snapshot first if it has one, then operations (see
     /// [`SIM_OPS`]).
@@ -100,6 +90,24 @@ pub trait ChainStateOps: Reader {
             out.push((k.value().2, v.value().to_vec()));
         }
         Ok(out)
+    }
+
+    /// Calls `f` with each row of test project `project`'s simulated chain `chain` in
+    /// order (sequence number, bytes), without holding them all: a long log (written
+    /// before snapshots) replays in the memory of one row. Stops at `f`'s first error.
+    fn sim_ops_each(
+        &self,
+        project: Uuid,
+        chain: &str,
+        f: &mut SimRowFn<'_>,
+    ) -> Result<(), StoreError> {
+        let t = self.open(SIM_OPS)?;
+        let p = project.as_u128();
+        for e in t.range((p, chain, 0u64)..=(p, chain, u64::MAX))? {
+            let (k, v) = e?;
+            f(k.value().2, v.value())?;
+        }
+        Ok(())
     }
 
     /// Sequence number of the last stored operation of test project `project`'s simulated

@@ -711,8 +711,9 @@ async fn a_killed_server_restarts_from_its_chain_snapshot() {
     assert_eq!(d["status"], "confirmed");
 
     // Past the history a chain holds: the deposits' blocks are pruned from memory.
-    app.mine(10_000).await;
-    app.mine(500).await;
+    for _ in 0..7 {
+        app.mine(1_500).await;
+    }
     let id = new_payout(&app, &aid, "2000000", &external_address(0x63)).await;
     app.settle().await;
     let p = payout(&app, &id).await;

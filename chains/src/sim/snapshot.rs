@@ -19,8 +19,8 @@ use alloy::primitives::{Address, Bytes, B256, U256};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    decode_signed, BlockTx, Code, Floor, Inject, Log, MinedBlock, PoolTx, Run, SimChain, SimError,
-    State, TxResult, Undo,
+    decode_signed, decode_signed_by, Code, Floor, Inject, Log, MinedBlock, PoolTx, Run, SimChain,
+    SimError, State, TxResult, Undo,
 };
 
 /// A `U256` stored as its big-endian bytes without leading zeros (0 to 32 bytes).
@@ -107,8 +107,15 @@ pub struct SnapBlock {
 /// (hash, from, to, token, value).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SnapTx {
+    /// Read only (written before `SignedBy`): its sender is recovered on load.
     Signed(Bytes),
     Injected(B256, Address, Address, Option<Address>, Amount),
+    /// A signed transaction and the sender the chain found when it admitted or replayed
+    /// it. A load takes the sender as vouched ([`super::decode_signed_by`]: debug builds
+    /// recover it anyway and refuse a mismatch): recovering every signed transaction of the
+    /// held blocks (a sweep or a payout each, up to hundreds of thousands under load) cost
+    /// about 75 us each, seconds per start.
+    SignedBy(Bytes, Address),
 }
 
 /// What a transaction of a held block did: success, gas used, its top-level native
@@ -176,7 +183,8 @@ impl SimChain {
     }
 
     /// The chain `s` describes, from `genesis` (the same one it was taken of). Signed
-    /// transactions of held blocks are decoded and their senders recovered again.
+    /// transactions of held blocks are decoded with the sender the snapshot names (recovered
+    /// again in debug builds).
     /// [`SimError::Replay`] when the snapshot is not of this chain or does not hold
     /// together (blocks out of order or past the head, results not matching transactions).
     pub fn restore(genesis: super::Genesis, s: Snapshot) -> Result<SimChain, SimError> {
@@ -258,9 +266,9 @@ fn snap_block(n: u64, b: &MinedBlock) -> SnapBlock {
         txs: b
             .txs
             .iter()
-            .map(|t| match t.to_block_tx() {
-                BlockTx::Signed { raw } => SnapTx::Signed(raw),
-                BlockTx::Injected(i) => {
+            .map(|t| match t {
+                PoolTx::Signed(s) => SnapTx::SignedBy(s.raw.clone(), s.sender),
+                PoolTx::Injected(i) => {
                     SnapTx::Injected(i.hash, i.from, i.to, i.token, Amount(i.value))
                 }
             })
@@ -297,6 +305,7 @@ fn held_block(b: SnapBlock) -> Result<(u64, MinedBlock), SimError> {
     for t in b.txs {
         txs.push(match t {
             SnapTx::Signed(raw) => PoolTx::Signed(decode_signed(&raw)?),
+            SnapTx::SignedBy(raw, sender) => PoolTx::Signed(decode_signed_by(&raw, Some(sender))?),
             SnapTx::Injected(hash, from, to, token, value) => PoolTx::Injected(Inject {
                 hash,
                 from,

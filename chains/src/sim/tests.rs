@@ -806,6 +806,30 @@ fn a_snapshot_round_trip_equals_the_chain() {
     }
     assert_same(&c, &r, &txs, &owners);
 
+    // Signed transactions are stored with their sender; one named wrongly is refused
+    // (debug builds recover it), one stored without (the first format) is recovered.
+    use super::chain::snapshot::SnapTx;
+    let signed_at = |s: &Snapshot| {
+        s.blocks
+            .iter()
+            .enumerate()
+            .find_map(|(i, b)| matches!(b.txs[0], SnapTx::SignedBy(..)).then_some(i))
+            .expect("a held block with a signed transaction")
+    };
+    let i = signed_at(&snap);
+    let mut forged = snap.clone();
+    let SnapTx::SignedBy(raw, _) = forged.blocks[i].txs[0].clone() else {
+        unreachable!()
+    };
+    forged.blocks[i].txs[0] = SnapTx::SignedBy(raw.clone(), Address::repeat_byte(0x99));
+    if cfg!(debug_assertions) {
+        assert!(SimChain::restore(c.genesis().clone(), forged).is_err());
+    }
+    let mut older = snap.clone();
+    older.blocks[i].txs[0] = SnapTx::Signed(raw);
+    let o = SimChain::restore(c.genesis().clone(), older).unwrap();
+    assert_eq!(o.snapshot(), snap);
+
     // Another chain's snapshot does not load.
     let mut other = c.genesis().clone();
     other.seed = B256::repeat_byte(8);
