@@ -2,7 +2,9 @@
 # Restart benchmark on a large store (issue 16; docs/performance.md, "Restart with a large
 # store"). Not part of CI: it writes gigabytes.
 #
-#   cargo build --release -p appliance -p loadgen --example fill_store
+#   cargo build --release -p appliance -p loadgen --bins --example fill_store
+#   (`--bins` is needed: `--example` alone selects only the example, leaving the server and
+#   loadgen binaries as they were)
 #   scripts/restart_bench.sh DATA_DIR DEPOSITS [fill_store options...]
 #
 # 1. On a data dir that has no store yet, starts `appliance --test` once (bootstraps the test
