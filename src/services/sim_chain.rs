@@ -261,7 +261,7 @@ impl PlannedSnapshot {
     /// Inside the transaction, after the operations it covers are written: the snapshot
     /// in place of the last one, and the rows below it deleted.
     pub fn write(&self, ctx: &mut WriteCtx<'_>) -> Result<(), StoreError> {
-        ctx.sim_op_put(self.project, self.chain, self.at, &self.bytes)?;
+        ctx.sim_snapshot_put(self.project, self.chain, self.at, &self.bytes)?;
         ctx.sim_ops_delete_below(self.project, self.chain, self.at)?;
         Ok(())
     }
@@ -585,7 +585,8 @@ impl From<StoredOp> for Op {
     }
 }
 
-/// A snapshot as `sim_ops` stores it in place of the last operation it covers: codec
+/// A snapshot as the log stores it in place of the last operation it covers (in table
+/// `sim_snapshots`, with a reference in `sim_ops`: `WriteCtx::sim_snapshot_put`): codec
 /// version 3, positional MessagePack of a one-entry map `snapshot` -> the snapshot (the
 /// shape [`StoredOp`] gives its variants, so a row is an operation or a snapshot;
 /// `appliance_storage::chain_state::sim_row_is_snapshot`).
@@ -1533,7 +1534,7 @@ mod snapshot_bench {
         let t = Instant::now();
         let deleted = store
             .write_blocking(move |ctx| {
-                ctx.sim_op_put(project, "ethereum", N - 1, &bytes)?;
+                ctx.sim_snapshot_put(project, "ethereum", N - 1, &bytes)?;
                 ctx.sim_ops_delete_below(project, "ethereum", N - 1)
             })
             .unwrap();

@@ -87,9 +87,28 @@ pub trait ChainStateOps: Reader {
         let mut out = Vec::new();
         for e in t.range((p, chain, 0u64)..=(p, chain, u64::MAX))? {
             let (k, v) = e?;
-            out.push((k.value().2, v.value().to_vec()));
+            let seq = k.value().2;
+            out.push((seq, self.sim_row(project, chain, seq, v.value())?));
         }
         Ok(out)
+    }
+
+    /// A `sim_ops` row's bytes as written: for the reference a snapshot leaves in the log
+    /// ([`SIM_SNAPSHOT_REF`]), the snapshot itself from [`SIM_SNAPSHOTS`] (the reference
+    /// as it is when that row is missing: it reads as unreadable).
+    fn sim_row(
+        &self,
+        project: Uuid,
+        chain: &str,
+        seq: u64,
+        bytes: &[u8],
+    ) -> Result<Vec<u8>, StoreError> {
+        if bytes != SIM_SNAPSHOT_REF {
+            return Ok(bytes.to_vec());
+        }
+        let t = self.open(SIM_SNAPSHOTS)?;
+        let v = t.get((project.as_u128(), chain, seq))?;
+        Ok(v.map_or_else(|| bytes.to_vec(), |v| v.value().to_vec()))
     }
 
     /// Calls `f` with each row of test project `project`'s simulated chain `chain` in
@@ -105,7 +124,12 @@ pub trait ChainStateOps: Reader {
         let p = project.as_u128();
         for e in t.range((p, chain, 0u64)..=(p, chain, u64::MAX))? {
             let (k, v) = e?;
-            f(k.value().2, v.value())?;
+            let seq = k.value().2;
+            if v.value() == SIM_SNAPSHOT_REF {
+                f(seq, &self.sim_row(project, chain, seq, v.value())?)?;
+            } else {
+                f(seq, v.value())?;
+            }
         }
         Ok(())
     }
@@ -266,6 +290,30 @@ impl WriteCtx<'_> {
         self.track(r)
     }
 
+    /// Writes the snapshot `bytes` of test project `project`'s simulated chain `chain` in
+    /// place of its operation `seq` (the last one it covers): the snapshot in
+    /// [`SIM_SNAPSHOTS`] (the chain's older snapshots removed) and [`SIM_SNAPSHOT_REF`] in
+    /// [`SIM_OPS`]. Readers of the log get the snapshot at `seq`. A snapshot is megabytes:
+    /// in the log itself it would share the rightmost leaf with the operations appended
+    /// after it, and every commit that appends one would write that leaf again (issue 16).
+    pub fn sim_snapshot_put(
+        &mut self,
+        project: Uuid,
+        chain: &str,
+        seq: u64,
+        bytes: &[u8],
+    ) -> Result<(), StoreError> {
+        let p = project.as_u128();
+        let r = (|| {
+            let mut t = self.table(SIM_SNAPSHOTS)?;
+            t.retain_in((p, chain, 0u64)..(p, chain, seq), |_, _| false)?;
+            t.insert((p, chain, seq), bytes)?;
+            Ok(())
+        })();
+        self.track(r)?;
+        self.sim_op_put(project, chain, seq, SIM_SNAPSHOT_REF)
+    }
+
     /// Deletes the operations of test project `project`'s simulated chain `chain` below
     /// sequence number `seq` (the operations a snapshot stored at `seq` covers; see
     /// [`SIM_OPS`]). Returns how many were deleted.
@@ -384,7 +432,14 @@ pub fn check(ctx: &ReadCtx) -> Result<(u64, Vec<String>), StoreError> {
                 Uuid::from_u128(p)
             ));
         }
-        if !sim_op_readable(v.value()) {
+        let readable = if v.value() == SIM_SNAPSHOT_REF {
+            let snaps = ctx.open(SIM_SNAPSHOTS)?;
+            let row = snaps.get((p, chain, seq))?;
+            row.is_some_and(|r| sim_op_readable(r.value()))
+        } else {
+            sim_op_readable(v.value())
+        };
+        if !readable {
             bad.push(format!(
                 "simulated chain {chain} of project {} has an unreadable operation {seq}",
                 Uuid::from_u128(p)
@@ -436,6 +491,9 @@ pub fn sim_op_readable(bytes: &[u8]) -> bool {
 /// `snapshot` -> the snapshot) rather than one operation. A snapshot is the first row of
 /// its chain's log: the state after every operation up to its own sequence number.
 pub fn sim_row_is_snapshot(bytes: &[u8]) -> bool {
+    if bytes == SIM_SNAPSHOT_REF {
+        return true;
+    }
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "snake_case")]
     enum Probe {
@@ -668,7 +726,7 @@ mod tests {
                     ctx.sim_op_put(p, "ethereum", seq, &op2)?;
                 }
                 ctx.sim_op_put(q, "ethereum", 0, &op2)?;
-                ctx.sim_op_put(p, "ethereum", 9, &snap2)?;
+                ctx.sim_snapshot_put(p, "ethereum", 9, &snap2)?;
                 ctx.sim_ops_delete_below(p, "ethereum", 9)
             })
             .unwrap();
@@ -684,8 +742,25 @@ mod tests {
             .unwrap();
         let seqs: Vec<u64> = rows.iter().map(|(s, _)| *s).collect();
         assert_eq!(seqs, vec![9, 10, 11]);
+        assert_eq!(
+            rows[0].1, snap,
+            "the snapshot reads back from its own table"
+        );
         assert!(sim_row_is_snapshot(&rows[0].1));
         assert_eq!(last, Some(11));
+        // The log holds a reference where the snapshot is; the snapshot its own row.
+        let (in_log, kept) = store
+            .read_blocking(move |r| {
+                let log = r.open(SIM_OPS)?;
+                let in_log = log
+                    .get((p.as_u128(), "ethereum", 9u64))?
+                    .map(|v| v.value().to_vec());
+                let snaps = r.open(SIM_SNAPSHOTS)?;
+                Ok((in_log, snaps.iter()?.count()))
+            })
+            .unwrap();
+        assert_eq!(in_log.as_deref(), Some(SIM_SNAPSHOT_REF));
+        assert_eq!(kept, 1);
         assert_eq!(other, 1, "another chain's rows stay");
         let v = store.read_blocking(crate::verify::verify).unwrap();
         assert!(v.violations.is_empty(), "{:?}", v.violations);

@@ -467,6 +467,7 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
     txn.open_table(schema::SIM_HEIGHTS)?;
     txn.open_table(schema::SWEEP_REQUESTS)?;
     txn.open_table(schema::SIM_OPS)?;
+    txn.open_table(schema::SIM_SNAPSHOTS)?;
     txn.open_table(schema::INVOICES)?;
     txn.open_table(schema::TEST_CLOCKS)?;
     txn.open_table(schema::TEST_SENDERS)?;

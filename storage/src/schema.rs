@@ -222,6 +222,18 @@ pub const SIM_HEIGHTS: TableDefinition<&str, u64> = TableDefinition::new("sim_he
 /// and replays the rows after it. Operation rows are never rewritten.
 pub const SIM_OPS: TableDefinition<(u128, &str, u64), &[u8]> = TableDefinition::new("sim_ops");
 
+/// Test mode's simulated chains: (test project id, chain id, sequence number) -> the
+/// chain's snapshot written at that operation (the binary's `services::sim_chain::
+/// encode_snapshot`, megabytes for a large chain); [`SIM_OPS`] holds
+/// [`SIM_SNAPSHOT_REF`] at that sequence number. One row per chain: writing a snapshot
+/// removes the older ones (schema 10).
+pub const SIM_SNAPSHOTS: TableDefinition<(u128, &str, u64), &[u8]> =
+    TableDefinition::new("sim_snapshots");
+
+/// The row [`SIM_OPS`] holds where a chain's snapshot is (in [`SIM_SNAPSHOTS`]): not a
+/// codec value (no version 0xff), so never taken for an operation.
+pub const SIM_SNAPSHOT_REF: &[u8] = &[0xff, b's', b'n', b'a', b'p'];
+
 /// Sweep id (as u128) of each live sweep requested through `POST /v1/sweeps`: it is sent
 /// whatever the chain's automatic threshold says. Rows are never removed (one per request).
 pub const SWEEP_REQUESTS: TableDefinition<u128, ()> = TableDefinition::new("sweep_requests");
