@@ -445,7 +445,7 @@ pub struct TestConfig {
     /// Simulated chain: one block per chain every this many milliseconds.
     pub block_interval_ms: u64,
     /// Simulated chain: least operations between two snapshots of a chain's state (its
-    /// log is cut at each; `services::sim_chain::SnapshotPolicy`). Default 10,000; at
+    /// log is cut at each; `services::sim_chain::SnapshotPolicy`). Default 100,000; at
     /// least 1.
     pub snapshot_min_ops: u64,
 }

@@ -133,8 +133,12 @@ pub struct SnapshotPolicy {
     pub min_ops: u64,
 }
 
-/// Default least number of operations between two snapshots of a simulated chain.
-pub const SNAPSHOT_MIN_OPS: u64 = 10_000;
+/// Default least number of operations between two snapshots of a simulated chain. A start
+/// replays at most about this many operations after the last snapshot (1M took 3.65 s,
+/// so about 0.4 s); fewer snapshots because each costs the store writer: with 10,000, the
+/// default loadgen run's test deposits fell from about 7,000/s to 5,900-6,600/s and its disk
+/// bytes per deposit rose from 26-28 KB to 41-58 KB (docs/performance.md, issue 16).
+pub const SNAPSHOT_MIN_OPS: u64 = 100_000;
 
 /// Block reservations in flight on one chain (see the module documentation).
 #[derive(Debug, Default)]
