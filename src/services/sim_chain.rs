@@ -1223,6 +1223,21 @@ mod op_codec_tests {
     use appliance_chains::sim::chain::BlockTx;
     use appliance_chains::sim::{Inject, Op};
 
+    /// An ethereum chain's genesis for tests: one token (`0x33..`), treasury `0x77..`
+    /// holding 1,000 ETH and `treasury_tokens` of the token.
+    pub(super) fn genesis(treasury_tokens: U256) -> appliance_chains::sim::Genesis {
+        appliance_chains::sim::Genesis {
+            chain: "ethereum".into(),
+            chain_id: 1,
+            seed: B256::repeat_byte(7),
+            time_ms: 1_700_000_000_000,
+            treasury: Address::repeat_byte(0x77),
+            treasury_native: U256::from(10u64).pow(U256::from(21u64)),
+            treasury_tokens,
+            tokens: vec![Address::repeat_byte(0x33)],
+        }
+    }
+
     use super::{decode_op, encode_op};
 
     fn every_kind() -> Vec<Op> {
@@ -1324,17 +1339,8 @@ mod op_codec_tests {
     /// row, is recognised as a snapshot (and operations are not), and loads to the chain.
     #[test]
     fn a_snapshot_row_round_trips_and_is_told_from_operations() {
-        use appliance_chains::sim::{Genesis, SimChain};
-        let g = Genesis {
-            chain: "ethereum".into(),
-            chain_id: 1,
-            seed: B256::repeat_byte(7),
-            time_ms: 1_700_000_000_000,
-            treasury: Address::repeat_byte(0x77),
-            treasury_native: U256::from(10u64).pow(U256::from(21u64)),
-            treasury_tokens: U256::MAX >> 4,
-            tokens: vec![Address::repeat_byte(0x33)],
-        };
+        use appliance_chains::sim::SimChain;
+        let g = genesis(U256::MAX >> 4);
         let mut c = SimChain::new(g.clone());
         for op in every_kind().into_iter().take(1) {
             c.apply(&op).unwrap();
@@ -1479,7 +1485,7 @@ mod snapshot_bench {
     use std::time::Instant;
 
     use appliance_chains::evm::{Address, B256, U256};
-    use appliance_chains::sim::{Genesis, Inject, SimChain};
+    use appliance_chains::sim::{Inject, SimChain};
     use appliance_storage::{ChainStateOps, Store, StoreError, StoreOptions};
 
     #[test]
@@ -1487,16 +1493,7 @@ mod snapshot_bench {
     fn snapshot_of_100k_addresses() {
         const N: u64 = 100_000;
         let token = Address::repeat_byte(0x33);
-        let g = Genesis {
-            chain: "ethereum".into(),
-            chain_id: 1,
-            seed: B256::repeat_byte(7),
-            time_ms: 1_700_000_000_000,
-            treasury: Address::repeat_byte(0x77),
-            treasury_native: U256::from(10u64).pow(U256::from(21u64)),
-            treasury_tokens: U256::from(10u64).pow(U256::from(30u64)),
-            tokens: vec![token],
-        };
+        let g = super::op_codec_tests::genesis(U256::from(10u64).pow(U256::from(30u64)));
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
         let project = uuid::Uuid::now_v7();

@@ -987,16 +987,7 @@ impl<'t> WriteCtx<'t> {
         resource_id: &str,
         data: serde_json::Value,
     ) -> Result<Event, StoreError> {
-        self.append(
-            project,
-            livemode,
-            event_type,
-            resource_id,
-            data,
-            None,
-            None,
-            None,
-        )
+        self.append(project, livemode, event_type, resource_id, Body::Data(data))
     }
 
     /// Appends an event of a customer's deposit (`deposit.*`) in its compact form (schema
@@ -1017,10 +1008,7 @@ impl<'t> WriteCtx<'t> {
             livemode,
             event_type,
             &d.id.to_string(),
-            serde_json::Value::Null,
-            Some(crate::records::DepositState::of(d)),
-            None,
-            None,
+            Body::Deposit(crate::records::DepositState::of(d)),
         )
     }
 
@@ -1039,12 +1027,9 @@ impl<'t> WriteCtx<'t> {
             livemode,
             event_type,
             &p.id.to_string(),
-            serde_json::Value::Null,
-            None,
-            Some(crate::records::ResourceState::Payout(
+            Body::State(crate::records::ResourceState::Payout(
                 crate::records::PayoutState::of(p),
             )),
-            None,
         )
     }
 
@@ -1062,10 +1047,7 @@ impl<'t> WriteCtx<'t> {
             livemode,
             event_type,
             &w.id.to_string(),
-            serde_json::Value::Null,
-            None,
-            Some(crate::records::ResourceState::Wallet),
-            None,
+            Body::State(crate::records::ResourceState::Wallet),
         )
     }
 
@@ -1086,25 +1068,24 @@ impl<'t> WriteCtx<'t> {
             livemode,
             event_type,
             resource_id,
-            serde_json::Value::Null,
-            None,
-            None,
-            Some(data),
+            Body::Encoded(data),
         )
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn append(
         &mut self,
         project: Uuid,
         livemode: bool,
         event_type: &str,
         resource_id: &str,
-        data: serde_json::Value,
-        deposit: Option<crate::records::DepositState>,
-        state: Option<crate::records::ResourceState>,
-        encoded: Option<&crate::codec::EventData>,
+        body: Body<'_>,
     ) -> Result<Event, StoreError> {
+        let (data, deposit, state, encoded) = match body {
+            Body::Data(data) => (data, None, None, None),
+            Body::Encoded(data) => (serde_json::Value::Null, None, None, Some(data)),
+            Body::Deposit(st) => (serde_json::Value::Null, Some(st), None, None),
+            Body::State(st) => (serde_json::Value::Null, None, Some(st), None),
+        };
         let r = (|| {
             // Remembered for the batch after the first event of the project (ctx_cache).
             let seq = self.last_sequence_memo(project)? + 1;
@@ -1181,6 +1162,18 @@ impl<R: Row> EncodedRow<R> {
             _row: std::marker::PhantomData,
         }
     }
+}
+
+/// What an appended event stores of its resource (one of [`Event`]'s stored forms).
+enum Body<'a> {
+    /// `data` whole.
+    Data(serde_json::Value),
+    /// `data` whole, encoded beforehand ([`crate::codec::encode_with_tail`]).
+    Encoded(&'a crate::codec::EventData),
+    /// A deposit's changing fields ([`Event::deposit`], schema 6).
+    Deposit(crate::records::DepositState),
+    /// A payout's changing fields, or nothing for a wallet ([`Event::state`], schema 10).
+    State(crate::records::ResourceState),
 }
 
 /// How an [`Event`] with `data` is stored when its `data` comes already encoded: the
