@@ -1,0 +1,105 @@
+//! Probe of redb's write cost after a large value is replaced (issue 16; docs/performance.md,
+//! "A large value replaced makes every later commit write more").
+//!
+//! ```text
+//! cargo build --release -p appliance-storage --example large_value_probe
+//! target/release/examples/large_value_probe PATH [VALUE_BYTES [qr|noqr [CHUNK_BYTES]]]
+//! ```
+//!
+//! Creates a fresh store at PATH and runs phases of 2,000 small durable commits (20 appended
+//! 300 B log rows and 20 random-key 40 B index rows each, like the appliance's commits),
+//! printing the bytes the process wrote to disk per commit (`/proc/self/io` `write_bytes`):
+//! before any large value, after one is written, after it is replaced once and three times.
+//! The value (default 5 MiB) is stored as one row, or as rows of CHUNK_BYTES each. `qr` (the
+//! default) commits with redb's quick repair, as the appliance does.
+use redb::{Database, Durability, TableDefinition};
+use std::time::Instant;
+
+const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
+const IDX: TableDefinition<u128, &[u8]> = TableDefinition::new("idx");
+const SNAP: TableDefinition<u64, &[u8]> = TableDefinition::new("snap");
+
+fn write_bytes() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/io").unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("write_bytes: "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn main() {
+    let path = std::env::args().nth(1).expect("path");
+    let big: usize = std::env::args()
+        .nth(2)
+        .map(|s| s.parse().unwrap())
+        .unwrap_or(5 << 20);
+    let qr: bool = std::env::args().nth(3).map(|s| s == "qr").unwrap_or(true);
+    let chunk: usize = std::env::args()
+        .nth(4)
+        .map(|s| s.parse().unwrap())
+        .unwrap_or(big);
+    let _ = std::fs::remove_file(&path);
+    let db = Database::builder().create(&path).unwrap();
+    let mut seq = 0u64;
+    let mut rng = 0x9E3779B97F4A7C15u128;
+    let row = vec![7u8; 300];
+    let small = vec![3u8; 40];
+    let mut phase = |db: &Database, name: &str, commits: u32| {
+        let (b0, t0) = (write_bytes(), Instant::now());
+        for _ in 0..commits {
+            let mut txn = db.begin_write().unwrap();
+            txn.set_durability(Durability::Immediate).unwrap();
+            txn.set_two_phase_commit(true);
+            txn.set_quick_repair(qr);
+            {
+                let mut log = txn.open_table(LOG).unwrap();
+                let mut idx = txn.open_table(IDX).unwrap();
+                for _ in 0..20 {
+                    log.insert(seq, row.as_slice()).unwrap();
+                    seq += 1;
+                    rng = rng
+                        .wrapping_mul(0x2545F4914F6CDD1D2545F4914F6CDD1D)
+                        .wrapping_add(1442695040888963407);
+                    idx.insert(rng, small.as_slice()).unwrap();
+                }
+            }
+            txn.commit().unwrap();
+        }
+        let b = write_bytes() - b0;
+        println!(
+            "{name}: {commits} commits, {:.1} KB written per commit, {:.2} s",
+            b as f64 / commits as f64 / 1024.0,
+            t0.elapsed().as_secs_f64()
+        );
+    };
+    let put_big = |db: &Database, fill: u8| {
+        let b0 = write_bytes();
+        let v = vec![fill; big];
+        let mut txn = db.begin_write().unwrap();
+        txn.set_durability(Durability::Immediate).unwrap();
+        txn.set_two_phase_commit(true);
+        txn.set_quick_repair(qr);
+        {
+            let mut t = txn.open_table(SNAP).unwrap();
+            for (i, c) in v.chunks(chunk).enumerate() {
+                t.insert(i as u64, c).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+        println!(
+            "big value {big} B: {:.1} KB written",
+            (write_bytes() - b0) as f64 / 1024.0
+        );
+    };
+    phase(&db, "warm-up", 2000);
+    phase(&db, "before any big value", 2000);
+    put_big(&db, 1);
+    phase(&db, "after the first big value", 2000);
+    put_big(&db, 2);
+    phase(&db, "after replacing it", 2000);
+    put_big(&db, 3);
+    put_big(&db, 4);
+    phase(&db, "after replacing it twice more", 2000);
+}
