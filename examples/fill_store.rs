@@ -17,7 +17,8 @@
 //! in store transactions of `--batch` requests each instead of one HTTP request each. So a
 //! deposit leaves its deposit row, journal entry, ledger accounts and holding, events,
 //! index entries, unique transfer key, sweep schedule and simulated-chain block exactly as
-//! the server would; `appliance verify` checks the result. Not done: idempotency records
+//! the server would, and a snapshot of the chain whenever one is due (the flush the
+//! server's timer does); `appliance verify` checks the result. Not done: idempotency records
 //! (no key is sent), HTTP, auth and JSON rendering of the answers.
 //!
 //! The one liberty: the project's daily cap on new addresses (`addresses_per_day`) is lifted
@@ -284,6 +285,12 @@ async fn run(a: Args) -> Result<()> {
             }
         }
         drop(gates);
+        // The server's timer flushes each chain at least every `test.block_interval_ms`,
+        // writing a snapshot when one is due; so does the fill after each batch, or the
+        // server's first test deposit would replay the whole log.
+        h.flush(&store)
+            .await
+            .map_err(|e| anyhow::anyhow!("flushing the simulated chain: {e}"))?;
         done += n;
         if last_report.elapsed() >= Duration::from_secs(10) || done == a.deposits {
             last_report = Instant::now();

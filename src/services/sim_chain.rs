@@ -605,8 +605,9 @@ impl From<StoredOp> for Op {
     }
 }
 
-/// A snapshot as the log stores it in place of the last operation it covers (in table
-/// `sim_snapshots`, with a reference in `sim_ops`: `WriteCtx::sim_snapshot_put`): codec
+/// A snapshot as the log stores it in place of the last operation it covers (in chunks
+/// of table `sim_snapshot_chunks`, with a reference in `sim_ops`:
+/// `WriteCtx::sim_snapshot_put`): codec
 /// version 3, positional MessagePack of a one-entry map `snapshot` -> the snapshot (the
 /// shape [`StoredOp`] gives its variants, so a row is an operation or a snapshot;
 /// `appliance_storage::chain_state::sim_row_is_snapshot`).

@@ -98,7 +98,7 @@ pub fn backup(ctx: &ReadCtx, dest: &Path) -> Result<BackupReport, StoreError> {
     copy(src, &dst, SIM_HEIGHTS, &mut seen, &mut rep)?;
     copy(src, &dst, SWEEP_REQUESTS, &mut seen, &mut rep)?;
     copy(src, &dst, SIM_OPS, &mut seen, &mut rep)?;
-    copy(src, &dst, SIM_SNAPSHOTS, &mut seen, &mut rep)?;
+    copy(src, &dst, SIM_SNAPSHOT_CHUNKS, &mut seen, &mut rep)?;
     copy(src, &dst, INVOICES, &mut seen, &mut rep)?;
     copy(src, &dst, TEST_CLOCKS, &mut seen, &mut rep)?;
     copy(src, &dst, TEST_SENDERS, &mut seen, &mut rep)?;

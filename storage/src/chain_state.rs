@@ -94,8 +94,9 @@ pub trait ChainStateOps: Reader {
     }
 
     /// A `sim_ops` row's bytes as written: for the reference a snapshot leaves in the log
-    /// ([`SIM_SNAPSHOT_REF`]), the snapshot itself from [`SIM_SNAPSHOTS`] (the reference
-    /// as it is when that row is missing: it reads as unreadable).
+    /// ([`SIM_SNAPSHOT_REF`]), the snapshot itself from its chunks in
+    /// [`SIM_SNAPSHOT_CHUNKS`] (the reference as it is when they are missing or have a
+    /// gap: it reads as unreadable).
     fn sim_row(
         &self,
         project: Uuid,
@@ -106,9 +107,9 @@ pub trait ChainStateOps: Reader {
         if bytes != SIM_SNAPSHOT_REF {
             return Ok(bytes.to_vec());
         }
-        let t = self.open(SIM_SNAPSHOTS)?;
-        let v = t.get((project.as_u128(), chain, seq))?;
-        Ok(v.map_or_else(|| bytes.to_vec(), |v| v.value().to_vec()))
+        let t = self.open(SIM_SNAPSHOT_CHUNKS)?;
+        let v = sim_snapshot_in(&t, project.as_u128(), chain, seq)?;
+        Ok(v.unwrap_or_else(|| bytes.to_vec()))
     }
 
     /// Calls `f` with each row of test project `project`'s simulated chain `chain` in
@@ -291,11 +292,13 @@ impl WriteCtx<'_> {
     }
 
     /// Writes the snapshot `bytes` of test project `project`'s simulated chain `chain` in
-    /// place of its operation `seq` (the last one it covers): the snapshot in
-    /// [`SIM_SNAPSHOTS`] (the chain's older snapshots removed) and [`SIM_SNAPSHOT_REF`] in
-    /// [`SIM_OPS`]. Readers of the log get the snapshot at `seq`. A snapshot is megabytes:
-    /// in the log itself it would share the rightmost leaf with the operations appended
-    /// after it, and every commit that appends one would write that leaf again (issue 16).
+    /// place of its operation `seq` (the last one it covers): the snapshot in chunks of
+    /// [`SIM_SNAPSHOT_CHUNKS`] (the chain's other snapshots removed) and
+    /// [`SIM_SNAPSHOT_REF`] in [`SIM_OPS`]. Readers of the log get the snapshot at `seq`.
+    /// A snapshot is megabytes: in the log itself it would share the rightmost leaf with
+    /// the operations appended after it, and every commit that appends one would write
+    /// that leaf again; in one row, replacing it would make every later commit write more
+    /// (issue 16; see [`SIM_SNAPSHOT_CHUNKS`]).
     pub fn sim_snapshot_put(
         &mut self,
         project: Uuid,
@@ -305,10 +308,8 @@ impl WriteCtx<'_> {
     ) -> Result<(), StoreError> {
         let p = project.as_u128();
         let r = (|| {
-            let mut t = self.table(SIM_SNAPSHOTS)?;
-            t.retain_in((p, chain, 0u64)..(p, chain, seq), |_, _| false)?;
-            t.insert((p, chain, seq), bytes)?;
-            Ok(())
+            let mut t = self.table(SIM_SNAPSHOT_CHUNKS)?;
+            sim_snapshot_replace(&mut t, p, chain, seq, bytes)
         })();
         self.track(r)?;
         self.sim_op_put(project, chain, seq, SIM_SNAPSHOT_REF)
@@ -433,9 +434,8 @@ pub fn check(ctx: &ReadCtx) -> Result<(u64, Vec<String>), StoreError> {
             ));
         }
         let readable = if v.value() == SIM_SNAPSHOT_REF {
-            let snaps = ctx.open(SIM_SNAPSHOTS)?;
-            let row = snaps.get((p, chain, seq))?;
-            row.is_some_and(|r| sim_op_readable(r.value()))
+            let chunks = ctx.open(SIM_SNAPSHOT_CHUNKS)?;
+            sim_snapshot_in(&chunks, p, chain, seq)?.is_some_and(|b| sim_op_readable(&b))
         } else {
             sim_op_readable(v.value())
         };
@@ -538,6 +538,73 @@ pub const LEGACY_PREFIXES: [&str; 7] = [
 /// one prefix sort together, and `;` is the character after `:`.
 fn legacy_end(p: &str) -> String {
     format!("{};", &p[..p.len() - 1])
+}
+
+/// The snapshot of chain (`project`, `chain`) written at `seq`, its chunks of `t`
+/// ([`SIM_SNAPSHOT_CHUNKS`]) joined; `None` when it has none, or its chunks are not
+/// numbered 0, 1, 2 ... (one missing).
+pub(crate) fn sim_snapshot_in(
+    t: &impl ReadableTable<(u128, &'static str, u64, u32), &'static [u8]>,
+    project: u128,
+    chain: &str,
+    seq: u64,
+) -> Result<Option<Vec<u8>>, StoreError> {
+    let mut out = Vec::new();
+    let mut next = 0u32;
+    for e in t.range((project, chain, seq, 0u32)..=(project, chain, seq, u32::MAX))? {
+        let (k, v) = e?;
+        if k.value().3 != next {
+            return Ok(None);
+        }
+        next += 1;
+        out.extend_from_slice(v.value());
+    }
+    Ok((next > 0).then_some(out))
+}
+
+/// Replaces the snapshots of chain (`project`, `chain`) in `t` ([`SIM_SNAPSHOT_CHUNKS`])
+/// with `bytes` written at `seq`, in chunks of at most [`SIM_SNAPSHOT_CHUNK`] bytes.
+fn sim_snapshot_replace(
+    t: &mut redb::Table<(u128, &'static str, u64, u32), &'static [u8]>,
+    project: u128,
+    chain: &str,
+    seq: u64,
+    bytes: &[u8],
+) -> Result<(), StoreError> {
+    t.retain_in(
+        (project, chain, 0u64, 0u32)..=(project, chain, u64::MAX, u32::MAX),
+        |_, _| false,
+    )?;
+    for (i, chunk) in bytes.chunks(SIM_SNAPSHOT_CHUNK).enumerate() {
+        let i = u32::try_from(i)
+            .map_err(|_| StoreError::Corrupt("a snapshot of more than 2^32 chunks".into()))?;
+        t.insert((project, chain, seq, i), chunk)?;
+    }
+    Ok(())
+}
+
+/// Schema 10 -> 11: every simulated chain snapshot of [`SIM_SNAPSHOTS`] (one row each) is
+/// written in chunks to [`SIM_SNAPSHOT_CHUNKS`], and `sim_snapshots` is deleted. In the
+/// opening transaction, so a crash leaves schema 10 whole. Returns the snapshots moved.
+pub fn migrate_sim_snapshots(txn: &WriteTransaction) -> Result<u64, StoreError> {
+    let rows: Vec<((u128, String, u64), Vec<u8>)> = {
+        let old = txn.open_table(SIM_SNAPSHOTS)?;
+        let mut rows = Vec::new();
+        for e in old.iter()? {
+            let (k, v) = e?;
+            let (p, chain, seq) = k.value();
+            rows.push(((p, chain.to_string(), seq), v.value().to_vec()));
+        }
+        rows
+    };
+    {
+        let mut t = txn.open_table(SIM_SNAPSHOT_CHUNKS)?;
+        for ((p, chain, seq), bytes) in &rows {
+            sim_snapshot_replace(&mut t, *p, chain, *seq, bytes)?;
+        }
+    }
+    txn.delete_table(SIM_SNAPSHOTS)?;
+    Ok(rows.len() as u64)
 }
 
 fn be_u64(b: &[u8]) -> Option<u64> {
@@ -755,12 +822,16 @@ mod tests {
                 let in_log = log
                     .get((p.as_u128(), "ethereum", 9u64))?
                     .map(|v| v.value().to_vec());
-                let snaps = r.open(SIM_SNAPSHOTS)?;
-                Ok((in_log, snaps.iter()?.count()))
+                let chunks = r.open(SIM_SNAPSHOT_CHUNKS)?;
+                let kept: Vec<(u64, u32)> = chunks
+                    .iter()?
+                    .map(|e| e.map(|(k, _)| (k.value().2, k.value().3)))
+                    .collect::<Result<_, _>>()?;
+                Ok((in_log, kept))
             })
             .unwrap();
         assert_eq!(in_log.as_deref(), Some(SIM_SNAPSHOT_REF));
-        assert_eq!(kept, 1);
+        assert_eq!(kept, vec![(9, 0)], "one chunk of the one snapshot");
         assert_eq!(other, 1, "another chain's rows stay");
         let v = store.read_blocking(crate::verify::verify).unwrap();
         assert!(v.violations.is_empty(), "{:?}", v.violations);
@@ -784,6 +855,116 @@ mod tests {
             .violations
             .iter()
             .any(|m| m.contains("operation 1 where 0")));
+    }
+
+    /// A snapshot of many pages is stored in chunks of at most `SIM_SNAPSHOT_CHUNK` bytes
+    /// and reads back whole; the next snapshot of the chain replaces every chunk of the
+    /// last (another chain's stay); a snapshot with a chunk missing reads as unreadable and
+    /// `verify` names it.
+    #[test]
+    fn a_large_snapshot_is_stored_in_chunks_under_a_page() {
+        #[derive(serde::Serialize)]
+        #[serde(rename_all = "snake_case")]
+        enum Row {
+            Snapshot((u64, Vec<u8>)),
+            Empty((u64, u64, u64)),
+        }
+        let op = crate::codec::encode_positional(&Row::Empty((1, 2, 3)));
+        let big: Vec<u8> = (0..10_000u32).map(|i| (i % 100) as u8).collect();
+        let snap = crate::codec::encode_positional(&Row::Snapshot((5, big)));
+        let snap2 = crate::codec::encode_positional(&Row::Snapshot((8, vec![9; 4_000])));
+        assert!(snap.len() > 3 * SIM_SNAPSHOT_CHUNK && snap.len() < 4 * SIM_SNAPSHOT_CHUNK);
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
+        let (p, q) = (Uuid::now_v7(), Uuid::now_v7());
+        let chunks = |store: &Store| -> Vec<(u128, u64, u32, usize)> {
+            store
+                .read_blocking(|r| {
+                    let t = r.open(SIM_SNAPSHOT_CHUNKS)?;
+                    let mut out = Vec::new();
+                    for e in t.iter()? {
+                        let (k, v) = e?;
+                        let (kp, _, seq, n) = k.value();
+                        out.push((kp, seq, n, v.value().len()));
+                    }
+                    Ok(out)
+                })
+                .unwrap()
+        };
+        let (o, s1) = (op.clone(), snap.clone());
+        store
+            .write_blocking(move |ctx| {
+                for seq in 0..8 {
+                    ctx.sim_op_put(p, "ethereum", seq, &o)?;
+                    ctx.sim_op_put(q, "ethereum", seq, &o)?;
+                }
+                ctx.sim_snapshot_put(p, "ethereum", 5, &s1)?;
+                ctx.sim_ops_delete_below(p, "ethereum", 5)?;
+                ctx.sim_snapshot_put(q, "ethereum", 3, &s1)?;
+                ctx.sim_ops_delete_below(q, "ethereum", 3)
+            })
+            .unwrap();
+        let got = chunks(&store);
+        let of_p: Vec<(u64, u32)> = got
+            .iter()
+            .filter(|c| c.0 == p.as_u128())
+            .map(|c| (c.1, c.2))
+            .collect();
+        assert_eq!(of_p, vec![(5, 0), (5, 1), (5, 2), (5, 3)]);
+        assert!(got.iter().all(|c| c.3 <= SIM_SNAPSHOT_CHUNK), "{got:?}");
+        let rows = store
+            .read_blocking(move |r| r.sim_ops_from(p, "ethereum"))
+            .unwrap();
+        assert_eq!(
+            rows[0],
+            (5, snap.clone()),
+            "the chunks join to the snapshot"
+        );
+        assert_eq!(rows.len(), 3);
+        let v = store.read_blocking(crate::verify::verify).unwrap();
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+
+        // The next snapshot of p replaces its four chunks with two; q's stay.
+        let s2 = snap2.clone();
+        store
+            .write_blocking(move |ctx| {
+                ctx.sim_snapshot_put(p, "ethereum", 7, &s2)?;
+                ctx.sim_ops_delete_below(p, "ethereum", 7)
+            })
+            .unwrap();
+        let got = chunks(&store);
+        let of_p: Vec<(u64, u32)> = got
+            .iter()
+            .filter(|c| c.0 == p.as_u128())
+            .map(|c| (c.1, c.2))
+            .collect();
+        assert_eq!(of_p, vec![(7, 0), (7, 1)]);
+        assert_eq!(got.iter().filter(|c| c.0 == q.as_u128()).count(), 4);
+        let rows = store
+            .read_blocking(move |r| r.sim_ops_from(p, "ethereum"))
+            .unwrap();
+        assert_eq!(rows, vec![(7, snap2)]);
+
+        // A chunk of q's snapshot lost: its row reads as the bare reference, which
+        // `verify` reports as unreadable.
+        store
+            .write_blocking(move |ctx| {
+                let mut t = ctx.table(SIM_SNAPSHOT_CHUNKS)?;
+                t.remove((q.as_u128(), "ethereum", 3u64, 1u32))?;
+                Ok::<_, StoreError>(())
+            })
+            .unwrap();
+        let rows = store
+            .read_blocking(move |r| r.sim_ops_from(q, "ethereum"))
+            .unwrap();
+        assert_eq!(rows[0], (3, SIM_SNAPSHOT_REF.to_vec()));
+        let v = store.read_blocking(crate::verify::verify).unwrap();
+        assert_eq!(v.violations.len(), 1, "{:?}", v.violations);
+        assert!(
+            v.violations[0].contains("unreadable operation 3"),
+            "{:?}",
+            v.violations
+        );
     }
 
     /// A store of schema version 1 (chain state under `format!` keys of `meta`, exactly as

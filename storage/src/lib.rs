@@ -467,7 +467,7 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
     txn.open_table(schema::SIM_HEIGHTS)?;
     txn.open_table(schema::SWEEP_REQUESTS)?;
     txn.open_table(schema::SIM_OPS)?;
-    txn.open_table(schema::SIM_SNAPSHOTS)?;
+    txn.open_table(schema::SIM_SNAPSHOT_CHUNKS)?;
     txn.open_table(schema::INVOICES)?;
     txn.open_table(schema::TEST_CLOCKS)?;
     txn.open_table(schema::TEST_SENDERS)?;
@@ -528,6 +528,13 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
             rows = m.rows,
             left = m.left,
             "deposits and sweeps indexed under their customers (schema version 9)"
+        );
+    }
+    if found.is_some_and(|v| v < 11) {
+        let moved = chain_state::migrate_sim_snapshots(&txn)?;
+        tracing::info!(
+            moved,
+            "simulated chain snapshots stored in chunks (schema version 11)"
         );
     }
     txn.commit()?;

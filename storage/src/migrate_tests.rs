@@ -1599,3 +1599,99 @@ fn a_schema_8_store_indexes_deposits_and_sweeps_under_their_customers() {
     }
     an_old_copy_and_its_backup(&old_copy, check);
 }
+
+/// Schema 10 -> 11: a simulated chain's snapshot stored in one row of `sim_snapshots`
+/// moves into chunks of at most `SIM_SNAPSHOT_CHUNK` bytes; the log reads the same,
+/// `sim_snapshots` is gone, and the store verifies; so does a backup taken before.
+#[test]
+fn a_schema_10_store_moves_its_chain_snapshots_into_chunks() {
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "snake_case")]
+    enum Row {
+        Snapshot((u64, Vec<u8>)),
+        Empty((u64, u64, u64)),
+    }
+    let op = crate::codec::encode_positional(&Row::Empty((1, 2, 3)));
+    let snap = crate::codec::encode_positional(&Row::Snapshot((4, vec![7; 7_000])));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let p = Uuid::now_v7();
+    let (o, s) = (op.clone(), snap.clone());
+    store
+        .write_blocking(move |ctx| {
+            for seq in 0..6 {
+                ctx.sim_op_put(p, "ethereum", seq, &o)?;
+            }
+            ctx.sim_snapshot_put(p, "ethereum", 4, &s)?;
+            ctx.sim_ops_delete_below(p, "ethereum", 4)?;
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    let log = |store: &Store| {
+        store
+            .read_blocking(move |r| {
+                use crate::chain_state::ChainStateOps;
+                r.sim_ops_from(p, "ethereum")
+            })
+            .unwrap()
+    };
+    let before = log(&store);
+    assert_eq!(before, vec![(4, snap.clone()), (5, op.clone())]);
+    close(store);
+
+    // As schema 10 wrote it: the snapshot whole in one row of `sim_snapshots`.
+    {
+        let db = Database::create(&path).unwrap();
+        let w = db.begin_write().unwrap();
+        w.delete_table(SIM_SNAPSHOT_CHUNKS).unwrap();
+        {
+            let mut old = w.open_table(SIM_SNAPSHOTS).unwrap();
+            old.insert((p.as_u128(), "ethereum", 4u64), snap.as_slice())
+                .unwrap();
+            let mut meta = w.open_table(META).unwrap();
+            meta.insert("schema_version", 10u32.to_be_bytes().as_slice())
+                .unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let old_copy = dir.path().join("old.redb");
+    std::fs::copy(&path, &old_copy).unwrap();
+
+    let check = |store: &Store| {
+        assert_eq!(log(store), before);
+        let v = store
+            .read_blocking(|r| r.meta_get("schema_version"))
+            .unwrap();
+        assert_eq!(v, Some(schema::SCHEMA_VERSION.to_be_bytes().to_vec()));
+        let rep = store.read_blocking(crate::verify::verify).unwrap();
+        assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+    };
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    check(&store);
+    close(store);
+    {
+        let db = Database::create(&path).unwrap();
+        let r = db.begin_read().unwrap();
+        let names: Vec<String> = r
+            .list_tables()
+            .unwrap()
+            .map(|t| t.name().to_string())
+            .collect();
+        assert!(!names.iter().any(|n| n == "sim_snapshots"), "{names:?}");
+        let t = r.open_table(SIM_SNAPSHOT_CHUNKS).unwrap();
+        let sizes: Vec<(u32, usize)> = t
+            .iter()
+            .unwrap()
+            .map(|e| {
+                let (k, v) = e.unwrap();
+                (k.value().3, v.value().len())
+            })
+            .collect();
+        assert_eq!(sizes.len(), snap.len().div_ceil(SIM_SNAPSHOT_CHUNK));
+        assert!(sizes.iter().all(|(_, n)| *n <= SIM_SNAPSHOT_CHUNK));
+    }
+
+    // A copy taken before the upgrade (a backup) opens, migrates, verifies and backs up.
+    an_old_copy_and_its_backup(&old_copy, check);
+}

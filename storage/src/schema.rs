@@ -222,16 +222,31 @@ pub const SIM_HEIGHTS: TableDefinition<&str, u64> = TableDefinition::new("sim_he
 /// and replays the rows after it. Operation rows are never rewritten.
 pub const SIM_OPS: TableDefinition<(u128, &str, u64), &[u8]> = TableDefinition::new("sim_ops");
 
-/// Test mode's simulated chains: (test project id, chain id, sequence number) -> the
-/// chain's snapshot written at that operation (the binary's `services::sim_chain::
-/// encode_snapshot`, megabytes for a large chain); [`SIM_OPS`] holds
-/// [`SIM_SNAPSHOT_REF`] at that sequence number. One row per chain: writing a snapshot
-/// removes the older ones (schema 10).
+/// Schema 10 only, read by its migration: (test project id, chain id, sequence number) ->
+/// a simulated chain's snapshot in one row. From schema 11 in [`SIM_SNAPSHOT_CHUNKS`].
 pub const SIM_SNAPSHOTS: TableDefinition<(u128, &str, u64), &[u8]> =
     TableDefinition::new("sim_snapshots");
 
-/// The row [`SIM_OPS`] holds where a chain's snapshot is (in [`SIM_SNAPSHOTS`]): not a
-/// codec value (no version 0xff), so never taken for an operation.
+/// Test mode's simulated chains: (test project id, chain id, sequence number, chunk
+/// number from 0) -> the bytes of the chain's snapshot written at that operation (the
+/// binary's `services::sim_chain::encode_snapshot`, megabytes for a large chain: 53 MB
+/// for 1M addresses) cut into chunks of at most [`SIM_SNAPSHOT_CHUNK`] bytes, numbered
+/// without gaps; [`SIM_OPS`] holds [`SIM_SNAPSHOT_REF`] at that sequence number. One
+/// snapshot per chain: writing one removes the older ones (schema 11).
+///
+/// In chunks because a value of many pages, once replaced and freed, makes every later
+/// commit of the store write up to 20 times its bytes (measured with
+/// `storage/examples/large_value_probe.rs`; docs/performance.md), while rows under a page
+/// cost nothing more.
+pub const SIM_SNAPSHOT_CHUNKS: TableDefinition<(u128, &str, u64, u32), &[u8]> =
+    TableDefinition::new("sim_snapshot_chunks");
+
+/// Most bytes of a snapshot in one row of [`SIM_SNAPSHOT_CHUNKS`]: a chunk with its key
+/// fits a 4 KiB page.
+pub const SIM_SNAPSHOT_CHUNK: usize = 3_000;
+
+/// The row [`SIM_OPS`] holds where a chain's snapshot is (in [`SIM_SNAPSHOT_CHUNKS`]):
+/// not a codec value (no version 0xff), so never taken for an operation.
 pub const SIM_SNAPSHOT_REF: &[u8] = &[0xff, b's', b'n', b'a', b'p'];
 
 /// Sweep id (as u128) of each live sweep requested through `POST /v1/sweeps`: it is sent
@@ -284,7 +299,11 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   whose new events it would render without data. Also from schema 10, `0x` hex text
 ///   (transaction hashes, EVM addresses) of deposits, wallets, payouts and sweeps is
 ///   written as its bytes ([`crate::codec::hex_text`]); text rows read as before.
-pub const SCHEMA_VERSION: u32 = 10;
+/// * 11: a simulated chain's snapshot is stored in rows of at most [`SIM_SNAPSHOT_CHUNK`]
+///   bytes ([`SIM_SNAPSHOT_CHUNKS`]) instead of one row of [`SIM_SNAPSHOTS`]: moved on open
+///   (`migrate_to_11`), and `sim_snapshots` deleted. A build of schema 10 refuses the store,
+///   whose snapshots it would not find.
+pub const SCHEMA_VERSION: u32 = 11;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
 /// encodings of one record type: the schema 4 migration rewrites them and `verify` decodes

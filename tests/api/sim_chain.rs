@@ -607,16 +607,18 @@ fn stored_chain_rows(app: &App, chain: &str) -> Vec<(u64, bool)> {
     let db = redb::Database::open(app.data_path("appliance.redb")).expect("open the store");
     let r = redb::ReadableDatabase::begin_read(&db).unwrap();
     let t = r.open_table(def).unwrap();
-    let snaps: redb::TableDefinition<(u128, &str, u64), &[u8]> =
-        redb::TableDefinition::new("sim_snapshots");
+    let snaps: redb::TableDefinition<(u128, &str, u64, u32), &[u8]> =
+        redb::TableDefinition::new("sim_snapshot_chunks");
     let snaps = r.open_table(snaps).unwrap();
     let mut out = Vec::new();
     for e in redb::ReadableTable::iter(&t).unwrap() {
         let (k, v) = e.unwrap();
-        // A snapshot: the log holds a reference, and `sim_snapshots` under the same key a
-        // codec value (version 3) whose map key is `snapshot`.
+        // A snapshot: the log holds a reference, and `sim_snapshot_chunks` under the same
+        // key and chunk 0 the start of a codec value (version 3) whose map key is
+        // `snapshot`.
         let snapshot = v.value() == appliance_storage::schema::SIM_SNAPSHOT_REF && {
-            let row = redb::ReadableTable::get(&snaps, k.value()).unwrap();
+            let (p, c, seq) = k.value();
+            let row = redb::ReadableTable::get(&snaps, (p, c, seq, 0u32)).unwrap();
             row.is_some_and(|s| {
                 let s = s.value();
                 s.first() == Some(&3) && s.windows(8).take(16).any(|w| w == b"snapshot")
