@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo build --release -p appliance-storage --example large_value_probe
-//! target/release/examples/large_value_probe PATH [VALUE_BYTES [qr|noqr [CHUNK_BYTES]]]
+//! target/release/examples/large_value_probe PATH [VALUE_BYTES [qr|noqr [CHUNK_BYTES [migrate]]]]
 //! ```
 //!
 //! Creates a fresh store at PATH and runs phases of 2,000 small durable commits (20 appended
@@ -11,13 +11,17 @@
 //! printing the bytes the process wrote to disk per commit (`/proc/self/io` `write_bytes`):
 //! before any large value, after one is written, after it is replaced once and three times.
 //! The value (default 5 MiB) is stored as one row, or as rows of CHUNK_BYTES each. `qr` (the
-//! default) commits with redb's quick repair, as the appliance does.
+//! default) commits with redb's quick repair, as the appliance does. `migrate` instead
+//! writes the value as one row once, then moves it into rows of 3,000 B (the schema 11
+//! migration of simulated chain snapshots) and measures three phases after, and two after
+//! reopening the file.
 use redb::{Database, Durability, TableDefinition};
 use std::time::Instant;
 
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
 const IDX: TableDefinition<u128, &[u8]> = TableDefinition::new("idx");
 const SNAP: TableDefinition<u64, &[u8]> = TableDefinition::new("snap");
+const CHUNKS: TableDefinition<u64, &[u8]> = TableDefinition::new("chunks");
 
 fn write_bytes() -> u64 {
     let s = std::fs::read_to_string("/proc/self/io").unwrap();
@@ -40,6 +44,7 @@ fn main() {
         .nth(4)
         .map(|s| s.parse().unwrap())
         .unwrap_or(big);
+    let migrate = std::env::args().nth(5).is_some_and(|s| s == "migrate");
     let _ = std::fs::remove_file(&path);
     let db = Database::builder().create(&path).unwrap();
     let mut seq = 0u64;
@@ -95,6 +100,71 @@ fn main() {
     };
     phase(&db, "warm-up", 2000);
     phase(&db, "before any big value", 2000);
+    if migrate {
+        // The schema 11 migration: one large row written once, then removed and written
+        // again as rows of 3,000 B. Does the cost of the freed value last, and past a reopen?
+        put_big(&db, 1);
+        phase(&db, "after the first big value", 2000);
+        let b0 = write_bytes();
+        let mut txn = db.begin_write().unwrap();
+        txn.set_durability(Durability::Immediate).unwrap();
+        txn.set_two_phase_commit(true);
+        txn.set_quick_repair(qr);
+        {
+            let mut t = txn.open_table(SNAP).unwrap();
+            let v = t.remove(0).unwrap().unwrap().value().to_vec();
+            drop(t);
+            let mut c = txn.open_table(CHUNKS).unwrap();
+            for (i, part) in v.chunks(3_000).enumerate() {
+                c.insert(i as u64, part).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+        println!(
+            "moved into 3,000 B rows: {:.1} KB written",
+            (write_bytes() - b0) as f64 / 1024.0
+        );
+        for n in 1..=3 {
+            phase(&db, &format!("after the move, phase {n}"), 2000);
+        }
+        drop(phase);
+        drop(db);
+        let mut seq = u64::MAX / 2;
+        for reopen in 1..=2 {
+            let db = Database::builder().create(&path).unwrap();
+            let mut after_reopen = |name: &str| {
+                let b0 = write_bytes();
+                for _ in 0..2000 {
+                    let mut txn = db.begin_write().unwrap();
+                    txn.set_durability(Durability::Immediate).unwrap();
+                    txn.set_two_phase_commit(true);
+                    txn.set_quick_repair(qr);
+                    {
+                        let mut log = txn.open_table(LOG).unwrap();
+                        let mut idx = txn.open_table(IDX).unwrap();
+                        for _ in 0..20 {
+                            log.insert(seq, row.as_slice()).unwrap();
+                            seq += 1;
+                            idx.insert(
+                                u128::from(seq).wrapping_mul(0x9E3779B97F4A7C15),
+                                small.as_slice(),
+                            )
+                            .unwrap();
+                        }
+                    }
+                    txn.commit().unwrap();
+                }
+                println!(
+                    "{name}: {:.1} KB written per commit",
+                    (write_bytes() - b0) as f64 / 2000.0 / 1024.0
+                );
+            };
+            for n in 1..=3 {
+                after_reopen(&format!("after reopen {reopen}, phase {n}"));
+            }
+        }
+        return;
+    }
     put_big(&db, 1);
     phase(&db, "after the first big value", 2000);
     put_big(&db, 2);
