@@ -14,7 +14,8 @@
 //! default) commits with redb's quick repair, as the appliance does. `migrate` instead
 //! writes the value as one row once, then moves it into rows of 3,000 B (the schema 11
 //! migration of simulated chain snapshots) and measures three phases after, and two after
-//! reopening the file.
+//! reopening the file. `growN` (N in GB) instead appends N GB of 3,000 B rows, freeing
+//! nothing, and measures the small commits after: what the file's size alone costs.
 use redb::{Database, Durability, TableDefinition};
 use std::time::Instant;
 
@@ -44,7 +45,9 @@ fn main() {
         .nth(4)
         .map(|s| s.parse().unwrap())
         .unwrap_or(big);
-    let migrate = std::env::args().nth(5).is_some_and(|s| s == "migrate");
+    let mode = std::env::args().nth(5).unwrap_or_default();
+    let migrate = mode == "migrate";
+    let grow_gb: Option<f64> = mode.strip_prefix("grow").map(|g| g.parse().unwrap());
     let _ = std::fs::remove_file(&path);
     let db = Database::builder().create(&path).unwrap();
     let mut seq = 0u64;
@@ -100,6 +103,35 @@ fn main() {
     };
     phase(&db, "warm-up", 2000);
     phase(&db, "before any big value", 2000);
+    if let Some(gb) = grow_gb {
+        // Only growth, nothing freed: GB of 3,000 B rows appended, then the small commits.
+        let b0 = write_bytes();
+        let part = vec![5u8; 3_000];
+        let rows = (gb * 1e9 / 3_000.0) as u64;
+        let mut k = 0u64;
+        while k < rows {
+            let mut txn = db.begin_write().unwrap();
+            txn.set_durability(Durability::Immediate).unwrap();
+            txn.set_quick_repair(qr);
+            {
+                let mut c = txn.open_table(CHUNKS).unwrap();
+                for _ in 0..10_000 {
+                    c.insert(k, part.as_slice()).unwrap();
+                    k += 1;
+                }
+            }
+            txn.commit().unwrap();
+        }
+        println!(
+            "grown by {rows} rows of 3,000 B: {:.0} MB written, file {:.2} GB",
+            (write_bytes() - b0) as f64 / 1e6,
+            std::fs::metadata(&path).unwrap().len() as f64 / 1e9
+        );
+        for n in 1..=2 {
+            phase(&db, &format!("after growing, phase {n}"), 2000);
+        }
+        return;
+    }
     if migrate {
         // The schema 11 migration: one large row written once, then removed and written
         // again as rows of 3,000 B. Does the cost of the freed value last, and past a reopen?
