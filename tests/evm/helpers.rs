@@ -116,11 +116,17 @@ impl Anvil {
     }
 
     /// Sends a transaction from an unlocked account and returns its receipt (automine).
+    /// Its gas limit is the node's estimate plus half (at most 30M, Anvil's block gas
+    /// limit): an estimate is made against the pending block, and the block the
+    /// transaction lands in may differ from it. Under the full suite's load a Uniswap V3
+    /// `mint` sent with the node's own estimate once reverted with no logs.
     pub async fn send(&self, from: &str, to: Option<&str>, value: u128, data: &str) -> Value {
         let mut tx = json!({"from": from, "value": format!("0x{value:x}"), "data": data});
         if let Some(t) = to {
             tx["to"] = json!(t);
         }
+        let estimate = hex_u64(&self.rpc("eth_estimateGas", json!([tx])).await);
+        tx["gas"] = json!(format!("0x{:x}", (estimate * 3 / 2).min(30_000_000)));
         let hash = self.rpc("eth_sendTransaction", json!([tx])).await;
         for _ in 0..100 {
             let r = self.rpc("eth_getTransactionReceipt", json!([hash])).await;
