@@ -34,6 +34,42 @@ fn write_bytes() -> u64 {
         .unwrap()
 }
 
+/// A durable write transaction committed as the appliance commits (two-phase), with quick
+/// repair as `qr` says.
+fn begin(db: &Database, qr: bool) -> redb::WriteTransaction {
+    let mut txn = db.begin_write().unwrap();
+    txn.set_durability(Durability::Immediate).unwrap();
+    txn.set_two_phase_commit(true);
+    txn.set_quick_repair(qr);
+    txn
+}
+
+/// `commits` small commits of 20 log rows (`row`) and 20 index rows (`small`) each, keys
+/// from `next` (log key, index key); returns the bytes written per commit.
+fn small_commits(
+    db: &Database,
+    qr: bool,
+    commits: u32,
+    (row, small): (&[u8], &[u8]),
+    next: &mut impl FnMut() -> (u64, u128),
+) -> f64 {
+    let b0 = write_bytes();
+    for _ in 0..commits {
+        let txn = begin(db, qr);
+        {
+            let mut log = txn.open_table(LOG).unwrap();
+            let mut idx = txn.open_table(IDX).unwrap();
+            for _ in 0..20 {
+                let (l, i) = next();
+                log.insert(l, row).unwrap();
+                idx.insert(i, small).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+    }
+    (write_bytes() - b0) as f64 / f64::from(commits)
+}
+
 fn main() {
     let path = std::env::args().nth(1).expect("path");
     let big: usize = std::env::args()
@@ -55,40 +91,25 @@ fn main() {
     let row = vec![7u8; 300];
     let small = vec![3u8; 40];
     let mut phase = |db: &Database, name: &str, commits: u32| {
-        let (b0, t0) = (write_bytes(), Instant::now());
-        for _ in 0..commits {
-            let mut txn = db.begin_write().unwrap();
-            txn.set_durability(Durability::Immediate).unwrap();
-            txn.set_two_phase_commit(true);
-            txn.set_quick_repair(qr);
-            {
-                let mut log = txn.open_table(LOG).unwrap();
-                let mut idx = txn.open_table(IDX).unwrap();
-                for _ in 0..20 {
-                    log.insert(seq, row.as_slice()).unwrap();
-                    seq += 1;
-                    rng = rng
-                        .wrapping_mul(0x2545F4914F6CDD1D2545F4914F6CDD1D)
-                        .wrapping_add(1442695040888963407);
-                    idx.insert(rng, small.as_slice()).unwrap();
-                }
-            }
-            txn.commit().unwrap();
-        }
-        let b = write_bytes() - b0;
+        let t0 = Instant::now();
+        let per_commit = small_commits(db, qr, commits, (&row, &small), &mut || {
+            let l = seq;
+            seq += 1;
+            rng = rng
+                .wrapping_mul(0x2545F4914F6CDD1D2545F4914F6CDD1D)
+                .wrapping_add(1442695040888963407);
+            (l, rng)
+        });
         println!(
             "{name}: {commits} commits, {:.1} KB written per commit, {:.2} s",
-            b as f64 / commits as f64 / 1024.0,
+            per_commit / 1024.0,
             t0.elapsed().as_secs_f64()
         );
     };
     let put_big = |db: &Database, fill: u8| {
         let b0 = write_bytes();
         let v = vec![fill; big];
-        let mut txn = db.begin_write().unwrap();
-        txn.set_durability(Durability::Immediate).unwrap();
-        txn.set_two_phase_commit(true);
-        txn.set_quick_repair(qr);
+        let txn = begin(db, qr);
         {
             let mut t = txn.open_table(SNAP).unwrap();
             for (i, c) in v.chunks(chunk).enumerate() {
@@ -138,10 +159,7 @@ fn main() {
         put_big(&db, 1);
         phase(&db, "after the first big value", 2000);
         let b0 = write_bytes();
-        let mut txn = db.begin_write().unwrap();
-        txn.set_durability(Durability::Immediate).unwrap();
-        txn.set_two_phase_commit(true);
-        txn.set_quick_repair(qr);
+        let txn = begin(&db, qr);
         {
             let mut t = txn.open_table(SNAP).unwrap();
             let v = t.remove(0).unwrap().unwrap().value().to_vec();
@@ -159,40 +177,20 @@ fn main() {
         for n in 1..=3 {
             phase(&db, &format!("after the move, phase {n}"), 2000);
         }
-        drop(phase);
         drop(db);
         let mut seq = u64::MAX / 2;
         for reopen in 1..=2 {
             let db = Database::builder().create(&path).unwrap();
-            let mut after_reopen = |name: &str| {
-                let b0 = write_bytes();
-                for _ in 0..2000 {
-                    let mut txn = db.begin_write().unwrap();
-                    txn.set_durability(Durability::Immediate).unwrap();
-                    txn.set_two_phase_commit(true);
-                    txn.set_quick_repair(qr);
-                    {
-                        let mut log = txn.open_table(LOG).unwrap();
-                        let mut idx = txn.open_table(IDX).unwrap();
-                        for _ in 0..20 {
-                            log.insert(seq, row.as_slice()).unwrap();
-                            seq += 1;
-                            idx.insert(
-                                u128::from(seq).wrapping_mul(0x9E3779B97F4A7C15),
-                                small.as_slice(),
-                            )
-                            .unwrap();
-                        }
-                    }
-                    txn.commit().unwrap();
-                }
-                println!(
-                    "{name}: {:.1} KB written per commit",
-                    (write_bytes() - b0) as f64 / 2000.0 / 1024.0
-                );
-            };
             for n in 1..=3 {
-                after_reopen(&format!("after reopen {reopen}, phase {n}"));
+                let per_commit = small_commits(&db, qr, 2000, (&row, &small), &mut || {
+                    let l = seq;
+                    seq += 1;
+                    (l, u128::from(seq).wrapping_mul(0x9E3779B97F4A7C15))
+                });
+                println!(
+                    "after reopen {reopen}, phase {n}: {:.1} KB written per commit",
+                    per_commit / 1024.0
+                );
             }
         }
         return;

@@ -721,6 +721,28 @@ pub fn migrate_meta(txn: &WriteTransaction) -> Result<Migrated, StoreError> {
     Ok(out)
 }
 
+/// Rows of a simulated chain's log for tests, in the binary's codec shape (a one-entry map
+/// naming the variant, positional MessagePack) without depending on the binary.
+#[cfg(test)]
+pub(crate) mod test_rows {
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "snake_case")]
+    enum Row {
+        Snapshot((u64, Vec<u8>)),
+        Empty((u64, u64, u64)),
+    }
+
+    /// An operation (an empty block).
+    pub(crate) fn op() -> Vec<u8> {
+        crate::codec::encode_positional(&Row::Empty((1, 2, 3)))
+    }
+
+    /// A snapshot whose body is `body` (its encoding grows with `body`'s length).
+    pub(crate) fn snapshot(seq: u64, body: Vec<u8>) -> Vec<u8> {
+        crate::codec::encode_positional(&Row::Snapshot((seq, body)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -773,14 +795,8 @@ mod tests {
     /// log that begins elsewhere without one, is reported.
     #[test]
     fn a_snapshot_row_cuts_the_simulated_chain_log_and_verifies() {
-        #[derive(serde::Serialize)]
-        #[serde(rename_all = "snake_case")]
-        enum Row {
-            Snapshot((u64, Vec<u8>)),
-            Empty((u64, u64, u64)),
-        }
-        let op = crate::codec::encode_positional(&Row::Empty((1, 2, 3)));
-        let snap = crate::codec::encode_positional(&Row::Snapshot((9, vec![1, 2, 3])));
+        let op = test_rows::op();
+        let snap = test_rows::snapshot(9, vec![1, 2, 3]);
         assert!(sim_row_is_snapshot(&snap) && sim_op_readable(&snap));
         assert!(!sim_row_is_snapshot(&op) && !sim_row_is_snapshot(b"{\"op\":\"empty\"}"));
         let dir = tempfile::tempdir().unwrap();
@@ -863,16 +879,10 @@ mod tests {
     /// `verify` names it.
     #[test]
     fn a_large_snapshot_is_stored_in_chunks_under_a_page() {
-        #[derive(serde::Serialize)]
-        #[serde(rename_all = "snake_case")]
-        enum Row {
-            Snapshot((u64, Vec<u8>)),
-            Empty((u64, u64, u64)),
-        }
-        let op = crate::codec::encode_positional(&Row::Empty((1, 2, 3)));
+        let op = test_rows::op();
         let big: Vec<u8> = (0..10_000u32).map(|i| (i % 100) as u8).collect();
-        let snap = crate::codec::encode_positional(&Row::Snapshot((5, big)));
-        let snap2 = crate::codec::encode_positional(&Row::Snapshot((8, vec![9; 4_000])));
+        let snap = test_rows::snapshot(5, big);
+        let snap2 = test_rows::snapshot(8, vec![9; 4_000]);
         assert!(snap.len() > 3 * SIM_SNAPSHOT_CHUNK && snap.len() < 4 * SIM_SNAPSHOT_CHUNK);
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
@@ -904,13 +914,15 @@ mod tests {
                 ctx.sim_ops_delete_below(q, "ethereum", 3)
             })
             .unwrap();
+        // (sequence number, chunk number) of `id`'s chunks.
+        let of = |got: &[(u128, u64, u32, usize)], id: Uuid| -> Vec<(u64, u32)> {
+            got.iter()
+                .filter(|c| c.0 == id.as_u128())
+                .map(|c| (c.1, c.2))
+                .collect()
+        };
         let got = chunks(&store);
-        let of_p: Vec<(u64, u32)> = got
-            .iter()
-            .filter(|c| c.0 == p.as_u128())
-            .map(|c| (c.1, c.2))
-            .collect();
-        assert_eq!(of_p, vec![(5, 0), (5, 1), (5, 2), (5, 3)]);
+        assert_eq!(of(&got, p), vec![(5, 0), (5, 1), (5, 2), (5, 3)]);
         assert!(got.iter().all(|c| c.3 <= SIM_SNAPSHOT_CHUNK), "{got:?}");
         let rows = store
             .read_blocking(move |r| r.sim_ops_from(p, "ethereum"))
@@ -933,13 +945,8 @@ mod tests {
             })
             .unwrap();
         let got = chunks(&store);
-        let of_p: Vec<(u64, u32)> = got
-            .iter()
-            .filter(|c| c.0 == p.as_u128())
-            .map(|c| (c.1, c.2))
-            .collect();
-        assert_eq!(of_p, vec![(7, 0), (7, 1)]);
-        assert_eq!(got.iter().filter(|c| c.0 == q.as_u128()).count(), 4);
+        assert_eq!(of(&got, p), vec![(7, 0), (7, 1)]);
+        assert_eq!(of(&got, q).len(), 4);
         let rows = store
             .read_blocking(move |r| r.sim_ops_from(p, "ethereum"))
             .unwrap();

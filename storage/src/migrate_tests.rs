@@ -1605,14 +1605,9 @@ fn a_schema_8_store_indexes_deposits_and_sweeps_under_their_customers() {
 /// `sim_snapshots` is gone, and the store verifies; so does a backup taken before.
 #[test]
 fn a_schema_10_store_moves_its_chain_snapshots_into_chunks() {
-    #[derive(serde::Serialize)]
-    #[serde(rename_all = "snake_case")]
-    enum Row {
-        Snapshot((u64, Vec<u8>)),
-        Empty((u64, u64, u64)),
-    }
-    let op = crate::codec::encode_positional(&Row::Empty((1, 2, 3)));
-    let snap = crate::codec::encode_positional(&Row::Snapshot((4, vec![7; 7_000])));
+    use crate::chain_state::test_rows;
+    let op = test_rows::op();
+    let snap = test_rows::snapshot(4, vec![7; 7_000]);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.redb");
     let store = Store::open(&path, StoreOptions::default()).unwrap();
