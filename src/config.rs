@@ -448,6 +448,12 @@ pub struct TestConfig {
     /// log is cut at each; `services::sim_chain::SnapshotPolicy`). Default 100,000; at
     /// least 1.
     pub snapshot_min_ops: u64,
+    /// Simulated chain: blocks held in memory below the head once the chain's worker has
+    /// read them (blocks, receipts, what a test reorg can replace; older ones answer as a
+    /// node that expired its history). Default 10,000; 64 to 100,000. Blocks the worker has
+    /// not read yet are held up to 100,000 deep whatever this is
+    /// (`appliance_chains::sim::HOLD_LIMIT`).
+    pub retain_blocks: u64,
 }
 
 impl Default for TestConfig {
@@ -455,6 +461,7 @@ impl Default for TestConfig {
         TestConfig {
             block_interval_ms: 1000,
             snapshot_min_ops: crate::services::sim_chain::SNAPSHOT_MIN_OPS,
+            retain_blocks: appliance_chains::sim::RETAIN_BLOCKS,
         }
     }
 }
@@ -985,6 +992,12 @@ impl Config {
             )));
         }
         self.billing.validate().map_err(ConfigError::Check)?;
+        if !(64..=appliance_chains::sim::HOLD_LIMIT).contains(&self.test.retain_blocks) {
+            return Err(ConfigError::Check(format!(
+                "test.retain_blocks must be from 64 to {}",
+                appliance_chains::sim::HOLD_LIMIT
+            )));
+        }
         if let Some(m) = &self.market {
             m.validate().map_err(ConfigError::Check)?;
         }
@@ -1160,6 +1173,23 @@ mod tests {
         assert_eq!(cfg.webhooks.retry_schedule_s.len(), 7);
         assert_eq!(cfg.test.block_interval_ms, 250);
         assert_eq!(cfg.listen, "127.0.0.1:8080");
+    }
+
+    #[test]
+    fn test_retain_blocks_is_bounded() {
+        let env = |v: &str| vec![("APPLIANCE_TEST__RETAIN_BLOCKS".to_string(), v.to_string())];
+        let cfg = Config::load_from(None, env("64")).unwrap();
+        assert_eq!(cfg.test.retain_blocks, 64);
+        assert!(cfg.validate().is_ok());
+        for bad in ["63", "100001"] {
+            let cfg = Config::load_from(None, env(bad)).unwrap();
+            let e = cfg.validate().unwrap_err().to_string();
+            assert!(e.contains("test.retain_blocks"), "{bad}: {e}");
+        }
+        assert_eq!(
+            Config::default().test.retain_blocks,
+            appliance_chains::sim::RETAIN_BLOCKS
+        );
     }
 
     #[test]

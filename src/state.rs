@@ -103,8 +103,9 @@ impl AppState {
         ));
         store.on_commit(checkout_cache.hook());
         let sim = crate::services::sim_chain::SimChains::default();
-        sim.set_snapshot_policy(crate::services::sim_chain::SnapshotPolicy {
-            min_ops: config.test.snapshot_min_ops,
+        sim.set_policy(crate::services::sim_chain::ChainPolicy {
+            snapshot_min_ops: config.test.snapshot_min_ops,
+            retain_blocks: config.test.retain_blocks,
         });
         Ok(AppState(Arc::new(Inner {
             market,

@@ -1126,7 +1126,8 @@ pub struct MineBlocks {
 pub struct ReorgRequest {
     /// A simulated EVM chain of the project.
     pub chain: EvmChainIn,
-    /// Blocks replaced (1 to the chain's height, at most 1000).
+    /// Blocks replaced (1 to the blocks the chain holds: its height, or fewer once it
+    /// pruned older blocks; at most 1000).
     #[schema(minimum = 1, maximum = 1000)]
     pub depth: u64,
     /// Drop the removed transactions (default true, as Anvil does); false returns them to the

@@ -362,7 +362,8 @@ async fn mine_blocks(
 }
 
 /// `POST /v1/test/reorg` — `{chain, depth, drop?}`: the last `depth` blocks (1 to the
-/// chain's height, at most [`sim_chain::MAX_REORG_DEPTH`]) of the project's simulated
+/// blocks the chain holds, its height until it prunes (`test.retain_blocks`), at most
+/// [`sim_chain::MAX_REORG_DEPTH`]) of the project's simulated
 /// `chain` are replaced by empty blocks; their transactions are dropped (`drop`, default
 /// true, as Anvil does) or return to the mempool (DECISIONS.md section 15).
 ///

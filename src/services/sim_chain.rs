@@ -24,7 +24,7 @@
 //! Snapshots (issue 16: a start replayed the whole log, and the log grew with every test
 //! deposit): an exclusive write (mining, the timer's flush) also writes a snapshot of the
 //! chain ([`appliance_chains::sim::Snapshot`]) when the operations since the last one reach
-//! max([`SnapshotPolicy::min_ops`], the last snapshot's size in operations
+//! max([`ChainPolicy::snapshot_min_ops`], the last snapshot's size in operations
 //! ([`SNAPSHOT_BYTES_PER_OP`])), amortised O(1) per operation. The snapshot takes the sequence number of the last operation it covers and
 //! the rows below it are deleted in the same transaction; a start loads it and replays only
 //! the rows after it ([`load`]). A log without a snapshot (written before them) replays
@@ -141,11 +141,15 @@ fn signed_weight(ops: &[Op]) -> u64 {
         .saturating_mul(SIGNED_WEIGHT)
 }
 
-/// How often chains are snapshotted: at least `min_ops` operations apart (config
-/// `test.snapshot_min_ops`, default [`SNAPSHOT_MIN_OPS`]).
+/// How chains opened from now on are kept: snapshotted at least `snapshot_min_ops`
+/// operations apart (config `test.snapshot_min_ops`, default [`SNAPSHOT_MIN_OPS`]), and
+/// holding `retain_blocks` blocks below the head once their worker read them (config
+/// `test.retain_blocks`, default [`appliance_chains::sim::RETAIN_BLOCKS`];
+/// `SimChain::set_retain_blocks`).
 #[derive(Debug, Clone, Copy)]
-pub struct SnapshotPolicy {
-    pub min_ops: u64,
+pub struct ChainPolicy {
+    pub snapshot_min_ops: u64,
+    pub retain_blocks: u64,
 }
 
 /// Default least number of operations between two snapshots of a simulated chain. A start
@@ -302,8 +306,10 @@ impl PlannedSnapshot {
 #[derive(Debug)]
 pub struct SimChains {
     chains: std::sync::Mutex<HashMap<(Uuid, &'static str), Arc<SimHandle>>>,
-    /// Least operations between two snapshots of a chain ([`SnapshotPolicy`]).
+    /// Least operations between two snapshots of a chain ([`ChainPolicy`]).
     snapshot_min_ops: AtomicU64,
+    /// Blocks a chain holds below its head once read ([`ChainPolicy`]).
+    retain_blocks: AtomicU64,
     /// Held while a chain is loaded, so callers that ask for a chain not yet open (the
     /// start-up's `open_stored` and the first requests) load it once, not each.
     opening: Mutex<()>,
@@ -317,6 +323,7 @@ impl Default for SimChains {
         SimChains {
             chains: Default::default(),
             snapshot_min_ops: AtomicU64::new(SNAPSHOT_MIN_OPS),
+            retain_blocks: AtomicU64::new(appliance_chains::sim::RETAIN_BLOCKS),
             opening: Mutex::new(()),
             drive_tx: tx,
             drive_rx: std::sync::Mutex::new(Some(rx)),
@@ -345,11 +352,13 @@ pub struct Drive {
 }
 
 impl SimChains {
-    /// Sets how often chains opened from now on are snapshotted (at start-up, from
-    /// `test.snapshot_min_ops`; at least 1).
-    pub fn set_snapshot_policy(&self, p: SnapshotPolicy) {
+    /// Sets how chains opened from now on are kept (at start-up, from the `test` config;
+    /// `snapshot_min_ops` at least 1, `retain_blocks` as `SimChain::set_retain_blocks`
+    /// clamps it).
+    pub fn set_policy(&self, p: ChainPolicy) {
         self.snapshot_min_ops
-            .store(p.min_ops.max(1), Ordering::Relaxed);
+            .store(p.snapshot_min_ops.max(1), Ordering::Relaxed);
+        self.retain_blocks.store(p.retain_blocks, Ordering::Relaxed);
     }
 
     /// Asks the driver to do `action` on `handle`'s chain and waits for the new height.
@@ -403,9 +412,10 @@ pub enum SimOpenError {
     /// request wrote nothing and may be retried (503, the chain is rebuilt meanwhile).
     #[error("the simulated chain is being rebuilt after a failed write; retry")]
     Rebuilding,
-    /// A reorg deeper than the chain: 400 with `param` `depth`.
-    #[error("depth must be from 1 to the chain's height ({height}).")]
-    Depth { height: u64 },
+    /// A reorg deeper than the blocks the chain holds (its height, less what it pruned,
+    /// `SimChain::check_reorg`): 400 with `param` `depth`.
+    #[error("depth must be from 1 to the blocks the chain holds ({most}).")]
+    Depth { most: u64 },
 }
 
 fn write_error(e: WriteError<StoreError>) -> String {
@@ -654,20 +664,29 @@ struct Loaded {
 }
 
 /// Loads a chain from its `sim_ops` rows: its snapshot if it has one, then the operations
-/// after it in order (the whole log from `g` when it has none). Errors name the row.
+/// after it in order (the whole log from `g` when it has none). The chain holds
+/// `retain_blocks` below its head once read, and is loaded with its worker's hold at
+/// `Some(0)` (`SimChain::hold_from`: its worker has not said what it still needs), so
+/// the replay holds at least what the run that wrote the log held. Errors name the row.
 fn load(
     r: &impl ChainStateOps,
     g: Genesis,
     project: Uuid,
     chain: &str,
     min_ops: u64,
+    retain_blocks: u64,
 ) -> Result<Loaded, SimOpenError> {
     let bad = |detail: String| SimOpenError::Replay {
         project,
         chain: chain.to_string(),
         detail,
     };
+    let keep = |c: &mut SimChain| {
+        c.set_retain_blocks(retain_blocks);
+        c.hold_from(Some(0));
+    };
     let mut c = SimChain::new(g.clone());
+    keep(&mut c);
     let mut snap = SnapState {
         at: 0,
         size_ops: 0,
@@ -680,6 +699,7 @@ fn load(
         let step = match decode_row(bytes) {
             Ok(StoredRow::Snapshot(s)) => SimChain::restore(g.clone(), *s).map(|restored| {
                 c = restored;
+                keep(&mut c);
                 snap.at = seq;
                 snap.size_ops = size_ops(bytes.len());
                 snap.extra = 0;
@@ -731,9 +751,10 @@ fn replay(
     project: &Project,
     chain: &str,
     min_ops: u64,
+    retain_blocks: u64,
 ) -> Result<Loaded, SimOpenError> {
     let g = genesis(reg, project, chain).ok_or_else(|| SimOpenError::NotSimulated(chain.into()))?;
-    load(r, g, project.id, chain, min_ops)
+    load(r, g, project.id, chain, min_ops, retain_blocks)
 }
 
 /// Wall clock, Unix milliseconds.
@@ -765,11 +786,12 @@ impl SimChains {
         }
         let reg2 = reg.clone();
         let min_ops = self.snapshot_min_ops.load(Ordering::Relaxed);
+        let retain = self.retain_blocks.load(Ordering::Relaxed);
         let t0 = std::time::Instant::now();
         let loaded = store
             .read(move |r| {
                 let p = r.get::<Project>(project)?.filter(|p| p.mode == Mode::Test);
-                Ok(p.map(|p| replay(r, &reg2, &p, id, min_ops)))
+                Ok(p.map(|p| replay(r, &reg2, &p, id, min_ops, retain)))
             })
             .await?
             .ok_or(SimOpenError::NoProject(project))??;
@@ -980,9 +1002,10 @@ impl SimHandle {
         let (project, chain) = (self.project, self.chain);
         let g = c.genesis().clone();
         let min_ops = self.snap.lock().expect("lock").min_ops;
+        let retain = c.retain_blocks();
         let loaded = store
             .read(move |r| {
-                Ok(load(r, g, project, chain, min_ops)
+                Ok(load(r, g, project, chain, min_ops, retain)
                     .map_err(|e| StoreError::Corrupt(e.to_string())))
             })
             .await??;
@@ -1203,7 +1226,7 @@ pub async fn reorg(
     let mut x = h.exclusive(store).await?;
     if x.chain.check_reorg(depth).is_err() {
         return Err(SimOpenError::Depth {
-            height: x.chain.head(),
+            most: x.chain.head() - x.chain.pruned_to(),
         });
     }
     let cursor = h.cursor(&mut x, now_ms());

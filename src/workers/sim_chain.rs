@@ -18,11 +18,14 @@ use tokio::sync::Mutex;
 use uuid::Uuid;
 
 use appliance_chains::client::ChainClient;
+use appliance_chains::sim::HOLD_LIMIT;
 
 use crate::services::sim_chain::{self, Drive, DriveAction, SimHandle, SimOpenError};
 use crate::state::AppState;
+use crate::workers::chain::reconcile::track_depth;
 use crate::workers::chain::sender::send_step;
-use crate::workers::chain::watcher::{watch_step, Watched};
+use crate::workers::chain::store::load_watch;
+use crate::workers::chain::watcher::{memory_blocks, watch_step, Watched};
 use crate::workers::chain::{ChainWorker, Master, WorkScope};
 
 /// How often deferred empty blocks are written.
@@ -39,6 +42,9 @@ struct SimWorker {
     checked: bool,
     /// Test mode's master key (`Signer::test_mode`) and its factory.
     master: Master,
+    /// The oldest block a send the sender still follows can be in, as of its last complete
+    /// pass ([`sender_needs_from`]); 0 before one.
+    sent_from: u64,
 }
 
 type Workers = Arc<std::sync::Mutex<HashMap<(Uuid, &'static str), Arc<Mutex<SimWorker>>>>>;
@@ -78,14 +84,21 @@ fn worker_for(
         watched: Watched::default(),
         checked: false,
         master: Master::of(Arc::new(appliance_signer::Signer::test_mode())),
+        sent_from: 0,
     }));
     m.insert((h.project, h.chain), sw.clone());
     Ok(sw)
 }
 
 /// Runs the watcher until it has caught up with the head, then one sender pass (each
-/// failure is logged; the next drive retries).
-async fn catch_up(state: &AppState, sw: &mut SimWorker) {
+/// failure is logged; the next drive retries), then tells the chain which blocks the
+/// worker still needs ([`hold`]).
+async fn catch_up(state: &AppState, h: &SimHandle, sw: &mut SimWorker) {
+    watch_and_send(state, sw).await;
+    hold(state, h, sw).await;
+}
+
+async fn watch_and_send(state: &AppState, sw: &mut SimWorker) {
     for _ in 0..MAX_PASSES {
         match watch_step(state, &sw.w, &mut sw.checked, &mut sw.watched).await {
             Ok(true) => break,
@@ -96,8 +109,57 @@ async fn catch_up(state: &AppState, sw: &mut SimWorker) {
             }
         }
     }
-    if let Err(e) = send_step(state, &sw.w, &sw.master).await {
-        tracing::warn!(chain = sw.w.chain, key = %sw.w.key, error = %crate::workers::chain::clean(&e), "simulated chain sender failed");
+    let head = match sw.w.client.head().await {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(chain = sw.w.chain, error = %e, "simulated chain head unreadable");
+            return;
+        }
+    };
+    match send_step(state, &sw.w, &sw.master).await {
+        Ok(()) => sw.sent_from = sender_needs_from(&sw.w, head),
+        Err(e) => {
+            tracing::warn!(chain = sw.w.chain, key = %sw.w.key, error = %crate::workers::chain::clean(&e), "simulated chain sender failed")
+        }
+    }
+}
+
+/// The oldest block a send followed after a complete sender pass that began at `head` can
+/// be in: [`track_depth`] below it. The pass marks done every settled send mined that deep
+/// (so what it still follows was mined above, or is not mined yet and will be mined above
+/// the head it asked at), and a receipt is asked for until a send is done.
+fn sender_needs_from(w: &ChainWorker, head: u64) -> u64 {
+    head.saturating_sub(track_depth(w))
+}
+
+/// Tells `h`'s chain the oldest block its worker still needs (`SimChain::hold_from`): the
+/// older of the watcher's next block less the blocks it remembers to find a fork point
+/// ([`memory_blocks`]), and what the sender follows ([`SimWorker::sent_from`]). Blocks
+/// from there on stay held when test deposits mine faster than the worker reads (a start
+/// that loads many addresses), so the worker never finds its next block pruned nor its
+/// own mined sends without receipts. A worker that lags more than `HOLD_LIMIT` blocks is
+/// reported once per drive.
+async fn hold(state: &AppState, h: &SimHandle, sw: &SimWorker) {
+    let key = sw.w.key.clone();
+    let cursor = match state.store.read(move |r| load_watch(r, &key)).await {
+        Ok(ws) => ws.cursor.height,
+        Err(e) => {
+            tracing::warn!(chain = sw.w.chain, error = %e, "reading the watcher's position failed");
+            return;
+        }
+    };
+    let next = match cursor {
+        Some(n) => n + 1,
+        None => sw.w.start_block.unwrap_or(0),
+    };
+    let from = next
+        .saturating_sub(memory_blocks(&sw.w) as u64)
+        .min(sw.sent_from);
+    let mut c = h.client.chain_state().lock().await;
+    c.hold_from(Some(from));
+    if next <= c.pruned_to() {
+        tracing::error!(chain = sw.w.chain, project = %h.project, next, pruned_to = c.pruned_to(),
+            limit = HOLD_LIMIT, "the chain worker lags more than a simulated chain holds: its next block is pruned");
     }
 }
 
@@ -125,7 +187,7 @@ async fn drive(
     let sw = worker_for(state, workers, h).map_err(|e| SimOpenError::Write(e.to_string()))?;
     let mut sw = sw.lock().await;
     sw.w.start_block = Some(held_from(h).await);
-    catch_up(state, &mut sw).await;
+    catch_up(state, h, &mut sw).await;
     let r = match action {
         DriveAction::Mine(n) => match timer {
             Some(step) => h.mine(&state.store, n, step, true).await,
@@ -134,7 +196,7 @@ async fn drive(
         DriveAction::Reorg { depth, drop } => sim_chain::reorg(&state.store, h, depth, drop).await,
     };
     if r.is_ok() {
-        catch_up(state, &mut sw).await;
+        catch_up(state, h, &mut sw).await;
     }
     r
 }

@@ -744,3 +744,70 @@ async fn a_killed_server_restarts_from_its_chain_snapshot() {
     assert!(ev.is_empty(), "{ev:?}");
     verify_green(&app);
 }
+
+/// A chain worker that lags more than the blocks a chain retains (`test.retain_blocks`,
+/// here 64): test deposits mine a block each without the worker, 100 of them between two
+/// drives. The chain holds what the worker has not read (`SimChain::hold_from`), so the
+/// watcher still scans those blocks (a reorg among them orphans its deposit) and the
+/// sender still finds the receipt of its payout mined before them (it confirms, once).
+/// Before the hold, the watcher failed on every pass ("history before block N is pruned")
+/// and the payout stayed `submitted`: its receipt was gone and its nonce used. What the
+/// worker has read is still pruned: a reorg deeper than the held blocks is refused.
+#[tokio::test]
+async fn a_worker_that_lags_more_than_the_retained_blocks_catches_up() {
+    let app = spawn_app_with("127.0.0.1:0", &[("APPLIANCE_TEST__RETAIN_BLOCKS", "64")]).await;
+    let (a, _, _) = app.funded_customer("ethereum", "USDT", 6, "5000000").await;
+    let aid = s(&a["id"]);
+    let b = app.create_customer(None).await;
+    let bid = s(&b["id"]);
+    app.create_wallet(&bid, "ethereum").await;
+    app.mine(400).await;
+    let id = new_payout(&app, &aid, "1000000", &external_address(0x64)).await;
+    app.mine(1).await; // signed, broadcast, mined
+    let p = payout(&app, &id).await;
+    assert_eq!(p["status"], "submitted", "{p}");
+    let mut last = json!(null);
+    for _ in 0..100 {
+        last = app
+            .test_deposit(&bid, "ethereum", "USDT", 6, "1000", None)
+            .await;
+    }
+    // The last deposit's transfer goes back to the mempool: the watcher must see its block
+    // replaced, so it must have read the 99 blocks below.
+    app.post(
+        &app.wallet_key,
+        "/v1/test/reorg",
+        json!({ "chain": "ethereum", "depth": 1, "drop": false }),
+    )
+    .await
+    .expect(200);
+    assert_eq!(deposit(&app, &s(&last["id"])).await["status"], "orphaned");
+    app.settle().await;
+    let p = payout(&app, &id).await;
+    assert_eq!(p["status"], "confirmed", "{p}");
+    assert_eq!(
+        app.events(&format!("type=payout.confirmed&resource_id={id}"))
+            .await
+            .len(),
+        1
+    );
+    assert_eq!(app.available(&aid, "ethereum", "USDT").await, 4_000_000);
+    assert_eq!(
+        app.available(&bid, "ethereum", "USDT").await,
+        100 * 1000,
+        "99 deposits and the orphaned one mined again"
+    );
+    let r = app
+        .post(
+            &app.wallet_key,
+            "/v1/test/reorg",
+            json!({ "chain": "ethereum", "depth": 1000 }),
+        )
+        .await;
+    let body = r.expect(400);
+    assert_eq!(body["param"], "depth", "{body}");
+    // The worker read everything: the chain holds its watcher's fork-point memory (256
+    // blocks) below the head, not the whole history.
+    assert!(s(&body["message"]).contains("(257)"), "{body}");
+    verify_green(&app);
+}

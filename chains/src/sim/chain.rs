@@ -9,7 +9,7 @@ use alloy::eips::eip2718::Decodable2718;
 use alloy::primitives::{keccak256, Address, Bytes, TxKind, B256, U256};
 use serde::{Deserialize, Serialize};
 
-use super::{BASE_FEE, BLOCK_GAS_LIMIT, MEMPOOL_LIMIT, PRIORITY_FEE, RETAIN_BLOCKS};
+use super::{BASE_FEE, BLOCK_GAS_LIMIT, HOLD_LIMIT, MEMPOOL_LIMIT, PRIORITY_FEE, RETAIN_BLOCKS};
 use crate::address::{
     create2, factory_init_code, forwarder_init_code_hash, DEPLOYMENT_PROXY, FACTORY_SALT,
 };
@@ -329,6 +329,12 @@ pub struct SimChain {
     unflushed: Vec<Op>,
     /// The newest block dropped from memory (number 0: none); see [`SimChain::prune`].
     floor: Floor,
+    /// Blocks held below the head beyond what a reader still needs ([`RETAIN_BLOCKS`]
+    /// unless set, [`SimChain::set_retain_blocks`]); not part of a snapshot.
+    retain: u64,
+    /// The oldest block a reader of the chain still needs (`None`: no reader); see
+    /// [`SimChain::hold_from`]. Not part of a snapshot.
+    hold: Option<u64>,
 }
 
 /// The newest pruned block: blocks `1..=number` are no longer held (their transactions,
@@ -435,7 +441,40 @@ impl SimChain {
             pool: Vec::new(),
             unflushed: Vec::new(),
             floor: Floor::default(),
+            retain: RETAIN_BLOCKS,
+            hold: None,
         }
+    }
+
+    /// Sets how many blocks below the head are held when no reader needs older ones
+    /// (clamped to 1..=[`HOLD_LIMIT`]; the default is [`RETAIN_BLOCKS`]). Takes effect at
+    /// the next block.
+    pub fn set_retain_blocks(&mut self, blocks: u64) {
+        self.retain = blocks.clamp(1, HOLD_LIMIT);
+    }
+
+    /// Blocks held below the head when no reader needs older ones.
+    pub fn retain_blocks(&self) -> u64 {
+        self.retain
+    }
+
+    /// Declares the oldest block the chain's reader (the appliance's chain worker: its
+    /// watcher's next block, and the receipts its sender still follows) needs: blocks from
+    /// `from` on are not pruned, even more than [`SimChain::retain_blocks`] below the head,
+    /// but never more than [`HOLD_LIMIT`] below it. `Some(0)`: a reader that has not said
+    /// yet (a chain just loaded: nothing is pruned within [`HOLD_LIMIT`]). `None`: no reader
+    /// (pruned at [`SimChain::retain_blocks`]). Without it, a worker that fell more than the
+    /// held history behind (a start that loads many addresses while test deposits mine) found
+    /// its next block pruned and its own mined sends without receipts, and stayed stuck.
+    /// Pruning less never changes what a block or receipt says, only whether it is still
+    /// answered, so a replay that holds more than the run that logged it reads the same.
+    pub fn hold_from(&mut self, from: Option<u64>) {
+        self.hold = from;
+    }
+
+    /// The reader's hold ([`SimChain::hold_from`]).
+    pub fn hold(&self) -> Option<u64> {
+        self.hold
     }
 
     /// Number of the newest block dropped from memory (0: none); blocks above it are held.
@@ -1016,16 +1055,22 @@ impl SimChain {
         left
     }
 
-    /// Drops from memory the blocks more than [`RETAIN_BLOCKS`] below the head: their
-    /// transactions, receipts, state changes and runs of empty blocks (the newest dropped
-    /// block's hash and timestamp stay, [`Floor`]). Deterministic in the head, so a replay
-    /// prunes the same. A reorg deeper than what is held is refused
-    /// ([`SimChain::check_reorg`]).
+    /// Drops from memory the blocks more than [`SimChain::retain_blocks`] below the head
+    /// and below the reader's hold ([`SimChain::hold_from`]), and any more than
+    /// [`HOLD_LIMIT`] below it: their transactions, receipts, state changes and runs of
+    /// empty blocks (the newest dropped block's hash and timestamp stay, [`Floor`]).
+    /// Deterministic in the head, the retention and the hold; a replay loads with the hold
+    /// `Some(0)` (only [`HOLD_LIMIT`] applies), so it holds at least what the run that wrote
+    /// the log held, and every reorg that run accepted replays. A reorg deeper than what is
+    /// held is refused ([`SimChain::check_reorg`]).
     fn prune(&mut self) {
-        let Some(floor) = self.head.checked_sub(RETAIN_BLOCKS).filter(|f| *f > 0) else {
-            return;
-        };
-        if floor <= self.floor.number {
+        let by_age = self.head.saturating_sub(self.retain);
+        let floor = match self.hold {
+            None => by_age,
+            Some(from) => by_age.min(from.saturating_sub(1)),
+        }
+        .max(self.head.saturating_sub(HOLD_LIMIT));
+        if floor == 0 || floor <= self.floor.number {
             return;
         }
         let keep = Floor {

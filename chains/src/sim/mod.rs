@@ -65,3 +65,10 @@ pub const MEMPOOL_LIMIT: usize = 10_000;
 /// depths, with room for a chain worker that lags under load (DECISIONS: docs/decisions.md,
 /// "Simulated chain snapshots and pruning").
 pub const RETAIN_BLOCKS: u64 = 10_000;
+
+/// Most blocks a simulated chain holds below its head for a reader that lags
+/// ([`chain::SimChain::hold_from`]): a chain worker further behind finds its next block
+/// pruned. Also the most a chain can be set to retain, and what a replay holds, so a
+/// replay holds at least what the run that wrote the log held. 100,000 blocks with one
+/// transaction each are about 30 MB of snapshot.
+pub const HOLD_LIMIT: u64 = 100_000;

@@ -182,7 +182,8 @@ impl SimChain {
         }
     }
 
-    /// The chain `s` describes, from `genesis` (the same one it was taken of). Signed
+    /// The chain `s` describes, from `genesis` (the same one it was taken of), with the
+    /// default retention and no reader's hold (neither is part of a snapshot). Signed
     /// transactions of held blocks are decoded with the sender the snapshot names (recovered
     /// again in debug builds).
     /// [`SimError::Replay`] when the snapshot is not of this chain or does not hold
@@ -254,6 +255,8 @@ impl SimChain {
                 hash: s.floor.1,
                 t_ms: s.floor.2,
             },
+            retain: super::RETAIN_BLOCKS,
+            hold: None,
         })
     }
 }

@@ -13,7 +13,7 @@ use alloy::signers::local::PrivateKeySigner;
 
 use super::chain::{intrinsic_gas, Genesis, Inject, Op, SimChain, SimError, Snapshot};
 use super::client::SimClient;
-use super::{BASE_FEE, GENESIS_TREASURY_NATIVE, PRIORITY_FEE, RETAIN_BLOCKS};
+use super::{BASE_FEE, GENESIS_TREASURY_NATIVE, HOLD_LIMIT, PRIORITY_FEE, RETAIN_BLOCKS};
 use crate::address::{create2, deposit_salt, factory_address, forwarder_init_code_hash};
 use crate::client::{AssetRef, CallRequest, ChainClient, ClientError, WatchSet};
 use crate::evm::sweeper::{erc20_transfer_calldata, factory_deploy_calldata, sweep_calldata};
@@ -1018,4 +1018,69 @@ fn a_reorg_within_the_held_history_works_after_pruning() {
         r.block(c.pruned_to()).unwrap().hash
     });
     assert_replays(&c, &log, &[dest]);
+}
+
+/// A reader's hold ([`SimChain::hold_from`]): the blocks a lagging reader still needs stay
+/// held past the retention (blocks, receipts, range scans, reorgs), up to `HOLD_LIMIT`
+/// below the head; once the reader moves on they are pruned at the next block. A replay
+/// with the hold `Some(0)` (how a stored chain loads) holds at least what the run held, so
+/// a reorg that run accepted replays; without a hold the same log does not.
+#[test]
+fn a_readers_hold_keeps_the_blocks_it_still_needs() {
+    let (mut c, _k) = chain();
+    c.set_retain_blocks(100);
+    c.hold_from(Some(1));
+    let dest = Address::repeat_byte(0x51);
+    let mut log = Vec::new();
+    let hashes: Vec<B256> = (0..500)
+        .map(|i| inject_n(&mut c, &mut log, dest, Some(usdt()), i))
+        .collect();
+    assert_eq!(c.pruned_to(), 0, "the reader still needs block 1");
+    assert_eq!(c.receipt(hashes[0]).unwrap().block_number, 1);
+    let scan = c.transfers(1, c.head(), &watch(&[dest])).unwrap();
+    assert_eq!(scan.transfers.len(), 500);
+    // A reorg deeper than the retention, within the hold.
+    let reorg = Op::Reorg {
+        depth: 300,
+        drop: true,
+        t_ms: T0 + 1,
+    };
+    c.apply(&reorg).unwrap();
+    log.push(reorg);
+    assert!(c.receipt(hashes[250]).is_none() && c.receipt(hashes[150]).is_some());
+
+    // The reader moves on: pruned at the next block, to the retention or just below the
+    // hold, whichever is older.
+    c.hold_from(Some(350));
+    inject_n(&mut c, &mut log, dest, Some(usdt()), 500);
+    assert_eq!(c.pruned_to(), 349);
+    assert!(c.receipt(hashes[348]).is_none());
+    c.hold_from(Some(c.head()));
+    inject_n(&mut c, &mut log, dest, Some(usdt()), 501);
+    assert_eq!(c.pruned_to(), c.head() - 100);
+
+    // A stored chain loads with the hold Some(0): nothing pruned within HOLD_LIMIT, and the
+    // reorg replays.
+    let mut r = SimChain::new(c.genesis().clone());
+    r.set_retain_blocks(100);
+    r.hold_from(Some(0));
+    for op in &log {
+        r.apply(op).unwrap();
+    }
+    assert_eq!(r.pruned_to(), 0);
+    for n in c.pruned_to() + 1..=c.head() {
+        assert_eq!(r.block(n), c.block(n), "block {n}");
+    }
+    assert_eq!(r.balance(dest, Some(usdt())), c.balance(dest, Some(usdt())));
+    let mut unheld = SimChain::new(c.genesis().clone());
+    unheld.set_retain_blocks(100);
+    assert!(
+        log.iter().try_for_each(|op| unheld.apply(op)).is_err(),
+        "without the hold the 300-deep reorg is past the history held"
+    );
+
+    // HOLD_LIMIT bounds the hold.
+    r.hold_from(Some(1));
+    r.mine(HOLD_LIMIT, T0 + 100_000_000, 10);
+    assert_eq!(r.pruned_to(), r.head() - HOLD_LIMIT);
 }

@@ -70,7 +70,9 @@ const AHEAD_RANGES: usize = 2;
 /// store written before they were forgotten takes its backlog in steps of this).
 const FORGET_PER_COMMIT: usize = 4_096;
 
-fn memory_blocks(w: &ChainWorker) -> usize {
+/// Blocks below its cursor whose hashes the watcher remembers to find a reorg's fork
+/// point: twice the confirmations, at least 256.
+pub(crate) fn memory_blocks(w: &ChainWorker) -> usize {
     (w.required_confirmations as usize * 2).max(256)
 }
 
