@@ -58,13 +58,7 @@ async fn each_test_project_has_its_own_chains() {
     let b1 = height(&app, &other, "ethereum").await;
     assert_eq!(b1, b0 + 1, "mining one project's chain moved another's");
     // A reorg of one project's chain leaves the other's alone.
-    app.post(
-        &app.wallet_key,
-        "/v1/test/reorg",
-        json!({ "chain": "ethereum", "depth": 10 }),
-    )
-    .await
-    .expect(200);
+    reorg(&app, 10, true).await;
     assert_eq!(height(&app, &other, "ethereum").await, b1 + 1);
     assert!(height(&app, &app.wallet_key, "ethereum").await >= a0 + 51);
 }
@@ -204,6 +198,18 @@ async fn a_restart_keeps_the_chain() {
     assert_eq!(d2["block_number"], json!(h + 3));
 }
 
+/// `POST /v1/test/reorg` on the project's ethereum chain with the wallet key: replaces the
+/// last `depth` blocks, their transactions dropped (`drop`) or back in the mempool.
+async fn reorg(app: &App, depth: u64, drop: bool) {
+    app.post(
+        &app.wallet_key,
+        "/v1/test/reorg",
+        json!({ "chain": "ethereum", "depth": depth, "drop": drop }),
+    )
+    .await
+    .expect(200);
+}
+
 async fn deposit(app: &App, id: &str) -> serde_json::Value {
     app.get(&app.wallet_key, &format!("/v1/deposits/{id}"))
         .await
@@ -268,13 +274,7 @@ async fn a_reorg_without_drop_mines_the_transfer_again_and_credits_it_once() {
     let d = app
         .test_deposit(&cid, "ethereum", "USDT", 6, "2500000", None)
         .await;
-    app.post(
-        &app.wallet_key,
-        "/v1/test/reorg",
-        json!({ "chain": "ethereum", "depth": 1, "drop": false }),
-    )
-    .await
-    .expect(200);
+    reorg(&app, 1, false).await;
     assert_eq!(deposit(&app, &s(&d["id"])).await["status"], "orphaned");
     assert_eq!(app.available(&cid, "ethereum", "USDT").await, 0);
     // The transfer is back in the mempool: the next block holds it again, and the watcher
@@ -392,13 +392,7 @@ async fn a_reorged_out_payout_is_sent_again_and_confirms_once() {
     app.mine(2).await;
     assert_eq!(payout(&app, &id).await["status"], "submitted");
     // The payout's block and the two above it are replaced; the transaction is dropped.
-    app.post(
-        &app.wallet_key,
-        "/v1/test/reorg",
-        json!({ "chain": "ethereum", "depth": 3 }),
-    )
-    .await
-    .expect(200);
+    reorg(&app, 3, true).await;
     assert_eq!(
         payout(&app, &id).await["status"],
         "submitted",
@@ -434,13 +428,7 @@ async fn a_dropped_payout_transaction_is_repaired() {
     let id = new_payout(&app, &cid, "1500000", &external_address(0x63)).await;
     // A reorg of the head block drives the sender once without mining: the payout's
     // transaction waits in the mempool.
-    app.post(
-        &app.wallet_key,
-        "/v1/test/reorg",
-        json!({ "chain": "ethereum", "depth": 1 }),
-    )
-    .await
-    .expect(200);
+    reorg(&app, 1, true).await;
     let p = payout(&app, &id).await;
     assert_eq!(p["status"], "submitted", "{p}");
     let hash = s(&p["tx_hash"]);
@@ -774,13 +762,7 @@ async fn a_worker_that_lags_more_than_the_retained_blocks_catches_up() {
     }
     // The last deposit's transfer goes back to the mempool: the watcher must see its block
     // replaced, so it must have read the 99 blocks below.
-    app.post(
-        &app.wallet_key,
-        "/v1/test/reorg",
-        json!({ "chain": "ethereum", "depth": 1, "drop": false }),
-    )
-    .await
-    .expect(200);
+    reorg(&app, 1, false).await;
     assert_eq!(deposit(&app, &s(&last["id"])).await["status"], "orphaned");
     app.settle().await;
     let p = payout(&app, &id).await;
