@@ -310,6 +310,16 @@ async fn payout(app: &App, id: &str) -> serde_json::Value {
         .expect(200)
 }
 
+/// Asserts payout `id` is `confirmed` and `payout.confirmed` was emitted for it once.
+async fn confirmed_once(app: &App, id: &str) {
+    let p = payout(app, id).await;
+    assert_eq!(p["status"], "confirmed", "{p}");
+    let ev = app
+        .events(&format!("type=payout.confirmed&resource_id={id}"))
+        .await;
+    assert_eq!(ev.len(), 1, "confirmed exactly once: {ev:?}");
+}
+
 async fn new_payout(app: &App, cid: &str, amount: &str, to: &str) -> String {
     let p = app
         .create_payout(
@@ -454,14 +464,7 @@ async fn a_dropped_payout_transaction_is_repaired() {
     app.mine(1).await;
     app.mine(1).await;
     app.mine(12).await;
-    let p = payout(&app, &id).await;
-    assert_eq!(p["status"], "confirmed", "{p}");
-    assert_eq!(
-        app.events(&format!("type=payout.confirmed&resource_id={id}"))
-            .await
-            .len(),
-        1
-    );
+    confirmed_once(&app, &id).await;
     assert_eq!(app.available(&cid, "ethereum", "USDT").await, 3_500_000);
     verify_green(&app);
 }
@@ -765,14 +768,7 @@ async fn a_worker_that_lags_more_than_the_retained_blocks_catches_up() {
     reorg(&app, 1, false).await;
     assert_eq!(deposit(&app, &s(&last["id"])).await["status"], "orphaned");
     app.settle().await;
-    let p = payout(&app, &id).await;
-    assert_eq!(p["status"], "confirmed", "{p}");
-    assert_eq!(
-        app.events(&format!("type=payout.confirmed&resource_id={id}"))
-            .await
-            .len(),
-        1
-    );
+    confirmed_once(&app, &id).await;
     assert_eq!(app.available(&aid, "ethereum", "USDT").await, 4_000_000);
     assert_eq!(
         app.available(&bid, "ethereum", "USDT").await,
