@@ -18,13 +18,15 @@ use tokio::sync::Mutex;
 use uuid::Uuid;
 
 use appliance_chains::client::ChainClient;
+use appliance_chains::evm::watcher::Cursor;
+use appliance_chains::evm::B256;
 use appliance_chains::sim::HOLD_LIMIT;
 
 use crate::services::sim_chain::{self, Drive, DriveAction, SimHandle, SimOpenError};
 use crate::state::AppState;
 use crate::workers::chain::reconcile::track_depth;
 use crate::workers::chain::sender::send_step;
-use crate::workers::chain::store::load_watch;
+use crate::workers::chain::store::{load_watch, save_watch};
 use crate::workers::chain::watcher::{memory_blocks, watch_step, Watched};
 use crate::workers::chain::{ChainWorker, Master, WorkScope};
 
@@ -136,8 +138,10 @@ fn sender_needs_from(w: &ChainWorker, head: u64) -> u64 {
 /// ([`memory_blocks`]), and what the sender follows ([`SimWorker::sent_from`]). Blocks
 /// from there on stay held when test deposits mine faster than the worker reads (a start
 /// that loads many addresses), so the worker never finds its next block pruned nor its
-/// own mined sends without receipts. A worker that lags more than `HOLD_LIMIT` blocks
-/// still does, and that is logged as an error at each catch-up.
+/// own mined sends without receipts. A worker whose next block is pruned all the same
+/// (it lags more than `HOLD_LIMIT` blocks) has its watcher moved up to the blocks held
+/// ([`skip_to`]), logged as an error; its sends mined in pruned blocks stay as the
+/// reconciler leaves a nonce it cannot find (logged on every pass).
 async fn hold(state: &AppState, h: &SimHandle, sw: &SimWorker) {
     let key = sw.w.key.clone();
     let cursor = match state.store.read(move |r| load_watch(r, &key)).await {
@@ -154,12 +158,41 @@ async fn hold(state: &AppState, h: &SimHandle, sw: &SimWorker) {
     let from = next
         .saturating_sub(memory_blocks(&sw.w) as u64)
         .min(sw.sent_from);
-    let mut c = h.client.chain_state().lock().await;
-    c.hold_from(Some(from));
-    if next <= c.pruned_to() {
-        tracing::error!(chain = sw.w.chain, project = %h.project, next, pruned_to = c.pruned_to(),
-            limit = HOLD_LIMIT, "the chain worker lags more than a simulated chain holds: its next block is pruned");
+    let floor = {
+        let mut c = h.client.chain_state().lock().await;
+        c.hold_from(Some(from));
+        let floor = c.pruned_to();
+        match c.block(floor + 1) {
+            Some(b) if next <= floor => (floor, b.parent_hash),
+            _ => return,
+        }
+    };
+    tracing::error!(chain = sw.w.chain, project = %h.project, next, pruned_to = floor.0, limit = HOLD_LIMIT,
+        "the chain worker lagged more than a simulated chain holds: its next block is pruned; its watcher skips to the oldest block held (test deposits in the skipped blocks were credited by their requests, other transfers to watched addresses there are not seen)");
+    if let Err(e) = skip_to(state, &sw.w, floor).await {
+        tracing::warn!(chain = sw.w.chain, error = %crate::workers::chain::clean(&e), "moving the watcher past pruned blocks failed");
     }
+}
+
+/// Moves the watcher's stored position to `floor` (the chain's newest pruned block and its
+/// hash), where the blocks it could still scan begin, unless it moved past it meanwhile:
+/// the position [`held_from`] gives a watcher that never ran, for one that fell behind the
+/// chain's held history (more than `HOLD_LIMIT` blocks, or held by a build without the
+/// hold). What it skips was credited as the `held_from` rule says.
+async fn skip_to(state: &AppState, w: &ChainWorker, floor: (u64, B256)) -> anyhow::Result<()> {
+    let key = w.key.clone();
+    crate::workers::chain::write(state, move |ctx| {
+        let mut ws = load_watch(ctx, &key)?;
+        if ws.cursor.height.is_some_and(|h| h >= floor.0) {
+            return Ok(());
+        }
+        ws.cursor = Cursor {
+            height: Some(floor.0),
+            recent: [floor].into(),
+        };
+        save_watch(ctx, &key, &ws)
+    })
+    .await
 }
 
 /// The oldest block `h`'s chain holds (0 until it prunes; `RETAIN_BLOCKS`): where a

@@ -789,3 +789,102 @@ async fn a_worker_that_lags_more_than_the_retained_blocks_catches_up() {
     assert!(s(&body["message"]).contains("(257)"), "{body}");
     verify_green(&app);
 }
+
+/// A watcher whose next block the chain no longer holds (a worker that lagged more than
+/// the hold's limit, or a store written before the hold): at its next catch-up it is moved
+/// up to the oldest block held, with an error logged, and watches from there on. Made here
+/// by writing the watcher's stored position back to block 10 while the chain's snapshot
+/// has pruned below about block 140.
+#[tokio::test]
+async fn a_watcher_behind_the_pruned_history_skips_to_the_blocks_held() {
+    let mut app = spawn_app_with(
+        "127.0.0.1:0",
+        &[
+            ("APPLIANCE_TEST__RETAIN_BLOCKS", "64"),
+            ("APPLIANCE_TEST__SNAPSHOT_MIN_OPS", "8"),
+        ],
+    )
+    .await;
+    let c = app.create_customer(None).await;
+    let cid = s(&c["id"]);
+    app.create_wallet(&cid, "ethereum").await;
+    for _ in 0..10 {
+        app.test_deposit(&cid, "ethereum", "USDT", 6, "1000", None)
+            .await;
+    }
+    app.mine(400).await;
+    // Enough operations after the pruning for a snapshot of the pruned chain (the cadence
+    // waits for max(8, the last snapshot's bytes / 75) operations, about 140 here).
+    for _ in 0..150 {
+        app.test_deposit(&cid, "ethereum", "USDT", 6, "1000", None)
+            .await;
+    }
+    app.mine(1).await;
+    app.stop();
+    let rows = stored_chain_rows(&app, "ethereum");
+    assert!(
+        rows[0].1 && rows[0].0 > 10,
+        "the log begins at a later snapshot: {rows:?}"
+    );
+    {
+        let def: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("evm_watch");
+        let db = redb::Database::open(app.data_path("appliance.redb")).expect("open the store");
+        let w = db.begin_write().unwrap();
+        {
+            let mut t = w.open_table(def).unwrap();
+            let (key, mut ws) = {
+                let mut it = redb::ReadableTable::iter(&t).unwrap();
+                let (k, v) = it
+                    .find(|e| e.as_ref().unwrap().0.value().starts_with("ethereum/"))
+                    .expect("the ethereum watcher's position")
+                    .unwrap();
+                let ws: serde_json::Value = serde_json::from_slice(v.value()).unwrap();
+                (k.value().to_string(), ws)
+            };
+            let height = ws["cursor"]["height"].as_u64().unwrap();
+            assert!(height >= 400, "the watcher read the chain: {height}");
+            ws["cursor"]["height"] = json!(10);
+            let recent = ws["cursor"]["recent"].as_array().unwrap()[0][1].clone();
+            ws["cursor"]["recent"] = json!([[10, recent]]);
+            t.insert(key.as_str(), serde_json::to_vec(&ws).unwrap().as_slice())
+                .unwrap();
+        }
+        w.commit().unwrap();
+    }
+    app.start();
+    app.mine(1).await;
+    assert!(
+        app.run_output
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("its watcher skips to the oldest block held")),
+        "the skip is logged"
+    );
+    // The watcher works again: a reorg of a new deposit's block orphans it.
+    let d = app
+        .test_deposit(&cid, "ethereum", "USDT", 6, "2000", None)
+        .await;
+    reorg(&app, 1, true).await;
+    assert_eq!(deposit(&app, &s(&d["id"])).await["status"], "orphaned");
+    assert_eq!(app.available(&cid, "ethereum", "USDT").await, 160 * 1000);
+    app.mine(3).await;
+    let lines = app.run_output.lock().unwrap().clone();
+    let skip = lines
+        .iter()
+        .position(|l| l.contains("its watcher skips to the oldest block held"))
+        .unwrap();
+    assert!(
+        lines[..skip]
+            .iter()
+            .any(|l| l.contains("is pruned (asked from 11)")),
+        "the watcher had failed on the pruned block"
+    );
+    assert!(
+        !lines[skip + 1..]
+            .iter()
+            .any(|l| l.contains("is pruned (asked from") || l.contains("skips to")),
+        "after the skip the watcher no longer asks for pruned blocks, and skips once"
+    );
+    verify_green(&app);
+}

@@ -30,7 +30,7 @@ pub fn load_watch(r: &impl ChainStateOps, chain: &str) -> Result<WatchState, Sto
         .unwrap_or_default())
 }
 
-pub(super) fn save_watch(ctx: &mut WriteCtx<'_>, chain: &str, w: &WatchState) -> Result<(), Fault> {
+pub(crate) fn save_watch(ctx: &mut WriteCtx<'_>, chain: &str, w: &WatchState) -> Result<(), Fault> {
     let bytes = serde_json::to_vec(w).map_err(Fault::invariant)?;
     ctx.evm_watch_put(chain, &bytes)?;
     Ok(())
