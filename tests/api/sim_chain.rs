@@ -626,10 +626,18 @@ fn stored_chain_rows(app: &App, chain: &str) -> Vec<(u64, bool)> {
 /// and deletes the operations it covers; killed with SIGKILL, it starts from the snapshot
 /// and the operations after it, with the same height, balances and deposits, and its
 /// chain carries on (a later test deposit, a payout that is sent, mined and confirmed, the
-/// sweep it needs), also after more than the held history (10,000 blocks) was mined.
+/// sweep it needs), also after more than the held history was mined (`test.retain_blocks`
+/// 64 here, so a few hundred blocks instead of 10,000).
 #[tokio::test]
 async fn a_killed_server_restarts_from_its_chain_snapshot() {
-    let mut app = spawn_app_with("127.0.0.1:0", &[("APPLIANCE_TEST__SNAPSHOT_MIN_OPS", "8")]).await;
+    let mut app = spawn_app_with(
+        "127.0.0.1:0",
+        &[
+            ("APPLIANCE_TEST__SNAPSHOT_MIN_OPS", "8"),
+            ("APPLIANCE_TEST__RETAIN_BLOCKS", "64"),
+        ],
+    )
+    .await;
     let (a, _, _) = app.funded_customer("ethereum", "USDT", 6, "5000000").await;
     let aid = s(&a["id"]);
     let b = app.create_customer(None).await;
@@ -712,10 +720,28 @@ async fn a_killed_server_restarts_from_its_chain_snapshot() {
     assert_eq!(d["block_number"], json!(h + 2));
     assert_eq!(d["status"], "confirmed");
 
-    // Past the history a chain holds: the deposits' blocks are pruned from memory.
+    // Past the history a chain holds: the deposits' blocks are pruned from memory (the
+    // chain holds the 256 blocks its watcher remembers below the head, no more).
     for _ in 0..7 {
-        app.mine(1_500).await;
+        app.mine(60).await;
     }
+    let r = app
+        .post(
+            &app.wallet_key,
+            "/v1/test/reorg",
+            json!({ "chain": "ethereum", "depth": 1000 }),
+        )
+        .await;
+    let body = r.expect(400);
+    let held: u64 = s(&body["message"])
+        .rsplit_once('(')
+        .and_then(|(_, n)| n.split_once(')'))
+        .and_then(|(n, _)| n.parse().ok())
+        .expect("the blocks held");
+    assert!(
+        (256..7 * 60).contains(&held),
+        "the watcher's 256 blocks and what the last drive mined, not the history: {body}"
+    );
     let id = new_payout(&app, &aid, "2000000", &external_address(0x63)).await;
     app.settle().await;
     let p = payout(&app, &id).await;
