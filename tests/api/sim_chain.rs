@@ -914,3 +914,83 @@ async fn a_watcher_behind_the_pruned_history_skips_to_the_blocks_held() {
     );
     verify_green(&app);
 }
+
+/// The stored row of a payout's transaction cannot be read (its bytes were damaged) and
+/// the node lost the transaction (a restart empties the simulated mempool): the nonce gap
+/// is repaired by a filler that is stored, over the damaged row, before it is broadcast;
+/// the damaged bytes are logged for an operator, and the payout is never paid. Before,
+/// the filler was broadcast but not stored (its write found the row's bytes and skipped).
+#[tokio::test]
+async fn a_gap_at_an_unreadable_row_is_filled_by_a_stored_filler() {
+    let mut app = spawn_app().await;
+    let (c, _, _) = app.funded_customer("ethereum", "USDT", 6, "5000000").await;
+    let cid = s(&c["id"]);
+    app.mine(2).await; // the sweep is sent and mined
+    let id = new_payout(&app, &cid, "1500000", &external_address(0x65)).await;
+    reorg(&app, 1, true).await; // the sender runs once, nothing is mined
+    assert_eq!(payout(&app, &id).await["status"], "submitted");
+    app.stop();
+    let def: redb::TableDefinition<(&str, u64), &[u8]> = redb::TableDefinition::new("evm_out_txs");
+    let stored = |app: &App| -> Vec<(String, u64, Vec<u8>)> {
+        let db = redb::Database::open(app.data_path("appliance.redb")).expect("open the store");
+        let r = redb::ReadableDatabase::begin_read(&db).unwrap();
+        let t = r.open_table(def).unwrap();
+        redb::ReadableTable::iter(&t)
+            .unwrap()
+            .map(|e| {
+                let (k, v) = e.unwrap();
+                let (key, n) = k.value();
+                (key.to_string(), n, v.value().to_vec())
+            })
+            .collect()
+    };
+    let (key, nonce, _) = stored(&app)
+        .into_iter()
+        .find(|(k, _, v)| {
+            k.starts_with("ethereum/") && {
+                let kind = b"\"kind\":\"payout\"";
+                v.windows(kind.len()).any(|w| w == kind)
+            }
+        })
+        .expect("the payout's row");
+    {
+        let db = redb::Database::open(app.data_path("appliance.redb")).unwrap();
+        let w = db.begin_write().unwrap();
+        w.open_table(def)
+            .unwrap()
+            .insert((key.as_str(), nonce), b"{\"damaged".as_slice())
+            .unwrap();
+        w.commit().unwrap();
+    }
+    app.start();
+    // The sweep before it is rebroadcast, mined and settled; then the gap below the next
+    // nonce is seen, filled, and the filler mined and confirmed.
+    for n in [1, 12, 1, 12] {
+        app.mine(n).await;
+    }
+    assert!(
+        app.run_output.lock().unwrap().iter().any(|l| l
+            .contains("nonce gap at a stored transaction that cannot be read")
+            && l.contains("damaged")),
+        "the damaged row is logged"
+    );
+    let p = payout(&app, &id).await;
+    assert_eq!(p["status"], "submitted", "never paid: {p}");
+    assert!(app
+        .events(&format!("type=payout.confirmed&resource_id={id}"))
+        .await
+        .is_empty());
+    app.stop();
+    let (_, _, row) = stored(&app)
+        .into_iter()
+        .find(|(k, n, _)| *k == key && *n == nonce)
+        .unwrap();
+    let row: serde_json::Value =
+        serde_json::from_slice(&row).expect("the filler's row replaced the damaged one");
+    assert_eq!(row["kind"], "filler", "{row}");
+    assert!(
+        row["mined"]["block"].as_u64().is_some(),
+        "the filler is mined: {row}"
+    );
+    verify_green(&app);
+}

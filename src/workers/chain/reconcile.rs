@@ -15,7 +15,9 @@
 //!   can no longer succeed;
 //! * a nonce gap (the node's pending nonce below the lowest followed nonce): the stored row
 //!   at each missing nonce is followed again (and so rebroadcast), or a filler is recorded
-//!   where nothing is stored.
+//!   where nothing is stored, or where what is stored cannot be read (its bytes are logged
+//!   first, and its resource is left for an operator). A filler is broadcast only once it
+//!   is stored.
 //!
 //! At most one transaction per payout is ever mined: every version of a payout's call
 //! shares its nonce, and it is re-planned at another nonce only once a filler holds the old
@@ -33,9 +35,7 @@ use appliance_storage::records::{Payout, PayoutStatus, Project, Sweep, SweepStat
 use appliance_storage::{ChainStateOps, ReadOps, WriteCtx};
 
 use super::sender::{crash_point, send_new};
-use super::store::{
-    decode_tx, out_tx, pending_nonces, put_tx, stored_nonce, MinedAt, OutKind, OutTx,
-};
+use super::store::{decode_tx, pending_nonces, put_tx, stored_nonce, MinedAt, OutKind, OutTx};
 use super::{clean, hex32, write, ChainWorker, Master, Scopes};
 use crate::services::error::Fault;
 use crate::services::{conversions, payouts, sweeps};
@@ -50,6 +50,9 @@ pub fn track_depth(w: &ChainWorker) -> u64 {
 
 /// Most gap nonces repaired in one pass.
 const MAX_GAP_PER_PASS: u64 = 16;
+
+/// Most bytes of an unreadable stored row written to the log before a filler replaces it.
+const MAX_LOGGED_ROW: usize = 4096;
 
 /// Gas of a zero-value self-transfer.
 const FILLER_GAS: u64 = 21_000;
@@ -103,7 +106,7 @@ impl RowMemo {
 }
 
 /// The followed rows of `key` (a row that is absent or does not decode is left out, as
-/// [`out_tx`] leaves it out), decoded or taken from `old` when their bytes did not change;
+/// [`out_tx`](super::store::out_tx) leaves it out), decoded or taken from `old` when their bytes did not change;
 /// returns them with the memo of this read.
 fn read_followed(
     r: &impl ChainStateOps,
@@ -834,7 +837,11 @@ async fn replan(state: &AppState, c: &ChainWorker, m: &Master, tx: OutTx) -> any
 
 /// The node's pending nonce is below the lowest followed one: each missing nonce in
 /// `from..to` is followed again when a row is stored at it (the next pass rebroadcasts it),
-/// or gets a filler row when nothing is stored there.
+/// or gets a filler row when nothing is stored there or what is stored does not decode
+/// (logged as an error with its bytes, at most [`MAX_LOGGED_ROW`]: every reader skips such
+/// a row, so without the filler the gap would hold back every later send). The filler is
+/// broadcast only once its row is stored (issue 8: every outgoing transaction is stored
+/// signed before broadcast).
 async fn repair_gap(
     state: &AppState,
     c: &ChainWorker,
@@ -844,7 +851,10 @@ async fn repair_gap(
 ) -> anyhow::Result<()> {
     for n in from..to {
         let key = c.key.clone();
-        let row = state.store.read(move |r| out_tx(r, &key, n)).await?;
+        let bytes = state.store.read(move |r| r.evm_out_tx(&key, n)).await?;
+        let row = bytes.as_deref().and_then(decode_tx);
+        // Stored bytes that do not decode as an `OutTx`.
+        let unreadable = if row.is_none() { bytes } else { None };
         match row {
             Some(mut t) => {
                 if !t.done {
@@ -866,11 +876,22 @@ async fn repair_gap(
                 .await?;
             }
             None => {
-                tracing::warn!(
-                    chain = c.chain,
-                    nonce = n,
-                    "nonce gap with nothing stored: filling it"
-                );
+                match &unreadable {
+                    // Its bytes go to the log before the filler replaces them: what it was
+                    // for (`kind`, `ref_id`) is for an operator to find; its resource stays
+                    // where it is, and nothing at this nonce can be mined but the filler.
+                    Some(b) => tracing::error!(
+                        chain = c.chain,
+                        nonce = n,
+                        stored = %String::from_utf8_lossy(&b[..b.len().min(MAX_LOGGED_ROW)]),
+                        "nonce gap at a stored transaction that cannot be read: a filler replaces it; its resource needs an operator"
+                    ),
+                    None => tracing::warn!(
+                        chain = c.chain,
+                        nonce = n,
+                        "nonce gap with nothing stored: filling it"
+                    ),
+                }
                 let f = c.client.fees().await?;
                 let unsigned = sender::eip1559(
                     c.chain_id,
@@ -912,18 +933,23 @@ async fn repair_gap(
                     filler_hashes: vec![],
                 };
                 let key = c.key.clone();
-                write(state, move |ctx| {
-                    if ctx.evm_out_tx(&key, n)?.is_some() {
-                        return Ok(());
+                // Stored before it is broadcast, and only over what was read above (a row
+                // written meanwhile is followed by the next pass instead).
+                let stored = write(state, move |ctx| {
+                    if ctx.evm_out_tx(&key, n)? != unreadable {
+                        return Ok(false);
                     }
                     put_tx(ctx, &key, &row)?;
                     ctx.evm_pending_set(&key, n, true)?;
                     if ctx.evm_next_nonce(&key)? <= n {
                         ctx.evm_next_nonce_put(&key, n + 1)?;
                     }
-                    Ok(())
+                    Ok(true)
                 })
                 .await?;
+                if !stored {
+                    continue;
+                }
                 if let Err(e) = c.client.broadcast(&signed.raw).await {
                     tracing::warn!(chain = c.chain, nonce = n, error = %clean(&e), "filler broadcast failed; will retry");
                 }
