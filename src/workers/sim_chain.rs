@@ -128,7 +128,9 @@ async fn watch_and_send(state: &AppState, sw: &mut SimWorker) {
 /// The oldest block a send followed after a complete sender pass that began at `head` can
 /// be in: [`track_depth`] below it. The pass marks done every settled send mined that deep
 /// (so what it still follows was mined above, or is not mined yet and will be mined above
-/// the head it asked at), and a receipt is asked for until a send is done.
+/// the head it asked at), and a receipt is asked for until a send is done. One exception:
+/// a mined swap whose output cannot be read from its receipt stays unsettled (logged as an
+/// error on every pass), and its block may be pruned once it is older than this.
 fn sender_needs_from(w: &ChainWorker, head: u64) -> u64 {
     head.saturating_sub(track_depth(w))
 }
