@@ -1226,7 +1226,7 @@ pub async fn reorg(
     let mut x = h.exclusive(store).await?;
     if x.chain.check_reorg(depth).is_err() {
         return Err(SimOpenError::Depth {
-            most: x.chain.head() - x.chain.pruned_to(),
+            most: x.chain.reorg_depth_held(),
         });
     }
     let cursor = h.cursor(&mut x, now_ms());

@@ -590,12 +590,44 @@ async fn concurrent_test_deposits_keep_the_chain_exact_across_a_kill() {
     verify_green(&app);
 }
 
+/// A test chain that is snapshotted often (at least 8 operations apart) and holds 64 blocks
+/// once read, so a test reaches its snapshots and pruned history in a few hundred blocks.
+const SMALL_CHAIN: &[(&str, &str)] = &[
+    ("APPLIANCE_TEST__SNAPSHOT_MIN_OPS", "8"),
+    ("APPLIANCE_TEST__RETAIN_BLOCKS", "64"),
+];
+
+/// The blocks the project's ethereum chain holds, as a refused 1,000-deep test reorg names
+/// them (400, `param` `depth`).
+async fn blocks_held(app: &App) -> u64 {
+    let body = app
+        .post(
+            &app.wallet_key,
+            "/v1/test/reorg",
+            json!({ "chain": "ethereum", "depth": 1000 }),
+        )
+        .await
+        .expect(400);
+    assert_eq!(body["param"], "depth", "{body}");
+    s(&body["message"])
+        .rsplit_once('(')
+        .and_then(|(_, n)| n.split_once(')'))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("the blocks held: {body}"))
+}
+
+/// The stopped server's store, opened with redb directly (to read or damage rows as a
+/// test needs).
+fn open_store(app: &App) -> redb::Database {
+    redb::Database::open(app.data_path("appliance.redb")).expect("open the store")
+}
+
 /// The rows of `chain` in `sim_ops` in the stopped server's store (one test project):
 /// (sequence, is a snapshot).
 fn stored_chain_rows(app: &App, chain: &str) -> Vec<(u64, bool)> {
     let def: redb::TableDefinition<(u128, &str, u64), &[u8]> =
         redb::TableDefinition::new("sim_ops");
-    let db = redb::Database::open(app.data_path("appliance.redb")).expect("open the store");
+    let db = open_store(app);
     let r = redb::ReadableDatabase::begin_read(&db).unwrap();
     let t = r.open_table(def).unwrap();
     let snaps: redb::TableDefinition<(u128, &str, u64, u32), &[u8]> =
@@ -630,14 +662,7 @@ fn stored_chain_rows(app: &App, chain: &str) -> Vec<(u64, bool)> {
 /// 64 here, so a few hundred blocks instead of 10,000).
 #[tokio::test]
 async fn a_killed_server_restarts_from_its_chain_snapshot() {
-    let mut app = spawn_app_with(
-        "127.0.0.1:0",
-        &[
-            ("APPLIANCE_TEST__SNAPSHOT_MIN_OPS", "8"),
-            ("APPLIANCE_TEST__RETAIN_BLOCKS", "64"),
-        ],
-    )
-    .await;
+    let mut app = spawn_app_with("127.0.0.1:0", SMALL_CHAIN).await;
     let (a, _, _) = app.funded_customer("ethereum", "USDT", 6, "5000000").await;
     let aid = s(&a["id"]);
     let b = app.create_customer(None).await;
@@ -725,22 +750,10 @@ async fn a_killed_server_restarts_from_its_chain_snapshot() {
     for _ in 0..7 {
         app.mine(60).await;
     }
-    let r = app
-        .post(
-            &app.wallet_key,
-            "/v1/test/reorg",
-            json!({ "chain": "ethereum", "depth": 1000 }),
-        )
-        .await;
-    let body = r.expect(400);
-    let held: u64 = s(&body["message"])
-        .rsplit_once('(')
-        .and_then(|(_, n)| n.split_once(')'))
-        .and_then(|(n, _)| n.parse().ok())
-        .expect("the blocks held");
+    let held = blocks_held(&app).await;
     assert!(
         (256..7 * 60).contains(&held),
-        "the watcher's 256 blocks and what the last drive mined, not the history: {body}"
+        "the watcher's 256 blocks and what the last drive mined, not the history: {held}"
     );
     let id = new_payout(&app, &aid, "2000000", &external_address(0x63)).await;
     app.settle().await;
@@ -801,18 +814,9 @@ async fn a_worker_that_lags_more_than_the_retained_blocks_catches_up() {
         100 * 1000,
         "99 deposits and the orphaned one mined again"
     );
-    let r = app
-        .post(
-            &app.wallet_key,
-            "/v1/test/reorg",
-            json!({ "chain": "ethereum", "depth": 1000 }),
-        )
-        .await;
-    let body = r.expect(400);
-    assert_eq!(body["param"], "depth", "{body}");
     // The worker read everything: the chain holds its watcher's fork-point memory (256
     // blocks) below the head, not the whole history.
-    assert!(s(&body["message"]).contains("(257)"), "{body}");
+    assert_eq!(blocks_held(&app).await, 257);
     verify_green(&app);
 }
 
@@ -823,14 +827,7 @@ async fn a_worker_that_lags_more_than_the_retained_blocks_catches_up() {
 /// has pruned below about block 140.
 #[tokio::test]
 async fn a_watcher_behind_the_pruned_history_skips_to_the_blocks_held() {
-    let mut app = spawn_app_with(
-        "127.0.0.1:0",
-        &[
-            ("APPLIANCE_TEST__RETAIN_BLOCKS", "64"),
-            ("APPLIANCE_TEST__SNAPSHOT_MIN_OPS", "8"),
-        ],
-    )
-    .await;
+    let mut app = spawn_app_with("127.0.0.1:0", SMALL_CHAIN).await;
     let c = app.create_customer(None).await;
     let cid = s(&c["id"]);
     app.create_wallet(&cid, "ethereum").await;
@@ -854,7 +851,7 @@ async fn a_watcher_behind_the_pruned_history_skips_to_the_blocks_held() {
     );
     {
         let def: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("evm_watch");
-        let db = redb::Database::open(app.data_path("appliance.redb")).expect("open the store");
+        let db = open_store(&app);
         let w = db.begin_write().unwrap();
         {
             let mut t = w.open_table(def).unwrap();
@@ -932,7 +929,7 @@ async fn a_gap_at_an_unreadable_row_is_filled_by_a_stored_filler() {
     app.stop();
     let def: redb::TableDefinition<(&str, u64), &[u8]> = redb::TableDefinition::new("evm_out_txs");
     let stored = |app: &App| -> Vec<(String, u64, Vec<u8>)> {
-        let db = redb::Database::open(app.data_path("appliance.redb")).expect("open the store");
+        let db = open_store(app);
         let r = redb::ReadableDatabase::begin_read(&db).unwrap();
         let t = r.open_table(def).unwrap();
         redb::ReadableTable::iter(&t)
@@ -954,7 +951,7 @@ async fn a_gap_at_an_unreadable_row_is_filled_by_a_stored_filler() {
         })
         .expect("the payout's row");
     {
-        let db = redb::Database::open(app.data_path("appliance.redb")).unwrap();
+        let db = open_store(&app);
         let w = db.begin_write().unwrap();
         w.open_table(def)
             .unwrap()

@@ -472,11 +472,6 @@ impl SimChain {
         self.hold = from;
     }
 
-    /// The reader's hold ([`SimChain::hold_from`]).
-    pub fn hold(&self) -> Option<u64> {
-        self.hold
-    }
-
     /// Number of the newest block dropped from memory (0: none); blocks above it are held.
     pub fn pruned_to(&self) -> u64 {
         self.floor.number
@@ -1192,10 +1187,16 @@ impl SimChain {
         (op, self.head + 1, li)
     }
 
-    /// Checks a reorg of `depth` blocks: at least 1, at most the blocks held above the
-    /// newest pruned one (the head when nothing is pruned; block 0 stays).
+    /// The deepest reorg the chain can do: the blocks held above the newest pruned one (the
+    /// head when nothing is pruned; block 0 stays).
+    pub fn reorg_depth_held(&self) -> u64 {
+        self.head - self.floor.number
+    }
+
+    /// Checks a reorg of `depth` blocks: at least 1, at most
+    /// [`SimChain::reorg_depth_held`].
     pub fn check_reorg(&self, depth: u64) -> Result<(), SimError> {
-        let most = self.head - self.floor.number;
+        let most = self.reorg_depth_held();
         if depth == 0 || depth > most {
             return Err(SimError::Invalid(format!(
                 "depth must be from 1 to the chain's height ({most})"
