@@ -2,7 +2,7 @@
 //! whether an index prefix has keys) against group commit: several jobs on one
 //! transaction, a failed job's batch aborted whole.
 
-use redb::ReadableTable;
+use redb::{ReadableTable, ReadableTableMetadata};
 use uuid::Uuid;
 
 use crate::index::{self, IndexTag};
@@ -220,4 +220,89 @@ fn a_remembered_sim_log_end_follows_the_batchs_writes_and_dies_with_an_aborted_b
         })
         .unwrap();
     assert_eq!(height, (0, 9));
+}
+
+/// Schema 12: a new event's id names its sequence, so it is found with no `event_ids` row;
+/// an event of an earlier schema (a random ULID and its row) is still found; an id is
+/// found only in its own project, and an id with the right sequence but other random bits
+/// is not found.
+#[test]
+fn an_events_id_names_its_sequence_and_older_ids_still_read() {
+    use crate::schema::EVENT_IDS;
+    let (_dir, store) = store();
+    let p = Uuid::now_v7();
+    let q = Uuid::now_v7();
+    let ev = store
+        .write_blocking(move |ctx| {
+            ctx.append_event(p, false, "test.event", "r", serde_json::json!({"n": 1}))
+        })
+        .unwrap();
+    let other = store
+        .write_blocking(move |ctx| {
+            ctx.append_event(q, false, "test.event", "r", serde_json::json!({}))
+        })
+        .unwrap();
+    assert_eq!((ev.sequence, other.sequence), (1, 1));
+    assert_ne!(ev.id, other.id, "one sequence in two projects: two ids");
+    let rows = store
+        .read_blocking(|r| Ok(crate::Reader::open(r, EVENT_IDS)?.len()?))
+        .unwrap();
+    assert_eq!(
+        rows, 0,
+        "no event_ids row for an id that names its sequence"
+    );
+
+    let id = ev.id.clone();
+    let found = store
+        .read_blocking(move |r| r.event(p, &id))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (found.sequence, found.data.clone()),
+        (1, serde_json::json!({"n": 1}))
+    );
+    let lower = ev.id.to_lowercase().replacen("EVT_", "evt_", 1);
+    assert!(store
+        .read_blocking(move |r| r.event(p, &lower))
+        .unwrap()
+        .is_some());
+    let id = ev.id.clone();
+    assert!(
+        store
+            .read_blocking(move |r| r.event(q, &id))
+            .unwrap()
+            .is_none(),
+        "another project's id is not found"
+    );
+    // The same sequence with other random bits.
+    let u = u128::from(ulid::Ulid::from_string(&ev.id[4..]).unwrap()) ^ 1;
+    let forged = format!("evt_{}", ulid::Ulid::from(u));
+    assert!(store
+        .read_blocking(move |r| r.event(p, &forged))
+        .unwrap()
+        .is_none());
+
+    // An event as schema 11 wrote it: a random ULID, found through its `event_ids` row.
+    let second = store.write_blocking(move |ctx| append(ctx, p)).unwrap();
+    let legacy = ulid::Ulid::new();
+    store
+        .write_blocking(move |ctx| {
+            let mut events = ctx.txn.open_table(EVENTS)?;
+            let bytes = events.get((p.as_u128(), second))?.unwrap().value().to_vec();
+            let mut row: crate::records::Event = crate::codec::decode(&bytes)?;
+            row.id = format!("evt_{legacy}");
+            let bytes = crate::codec::encode_record(&row);
+            events.insert((p.as_u128(), second), bytes.as_slice())?;
+            ctx.txn
+                .open_table(EVENT_IDS)?
+                .insert(u128::from(legacy), (p.as_u128(), second))?;
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    let id = format!("evt_{legacy}");
+    let found = store
+        .read_blocking(move |r| r.event(p, &id))
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.sequence, second);
 }

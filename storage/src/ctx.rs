@@ -285,7 +285,10 @@ pub trait ReadOps: Reader {
         v.map(|g| decode(g.value())).transpose()
     }
 
-    /// An event by its `evt_` id, within `project`.
+    /// An event by its `evt_` id, within `project`. An id minted since schema 12 names
+    /// its sequence ([`event_ulid`]): the event at that sequence is the one when its stored
+    /// id is the same ULID. Any other id (an event of an earlier schema, or of a sequence
+    /// too large to name) is looked up in `event_ids`.
     fn event(&self, project: Uuid, id: &str) -> Result<Option<Event>, StoreError> {
         let Some(ulid) = id
             .strip_prefix("evt_")
@@ -293,17 +296,52 @@ pub trait ReadOps: Reader {
         else {
             return Ok(None);
         };
-        let ids = self.open(EVENT_IDS)?;
-        let Some(loc) = ids.get(u128::from(ulid))? else {
+        let ulid = u128::from(ulid);
+        let named = match event_ulid_sequence(ulid) {
+            Some(seq) => self.event_with_id(project, seq, ulid)?,
+            None => None,
+        };
+        let found = match named {
+            Some(ev) => Some(ev),
+            None => {
+                let ids = self.open(EVENT_IDS)?;
+                let Some(loc) = ids.get(ulid)? else {
+                    return Ok(None);
+                };
+                let (p, seq) = loc.value();
+                if p != project.as_u128() {
+                    return Ok(None);
+                }
+                self.event_at(project, seq)?
+            }
+        };
+        Ok(found.filter(|e| !e.is_billing_line()))
+    }
+
+    /// The event at (project, `seq`) when its stored id is `ulid`, made whole as
+    /// [`ReadOps::event_at`] makes it.
+    fn event_with_id(
+        &self,
+        project: Uuid,
+        seq: u64,
+        ulid: u128,
+    ) -> Result<Option<Event>, StoreError> {
+        let t = self.open(EVENTS)?;
+        let Some(v) = t.get((project.as_u128(), seq))? else {
             return Ok(None);
         };
-        let (p, seq) = loc.value();
-        if p != project.as_u128() {
+        let ev = decode::<Event>(v.value())?;
+        drop(v);
+        drop(t);
+        let stored = ev
+            .id
+            .strip_prefix("evt_")
+            .and_then(|u| ulid::Ulid::from_string(u).ok())
+            .map(u128::from);
+        if stored != Some(ulid) {
             return Ok(None);
         }
-        Ok(self
-            .event_at(project, seq)?
-            .filter(|e| !e.is_billing_line()))
+        self.complete_event(project, seq, ev).map(Some)
     }
 
     /// The event at (project, sequence), with its deposit's row when it is a deposit event
@@ -1089,7 +1127,12 @@ impl<'t> WriteCtx<'t> {
         let r = (|| {
             // Remembered for the batch after the first event of the project (ctx_cache).
             let seq = self.last_sequence_memo(project)? + 1;
-            let ulid = next_event_ulid();
+            // Schema 12: the id names the sequence, so no `event_ids` row is needed to find
+            // it; a sequence too large to name gets a random ULID and the row.
+            let (ulid, named) = match event_ulid(seq) {
+                Some(u) => (u, true),
+                None => (ulid::Ulid::new(), false),
+            };
             let ev = Event {
                 id: format!("evt_{ulid}"),
                 project_id: project,
@@ -1111,10 +1154,12 @@ impl<'t> WriteCtx<'t> {
                 events.insert((project.as_u128(), seq), bytes.as_slice())?;
                 Ok(())
             })?;
-            self.with_event_ids(|ids| {
-                ids.insert(u128::from(ulid), (project.as_u128(), seq))?;
-                Ok(())
-            })?;
+            if !named {
+                self.with_event_ids(|ids| {
+                    ids.insert(u128::from(ulid), (project.as_u128(), seq))?;
+                    Ok(())
+                })?;
+            }
             let by_type = index::event_type_key(project, event_type, seq);
             let by_resource = index::event_resource_key(project, resource_id, seq);
             self.with_events_by_type(|t| {
@@ -1134,17 +1179,36 @@ impl<'t> WriteCtx<'t> {
     }
 }
 
-/// The ULID of a new event: the current time's, or one above the last one handed out when
-/// that is not greater (several events in one millisecond). Strictly increasing within the
-/// process, so `event_ids` (keyed by it) is appended at its rightmost leaf, which redb keeps
-/// packed, instead of a random place in the last millisecond's leaf (issue 16). The ULID
-/// stays a valid one of this millisecond (its random part is 80 bits).
-fn next_event_ulid() -> ulid::Ulid {
-    static LAST: std::sync::Mutex<u128> = std::sync::Mutex::new(0);
+/// Bits of an event ULID's 80-bit random part that carry the event's sequence (schema 12).
+const EVENT_SEQ_BITS: u32 = 40;
+/// Bits of an event ULID's random part left random: an id stays unique across projects
+/// (two projects' events of one sequence in one millisecond differ here).
+const EVENT_RANDOM_BITS: u32 = 40;
+
+/// The ULID of the event at `seq` (schema 12): the current millisecond (48 bits), then
+/// `seq` (40 bits), then 40 random bits, so [`ReadOps::event`] finds the event from its id
+/// alone and no `event_ids` row is written (issue 16: one table less per event). `None`
+/// for a sequence of 0 or of 2^40 and more (such an event gets a random ULID and an
+/// `event_ids` row, as before schema 12).
+pub(crate) fn event_ulid(seq: u64) -> Option<ulid::Ulid> {
+    if seq == 0 || seq >> EVENT_SEQ_BITS != 0 {
+        return None;
+    }
     let fresh = u128::from(ulid::Ulid::new());
-    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
-    *last = fresh.max(last.saturating_add(1));
-    ulid::Ulid::from(*last)
+    let time = fresh >> (EVENT_SEQ_BITS + EVENT_RANDOM_BITS);
+    let random = fresh & ((1u128 << EVENT_RANDOM_BITS) - 1);
+    Some(ulid::Ulid::from(
+        time << (EVENT_SEQ_BITS + EVENT_RANDOM_BITS)
+            | u128::from(seq) << EVENT_RANDOM_BITS
+            | random,
+    ))
+}
+
+/// The sequence an event ULID of schema 12 names ([`event_ulid`]); `None` when its bits
+/// there are 0. Any ULID yields a number: the reader checks the event it names has that id.
+fn event_ulid_sequence(ulid: u128) -> Option<u64> {
+    let seq = (ulid >> EVENT_RANDOM_BITS) & ((1u128 << EVENT_SEQ_BITS) - 1);
+    u64::try_from(seq).ok().filter(|s| *s != 0)
 }
 
 /// A row's value encoded ahead of its write ([`crate::codec::encode_record`]), so the store

@@ -361,17 +361,33 @@ pub fn address_key_from_legacy(legacy: &[u8]) -> Option<Vec<u8>> {
     ))
 }
 
+/// The byte after the project in an [`crate::schema::EVENTS_BY_TYPE`] key of schema 12,
+/// where a key of schema 7 to 11 has its type's length (1 or more: no type is empty).
+const TYPE_HASHED: u8 = 0;
+
 /// Prefix of the [`crate::schema::EVENTS_BY_TYPE`] keys of `project`'s events of type
-/// `event_type`: project (16) ‖ type length (1) ‖ type. A type is at most 255 bytes here
-/// (longer input is cut, and the reader compares the event's own type anyway).
+/// `event_type` (schema 12):
+///
+/// ```text
+/// project (16) ‖ 0 ‖ FNV-1a 32 of the type (4, big-endian)
+/// ```
+///
+/// 21 bytes whatever the type, where schema 7 wrote the type's text (about 17 bytes more
+/// per key; issue 16). Two types with one hash share a range: a reader compares each
+/// event's own type, so that costs reads, never a wrong answer.
 pub fn event_type_prefix(project: Uuid, event_type: &str) -> Vec<u8> {
-    let t = event_type.as_bytes();
-    let t = &t[..t.len().min(u8::MAX as usize)];
-    let mut k = Vec::with_capacity(17 + t.len() + 8);
+    let mut k = Vec::with_capacity(29);
     k.extend_from_slice(project.as_bytes());
-    k.push(t.len() as u8);
-    k.extend_from_slice(t);
+    k.push(TYPE_HASHED);
+    k.extend_from_slice(&event_type_hash(event_type).to_be_bytes());
     k
+}
+
+/// FNV-1a (32 bits) of `event_type`'s bytes: part of the stored key layout, never change it.
+fn event_type_hash(event_type: &str) -> u32 {
+    event_type.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
 }
 
 /// Key of event `seq` in [`crate::schema::EVENTS_BY_TYPE`]: [`event_type_prefix`] ‖
@@ -380,6 +396,24 @@ pub fn event_type_key(project: Uuid, event_type: &str, seq: u64) -> Vec<u8> {
     let mut k = event_type_prefix(project, event_type);
     k.extend_from_slice(&seq.to_be_bytes());
     k
+}
+
+/// The schema 12 key of a key of [`crate::schema::EVENTS_BY_TYPE`] of schema 7 to 11
+/// (project (16) ‖ type length (1) ‖ type ‖ sequence (8)); a key of schema 12 is itself.
+/// `None` for a key of neither shape.
+pub fn event_type_key_from_7(key: &[u8]) -> Option<Vec<u8>> {
+    let project = Uuid::from_slice(key.get(..16)?).ok()?;
+    let (&len, rest) = key[16..].split_first()?;
+    if len == TYPE_HASHED {
+        return (rest.len() == 12).then(|| key.to_vec());
+    }
+    let len = usize::from(len);
+    if rest.len() != len + 8 {
+        return None;
+    }
+    let event_type = std::str::from_utf8(&rest[..len]).ok()?;
+    let seq = u64::from_be_bytes(rest[len..].try_into().ok()?);
+    Some(event_type_key(project, event_type, seq))
 }
 
 /// First byte of an [`event_resource_prefix`] of a UUID resource id.
@@ -549,6 +583,21 @@ mod tests {
         let k = event_type_key(p, "deposit.confirmed", 300);
         assert!(k.starts_with(&pre) && k.len() == pre.len() + 8);
         assert!(!event_type_key(p, "deposit.confirmedx", 1).starts_with(&pre));
+        assert_eq!(k.len(), 29, "schema 12: project, marker, hash, sequence");
+        assert_eq!(event_seq_of(&k), 300);
+        // A key of schema 7 to 11 (the type's text) becomes the same key; one of schema 12
+        // is itself; a key of neither shape is left.
+        let seven = [
+            p.as_bytes().as_slice(),
+            &[17],
+            b"deposit.confirmed",
+            &300u64.to_be_bytes(),
+        ]
+        .concat();
+        assert_eq!(event_type_key_from_7(&seven), Some(k.clone()));
+        assert_eq!(event_type_key_from_7(&k), Some(k.clone()));
+        assert_eq!(event_type_key_from_7(&seven[..seven.len() - 1]), None);
+        assert_eq!(event_type_key_from_7(&k[..20]), None);
         assert_eq!(
             event_key_from_legacy(&key_seq(
                 IndexTag::EventsByType,

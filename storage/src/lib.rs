@@ -537,8 +537,53 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
             "simulated chain snapshots stored in chunks (schema version 11)"
         );
     }
+    if found.is_some_and(|v| v < 12) {
+        let m = migrate_to_12(&txn)?;
+        tracing::info!(
+            rows = m.rows,
+            left = m.left,
+            "event type index keyed by a hash of the type (schema version 12)"
+        );
+    }
     txn.commit()?;
     Ok(())
+}
+
+/// Schema 11 -> 12: every key of [`schema::EVENTS_BY_TYPE`] becomes its
+/// [`index::event_type_key_from_7`] (the type's 4-byte hash instead of its text). In chunks
+/// of 4096, all in the opening transaction, so a crash leaves schema 11 whole. A key of
+/// neither shape stays where it is (counted in `left`). A project's new keys sort before
+/// its old ones (a 0 where an old key has the type's length), so the scan, which goes
+/// forward from the last old key it read, never reads a key it wrote.
+fn migrate_to_12(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
+    use redb::ReadableTable;
+    const CHUNK: usize = 4096;
+    let mut t = txn.open_table(schema::EVENTS_BY_TYPE)?;
+    let mut total = codec::Migrated::default();
+    let mut from: Vec<u8> = Vec::new();
+    loop {
+        let chunk: Vec<Vec<u8>> = t
+            .range::<&[u8]>(from.as_slice()..)?
+            .take(CHUNK)
+            .map(|e| e.map(|(k, _)| k.value().to_vec()))
+            .collect::<Result<_, _>>()?;
+        let Some(last) = chunk.last() else {
+            break;
+        };
+        from = [last.as_slice(), &[0]].concat();
+        for k in chunk {
+            match index::event_type_key_from_7(&k) {
+                Some(new) if new == k => {}
+                Some(new) => {
+                    t.insert(new.as_slice(), ())?;
+                    t.remove(k.as_slice())?;
+                    total.rows += 1;
+                }
+                None => total.left += 1,
+            }
+        }
+    }
+    Ok(total)
 }
 
 /// Schema 8 -> 9: every [`index::IndexTag::DepositsByCustomer`] key of `index` becomes its

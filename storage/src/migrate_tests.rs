@@ -1690,3 +1690,138 @@ fn a_schema_10_store_moves_its_chain_snapshots_into_chunks() {
     // A copy taken before the upgrade (a backup) opens, migrates, verifies and backs up.
     an_old_copy_and_its_backup(&old_copy, check);
 }
+
+/// Schema 11 -> 12 (issue 16): a store whose `events_by_type` keys hold the type's text
+/// opens, rekeys every one by the type's hash (more keys than one migration chunk, two
+/// projects), lists every type as before in both orders, keeps an event id of schema 11
+/// readable and verifies clean; so does a copy taken before the upgrade (a backup).
+#[test]
+fn a_schema_11_store_keys_its_event_types_by_a_hash() {
+    use crate::records::Event;
+    const TYPES: [&str; 3] = ["deposit.confirmed", "payout.created", "wallet.created"];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let (p, q) = (Uuid::now_v7(), Uuid::now_v7());
+    store
+        .write_blocking(move |ctx| {
+            for i in 0..4_500u32 {
+                let project = if i % 3 == 0 { q } else { p };
+                let t = TYPES[(i as usize * 7 / 3) % 3];
+                ctx.append_event(project, false, t, "r", serde_json::json!({ "i": i }))?;
+            }
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    let lists = |store: &Store| {
+        store
+            .read_blocking(move |r| {
+                let mut out = Vec::new();
+                for project in [p, q] {
+                    for t in TYPES {
+                        for asc in [true, false] {
+                            let page =
+                                r.list_events(project, &[t.to_string()], None, None, 100, asc)?;
+                            assert!(page.items.iter().all(|e| e.event_type == t));
+                            out.push(page.items.into_iter().map(|e| e.id).collect::<Vec<_>>());
+                        }
+                    }
+                }
+                Ok(out)
+            })
+            .unwrap()
+    };
+    let before = lists(&store);
+    assert!(before.iter().all(|ids| ids.len() == 100), "every list full");
+    close(store);
+
+    // As schema 11 wrote it: each key project ‖ type length ‖ type ‖ sequence, and the
+    // first event's id random with an `event_ids` row.
+    let legacy = ulid::Ulid::new();
+    let first_id = {
+        let db = Database::create(&path).unwrap();
+        let w = db.begin_write().unwrap();
+        let first_id;
+        {
+            let mut events = w.open_table(EVENTS).unwrap();
+            let mut old_keys = Vec::new();
+            for e in events.iter().unwrap() {
+                let (k, v) = e.unwrap();
+                let (project, seq) = k.value();
+                let ev: Event = decode(v.value()).unwrap();
+                let t = ev.event_type.as_bytes();
+                old_keys.push(
+                    [
+                        Uuid::from_u128(project).as_bytes().as_slice(),
+                        &[t.len() as u8],
+                        t,
+                        &seq.to_be_bytes(),
+                    ]
+                    .concat(),
+                );
+            }
+            let mut by_type = w.open_table(EVENTS_BY_TYPE).unwrap();
+            by_type.retain(|_, _| false).unwrap();
+            for k in &old_keys {
+                by_type.insert(k.as_slice(), ()).unwrap();
+            }
+            let first = events
+                .get((p.as_u128(), 1))
+                .unwrap()
+                .unwrap()
+                .value()
+                .to_vec();
+            let mut ev: Event = decode(&first).unwrap();
+            first_id = std::mem::replace(&mut ev.id, format!("evt_{legacy}"));
+            let bytes = crate::codec::encode_record(&ev);
+            events.insert((p.as_u128(), 1), bytes.as_slice()).unwrap();
+            w.open_table(EVENT_IDS)
+                .unwrap()
+                .insert(u128::from(legacy), (p.as_u128(), 1))
+                .unwrap();
+            let mut meta = w.open_table(META).unwrap();
+            meta.insert("schema_version", 11u32.to_be_bytes().as_slice())
+                .unwrap();
+        }
+        w.commit().unwrap();
+        first_id
+    };
+    let old_copy = dir.path().join("old.redb");
+    std::fs::copy(&path, &old_copy).unwrap();
+
+    let check = |store: &Store| {
+        // p's first event now has its schema 11 id, in the oldest page of its type.
+        let mut expected = before.clone();
+        let at = expected.iter_mut().flatten().filter(|id| **id == first_id);
+        assert_eq!(at.map(|id| *id = format!("evt_{legacy}")).count(), 1);
+        assert!(lists(store) == expected, "the lists changed");
+        let id = format!("evt_{legacy}");
+        let ev = store
+            .read_blocking(move |r| r.event(p, &id))
+            .unwrap()
+            .unwrap();
+        assert_eq!(ev.sequence, 1);
+        let v = store
+            .read_blocking(|r| r.meta_get("schema_version"))
+            .unwrap();
+        assert_eq!(v, Some(schema::SCHEMA_VERSION.to_be_bytes().to_vec()));
+        let rep = store.read_blocking(crate::verify::verify).unwrap();
+        assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+    };
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    check(&store);
+    close(store);
+    {
+        let db = Database::create(&path).unwrap();
+        let r = db.begin_read().unwrap();
+        let t = r.open_table(EVENTS_BY_TYPE).unwrap();
+        let lens: std::collections::BTreeSet<usize> = t
+            .iter()
+            .unwrap()
+            .map(|e| e.unwrap().0.value().len())
+            .collect();
+        assert_eq!(lens, [29].into());
+        assert_eq!(redb::ReadableTableMetadata::len(&t).unwrap(), 4_500);
+    }
+    an_old_copy_and_its_backup(&old_copy, check);
+}

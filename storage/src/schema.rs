@@ -21,13 +21,14 @@
 //! index             <&[u8], ()>            tag ‖ project ‖ value ‖ row id  (list filters)
 //! index_<tag name>  <&[u8], ()>            the same keys, one table per hot tag (schema 7;
 //!                                          [`SPLIT_INDEXES`], [`index_table`])
-//! events_by_type    <&[u8], ()>            project ‖ type ‖ sequence ([`crate::index::event_type_key`])
+//! events_by_type    <&[u8], ()>            project ‖ 0 ‖ type hash ‖ sequence ([`crate::index::event_type_key`])
 //! events_by_resource <&[u8], ()>           resource ‖ sequence ([`crate::index::event_resource_key`])
 //! accounts          <&[u8], (u128, u128)>  ledger account key -> (debits, credits) posted;
 //!                                          holding key -> (amount on the address, 0)
 //! journal           <u128, &[u8]>          entry id (UUID v7) -> JournalEntry
 //! events            <(u128, u64), &[u8]>   (project, sequence) -> Event
-//! event_ids         <u128, (u128, u64)>    event ULID -> (project, sequence)
+//! event_ids         <u128, (u128, u64)>    event ULID -> (project, sequence); events before
+//!                                          schema 12 only (later ids name their sequence)
 //! idempotency       <&[u8], &[u8]>         project ‖ method ‖ path ‖ key -> IdempotencyRecord
 //! idempotency_exp   <&[u8], ()>            created_at_us (BE) ‖ idempotency key bytes
 //! sim_balances      <&[u8], u128>          chain ‖ address ‖ asset -> simulated on-chain balance
@@ -157,8 +158,10 @@ pub fn index_table_of(key: &[u8]) -> TableDefinition<'static, &'static [u8], ()>
     key.first().map_or(INDEX, |t| index_table(*t))
 }
 
-/// Events by type (schema 7): [`crate::index::event_type_key`] (project ‖ type ‖
-/// sequence). Up to schema 6 these were [`IndexTag::EventsByType`] keys of [`INDEX`].
+/// Events by type (schema 7): [`crate::index::event_type_key`] (project ‖ 0 ‖ a 4-byte
+/// hash of the type ‖ sequence since schema 12; the type's length and text instead of the
+/// 0 and the hash before). Up to schema 6 these were [`IndexTag::EventsByType`] keys of
+/// [`INDEX`].
 pub const EVENTS_BY_TYPE: TableDefinition<&[u8], ()> = TableDefinition::new("events_by_type");
 /// Events by resource (schema 7): [`crate::index::event_resource_key`] (the resource's 16
 /// bytes when its id is a UUID, else project ‖ text; then the sequence). Up to schema 6
@@ -168,6 +171,8 @@ pub const EVENTS_BY_RESOURCE: TableDefinition<&[u8], ()> =
 pub const ACCOUNTS: TableDefinition<&[u8], (u128, u128)> = TableDefinition::new("accounts");
 pub const JOURNAL: TableDefinition<u128, &[u8]> = TableDefinition::new("journal");
 pub const EVENTS: TableDefinition<(u128, u64), &[u8]> = TableDefinition::new("events");
+/// Event ULID -> (project, sequence) of the events written before schema 12 (and of any
+/// event whose sequence is too large for its id to name, `ctx::event_ulid`).
 pub const EVENT_IDS: TableDefinition<u128, (u128, u64)> = TableDefinition::new("event_ids");
 /// Project -> last event sequence, up to schema version 3. The last key of the project's
 /// range of [`EVENTS`] says the same, so schema 4 drops the table (one row less per event).
@@ -303,7 +308,13 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   bytes ([`SIM_SNAPSHOT_CHUNKS`]) instead of one row of [`SIM_SNAPSHOTS`]: moved on open
 ///   (`migrate_to_11`), and `sim_snapshots` deleted. A build of schema 10 refuses the store,
 ///   whose snapshots it would not find.
-pub const SCHEMA_VERSION: u32 = 11;
+/// * 12: a new event's id names its sequence (`ctx::event_ulid`: the ULID's
+///   random part holds it), so no [`EVENT_IDS`] row is written for it; the rows of older
+///   events stay and are read as before (no migration). A build of schema 11 refuses the
+///   store, whose new events it would not find by id. Also from schema 12, a key of
+///   [`EVENTS_BY_TYPE`] holds a 4-byte hash of the event type instead of its text
+///   ([`crate::index::event_type_key`]): moved on open (`migrate_to_12`).
+pub const SCHEMA_VERSION: u32 = 12;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
 /// encodings of one record type: the schema 4 migration rewrites them and `verify` decodes
