@@ -274,6 +274,30 @@ impl<'de> Deserialize<'de> for Account {
             fn visit_bytes<E: serde::de::Error>(self, b: &[u8]) -> Result<Account, E> {
                 Account::from_key(b).ok_or_else(|| E::custom("malformed account key"))
             }
+            /// The short form a journal entry writes (see [`JournalEntry`]): the project is
+            /// left nil for the entry to fill in.
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut q: A,
+            ) -> Result<Account, A::Error> {
+                use serde::de::Error;
+                let missing = || A::Error::custom("short account: too few elements");
+                let customer: Option<Uuid> = q.next_element()?.ok_or_else(missing)?;
+                let chain: String = q.next_element()?.ok_or_else(missing)?;
+                let asset: String = q.next_element()?.ok_or_else(missing)?;
+                let kind: u8 = q.next_element()?.ok_or_else(missing)?;
+                if q.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                    return Err(A::Error::custom("short account: too many elements"));
+                }
+                Ok(Account {
+                    project_id: Uuid::nil(),
+                    customer_id: customer.unwrap_or_default(),
+                    chain,
+                    asset,
+                    kind: AccountKind::from_u8(kind)
+                        .ok_or_else(|| A::Error::custom("unknown account kind"))?,
+                })
+            }
             fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<Account, A::Error> {
                 let f =
                     AccountFields::deserialize(serde::de::value::MapAccessDeserializer::new(m))?;
@@ -318,7 +342,15 @@ impl Posting {
 }
 
 /// An immutable journal entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Stored (schema 12) with each account of the entry's own project in a short form,
+/// `[customer or nil, chain, asset, kind]`, instead of its whole [`Account::key`]: the
+/// project is the entry's, so it is not repeated, and a project-side account (customer nil)
+/// takes a byte for its customer instead of 16 (about 47 bytes less per two-posting entry;
+/// issue 16). An account of another project, and every account in human-readable formats,
+/// keeps its form. Rows of earlier schemas (whole keys, or fields in JSON) read as before.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "JournalRow")]
 pub struct JournalEntry {
     /// UUID v7; also the `ledger_tx_id` shown on deposits.
     pub id: Uuid,
@@ -330,6 +362,108 @@ pub struct JournalEntry {
     pub ref_id: Uuid,
     pub created_at: i64,
     pub postings: Vec<Posting>,
+}
+
+/// A journal entry as read: its accounts in the short form name no project yet.
+#[derive(Deserialize)]
+#[serde(rename = "JournalEntry")]
+struct JournalRow {
+    id: Uuid,
+    project_id: Uuid,
+    kind: String,
+    ref_id: Uuid,
+    created_at: i64,
+    postings: Vec<Posting>,
+}
+
+impl From<JournalRow> for JournalEntry {
+    fn from(r: JournalRow) -> Self {
+        let mut postings = r.postings;
+        for p in &mut postings {
+            // Only the short form reads as nil: no project is ever nil.
+            if p.account.project_id.is_nil() {
+                p.account.project_id = r.project_id;
+            }
+        }
+        JournalEntry {
+            id: r.id,
+            project_id: r.project_id,
+            kind: r.kind,
+            ref_id: r.ref_id,
+            created_at: r.created_at,
+            postings,
+        }
+    }
+}
+
+/// A journal entry as written (same fields and order as [`JournalEntry`]).
+#[derive(Serialize)]
+#[serde(rename = "JournalEntry")]
+struct JournalOut<'a> {
+    id: Uuid,
+    project_id: Uuid,
+    kind: &'a str,
+    ref_id: Uuid,
+    created_at: i64,
+    postings: Vec<PostingOut<'a>>,
+}
+
+/// A posting as written (same fields and order as [`Posting`]).
+#[derive(Serialize)]
+#[serde(rename = "Posting")]
+struct PostingOut<'a> {
+    account: EntryAccount<'a>,
+    #[serde(serialize_with = "crate::codec::amount")]
+    debit: u128,
+    #[serde(serialize_with = "crate::codec::amount")]
+    credit: u128,
+}
+
+/// An account as a journal entry of `project` writes it (see [`JournalEntry`]).
+struct EntryAccount<'a> {
+    project: Uuid,
+    account: &'a Account,
+}
+
+impl Serialize for EntryAccount<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeTuple;
+        let a = self.account;
+        if s.is_human_readable() || a.project_id != self.project {
+            return a.serialize(s);
+        }
+        let mut t = s.serialize_tuple(4)?;
+        t.serialize_element(&(!a.customer_id.is_nil()).then_some(a.customer_id))?;
+        t.serialize_element(&a.chain)?;
+        t.serialize_element(&a.asset)?;
+        t.serialize_element(&(a.kind as u8))?;
+        t.end()
+    }
+}
+
+impl Serialize for JournalEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        JournalOut {
+            id: self.id,
+            project_id: self.project_id,
+            kind: &self.kind,
+            ref_id: self.ref_id,
+            created_at: self.created_at,
+            postings: self
+                .postings
+                .iter()
+                .map(|p| PostingOut {
+                    account: EntryAccount {
+                        project: self.project_id,
+                        account: &p.account,
+                    },
+                    debit: p.debit,
+                    credit: p.credit,
+                })
+                .collect(),
+        }
+        .serialize(s)
+    }
 }
 
 /// Posted totals of one account.
@@ -487,6 +621,89 @@ mod tests {
         assert!(
             crate::codec::decode::<Account>(&crate::codec::encode(&b"short".as_slice())).is_err()
         );
+    }
+
+    /// Schema 12: a journal entry writes its own project's accounts in the short form (no
+    /// project, a nil customer as one byte) and reads them back with the entry's project;
+    /// an account of another project keeps its key; an entry written with whole keys (up to
+    /// schema 11), named or positional, or as JSON, reads the same.
+    #[test]
+    fn journal_entries_store_their_own_projects_accounts_short() {
+        let project = Uuid::now_v7();
+        let customer = Account::customer(
+            project,
+            Uuid::now_v7(),
+            "ethereum",
+            "USDT",
+            AccountKind::Available,
+        );
+        let deposits = Account::project(project, "ethereum", "USDT", AccountKind::Deposits);
+        let e = JournalEntry {
+            id: Uuid::now_v7(),
+            project_id: project,
+            kind: "deposit_credit".into(),
+            ref_id: Uuid::now_v7(),
+            created_at: 1_700_000_000_000_000,
+            postings: vec![
+                Posting::debit(deposits.clone(), 5_000_000),
+                Posting::credit(customer.clone(), 5_000_000),
+            ],
+        };
+        #[derive(Serialize)]
+        #[serde(rename = "JournalEntry")]
+        struct Whole<'a> {
+            id: Uuid,
+            project_id: Uuid,
+            kind: &'a str,
+            ref_id: Uuid,
+            created_at: i64,
+            postings: &'a [Posting],
+        }
+        let whole = Whole {
+            id: e.id,
+            project_id: e.project_id,
+            kind: &e.kind,
+            ref_id: e.ref_id,
+            created_at: e.created_at,
+            postings: &e.postings,
+        };
+        let short = crate::codec::encode_positional(&e);
+        let old = crate::codec::encode_positional(&whole);
+        assert!(
+            short.len() + 45 <= old.len(),
+            "{} vs {}",
+            short.len(),
+            old.len()
+        );
+        for bytes in [
+            short,
+            old,
+            crate::codec::encode(&e),
+            crate::codec::encode(&whole),
+            crate::codec::encode_json_v1(&e),
+        ] {
+            assert_eq!(crate::codec::decode::<JournalEntry>(&bytes).unwrap(), e);
+        }
+        assert_eq!(
+            serde_json::to_value(&e).unwrap()["postings"][0]["account"]["chain"],
+            "ethereum"
+        );
+
+        // An account of another project is written whole and reads as itself.
+        let mut mixed = e.clone();
+        mixed.postings[0].account.project_id = Uuid::now_v7();
+        let bytes = crate::codec::encode_positional(&mixed);
+        assert_eq!(crate::codec::decode::<JournalEntry>(&bytes).unwrap(), mixed);
+        // A short account with an unknown kind does not read.
+        let mut bad = e.clone();
+        bad.postings[1].account.kind = AccountKind::Treasury;
+        let mut bytes = crate::codec::encode_positional(&bad);
+        let at = bytes
+            .iter()
+            .rposition(|b| *b == AccountKind::Treasury as u8)
+            .unwrap();
+        bytes[at] = 99;
+        assert!(crate::codec::decode::<JournalEntry>(&bytes).is_err());
     }
 
     #[test]

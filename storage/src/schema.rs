@@ -313,7 +313,9 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   events stay and are read as before (no migration). A build of schema 11 refuses the
 ///   store, whose new events it would not find by id. Also from schema 12, a key of
 ///   [`EVENTS_BY_TYPE`] holds a 4-byte hash of the event type instead of its text
-///   ([`crate::index::event_type_key`]): moved on open (`migrate_to_12`).
+///   ([`crate::index::event_type_key`]): moved on open (`migrate_to_12`). And a journal
+///   entry writes the accounts of its own project without the project
+///   ([`crate::ledger::JournalEntry`]); entries written before read as they are.
 pub const SCHEMA_VERSION: u32 = 12;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
