@@ -305,4 +305,35 @@ fn an_events_id_names_its_sequence_and_older_ids_still_read() {
         .unwrap()
         .unwrap();
     assert_eq!(found.sequence, second);
+
+    // A damaged row: its own id answers the damage; an older id whose bits happen to name
+    // that sequence still reads through its `event_ids` row.
+    let third = store.write_blocking(move |ctx| append(ctx, p)).unwrap();
+    let third_id = store
+        .read_blocking(move |r| {
+            let page = r.list_events(p, &[], None, Some(third - 1), 1, true)?;
+            Ok(page.items[0].id.clone())
+        })
+        .unwrap();
+    let u = u128::from(ulid::Ulid::from_string(&third_id[4..]).unwrap());
+    let odd = ulid::Ulid::from(u ^ 1);
+    store
+        .write_blocking(move |ctx| {
+            ctx.txn
+                .open_table(EVENTS)?
+                .insert((p.as_u128(), third), [0xffu8, 0].as_slice())?;
+            ctx.txn
+                .open_table(EVENT_IDS)?
+                .insert(u128::from(odd), (p.as_u128(), second))?;
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    let r = store.read_blocking(move |r| r.event(p, &third_id));
+    assert!(matches!(r, Err(StoreError::Corrupt(_))), "{r:?}");
+    let id = format!("evt_{odd}");
+    let found = store
+        .read_blocking(move |r| r.event(p, &id))
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.sequence, second);
 }

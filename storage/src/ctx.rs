@@ -297,16 +297,23 @@ pub trait ReadOps: Reader {
             return Ok(None);
         };
         let ulid = u128::from(ulid);
-        let named = match event_ulid_sequence(ulid) {
-            Some(seq) => self.event_with_id(project, seq, ulid)?,
-            None => None,
+        // The row at the sequence the id names may not decode: it is the event asked for
+        // only if no `event_ids` row names another, and then its error is the answer (an
+        // older id whose random bits happen to name a damaged row still reads).
+        let (named, undecodable) = match event_ulid_sequence(ulid) {
+            Some(seq) => match self.event_with_id(project, seq, ulid) {
+                Ok(ev) => (ev, None),
+                Err(StoreError::Corrupt(e)) => (None, Some(StoreError::Corrupt(e))),
+                Err(e) => return Err(e),
+            },
+            None => (None, None),
         };
         let found = match named {
             Some(ev) => Some(ev),
             None => {
                 let ids = self.open(EVENT_IDS)?;
                 let Some(loc) = ids.get(ulid)? else {
-                    return Ok(None);
+                    return undecodable.map_or(Ok(None), Err);
                 };
                 let (p, seq) = loc.value();
                 if p != project.as_u128() {
