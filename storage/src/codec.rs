@@ -269,6 +269,103 @@ pub fn read_event_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D
     d.deserialize_any(StrOr16(|b| format!("evt_{}", ulid::Ulid::from_bytes(b))))
 }
 
+/// Marker of an answer body stored deflated with [`ANSWER_DICT_1`] ([`answer_body`]).
+const ANSWER_DEFLATE_1: u8 = 1;
+
+/// The preset dictionary of stored answer bodies of marker [`ANSWER_DEFLATE_1`]: the JSON
+/// of the resources idempotent requests answer most (errors, wallets, customers, deposits,
+/// payouts last: deflate finds the nearest match first). Stored rows depend on these exact
+/// bytes: never change them (a test pins their hash); a better dictionary takes a new
+/// marker and this one stays for the rows written with it.
+const ANSWER_DICT_1: &[u8] = br#"{"error":{"code":"invalid_request","message":"","param":"","type":"invalid_request_error"}}{"address":"0x","chain":"ethereum","created_at":"2026-01-01T00:00:00.000Z","customer_id":"","id":"","memo":null,"object":"wallet","role":"deposit","status":"active"}{"created_at":"2026-01-01T00:00:00.000Z","email":null,"id":"","metadata":{},"object":"customer","reference_id":null,"status":"active"}{"amount":"","amount_decimal":"","asset":{"chain":"ethereum","contract":"0x","decimals":6,"symbol":"USDT"},"block_number":,"block_time":"","chain":"ethereum","confirmations":0,"created_at":"","customer_id":"","explorer_url":null,"failure_reason":null,"from_address":"0x","id":"","ledger_tx_id":null,"log_index":0,"object":"deposit","required_confirmations":,"status":"detected","to_address":"0x","tx_hash":"0x","wallet_id":""}{"amount":"","amount_decimal":"","amount_usd":null,"asset":"USDT","asset_id":"","chain":"ethereum","created_at":"2026-01-01T00:00:00.000Z","customer_id":"","decimals":6,"explorer_url":null,"failure_reason":null,"fee_amount":"0","fee_amount_decimal":"0","id":"","memo":null,"object":"payout","reference":null,"status":"queued","to_address":"0x","tx_hash":null,"updated_at":"2026-01-01T00:00:00.000Z"}"#;
+
+/// Most bytes a stored answer body inflates to: far above any single answer the API
+/// stores; a row that claims more is refused as corrupt instead of filling memory.
+const ANSWER_MAX: usize = 4 << 20;
+
+/// `#[serde(serialize_with = "crate::codec::answer_body", deserialize_with =
+/// "crate::codec::read_answer_body")]` for the JSON body of a stored idempotent answer
+/// (schema 12, issue 16): in the store's binary encoding, [`ANSWER_DEFLATE_1`] ‖ the body
+/// as raw deflate with the preset dictionary [`ANSWER_DICT_1`] when that is shorter (a
+/// payout's answer: about 560 bytes to about 120), else the string; every human-readable
+/// form is the string. A replay answers exactly the bytes first sent.
+pub fn answer_body<S: serde::Serializer>(v: &str, s: S) -> Result<S::Ok, S::Error> {
+    if !s.is_human_readable() {
+        if let Some(z) = deflate_answer(v.as_bytes()) {
+            return s.serialize_bytes(&z);
+        }
+    }
+    s.serialize_str(v)
+}
+
+/// Reads what [`answer_body`] writes: a string, or a marker and deflated bytes.
+pub fn read_answer_body<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    struct V;
+    impl serde::de::Visitor<'_> for V {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON body as text or deflated bytes")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_string<E: serde::de::Error>(self, v: String) -> Result<String, E> {
+            Ok(v)
+        }
+        fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<String, E> {
+            inflate_answer(v).ok_or_else(|| E::custom("stored answer body does not inflate"))
+        }
+    }
+    d.deserialize_any(V)
+}
+
+/// `ANSWER_DEFLATE_1 ‖ deflate(body)` when shorter than `body`.
+fn deflate_answer(body: &[u8]) -> Option<Vec<u8>> {
+    use flate2::{Compress, Compression, FlushCompress, Status};
+    if body.len() > ANSWER_MAX {
+        return None;
+    }
+    let mut c = Compress::new(Compression::default(), false);
+    c.set_dictionary(ANSWER_DICT_1).ok()?;
+    // Deflate never grows data by more than a few bytes per 16 KiB block: one call with
+    // this much room finishes the stream, and anything else keeps the text.
+    let mut out = Vec::with_capacity(1 + body.len() + body.len() / 1024 + 64);
+    out.push(ANSWER_DEFLATE_1);
+    match c.compress_vec(body, &mut out, FlushCompress::Finish) {
+        Ok(Status::StreamEnd) if out.len() < body.len() => Some(out),
+        _ => None,
+    }
+}
+
+/// The body [`deflate_answer`] wrote; `None` for anything else (another marker, a stream
+/// that does not end, more than [`ANSWER_MAX`] bytes, or not UTF-8).
+fn inflate_answer(stored: &[u8]) -> Option<String> {
+    use flate2::{Decompress, FlushDecompress, Status};
+    let (&marker, z) = stored.split_first()?;
+    if marker != ANSWER_DEFLATE_1 {
+        return None;
+    }
+    let mut d = Decompress::new(false);
+    d.set_dictionary(ANSWER_DICT_1).ok()?;
+    let mut out = Vec::with_capacity((z.len() * 6).clamp(256, ANSWER_MAX));
+    loop {
+        let read = usize::try_from(d.total_in()).ok()?;
+        match d.decompress_vec(&z[read..], &mut out, FlushDecompress::Finish) {
+            Ok(Status::StreamEnd) => break,
+            Ok(_) if out.len() == out.capacity() && out.len() < ANSWER_MAX => {
+                // Exact: the capacity, which bounds what the next call writes, never
+                // passes the bound.
+                out.reserve_exact(out.len().min(ANSWER_MAX - out.len()));
+            }
+            _ => return None,
+        }
+    }
+    if out.len() > ANSWER_MAX {
+        return None;
+    }
+    String::from_utf8(out).ok()
+}
+
 /// `#[serde(serialize_with = "crate::codec::uuid_text", deserialize_with =
 /// "crate::codec::read_uuid_text")]` for a text field that usually holds a UUID (an event's
 /// `resource_id`): in the store's binary encoding a UUID in its canonical form (lower-case,
@@ -866,6 +963,83 @@ mod tests {
         };
         assert_eq!(<IdempotencyRecord as Record>::LAYOUT, Layout::Positional);
         every_field_written(&rec);
+    }
+
+    /// Schema 12: a stored answer body is deflated with the pinned dictionary when that is
+    /// shorter and reads back byte for byte; a short body, and every JSON form, stays text;
+    /// a body of an earlier schema (text) reads; a damaged or oversized stream is refused.
+    #[test]
+    fn answer_bodies_are_stored_deflated_and_read_back_exactly() {
+        use crate::records::IdempotencyRecord;
+        // The dictionary is part of the stored format.
+        let fnv = ANSWER_DICT_1.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        assert_eq!((ANSWER_DICT_1.len(), fnv), (1_215, 0x760a_f264_d6e3_7ddf));
+
+        let payout = r#"{"amount":"2500000","amount_decimal":"2.5","amount_usd":null,"asset":"USDT","asset_id":"0190f3d2-3b7a-7cc0-8a1e-0c7d1f6b2a11","chain":"ethereum","created_at":"2026-11-23T23:52:16.123Z","customer_id":"0196a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b","decimals":6,"explorer_url":null,"failure_reason":null,"fee_amount":"0","fee_amount_decimal":"0","id":"0196a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c","memo":null,"object":"payout","reference":"order \"7\" é","status":"queued","to_address":"0x70997970C51812dc3A010C7d01b50e0d17dc79C8","tx_hash":null,"updated_at":"2026-11-23T23:52:16.123Z"}"#;
+        let rec = |body: &str| IdempotencyRecord {
+            request_hash: "v2:ab".into(),
+            status: 201,
+            body: body.into(),
+            created_at: 1,
+        };
+        let whole = encode_record(&rec(payout));
+        assert!(
+            whole.len() < 200,
+            "{} bytes for a {}-byte body",
+            whole.len(),
+            payout.len()
+        );
+        let back: IdempotencyRecord = decode(&whole).unwrap();
+        assert_eq!(back.body, payout);
+        assert_eq!(back.status, 201);
+        // A body of an earlier schema: the string.
+        #[derive(Serialize)]
+        #[serde(rename = "IdempotencyRecord")]
+        struct Text<'a> {
+            request_hash: &'a str,
+            status: u16,
+            body: &'a str,
+            created_at: i64,
+        }
+        let old = encode_positional(&Text {
+            request_hash: "v2:ab",
+            status: 201,
+            body: payout,
+            created_at: 1,
+        });
+        assert!(old.len() > payout.len());
+        assert_eq!(decode::<IdempotencyRecord>(&old).unwrap().body, payout);
+        // Short bodies stay text; JSON keeps the text.
+        for body in ["", "{}", "null"] {
+            let b = encode_record(&rec(body));
+            assert_eq!(decode::<IdempotencyRecord>(&b).unwrap().body, body);
+        }
+        let json = encode_json_v1(&rec(payout));
+        assert!(
+            json.windows(6).any(|w| w == b"object"),
+            "JSON keeps the text"
+        );
+        assert_eq!(decode::<IdempotencyRecord>(&json).unwrap().body, payout);
+        // Damaged: the stream cut short, another marker, too large once inflated.
+        let z = deflate_answer(payout.as_bytes()).unwrap();
+        assert_eq!(inflate_answer(&z).as_deref(), Some(payout));
+        assert_eq!(inflate_answer(&z[..z.len() - 3]), None);
+        assert_eq!(inflate_answer(&[&[2u8][..], &z[1..]].concat()), None);
+        let zeros = vec![b'0'; ANSWER_MAX + 1];
+        assert!(
+            deflate_answer(&zeros).is_none(),
+            "a body past the bound stays text"
+        );
+        let mut c = flate2::Compress::new(flate2::Compression::default(), false);
+        c.set_dictionary(ANSWER_DICT_1).unwrap();
+        let mut bomb = vec![ANSWER_DEFLATE_1];
+        bomb.reserve(64 << 10);
+        c.compress_vec(&zeros, &mut bomb, flate2::FlushCompress::Finish)
+            .unwrap();
+        assert!(bomb.len() < 64 << 10);
+        assert!(inflate_answer(&bomb).is_none(), "inflates past the bound");
     }
 
     /// Hex text (hashes, EVM addresses) is stored as its bytes, with the case of each digit

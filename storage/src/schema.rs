@@ -315,7 +315,9 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   [`EVENTS_BY_TYPE`] holds a 4-byte hash of the event type instead of its text
 ///   ([`crate::index::event_type_key`]): moved on open (`migrate_to_12`). And a journal
 ///   entry writes the accounts of its own project without the project
-///   ([`crate::ledger::JournalEntry`]); entries written before read as they are.
+///   ([`crate::ledger::JournalEntry`]); entries written before read as they are. And an
+///   idempotency record's answer body is stored deflated with a fixed dictionary when that
+///   is shorter ([`crate::codec::answer_body`]); text bodies read as they are.
 pub const SCHEMA_VERSION: u32 = 12;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]

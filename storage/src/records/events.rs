@@ -172,6 +172,12 @@ pub struct IdempotencyRecord {
     /// SHA-256 of the request body, hex: a different body under the same key is a reuse.
     pub request_hash: String,
     pub status: u16,
+    /// The answer's JSON body, exactly as first sent (stored deflated when that is shorter,
+    /// schema 12: [`crate::codec::answer_body`]).
+    #[serde(
+        serialize_with = "crate::codec::answer_body",
+        deserialize_with = "crate::codec::read_answer_body"
+    )]
     pub body: String,
     pub created_at: i64,
 }
