@@ -361,7 +361,8 @@ pub fn check(ctx: &ReadCtx) -> Result<(u64, Vec<String>), StoreError> {
         let (k, v) = e?;
         let (chain, nonce) = k.value();
         rows += 1;
-        let doc: Option<serde_json::Value> = serde_json::from_slice(v.value()).ok();
+        let doc: Option<serde_json::Value> =
+            crate::codec::stored_doc(v.value()).and_then(|j| serde_json::from_slice(&j).ok());
         if doc.as_ref().and_then(|d| d["nonce"].as_u64()) != Some(nonce) {
             bad.push(format!(
                 "outgoing transaction {chain}/{nonce} is unreadable or filed under another nonce"
@@ -381,8 +382,8 @@ pub fn check(ctx: &ReadCtx) -> Result<(u64, Vec<String>), StoreError> {
         match ctx.evm_out_tx(chain, nonce)? {
             None => bad.push(format!("pending nonce {chain}/{nonce} has no transaction")),
             Some(b) => {
-                let done = serde_json::from_slice::<serde_json::Value>(&b)
-                    .ok()
+                let done = crate::codec::stored_doc(&b)
+                    .and_then(|j| serde_json::from_slice::<serde_json::Value>(&j).ok())
                     .and_then(|d| d["done"].as_bool());
                 if done != Some(false) {
                     bad.push(format!(

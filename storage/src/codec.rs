@@ -272,6 +272,80 @@ pub fn read_event_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D
 /// Marker of an answer body stored deflated with [`ANSWER_DICT_1`] ([`answer_body`]).
 const ANSWER_DEFLATE_1: u8 = 1;
 
+/// Marker of a JSON document stored deflated with [`OUT_TX_DICT_1`] ([`deflate_doc`]): the
+/// live sender's outgoing-transaction rows (schema 12).
+pub const OUT_TX_DEFLATE_1: u8 = 2;
+
+/// The preset dictionary of outgoing-transaction rows of marker [`OUT_TX_DEFLATE_1`]: their
+/// JSON shape (`OutTx` of the sender) with an ERC-20 transfer's calldata and the start of a
+/// signed EIP-1559 transaction. Never change it (a test pins its hash); see
+/// [`ANSWER_DICT_1`].
+const OUT_TX_DICT_1: &[u8] = br#"{"nonce":0,"kind":"sweep","ref_id":"","project_id":"","to":"0x","value":"0","data":"","gas_limit":100000,"max_fee_per_gas":"","max_priority_fee_per_gas":"","raws":["02f8"],"hashes":["0x"],"sent_at":0,"done":true,"mined":{"hash":"0x","block":0,"filler":false},"settled":true,"filler_raws":[],"filler_hashes":[]}{"nonce":0,"kind":"payout","ref_id":"","project_id":"","to":"0x","value":"0","data":"a9059cbb000000000000000000000000","gas_limit":100000,"max_fee_per_gas":"1000000000","max_priority_fee_per_gas":"1000000000","raws":["02f8b1018084773594008477359400830186a094","02f8b1018084773594008477359400830186a094"],"hashes":["0x"],"sent_at":0,"done":false,"mined":null,"settled":null,"filler_raws":[],"filler_hashes":[]}"#;
+
+/// The preset dictionary of `marker`, if it is one.
+fn dictionary(marker: u8) -> Option<&'static [u8]> {
+    match marker {
+        ANSWER_DEFLATE_1 => Some(ANSWER_DICT_1),
+        OUT_TX_DEFLATE_1 => Some(OUT_TX_DICT_1),
+        _ => None,
+    }
+}
+
+/// `marker ‖` raw deflate of `doc` with `marker`'s preset dictionary, when shorter than
+/// `doc` (`None` otherwise, or for an unknown marker or a document over 4 MiB). For rows
+/// whose JSON the store keeps opaque (schema 12: the sender's outgoing transactions);
+/// [`stored_doc`] reads it back.
+pub fn deflate_doc(marker: u8, doc: &[u8]) -> Option<Vec<u8>> {
+    use flate2::{Compress, Compression, FlushCompress, Status};
+    let dict = dictionary(marker)?;
+    if doc.len() > ANSWER_MAX {
+        return None;
+    }
+    let mut c = Compress::new(Compression::default(), false);
+    c.set_dictionary(dict).ok()?;
+    // Deflate never grows data by more than a few bytes per 16 KiB block: one call with
+    // this much room finishes the stream, and anything else keeps the text.
+    let mut out = Vec::with_capacity(1 + doc.len() + doc.len() / 1024 + 64);
+    out.push(marker);
+    match c.compress_vec(doc, &mut out, FlushCompress::Finish) {
+        Ok(Status::StreamEnd) if out.len() < doc.len() => Some(out),
+        _ => None,
+    }
+}
+
+/// A stored JSON document: `stored` itself when it is JSON text (a first byte of `{`, as
+/// every row before schema 12), else what [`deflate_doc`] wrote, inflated; `None` when it
+/// is neither (an unknown marker, a stream that does not end, more than 4 MiB).
+pub fn stored_doc(stored: &[u8]) -> Option<std::borrow::Cow<'_, [u8]>> {
+    match stored.first() {
+        Some(b'{') => Some(std::borrow::Cow::Borrowed(stored)),
+        _ => inflate(stored).map(std::borrow::Cow::Owned),
+    }
+}
+
+/// The bytes `marker ‖ deflate` of [`deflate_doc`] stand for (see [`stored_doc`]).
+fn inflate(stored: &[u8]) -> Option<Vec<u8>> {
+    use flate2::{Decompress, FlushDecompress, Status};
+    let (&marker, z) = stored.split_first()?;
+    let dict = dictionary(marker)?;
+    let mut d = Decompress::new(false);
+    d.set_dictionary(dict).ok()?;
+    let mut out = Vec::with_capacity((z.len() * 6).clamp(256, ANSWER_MAX));
+    loop {
+        let read = usize::try_from(d.total_in()).ok()?;
+        match d.decompress_vec(&z[read..], &mut out, FlushDecompress::Finish) {
+            Ok(Status::StreamEnd) => break,
+            Ok(_) if out.len() == out.capacity() && out.len() < ANSWER_MAX => {
+                // Exact: the capacity, which bounds what the next call writes, never
+                // passes the bound.
+                out.reserve_exact(out.len().min(ANSWER_MAX - out.len()));
+            }
+            _ => return None,
+        }
+    }
+    (out.len() <= ANSWER_MAX).then_some(out)
+}
+
 /// The preset dictionary of stored answer bodies of marker [`ANSWER_DEFLATE_1`]: the JSON
 /// of the resources idempotent requests answer most (errors, wallets, customers, deposits,
 /// payouts last: deflate finds the nearest match first). Stored rows depend on these exact
@@ -321,49 +395,16 @@ pub fn read_answer_body<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String
 
 /// `ANSWER_DEFLATE_1 ‖ deflate(body)` when shorter than `body`.
 fn deflate_answer(body: &[u8]) -> Option<Vec<u8>> {
-    use flate2::{Compress, Compression, FlushCompress, Status};
-    if body.len() > ANSWER_MAX {
-        return None;
-    }
-    let mut c = Compress::new(Compression::default(), false);
-    c.set_dictionary(ANSWER_DICT_1).ok()?;
-    // Deflate never grows data by more than a few bytes per 16 KiB block: one call with
-    // this much room finishes the stream, and anything else keeps the text.
-    let mut out = Vec::with_capacity(1 + body.len() + body.len() / 1024 + 64);
-    out.push(ANSWER_DEFLATE_1);
-    match c.compress_vec(body, &mut out, FlushCompress::Finish) {
-        Ok(Status::StreamEnd) if out.len() < body.len() => Some(out),
-        _ => None,
-    }
+    deflate_doc(ANSWER_DEFLATE_1, body)
 }
 
 /// The body [`deflate_answer`] wrote; `None` for anything else (another marker, a stream
 /// that does not end, more than [`ANSWER_MAX`] bytes, or not UTF-8).
 fn inflate_answer(stored: &[u8]) -> Option<String> {
-    use flate2::{Decompress, FlushDecompress, Status};
-    let (&marker, z) = stored.split_first()?;
-    if marker != ANSWER_DEFLATE_1 {
+    if stored.first() != Some(&ANSWER_DEFLATE_1) {
         return None;
     }
-    let mut d = Decompress::new(false);
-    d.set_dictionary(ANSWER_DICT_1).ok()?;
-    let mut out = Vec::with_capacity((z.len() * 6).clamp(256, ANSWER_MAX));
-    loop {
-        let read = usize::try_from(d.total_in()).ok()?;
-        match d.decompress_vec(&z[read..], &mut out, FlushDecompress::Finish) {
-            Ok(Status::StreamEnd) => break,
-            Ok(_) if out.len() == out.capacity() && out.len() < ANSWER_MAX => {
-                // Exact: the capacity, which bounds what the next call writes, never
-                // passes the bound.
-                out.reserve_exact(out.len().min(ANSWER_MAX - out.len()));
-            }
-            _ => return None,
-        }
-    }
-    if out.len() > ANSWER_MAX {
-        return None;
-    }
-    String::from_utf8(out).ok()
+    String::from_utf8(inflate(stored)?).ok()
 }
 
 /// `#[serde(serialize_with = "crate::codec::uuid_text", deserialize_with =
@@ -976,6 +1017,19 @@ mod tests {
             (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
         });
         assert_eq!((ANSWER_DICT_1.len(), fnv), (1_215, 0x760a_f264_d6e3_7ddf));
+        let fnv = OUT_TX_DICT_1.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        assert_eq!((OUT_TX_DICT_1.len(), fnv), (719, 0xd4d5_8a45_f3e4_e04f));
+        // A stored document: JSON text as it is, deflated JSON inflated, anything else not.
+        let doc = br#"{"nonce":7,"kind":"payout","raws":["02f8"]}"#;
+        assert_eq!(stored_doc(doc).as_deref(), Some(doc.as_slice()));
+        let z = deflate_doc(OUT_TX_DEFLATE_1, doc).unwrap();
+        assert!(z.len() < doc.len());
+        assert_eq!(stored_doc(&z).as_deref(), Some(doc.as_slice()));
+        assert_eq!(deflate_doc(0xee, doc), None, "no such dictionary");
+        assert_eq!(stored_doc(&[0xee, 1, 2]), None);
+        assert_eq!(stored_doc(b""), None);
 
         let payout = r#"{"amount":"2500000","amount_decimal":"2.5","amount_usd":null,"asset":"USDT","asset_id":"0190f3d2-3b7a-7cc0-8a1e-0c7d1f6b2a11","chain":"ethereum","created_at":"2026-11-23T23:52:16.123Z","customer_id":"0196a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b","decimals":6,"explorer_url":null,"failure_reason":null,"fee_amount":"0","fee_amount_decimal":"0","id":"0196a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c","memo":null,"object":"payout","reference":"order \"7\" é","status":"queued","to_address":"0x70997970C51812dc3A010C7d01b50e0d17dc79C8","tx_hash":null,"updated_at":"2026-11-23T23:52:16.123Z"}"#;
         let rec = |body: &str| IdempotencyRecord {

@@ -36,7 +36,7 @@
 //! counters          <&[u8], u64>           tag ‖ project -> number of keys of a counted index
 //! webhook_endpoints <u128, &[u8]>          endpoint id (UUID v7) -> WebhookEndpoint
 //! webhook_deliveries <u128, &[u8]>         delivery ULID (as u128) -> WebhookDelivery
-//! evm_out_txs       <(&str, u64), &[u8]>   (chain, nonce) -> OutTx JSON (the sender's record)
+//! evm_out_txs       <(&str, u64), &[u8]>   (chain, nonce) -> OutTx JSON, deflated (the sender's record)
 //! evm_pending       <(&str, u64), ()>      (chain, nonce) of outgoing transactions not final
 //! evm_nonces        <&str, u64>            chain -> next nonce the sender hands out
 //! evm_watch         <&str, &[u8]>          chain -> WatchState JSON (cursor, recent hashes)
@@ -193,8 +193,9 @@ pub const WEBHOOK_DELIVERIES: TableDefinition<u128, &[u8]> =
     TableDefinition::new("webhook_deliveries");
 
 /// Outgoing transactions of the live EVM sender: (chain id, nonce) -> the sender's `OutTx`
-/// as JSON (intent, signed raw transactions per fee level, hashes, `done`). Kept after the
-/// transaction is final.
+/// as JSON (intent, signed raw transactions per fee level, hashes, `done`), deflated since
+/// schema 12 ([`crate::codec::stored_doc`] reads either). Kept after the transaction is
+/// final.
 pub const EVM_OUT_TXS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("evm_out_txs");
 /// (chain id, nonce) of every outgoing transaction not yet final; the sender's tracker walks
 /// these in nonce order.
@@ -317,7 +318,9 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   entry writes the accounts of its own project without the project
 ///   ([`crate::ledger::JournalEntry`]); entries written before read as they are. And an
 ///   idempotency record's answer body is stored deflated with a fixed dictionary when that
-///   is shorter ([`crate::codec::answer_body`]); text bodies read as they are.
+///   is shorter ([`crate::codec::answer_body`]); text bodies read as they are. And the
+///   live sender's rows of [`EVM_OUT_TXS`] are stored as their JSON deflated with a fixed
+///   dictionary ([`crate::codec::deflate_doc`]); JSON rows read as they are.
 pub const SCHEMA_VERSION: u32 = 12;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]

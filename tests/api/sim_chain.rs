@@ -945,8 +945,9 @@ async fn a_gap_at_an_unreadable_row_is_filled_by_a_stored_filler() {
         .into_iter()
         .find(|(k, _, v)| {
             k.starts_with("ethereum/") && {
+                let row = appliance_storage::codec::stored_doc(v).expect("a stored row");
                 let kind = b"\"kind\":\"payout\"";
-                v.windows(kind.len()).any(|w| w == kind)
+                row.windows(kind.len()).any(|w| w == kind)
             }
         })
         .expect("the payout's row");
@@ -982,6 +983,7 @@ async fn a_gap_at_an_unreadable_row_is_filled_by_a_stored_filler() {
         .into_iter()
         .find(|(k, n, _)| *k == key && *n == nonce)
         .unwrap();
+    let row = appliance_storage::codec::stored_doc(&row).expect("a stored row");
     let row: serde_json::Value =
         serde_json::from_slice(&row).expect("the filler's row replaced the damaged one");
     assert_eq!(row["kind"], "filler", "{row}");

@@ -35,7 +35,9 @@ use appliance_storage::records::{Payout, PayoutStatus, Project, Sweep, SweepStat
 use appliance_storage::{ChainStateOps, ReadOps, WriteCtx};
 
 use super::sender::{crash_point, send_new};
-use super::store::{decode_tx, pending_nonces, put_tx, stored_nonce, MinedAt, OutKind, OutTx};
+use super::store::{
+    decode_tx, pending_nonces, put_tx, row_for_log, stored_nonce, MinedAt, OutKind, OutTx,
+};
 use super::{clean, hex32, write, ChainWorker, Master, Scopes};
 use crate::services::error::Fault;
 use crate::services::{conversions, payouts, sweeps};
@@ -674,7 +676,7 @@ async fn replan(state: &AppState, c: &ChainWorker, m: &Master, tx: OutTx) -> any
         let Some(b) = ctx.evm_out_tx(&key, nonce)? else {
             return Ok(false);
         };
-        let Ok(mut row) = serde_json::from_slice::<OutTx>(&b) else {
+        let Some(mut row) = decode_tx(&b) else {
             return Ok(false);
         };
         if row.done {
@@ -883,7 +885,7 @@ async fn repair_gap(
                     Some(b) => tracing::error!(
                         chain = c.chain,
                         nonce = n,
-                        stored = %String::from_utf8_lossy(&b[..b.len().min(MAX_LOGGED_ROW)]),
+                        stored = %row_for_log(&b, MAX_LOGGED_ROW),
                         "nonce gap at a stored transaction that cannot be read: a filler replaces it; its resource needs an operator"
                     ),
                     None => tracing::warn!(

@@ -151,10 +151,21 @@ pub fn out_tx(
     Ok(r.evm_out_tx(chain, nonce)?.and_then(|b| decode_tx(&b)))
 }
 
-/// An outgoing transaction from its stored bytes (`None`: unreadable, and left out by
-/// every reader, as [`out_tx`] leaves it out).
+/// An outgoing transaction from its stored bytes, JSON or deflated JSON
+/// (`appliance_storage::codec::stored_doc`); `None`: unreadable, and left out by every
+/// reader, as [`out_tx`] leaves it out.
 pub fn decode_tx(bytes: &[u8]) -> Option<OutTx> {
-    serde_json::from_slice(bytes).ok()
+    let json = appliance_storage::codec::stored_doc(bytes)?;
+    serde_json::from_slice(&json).ok()
+}
+
+/// An unreadable stored row as an operator can read it in a log: its JSON when it inflates
+/// to text, else its bytes in hex; at most `max` bytes of either.
+pub fn row_for_log(bytes: &[u8], max: usize) -> String {
+    match appliance_storage::codec::stored_doc(bytes) {
+        Some(j) => String::from_utf8_lossy(&j[..j.len().min(max)]).into_owned(),
+        None => hex::encode(&bytes[..bytes.len().min(max / 2)]),
+    }
 }
 
 /// The outgoing transactions of `chain` not yet final, by ascending nonce, read with one
@@ -167,9 +178,17 @@ pub fn pending_txs(r: &impl ChainStateOps, chain: &str) -> Result<Vec<OutTx>, St
 }
 
 pub(super) fn put_tx(ctx: &mut WriteCtx<'_>, chain: &str, tx: &OutTx) -> Result<(), Fault> {
-    let b = serde_json::to_vec(tx).map_err(Fault::invariant)?;
-    ctx.evm_out_tx_put(chain, tx.nonce, &b)?;
+    ctx.evm_out_tx_put(chain, tx.nonce, &encode_tx(tx)?)?;
     Ok(())
+}
+
+/// The stored bytes of `tx`: its JSON deflated with the rows' preset dictionary
+/// (`appliance_storage::codec::deflate_doc`, schema 12, issue 16; well under half the
+/// JSON, the signed transactions' hex included), or the JSON when that is not shorter.
+pub fn encode_tx(tx: &OutTx) -> Result<Vec<u8>, Fault> {
+    use appliance_storage::codec::{deflate_doc, OUT_TX_DEFLATE_1};
+    let json = serde_json::to_vec(tx).map_err(Fault::invariant)?;
+    Ok(deflate_doc(OUT_TX_DEFLATE_1, &json).unwrap_or(json))
 }
 
 #[cfg(test)]
@@ -185,6 +204,66 @@ mod tests {
                 "raws":["aa","bb"],"hashes":["0x01","0x02"],"sent_at":0,"done":false}"#,
         )
         .unwrap()
+    }
+
+    /// Schema 12: a row is stored deflated (a payout's signed transaction and calldata
+    /// included: well under half its JSON) and reads back whole; a JSON row of an earlier
+    /// schema reads; an unreadable row is logged as its JSON, or as hex when it is not.
+    #[test]
+    fn rows_are_stored_deflated_and_json_rows_still_read() {
+        let mut t = row();
+        t.kind = OutKind::Payout;
+        t.ref_id = Uuid::now_v7();
+        t.project_id = Uuid::now_v7();
+        t.data = format!(
+            "a9059cbb{:0>64}{:064x}",
+            "70997970c51812dc3a010c7d01b50e0d17dc79c8", 2_500_000
+        );
+        // A signed transaction's body and signature look random: xorshift bytes.
+        let raw = |seed: u64| {
+            let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+            let body: Vec<u8> = (0..150)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            format!(
+                "02f8b1018084773594008477359400830186a094{}",
+                hex::encode(body)
+            )
+        };
+        t.raws = vec![raw(1), raw(2)];
+        t.hashes = vec![
+            format!("0x{}", "ab".repeat(32)),
+            format!("0x{}", "cd".repeat(32)),
+        ];
+        t.mined = Some(MinedAt {
+            hash: t.hashes[1].clone(),
+            block: 12_345_678,
+            filler: false,
+        });
+        let json = serde_json::to_vec(&t).unwrap();
+        let stored = encode_tx(&t).unwrap();
+        assert!(
+            stored.len() * 2 < json.len(),
+            "{} of {} bytes",
+            stored.len(),
+            json.len()
+        );
+        let back = decode_tx(&stored).unwrap();
+        assert_eq!(serde_json::to_vec(&back).unwrap(), json);
+        assert_eq!(
+            serde_json::to_vec(&decode_tx(&json).unwrap()).unwrap(),
+            json
+        );
+
+        let damaged = &stored[..stored.len() - 4];
+        assert!(decode_tx(damaged).is_none());
+        assert_eq!(row_for_log(damaged, 8), hex::encode(&damaged[..4]));
+        assert_eq!(row_for_log(b"{\"damaged", 100), "{\"damaged");
     }
 
     #[test]
