@@ -885,7 +885,7 @@ async fn repair_gap(
                     Some(b) => tracing::error!(
                         chain = c.chain,
                         nonce = n,
-                        stored = %row_for_log(&b, MAX_LOGGED_ROW),
+                        stored = %row_for_log(b, MAX_LOGGED_ROW),
                         "nonce gap at a stored transaction that cannot be read: a filler replaces it; its resource needs an operator"
                     ),
                     None => tracing::warn!(
