@@ -556,12 +556,28 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
 /// its old ones (a 0 where an old key has the type's length), so the scan, which goes
 /// forward from the last old key it read, never reads a key it wrote.
 fn migrate_to_12(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
-    use redb::ReadableTable;
+    use redb::{ReadableTable, ReadableTableMetadata};
     const CHUNK: usize = 4096;
+    /// Keys between two progress lines: a store of 10M deposits has about 22M keys, which
+    /// took 6.8 minutes on a slow machine of this kind (docs/performance.md).
+    const PROGRESS_EVERY: u64 = 1_000_000;
     let mut t = txn.open_table(schema::EVENTS_BY_TYPE)?;
+    let keys = t.len()?;
+    if keys >= PROGRESS_EVERY {
+        tracing::info!(
+            keys,
+            "rekeying the event type index (schema version 12): once, before the server listens"
+        );
+    }
     let mut total = codec::Migrated::default();
     let mut from: Vec<u8> = Vec::new();
+    let mut next_report = PROGRESS_EVERY;
     loop {
+        let seen = total.rows + total.left;
+        if seen >= next_report {
+            tracing::info!(done = seen, of = keys, "rekeying the event type index");
+            next_report = seen + PROGRESS_EVERY;
+        }
         let chunk: Vec<Vec<u8>> = t
             .range::<&[u8]>(from.as_slice()..)?
             .take(CHUNK)
