@@ -38,6 +38,16 @@ fn an_old_copy_and_its_backup(old_copy: &Path, check: impl Fn(&Store)) {
     close(copy);
 }
 
+/// `store` is at the current schema version and `verify` finds nothing.
+fn at_current_schema_and_clean(store: &Store) {
+    let v = store
+        .read_blocking(|r| r.meta_get("schema_version"))
+        .unwrap();
+    assert_eq!(v, Some(schema::SCHEMA_VERSION.to_be_bytes().to_vec()));
+    let rep = store.read_blocking(crate::verify::verify).unwrap();
+    assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+}
+
 /// A sweep of wallet `w` in `asset` at `status`, of 1 atomic unit, opened at block 1 and
 /// not sent.
 fn sweep_of(
@@ -1655,12 +1665,7 @@ fn a_schema_10_store_moves_its_chain_snapshots_into_chunks() {
 
     let check = |store: &Store| {
         assert_eq!(log(store), before);
-        let v = store
-            .read_blocking(|r| r.meta_get("schema_version"))
-            .unwrap();
-        assert_eq!(v, Some(schema::SCHEMA_VERSION.to_be_bytes().to_vec()));
-        let rep = store.read_blocking(crate::verify::verify).unwrap();
-        assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+        at_current_schema_and_clean(store);
     };
     let store = Store::open(&path, StoreOptions::default()).unwrap();
     check(&store);
@@ -1801,12 +1806,7 @@ fn a_schema_11_store_keys_its_event_types_by_a_hash() {
             .unwrap()
             .unwrap();
         assert_eq!(ev.sequence, 1);
-        let v = store
-            .read_blocking(|r| r.meta_get("schema_version"))
-            .unwrap();
-        assert_eq!(v, Some(schema::SCHEMA_VERSION.to_be_bytes().to_vec()));
-        let rep = store.read_blocking(crate::verify::verify).unwrap();
-        assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+        at_current_schema_and_clean(store);
     };
     let store = Store::open(&path, StoreOptions::default()).unwrap();
     check(&store);
