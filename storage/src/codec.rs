@@ -276,11 +276,23 @@ const ANSWER_DEFLATE_1: u8 = 1;
 /// live sender's outgoing-transaction rows (schema 12).
 pub const OUT_TX_DEFLATE_1: u8 = 2;
 
+/// The preset dictionary of stored answer bodies of marker [`ANSWER_DEFLATE_1`]: the JSON
+/// of the resources idempotent requests answer most (errors, wallets, customers, deposits,
+/// payouts last: deflate finds the nearest match first). Stored rows depend on these exact
+/// bytes: never change them (a test pins their hash); a better dictionary takes a new
+/// marker and this one stays for the rows written with it.
+const ANSWER_DICT_1: &[u8] = br#"{"error":{"code":"invalid_request","message":"","param":"","type":"invalid_request_error"}}{"address":"0x","chain":"ethereum","created_at":"2026-01-01T00:00:00.000Z","customer_id":"","id":"","memo":null,"object":"wallet","role":"deposit","status":"active"}{"created_at":"2026-01-01T00:00:00.000Z","email":null,"id":"","metadata":{},"object":"customer","reference_id":null,"status":"active"}{"amount":"","amount_decimal":"","asset":{"chain":"ethereum","contract":"0x","decimals":6,"symbol":"USDT"},"block_number":,"block_time":"","chain":"ethereum","confirmations":0,"created_at":"","customer_id":"","explorer_url":null,"failure_reason":null,"from_address":"0x","id":"","ledger_tx_id":null,"log_index":0,"object":"deposit","required_confirmations":,"status":"detected","to_address":"0x","tx_hash":"0x","wallet_id":""}{"amount":"","amount_decimal":"","amount_usd":null,"asset":"USDT","asset_id":"","chain":"ethereum","created_at":"2026-01-01T00:00:00.000Z","customer_id":"","decimals":6,"explorer_url":null,"failure_reason":null,"fee_amount":"0","fee_amount_decimal":"0","id":"","memo":null,"object":"payout","reference":null,"status":"queued","to_address":"0x","tx_hash":null,"updated_at":"2026-01-01T00:00:00.000Z"}"#;
+
 /// The preset dictionary of outgoing-transaction rows of marker [`OUT_TX_DEFLATE_1`]: their
 /// JSON shape (`OutTx` of the sender) with an ERC-20 transfer's calldata and the start of a
 /// signed EIP-1559 transaction. Never change it (a test pins its hash); see
 /// [`ANSWER_DICT_1`].
 const OUT_TX_DICT_1: &[u8] = br#"{"nonce":0,"kind":"sweep","ref_id":"","project_id":"","to":"0x","value":"0","data":"","gas_limit":100000,"max_fee_per_gas":"","max_priority_fee_per_gas":"","raws":["02f8"],"hashes":["0x"],"sent_at":0,"done":true,"mined":{"hash":"0x","block":0,"filler":false},"settled":true,"filler_raws":[],"filler_hashes":[]}{"nonce":0,"kind":"payout","ref_id":"","project_id":"","to":"0x","value":"0","data":"a9059cbb000000000000000000000000","gas_limit":100000,"max_fee_per_gas":"1000000000","max_priority_fee_per_gas":"1000000000","raws":["02f8b1018084773594008477359400830186a094","02f8b1018084773594008477359400830186a094"],"hashes":["0x"],"sent_at":0,"done":false,"mined":null,"settled":null,"filler_raws":[],"filler_hashes":[]}"#;
+
+/// Most bytes of a document [`deflate_doc`] compresses or [`stored_doc`] inflates: far
+/// above any answer or row stored this way; a row that claims more is refused as corrupt
+/// instead of filling memory.
+const DOC_MAX: usize = 4 << 20;
 
 /// The preset dictionary of `marker`, if it is one.
 fn dictionary(marker: u8) -> Option<&'static [u8]> {
@@ -291,31 +303,41 @@ fn dictionary(marker: u8) -> Option<&'static [u8]> {
     }
 }
 
+thread_local! {
+    /// The thread's compressor, reset for each document: a new one allocates and clears
+    /// zlib's window and hash tables, about half the cost of deflating a payout's answer on
+    /// the store writer's thread.
+    static COMPRESS: std::cell::RefCell<flate2::Compress> =
+        std::cell::RefCell::new(flate2::Compress::new(flate2::Compression::default(), false));
+}
+
 /// `marker ‖` raw deflate of `doc` with `marker`'s preset dictionary, when shorter than
-/// `doc` (`None` otherwise, or for an unknown marker or a document over 4 MiB). For rows
-/// whose JSON the store keeps opaque (schema 12: the sender's outgoing transactions);
-/// [`stored_doc`] reads it back.
+/// `doc` (`None` otherwise, or for an unknown marker or a document over [`DOC_MAX`]). For
+/// an idempotent answer ([`answer_body`]) and for rows whose JSON the store keeps opaque
+/// (schema 12: the sender's outgoing transactions); [`stored_doc`] reads it back.
 pub fn deflate_doc(marker: u8, doc: &[u8]) -> Option<Vec<u8>> {
-    use flate2::{Compress, Compression, FlushCompress, Status};
+    use flate2::{FlushCompress, Status};
     let dict = dictionary(marker)?;
-    if doc.len() > ANSWER_MAX {
+    if doc.len() > DOC_MAX {
         return None;
     }
-    let mut c = Compress::new(Compression::default(), false);
-    c.set_dictionary(dict).ok()?;
-    // Deflate never grows data by more than a few bytes per 16 KiB block: one call with
-    // this much room finishes the stream, and anything else keeps the text.
-    let mut out = Vec::with_capacity(1 + doc.len() + doc.len() / 1024 + 64);
-    out.push(marker);
-    match c.compress_vec(doc, &mut out, FlushCompress::Finish) {
-        Ok(Status::StreamEnd) if out.len() < doc.len() => Some(out),
-        _ => None,
-    }
+    COMPRESS.with_borrow_mut(|c| {
+        c.reset();
+        c.set_dictionary(dict).ok()?;
+        // Deflate never grows data by more than a few bytes per 16 KiB block: one call
+        // with this much room finishes the stream, and anything else keeps the text.
+        let mut out = Vec::with_capacity(1 + doc.len() + doc.len() / 1024 + 64);
+        out.push(marker);
+        match c.compress_vec(doc, &mut out, FlushCompress::Finish) {
+            Ok(Status::StreamEnd) if out.len() < doc.len() => Some(out),
+            _ => None,
+        }
+    })
 }
 
 /// A stored JSON document: `stored` itself when it is JSON text (a first byte of `{`, as
 /// every row before schema 12), else what [`deflate_doc`] wrote, inflated; `None` when it
-/// is neither (an unknown marker, a stream that does not end, more than 4 MiB).
+/// is neither (an unknown marker, a stream that does not end, more than [`DOC_MAX`]).
 pub fn stored_doc(stored: &[u8]) -> Option<std::borrow::Cow<'_, [u8]>> {
     match stored.first() {
         Some(b'{') => Some(std::borrow::Cow::Borrowed(stored)),
@@ -330,32 +352,21 @@ fn inflate(stored: &[u8]) -> Option<Vec<u8>> {
     let dict = dictionary(marker)?;
     let mut d = Decompress::new(false);
     d.set_dictionary(dict).ok()?;
-    let mut out = Vec::with_capacity((z.len() * 6).clamp(256, ANSWER_MAX));
+    let mut out = Vec::with_capacity((z.len() * 6).clamp(256, DOC_MAX));
     loop {
         let read = usize::try_from(d.total_in()).ok()?;
         match d.decompress_vec(&z[read..], &mut out, FlushDecompress::Finish) {
             Ok(Status::StreamEnd) => break,
-            Ok(_) if out.len() == out.capacity() && out.len() < ANSWER_MAX => {
+            Ok(_) if out.len() == out.capacity() && out.len() < DOC_MAX => {
                 // Exact: the capacity, which bounds what the next call writes, never
                 // passes the bound.
-                out.reserve_exact(out.len().min(ANSWER_MAX - out.len()));
+                out.reserve_exact(out.len().min(DOC_MAX - out.len()));
             }
             _ => return None,
         }
     }
-    (out.len() <= ANSWER_MAX).then_some(out)
+    (out.len() <= DOC_MAX).then_some(out)
 }
-
-/// The preset dictionary of stored answer bodies of marker [`ANSWER_DEFLATE_1`]: the JSON
-/// of the resources idempotent requests answer most (errors, wallets, customers, deposits,
-/// payouts last: deflate finds the nearest match first). Stored rows depend on these exact
-/// bytes: never change them (a test pins their hash); a better dictionary takes a new
-/// marker and this one stays for the rows written with it.
-const ANSWER_DICT_1: &[u8] = br#"{"error":{"code":"invalid_request","message":"","param":"","type":"invalid_request_error"}}{"address":"0x","chain":"ethereum","created_at":"2026-01-01T00:00:00.000Z","customer_id":"","id":"","memo":null,"object":"wallet","role":"deposit","status":"active"}{"created_at":"2026-01-01T00:00:00.000Z","email":null,"id":"","metadata":{},"object":"customer","reference_id":null,"status":"active"}{"amount":"","amount_decimal":"","asset":{"chain":"ethereum","contract":"0x","decimals":6,"symbol":"USDT"},"block_number":,"block_time":"","chain":"ethereum","confirmations":0,"created_at":"","customer_id":"","explorer_url":null,"failure_reason":null,"from_address":"0x","id":"","ledger_tx_id":null,"log_index":0,"object":"deposit","required_confirmations":,"status":"detected","to_address":"0x","tx_hash":"0x","wallet_id":""}{"amount":"","amount_decimal":"","amount_usd":null,"asset":"USDT","asset_id":"","chain":"ethereum","created_at":"2026-01-01T00:00:00.000Z","customer_id":"","decimals":6,"explorer_url":null,"failure_reason":null,"fee_amount":"0","fee_amount_decimal":"0","id":"","memo":null,"object":"payout","reference":null,"status":"queued","to_address":"0x","tx_hash":null,"updated_at":"2026-01-01T00:00:00.000Z"}"#;
-
-/// Most bytes a stored answer body inflates to: far above any single answer the API
-/// stores; a row that claims more is refused as corrupt instead of filling memory.
-const ANSWER_MAX: usize = 4 << 20;
 
 /// `#[serde(serialize_with = "crate::codec::answer_body", deserialize_with =
 /// "crate::codec::read_answer_body")]` for the JSON body of a stored idempotent answer
@@ -365,7 +376,7 @@ const ANSWER_MAX: usize = 4 << 20;
 /// form is the string. A replay answers exactly the bytes first sent.
 pub fn answer_body<S: serde::Serializer>(v: &str, s: S) -> Result<S::Ok, S::Error> {
     if !s.is_human_readable() {
-        if let Some(z) = deflate_answer(v.as_bytes()) {
+        if let Some(z) = deflate_doc(ANSWER_DEFLATE_1, v.as_bytes()) {
             return s.serialize_bytes(&z);
         }
     }
@@ -393,13 +404,8 @@ pub fn read_answer_body<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String
     d.deserialize_any(V)
 }
 
-/// `ANSWER_DEFLATE_1 ‖ deflate(body)` when shorter than `body`.
-fn deflate_answer(body: &[u8]) -> Option<Vec<u8>> {
-    deflate_doc(ANSWER_DEFLATE_1, body)
-}
-
-/// The body [`deflate_answer`] wrote; `None` for anything else (another marker, a stream
-/// that does not end, more than [`ANSWER_MAX`] bytes, or not UTF-8).
+/// The body [`answer_body`] wrote as bytes; `None` for anything else (another marker, a
+/// stream that does not end, more than [`DOC_MAX`] bytes, or not UTF-8).
 fn inflate_answer(stored: &[u8]) -> Option<String> {
     if stored.first() != Some(&ANSWER_DEFLATE_1) {
         return None;
@@ -1013,14 +1019,14 @@ mod tests {
     fn answer_bodies_are_stored_deflated_and_read_back_exactly() {
         use crate::records::IdempotencyRecord;
         // The dictionary is part of the stored format.
-        let fnv = ANSWER_DICT_1.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-        });
-        assert_eq!((ANSWER_DICT_1.len(), fnv), (1_215, 0x760a_f264_d6e3_7ddf));
-        let fnv = OUT_TX_DICT_1.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-        });
-        assert_eq!((OUT_TX_DICT_1.len(), fnv), (719, 0xd4d5_8a45_f3e4_e04f));
+        let pin = |d: &[u8]| {
+            let fnv = d.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+            });
+            (d.len(), fnv)
+        };
+        assert_eq!(pin(ANSWER_DICT_1), (1_215, 0x760a_f264_d6e3_7ddf));
+        assert_eq!(pin(OUT_TX_DICT_1), (719, 0xd4d5_8a45_f3e4_e04f));
         // A stored document: JSON text as it is, deflated JSON inflated, anything else not.
         let doc = br#"{"nonce":7,"kind":"payout","raws":["02f8"]}"#;
         assert_eq!(stored_doc(doc).as_deref(), Some(doc.as_slice()));
@@ -1077,13 +1083,13 @@ mod tests {
         );
         assert_eq!(decode::<IdempotencyRecord>(&json).unwrap().body, payout);
         // Damaged: the stream cut short, another marker, too large once inflated.
-        let z = deflate_answer(payout.as_bytes()).unwrap();
+        let z = deflate_doc(ANSWER_DEFLATE_1, payout.as_bytes()).unwrap();
         assert_eq!(inflate_answer(&z).as_deref(), Some(payout));
         assert_eq!(inflate_answer(&z[..z.len() - 3]), None);
         assert_eq!(inflate_answer(&[&[2u8][..], &z[1..]].concat()), None);
-        let zeros = vec![b'0'; ANSWER_MAX + 1];
+        let zeros = vec![b'0'; DOC_MAX + 1];
         assert!(
-            deflate_answer(&zeros).is_none(),
+            deflate_doc(ANSWER_DEFLATE_1, &zeros).is_none(),
             "a body past the bound stays text"
         );
         let mut c = flate2::Compress::new(flate2::Compression::default(), false);

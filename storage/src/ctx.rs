@@ -290,22 +290,20 @@ pub trait ReadOps: Reader {
     /// id is the same ULID. Any other id (an event of an earlier schema, or of a sequence
     /// too large to name) is looked up in `event_ids`.
     fn event(&self, project: Uuid, id: &str) -> Result<Option<Event>, StoreError> {
-        let Some(ulid) = id
-            .strip_prefix("evt_")
-            .and_then(|u| ulid::Ulid::from_string(u).ok())
-        else {
+        let Some(ulid) = event_ulid_of(id) else {
             return Ok(None);
         };
-        let ulid = u128::from(ulid);
         // The row at the sequence the id names may not decode: it is the event asked for
         // only if no `event_ids` row names another, and then its error is the answer (an
         // older id whose random bits happen to name a damaged row still reads).
         let (named, undecodable) = match event_ulid_sequence(ulid) {
-            Some(seq) => match self.event_with_id(project, seq, ulid) {
-                Ok(ev) => (ev, None),
-                Err(StoreError::Corrupt(e)) => (None, Some(StoreError::Corrupt(e))),
-                Err(e) => return Err(e),
-            },
+            Some(seq) => {
+                match self.event_where(project, seq, |e| event_ulid_of(&e.id) == Some(ulid)) {
+                    Ok(ev) => (ev, None),
+                    Err(StoreError::Corrupt(e)) => (None, Some(StoreError::Corrupt(e))),
+                    Err(e) => return Err(e),
+                }
+            }
             None => (None, None),
         };
         let found = match named {
@@ -325,13 +323,18 @@ pub trait ReadOps: Reader {
         Ok(found.filter(|e| !e.is_billing_line()))
     }
 
-    /// The event at (project, `seq`) when its stored id is `ulid`, made whole as
-    /// [`ReadOps::event_at`] makes it.
-    fn event_with_id(
+    /// The event at (project, sequence), with its deposit's row when it is a deposit event
+    /// of schema 6 ([`Event::deposit_row`]).
+    fn event_at(&self, project: Uuid, seq: u64) -> Result<Option<Event>, StoreError> {
+        self.event_where(project, seq, |_| true)
+    }
+
+    /// [`ReadOps::event_at`] when the decoded row passes `accept` (`None` when it does not).
+    fn event_where(
         &self,
         project: Uuid,
         seq: u64,
-        ulid: u128,
+        accept: impl Fn(&Event) -> bool,
     ) -> Result<Option<Event>, StoreError> {
         let t = self.open(EVENTS)?;
         let Some(v) = t.get((project.as_u128(), seq))? else {
@@ -340,27 +343,9 @@ pub trait ReadOps: Reader {
         let ev = decode::<Event>(v.value())?;
         drop(v);
         drop(t);
-        let stored = ev
-            .id
-            .strip_prefix("evt_")
-            .and_then(|u| ulid::Ulid::from_string(u).ok())
-            .map(u128::from);
-        if stored != Some(ulid) {
+        if !accept(&ev) {
             return Ok(None);
         }
-        self.complete_event(project, seq, ev).map(Some)
-    }
-
-    /// The event at (project, sequence), with its deposit's row when it is a deposit event
-    /// of schema 6 ([`Event::deposit_row`]).
-    fn event_at(&self, project: Uuid, seq: u64) -> Result<Option<Event>, StoreError> {
-        let t = self.open(EVENTS)?;
-        let Some(v) = t.get((project.as_u128(), seq))? else {
-            return Ok(None);
-        };
-        let ev = decode::<Event>(v.value())?;
-        drop(v);
-        drop(t);
         self.complete_event(project, seq, ev).map(Some)
     }
 
@@ -1209,6 +1194,12 @@ pub(crate) fn event_ulid(seq: u64) -> Option<ulid::Ulid> {
             | u128::from(seq) << EVENT_RANDOM_BITS
             | random,
     ))
+}
+
+/// The ULID of an `evt_` id (either case), as a number; `None` for anything else.
+fn event_ulid_of(id: &str) -> Option<u128> {
+    let u = ulid::Ulid::from_string(id.strip_prefix("evt_")?).ok()?;
+    Some(u128::from(u))
 }
 
 /// The sequence an event ULID of schema 12 names ([`event_ulid`]); `None` when its bits

@@ -405,7 +405,26 @@ struct JournalOut<'a> {
     kind: &'a str,
     ref_id: Uuid,
     created_at: i64,
-    postings: Vec<PostingOut<'a>>,
+    postings: EntryPostings<'a>,
+}
+
+/// An entry's postings as written, each account as [`EntryAccount`] (no list built).
+struct EntryPostings<'a> {
+    project: Uuid,
+    postings: &'a [Posting],
+}
+
+impl Serialize for EntryPostings<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.postings.iter().map(|p| PostingOut {
+            account: EntryAccount {
+                project: self.project,
+                account: &p.account,
+            },
+            debit: p.debit,
+            credit: p.credit,
+        }))
+    }
 }
 
 /// A posting as written (same fields and order as [`Posting`]).
@@ -449,18 +468,10 @@ impl Serialize for JournalEntry {
             kind: &self.kind,
             ref_id: self.ref_id,
             created_at: self.created_at,
-            postings: self
-                .postings
-                .iter()
-                .map(|p| PostingOut {
-                    account: EntryAccount {
-                        project: self.project_id,
-                        account: &p.account,
-                    },
-                    debit: p.debit,
-                    credit: p.credit,
-                })
-                .collect(),
+            postings: EntryPostings {
+                project: self.project_id,
+                postings: &self.postings,
+            },
         }
         .serialize(s)
     }

@@ -550,56 +550,27 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
 }
 
 /// Schema 11 -> 12: every key of [`schema::EVENTS_BY_TYPE`] becomes its
-/// [`index::event_type_key_from_7`] (the type's 4-byte hash instead of its text). In chunks
-/// of 4096, all in the opening transaction, so a crash leaves schema 11 whole. A key of
-/// neither shape stays where it is (counted in `left`). A project's new keys sort before
+/// [`index::event_type_key_from_7`] (the type's 4-byte hash instead of its text), by
+/// [`rekey_range`], all in the opening transaction, so a crash leaves schema 11 whole. A
+/// key of neither shape stays where it is (counted in `left`). A project's new keys sort before
 /// its old ones (a 0 where an old key has the type's length), so the scan, which goes
 /// forward from the last old key it read, never reads a key it wrote.
 fn migrate_to_12(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
-    use redb::{ReadableTable, ReadableTableMetadata};
-    const CHUNK: usize = 4096;
-    /// Keys between two progress lines: a store of 10M deposits has about 22M keys, which
-    /// took 6.8 minutes on a slow machine of this kind (docs/performance.md).
-    const PROGRESS_EVERY: u64 = 1_000_000;
-    let mut t = txn.open_table(schema::EVENTS_BY_TYPE)?;
-    let keys = t.len()?;
-    if keys >= PROGRESS_EVERY {
+    use redb::ReadableTableMetadata;
+    let keys = txn.open_table(schema::EVENTS_BY_TYPE)?.len()?;
+    if keys >= REKEY_PROGRESS_EVERY {
         tracing::info!(
             keys,
             "rekeying the event type index (schema version 12): once, before the server listens"
         );
     }
-    let mut total = codec::Migrated::default();
-    let mut from: Vec<u8> = Vec::new();
-    let mut next_report = PROGRESS_EVERY;
-    loop {
-        let seen = total.rows + total.left;
-        if seen >= next_report {
-            tracing::info!(done = seen, of = keys, "rekeying the event type index");
-            next_report = seen + PROGRESS_EVERY;
-        }
-        let chunk: Vec<Vec<u8>> = t
-            .range::<&[u8]>(from.as_slice()..)?
-            .take(CHUNK)
-            .map(|e| e.map(|(k, _)| k.value().to_vec()))
-            .collect::<Result<_, _>>()?;
-        let Some(last) = chunk.last() else {
-            break;
-        };
-        from = [last.as_slice(), &[0]].concat();
-        for k in chunk {
-            match index::event_type_key_from_7(&k) {
-                Some(new) if new == k => {}
-                Some(new) => {
-                    t.insert(new.as_slice(), ())?;
-                    t.remove(k.as_slice())?;
-                    total.rows += 1;
-                }
-                None => total.left += 1,
-            }
-        }
-    }
-    Ok(total)
+    rekey_range(
+        txn,
+        schema::EVENTS_BY_TYPE,
+        &[],
+        None,
+        index::event_type_key_from_7,
+    )
 }
 
 /// Schema 8 -> 9: every [`index::IndexTag::DepositsByCustomer`] key of `index` becomes its
@@ -824,10 +795,8 @@ fn migrate_address_keys(txn: &redb::WriteTransaction) -> Result<codec::Migrated,
     )
 }
 
-/// Rewrites every key of `tag` in `table` (`unique`, `index`) as `convert` gives it, with
-/// the same value, in chunks of 4096 keys so memory stays bounded. `convert` returns the new
-/// key (the same key: left as it is, not counted) or `None` for a key without the old shape
-/// (left in place and counted in `left`).
+/// Rewrites every key of `tag` in `table` (`unique`, `index`) as `convert` gives it
+/// ([`rekey_range`] over the tag's keys).
 fn rekey<V>(
     txn: &redb::WriteTransaction,
     table: redb::TableDefinition<&'static [u8], V>,
@@ -837,16 +806,41 @@ fn rekey<V>(
 where
     V: for<'a> redb::Value<SelfType<'a> = V> + 'static,
 {
-    use redb::ReadableTable;
-    const CHUNK: usize = 4096;
     let tag = tag as u8;
-    let end = [tag + 1];
+    rekey_range(txn, table, &[tag], Some(&[tag + 1]), convert)
+}
+
+/// Keys a migration rewrites between two progress lines in the log: a store of 10M
+/// deposits has about 22M event-type keys, which took 6.8 minutes on a slow machine of this
+/// kind (docs/performance.md).
+const REKEY_PROGRESS_EVERY: u64 = 1_000_000;
+
+/// Rewrites every key of `table` from `start` (up to `end`, or the table's end) as
+/// `convert` gives it, with the same value, in chunks of 4096 keys so memory stays bounded,
+/// logging its progress every [`REKEY_PROGRESS_EVERY`] keys. `convert` returns the new key
+/// (the same key: left as it is, not counted) or `None` for a key without the old shape
+/// (left in place and counted in `left`).
+fn rekey_range<V>(
+    txn: &redb::WriteTransaction,
+    table: redb::TableDefinition<&'static [u8], V>,
+    start: &[u8],
+    end: Option<&[u8]>,
+    convert: fn(&[u8]) -> Option<Vec<u8>>,
+) -> Result<codec::Migrated, StoreError>
+where
+    V: for<'a> redb::Value<SelfType<'a> = V> + 'static,
+{
+    use redb::ReadableTable;
+    use std::ops::Bound;
+    const CHUNK: usize = 4096;
     let mut t = txn.open_table(table)?;
     let mut total = codec::Migrated::default();
-    let mut from = vec![tag];
+    let mut from = start.to_vec();
+    let mut next_report = REKEY_PROGRESS_EVERY;
     loop {
+        let upper = end.map_or(Bound::Unbounded, Bound::Excluded);
         let chunk: Vec<(Vec<u8>, V)> = t
-            .range::<&[u8]>(from.as_slice()..end.as_slice())?
+            .range::<&[u8]>((Bound::Included(from.as_slice()), upper))?
             .take(CHUNK)
             .map(|e| e.map(|(k, v)| (k.value().to_vec(), v.value())))
             .collect::<Result<_, _>>()?;
@@ -865,6 +859,11 @@ where
                 }
                 None => total.left += 1,
             }
+        }
+        let done = total.rows + total.left;
+        if done >= next_report {
+            tracing::info!(table = redb::TableHandle::name(&table), done, "rekeying");
+            next_report = done + REKEY_PROGRESS_EVERY;
         }
     }
     Ok(total)
