@@ -821,14 +821,15 @@ fn simulated_transfer_hashes_are_evm_hashes_keyed_in_the_order_of_their_ids() {
     assert!(keys.windows(2).all(|w| w[0] < w[1]), "keys follow the ids");
 }
 
-/// The event-type index keys every type by a 4-byte hash of its name (schema 12): no two
-/// types of the catalog share one, so a list by type reads only its own events.
+/// The event-type index keys every type by a 4-byte hash of its name (schema 12; its runs
+/// since schema 13): no two types of the catalog share one, so a list by type reads only
+/// its own events.
 #[test]
 fn every_event_type_has_its_own_index_range() {
     let p = uuid::Uuid::now_v7();
-    let prefixes: std::collections::BTreeSet<Vec<u8>> = super::EVENT_CATALOG
+    let prefixes: std::collections::BTreeSet<[u8; 20]> = super::EVENT_CATALOG
         .iter()
-        .map(|t| appliance_storage::index::event_type_prefix(p, t))
+        .map(|t| appliance_storage::event_runs::prefix(p, t))
         .collect();
     assert_eq!(prefixes.len(), super::EVENT_CATALOG.len());
 }

@@ -459,28 +459,45 @@ pub trait ReadOps: Reader {
             items.push(e);
             true
         };
-        let indexed = if let Some(r) = resource_id {
-            Some((EVENTS_BY_RESOURCE, index::event_resource_prefix(project, r)))
-        } else if types.len() == 1 {
-            Some((EVENTS_BY_TYPE, index::event_type_prefix(project, &types[0])))
-        } else {
-            None
-        };
-        if let Some((table, prefix)) = indexed {
-            let t = self.open(table)?;
-            let mut lo_k = prefix.clone();
-            lo_k.extend_from_slice(&lo.to_be_bytes());
-            let mut hi_k = prefix.clone();
-            hi_k.extend_from_slice(&hi.to_be_bytes());
-            let range = t.range::<&[u8]>(lo_k.as_slice()..hi_k.as_slice())?;
-            let iter: Box<dyn Iterator<Item = _>> = if ascending {
-                Box::new(range)
+        // The sequences an index names, in list order; every event read is checked
+        // against the filters all the same (a type hash or a UUID resource key may name
+        // another type's or another project's event).
+        let runs_table;
+        let resource_table;
+        let indexed: Option<Box<dyn Iterator<Item = Result<u64, StoreError>>>> =
+            if let Some(r) = resource_id {
+                resource_table = self.open(EVENTS_BY_RESOURCE)?;
+                let prefix = index::event_resource_prefix(project, r);
+                let mut lo_k = prefix.clone();
+                lo_k.extend_from_slice(&lo.to_be_bytes());
+                let mut hi_k = prefix;
+                hi_k.extend_from_slice(&hi.to_be_bytes());
+                let range = resource_table.range::<&[u8]>(lo_k.as_slice()..hi_k.as_slice())?;
+                let seq = |e: Result<_, redb::StorageError>| {
+                    e.map(|(k, _): (redb::AccessGuard<&[u8]>, _)| index::event_seq_of(k.value()))
+                        .map_err(StoreError::from)
+                };
+                Some(if ascending {
+                    Box::new(range.map(seq))
+                } else {
+                    Box::new(range.rev().map(seq))
+                })
+            } else if types.len() == 1 {
+                runs_table = self.open(EVENT_TYPE_RUNS)?;
+                let prefix = crate::event_runs::prefix(project, &types[0]);
+                Some(Box::new(crate::event_runs::seqs(
+                    &runs_table,
+                    prefix,
+                    lo,
+                    hi,
+                    ascending,
+                )?))
             } else {
-                Box::new(range.rev())
+                None
             };
-            for e in iter {
-                let (k, _) = e?;
-                let seq = index::event_seq_of(k.value());
+        if let Some(seqs) = indexed {
+            for seq in seqs {
+                let seq = seq?;
                 let ev = match self.event_at(project, seq) {
                     Ok(Some(ev)) => ev,
                     Ok(None) => continue,
@@ -1152,12 +1169,9 @@ impl<'t> WriteCtx<'t> {
                     Ok(())
                 })?;
             }
-            let by_type = index::event_type_key(project, event_type, seq);
+            let by_type = crate::event_runs::prefix(project, event_type);
             let by_resource = index::event_resource_key(project, resource_id, seq);
-            self.with_events_by_type(|t| {
-                t.insert(by_type.as_slice(), ())?;
-                Ok(())
-            })?;
+            self.with_event_type_runs(|t| crate::event_runs::add(t, &by_type, seq))?;
             self.with_events_by_resource(|t| {
                 t.insert(by_resource.as_slice(), ())?;
                 Ok(())

@@ -36,7 +36,7 @@ pub(crate) struct OpenTables<'t> {
     rows: Vec<(String, RowTable<'t>)>,
     /// `index` and the tables of [`SPLIT_INDEXES`], by name.
     index: Vec<(IndexDef, IndexTable<'t>)>,
-    events_by_type: Option<IndexTable<'t>>,
+    event_type_runs: Option<Table<'t, &'static [u8], &'static [u8]>>,
     events_by_resource: Option<IndexTable<'t>>,
     unique: Option<Table<'t, &'static [u8], u128>>,
     accounts: Option<Table<'t, &'static [u8], (u128, u128)>>,
@@ -74,8 +74,8 @@ impl OpenTables<'_> {
         if name == INDEX.name() || SPLIT_INDEXES.iter().any(|(_, d)| d.name() == name) {
             self.index_any.clear();
         }
-        if name == EVENTS_BY_TYPE.name() {
-            self.events_by_type = None;
+        if name == EVENT_TYPE_RUNS.name() {
+            self.event_type_runs = None;
         } else if name == EVENTS_BY_RESOURCE.name() {
             self.events_by_resource = None;
         } else if name == UNIQUE.name() {
@@ -231,8 +231,8 @@ impl<'t> WriteCtx<'t> {
     }
 
     kept!(
-        /// Runs `f` on the kept handle of `events_by_type` (`f` must not use the context).
-        with_events_by_type, events_by_type, EVENTS_BY_TYPE, &'static [u8], ()
+        /// Runs `f` on the kept handle of `event_type_runs` (`f` must not use the context).
+        with_event_type_runs, event_type_runs, EVENT_TYPE_RUNS, &'static [u8], &'static [u8]
     );
     kept!(
         /// Runs `f` on the kept handle of `events_by_resource` (`f` must not use the

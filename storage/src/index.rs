@@ -366,7 +366,8 @@ pub fn address_key_from_legacy(legacy: &[u8]) -> Option<Vec<u8>> {
 const TYPE_HASHED: u8 = 0;
 
 /// Prefix of the [`crate::schema::EVENTS_BY_TYPE`] keys of `project`'s events of type
-/// `event_type` (schema 12):
+/// `event_type` (schema 12; only the migrations write these keys since schema 13, whose
+/// index is [`crate::event_runs`]):
 ///
 /// ```text
 /// project (16) ‖ 0 ‖ FNV-1a 32 of the type (4, big-endian)
@@ -383,8 +384,9 @@ pub fn event_type_prefix(project: Uuid, event_type: &str) -> Vec<u8> {
     k
 }
 
-/// FNV-1a (32 bits) of `event_type`'s bytes: part of the stored key layout, never change it.
-fn event_type_hash(event_type: &str) -> u32 {
+/// FNV-1a (32 bits) of `event_type`'s bytes: part of the stored key layout (this index's
+/// keys up to schema 12, [`crate::event_runs`] since), never change it.
+pub(crate) fn event_type_hash(event_type: &str) -> u32 {
     event_type.bytes().fold(0x811c_9dc5u32, |h, b| {
         (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
     })

@@ -22,6 +22,7 @@ pub mod codec;
 mod ctx;
 mod ctx_cache;
 mod ctx_state;
+pub mod event_runs;
 pub mod index;
 pub mod ledger;
 pub mod records;
@@ -446,7 +447,7 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
     for (_, def) in schema::SPLIT_INDEXES {
         txn.open_table(def)?;
     }
-    txn.open_table(schema::EVENTS_BY_TYPE)?;
+    txn.open_table(schema::EVENT_TYPE_RUNS)?;
     txn.open_table(schema::EVENTS_BY_RESOURCE)?;
     txn.open_table(schema::ACCOUNTS)?;
     txn.open_table(schema::JOURNAL)?;
@@ -545,6 +546,14 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
             "event type index keyed by a hash of the type (schema version 12)"
         );
     }
+    if found.is_some_and(|v| v < 13) {
+        let m = migrate_to_13(&txn)?;
+        tracing::info!(
+            rows = m.rows,
+            left = m.left,
+            "event type index kept as runs of sequences (schema version 13)"
+        );
+    }
     txn.commit()?;
     Ok(())
 }
@@ -571,6 +580,72 @@ fn migrate_to_12(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreE
         None,
         index::event_type_key_from_7,
     )
+}
+
+/// Schema 12 -> 13: the keys of [`schema::EVENTS_BY_TYPE`] (project ‖ 0 ‖ type hash ‖
+/// sequence, in key order: each (project, type)'s sequences ascending) become runs of
+/// [`schema::EVENT_TYPE_RUNS`] ([`event_runs`]), filled to [`event_runs::RUN_MAX`] bytes;
+/// then `events_by_type` is deleted. All in the opening transaction, so a crash leaves
+/// schema 12 whole. A key of another shape cannot be listed by any build of schema 12 and
+/// is dropped with the table (counted in `left`). `rows` counts the sequences moved.
+fn migrate_to_13(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
+    use redb::{ReadableTable, ReadableTableMetadata};
+    let mut total = codec::Migrated::default();
+    {
+        let old = txn.open_table(schema::EVENTS_BY_TYPE)?;
+        let keys = old.len()?;
+        if keys >= REKEY_PROGRESS_EVERY {
+            tracing::info!(
+                keys,
+                "moving the event type index into runs (schema version 13): once, before the server listens"
+            );
+        }
+        let mut runs = txn.open_table(schema::EVENT_TYPE_RUNS)?;
+        // The run being filled: its prefix, first sequence, last sequence and value.
+        let mut run: Option<([u8; 20], u64, u64, Vec<u8>)> = None;
+        let mut flush = |run: &mut Option<([u8; 20], u64, u64, Vec<u8>)>| {
+            run.take().map_or(Ok(()), |(prefix, first, _, value)| {
+                runs.insert(event_runs::key(&prefix, first).as_slice(), value.as_slice())
+                    .map(|_| ())
+            })
+        };
+        for e in old.iter()? {
+            let (k, _) = e?;
+            let k = k.value();
+            let parsed = (k.len() == 29 && k[16] == 0).then(|| {
+                let mut prefix = [0u8; 20];
+                prefix[..16].copy_from_slice(&k[..16]);
+                prefix[16..].copy_from_slice(&k[17..21]);
+                let seq = u64::from_be_bytes(k[21..].try_into().expect("29-byte key"));
+                (prefix, seq)
+            });
+            let Some((prefix, seq)) = parsed else {
+                total.left += 1;
+                continue;
+            };
+            match &mut run {
+                Some((p, _, last, value))
+                    if *p == prefix
+                        && seq > *last
+                        && value.len() + event_runs::VARINT_MAX <= event_runs::RUN_MAX =>
+                {
+                    event_runs::put_varint(value, seq - *last);
+                    *last = seq;
+                }
+                _ => {
+                    flush(&mut run)?;
+                    run = Some((prefix, seq, seq, Vec::new()));
+                }
+            }
+            total.rows += 1;
+            if total.rows % REKEY_PROGRESS_EVERY == 0 {
+                tracing::info!(moved = total.rows, "event type index: moving into runs");
+            }
+        }
+        flush(&mut run)?;
+    }
+    txn.delete_table(schema::EVENTS_BY_TYPE)?;
+    Ok(total)
 }
 
 /// Schema 8 -> 9: every [`index::IndexTag::DepositsByCustomer`] key of `index` becomes its

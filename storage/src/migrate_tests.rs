@@ -1696,12 +1696,13 @@ fn a_schema_10_store_moves_its_chain_snapshots_into_chunks() {
     an_old_copy_and_its_backup(&old_copy, check);
 }
 
-/// Schema 11 -> 12 (issue 16): a store whose `events_by_type` keys hold the type's text
-/// opens, rekeys every one by the type's hash (more keys than one migration chunk, two
-/// projects), lists every type as before in both orders, keeps an event id of schema 11
-/// readable and verifies clean; so does a copy taken before the upgrade (a backup).
+/// Schema 11 -> 12 -> 13 (issue 16): a store whose `events_by_type` keys hold the type's
+/// text opens, rekeys every one by the type's hash (more keys than one migration chunk, two
+/// projects; schema 12), moves them into runs of sequences and deletes the table (schema
+/// 13), lists every type as before in both orders, keeps an event id of schema 11 readable
+/// and verifies clean; so does a copy taken before the upgrade (a backup).
 #[test]
-fn a_schema_11_store_keys_its_event_types_by_a_hash() {
+fn a_schema_11_store_moves_its_event_type_keys_into_runs() {
     use crate::records::Event;
     const TYPES: [&str; 3] = ["deposit.confirmed", "payout.created", "wallet.created"];
     let dir = tempfile::tempdir().unwrap();
@@ -1811,17 +1812,34 @@ fn a_schema_11_store_keys_its_event_types_by_a_hash() {
     let store = Store::open(&path, StoreOptions::default()).unwrap();
     check(&store);
     close(store);
+    // Schema 12's keys (the rekey above) then moved into runs (schema 13): the old table is
+    // gone, and the runs hold every sequence once, a few rows per (project, type).
     {
         let db = Database::create(&path).unwrap();
         let r = db.begin_read().unwrap();
-        let t = r.open_table(EVENTS_BY_TYPE).unwrap();
-        let lens: std::collections::BTreeSet<usize> = t
-            .iter()
+        assert!(r
+            .list_tables()
             .unwrap()
-            .map(|e| e.unwrap().0.value().len())
-            .collect();
-        assert_eq!(lens, [29].into());
-        assert_eq!(redb::ReadableTableMetadata::len(&t).unwrap(), 4_500);
+            .all(|t| t.name() != "events_by_type"));
+        let t = r.open_table(EVENT_TYPE_RUNS).unwrap();
+        let mut seqs = std::collections::BTreeMap::<(u128, u64), usize>::new();
+        let mut rows = 0;
+        for e in t.iter().unwrap() {
+            let (k, v) = e.unwrap();
+            let (prefix, first) = crate::event_runs::split_key(k.value()).unwrap();
+            let project = u128::from_be_bytes(prefix[..16].try_into().unwrap());
+            for seq in crate::event_runs::decode(first, v.value()).unwrap() {
+                *seqs.entry((project, seq)).or_default() += 1;
+            }
+            assert!(v.value().len() <= crate::event_runs::RUN_MAX);
+            rows += 1;
+        }
+        assert_eq!(seqs.len(), 4_500);
+        assert!(seqs.values().all(|n| *n == 1));
+        assert!(
+            rows <= 30,
+            "{rows} runs for 4,500 events of 3 types in 2 projects"
+        );
     }
     an_old_copy_and_its_backup(&old_copy, check);
 }

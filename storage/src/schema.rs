@@ -21,7 +21,10 @@
 //! index             <&[u8], ()>            tag ‖ project ‖ value ‖ row id  (list filters)
 //! index_<tag name>  <&[u8], ()>            the same keys, one table per hot tag (schema 7;
 //!                                          [`SPLIT_INDEXES`], [`index_table`])
-//! events_by_type    <&[u8], ()>            project ‖ 0 ‖ type hash ‖ sequence ([`crate::index::event_type_key`])
+//! event_type_runs   <&[u8], &[u8]>         project ‖ type hash ‖ first sequence -> later sequences
+//!                                          as distances ([`crate::event_runs`]; schema 13)
+//! events_by_type    <&[u8], ()>            project ‖ 0 ‖ type hash ‖ sequence, up to schema 12
+//!                                          (moved to `event_type_runs` on open, then deleted)
 //! events_by_resource <&[u8], ()>           resource ‖ sequence ([`crate::index::event_resource_key`])
 //! accounts          <&[u8], (u128, u128)>  ledger account key -> (debits, credits) posted;
 //!                                          holding key -> (amount on the address, 0)
@@ -162,7 +165,13 @@ pub fn index_table_of(key: &[u8]) -> TableDefinition<'static, &'static [u8], ()>
 /// hash of the type ‖ sequence since schema 12; the type's length and text instead of the
 /// 0 and the hash before). Up to schema 6 these were [`IndexTag::EventsByType`] keys of
 /// [`INDEX`].
+/// Up to schema 12 only: opening such a store moves its keys into [`EVENT_TYPE_RUNS`] and
+/// deletes the table (`migrate_to_13`).
 pub const EVENTS_BY_TYPE: TableDefinition<&[u8], ()> = TableDefinition::new("events_by_type");
+/// Events by type (schema 13): each (project, type)'s event sequences in runs of up to
+/// [`crate::event_runs::RUN_MAX`] bytes, keyed by the run's first sequence
+/// ([`crate::event_runs`]).
+pub const EVENT_TYPE_RUNS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("event_type_runs");
 /// Events by resource (schema 7): [`crate::index::event_resource_key`] (the resource's 16
 /// bytes when its id is a UUID, else project ‖ text; then the sequence). Up to schema 6
 /// these were [`IndexTag::EventsByResource`] keys of [`INDEX`] with the id as text.
@@ -321,7 +330,11 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   is shorter ([`crate::codec::answer_body`]); text bodies read as they are. And the
 ///   live sender's rows of [`EVM_OUT_TXS`] are stored as their JSON deflated with a fixed
 ///   dictionary ([`crate::codec::deflate_doc`]); JSON rows read as they are.
-pub const SCHEMA_VERSION: u32 = 12;
+/// * 13: the event-type index is [`EVENT_TYPE_RUNS`], each type's sequences in runs of one
+///   or two bytes per event ([`crate::event_runs`]), instead of a key per event in
+///   [`EVENTS_BY_TYPE`]: moved on open (`migrate_to_13`), and `events_by_type` deleted. A
+///   build of schema 12 refuses the store, whose lists by type it would not find.
+pub const SCHEMA_VERSION: u32 = 13;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
 /// encodings of one record type: the schema 4 migration rewrites them and `verify` decodes

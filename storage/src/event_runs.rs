@@ -1,0 +1,437 @@
+//! The event-type index as runs of sequences (schema 13, issue 16).
+//!
+//! [`crate::schema::EVENT_TYPE_RUNS`] keeps, for each project and event type, the sequences
+//! of that type's events in rows of up to [`RUN_MAX`] bytes:
+//!
+//! ```text
+//! key   = project (16) ‖ FNV-1a 32 of the type (4, big-endian) ‖ first sequence (8, big-endian)
+//! value = the run's later sequences, each as its LEB128 distance from the one before
+//! ```
+//!
+//! An event's write appends one or two bytes to the last run of its type instead of
+//! inserting a 29-byte key of its own: schema 12 kept one key per event, about 65 bytes of
+//! pages each, half of them free space (the key lands at the end of its type's range, in
+//! the middle of the table, and redb splits such a full leaf evenly; the left half is never
+//! written again). A run holds 150-250 events.
+//!
+//! Runs of one (project, type) never overlap: every sequence of a run is below the first
+//! of the next. Two types with one hash share runs; a reader compares each event's own
+//! type, so that costs reads, never a wrong answer. A run that does not decode is skipped
+//! by readers (logged) and replaced by a writer that lands in it.
+
+use redb::{ReadableTable, Table};
+use uuid::Uuid;
+
+use crate::StoreError;
+
+/// Bytes of a run's value past which an append starts a new run: a run's rewrite on each
+/// append stays small (redb copies the value into the leaf), and a run spans a few hundred
+/// events.
+pub const RUN_MAX: usize = 256;
+
+/// Longest LEB128 encoding of a u64.
+pub(crate) const VARINT_MAX: usize = 10;
+
+/// Prefix of the runs of `project`'s events of type `event_type`: project (16) ‖ FNV-1a 32
+/// of the type (4, big-endian; [`crate::index::event_type_hash`]).
+pub fn prefix(project: Uuid, event_type: &str) -> [u8; 20] {
+    let mut p = [0u8; 20];
+    p[..16].copy_from_slice(project.as_bytes());
+    p[16..].copy_from_slice(&crate::index::event_type_hash(event_type).to_be_bytes());
+    p
+}
+
+/// Key of the run of `prefix` that starts at `first`: `prefix` ‖ `first` (8, big-endian).
+pub fn key(prefix: &[u8; 20], first: u64) -> [u8; 28] {
+    let mut k = [0u8; 28];
+    k[..20].copy_from_slice(prefix);
+    k[20..].copy_from_slice(&first.to_be_bytes());
+    k
+}
+
+/// (prefix, first sequence) of a run's key; `None` for a key of another length.
+pub fn split_key(k: &[u8]) -> Option<([u8; 20], u64)> {
+    let prefix: [u8; 20] = k.get(..20)?.try_into().ok()?;
+    let first: [u8; 8] = k.get(20..)?.try_into().ok()?;
+    Some((prefix, u64::from_be_bytes(first)))
+}
+
+/// Appends `v` to `out` as LEB128.
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// The sequences of the run that starts at `first` with `value`, ascending; `None` when the
+/// value does not decode to strictly increasing sequences (a cut or overlong varint, a
+/// zero distance, an overflow).
+pub fn decode(first: u64, value: &[u8]) -> Option<Vec<u64>> {
+    let mut seqs = Vec::with_capacity(value.len() + 1);
+    seqs.push(first);
+    let (mut last, mut delta, mut shift) = (first, 0u64, 0u32);
+    for (i, &b) in value.iter().enumerate() {
+        if i + 1 == value.len() && b & 0x80 != 0 {
+            return None;
+        }
+        let part = u64::from(b & 0x7f);
+        if shift >= 64 || (shift > 0 && part >> (64 - shift) != 0) {
+            return None;
+        }
+        delta |= part << shift;
+        if b & 0x80 != 0 {
+            shift += 7;
+            continue;
+        }
+        if delta == 0 {
+            return None;
+        }
+        last = last.checked_add(delta)?;
+        seqs.push(last);
+        (delta, shift) = (0, 0);
+    }
+    Some(seqs)
+}
+
+/// The value of a run holding `seqs` (ascending, strictly; the first is in the key).
+pub fn encode(seqs: &[u64]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(seqs.len() * 2);
+    for w in seqs.windows(2) {
+        put_varint(&mut out, w[1] - w[0]);
+    }
+    out
+}
+
+/// Records that event `seq` of `prefix`'s (project, type) exists, in `runs`. Events come in
+/// sequence order, so this is an append to the type's last run (or a new run when that one
+/// is [`RUN_MAX`] bytes); a sequence below the last, which no writer of this build makes,
+/// is inserted in its place all the same, and one already there is left as it is.
+pub fn add(
+    runs: &mut Table<'_, &'static [u8], &'static [u8]>,
+    prefix: &[u8; 20],
+    seq: u64,
+) -> Result<(), StoreError> {
+    let at = key(prefix, seq);
+    let found = runs
+        .range::<&[u8]>(key(prefix, 0).as_slice()..=at.as_slice())?
+        .next_back()
+        .transpose()?
+        .map(|(k, v)| (k.value().to_vec(), v.value().to_vec()));
+    let Some((run_key, value)) = found else {
+        runs.insert(at.as_slice(), [].as_slice())?;
+        return Ok(());
+    };
+    let first = split_key(&run_key).map_or(seq, |(_, first)| first);
+    let Some(mut seqs) = decode(first, &value) else {
+        // An undecodable run (readers skip it): the event starts a run of its own, which
+        // replaces that one if it starts at the same sequence.
+        runs.insert(at.as_slice(), [].as_slice())?;
+        return Ok(());
+    };
+    let last = *seqs.last().expect("a run holds its first sequence");
+    if seq > last {
+        if value.len() + VARINT_MAX > RUN_MAX {
+            runs.insert(at.as_slice(), [].as_slice())?;
+        } else {
+            let mut value = value;
+            put_varint(&mut value, seq - last);
+            runs.insert(run_key.as_slice(), value.as_slice())?;
+        }
+        return Ok(());
+    }
+    let Err(pos) = seqs.binary_search(&seq) else {
+        return Ok(());
+    };
+    seqs.insert(pos, seq);
+    // Out of order: the run is rewritten, in two when it outgrows RUN_MAX.
+    let value = encode(&seqs);
+    if value.len() <= RUN_MAX {
+        runs.insert(run_key.as_slice(), value.as_slice())?;
+    } else {
+        let (lo, hi) = seqs.split_at(seqs.len() / 2);
+        runs.insert(run_key.as_slice(), encode(lo).as_slice())?;
+        runs.insert(key(prefix, hi[0]).as_slice(), encode(hi).as_slice())?;
+    }
+    Ok(())
+}
+
+/// The sequences of `prefix`'s runs in `[lo, hi)`, ascending or descending, read run by run
+/// as the caller takes them. A run that does not decode is logged and skipped.
+pub fn seqs<'a, T: ReadableTable<&'static [u8], &'static [u8]>>(
+    runs: &'a T,
+    prefix: [u8; 20],
+    lo: u64,
+    hi: u64,
+    ascending: bool,
+) -> Result<Seqs<'a>, StoreError> {
+    // The run holding `lo` starts at or before it.
+    let start = if ascending {
+        runs.range::<&[u8]>(key(&prefix, 0).as_slice()..=key(&prefix, lo).as_slice())?
+            .next_back()
+            .transpose()?
+            .map_or(lo, |(k, _)| split_key(k.value()).map_or(lo, |(_, f)| f))
+    } else {
+        0
+    };
+    let range = runs.range::<&[u8]>(key(&prefix, start).as_slice()..key(&prefix, hi).as_slice())?;
+    Ok(Seqs {
+        range,
+        buffered: Vec::new(),
+        lo,
+        hi,
+        ascending,
+        done: false,
+    })
+}
+
+/// Iterator of [`seqs`].
+pub struct Seqs<'a> {
+    range: redb::Range<'a, &'static [u8], &'static [u8]>,
+    /// The current run's sequences still to give, in reverse of the order given.
+    buffered: Vec<u64>,
+    lo: u64,
+    hi: u64,
+    ascending: bool,
+    done: bool,
+}
+
+impl Iterator for Seqs<'_> {
+    type Item = Result<u64, StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(seq) = self.buffered.pop() {
+                return Some(Ok(seq));
+            }
+            if self.done {
+                return None;
+            }
+            let entry = if self.ascending {
+                self.range.next()
+            } else {
+                self.range.next_back()
+            };
+            let (k, v) = match entry? {
+                Ok(e) => e,
+                Err(e) => return Some(Err(e.into())),
+            };
+            let Some((_, first)) = split_key(k.value()) else {
+                continue;
+            };
+            let Some(mut seqs) = decode(first, v.value()) else {
+                tracing::error!(
+                    key = %hex::encode(k.value()),
+                    "undecodable run of the event type index; its events are left out of lists by type"
+                );
+                continue;
+            };
+            if !self.ascending && first < self.lo {
+                self.done = true;
+            }
+            let (lo, hi) = (self.lo, self.hi);
+            seqs.retain(|s| (lo..hi).contains(s));
+            if self.ascending {
+                seqs.reverse();
+            }
+            self.buffered = seqs;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{EVENTS, EVENT_TYPE_RUNS};
+    use crate::{ReadOps, Reader, Store, StoreOptions};
+
+    const TYPES: [&str; 3] = ["deposit.confirmed", "deposit.detected", "payout.created"];
+
+    /// Every page of `project`'s events of type `t`, `limit` at a time with cursors, in
+    /// one order: the sequences listed.
+    fn pages(store: &Store, project: Uuid, t: &str, limit: usize, asc: bool) -> Vec<u64> {
+        let t = t.to_string();
+        store
+            .read_blocking(move |r| {
+                let (mut out, mut cursor) = (Vec::new(), None);
+                loop {
+                    let page =
+                        r.list_events(project, std::slice::from_ref(&t), None, cursor, limit, asc)?;
+                    assert!(page.items.iter().all(|e| e.event_type == t));
+                    out.extend(page.items.iter().map(|e| e.sequence));
+                    cursor = page.items.last().map(|e| e.sequence);
+                    if !page.has_more {
+                        return Ok::<_, crate::StoreError>(out);
+                    }
+                }
+            })
+            .unwrap()
+    }
+
+    /// The sequences of `project`'s events of type `t`, ascending, from `events` itself.
+    fn truth(store: &Store, project: Uuid, t: &str) -> Vec<u64> {
+        let t = t.to_string();
+        store
+            .read_blocking(move |r| {
+                let events = r.open(EVENTS)?;
+                let p = project.as_u128();
+                let mut out = Vec::new();
+                for e in events.range((p, 0)..=(p, u64::MAX))? {
+                    let (k, v) = e?;
+                    let ev: crate::records::Event = crate::codec::decode(v.value())?;
+                    if ev.event_type == t {
+                        out.push(k.value().1);
+                    }
+                }
+                Ok::<_, crate::StoreError>(out)
+            })
+            .unwrap()
+    }
+
+    /// Lists by type page through runs exactly as the event log holds them, in both orders
+    /// and across run boundaries, in few rows; an out-of-order or repeated sequence lands
+    /// in its place once; a run that does not decode leaves only its own events out, and
+    /// the next event of its type starts a run of its own.
+    #[test]
+    fn lists_by_type_read_the_runs_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
+        let (p, q) = (Uuid::now_v7(), Uuid::now_v7());
+        for batch in 0..6u32 {
+            store
+                .write_blocking(move |ctx| {
+                    for i in 0..700u32 {
+                        let project = if i % 5 == 0 { q } else { p };
+                        let t = TYPES[((batch * 700 + i) as usize * 7 / 3) % 3];
+                        ctx.append_event(project, false, t, "r", serde_json::json!({ "i": i }))?;
+                    }
+                    Ok::<_, crate::StoreError>(())
+                })
+                .unwrap();
+        }
+        let runs = |store: &Store| {
+            store
+                .read_blocking(|r| {
+                    let t = r.open(EVENT_TYPE_RUNS)?;
+                    let mut rows = Vec::new();
+                    for e in t.iter()? {
+                        let (k, v) = e?;
+                        rows.push((k.value().to_vec(), v.value().to_vec()));
+                    }
+                    Ok::<_, crate::StoreError>(rows)
+                })
+                .unwrap()
+        };
+        let rep = store.read_blocking(crate::verify::verify).unwrap();
+        assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+        let rows = runs(&store);
+        assert!(rows.len() <= 36, "{} runs for 4,200 events", rows.len());
+        assert!(rows.iter().all(|(_, v)| v.len() <= RUN_MAX));
+        for project in [p, q] {
+            for t in TYPES {
+                let all = truth(&store, project, t);
+                assert!(all.len() > 200, "{t}: {}", all.len());
+                for limit in [1, 37, 500] {
+                    assert_eq!(pages(&store, project, t, limit, true), all);
+                    let mut desc = all.clone();
+                    desc.reverse();
+                    assert_eq!(pages(&store, project, t, limit, false), desc);
+                }
+            }
+        }
+
+        // An out-of-order sequence lands in its place, a repeated one is not doubled.
+        let pre = prefix(p, TYPES[0]);
+        let all0 = truth(&store, p, TYPES[0]);
+        let missing = (all0[0]..*all0.last().unwrap())
+            .find(|s| !all0.contains(s))
+            .unwrap();
+        store
+            .write_blocking(move |ctx| {
+                ctx.with_event_type_runs(|t| {
+                    add(t, &pre, missing)?;
+                    add(t, &pre, missing)?;
+                    add(t, &pre, all0[3])
+                })
+            })
+            .unwrap();
+        let listed = store
+            .read_blocking(move |r| {
+                let t = r.open(EVENT_TYPE_RUNS)?;
+                seqs(&t, pre, 0, u64::MAX, true)?.collect::<Result<Vec<_>, _>>()
+            })
+            .unwrap();
+        let mut want = truth(&store, p, TYPES[0]);
+        want.push(missing);
+        want.sort();
+        assert_eq!(listed, want);
+
+        // The run holding q's tenth `payout.created` stops decoding: exactly its events
+        // leave the lists, and the next event of that type is listed.
+        let pre = prefix(q, TYPES[2]);
+        let all2 = truth(&store, q, TYPES[2]);
+        let (bad_key, bad_len) = runs(&store)
+            .into_iter()
+            .filter(|(k, _)| k.starts_with(&pre[..]))
+            .map(|(k, v)| {
+                let first = split_key(&k).unwrap().1;
+                (k, decode(first, &v).unwrap())
+            })
+            .find(|(_, seqs)| seqs.contains(&all2[9]))
+            .map(|(k, seqs)| (k, seqs.len()))
+            .unwrap();
+        store
+            .write_blocking(move |ctx| {
+                ctx.with_event_type_runs(|t| {
+                    t.insert(bad_key.as_slice(), [0x80u8].as_slice())?;
+                    Ok(())
+                })
+            })
+            .unwrap();
+        let rep = store.read_blocking(crate::verify::verify).unwrap();
+        assert_eq!(rep.violations.len(), 1, "{:?}", rep.violations);
+        assert!(rep.violations[0].contains("does not decode"));
+        let left = pages(&store, q, TYPES[2], 50, true);
+        assert_eq!(left.len(), all2.len() - bad_len);
+        assert!(!left.contains(&all2[9]));
+        let next = store
+            .write_blocking(move |ctx| {
+                ctx.append_event(q, false, TYPES[2], "r", serde_json::json!({}))
+                    .map(|e| e.sequence)
+            })
+            .unwrap();
+        assert_eq!(pages(&store, q, TYPES[2], 1, false)[0], next);
+    }
+
+    #[test]
+    fn runs_decode_what_they_encode_and_refuse_bad_bytes() {
+        let seqs = [5u64, 6, 9, 200, 70_000, u64::MAX];
+        let v = encode(&seqs);
+        assert_eq!(decode(5, &v).unwrap(), seqs);
+        assert_eq!(decode(7, &[]).unwrap(), [7]);
+        // cut varint, zero distance, overflow past u64, overlong varint
+        assert_eq!(decode(1, &[0x80]), None);
+        assert_eq!(decode(1, &[0]), None);
+        assert_eq!(decode(u64::MAX, &[1]), None);
+        assert_eq!(decode(0, &[0xff; 11]), None);
+        assert_eq!(
+            decode(
+                0,
+                &[0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02]
+            ),
+            None
+        );
+        assert_eq!(
+            decode(
+                0,
+                &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]
+            )
+            .unwrap(),
+            [0, u64::MAX]
+        );
+        let p = prefix(Uuid::now_v7(), "deposit.confirmed");
+        assert_eq!(split_key(&key(&p, 42)), Some((p, 42)));
+        assert_eq!(split_key(&key(&p, 42)[..27]), None);
+    }
+}
