@@ -269,6 +269,90 @@ pub fn read_event_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D
     d.deserialize_any(StrOr16(|b| format!("evt_{}", ulid::Ulid::from_bytes(b))))
 }
 
+/// The event types an event row stores as their number in this list (schema 13, issue 16):
+/// one byte where the type's text took 14-26. The stored rows depend on the positions:
+/// append new types at the end, never reorder or remove one. A type not listed is stored
+/// as its text (every build reads both), so a type added to the catalog without a number
+/// still works; a test of the catalog asks that every one has a number.
+pub const EVENT_TYPE_CODES: &[&str] = &[
+    "customer.created",
+    "customer.updated",
+    "wallet.created",
+    "deposit.detected",
+    "deposit.confirmed",
+    "deposit.failed",
+    "deposit.orphaned",
+    "payout.created",
+    "payout.approved",
+    "payout.signing",
+    "payout.submitted",
+    "payout.confirmed",
+    "payout.failed",
+    "payout.canceled",
+    "payout.rejected",
+    "sweep.submitted",
+    "sweep.confirmed",
+    "sweep.skipped",
+    "sweep.failed",
+    "invoice.created",
+    "invoice.pending",
+    "invoice.paid",
+    "invoice.underpaid",
+    "invoice.overpaid",
+    "invoice.expired",
+    "invoice.canceled",
+    "invoice.late_payment",
+    "invoice.payment_orphaned",
+    "invoice.refunded",
+    "conversion.completed",
+    "billing.plan_activated",
+    "endpoint.test",
+    crate::records::BILLING_LINE,
+];
+
+/// `#[serde(serialize_with = "crate::codec::event_type", deserialize_with =
+/// "crate::codec::read_event_type")]` for an event's type: in the store's binary encoding a
+/// type of [`EVENT_TYPE_CODES`] is its position there (one byte); any other type, and
+/// every human-readable form, is its text.
+pub fn event_type<S: serde::Serializer, T: AsRef<str>>(t: &T, s: S) -> Result<S::Ok, S::Error> {
+    let t = t.as_ref();
+    if !s.is_human_readable() {
+        if let Some(code) = EVENT_TYPE_CODES.iter().position(|c| *c == t) {
+            return s.serialize_u8(code as u8);
+        }
+    }
+    s.serialize_str(t)
+}
+
+/// Reads what [`event_type`] writes: a text, or a number of [`EVENT_TYPE_CODES`] (any
+/// other number is an error: the row is from a newer build or damaged).
+pub fn read_event_type<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    struct TypeCode;
+    impl serde::de::Visitor<'_> for TypeCode {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an event type or its number")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_string<E: serde::de::Error>(self, v: String) -> Result<String, E> {
+            Ok(v)
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<String, E> {
+            usize::try_from(v)
+                .ok()
+                .and_then(|i| EVENT_TYPE_CODES.get(i))
+                .map(|t| t.to_string())
+                .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<String, E> {
+            Err(E::invalid_value(serde::de::Unexpected::Signed(v), &self))
+        }
+    }
+    d.deserialize_any(TypeCode)
+}
+
 /// Marker of an answer body stored deflated with [`ANSWER_DICT_1`] ([`answer_body`]).
 const ANSWER_DEFLATE_1: u8 = 1;
 
@@ -1195,6 +1279,56 @@ mod tests {
         let at = bad.iter().position(|&b| b == 0xc4).unwrap();
         bad[at + 1] = 15;
         bad.remove(at + 2);
+        assert!(matches!(decode::<Event>(&bad), Err(StoreError::Corrupt(_))));
+    }
+
+    /// An event type of [`EVENT_TYPE_CODES`] is stored as its one-byte number and reads back
+    /// as its text; a type without a number, and every type in JSON, is stored as text; a
+    /// row written with the type's text (schema 12) reads the same; a number past the list
+    /// is refused as corrupt.
+    #[test]
+    fn event_types_are_stored_as_their_numbers() {
+        use crate::records::Event;
+        let ev = |t: &str| Event {
+            id: format!("evt_{}", ulid::Ulid::new()),
+            project_id: Uuid::now_v7(),
+            sequence: 1,
+            event_type: t.into(),
+            resource_id: Uuid::now_v7().to_string(),
+            created_at: 1,
+            livemode: false,
+            data: serde_json::Value::Null,
+            deposit: None,
+            state: None,
+            row: None,
+        };
+        let listed: std::collections::BTreeSet<_> = EVENT_TYPE_CODES.iter().collect();
+        assert_eq!(listed.len(), EVENT_TYPE_CODES.len(), "no type listed twice");
+        assert!(EVENT_TYPE_CODES.len() < 128, "every number one byte");
+        // The stored numbers never move.
+        assert_eq!(EVENT_TYPE_CODES[4], "deposit.confirmed");
+        assert_eq!(EVENT_TYPE_CODES[32], crate::records::BILLING_LINE);
+        for t in EVENT_TYPE_CODES.iter().copied().chain(["some.future_type"]) {
+            let e = ev(t);
+            for bytes in [encode_record(&e), encode(&e), encode_json_v1(&e)] {
+                let back: Event = decode(&bytes).unwrap();
+                assert_eq!(back.event_type, t);
+            }
+        }
+        let coded = encode_record(&ev("deposit.confirmed"));
+        assert_eq!(
+            coded.len() + "deposit.confirmed".len(),
+            encode_record(&ev("deposit.confirmex")).len()
+        );
+        assert_eq!(
+            serde_json::to_value(ev("deposit.confirmed")).unwrap()["type"],
+            "deposit.confirmed"
+        );
+        // The number sits right after the id (18 bytes) in the positional array.
+        let at = 2 + 18;
+        assert_eq!(coded[at], 4);
+        let mut bad = coded.clone();
+        bad[at] = 0x7f;
         assert!(matches!(decode::<Event>(&bad), Err(StoreError::Corrupt(_))));
     }
 

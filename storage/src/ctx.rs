@@ -1261,7 +1261,7 @@ enum Body<'a> {
 struct EventRow<'a> {
     #[serde(serialize_with = "crate::codec::event_id")]
     id: &'a str,
-    #[serde(rename = "type")]
+    #[serde(rename = "type", serialize_with = "crate::codec::event_type")]
     event_type: &'a str,
     #[serde(serialize_with = "crate::codec::uuid_text")]
     resource_id: &'a str,

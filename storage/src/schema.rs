@@ -333,7 +333,10 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 /// * 13: the event-type index is [`EVENT_TYPE_RUNS`], each type's sequences in runs of one
 ///   or two bytes per event ([`crate::event_runs`]), instead of a key per event in
 ///   [`EVENTS_BY_TYPE`]: moved on open (`migrate_to_13`), and `events_by_type` deleted. A
-///   build of schema 12 refuses the store, whose lists by type it would not find.
+///   build of schema 12 refuses the store, whose lists by type it would not find. Also
+///   from schema 13, an event row stores its type as a number of
+///   [`crate::codec::EVENT_TYPE_CODES`] (one byte) instead of its text; rows written
+///   before read as they are.
 pub const SCHEMA_VERSION: u32 = 13;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]

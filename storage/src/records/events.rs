@@ -33,7 +33,12 @@ pub struct Event {
     pub project_id: Uuid,
     #[serde(skip)]
     pub sequence: u64,
-    #[serde(rename = "type")]
+    /// The event type (stored as its number when it has one, [`crate::codec::event_type`]).
+    #[serde(
+        rename = "type",
+        serialize_with = "crate::codec::event_type",
+        deserialize_with = "crate::codec::read_event_type"
+    )]
     pub event_type: String,
     /// The resource's id (a UUID is stored as its 16 bytes, [`crate::codec::uuid_text`]).
     #[serde(
