@@ -1282,6 +1282,48 @@ mod tests {
         assert!(matches!(decode::<Event>(&bad), Err(StoreError::Corrupt(_))));
     }
 
+    /// A status is stored as its one-byte number and read back, by name too (rows written
+    /// before schema 13); JSON keeps the name; an unknown number is corrupt.
+    #[test]
+    fn statuses_are_stored_as_their_numbers() {
+        use crate::records::{PayoutStatus, SweepStatus};
+        let mut d = deposit();
+        d.status = DepositStatus::Orphaned;
+        let coded = encode_record(&d);
+        let back: Deposit = decode(&coded).unwrap();
+        assert_eq!(back.status, DepositStatus::Orphaned);
+        assert_eq!(
+            serde_json::to_value(&d).unwrap()["status"],
+            serde_json::json!("orphaned")
+        );
+        // The same row with the status's name where its number is: as schema 12 wrote it.
+        let mut named = Vec::new();
+        rmp_serde::encode::write(&mut named, &"orphaned").unwrap();
+        // The one byte that differs from the row of another status.
+        d.status = DepositStatus::Detected;
+        let other = encode_record(&d);
+        assert_eq!(other.len(), coded.len());
+        let at = (0..coded.len()).find(|&i| coded[i] != other[i]).unwrap();
+        assert_eq!((coded[at], other[at]), (3, 0));
+        let old = [&coded[..at], &named, &coded[at + 1..]].concat();
+        assert_eq!(old.len(), coded.len() + "orphaned".len());
+        let back: Deposit = decode(&old).unwrap();
+        assert_eq!(back.status, DepositStatus::Orphaned);
+        let bad = [&coded[..at], &[9u8][..], &coded[at + 1..]].concat();
+        assert!(matches!(
+            decode::<Deposit>(&bad),
+            Err(StoreError::Corrupt(_))
+        ));
+        for s in [PayoutStatus::PendingApproval, PayoutStatus::Rejected] {
+            let mut b = Vec::new();
+            rmp_serde::encode::write(&mut b, &s).unwrap();
+            assert_eq!(b, [s.code()]);
+            assert_eq!(rmp_serde::from_slice::<PayoutStatus>(&b).unwrap(), s);
+        }
+        assert_eq!(SweepStatus::of_code(4), Some(SweepStatus::Skipped));
+        assert_eq!(SweepStatus::of_code(5), None);
+    }
+
     /// An event type of [`EVENT_TYPE_CODES`] is stored as its one-byte number and reads back
     /// as its text; a type without a number, and every type in JSON, is stored as text; a
     /// row written with the type's text (schema 12) reads the same; a number past the list

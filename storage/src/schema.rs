@@ -335,8 +335,9 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   [`EVENTS_BY_TYPE`]: moved on open (`migrate_to_13`), and `events_by_type` deleted. A
 ///   build of schema 12 refuses the store, whose lists by type it would not find. Also
 ///   from schema 13, an event row stores its type as a number of
-///   [`crate::codec::EVENT_TYPE_CODES`] (one byte) instead of its text; rows written
-///   before read as they are.
+///   [`crate::codec::EVENT_TYPE_CODES`] (one byte) instead of its text, and a deposit's,
+///   payout's or sweep's status (in its row and in its events' states) as a number
+///   (`coded_serde!` in [`crate::records`]); rows written before read as they are.
 pub const SCHEMA_VERSION: u32 = 13;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]

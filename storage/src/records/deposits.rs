@@ -9,8 +9,7 @@ use crate::index::{self, IndexTag};
 use crate::schema;
 
 /// Deposit statuses (SPEC.md section 3, Deposit).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DepositStatus {
     Detected,
     Confirmed,
@@ -23,6 +22,13 @@ str_enum!(DepositStatus {
     Confirmed => "confirmed",
     Failed => "failed",
     Orphaned => "orphaned",
+});
+
+coded_serde!(DepositStatus {
+    Detected = 0,
+    Confirmed = 1,
+    Failed = 2,
+    Orphaned = 3,
 });
 
 /// A transfer received at a watched address (SPEC.md section 2): a customer's deposit, or

@@ -43,6 +43,75 @@ macro_rules! str_enum {
     };
 }
 
+/// Serializes a unit-variant enum of [`str_enum!`] as its name in human-readable forms
+/// (JSON, query strings) and as a one-byte number in the store's binary encoding (schema 13,
+/// issue 16: a status in a row or an event state takes 1 byte instead of 6-17); reads
+/// either, so rows written with the name read as before. The numbers are stored: never
+/// change one, give a new variant the next.
+macro_rules! coded_serde {
+    ($ty:ident { $($v:ident = $n:literal),+ $(,)? }) => {
+        impl $ty {
+            /// The value's stored number.
+            pub fn code(self) -> u8 {
+                match self {
+                    $($ty::$v => $n,)+
+                }
+            }
+            /// The value of stored number `n`; `None` for any other number.
+            pub fn of_code(n: u64) -> Option<Self> {
+                match n {
+                    $($n => Some($ty::$v),)+
+                    _ => None,
+                }
+            }
+        }
+        impl serde::Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                if s.is_human_readable() {
+                    s.serialize_str(self.as_str())
+                } else {
+                    s.serialize_u8(self.code())
+                }
+            }
+        }
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                d.deserialize_any($crate::records::NameOrCode {
+                    what: stringify!($ty),
+                    name: $ty::parse,
+                    code: $ty::of_code,
+                })
+            }
+        }
+    };
+}
+
+/// The visitor of [`coded_serde!`]: a name or a stored number.
+pub(crate) struct NameOrCode<T> {
+    pub what: &'static str,
+    pub name: fn(&str) -> Option<T>,
+    pub code: fn(u64) -> Option<T>,
+}
+
+impl<T> serde::de::Visitor<'_> for NameOrCode<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "a {} name or number", self.what)
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
+        (self.name)(v).ok_or_else(|| E::unknown_variant(v, &[]))
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<T, E> {
+        (self.code)(v).ok_or_else(|| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<T, E> {
+        match u64::try_from(v) {
+            Ok(v) => self.visit_u64(v),
+            Err(_) => Err(E::invalid_value(serde::de::Unexpected::Signed(v), &self)),
+        }
+    }
+}
+
 pub mod billing;
 pub mod conversions;
 pub mod customers;

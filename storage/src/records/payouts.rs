@@ -9,8 +9,7 @@ use crate::index::{self, IndexTag};
 use crate::schema;
 
 /// Payout statuses (DECISIONS.md section 5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PayoutStatus {
     PendingApproval,
     Queued,
@@ -31,6 +30,17 @@ str_enum!(PayoutStatus {
     Failed => "failed",
     Canceled => "canceled",
     Rejected => "rejected",
+});
+
+coded_serde!(PayoutStatus {
+    PendingApproval = 0,
+    Queued = 1,
+    Signing = 2,
+    Submitted = 3,
+    Confirmed = 4,
+    Failed = 5,
+    Canceled = 6,
+    Rejected = 7,
 });
 
 impl PayoutStatus {

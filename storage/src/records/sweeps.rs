@@ -9,8 +9,7 @@ use crate::index::{self, IndexTag};
 use crate::schema;
 
 /// Sweep statuses (DECISIONS.md section 5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SweepStatus {
     Open,
     Submitted,
@@ -25,6 +24,14 @@ str_enum!(SweepStatus {
     Confirmed => "confirmed",
     Failed => "failed",
     Skipped => "skipped",
+});
+
+coded_serde!(SweepStatus {
+    Open = 0,
+    Submitted = 1,
+    Confirmed = 2,
+    Failed = 3,
+    Skipped = 4,
 });
 
 /// A transfer of a wallet's funds to the treasury (SPEC.md section 2).
