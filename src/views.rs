@@ -367,7 +367,8 @@ pub fn api_key(k: &ApiKey, env: &str, pending: Option<(i64, u64)>) -> Value {
 }
 
 /// An event's `data`: the resource as its REST read returned it at the event. An event in
-/// compact form (a deposit event of schema 6, a payout or wallet event of schema 10) stores
+/// compact form (a deposit event of schema 6, a payout or wallet event of schema 10,
+/// `customer.created` of schema 13) stores
 /// only its resource's changing fields (`records::Event::deposit`, `Event::state`); the
 /// store's reader hands it the resource's row with them applied (`Event::row`), rendered
 /// here as the resource's `GET` renders it. When that row could not be read (`appliance
@@ -378,6 +379,12 @@ pub fn event_data(reg: &Registry, e: &Event) -> Value {
         (Some(ResourceRow::Deposit(d)), _, _) => deposit(reg, d),
         (Some(ResourceRow::Payout(p)), _, _) => payout(reg, p),
         (Some(ResourceRow::Wallet(w)), _, _) => wallet(w),
+        (Some(ResourceRow::Customer(c)), _, _) => customer(c),
+        (None, None, Some(ResourceState::CustomerAt(c))) => customer(c),
+        (None, None, Some(ResourceState::Customer)) => json!({
+            "id": e.resource_id,
+            "object": "customer",
+        }),
         (None, Some(st), _) => json!({
             "id": e.resource_id,
             "object": "deposit",

@@ -9,7 +9,7 @@ use appliance_storage::{ReadOps, WriteCtx};
 
 use crate::services::error::{fault_from, Fault};
 use crate::services::metadata::{self, MetadataError};
-use crate::services::{emit, Scope};
+use crate::services::{emit, emit_customer_created, Scope};
 use crate::views;
 
 /// Why a customer request is refused (statuses and codes: `api::error`).
@@ -70,7 +70,7 @@ pub fn create(
         )?;
     }
     ctx.put(&c)?;
-    emit(ctx, s, "customer.created", c.id, views::customer(&c))?;
+    emit_customer_created(ctx, s, &c)?;
     Ok((c, true))
 }
 

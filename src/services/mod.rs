@@ -244,6 +244,21 @@ pub fn emit_wallet_created(
     })
 }
 
+/// [`emit`] of `customer.created` in its compact stored form (schema 13, issue 16): no data
+/// stored, the customer's row renders it, and the store keeps the event exact when the row
+/// later changes (`records::ResourceState::Customer`). `c` must be the row this
+/// transaction writes.
+pub fn emit_customer_created(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    c: &appliance_storage::records::Customer,
+) -> Result<(), StoreError> {
+    debug_assert!(c.project_id == s.project.id);
+    emit_with(ctx, s, "customer.created", |ctx, _, livemode| {
+        ctx.append_customer_event(livemode, "customer.created", c)
+    })
+}
+
 /// Idempotency records expire after 24 hours (SPEC.md section 8); the API replays within
 /// it and the maintenance worker purges after it.
 pub const IDEMPOTENCY_TTL_US: i64 = 24 * 3_600_000_000;

@@ -355,7 +355,7 @@ pub trait ReadOps: Reader {
     /// and logged, when the row is missing or does not decode: the event still reads,
     /// `appliance verify` reports it).
     fn complete_event(&self, project: Uuid, seq: u64, mut ev: Event) -> Result<Event, StoreError> {
-        use crate::records::{Deposit, Payout, ResourceRow, ResourceState, Wallet};
+        use crate::records::{Customer, Deposit, Payout, ResourceRow, ResourceState, Wallet};
         ev.project_id = project;
         ev.sequence = seq;
         ev.row = match (&ev.deposit, &ev.state) {
@@ -368,6 +368,10 @@ pub trait ReadOps: Reader {
             (None, Some(ResourceState::Wallet)) => self
                 .event_resource::<Wallet>(project, seq, &ev.resource_id)?
                 .map(|w| ResourceRow::Wallet(Box::new(w))),
+            (None, Some(ResourceState::Customer)) => self
+                .event_resource::<Customer>(project, seq, &ev.resource_id)?
+                .map(|c| ResourceRow::Customer(Box::new(c))),
+            (None, Some(ResourceState::CustomerAt(c))) => Some(ResourceRow::Customer(c.clone())),
             (None, None) => None,
         };
         Ok(ev)
@@ -840,8 +844,20 @@ impl<'t> WriteCtx<'t> {
     ) -> Result<(), StoreError> {
         self.touched
             .push(Touched::row(row, old.and_then(Row::parent_id)));
-        let r = self.put_over_encoded(old, row, &encode_record(row));
+        let r = self
+            .before_rewrite(old)
+            .and_then(|()| self.put_over_encoded(old, row, &encode_record(row)));
         self.track(r)
+    }
+
+    /// What must happen before stored row `old` is rewritten or removed: a customer's
+    /// compact events take the row as it is ([`WriteCtx::pin_customer_events`]).
+    fn before_rewrite<R: Row + 'static>(&self, old: Option<&R>) -> Result<(), StoreError> {
+        let old = old.map(|o| o as &dyn std::any::Any);
+        match old.and_then(|o| o.downcast_ref::<crate::records::Customer>()) {
+            Some(c) => self.pin_customer_events(c),
+            None => Ok(()),
+        }
     }
 
     /// [`WriteCtx::put_replacing`]`(None, row)` of a row with a new id (nothing stored
@@ -915,6 +931,7 @@ impl<'t> WriteCtx<'t> {
         };
         self.touched.push(Touched::row(&old, None));
         let r = (|| {
+            self.before_rewrite(Some(&old))?;
             let mut counted: Vec<Vec<u8>> = Vec::new();
             for k in old.index_keys() {
                 if self.with_index_write(&k, |idx| Ok(idx.remove(k.as_slice())?.is_some()))? {
@@ -1096,6 +1113,60 @@ impl<'t> WriteCtx<'t> {
             &w.id.to_string(),
             Body::State(crate::records::ResourceState::Wallet),
         )
+    }
+
+    /// Appends `customer.created` for `c` in its compact form (schema 13,
+    /// [`crate::records::ResourceState::Customer`]): no data, the customer's row renders it
+    /// until the row changes ([`WriteCtx::put`] keeps the event exact then). `c` must be the
+    /// row this transaction writes.
+    pub fn append_customer_event(
+        &mut self,
+        livemode: bool,
+        event_type: &str,
+        c: &crate::records::Customer,
+    ) -> Result<Event, StoreError> {
+        self.append(
+            c.project_id,
+            livemode,
+            event_type,
+            &c.id.to_string(),
+            Body::State(crate::records::ResourceState::Customer),
+        )
+    }
+
+    /// Before customer `old`'s row is rewritten or removed: each of its events stored in
+    /// the compact form that renders from that row ([`crate::records::ResourceState::Customer`])
+    /// is rewritten to hold the row as it is, so it renders the same afterwards
+    /// ([`crate::records::ResourceState::CustomerAt`]). An event row that does not decode
+    /// is left as it is (`appliance verify` reports it).
+    fn pin_customer_events(&self, old: &crate::records::Customer) -> Result<(), StoreError> {
+        use crate::records::ResourceState;
+        let resource = old.id.to_string();
+        let prefix = index::event_resource_prefix(old.project_id, &resource);
+        let end = index::prefix_end(&prefix);
+        let seqs: Vec<u64> = self.with_events_by_resource(|t| {
+            t.range::<&[u8]>(prefix.as_slice()..end.as_slice())?
+                .map(|e| Ok(index::event_seq_of(e?.0.value())))
+                .collect()
+        })?;
+        let p = old.project_id.as_u128();
+        for seq in seqs {
+            let stored = self.with_events(|t| Ok(t.get((p, seq))?.map(|g| g.value().to_vec())))?;
+            let Some(Ok(mut ev)) = stored.map(|b| decode::<Event>(&b)) else {
+                continue;
+            };
+            // A UUID resource's key holds no project: the sequence may be another project's.
+            if ev.resource_id != resource || ev.state != Some(ResourceState::Customer) {
+                continue;
+            }
+            ev.state = Some(ResourceState::CustomerAt(Box::new(old.clone())));
+            let bytes = encode_record(&ev);
+            self.with_events(|t| {
+                t.insert((p, seq), bytes.as_slice())?;
+                Ok(())
+            })?;
+        }
+        Ok(())
     }
 
     /// [`WriteCtx::append_event`] with `data` encoded beforehand (off the writer thread,

@@ -300,7 +300,7 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
         // A compact event (a deposit event of schema 6, a payout or wallet event of schema
         // 10) renders its data from its resource's row.
         if let Ok(ev) = decode::<crate::records::Event>(v.value()) {
-            use crate::records::{Payout, ResourceState, Wallet};
+            use crate::records::{Customer, Payout, ResourceState, Wallet};
             let project = Uuid::from_u128(p);
             let (kind, readable) = match (&ev.deposit, &ev.state) {
                 (Some(_), _) => (
@@ -313,6 +313,11 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
                 (None, Some(ResourceState::Wallet)) => {
                     ("wallet", readable::<Wallet>(ctx, project, &ev.resource_id)?)
                 }
+                (None, Some(ResourceState::Customer)) => (
+                    "customer",
+                    readable::<Customer>(ctx, project, &ev.resource_id)?,
+                ),
+                (None, Some(ResourceState::CustomerAt(_))) => ("", true),
                 (None, None) => ("", true),
             };
             if !readable {

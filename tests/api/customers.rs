@@ -136,6 +136,31 @@ async fn patch_updates_email_and_metadata_and_emits_an_event() {
     let types: Vec<&str> = ev.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(types, vec!["customer.created", "customer.updated"]);
     assert_eq!(ev[1]["data"], p, "event data differs from the REST read");
+    // `customer.created` is stored without data and rendered from the customer's row
+    // (schema 13): it still shows the customer as created, after one change and another.
+    assert_eq!(
+        ev[0]["data"], c,
+        "the created event changed with the customer"
+    );
+    let p2 = app
+        .patch(
+            &app.wallet_key,
+            &path,
+            json!({ "email": "third@example.com" }),
+        )
+        .await
+        .expect(200);
+    let ev = app.events(&format!("resource_id={}", s(&c["id"]))).await;
+    assert_eq!(ev.len(), 3);
+    assert_eq!(ev[0]["data"], c);
+    assert_eq!(ev[1]["data"], p);
+    assert_eq!(ev[2]["data"], p2);
+    let one = app
+        .get(&app.wallet_key, &format!("/v1/events/{}", s(&ev[0]["id"])))
+        .await
+        .expect(200);
+    assert_eq!(one["data"], c);
+    let p = p2;
     // Wrong types are refused with param and change nothing.
     app.patch(&app.wallet_key, &path, json!({ "email": false }))
         .await

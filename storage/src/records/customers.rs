@@ -9,7 +9,7 @@ use crate::index::{self, IndexTag};
 use crate::schema;
 
 /// A customer of a project (SPEC.md section 2).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Customer {
     pub id: Uuid,
     pub project_id: Uuid,

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{Deposit, DepositStatus, Payout, PayoutStatus, Wallet};
+use super::{Customer, Deposit, DepositStatus, Payout, PayoutStatus, Wallet};
 
 /// An event of the log (SPEC.md section 6). `data` is the resource as its REST read
 /// returns it at the time of the event.
@@ -14,7 +14,9 @@ use super::{Deposit, DepositStatus, Payout, PayoutStatus, Wallet};
 /// written, as they were at the event; the rest of the deposit's view comes from its row,
 /// whose other fields are never rewritten. Schema 10 does the same for payout events
 /// ([`ResourceState::Payout`]: [`PayoutState`]) and for `wallet.created` (a wallet's row is
-/// never rewritten: [`ResourceState::Wallet`]). The store's readers
+/// never rewritten: [`ResourceState::Wallet`]); schema 13 for `customer.created`
+/// ([`ResourceState::Customer`], kept exact across a later `PATCH` by
+/// [`ResourceState::CustomerAt`]). The store's readers
 /// ([`crate::ReadOps::event_at`] and the event lists) put that row, with the event's state
 /// applied, in [`Event::row`]; the binary renders `data` from it (`views::event_data`).
 /// Every other event stores `data` as it is, and so do the events of those resources
@@ -72,6 +74,12 @@ pub enum ResourceState {
     Payout(PayoutState),
     /// `wallet.created`: nothing, the wallet's row is never rewritten.
     Wallet,
+    /// `customer.created` (schema 13): nothing while the customer's row is as it was at
+    /// the event. Before the row is rewritten or removed, the store turns the event into
+    /// [`ResourceState::CustomerAt`] with the row as it was ([`crate::WriteCtx::put`]).
+    Customer,
+    /// `customer.created` whose customer has changed since: its row as at the event.
+    CustomerAt(Box<Customer>),
 }
 
 /// A resource's row as it was at the event, filled by the store's readers
@@ -81,6 +89,7 @@ pub enum ResourceRow {
     Deposit(Box<Deposit>),
     Payout(Box<Payout>),
     Wallet(Box<Wallet>),
+    Customer(Box<Customer>),
 }
 
 /// The fields of a customer's deposit that change after its row is first written (status,
