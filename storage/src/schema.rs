@@ -337,7 +337,9 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   from schema 13, an event row stores its type as a number of
 ///   [`crate::codec::EVENT_TYPE_CODES`] (one byte) instead of its text, and a deposit's,
 ///   payout's or sweep's status (in its row and in its events' states) as a number
-///   (`coded_serde!` in [`crate::records`]); rows written before read as they are.
+///   (`coded_serde!` in [`crate::records`]); rows written before read as they are. And
+///   `customer.created` stores no data ([`crate::records::ResourceState::Customer`]): the
+///   customer's row renders it, and is pinned into the event before the row changes.
 pub const SCHEMA_VERSION: u32 = 13;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
