@@ -829,7 +829,7 @@ fn every_event_type_has_its_own_index_range() {
     let p = uuid::Uuid::now_v7();
     let prefixes: std::collections::BTreeSet<[u8; 20]> = super::EVENT_CATALOG
         .iter()
-        .map(|t| appliance_storage::event_runs::prefix(p, t))
+        .map(|t| appliance_storage::event_runs::type_prefix(p, t))
         .collect();
     assert_eq!(prefixes.len(), super::EVENT_CATALOG.len());
 }

@@ -466,40 +466,22 @@ pub trait ReadOps: Reader {
         // The sequences an index names, in list order; every event read is checked
         // against the filters all the same (a type hash or a UUID resource key may name
         // another type's or another project's event).
-        let runs_table;
-        let resource_table;
-        let indexed: Option<Box<dyn Iterator<Item = Result<u64, StoreError>>>> =
-            if let Some(r) = resource_id {
-                resource_table = self.open(EVENTS_BY_RESOURCE)?;
-                let prefix = index::event_resource_prefix(project, r);
-                let mut lo_k = prefix.clone();
-                lo_k.extend_from_slice(&lo.to_be_bytes());
-                let mut hi_k = prefix;
-                hi_k.extend_from_slice(&hi.to_be_bytes());
-                let range = resource_table.range::<&[u8]>(lo_k.as_slice()..hi_k.as_slice())?;
-                let seq = |e: Result<_, redb::StorageError>| {
-                    e.map(|(k, _): (redb::AccessGuard<&[u8]>, _)| index::event_seq_of(k.value()))
-                        .map_err(StoreError::from)
-                };
-                Some(if ascending {
-                    Box::new(range.map(seq))
-                } else {
-                    Box::new(range.rev().map(seq))
-                })
-            } else if types.len() == 1 {
-                runs_table = self.open(EVENT_TYPE_RUNS)?;
-                let prefix = crate::event_runs::prefix(project, &types[0]);
-                Some(Box::new(crate::event_runs::seqs(
-                    &runs_table,
-                    prefix,
-                    lo,
-                    hi,
-                    ascending,
-                )?))
-            } else {
-                None
-            };
-        if let Some(seqs) = indexed {
+        let indexed = if let Some(r) = resource_id {
+            Some((
+                EVENT_RESOURCE_RUNS,
+                index::event_resource_prefix(project, r),
+            ))
+        } else if types.len() == 1 {
+            Some((
+                EVENT_TYPE_RUNS,
+                crate::event_runs::type_prefix(project, &types[0]).to_vec(),
+            ))
+        } else {
+            None
+        };
+        if let Some((table, prefix)) = indexed {
+            let runs = self.open(table)?;
+            let seqs = crate::event_runs::seqs(&runs, &prefix, lo, hi, ascending)?;
             for seq in seqs {
                 let seq = seq?;
                 let ev = match self.event_at(project, seq) {
@@ -1143,11 +1125,8 @@ impl<'t> WriteCtx<'t> {
         use crate::records::ResourceState;
         let resource = old.id.to_string();
         let prefix = index::event_resource_prefix(old.project_id, &resource);
-        let end = index::prefix_end(&prefix);
-        let seqs: Vec<u64> = self.with_events_by_resource(|t| {
-            t.range::<&[u8]>(prefix.as_slice()..end.as_slice())?
-                .map(|e| Ok(index::event_seq_of(e?.0.value())))
-                .collect()
+        let seqs: Vec<u64> = self.with_event_resource_runs(|t| {
+            crate::event_runs::seqs(&*t, &prefix, 0, u64::MAX, true)?.collect()
         })?;
         let p = old.project_id.as_u128();
         for seq in seqs {
@@ -1240,13 +1219,10 @@ impl<'t> WriteCtx<'t> {
                     Ok(())
                 })?;
             }
-            let by_type = crate::event_runs::prefix(project, event_type);
-            let by_resource = index::event_resource_key(project, resource_id, seq);
+            let by_type = crate::event_runs::type_prefix(project, event_type);
+            let by_resource = index::event_resource_prefix(project, resource_id);
             self.with_event_type_runs(|t| crate::event_runs::add(t, &by_type, seq))?;
-            self.with_events_by_resource(|t| {
-                t.insert(by_resource.as_slice(), ())?;
-                Ok(())
-            })?;
+            self.with_event_resource_runs(|t| crate::event_runs::add(t, &by_resource, seq))?;
             self.last_sequence_wrote(project, seq);
             Ok(ev)
         })();

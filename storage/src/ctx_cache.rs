@@ -37,7 +37,7 @@ pub(crate) struct OpenTables<'t> {
     /// `index` and the tables of [`SPLIT_INDEXES`], by name.
     index: Vec<(IndexDef, IndexTable<'t>)>,
     event_type_runs: Option<Table<'t, &'static [u8], &'static [u8]>>,
-    events_by_resource: Option<IndexTable<'t>>,
+    event_resource_runs: Option<Table<'t, &'static [u8], &'static [u8]>>,
     unique: Option<Table<'t, &'static [u8], u128>>,
     accounts: Option<Table<'t, &'static [u8], (u128, u128)>>,
     events: Option<Table<'t, (u128, u64), &'static [u8]>>,
@@ -76,8 +76,8 @@ impl OpenTables<'_> {
         }
         if name == EVENT_TYPE_RUNS.name() {
             self.event_type_runs = None;
-        } else if name == EVENTS_BY_RESOURCE.name() {
-            self.events_by_resource = None;
+        } else if name == EVENT_RESOURCE_RUNS.name() {
+            self.event_resource_runs = None;
         } else if name == UNIQUE.name() {
             self.unique = None;
         } else if name == ACCOUNTS.name() {
@@ -235,9 +235,9 @@ impl<'t> WriteCtx<'t> {
         with_event_type_runs, event_type_runs, EVENT_TYPE_RUNS, &'static [u8], &'static [u8]
     );
     kept!(
-        /// Runs `f` on the kept handle of `events_by_resource` (`f` must not use the
+        /// Runs `f` on the kept handle of `event_resource_runs` (`f` must not use the
         /// context).
-        with_events_by_resource, events_by_resource, EVENTS_BY_RESOURCE, &'static [u8], ()
+        with_event_resource_runs, event_resource_runs, EVENT_RESOURCE_RUNS, &'static [u8], &'static [u8]
     );
     kept!(
         /// Runs `f` on the kept handle of `unique` (`f` must not use the context).

@@ -1,23 +1,30 @@
-//! The event-type index as runs of sequences (schema 13, issue 16).
+//! The event indexes as runs of sequences (schema 13, issue 16).
 //!
-//! [`crate::schema::EVENT_TYPE_RUNS`] keeps, for each project and event type, the sequences
-//! of that type's events in rows of up to [`RUN_MAX`] bytes:
+//! [`crate::schema::EVENT_TYPE_RUNS`] keeps, for each project and event type, and
+//! [`crate::schema::EVENT_RESOURCE_RUNS`] for each resource, the sequences of their events
+//! in rows of up to [`RUN_MAX`] bytes:
 //!
 //! ```text
-//! key   = project (16) ‖ FNV-1a 32 of the type (4, big-endian) ‖ first sequence (8, big-endian)
+//! key   = prefix ‖ first sequence (8, big-endian)
 //! value = the run's later sequences, each as its LEB128 distance from the one before
 //! ```
 //!
-//! An event's write appends one or two bytes to the last run of its type instead of
-//! inserting a 29-byte key of its own: schema 12 kept one key per event, about 65 bytes of
-//! pages each, half of them free space (the key lands at the end of its type's range, in
-//! the middle of the table, and redb splits such a full leaf evenly; the left half is never
-//! written again). A run holds 150-250 events.
+//! The prefix is [`type_prefix`] (project (16) ‖ FNV-1a 32 of the type (4)) or
+//! [`crate::index::event_resource_prefix`] (the resource's UUID, or project ‖ length ‖ id).
+//! Neither kind of prefix is a prefix of another of its table, so a range of `prefix ‖ 0`
+//! to `prefix ‖ u64::MAX` holds that prefix's runs only.
 //!
-//! Runs of one (project, type) never overlap: every sequence of a run is below the first
-//! of the next. Two types with one hash share runs; a reader compares each event's own
-//! type, so that costs reads, never a wrong answer. A run that does not decode is skipped
-//! by readers (logged) and replaced by a writer that lands in it.
+//! An event's write appends a few bytes to the last run of its type and of its resource
+//! instead of inserting a key of its own in each index: schema 12 kept one key per event in
+//! each, about 65 and 50 bytes of pages, half of them free space (the key lands at the end
+//! of its type's or resource's range, in the middle of the table, and redb splits such a
+//! full leaf evenly; the left half is never written again). A type's run holds 150-250
+//! events; a resource has one run unless it has very many events.
+//!
+//! Runs of one prefix never overlap: every sequence of a run is below the first of the
+//! next. Two types with one hash share runs; a reader compares each event's own type (and
+//! resource), so that costs reads, never a wrong answer. A run that does not decode is
+//! skipped by readers (logged) and replaced by a writer that lands in it.
 
 use redb::{ReadableTable, Table};
 use uuid::Uuid;
@@ -34,7 +41,7 @@ pub(crate) const VARINT_MAX: usize = 10;
 
 /// Prefix of the runs of `project`'s events of type `event_type`: project (16) ‖ FNV-1a 32
 /// of the type (4, big-endian; [`crate::index::event_type_hash`]).
-pub fn prefix(project: Uuid, event_type: &str) -> [u8; 20] {
+pub fn type_prefix(project: Uuid, event_type: &str) -> [u8; 20] {
     let mut p = [0u8; 20];
     p[..16].copy_from_slice(project.as_bytes());
     p[16..].copy_from_slice(&crate::index::event_type_hash(event_type).to_be_bytes());
@@ -42,18 +49,19 @@ pub fn prefix(project: Uuid, event_type: &str) -> [u8; 20] {
 }
 
 /// Key of the run of `prefix` that starts at `first`: `prefix` ‖ `first` (8, big-endian).
-pub fn key(prefix: &[u8; 20], first: u64) -> [u8; 28] {
-    let mut k = [0u8; 28];
-    k[..20].copy_from_slice(prefix);
-    k[20..].copy_from_slice(&first.to_be_bytes());
+pub fn key(prefix: &[u8], first: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(prefix.len() + 8);
+    k.extend_from_slice(prefix);
+    k.extend_from_slice(&first.to_be_bytes());
     k
 }
 
-/// (prefix, first sequence) of a run's key; `None` for a key of another length.
-pub fn split_key(k: &[u8]) -> Option<([u8; 20], u64)> {
-    let prefix: [u8; 20] = k.get(..20)?.try_into().ok()?;
-    let first: [u8; 8] = k.get(20..)?.try_into().ok()?;
-    Some((prefix, u64::from_be_bytes(first)))
+/// (prefix, first sequence) of a run's key: its last 8 bytes are the sequence; `None` for a
+/// key too short to hold a prefix and one.
+pub fn split_key(k: &[u8]) -> Option<(&[u8], u64)> {
+    let at = k.len().checked_sub(8).filter(|at| *at > 0)?;
+    let first: [u8; 8] = k[at..].try_into().ok()?;
+    Some((&k[..at], u64::from_be_bytes(first)))
 }
 
 /// Appends `v` to `out` as LEB128.
@@ -104,13 +112,13 @@ pub fn encode(seqs: &[u64]) -> Vec<u8> {
     out
 }
 
-/// Records that event `seq` of `prefix`'s (project, type) exists, in `runs`. Events come in
+/// Records that event `seq` of `prefix` (a type or a resource) exists, in `runs`. Events come in
 /// sequence order, so this is an append to the type's last run (or a new run when that one
 /// is [`RUN_MAX`] bytes); a sequence below the last, which no writer of this build makes,
 /// is inserted in its place all the same, and one already there is left as it is.
 pub fn add(
     runs: &mut Table<'_, &'static [u8], &'static [u8]>,
-    prefix: &[u8; 20],
+    prefix: &[u8],
     seq: u64,
 ) -> Result<(), StoreError> {
     let at = key(prefix, seq);
@@ -161,21 +169,21 @@ pub fn add(
 /// as the caller takes them. A run that does not decode is logged and skipped.
 pub fn seqs<'a, T: ReadableTable<&'static [u8], &'static [u8]>>(
     runs: &'a T,
-    prefix: [u8; 20],
+    prefix: &[u8],
     lo: u64,
     hi: u64,
     ascending: bool,
 ) -> Result<Seqs<'a>, StoreError> {
     // The run holding `lo` starts at or before it.
     let start = if ascending {
-        runs.range::<&[u8]>(key(&prefix, 0).as_slice()..=key(&prefix, lo).as_slice())?
+        runs.range::<&[u8]>(key(prefix, 0).as_slice()..=key(prefix, lo).as_slice())?
             .next_back()
             .transpose()?
             .map_or(lo, |(k, _)| split_key(k.value()).map_or(lo, |(_, f)| f))
     } else {
         0
     };
-    let range = runs.range::<&[u8]>(key(&prefix, start).as_slice()..key(&prefix, hi).as_slice())?;
+    let range = runs.range::<&[u8]>(key(prefix, start).as_slice()..key(prefix, hi).as_slice())?;
     Ok(Seqs {
         range,
         buffered: Vec::new(),
@@ -248,17 +256,23 @@ mod tests {
 
     const TYPES: [&str; 3] = ["deposit.confirmed", "deposit.detected", "payout.created"];
 
-    /// Every page of `project`'s events of type `t`, `limit` at a time with cursors, in
-    /// one order: the sequences listed.
+    /// Every page of `project`'s events of type `t` (or about resource `t` when it has no
+    /// dot), `limit` at a time with cursors, in one order: the sequences listed.
     fn pages(store: &Store, project: Uuid, t: &str, limit: usize, asc: bool) -> Vec<u64> {
         let t = t.to_string();
         store
             .read_blocking(move |r| {
                 let (mut out, mut cursor) = (Vec::new(), None);
+                let by_type = t.contains('.');
+                let types = if by_type { vec![t.clone()] } else { vec![] };
+                let resource = (!by_type).then_some(t.as_str());
                 loop {
-                    let page =
-                        r.list_events(project, std::slice::from_ref(&t), None, cursor, limit, asc)?;
-                    assert!(page.items.iter().all(|e| e.event_type == t));
+                    let page = r.list_events(project, &types, resource, cursor, limit, asc)?;
+                    assert!(page.items.iter().all(|e| if by_type {
+                        e.event_type == t
+                    } else {
+                        e.resource_id == t
+                    }));
                     out.extend(page.items.iter().map(|e| e.sequence));
                     cursor = page.items.last().map(|e| e.sequence);
                     if !page.has_more {
@@ -341,8 +355,25 @@ mod tests {
             }
         }
 
+        // By resource: every event of each project is about "r", in runs of its own.
+        for project in [p, q] {
+            let all: Vec<u64> = TYPES
+                .iter()
+                .flat_map(|t| truth(&store, project, t))
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            assert!(all.len() > 800);
+            for limit in [37, 1000] {
+                assert_eq!(pages(&store, project, "r", limit, true), all);
+                let mut desc = all.clone();
+                desc.reverse();
+                assert_eq!(pages(&store, project, "r", limit, false), desc);
+            }
+        }
+
         // An out-of-order sequence lands in its place, a repeated one is not doubled.
-        let pre = prefix(p, TYPES[0]);
+        let pre = type_prefix(p, TYPES[0]);
         let all0 = truth(&store, p, TYPES[0]);
         let missing = (all0[0]..*all0.last().unwrap())
             .find(|s| !all0.contains(s))
@@ -359,7 +390,7 @@ mod tests {
         let listed = store
             .read_blocking(move |r| {
                 let t = r.open(EVENT_TYPE_RUNS)?;
-                seqs(&t, pre, 0, u64::MAX, true)?.collect::<Result<Vec<_>, _>>()
+                seqs(&t, &pre, 0, u64::MAX, true)?.collect::<Result<Vec<_>, _>>()
             })
             .unwrap();
         let mut want = truth(&store, p, TYPES[0]);
@@ -369,7 +400,7 @@ mod tests {
 
         // The run holding q's tenth `payout.created` stops decoding: exactly its events
         // leave the lists, and the next event of that type is listed.
-        let pre = prefix(q, TYPES[2]);
+        let pre = type_prefix(q, TYPES[2]);
         let all2 = truth(&store, q, TYPES[2]);
         let (bad_key, bad_len) = runs(&store)
             .into_iter()
@@ -430,8 +461,12 @@ mod tests {
             .unwrap(),
             [0, u64::MAX]
         );
-        let p = prefix(Uuid::now_v7(), "deposit.confirmed");
-        assert_eq!(split_key(&key(&p, 42)), Some((p, 42)));
-        assert_eq!(split_key(&key(&p, 42)[..27]), None);
+        let p = type_prefix(Uuid::now_v7(), "deposit.confirmed");
+        assert_eq!(split_key(&key(&p, 42)), Some((&p[..], 42)));
+        assert_eq!(split_key(&key(&p, 42)[..8]), None);
+        assert_eq!(
+            split_key(&[7; 9]),
+            Some((&[7u8][..], u64::from_be_bytes([7; 8])))
+        );
     }
 }

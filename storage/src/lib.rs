@@ -448,7 +448,7 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
         txn.open_table(def)?;
     }
     txn.open_table(schema::EVENT_TYPE_RUNS)?;
-    txn.open_table(schema::EVENTS_BY_RESOURCE)?;
+    txn.open_table(schema::EVENT_RESOURCE_RUNS)?;
     txn.open_table(schema::ACCOUNTS)?;
     txn.open_table(schema::JOURNAL)?;
     txn.open_table(schema::EVENTS)?;
@@ -551,7 +551,7 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
         tracing::info!(
             rows = m.rows,
             left = m.left,
-            "event type index kept as runs of sequences (schema version 13)"
+            "event indexes kept as runs of sequences (schema version 13)"
         );
     }
     txn.commit()?;
@@ -583,27 +583,65 @@ fn migrate_to_12(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreE
 }
 
 /// Schema 12 -> 13: the keys of [`schema::EVENTS_BY_TYPE`] (project ‖ 0 ‖ type hash ‖
-/// sequence, in key order: each (project, type)'s sequences ascending) become runs of
-/// [`schema::EVENT_TYPE_RUNS`] ([`event_runs`]), filled to [`event_runs::RUN_MAX`] bytes;
-/// then `events_by_type` is deleted. All in the opening transaction, so a crash leaves
-/// schema 12 whole. A key of another shape cannot be listed by any build of schema 12 and
-/// is dropped with the table (counted in `left`). `rows` counts the sequences moved.
+/// sequence) and of [`schema::EVENTS_BY_RESOURCE`] (resource prefix ‖ sequence) become runs
+/// of [`schema::EVENT_TYPE_RUNS`] and [`schema::EVENT_RESOURCE_RUNS`] ([`event_runs`]);
+/// then the old tables are deleted. All in the opening transaction, so a crash leaves
+/// schema 12 whole. `rows` counts the sequences moved; a key of another shape cannot be
+/// listed by any build of schema 12 and is dropped with its table (counted in `left`).
 fn migrate_to_13(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
+    let by_type = keys_to_runs(
+        txn,
+        schema::EVENTS_BY_TYPE,
+        schema::EVENT_TYPE_RUNS,
+        "event type index",
+        |k| {
+            // project (16) ‖ 0 ‖ hash (4) ‖ sequence (8) -> project ‖ hash
+            (k.len() == 29 && k[16] == 0).then(|| ([&k[..16], &k[17..21]].concat(), &k[21..]))
+        },
+    )?;
+    let by_resource = keys_to_runs(
+        txn,
+        schema::EVENTS_BY_RESOURCE,
+        schema::EVENT_RESOURCE_RUNS,
+        "event resource index",
+        |k| {
+            let at = k.len().checked_sub(8).filter(|at| *at > 0)?;
+            Some((k[..at].to_vec(), &k[at..]))
+        },
+    )?;
+    Ok(codec::Migrated {
+        rows: by_type.rows + by_resource.rows,
+        left: by_type.left + by_resource.left,
+    })
+}
+
+/// Moves every key of `old` (an event index of schema 12, read in key order, so each
+/// prefix's sequences come ascending) into runs of `runs` filled to
+/// [`event_runs::RUN_MAX`] bytes, then deletes `old`. `parse` gives a key's run prefix and
+/// its 8 sequence bytes, `None` for a key of another shape (counted in `left`, dropped).
+/// Logs the size first and progress every [`REKEY_PROGRESS_EVERY`] keys when large.
+fn keys_to_runs(
+    txn: &redb::WriteTransaction,
+    old: redb::TableDefinition<&[u8], ()>,
+    runs: redb::TableDefinition<&[u8], &[u8]>,
+    what: &str,
+    parse: impl Fn(&[u8]) -> Option<(Vec<u8>, &[u8])>,
+) -> Result<codec::Migrated, StoreError> {
     use redb::{ReadableTable, ReadableTableMetadata};
     let mut total = codec::Migrated::default();
     {
-        let old = txn.open_table(schema::EVENTS_BY_TYPE)?;
+        let old = txn.open_table(old)?;
         let keys = old.len()?;
         if keys >= REKEY_PROGRESS_EVERY {
             tracing::info!(
                 keys,
-                "moving the event type index into runs (schema version 13): once, before the server listens"
+                "moving the {what} into runs (schema version 13): once, before the server listens"
             );
         }
-        let mut runs = txn.open_table(schema::EVENT_TYPE_RUNS)?;
+        let mut runs = txn.open_table(runs)?;
         // The run being filled: its prefix, first sequence, last sequence and value.
-        let mut run: Option<([u8; 20], u64, u64, Vec<u8>)> = None;
-        let mut flush = |run: &mut Option<([u8; 20], u64, u64, Vec<u8>)>| {
+        let mut run: Option<(Vec<u8>, u64, u64, Vec<u8>)> = None;
+        let mut flush = |run: &mut Option<(Vec<u8>, u64, u64, Vec<u8>)>| {
             run.take().map_or(Ok(()), |(prefix, first, _, value)| {
                 runs.insert(event_runs::key(&prefix, first).as_slice(), value.as_slice())
                     .map(|_| ())
@@ -611,14 +649,8 @@ fn migrate_to_13(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreE
         };
         for e in old.iter()? {
             let (k, _) = e?;
-            let k = k.value();
-            let parsed = (k.len() == 29 && k[16] == 0).then(|| {
-                let mut prefix = [0u8; 20];
-                prefix[..16].copy_from_slice(&k[..16]);
-                prefix[16..].copy_from_slice(&k[17..21]);
-                let seq = u64::from_be_bytes(k[21..].try_into().expect("29-byte key"));
-                (prefix, seq)
-            });
+            let parsed = parse(k.value())
+                .and_then(|(prefix, seq)| Some((prefix, u64::from_be_bytes(seq.try_into().ok()?))));
             let Some((prefix, seq)) = parsed else {
                 total.left += 1;
                 continue;
@@ -639,12 +671,12 @@ fn migrate_to_13(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreE
             }
             total.rows += 1;
             if total.rows % REKEY_PROGRESS_EVERY == 0 {
-                tracing::info!(moved = total.rows, "event type index: moving into runs");
+                tracing::info!(moved = total.rows, "{what}: moving into runs");
             }
         }
         flush(&mut run)?;
     }
-    txn.delete_table(schema::EVENTS_BY_TYPE)?;
+    txn.delete_table(old)?;
     Ok(total)
 }
 

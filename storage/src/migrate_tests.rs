@@ -1224,8 +1224,11 @@ fn a_schema_6_store_moves_its_index_keys_to_their_tables() {
         for (_, def) in SPLIT_INDEXES {
             w.delete_table(def).unwrap();
         }
+        // Schema 6 had none of the event index tables of schema 7 or 13.
         w.delete_table(EVENTS_BY_TYPE).unwrap();
         w.delete_table(EVENTS_BY_RESOURCE).unwrap();
+        w.delete_table(EVENT_TYPE_RUNS).unwrap();
+        w.delete_table(EVENT_RESOURCE_RUNS).unwrap();
         w.commit().unwrap();
         moved
     };
@@ -1292,10 +1295,15 @@ fn a_schema_6_store_moves_its_index_keys_to_their_tables() {
             );
             assert!(k[0] != IndexTag::EventsByType as u8 || k == odd.as_slice());
         }
-        let t = r.open_table(EVENTS_BY_RESOURCE).unwrap();
-        let key = index::event_resource_key(p, &deposit, 10);
+        // Through schema 7's tables into schema 13's runs: one run per resource here.
+        let t = r.open_table(EVENT_RESOURCE_RUNS).unwrap();
+        let key = crate::event_runs::key(&index::event_resource_prefix(p, &deposit), 10);
         assert_eq!(key.len(), 25, "a UUID resource's key is 1 + 16 + 8 bytes");
-        assert!(redb::ReadableTableMetadata::len(&t).unwrap() >= 13);
+        assert!(redb::ReadableTableMetadata::len(&t).unwrap() >= 4);
+        assert!(r
+            .list_tables()
+            .unwrap()
+            .all(|t| t.name() != "events_by_resource"));
     }
 
     // A copy taken before the upgrade (a backup) opens, migrates, verifies and backs up.
@@ -1709,26 +1717,44 @@ fn a_schema_11_store_moves_its_event_type_keys_into_runs() {
     let path = dir.path().join("s.redb");
     let store = Store::open(&path, StoreOptions::default()).unwrap();
     let (p, q) = (Uuid::now_v7(), Uuid::now_v7());
+    // Each project's resources: two UUIDs (keys without a project: a UUID names one
+    // project's resource) and two texts (keys with the project).
+    let resources = [(); 2].map(|()| {
+        [
+            Uuid::now_v7().to_string(),
+            Uuid::now_v7().to_string(),
+            "r".to_string(),
+            "inv_text".to_string(),
+        ]
+    });
+    let rs = resources.clone();
     store
         .write_blocking(move |ctx| {
             for i in 0..4_500u32 {
                 let project = if i % 3 == 0 { q } else { p };
                 let t = TYPES[(i as usize * 7 / 3) % 3];
-                ctx.append_event(project, false, t, "r", serde_json::json!({ "i": i }))?;
+                let r = &rs[usize::from(project == q)][(i as usize / 2) % 4];
+                ctx.append_event(project, false, t, r, serde_json::json!({ "i": i }))?;
             }
             Ok::<_, StoreError>(())
         })
         .unwrap();
     let lists = |store: &Store| {
+        let resources = resources.clone();
         store
             .read_blocking(move |r| {
                 let mut out = Vec::new();
-                for project in [p, q] {
-                    for t in TYPES {
-                        for asc in [true, false] {
+                for (project, resources) in [p, q].into_iter().zip(&resources) {
+                    for asc in [true, false] {
+                        for t in TYPES {
                             let page =
                                 r.list_events(project, &[t.to_string()], None, None, 100, asc)?;
                             assert!(page.items.iter().all(|e| e.event_type == t));
+                            out.push(page.items.into_iter().map(|e| e.id).collect::<Vec<_>>());
+                        }
+                        for res in resources {
+                            let page = r.list_events(project, &[], Some(res), None, 100, asc)?;
+                            assert!(page.items.iter().all(|e| e.resource_id == *res));
                             out.push(page.items.into_iter().map(|e| e.id).collect::<Vec<_>>());
                         }
                     }
@@ -1741,8 +1767,9 @@ fn a_schema_11_store_moves_its_event_type_keys_into_runs() {
     assert!(before.iter().all(|ids| ids.len() == 100), "every list full");
     close(store);
 
-    // As schema 11 wrote it: each key project ‖ type length ‖ type ‖ sequence, and the
-    // first event's id random with an `event_ids` row.
+    // As schema 11 wrote it: each key project ‖ type length ‖ type ‖ sequence, each
+    // resource's key (schema 7 to 12) resource ‖ sequence, no runs, and the first event's
+    // id random with an `event_ids` row.
     let legacy = ulid::Ulid::new();
     let first_id = {
         let db = Database::create(&path).unwrap();
@@ -1751,10 +1778,16 @@ fn a_schema_11_store_moves_its_event_type_keys_into_runs() {
         {
             let mut events = w.open_table(EVENTS).unwrap();
             let mut old_keys = Vec::new();
+            let mut resource_keys = Vec::new();
             for e in events.iter().unwrap() {
                 let (k, v) = e.unwrap();
                 let (project, seq) = k.value();
                 let ev: Event = decode(v.value()).unwrap();
+                resource_keys.push(crate::index::event_resource_key(
+                    Uuid::from_u128(project),
+                    &ev.resource_id,
+                    seq,
+                ));
                 let t = ev.event_type.as_bytes();
                 old_keys.push(
                     [
@@ -1770,6 +1803,10 @@ fn a_schema_11_store_moves_its_event_type_keys_into_runs() {
             by_type.retain(|_, _| false).unwrap();
             for k in &old_keys {
                 by_type.insert(k.as_slice(), ()).unwrap();
+            }
+            let mut by_resource = w.open_table(EVENTS_BY_RESOURCE).unwrap();
+            for k in &resource_keys {
+                by_resource.insert(k.as_slice(), ()).unwrap();
             }
             let first = events
                 .get((p.as_u128(), 1))
@@ -1789,6 +1826,8 @@ fn a_schema_11_store_moves_its_event_type_keys_into_runs() {
             meta.insert("schema_version", 11u32.to_be_bytes().as_slice())
                 .unwrap();
         }
+        w.delete_table(EVENT_TYPE_RUNS).unwrap();
+        w.delete_table(EVENT_RESOURCE_RUNS).unwrap();
         w.commit().unwrap();
         first_id
     };
@@ -1796,10 +1835,11 @@ fn a_schema_11_store_moves_its_event_type_keys_into_runs() {
     std::fs::copy(&path, &old_copy).unwrap();
 
     let check = |store: &Store| {
-        // p's first event now has its schema 11 id, in the oldest page of its type.
+        // p's first event now has its schema 11 id, in the oldest pages of its type and of
+        // its resource.
         let mut expected = before.clone();
         let at = expected.iter_mut().flatten().filter(|id| **id == first_id);
-        assert_eq!(at.map(|id| *id = format!("evt_{legacy}")).count(), 1);
+        assert_eq!(at.map(|id| *id = format!("evt_{legacy}")).count(), 2);
         assert!(lists(store) == expected, "the lists changed");
         let id = format!("evt_{legacy}");
         let ev = store
@@ -1840,6 +1880,18 @@ fn a_schema_11_store_moves_its_event_type_keys_into_runs() {
             rows <= 30,
             "{rows} runs for 4,500 events of 3 types in 2 projects"
         );
+        assert!(r
+            .list_tables()
+            .unwrap()
+            .all(|t| t.name() != "events_by_resource"));
+        let t = r.open_table(EVENT_RESOURCE_RUNS).unwrap();
+        let mut n = 0;
+        for e in t.iter().unwrap() {
+            let (k, v) = e.unwrap();
+            let (_, first) = crate::event_runs::split_key(k.value()).unwrap();
+            n += crate::event_runs::decode(first, v.value()).unwrap().len();
+        }
+        assert_eq!(n, 4_500);
     }
     an_old_copy_and_its_backup(&old_copy, check);
 }

@@ -25,7 +25,10 @@
 //!                                          as distances ([`crate::event_runs`]; schema 13)
 //! events_by_type    <&[u8], ()>            project ‖ 0 ‖ type hash ‖ sequence, up to schema 12
 //!                                          (moved to `event_type_runs` on open, then deleted)
-//! events_by_resource <&[u8], ()>           resource ‖ sequence ([`crate::index::event_resource_key`])
+//! event_resource_runs <&[u8], &[u8]>      resource ‖ first sequence -> later sequences as
+//!                                          distances ([`crate::event_runs`]; schema 13)
+//! events_by_resource <&[u8], ()>           resource ‖ sequence, up to schema 12 (moved to
+//!                                          `event_resource_runs` on open, then deleted)
 //! accounts          <&[u8], (u128, u128)>  ledger account key -> (debits, credits) posted;
 //!                                          holding key -> (amount on the address, 0)
 //! journal           <u128, &[u8]>          entry id (UUID v7) -> JournalEntry
@@ -175,8 +178,15 @@ pub const EVENT_TYPE_RUNS: TableDefinition<&[u8], &[u8]> = TableDefinition::new(
 /// Events by resource (schema 7): [`crate::index::event_resource_key`] (the resource's 16
 /// bytes when its id is a UUID, else project ‖ text; then the sequence). Up to schema 6
 /// these were [`IndexTag::EventsByResource`] keys of [`INDEX`] with the id as text.
+/// Up to schema 12 only: opening such a store moves its keys into [`EVENT_RESOURCE_RUNS`]
+/// and deletes the table (`migrate_to_13`).
 pub const EVENTS_BY_RESOURCE: TableDefinition<&[u8], ()> =
     TableDefinition::new("events_by_resource");
+/// Events by resource (schema 13): each resource's event sequences in runs, keyed by
+/// [`crate::index::event_resource_prefix`] ‖ the run's first sequence
+/// ([`crate::event_runs`]).
+pub const EVENT_RESOURCE_RUNS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("event_resource_runs");
 pub const ACCOUNTS: TableDefinition<&[u8], (u128, u128)> = TableDefinition::new("accounts");
 pub const JOURNAL: TableDefinition<u128, &[u8]> = TableDefinition::new("journal");
 pub const EVENTS: TableDefinition<(u128, u64), &[u8]> = TableDefinition::new("events");
@@ -330,10 +340,11 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   is shorter ([`crate::codec::answer_body`]); text bodies read as they are. And the
 ///   live sender's rows of [`EVM_OUT_TXS`] are stored as their JSON deflated with a fixed
 ///   dictionary ([`crate::codec::deflate_doc`]); JSON rows read as they are.
-/// * 13: the event-type index is [`EVENT_TYPE_RUNS`], each type's sequences in runs of one
-///   or two bytes per event ([`crate::event_runs`]), instead of a key per event in
-///   [`EVENTS_BY_TYPE`]: moved on open (`migrate_to_13`), and `events_by_type` deleted. A
-///   build of schema 12 refuses the store, whose lists by type it would not find. Also
+/// * 13: the event indexes are [`EVENT_TYPE_RUNS`] and [`EVENT_RESOURCE_RUNS`], each type's
+///   and each resource's sequences in runs of a few bytes per event
+///   ([`crate::event_runs`]), instead of a key per event in [`EVENTS_BY_TYPE`] and
+///   [`EVENTS_BY_RESOURCE`]: moved on open (`migrate_to_13`), and the old tables deleted.
+///   A build of schema 12 refuses the store, whose lists it would not find. Also
 ///   from schema 13, an event row stores its type as a number of
 ///   [`crate::codec::EVENT_TYPE_CODES`] (one byte) instead of its text, and a deposit's,
 ///   payout's or sweep's status (in its row and in its events' states) as a number
