@@ -65,40 +65,11 @@ use crate::registry::Registry;
 /// `conversion.completed` included, so an endpoint can subscribe to them ahead of use),
 /// shown as `GET /v1/webhooks` `event_catalog` (docs/decisions.md, Events). An endpoint with
 /// no `event_types` receives all of them, and any added later.
-pub const EVENT_CATALOG: &[&str] = &[
-    "customer.created",
-    "customer.updated",
-    "wallet.created",
-    "deposit.detected",
-    "deposit.confirmed",
-    "deposit.failed",
-    "deposit.orphaned",
-    "payout.created",
-    "payout.approved",
-    "payout.signing",
-    "payout.submitted",
-    "payout.confirmed",
-    "payout.failed",
-    "payout.canceled",
-    "payout.rejected",
-    "sweep.submitted",
-    "sweep.confirmed",
-    "sweep.skipped",
-    "sweep.failed",
-    "invoice.created",
-    "invoice.pending",
-    "invoice.paid",
-    "invoice.underpaid",
-    "invoice.overpaid",
-    "invoice.expired",
-    "invoice.canceled",
-    "invoice.late_payment",
-    "invoice.payment_orphaned",
-    "invoice.refunded",
-    "conversion.completed",
-    "billing.plan_activated",
-    "endpoint.test",
-];
+///
+/// The list is the store's: an event row stores its type as its position here
+/// (`appliance_storage::codec::EVENT_TYPE_CODES`, schema 13), so a new type is appended at
+/// the end and none is ever moved or removed.
+pub const EVENT_CATALOG: &[&str] = appliance_storage::codec::EVENT_TYPE_CODES;
 
 /// What a service needs to know about the request's project and the appliance it runs in.
 #[derive(Clone)]

@@ -833,16 +833,3 @@ fn every_event_type_has_its_own_index_range() {
         .collect();
     assert_eq!(prefixes.len(), super::EVENT_CATALOG.len());
 }
-
-/// Every event type of the catalog is stored as a one-byte number (schema 13): a type added
-/// to the catalog is added at the end of `codec::EVENT_TYPE_CODES` too.
-#[test]
-fn every_event_type_has_a_stored_number() {
-    let codes = appliance_storage::codec::EVENT_TYPE_CODES;
-    for t in super::EVENT_CATALOG {
-        assert!(
-            codes.contains(t),
-            "{t} has no number in codec::EVENT_TYPE_CODES"
-        );
-    }
-}

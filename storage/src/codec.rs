@@ -269,11 +269,12 @@ pub fn read_event_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D
     d.deserialize_any(StrOr16(|b| format!("evt_{}", ulid::Ulid::from_bytes(b))))
 }
 
-/// The event types an event row stores as their number in this list (schema 13, issue 16):
-/// one byte where the type's text took 14-26. The stored rows depend on the positions:
-/// append new types at the end, never reorder or remove one. A type not listed is stored
-/// as its text (every build reads both), so a type added to the catalog without a number
-/// still works; a test of the catalog asks that every one has a number.
+/// Every event type the appliance emits or SPEC.md section 6 lists: the binary's event
+/// catalog (`services::EVENT_CATALOG` is this list), and the numbers an event row stores
+/// its type as (its position here; schema 13, issue 16): one byte where the type's text
+/// took 14-26. The stored rows depend on the positions: append new types at the end, never
+/// reorder or remove one. A type not listed ([`crate::records::BILLING_LINE`], which is
+/// not an event of the catalog) is stored as its text; every build reads both.
 pub const EVENT_TYPE_CODES: &[&str] = &[
     "customer.created",
     "customer.updated",
@@ -307,7 +308,6 @@ pub const EVENT_TYPE_CODES: &[&str] = &[
     "conversion.completed",
     "billing.plan_activated",
     "endpoint.test",
-    crate::records::BILLING_LINE,
 ];
 
 /// `#[serde(serialize_with = "crate::codec::event_type", deserialize_with =
@@ -327,30 +327,14 @@ pub fn event_type<S: serde::Serializer, T: AsRef<str>>(t: &T, s: S) -> Result<S:
 /// Reads what [`event_type`] writes: a text, or a number of [`EVENT_TYPE_CODES`] (any
 /// other number is an error: the row is from a newer build or damaged).
 pub fn read_event_type<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    struct TypeCode;
-    impl serde::de::Visitor<'_> for TypeCode {
-        type Value = String;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("an event type or its number")
-        }
-        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
-            Ok(v.to_string())
-        }
-        fn visit_string<E: serde::de::Error>(self, v: String) -> Result<String, E> {
-            Ok(v)
-        }
-        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<String, E> {
-            usize::try_from(v)
-                .ok()
-                .and_then(|i| EVENT_TYPE_CODES.get(i))
-                .map(|t| t.to_string())
-                .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
-        }
-        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<String, E> {
-            Err(E::invalid_value(serde::de::Unexpected::Signed(v), &self))
-        }
-    }
-    d.deserialize_any(TypeCode)
+    d.deserialize_any(crate::records::NameOrCode {
+        what: "event type",
+        name: |t| Some(t.to_string()),
+        code: |n| {
+            let i = usize::try_from(n).ok()?;
+            EVENT_TYPE_CODES.get(i).map(|t| t.to_string())
+        },
+    })
 }
 
 /// Marker of an answer body stored deflated with [`ANSWER_DICT_1`] ([`answer_body`]).
@@ -1349,8 +1333,14 @@ mod tests {
         assert!(EVENT_TYPE_CODES.len() < 128, "every number one byte");
         // The stored numbers never move.
         assert_eq!(EVENT_TYPE_CODES[4], "deposit.confirmed");
-        assert_eq!(EVENT_TYPE_CODES[32], crate::records::BILLING_LINE);
-        for t in EVENT_TYPE_CODES.iter().copied().chain(["some.future_type"]) {
+        assert_eq!(EVENT_TYPE_CODES[31], "endpoint.test");
+        let text = crate::records::BILLING_LINE;
+        assert!(!EVENT_TYPE_CODES.contains(&text));
+        for t in EVENT_TYPE_CODES
+            .iter()
+            .copied()
+            .chain([text, "some.future_type"])
+        {
             let e = ev(t);
             for bytes in [encode_record(&e), encode(&e), encode_json_v1(&e)] {
                 let back: Event = decode(&bytes).unwrap();

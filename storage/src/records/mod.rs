@@ -96,7 +96,7 @@ pub(crate) struct NameOrCode<T> {
 impl<T> serde::de::Visitor<'_> for NameOrCode<T> {
     type Value = T;
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        write!(f, "a {} name or number", self.what)
+        write!(f, "{} (a name or a number)", self.what)
     }
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
         (self.name)(v).ok_or_else(|| E::unknown_variant(v, &[]))
