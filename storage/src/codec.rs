@@ -315,26 +315,87 @@ pub const EVENT_TYPE_CODES: &[&str] = &[
 /// type of [`EVENT_TYPE_CODES`] is its position there (one byte); any other type, and
 /// every human-readable form, is its text.
 pub fn event_type<S: serde::Serializer, T: AsRef<str>>(t: &T, s: S) -> Result<S::Ok, S::Error> {
-    let t = t.as_ref();
+    listed_text(EVENT_TYPE_CODES, t.as_ref(), s)
+}
+
+/// Reads what [`event_type`] writes: a text, or a number of [`EVENT_TYPE_CODES`] (any
+/// other number is an error: the row is from a newer build or damaged).
+pub fn read_event_type<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    read_listed_text(d, "event type", |n| EVENT_TYPE_CODES.get(n).copied())
+}
+
+/// The kinds of journal entry a row stores as their number in this list (schema 13, issue
+/// 16; `ledger::JournalEntry::kind`): one byte where the text took 11-19. Stored: append
+/// new kinds at the end, never reorder or remove one. A kind not listed is stored as text.
+pub const JOURNAL_KIND_CODES: &[&str] = &[
+    "deposit_credit",
+    "deposit_reversal",
+    "payout_lock",
+    "payout_settle",
+    "payout_release",
+    "sweep_submit",
+    "sweep_settle",
+    "sweep_revert",
+    "conversion_lock",
+    "conversion_settle",
+    "conversion_release",
+    "invoice_refund_hold",
+    "invoice_refund_fee",
+    "invoice_refund_skip",
+];
+
+/// [`event_type`] for a journal entry's kind ([`JOURNAL_KIND_CODES`]).
+pub fn journal_kind<S: serde::Serializer, T: AsRef<str>>(k: &T, s: S) -> Result<S::Ok, S::Error> {
+    listed_text(JOURNAL_KIND_CODES, k.as_ref(), s)
+}
+
+/// Reads what [`journal_kind`] writes.
+pub fn read_journal_kind<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    read_listed_text(d, "journal entry kind", |n| {
+        JOURNAL_KIND_CODES.get(n).copied()
+    })
+}
+
+/// `t` as its position in `list` (one byte) in binary encodings when listed there, else
+/// (and in every human-readable form) as its text.
+fn listed_text<S: serde::Serializer>(list: &[&str], t: &str, s: S) -> Result<S::Ok, S::Error> {
     if !s.is_human_readable() {
-        if let Some(code) = EVENT_TYPE_CODES.iter().position(|c| *c == t) {
+        if let Some(code) = list.iter().position(|c| *c == t) {
             return s.serialize_u8(code as u8);
         }
     }
     s.serialize_str(t)
 }
 
-/// Reads what [`event_type`] writes: a text, or a number of [`EVENT_TYPE_CODES`] (any
-/// other number is an error: the row is from a newer build or damaged).
-pub fn read_event_type<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    d.deserialize_any(crate::records::NameOrCode {
-        what: "event type",
-        name: |t| Some(t.to_string()),
-        code: |n| {
-            let i = usize::try_from(n).ok()?;
-            EVENT_TYPE_CODES.get(i).map(|t| t.to_string())
-        },
-    })
+/// Reads what [`listed_text`] writes: a text, or a number that `listed` names.
+fn read_listed_text<'de, D: serde::Deserializer<'de>>(
+    d: D,
+    what: &'static str,
+    listed: fn(usize) -> Option<&'static str>,
+) -> Result<String, D::Error> {
+    // The visitor's functions are plain fn pointers, which cannot capture `listed`: it
+    // reads a text or a number, and the number is looked up here.
+    let code = d.deserialize_any(crate::records::NameOrCode::<Listed> {
+        what,
+        name: |t| Some(Listed::Text(t.to_string())),
+        code: |n| Some(Listed::Code(n)),
+    })?;
+    match code {
+        Listed::Text(t) => Ok(t),
+        Listed::Code(n) => usize::try_from(n)
+            .ok()
+            .and_then(listed)
+            .map(str::to_string)
+            .ok_or_else(|| {
+                serde::de::Error::invalid_value(serde::de::Unexpected::Unsigned(n), &what)
+            }),
+    }
+}
+
+/// A text or a stored number, as [`read_listed_text`] reads it.
+enum Listed {
+    Text(String),
+    Code(u64),
 }
 
 /// Marker of an answer body stored deflated with [`ANSWER_DICT_1`] ([`answer_body`]).

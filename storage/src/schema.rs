@@ -347,7 +347,8 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   A build of schema 12 refuses the store, whose lists it would not find. Also
 ///   from schema 13, an event row stores its type as a number of
 ///   [`crate::codec::EVENT_TYPE_CODES`] (one byte) instead of its text, and a deposit's,
-///   payout's or sweep's status (in its row and in its events' states) as a number
+///   payout's or sweep's status (in its row and in its events' states) and a journal
+///   entry's kind ([`crate::codec::JOURNAL_KIND_CODES`]) as a number
 ///   (`coded_serde!` in [`crate::records`]); rows written before read as they are. And
 ///   `customer.created` stores no data ([`crate::records::ResourceState::Customer`]): the
 ///   customer's row renders it, and is pinned into the event before the row changes.
