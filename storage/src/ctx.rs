@@ -833,7 +833,7 @@ impl<'t> WriteCtx<'t> {
     }
 
     /// What must happen before stored row `old` is rewritten or removed: a customer's
-    /// compact events take the row as it is ([`WriteCtx::pin_customer_events`]).
+    /// compact `customer.created` takes the row as it is ([`WriteCtx::pin_customer_events`]).
     fn before_rewrite<R: Row + 'static>(&self, old: Option<&R>) -> Result<(), StoreError> {
         let old = old.map(|o| o as &dyn std::any::Any);
         match old.and_then(|o| o.downcast_ref::<crate::records::Customer>()) {
@@ -1116,36 +1116,40 @@ impl<'t> WriteCtx<'t> {
         )
     }
 
-    /// Before customer `old`'s row is rewritten or removed: each of its events stored in
-    /// the compact form that renders from that row ([`crate::records::ResourceState::Customer`])
-    /// is rewritten to hold the row as it is, so it renders the same afterwards
-    /// ([`crate::records::ResourceState::CustomerAt`]). An event row that does not decode
-    /// is left as it is (`appliance verify` reports it).
+    /// Before customer `old`'s row is rewritten or removed: its `customer.created` event,
+    /// when stored in the compact form that renders from that row
+    /// ([`crate::records::ResourceState::Customer`]), is rewritten to hold the row as it
+    /// is, so it renders the same afterwards ([`crate::records::ResourceState::CustomerAt`]).
+    /// That event is the only compact one about a customer and its first (it is written
+    /// with the row), so one event is read whatever the customer's number of events. An
+    /// event row that does not decode is left as it is (`appliance verify` reports it).
     fn pin_customer_events(&self, old: &crate::records::Customer) -> Result<(), StoreError> {
         use crate::records::ResourceState;
         let resource = old.id.to_string();
         let prefix = index::event_resource_prefix(old.project_id, &resource);
-        let seqs: Vec<u64> = self.with_event_resource_runs(|t| {
-            crate::event_runs::seqs(&*t, &prefix, 0, u64::MAX, true)?.collect()
+        let first = self.with_event_resource_runs(|t| {
+            crate::event_runs::seqs(&*t, &prefix, 0, u64::MAX, true)?
+                .next()
+                .transpose()
         })?;
+        let Some(seq) = first else {
+            return Ok(());
+        };
         let p = old.project_id.as_u128();
-        for seq in seqs {
-            let stored = self.with_events(|t| Ok(t.get((p, seq))?.map(|g| g.value().to_vec())))?;
-            let Some(Ok(mut ev)) = stored.map(|b| decode::<Event>(&b)) else {
-                continue;
-            };
-            // A UUID resource's key holds no project: the sequence may be another project's.
-            if ev.resource_id != resource || ev.state != Some(ResourceState::Customer) {
-                continue;
-            }
-            ev.state = Some(ResourceState::CustomerAt(Box::new(old.clone())));
-            let bytes = encode_record(&ev);
-            self.with_events(|t| {
-                t.insert((p, seq), bytes.as_slice())?;
-                Ok(())
-            })?;
+        let stored = self.with_events(|t| Ok(t.get((p, seq))?.map(|g| g.value().to_vec())))?;
+        let Some(Ok(mut ev)) = stored.map(|b| decode::<Event>(&b)) else {
+            return Ok(());
+        };
+        // A UUID resource's key holds no project: the sequence may be another project's.
+        if ev.resource_id != resource || ev.state != Some(ResourceState::Customer) {
+            return Ok(());
         }
-        Ok(())
+        ev.state = Some(ResourceState::CustomerAt(Box::new(old.clone())));
+        let bytes = encode_record(&ev);
+        self.with_events(|t| {
+            t.insert((p, seq), bytes.as_slice())?;
+            Ok(())
+        })
     }
 
     /// [`WriteCtx::append_event`] with `data` encoded beforehand (off the writer thread,
