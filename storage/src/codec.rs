@@ -321,7 +321,7 @@ pub fn event_type<S: serde::Serializer, T: AsRef<str>>(t: &T, s: S) -> Result<S:
 /// Reads what [`event_type`] writes: a text, or a number of [`EVENT_TYPE_CODES`] (any
 /// other number is an error: the row is from a newer build or damaged).
 pub fn read_event_type<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    read_listed_text(d, "event type", |n| EVENT_TYPE_CODES.get(n).copied())
+    read_listed_text(d, "event type", |n| listed(EVENT_TYPE_CODES, n))
 }
 
 /// The kinds of journal entry a row stores as their number in this list (schema 13, issue
@@ -351,9 +351,7 @@ pub fn journal_kind<S: serde::Serializer, T: AsRef<str>>(k: &T, s: S) -> Result<
 
 /// Reads what [`journal_kind`] writes.
 pub fn read_journal_kind<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    read_listed_text(d, "journal entry kind", |n| {
-        JOURNAL_KIND_CODES.get(n).copied()
-    })
+    read_listed_text(d, "journal entry kind", |n| listed(JOURNAL_KIND_CODES, n))
 }
 
 /// `t` as its position in `list` (one byte) in binary encodings when listed there, else
@@ -367,35 +365,23 @@ fn listed_text<S: serde::Serializer>(list: &[&str], t: &str, s: S) -> Result<S::
     s.serialize_str(t)
 }
 
-/// Reads what [`listed_text`] writes: a text, or a number that `listed` names.
+/// Reads what [`listed_text`] writes: a text, or a number that `code` names
+/// ([`listed`]).
 fn read_listed_text<'de, D: serde::Deserializer<'de>>(
     d: D,
     what: &'static str,
-    listed: fn(usize) -> Option<&'static str>,
+    code: fn(u64) -> Option<String>,
 ) -> Result<String, D::Error> {
-    // The visitor's functions are plain fn pointers, which cannot capture `listed`: it
-    // reads a text or a number, and the number is looked up here.
-    let code = d.deserialize_any(crate::records::NameOrCode::<Listed> {
+    d.deserialize_any(crate::records::NameOrCode {
         what,
-        name: |t| Some(Listed::Text(t.to_string())),
-        code: |n| Some(Listed::Code(n)),
-    })?;
-    match code {
-        Listed::Text(t) => Ok(t),
-        Listed::Code(n) => usize::try_from(n)
-            .ok()
-            .and_then(listed)
-            .map(str::to_string)
-            .ok_or_else(|| {
-                serde::de::Error::invalid_value(serde::de::Unexpected::Unsigned(n), &what)
-            }),
-    }
+        name: |t| Some(t.to_string()),
+        code,
+    })
 }
 
-/// A text or a stored number, as [`read_listed_text`] reads it.
-enum Listed {
-    Text(String),
-    Code(u64),
+/// The text at position `n` of `list`.
+fn listed(list: &[&str], n: u64) -> Option<String> {
+    list.get(usize::try_from(n).ok()?).map(|t| t.to_string())
 }
 
 /// Marker of an answer body stored deflated with [`ANSWER_DICT_1`] ([`answer_body`]).

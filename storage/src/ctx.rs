@@ -833,11 +833,11 @@ impl<'t> WriteCtx<'t> {
     }
 
     /// What must happen before stored row `old` is rewritten or removed: a customer's
-    /// compact `customer.created` takes the row as it is ([`WriteCtx::pin_customer_events`]).
+    /// compact `customer.created` takes the row as it is ([`WriteCtx::pin_customer_created`]).
     fn before_rewrite<R: Row + 'static>(&self, old: Option<&R>) -> Result<(), StoreError> {
         let old = old.map(|o| o as &dyn std::any::Any);
         match old.and_then(|o| o.downcast_ref::<crate::records::Customer>()) {
-            Some(c) => self.pin_customer_events(c),
+            Some(c) => self.pin_customer_created(c),
             None => Ok(()),
         }
     }
@@ -1123,7 +1123,7 @@ impl<'t> WriteCtx<'t> {
     /// That event is the only compact one about a customer and its first (it is written
     /// with the row), so one event is read whatever the customer's number of events. An
     /// event row that does not decode is left as it is (`appliance verify` reports it).
-    fn pin_customer_events(&self, old: &crate::records::Customer) -> Result<(), StoreError> {
+    fn pin_customer_created(&self, old: &crate::records::Customer) -> Result<(), StoreError> {
         use crate::records::ResourceState;
         let resource = old.id.to_string();
         let prefix = index::event_resource_prefix(old.project_id, &resource);

@@ -37,7 +37,7 @@ use crate::StoreError;
 pub const RUN_MAX: usize = 256;
 
 /// Longest LEB128 encoding of a u64.
-pub(crate) const VARINT_MAX: usize = 10;
+const VARINT_MAX: usize = 10;
 
 /// Prefix of the runs of `project`'s events of type `event_type`: project (16) ‖ FNV-1a 32
 /// of the type (4, big-endian; [`crate::index::event_type_hash`]).
@@ -64,8 +64,18 @@ pub fn split_key(k: &[u8]) -> Option<(&[u8], u64)> {
     Some((&k[..at], u64::from_be_bytes(first)))
 }
 
+/// Appends `seq` to the run whose value is `value` and whose last sequence is `last`
+/// (`seq` above it), unless the run is full ([`RUN_MAX`]): whether it did.
+pub(crate) fn push(value: &mut Vec<u8>, last: u64, seq: u64) -> bool {
+    if seq <= last || value.len() + VARINT_MAX > RUN_MAX {
+        return false;
+    }
+    put_varint(value, seq - last);
+    true
+}
+
 /// Appends `v` to `out` as LEB128.
-pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -113,7 +123,7 @@ pub fn encode(seqs: &[u64]) -> Vec<u8> {
 }
 
 /// Records that event `seq` of `prefix` (a type or a resource) exists, in `runs`. Events come in
-/// sequence order, so this is an append to the type's last run (or a new run when that one
+/// sequence order, so this is an append to the prefix's last run (or a new run when that one
 /// is [`RUN_MAX`] bytes); a sequence below the last, which no writer of this build makes,
 /// is inserted in its place all the same, and one already there is left as it is.
 pub fn add(
@@ -140,12 +150,11 @@ pub fn add(
     };
     let last = *seqs.last().expect("a run holds its first sequence");
     if seq > last {
-        if value.len() + VARINT_MAX > RUN_MAX {
-            runs.insert(at.as_slice(), [].as_slice())?;
-        } else {
-            let mut value = value;
-            put_varint(&mut value, seq - last);
+        let mut value = value;
+        if push(&mut value, last, seq) {
             runs.insert(run_key.as_slice(), value.as_slice())?;
+        } else {
+            runs.insert(at.as_slice(), [].as_slice())?;
         }
         return Ok(());
     }
@@ -231,7 +240,7 @@ impl Iterator for Seqs<'_> {
             let Some(mut seqs) = decode(first, v.value()) else {
                 tracing::error!(
                     key = %hex::encode(k.value()),
-                    "undecodable run of the event type index; its events are left out of lists by type"
+                    "undecodable run of an event index; its events are left out of the lists it serves"
                 );
                 continue;
             };

@@ -655,19 +655,19 @@ fn keys_to_runs(
                 total.left += 1;
                 continue;
             };
-            match &mut run {
-                Some((p, _, last, value))
-                    if *p == prefix
-                        && seq > *last
-                        && value.len() + event_runs::VARINT_MAX <= event_runs::RUN_MAX =>
-                {
-                    event_runs::put_varint(value, seq - *last);
-                    *last = seq;
+            let appended = match &mut run {
+                Some((p, _, last, value)) if *p == prefix => {
+                    let pushed = event_runs::push(value, *last, seq);
+                    if pushed {
+                        *last = seq;
+                    }
+                    pushed
                 }
-                _ => {
-                    flush(&mut run)?;
-                    run = Some((prefix, seq, seq, Vec::new()));
-                }
+                _ => false,
+            };
+            if !appended {
+                flush(&mut run)?;
+                run = Some((prefix, seq, seq, Vec::new()));
             }
             total.rows += 1;
             if total.rows % REKEY_PROGRESS_EVERY == 0 {

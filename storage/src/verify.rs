@@ -336,18 +336,20 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
         }
     }
 
-    // The event-type index's runs decode (a run that does not is left out of lists).
-    let runs = ctx.open(EVENT_TYPE_RUNS)?;
-    for e in runs.iter()? {
-        let (k, v) = e?;
-        let decodes = crate::event_runs::split_key(k.value())
-            .and_then(|(_, first)| crate::event_runs::decode(first, v.value()))
-            .is_some();
-        if !decodes {
-            rep.violations.push(format!(
-                "event type index run {} does not decode; its events are left out of lists by type",
-                hex::encode(k.value())
-            ));
+    // The event indexes' runs decode (a run that does not is left out of lists).
+    for (def, what) in [(EVENT_TYPE_RUNS, "type"), (EVENT_RESOURCE_RUNS, "resource")] {
+        let runs = ctx.open(def)?;
+        for e in runs.iter()? {
+            let (k, v) = e?;
+            let decodes = crate::event_runs::split_key(k.value())
+                .and_then(|(_, first)| crate::event_runs::decode(first, v.value()))
+                .is_some();
+            if !decodes {
+                rep.violations.push(format!(
+                    "event {what} index run {} does not decode; its events are left out of lists by {what}",
+                    hex::encode(k.value())
+                ));
+            }
         }
     }
     Ok(rep)

@@ -99,7 +99,7 @@ impl<T> serde::de::Visitor<'_> for NameOrCode<T> {
         write!(f, "{} (a name or a number)", self.what)
     }
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
-        (self.name)(v).ok_or_else(|| E::unknown_variant(v, &[]))
+        (self.name)(v).ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(v), &self))
     }
     fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<T, E> {
         (self.code)(v).ok_or_else(|| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
