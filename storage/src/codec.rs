@@ -1,7 +1,8 @@
 //! Value encoding of every stored record: one version byte, then the record.
 //!
 //! ```text
-//! 3 ‖ MessagePack, structs as arrays of their fields in order (rmp-serde `write`)  written, hot records
+//! 4 ‖ version 3 without its first field, the row's id, which is its key          written, hot rows
+//! 3 ‖ MessagePack, structs as arrays of their fields in order (rmp-serde `write`)  written, events...
 //! 2 ‖ MessagePack, structs as maps with named fields (rmp-serde `write_named`)    written, the others
 //! 1 ‖ JSON                                                                          read only
 //! ```
@@ -49,6 +50,12 @@ pub const POSITIONAL_VERSION: u8 = 3;
 /// Encoding version of the JSON values written before schema version 4 (read only).
 pub const JSON_VERSION: u8 = 1;
 
+/// Encoding version of the values written positionally less their first field, the
+/// row's id, which is the row's key (schema 14; [`Layout::Keyed`], [`encode_keyed`]): a
+/// version 3 body whose array is one shorter and lacks the id's 18 bytes. Read with
+/// [`decode_keyed`], which puts the key back; [`decode`] refuses it.
+pub const KEYED_VERSION: u8 = 4;
+
 /// Deepest nesting a stored value may have when read back, the same bound as the JSON
 /// decoder's (so a row refused before is refused now, and decoding never exhausts the stack).
 const MAX_DEPTH: usize = 128;
@@ -64,6 +71,11 @@ pub enum Layout {
     /// doc, and a [`crate::records::Row`] of this layout has `id` and `project_id` (both
     /// UUIDs) as its first two fields (what [`raw_project_id`] reads; tests check it).
     Positional,
+    /// `KEYED_VERSION ‖` positional MessagePack less the first field ([`encode_keyed`]):
+    /// rows stored under their id (a `u128` key), whose first field is that id: the hot
+    /// [`crate::records::Row`]s and journal entries. Their id is not stored twice (18 bytes
+    /// less per row; schema 14, issue 16); read them with [`decode_keyed`].
+    Keyed,
 }
 
 impl Layout {
@@ -72,6 +84,7 @@ impl Layout {
         match self {
             Layout::Named => encode(value),
             Layout::Positional => encode_positional(value),
+            Layout::Keyed => encode_keyed(value),
         }
     }
 }
@@ -135,6 +148,76 @@ impl EventData {
     }
 }
 
+/// The position after the array header at the start of a positional body, and the
+/// header's element count: a fixarray (one byte) or an array16 (three); `None` otherwise
+/// (rmp-serde writes no longer array for a record).
+fn array_head(body: &[u8]) -> Option<(usize, usize)> {
+    match *body.first()? {
+        b @ 0x90..=0x9f => Some((1, usize::from(b & 0x0f))),
+        0xdc => Some((
+            3,
+            usize::from(u16::from_be_bytes([*body.get(1)?, *body.get(2)?])),
+        )),
+        _ => None,
+    }
+}
+
+/// The array header of `body` (see [`array_head`]) with `count` elements, in the header's
+/// own form (a fixarray stays one while `count` fits it; an array16 stays an array16).
+fn with_count(body: &[u8], count: usize, out: &mut Vec<u8>) -> Option<()> {
+    match *body.first()? {
+        0x90..=0x9f if count <= 15 => out.push(0x90 | count as u8),
+        0x90..=0x9f | 0xdc => {
+            out.push(0xdc);
+            out.extend_from_slice(&u16::try_from(count).ok()?.to_be_bytes());
+        }
+        _ => return None,
+    }
+    Some(())
+}
+
+/// A UUID as rmp-serde writes it in the store's binary form: bin8 of 16 bytes.
+const UUID_HEAD: &[u8] = b"\xc4\x10";
+
+/// Encodes a record as `[KEYED_VERSION] ‖` its [`encode_positional`] body less the first
+/// element, which must be the row's id as a UUID (bin8 of 16 bytes): the row is stored under
+/// that id, so [`decode_keyed`] puts it back from the key. A record whose body does not
+/// start so (none of this build's) is written as version 3 whole.
+pub fn encode_keyed<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
+    let whole = encode_positional(value);
+    let body = &whole[1..];
+    let Some((at, count)) = array_head(body).filter(|(at, n)| {
+        *n > 0 && body.get(*at..*at + 2) == Some(UUID_HEAD) && body.len() >= *at + 18
+    }) else {
+        return whole;
+    };
+    let mut out = Vec::with_capacity(whole.len() - 18);
+    out.push(KEYED_VERSION);
+    if with_count(body, count - 1, &mut out).is_none() {
+        return whole;
+    }
+    out.extend_from_slice(&body[at + 18..]);
+    out
+}
+
+/// Decodes a value stored under `id` (a row's key): a [`KEYED_VERSION`] value gets its id
+/// back as its first field; any other version is [`decode`]d as it is. Every reader of a
+/// table keyed by row id reads through this.
+pub fn decode_keyed<T: DeserializeOwned>(id: u128, bytes: &[u8]) -> Result<T, StoreError> {
+    let Some((&KEYED_VERSION, body)) = bytes.split_first() else {
+        return decode(bytes);
+    };
+    let corrupt = || StoreError::Corrupt("keyed value without an array header".into());
+    let (at, count) = array_head(body).ok_or_else(corrupt)?;
+    let mut whole = Vec::with_capacity(bytes.len() + 20);
+    whole.push(POSITIONAL_VERSION);
+    with_count(body, count + 1, &mut whole).ok_or_else(corrupt)?;
+    whole.extend_from_slice(UUID_HEAD);
+    whole.extend_from_slice(&id.to_be_bytes());
+    whole.extend_from_slice(&body[at..]);
+    decode(&whole)
+}
+
 /// [`encode_positional`] of a record whose last field, a unit placeholder (written as
 /// MessagePack nil, one byte), is replaced by `tail`, a value already encoded: how an event
 /// row is written with its [`EventData`] without decoding or re-encoding it. (The tail
@@ -183,6 +266,9 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
         Some((&JSON_VERSION, body)) => {
             serde_json::from_slice(body).map_err(|e| StoreError::Corrupt(e.to_string()))
         }
+        Some((&KEYED_VERSION, _)) => Err(StoreError::Corrupt(
+            "a value stored without its id read without its key".into(),
+        )),
         Some((v, _)) => Err(StoreError::Corrupt(format!("unknown value version {v}"))),
         None => Err(StoreError::Corrupt("empty value".into())),
     }
@@ -200,7 +286,7 @@ pub fn encode_json_v1<T: Serialize>(value: &T) -> Vec<u8> {
 /// The `project_id` of an encoded row, found without decoding it, for rows that do not
 /// decode (see `ReadOps::get_in`). Named records carry `project_id` among their first
 /// fields, so only the head of the value is searched; positional rows ([`Layout`]) have it
-/// as their second element, after the 16 bytes of `id`.
+/// as their second element, after the 16 bytes of `id`, and keyed rows as their first.
 pub(crate) fn raw_project_id(bytes: &[u8]) -> Option<Uuid> {
     let (&version, body) = bytes.split_first()?;
     let head = &body[..body.len().min(512)];
@@ -225,6 +311,14 @@ pub(crate) fn raw_project_id(bytes: &[u8]) -> Option<Uuid> {
                 return None;
             }
             Uuid::from_slice(rest.get(20..36)?).ok()
+        }
+        KEYED_VERSION => {
+            let (at, _) = array_head(body)?;
+            let rest = body.get(at..)?;
+            if rest.get(..2)? != UUID_HEAD {
+                return None;
+            }
+            Uuid::from_slice(rest.get(2..18)?).ok()
         }
         JSON_VERSION => {
             let at = find(b"\"project_id\":\"")?;
@@ -739,7 +833,10 @@ where
                 let (k, v) = e?;
                 let kb = K::as_bytes(&k.value()).as_ref().to_vec();
                 let v = v.value();
-                if !matches!(v.first(), Some(&(VALUE_VERSION | POSITIONAL_VERSION))) {
+                if !matches!(
+                    v.first(),
+                    Some(&(VALUE_VERSION | POSITIONAL_VERSION | KEYED_VERSION))
+                ) {
                     match decode::<T>(v) {
                         Ok(r) => batch.push((kb.clone(), encode_record(&r))),
                         Err(_) => m.left += 1,
@@ -913,28 +1010,38 @@ mod tests {
         }
     }
 
-    /// A record of a positional type and its named form decode to the same record, the
-    /// positional one much smaller; and `raw_project_id` finds the project of every
-    /// positional row type (its second element).
+    /// A record of a keyed type, its positional form (version 3, as schema 13 wrote it)
+    /// and its named form decode to the same record, the keyed one the smallest: the
+    /// positional body less the id's 18 bytes, which the key puts back (plain `decode`
+    /// refuses it). `raw_project_id` finds the project of every such row in each form.
     #[test]
     fn positional_rows_read_like_named_ones_and_carry_the_project_second() {
         use crate::records::{Payout, PayoutStatus, Row, Sweep, SweepStatus, Wallet};
         fn check<R: Row + std::fmt::Debug>(r: &R) {
-            assert_eq!(R::LAYOUT, Layout::Positional);
+            assert_eq!(R::LAYOUT, Layout::Keyed);
             every_field_written(r);
-            let pos = encode_record(r);
+            let keyed = encode_record(r);
+            let pos = encode_positional(r);
             let named = encode(r);
+            assert_eq!(keyed[0], KEYED_VERSION);
             assert_eq!(pos[0], POSITIONAL_VERSION);
-            let a: R = decode(&pos).unwrap();
-            let b: R = decode(&named).unwrap();
+            assert_eq!(keyed.len() + 18, pos.len());
+            let id = r.id().as_u128();
+            let k: R = decode_keyed(id, &keyed).unwrap();
+            let a: R = decode_keyed(id, &pos).unwrap();
+            let b: R = decode_keyed(id, &named).unwrap();
+            assert_eq!(format!("{k:?}"), format!("{r:?}"));
             assert_eq!(format!("{a:?}"), format!("{r:?}"));
             assert_eq!(format!("{b:?}"), format!("{r:?}"));
+            assert!(matches!(decode::<R>(&keyed), Err(StoreError::Corrupt(_))));
+            // The id is the key's: read under another key, the row says so.
+            let other: R = decode_keyed(id ^ 1, &keyed).unwrap();
+            assert_eq!(other.id().as_u128(), id ^ 1);
             assert!(pos.len() < named.len(), "{} !< {}", pos.len(), named.len());
-            assert_eq!(raw_project_id(&pos), Some(r.project_id()));
-            assert_eq!(
-                raw_project_id(&pos[..pos.len().min(40)]),
-                Some(r.project_id())
-            );
+            for v in [&keyed, &pos] {
+                assert_eq!(raw_project_id(v), Some(r.project_id()));
+                assert_eq!(raw_project_id(&v[..v.len().min(40)]), Some(r.project_id()));
+            }
         }
         let d = deposit();
         check(&d);
@@ -1076,8 +1183,15 @@ mod tests {
             created_at: 1,
             postings: vec![posting],
         };
-        assert_eq!(<JournalEntry as Record>::LAYOUT, Layout::Positional);
+        assert_eq!(<JournalEntry as Record>::LAYOUT, Layout::Keyed);
         every_field_written(&entry);
+        let stored = encode_record(&entry);
+        assert_eq!(stored[0], KEYED_VERSION);
+        assert_eq!(stored.len() + 18, encode_positional(&entry).len());
+        assert_eq!(
+            decode_keyed::<JournalEntry>(entry.id.as_u128(), &stored).unwrap(),
+            entry
+        );
         let state = DepositState {
             status: DepositStatus::Detected,
             confirmations: 0,
@@ -1321,7 +1435,8 @@ mod tests {
         let mut d = deposit();
         d.status = DepositStatus::Orphaned;
         let coded = encode_record(&d);
-        let back: Deposit = decode(&coded).unwrap();
+        let id = d.id.as_u128();
+        let back: Deposit = decode_keyed(id, &coded).unwrap();
         assert_eq!(back.status, DepositStatus::Orphaned);
         assert_eq!(
             serde_json::to_value(&d).unwrap()["status"],
@@ -1338,11 +1453,11 @@ mod tests {
         assert_eq!((coded[at], other[at]), (3, 0));
         let old = [&coded[..at], &named, &coded[at + 1..]].concat();
         assert_eq!(old.len(), coded.len() + "orphaned".len());
-        let back: Deposit = decode(&old).unwrap();
+        let back: Deposit = decode_keyed(id, &old).unwrap();
         assert_eq!(back.status, DepositStatus::Orphaned);
         let bad = [&coded[..at], &[9u8][..], &coded[at + 1..]].concat();
         assert!(matches!(
-            decode::<Deposit>(&bad),
+            decode_keyed::<Deposit>(id, &bad),
             Err(StoreError::Corrupt(_))
         ));
         for s in [PayoutStatus::PendingApproval, PayoutStatus::Rejected] {

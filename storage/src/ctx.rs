@@ -11,7 +11,7 @@ use redb::{
 };
 use uuid::Uuid;
 
-use crate::codec::{decode, encode, encode_record, raw_project_id};
+use crate::codec::{decode, decode_keyed, encode, encode_record, raw_project_id};
 use crate::index::{self, IndexTag};
 use crate::ledger::{self, Account, Balance, JournalEntry, LedgerError};
 use crate::records::{Event, IdempotencyRecord, Row, Wallet};
@@ -178,7 +178,7 @@ pub trait ReadOps: Reader {
                     "index points at missing row {id}"
                 )));
             };
-            let Some(r) = decode_listed::<R>(R::TABLE.name(), &id, v.value()) else {
+            let Some(r) = decode_listed_row::<R>(id, v.value()) else {
                 continue;
             };
             if keep(&r) {
@@ -282,7 +282,7 @@ pub trait ReadOps: Reader {
     fn journal_entry(&self, id: Uuid) -> Result<Option<JournalEntry>, StoreError> {
         let t = self.open(JOURNAL)?;
         let v = t.get(id.as_u128())?;
-        v.map(|g| decode(g.value())).transpose()
+        v.map(|g| decode_keyed(id.as_u128(), g.value())).transpose()
     }
 
     /// An event by its `evt_` id, within `project`. An id minted since schema 12 names
@@ -642,6 +642,17 @@ fn decode_listed<T: serde::de::DeserializeOwned>(
     }
 }
 
+/// [`decode_listed`] of a [`Row`] stored under `id` ([`decode_keyed`]).
+fn decode_listed_row<R: Row>(id: Uuid, bytes: &[u8]) -> Option<R> {
+    match decode_keyed(id.as_u128(), bytes) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            log_undecodable(R::TABLE.name(), &id, &e.to_string());
+            None
+        }
+    }
+}
+
 // The reads that both contexts make on a table handle: the default [`ReadOps`] methods on
 // a handle they open, [`WriteCtx`]'s on the handle its batch keeps (`crate::ctx_cache`).
 
@@ -650,7 +661,9 @@ pub(crate) fn row_of<R: Row>(
     t: &impl ReadableTable<u128, &'static [u8]>,
     id: Uuid,
 ) -> Result<Option<R>, StoreError> {
-    t.get(id.as_u128())?.map(|g| decode(g.value())).transpose()
+    t.get(id.as_u128())?
+        .map(|g| decode_keyed(id.as_u128(), g.value()))
+        .transpose()
 }
 
 /// [`ReadOps::get_in`] on `t`, a [`Row`] table.
@@ -662,7 +675,7 @@ pub(crate) fn row_in<R: Row>(
     let Some(v) = t.get(id.as_u128())? else {
         return Ok(None);
     };
-    match decode::<R>(v.value()) {
+    match decode_keyed::<R>(id.as_u128(), v.value()) {
         Ok(r) => Ok(Some(r).filter(|r| r.project_id() == project)),
         Err(e) if raw_project_id(v.value()) == Some(project) => Err(e),
         Err(_) => Ok(None),
@@ -1344,7 +1357,7 @@ pub trait ScanOps: Reader {
         for e in t.iter()? {
             let (k, v) = e?;
             let id = Uuid::from_u128(k.value());
-            if let Some(r) = decode_listed(R::TABLE.name(), &id, v.value()) {
+            if let Some(r) = decode_listed_row::<R>(id, v.value()) {
                 out.push(r);
             }
         }
@@ -1366,7 +1379,7 @@ pub trait ScanOps: Reader {
         for e in iter.take(limit) {
             let (k, v) = e?;
             let id = Uuid::from_u128(k.value());
-            if let Some(r) = decode_listed(R::TABLE.name(), &id, v.value()) {
+            if let Some(r) = decode_listed_row::<R>(id, v.value()) {
                 out.push(r);
             }
         }

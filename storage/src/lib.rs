@@ -715,14 +715,16 @@ fn migrate_to_9(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreEr
         // The chunk is rewritten below whatever its last key; none follows u128::MAX.
         from = last.checked_add(1);
         for (k, v) in chunk {
-            let Ok(mut sw) = codec::decode::<records::Sweep>(&v) else {
+            let Ok(mut sw) = codec::decode_keyed::<records::Sweep>(k, &v) else {
                 total.left += 1;
                 continue;
             };
             sw.customer_id = match wallets.get(sw.wallet_id.as_u128())? {
-                Some(row) => codec::decode::<records::Wallet>(row.value())
-                    .map(|w| w.customer_id)
-                    .unwrap_or_default(),
+                Some(row) => {
+                    codec::decode_keyed::<records::Wallet>(sw.wallet_id.as_u128(), row.value())
+                        .map(|w| w.customer_id)
+                        .unwrap_or_default()
+                }
                 None => uuid::Uuid::nil(),
             };
             sweeps.insert(k, codec::encode_record(&sw).as_slice())?;
@@ -767,7 +769,9 @@ fn migrate_to_8(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreEr
                 continue;
             };
             let w = match wallets.get(wallet.as_u128())? {
-                Some(row) => codec::decode::<records::Wallet>(row.value()).ok(),
+                Some(row) => {
+                    codec::decode_keyed::<records::Wallet>(wallet.as_u128(), row.value()).ok()
+                }
                 None => None,
             };
             let Some(w) = w else {
@@ -1040,7 +1044,7 @@ fn move_holdings(txn: &redb::WriteTransaction) -> Result<u64, StoreError> {
         let Some(row) = wallets.get(wallet.as_u128())? else {
             continue;
         };
-        let Ok(w) = codec::decode::<records::Wallet>(row.value()) else {
+        let Ok(w) = codec::decode_keyed::<records::Wallet>(wallet.as_u128(), row.value()) else {
             continue;
         };
         let asset = String::from_utf8_lossy(asset);

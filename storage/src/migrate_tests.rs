@@ -9,11 +9,23 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHand
 use serde::{de::DeserializeOwned, Serialize};
 use uuid::Uuid;
 
-use crate::codec::{decode, encode_json_v1, JSON_VERSION, VALUE_VERSION};
+use crate::codec::{
+    decode, decode_keyed, encode_json_v1, JSON_VERSION, KEYED_VERSION, VALUE_VERSION,
+};
 use crate::ledger::{Account, AccountKind, JournalEntry, Posting};
 use crate::records::{Customer, Deposit, DepositStatus, IdempotencyRecord, Wallet};
 use crate::schema::{self, *};
 use crate::{Delta, ReadOps, Store, StoreError, StoreOptions};
+
+/// A value of a record table decoded as its readers do, from the raw bytes of its key (a
+/// row id is a `u128`, which redb stores little-endian): a keyed value gets its id back.
+fn decode_at<T: DeserializeOwned>(key: &[u8], v: &[u8]) -> T {
+    if v.first() == Some(&KEYED_VERSION) {
+        let id = u128::from_le_bytes(key.try_into().expect("a keyed value is under a u128"));
+        return decode_keyed(id, v).unwrap();
+    }
+    decode(v).unwrap()
+}
 
 fn close(store: Store) {
     let h = store.shutdown();
@@ -193,7 +205,7 @@ fn dump<K: redb::Key + 'static, T: DeserializeOwned + Serialize>(
     let mut out = BTreeMap::new();
     for e in t.iter().unwrap() {
         let (k, v) = e.unwrap();
-        let rec: T = decode(v.value()).unwrap();
+        let rec: T = decode_at(K::as_bytes(&k.value()).as_ref(), v.value());
         out.insert(
             K::as_bytes(&k.value()).as_ref().to_vec(),
             (v.value()[0], crate::codec::encode(&rec)),
@@ -229,7 +241,7 @@ fn downgrade_to_3(path: &Path) {
         let mut rows = Vec::new();
         for e in t.iter().unwrap() {
             let (k, v) = e.unwrap();
-            let rec: T = decode(v.value()).unwrap();
+            let rec: T = decode_at(K::as_bytes(&k.value()).as_ref(), v.value());
             rows.push((
                 K::as_bytes(&k.value()).as_ref().to_vec(),
                 encode_json_v1(&rec),
@@ -564,8 +576,8 @@ fn a_schema_5_store_migrates_to_6_and_its_old_events_still_read() {
         {
             let t = w.open_table(DEPOSITS).unwrap();
             for e in t.iter().unwrap() {
-                let (_, v) = e.unwrap();
-                deps.push(decode::<Deposit>(v.value()).unwrap());
+                let (k, v) = e.unwrap();
+                deps.push(decode_keyed::<Deposit>(k.value(), v.value()).unwrap());
             }
             let mut idx = w.open_table(INDEX).unwrap();
             for d in &deps {
@@ -865,7 +877,7 @@ fn rewrite_named(path: &Path) {
         let mut rows = Vec::new();
         for e in t.iter().unwrap() {
             let (k, v) = e.unwrap();
-            let rec: T = decode(v.value()).unwrap();
+            let rec: T = decode_at(K::as_bytes(&k.value()).as_ref(), v.value());
             rows.push((
                 K::as_bytes(&k.value()).as_ref().to_vec(),
                 crate::codec::encode(&rec),
@@ -957,8 +969,11 @@ fn a_named_store_takes_positional_rows_and_reads_both() {
     for ((table, _), v) in &new {
         let want = if [PROJECTS.name(), API_KEYS.name()].contains(table) {
             VALUE_VERSION
-        } else {
+        } else if [EVENTS.name(), IDEMPOTENCY.name()].contains(table) {
             POSITIONAL_VERSION
+        } else {
+            // Rows under their id (schema 14): deposits, customers, wallets, journal...
+            KEYED_VERSION
         };
         assert_eq!(**v, want, "{table}");
     }
@@ -1025,9 +1040,9 @@ fn a_named_store_takes_positional_rows_and_reads_both() {
     close(copy);
 }
 
-/// A positional row that does not decode is still found to be its project's (the project is
-/// its second element): `get_in` reports it as corrupt to its project and as absent to any
-/// other, as for a named row.
+/// A keyed or positional row that does not decode is still found to be its project's (the
+/// project is its first element, or its second after the id): `get_in` reports it as
+/// corrupt to its project and as absent to any other, as for a named row.
 #[test]
 fn an_undecodable_positional_row_belongs_to_its_project() {
     let dir = tempfile::tempdir().unwrap();
@@ -1036,26 +1051,182 @@ fn an_undecodable_positional_row_belongs_to_its_project() {
     let p = populate(&store);
     let deposits: Vec<Deposit> = store.read_blocking(crate::ScanOps::all).unwrap();
     close(store);
-    let id = deposits[0].id;
+    assert!(deposits.len() >= 2);
+    let ids = [deposits[0].id, deposits[1].id];
     {
         let db = Database::create(&path).unwrap();
         let w = db.begin_write().unwrap();
         {
             let mut t = w.open_table(DEPOSITS).unwrap();
-            let v = t.get(id.as_u128()).unwrap().unwrap().value().to_vec();
-            assert_eq!(v[0], crate::codec::POSITIONAL_VERSION);
-            t.insert(id.as_u128(), &v[..v.len() - 5]).unwrap();
+            let keyed = t.get(ids[0].as_u128()).unwrap().unwrap().value().to_vec();
+            assert_eq!(keyed[0], KEYED_VERSION);
+            t.insert(ids[0].as_u128(), &keyed[..keyed.len() - 5])
+                .unwrap();
+            // As schema 13 wrote it: positional, with the id.
+            let pos = crate::codec::encode_positional(&deposits[1]);
+            t.insert(ids[1].as_u128(), &pos[..pos.len() - 5]).unwrap();
         }
         w.commit().unwrap();
     }
     let store = Store::open(&path, StoreOptions::default()).unwrap();
-    let mine = store.read_blocking(move |r| r.get_in::<Deposit>(p, id));
-    assert!(matches!(mine, Err(StoreError::Corrupt(_))), "{mine:?}");
-    let other = store
-        .read_blocking(move |r| r.get_in::<Deposit>(Uuid::now_v7(), id))
-        .unwrap();
-    assert!(other.is_none());
+    for id in ids {
+        let mine = store.read_blocking(move |r| r.get_in::<Deposit>(p, id));
+        assert!(matches!(mine, Err(StoreError::Corrupt(_))), "{mine:?}");
+        let other = store
+            .read_blocking(move |r| r.get_in::<Deposit>(Uuid::now_v7(), id))
+            .unwrap();
+        assert!(other.is_none());
+    }
     close(store);
+}
+
+/// A store of schema 13, whose hot rows and journal entries carry their id (positional,
+/// version 3), opens with no migration pass: its rows read, list and verify as before,
+/// beside the rows without their id (version 4) the build writes next, and a backup keeps
+/// both as they are.
+#[test]
+fn a_schema_13_store_reads_its_rows_with_ids_beside_keyed_ones() {
+    use crate::codec::{encode_positional, POSITIONAL_VERSION};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let p1 = populate(&store);
+    let deposits: Vec<Deposit> = store.read_blocking(crate::ScanOps::all).unwrap();
+    let resource = deposits[0].id.to_string();
+    let listed = lists(&store, p1, resource.clone());
+    close(store);
+
+    fn to_positional<K: redb::Key + 'static, T: DeserializeOwned + Serialize>(
+        w: &redb::WriteTransaction,
+        def: TableDefinition<K, &[u8]>,
+    ) {
+        let mut t = w.open_table(def).unwrap();
+        let mut rows = Vec::new();
+        for e in t.iter().unwrap() {
+            let (k, v) = e.unwrap();
+            if v.value()[0] == KEYED_VERSION {
+                let kb = K::as_bytes(&k.value()).as_ref().to_vec();
+                let rec: T = decode_at(&kb, v.value());
+                rows.push((kb, encode_positional(&rec)));
+            }
+        }
+        for (k, v) in rows {
+            t.insert(K::from_bytes(&k), v.as_slice()).unwrap();
+        }
+    }
+    let (versions, contents) = {
+        let db = Database::create(&path).unwrap();
+        let before = raw_versions(&db);
+        let keyed = before.values().filter(|&&x| x == KEYED_VERSION).count();
+        // 5 customers, wallets, deposits and journal entries at least.
+        assert!(keyed >= 4 * 5, "{keyed}");
+        let w = db.begin_write().unwrap();
+        macro_rules! p {
+            ($def:ident, $ty:ty) => {
+                to_positional::<_, $ty>(&w, $def)
+            };
+        }
+        schema::for_each_record_table!(p);
+        w.open_table(META)
+            .unwrap()
+            .insert("schema_version", 13u32.to_be_bytes().as_slice())
+            .unwrap();
+        w.commit().unwrap();
+        let after = raw_versions(&db);
+        assert!(!after.values().any(|&x| x == KEYED_VERSION));
+        for (k, v) in &before {
+            let want = if *v == KEYED_VERSION {
+                POSITIONAL_VERSION
+            } else {
+                *v
+            };
+            assert_eq!(after[k], want, "{k:?}");
+        }
+        (after, dump_all(&db))
+    };
+
+    // Opens as it is; reads, lists and verifies as before; writes keyed rows beside.
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let rep = store.read_blocking(crate::verify::verify).unwrap();
+    assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+    assert_eq!(lists(&store, p1, resource.clone()), listed);
+    let p2 = populate(&store);
+    let d2: Vec<Deposit> = store.read_blocking(crate::ScanOps::all).unwrap();
+    assert_eq!(d2.len(), 2 * deposits.len());
+    for d in &d2 {
+        let (p, id) = (d.project_id, d.id);
+        let back: Deposit = store
+            .read_blocking(move |r| r.get_in(p, id))
+            .unwrap()
+            .unwrap();
+        assert_eq!(format!("{back:?}"), format!("{d:?}"));
+        let entry = d.ledger_tx_id.unwrap();
+        let e = store
+            .read_blocking(move |r| r.journal_entry(entry))
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.id, entry);
+        assert!(!e.postings.is_empty());
+    }
+    close(store);
+
+    let db = Database::create(&path).unwrap();
+    let now = raw_versions(&db);
+    for (k, v) in versions.iter().filter(|(k, _)| k.0 != IDEMPOTENCY.name()) {
+        assert_eq!(
+            now.get(k),
+            Some(v),
+            "a row of schema 13 was rewritten: {k:?}"
+        );
+    }
+    let new_keyed = now
+        .iter()
+        .filter(|(k, v)| !versions.contains_key(*k) && **v == KEYED_VERSION)
+        .count();
+    assert!(new_keyed >= 4 * 5, "{new_keyed}");
+    let all = dump_all(&db);
+    // (The second project's idempotency keys are the first's: those rows are replaced.)
+    for (table, rows) in contents.iter().filter(|(t, _)| **t != IDEMPOTENCY.name()) {
+        for (k, (_, named)) in rows {
+            assert_eq!(&all[table][k].1, named, "{table} row changed");
+        }
+    }
+    let meta = db.begin_read().unwrap();
+    let version = meta
+        .open_table(META)
+        .unwrap()
+        .get("schema_version")
+        .unwrap()
+        .unwrap()
+        .value()
+        .to_vec();
+    assert_eq!(version, schema::SCHEMA_VERSION.to_be_bytes());
+    drop(meta);
+    drop(db);
+
+    // A backup holds both forms as they are; the copy verifies and lists.
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let dest = dir.path().join("backup.redb");
+    store
+        .read_blocking(|r| crate::backup::backup(r, &dest))
+        .unwrap();
+    close(store);
+    {
+        let db = Database::create(&dest).unwrap();
+        assert_eq!(raw_versions(&db), now);
+    }
+    let copy = Store::open(&dest, StoreOptions::default()).unwrap();
+    let rep = copy.read_blocking(crate::verify::verify).unwrap();
+    assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+    assert_eq!(lists(&copy, p1, resource), listed);
+    let r2 = d2
+        .iter()
+        .find(|d| d.project_id == p2)
+        .unwrap()
+        .id
+        .to_string();
+    assert_eq!(lists(&copy, p2, r2)[0].len(), 3);
+    close(copy);
 }
 
 /// What the lists over the moved indexes answer for `p`: deposits by status, chain and in
@@ -1568,7 +1739,8 @@ fn a_schema_8_store_indexes_deposits_and_sweeps_under_their_customers() {
                     sw.id,
                 );
                 idx.insert(old.as_slice(), ()).unwrap();
-                let b = rows.get(sw.id.as_u128()).unwrap().unwrap().value().to_vec();
+                // As schema 8 wrote it: positional (version 3), without `customer_id`.
+                let b = crate::codec::encode_positional(sw);
                 assert_eq!(b[1], 0x9e, "a positional row of 14 fields");
                 let mut old_row = vec![b[0], 0x9d];
                 old_row.extend_from_slice(&b[2..b.len() - 18]);

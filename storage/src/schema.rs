@@ -352,7 +352,11 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   (`coded_serde!` in [`crate::records`]); rows written before read as they are. And
 ///   `customer.created` stores no data ([`crate::records::ResourceState::Customer`]): the
 ///   customer's row renders it, and is pinned into the event before the row changes.
-pub const SCHEMA_VERSION: u32 = 13;
+/// * 14: a deposit's, payout's, sweep's, customer's or wallet's row and a journal entry are
+///   stored without their id, which is their key ([`crate::codec::KEYED_VERSION`], 18
+///   bytes less per row); rows of version 3 read as they are (no migration). A build of
+///   schema 13 refuses the store, whose rows it would not read.
+pub const SCHEMA_VERSION: u32 = 14;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
 /// encodings of one record type: the schema 4 migration rewrites them and `verify` decodes

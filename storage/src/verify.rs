@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use redb::{Key, ReadableTable, TableDefinition, TableHandle};
 use uuid::Uuid;
 
-use crate::codec::decode;
+use crate::codec::{decode, decode_keyed};
 use crate::ledger::{self, Account, AccountKind, Balance, JournalEntry};
 use crate::records::{
     BatchStatus, BillingAccount, BillingEntry, ConversionBatch, Deposit, DepositStatus, EntryKind,
@@ -43,9 +43,9 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
     let mut conv_entries: BTreeMap<Uuid, Vec<JournalEntry>> = BTreeMap::new();
     let journal = ctx.open(JOURNAL)?;
     for e in journal.iter()? {
-        let (_, v) = e?;
+        let (k, v) = e?;
         // Undecodable rows are reported by `check_decodable`.
-        let Ok(entry) = decode::<JournalEntry>(v.value()) else {
+        let Ok(entry) = decode_keyed::<JournalEntry>(k.value(), v.value()) else {
             continue;
         };
         rep.journal_entries += 1;
@@ -188,8 +188,8 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
     // Deposits: confirmed ones carry a journal entry that exists.
     let deposits = ctx.open(DEPOSITS)?;
     for e in deposits.iter()? {
-        let (_, v) = e?;
-        let Ok(d) = decode::<Deposit>(v.value()) else {
+        let (k, v) = e?;
+        let Ok(d) = decode_keyed::<Deposit>(k.value(), v.value()) else {
             continue;
         };
         rep.rows_checked += 1;
@@ -858,8 +858,8 @@ fn check_open_sweeps(
     }
     let sweeps = ctx.open(SWEEPS)?;
     for e in sweeps.iter()? {
-        let (_, v) = e?;
-        let Ok(sw) = decode::<Sweep>(v.value()) else {
+        let (k, v) = e?;
+        let Ok(sw) = decode_keyed::<Sweep>(k.value(), v.value()) else {
             continue;
         };
         if sw.status == SweepStatus::Open && !named.contains_key(&sw.id) {
@@ -955,7 +955,7 @@ fn check_decodable(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
         let t = ctx.open(def)?;
         for e in t.iter()? {
             let (k, v) = e?;
-            if let Err(err) = decode::<T>(v.value()) {
+            if let Err(err) = K::decode::<T>(k.value(), v.value()) {
                 rep.violations.push(format!(
                     "{} row {} cannot be decoded: {err}",
                     def.name(),
@@ -977,10 +977,21 @@ fn check_decodable(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
 /// How `verify` names a row by its key.
 trait KeyText: Key {
     fn text(k: Self::SelfType<'_>) -> String;
+    /// Decodes the value stored under `k` as its table's readers do: under a row id,
+    /// through [`decode_keyed`].
+    fn decode<T: serde::de::DeserializeOwned>(
+        _k: Self::SelfType<'_>,
+        v: &[u8],
+    ) -> Result<T, StoreError> {
+        decode(v)
+    }
 }
 impl KeyText for u128 {
     fn text(k: u128) -> String {
         Uuid::from_u128(k).to_string()
+    }
+    fn decode<T: serde::de::DeserializeOwned>(k: u128, v: &[u8]) -> Result<T, StoreError> {
+        decode_keyed(k, v)
     }
 }
 impl KeyText for (u128, u64) {

@@ -150,13 +150,13 @@ macro_rules! layouts {
 }
 
 layouts! {
-    Deposit => Positional,
-    Payout => Positional,
-    Sweep => Positional,
-    Customer => Positional,
-    Wallet => Positional,
+    Deposit => Keyed,
+    Payout => Keyed,
+    Sweep => Keyed,
+    Customer => Keyed,
+    Wallet => Keyed,
     Event => Positional,
-    crate::ledger::JournalEntry => Positional,
+    crate::ledger::JournalEntry => Keyed,
     IdempotencyRecord => Positional,
     Project => Named,
     ApiKey => Named,
