@@ -247,7 +247,8 @@ pub fn sim_tx_hash(label: &str, id: Uuid) -> String {
 }
 
 /// Test-mode hash of a simulated transfer into a deposit address (a test deposit, a test
-/// transfer): `0x` + the 16 bytes of its id (a UUID v7: time first) + the first 16 bytes of
+/// transfer): `0x` + the 16 bytes of `id` (a UUID v7 minted for the transfer, time first:
+/// the test transfer's id, a test deposit's [`deposits::Minted`]) + the first 16 bytes of
 /// [`sim_tx_hash`]`(label, id)`, in hex. Still `0x` + 64 hex digits, unique as the id is,
 /// and derived from it; but the transfer's unique key ([`appliance_storage::index::transfer_key`],
 /// hash first) of the transfers of one store batch now sit side by side at the end of their
