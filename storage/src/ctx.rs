@@ -113,13 +113,11 @@ pub trait ReadOps: Reader {
         limit: usize,
         mut keep: impl FnMut(Uuid) -> Result<bool, StoreError>,
     ) -> Result<Page<Uuid>, StoreError> {
-        let t = self.open(index_table_of(prefix))?;
-        let upper = upper_bound(prefix, before);
+        let (t, runs) = (self.open(index_table_of(prefix))?, self.open(ID_RUNS)?);
         let mut items = Vec::new();
         let mut has_more = false;
-        for entry in t.range::<&[u8]>(prefix..upper.as_slice())?.rev() {
-            let (k, _) = entry?;
-            let id = index::id_of(k.value());
+        for id in ids_under(&t, &runs, prefix, before)? {
+            let id = id?;
             if keep(id)? {
                 if items.len() == limit {
                     has_more = true;
@@ -158,21 +156,15 @@ pub trait ReadOps: Reader {
         keep: impl Fn(&R) -> bool,
         max_visits: usize,
     ) -> Result<Option<Page<R>>, StoreError> {
-        let t = self.open(index_table_of(prefix))?;
+        let (t, runs) = (self.open(index_table_of(prefix))?, self.open(ID_RUNS)?);
         let rows = self.open(R::TABLE)?;
-        let upper = upper_bound(prefix, before);
         let mut items = Vec::new();
         let mut has_more = false;
-        for (visits, entry) in t
-            .range::<&[u8]>(prefix..upper.as_slice())?
-            .rev()
-            .enumerate()
-        {
+        for (visits, id) in ids_under(&t, &runs, prefix, before)?.enumerate() {
             if visits == max_visits {
                 return Ok(None);
             }
-            let (k, _) = entry?;
-            let id = index::id_of(k.value());
+            let id = id?;
             let Some(v) = rows.get(id.as_u128())? else {
                 return Err(StoreError::Corrupt(format!(
                     "index points at missing row {id}"
@@ -748,6 +740,27 @@ fn log_undecodable(table: &str, key: &dyn std::fmt::Display, error: &str) {
 
 /// Exclusive upper bound of a newest-first scan under `prefix`: just below the cursor row,
 /// or the end of the prefix.
+/// The ids under an index prefix, newest first, strictly older than `before` when given:
+/// from the keys of `index` (the table of the prefix's tag), or from the runs of `runs`
+/// for a prefix listed per customer ([`crate::id_runs::is_run_prefix`], schema 14).
+fn ids_under<'a>(
+    index: &'a impl ReadableTable<&'static [u8], ()>,
+    runs: &'a impl ReadableTable<&'static [u8], &'static [u8]>,
+    prefix: &[u8],
+    before: Option<Uuid>,
+) -> Result<Box<dyn Iterator<Item = Result<Uuid, StoreError>> + 'a>, StoreError> {
+    if crate::id_runs::is_run_prefix(prefix) {
+        let ids = crate::id_runs::ids_desc(runs, prefix, before.map(|b| b.as_u128()))?;
+        return Ok(Box::new(ids.map(|id| id.map(Uuid::from_u128))));
+    }
+    let upper = upper_bound(prefix, before);
+    let keys = index.range::<&[u8]>(prefix..upper.as_slice())?.rev();
+    Ok(Box::new(keys.map(|e| {
+        e.map(|(k, _)| index::id_of(k.value()))
+            .map_err(StoreError::from)
+    })))
+}
+
 fn upper_bound(prefix: &[u8], before: Option<Uuid>) -> Vec<u8> {
     match before {
         Some(c) => [prefix, c.as_bytes().as_slice()].concat(),
@@ -882,9 +895,7 @@ impl<'t> WriteCtx<'t> {
         let old_keys = old.map(|o| o.index_keys()).unwrap_or_default();
         let mut counted: Vec<(Vec<u8>, bool)> = Vec::new();
         for k in &old_keys {
-            if !new_keys.contains(k)
-                && self.with_index_write(k, |idx| Ok(idx.remove(k.as_slice())?.is_some()))?
-            {
+            if !new_keys.contains(k) && self.row_index_remove(k)? {
                 if let Some(c) = index::counter_key(k) {
                     counted.push((c.to_vec(), false));
                 }
@@ -896,7 +907,7 @@ impl<'t> WriteCtx<'t> {
             if old_keys.contains(k) {
                 continue;
             }
-            if self.with_index_write(k, |idx| Ok(idx.insert(k.as_slice(), ())?.is_none()))? {
+            if self.row_index_insert(k)? {
                 if let Some(c) = index::counter_key(k) {
                     counted.push((c.to_vec(), true));
                 }
@@ -918,6 +929,24 @@ impl<'t> WriteCtx<'t> {
         })
     }
 
+    /// Writes index key `k` of a row: into its tag's index table, or into its customer's
+    /// run ([`crate::id_runs::is_run_key`], schema 14). Whether it was not there.
+    fn row_index_insert(&self, k: &[u8]) -> Result<bool, StoreError> {
+        if crate::id_runs::is_run_key(k) {
+            return self.with_id_runs(|t| crate::id_runs::add(t, k));
+        }
+        self.with_index_write(k, |idx| Ok(idx.insert(k, ())?.is_none()))
+    }
+
+    /// Removes index key `k` of a row, wherever [`WriteCtx::row_index_insert`] writes it.
+    /// Whether it was there.
+    fn row_index_remove(&self, k: &[u8]) -> Result<bool, StoreError> {
+        if crate::id_runs::is_run_key(k) {
+            return self.with_id_runs(|t| crate::id_runs::remove(t, k));
+        }
+        self.with_index_write(k, |idx| Ok(idx.remove(k)?.is_some()))
+    }
+
     /// Removes a row and all its index entries; returns it (`None` when absent, nothing
     /// written).
     pub fn delete<R: Row + 'static>(&mut self, id: Uuid) -> Result<Option<R>, StoreError> {
@@ -929,7 +958,7 @@ impl<'t> WriteCtx<'t> {
             self.before_rewrite(Some(&old))?;
             let mut counted: Vec<Vec<u8>> = Vec::new();
             for k in old.index_keys() {
-                if self.with_index_write(&k, |idx| Ok(idx.remove(k.as_slice())?.is_some()))? {
+                if self.row_index_remove(&k)? {
                     if let Some(c) = index::counter_key(&k) {
                         counted.push(c.to_vec());
                     }

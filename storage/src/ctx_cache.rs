@@ -38,6 +38,7 @@ pub(crate) struct OpenTables<'t> {
     index: Vec<(IndexDef, IndexTable<'t>)>,
     event_type_runs: Option<Table<'t, &'static [u8], &'static [u8]>>,
     event_resource_runs: Option<Table<'t, &'static [u8], &'static [u8]>>,
+    id_runs: Option<Table<'t, &'static [u8], &'static [u8]>>,
     unique: Option<Table<'t, &'static [u8], u128>>,
     accounts: Option<Table<'t, &'static [u8], (u128, u128)>>,
     events: Option<Table<'t, (u128, u64), &'static [u8]>>,
@@ -78,6 +79,8 @@ impl OpenTables<'_> {
             self.event_type_runs = None;
         } else if name == EVENT_RESOURCE_RUNS.name() {
             self.event_resource_runs = None;
+        } else if name == ID_RUNS.name() {
+            self.id_runs = None;
         } else if name == UNIQUE.name() {
             self.unique = None;
         } else if name == ACCOUNTS.name() {
@@ -238,6 +241,10 @@ impl<'t> WriteCtx<'t> {
         /// Runs `f` on the kept handle of `event_resource_runs` (`f` must not use the
         /// context).
         with_event_resource_runs, event_resource_runs, EVENT_RESOURCE_RUNS, &'static [u8], &'static [u8]
+    );
+    kept!(
+        /// Runs `f` on the kept handle of `id_runs` (`f` must not use the context).
+        with_id_runs, id_runs, ID_RUNS, &'static [u8], &'static [u8]
     );
     kept!(
         /// Runs `f` on the kept handle of `unique` (`f` must not use the context).

@@ -23,6 +23,7 @@ mod ctx;
 mod ctx_cache;
 mod ctx_state;
 pub mod event_runs;
+pub mod id_runs;
 pub mod index;
 pub mod ledger;
 pub mod records;
@@ -449,6 +450,7 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
     }
     txn.open_table(schema::EVENT_TYPE_RUNS)?;
     txn.open_table(schema::EVENT_RESOURCE_RUNS)?;
+    txn.open_table(schema::ID_RUNS)?;
     txn.open_table(schema::ACCOUNTS)?;
     txn.open_table(schema::JOURNAL)?;
     txn.open_table(schema::EVENTS)?;
@@ -554,6 +556,14 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
             "event indexes kept as runs of sequences (schema version 13)"
         );
     }
+    if found.is_some_and(|v| v < 14) {
+        let m = migrate_to_14(&txn)?;
+        tracing::info!(
+            rows = m.rows,
+            left = m.left,
+            "index keys listed per customer kept as runs of ids (schema version 14)"
+        );
+    }
     txn.commit()?;
     Ok(())
 }
@@ -613,6 +623,61 @@ fn migrate_to_13(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreE
         rows: by_type.rows + by_resource.rows,
         left: by_type.left + by_resource.left,
     })
+}
+
+/// Schema 13 -> 14: the keys of `index` listed per customer ([`index::IndexTag::ByCustomer`]:
+/// a customer's deposits and its wallets' sweeps; [`index::IndexTag::PayoutsByCustomer`])
+/// become runs of [`schema::ID_RUNS`] ([`id_runs`]), filled in key order, and leave
+/// `index`; all in the opening transaction, so a crash leaves schema 13 whole. `rows`
+/// counts the keys moved; a key too short to hold an id is dropped (counted in `left`).
+fn migrate_to_14(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
+    use redb::ReadableTable;
+    let mut total = codec::Migrated::default();
+    let mut index = txn.open_table(schema::INDEX)?;
+    let mut runs = txn.open_table(schema::ID_RUNS)?;
+    for tag in [
+        index::IndexTag::ByCustomer,
+        index::IndexTag::PayoutsByCustomer,
+    ] {
+        let (lo, hi) = ([tag as u8], [tag as u8 + 1]);
+        let range = lo.as_slice()..hi.as_slice();
+        // The run being filled: its prefix and ids (ascending, as the keys come).
+        let mut run: Option<(Vec<u8>, Vec<u128>)> = None;
+        let mut flush = |run: &mut Option<(Vec<u8>, Vec<u128>)>| {
+            run.take().map_or(Ok(()), |(prefix, ids)| {
+                let value: Vec<u8> = ids[1..].iter().flat_map(|i| i.to_be_bytes()).collect();
+                runs.insert(id_runs::key(&prefix, ids[0]).as_slice(), value.as_slice())
+                    .map(|_| ())
+            })
+        };
+        for e in index.range::<&[u8]>(range.clone())? {
+            let (k, _) = e?;
+            let Some((prefix, id)) = id_runs::split_key(k.value()) else {
+                total.left += 1;
+                continue;
+            };
+            match &mut run {
+                Some((p, ids))
+                    if p.as_slice() == prefix
+                        && ids.len() < id_runs::RUN_IDS
+                        && ids.last().is_some_and(|l| *l < id) =>
+                {
+                    ids.push(id)
+                }
+                _ => {
+                    flush(&mut run)?;
+                    run = Some((prefix.to_vec(), vec![id]));
+                }
+            }
+            total.rows += 1;
+            if total.rows % REKEY_PROGRESS_EVERY == 0 {
+                tracing::info!(moved = total.rows, "customer index: moving into runs");
+            }
+        }
+        flush(&mut run)?;
+        index.retain_in::<&[u8], _>(range, |_, _| false)?;
+    }
+    Ok(total)
 }
 
 /// Moves every key of `old` (an event index of schema 12, read in key order, so each

@@ -1094,6 +1094,41 @@ fn a_schema_13_store_reads_its_rows_with_ids_beside_keyed_ones() {
     let deposits: Vec<Deposit> = store.read_blocking(crate::ScanOps::all).unwrap();
     let resource = deposits[0].id.to_string();
     let listed = lists(&store, p1, resource.clone());
+    // Each customer's deposits, newest first, in pages of 1 and whole.
+    let by_customer = |store: &Store, deposits: &[Deposit]| -> Vec<Vec<Uuid>> {
+        let owners: Vec<(Uuid, Uuid)> = deposits
+            .iter()
+            .map(|d| (d.project_id, d.customer_id))
+            .collect();
+        store
+            .read_blocking(move |r| {
+                let mut out = Vec::new();
+                for (p, c) in owners {
+                    let prefix = crate::index::deposits_of_customer(p, c);
+                    out.push(
+                        r.list::<Deposit>(&prefix, None, 10, |_| true)?
+                            .items
+                            .iter()
+                            .map(|d| d.id)
+                            .collect(),
+                    );
+                    let (mut paged, mut cursor) = (Vec::new(), None);
+                    loop {
+                        let page = r.list::<Deposit>(&prefix, cursor, 1, |_| true)?;
+                        paged.extend(page.items.iter().map(|d| d.id));
+                        cursor = page.items.last().map(|d| d.id);
+                        if !page.has_more {
+                            break;
+                        }
+                    }
+                    out.push(paged);
+                }
+                Ok::<_, StoreError>(out)
+            })
+            .unwrap()
+    };
+    let customers_listed = by_customer(&store, &deposits);
+    assert!(customers_listed.iter().all(|ids| !ids.is_empty()));
     close(store);
 
     fn to_positional<K: redb::Key + 'static, T: DeserializeOwned + Serialize>(
@@ -1127,6 +1162,22 @@ fn a_schema_13_store_reads_its_rows_with_ids_beside_keyed_ones() {
             };
         }
         schema::for_each_record_table!(p);
+        // The keys listed per customer, as schema 13 kept them: one key each in `index`.
+        {
+            use redb::ReadableTableMetadata;
+            let mut runs = w.open_table(ID_RUNS).unwrap();
+            let mut idx = w.open_table(INDEX).unwrap();
+            for e in runs.iter().unwrap() {
+                let (k, v) = e.unwrap();
+                let (prefix, first) = crate::id_runs::split_key(k.value()).unwrap();
+                for id in crate::id_runs::decode(first, v.value()).unwrap() {
+                    idx.insert(crate::id_runs::key(prefix, id).as_slice(), ())
+                        .unwrap();
+                }
+            }
+            assert!(runs.len().unwrap() >= 3);
+            runs.retain(|_, _| false).unwrap();
+        }
         w.open_table(META)
             .unwrap()
             .insert("schema_version", 13u32.to_be_bytes().as_slice())
@@ -1150,6 +1201,7 @@ fn a_schema_13_store_reads_its_rows_with_ids_beside_keyed_ones() {
     let rep = store.read_blocking(crate::verify::verify).unwrap();
     assert!(rep.violations.is_empty(), "{:?}", rep.violations);
     assert_eq!(lists(&store, p1, resource.clone()), listed);
+    assert_eq!(by_customer(&store, &deposits), customers_listed);
     let p2 = populate(&store);
     let d2: Vec<Deposit> = store.read_blocking(crate::ScanOps::all).unwrap();
     assert_eq!(d2.len(), 2 * deposits.len());
@@ -1219,6 +1271,24 @@ fn a_schema_13_store_reads_its_rows_with_ids_beside_keyed_ones() {
     let rep = copy.read_blocking(crate::verify::verify).unwrap();
     assert!(rep.violations.is_empty(), "{:?}", rep.violations);
     assert_eq!(lists(&copy, p1, resource), listed);
+    assert_eq!(by_customer(&copy, &deposits), customers_listed);
+    {
+        // No key listed per customer is left in `index`.
+        let db = Database::create(&path).unwrap();
+        let r = db.begin_read().unwrap();
+        let idx = r.open_table(INDEX).unwrap();
+        for t in [
+            crate::index::IndexTag::ByCustomer as u8,
+            crate::index::IndexTag::PayoutsByCustomer as u8,
+        ] {
+            assert_eq!(
+                idx.range::<&[u8]>([t].as_slice()..[t + 1].as_slice())
+                    .unwrap()
+                    .count(),
+                0
+            );
+        }
+    }
     let r2 = d2
         .iter()
         .find(|d| d.project_id == p2)
@@ -1717,9 +1787,10 @@ fn a_schema_8_store_indexes_deposits_and_sweeps_under_their_customers() {
         let w = db.begin_write().unwrap();
         {
             let mut idx = w.open_table(INDEX).unwrap();
+            let mut runs = w.open_table(ID_RUNS).unwrap();
             for d in &deposits {
                 let new = index::deposit_by_customer_key(p, d.customer_id, d.id);
-                assert!(idx.remove(new.as_slice()).unwrap().is_some());
+                assert!(crate::id_runs::remove(&mut runs, &new).unwrap());
                 let old = index::key(
                     IndexTag::DepositsByCustomer,
                     p,
@@ -1731,7 +1802,7 @@ fn a_schema_8_store_indexes_deposits_and_sweeps_under_their_customers() {
             let mut rows = w.open_table(SWEEPS).unwrap();
             for sw in &sweeps {
                 let new = index::sweep_by_wallet_key(p, sw.customer_id, sw.wallet_id, sw.id);
-                assert!(idx.remove(new.as_slice()).unwrap().is_some());
+                assert!(crate::id_runs::remove(&mut runs, &new).unwrap());
                 let old = index::key(
                     IndexTag::SweepsByWallet,
                     p,

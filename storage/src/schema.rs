@@ -187,6 +187,12 @@ pub const EVENTS_BY_RESOURCE: TableDefinition<&[u8], ()> =
 /// ([`crate::event_runs`]).
 pub const EVENT_RESOURCE_RUNS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("event_resource_runs");
+/// A customer's deposits and its wallets' sweeps ([`crate::index::IndexTag::ByCustomer`])
+/// and its payouts ([`crate::index::IndexTag::PayoutsByCustomer`]), schema 14: runs of up to
+/// [`crate::id_runs::RUN_IDS`] ids, keyed by the index prefix ‖ the run's first id
+/// ([`crate::id_runs`]). Up to schema 13 these were keys of [`INDEX`] (moved on open,
+/// `migrate_to_14`).
+pub const ID_RUNS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("id_runs");
 pub const ACCOUNTS: TableDefinition<&[u8], (u128, u128)> = TableDefinition::new("accounts");
 pub const JOURNAL: TableDefinition<u128, &[u8]> = TableDefinition::new("journal");
 pub const EVENTS: TableDefinition<(u128, u64), &[u8]> = TableDefinition::new("events");
@@ -355,7 +361,10 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 /// * 14: a deposit's, payout's, sweep's, customer's or wallet's row and a journal entry are
 ///   stored without their id, which is their key ([`crate::codec::KEYED_VERSION`], 18
 ///   bytes less per row); rows of version 3 read as they are (no migration). A build of
-///   schema 13 refuses the store, whose rows it would not read.
+///   schema 13 refuses the store, whose rows it would not read. Also from schema 14, the
+///   index keys listed per customer (a customer's deposits, its wallets' sweeps, its
+///   payouts) are runs of ids in [`ID_RUNS`] ([`crate::id_runs`]) instead of a key each in
+///   [`INDEX`]: moved on open (`migrate_to_14`).
 pub const SCHEMA_VERSION: u32 = 14;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]

@@ -1,0 +1,390 @@
+//! The per-customer index ranges as runs of ids (schema 14, issue 16).
+//!
+//! A customer's deposits, its wallets' sweeps ([`crate::index::IndexTag::ByCustomer`]) and
+//! its payouts ([`crate::index::IndexTag::PayoutsByCustomer`]) were one key of `index` each:
+//! `prefix ‖ id`, 50 to 70 bytes, landing in the middle of the table (at the end of the
+//! customer's range), where redb splits a full leaf evenly and the left half keeps its free
+//! space. [`crate::schema::ID_RUNS`] keeps them as runs:
+//!
+//! ```text
+//! key   = prefix ‖ first id (16, big-endian)
+//! value = the run's later ids, ascending, 16 bytes each (at most RUN_IDS - 1)
+//! ```
+//!
+//! so an id costs its 16 bytes and a share of its run's key. The prefix is the one the
+//! index key had ([`crate::index::deposits_of_customer`], [`crate::index::sweeps_of_wallet`],
+//! the payouts' prefix): the writer still computes `prefix ‖ id` as the row's index key
+//! ([`crate::records::Row::index_keys`]) and this module stores it ([`is_run_key`]). A
+//! prefix is never a prefix of another of the same tag (its values are length-prefixed), so
+//! a range of `prefix ‖ 0` to `prefix ‖ u128::MAX` holds that prefix's runs only.
+//!
+//! Runs of one prefix never overlap: every id of a run is below the first of the next.
+//! Readers are total: a run that does not decode is logged and skipped (`appliance verify`
+//! reports the ids it loses), and a writer that lands in it starts a run of its own.
+
+use redb::{ReadableTable, Table};
+
+use crate::index::IndexTag;
+use crate::StoreError;
+
+/// Ids a run holds at most (its key's and the later ones): a value of 224 bytes, so an
+/// append rewrites a small row.
+pub const RUN_IDS: usize = 15;
+
+/// The index tags kept in runs: those listed per customer.
+const RUN_TAGS: [u8; 2] = [
+    IndexTag::ByCustomer as u8,
+    IndexTag::PayoutsByCustomer as u8,
+];
+
+/// Whether `key`, an index key of a row, is kept in [`crate::schema::ID_RUNS`] rather than in
+/// an index table: the tags listed per customer.
+pub fn is_run_key(key: &[u8]) -> bool {
+    key.len() > 16 && is_run_prefix(key)
+}
+
+/// Whether `prefix` (of a list) names runs ([`is_run_key`]'s tags).
+pub fn is_run_prefix(prefix: &[u8]) -> bool {
+    prefix.first().is_some_and(|t| RUN_TAGS.contains(t))
+}
+
+/// Key of the run of `prefix` that starts at `first`.
+pub fn key(prefix: &[u8], first: u128) -> Vec<u8> {
+    let mut k = Vec::with_capacity(prefix.len() + 16);
+    k.extend_from_slice(prefix);
+    k.extend_from_slice(&first.to_be_bytes());
+    k
+}
+
+/// (prefix, id) of an index key or run key: its last 16 bytes are the id; `None` for a key
+/// too short to hold a prefix and one.
+pub fn split_key(k: &[u8]) -> Option<(&[u8], u128)> {
+    let at = k.len().checked_sub(16).filter(|at| *at > 0)?;
+    let id: [u8; 16] = k[at..].try_into().ok()?;
+    Some((&k[..at], u128::from_be_bytes(id)))
+}
+
+/// The ids of the run that starts at `first` with `value`, ascending; `None` when the
+/// value is not a whole number of ids strictly above `first` and each other.
+pub fn decode(first: u128, value: &[u8]) -> Option<Vec<u128>> {
+    // A whole number of ids, and a bounded one (this build writes at most RUN_IDS).
+    if !value.len().is_multiple_of(16) || value.len() > 16 * 255 {
+        return None;
+    }
+    let mut ids = Vec::with_capacity(value.len() / 16 + 1);
+    ids.push(first);
+    for c in value.chunks_exact(16) {
+        let id = u128::from_be_bytes(c.try_into().ok()?);
+        if id <= *ids.last()? {
+            return None;
+        }
+        ids.push(id);
+    }
+    Some(ids)
+}
+
+/// The value of a run holding `ids` (ascending; the first is in the key).
+fn encode(ids: &[u128]) -> Vec<u8> {
+    ids.iter().skip(1).flat_map(|i| i.to_be_bytes()).collect()
+}
+
+/// The run of `prefix` that holds `id` or would: the last one starting at or below it.
+fn run_at(
+    runs: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    prefix: &[u8],
+    id: u128,
+) -> Result<Option<(u128, Vec<u8>)>, StoreError> {
+    Ok(runs
+        .range::<&[u8]>(key(prefix, 0).as_slice()..=key(prefix, id).as_slice())?
+        .next_back()
+        .transpose()?
+        .and_then(|(k, v)| Some((split_key(k.value())?.1, v.value().to_vec()))))
+}
+
+/// Stores index key `prefix ‖ id` ([`is_run_key`]) in `runs`; whether it was not there.
+/// Ids come mostly in ascending order (UUID v7 minted by the writer), so this is an append
+/// to the prefix's last run, or a new run when that one is full; an id below the last is
+/// inserted in its place, the run split in two when it outgrows [`RUN_IDS`].
+pub fn add(
+    runs: &mut Table<'_, &'static [u8], &'static [u8]>,
+    index_key: &[u8],
+) -> Result<bool, StoreError> {
+    let Some((prefix, id)) = split_key(index_key) else {
+        return Ok(false);
+    };
+    let Some((first, value)) = run_at(runs, prefix, id)? else {
+        runs.insert(key(prefix, id).as_slice(), [].as_slice())?;
+        return Ok(true);
+    };
+    let Some(mut ids) = decode(first, &value) else {
+        // An undecodable run (readers skip it): the id starts a run of its own, which
+        // replaces that one if it starts at the same id.
+        runs.insert(key(prefix, id).as_slice(), [].as_slice())?;
+        return Ok(true);
+    };
+    let Err(pos) = ids.binary_search(&id) else {
+        return Ok(false);
+    };
+    if pos == ids.len() && ids.len() == RUN_IDS {
+        runs.insert(key(prefix, id).as_slice(), [].as_slice())?;
+        return Ok(true);
+    }
+    ids.insert(pos, id);
+    if ids.len() <= RUN_IDS {
+        runs.insert(key(prefix, first).as_slice(), encode(&ids).as_slice())?;
+    } else {
+        let (lo, hi) = ids.split_at(ids.len() / 2);
+        runs.insert(key(prefix, first).as_slice(), encode(lo).as_slice())?;
+        runs.insert(key(prefix, hi[0]).as_slice(), encode(hi).as_slice())?;
+    }
+    Ok(true)
+}
+
+/// Removes index key `prefix ‖ id` from `runs`; whether it was there. The run is rewritten
+/// without it, or removed when it was its only id, or moved to its next id when it was
+/// its first.
+pub fn remove(
+    runs: &mut Table<'_, &'static [u8], &'static [u8]>,
+    index_key: &[u8],
+) -> Result<bool, StoreError> {
+    let Some((prefix, id)) = split_key(index_key) else {
+        return Ok(false);
+    };
+    let Some((first, value)) = run_at(runs, prefix, id)? else {
+        return Ok(false);
+    };
+    let Some(mut ids) = decode(first, &value) else {
+        return Ok(false);
+    };
+    let Ok(pos) = ids.binary_search(&id) else {
+        return Ok(false);
+    };
+    ids.remove(pos);
+    if pos == 0 {
+        runs.remove(key(prefix, first).as_slice())?;
+        if let Some(&next) = ids.first() {
+            runs.insert(key(prefix, next).as_slice(), encode(&ids).as_slice())?;
+        }
+    } else {
+        runs.insert(key(prefix, first).as_slice(), encode(&ids).as_slice())?;
+    }
+    Ok(true)
+}
+
+/// Whether `runs` holds index key `prefix ‖ id`.
+pub fn contains(
+    runs: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    index_key: &[u8],
+) -> Result<bool, StoreError> {
+    let Some((prefix, id)) = split_key(index_key) else {
+        return Ok(false);
+    };
+    Ok(run_at(runs, prefix, id)?
+        .and_then(|(first, v)| decode(first, &v))
+        .is_some_and(|ids| ids.binary_search(&id).is_ok()))
+}
+
+/// The ids of `prefix`'s runs below `before` (all for `None`), newest (highest) first,
+/// read run by run as the caller takes them. A run that does not decode is logged and
+/// skipped.
+pub fn ids_desc<'a>(
+    runs: &'a impl ReadableTable<&'static [u8], &'static [u8]>,
+    prefix: &[u8],
+    before: Option<u128>,
+) -> Result<IdsDesc<'a>, StoreError> {
+    let lo = key(prefix, 0);
+    let range = match before {
+        // The run holding ids just below `before` starts below it.
+        Some(b) => runs.range::<&[u8]>(lo.as_slice()..key(prefix, b).as_slice())?,
+        None => runs.range::<&[u8]>(lo.as_slice()..=key(prefix, u128::MAX).as_slice())?,
+    };
+    Ok(IdsDesc {
+        range,
+        buffered: Vec::new(),
+        before,
+    })
+}
+
+/// Iterator of [`ids_desc`].
+pub struct IdsDesc<'a> {
+    range: redb::Range<'a, &'static [u8], &'static [u8]>,
+    /// The current run's ids still to give, ascending (given from the end).
+    buffered: Vec<u128>,
+    before: Option<u128>,
+}
+
+impl Iterator for IdsDesc<'_> {
+    type Item = Result<u128, StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(id) = self.buffered.pop() {
+                return Some(Ok(id));
+            }
+            let (k, v) = match self.range.next_back()? {
+                Ok(e) => e,
+                Err(e) => return Some(Err(e.into())),
+            };
+            let Some((_, first)) = split_key(k.value()) else {
+                continue;
+            };
+            let Some(mut ids) = decode(first, v.value()) else {
+                tracing::error!(
+                    key = %hex::encode(k.value()),
+                    "undecodable run of a customer's index; its ids are left out of the lists it serves"
+                );
+                continue;
+            };
+            if let Some(b) = self.before {
+                ids.retain(|i| *i < b);
+            }
+            self.buffered = ids;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::ID_RUNS;
+    use crate::{Reader, Store, StoreOptions};
+    use uuid::Uuid;
+
+    fn listed(store: &Store, prefix: &[u8], before: Option<u128>) -> Vec<u128> {
+        let prefix = prefix.to_vec();
+        store
+            .read_blocking(move |r| {
+                let t = r.open(ID_RUNS)?;
+                ids_desc(&t, &prefix, before)?.collect::<Result<Vec<_>, _>>()
+            })
+            .unwrap()
+    }
+
+    fn rows(store: &Store) -> Vec<(Vec<u8>, Vec<u8>)> {
+        store
+            .read_blocking(|r| {
+                let t = r.open(ID_RUNS)?;
+                t.iter()?
+                    .map(|e| {
+                        let (k, v) = e?;
+                        Ok((k.value().to_vec(), v.value().to_vec()))
+                    })
+                    .collect::<Result<Vec<_>, StoreError>>()
+            })
+            .unwrap()
+    }
+
+    /// Appends fill runs of RUN_IDS; an id out of order lands in its place (splitting a
+    /// full run), a repeated one is not doubled, a removed one leaves (a run's first moves
+    /// its key); lists give every id newest first from any cursor, per prefix; a run that
+    /// does not decode leaves out its own ids only, `verify` names it, and the next id is
+    /// listed.
+    #[test]
+    fn runs_hold_each_id_once_and_list_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
+        let p = Uuid::now_v7();
+        let (c1, c2) = (Uuid::now_v7(), Uuid::now_v7());
+        let (a, b) = (
+            crate::index::deposits_of_customer(p, c1),
+            crate::index::deposits_of_customer(p, c2),
+        );
+        assert!(is_run_prefix(&a) && !is_run_prefix(&[IndexTag::Deposits as u8]));
+        let ids: Vec<u128> = (0..100u128).map(|i| 1_000 + i * 10).collect();
+        let (ia, ib) = (ids.clone(), ids.clone());
+        let (pa, pb) = (a.clone(), b.clone());
+        store
+            .write_blocking(move |ctx| {
+                ctx.with_id_runs(|t| {
+                    for (x, y) in ia.iter().zip(&ib) {
+                        assert!(add(t, &key(&pa, *x))?);
+                        assert!(add(t, &key(&pb, *y + 1))?);
+                    }
+                    Ok(())
+                })
+            })
+            .unwrap();
+        // 100 ids: 7 runs of 15 ids at most, per prefix.
+        assert_eq!(rows(&store).len(), 2 * 7);
+        assert!(rows(&store)
+            .iter()
+            .all(|(_, v)| v.len() <= 16 * (RUN_IDS - 1)));
+        let mut want: Vec<u128> = ids.iter().rev().copied().collect();
+        assert_eq!(listed(&store, &a, None), want);
+        for cut in [0usize, 1, 14, 15, 16, 57, 99] {
+            let before = want[cut];
+            assert_eq!(listed(&store, &a, Some(before)), want[cut + 1..]);
+        }
+        assert_eq!(
+            listed(&store, &b, None),
+            want.iter().map(|i| i + 1).collect::<Vec<_>>()
+        );
+
+        // Out of order into a full run, repeated, removed (a run's first, a middle one).
+        let pa = a.clone();
+        store
+            .write_blocking(move |ctx| {
+                ctx.with_id_runs(|t| {
+                    assert!(add(t, &key(&pa, 1_005))?);
+                    assert!(!add(t, &key(&pa, 1_005))?);
+                    assert!(!add(t, &key(&pa, 1_010))?);
+                    assert!(remove(t, &key(&pa, 1_000))?);
+                    assert!(remove(t, &key(&pa, 1_500))?);
+                    assert!(!remove(t, &key(&pa, 1_500))?);
+                    assert!(contains(t, &key(&pa, 1_005))?);
+                    assert!(!contains(t, &key(&pa, 1_000))?);
+                    Ok(())
+                })
+            })
+            .unwrap();
+        want.retain(|i| *i != 1_000 && *i != 1_500);
+        want.push(1_005);
+        want.sort_by(|x, y| y.cmp(x));
+        assert_eq!(listed(&store, &a, None), want);
+        assert!(rows(&store)
+            .iter()
+            .all(|(_, v)| v.len() <= 16 * (RUN_IDS - 1)));
+
+        // A damaged run: only its ids leave; verify names it; the next id is listed.
+        let (bad_key, lost) = rows(&store)
+            .into_iter()
+            .filter(|(k, _)| k.starts_with(&b))
+            .map(|(k, v)| (k.clone(), decode(split_key(&k).unwrap().1, &v).unwrap()))
+            .nth(2)
+            .unwrap();
+        store
+            .write_blocking(move |ctx| {
+                ctx.with_id_runs(|t| {
+                    t.insert(bad_key.as_slice(), [1u8; 7].as_slice())?;
+                    Ok(())
+                })
+            })
+            .unwrap();
+        let left = listed(&store, &b, None);
+        assert_eq!(left.len(), 100 - lost.len());
+        assert!(lost.iter().all(|i| !left.contains(i)));
+        let rep = store.read_blocking(crate::verify::verify).unwrap();
+        assert_eq!(rep.violations.len(), 1, "{:?}", rep.violations);
+        assert!(rep.violations[0].contains("does not decode"));
+        let pb = b.clone();
+        store
+            .write_blocking(move |ctx| ctx.with_id_runs(|t| add(t, &key(&pb, 5_000))))
+            .unwrap();
+        assert_eq!(listed(&store, &b, None)[0], 5_000);
+    }
+
+    #[test]
+    fn runs_refuse_values_that_are_not_ascending_ids() {
+        let v: Vec<u8> = [5u128, 9].iter().flat_map(|i| i.to_be_bytes()).collect();
+        assert_eq!(decode(1, &v).unwrap(), [1, 5, 9]);
+        assert_eq!(decode(1, &[]).unwrap(), [1]);
+        assert_eq!(decode(5, &v), None, "not above the first");
+        assert_eq!(decode(1, &v[..20]), None, "not whole ids");
+        let down: Vec<u8> = [9u128, 5].iter().flat_map(|i| i.to_be_bytes()).collect();
+        assert_eq!(decode(1, &down), None);
+        let p = crate::index::deposits_of_customer(Uuid::now_v7(), Uuid::now_v7());
+        assert_eq!(split_key(&key(&p, 42)), Some((&p[..], 42)));
+        assert_eq!(split_key(&[7; 16]), None);
+        assert!(is_run_key(&key(&p, 42)) && !is_run_key(&p[..1]));
+    }
+}
