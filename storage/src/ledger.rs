@@ -283,9 +283,17 @@ impl<'de> Deserialize<'de> for Account {
                 use serde::de::Error;
                 let missing = || A::Error::custom("short account: too few elements");
                 let customer: Option<Uuid> = q.next_element()?.ok_or_else(missing)?;
-                let chain: String = q.next_element()?.ok_or_else(missing)?;
-                let asset: String = q.next_element()?.ok_or_else(missing)?;
-                let kind: u8 = q.next_element()?.ok_or_else(missing)?;
+                // [customer, chain, asset, kind], or [customer, kind] for an account of the
+                // posting before's chain and asset (schema 14): chain and asset left empty
+                // for the entry to fill in.
+                let (chain, asset, kind) = match q.next_element()?.ok_or_else(missing)? {
+                    ChainOrKind::Chain(chain) => {
+                        let asset: String = q.next_element()?.ok_or_else(missing)?;
+                        let kind: u8 = q.next_element()?.ok_or_else(missing)?;
+                        (chain, asset, kind)
+                    }
+                    ChainOrKind::Kind(kind) => (String::new(), String::new(), kind),
+                };
                 if q.next_element::<serde::de::IgnoredAny>()?.is_some() {
                     return Err(A::Error::custom("short account: too many elements"));
                 }
@@ -308,6 +316,34 @@ impl<'de> Deserialize<'de> for Account {
                     asset: f.asset,
                     kind: f.kind,
                 })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The second element of a journal entry's short account ([`Account`]'s `visit_seq`): the
+/// chain's name, or the kind of an account of the chain and asset of the posting before.
+enum ChainOrKind {
+    Chain(String),
+    Kind(u8),
+}
+
+impl<'de> Deserialize<'de> for ChainOrKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = ChainOrKind;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a chain name or an account kind")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ChainOrKind, E> {
+                Ok(ChainOrKind::Chain(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ChainOrKind, E> {
+                u8::try_from(v)
+                    .map(ChainOrKind::Kind)
+                    .map_err(|_| E::custom("account kind out of range"))
             }
         }
         d.deserialize_any(V)
@@ -350,7 +386,7 @@ impl Posting {
 /// issue 16). An account of another project, and every account in human-readable formats,
 /// keeps its form. Rows of earlier schemas (whole keys, or fields in JSON) read as before.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(from = "JournalRow")]
+#[serde(try_from = "JournalRow")]
 pub struct JournalEntry {
     /// UUID v7; also the `ledger_tx_id` shown on deposits.
     pub id: Uuid,
@@ -377,23 +413,34 @@ struct JournalRow {
     postings: Vec<Posting>,
 }
 
-impl From<JournalRow> for JournalEntry {
-    fn from(r: JournalRow) -> Self {
+impl TryFrom<JournalRow> for JournalEntry {
+    type Error = &'static str;
+    fn try_from(r: JournalRow) -> Result<Self, Self::Error> {
         let mut postings = r.postings;
-        for p in &mut postings {
+        for i in 0..postings.len() {
             // Only the short form reads as nil: no project is ever nil.
-            if p.account.project_id.is_nil() {
-                p.account.project_id = r.project_id;
+            if postings[i].account.project_id.is_nil() {
+                postings[i].account.project_id = r.project_id;
+            }
+            // Only the shortest form reads without a chain: no chain is ever empty.
+            if postings[i].account.chain.is_empty() {
+                let before = i
+                    .checked_sub(1)
+                    .map(|b| &postings[b].account)
+                    .ok_or("a journal entry's first account names no chain")?;
+                let (chain, asset) = (before.chain.clone(), before.asset.clone());
+                postings[i].account.chain = chain;
+                postings[i].account.asset = asset;
             }
         }
-        JournalEntry {
+        Ok(JournalEntry {
             id: r.id,
             project_id: r.project_id,
             kind: r.kind,
             ref_id: r.ref_id,
             created_at: r.created_at,
             postings,
-        }
+        })
     }
 }
 
@@ -418,10 +465,11 @@ struct EntryPostings<'a> {
 
 impl Serialize for EntryPostings<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.postings.iter().map(|p| PostingOut {
+        s.collect_seq(self.postings.iter().enumerate().map(|(i, p)| PostingOut {
             account: EntryAccount {
                 project: self.project,
                 account: &p.account,
+                before: i.checked_sub(1).map(|b| &self.postings[b].account),
             },
             debit: p.debit,
             credit: p.credit,
@@ -444,6 +492,8 @@ struct PostingOut<'a> {
 struct EntryAccount<'a> {
     project: Uuid,
     account: &'a Account,
+    /// The account of the posting before, if any.
+    before: Option<&'a Account>,
 }
 
 impl Serialize for EntryAccount<'_> {
@@ -453,8 +503,17 @@ impl Serialize for EntryAccount<'_> {
         if s.is_human_readable() || a.project_id != self.project {
             return a.serialize(s);
         }
+        let customer = (!a.customer_id.is_nil()).then_some(a.customer_id);
+        if self.before.is_some_and(|b| {
+            b.project_id == a.project_id && b.chain == a.chain && b.asset == a.asset
+        }) {
+            let mut t = s.serialize_tuple(2)?;
+            t.serialize_element(&customer)?;
+            t.serialize_element(&(a.kind as u8))?;
+            return t.end();
+        }
         let mut t = s.serialize_tuple(4)?;
-        t.serialize_element(&(!a.customer_id.is_nil()).then_some(a.customer_id))?;
+        t.serialize_element(&customer)?;
         t.serialize_element(&a.chain)?;
         t.serialize_element(&a.asset)?;
         t.serialize_element(&(a.kind as u8))?;
@@ -717,6 +776,110 @@ mod tests {
             .unwrap();
         bytes[at] = 99;
         assert!(crate::codec::decode::<JournalEntry>(&bytes).is_err());
+    }
+
+    /// A short account of the chain and asset of the posting before is written as
+    /// `[customer, kind]` (schema 14): each chain and asset is stored once per run of
+    /// postings that share them, and reads back whole; entries of schema 13 (every account
+    /// with its chain and asset) read the same; a first account without a chain is refused.
+    #[test]
+    fn journal_entries_name_a_repeated_chain_and_asset_once() {
+        use crate::codec::{decode, encode_positional};
+        let project = Uuid::now_v7();
+        let customer = Uuid::now_v7();
+        let acct = |c: Uuid, chain: &str, asset: &str, kind| {
+            Account::customer(project, c, chain, asset, kind)
+        };
+        let entry = |postings: Vec<Posting>| JournalEntry {
+            id: Uuid::now_v7(),
+            project_id: project,
+            kind: "deposit_credit".into(),
+            ref_id: Uuid::now_v7(),
+            created_at: 1_700_000_000_000_000,
+            postings,
+        };
+        let count =
+            |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).filter(|w| *w == needle).count();
+        let e = entry(vec![
+            Posting::debit(
+                acct(Uuid::nil(), "ethereum", "USDT", AccountKind::Deposits),
+                7,
+            ),
+            Posting::credit(
+                acct(customer, "ethereum", "USDT", AccountKind::Available),
+                7,
+            ),
+        ]);
+        let bytes = encode_positional(&e);
+        assert_eq!((count(&bytes, b"ethereum"), count(&bytes, b"USDT")), (1, 1));
+        assert_eq!(decode::<JournalEntry>(&bytes).unwrap(), e);
+        // Three postings: the chain repeats, the asset changes, then repeats.
+        let three = entry(vec![
+            Posting::debit(
+                acct(Uuid::nil(), "ethereum", "ETH", AccountKind::Deposits),
+                9,
+            ),
+            Posting::credit(
+                acct(customer, "ethereum", "USDT", AccountKind::Available),
+                5,
+            ),
+            Posting::credit(
+                acct(Uuid::nil(), "ethereum", "USDT", AccountKind::Operator),
+                4,
+            ),
+        ]);
+        let bytes = encode_positional(&three);
+        assert_eq!((count(&bytes, b"ethereum"), count(&bytes, b"USDT")), (2, 1));
+        assert_eq!(decode::<JournalEntry>(&bytes).unwrap(), three);
+        // After an account of another project (written whole), the short form still names
+        // only what differs.
+        let mut mixed = e.clone();
+        mixed.postings[0].account.project_id = Uuid::now_v7();
+        let bytes = encode_positional(&mixed);
+        assert_eq!(decode::<JournalEntry>(&bytes).unwrap(), mixed);
+        // As schema 13 wrote it: every short account with its chain and asset.
+        type Short<'a> = (Option<Uuid>, &'a str, &'a str, u8);
+        let old = encode_positional(&(
+            e.id,
+            e.project_id,
+            0u8,
+            e.ref_id,
+            e.created_at,
+            vec![
+                (
+                    (
+                        None::<Uuid>,
+                        "ethereum",
+                        "USDT",
+                        AccountKind::Deposits as u8,
+                    ) as Short,
+                    7u64,
+                    0u64,
+                ),
+                (
+                    (
+                        Some(customer),
+                        "ethereum",
+                        "USDT",
+                        AccountKind::Available as u8,
+                    ),
+                    0,
+                    7,
+                ),
+            ],
+        ));
+        assert_eq!(decode::<JournalEntry>(&old).unwrap(), e);
+        assert!(old.len() >= encode_positional(&e).len() + 14);
+        // A first account that names no chain does not read.
+        let bad = encode_positional(&(
+            e.id,
+            e.project_id,
+            0u8,
+            e.ref_id,
+            e.created_at,
+            vec![((None::<Uuid>, AccountKind::Deposits as u8), 7u64, 0u64)],
+        ));
+        assert!(decode::<JournalEntry>(&bad).is_err());
     }
 
     /// A journal entry's kind of `codec::JOURNAL_KIND_CODES` is stored as its one-byte
