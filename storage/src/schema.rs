@@ -364,7 +364,9 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   schema 13 refuses the store, whose rows it would not read. Also from schema 14, the
 ///   index keys listed per customer (a customer's deposits, its wallets' sweeps, its
 ///   payouts) are runs of ids in [`ID_RUNS`] ([`crate::id_runs`]) instead of a key each in
-///   [`INDEX`]: moved on open (`migrate_to_14`).
+///   [`INDEX`]: moved on open (`migrate_to_14`). And a journal entry writes an account of
+///   the chain and asset of the posting before as `[customer, kind]`
+///   ([`crate::ledger::JournalEntry`]); entries written before read as they are.
 pub const SCHEMA_VERSION: u32 = 14;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
