@@ -347,6 +347,9 @@ pub fn amount<S: serde::Serializer>(v: &u128, s: S) -> Result<S::Ok, S::Error> {
 pub fn event_id<S: serde::Serializer, T: AsRef<str>>(id: &T, s: S) -> Result<S::Ok, S::Error> {
     let id = id.as_ref();
     if !s.is_human_readable() {
+        if let Some(random) = short_event_id_bytes(id) {
+            return s.serialize_bytes(&random);
+        }
         if let Some(u) = id.strip_prefix("evt_").and_then(|rest| {
             ulid::Ulid::from_string(rest)
                 .ok()
@@ -358,9 +361,52 @@ pub fn event_id<S: serde::Serializer, T: AsRef<str>>(id: &T, s: S) -> Result<S::
     s.serialize_str(id)
 }
 
-/// Reads what [`event_id`] writes: a string, or 16 bytes (`evt_` + the ULID).
+/// Reads what [`event_id`] writes: a string, 16 bytes (`evt_` + the ULID), or the 5 random
+/// bytes of a short id ([`SHORT_EVENT_ID`] + their hex, which the store's reader makes
+/// whole from the event's time and sequence, `ctx::event_id_in_full`).
 pub fn read_event_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    d.deserialize_any(StrOr16(|b| format!("evt_{}", ulid::Ulid::from_bytes(b))))
+    struct V;
+    impl serde::de::Visitor<'_> for V {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a string, 16 bytes or 5 bytes")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_string<E: serde::de::Error>(self, v: String) -> Result<String, E> {
+            Ok(v)
+        }
+        fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<String, E> {
+            match v.len() {
+                16 => Ok(format!(
+                    "evt_{}",
+                    ulid::Ulid::from_bytes(v.try_into().expect("16 bytes"))
+                )),
+                SHORT_EVENT_ID_BYTES => Ok(format!("{SHORT_EVENT_ID}{}", hex::encode(v))),
+                n => Err(E::invalid_length(n, &self)),
+            }
+        }
+    }
+    d.deserialize_any(V)
+}
+
+/// Prefix of an event id read in short form (schema 14): the id's ULID is the event's
+/// millisecond, its sequence and these random bits (`ctx::event_ulid`), so the row stores
+/// only the random bits, 7 bytes instead of 18; the store's reader makes the id whole
+/// (`ctx::event_id_in_full`) and its writer shortens it (`ctx::event_id_in_short`). Never
+/// shown: no reader returns an event before making its id whole.
+pub const SHORT_EVENT_ID: &str = "evt~";
+
+/// Bytes of a short event id: the ULID's 40 random bits.
+pub const SHORT_EVENT_ID_BYTES: usize = 5;
+
+/// The random bytes of a short event id ([`SHORT_EVENT_ID`] + 10 hex digits).
+pub fn short_event_id_bytes(id: &str) -> Option<[u8; SHORT_EVENT_ID_BYTES]> {
+    let digits = id.strip_prefix(SHORT_EVENT_ID)?;
+    let mut b = [0u8; SHORT_EVENT_ID_BYTES];
+    hex::decode_to_slice(digits, &mut b).ok()?;
+    Some(b)
 }
 
 /// Every event type the appliance emits or SPEC.md section 6 lists: the binary's event

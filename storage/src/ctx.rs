@@ -332,9 +332,10 @@ pub trait ReadOps: Reader {
         let Some(v) = t.get((project.as_u128(), seq))? else {
             return Ok(None);
         };
-        let ev = decode::<Event>(v.value())?;
+        let mut ev = decode::<Event>(v.value())?;
         drop(v);
         drop(t);
+        event_id_in_full(&mut ev, seq);
         if !accept(&ev) {
             return Ok(None);
         }
@@ -350,6 +351,7 @@ pub trait ReadOps: Reader {
         use crate::records::{Customer, Deposit, Payout, ResourceRow, ResourceState, Wallet};
         ev.project_id = project;
         ev.sequence = seq;
+        event_id_in_full(&mut ev, seq);
         ev.row = match (&ev.deposit, &ev.state) {
             (Some(st), _) => self
                 .event_resource::<Deposit>(project, seq, &ev.resource_id)?
@@ -1182,12 +1184,14 @@ impl<'t> WriteCtx<'t> {
         let Some(Ok(mut ev)) = stored.map(|b| decode::<Event>(&b)) else {
             return Ok(());
         };
+        ev.sequence = seq;
+        event_id_in_full(&mut ev, seq);
         // A UUID resource's key holds no project: the sequence may be another project's.
         if ev.resource_id != resource || ev.state != Some(ResourceState::Customer) {
             return Ok(());
         }
         ev.state = Some(ResourceState::CustomerAt(Box::new(old.clone())));
-        let bytes = encode_record(&ev);
+        let bytes = encode_event(&mut ev, None);
         self.with_events(|t| {
             t.insert((p, seq), bytes.as_slice())?;
             Ok(())
@@ -1234,11 +1238,11 @@ impl<'t> WriteCtx<'t> {
             let seq = self.last_sequence_memo(project)? + 1;
             // Schema 12: the id names the sequence, so no `event_ids` row is needed to find
             // it; a sequence too large to name gets a random ULID and the row.
-            let (ulid, named) = match event_ulid(seq) {
+            let (ulid, named) = match event_ulid(seq, self.now) {
                 Some(u) => (u, true),
                 None => (ulid::Ulid::new(), false),
             };
-            let ev = Event {
+            let mut ev = Event {
                 id: format!("evt_{ulid}"),
                 project_id: project,
                 sequence: seq,
@@ -1251,10 +1255,7 @@ impl<'t> WriteCtx<'t> {
                 state,
                 row: None,
             };
-            let bytes = match encoded {
-                Some(data) => crate::codec::encode_with_tail(&EventRow::of(&ev), data),
-                None => encode_record(&ev),
-            };
+            let bytes = encode_event(&mut ev, encoded);
             self.with_events(|events| {
                 events.insert((project.as_u128(), seq), bytes.as_slice())?;
                 Ok(())
@@ -1284,23 +1285,72 @@ const EVENT_SEQ_BITS: u32 = 40;
 /// (two projects' events of one sequence in one millisecond differ here).
 const EVENT_RANDOM_BITS: u32 = 40;
 
-/// The ULID of the event at `seq` (schema 12): the current millisecond (48 bits), then
-/// `seq` (40 bits), then 40 random bits, so [`ReadOps::event`] finds the event from its id
-/// alone and no `event_ids` row is written (issue 16: one table less per event). `None`
-/// for a sequence of 0 or of 2^40 and more (such an event gets a random ULID and an
-/// `event_ids` row, as before schema 12).
-pub(crate) fn event_ulid(seq: u64) -> Option<ulid::Ulid> {
-    if seq == 0 || seq >> EVENT_SEQ_BITS != 0 {
+/// The ULID of the event at `seq` created at `created_at` (Unix microseconds; schema 12):
+/// its millisecond (48 bits), then `seq` (40 bits), then 40 random bits, so
+/// [`ReadOps::event`] finds the event from its id alone and no `event_ids` row is written
+/// (issue 16: one table less per event); and, from schema 14, the row stores only the
+/// random bits ([`event_id_in_short`]). `None` for a sequence of 0 or of 2^40 and more, or
+/// a time outside the ULID's (such an event gets a random ULID and an `event_ids` row, as
+/// before schema 12).
+pub(crate) fn event_ulid(seq: u64, created_at: i64) -> Option<ulid::Ulid> {
+    let random = u128::from(ulid::Ulid::new()) & ((1u128 << EVENT_RANDOM_BITS) - 1);
+    named_ulid(seq, created_at, random)
+}
+
+/// The ULID named by (time of `created_at`, `seq`, `random`); `None` outside their ranges.
+fn named_ulid(seq: u64, created_at: i64, random: u128) -> Option<ulid::Ulid> {
+    let ms = u128::try_from(created_at.div_euclid(1000)).ok()?;
+    if seq == 0 || seq >> EVENT_SEQ_BITS != 0 || ms >> 48 != 0 || random >> EVENT_RANDOM_BITS != 0 {
         return None;
     }
-    let fresh = u128::from(ulid::Ulid::new());
-    let time = fresh >> (EVENT_SEQ_BITS + EVENT_RANDOM_BITS);
-    let random = fresh & ((1u128 << EVENT_RANDOM_BITS) - 1);
     Some(ulid::Ulid::from(
-        time << (EVENT_SEQ_BITS + EVENT_RANDOM_BITS)
-            | u128::from(seq) << EVENT_RANDOM_BITS
-            | random,
+        ms << (EVENT_SEQ_BITS + EVENT_RANDOM_BITS) | u128::from(seq) << EVENT_RANDOM_BITS | random,
     ))
+}
+
+/// The short form of `ev`'s id as stored (schema 14; [`crate::codec::SHORT_EVENT_ID`]):
+/// its random bits, when its ULID is [`named_ulid`] of the event's time and sequence;
+/// `None` when it is not (an id of an earlier schema, or a random one).
+fn event_id_in_short(ev: &Event) -> Option<String> {
+    let ulid = event_ulid_of(&ev.id)?;
+    let random = ulid & ((1u128 << EVENT_RANDOM_BITS) - 1);
+    (named_ulid(ev.sequence, ev.created_at, random).map(u128::from) == Some(ulid)).then(|| {
+        let b = random.to_be_bytes();
+        format!(
+            "{}{}",
+            crate::codec::SHORT_EVENT_ID,
+            hex::encode(&b[16 - crate::codec::SHORT_EVENT_ID_BYTES..])
+        )
+    })
+}
+
+/// Makes a short id read from event row `seq` whole again ([`event_id_in_short`]'s
+/// inverse); any other id is left as it is.
+pub(crate) fn event_id_in_full(ev: &mut Event, seq: u64) {
+    let Some(b) = crate::codec::short_event_id_bytes(&ev.id) else {
+        return;
+    };
+    let mut r = [0u8; 16];
+    r[16 - b.len()..].copy_from_slice(&b);
+    if let Some(u) = named_ulid(seq, ev.created_at, u128::from_be_bytes(r)) {
+        ev.id = format!("evt_{u}");
+    }
+}
+
+/// The stored value of event `ev` (its `sequence` set): its id in short form when it has
+/// one ([`event_id_in_short`]), and `tail` as its `data` when given
+/// ([`crate::codec::encode_with_tail`]).
+fn encode_event(ev: &mut Event, tail: Option<&crate::codec::EventData>) -> Vec<u8> {
+    let short = event_id_in_short(ev);
+    let full = short.map(|s| std::mem::replace(&mut ev.id, s));
+    let bytes = match tail {
+        Some(data) => crate::codec::encode_with_tail(&EventRow::of(ev), data),
+        None => encode_record(&*ev),
+    };
+    if let Some(full) = full {
+        ev.id = full;
+    }
+    bytes
 }
 
 /// The ULID of an `evt_` id (either case), as a number; `None` for anything else.
@@ -1459,6 +1509,107 @@ mod tests {
         assert_eq!(whole, spliced);
         let back: Event = crate::codec::decode(&spliced).unwrap();
         assert_eq!(back.data, data);
+    }
+}
+
+#[cfg(test)]
+mod event_id_tests {
+    use super::*;
+    use crate::schema::EVENTS;
+    use crate::{Store, StoreOptions};
+
+    /// An event's id names its millisecond and sequence (schema 12), so its row stores only
+    /// the id's 40 random bits (schema 14): 11 bytes less than the whole ULID. Every read
+    /// (by id, by sequence, in lists, after a pin rewrite) gives the id as appended; an id
+    /// that does not name its event (an older, random one) is stored whole.
+    #[test]
+    fn an_events_row_stores_only_the_random_bits_of_its_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
+        let p = Uuid::now_v7();
+        let (ev, pre) = store
+            .write_blocking(move |ctx| {
+                let ev = ctx.append_event(
+                    p,
+                    false,
+                    "customer.updated",
+                    "r",
+                    serde_json::json!({"a": 1}),
+                )?;
+                let pre = crate::codec::EventData::encode(&serde_json::json!({"b": 2}));
+                let pre = ctx.append_event_data(p, false, "customer.updated", "r", &pre)?;
+                Ok::<_, StoreError>((ev, pre))
+            })
+            .unwrap();
+        for e in [&ev, &pre] {
+            let u = event_ulid_of(&e.id).unwrap();
+            assert_eq!(event_ulid_sequence(u), Some(e.sequence));
+            assert_eq!(
+                u >> 80,
+                (e.created_at / 1000) as u128,
+                "the id's time is the event's"
+            );
+        }
+        let raw = |seq: u64| {
+            store
+                .read_blocking(move |r| {
+                    Ok::<_, StoreError>(
+                        r.open(EVENTS)?
+                            .get((p.as_u128(), seq))?
+                            .unwrap()
+                            .value()
+                            .to_vec(),
+                    )
+                })
+                .unwrap()
+        };
+        let mut stored: Event = crate::codec::decode(&raw(ev.sequence)).unwrap();
+        assert!(
+            stored.id.starts_with(crate::codec::SHORT_EVENT_ID),
+            "{}",
+            stored.id
+        );
+        let mut whole = stored.clone();
+        whole.id = ev.id.clone();
+        assert_eq!(raw(ev.sequence).len() + 11, encode_record(&whole).len());
+        event_id_in_full(&mut stored, ev.sequence);
+        assert_eq!(stored.id, ev.id);
+        for e in [&ev, &pre] {
+            let (id, seq) = (e.id.clone(), e.sequence);
+            let by_id = store
+                .read_blocking(move |r| r.event(p, &id))
+                .unwrap()
+                .unwrap();
+            assert_eq!((by_id.id.as_str(), by_id.sequence), (e.id.as_str(), seq));
+            let at = store
+                .read_blocking(move |r| r.event_at(p, seq))
+                .unwrap()
+                .unwrap();
+            assert_eq!(at.id, e.id);
+        }
+        let listed = store
+            .read_blocking(move |r| r.list_events(p, &[], None, None, 10, true))
+            .unwrap();
+        let ids: Vec<_> = listed.items.iter().map(|e| e.id.clone()).collect();
+        assert_eq!(ids, [ev.id.clone(), pre.id.clone()]);
+        // The same id read from another sequence is not taken for this event's.
+        let mut moved: Event = crate::codec::decode(&raw(ev.sequence)).unwrap();
+        event_id_in_full(&mut moved, ev.sequence + 1);
+        assert_ne!(moved.id, ev.id);
+
+        // An id that does not name its event is stored whole and reads as written.
+        let mut other = whole.clone();
+        other.sequence = ev.sequence;
+        other.id = format!("evt_{}", ulid::Ulid::new());
+        assert_eq!(event_id_in_short(&other), None);
+        let bytes = encode_event(&mut other, None);
+        let mut back: Event = crate::codec::decode(&bytes).unwrap();
+        event_id_in_full(&mut back, ev.sequence);
+        assert_eq!(back.id, other.id);
+        // Stored ids: 16 bytes or 5, nothing else.
+        assert!(crate::codec::short_event_id_bytes("evt~0102030405").is_some());
+        assert!(crate::codec::short_event_id_bytes("evt~01020304").is_none());
+        assert!(crate::codec::short_event_id_bytes(&ev.id).is_none());
     }
 }
 

@@ -2058,6 +2058,7 @@ fn a_schema_11_store_moves_its_event_type_keys_into_runs() {
                 .value()
                 .to_vec();
             let mut ev: Event = decode(&first).unwrap();
+            crate::ctx::event_id_in_full(&mut ev, 1);
             first_id = std::mem::replace(&mut ev.id, format!("evt_{legacy}"));
             let bytes = crate::codec::encode_record(&ev);
             events.insert((p.as_u128(), 1), bytes.as_slice()).unwrap();

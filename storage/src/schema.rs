@@ -366,7 +366,10 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   payouts) are runs of ids in [`ID_RUNS`] ([`crate::id_runs`]) instead of a key each in
 ///   [`INDEX`]: moved on open (`migrate_to_14`). And a journal entry writes an account of
 ///   the chain and asset of the posting before as `[customer, kind]`
-///   ([`crate::ledger::JournalEntry`]); entries written before read as they are.
+///   ([`crate::ledger::JournalEntry`]); entries written before read as they are. And an
+///   event's id names the event's millisecond as well as its sequence, so its row stores
+///   only the id's 40 random bits ([`crate::codec::SHORT_EVENT_ID`]); rows written before
+///   keep their whole id.
 pub const SCHEMA_VERSION: u32 = 14;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
