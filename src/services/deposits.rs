@@ -361,6 +361,8 @@ fn mark_confirmed(
     ctx.holding_add_from(w, &d.asset, held, Delta::Add(d.amount))?;
     d.status = DepositStatus::Confirmed;
     d.confirmations = d.confirmations.max(d.required_confirmations);
+    // Set once, here, and never changed after: the deposit's events name their entry
+    // through this row (`DepositState::ledger_tx_id`, schema 14).
     d.ledger_tx_id = Some(entry);
     d.updated_at = ctx.now_us();
     put_deposit(ctx, d, known)?;

@@ -906,7 +906,7 @@ where
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::records::{Customer, Deposit, DepositStatus};
 
@@ -1025,7 +1025,7 @@ mod tests {
         assert!(none.is_none());
     }
 
-    fn deposit() -> Deposit {
+    pub(crate) fn deposit() -> Deposit {
         Deposit {
             id: Uuid::now_v7(),
             project_id: Uuid::now_v7(),

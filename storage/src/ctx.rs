@@ -368,6 +368,16 @@ pub trait ReadOps: Reader {
             (None, Some(ResourceState::CustomerAt(c))) => Some(ResourceRow::Customer(c.clone())),
             (None, None) => None,
         };
+        // A credited deposit's entry is its row's (schema 14, `DepositState::ledger_tx_id`);
+        // without the row, none is shown.
+        if let Some(st) = &mut ev.deposit {
+            if st.ledger_tx_id == Some(crate::records::DepositState::CREDITED) {
+                st.ledger_tx_id = match &ev.row {
+                    Some(ResourceRow::Deposit(d)) => d.ledger_tx_id,
+                    _ => None,
+                };
+            }
+        }
         Ok(ev)
     }
 
@@ -1610,6 +1620,80 @@ mod event_id_tests {
         assert!(crate::codec::short_event_id_bytes("evt~0102030405").is_some());
         assert!(crate::codec::short_event_id_bytes("evt~01020304").is_none());
         assert!(crate::codec::short_event_id_bytes(&ev.id).is_none());
+    }
+
+    /// A credited deposit's event stores `true` for its journal entry, which its row names
+    /// (schema 14): 17 bytes less; the event reads with the row's entry, a state of schema
+    /// 13 (the entry's 16 bytes) reads as it is, JSON keeps the id, and without its row the
+    /// event shows no entry rather than a made-up one.
+    #[test]
+    fn a_credited_deposit_events_entry_is_its_rows() {
+        use crate::records::DepositState;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
+        let mut d = crate::codec::tests::deposit();
+        let entry = d.ledger_tx_id.unwrap();
+        d.project_id = Uuid::now_v7();
+        let p = d.project_id;
+        let dw = d.clone();
+        let ev = store
+            .write_blocking(move |ctx| {
+                ctx.put(&dw)?;
+                ctx.append_deposit_event(false, "deposit.confirmed", &dw)
+            })
+            .unwrap();
+        let seq = ev.sequence;
+        let raw = store
+            .read_blocking(move |r| {
+                Ok::<_, StoreError>(
+                    r.open(EVENTS)?
+                        .get((p.as_u128(), seq))?
+                        .unwrap()
+                        .value()
+                        .to_vec(),
+                )
+            })
+            .unwrap();
+        let stored: Event = crate::codec::decode(&raw).unwrap();
+        assert_eq!(
+            stored.deposit.as_ref().unwrap().ledger_tx_id,
+            Some(DepositState::CREDITED)
+        );
+        let st = DepositState::of(&d);
+        let mut with_id = Vec::new();
+        rmp_serde::encode::write(&mut with_id, &(st.status, st.confirmations, (), entry)).unwrap();
+        let mut credited = Vec::new();
+        rmp_serde::encode::write(&mut credited, &st).unwrap();
+        assert_eq!(credited.len() + 17, with_id.len());
+        // Schema 13's form reads as it is; JSON keeps the id.
+        assert_eq!(rmp_serde::from_slice::<DepositState>(&with_id).unwrap(), st);
+        let json = serde_json::to_value(&st).unwrap();
+        assert_eq!(json["ledger_tx_id"], serde_json::json!(entry));
+        assert_eq!(serde_json::from_value::<DepositState>(json).unwrap(), st);
+        let read = store
+            .read_blocking(move |r| r.event_at(p, seq))
+            .unwrap()
+            .unwrap();
+        assert_eq!(read.deposit, Some(st.clone()));
+        assert!(
+            matches!(&read.row, Some(crate::records::ResourceRow::Deposit(r)) if r.ledger_tx_id == Some(entry))
+        );
+        // Without its row: no entry shown.
+        let id = d.id;
+        store
+            .write_blocking(move |ctx| {
+                ctx.with_rows(crate::schema::DEPOSITS, |t| {
+                    t.remove(id.as_u128())?;
+                    Ok(())
+                })
+            })
+            .unwrap();
+        let read = store
+            .read_blocking(move |r| r.event_at(p, seq))
+            .unwrap()
+            .unwrap();
+        assert!(read.row.is_none());
+        assert_eq!(read.deposit.unwrap().ledger_tx_id, None);
     }
 }
 

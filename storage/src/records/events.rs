@@ -103,11 +103,66 @@ pub struct DepositState {
     pub confirmations: u32,
     #[serde(default)]
     pub failure_reason: Option<String>,
-    #[serde(default)]
+    /// The crediting journal entry, once the deposit is credited. A deposit's
+    /// `ledger_tx_id` is set once, when it is credited, and never changed after
+    /// (`services::deposits`), so every event's entry is its row's: from schema 14 the
+    /// store writes `true` for it ([`credited`]) and its readers take the id from the row
+    /// (`ReadOps::complete_event`); a state read without its row has it nil
+    /// ([`DepositState::CREDITED`]) until then.
+    #[serde(default, with = "credited")]
     pub ledger_tx_id: Option<Uuid>,
 }
 
+/// [`DepositState::ledger_tx_id`] in the store's binary form (schema 14): `true` for a
+/// credited deposit (its row names the entry), nil for none; rows of schema 6 to 13 hold
+/// the entry's 16 bytes and read as they are. Human-readable forms keep the UUID.
+mod credited {
+    use serde::{Deserializer, Serializer};
+    use uuid::Uuid;
+
+    pub fn serialize<S: Serializer>(v: &Option<Uuid>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(_) if !s.is_human_readable() => s.serialize_bool(true),
+            Some(id) => s.serialize_some(id),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Uuid>, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Option<Uuid>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("nil, true, or a journal entry's id")
+            }
+            fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(v.then_some(super::DepositState::CREDITED))
+            }
+            fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+                d.deserialize_any(V)
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Self::Value, E> {
+                Uuid::from_slice(v).map(Some).map_err(E::custom)
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Uuid::parse_str(v).map(Some).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 impl DepositState {
+    /// [`DepositState::ledger_tx_id`] of a credited deposit as read from the store, before
+    /// its row names the entry (nil: no journal entry has that id).
+    pub const CREDITED: Uuid = Uuid::nil();
+
     /// The state of `d` as it is now.
     pub fn of(d: &Deposit) -> DepositState {
         DepositState {
@@ -118,12 +173,15 @@ impl DepositState {
         }
     }
 
-    /// `d` (its row as stored now) as it was in this state.
+    /// `d` (its row as stored now) as it was in this state. A credited state read from the
+    /// store ([`DepositState::CREDITED`]) keeps the row's entry.
     pub fn apply(&self, mut d: Deposit) -> Deposit {
         d.status = self.status;
         d.confirmations = self.confirmations;
         d.failure_reason = self.failure_reason.clone();
-        d.ledger_tx_id = self.ledger_tx_id;
+        if self.ledger_tx_id != Some(Self::CREDITED) {
+            d.ledger_tx_id = self.ledger_tx_id;
+        }
         d
     }
 }
