@@ -370,7 +370,9 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   event's id names the event's millisecond as well as its sequence, so its row stores
 ///   only the id's 40 random bits ([`crate::codec::SHORT_EVENT_ID`]); rows written before
 ///   keep their whole id. And a credited deposit's event stores `true` for its journal
-///   entry, which its row names ([`crate::records::DepositState::ledger_tx_id`]).
+///   entry, which its row names ([`crate::records::DepositState::ledger_tx_id`]). And a
+///   test deposit's transfer in [`SIM_OPS`] is stored as the seed its hash and sender
+///   derive from (the binary's `services::sim_chain`, `StoredTx::Minted`).
 pub const SCHEMA_VERSION: u32 = 14;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
