@@ -1678,6 +1678,26 @@ mod event_id_tests {
         assert!(
             matches!(&read.row, Some(crate::records::ResourceRow::Deposit(r)) if r.ledger_tx_id == Some(entry))
         );
+        // (This store has no journal: verify reports that, and nothing about the event.)
+        let names_none = |v: &String| v.contains("names no journal entry");
+        let rep = store.read_blocking(crate::verify::verify).unwrap();
+        assert!(
+            !rep.violations.iter().any(names_none),
+            "{:?}",
+            rep.violations
+        );
+        // A row that names no entry under a credited event: verify says so.
+        let mut uncredited = d.clone();
+        uncredited.ledger_tx_id = None;
+        store
+            .write_blocking(move |ctx| ctx.put(&uncredited))
+            .unwrap();
+        let rep = store.read_blocking(crate::verify::verify).unwrap();
+        assert!(
+            rep.violations.iter().any(names_none),
+            "{:?}",
+            rep.violations
+        );
         // Without its row: no entry shown.
         let id = d.id;
         store

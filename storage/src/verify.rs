@@ -303,10 +303,19 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
             use crate::records::{Customer, Payout, ResourceState, Wallet};
             let project = Uuid::from_u128(p);
             let (kind, readable) = match (&ev.deposit, &ev.state) {
-                (Some(_), _) => (
-                    "deposit",
-                    readable::<Deposit>(ctx, project, &ev.resource_id)?,
-                ),
+                (Some(st), _) => {
+                    let row = readable_row::<Deposit>(ctx, project, &ev.resource_id)?;
+                    // A credited state names its entry through the row (schema 14): the
+                    // row must name one.
+                    let credited = st.ledger_tx_id == Some(crate::records::DepositState::CREDITED);
+                    if credited && row.as_ref().is_some_and(|d| d.ledger_tx_id.is_none()) {
+                        rep.violations.push(format!(
+                            "project {project} event {seq} ({}) says deposit {} was credited, but the deposit names no journal entry",
+                            ev.event_type, ev.resource_id
+                        ));
+                    }
+                    ("deposit", row.is_some())
+                }
                 (None, Some(ResourceState::Payout(_))) => {
                     ("payout", readable::<Payout>(ctx, project, &ev.resource_id)?)
                 }
@@ -376,12 +385,21 @@ fn readable<R: crate::records::Row>(
     project: Uuid,
     resource_id: &str,
 ) -> Result<bool, StoreError> {
+    Ok(readable_row::<R>(ctx, project, resource_id)?.is_some())
+}
+
+/// The row [`readable`] finds, if any.
+fn readable_row<R: crate::records::Row>(
+    ctx: &ReadCtx,
+    project: Uuid,
+    resource_id: &str,
+) -> Result<Option<R>, StoreError> {
     let Ok(id) = Uuid::parse_str(resource_id) else {
-        return Ok(false);
+        return Ok(None);
     };
     match ctx.get_in::<R>(project, id) {
-        Ok(row) => Ok(row.is_some()),
-        Err(StoreError::Corrupt(_)) => Ok(false),
+        Ok(row) => Ok(row),
+        Err(StoreError::Corrupt(_)) => Ok(None),
         Err(e) => Err(e),
     }
 }
