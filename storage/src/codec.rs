@@ -184,20 +184,21 @@ const UUID_HEAD: &[u8] = b"\xc4\x10";
 /// that id, so [`decode_keyed`] puts it back from the key. A record whose body does not
 /// start so (none of this build's) is written as version 3 whole.
 pub fn encode_keyed<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
-    let whole = encode_positional(value);
-    let body = &whole[1..];
+    let mut v = encode_positional(value);
+    let body = &v[1..];
     let Some((at, count)) = array_head(body).filter(|(at, n)| {
         *n > 0 && body.get(*at..*at + 2) == Some(UUID_HEAD) && body.len() >= *at + 18
     }) else {
-        return whole;
+        return v;
     };
-    let mut out = Vec::with_capacity(whole.len() - 18);
-    out.push(KEYED_VERSION);
-    if with_count(body, count - 1, &mut out).is_none() {
-        return whole;
+    // One element fewer: the header keeps its form and its size.
+    match v[1] {
+        0xdc => v[2..4].copy_from_slice(&(count as u16 - 1).to_be_bytes()),
+        _ => v[1] -= 1,
     }
-    out.extend_from_slice(&body[at + 18..]);
-    out
+    v.drain(1 + at..1 + at + 18);
+    v[0] = KEYED_VERSION;
+    v
 }
 
 /// Decodes a value stored under `id` (a row's key): a [`KEYED_VERSION`] value gets its id
@@ -365,30 +366,13 @@ pub fn event_id<S: serde::Serializer, T: AsRef<str>>(id: &T, s: S) -> Result<S::
 /// bytes of a short id ([`SHORT_EVENT_ID`] + their hex, which the store's reader makes
 /// whole from the event's time and sequence, `ctx::event_id_in_full`).
 pub fn read_event_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    struct V;
-    impl serde::de::Visitor<'_> for V {
-        type Value = String;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a string, 16 bytes or 5 bytes")
-        }
-        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
-            Ok(v.to_string())
-        }
-        fn visit_string<E: serde::de::Error>(self, v: String) -> Result<String, E> {
-            Ok(v)
-        }
-        fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<String, E> {
-            match v.len() {
-                16 => Ok(format!(
-                    "evt_{}",
-                    ulid::Ulid::from_bytes(v.try_into().expect("16 bytes"))
-                )),
-                SHORT_EVENT_ID_BYTES => Ok(format!("{SHORT_EVENT_ID}{}", hex::encode(v))),
-                n => Err(E::invalid_length(n, &self)),
-            }
-        }
-    }
-    d.deserialize_any(V)
+    d.deserialize_any(StrOrBytes(|b| match b.len() {
+        SHORT_EVENT_ID_BYTES => Some(format!("{SHORT_EVENT_ID}{}", hex::encode(b))),
+        _ => Some(format!(
+            "evt_{}",
+            ulid::Ulid::from_bytes(b.try_into().ok()?)
+        )),
+    }))
 }
 
 /// Prefix of an event id read in short form (schema 14): the id's ULID is the event's
@@ -685,16 +669,17 @@ pub fn uuid_text<S: serde::Serializer, T: AsRef<str>>(v: &T, s: S) -> Result<S::
 
 /// Reads what [`uuid_text`] writes: a string, or 16 bytes (the UUID, hyphenated).
 pub fn read_uuid_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    d.deserialize_any(StrOr16(|b| Uuid::from_bytes(b).to_string()))
+    d.deserialize_any(StrOrBytes(|b| Some(Uuid::from_slice(b).ok()?.to_string())))
 }
 
-/// A visitor of a string, or of 16 bytes rendered as a string by its function.
-struct StrOr16(fn([u8; 16]) -> String);
+/// A visitor of a string, or of bytes rendered as a string by its function (`None`: bytes
+/// of a length it does not read).
+struct StrOrBytes(fn(&[u8]) -> Option<String>);
 
-impl serde::de::Visitor<'_> for StrOr16 {
+impl serde::de::Visitor<'_> for StrOrBytes {
     type Value = String;
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a string or 16 bytes")
+        f.write_str("a string or its bytes")
     }
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
         Ok(v.to_string())
@@ -703,10 +688,7 @@ impl serde::de::Visitor<'_> for StrOr16 {
         Ok(v)
     }
     fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<String, E> {
-        let b: [u8; 16] = v
-            .try_into()
-            .map_err(|_| E::invalid_length(v.len(), &self))?;
-        Ok((self.0)(b))
+        (self.0)(v).ok_or_else(|| E::invalid_length(v.len(), &self))
     }
 }
 

@@ -113,10 +113,10 @@ pub trait ReadOps: Reader {
         limit: usize,
         mut keep: impl FnMut(Uuid) -> Result<bool, StoreError>,
     ) -> Result<Page<Uuid>, StoreError> {
-        let (t, runs) = (self.open(index_table_of(prefix))?, self.open(ID_RUNS)?);
+        let source = id_source(self, prefix)?;
         let mut items = Vec::new();
         let mut has_more = false;
-        for id in ids_under(&t, &runs, prefix, before)? {
+        for id in source.ids_under(prefix, before)? {
             let id = id?;
             if keep(id)? {
                 if items.len() == limit {
@@ -156,11 +156,11 @@ pub trait ReadOps: Reader {
         keep: impl Fn(&R) -> bool,
         max_visits: usize,
     ) -> Result<Option<Page<R>>, StoreError> {
-        let (t, runs) = (self.open(index_table_of(prefix))?, self.open(ID_RUNS)?);
+        let source = id_source(self, prefix)?;
         let rows = self.open(R::TABLE)?;
         let mut items = Vec::new();
         let mut has_more = false;
-        for (visits, id) in ids_under(&t, &runs, prefix, before)?.enumerate() {
+        for (visits, id) in source.ids_under(prefix, before)?.enumerate() {
             if visits == max_visits {
                 return Ok(None);
             }
@@ -750,29 +750,64 @@ fn log_undecodable(table: &str, key: &dyn std::fmt::Display, error: &str) {
     );
 }
 
-/// Exclusive upper bound of a newest-first scan under `prefix`: just below the cursor row,
-/// or the end of the prefix.
-/// The ids under an index prefix, newest first, strictly older than `before` when given:
-/// from the keys of `index` (the table of the prefix's tag), or from the runs of `runs`
-/// for a prefix listed per customer ([`crate::id_runs::is_run_prefix`], schema 14).
-fn ids_under<'a>(
-    index: &'a impl ReadableTable<&'static [u8], ()>,
-    runs: &'a impl ReadableTable<&'static [u8], &'static [u8]>,
-    prefix: &[u8],
-    before: Option<Uuid>,
-) -> Result<Box<dyn Iterator<Item = Result<Uuid, StoreError>> + 'a>, StoreError> {
-    if crate::id_runs::is_run_prefix(prefix) {
-        let ids = crate::id_runs::ids_desc(runs, prefix, before.map(|b| b.as_u128()))?;
-        return Ok(Box::new(ids.map(|id| id.map(Uuid::from_u128))));
-    }
-    let upper = upper_bound(prefix, before);
-    let keys = index.range::<&[u8]>(prefix..upper.as_slice())?.rev();
-    Ok(Box::new(keys.map(|e| {
-        e.map(|(k, _)| index::id_of(k.value()))
-            .map_err(StoreError::from)
-    })))
+/// Where the ids under an index prefix are: the keys of its tag's index table, or the
+/// runs of [`ID_RUNS`] for a prefix listed per customer ([`crate::id_runs::is_run_prefix`],
+/// schema 14). [`id_source`] opens the one table it reads.
+enum IdSource<K, R> {
+    Keys(K),
+    Runs(R),
 }
 
+/// The [`IdSource`] of `prefix`, its table opened. (Its type names the `impl Trait` tables
+/// of [`Reader::open`], which no type alias can.)
+#[allow(clippy::type_complexity)]
+fn id_source<'a, Rd: Reader + ?Sized>(
+    r: &'a Rd,
+    prefix: &[u8],
+) -> Result<
+    IdSource<
+        impl ReadableTable<&'static [u8], ()> + 'a,
+        impl ReadableTable<&'static [u8], &'static [u8]> + 'a,
+    >,
+    StoreError,
+> {
+    Ok(if crate::id_runs::is_run_prefix(prefix) {
+        IdSource::Runs(r.open(ID_RUNS)?)
+    } else {
+        IdSource::Keys(r.open(index_table_of(prefix))?)
+    })
+}
+
+impl<K, R> IdSource<K, R>
+where
+    K: ReadableTable<&'static [u8], ()>,
+    R: ReadableTable<&'static [u8], &'static [u8]>,
+{
+    /// The ids under `prefix`, newest first, strictly older than `before` when given.
+    fn ids_under(
+        &self,
+        prefix: &[u8],
+        before: Option<Uuid>,
+    ) -> Result<Box<dyn Iterator<Item = Result<Uuid, StoreError>> + '_>, StoreError> {
+        match self {
+            IdSource::Runs(runs) => {
+                let ids = crate::id_runs::ids_desc(runs, prefix, before.map(|b| b.as_u128()))?;
+                Ok(Box::new(ids.map(|id| id.map(Uuid::from_u128))))
+            }
+            IdSource::Keys(index) => {
+                let upper = upper_bound(prefix, before);
+                let keys = index.range::<&[u8]>(prefix..upper.as_slice())?.rev();
+                Ok(Box::new(keys.map(|e| {
+                    e.map(|(k, _)| index::id_of(k.value()))
+                        .map_err(StoreError::from)
+                })))
+            }
+        }
+    }
+}
+
+/// Exclusive upper bound of a newest-first scan under `prefix`: just below the cursor row,
+/// or the end of the prefix.
 fn upper_bound(prefix: &[u8], before: Option<Uuid>) -> Vec<u8> {
     match before {
         Some(c) => [prefix, c.as_bytes().as_slice()].concat(),

@@ -84,7 +84,7 @@ pub fn decode(first: u128, value: &[u8]) -> Option<Vec<u128>> {
 }
 
 /// The value of a run holding `ids` (ascending; the first is in the key).
-fn encode(ids: &[u128]) -> Vec<u8> {
+pub(crate) fn encode(ids: &[u128]) -> Vec<u8> {
     ids.iter().skip(1).flat_map(|i| i.to_be_bytes()).collect()
 }
 
@@ -101,6 +101,26 @@ fn run_at(
         .and_then(|(k, v)| Some((split_key(k.value())?.1, v.value().to_vec()))))
 }
 
+/// Index key `prefix ‖ id` as found in `runs`: its prefix and id, and the run that holds
+/// it or would ([`run_at`]) as (first id, its ids; `None` when the run does not decode).
+struct Located<'k> {
+    prefix: &'k [u8],
+    id: u128,
+    run: Option<(u128, Option<Vec<u128>>)>,
+}
+
+/// [`Located`] of `index_key`; `None` for a key too short to hold an id.
+fn locate<'k>(
+    runs: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    index_key: &'k [u8],
+) -> Result<Option<Located<'k>>, StoreError> {
+    let Some((prefix, id)) = split_key(index_key) else {
+        return Ok(None);
+    };
+    let run = run_at(runs, prefix, id)?.map(|(first, value)| (first, decode(first, &value)));
+    Ok(Some(Located { prefix, id, run }))
+}
+
 /// Stores index key `prefix ‖ id` ([`is_run_key`]) in `runs`; whether it was not there.
 /// Ids come mostly in ascending order (UUID v7 minted by the writer), so this is an append
 /// to the prefix's last run, or a new run when that one is full; an id below the last is
@@ -109,16 +129,12 @@ pub fn add(
     runs: &mut Table<'_, &'static [u8], &'static [u8]>,
     index_key: &[u8],
 ) -> Result<bool, StoreError> {
-    let Some((prefix, id)) = split_key(index_key) else {
+    let Some(Located { prefix, id, run }) = locate(runs, index_key)? else {
         return Ok(false);
     };
-    let Some((first, value)) = run_at(runs, prefix, id)? else {
-        runs.insert(key(prefix, id).as_slice(), [].as_slice())?;
-        return Ok(true);
-    };
-    let Some(mut ids) = decode(first, &value) else {
-        // An undecodable run (readers skip it): the id starts a run of its own, which
-        // replaces that one if it starts at the same id.
+    // No run at or below the id, or an undecodable one (readers skip it): the id starts a
+    // run of its own (which replaces an undecodable one starting at the same id).
+    let Some((first, Some(mut ids))) = run else {
         runs.insert(key(prefix, id).as_slice(), [].as_slice())?;
         return Ok(true);
     };
@@ -147,13 +163,12 @@ pub fn remove(
     runs: &mut Table<'_, &'static [u8], &'static [u8]>,
     index_key: &[u8],
 ) -> Result<bool, StoreError> {
-    let Some((prefix, id)) = split_key(index_key) else {
-        return Ok(false);
-    };
-    let Some((first, value)) = run_at(runs, prefix, id)? else {
-        return Ok(false);
-    };
-    let Some(mut ids) = decode(first, &value) else {
+    let Some(Located {
+        prefix,
+        id,
+        run: Some((first, Some(mut ids))),
+    }) = locate(runs, index_key)?
+    else {
         return Ok(false);
     };
     let Ok(pos) = ids.binary_search(&id) else {
@@ -176,12 +191,10 @@ pub fn contains(
     runs: &impl ReadableTable<&'static [u8], &'static [u8]>,
     index_key: &[u8],
 ) -> Result<bool, StoreError> {
-    let Some((prefix, id)) = split_key(index_key) else {
-        return Ok(false);
-    };
-    Ok(run_at(runs, prefix, id)?
-        .and_then(|(first, v)| decode(first, &v))
-        .is_some_and(|ids| ids.binary_search(&id).is_ok()))
+    Ok(matches!(
+        locate(runs, index_key)?,
+        Some(Located { id, run: Some((_, Some(ids))), .. }) if ids.binary_search(&id).is_ok()
+    ))
 }
 
 /// The ids of `prefix`'s runs below `before` (all for `None`), newest (highest) first,

@@ -645,7 +645,7 @@ fn migrate_to_14(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreE
         let mut run: Option<(Vec<u8>, Vec<u128>)> = None;
         let mut flush = |run: &mut Option<(Vec<u8>, Vec<u128>)>| {
             run.take().map_or(Ok(()), |(prefix, ids)| {
-                let value: Vec<u8> = ids[1..].iter().flat_map(|i| i.to_be_bytes()).collect();
+                let value = id_runs::encode(&ids);
                 runs.insert(id_runs::key(&prefix, ids[0]).as_slice(), value.as_slice())
                     .map(|_| ())
             })
