@@ -13,7 +13,7 @@ use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
 use crate::services::{
-    billing, emit_deposit, invoices, sim_transfer_hash, sim_tx_hash, sweeps, Scope,
+    billing, emit_deposit, invoices, sim_sender_bytes, sim_transfer_hash, sweeps, Scope,
 };
 
 /// Why a deposit request (test mode) is refused (statuses and codes: `api::error`).
@@ -65,7 +65,7 @@ pub struct TestDeposit {
 
 /// A test deposit's simulated transfer: its hash and sender (`0x` + 64 hex, and a
 /// checksummed address, both derived from a UUIDv7 minted with them:
-/// [`sim_transfer_hash`], [`sim_tx_hash`]), made on the request's task before the store
+/// [`sim_transfer_hash`], [`sim_sender_bytes`]), made on the request's task before the store
 /// job: two SHA-256 and a keccak were about 6 % of the store writer's instructions per
 /// test deposit when made inside it (issue 16, docs/performance.md "The writer's cost per
 /// test deposit").
@@ -86,10 +86,13 @@ impl Minted {
     pub fn fresh() -> Minted {
         let seed = Uuid::now_v7();
         Minted {
-            tx_hash: sim_transfer_hash("deposit", seed),
-            from_address: sim_sender(seed),
+            tx_hash: sim_transfer_hash(Self::LABEL, seed),
+            from_address: appliance_chains::address::to_checksum(&sim_sender_bytes(seed)),
         }
     }
+
+    /// The label of a test deposit's transfer hash ([`sim_transfer_hash`]).
+    pub const LABEL: &'static str = "deposit";
 }
 
 /// Whether a transfer that reached an address the customer holds is credited (SPEC.md
@@ -292,13 +295,6 @@ pub fn create_test(
 
 fn too_large() -> DepositError {
     DepositError::AmountTooLarge
-}
-
-fn sim_sender(id: Uuid) -> String {
-    let h = sim_tx_hash("sender", id);
-    let mut a = [0u8; 20];
-    hex::decode_to_slice(&h[2..42], &mut a).expect("hex");
-    appliance_chains::address::to_checksum(&a)
 }
 
 /// The ledger account a deposit's credit goes to: the customer's `available` (customer

@@ -256,8 +256,26 @@ pub fn sim_tx_hash(label: &str, id: Uuid) -> String {
 /// that its customer's position does not explain (issue 16, docs/performance.md). A live
 /// chain's hashes are random and keep a leaf each.
 pub fn sim_transfer_hash(label: &str, id: Uuid) -> String {
-    let h = sim_tx_hash(label, id);
-    format!("0x{}{}", hex::encode(id.as_bytes()), &h[2..34])
+    format!("0x{}", hex::encode(sim_transfer_hash_bytes(label, id)))
+}
+
+/// The 32 bytes of [`sim_transfer_hash`].
+pub fn sim_transfer_hash_bytes(label: &str, id: Uuid) -> [u8; 32] {
+    use sha2::Digest;
+    let h = sha2::Sha256::digest([label.as_bytes(), id.as_bytes()].concat());
+    let mut b = [0u8; 32];
+    b[..16].copy_from_slice(id.as_bytes());
+    b[16..].copy_from_slice(&h[..16]);
+    b
+}
+
+/// Test-mode sender of a simulated transfer made from `id` (a test deposit's, a test
+/// transfer's without a `from_address`): the first 20 bytes of [`sim_tx_hash`]`("sender",
+/// id)`.
+pub fn sim_sender_bytes(id: Uuid) -> [u8; 20] {
+    use sha2::Digest;
+    let h = sha2::Sha256::digest([b"sender".as_slice(), id.as_bytes()].concat());
+    h[..20].try_into().expect("20 of 32 bytes")
 }
 
 #[cfg(test)]

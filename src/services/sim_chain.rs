@@ -524,16 +524,13 @@ enum StoredTx {
 }
 
 /// The hash and sender of a test deposit's simulated transfer made from `seed`
-/// (`deposits::Minted`): `services::sim_transfer_hash("deposit", seed)` and the deposit's
-/// sender, as bytes.
+/// ([`crate::services::deposits::Minted::fresh`]), as bytes.
 fn minted_transfer(seed: Uuid) -> (B256, Address) {
-    use sha2::Digest;
-    let h = sha2::Sha256::digest([b"deposit".as_slice(), seed.as_bytes()].concat());
-    let mut hash = [0u8; 32];
-    hash[..16].copy_from_slice(seed.as_bytes());
-    hash[16..].copy_from_slice(&h[..16]);
-    let sender = sha2::Sha256::digest([b"sender".as_slice(), seed.as_bytes()].concat());
-    (B256::from(hash), Address::from_slice(&sender[..20]))
+    use crate::services::{deposits::Minted, sim_sender_bytes, sim_transfer_hash_bytes};
+    (
+        B256::from(sim_transfer_hash_bytes(Minted::LABEL, seed)),
+        Address::from(sim_sender_bytes(seed)),
+    )
 }
 
 /// An injected transfer as stored: [`StoredTx::Minted`] when its hash and sender are a test

@@ -15,7 +15,7 @@ use appliance_storage::{ReadOps, StoreError, WriteCtx};
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault, Invalid};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
-use crate::services::{sim_transfer_hash, sim_tx_hash, wallets, Scope};
+use crate::services::{sim_sender_bytes, sim_transfer_hash, wallets, Scope};
 
 /// Sender classes a test transfer may claim for its sender (DECISIONS.md section 12,
 /// `sender_class`).
@@ -113,12 +113,7 @@ pub fn plan(
     let id = Uuid::now_v7();
     let from = match &req.from_address {
         Some(a) => parse_address("from_address", a)?,
-        None => {
-            let h = sim_tx_hash("sender", id);
-            let mut a = [0u8; 20];
-            hex::decode_to_slice(&h[2..42], &mut a).map_err(Fault::invariant)?;
-            Address::from(a)
-        }
+        None => Address::from(sim_sender_bytes(id)),
     };
     let token = if asset.asset.is_native {
         None
