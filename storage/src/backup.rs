@@ -78,7 +78,9 @@ pub fn backup(ctx: &ReadCtx, dest: &Path) -> Result<BackupReport, StoreError> {
     }
     copy(src, &dst, EVENT_TYPE_RUNS, &mut seen, &mut rep)?;
     copy(src, &dst, EVENT_RESOURCE_RUNS, &mut seen, &mut rep)?;
-    copy(src, &dst, ID_RUNS, &mut seen, &mut rep)?;
+    for def in run_tables() {
+        copy(src, &dst, def, &mut seen, &mut rep)?;
+    }
     copy(src, &dst, ACCOUNTS, &mut seen, &mut rep)?;
     copy(src, &dst, JOURNAL, &mut seen, &mut rep)?;
     copy(src, &dst, EVENTS, &mut seen, &mut rep)?;

@@ -751,8 +751,8 @@ fn log_undecodable(table: &str, key: &dyn std::fmt::Display, error: &str) {
 }
 
 /// Where the ids under an index prefix are: the keys of its tag's index table, or the
-/// runs of [`ID_RUNS`] for a prefix listed per customer ([`crate::id_runs::is_run_prefix`],
-/// schema 14). [`id_source`] opens the one table it reads.
+/// runs of its tag's table of [`crate::schema::RUN_INDEXES`] ([`crate::id_runs::run_of`],
+/// schema 14 and 15). [`id_source`] opens the one table it reads.
 enum IdSource<K, R> {
     Keys(K),
     Runs(R),
@@ -771,8 +771,8 @@ fn id_source<'a, Rd: Reader + ?Sized>(
     >,
     StoreError,
 > {
-    Ok(if crate::id_runs::is_run_prefix(prefix) {
-        IdSource::Runs(r.open(ID_RUNS)?)
+    Ok(if let Some(runs) = crate::id_runs::run_of(prefix) {
+        IdSource::Runs(r.open(runs.table)?)
     } else {
         IdSource::Keys(r.open(index_table_of(prefix))?)
     })
@@ -976,11 +976,11 @@ impl<'t> WriteCtx<'t> {
         })
     }
 
-    /// Writes index key `k` of a row: into its tag's index table, or into its customer's
-    /// run ([`crate::id_runs::is_run_key`], schema 14). Whether it was not there.
+    /// Writes index key `k` of a row: into its tag's index table, or into its run
+    /// ([`crate::id_runs::is_run_key`], schema 14 and 15). Whether it was not there.
     fn row_index_insert(&self, k: &[u8]) -> Result<bool, StoreError> {
-        if crate::id_runs::is_run_key(k) {
-            return self.with_id_runs(|t| crate::id_runs::add(t, k));
+        if let Some(runs) = crate::id_runs::run_of(k).filter(|_| crate::id_runs::is_run_key(k)) {
+            return self.with_runs(runs.table, |t| crate::id_runs::add(t, k));
         }
         self.with_index_write(k, |idx| Ok(idx.insert(k, ())?.is_none()))
     }
@@ -988,8 +988,8 @@ impl<'t> WriteCtx<'t> {
     /// Removes index key `k` of a row, wherever [`WriteCtx::row_index_insert`] writes it.
     /// Whether it was there.
     fn row_index_remove(&self, k: &[u8]) -> Result<bool, StoreError> {
-        if crate::id_runs::is_run_key(k) {
-            return self.with_id_runs(|t| crate::id_runs::remove(t, k));
+        if let Some(runs) = crate::id_runs::run_of(k).filter(|_| crate::id_runs::is_run_key(k)) {
+            return self.with_runs(runs.table, |t| crate::id_runs::remove(t, k));
         }
         self.with_index_write(k, |idx| Ok(idx.remove(k)?.is_some()))
     }

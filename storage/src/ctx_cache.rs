@@ -26,6 +26,8 @@ use crate::{ReadOps, StoreError, WriteCtx};
 type RowTable<'t> = Table<'t, u128, &'static [u8]>;
 type IndexTable<'t> = Table<'t, &'static [u8], ()>;
 type IndexDef = TableDefinition<'static, &'static [u8], ()>;
+type RunsTable<'t> = Table<'t, &'static [u8], &'static [u8]>;
+type RunsDef = TableDefinition<'static, &'static [u8], &'static [u8]>;
 /// Key of `sim_ops`: (test project, chain, sequence).
 type SimOpKey = (u128, &'static str, u64);
 
@@ -38,7 +40,8 @@ pub(crate) struct OpenTables<'t> {
     index: Vec<(IndexDef, IndexTable<'t>)>,
     event_type_runs: Option<Table<'t, &'static [u8], &'static [u8]>>,
     event_resource_runs: Option<Table<'t, &'static [u8], &'static [u8]>>,
-    id_runs: Option<Table<'t, &'static [u8], &'static [u8]>>,
+    /// The tables of [`RUN_INDEXES`] ([`crate::id_runs`]), by name.
+    runs: Vec<(RunsDef, RunsTable<'t>)>,
     unique: Option<Table<'t, &'static [u8], u128>>,
     accounts: Option<Table<'t, &'static [u8], (u128, u128)>>,
     events: Option<Table<'t, (u128, u64), &'static [u8]>>,
@@ -72,6 +75,7 @@ impl OpenTables<'_> {
     pub(crate) fn close(&mut self, name: &str) {
         self.rows.retain(|(n, _)| n != name);
         self.index.retain(|(d, _)| d.name() != name);
+        self.runs.retain(|(d, _)| d.name() != name);
         if name == INDEX.name() || SPLIT_INDEXES.iter().any(|(_, d)| d.name() == name) {
             self.index_any.clear();
         }
@@ -79,8 +83,6 @@ impl OpenTables<'_> {
             self.event_type_runs = None;
         } else if name == EVENT_RESOURCE_RUNS.name() {
             self.event_resource_runs = None;
-        } else if name == ID_RUNS.name() {
-            self.id_runs = None;
         } else if name == UNIQUE.name() {
             self.unique = None;
         } else if name == ACCOUNTS.name() {
@@ -192,6 +194,25 @@ impl<'t> WriteCtx<'t> {
         self.with_index(key, f)
     }
 
+    /// Runs `f` on the kept handle of `table`, one of [`RUN_INDEXES`]' tables (`f` must not
+    /// use the context).
+    pub(crate) fn with_runs<T>(
+        &self,
+        table: RunsDef,
+        f: impl FnOnce(&mut RunsTable<'t>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut open = self.open.borrow_mut();
+        let i = match open.runs.iter().position(|(d, _)| d.name() == table.name()) {
+            Some(i) => i,
+            None => {
+                let t = self.txn.open_table(table)?;
+                open.runs.push((table, t));
+                open.runs.len() - 1
+            }
+        };
+        f(&mut open.runs[i].1)
+    }
+
     /// Whether any index key of `tag` exists for `project` (one seek, then remembered for
     /// the batch until an index write under that prefix). For checks that every event or
     /// row of a job repeats and whose answer the job rarely changes, such as "has this
@@ -241,10 +262,6 @@ impl<'t> WriteCtx<'t> {
         /// Runs `f` on the kept handle of `event_resource_runs` (`f` must not use the
         /// context).
         with_event_resource_runs, event_resource_runs, EVENT_RESOURCE_RUNS, &'static [u8], &'static [u8]
-    );
-    kept!(
-        /// Runs `f` on the kept handle of `id_runs` (`f` must not use the context).
-        with_id_runs, id_runs, ID_RUNS, &'static [u8], &'static [u8]
     );
     kept!(
         /// Runs `f` on the kept handle of `unique` (`f` must not use the context).

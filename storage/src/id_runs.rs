@@ -1,19 +1,30 @@
-//! The per-customer index ranges as runs of ids (schema 14, issue 16).
+//! Lists as runs of ids (schema 14, issue 16).
 //!
-//! A customer's deposits, its wallets' sweeps ([`crate::index::IndexTag::ByCustomer`]) and
-//! its payouts ([`crate::index::IndexTag::PayoutsByCustomer`]) were one key of `index` each:
-//! `prefix ‖ id`, 50 to 70 bytes, landing in the middle of the table (at the end of the
-//! customer's range), where redb splits a full leaf evenly and the left half keeps its free
-//! space. [`crate::schema::ID_RUNS`] keeps them as runs:
+//! A list of rows under an index prefix was one key per row: `prefix ‖ id`, 33 to 70
+//! bytes. The lists of [`crate::schema::RUN_INDEXES`] keep their ids in runs instead:
 //!
 //! ```text
 //! key   = prefix ‖ first id (16, big-endian)
-//! value = the run's later ids, ascending, 16 bytes each (at most RUN_IDS - 1)
+//! value = the run's later ids, ascending, 16 bytes each (at most RUN_IDS - 1), then, in a
+//!         padded table, zero bytes up to RUN_IDS - 1 slots
 //! ```
 //!
-//! so an id costs its 16 bytes and a share of its run's key. The prefix is the one the
-//! index key had ([`crate::index::deposits_of_customer`], [`crate::index::sweeps_of_wallet`],
-//! the payouts' prefix): the writer still computes `prefix ‖ id` as the row's index key
+//! so an id costs its 16 bytes and a share of its run's key.
+//!
+//! - Schema 14: a customer's deposits, its wallets' sweeps
+//!   ([`crate::index::IndexTag::ByCustomer`]) and its payouts
+//!   ([`crate::index::IndexTag::PayoutsByCustomer`]) in [`crate::schema::ID_RUNS`]. Each
+//!   was a key of `index`, landing in the middle of the table (at the end of the
+//!   customer's range), where redb splits a full leaf evenly and the left half keeps its
+//!   free space.
+//! - Schema 15: a project's lists of customers, wallets, deposits, payouts and sweeps (and
+//!   by chain, and deposits by status), a table each, their runs padded to full size
+//!   ([`crate::schema::RunIndex::padded`]): an append fills a free slot of the last run
+//!   (same size, no split), and a new run is a new last key, for which redb starts a new
+//!   leaf and leaves the full one packed.
+//!
+//! The prefix is the one the index key had ([`crate::index::prefix`] and the like): the
+//! writer still computes `prefix ‖ id` as the row's index key
 //! ([`crate::records::Row::index_keys`]) and this module stores it ([`is_run_key`]). A
 //! prefix is never a prefix of another of the same tag (its values are length-prefixed), so
 //! a range of `prefix ‖ 0` to `prefix ‖ u128::MAX` holds that prefix's runs only.
@@ -24,28 +35,28 @@
 
 use redb::{ReadableTable, Table};
 
-use crate::index::IndexTag;
+use crate::schema::{run_index, RunIndex};
 use crate::StoreError;
 
 /// Ids a run holds at most (its key's and the later ones): a value of 224 bytes, so an
 /// append rewrites a small row.
 pub const RUN_IDS: usize = 15;
 
-/// The index tags kept in runs: those listed per customer.
-const RUN_TAGS: [u8; 2] = [
-    IndexTag::ByCustomer as u8,
-    IndexTag::PayoutsByCustomer as u8,
-];
-
-/// Whether `key`, an index key of a row, is kept in [`crate::schema::ID_RUNS`] rather than in
-/// an index table: the tags listed per customer.
+/// Whether `key`, an index key of a row, is kept in runs ([`run_of`]) rather than in an
+/// index table.
 pub fn is_run_key(key: &[u8]) -> bool {
     key.len() > 16 && is_run_prefix(key)
 }
 
-/// Whether `prefix` (of a list) names runs ([`is_run_key`]'s tags).
+/// Whether `prefix` (of a list) names runs ([`run_of`]).
 pub fn is_run_prefix(prefix: &[u8]) -> bool {
-    prefix.first().is_some_and(|t| RUN_TAGS.contains(t))
+    run_of(prefix).is_some()
+}
+
+/// The [`RunIndex`] of an index key or prefix (by its tag byte); `None` for one kept as
+/// keys of an index table.
+pub fn run_of(key_or_prefix: &[u8]) -> Option<&'static RunIndex> {
+    key_or_prefix.first().and_then(|t| run_index(*t))
 }
 
 /// Key of the run of `prefix` that starts at `first`.
@@ -65,7 +76,8 @@ pub fn split_key(k: &[u8]) -> Option<(&[u8], u128)> {
 }
 
 /// The ids of the run that starts at `first` with `value`, ascending; `None` when the
-/// value is not a whole number of ids strictly above `first` and each other.
+/// value is not a whole number of ids strictly above `first` and each other, followed by
+/// zero (free) slots only.
 pub fn decode(first: u128, value: &[u8]) -> Option<Vec<u128>> {
     // A whole number of ids, and a bounded one (this build writes at most RUN_IDS).
     if !value.len().is_multiple_of(16) || value.len() > 16 * 255 {
@@ -73,19 +85,28 @@ pub fn decode(first: u128, value: &[u8]) -> Option<Vec<u128>> {
     }
     let mut ids = Vec::with_capacity(value.len() / 16 + 1);
     ids.push(first);
-    for c in value.chunks_exact(16) {
+    let mut chunks = value.chunks_exact(16);
+    for c in chunks.by_ref() {
         let id = u128::from_be_bytes(c.try_into().ok()?);
+        if id == 0 {
+            break;
+        }
         if id <= *ids.last()? {
             return None;
         }
         ids.push(id);
     }
-    Some(ids)
+    chunks.all(|c| c.iter().all(|b| *b == 0)).then_some(ids)
 }
 
-/// The value of a run holding `ids` (ascending; the first is in the key).
-pub(crate) fn encode(ids: &[u128]) -> Vec<u8> {
-    ids.iter().skip(1).flat_map(|i| i.to_be_bytes()).collect()
+/// The value of a run holding `ids` (ascending; the first is in the key), `padded` with
+/// zero slots up to [`RUN_IDS`] ids ([`RunIndex::padded`]).
+pub(crate) fn encode(ids: &[u128], padded: bool) -> Vec<u8> {
+    let mut v: Vec<u8> = ids.iter().skip(1).flat_map(|i| i.to_be_bytes()).collect();
+    if padded {
+        v.resize(v.len().max(16 * (RUN_IDS - 1)), 0);
+    }
+    v
 }
 
 /// The run of `prefix` that holds `id` or would: the last one starting at or below it.
@@ -132,26 +153,30 @@ pub fn add(
     let Some(Located { prefix, id, run }) = locate(runs, index_key)? else {
         return Ok(false);
     };
+    let padded = run_of(index_key).is_some_and(|r| r.padded);
     // No run at or below the id, or an undecodable one (readers skip it): the id starts a
     // run of its own (which replaces an undecodable one starting at the same id).
     let Some((first, Some(mut ids))) = run else {
-        runs.insert(key(prefix, id).as_slice(), [].as_slice())?;
+        runs.insert(key(prefix, id).as_slice(), encode(&[id], padded).as_slice())?;
         return Ok(true);
     };
     let Err(pos) = ids.binary_search(&id) else {
         return Ok(false);
     };
     if pos == ids.len() && ids.len() == RUN_IDS {
-        runs.insert(key(prefix, id).as_slice(), [].as_slice())?;
+        runs.insert(key(prefix, id).as_slice(), encode(&[id], padded).as_slice())?;
         return Ok(true);
     }
     ids.insert(pos, id);
     if ids.len() <= RUN_IDS {
-        runs.insert(key(prefix, first).as_slice(), encode(&ids).as_slice())?;
+        runs.insert(
+            key(prefix, first).as_slice(),
+            encode(&ids, padded).as_slice(),
+        )?;
     } else {
         let (lo, hi) = ids.split_at(ids.len() / 2);
-        runs.insert(key(prefix, first).as_slice(), encode(lo).as_slice())?;
-        runs.insert(key(prefix, hi[0]).as_slice(), encode(hi).as_slice())?;
+        runs.insert(key(prefix, first).as_slice(), encode(lo, padded).as_slice())?;
+        runs.insert(key(prefix, hi[0]).as_slice(), encode(hi, padded).as_slice())?;
     }
     Ok(true)
 }
@@ -174,14 +199,21 @@ pub fn remove(
     let Ok(pos) = ids.binary_search(&id) else {
         return Ok(false);
     };
+    let padded = run_of(index_key).is_some_and(|r| r.padded);
     ids.remove(pos);
     if pos == 0 {
         runs.remove(key(prefix, first).as_slice())?;
         if let Some(&next) = ids.first() {
-            runs.insert(key(prefix, next).as_slice(), encode(&ids).as_slice())?;
+            runs.insert(
+                key(prefix, next).as_slice(),
+                encode(&ids, padded).as_slice(),
+            )?;
         }
     } else {
-        runs.insert(key(prefix, first).as_slice(), encode(&ids).as_slice())?;
+        runs.insert(
+            key(prefix, first).as_slice(),
+            encode(&ids, padded).as_slice(),
+        )?;
     }
     Ok(true)
 }
@@ -259,6 +291,7 @@ impl Iterator for IdsDesc<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::IndexTag;
     use crate::schema::ID_RUNS;
     use crate::{Reader, Store, StoreOptions};
     use uuid::Uuid;
@@ -302,13 +335,14 @@ mod tests {
             crate::index::deposits_of_customer(p, c1),
             crate::index::deposits_of_customer(p, c2),
         );
-        assert!(is_run_prefix(&a) && !is_run_prefix(&[IndexTag::Deposits as u8]));
+        assert!(is_run_prefix(&a) && is_run_prefix(&[IndexTag::Deposits as u8]));
+        assert!(!is_run_prefix(&[IndexTag::PayoutsByStatus as u8]));
         let ids: Vec<u128> = (0..100u128).map(|i| 1_000 + i * 10).collect();
         let (ia, ib) = (ids.clone(), ids.clone());
         let (pa, pb) = (a.clone(), b.clone());
         store
             .write_blocking(move |ctx| {
-                ctx.with_id_runs(|t| {
+                ctx.with_runs(ID_RUNS, |t| {
                     for (x, y) in ia.iter().zip(&ib) {
                         assert!(add(t, &key(&pa, *x))?);
                         assert!(add(t, &key(&pb, *y + 1))?);
@@ -337,7 +371,7 @@ mod tests {
         let pa = a.clone();
         store
             .write_blocking(move |ctx| {
-                ctx.with_id_runs(|t| {
+                ctx.with_runs(ID_RUNS, |t| {
                     assert!(add(t, &key(&pa, 1_005))?);
                     assert!(!add(t, &key(&pa, 1_005))?);
                     assert!(!add(t, &key(&pa, 1_010))?);
@@ -367,7 +401,7 @@ mod tests {
             .unwrap();
         store
             .write_blocking(move |ctx| {
-                ctx.with_id_runs(|t| {
+                ctx.with_runs(ID_RUNS, |t| {
                     t.insert(bad_key.as_slice(), [1u8; 7].as_slice())?;
                     Ok(())
                 })
@@ -381,9 +415,68 @@ mod tests {
         assert!(rep.violations[0].contains("does not decode"));
         let pb = b.clone();
         store
-            .write_blocking(move |ctx| ctx.with_id_runs(|t| add(t, &key(&pb, 5_000))))
+            .write_blocking(move |ctx| ctx.with_runs(ID_RUNS, |t| add(t, &key(&pb, 5_000))))
             .unwrap();
         assert_eq!(listed(&store, &b, None)[0], 5_000);
+    }
+
+    /// A project's list (schema 15) is written in full-size runs: every value is RUN_IDS - 1
+    /// slots whether the run holds 1 id or 15, through appends, an out-of-order id that
+    /// splits a full run, and removals; the list reads every id newest first.
+    #[test]
+    fn a_projects_runs_are_written_full_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
+        let p = Uuid::now_v7();
+        let prefix = crate::index::prefix(IndexTag::Deposits, p, &[]);
+        let runs = run_of(&prefix).unwrap();
+        assert!(
+            runs.padded
+                && run_of(&crate::index::deposits_of_customer(p, p)).is_some_and(|r| !r.padded)
+        );
+        let table = runs.table;
+        let mut want: Vec<u128> = (0..40u128).map(|i| 1_000 + i * 10).collect();
+        let pr = prefix.clone();
+        let ids = want.clone();
+        store
+            .write_blocking(move |ctx| {
+                ctx.with_runs(table, |t| {
+                    for id in &ids {
+                        assert!(add(t, &key(&pr, *id))?);
+                    }
+                    // Into a full run, out of order; removals of a first and a middle id.
+                    assert!(add(t, &key(&pr, 1_005))?);
+                    assert!(remove(t, &key(&pr, 1_000))?);
+                    assert!(remove(t, &key(&pr, 1_200))?);
+                    Ok(())
+                })
+            })
+            .unwrap();
+        want.retain(|i| *i != 1_000 && *i != 1_200);
+        want.push(1_005);
+        want.sort_by(|x, y| y.cmp(x));
+        let pr = prefix.clone();
+        let rows = store
+            .read_blocking(move |r| {
+                let t = r.open(table)?;
+                let listed = ids_desc(&t, &pr, None)?.collect::<Result<Vec<_>, _>>()?;
+                let lens = t
+                    .iter()?
+                    .map(|e| e.map(|(_, v)| v.value().len()))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok::<_, StoreError>((listed, lens))
+            })
+            .unwrap();
+        assert_eq!(rows.0, want);
+        // 40 ids in 3 runs, the first split in two by the out-of-order id.
+        assert_eq!(rows.1.len(), 4);
+        assert!(
+            rows.1.iter().all(|l| *l == 16 * (RUN_IDS - 1)),
+            "{:?}",
+            rows.1
+        );
+        let rep = store.read_blocking(crate::verify::verify).unwrap();
+        assert!(rep.violations.is_empty(), "{:?}", rep.violations);
     }
 
     #[test]
@@ -395,6 +488,14 @@ mod tests {
         assert_eq!(decode(1, &v[..20]), None, "not whole ids");
         let down: Vec<u8> = [9u128, 5].iter().flat_map(|i| i.to_be_bytes()).collect();
         assert_eq!(decode(1, &down), None);
+        // Padded: free (zero) slots after the ids, and only after them.
+        assert_eq!(encode(&[1, 5, 9], true).len(), 16 * (RUN_IDS - 1));
+        assert_eq!(decode(1, &encode(&[1, 5, 9], true)).unwrap(), [1, 5, 9]);
+        assert_eq!(decode(1, &encode(&[1], true)).unwrap(), [1]);
+        assert_eq!(encode(&[1, 5, 9], false), v);
+        let mut gap = encode(&[1, 5], true);
+        gap[16 * 2 + 15] = 9;
+        assert_eq!(decode(1, &gap), None, "an id after a free slot");
         let p = crate::index::deposits_of_customer(Uuid::now_v7(), Uuid::now_v7());
         assert_eq!(split_key(&key(&p, 42)), Some((&p[..], 42)));
         assert_eq!(split_key(&[7; 16]), None);

@@ -450,7 +450,9 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
     }
     txn.open_table(schema::EVENT_TYPE_RUNS)?;
     txn.open_table(schema::EVENT_RESOURCE_RUNS)?;
-    txn.open_table(schema::ID_RUNS)?;
+    for def in schema::run_tables() {
+        txn.open_table(def)?;
+    }
     txn.open_table(schema::ACCOUNTS)?;
     txn.open_table(schema::JOURNAL)?;
     txn.open_table(schema::EVENTS)?;
@@ -564,6 +566,14 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
             "index keys listed per customer kept as runs of ids (schema version 14)"
         );
     }
+    if found.is_some_and(|v| v < 15) {
+        let m = migrate_to_15(&txn)?;
+        tracing::info!(
+            rows = m.rows,
+            left = m.left,
+            "a project's lists kept as runs of ids (schema version 15)"
+        );
+    }
     txn.commit()?;
     Ok(())
 }
@@ -631,7 +641,6 @@ fn migrate_to_13(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreE
 /// `index`; all in the opening transaction, so a crash leaves schema 13 whole. `rows`
 /// counts the keys moved; a key too short to hold an id is dropped (counted in `left`).
 fn migrate_to_14(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
-    use redb::ReadableTable;
     let mut total = codec::Migrated::default();
     let mut index = txn.open_table(schema::INDEX)?;
     let mut runs = txn.open_table(schema::ID_RUNS)?;
@@ -639,45 +648,81 @@ fn migrate_to_14(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreE
         index::IndexTag::ByCustomer,
         index::IndexTag::PayoutsByCustomer,
     ] {
-        let (lo, hi) = ([tag as u8], [tag as u8 + 1]);
-        let range = lo.as_slice()..hi.as_slice();
-        // The run being filled: its prefix and ids (ascending, as the keys come).
-        let mut run: Option<(Vec<u8>, Vec<u128>)> = None;
-        let mut flush = |run: &mut Option<(Vec<u8>, Vec<u128>)>| {
-            run.take().map_or(Ok(()), |(prefix, ids)| {
-                let value = id_runs::encode(&ids);
-                runs.insert(id_runs::key(&prefix, ids[0]).as_slice(), value.as_slice())
-                    .map(|_| ())
-            })
-        };
-        for e in index.range::<&[u8]>(range.clone())? {
-            let (k, _) = e?;
-            let Some((prefix, id)) = id_runs::split_key(k.value()) else {
-                total.left += 1;
-                continue;
-            };
-            match &mut run {
-                Some((p, ids))
-                    if p.as_slice() == prefix
-                        && ids.len() < id_runs::RUN_IDS
-                        && ids.last().is_some_and(|l| *l < id) =>
-                {
-                    ids.push(id)
-                }
-                _ => {
-                    flush(&mut run)?;
-                    run = Some((prefix.to_vec(), vec![id]));
-                }
-            }
-            total.rows += 1;
-            if total.rows % REKEY_PROGRESS_EVERY == 0 {
-                tracing::info!(moved = total.rows, "customer index: moving into runs");
-            }
-        }
-        flush(&mut run)?;
-        index.retain_in::<&[u8], _>(range, |_, _| false)?;
+        keys_into_id_runs(&mut index, &mut runs, tag as u8, false, &mut total)?;
     }
     Ok(total)
+}
+
+/// Schema 14 -> 15: the keys of a project's lists that schema 15 keeps as runs (each
+/// [`schema::RunIndex`] of [`schema::RUN_INDEXES`] but [`schema::ID_RUNS`]'s) leave their
+/// tag's table of [`schema::SPLIT_INDEXES`] for runs of their own table, full size
+/// ([`schema::RunIndex::padded`]), filled in key order; all in the opening transaction, so
+/// a crash leaves schema 14 whole. The emptied tables stay. `rows` and `left` as
+/// [`migrate_to_14`]'s.
+fn migrate_to_15(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
+    use redb::TableHandle;
+    let mut total = codec::Migrated::default();
+    for r in schema::RUN_INDEXES
+        .iter()
+        .filter(|r| r.table.name() != schema::ID_RUNS.name())
+    {
+        let mut keys = txn.open_table(schema::index_table(r.tag as u8))?;
+        let mut runs = txn.open_table(r.table)?;
+        keys_into_id_runs(&mut keys, &mut runs, r.tag as u8, r.padded, &mut total)?;
+    }
+    Ok(total)
+}
+
+/// Moves the keys of tag byte `tag` from index table `keys` into runs of `runs` ([`id_runs`],
+/// `padded` or not), each prefix's ids in runs of [`id_runs::RUN_IDS`] in key order; adds
+/// to `total` the keys moved (`rows`) and those too short to hold an id, dropped (`left`).
+/// Logs progress every [`REKEY_PROGRESS_EVERY`] keys.
+fn keys_into_id_runs(
+    keys: &mut redb::Table<&'static [u8], ()>,
+    runs: &mut redb::Table<&'static [u8], &'static [u8]>,
+    tag: u8,
+    padded: bool,
+    total: &mut codec::Migrated,
+) -> Result<(), StoreError> {
+    use redb::ReadableTable;
+    let (lo, hi) = ([tag], [tag + 1]);
+    let range = lo.as_slice()..hi.as_slice();
+    // The run being filled: its prefix and ids (ascending, as the keys come).
+    let mut run: Option<(Vec<u8>, Vec<u128>)> = None;
+    let mut flush = |run: &mut Option<(Vec<u8>, Vec<u128>)>| {
+        run.take().map_or(Ok(()), |(prefix, ids)| {
+            let value = id_runs::encode(&ids, padded);
+            runs.insert(id_runs::key(&prefix, ids[0]).as_slice(), value.as_slice())
+                .map(|_| ())
+        })
+    };
+    for e in keys.range::<&[u8]>(range.clone())? {
+        let (k, _) = e?;
+        let Some((prefix, id)) = id_runs::split_key(k.value()) else {
+            total.left += 1;
+            continue;
+        };
+        match &mut run {
+            Some((p, ids))
+                if p.as_slice() == prefix
+                    && ids.len() < id_runs::RUN_IDS
+                    && ids.last().is_some_and(|l| *l < id) =>
+            {
+                ids.push(id)
+            }
+            _ => {
+                flush(&mut run)?;
+                run = Some((prefix.to_vec(), vec![id]));
+            }
+        }
+        total.rows += 1;
+        if total.rows % REKEY_PROGRESS_EVERY == 0 {
+            tracing::info!(moved = total.rows, tag, "index keys: moving into runs");
+        }
+    }
+    flush(&mut run)?;
+    keys.retain_in::<&[u8], _>(range, |_, _| false)?;
+    Ok(())
 }
 
 /// Moves every key of `old` (an event index of schema 12, read in key order, so each

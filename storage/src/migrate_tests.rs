@@ -1081,9 +1081,10 @@ fn an_undecodable_positional_row_belongs_to_its_project() {
 }
 
 /// A store of schema 13, whose hot rows and journal entries carry their id (positional,
-/// version 3), opens with no migration pass: its rows read, list and verify as before,
+/// version 3), opens with no pass over its rows: its rows read, list and verify as before,
 /// beside the rows without their id (version 4) the build writes next, and a backup keeps
-/// both as they are.
+/// both as they are. Its lists, a key per row (in `index` per customer, in their tag's
+/// table per project), move into runs on open (schemas 14 and 15) and list the same.
 #[test]
 fn a_schema_13_store_reads_its_rows_with_ids_beside_keyed_ones() {
     use crate::codec::{encode_positional, POSITIONAL_VERSION};
@@ -1178,6 +1179,27 @@ fn a_schema_13_store_reads_its_rows_with_ids_beside_keyed_ones() {
             assert!(runs.len().unwrap() >= 3);
             runs.retain(|_, _| false).unwrap();
         }
+        // A project's lists, as schemas 7 to 14 kept them: one key each in their tag's
+        // table.
+        let mut lists = 0;
+        for r in schema::RUN_INDEXES.iter().filter(|r| r.padded) {
+            use redb::ReadableTableMetadata;
+            let mut runs = w.open_table(r.table).unwrap();
+            let mut idx = w.open_table(schema::index_table(r.tag as u8)).unwrap();
+            for e in runs.iter().unwrap() {
+                let (k, v) = e.unwrap();
+                assert_eq!(v.value().len(), 16 * (crate::id_runs::RUN_IDS - 1));
+                let (prefix, first) = crate::id_runs::split_key(k.value()).unwrap();
+                for id in crate::id_runs::decode(first, v.value()).unwrap() {
+                    idx.insert(crate::id_runs::key(prefix, id).as_slice(), ())
+                        .unwrap();
+                }
+            }
+            lists += usize::from(runs.len().unwrap() > 0);
+            runs.retain(|_, _| false).unwrap();
+        }
+        // Customers, wallets (all, by chain), deposits (all, by chain, by status).
+        assert!(lists >= 6, "{lists}");
         w.open_table(META)
             .unwrap()
             .insert("schema_version", 13u32.to_be_bytes().as_slice())
@@ -1273,9 +1295,15 @@ fn a_schema_13_store_reads_its_rows_with_ids_beside_keyed_ones() {
     assert_eq!(lists(&copy, p1, resource), listed);
     assert_eq!(by_customer(&copy, &deposits), customers_listed);
     {
-        // No key listed per customer is left in `index`.
+        // No key listed per customer is left in `index`, nor a key of a project's list
+        // in its tag's table.
         let db = Database::create(&path).unwrap();
         let r = db.begin_read().unwrap();
+        for run in schema::RUN_INDEXES.iter().filter(|r| r.padded) {
+            use redb::ReadableTableMetadata;
+            let idx = r.open_table(schema::index_table(run.tag as u8)).unwrap();
+            assert_eq!(idx.len().unwrap(), 0);
+        }
         let idx = r.open_table(INDEX).unwrap();
         for t in [
             crate::index::IndexTag::ByCustomer as u8,
@@ -1433,6 +1461,18 @@ fn a_schema_6_store_moves_its_index_keys_to_their_tables() {
                     moved += 1;
                 }
             }
+            for r in schema::RUN_INDEXES.iter().filter(|r| r.padded) {
+                let t = w.open_table(r.table).unwrap();
+                for e in t.iter().unwrap() {
+                    let (k, v) = e.unwrap();
+                    let (prefix, first) = crate::id_runs::split_key(k.value()).unwrap();
+                    for id in crate::id_runs::decode(first, v.value()).unwrap() {
+                        idx.insert(crate::id_runs::key(prefix, id).as_slice(), ())
+                            .unwrap();
+                        moved += 1;
+                    }
+                }
+            }
             let events = w.open_table(EVENTS).unwrap();
             for e in events.iter().unwrap() {
                 let (k, v) = e.unwrap();
@@ -1464,6 +1504,9 @@ fn a_schema_6_store_moves_its_index_keys_to_their_tables() {
         }
         for (_, def) in SPLIT_INDEXES {
             w.delete_table(def).unwrap();
+        }
+        for r in schema::RUN_INDEXES.iter().filter(|r| r.padded) {
+            w.delete_table(r.table).unwrap();
         }
         // Schema 6 had none of the event index tables of schema 7 or 13.
         w.delete_table(EVENTS_BY_TYPE).unwrap();

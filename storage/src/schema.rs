@@ -21,6 +21,10 @@
 //! index             <&[u8], ()>            tag ‖ project ‖ value ‖ row id  (list filters)
 //! index_<tag name>  <&[u8], ()>            the same keys, one table per hot tag (schema 7;
 //!                                          [`SPLIT_INDEXES`], [`index_table`])
+//! id_runs           <&[u8], &[u8]>         prefix listed per customer ‖ first id -> later ids
+//!                                          ([`crate::id_runs`]; schema 14)
+//! runs_<list>       <&[u8], &[u8]>         a project's list prefix ‖ first id -> later ids,
+//!                                          padded ([`RUN_INDEXES`]; schema 15)
 //! event_type_runs   <&[u8], &[u8]>         project ‖ type hash ‖ first sequence -> later sequences
 //!                                          as distances ([`crate::event_runs`]; schema 13)
 //! events_by_type    <&[u8], ()>            project ‖ 0 ‖ type hash ‖ sequence, up to schema 12
@@ -61,7 +65,7 @@
 //! The chain-adapter tables (`evm_*`, `sim_heights`) are written through
 //! [`crate::chain_state`]; before schema version 2 their rows lived in `meta`.
 
-use redb::TableDefinition;
+use redb::{TableDefinition, TableHandle};
 
 use crate::index::IndexTag;
 
@@ -193,6 +197,102 @@ pub const EVENT_RESOURCE_RUNS: TableDefinition<&[u8], &[u8]> =
 /// ([`crate::id_runs`]). Up to schema 13 these were keys of [`INDEX`] (moved on open,
 /// `migrate_to_14`).
 pub const ID_RUNS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("id_runs");
+
+/// A list kept as runs of ids ([`crate::id_runs`]) instead of a key per row: the index tag
+/// whose keys it holds, its table, and whether its runs are written full size.
+#[derive(Clone, Copy)]
+pub struct RunIndex {
+    pub tag: IndexTag,
+    pub table: TableDefinition<'static, &'static [u8], &'static [u8]>,
+    /// Runs written at [`crate::id_runs::RUN_IDS`] slots from the start, the free ones
+    /// zero, so that an append rewrites a value of the same size (schema 15). For a
+    /// project's list, appended at its table's rightmost leaf: a run that grew in place
+    /// made redb split that full leaf in halves (it packs a leaf only for a new last key),
+    /// and the left half kept its free space. Not for the per-customer lists of
+    /// [`ID_RUNS`], most of whose runs hold one or two ids.
+    pub padded: bool,
+}
+
+/// Every list kept as runs of ids ([`crate::id_runs`]): a customer's deposits, sweeps and
+/// payouts in [`ID_RUNS`] (schema 14), and a project's lists whose key never changes or
+/// changes in id order, a table each (schema 15): customers, wallets, deposits and
+/// payouts (all, by chain), deposits by status, sweeps. Up to schema 14 the keys of the
+/// latter were in their tag's table of [`SPLIT_INDEXES`], where they are moved from on
+/// open (`migrate_to_15`); those tables stay, empty. Lists whose entries arrive out of id
+/// order (payouts and sweeps by status, work queues) keep a key per row.
+pub const RUN_INDEXES: [RunIndex; 11] = [
+    run(IndexTag::ByCustomer, ID_RUNS, false),
+    run(IndexTag::PayoutsByCustomer, ID_RUNS, false),
+    run(
+        IndexTag::Customers,
+        TableDefinition::new("runs_customers"),
+        true,
+    ),
+    run(
+        IndexTag::Wallets,
+        TableDefinition::new("runs_wallets"),
+        true,
+    ),
+    run(
+        IndexTag::WalletsByChain,
+        TableDefinition::new("runs_wallets_by_chain"),
+        true,
+    ),
+    run(
+        IndexTag::Deposits,
+        TableDefinition::new("runs_deposits"),
+        true,
+    ),
+    run(
+        IndexTag::DepositsByChain,
+        TableDefinition::new("runs_deposits_by_chain"),
+        true,
+    ),
+    run(
+        IndexTag::DepositsByStatus,
+        TableDefinition::new("runs_deposits_by_status"),
+        true,
+    ),
+    run(
+        IndexTag::Payouts,
+        TableDefinition::new("runs_payouts"),
+        true,
+    ),
+    run(
+        IndexTag::PayoutsByChain,
+        TableDefinition::new("runs_payouts_by_chain"),
+        true,
+    ),
+    run(IndexTag::Sweeps, TableDefinition::new("runs_sweeps"), true),
+];
+
+const fn run(
+    tag: IndexTag,
+    table: TableDefinition<'static, &'static [u8], &'static [u8]>,
+    padded: bool,
+) -> RunIndex {
+    RunIndex { tag, table, padded }
+}
+
+/// The [`RunIndex`] of index keys (or a prefix) starting with tag byte `tag`; `None` for a
+/// tag whose keys are keys of an index table ([`index_table`]).
+pub fn run_index(tag: u8) -> Option<&'static RunIndex> {
+    RUN_INDEXES.iter().find(|r| r.tag as u8 == tag)
+}
+
+/// The distinct tables of [`RUN_INDEXES`].
+pub fn run_tables() -> impl Iterator<Item = TableDefinition<'static, &'static [u8], &'static [u8]>>
+{
+    RUN_INDEXES
+        .iter()
+        .enumerate()
+        .filter(|(i, r)| {
+            !RUN_INDEXES[..*i]
+                .iter()
+                .any(|o| o.table.name() == r.table.name())
+        })
+        .map(|(_, r)| r.table)
+}
 pub const ACCOUNTS: TableDefinition<&[u8], (u128, u128)> = TableDefinition::new("accounts");
 pub const JOURNAL: TableDefinition<u128, &[u8]> = TableDefinition::new("journal");
 pub const EVENTS: TableDefinition<(u128, u64), &[u8]> = TableDefinition::new("events");
@@ -373,7 +473,13 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   entry, which its row names ([`crate::records::DepositState::ledger_tx_id`]). And a
 ///   test deposit's transfer in [`SIM_OPS`] is stored as the seed its hash and sender
 ///   derive from (the binary's `services::sim_chain`, `StoredTx::Minted`).
-pub const SCHEMA_VERSION: u32 = 14;
+/// * 15: a project's lists of customers, wallets (all, by chain), deposits (all, by chain,
+///   by status), payouts (all, by chain) and sweeps are runs of ids, a table each
+///   ([`RUN_INDEXES`], `runs_<list>`), written full size ([`RunIndex::padded`]), instead
+///   of a key each in their tag's table of [`SPLIT_INDEXES`]: moved on open
+///   (`migrate_to_15`); the emptied tables stay. A build of schema 14 refuses the store,
+///   whose lists it would not find.
+pub const SCHEMA_VERSION: u32 = 15;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
 /// encodings of one record type: the schema 4 migration rewrites them and `verify` decodes

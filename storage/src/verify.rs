@@ -361,18 +361,20 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
             }
         }
     }
-    // The customers' runs decode (the rows of a run that does not are reported above as
+    // The lists' runs decode (the rows of a run that does not are reported above as
     // missing an index entry).
-    for e in ctx.open(ID_RUNS)?.iter()? {
-        let (k, v) = e?;
-        let decodes = crate::id_runs::split_key(k.value())
-            .and_then(|(_, first)| crate::id_runs::decode(first, v.value()))
-            .is_some();
-        if !decodes {
-            rep.violations.push(format!(
-                "customer index run {} does not decode; its ids are left out of the customer's lists",
-                hex::encode(k.value())
-            ));
+    for def in run_tables() {
+        for e in ctx.open(def)?.iter()? {
+            let (k, v) = e?;
+            let decodes = crate::id_runs::split_key(k.value())
+                .and_then(|(_, first)| crate::id_runs::decode(first, v.value()))
+                .is_some();
+            if !decodes {
+                rep.violations.push(format!(
+                    "list run {} does not decode; its ids are left out of the lists it serves",
+                    hex::encode(k.value())
+                ));
+            }
         }
     }
     Ok(rep)
@@ -915,10 +917,11 @@ fn check_open_sweeps(
 }
 
 /// Schema 7's index tables hold only their own keys: no key of a tag that has a table of
-/// its own ([`SPLIT_INDEXES`]) or of the event tags is left in `index` (the schema 7
-/// migration leaves a key there when it does not have its tag's shape), and each table of
-/// [`SPLIT_INDEXES`] holds only keys of its tag. One violation per tag and table, with the
-/// number of keys and the first one.
+/// its own ([`SPLIT_INDEXES`]), of the event tags or of a list kept as runs
+/// ([`RUN_INDEXES`]) is left in `index` (the schema 7 migration leaves a key there when it
+/// does not have its tag's shape), and each table of [`SPLIT_INDEXES`] holds only keys of
+/// its tag, none when schema 15 keeps that tag as runs. One violation per tag and table,
+/// with the number of keys (and the first one).
 fn check_index_layout(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
     use crate::index::IndexTag;
     let idx = ctx.open(INDEX)?;
@@ -927,14 +930,14 @@ fn check_index_layout(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError>
         .map(|(t, _)| *t)
         .chain([IndexTag::EventsByType, IndexTag::EventsByResource])
         .chain([IndexTag::DepositsByCustomer, IndexTag::SweepsByWallet])
-        .chain([IndexTag::ByCustomer, IndexTag::PayoutsByCustomer]);
+        .chain(RUN_INDEXES.iter().map(|r| r.tag));
     for tag in moved {
         let tag = tag as u8;
         let mut keys = idx.range::<&[u8]>([tag].as_slice()..[tag + 1].as_slice())?;
         if let Some(first) = keys.next() {
             let n = 1 + keys.count();
             rep.violations.push(format!(
-                "index holds {n} keys of tag {tag} that schema version 7, 9 or 14 keeps elsewhere (first: {})",
+                "index holds {n} keys of tag {tag} that schema version 7, 9, 14 or 15 keeps elsewhere (first: {})",
                 hex::encode(first?.0.value())
             ));
         }
@@ -955,6 +958,17 @@ fn check_index_layout(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError>
     for (tag, def) in SPLIT_INDEXES {
         let t = ctx.open(def)?;
         let tag = tag as u8;
+        if run_index(tag).is_some() {
+            // Schema 15 keeps this tag's keys as runs: the table stays, empty.
+            let n = t.iter()?.count();
+            if n > 0 {
+                rep.violations.push(format!(
+                    "table {} holds {n} keys that schema version 15 keeps as runs",
+                    def.name()
+                ));
+            }
+            continue;
+        }
         let mut n = 0u64;
         let mut first: Option<Vec<u8>> = None;
         let below = t.range::<&[u8]>(..[tag].as_slice())?;
@@ -1055,8 +1069,9 @@ impl Wide {
 
 fn check_indexed<R: Row>(ctx: &ReadCtx, row: &R, rep: &mut Report) -> Result<(), StoreError> {
     for k in row.index_keys() {
-        let listed = if crate::id_runs::is_run_key(&k) {
-            crate::id_runs::contains(&ctx.open(ID_RUNS)?, &k)?
+        let runs = crate::id_runs::run_of(&k).filter(|_| crate::id_runs::is_run_key(&k));
+        let listed = if let Some(runs) = runs {
+            crate::id_runs::contains(&ctx.open(runs.table)?, &k)?
         } else {
             ctx.open(index_table_of(&k))?.get(k.as_slice())?.is_some()
         };
