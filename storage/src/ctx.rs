@@ -191,7 +191,8 @@ pub trait ReadOps: Reader {
 
     /// Raw index keys in `[from, to)`, ascending unless `descending`, at most `limit` of
     /// them, from the table of `from`'s tag ([`index_table_of`]; `to` bounds that tag's
-    /// keys).
+    /// keys). Not for a list kept as runs ([`crate::id_runs::is_run_prefix`]), whose
+    /// table holds none: [`ReadOps::scan_ids`] reads those.
     fn index_range(
         &self,
         from: &[u8],
@@ -199,6 +200,7 @@ pub trait ReadOps: Reader {
         limit: usize,
         descending: bool,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
+        debug_assert!(!crate::id_runs::is_run_prefix(from), "a list kept as runs");
         index_keys_in(
             &self.open(index_table_of(from))?,
             from,
@@ -208,8 +210,13 @@ pub trait ReadOps: Reader {
         )
     }
 
-    /// Number of keys under an index prefix (bounded by `cap`).
+    /// Number of keys under an index prefix (bounded by `cap`); not for a list kept as
+    /// runs ([`crate::id_runs::is_run_prefix`]).
     fn count_prefix(&self, prefix: &[u8], cap: usize) -> Result<usize, StoreError> {
+        debug_assert!(
+            !crate::id_runs::is_run_prefix(prefix),
+            "a list kept as runs"
+        );
         let t = self.open(index_table_of(prefix))?;
         let end = index::prefix_end(prefix);
         let mut n = 0;

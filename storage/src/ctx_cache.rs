@@ -392,6 +392,7 @@ impl ReadOps for WriteCtx<'_> {
         limit: usize,
         descending: bool,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
+        debug_assert!(!crate::id_runs::is_run_prefix(from), "a list kept as runs");
         self.with_index(from, |t| {
             ctx::index_keys_in(&*t, from, to, limit, descending)
         })

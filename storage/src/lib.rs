@@ -716,7 +716,7 @@ fn keys_into_id_runs(
             }
         }
         total.rows += 1;
-        if total.rows % REKEY_PROGRESS_EVERY == 0 {
+        if total.rows.is_multiple_of(REKEY_PROGRESS_EVERY) {
             tracing::info!(moved = total.rows, tag, "index keys: moving into runs");
         }
     }
@@ -780,7 +780,7 @@ fn keys_to_runs(
                 run = Some((prefix, seq, seq, Vec::new()));
             }
             total.rows += 1;
-            if total.rows % REKEY_PROGRESS_EVERY == 0 {
+            if total.rows.is_multiple_of(REKEY_PROGRESS_EVERY) {
                 tracing::info!(moved = total.rows, "{what}: moving into runs");
             }
         }
