@@ -179,12 +179,28 @@ impl Drop for Idem {
     }
 }
 
-fn record_key(caller: &Caller, method: &Method, path: &str, key: &str) -> Vec<u8> {
-    appliance_storage::index::unique(
-        appliance_storage::index::IndexTag::Projects,
+/// The idempotency record key of a request, and the key records written before schema 15
+/// have (read until they expire): the project, the method, the path and the
+/// `Idempotency-Key`, length-prefixed ([`IndexTag::Projects`]); from schema 15 the project
+/// and the first 16 bytes of that key's SHA-256 ([`IndexTag::IdempotencyDigest`], 33 bytes
+/// instead of 74 for a UUID key). Keys are scoped by project, so only a caller's own
+/// records could collide, and 128 bits make that out of reach.
+///
+/// [`IndexTag::Projects`]: appliance_storage::index::IndexTag::Projects
+/// [`IndexTag::IdempotencyDigest`]: appliance_storage::index::IndexTag::IdempotencyDigest
+fn record_keys(caller: &Caller, method: &Method, path: &str, key: &str) -> (Vec<u8>, Vec<u8>) {
+    use appliance_storage::index::{self, IndexTag};
+    use sha2::Digest;
+    let legacy = index::unique(
+        IndexTag::Projects,
         caller.project_id(),
         &[method.as_str().as_bytes(), path.as_bytes(), key.as_bytes()],
-    )
+    );
+    let mut k = Vec::with_capacity(33);
+    k.push(IndexTag::IdempotencyDigest as u8);
+    k.extend_from_slice(caller.project_id().as_bytes());
+    k.extend_from_slice(&sha2::Sha256::digest(&legacy)[..16]);
+    (k, legacy)
 }
 
 fn reuse_error() -> ApiError {
@@ -230,8 +246,13 @@ pub async fn begin(
     let Some(key) = key.get()? else {
         return Ok(Begin::Fresh(None));
     };
-    let rkey = record_key(caller, method, path, key);
-    let stored = state.store.read_now(|r| r.idempotency_get(&rkey))?;
+    let (rkey, legacy) = record_keys(caller, method, path, key);
+    // A record of the form before schema 15 is read until it expires (24 hours); the job
+    // checks again under the new key only, the one any record written meanwhile has.
+    let stored = state.store.read_now(|r| match r.idempotency_get(&rkey)? {
+        Some(rec) => Ok(Some(rec)),
+        None => r.idempotency_get(&legacy),
+    })?;
     let now = appliance_storage::now_us();
     if let Some(rec) = stored.filter(|r| r.created_at + IDEMPOTENCY_TTL_US > now) {
         return replay(&rec, fingerprint).map(Begin::Replay);

@@ -692,6 +692,35 @@ impl serde::de::Visitor<'_> for StrOrBytes {
     }
 }
 
+/// The prefix of an idempotency record's request fingerprint (the binary's
+/// `api::extract::Fingerprint`: `v2:` and the hex SHA-256 of the canonical body).
+const FINGERPRINT_V2: &str = "v2:";
+
+/// `#[serde(serialize_with = "crate::codec::fingerprint_text", deserialize_with =
+/// "crate::codec::read_fingerprint_text")]` for an idempotency record's request
+/// fingerprint (schema 15, issue 16): in the store's binary encoding `v2:` and 64 lower-case
+/// hex digits are written as the 32 bytes they spell (34 bytes instead of 69); any other
+/// string (an older record's bare hex), and every human-readable form, is the string.
+pub fn fingerprint_text<S: serde::Serializer>(v: &str, s: S) -> Result<S::Ok, S::Error> {
+    if !s.is_human_readable() {
+        let digest = v
+            .strip_prefix(FINGERPRINT_V2)
+            .filter(|d| d.len() == 64 && d.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')))
+            .and_then(|d| hex::decode(d).ok());
+        if let Some(b) = digest {
+            return s.serialize_bytes(&b);
+        }
+    }
+    s.serialize_str(v)
+}
+
+/// Reads what [`fingerprint_text`] writes: a string, or 32 bytes (`v2:` and their hex).
+pub fn read_fingerprint_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    d.deserialize_any(StrOrBytes(|b| {
+        (b.len() == 32).then(|| format!("{FINGERPRINT_V2}{}", hex::encode(b)))
+    }))
+}
+
 /// Most hex digits (after `0x`) that [`hex_text`] stores as bytes: a 32-byte hash.
 const HEX_TEXT_MAX_DIGITS: usize = 64;
 
@@ -1267,6 +1296,35 @@ pub(crate) mod tests {
         };
         assert_eq!(<IdempotencyRecord as Record>::LAYOUT, Layout::Positional);
         every_field_written(&rec);
+    }
+
+    /// Schema 15: an idempotency record's `v2:` fingerprint is stored as its 32 bytes and
+    /// reads back as written; an older record's bare hex, and any other string, stays
+    /// text, as does every JSON form.
+    #[test]
+    fn request_fingerprints_are_stored_as_their_digest() {
+        use crate::records::IdempotencyRecord;
+        let rec = |h: &str| IdempotencyRecord {
+            request_hash: h.into(),
+            status: 201,
+            body: "{}".into(),
+            created_at: 1,
+        };
+        let v2 = format!("v2:{}", "0123456789abcdef".repeat(4));
+        let len = |h: &str| encode_record(&rec(h)).len();
+        assert_eq!(len(&"x".repeat(67)) - len(&v2), 35);
+        for h in [
+            v2.clone(),
+            "0123456789abcdef".repeat(4),
+            v2.to_uppercase().replace("V2", "v2"),
+            format!("{v2}00"),
+            "v2:".into(),
+        ] {
+            let back: IdempotencyRecord = decode(&encode_record(&rec(&h))).unwrap();
+            assert_eq!(back.request_hash, h);
+            let json = serde_json::to_value(rec(&h)).unwrap();
+            assert_eq!(json["request_hash"], h.as_str());
+        }
     }
 
     /// Schema 12: a stored answer body is deflated with the pinned dictionary when that is

@@ -26,6 +26,10 @@ use uuid::Uuid;
 pub enum IndexTag {
     Projects = 1,
     ApiKeys = 2,
+    /// Keys of the `idempotency` table from schema 15: project ‖ the first 16 bytes of the
+    /// SHA-256 of the request's [`IndexTag::Projects`] record key (method, path and
+    /// `Idempotency-Key`, length-prefixed), 33 bytes instead of 40 to 300.
+    IdempotencyDigest = 3,
     Customers = 10,
     CustomersByStatus = 11,
     CustomersByRef = 12,

@@ -335,3 +335,66 @@ async fn same_object_with_other_spacing_and_key_order_replays() {
     let l = app.get(&app.wallet_key, "/v1/customers").await.expect(200);
     assert_eq!(assert_list(&l).len(), 1);
 }
+
+/// Schema 15 keys a record by a digest of its project, method, path and key; a record
+/// written before, under the key in full, is still found until it expires: replayed as
+/// first answered, and refused for another body.
+#[tokio::test]
+async fn a_record_keyed_the_way_before_schema_15_is_still_replayed() {
+    use appliance_storage::index::{self, IndexTag};
+    use redb::{ReadableDatabase, ReadableTable};
+    let mut app = spawn_app().await;
+    let key = idem();
+    let body = json!({ "email": "a@example.com" });
+    let first = app
+        .post_idem(&app.wallet_key, "/v1/customers", body.clone(), &key)
+        .await;
+    assert_eq!(first.status, 201, "{}", first.text);
+    app.stop_graceful();
+    {
+        let db = redb::Database::open(app.data_path("appliance.redb")).unwrap();
+        let def: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("idempotency");
+        let found: Vec<(Vec<u8>, Vec<u8>)> = {
+            let r = db.begin_read().unwrap();
+            let t = r.open_table(def).unwrap();
+            t.iter()
+                .unwrap()
+                .map(|e| {
+                    let (k, v) = e.unwrap();
+                    (k.value().to_vec(), v.value().to_vec())
+                })
+                .collect()
+        };
+        assert_eq!(found.len(), 1);
+        let (k, v) = &found[0];
+        assert_eq!((k[0], k.len()), (IndexTag::IdempotencyDigest as u8, 33));
+        let project = uuid::Uuid::from_slice(&k[1..17]).unwrap();
+        let legacy = index::unique(
+            IndexTag::Projects,
+            project,
+            &[b"POST", b"/v1/customers", key.as_bytes()],
+        );
+        let w = db.begin_write().unwrap();
+        {
+            let mut t = w.open_table(def).unwrap();
+            t.remove(k.as_slice()).unwrap();
+            t.insert(legacy.as_slice(), v.as_slice()).unwrap();
+        }
+        w.commit().unwrap();
+    }
+    app.start();
+    let again = app
+        .post_idem(&app.wallet_key, "/v1/customers", body, &key)
+        .await;
+    assert_eq!((again.status, &again.text), (201, &first.text));
+    app.post_idem(
+        &app.wallet_key,
+        "/v1/customers",
+        json!({ "email": "b@example.com" }),
+        &key,
+    )
+    .await
+    .expect_error(409, "idempotency_key_reuse");
+    let l = app.get(&app.wallet_key, "/v1/customers").await.expect(200);
+    assert_eq!(assert_list(&l).len(), 1);
+}

@@ -242,6 +242,11 @@ impl Event {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IdempotencyRecord {
     /// SHA-256 of the request body, hex: a different body under the same key is a reuse.
+    /// Stored as its 32 bytes in the `v2:` form (schema 15, [`crate::codec::fingerprint_text`]).
+    #[serde(
+        serialize_with = "crate::codec::fingerprint_text",
+        deserialize_with = "crate::codec::read_fingerprint_text"
+    )]
     pub request_hash: String,
     pub status: u16,
     /// The answer's JSON body, exactly as first sent (stored deflated when that is shorter,
