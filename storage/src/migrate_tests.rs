@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
-use serde::{de::DeserializeOwned, Serialize};
+use serde::Serialize;
 use uuid::Uuid;
 
 use crate::codec::{
-    decode, decode_keyed, encode_json_v1, JSON_VERSION, KEYED_VERSION, VALUE_VERSION,
+    decode, decode_keyed, encode_json_v1, JSON_VERSION, KEYED_TIMES_VERSION, KEYED_VERSION,
+    VALUE_VERSION,
 };
 use crate::ledger::{Account, AccountKind, JournalEntry, Posting};
 use crate::records::{Customer, Deposit, DepositStatus, IdempotencyRecord, Wallet};
@@ -19,8 +20,8 @@ use crate::{Delta, ReadOps, Store, StoreError, StoreOptions};
 
 /// A value of a record table decoded as its readers do, from the raw bytes of its key (a
 /// row id is a `u128`, which redb stores little-endian): a keyed value gets its id back.
-fn decode_at<T: DeserializeOwned>(key: &[u8], v: &[u8]) -> T {
-    if v.first() == Some(&KEYED_VERSION) {
+fn decode_at<T: crate::codec::Record>(key: &[u8], v: &[u8]) -> T {
+    if matches!(v.first(), Some(&(KEYED_VERSION | KEYED_TIMES_VERSION))) {
         let id = u128::from_le_bytes(key.try_into().expect("a keyed value is under a u128"));
         return decode_keyed(id, v).unwrap();
     }
@@ -196,7 +197,7 @@ fn populate(store: &Store) -> Uuid {
 }
 
 /// Every value of a record table as `T`, by raw key, with the encoding version of each.
-fn dump<K: redb::Key + 'static, T: DeserializeOwned + Serialize>(
+fn dump<K: redb::Key + 'static, T: crate::codec::Record>(
     db: &Database,
     def: TableDefinition<K, &[u8]>,
 ) -> BTreeMap<Vec<u8>, (u8, Vec<u8>)> {
@@ -233,7 +234,7 @@ fn dump_all(db: &Database) -> Dump {
 fn downgrade_to_3(path: &Path) {
     let db = Database::create(path).unwrap();
     let w = db.begin_write().unwrap();
-    fn to_json<K: redb::Key + 'static, T: DeserializeOwned + Serialize>(
+    fn to_json<K: redb::Key + 'static, T: crate::codec::Record>(
         w: &redb::WriteTransaction,
         def: TableDefinition<K, &[u8]>,
     ) {
@@ -869,7 +870,7 @@ fn payout_and_wallet_events_read_their_rows_as_they_were() {
 fn rewrite_named(path: &Path) {
     let db = Database::create(path).unwrap();
     let w = db.begin_write().unwrap();
-    fn to_named<K: redb::Key + 'static, T: DeserializeOwned + Serialize>(
+    fn to_named<K: redb::Key + 'static, T: crate::codec::Record>(
         w: &redb::WriteTransaction,
         def: TableDefinition<K, &[u8]>,
     ) {
@@ -972,8 +973,9 @@ fn a_named_store_takes_positional_rows_and_reads_both() {
         } else if [EVENTS.name(), IDEMPOTENCY.name()].contains(table) {
             POSITIONAL_VERSION
         } else {
-            // Rows under their id (schema 14): deposits, customers, wallets, journal...
-            KEYED_VERSION
+            // Rows under their id (schema 14), their times relative (schema 15):
+            // deposits, customers, wallets, journal...
+            KEYED_TIMES_VERSION
         };
         assert_eq!(**v, want, "{table}");
     }
@@ -1059,7 +1061,7 @@ fn an_undecodable_positional_row_belongs_to_its_project() {
         {
             let mut t = w.open_table(DEPOSITS).unwrap();
             let keyed = t.get(ids[0].as_u128()).unwrap().unwrap().value().to_vec();
-            assert_eq!(keyed[0], KEYED_VERSION);
+            assert_eq!(keyed[0], KEYED_TIMES_VERSION);
             t.insert(ids[0].as_u128(), &keyed[..keyed.len() - 5])
                 .unwrap();
             // As schema 13 wrote it: positional, with the id.
@@ -1132,7 +1134,7 @@ fn a_schema_13_store_reads_its_rows_with_ids_beside_keyed_ones() {
     assert!(customers_listed.iter().all(|ids| !ids.is_empty()));
     close(store);
 
-    fn to_positional<K: redb::Key + 'static, T: DeserializeOwned + Serialize>(
+    fn to_positional<K: redb::Key + 'static, T: crate::codec::Record>(
         w: &redb::WriteTransaction,
         def: TableDefinition<K, &[u8]>,
     ) {
@@ -1140,7 +1142,7 @@ fn a_schema_13_store_reads_its_rows_with_ids_beside_keyed_ones() {
         let mut rows = Vec::new();
         for e in t.iter().unwrap() {
             let (k, v) = e.unwrap();
-            if v.value()[0] == KEYED_VERSION {
+            if matches!(v.value()[0], KEYED_VERSION | KEYED_TIMES_VERSION) {
                 let kb = K::as_bytes(&k.value()).as_ref().to_vec();
                 let rec: T = decode_at(&kb, v.value());
                 rows.push((kb, encode_positional(&rec)));
@@ -1153,7 +1155,10 @@ fn a_schema_13_store_reads_its_rows_with_ids_beside_keyed_ones() {
     let (versions, contents) = {
         let db = Database::create(&path).unwrap();
         let before = raw_versions(&db);
-        let keyed = before.values().filter(|&&x| x == KEYED_VERSION).count();
+        let keyed = before
+            .values()
+            .filter(|&&x| x == KEYED_VERSION || x == KEYED_TIMES_VERSION)
+            .count();
         // 5 customers, wallets, deposits and journal entries at least.
         assert!(keyed >= 4 * 5, "{keyed}");
         let w = db.begin_write().unwrap();
@@ -1206,9 +1211,11 @@ fn a_schema_13_store_reads_its_rows_with_ids_beside_keyed_ones() {
             .unwrap();
         w.commit().unwrap();
         let after = raw_versions(&db);
-        assert!(!after.values().any(|&x| x == KEYED_VERSION));
+        assert!(!after
+            .values()
+            .any(|&x| x == KEYED_VERSION || x == KEYED_TIMES_VERSION));
         for (k, v) in &before {
-            let want = if *v == KEYED_VERSION {
+            let want = if *v == KEYED_VERSION || *v == KEYED_TIMES_VERSION {
                 POSITIONAL_VERSION
             } else {
                 *v
@@ -1255,7 +1262,7 @@ fn a_schema_13_store_reads_its_rows_with_ids_beside_keyed_ones() {
     }
     let new_keyed = now
         .iter()
-        .filter(|(k, v)| !versions.contains_key(*k) && **v == KEYED_VERSION)
+        .filter(|(k, v)| !versions.contains_key(*k) && **v == KEYED_TIMES_VERSION)
         .count();
     assert!(new_keyed >= 4 * 5, "{new_keyed}");
     let all = dump_all(&db);

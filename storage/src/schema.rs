@@ -39,7 +39,8 @@
 //! events            <(u128, u64), &[u8]>   (project, sequence) -> Event
 //! event_ids         <u128, (u128, u64)>    event ULID -> (project, sequence); events before
 //!                                          schema 12 only (later ids name their sequence)
-//! idempotency       <&[u8], &[u8]>         project ‖ method ‖ path ‖ key -> IdempotencyRecord
+//! idempotency       <&[u8], &[u8]>         project ‖ digest of method, path, key (schema 15;
+//!                                          method ‖ path ‖ key before) -> IdempotencyRecord
 //! idempotency_exp   <&[u8], ()>            created_at_us (BE) ‖ idempotency key bytes
 //! sim_balances      <&[u8], u128>          chain ‖ address ‖ asset -> simulated on-chain balance
 //! address_quota     <(u128, u32), u32>     (project, UTC day number) -> addresses issued
@@ -478,7 +479,13 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   ([`RUN_INDEXES`], `runs_<list>`), written full size ([`RunIndex::padded`]), instead
 ///   of a key each in their tag's table of [`SPLIT_INDEXES`]: moved on open
 ///   (`migrate_to_15`); the emptied tables stay. A build of schema 14 refuses the store,
-///   whose lists it would not find.
+///   whose lists it would not find. Also from schema 15, a keyed row stores its times
+///   relative to its id and to its `created_at` ([`crate::codec::KEYED_TIMES_VERSION`]);
+///   rows written before read as they are. And an idempotency record is keyed by its
+///   project and a 16-byte digest of its method, path and key
+///   ([`crate::index::IndexTag::IdempotencyDigest`]), and stores its request fingerprint
+///   as the digest's bytes ([`crate::codec::fingerprint_text`]); records keyed the old way
+///   are read until they expire (no migration).
 pub const SCHEMA_VERSION: u32 = 15;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]

@@ -994,7 +994,7 @@ fn check_index_layout(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError>
 /// passes such rows over in lists, the event stream and the webhook dispatcher, so they
 /// must be reported here).
 fn check_decodable(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
-    fn table<K: Key + KeyText + 'static, T: serde::de::DeserializeOwned>(
+    fn table<K: Key + KeyText + 'static, T: crate::codec::Record>(
         ctx: &ReadCtx,
         def: TableDefinition<K, &[u8]>,
         rep: &mut Report,
@@ -1026,10 +1026,7 @@ trait KeyText: Key {
     fn text(k: Self::SelfType<'_>) -> String;
     /// Decodes the value stored under `k` as its table's readers do: under a row id,
     /// through [`decode_keyed`].
-    fn decode<T: serde::de::DeserializeOwned>(
-        _k: Self::SelfType<'_>,
-        v: &[u8],
-    ) -> Result<T, StoreError> {
+    fn decode<T: crate::codec::Record>(_k: Self::SelfType<'_>, v: &[u8]) -> Result<T, StoreError> {
         decode(v)
     }
 }
@@ -1037,7 +1034,7 @@ impl KeyText for u128 {
     fn text(k: u128) -> String {
         Uuid::from_u128(k).to_string()
     }
-    fn decode<T: serde::de::DeserializeOwned>(k: u128, v: &[u8]) -> Result<T, StoreError> {
+    fn decode<T: crate::codec::Record>(k: u128, v: &[u8]) -> Result<T, StoreError> {
         decode_keyed(k, v)
     }
 }

@@ -141,22 +141,32 @@ pub use webhooks::*;
 /// names were about half of each row), named (self-describing) for the records written
 /// rarely. A positional type follows the rules of [`crate::codec`]'s doc: no
 /// `skip_serializing_if`, no reordering, fields added at the end with `#[serde(default)]`.
+///
+/// A keyed type lists its times after its layout, `created_at` first: they are stored
+/// relative to its id and to `created_at` ([`crate::codec::Times`], schema 15).
 macro_rules! layouts {
-    ($($ty:ty => $layout:ident),+ $(,)?) => {
+    ($($ty:ty => $layout:ident $({ $created:ident $(, $later:ident)* })?),+ $(,)?) => {
         $(impl Record for $ty {
             const LAYOUT: Layout = Layout::$layout;
+            $(fn times(&mut self) -> Option<crate::codec::Times<'_>> {
+                Some(crate::codec::Times {
+                    id: self.id,
+                    created: &mut self.$created,
+                    later: vec![$(&mut self.$later),*],
+                })
+            })?
         })+
     };
 }
 
 layouts! {
-    Deposit => Keyed,
-    Payout => Keyed,
-    Sweep => Keyed,
-    Customer => Keyed,
-    Wallet => Keyed,
+    Deposit => Keyed { created_at, updated_at },
+    Payout => Keyed { created_at, updated_at },
+    Sweep => Keyed { created_at, updated_at },
+    Customer => Keyed { created_at },
+    Wallet => Keyed { created_at },
     Event => Positional,
-    crate::ledger::JournalEntry => Keyed,
+    crate::ledger::JournalEntry => Keyed { created_at },
     IdempotencyRecord => Positional,
     Project => Named,
     ApiKey => Named,
