@@ -128,7 +128,7 @@ impl Times<'_> {
     }
 
     /// Rewrites the times as stored; `None`, nothing changed, when a distance overflows.
-    fn to_stored(&mut self) -> Option<()> {
+    fn make_relative(&mut self) -> Option<()> {
         let created = self.created.checked_sub(self.base())?;
         let later: Vec<i64> = self
             .later
@@ -143,7 +143,7 @@ impl Times<'_> {
     }
 
     /// Rewrites stored times back; `None` when one overflows (not a value this codec wrote).
-    fn from_stored(&mut self) -> Option<()> {
+    fn make_absolute(&mut self) -> Option<()> {
         let created = self.created.checked_add(self.base())?;
         for t in self.later.iter_mut() {
             **t = t.checked_add(created)?;
@@ -158,7 +158,7 @@ impl Times<'_> {
 pub fn encode_record<T: Record>(value: &T) -> Vec<u8> {
     if T::LAYOUT == Layout::Keyed {
         let mut row = value.clone();
-        if row.times().and_then(|mut t| t.to_stored()).is_some() {
+        if row.times().and_then(|mut t| t.make_relative()).is_some() {
             let mut v = encode_keyed(&row);
             if v[0] == KEYED_VERSION {
                 v[0] = KEYED_TIMES_VERSION;
@@ -286,7 +286,7 @@ pub fn decode_keyed<T: Record>(id: u128, bytes: &[u8]) -> Result<T, StoreError> 
     let mut row: T = decode(&whole)?;
     if version == KEYED_TIMES_VERSION {
         row.times()
-            .and_then(|mut t| t.from_stored())
+            .and_then(|mut t| t.make_absolute())
             .ok_or_else(|| StoreError::Corrupt("stored times out of range".into()))?;
     }
     Ok(row)
