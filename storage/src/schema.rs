@@ -485,7 +485,9 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   project and a 16-byte digest of its method, path and key
 ///   ([`crate::index::IndexTag::IdempotencyDigest`]), and stores its request fingerprint
 ///   as the digest's bytes ([`crate::codec::fingerprint_text`]); records keyed the old way
-///   are read until they expire (no migration).
+///   are read until they expire (no migration). And a test chain's block of one test
+///   deposit's transfer is one short operation in [`SIM_OPS`] (the binary's
+///   `StoredOp::DepositBlock`); operations written before read as they are.
 pub const SCHEMA_VERSION: u32 = 15;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
