@@ -181,25 +181,56 @@ impl Drop for Idem {
 
 /// The idempotency record key of a request, and the key records written before schema 15
 /// have (read until they expire): the project, the method, the path and the
-/// `Idempotency-Key`, length-prefixed ([`IndexTag::Projects`]); from schema 15 the project
-/// and the first 16 bytes of that key's SHA-256 ([`IndexTag::IdempotencyDigest`], 33 bytes
-/// instead of 74 for a UUID key). Keys are scoped by project, so only a caller's own
-/// records could collide, and 128 bits make that out of reach.
+/// `Idempotency-Key`, length-prefixed ([`IndexTag::Projects`], 74 bytes for a UUID key).
+/// From schema 15:
+/// - an `Idempotency-Key` that is a UUID in its canonical text: the project, the UUID's 16
+///   bytes and the first 8 bytes of the SHA-256 of the method and path
+///   ([`IndexTag::IdempotencyUuid`], 41 bytes; UUID v7 keys come in order);
+/// - any other: the project and the first 16 bytes of the SHA-256 of the old key
+///   ([`IndexTag::IdempotencyDigest`], 33 bytes).
+///
+/// Keys are scoped by project, so only a caller's own records could collide, and 64 bits
+/// (the same key on two paths) or 128 bits (two keys) put that out of reach.
 ///
 /// [`IndexTag::Projects`]: appliance_storage::index::IndexTag::Projects
 /// [`IndexTag::IdempotencyDigest`]: appliance_storage::index::IndexTag::IdempotencyDigest
+/// [`IndexTag::IdempotencyUuid`]: appliance_storage::index::IndexTag::IdempotencyUuid
 fn record_keys(caller: &Caller, method: &Method, path: &str, key: &str) -> (Vec<u8>, Vec<u8>) {
     use appliance_storage::index::{self, IndexTag};
     use sha2::Digest;
+    let project = caller.project_id();
     let legacy = index::unique(
         IndexTag::Projects,
-        caller.project_id(),
+        project,
         &[method.as_str().as_bytes(), path.as_bytes(), key.as_bytes()],
     );
-    let mut k = Vec::with_capacity(33);
-    k.push(IndexTag::IdempotencyDigest as u8);
-    k.extend_from_slice(caller.project_id().as_bytes());
-    k.extend_from_slice(&sha2::Sha256::digest(&legacy)[..16]);
+    let uuid = uuid::Uuid::try_parse(key).ok().filter(|u| {
+        u.hyphenated()
+            .encode_lower(&mut uuid::Uuid::encode_buffer())
+            == key
+    });
+    let k = match uuid {
+        Some(u) => {
+            let route = index::unique(
+                IndexTag::IdempotencyUuid,
+                uuid::Uuid::nil(),
+                &[method.as_str().as_bytes(), path.as_bytes()],
+            );
+            [
+                &[IndexTag::IdempotencyUuid as u8][..],
+                project.as_bytes(),
+                u.as_bytes(),
+                &sha2::Sha256::digest(&route)[..8],
+            ]
+            .concat()
+        }
+        None => [
+            &[IndexTag::IdempotencyDigest as u8][..],
+            project.as_bytes(),
+            &sha2::Sha256::digest(&legacy)[..16],
+        ]
+        .concat(),
+    };
     (k, legacy)
 }
 

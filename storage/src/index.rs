@@ -30,6 +30,11 @@ pub enum IndexTag {
     /// SHA-256 of the request's [`IndexTag::Projects`] record key (method, path and
     /// `Idempotency-Key`, length-prefixed), 33 bytes instead of 40 to 300.
     IdempotencyDigest = 3,
+    /// Keys of the `idempotency` table from schema 15 whose `Idempotency-Key` is a UUID in
+    /// its canonical text: project ‖ the UUID's 16 bytes ‖ the first 8 bytes of the SHA-256
+    /// of the method and path (length-prefixed), 41 bytes. A client's UUID v7 keys then
+    /// come in order, appended at the table's end instead of at random like digests.
+    IdempotencyUuid = 4,
     Customers = 10,
     CustomersByStatus = 11,
     CustomersByRef = 12,

@@ -39,8 +39,9 @@
 //! events            <(u128, u64), &[u8]>   (project, sequence) -> Event
 //! event_ids         <u128, (u128, u64)>    event ULID -> (project, sequence); events before
 //!                                          schema 12 only (later ids name their sequence)
-//! idempotency       <&[u8], &[u8]>         project ‖ digest of method, path, key (schema 15;
-//!                                          method ‖ path ‖ key before) -> IdempotencyRecord
+//! idempotency       <&[u8], &[u8]>         project ‖ digest of method, path, key, or UUID key ‖
+//!                                          digest of method, path (schema 15; method ‖ path ‖
+//!                                          key before) -> IdempotencyRecord
 //! idempotency_exp   <&[u8], ()>            created_at_us (BE) ‖ idempotency key bytes
 //! sim_balances      <&[u8], u128>          chain ‖ address ‖ asset -> simulated on-chain balance
 //! address_quota     <(u128, u32), u32>     (project, UTC day number) -> addresses issued
@@ -483,7 +484,9 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   relative to its id and to its `created_at` ([`crate::codec::KEYED_TIMES_VERSION`]);
 ///   rows written before read as they are. And an idempotency record is keyed by its
 ///   project and a 16-byte digest of its method, path and key
-///   ([`crate::index::IndexTag::IdempotencyDigest`]), and stores its request fingerprint
+///   ([`crate::index::IndexTag::IdempotencyDigest`]; a UUID key as its bytes and a digest
+///   of the method and path, [`crate::index::IndexTag::IdempotencyUuid`]), and stores its
+///   request fingerprint
 ///   as the digest's bytes ([`crate::codec::fingerprint_text`]); records keyed the old way
 ///   are read until they expire (no migration). And a test chain's block of one test
 ///   deposit's transfer is one short operation in [`SIM_OPS`] (the binary's

@@ -57,21 +57,23 @@ async fn same_key_with_another_body_is_409_reuse() {
 #[tokio::test]
 async fn keys_are_scoped_by_path() {
     let app = spawn_app().await;
-    let key = idem();
-    let c = app
-        .post_idem(&app.wallet_key, "/v1/customers", json!({}), &key)
-        .await
-        .expect(201);
-    let w = app
-        .post_idem(
-            &app.wallet_key,
-            "/v1/wallets",
-            json!({ "customer_id": c["id"], "chain": "ethereum" }),
-            &key,
-        )
-        .await
-        .expect(201);
-    assert_eq!(w["object"], "wallet");
+    // Any key, and a UUID (stored as its bytes beside a digest of the path, schema 15).
+    for key in [idem(), uuid::Uuid::now_v7().to_string()] {
+        let c = app
+            .post_idem(&app.wallet_key, "/v1/customers", json!({}), &key)
+            .await
+            .expect(201);
+        let w = app
+            .post_idem(
+                &app.wallet_key,
+                "/v1/wallets",
+                json!({ "customer_id": c["id"], "chain": "ethereum" }),
+                &key,
+            )
+            .await
+            .expect(201);
+        assert_eq!(w["object"], "wallet");
+    }
 }
 
 #[tokio::test]
@@ -336,24 +338,35 @@ async fn same_object_with_other_spacing_and_key_order_replays() {
     assert_eq!(assert_list(&l).len(), 1);
 }
 
-/// Schema 15 keys a record by a digest of its project, method, path and key; a record
-/// written before, under the key in full, is still found until it expires: replayed as
-/// first answered, and refused for another body.
+/// Schema 15 keys a record by its project and a digest of its method, path and key (a UUID
+/// key: the UUID and a digest of the method and path); a record written before, under the
+/// key in full, is still found until it expires: replayed as first answered, and refused
+/// for another body.
 #[tokio::test]
 async fn a_record_keyed_the_way_before_schema_15_is_still_replayed() {
     use appliance_storage::index::{self, IndexTag};
     use redb::{ReadableDatabase, ReadableTable};
     let mut app = spawn_app().await;
-    let key = idem();
-    let body = json!({ "email": "a@example.com" });
-    let first = app
-        .post_idem(&app.wallet_key, "/v1/customers", body.clone(), &key)
-        .await;
-    assert_eq!(first.status, 201, "{}", first.text);
+    let def: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("idempotency");
+    let uuid_key = uuid::Uuid::now_v7().to_string();
+    let keys = [
+        (idem(), IndexTag::IdempotencyDigest, 33),
+        (uuid_key.clone(), IndexTag::IdempotencyUuid, 41),
+        // Not canonical (upper case): a digest.
+        (uuid_key.to_uppercase(), IndexTag::IdempotencyDigest, 33),
+    ];
+    let mut firsts = Vec::new();
+    for (i, (key, _, _)) in keys.iter().enumerate() {
+        let body = json!({ "email": format!("{i}@example.com") });
+        let first = app
+            .post_idem(&app.wallet_key, "/v1/customers", body, key)
+            .await;
+        assert_eq!(first.status, 201, "{}", first.text);
+        firsts.push(first.text);
+    }
     app.stop_graceful();
     {
         let db = redb::Database::open(app.data_path("appliance.redb")).unwrap();
-        let def: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("idempotency");
         let found: Vec<(Vec<u8>, Vec<u8>)> = {
             let r = db.begin_read().unwrap();
             let t = r.open_table(def).unwrap();
@@ -365,36 +378,50 @@ async fn a_record_keyed_the_way_before_schema_15_is_still_replayed() {
                 })
                 .collect()
         };
-        assert_eq!(found.len(), 1);
-        let (k, v) = &found[0];
-        assert_eq!((k[0], k.len()), (IndexTag::IdempotencyDigest as u8, 33));
-        let project = uuid::Uuid::from_slice(&k[1..17]).unwrap();
-        let legacy = index::unique(
-            IndexTag::Projects,
-            project,
-            &[b"POST", b"/v1/customers", key.as_bytes()],
-        );
+        assert_eq!(found.len(), keys.len());
         let w = db.begin_write().unwrap();
         {
             let mut t = w.open_table(def).unwrap();
-            t.remove(k.as_slice()).unwrap();
-            t.insert(legacy.as_slice(), v.as_slice()).unwrap();
+            for (key, tag, len) in &keys {
+                // Each record is where its key's form says (the order of `found` is the
+                // keys', not the requests').
+                let (k, v) = found
+                    .iter()
+                    .find(|(k, _)| {
+                        k[0] == *tag as u8
+                            && k.len() == *len
+                            && (*tag != IndexTag::IdempotencyUuid
+                                || k[17..33] == *uuid::Uuid::parse_str(key).unwrap().as_bytes())
+                    })
+                    .unwrap_or_else(|| panic!("no {tag:?} record of {len} bytes for {key}"));
+                let project = uuid::Uuid::from_slice(&k[1..17]).unwrap();
+                let legacy = index::unique(
+                    IndexTag::Projects,
+                    project,
+                    &[b"POST", b"/v1/customers", key.as_bytes()],
+                );
+                t.remove(k.as_slice()).unwrap();
+                t.insert(legacy.as_slice(), v.as_slice()).unwrap();
+            }
         }
         w.commit().unwrap();
     }
     app.start();
-    let again = app
-        .post_idem(&app.wallet_key, "/v1/customers", body, &key)
-        .await;
-    assert_eq!((again.status, &again.text), (201, &first.text));
-    app.post_idem(
-        &app.wallet_key,
-        "/v1/customers",
-        json!({ "email": "b@example.com" }),
-        &key,
-    )
-    .await
-    .expect_error(409, "idempotency_key_reuse");
+    for (i, (key, _, _)) in keys.iter().enumerate() {
+        let body = json!({ "email": format!("{i}@example.com") });
+        let again = app
+            .post_idem(&app.wallet_key, "/v1/customers", body, key)
+            .await;
+        assert_eq!((again.status, &again.text), (201, &firsts[i]));
+        app.post_idem(
+            &app.wallet_key,
+            "/v1/customers",
+            json!({ "email": "other@example.com" }),
+            key,
+        )
+        .await
+        .expect_error(409, "idempotency_key_reuse");
+    }
     let l = app.get(&app.wallet_key, "/v1/customers").await.expect(200);
-    assert_eq!(assert_list(&l).len(), 1);
+    assert_eq!(assert_list(&l).len(), keys.len());
 }
