@@ -424,6 +424,15 @@ pub fn event_id<S: serde::Serializer, T: AsRef<str>>(id: &T, s: S) -> Result<S::
         if let Some(random) = short_event_id_bytes(id) {
             return s.serialize_bytes(&random);
         }
+        if let Some(random) = id
+            .strip_prefix(SHORT_EVENT_ID_REL)
+            .and_then(|d| short_event_id_bytes(&format!("{SHORT_EVENT_ID}{d}")))
+        {
+            let mut b = [0u8; SHORT_EVENT_ID_BYTES + 1];
+            b[0] = SHORT_EVENT_ID_REL_MARK;
+            b[1..].copy_from_slice(&random);
+            return s.serialize_bytes(&b);
+        }
         if let Some(u) = id.strip_prefix("evt_").and_then(|rest| {
             ulid::Ulid::from_string(rest)
                 .ok()
@@ -441,6 +450,9 @@ pub fn event_id<S: serde::Serializer, T: AsRef<str>>(id: &T, s: S) -> Result<S::
 pub fn read_event_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     d.deserialize_any(StrOrBytes(|b| match b.len() {
         SHORT_EVENT_ID_BYTES => Some(format!("{SHORT_EVENT_ID}{}", hex::encode(b))),
+        n if n == SHORT_EVENT_ID_BYTES + 1 && b[0] == SHORT_EVENT_ID_REL_MARK => {
+            Some(format!("{SHORT_EVENT_ID_REL}{}", hex::encode(&b[1..])))
+        }
         _ => Some(format!(
             "evt_{}",
             ulid::Ulid::from_bytes(b.try_into().ok()?)
@@ -457,6 +469,15 @@ pub const SHORT_EVENT_ID: &str = "evt~";
 
 /// Bytes of a short event id: the ULID's 40 random bits.
 pub const SHORT_EVENT_ID_BYTES: usize = 5;
+
+/// Prefix of a short event id (schema 15) whose row stores `created_at` as its distance in
+/// microseconds from the millisecond of the event's resource, a UUID v7 (a few bytes
+/// instead of 9; `ctx::event_id_in_short`, `ctx::event_id_in_full`). Stored as
+/// [`SHORT_EVENT_ID_REL_MARK`] and the 5 random bytes. Never shown, like [`SHORT_EVENT_ID`].
+pub const SHORT_EVENT_ID_REL: &str = "evt=";
+
+/// First of the 6 bytes of a [`SHORT_EVENT_ID_REL`] id.
+const SHORT_EVENT_ID_REL_MARK: u8 = 1;
 
 /// The random bytes of a short event id ([`SHORT_EVENT_ID`] + 10 hex digits).
 pub fn short_event_id_bytes(id: &str) -> Option<[u8; SHORT_EVENT_ID_BYTES]> {

@@ -488,7 +488,10 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   of the method and path, [`crate::index::IndexTag::IdempotencyUuid`]), and stores its
 ///   request fingerprint
 ///   as the digest's bytes ([`crate::codec::fingerprint_text`]); records keyed the old way
-///   are read until they expire (no migration). And a test chain's block of one test
+///   are read until they expire (no migration). And an event about a resource whose id
+///   is a UUID stores its time from that id's millisecond
+///   ([`crate::codec::SHORT_EVENT_ID_REL`]); rows written before read as they are. And a
+///   test chain's block of one test
 ///   deposit's transfer is one short operation in [`SIM_OPS`] (the binary's
 ///   `StoredOp::DepositBlock`); operations written before read as they are.
 pub const SCHEMA_VERSION: u32 = 15;
