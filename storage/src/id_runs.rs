@@ -336,7 +336,7 @@ mod tests {
             crate::index::deposits_of_customer(p, c2),
         );
         assert!(is_run_prefix(&a) && is_run_prefix(&[IndexTag::Deposits as u8]));
-        assert!(!is_run_prefix(&[IndexTag::PayoutsByStatus as u8]));
+        assert!(!is_run_prefix(&[IndexTag::PayoutsOpen as u8]));
         let ids: Vec<u128> = (0..100u128).map(|i| 1_000 + i * 10).collect();
         let (ia, ib) = (ids.clone(), ids.clone());
         let (pa, pb) = (a.clone(), b.clone());

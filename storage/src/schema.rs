@@ -216,18 +216,26 @@ pub struct RunIndex {
 }
 
 /// Every list kept as runs of ids ([`crate::id_runs`]): a customer's deposits, sweeps and
-/// payouts in [`ID_RUNS`] (schema 14), and a project's lists whose key never changes or
-/// changes in id order, a table each (schema 15): customers, wallets, deposits and
-/// payouts (all, by chain), deposits by status, sweeps. Up to schema 14 the keys of the
-/// latter were in their tag's table of [`SPLIT_INDEXES`], where they are moved from on
-/// open (`migrate_to_15`); those tables stay, empty. Lists whose entries arrive out of id
-/// order (payouts and sweeps by status, work queues) keep a key per row.
-pub const RUN_INDEXES: [RunIndex; 11] = [
+/// payouts in [`ID_RUNS`] (schema 14), and a project's lists, a table each (schema 15):
+/// customers (all, by status), wallets (all, by chain), deposits (all, by chain, by
+/// status), payouts (all, by chain, by status), sweeps (all, by status). Up to schema 14
+/// the keys of the latter were in their tag's index table ([`index_table`]: one of
+/// [`SPLIT_INDEXES`], or [`INDEX`] for customers by status), where they are moved from on
+/// open (`migrate_to_15`); the tables stay. An id that arrives out of order (a payout that
+/// reaches a status before an older one) goes in its place, splitting a full run. The
+/// work queues (deposits pending, payouts open and to work on, sweeps to work on), whose
+/// entries come and go, keep a key per row.
+pub const RUN_INDEXES: [RunIndex; 14] = [
     run(IndexTag::ByCustomer, ID_RUNS, false),
     run(IndexTag::PayoutsByCustomer, ID_RUNS, false),
     run(
         IndexTag::Customers,
         TableDefinition::new("runs_customers"),
+        true,
+    ),
+    run(
+        IndexTag::CustomersByStatus,
+        TableDefinition::new("runs_customers_by_status"),
         true,
     ),
     run(
@@ -265,7 +273,17 @@ pub const RUN_INDEXES: [RunIndex; 11] = [
         TableDefinition::new("runs_payouts_by_chain"),
         true,
     ),
+    run(
+        IndexTag::PayoutsByStatus,
+        TableDefinition::new("runs_payouts_by_status"),
+        true,
+    ),
     run(IndexTag::Sweeps, TableDefinition::new("runs_sweeps"), true),
+    run(
+        IndexTag::SweepsByStatus,
+        TableDefinition::new("runs_sweeps_by_status"),
+        true,
+    ),
 ];
 
 const fn run(
@@ -475,10 +493,11 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   entry, which its row names ([`crate::records::DepositState::ledger_tx_id`]). And a
 ///   test deposit's transfer in [`SIM_OPS`] is stored as the seed its hash and sender
 ///   derive from (the binary's `services::sim_chain`, `StoredTx::Minted`).
-/// * 15: a project's lists of customers, wallets (all, by chain), deposits (all, by chain,
-///   by status), payouts (all, by chain) and sweeps are runs of ids, a table each
+/// * 15: a project's lists of customers (all, by status), wallets (all, by chain),
+///   deposits (all, by chain, by status), payouts (all, by chain, by status) and sweeps
+///   (all, by status) are runs of ids, a table each
 ///   ([`RUN_INDEXES`], `runs_<list>`), written full size ([`RunIndex::padded`]), instead
-///   of a key each in their tag's table of [`SPLIT_INDEXES`]: moved on open
+///   of a key each in their tag's index table: moved on open
 ///   (`migrate_to_15`); the emptied tables stay. A build of schema 14 refuses the store,
 ///   whose lists it would not find. Also from schema 15, a keyed row stores its times
 ///   relative to its id and to its `created_at` ([`crate::codec::KEYED_TIMES_VERSION`]);
