@@ -572,6 +572,26 @@ fn stored_injected(i: &Inject) -> StoredTx {
     }
 }
 
+/// A block's transaction as stored ([`stored_injected`] for an injected transfer).
+fn stored_tx(tx: &BlockTx) -> StoredTx {
+    match tx {
+        BlockTx::Signed { raw } => StoredTx::Signed(raw.clone()),
+        BlockTx::Injected(i) => stored_injected(i),
+    }
+}
+
+/// The test deposit's transfer a stored seed stands for ([`minted_transfer`]).
+fn minted_tx(seed: Uuid, to: Address, token: Option<Address>, value: U256) -> BlockTx {
+    let (hash, from) = minted_transfer(seed);
+    BlockTx::Injected(Inject {
+        hash,
+        from,
+        to,
+        token,
+        value,
+    })
+}
+
 /// A `U256` as its big-endian bytes without leading zeros (a test deposit's amount in 4
 /// bytes instead of 32); reads 0 to 32 bytes.
 mod u256_trimmed {
@@ -611,11 +631,7 @@ impl From<&Op> for StoredOp {
                 step_ms: *step_ms,
             },
             Op::Block { t_ms, txs } if txs.len() == 1 => {
-                let one = match &txs[0] {
-                    BlockTx::Signed { raw } => StoredTx::Signed(raw.clone()),
-                    BlockTx::Injected(i) => stored_injected(i),
-                };
-                match one {
+                match stored_tx(&txs[0]) {
                     StoredTx::Minted {
                         seed,
                         to,
@@ -637,13 +653,7 @@ impl From<&Op> for StoredOp {
             }
             Op::Block { t_ms, txs } => StoredOp::Block {
                 t_ms: *t_ms,
-                txs: txs
-                    .iter()
-                    .map(|tx| match tx {
-                        BlockTx::Signed { raw } => StoredTx::Signed(raw.clone()),
-                        BlockTx::Injected(i) => stored_injected(i),
-                    })
-                    .collect(),
+                txs: txs.iter().map(stored_tx).collect(),
             },
             Op::Reorg { depth, drop, t_ms } => StoredOp::Reorg {
                 depth: *depth,
@@ -671,16 +681,9 @@ impl TryFrom<StoredOp> for Op {
                 let t_ms = seed_ms(seed)
                     .checked_add_signed(dt_ms)
                     .ok_or("a test deposit's block time out of range")?;
-                let (hash, from) = minted_transfer(seed);
                 Op::Block {
                     t_ms,
-                    txs: vec![BlockTx::Injected(Inject {
-                        hash,
-                        from,
-                        to,
-                        token,
-                        value,
-                    })],
+                    txs: vec![minted_tx(seed, to, token, value)],
                 }
             }
             StoredOp::Empty {
@@ -716,16 +719,7 @@ impl TryFrom<StoredOp> for Op {
                             to,
                             token,
                             value,
-                        } => {
-                            let (hash, from) = minted_transfer(seed);
-                            BlockTx::Injected(Inject {
-                                hash,
-                                from,
-                                to,
-                                token,
-                                value,
-                            })
-                        }
+                        } => minted_tx(seed, to, token, value),
                     })
                     .collect(),
             },

@@ -1607,6 +1607,21 @@ mod event_id_tests {
     use crate::schema::EVENTS;
     use crate::{Store, StoreOptions};
 
+    /// The stored bytes of `project`'s event `seq`.
+    fn raw_event(store: &Store, project: Uuid, seq: u64) -> Vec<u8> {
+        store
+            .read_blocking(move |r| {
+                Ok::<_, StoreError>(
+                    r.open(EVENTS)?
+                        .get((project.as_u128(), seq))?
+                        .unwrap()
+                        .value()
+                        .to_vec(),
+                )
+            })
+            .unwrap()
+    }
+
     /// An event's id names its millisecond and sequence (schema 12), so its row stores only
     /// the id's 40 random bits (schema 14): 11 bytes less than the whole ULID. Every read
     /// (by id, by sequence, in lists, after a pin rewrite) gives the id as appended; an id
@@ -1639,19 +1654,7 @@ mod event_id_tests {
                 "the id's time is the event's"
             );
         }
-        let raw = |seq: u64| {
-            store
-                .read_blocking(move |r| {
-                    Ok::<_, StoreError>(
-                        r.open(EVENTS)?
-                            .get((p.as_u128(), seq))?
-                            .unwrap()
-                            .value()
-                            .to_vec(),
-                    )
-                })
-                .unwrap()
-        };
+        let raw = |seq: u64| raw_event(&store, p, seq);
         let mut stored: Event = crate::codec::decode(&raw(ev.sequence)).unwrap();
         assert!(
             stored.id.starts_with(crate::codec::SHORT_EVENT_ID),
@@ -1728,19 +1731,7 @@ mod event_id_tests {
                 Ok::<_, StoreError>(out)
             })
             .unwrap();
-        let raw = |seq: u64| {
-            store
-                .read_blocking(move |r| {
-                    Ok::<_, StoreError>(
-                        r.open(EVENTS)?
-                            .get((p.as_u128(), seq))?
-                            .unwrap()
-                            .value()
-                            .to_vec(),
-                    )
-                })
-                .unwrap()
-        };
+        let raw = |seq: u64| raw_event(&store, p, seq);
         let stored: Event = crate::codec::decode(&raw(evs[0].sequence)).unwrap();
         assert!(
             stored.id.starts_with(crate::codec::SHORT_EVENT_ID_REL),
