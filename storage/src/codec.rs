@@ -112,8 +112,8 @@ pub trait Record: Serialize + DeserializeOwned + Clone {
 /// The times of a keyed row (microseconds since the epoch), which it stores relative
 /// (schema 15, issue 16): `created` as its distance from the millisecond of `id` (a UUID v7
 /// the same job mints, so a few hundred microseconds: 1 to 3 bytes instead of 9), each of
-/// `later` (`updated_at`) as its distance from `created` (0, one byte, for a row never
-/// changed since).
+/// `later` as its distance from `created`: `updated_at` (0, one byte, for a row never
+/// changed since), a deposit's `block_time` (its block's, a moment before it is seen).
 pub struct Times<'a> {
     pub id: Uuid,
     pub created: &'a mut i64,
@@ -1416,12 +1416,14 @@ pub(crate) mod tests {
             id,
             created_at: ms as i64 * 1000 + 437,
             updated_at: ms as i64 * 1000 + 437,
+            block_time: ms as i64 * 1000 - 10_599,
             ..deposit()
         };
         let stored = encode_record(&d);
         assert_eq!(stored[0], KEYED_TIMES_VERSION);
-        // created_at: 9 bytes -> 3 (437); updated_at: 9 -> 1 (0).
-        assert_eq!(stored.len() + 14, encode_keyed(&d).len());
+        // created_at: 9 bytes -> 3 (437); updated_at: 9 -> 1 (0); block_time: 9 -> 3
+        // (-11,036).
+        assert_eq!(stored.len() + 20, encode_keyed(&d).len());
         assert_eq!(
             format!(
                 "{:?}",

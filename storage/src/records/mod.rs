@@ -143,7 +143,9 @@ pub use webhooks::*;
 /// `skip_serializing_if`, no reordering, fields added at the end with `#[serde(default)]`.
 ///
 /// A keyed type lists its times after its layout, `created_at` first: they are stored
-/// relative to its id and to `created_at` ([`crate::codec::Times`], schema 15).
+/// relative to its id and to `created_at` ([`crate::codec::Times`], schema 15). A
+/// deposit's `block_time` (microseconds, its block's) is one of them: a block is made a
+/// moment before its deposit is seen.
 macro_rules! layouts {
     ($($ty:ty => $layout:ident $({ $created:ident $(, $later:ident)* })?),+ $(,)?) => {
         $(impl Record for $ty {
@@ -160,7 +162,7 @@ macro_rules! layouts {
 }
 
 layouts! {
-    Deposit => Keyed { created_at, updated_at },
+    Deposit => Keyed { created_at, updated_at, block_time },
     Payout => Keyed { created_at, updated_at },
     Sweep => Keyed { created_at, updated_at },
     Customer => Keyed { created_at },
