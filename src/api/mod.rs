@@ -204,12 +204,7 @@ fn record_keys(caller: &Caller, method: &Method, path: &str, key: &str) -> (Vec<
         project,
         &[method.as_str().as_bytes(), path.as_bytes(), key.as_bytes()],
     );
-    let uuid = uuid::Uuid::try_parse(key).ok().filter(|u| {
-        u.hyphenated()
-            .encode_lower(&mut uuid::Uuid::encode_buffer())
-            == key
-    });
-    let k = match uuid {
+    let k = match appliance_storage::codec::canonical_uuid(key) {
         Some(u) => {
             let route = index::unique(
                 IndexTag::IdempotencyUuid,

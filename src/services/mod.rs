@@ -241,9 +241,13 @@ pub fn utc_day(us: i64) -> u32 {
 
 /// Test-mode transaction hash: `0x` + hex of SHA-256 over a label and an id.
 pub fn sim_tx_hash(label: &str, id: Uuid) -> String {
+    format!("0x{}", hex::encode(sim_digest(label, id)))
+}
+
+/// SHA-256 over a label and an id: what test mode's hashes and senders are made of.
+fn sim_digest(label: &str, id: Uuid) -> [u8; 32] {
     use sha2::Digest;
-    let h = sha2::Sha256::digest([label.as_bytes(), id.as_bytes()].concat());
-    format!("0x{}", hex::encode(h))
+    sha2::Sha256::digest([label.as_bytes(), id.as_bytes()].concat()).into()
 }
 
 /// Test-mode hash of a simulated transfer into a deposit address (a test deposit, a test
@@ -261,8 +265,7 @@ pub fn sim_transfer_hash(label: &str, id: Uuid) -> String {
 
 /// The 32 bytes of [`sim_transfer_hash`].
 pub fn sim_transfer_hash_bytes(label: &str, id: Uuid) -> [u8; 32] {
-    use sha2::Digest;
-    let h = sha2::Sha256::digest([label.as_bytes(), id.as_bytes()].concat());
+    let h = sim_digest(label, id);
     let mut b = [0u8; 32];
     b[..16].copy_from_slice(id.as_bytes());
     b[16..].copy_from_slice(&h[..16]);
@@ -273,9 +276,9 @@ pub fn sim_transfer_hash_bytes(label: &str, id: Uuid) -> [u8; 32] {
 /// transfer's without a `from_address`): the first 20 bytes of [`sim_tx_hash`]`("sender",
 /// id)`.
 pub fn sim_sender_bytes(id: Uuid) -> [u8; 20] {
-    use sha2::Digest;
-    let h = sha2::Sha256::digest([b"sender".as_slice(), id.as_bytes()].concat());
-    h[..20].try_into().expect("20 of 32 bytes")
+    sim_digest("sender", id)[..20]
+        .try_into()
+        .expect("20 of 32 bytes")
 }
 
 #[cfg(test)]

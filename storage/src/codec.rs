@@ -124,7 +124,7 @@ impl Times<'_> {
     /// The millisecond of the id in microseconds (any 128 bits: the top 48 as a UUID v7's).
     fn base(&self) -> i64 {
         // 48 bits of milliseconds: at most 2^48 * 1000 < 2^58, no overflow.
-        ((self.id.as_u128() >> 80) as i64) * 1000
+        uuid_ms(self.id) as i64 * 1000
     }
 
     /// Rewrites the times as stored; `None`, nothing changed, when a distance overflows.
@@ -421,17 +421,15 @@ pub fn amount<S: serde::Serializer>(v: &u128, s: S) -> Result<S::Ok, S::Error> {
 pub fn event_id<S: serde::Serializer, T: AsRef<str>>(id: &T, s: S) -> Result<S::Ok, S::Error> {
     let id = id.as_ref();
     if !s.is_human_readable() {
-        if let Some(random) = short_event_id_bytes(id) {
-            return s.serialize_bytes(&random);
-        }
-        if let Some(random) = id
-            .strip_prefix(SHORT_EVENT_ID_REL)
-            .and_then(|d| short_event_id_bytes(&format!("{SHORT_EVENT_ID}{d}")))
-        {
-            let mut b = [0u8; SHORT_EVENT_ID_BYTES + 1];
-            b[0] = SHORT_EVENT_ID_REL_MARK;
-            b[1..].copy_from_slice(&random);
-            return s.serialize_bytes(&b);
+        match short_event_id_parts(id) {
+            Some((random, false)) => return s.serialize_bytes(&random),
+            Some((random, true)) => {
+                let mut b = [0u8; SHORT_EVENT_ID_BYTES + 1];
+                b[0] = SHORT_EVENT_ID_REL_MARK;
+                b[1..].copy_from_slice(&random);
+                return s.serialize_bytes(&b);
+            }
+            None => {}
         }
         if let Some(u) = id.strip_prefix("evt_").and_then(|rest| {
             ulid::Ulid::from_string(rest)
@@ -449,9 +447,9 @@ pub fn event_id<S: serde::Serializer, T: AsRef<str>>(id: &T, s: S) -> Result<S::
 /// whole from the event's time and sequence, `ctx::event_id_in_full`).
 pub fn read_event_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     d.deserialize_any(StrOrBytes(|b| match b.len() {
-        SHORT_EVENT_ID_BYTES => Some(format!("{SHORT_EVENT_ID}{}", hex::encode(b))),
+        SHORT_EVENT_ID_BYTES => Some(short_event_id(b.try_into().ok()?, false)),
         n if n == SHORT_EVENT_ID_BYTES + 1 && b[0] == SHORT_EVENT_ID_REL_MARK => {
-            Some(format!("{SHORT_EVENT_ID_REL}{}", hex::encode(&b[1..])))
+            Some(short_event_id(b[1..].try_into().ok()?, true))
         }
         _ => Some(format!(
             "evt_{}",
@@ -481,10 +479,32 @@ const SHORT_EVENT_ID_REL_MARK: u8 = 1;
 
 /// The random bytes of a short event id ([`SHORT_EVENT_ID`] + 10 hex digits).
 pub fn short_event_id_bytes(id: &str) -> Option<[u8; SHORT_EVENT_ID_BYTES]> {
-    let digits = id.strip_prefix(SHORT_EVENT_ID)?;
+    short_event_id_parts(id)
+        .filter(|(_, relative)| !relative)
+        .map(|(b, _)| b)
+}
+
+/// The short event id of `random`, [`SHORT_EVENT_ID_REL`] when its row's time is `relative`
+/// (else [`SHORT_EVENT_ID`]).
+pub fn short_event_id(random: [u8; SHORT_EVENT_ID_BYTES], relative: bool) -> String {
+    let prefix = if relative {
+        SHORT_EVENT_ID_REL
+    } else {
+        SHORT_EVENT_ID
+    };
+    format!("{prefix}{}", hex::encode(random))
+}
+
+/// A short event id's random bytes and whether its row's time is relative
+/// ([`short_event_id`]'s inverse); `None` for any other id.
+pub fn short_event_id_parts(id: &str) -> Option<([u8; SHORT_EVENT_ID_BYTES], bool)> {
+    let (digits, relative) = match id.strip_prefix(SHORT_EVENT_ID) {
+        Some(d) => (d, false),
+        None => (id.strip_prefix(SHORT_EVENT_ID_REL)?, true),
+    };
     let mut b = [0u8; SHORT_EVENT_ID_BYTES];
     hex::decode_to_slice(digits, &mut b).ok()?;
-    Some(b)
+    Some((b, relative))
 }
 
 /// Every event type the appliance emits or SPEC.md section 6 lists: the binary's event
@@ -754,11 +774,23 @@ fn inflate_answer(stored: &[u8]) -> Option<String> {
 pub fn uuid_text<S: serde::Serializer, T: AsRef<str>>(v: &T, s: S) -> Result<S::Ok, S::Error> {
     let v = v.as_ref();
     if !s.is_human_readable() {
-        if let Some(u) = Uuid::try_parse(v).ok().filter(|u| u.to_string() == v) {
+        if let Some(u) = canonical_uuid(v) {
             return s.serialize_bytes(u.as_bytes());
         }
     }
     s.serialize_str(v)
+}
+
+/// The UUID `s` spells in its canonical text (lower-case, hyphenated), which reads back
+/// from its 16 bytes as `s` exactly; `None` for any other string.
+pub fn canonical_uuid(s: &str) -> Option<Uuid> {
+    let u = Uuid::try_parse(s).ok()?;
+    (u.hyphenated().encode_lower(&mut Uuid::encode_buffer()) == s).then_some(u)
+}
+
+/// The millisecond a UUID v7 was minted at (its top 48 bits; any UUID gives a number).
+pub fn uuid_ms(u: Uuid) -> u64 {
+    (u.as_u128() >> 80) as u64
 }
 
 /// Reads what [`uuid_text`] writes: a string, or 16 bytes (the UUID, hyphenated).
@@ -1399,8 +1431,8 @@ pub(crate) mod tests {
     }
 
     /// Schema 15: a keyed row stores `created_at` as its distance from its id's millisecond
-    /// and `updated_at` as its distance from `created_at`: a row minted and written by one
-    /// job is 14 bytes shorter than in schema 14's form, and reads back exactly. Times too
+    /// and `updated_at` (and a deposit's `block_time`) as its distance from `created_at`: a
+    /// deposit minted and written by one job is 20 bytes shorter than in schema 14's form, and reads back exactly. Times too
     /// far from the id for an i64 are stored whole (version 4); stored distances that do
     /// not add up to an i64 do not read.
     #[test]

@@ -986,7 +986,7 @@ impl<'t> WriteCtx<'t> {
     /// Writes index key `k` of a row: into its tag's index table, or into its run
     /// ([`crate::id_runs::is_run_key`], schema 14 and 15). Whether it was not there.
     fn row_index_insert(&self, k: &[u8]) -> Result<bool, StoreError> {
-        if let Some(runs) = crate::id_runs::run_of(k).filter(|_| crate::id_runs::is_run_key(k)) {
+        if let Some(runs) = crate::id_runs::run_of_key(k) {
             return self.with_runs(runs.table, |t| crate::id_runs::add(t, k));
         }
         self.with_index_write(k, |idx| Ok(idx.insert(k, ())?.is_none()))
@@ -995,7 +995,7 @@ impl<'t> WriteCtx<'t> {
     /// Removes index key `k` of a row, wherever [`WriteCtx::row_index_insert`] writes it.
     /// Whether it was there.
     fn row_index_remove(&self, k: &[u8]) -> Result<bool, StoreError> {
-        if let Some(runs) = crate::id_runs::run_of(k).filter(|_| crate::id_runs::is_run_key(k)) {
+        if let Some(runs) = crate::id_runs::run_of_key(k) {
             return self.with_runs(runs.table, |t| crate::id_runs::remove(t, k));
         }
         self.with_index_write(k, |idx| Ok(idx.remove(k)?.is_some()))
@@ -1360,30 +1360,24 @@ fn named_ulid(seq: u64, created_at: i64, random: u128) -> Option<ulid::Ulid> {
     ))
 }
 
-/// The short form of `ev`'s id as stored (schema 14; [`crate::codec::SHORT_EVENT_ID`]):
-/// its random bits, when its ULID is [`named_ulid`] of the event's time and sequence;
-/// `None` when it is not (an id of an earlier schema, or a random one).
-fn event_id_in_short(ev: &Event) -> Option<String> {
+/// The random bits `ev`'s id is stored as (schema 14, [`crate::codec::short_event_id`]),
+/// when its ULID is [`named_ulid`] of the event's time and sequence; `None` when it is not
+/// (an id of an earlier schema, or a random one).
+fn event_id_in_short(ev: &Event) -> Option<[u8; crate::codec::SHORT_EVENT_ID_BYTES]> {
     let ulid = event_ulid_of(&ev.id)?;
     let random = ulid & ((1u128 << EVENT_RANDOM_BITS) - 1);
     (named_ulid(ev.sequence, ev.created_at, random).map(u128::from) == Some(ulid)).then(|| {
-        let b = random.to_be_bytes();
-        format!(
-            "{}{}",
-            crate::codec::SHORT_EVENT_ID,
-            hex::encode(&b[16 - crate::codec::SHORT_EVENT_ID_BYTES..])
-        )
+        random.to_be_bytes()[16 - crate::codec::SHORT_EVENT_ID_BYTES..]
+            .try_into()
+            .expect("the last 5 of 16 bytes")
     })
 }
 
-/// The millisecond of a resource id that is a UUID in its canonical text (its top 48 bits,
-/// a UUID v7's time), in microseconds.
+/// The millisecond of a resource id that is a UUID in its canonical text (a UUID v7's
+/// time), in microseconds.
 fn resource_base_us(resource_id: &str) -> Option<i64> {
-    let u = Uuid::try_parse(resource_id).ok()?;
-    let mut buf = Uuid::encode_buffer();
     // 48 bits of milliseconds: at most 2^48 * 1000 < 2^58, no overflow.
-    (u.hyphenated().encode_lower(&mut buf) == resource_id)
-        .then(|| ((u.as_u128() >> 80) as i64) * 1000)
+    crate::codec::canonical_uuid(resource_id).map(|u| crate::codec::uuid_ms(u) as i64 * 1000)
 }
 
 /// Makes a short id read from event row `seq` whole again ([`event_id_in_short`]'s
@@ -1391,22 +1385,24 @@ fn resource_base_us(resource_id: &str) -> Option<i64> {
 /// other id is left as it is (as is a relative one whose time does not add up, which no
 /// build writes).
 pub(crate) fn event_id_in_full(ev: &mut Event, seq: u64) {
-    if let Some(digits) = ev.id.strip_prefix(crate::codec::SHORT_EVENT_ID_REL) {
+    let Some((b, relative)) = crate::codec::short_event_id_parts(&ev.id) else {
+        return;
+    };
+    let created = if relative {
         let Some(created) =
             resource_base_us(&ev.resource_id).and_then(|base| ev.created_at.checked_add(base))
         else {
             return;
         };
-        ev.id = format!("{}{digits}", crate::codec::SHORT_EVENT_ID);
-        ev.created_at = created;
-    }
-    let Some(b) = crate::codec::short_event_id_bytes(&ev.id) else {
-        return;
+        created
+    } else {
+        ev.created_at
     };
     let mut r = [0u8; 16];
     r[16 - b.len()..].copy_from_slice(&b);
-    if let Some(u) = named_ulid(seq, ev.created_at, u128::from_be_bytes(r)) {
+    if let Some(u) = named_ulid(seq, created, u128::from_be_bytes(r)) {
         ev.id = format!("evt_{u}");
+        ev.created_at = created;
     }
 }
 
@@ -1418,17 +1414,12 @@ pub(crate) fn event_id_in_full(ev: &mut Event, seq: u64) {
 /// distance from the resource's millisecond (the resource was made by the same job or
 /// before: a few bytes instead of 9), the id marked so ([`crate::codec::SHORT_EVENT_ID_REL`]).
 fn encode_event(ev: &mut Event, tail: Option<&crate::codec::EventData>) -> Vec<u8> {
-    let short = event_id_in_short(ev).map(|s| {
+    let full = event_id_in_short(ev).map(|random| {
         let rel = resource_base_us(&ev.resource_id).and_then(|b| ev.created_at.checked_sub(b));
-        match (rel, s.strip_prefix(crate::codec::SHORT_EVENT_ID)) {
-            (Some(rel), Some(digits)) => (
-                format!("{}{digits}", crate::codec::SHORT_EVENT_ID_REL),
-                Some(std::mem::replace(&mut ev.created_at, rel)),
-            ),
-            _ => (s, None),
-        }
+        let short = crate::codec::short_event_id(random, rel.is_some());
+        let created = rel.map(|rel| std::mem::replace(&mut ev.created_at, rel));
+        (std::mem::replace(&mut ev.id, short), created)
     });
-    let full = short.map(|(s, created)| (std::mem::replace(&mut ev.id, s), created));
     let bytes = match tail {
         Some(data) => crate::codec::encode_with_tail(&EventRow::of(ev), data),
         None => encode_record(&*ev),

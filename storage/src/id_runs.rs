@@ -45,7 +45,13 @@ pub const RUN_IDS: usize = 15;
 /// Whether `key`, an index key of a row, is kept in runs ([`run_of`]) rather than in an
 /// index table.
 pub fn is_run_key(key: &[u8]) -> bool {
-    key.len() > 16 && is_run_prefix(key)
+    run_of_key(key).is_some()
+}
+
+/// The [`RunIndex`] that keeps index key `key` of a row ([`is_run_key`]); `None` for a key
+/// of an index table (or one too short to hold an id).
+pub fn run_of_key(key: &[u8]) -> Option<&'static RunIndex> {
+    run_of(key).filter(|_| key.len() > 16)
 }
 
 /// Whether `prefix` (of a list) names runs ([`run_of`]).

@@ -655,7 +655,7 @@ fn migrate_to_14(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreE
 
 /// Schema 14 -> 15: the keys of a project's lists that schema 15 keeps as runs (each
 /// [`schema::RunIndex`] of [`schema::RUN_INDEXES`] but [`schema::ID_RUNS`]'s) leave their
-/// tag's table of [`schema::SPLIT_INDEXES`] for runs of their own table, full size
+/// tag's index table ([`schema::index_table`]) for runs of their own table, full size
 /// ([`schema::RunIndex::padded`]), filled in key order; all in the opening transaction, so
 /// a crash leaves schema 14 whole. The emptied tables stay. `rows` and `left` as
 /// [`migrate_to_14`]'s.

@@ -1066,7 +1066,7 @@ impl Wide {
 
 fn check_indexed<R: Row>(ctx: &ReadCtx, row: &R, rep: &mut Report) -> Result<(), StoreError> {
     for k in row.index_keys() {
-        let runs = crate::id_runs::run_of(&k).filter(|_| crate::id_runs::is_run_key(&k));
+        let runs = crate::id_runs::run_of_key(&k);
         let listed = if let Some(runs) = runs {
             crate::id_runs::contains(&ctx.open(runs.table)?, &k)?
         } else {
