@@ -583,9 +583,9 @@ pub struct ChainTransfer {
     pub block_time: i64,
 }
 
-/// Unique key of a detected transfer ([`index::transfer_key`]): chain ‖ tx hash ‖ log index
-/// (native: `u32::MAX`, so a transaction that both sends the coin and emits a token log
-/// yields two deposits).
+/// Unique key of a detected transfer ([`index::transfer_key`]): of chain, tx hash and log
+/// index (native: `u32::MAX`, so a transaction that both sends the coin and emits a token
+/// log yields two deposits).
 pub fn transfer_key(chain: &str, tx_hash: &str, log_index: Option<u32>) -> Vec<u8> {
     index::transfer_key(chain, tx_hash, log_index.unwrap_or(u32::MAX))
 }

@@ -807,8 +807,10 @@ fn simulated_transfer_hashes_are_evm_hashes_keyed_in_the_order_of_their_ids() {
             &crate::services::sim_tx_hash("deposit", *id)[2..34],
             "the rest is derived from the id"
         );
-        // An EVM hash: the transfer key holds its 32 bytes (45-byte key).
-        assert_eq!(index::transfer_key("ethereum", h, 0).len(), 45);
+        // An EVM hash: the transfer key starts with its first 16 bytes (25-byte key).
+        let k = index::transfer_key("ethereum", h, 0);
+        assert_eq!(k.len(), 25);
+        assert_eq!(&k[1..17], id.as_bytes());
     }
     assert_ne!(
         crate::services::sim_transfer_hash("transfer", ids[0]),

@@ -176,8 +176,9 @@ pub fn get_or_create_at(
 }
 
 /// Unique key of an issued address on a chain (any project): detects self-payouts and
-/// attributes incoming transfers. Laid out address ‖ chain ([`index::address_key`], schema
-/// version 5), so one address's keys on every EVM chain share a leaf.
+/// attributes incoming transfers. Laid out as a digest of the address ‖ chain
+/// ([`index::address_key`], schema version 16), so one address's keys on every EVM chain
+/// share a leaf.
 pub fn address_key(chain: &str, address: &str) -> Vec<u8> {
     index::address_key(chain, address)
 }

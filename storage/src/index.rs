@@ -141,21 +141,26 @@ pub enum IndexTag {
     /// Unique: project name -> project.
     UniqueProjectName = 103,
     /// Unique: chain ‖ lower-case address -> wallet (any project), up to schema version 4.
-    /// Schema 5 keeps the same keys as [`IndexTag::UniqueAddressChain`] and moves these on
-    /// open (`migrate_address_keys` in the crate root); none is written any more.
+    /// Schema 5 moved these keys to [`IndexTag::UniqueAddressChain`] on open; none is
+    /// written any more ([`address_key_from_legacy`] reads both old layouts).
     UniqueAddress = 104,
-    /// Unique: lower-case address ‖ chain -> wallet (any project); [`address_key`]. Address
-    /// first because an EVM address is the same on every EVM chain: the keys of one
-    /// invoice's addresses (one per accepted chain), of one funding address and of a test
-    /// project's master wallet sit side by side on one leaf instead of one random leaf each.
+    /// Unique, schema 5 to 15: (project nil) ‖ lower-case address ‖ chain -> wallet (any
+    /// project). Schema 16 moves these keys to [`IndexTag::UniqueAddressDigest`] on open;
+    /// none is written any more.
     UniqueAddressChain = 108,
-    /// Unique: (project nil) ‖ chain ‖ tx hash (text) ‖ log index -> deposit: a transfer
-    /// whose hash is not `0x` + 64 lower-case hex ([`transfer_key`]); up to schema 6 every
-    /// transfer's key (schema 7 moves the others to [`IndexTag::UniqueDepositTxHash`]).
+    /// Unique, up to schema 15: (project nil) ‖ chain ‖ tx hash (text) ‖ log index ->
+    /// deposit (from schema 7 only for a hash that is not `0x` + 64 lower-case hex). Schema
+    /// 16 moves these keys to [`IndexTag::UniqueTransfer`] on open.
     UniqueDepositTx = 105,
-    /// Unique: tx hash (32 bytes) ‖ log index (4) ‖ chain -> deposit ([`transfer_key`],
-    /// schema 7): 45 bytes for an EVM transfer instead of 101.
+    /// Unique, schema 7 to 15: tx hash (32 bytes) ‖ log index (4) ‖ chain -> deposit.
+    /// Schema 16 moves these keys to [`IndexTag::UniqueTransfer`] on open.
     UniqueDepositTxHash = 109,
+    /// Unique: the tx hash's first 16 bytes ‖ 8 bytes of a digest of chain, tx hash and log
+    /// index -> deposit ([`transfer_key`], schema 16): 25 bytes instead of 45.
+    UniqueTransfer = 112,
+    /// Unique: a 16-byte digest of the lower-case address ‖ chain -> wallet (any project)
+    /// ([`address_key`], schema 16): 25 bytes on `ethereum` instead of 72.
+    UniqueAddressDigest = 113,
     /// Up to schema 7 only: (project nil) ‖ wallet ‖ asset -> the sweep still `open` for
     /// it. Schema 8 keeps a wallet's open sweep in its holding row
     /// ([`crate::ledger::Holding`]) and moves these keys there on open. Never reuse the
@@ -284,32 +289,45 @@ pub fn unique(tag: IndexTag, project: Uuid, values: &[&[u8]]) -> Vec<u8> {
     prefix(tag, project, values)
 }
 
-/// Unique key of a detected transfer, chain ‖ tx hash ‖ log index (native transfer:
-/// `u32::MAX`, so a transaction that both sends the coin and emits a token log yields two
-/// deposits). A hash written `0x` + 64 lower-case hex (every EVM transfer) is keyed by its
-/// 32 bytes: [`IndexTag::UniqueDepositTxHash`] ‖ hash ‖ log index (BE) ‖ chain (the chain
-/// last, unprefixed: the key is only ever looked up whole). Any other hash keeps the text
-/// layout of [`IndexTag::UniqueDepositTx`], so distinct texts never share a key.
+/// Bytes of the SHA-256 digest in an [`address_key`]; a [`transfer_key`] holds as many
+/// bytes of its hash (or digest) and [`TRANSFER_DIGEST_BYTES`] more of its digest.
+pub const DIGEST_KEY_BYTES: usize = 16;
+
+/// Bytes of a [`transfer_key`]'s digest after the hash's first [`DIGEST_KEY_BYTES`].
+pub const TRANSFER_DIGEST_BYTES: usize = 8;
+
+/// Unique key of a detected transfer (schema 16), 25 bytes whatever the chain and hash:
+///
+/// ```text
+/// UniqueTransfer ‖ the hash's first 16 bytes (an EVM hash: `0x` + 64 lower-case hex)
+///                  or bytes 8..24 of the digest (any other text) ‖ the digest's first 8
+/// digest = SHA-256(length of chain (2 bytes, BE) ‖ chain ‖ tx hash as written ‖ log index (4, BE))
+/// ```
+///
+/// A native transfer's log index is `u32::MAX`, so a transaction that both sends the coin
+/// and emits a token log yields two deposits. The hash comes first so that the keys of
+/// transfers whose hashes are minted in order (test mode's, `services::sim_transfer_hash`
+/// in the binary) are appended side by side instead of one random leaf each. Distinct
+/// transfers share a key only if their hashes share 16 bytes and their digests 8 (a
+/// stored key is matched on purpose only by a preimage of both); another text of the same
+/// hash is another key, as in every layout before. 45 bytes in schema 7's layout.
 pub fn transfer_key(chain: &str, tx_hash: &str, log_index: u32) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    let len = u16::try_from(chain.len()).unwrap_or(u16::MAX);
+    h.update(len.to_be_bytes());
+    h.update(&chain.as_bytes()[..len as usize]);
+    h.update(tx_hash.as_bytes());
+    h.update(log_index.to_be_bytes());
+    let digest = h.finalize();
+    let mut k = Vec::with_capacity(1 + DIGEST_KEY_BYTES + TRANSFER_DIGEST_BYTES);
+    k.push(IndexTag::UniqueTransfer as u8);
     match evm_hash(tx_hash) {
-        Some(h) => {
-            let mut k = Vec::with_capacity(1 + 32 + 4 + chain.len());
-            k.push(IndexTag::UniqueDepositTxHash as u8);
-            k.extend_from_slice(&h);
-            k.extend_from_slice(&log_index.to_be_bytes());
-            k.extend_from_slice(chain.as_bytes());
-            k
-        }
-        None => unique(
-            IndexTag::UniqueDepositTx,
-            Uuid::nil(),
-            &[
-                chain.as_bytes(),
-                tx_hash.as_bytes(),
-                &log_index.to_be_bytes(),
-            ],
-        ),
+        Some(hash) => k.extend_from_slice(&hash[..DIGEST_KEY_BYTES]),
+        None => k.extend_from_slice(&digest[TRANSFER_DIGEST_BYTES..][..DIGEST_KEY_BYTES]),
     }
+    k.extend_from_slice(&digest[..TRANSFER_DIGEST_BYTES]);
+    k
 }
 
 /// The 32 bytes of `0x` + 64 lower-case hex digits; `None` for any other text.
@@ -323,10 +341,24 @@ fn evm_hash(h: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-/// The [`transfer_key`] of a schema 6 [`IndexTag::UniqueDepositTx`] key (nil ‖ chain ‖
-/// hash ‖ log index, each length-prefixed); `None` when `legacy` does not have that shape.
+/// The [`transfer_key`] of a transfer key of an older layout: schema 6's
+/// [`IndexTag::UniqueDepositTx`] (nil ‖ chain ‖ hash ‖ log index, each length-prefixed;
+/// from schema 7 to 15 the layout of a hash that is not lower-case hex) or schema 7's
+/// [`IndexTag::UniqueDepositTxHash`] (hash (32) ‖ log index (4, BE) ‖ chain, the hash
+/// written back as `0x` + lower-case hex, which is what it was keyed from). `None` when
+/// `legacy` has neither shape.
 pub fn transfer_key_from_legacy(legacy: &[u8]) -> Option<Vec<u8>> {
-    let rest = legacy.strip_prefix(&[IndexTag::UniqueDepositTx as u8])?;
+    let (&tag, rest) = legacy.split_first()?;
+    if tag == IndexTag::UniqueDepositTxHash as u8 {
+        let hash = rest.get(..32)?;
+        let log: [u8; 4] = rest.get(32..36)?.try_into().ok()?;
+        let chain = std::str::from_utf8(rest.get(36..)?).ok()?;
+        let hash = format!("0x{}", hex::encode(hash));
+        return Some(transfer_key(chain, &hash, u32::from_be_bytes(log)));
+    }
+    if tag != IndexTag::UniqueDepositTx as u8 {
+        return None;
+    }
     let rest = rest.get(16..)?;
     let (chain, rest) = length_prefixed(rest)?;
     let (hash, rest) = length_prefixed(rest)?;
@@ -342,31 +374,47 @@ pub fn transfer_key_from_legacy(legacy: &[u8]) -> Option<Vec<u8>> {
     ))
 }
 
-/// Unique key of an issued address on a chain (any project): [`IndexTag::UniqueAddressChain`]
-/// ‖ nil project ‖ lower-case `address` ‖ `chain`. Detects self-payouts and custodied
-/// destinations and attributes transfers to their wallet.
+/// Unique key of an issued address on a chain (any project), schema 16:
+/// [`IndexTag::UniqueAddressDigest`] ‖ the first [`DIGEST_KEY_BYTES`] of SHA-256 of the
+/// lower-case `address` ‖ `chain` (unprefixed: the key is only ever looked up whole). 25
+/// bytes on `ethereum` instead of 72. The address comes first because an EVM address is
+/// the same on every EVM chain: the keys of one invoice's addresses (one per accepted
+/// chain), of one funding address and of a test project's master wallet sit side by side
+/// on one leaf instead of one random leaf each. Detects self-payouts and custodied
+/// destinations and attributes transfers to their wallet. Addresses are derived by the
+/// appliance, so no caller chooses the address a stored key protects: matching one on
+/// purpose takes a SHA-256 preimage of 16 bytes.
 pub fn address_key(chain: &str, address: &str) -> Vec<u8> {
-    unique(
-        IndexTag::UniqueAddressChain,
-        Uuid::nil(),
-        &[address.to_ascii_lowercase().as_bytes(), chain.as_bytes()],
-    )
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(address.to_ascii_lowercase().as_bytes());
+    let mut k = Vec::with_capacity(1 + DIGEST_KEY_BYTES + chain.len());
+    k.push(IndexTag::UniqueAddressDigest as u8);
+    k.extend_from_slice(&digest[..DIGEST_KEY_BYTES]);
+    k.extend_from_slice(chain.as_bytes());
+    k
 }
 
-/// The [`address_key`] of a schema 4 key ([`IndexTag::UniqueAddress`] ‖ nil ‖ chain ‖
-/// lower-case address); `None` when `legacy` does not have that shape.
+/// The [`address_key`] of an address key of an older layout: schema 4's
+/// [`IndexTag::UniqueAddress`] (nil ‖ chain ‖ lower-case address) or schema 5's
+/// [`IndexTag::UniqueAddressChain`] (nil ‖ lower-case address ‖ chain), each part
+/// length-prefixed; `None` when `legacy` has neither shape.
 pub fn address_key_from_legacy(legacy: &[u8]) -> Option<Vec<u8>> {
-    let rest = legacy.strip_prefix(&[IndexTag::UniqueAddress as u8])?;
+    let (&tag, rest) = legacy.split_first()?;
+    let address_first = match tag {
+        t if t == IndexTag::UniqueAddress as u8 => false,
+        t if t == IndexTag::UniqueAddressChain as u8 => true,
+        _ => return None,
+    };
     let rest = rest.get(16..)?;
-    let (chain, rest) = length_prefixed(rest)?;
-    let (address, rest) = length_prefixed(rest)?;
+    let (a, rest) = length_prefixed(rest)?;
+    let (b, rest) = length_prefixed(rest)?;
     if !rest.is_empty() {
         return None;
     }
-    Some(unique(
-        IndexTag::UniqueAddressChain,
-        Uuid::nil(),
-        &[address, chain],
+    let (address, chain) = if address_first { (a, b) } else { (b, a) };
+    Some(address_key(
+        std::str::from_utf8(chain).ok()?,
+        std::str::from_utf8(address).ok()?,
     ))
 }
 
@@ -543,6 +591,10 @@ mod tests {
     fn address_keys_of_one_address_sit_together_and_legacy_keys_convert() {
         let a = "0x35503aB8094214FeD332D87630B21FaF4D79ea84";
         let b = "0x35503ab8094214fed332d87630b21faf4d79ea85";
+        let k = address_key("ethereum", a);
+        assert_eq!(k.len(), 1 + 16 + 8);
+        assert_eq!(k[0], IndexTag::UniqueAddressDigest as u8);
+        assert!(k.ends_with(b"ethereum"));
         let mut keys = [
             address_key("ethereum", a),
             address_key("bsc", b),
@@ -550,26 +602,40 @@ mod tests {
             address_key("base", a),
         ];
         keys.sort();
-        // The three keys of `a` are adjacent whatever the chain; `b` sorts after them.
-        assert_eq!(keys[3], address_key("bsc", b));
+        // The three keys of `a` are adjacent whatever the chain (they share the address's
+        // digest); `b`'s sorts before or after them, never between.
+        let of_a: Vec<usize> = (0..4)
+            .filter(|&i| keys[i] != address_key("bsc", b))
+            .collect();
+        assert!(of_a == [0, 1, 2] || of_a == [1, 2, 3], "{of_a:?}");
         assert_eq!(
             address_key("base", a),
             address_key("base", &a.to_lowercase())
         );
-        let legacy = unique(
+        assert_ne!(address_key("base", a), address_key("bas", a));
+        // Schema 4 (chain first) and schema 5 (address first) keys, both of lower case.
+        let lower = a.to_lowercase();
+        let schema4 = unique(
             IndexTag::UniqueAddress,
             Uuid::nil(),
-            &[b"polygon", a.to_lowercase().as_bytes()],
+            &[b"polygon", lower.as_bytes()],
         );
-        assert_eq!(
-            address_key_from_legacy(&legacy),
-            Some(address_key("polygon", a))
+        let schema5 = unique(
+            IndexTag::UniqueAddressChain,
+            Uuid::nil(),
+            &[lower.as_bytes(), b"polygon"],
         );
-        assert_eq!(address_key_from_legacy(&legacy[..legacy.len() - 1]), None);
-        assert_eq!(
-            address_key_from_legacy(&[legacy.as_slice(), b"x"].concat()),
-            None
-        );
+        for legacy in [&schema4, &schema5] {
+            assert_eq!(
+                address_key_from_legacy(legacy),
+                Some(address_key("polygon", a))
+            );
+            assert_eq!(address_key_from_legacy(&legacy[..legacy.len() - 1]), None);
+            assert_eq!(
+                address_key_from_legacy(&[legacy.as_slice(), b"x"].concat()),
+                None
+            );
+        }
         assert_eq!(address_key_from_legacy(&address_key("polygon", a)), None);
     }
 
@@ -640,35 +706,44 @@ mod tests {
     }
 
     #[test]
-    fn transfer_keys_of_evm_hashes_are_bytes_and_legacy_keys_convert() {
+    fn transfer_keys_are_digests_and_legacy_keys_convert() {
         let h = format!("0x{}", "ab".repeat(32));
         let k = transfer_key("ethereum", &h, 3);
-        assert_eq!(k.len(), 1 + 32 + 4 + 8);
+        assert_eq!(k.len(), 25);
+        assert_eq!(k[0], IndexTag::UniqueTransfer as u8);
+        // An EVM hash's first 16 bytes lead, so keys follow the hashes' order.
+        assert_eq!(&k[1..17], &[0xab; 16]);
+        let next = format!("0x{}{}", "ab".repeat(15), "ac".repeat(17));
+        assert!(transfer_key("ethereum", &next, 0) > k);
+        assert_eq!(transfer_key("tron", "abc", 3).len(), 25);
         assert_ne!(k, transfer_key("bsc", &h, 3));
         assert_ne!(k, transfer_key("ethereum", &h, u32::MAX));
-        // Upper case or another length: the text layout, never the same key.
+        // The chain's length is hashed: moving a byte between chain and hash changes it.
+        assert_ne!(transfer_key("ab", "c", 3), transfer_key("a", "bc", 3));
+        // Another text of the same hash is another key (as in every layout before).
         let upper = format!("0x{}", "AB".repeat(32));
-        assert_eq!(
-            transfer_key("ethereum", &upper, 3)[0],
-            IndexTag::UniqueDepositTx as u8
-        );
-        assert_eq!(
-            transfer_key("tron", "abc", 3)[0],
-            IndexTag::UniqueDepositTx as u8
-        );
-        let legacy = |hash: &str| {
+        assert_ne!(transfer_key("ethereum", &upper, 3), k);
+        // Schema 6's layout (any hash text) and schema 7's (an EVM hash as its bytes).
+        let schema6 = |hash: &str| {
             unique(
                 IndexTag::UniqueDepositTx,
                 Uuid::nil(),
                 &[b"ethereum", hash.as_bytes(), &3u32.to_be_bytes()],
             )
         };
-        assert_eq!(transfer_key_from_legacy(&legacy(&h)), Some(k));
+        let mut schema7 = vec![IndexTag::UniqueDepositTxHash as u8];
+        schema7.extend_from_slice(&[0xab; 32]);
+        schema7.extend_from_slice(&3u32.to_be_bytes());
+        schema7.extend_from_slice(b"ethereum");
+        assert_eq!(transfer_key_from_legacy(&schema6(&h)), Some(k.clone()));
+        assert_eq!(transfer_key_from_legacy(&schema7), Some(k.clone()));
         assert_eq!(
-            transfer_key_from_legacy(&legacy(&upper)),
-            Some(legacy(&upper))
+            transfer_key_from_legacy(&schema6(&upper)),
+            Some(transfer_key("ethereum", &upper, 3))
         );
-        assert_eq!(transfer_key_from_legacy(&legacy(&h)[..60]), None);
+        assert_eq!(transfer_key_from_legacy(&schema6(&h)[..60]), None);
+        assert_eq!(transfer_key_from_legacy(&schema7[..35]), None);
+        assert_eq!(transfer_key_from_legacy(&k), None);
     }
 
     #[test]

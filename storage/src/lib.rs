@@ -574,6 +574,14 @@ fn init_schema(db: &Database) -> Result<(), StoreError> {
             "a project's lists kept as runs of ids (schema version 15)"
         );
     }
+    if found.is_some_and(|v| v < 16) {
+        let m = migrate_to_16(&txn)?;
+        tracing::info!(
+            rows = m.rows,
+            left = m.left,
+            "transfer and address keys stored as digests (schema version 16)"
+        );
+    }
     txn.commit()?;
     Ok(())
 }
@@ -669,6 +677,34 @@ fn migrate_to_15(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreE
         let mut keys = txn.open_table(schema::index_table(r.tag as u8))?;
         let mut runs = txn.open_table(r.table)?;
         keys_into_id_runs(&mut keys, &mut runs, r.tag as u8, r.padded, &mut total)?;
+    }
+    Ok(total)
+}
+
+/// Schema 15 -> 16: every transfer key of `unique` (schema 7's
+/// [`index::IndexTag::UniqueDepositTxHash`], and schema 6's `UniqueDepositTx` a hash that
+/// was not lower-case hex kept) becomes its [`index::transfer_key`], and every address key
+/// ([`index::IndexTag::UniqueAddressChain`]) its [`index::address_key`], with the same
+/// deposit or wallet id, by [`rekey`]; all in the opening transaction, so a crash leaves
+/// schema 15 whole. A key of neither shape stays (counted in `left`; `verify` names it).
+/// The new tags sort after the old ones', so no scan reads a key it wrote.
+fn migrate_to_16(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
+    use index::IndexTag;
+    let mut total = codec::Migrated::default();
+    for (tag, convert) in [
+        (
+            IndexTag::UniqueDepositTx,
+            index::transfer_key_from_legacy as fn(&[u8]) -> Option<Vec<u8>>,
+        ),
+        (
+            IndexTag::UniqueDepositTxHash,
+            index::transfer_key_from_legacy,
+        ),
+        (IndexTag::UniqueAddressChain, index::address_key_from_legacy),
+    ] {
+        let m = rekey(txn, schema::UNIQUE, tag, convert)?;
+        total.rows += m.rows;
+        total.left += m.left;
     }
     Ok(total)
 }

@@ -543,7 +543,128 @@ fn address_keys_move_to_the_address_first_layout() {
             .count()
     };
     assert_eq!(count(IndexTag::UniqueAddress), 1);
-    assert_eq!(count(IndexTag::UniqueAddressChain), 4);
+    assert_eq!(count(IndexTag::UniqueAddressChain), 0);
+    assert_eq!(count(IndexTag::UniqueAddressDigest), 4);
+}
+
+/// Schema 15 -> 16 (issue 16): transfer keys of schema 7's layout (an EVM hash's 32 bytes
+/// ‖ log index ‖ chain) and of schema 6's (a hash of other text), and address keys of
+/// schema 5's layout (nil ‖ address ‖ chain), become their 25-byte digest keys on open;
+/// every one is found by its transfer or address as before, with its id; a key of an old
+/// tag that has no known shape is left and named by `verify`, and nothing else is; a backup
+/// of the old store does the same.
+#[test]
+fn a_schema_15_store_keys_its_transfers_and_addresses_by_digest() {
+    use crate::index::{self, IndexTag};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let hash = |b: u8| format!("0x{}", hex::encode([b; 32]));
+    let transfers: Vec<(&str, String, u32, Uuid)> = vec![
+        ("ethereum", hash(1), 0, Uuid::now_v7()),
+        ("ethereum", hash(1), u32::MAX, Uuid::now_v7()),
+        ("base", hash(1), 0, Uuid::now_v7()),
+        ("ethereum", hash(2), 7, Uuid::now_v7()),
+        ("tron", "tx-text".to_string(), u32::MAX, Uuid::now_v7()),
+    ];
+    let a = "0x35503aB8094214FeD332D87630B21FaF4D79ea84";
+    let addresses: Vec<(&str, &str, Uuid)> = vec![
+        ("ethereum", a, Uuid::now_v7()),
+        ("base", a, Uuid::now_v7()),
+        ("tron", "TLyqzVGLV1srkB7dToTAEqgDSfPtXRJZYH", Uuid::now_v7()),
+    ];
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    close(store);
+    let odd_transfer = vec![IndexTag::UniqueDepositTxHash as u8, 1, 2, 3];
+    let odd_address = vec![IndexTag::UniqueAddressChain as u8, 4, 5];
+    {
+        let db = Database::create(&path).unwrap();
+        let w = db.begin_write().unwrap();
+        {
+            let mut u = w.open_table(UNIQUE).unwrap();
+            for (chain, h, log, id) in &transfers {
+                let old = match h.strip_prefix("0x") {
+                    Some(hex_digits) => {
+                        let mut k = vec![IndexTag::UniqueDepositTxHash as u8];
+                        k.extend_from_slice(&hex::decode(hex_digits).unwrap());
+                        k.extend_from_slice(&log.to_be_bytes());
+                        k.extend_from_slice(chain.as_bytes());
+                        k
+                    }
+                    None => index::unique(
+                        IndexTag::UniqueDepositTx,
+                        Uuid::nil(),
+                        &[chain.as_bytes(), h.as_bytes(), &log.to_be_bytes()],
+                    ),
+                };
+                u.insert(old.as_slice(), id.as_u128()).unwrap();
+            }
+            for (chain, address, id) in &addresses {
+                let old = index::unique(
+                    IndexTag::UniqueAddressChain,
+                    Uuid::nil(),
+                    &[address.to_ascii_lowercase().as_bytes(), chain.as_bytes()],
+                );
+                u.insert(old.as_slice(), id.as_u128()).unwrap();
+            }
+            u.insert(odd_transfer.as_slice(), 7).unwrap();
+            u.insert(odd_address.as_slice(), 8).unwrap();
+            let mut meta = w.open_table(META).unwrap();
+            meta.insert("schema_version", 15u32.to_be_bytes().as_slice())
+                .unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let old_copy = dir.path().join("old.redb");
+    std::fs::copy(&path, &old_copy).unwrap();
+
+    let check = |store: &Store| {
+        for (chain, h, log, id) in transfers.clone() {
+            let key = index::transfer_key(chain, &h, log);
+            assert_eq!(key.len(), 25);
+            let got = store.read_blocking(move |r| r.unique_get(&key)).unwrap();
+            assert_eq!(got, Some(id), "{chain} {h} {log}");
+        }
+        for (chain, address, id) in addresses.clone() {
+            let key = index::address_key(chain, address);
+            assert_eq!(key.len(), 17 + chain.len());
+            let got = store.read_blocking(move |r| r.unique_get(&key)).unwrap();
+            assert_eq!(got, Some(id), "{chain} {address}");
+        }
+        let v = store
+            .read_blocking(|r| r.meta_get("schema_version"))
+            .unwrap();
+        assert_eq!(v, Some(schema::SCHEMA_VERSION.to_be_bytes().to_vec()));
+        let rep = store.read_blocking(crate::verify::verify).unwrap();
+        assert_eq!(rep.violations.len(), 2, "{:?}", rep.violations);
+        for odd in [&odd_transfer, &odd_address] {
+            assert!(
+                rep.violations
+                    .iter()
+                    .any(|v| v.contains(&hex::encode(odd)) && v.contains("schema version 15")),
+                "{:?}",
+                rep.violations
+            );
+        }
+    };
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    check(&store);
+    close(store);
+    // Only the odd keys are left under the old tags; the rest are 8 digest keys.
+    let db = Database::create(&path).unwrap();
+    let r = db.begin_read().unwrap();
+    let u = r.open_table(UNIQUE).unwrap();
+    let count = |tag: IndexTag| {
+        u.range::<&[u8]>([tag as u8].as_slice()..[tag as u8 + 1].as_slice())
+            .unwrap()
+            .count()
+    };
+    assert_eq!(count(IndexTag::UniqueDepositTxHash), 1);
+    assert_eq!(count(IndexTag::UniqueDepositTx), 0);
+    assert_eq!(count(IndexTag::UniqueAddressChain), 1);
+    assert_eq!(count(IndexTag::UniqueTransfer), 5);
+    assert_eq!(count(IndexTag::UniqueAddressDigest), 3);
+    drop((u, r, db));
+    an_old_copy_and_its_backup(&old_copy, check);
 }
 
 /// Schema 5 -> 6 (issue 16): a store as schema 5 left it (deposit index entries by wallet,
@@ -1501,14 +1622,19 @@ fn a_schema_6_store_moves_its_index_keys_to_their_tables() {
             }
             idx.insert(odd.as_slice(), ()).unwrap();
             let mut u = w.open_table(UNIQUE).unwrap();
-            u.remove(index::transfer_key("ethereum", &evm_hash, 2).as_slice())
-                .unwrap();
-            let legacy = index::unique(
-                IndexTag::UniqueDepositTx,
-                Uuid::nil(),
-                &[b"ethereum", evm_hash.as_bytes(), &2u32.to_be_bytes()],
-            );
-            u.insert(legacy.as_slice(), t1.as_u128()).unwrap();
+            for (chain, hash, log, id) in [
+                ("ethereum", evm_hash.as_str(), 2u32, t1),
+                ("tron", "tx-1", u32::MAX, t2),
+            ] {
+                u.remove(index::transfer_key(chain, hash, log).as_slice())
+                    .unwrap();
+                let legacy = index::unique(
+                    IndexTag::UniqueDepositTx,
+                    Uuid::nil(),
+                    &[chain.as_bytes(), hash.as_bytes(), &log.to_be_bytes()],
+                );
+                u.insert(legacy.as_slice(), id.as_u128()).unwrap();
+            }
             let mut meta = w.open_table(META).unwrap();
             meta.insert("schema_version", 6u32.to_be_bytes().as_slice())
                 .unwrap();
@@ -1543,7 +1669,7 @@ fn a_schema_6_store_moves_its_index_keys_to_their_tables() {
         })
         .unwrap();
     assert_eq!((k1, k2), (Some(t1), Some(t2)));
-    assert_eq!(index::transfer_key("ethereum", &evm_hash, 2).len(), 45);
+    assert_eq!(index::transfer_key("ethereum", &evm_hash, 2).len(), 25);
     let rep = store.read_blocking(crate::verify::verify).unwrap();
     assert_eq!(rep.violations.len(), 1, "{:?}", rep.violations);
     assert!(

@@ -513,7 +513,12 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   test chain's block of one test
 ///   deposit's transfer is one short operation in [`SIM_OPS`] (the binary's
 ///   `StoredOp::DepositBlock`); operations written before read as they are.
-pub const SCHEMA_VERSION: u32 = 15;
+/// * 16: a transfer's unique key is a 16-byte digest of its chain, tx hash and log index
+///   ([`crate::index::transfer_key`], 17 bytes instead of 45), and an address's is a 16-byte
+///   digest of the address followed by the chain ([`crate::index::address_key`], 25 bytes
+///   on `ethereum` instead of 72): moved on open (`migrate_to_16`). A build of schema 15
+///   refuses the store, whose transfers it would detect again.
+pub const SCHEMA_VERSION: u32 = 16;
 
 /// Calls `$m!(TABLE, RecordType)` for every table whose values are [`crate::codec`]
 /// encodings of one record type: the schema 4 migration rewrites them and `verify` decodes

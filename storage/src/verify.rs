@@ -36,7 +36,7 @@ pub struct Report {
 pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
     let mut rep = Report::default();
     check_decodable(ctx, &mut rep)?;
-    check_address_layout(ctx, &mut rep)?;
+    check_unique_layout(ctx, &mut rep)?;
     check_index_layout(ctx, &mut rep)?;
     let mut replay: BTreeMap<Account, Balance> = BTreeMap::new();
     // Conversion entries by batch id: (kind, entry).
@@ -848,19 +848,30 @@ pub fn payment_fee_cents(price_cents: u64, bps: u32, fixed_cents: u64, cap_cents
     u64::try_from(fee).unwrap_or(u64::MAX).min(cap_cents)
 }
 
-/// No address key is left in the schema 4 layout (chain ‖ address): opening the store
-/// moves every one to [`crate::index::address_key`]; one that did not have the expected
-/// shape stays and is reported here (lookups by address would miss it).
-fn check_address_layout(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
-    let tag = crate::index::IndexTag::UniqueAddress as u8;
+/// No address or transfer key is left in a layout of before schema 16 in `unique`
+/// ([`crate::index::IndexTag::UniqueAddress`], `UniqueAddressChain`, `UniqueDepositTx`,
+/// `UniqueDepositTxHash`): opening the store moves every one to its digest key
+/// ([`crate::index::address_key`], [`crate::index::transfer_key`]); one that did not have
+/// the expected shape stays and is reported here (lookups by address or transfer would miss
+/// it). One violation per key, naming the wallet or deposit it points to.
+fn check_unique_layout(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
+    use crate::index::IndexTag;
     let unique = ctx.open(UNIQUE)?;
-    for e in unique.range::<&[u8]>([tag].as_slice()..[tag + 1].as_slice())? {
-        let (k, v) = e?;
-        rep.violations.push(format!(
-            "unique key {} (wallet {}) is an address key in the layout of schema version 4",
-            hex::encode(k.value()),
-            Uuid::from_u128(v.value())
-        ));
+    for (tag, what, schema) in [
+        (IndexTag::UniqueAddress, "an address key (wallet", 4),
+        (IndexTag::UniqueAddressChain, "an address key (wallet", 15),
+        (IndexTag::UniqueDepositTx, "a transfer key (deposit", 15),
+        (IndexTag::UniqueDepositTxHash, "a transfer key (deposit", 15),
+    ] {
+        let tag = tag as u8;
+        for e in unique.range::<&[u8]>([tag].as_slice()..[tag + 1].as_slice())? {
+            let (k, v) = e?;
+            rep.violations.push(format!(
+                "unique key {} is {what} {}) in a layout of schema version {schema} or older",
+                hex::encode(k.value()),
+                Uuid::from_u128(v.value()),
+            ));
+        }
     }
     Ok(())
 }
@@ -939,19 +950,6 @@ fn check_index_layout(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError>
             rep.violations.push(format!(
                 "index holds {n} keys of tag {tag} that schema version 7, 9, 14 or 15 keeps elsewhere (first: {})",
                 hex::encode(first?.0.value())
-            ));
-        }
-    }
-    let tag = IndexTag::UniqueDepositTx as u8;
-    let unique = ctx.open(UNIQUE)?;
-    for e in unique.range::<&[u8]>([tag].as_slice()..[tag + 1].as_slice())? {
-        let (k, v) = e?;
-        let k = k.value();
-        if crate::index::transfer_key_from_legacy(k).as_deref() != Some(k) {
-            rep.violations.push(format!(
-                "unique key {} (deposit {}) is a transfer key in the layout of schema version 6",
-                hex::encode(k),
-                Uuid::from_u128(v.value())
             ));
         }
     }

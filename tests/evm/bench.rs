@@ -450,18 +450,27 @@ async fn catchup_benchmark() {
         addresses: wallets.iter().map(|(_, a)| a.parse().unwrap()).collect(),
         tokens: vec![token.parse().unwrap()],
     };
-    for (name, q) in [
-        ("auto (default)", None),
-        ("by token, local matching", Some(LogQuery::ByToken)),
+    // Recipient chunk sizes to compare (`CATCHUP_CHUNKS`, comma-separated addresses per
+    // query; default 1,000 and 25,000).
+    let chunks: Vec<usize> = std::env::var("CATCHUP_CHUNKS")
+        .unwrap_or_else(|_| "1000,25000".into())
+        .split(',')
+        .filter_map(|c| c.trim().parse().ok())
+        .collect();
+    let mut ways = vec![
+        ("auto (default)".to_string(), None),
         (
-            "by recipient, 1,000 per query",
-            Some(LogQuery::ByRecipient { chunk: 1_000 }),
+            "by token, local matching".to_string(),
+            Some(LogQuery::ByToken),
         ),
-        (
-            "by recipient, 25,000 per query",
-            Some(LogQuery::ByRecipient { chunk: 25_000 }),
-        ),
-    ] {
+    ];
+    for chunk in chunks {
+        ways.push((
+            format!("by recipient, {chunk} per query"),
+            Some(LogQuery::ByRecipient { chunk }),
+        ));
+    }
+    for (name, q) in ways {
         if q == Some(LogQuery::ByToken) && std::env::var("CATCHUP_SCAN_BY_TOKEN").is_err() {
             // Every transfer crosses the wire (about 125 MB of JSON per 1,000 blocks here):
             // slow, and not what the watcher asks for with this many blocks.

@@ -7,7 +7,7 @@
 //! - the checkout token: `checkout_token` on the row; `unique` maps
 //!   [`IndexTag::UniqueCheckoutToken`] ‖ SHA-256(token) to the invoice id;
 //! - each payment address: a [`super::Wallet`] row with `invoice_id` set (customer nil,
-//!   role `invoice`), found by address through `unique` [`IndexTag::UniqueAddressChain`] like a
+//!   role `invoice`), found by address through `unique` [`IndexTag::UniqueAddressDigest`] like a
 //!   customer's; the chain watcher learns it like any wallet;
 //! - each payment: a [`super::Deposit`] row with `invoice_id` set, listed under
 //!   [`IndexTag::DepositsByInvoice`] and never in the customer deposit lists.
