@@ -155,12 +155,9 @@ pub enum IndexTag {
     /// Unique, schema 7 to 15: tx hash (32 bytes) ‖ log index (4) ‖ chain -> deposit.
     /// Schema 16 moves these keys to [`IndexTag::UniqueTransfer`] on open.
     UniqueDepositTxHash = 109,
-    /// Unique: the tx hash's first 16 bytes ‖ 8 bytes of a digest of chain, tx hash and log
-    /// index -> deposit ([`transfer_key`], schema 16): 25 bytes instead of 45.
-    UniqueTransfer = 112,
     /// Unique: a 16-byte digest of the lower-case address ‖ chain -> wallet (any project)
     /// ([`address_key`], schema 16): 25 bytes on `ethereum` instead of 72.
-    UniqueAddressDigest = 113,
+    UniqueAddressDigest = 112,
     /// Up to schema 7 only: (project nil) ‖ wallet ‖ asset -> the sweep still `open` for
     /// it. Schema 8 keeps a wallet's open sweep in its holding row
     /// ([`crate::ledger::Holding`]) and moves these keys there on open. Never reuse the
@@ -177,6 +174,12 @@ pub enum IndexTag {
     UniqueBillingRef = 120,
     /// Unique: project ‖ chain -> the project's funding address there.
     UniqueFundingChain = 121,
+    /// Unique: the tx hash's first 16 bytes ‖ 8 bytes of a digest of chain, tx hash and log
+    /// index -> deposit ([`transfer_key`], schema 16): 25 bytes instead of 45. The highest
+    /// tag of `unique` on purpose: test mode's hashes are minted in order, so its keys are
+    /// appended at the table's end, where redb fills a leaf before it starts the next
+    /// (under a lower tag, behind random keys, each full leaf was split in halves).
+    UniqueTransfer = 200,
 }
 
 impl IndexTag {
