@@ -18,8 +18,9 @@ pub fn set_private_umask() {
 }
 
 /// Creates the data dir (mode 0700, parents included) or checks an existing one: refuses a
-/// data dir that its group or others may write to, and narrows any file in it that its
-/// group or others may read or write to 0600.
+/// data dir that its group or others may write to, narrows one they may only read or list
+/// (0755, 0750, ...) to 0700 with a warning, and narrows any file in it that its group or
+/// others may read or write to 0600.
 ///
 /// Errors: the path names the data dir, e.g. "the data dir /srv/a is writable by its group or
 /// others (mode 777); run `chmod 700 /srv/a`".
@@ -46,6 +47,13 @@ pub fn prepare(dir: &Path) -> anyhow::Result<()> {
             mode,
             dir.display()
         );
+    }
+    if mode & 0o077 != 0 {
+        // Readable or listable by others: the files are 0600 below, but their names (and a
+        // backup's) should not be listed either (docs/decisions.md, data dir).
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode & 0o700))
+            .with_context(|| format!("narrowing the mode of the data dir {}", dir.display()))?;
+        tracing::warn!(path = %dir.display(), mode = format!("{mode:o}"), "narrowed the mode of the data dir to 700");
     }
     for entry in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
         let entry = entry?;
@@ -87,7 +95,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_group_writable_data_dir_is_refused_and_wide_files_are_narrowed() {
+    fn a_group_writable_data_dir_is_refused_and_wide_dirs_and_files_are_narrowed() {
         let tmp = tempfile::tempdir().unwrap();
         let d = tmp.path().join("data");
         prepare(&d).unwrap();
@@ -99,6 +107,13 @@ mod tests {
         prepare(&d).unwrap();
         let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
+        // Readable and listable by others, not writable: narrowed to 0700.
+        for wide in [0o755, 0o750, 0o705] {
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(wide)).unwrap();
+            prepare(&d).unwrap();
+            let mode = std::fs::metadata(&d).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700, "{wide:o}");
+        }
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o770)).unwrap();
         let e = prepare(&d).unwrap_err().to_string();
         assert!(
