@@ -346,3 +346,98 @@ async fn a_kill_during_a_mixed_load_loses_no_acknowledged_write() {
     let (st, out, err) = app.cli(&["verify"]);
     assert!(st.success(), "verify: {out}{err}");
 }
+
+/// Schema 16 keys a transfer (`unique` tag 200) and an issued address (tag 112) by digest.
+/// A store whose keys are in schema 15's layout (written back while the server is stopped,
+/// the store marked schema 15) opens, and everything that looks them up over HTTP behaves
+/// as before: a payout to the customer's own deposit address is refused as a self-payout,
+/// a test transfer to it is credited to its customer, and `appliance verify` finds no key
+/// left in an old layout.
+#[tokio::test]
+async fn a_store_with_schema_15_unique_keys_opens_and_finds_them() {
+    use appliance_storage::index::{self, IndexTag};
+    use appliance_storage::schema::{META, UNIQUE};
+    let mut app = spawn_app().await;
+    let (c, w, d) = app.funded_customer("ethereum", "USDT", 6, "5000000").await;
+    let (cid, address, hash) = (s(&c["id"]), s(&w["address"]), s(&d["tx_hash"]));
+    let payout = |to: &str| {
+        json!({ "customer_id": cid, "chain": "ethereum", "asset": "USDT", "decimals": 6,
+                "amount": "1000", "to_address": to })
+    };
+    app.create_payout(payout(&address))
+        .await
+        .expect_error(422, "self_payout_forbidden");
+    app.stop_graceful();
+    {
+        let db = redb::Database::open(app.data_path("appliance.redb")).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut u = txn.open_table(UNIQUE).unwrap();
+            // The test deposit's transfer: a token transfer of log index 0.
+            let new = index::transfer_key("ethereum", &hash, 0);
+            let id = u
+                .remove(new.as_slice())
+                .unwrap()
+                .expect("transfer key")
+                .value();
+            assert_eq!(uuid::Uuid::from_u128(id).to_string(), s(&d["id"]));
+            let mut old = vec![IndexTag::UniqueDepositTxHash as u8];
+            old.extend_from_slice(&hex::decode(&hash[2..]).unwrap());
+            old.extend_from_slice(&0u32.to_be_bytes());
+            old.extend_from_slice(b"ethereum");
+            u.insert(old.as_slice(), id).unwrap();
+            let new = index::address_key("ethereum", &address);
+            let id = u
+                .remove(new.as_slice())
+                .unwrap()
+                .expect("address key")
+                .value();
+            assert_eq!(uuid::Uuid::from_u128(id).to_string(), s(&w["id"]));
+            let old = index::unique(
+                IndexTag::UniqueAddressChain,
+                uuid::Uuid::nil(),
+                &[address.to_lowercase().as_bytes(), b"ethereum"],
+            );
+            u.insert(old.as_slice(), id).unwrap();
+            let mut meta = txn.open_table(META).unwrap();
+            meta.insert("schema_version", 15u32.to_be_bytes().as_slice())
+                .unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    app.start();
+    app.create_payout(payout(&address))
+        .await
+        .expect_error(422, "self_payout_forbidden");
+    app.post_idem(
+        &app.wallet_key,
+        "/v1/test/transfers",
+        json!({ "chain": "ethereum", "asset": "USDT", "decimals": 6,
+                "amount": "2000000", "to_address": address }),
+        &idem(),
+    )
+    .await
+    .expect(201);
+    app.mine(20).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while app.available(&cid, "ethereum", "USDT").await != 7_000_000 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the test transfer was not credited to the wallet's customer"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    app.stop_graceful();
+    let v = app.cli_ok(&["verify"]);
+    assert!(v.contains("\"violations\": []"), "{v}");
+    let db = redb::Database::open(app.data_path("appliance.redb")).unwrap();
+    let r = redb::ReadableDatabase::begin_read(&db).unwrap();
+    let u = r.open_table(UNIQUE).unwrap();
+    for tag in [IndexTag::UniqueDepositTxHash, IndexTag::UniqueAddressChain] {
+        let t = tag as u8;
+        let left = redb::ReadableTable::range::<&[u8]>(&u, [t].as_slice()..[t + 1].as_slice())
+            .unwrap()
+            .count();
+        assert_eq!(left, 0, "{tag:?}");
+    }
+}
