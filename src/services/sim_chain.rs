@@ -43,6 +43,7 @@ use appliance_chains::sim::{
     Genesis, Inject, Op, SimChain, SimClient, Snapshot, GENESIS_TREASURY_NATIVE,
     GENESIS_TREASURY_TOKENS,
 };
+use appliance_storage::codec::uuid_ms;
 use appliance_storage::records::{Mode, Project};
 use appliance_storage::{ChainStateOps, ReadOps, Store, StoreError, WriteCtx, WriteError};
 
@@ -511,11 +512,6 @@ enum StoredOp {
     },
 }
 
-/// The millisecond of a UUID v7 seed.
-fn seed_ms(seed: Uuid) -> u64 {
-    appliance_storage::codec::uuid_ms(seed)
-}
-
 /// [`BlockTx`] as [`StoredOp`] stores it; an injected transfer's fields are [`Inject`]'s.
 #[derive(serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -639,7 +635,7 @@ impl From<&Op> for StoredOp {
                         value,
                     } if i64::try_from(*t_ms).is_ok() => StoredOp::DepositBlock {
                         // Both below 2^63 (a u64 of 48 bits, an i64): no overflow.
-                        dt_ms: *t_ms as i64 - seed_ms(seed) as i64,
+                        dt_ms: *t_ms as i64 - uuid_ms(seed) as i64,
                         seed,
                         to,
                         token,
@@ -678,7 +674,7 @@ impl TryFrom<StoredOp> for Op {
                 token,
                 value,
             } => {
-                let t_ms = seed_ms(seed)
+                let t_ms = uuid_ms(seed)
                     .checked_add_signed(dt_ms)
                     .ok_or("a test deposit's block time out of range")?;
                 Op::Block {
@@ -1486,7 +1482,7 @@ mod op_codec_tests {
         let from: Address = minted.from_address.parse().unwrap();
         let seed = uuid::Uuid::from_slice(&hash[..16]).unwrap();
         assert_eq!(super::minted_transfer(seed), (hash, from));
-        let t_ms = super::seed_ms(seed) + 3;
+        let t_ms = super::uuid_ms(seed) + 3;
         let tx = |hash: B256, from: Address| {
             BlockTx::Injected(Inject {
                 hash,

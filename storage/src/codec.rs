@@ -477,13 +477,6 @@ pub const SHORT_EVENT_ID_REL: &str = "evt=";
 /// First of the 6 bytes of a [`SHORT_EVENT_ID_REL`] id.
 const SHORT_EVENT_ID_REL_MARK: u8 = 1;
 
-/// The random bytes of a short event id ([`SHORT_EVENT_ID`] + 10 hex digits).
-pub fn short_event_id_bytes(id: &str) -> Option<[u8; SHORT_EVENT_ID_BYTES]> {
-    short_event_id_parts(id)
-        .filter(|(_, relative)| !relative)
-        .map(|(b, _)| b)
-}
-
 /// The short event id of `random`, [`SHORT_EVENT_ID_REL`] when its row's time is `relative`
 /// (else [`SHORT_EVENT_ID`]).
 pub fn short_event_id(random: [u8; SHORT_EVENT_ID_BYTES], relative: bool) -> String {

@@ -984,7 +984,7 @@ impl<'t> WriteCtx<'t> {
     }
 
     /// Writes index key `k` of a row: into its tag's index table, or into its run
-    /// ([`crate::id_runs::is_run_key`], schema 14 and 15). Whether it was not there.
+    /// ([`crate::id_runs::run_of_key`], schema 14 and 15). Whether it was not there.
     fn row_index_insert(&self, k: &[u8]) -> Result<bool, StoreError> {
         if let Some(runs) = crate::id_runs::run_of_key(k) {
             return self.with_runs(runs.table, |t| crate::id_runs::add(t, k));
@@ -1690,9 +1690,10 @@ mod event_id_tests {
         event_id_in_full(&mut back, ev.sequence);
         assert_eq!(back.id, other.id);
         // Stored ids: 16 bytes or 5, nothing else.
-        assert!(crate::codec::short_event_id_bytes("evt~0102030405").is_some());
-        assert!(crate::codec::short_event_id_bytes("evt~01020304").is_none());
-        assert!(crate::codec::short_event_id_bytes(&ev.id).is_none());
+        let parts = crate::codec::short_event_id_parts;
+        assert_eq!(parts("evt~0102030405"), Some(([1, 2, 3, 4, 5], false)));
+        assert!(parts("evt~01020304").is_none());
+        assert!(parts(&ev.id).is_none());
     }
 
     /// An event about a resource whose id is a UUID (v7, minted by the same job or before)

@@ -25,7 +25,7 @@
 //!
 //! The prefix is the one the index key had ([`crate::index::prefix`] and the like): the
 //! writer still computes `prefix ‖ id` as the row's index key
-//! ([`crate::records::Row::index_keys`]) and this module stores it ([`is_run_key`]). A
+//! ([`crate::records::Row::index_keys`]) and this module stores it ([`run_of_key`]). A
 //! prefix is never a prefix of another of the same tag (its values are length-prefixed), so
 //! a range of `prefix ‖ 0` to `prefix ‖ u128::MAX` holds that prefix's runs only.
 //!
@@ -42,14 +42,8 @@ use crate::StoreError;
 /// append rewrites a small row.
 pub const RUN_IDS: usize = 15;
 
-/// Whether `key`, an index key of a row, is kept in runs ([`run_of`]) rather than in an
-/// index table.
-pub fn is_run_key(key: &[u8]) -> bool {
-    run_of_key(key).is_some()
-}
-
-/// The [`RunIndex`] that keeps index key `key` of a row ([`is_run_key`]); `None` for a key
-/// of an index table (or one too short to hold an id).
+/// The [`RunIndex`] that keeps index key `key` of a row rather than an index table
+/// ([`run_of`]); `None` for a key of an index table (or one too short to hold an id).
 pub fn run_of_key(key: &[u8]) -> Option<&'static RunIndex> {
     run_of(key).filter(|_| key.len() > 16)
 }
@@ -148,7 +142,7 @@ fn locate<'k>(
     Ok(Some(Located { prefix, id, run }))
 }
 
-/// Stores index key `prefix ‖ id` ([`is_run_key`]) in `runs`; whether it was not there.
+/// Stores index key `prefix ‖ id` ([`run_of_key`]) in `runs`; whether it was not there.
 /// Ids come mostly in ascending order (UUID v7 minted by the writer), so this is an append
 /// to the prefix's last run, or a new run when that one is full; an id below the last is
 /// inserted in its place, the run split in two when it outgrows [`RUN_IDS`].
@@ -505,6 +499,6 @@ mod tests {
         let p = crate::index::deposits_of_customer(Uuid::now_v7(), Uuid::now_v7());
         assert_eq!(split_key(&key(&p, 42)), Some((&p[..], 42)));
         assert_eq!(split_key(&[7; 16]), None);
-        assert!(is_run_key(&key(&p, 42)) && !is_run_key(&p[..1]));
+        assert!(run_of_key(&key(&p, 42)).is_some() && run_of_key(&p[..1]).is_none());
     }
 }

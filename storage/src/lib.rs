@@ -1026,11 +1026,10 @@ fn migrate_to_7(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreEr
     Ok(total)
 }
 
-/// Schema 7: every [`index::IndexTag::UniqueDepositTx`] key of `unique` whose hash is an EVM
-/// hash becomes its [`index::transfer_key`] (32 bytes of hash instead of 66 of text) with the
-/// same deposit id. A key whose hash is other text keeps its layout (it is its own
-/// `transfer_key`); one that does not have the old shape stays and is counted in `left`
-/// (`verify` names it).
+/// Schema 6 -> 7: every [`index::IndexTag::UniqueDepositTx`] key of `unique` becomes its
+/// [`index::transfer_key`] with the same deposit id (the current layout: schema 16's, not
+/// the 32 bytes of hash schema 7 wrote); one that does not have the old shape stays and is
+/// counted in `left` (`verify` names it).
 fn migrate_transfer_keys(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
     rekey(
         txn,
@@ -1041,8 +1040,9 @@ fn migrate_transfer_keys(txn: &redb::WriteTransaction) -> Result<codec::Migrated
 }
 
 /// Schema 4 -> 5: every [`index::IndexTag::UniqueAddress`] key (chain ‖ address) of
-/// `unique` becomes its [`index::address_key`] (address ‖ chain) with the same wallet id. A
-/// key that does not have the old shape stays where it is (counted in `left`).
+/// `unique` becomes its [`index::address_key`] (the current layout: schema 16's digest,
+/// not the address ‖ chain schema 5 wrote) with the same wallet id. A key that does not
+/// have the old shape stays where it is (counted in `left`).
 fn migrate_address_keys(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
     rekey(
         txn,

@@ -513,10 +513,11 @@ pub const FUNDING_ADDRESSES: TableDefinition<u128, &[u8]> =
 ///   test chain's block of one test
 ///   deposit's transfer is one short operation in [`SIM_OPS`] (the binary's
 ///   `StoredOp::DepositBlock`); operations written before read as they are.
-/// * 16: a transfer's unique key is a 16-byte digest of its chain, tx hash and log index
-///   ([`crate::index::transfer_key`], 17 bytes instead of 45), and an address's is a 16-byte
-///   digest of the address followed by the chain ([`crate::index::address_key`], 25 bytes
-///   on `ethereum` instead of 72): moved on open (`migrate_to_16`). A build of schema 15
+/// * 16: a transfer's unique key is its tx hash's first 16 bytes and 8 bytes of a SHA-256
+///   digest of chain, hash and log index ([`crate::index::transfer_key`], 25 bytes instead
+///   of 45), and an address's is 16 bytes of a SHA-256 digest of the address followed by
+///   the chain ([`crate::index::address_key`], 25 bytes on `ethereum` instead of 72):
+///   moved on open (`migrate_to_16`). A build of schema 15
 ///   refuses the store, whose transfers it would detect again.
 pub const SCHEMA_VERSION: u32 = 16;
 

@@ -857,17 +857,17 @@ pub fn payment_fee_cents(price_cents: u64, bps: u32, fixed_cents: u64, cap_cents
 fn check_unique_layout(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
     use crate::index::IndexTag;
     let unique = ctx.open(UNIQUE)?;
-    for (tag, what, schema) in [
-        (IndexTag::UniqueAddress, "an address key (wallet", 4),
-        (IndexTag::UniqueAddressChain, "an address key (wallet", 15),
-        (IndexTag::UniqueDepositTx, "a transfer key (deposit", 15),
-        (IndexTag::UniqueDepositTxHash, "a transfer key (deposit", 15),
+    for (tag, key, row, schema) in [
+        (IndexTag::UniqueAddress, "an address", "wallet", 4),
+        (IndexTag::UniqueAddressChain, "an address", "wallet", 15),
+        (IndexTag::UniqueDepositTx, "a transfer", "deposit", 15),
+        (IndexTag::UniqueDepositTxHash, "a transfer", "deposit", 15),
     ] {
         let tag = tag as u8;
         for e in unique.range::<&[u8]>([tag].as_slice()..[tag + 1].as_slice())? {
             let (k, v) = e?;
             rep.violations.push(format!(
-                "unique key {} is {what} {}) in a layout of schema version {schema} or older",
+                "unique key {} is {key} key ({row} {}) in a layout of schema version {schema} or older",
                 hex::encode(k.value()),
                 Uuid::from_u128(v.value()),
             ));

@@ -373,32 +373,24 @@ async fn a_store_with_schema_15_unique_keys_opens_and_finds_them() {
         let txn = db.begin_write().unwrap();
         {
             let mut u = txn.open_table(UNIQUE).unwrap();
+            // Moves the key `new` of row `row` back to `old`, schema 15's layout.
+            let mut put_back = |new: Vec<u8>, old: Vec<u8>, row: &serde_json::Value| {
+                let id = u.remove(new.as_slice()).unwrap().expect("a key").value();
+                assert_eq!(uuid::Uuid::from_u128(id).to_string(), s(&row["id"]));
+                u.insert(old.as_slice(), id).unwrap();
+            };
             // The test deposit's transfer: a token transfer of log index 0.
-            let new = index::transfer_key("ethereum", &hash, 0);
-            let id = u
-                .remove(new.as_slice())
-                .unwrap()
-                .expect("transfer key")
-                .value();
-            assert_eq!(uuid::Uuid::from_u128(id).to_string(), s(&d["id"]));
             let mut old = vec![IndexTag::UniqueDepositTxHash as u8];
             old.extend_from_slice(&hex::decode(&hash[2..]).unwrap());
             old.extend_from_slice(&0u32.to_be_bytes());
             old.extend_from_slice(b"ethereum");
-            u.insert(old.as_slice(), id).unwrap();
-            let new = index::address_key("ethereum", &address);
-            let id = u
-                .remove(new.as_slice())
-                .unwrap()
-                .expect("address key")
-                .value();
-            assert_eq!(uuid::Uuid::from_u128(id).to_string(), s(&w["id"]));
+            put_back(index::transfer_key("ethereum", &hash, 0), old, &d);
             let old = index::unique(
                 IndexTag::UniqueAddressChain,
                 uuid::Uuid::nil(),
                 &[address.to_lowercase().as_bytes(), b"ethereum"],
             );
-            u.insert(old.as_slice(), id).unwrap();
+            put_back(index::address_key("ethereum", &address), old, &w);
             let mut meta = txn.open_table(META).unwrap();
             meta.insert("schema_version", 15u32.to_be_bytes().as_slice())
                 .unwrap();
