@@ -46,6 +46,9 @@ pub struct Inner {
     /// Checkout documents by token, kept exact by a store commit hook
     /// (`services::checkout_cache`).
     pub checkout_cache: Arc<crate::services::checkout_cache::CheckoutCache>,
+    /// Sweep rows written, heard by a store commit hook: what the senders' memories of
+    /// waiting sweeps forget (`workers::chain::waiting`).
+    pub sweep_changes: Arc<crate::workers::chain::waiting::SweepChanges>,
 }
 
 impl Deref for AppState {
@@ -102,6 +105,8 @@ impl AppState {
             crate::services::checkout_cache::DEFAULT_BUDGET_BYTES,
         ));
         store.on_commit(checkout_cache.hook());
+        let sweep_changes = Arc::new(crate::workers::chain::waiting::SweepChanges::default());
+        store.on_commit(sweep_changes.hook());
         let sim = crate::services::sim_chain::SimChains::default();
         sim.set_policy(crate::services::sim_chain::ChainPolicy {
             snapshot_min_ops: config.test.snapshot_min_ops,
@@ -127,6 +132,7 @@ impl AppState {
             sim,
             refund_classifying: Mutex::new(HashSet::new()),
             checkout_cache,
+            sweep_changes,
         })))
     }
 }

@@ -19,7 +19,7 @@ pub mod kraken;
 
 use std::collections::{BTreeMap, HashMap};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -237,6 +237,9 @@ pub struct Market {
     locks: HashMap<String, Arc<tokio::sync::Mutex<Option<Instant>>>>,
     refreshing: AtomicBool,
     last_refresh: Mutex<Option<Instant>>,
+    /// Moves with every price stored (a test price set, a live value fetched): see
+    /// [`Market::generation`].
+    generation: AtomicU64,
 }
 
 impl Market {
@@ -302,7 +305,17 @@ impl Market {
             locks,
             refreshing: AtomicBool::new(false),
             last_refresh: Mutex::new(None),
+            generation: AtomicU64::new(0),
         }
+    }
+
+    /// A number that changes whenever a price is stored (a test price set, a live value
+    /// fetched), so a caller that decided something at one generation knows a price may
+    /// decide it differently now (the sender's waiting sweeps,
+    /// `workers::chain::waiting`). A price that only expires does not move it: an
+    /// expired price is no usable price, which never turns a waiting sweep into one to send.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// Whether prices are available at all (`configured` of SPEC.md's price list).
@@ -365,6 +378,7 @@ impl Market {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert(symbol.to_string(), usd);
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The test table's price of `symbol`.
@@ -679,6 +693,7 @@ impl Market {
                         fetched: Instant::now(),
                     },
                 );
+            self.generation.fetch_add(1, Ordering::AcqRel);
         }
     }
 

@@ -27,6 +27,7 @@ use crate::state::AppState;
 use crate::workers::chain::reconcile::track_depth;
 use crate::workers::chain::sender::send_step;
 use crate::workers::chain::store::{load_watch, save_watch};
+use crate::workers::chain::waiting::WaitingSweeps;
 use crate::workers::chain::watcher::{memory_blocks, watch_step, Watched};
 use crate::workers::chain::{ChainWorker, Master, WorkScope};
 
@@ -47,6 +48,9 @@ struct SimWorker {
     /// The oldest block a send the sender still follows can be in, as of its last complete
     /// pass ([`sender_needs_from`]); 0 before one.
     sent_from: u64,
+    /// The open sweeps its sender passes over until they change
+    /// (`workers::chain::waiting`).
+    waiting: WaitingSweeps,
 }
 
 type Workers = Arc<std::sync::Mutex<HashMap<(Uuid, &'static str), Arc<Mutex<SimWorker>>>>>;
@@ -87,6 +91,7 @@ fn worker_for(
         checked: false,
         master: Master::of(Arc::new(appliance_signer::Signer::test_mode())),
         sent_from: 0,
+        waiting: WaitingSweeps::default(),
     }));
     m.insert((h.project, h.chain), sw.clone());
     Ok(sw)
@@ -113,7 +118,7 @@ async fn watch_and_send(state: &AppState, sw: &mut SimWorker) {
     }
     // The head the pass begins at (a head that cannot be read leaves `sent_from` as it was).
     let head = sw.w.client.head().await.ok();
-    match send_step(state, &sw.w, &sw.master).await {
+    match send_step(state, &sw.w, &sw.master, &mut sw.waiting).await {
         Ok(()) => {
             if let Some(head) = head {
                 sw.sent_from = sender_needs_from(&sw.w, head);

@@ -340,6 +340,43 @@ async fn deposits_sweeps_and_payouts_on_two_chains() {
         master_before + 500_000
     );
 
+    // A sweep found waiting is passed over by the next passes until its row changes: a
+    // second small deposit waits; a third lifts the same open sweep over the threshold and
+    // it is swept without a request, well before the sender's full pass (60 s) would have
+    // read it again anyway.
+    let r = eth.token_transfer(&usdt, ACCOUNT0, &addr, 400_000).await;
+    let second = s(&r["transactionHash"]);
+    wait_for("second small deposit confirmed", &[&eth], 60, || {
+        deposit_with(&live, &cid, &second, "confirmed")
+    })
+    .await;
+    eth.mine(5).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        eth.token_balance(&usdt, &addr).await,
+        400_000,
+        "0.40 USDT waits below 1 USD"
+    );
+    let master_before = eth.token_balance(&usdt, &master).await;
+    eth.token_transfer(&usdt, ACCOUNT0, &addr, 700_000).await;
+    let started = std::time::Instant::now();
+    wait_for(
+        "the open sweep over the threshold swept",
+        &[&eth],
+        60,
+        || async { (eth.token_balance(&usdt, &addr).await == 0).then_some(()) },
+    )
+    .await;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "swept after {:?}: the waiting sweep was not read again when it changed",
+        started.elapsed()
+    );
+    assert_eq!(
+        eth.token_balance(&usdt, &master).await,
+        master_before + 1_100_000
+    );
+
     let v = live.verify();
     assert!(v.contains("\"violations\": []"), "{v}");
 }

@@ -17,6 +17,7 @@ pub mod convert;
 pub mod reconcile;
 pub mod sender;
 pub mod store;
+pub mod waiting;
 pub mod watcher;
 
 use std::collections::BTreeMap;

@@ -21,6 +21,7 @@ use appliance_storage::records::{
 use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
 use super::store::{load_watch, pending_txs, put_tx, stored_nonce, OutKind, OutTx};
+use super::waiting::WaitingSweeps;
 use super::{clean, hex32, write, ChainWorker, Master, MAX_BACKOFF};
 use crate::services::error::Fault;
 use crate::services::{payouts, sweeps, Scope};
@@ -32,8 +33,9 @@ const MAX_NEW_PER_PASS: usize = 64;
 pub(super) async fn send_loop(state: AppState, c: ChainWorker, m: Master) {
     let poll = c.poll;
     let mut backoff = poll;
+    let mut waiting = WaitingSweeps::default();
     loop {
-        let step = std::panic::AssertUnwindSafe(send_step(&state, &c, &m));
+        let step = std::panic::AssertUnwindSafe(send_step(&state, &c, &m, &mut waiting));
         let r = match futures_util::FutureExt::catch_unwind(step).await {
             Ok(r) => r,
             Err(_) => Err(anyhow!("the sender step panicked (a bug); retrying")),
@@ -53,11 +55,17 @@ pub(super) async fn send_loop(state: AppState, c: ChainWorker, m: Master) {
 }
 
 /// One sender pass: follow pending transactions, then sign new payouts, sweeps and the
-/// next steps of conversion batches.
-pub async fn send_step(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<()> {
+/// next steps of conversion batches. `waiting`: the open sweeps earlier passes of this
+/// sender found waiting below the threshold ([`WaitingSweeps`]; keep one per sender).
+pub async fn send_step(
+    state: &AppState,
+    c: &ChainWorker,
+    m: &Master,
+    waiting: &mut WaitingSweeps,
+) -> anyhow::Result<()> {
     let followed = super::reconcile::reconcile(state, c, m).await?;
     send_payouts(state, c, m, followed).await?;
-    send_sweeps(state, c, m).await?;
+    send_sweeps(state, c, m, waiting).await?;
     super::convert::send_conversions(state, c, m).await?;
     Ok(())
 }
@@ -980,9 +988,14 @@ async fn sweep_holds(state: &AppState, c: &ChainWorker) -> anyhow::Result<SweepH
 
 /// Signs the open sweeps of this chain, oldest first, up to [`MAX_NEW_PER_PASS`], and
 /// records and broadcasts them together ([`SendBatch`]).
-async fn send_sweeps(state: &AppState, c: &ChainWorker, m: &Master) -> anyhow::Result<()> {
+async fn send_sweeps(
+    state: &AppState,
+    c: &ChainWorker,
+    m: &Master,
+    waiting: &mut WaitingSweeps,
+) -> anyhow::Result<()> {
     let mut batch = None;
-    let r = sign_sweeps(state, c, m, &mut batch).await;
+    let r = sign_sweeps(state, c, m, &mut batch, waiting).await;
     if let Some(b) = batch {
         b.flush(state, c, m).await?;
     }
@@ -994,6 +1007,7 @@ async fn sign_sweeps(
     c: &ChainWorker,
     m: &Master,
     batch: &mut Option<SendBatch>,
+    waiting: &mut WaitingSweeps,
 ) -> anyhow::Result<()> {
     let reg = state.registry.clone();
     let attempts = state.config.webhooks.max_attempts();
@@ -1003,17 +1017,26 @@ async fn sign_sweeps(
     let mut factory_ready: Option<bool> = None;
     let mut held: Option<SweepHolds> = None;
     let mut done = 0;
-    let mut items = WorkItems::new(work_ids(state, IndexTag::SweepsWork).await?);
+    // Before the store is read: a sweep written after this is forgotten by the next pass.
+    waiting.begin_pass(
+        &state.sweep_changes,
+        state.market.generation(),
+        std::time::Instant::now(),
+    );
+    let mut ids = work_ids(state, IndexTag::SweepsWork).await?;
+    ids.retain(|id| !waiting.skips(id));
+    let mut items = WorkItems::new(ids);
     while done < MAX_NEW_PER_PASS {
         let item = items
             .next(state, move |r, id| {
                 let Some(sw) = r.get::<Sweep>(id)? else {
                     return Ok(None);
                 };
-                if sw.chain != chain
-                    || !ws.may_admit(sw.project_id)
-                    || sw.status != SweepStatus::Open
-                {
+                if sw.chain != chain || !ws.may_admit(sw.project_id) {
+                    // Another sender's, for as long as the sweep exists.
+                    return Ok(Some(Err(id)));
+                }
+                if sw.status != SweepStatus::Open {
                     return Ok(None);
                 }
                 let Some(project) = r.get::<Project>(sw.project_id)?.filter(|x| ws.admits(x))
@@ -1025,11 +1048,16 @@ async fn sign_sweeps(
                 };
                 let amount = sweeps::amount_now(r, &sw).unwrap_or(0);
                 let requested = r.sweep_requested(sw.id)?;
-                Ok(Some((sw, project, w, amount, requested)))
+                Ok(Some(Ok((sw, project, w, amount, requested))))
             })
             .await?;
-        let Some((sw, project, w, amount, requested)) = item else {
-            break;
+        let (sw, project, w, amount, requested) = match item {
+            None => break,
+            Some(Err(other)) => {
+                waiting.passes_over(other);
+                continue;
+            }
+            Some(Ok(found)) => found,
         };
         let id = sw.id;
         let Some(asset) = reg.asset(chain, &sw.asset).cloned() else {
@@ -1051,6 +1079,7 @@ async fn sign_sweeps(
                 .await
         {
             tracing::debug!(chain, sweep = %id, asset = %asset.symbol, "sweep waits: below the threshold or no usable price");
+            waiting.waits(id);
             continue;
         }
         done += 1;
