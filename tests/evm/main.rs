@@ -22,6 +22,31 @@ fn s(v: &Value) -> String {
     v.as_str().unwrap_or_default().to_string()
 }
 
+/// Sends `amount` of `token` to the empty deposit address `addr` of customer `cid`, waits
+/// for its deposit to confirm, mines 5 blocks more, and checks that it is still on the
+/// address: below the chain's sweep threshold (1 USD), nothing is swept without a request.
+async fn small_deposit_waits(
+    live: &Live,
+    eth: &Anvil,
+    cid: &str,
+    (token, addr): (&str, &str),
+    amount: u128,
+) {
+    let r = eth.token_transfer(token, ACCOUNT0, addr, amount).await;
+    let tx = s(&r["transactionHash"]);
+    wait_for("small deposit confirmed", &[eth], 60, || {
+        deposit_with(live, cid, &tx, "confirmed")
+    })
+    .await;
+    eth.mine(5).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        eth.token_balance(token, addr).await,
+        amount,
+        "not swept automatically below the threshold"
+    );
+}
+
 async fn deposit_with(live: &Live, cid: &str, tx: &str, status: &str) -> Option<Value> {
     live.deposits_of(cid)
         .await
@@ -305,19 +330,7 @@ async fn deposits_sweeps_and_payouts_on_two_chains() {
 
     // Below the automatic threshold (1 USD) a deposit waits on its address; an explicit
     // POST /v1/sweeps moves it anyway.
-    let r = eth.token_transfer(&usdt, ACCOUNT0, &addr, 500_000).await;
-    let small = s(&r["transactionHash"]);
-    wait_for("small confirmed", &[&eth], 60, || {
-        deposit_with(&live, &cid, &small, "confirmed")
-    })
-    .await;
-    eth.mine(5).await;
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    assert_eq!(
-        eth.token_balance(&usdt, &addr).await,
-        500_000,
-        "not swept automatically"
-    );
+    small_deposit_waits(&live, &eth, &cid, (&usdt, &addr), 500_000).await;
     let master_before = eth.token_balance(&usdt, &master).await;
     let req = live
         .post(
@@ -344,19 +357,7 @@ async fn deposits_sweeps_and_payouts_on_two_chains() {
     // second small deposit waits; a third lifts the same open sweep over the threshold and
     // it is swept without a request, well before the sender's full pass (60 s) would have
     // read it again anyway.
-    let r = eth.token_transfer(&usdt, ACCOUNT0, &addr, 400_000).await;
-    let second = s(&r["transactionHash"]);
-    wait_for("second small deposit confirmed", &[&eth], 60, || {
-        deposit_with(&live, &cid, &second, "confirmed")
-    })
-    .await;
-    eth.mine(5).await;
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    assert_eq!(
-        eth.token_balance(&usdt, &addr).await,
-        400_000,
-        "0.40 USDT waits below 1 USD"
-    );
+    small_deposit_waits(&live, &eth, &cid, (&usdt, &addr), 400_000).await;
     let master_before = eth.token_balance(&usdt, &master).await;
     eth.token_transfer(&usdt, ACCOUNT0, &addr, 700_000).await;
     let started = std::time::Instant::now();
