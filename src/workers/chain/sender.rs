@@ -1017,14 +1017,19 @@ async fn sign_sweeps(
     let mut factory_ready: Option<bool> = None;
     let mut held: Option<SweepHolds> = None;
     let mut done = 0;
-    // Before the store is read: a sweep written after this is forgotten by the next pass.
-    waiting.begin_pass(
+    // Before the store is read: a sweep written after this is in the next pass's list.
+    let ids = match waiting.begin_pass(
         &state.sweep_changes,
         state.market.generation(),
         std::time::Instant::now(),
-    );
-    let mut ids = work_ids(state, IndexTag::SweepsWork).await?;
-    ids.retain(|id| !waiting.skips(id));
+    ) {
+        Some(ids) => ids,
+        None => {
+            let ids = work_ids(state, IndexTag::SweepsWork).await?;
+            waiting.looked_at(&ids);
+            ids
+        }
+    };
     let mut items = WorkItems::new(ids);
     while done < MAX_NEW_PER_PASS {
         let item = items

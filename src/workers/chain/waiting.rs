@@ -19,6 +19,14 @@
 //! price changes. Every [`FULL_PASS_EVERY`], and whenever the change log has dropped entries
 //! the sender did not read, a pass reads every open sweep again: nothing can be left out for
 //! longer than that, whatever was missed.
+//!
+//! Between full passes a pass does not scan the sweeps' work index either: it looks at the
+//! sweeps the last pass looked at and did not find waiting, and at the sweeps written since
+//! ([`WaitingSweeps::begin_pass`] gives the list). A sweep enters or leaves the work index
+//! only with a write of its row (the index entry is derived from the row's status), so
+//! that list holds every open sweep not known to wait. The scan was what was left of a
+//! pass's cost at many waiting sweeps: 1.5 ms at 20,000, about 0.3 of a core at 1M in test
+//! mode.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -103,35 +111,69 @@ pub struct WaitingSweeps {
     prices: u64,
     /// When a pass last read every open sweep; `None` before the first.
     full_at: Option<Instant>,
+    /// The sweeps the last pass looked at, in work-index order; `None` when no pass since
+    /// the last full one ([`WaitingSweeps::looked_at`]) has a complete list.
+    last: Option<Vec<Uuid>>,
 }
 
 impl WaitingSweeps {
-    /// Starts a pass at `now` with the market's price generation `prices`: forgets the
-    /// sweeps written since the last pass, or all of them (a full pass) when prices moved,
-    /// the log no longer holds every change, or [`FULL_PASS_EVERY`] has passed. Call it
-    /// before the pass reads the store, so that a write it does not see is in the next
-    /// pass's changes.
-    pub fn begin_pass(&mut self, changes: &SweepChanges, prices: u64, now: Instant) {
+    /// Starts a pass at `now` with the market's price generation `prices`, and says which
+    /// sweeps it looks at:
+    /// - `Some(ids)`: the sweeps the last pass looked at, less those it found waiting, and
+    ///   the sweeps written since, in work-index order (ascending id) without repeats. The
+    ///   written ones are forgotten as waiting;
+    /// - `None`: a full pass, when prices moved, the log no longer holds every change,
+    ///   [`FULL_PASS_EVERY`] has passed, or the last full pass has not given its list.
+    ///   Everything is forgotten; the caller reads the work index and gives its ids to
+    ///   [`WaitingSweeps::looked_at`].
+    ///
+    /// Call it before the pass reads the store, so that a write it does not see is in the
+    /// next pass's changes.
+    pub fn begin_pass(
+        &mut self,
+        changes: &SweepChanges,
+        prices: u64,
+        now: Instant,
+    ) -> Option<Vec<Uuid>> {
         let due = self
             .full_at
             .is_none_or(|t| now.saturating_duration_since(t) >= FULL_PASS_EVERY);
-        let read = (!due && prices == self.prices)
+        let read = (!due && prices == self.prices && self.last.is_some())
             .then(|| changes.since(self.position))
             .flatten();
         match read {
-            Some((ids, end)) => {
-                for id in ids {
-                    self.waiting.remove(&id);
+            Some((written, end)) => {
+                for id in &written {
+                    self.waiting.remove(id);
                 }
                 self.position = end;
+                let last = self.last.take().unwrap_or_default();
+                let mut ids: Vec<Uuid> = last
+                    .into_iter()
+                    .filter(|id| !self.waiting.contains(id))
+                    .chain(written)
+                    .collect();
+                ids.sort_unstable();
+                ids.dedup();
+                self.last = Some(ids.clone());
+                Some(ids)
             }
             None => {
                 self.waiting.clear();
+                self.last = None;
                 self.position = changes.position();
                 self.prices = prices;
                 self.full_at = Some(now);
+                None
             }
         }
+    }
+
+    /// Records the work index's ids a full pass read (in index order): the list the next
+    /// passes start from. A full pass whose read failed gives none, and the next pass is
+    /// full again.
+    pub fn looked_at(&mut self, ids: &[Uuid]) {
+        self.last = Some(ids.to_vec());
     }
 
     /// Whether this pass leaves sweep `id` out: it waited, and nothing that decides it
@@ -177,29 +219,50 @@ mod tests {
         }
     }
 
+    /// Ids in work-index order.
+    fn sorted(mut ids: Vec<Uuid>) -> Vec<Uuid> {
+        ids.sort_unstable();
+        ids
+    }
+
     #[test]
     fn a_waiting_sweep_is_left_out_until_its_row_is_written_again() {
         let changes = Arc::new(SweepChanges::default());
         let hook = changes.hook();
-        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        let [a, b, c, d] = [(); 4].map(|_| Uuid::now_v7());
         let t0 = Instant::now();
         let mut w = WaitingSweeps::default();
-        w.begin_pass(&changes, 0, t0);
+        assert_eq!(
+            w.begin_pass(&changes, 0, t0),
+            None,
+            "the first pass is full"
+        );
+        w.looked_at(&sorted(vec![a, b, c]));
         w.waits(a);
         w.waits(b);
-        w.begin_pass(&changes, 0, t0 + Duration::from_secs(1));
+        // `c` did not wait (submitted, or not reached by the pass): looked at again.
+        let next = w.begin_pass(&changes, 0, t0 + Duration::from_secs(1));
+        assert_eq!(next, Some(vec![c]));
         assert!(w.skips(&a) && w.skips(&b));
-        // A write of `a` (a credit added to it, or a request) brings it back; a row of
-        // another kind changes nothing.
+        // A write of `a` (a credit added to it, or a request) brings it back, a new sweep
+        // `d` comes in through its first write; a row of another kind changes nothing.
         hook(&[touched_sweep(a)]);
+        hook(&[touched_sweep(d)]);
         hook(&[Touched {
             kind: std::any::TypeId::of::<appliance_storage::records::Wallet>(),
             ..touched_sweep(b)
         }]);
-        w.begin_pass(&changes, 0, t0 + Duration::from_secs(2));
+        let next = w.begin_pass(&changes, 0, t0 + Duration::from_secs(2));
+        assert_eq!(next, Some(sorted(vec![a, c, d])), "in work-index order");
         assert!(!w.skips(&a), "written since: read again");
         assert!(w.skips(&b));
         assert_eq!(w.len(), 1);
+        // Written twice, listed once; the list carries over from pass to pass.
+        hook(&[touched_sweep(c)]);
+        hook(&[touched_sweep(c)]);
+        w.waits(d);
+        let next = w.begin_pass(&changes, 0, t0 + Duration::from_secs(3));
+        assert_eq!(next, Some(sorted(vec![a, c])));
     }
 
     #[test]
@@ -209,32 +272,41 @@ mod tests {
         let a = Uuid::now_v7();
         let t0 = Instant::now();
         let mut w = WaitingSweeps::default();
-        w.begin_pass(&changes, 7, t0);
+        assert_eq!(w.begin_pass(&changes, 7, t0), None);
+        w.looked_at(&[a]);
         w.waits(a);
         // A price stored since.
-        w.begin_pass(&changes, 8, t0);
+        assert_eq!(w.begin_pass(&changes, 8, t0), None);
         assert!(w.is_empty());
+        w.looked_at(&[a]);
         w.waits(a);
-        w.begin_pass(&changes, 8, t0 + FULL_PASS_EVERY - Duration::from_millis(1));
+        let before = t0 + FULL_PASS_EVERY - Duration::from_millis(1);
+        assert_eq!(w.begin_pass(&changes, 8, before), Some(vec![]));
         assert!(w.skips(&a));
-        w.begin_pass(&changes, 8, t0 + FULL_PASS_EVERY);
+        assert_eq!(w.begin_pass(&changes, 8, t0 + FULL_PASS_EVERY), None);
         assert!(w.is_empty(), "a full pass at least every FULL_PASS_EVERY");
+        // A full pass whose read of the work index failed gave no list: the next is full.
+        let t1 = t0 + FULL_PASS_EVERY;
+        assert_eq!(w.begin_pass(&changes, 8, t1), None);
+        w.looked_at(&[a]);
         // More writes than the log keeps, none of them `a`'s: `a`'s own write may have
         // been among those dropped, so everything is read again.
         w.waits(a);
-        let t1 = t0 + FULL_PASS_EVERY;
         for _ in 0..=SweepChanges::CAPACITY {
             hook(&[touched_sweep(Uuid::now_v7())]);
         }
-        w.begin_pass(&changes, 8, t1 + Duration::from_secs(1));
+        assert_eq!(w.begin_pass(&changes, 8, t1 + Duration::from_secs(1)), None);
         assert!(
             w.is_empty(),
             "the log dropped changes this sender had not read"
         );
         // From the new position, the log is read again.
+        w.looked_at(&[a]);
         w.waits(a);
-        hook(&[touched_sweep(Uuid::now_v7())]);
-        w.begin_pass(&changes, 8, t1 + Duration::from_secs(2));
+        let e = Uuid::now_v7();
+        hook(&[touched_sweep(e)]);
+        let next = w.begin_pass(&changes, 8, t1 + Duration::from_secs(2));
+        assert_eq!(next, Some(vec![e]));
         assert!(w.skips(&a));
     }
 
