@@ -1017,46 +1017,48 @@ async fn sign_sweeps(
     let mut factory_ready: Option<bool> = None;
     let mut held: Option<SweepHolds> = None;
     let mut done = 0;
-    // Before the store is read: a sweep written after this is in the next pass's list.
-    let ids = match waiting.begin_pass(
+    // Before the store is read: a sweep written after this is in the next pass's queue.
+    if waiting.begin_pass(
         &state.sweep_changes,
         state.market.generation(),
         std::time::Instant::now(),
     ) {
-        Some(ids) => ids,
-        None => {
-            let ids = work_ids(state, IndexTag::SweepsWork).await?;
-            waiting.looked_at(&ids);
-            ids
+        waiting.looked_at(work_ids(state, IndexTag::SweepsWork).await?);
+    }
+    // An id comes back as `Err` when it is not this pass's to sign until its row is written
+    // again: another sender's, or no longer open (`WaitingSweeps::passes_over`).
+    let pick = move |r: &appliance_storage::ReadCtx, id| {
+        let Some(sw) = r.get::<Sweep>(id)? else {
+            return Ok(Some(Err(id)));
+        };
+        if sw.chain != chain || !ws.may_admit(sw.project_id) || sw.status != SweepStatus::Open {
+            return Ok(Some(Err(id)));
         }
+        let Some(project) = r.get::<Project>(sw.project_id)?.filter(|x| ws.admits(x)) else {
+            // A test project's sweep on a live worker (a project's mode is fixed).
+            return Ok(Some(Err(id)));
+        };
+        let Some(w) = r.get::<Wallet>(sw.wallet_id)? else {
+            return Ok(Some(Err(id)));
+        };
+        let amount = sweeps::amount_now(r, &sw).unwrap_or(0);
+        let requested = r.sweep_requested(sw.id)?;
+        Ok(Some(Ok((sw, project, w, amount, requested))))
     };
-    let mut items = WorkItems::new(ids);
+    let mut items = WorkItems::new(Vec::new());
+    let mut read_to: Option<Uuid> = None; // the last id of the queue's chunks read
     while done < MAX_NEW_PER_PASS {
-        let item = items
-            .next(state, move |r, id| {
-                let Some(sw) = r.get::<Sweep>(id)? else {
-                    return Ok(None);
-                };
-                if sw.chain != chain || !ws.may_admit(sw.project_id) {
-                    // Another sender's, for as long as the sweep exists.
-                    return Ok(Some(Err(id)));
-                }
-                if sw.status != SweepStatus::Open {
-                    return Ok(None);
-                }
-                let Some(project) = r.get::<Project>(sw.project_id)?.filter(|x| ws.admits(x))
-                else {
-                    // A test project's sweep on a live worker (a project's mode is fixed).
-                    return Ok(Some(Err(id)));
-                };
-                let Some(w) = r.get::<Wallet>(sw.wallet_id)? else {
-                    return Ok(None);
-                };
-                let amount = sweeps::amount_now(r, &sw).unwrap_or(0);
-                let requested = r.sweep_requested(sw.id)?;
-                Ok(Some(Ok((sw, project, w, amount, requested))))
-            })
-            .await?;
+        let item = loop {
+            if let Some(found) = items.next(state, pick).await? {
+                break Some(found);
+            }
+            let chunk = waiting.next_ids(read_to, WORK_CHUNK);
+            let Some(&last) = chunk.last() else {
+                break None;
+            };
+            read_to = Some(last);
+            items = WorkItems::new(chunk);
+        };
         let (sw, project, w, amount, requested) = match item {
             None => break,
             Some(Err(other)) => {

@@ -20,15 +20,19 @@
 //! the sender did not read, a pass reads every open sweep again: nothing can be left out for
 //! longer than that, whatever was missed.
 //!
-//! Between full passes a pass does not scan the sweeps' work index either: it looks at the
-//! sweeps the last pass looked at and did not find waiting, and at the sweeps written since
-//! ([`WaitingSweeps::begin_pass`] gives the list). A sweep enters or leaves the work index
-//! only with a write of its row (the index entry is derived from the row's status), so
-//! that list holds every open sweep not known to wait. The scan was what was left of a
-//! pass's cost at many waiting sweeps: 1.5 ms at 20,000, about 0.3 of a core at 1M in test
-//! mode.
+//! Between full passes a pass does not scan the sweeps' work index either. It reads a
+//! queue ([`WaitingSweeps`]): the work index as the last full pass read it, less the sweeps
+//! found waiting, another sender's, or no longer open, plus the sweeps written since. A sweep
+//! enters or leaves the work index only with a write of its row (the index entry is derived
+//! from the row's status), so the queue holds every open sweep of this sender not known to
+//! wait. The queue is in the order a full pass reads the index (oldest first), and a pass
+//! reads it a chunk at a time, so a pass costs what it reads, not what waits. The scan and
+//! its filter were what was left of a pass's cost at many waiting sweeps: 1.5 ms at 20,000,
+//! and about a quarter of a core at 1M in test mode while the sender worked through a
+//! backlog 64 sweeps a pass.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
+use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -101,107 +105,107 @@ impl ChangeLog {
     }
 }
 
-/// One sender's memory of the open sweeps it found waiting (module doc).
+/// One sender's memory of the open sweeps it found waiting (module doc): the queue of the
+/// sweeps its next pass looks at.
 #[derive(Default)]
 pub struct WaitingSweeps {
-    waiting: HashSet<Uuid>,
+    /// The sweeps the next pass looks at, oldest first (ascending id, the order a sender
+    /// takes the work index in): the work index as the last full pass read it, less the sweeps found waiting
+    /// or another sender's since, plus the sweeps written since. `None` until a full pass
+    /// gives its list ([`WaitingSweeps::looked_at`]).
+    queue: Option<BTreeSet<Uuid>>,
     /// The change log's position this memory is exact at.
     position: u64,
     /// [`crate::market::Market::generation`] when the waiting sweeps were decided.
     prices: u64,
     /// When a pass last read every open sweep; `None` before the first.
     full_at: Option<Instant>,
-    /// The sweeps the last pass looked at, in work-index order; `None` when no pass since
-    /// the last full one ([`WaitingSweeps::looked_at`]) has a complete list.
-    last: Option<Vec<Uuid>>,
 }
 
 impl WaitingSweeps {
-    /// Starts a pass at `now` with the market's price generation `prices`, and says which
-    /// sweeps it looks at:
-    /// - `Some(ids)`: the sweeps the last pass looked at, less those it found waiting, and
-    ///   the sweeps written since, in work-index order (ascending id) without repeats. The
-    ///   written ones are forgotten as waiting;
-    /// - `None`: a full pass, when prices moved, the log no longer holds every change,
-    ///   [`FULL_PASS_EVERY`] has passed, or the last full pass has not given its list.
-    ///   Everything is forgotten; the caller reads the work index and gives its ids to
-    ///   [`WaitingSweeps::looked_at`].
+    /// Starts a pass at `now` with the market's price generation `prices`. Returns `true`
+    /// for a full pass: prices moved, the log no longer holds every change, [`FULL_PASS_EVERY`]
+    /// has passed, or no full pass has given its list yet. The queue is then forgotten; the
+    /// caller reads the work index and gives its ids to [`WaitingSweeps::looked_at`].
+    /// Otherwise the sweeps written since the last pass join the queue (whether or not
+    /// they waited).
     ///
     /// Call it before the pass reads the store, so that a write it does not see is in the
     /// next pass's changes.
-    pub fn begin_pass(
-        &mut self,
-        changes: &SweepChanges,
-        prices: u64,
-        now: Instant,
-    ) -> Option<Vec<Uuid>> {
+    pub fn begin_pass(&mut self, changes: &SweepChanges, prices: u64, now: Instant) -> bool {
         let due = self
             .full_at
             .is_none_or(|t| now.saturating_duration_since(t) >= FULL_PASS_EVERY);
-        let read = (!due && prices == self.prices && self.last.is_some())
+        let read = (!due && prices == self.prices)
             .then(|| changes.since(self.position))
             .flatten();
-        match read {
-            Some((written, end)) => {
-                for id in &written {
-                    self.waiting.remove(id);
-                }
+        match (read, self.queue.as_mut()) {
+            (Some((written, end)), Some(queue)) => {
+                queue.extend(written);
                 self.position = end;
-                let last = self.last.take().unwrap_or_default();
-                let mut ids: Vec<Uuid> = last
-                    .into_iter()
-                    .filter(|id| !self.waiting.contains(id))
-                    .chain(written)
-                    .collect();
-                ids.sort_unstable();
-                ids.dedup();
-                self.last = Some(ids.clone());
-                Some(ids)
+                false
             }
-            None => {
-                self.waiting.clear();
-                self.last = None;
+            _ => {
+                self.queue = None;
                 self.position = changes.position();
                 self.prices = prices;
                 self.full_at = Some(now);
-                None
+                true
             }
         }
     }
 
-    /// Records the work index's ids a full pass read (in index order): the list the next
-    /// passes start from. A full pass whose read failed gives none, and the next pass is
-    /// full again.
-    pub fn looked_at(&mut self, ids: &[Uuid]) {
-        self.last = Some(ids.to_vec());
+    /// Gives a full pass's list: the work index's ids as it read them. A full pass whose
+    /// read failed gives none, and the next pass is full again.
+    pub fn looked_at(&mut self, ids: impl IntoIterator<Item = Uuid>) {
+        self.queue = Some(ids.into_iter().collect());
     }
 
-    /// Whether this pass leaves sweep `id` out: it waited, and nothing that decides it
-    /// changed since.
+    /// Up to `n` queued sweeps newer than `after` (from the start when `None`), oldest
+    /// first: a pass reads the queue a chunk at a time, each chunk after the last one's end.
+    pub fn next_ids(&self, after: Option<Uuid>, n: usize) -> Vec<Uuid> {
+        let Some(queue) = &self.queue else {
+            return Vec::new();
+        };
+        match after {
+            Some(a) => queue
+                .range((Bound::Excluded(a), Bound::Unbounded))
+                .take(n)
+                .copied()
+                .collect(),
+            None => queue.iter().take(n).copied().collect(),
+        }
+    }
+
+    /// Whether sweep `id` is out of the queue: found waiting or another sender's, and not
+    /// written since.
     pub fn skips(&self, id: &Uuid) -> bool {
-        self.waiting.contains(id)
+        self.queue.as_ref().is_some_and(|q| !q.contains(id))
     }
 
-    /// Records that this pass found sweep `id` waiting below the threshold or for a price.
+    /// Records that this pass found sweep `id` waiting below the threshold or for a price:
+    /// out of the queue until its row is written again or the next full pass.
     pub fn waits(&mut self, id: Uuid) {
-        self.waiting.insert(id);
+        if let Some(q) = &mut self.queue {
+            q.remove(&id);
+        }
     }
 
-    /// Records that sweep `id` belongs to another sender (another chain, or a project this
-    /// worker does not serve): left out like a waiting one, until its row is written again
-    /// or the next full pass.
+    /// Records that sweep `id` is not this sender's to sign: another chain's, a project
+    /// this worker does not serve, or no longer open (or gone). Out of the queue like a
+    /// waiting one, until its row is written again or the next full pass.
     pub fn passes_over(&mut self, id: Uuid) {
-        self.waiting.insert(id);
+        self.waits(id);
     }
 
-    /// How many sweeps are remembered as waiting.
+    /// How many sweeps the next pass looks at.
     pub fn len(&self) -> usize {
-        self.waiting.len()
+        self.queue.as_ref().map_or(0, BTreeSet::len)
     }
 
-    /// Whether no sweep is remembered as waiting.
+    /// Whether the next pass has no sweep to look at (or no queue yet).
     pub fn is_empty(&self) -> bool {
-        self.waiting.is_empty()
+        self.len() == 0
     }
 }
 
@@ -225,25 +229,39 @@ mod tests {
         ids
     }
 
+    /// The whole queue, as a pass reads it in chunks of two.
+    fn queue(w: &WaitingSweeps) -> Vec<Uuid> {
+        let mut all = Vec::new();
+        loop {
+            let chunk = w.next_ids(all.last().copied(), 2);
+            if chunk.is_empty() {
+                return all;
+            }
+            all.extend(chunk);
+        }
+    }
+
     #[test]
     fn a_waiting_sweep_is_left_out_until_its_row_is_written_again() {
         let changes = Arc::new(SweepChanges::default());
         let hook = changes.hook();
-        let [a, b, c, d] = [(); 4].map(|_| Uuid::now_v7());
+        let [a, b, c, d, e] = [(); 5].map(|_| Uuid::now_v7());
         let t0 = Instant::now();
         let mut w = WaitingSweeps::default();
-        assert_eq!(
-            w.begin_pass(&changes, 0, t0),
-            None,
-            "the first pass is full"
+        assert!(w.begin_pass(&changes, 0, t0), "the first pass is full");
+        assert!(
+            queue(&w).is_empty(),
+            "no list before the full pass gives it"
         );
-        w.looked_at(&sorted(vec![a, b, c]));
+        w.looked_at(sorted(vec![c, a, b, e]));
+        assert_eq!(queue(&w), sorted(vec![a, b, c, e]), "in work-index order");
         w.waits(a);
         w.waits(b);
-        // `c` did not wait (submitted, or not reached by the pass): looked at again.
-        let next = w.begin_pass(&changes, 0, t0 + Duration::from_secs(1));
-        assert_eq!(next, Some(vec![c]));
-        assert!(w.skips(&a) && w.skips(&b));
+        w.passes_over(e); // no longer open, or another chain's
+                          // `c` did not wait (signed, or not reached by the pass): looked at again.
+        assert!(!w.begin_pass(&changes, 0, t0 + Duration::from_secs(1)));
+        assert_eq!(queue(&w), vec![c]);
+        assert!(w.skips(&a) && w.skips(&b) && w.skips(&e) && !w.skips(&c));
         // A write of `a` (a credit added to it, or a request) brings it back, a new sweep
         // `d` comes in through its first write; a row of another kind changes nothing.
         hook(&[touched_sweep(a)]);
@@ -252,17 +270,18 @@ mod tests {
             kind: std::any::TypeId::of::<appliance_storage::records::Wallet>(),
             ..touched_sweep(b)
         }]);
-        let next = w.begin_pass(&changes, 0, t0 + Duration::from_secs(2));
-        assert_eq!(next, Some(sorted(vec![a, c, d])), "in work-index order");
+        assert!(!w.begin_pass(&changes, 0, t0 + Duration::from_secs(2)));
+        assert_eq!(queue(&w), sorted(vec![a, c, d]), "in work-index order");
         assert!(!w.skips(&a), "written since: read again");
         assert!(w.skips(&b));
-        assert_eq!(w.len(), 1);
-        // Written twice, listed once; the list carries over from pass to pass.
+        assert_eq!(w.len(), 3);
+        // Written twice, queued once; the queue carries over from pass to pass.
         hook(&[touched_sweep(c)]);
         hook(&[touched_sweep(c)]);
         w.waits(d);
-        let next = w.begin_pass(&changes, 0, t0 + Duration::from_secs(3));
-        assert_eq!(next, Some(sorted(vec![a, c])));
+        assert!(!w.begin_pass(&changes, 0, t0 + Duration::from_secs(3)));
+        assert_eq!(queue(&w), sorted(vec![a, c]));
+        assert_eq!(w.next_ids(None, 1), vec![sorted(vec![a, c])[0]]);
     }
 
     #[test]
@@ -272,41 +291,41 @@ mod tests {
         let a = Uuid::now_v7();
         let t0 = Instant::now();
         let mut w = WaitingSweeps::default();
-        assert_eq!(w.begin_pass(&changes, 7, t0), None);
-        w.looked_at(&[a]);
+        assert!(w.begin_pass(&changes, 7, t0));
+        w.looked_at([a]);
         w.waits(a);
         // A price stored since.
-        assert_eq!(w.begin_pass(&changes, 8, t0), None);
-        assert!(w.is_empty());
-        w.looked_at(&[a]);
+        assert!(w.begin_pass(&changes, 8, t0));
+        assert!(!w.skips(&a), "the queue is forgotten");
+        w.looked_at([a]);
         w.waits(a);
         let before = t0 + FULL_PASS_EVERY - Duration::from_millis(1);
-        assert_eq!(w.begin_pass(&changes, 8, before), Some(vec![]));
-        assert!(w.skips(&a));
-        assert_eq!(w.begin_pass(&changes, 8, t0 + FULL_PASS_EVERY), None);
-        assert!(w.is_empty(), "a full pass at least every FULL_PASS_EVERY");
+        assert!(!w.begin_pass(&changes, 8, before));
+        assert!(w.is_empty() && w.skips(&a));
+        assert!(w.begin_pass(&changes, 8, t0 + FULL_PASS_EVERY));
+        assert!(!w.skips(&a), "a full pass at least every FULL_PASS_EVERY");
         // A full pass whose read of the work index failed gave no list: the next is full.
         let t1 = t0 + FULL_PASS_EVERY;
-        assert_eq!(w.begin_pass(&changes, 8, t1), None);
-        w.looked_at(&[a]);
+        assert!(w.begin_pass(&changes, 8, t1));
+        w.looked_at([a]);
         // More writes than the log keeps, none of them `a`'s: `a`'s own write may have
         // been among those dropped, so everything is read again.
         w.waits(a);
         for _ in 0..=SweepChanges::CAPACITY {
             hook(&[touched_sweep(Uuid::now_v7())]);
         }
-        assert_eq!(w.begin_pass(&changes, 8, t1 + Duration::from_secs(1)), None);
+        assert!(w.begin_pass(&changes, 8, t1 + Duration::from_secs(1)));
         assert!(
-            w.is_empty(),
+            !w.skips(&a),
             "the log dropped changes this sender had not read"
         );
         // From the new position, the log is read again.
-        w.looked_at(&[a]);
+        w.looked_at([a]);
         w.waits(a);
         let e = Uuid::now_v7();
         hook(&[touched_sweep(e)]);
-        let next = w.begin_pass(&changes, 8, t1 + Duration::from_secs(2));
-        assert_eq!(next, Some(vec![e]));
+        assert!(!w.begin_pass(&changes, 8, t1 + Duration::from_secs(2)));
+        assert_eq!(queue(&w), vec![e]);
         assert!(w.skips(&a));
     }
 
