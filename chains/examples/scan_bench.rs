@@ -10,7 +10,6 @@
 //! Defaults: 10,000 blocks, 100,000 watched, 200 per block, 5 matches. Needs Anvil under
 //! `node_modules/` (`scripts/install-test-deps.sh`).
 
-use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -157,7 +156,7 @@ async fn main() {
     );
 
     let watch = WatchSet {
-        addresses: watch_list.iter().copied().collect::<HashSet<_>>(),
+        addresses: watch_list.iter().map(|a| (*a, uuid::Uuid::nil())).collect(),
         tokens: vec![token],
     };
     let blocks_only = WatchSet {

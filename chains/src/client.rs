@@ -10,10 +10,11 @@
 //! CREATE2 deposit addresses (DECISIONS.md section 9). Amounts are atomic units, never
 //! decimals; times are Unix seconds.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt;
 
 use alloy::primitives::{Address, Bytes, B256, U256};
+use uuid::Uuid;
 
 /// One block's identity: enough to follow the chain and detect a reorg.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +56,10 @@ pub struct RangeScan {
 /// The addresses a scan looks for, and the token contracts whose `Transfer`s count.
 #[derive(Debug, Clone, Default)]
 pub struct WatchSet {
-    pub addresses: HashSet<Address>,
+    /// Each watched address, with the id of the wallet it belongs to. A client only asks
+    /// whether an address is watched; the id is the caller's, kept in the same map so that
+    /// the addresses are held once (a second set of 1M addresses is about 44 MiB).
+    pub addresses: HashMap<Address, Uuid>,
     pub tokens: Vec<Address>,
 }
 

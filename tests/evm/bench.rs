@@ -447,7 +447,10 @@ async fn catchup_benchmark() {
 
     // The chain client alone: one range scan over all blocks, per way of asking for logs.
     let watch = WatchSet {
-        addresses: wallets.iter().map(|(_, a)| a.parse().unwrap()).collect(),
+        addresses: wallets
+            .iter()
+            .map(|(id, a)| (a.parse().unwrap(), *id))
+            .collect(),
         tokens: vec![token.parse().unwrap()],
     };
     // Recipient chunk sizes to compare (`CATCHUP_CHUNKS`, comma-separated addresses per

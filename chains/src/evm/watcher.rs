@@ -9,7 +9,7 @@
 //! nodes lack: it is not detected here and shows up as drift on a chain balance reading.
 
 use std::borrow::Cow;
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -18,6 +18,7 @@ use alloy::primitives::{Address, B256, U256};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use uuid::Uuid;
 
 use super::rpc::{BlockInfo, EvmRpc, LogInfo, NativeTx, RpcError};
 use crate::client::WatchSet;
@@ -233,9 +234,9 @@ struct RecipientChunks {
 /// An order-independent fingerprint of a set of addresses: two sums of per-address hashes
 /// under different seeds (a set that changed and kept its size and both sums is not met
 /// in practice: deposit addresses are derived by the appliance, never chosen by a caller).
-fn set_fingerprint(set: &HashSet<Address>) -> (u64, u64) {
+fn set_fingerprint(set: &HashMap<Address, Uuid>) -> (u64, u64) {
     let mut out = (0u64, 0u64);
-    for a in set {
+    for a in set.keys() {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         a.hash(&mut h);
         let x = h.finish();
@@ -248,7 +249,7 @@ fn set_fingerprint(set: &HashSet<Address>) -> (u64, u64) {
 impl Tuning {
     /// `set` sorted, in chunks of `chunk`, rendered (from the cache when the set is the
     /// one of the last call).
-    fn recipient_chunks(&self, set: &HashSet<Address>, chunk: usize) -> Arc<RecipientChunks> {
+    fn recipient_chunks(&self, set: &HashMap<Address, Uuid>, chunk: usize) -> Arc<RecipientChunks> {
         let chunk = chunk.max(1);
         let fingerprint = set_fingerprint(set);
         let mut cached = self.recipients.lock().unwrap_or_else(|e| e.into_inner());
@@ -257,7 +258,7 @@ impl Tuning {
                 return c.clone();
             }
         }
-        let mut sorted: Vec<Address> = set.iter().copied().collect();
+        let mut sorted: Vec<Address> = set.keys().copied().collect();
         sorted.sort_unstable();
         let rendered = sorted.chunks(chunk).map(render_topics).collect();
         let c = Arc::new(RecipientChunks {
@@ -603,11 +604,15 @@ pub async fn scan_watched(
     };
     let (blocks, logs) = blocks_and_logs(rpc, from, to, full, &filters, tuning).await?;
     let mut transfers = token_transfers_in(&logs, &blocks, from, |t| {
-        watch.addresses.contains(&t.to) && watch.tokens.contains(&t.token.unwrap_or_default())
+        watch.addresses.contains_key(&t.to) && watch.tokens.contains(&t.token.unwrap_or_default())
     })?;
     let mut native = Vec::new();
     for b in &blocks {
-        for t in b.native.iter().filter(|t| watch.addresses.contains(&t.to)) {
+        for t in b
+            .native
+            .iter()
+            .filter(|t| watch.addresses.contains_key(&t.to))
+        {
             native.push(native_transfer(b, t));
         }
     }
@@ -937,7 +942,9 @@ mod tests {
     #[test]
     fn recipient_chunks_are_made_once_per_set() {
         let t = Tuning::default();
-        let mut set: HashSet<Address> = (1..=5u8).map(Address::repeat_byte).collect();
+        let mut set: HashMap<Address, Uuid> = (1..=5u8)
+            .map(|b| (Address::repeat_byte(b), Uuid::nil()))
+            .collect();
         let a = t.recipient_chunks(&set, 2);
         assert_eq!(a.sorted.len(), 5);
         assert!(a.sorted.windows(2).all(|w| w[0] < w[1]));
@@ -946,10 +953,10 @@ mod tests {
         assert!(Arc::ptr_eq(&a, &t.recipient_chunks(&set, 2)));
         // Another chunk size, a grown set, a changed set of the same size: made again.
         assert_eq!(t.recipient_chunks(&set, 3).rendered.len(), 2);
-        set.insert(Address::repeat_byte(9));
+        set.insert(Address::repeat_byte(9), Uuid::nil());
         assert_eq!(t.recipient_chunks(&set, 3).sorted.len(), 6);
         set.remove(&Address::repeat_byte(1));
-        set.insert(Address::repeat_byte(10));
+        set.insert(Address::repeat_byte(10), Uuid::nil());
         let c = t.recipient_chunks(&set, 3);
         assert!(c.sorted.contains(&Address::repeat_byte(10)));
         assert!(!c.sorted.contains(&Address::repeat_byte(1)));

@@ -3,8 +3,6 @@
 //! replay of the operation log to the same chain, snapshots (a snapshot and the log's tail
 //! replay to the same chain) and the pruning of old history.
 
-use std::collections::HashSet;
-
 use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
 use alloy::eips::eip2718::Encodable2718;
 use alloy::network::TxSignerSync;
@@ -116,7 +114,7 @@ fn inject_logged(
 
 fn watch(addrs: &[Address]) -> WatchSet {
     WatchSet {
-        addresses: addrs.iter().copied().collect::<HashSet<_>>(),
+        addresses: addrs.iter().map(|a| (*a, uuid::Uuid::nil())).collect(),
         tokens: vec![usdt()],
     }
 }

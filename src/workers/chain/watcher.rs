@@ -95,9 +95,8 @@ pub struct Watched {
 /// writer thread, so the rows above the last one seen are exactly the wallets created since.
 #[derive(Default)]
 struct Learnt {
+    /// The learnt addresses, each with its wallet's id.
     set: WatchSet,
-    /// Address -> wallet id.
-    wallets: std::collections::HashMap<Address, Uuid>,
     last: Option<Uuid>,
     /// Whether each project seen is in the worker's scope.
     projects: BTreeMap<Uuid, bool>,
@@ -172,13 +171,13 @@ impl Watched {
 impl Learnt {
     /// [`Learnt::refresh`], logging how many addresses it learnt and in how long.
     async fn refresh_logged(&mut self, state: &AppState, w: &ChainWorker) -> anyhow::Result<()> {
-        let (known, started) = (self.wallets.len(), std::time::Instant::now());
+        let (known, started) = (self.set.addresses.len(), std::time::Instant::now());
         self.refresh(state, w).await?;
-        if self.wallets.len() > known {
+        if self.set.addresses.len() > known {
             tracing::debug!(
                 chain = w.chain,
-                added = self.wallets.len() - known,
-                watched = self.wallets.len(),
+                added = self.set.addresses.len() - known,
+                watched = self.set.addresses.len(),
                 ms = started.elapsed().as_millis() as u64,
                 "learnt deposit addresses"
             );
@@ -190,7 +189,7 @@ impl Learnt {
     fn keep(&self, transfers: Vec<Transfer>) -> Vec<(Transfer, Uuid)> {
         transfers
             .into_iter()
-            .filter_map(|t| self.wallets.get(&t.to).map(|id| (t, *id)))
+            .filter_map(|t| self.set.addresses.get(&t.to).map(|id| (t, *id)))
             .collect()
     }
 
@@ -230,10 +229,7 @@ impl Learnt {
     }
 
     fn add(&mut self, addresses: Vec<(Address, Uuid)>) {
-        for (a, id) in addresses {
-            self.set.addresses.insert(a);
-            self.wallets.insert(a, id);
-        }
+        self.set.addresses.extend(addresses);
     }
 }
 
