@@ -155,14 +155,12 @@ async fn main() {
         t.elapsed()
     );
 
-    let watch = WatchSet {
-        addresses: watch_list.iter().map(|a| (*a, uuid::Uuid::nil())).collect(),
-        tokens: vec![token],
-    };
-    let blocks_only = WatchSet {
-        addresses: watch.addresses.clone(),
-        tokens: Vec::new(),
-    };
+    let watch = WatchSet::new(
+        watch_list.iter().map(|a| (*a, uuid::Uuid::nil())),
+        vec![token],
+    );
+    let mut blocks_only = watch.clone();
+    blocks_only.tokens = Vec::new();
     let total = blocks * matches;
     for (name, q, w, want) in [
         ("blocks only (no token watched)", None, &blocks_only, 0),

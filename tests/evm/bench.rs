@@ -446,13 +446,10 @@ async fn catchup_benchmark() {
     eprintln!("  mined {blocks} blocks in {:.1?}", t.elapsed());
 
     // The chain client alone: one range scan over all blocks, per way of asking for logs.
-    let watch = WatchSet {
-        addresses: wallets
-            .iter()
-            .map(|(id, a)| (a.parse().unwrap(), *id))
-            .collect(),
-        tokens: vec![token.parse().unwrap()],
-    };
+    let watch = WatchSet::new(
+        wallets.iter().map(|(id, a)| (a.parse().unwrap(), *id)),
+        vec![token.parse().unwrap()],
+    );
     // Recipient chunk sizes to compare (`CATCHUP_CHUNKS`, comma-separated addresses per
     // query; default 1,000 and 25,000).
     let chunks: Vec<usize> = std::env::var("CATCHUP_CHUNKS")

@@ -9,8 +9,7 @@
 //! nodes lack: it is not detected here and shows up as drift on a chain balance reading.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -18,7 +17,6 @@ use alloy::primitives::{Address, B256, U256};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use uuid::Uuid;
 
 use super::rpc::{BlockInfo, EvmRpc, LogInfo, NativeTx, RpcError};
 use crate::client::WatchSet;
@@ -222,8 +220,8 @@ impl Tuning {
 /// array of its `to` topics.
 #[derive(Debug)]
 struct RecipientChunks {
-    /// What set and chunk size this was made from ([`set_fingerprint`]; the set's size
-    /// is `sorted.len()`).
+    /// What set and chunk size this was made from ([`WatchSet::fingerprint`]; the set's
+    /// size is `sorted.len()`).
     fingerprint: (u64, u64),
     chunk: usize,
     sorted: Vec<Address>,
@@ -231,34 +229,19 @@ struct RecipientChunks {
     rendered: Vec<String>,
 }
 
-/// An order-independent fingerprint of a set of addresses: two sums of per-address hashes
-/// under different seeds (a set that changed and kept its size and both sums is not met
-/// in practice: deposit addresses are derived by the appliance, never chosen by a caller).
-fn set_fingerprint(set: &HashMap<Address, Uuid>) -> (u64, u64) {
-    let mut out = (0u64, 0u64);
-    for a in set.keys() {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        a.hash(&mut h);
-        let x = h.finish();
-        a.hash(&mut h);
-        out = (out.0.wrapping_add(x), out.1.wrapping_add(h.finish()));
-    }
-    out
-}
-
 impl Tuning {
     /// `set` sorted, in chunks of `chunk`, rendered (from the cache when the set is the
     /// one of the last call).
-    fn recipient_chunks(&self, set: &HashMap<Address, Uuid>, chunk: usize) -> Arc<RecipientChunks> {
+    fn recipient_chunks(&self, set: &WatchSet, chunk: usize) -> Arc<RecipientChunks> {
         let chunk = chunk.max(1);
-        let fingerprint = set_fingerprint(set);
+        let fingerprint = set.fingerprint();
         let mut cached = self.recipients.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = cached.as_ref() {
             if c.sorted.len() == set.len() && c.fingerprint == fingerprint && c.chunk == chunk {
                 return c.clone();
             }
         }
-        let mut sorted: Vec<Address> = set.keys().copied().collect();
+        let mut sorted: Vec<Address> = set.addresses().copied().collect();
         sorted.sort_unstable();
         let rendered = sorted.chunks(chunk).map(render_topics).collect();
         let c = Arc::new(RecipientChunks {
@@ -573,13 +556,11 @@ pub async fn scan_watched(
         return Ok((Vec::new(), Vec::new()));
     }
     let rpc = &pinned_through(rpc, to).await?;
-    let full = !watch.addresses.is_empty();
+    let full = !watch.is_empty();
     let ask_logs = full && !watch.tokens.is_empty();
-    let query = tuning.query_for(to + 1 - from, watch.addresses.len());
+    let query = tuning.query_for(to + 1 - from, watch.len());
     let chunks = match query {
-        LogQuery::ByRecipient { chunk } if ask_logs => {
-            Some(tuning.recipient_chunks(&watch.addresses, chunk))
-        }
+        LogQuery::ByRecipient { chunk } if ask_logs => Some(tuning.recipient_chunks(watch, chunk)),
         _ => None,
     };
     // `chunks` is only made when logs are asked for.
@@ -604,15 +585,11 @@ pub async fn scan_watched(
     };
     let (blocks, logs) = blocks_and_logs(rpc, from, to, full, &filters, tuning).await?;
     let mut transfers = token_transfers_in(&logs, &blocks, from, |t| {
-        watch.addresses.contains_key(&t.to) && watch.tokens.contains(&t.token.unwrap_or_default())
+        watch.watches(&t.to) && watch.tokens.contains(&t.token.unwrap_or_default())
     })?;
     let mut native = Vec::new();
     for b in &blocks {
-        for t in b
-            .native
-            .iter()
-            .filter(|t| watch.addresses.contains_key(&t.to))
-        {
+        for t in b.native.iter().filter(|t| watch.watches(&t.to)) {
             native.push(native_transfer(b, t));
         }
     }
@@ -807,6 +784,7 @@ pub async fn fork_point(rpc: &EvmRpc, cursor: &Cursor) -> Result<Option<u64>, Rp
 #[cfg(test)]
 mod tests {
     use super::*;
+    use uuid::Uuid;
 
     fn blk(n: u64, h: u8, p: u8) -> BlockInfo {
         BlockInfo {
@@ -942,9 +920,10 @@ mod tests {
     #[test]
     fn recipient_chunks_are_made_once_per_set() {
         let t = Tuning::default();
-        let mut set: HashMap<Address, Uuid> = (1..=5u8)
-            .map(|b| (Address::repeat_byte(b), Uuid::nil()))
-            .collect();
+        let mut set = WatchSet::new(
+            (1..=5u8).map(|b| (Address::repeat_byte(b), Uuid::nil())),
+            Vec::new(),
+        );
         let a = t.recipient_chunks(&set, 2);
         assert_eq!(a.sorted.len(), 5);
         assert!(a.sorted.windows(2).all(|w| w[0] < w[1]));
@@ -960,6 +939,21 @@ mod tests {
         let c = t.recipient_chunks(&set, 3);
         assert!(c.sorted.contains(&Address::repeat_byte(10)));
         assert!(!c.sorted.contains(&Address::repeat_byte(1)));
+        // The fingerprint kept as addresses come and go is the one of the set made anew,
+        // whatever the order; a repeated insert changes nothing.
+        set.insert(Address::repeat_byte(10), Uuid::max());
+        assert_eq!(set.wallet(&Address::repeat_byte(10)), Some(Uuid::nil()));
+        let anew = WatchSet::new(
+            [10u8, 9, 5, 4, 3, 2].map(|b| (Address::repeat_byte(b), Uuid::nil())),
+            Vec::new(),
+        );
+        assert_eq!(set.len(), anew.len());
+        assert_eq!(set.fingerprint(), anew.fingerprint());
+        assert_ne!(set.fingerprint(), WatchSet::default().fingerprint());
+        assert!(
+            Arc::ptr_eq(&c, &t.recipient_chunks(&anew, 3)),
+            "the same set: cached"
+        );
     }
 
     #[test]

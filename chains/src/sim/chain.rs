@@ -656,7 +656,7 @@ impl SimChain {
             let (hash, time) = (self.hash(*n), b.t_ms / 1000);
             for r in b.results.iter().filter(|r| r.success) {
                 if let Some((f, t, v)) = r.native {
-                    if watch.addresses.contains_key(&t) {
+                    if watch.watches(&t) {
                         out.transfers.push(Transfer {
                             block_number: *n,
                             block_hash: hash,
@@ -671,7 +671,7 @@ impl SimChain {
                     }
                 }
                 for l in &r.logs {
-                    if watch.tokens.contains(&l.token) && watch.addresses.contains_key(&l.to) {
+                    if watch.tokens.contains(&l.token) && watch.watches(&l.to) {
                         out.transfers.push(Transfer {
                             block_number: *n,
                             block_hash: hash,

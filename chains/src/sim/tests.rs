@@ -113,10 +113,7 @@ fn inject_logged(
 }
 
 fn watch(addrs: &[Address]) -> WatchSet {
-    WatchSet {
-        addresses: addrs.iter().map(|a| (*a, uuid::Uuid::nil())).collect(),
-        tokens: vec![usdt()],
-    }
+    WatchSet::new(addrs.iter().map(|a| (*a, uuid::Uuid::nil())), vec![usdt()])
 }
 
 /// Replays `log` from genesis and checks the result is the same chain as `c`.

@@ -171,13 +171,13 @@ impl Watched {
 impl Learnt {
     /// [`Learnt::refresh`], logging how many addresses it learnt and in how long.
     async fn refresh_logged(&mut self, state: &AppState, w: &ChainWorker) -> anyhow::Result<()> {
-        let (known, started) = (self.set.addresses.len(), std::time::Instant::now());
+        let (known, started) = (self.set.len(), std::time::Instant::now());
         self.refresh(state, w).await?;
-        if self.set.addresses.len() > known {
+        if self.set.len() > known {
             tracing::debug!(
                 chain = w.chain,
-                added = self.set.addresses.len() - known,
-                watched = self.set.addresses.len(),
+                added = self.set.len() - known,
+                watched = self.set.len(),
                 ms = started.elapsed().as_millis() as u64,
                 "learnt deposit addresses"
             );
@@ -189,7 +189,7 @@ impl Learnt {
     fn keep(&self, transfers: Vec<Transfer>) -> Vec<(Transfer, Uuid)> {
         transfers
             .into_iter()
-            .filter_map(|t| self.set.addresses.get(&t.to).map(|id| (t, *id)))
+            .filter_map(|t| self.set.wallet(&t.to).map(|id| (t, id)))
             .collect()
     }
 
@@ -229,7 +229,7 @@ impl Learnt {
     }
 
     fn add(&mut self, addresses: Vec<(Address, Uuid)>) {
-        self.set.addresses.extend(addresses);
+        self.set.extend(addresses);
     }
 }
 
@@ -575,13 +575,11 @@ async fn scan_while_learning(
         Ok(None) | Err(ClientError::Moving(_)) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    // The set is lent to the read of the native transfers (no tokens: no log query).
-    let natives_of = WatchSet {
-        addresses: std::mem::take(&mut learnt.set.addresses),
-        tokens: Vec::new(),
-    };
-    let natives = w.client.transfers(from, to, &natives_of).await;
-    learnt.set.addresses = natives_of.addresses;
+    // The set is read for the native transfers without its tokens (no log query); a
+    // refresh gives them back should this future be dropped before the end.
+    let tokens = std::mem::take(&mut learnt.set.tokens);
+    let natives = w.client.transfers(from, to, &learnt.set).await;
+    learnt.set.tokens = tokens;
     let natives = match natives {
         Ok(s) => s,
         Err(ClientError::Moving(_)) => return Ok(None),
