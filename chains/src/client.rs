@@ -60,7 +60,7 @@ pub struct WatchSet {
     /// whether an address is watched; the id is the caller's, kept in the same map so that
     /// the addresses are held once (a second set of 1M addresses is about 42 MiB).
     addresses: HashMap<Address, Uuid>,
-    /// [`WatchSet::fingerprint`], kept up to date as addresses come and go.
+    /// [`WatchSet::fingerprint`], kept up to date as addresses are added.
     fingerprint: (u64, u64),
     pub tokens: Vec<Address>,
 }
@@ -96,17 +96,6 @@ impl WatchSet {
         }
     }
 
-    /// Stops watching `address`; its wallet's id, when it was watched.
-    pub fn remove(&mut self, address: &Address) -> Option<Uuid> {
-        let w = self.addresses.remove(address)?;
-        let (x, y) = address_fingerprint(address);
-        self.fingerprint = (
-            self.fingerprint.0.wrapping_sub(x),
-            self.fingerprint.1.wrapping_sub(y),
-        );
-        Some(w)
-    }
-
     /// Whether `address` is watched.
     pub fn watches(&self, address: &Address) -> bool {
         self.addresses.contains_key(address)
@@ -133,7 +122,7 @@ impl WatchSet {
     }
 
     /// An order-independent fingerprint of the watched addresses: two sums of per-address
-    /// hashes under different seeds, kept as addresses are added and removed, so that a
+    /// hashes under different seeds, kept as addresses are added (a set only grows), so that a
     /// cache of something derived from the set (the EVM client's recipient chunks) knows
     /// it without reading the set. Two sets of one size with both sums equal are not met
     /// in practice: deposit addresses are derived by the appliance, never chosen by a

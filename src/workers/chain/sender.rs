@@ -1026,7 +1026,7 @@ async fn sign_sweeps(
         waiting.looked_at(work_ids(state, IndexTag::SweepsWork).await?);
     }
     // An id comes back as `Err` when it is not this pass's to sign until its row is written
-    // again: another sender's, or no longer open (`WaitingSweeps::passes_over`).
+    // again: another sender's, no longer open, or gone (`WaitingSweeps::passes_over`).
     let pick = move |r: &appliance_storage::ReadCtx, id| {
         let Some(sw) = r.get::<Sweep>(id)? else {
             return Ok(Some(Err(id)));

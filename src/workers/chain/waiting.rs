@@ -110,9 +110,9 @@ impl ChangeLog {
 #[derive(Default)]
 pub struct WaitingSweeps {
     /// The sweeps the next pass looks at, oldest first (ascending id, the order a sender
-    /// takes the work index in): the work index as the last full pass read it, less the sweeps found waiting
-    /// or another sender's since, plus the sweeps written since. `None` until a full pass
-    /// gives its list ([`WaitingSweeps::looked_at`]).
+    /// takes the work index in): the work index as the last full pass read it, less the
+    /// sweeps found waiting or passed over since, plus the sweeps written since. `None`
+    /// until a full pass gives its list ([`WaitingSweeps::looked_at`]).
     queue: Option<BTreeSet<Uuid>>,
     /// The change log's position this memory is exact at.
     position: u64,
@@ -179,6 +179,7 @@ impl WaitingSweeps {
 
     /// Whether sweep `id` is out of the queue: found waiting or another sender's, and not
     /// written since.
+    #[cfg(test)]
     pub fn skips(&self, id: &Uuid) -> bool {
         self.queue.as_ref().is_some_and(|q| !q.contains(id))
     }
@@ -199,11 +200,13 @@ impl WaitingSweeps {
     }
 
     /// How many sweeps the next pass looks at.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.queue.as_ref().map_or(0, BTreeSet::len)
     }
 
     /// Whether the next pass has no sweep to look at (or no queue yet).
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -257,8 +260,9 @@ mod tests {
         assert_eq!(queue(&w), sorted(vec![a, b, c, e]), "in work-index order");
         w.waits(a);
         w.waits(b);
-        w.passes_over(e); // no longer open, or another chain's
-                          // `c` did not wait (signed, or not reached by the pass): looked at again.
+        // `e` is no longer open, or another chain's; `c` did not wait (signed, or not
+        // reached by the pass): looked at again.
+        w.passes_over(e);
         assert!(!w.begin_pass(&changes, 0, t0 + Duration::from_secs(1)));
         assert_eq!(queue(&w), vec![c]);
         assert!(w.skips(&a) && w.skips(&b) && w.skips(&e) && !w.skips(&c));

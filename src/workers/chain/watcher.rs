@@ -220,16 +220,12 @@ impl Learnt {
                 self.last = page.last;
             }
             if !full {
-                self.add(page.addresses);
+                self.set.extend(page.addresses);
                 return Ok(());
             }
             next = fetch(page.last, self.projects.clone());
-            self.add(page.addresses);
+            self.set.extend(page.addresses);
         }
-    }
-
-    fn add(&mut self, addresses: Vec<(Address, Uuid)>) {
-        self.set.extend(addresses);
     }
 }
 
