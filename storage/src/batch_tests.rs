@@ -337,3 +337,163 @@ fn an_events_id_names_its_sequence_and_older_ids_still_read() {
         .unwrap();
     assert_eq!(found.sequence, second);
 }
+
+fn customer(project: Uuid, id: Uuid) -> crate::records::Customer {
+    crate::records::Customer {
+        id,
+        project_id: project,
+        reference_id: None,
+        email: None,
+        status: "active".into(),
+        metadata: serde_json::json!({}),
+        created_at: 1,
+    }
+}
+
+/// The project's customers as its list reads them (`GET /v1/customers`), newest first.
+fn customers_listed<R: ReadOps>(r: &R, project: Uuid) -> Result<Vec<Uuid>, StoreError> {
+    let prefix = index::prefix(IndexTag::Customers, project, &[]);
+    Ok(r.scan_ids(&prefix, None, usize::MAX, |_| Ok(true))?.items)
+}
+
+/// A batch's appends to a project's list (its last run, held by the batch: `id_runs::Tail`)
+/// are seen by a read of the list later in the same batch, are all there after the commit
+/// (more than a run holds, so a full run gives way to a new one), and leave nothing when
+/// the batch is aborted.
+#[test]
+fn a_batchs_list_appends_are_read_in_the_batch_and_written_by_its_commit() {
+    let (_dir, store) = store();
+    let p = Uuid::now_v7();
+    let ids: Vec<Uuid> = (0..40).map(|_| Uuid::now_v7()).collect();
+    let mut jobs: Vec<TestJob> = Vec::new();
+    for chunk in ids[..20].chunks(5) {
+        let chunk = chunk.to_vec();
+        jobs.push(Box::new(move |ctx| {
+            for id in chunk {
+                ctx.put(&customer(p, id)).map_err(|_| "put")?;
+            }
+            Ok(0)
+        }));
+    }
+    // A read of the list in the same batch, after the appends.
+    jobs.push(Box::new(move |ctx| {
+        Ok(customers_listed(&*ctx, p).map_err(|_| "list")?.len() as u64)
+    }));
+    let tail = ids[20..].to_vec();
+    jobs.push(Box::new(move |ctx| {
+        for id in tail {
+            ctx.put(&customer(p, id)).map_err(|_| "put")?;
+        }
+        Ok(0)
+    }));
+    let out = batch(&store, jobs).unwrap();
+    assert_eq!(
+        out[4],
+        Ok(20),
+        "the batch's own appends are listed within it"
+    );
+    let mut want = ids.clone();
+    want.reverse();
+    let listed = store
+        .read_blocking(move |r| customers_listed(r, p))
+        .unwrap();
+    assert_eq!(listed, want);
+
+    // Appends of an aborted batch (a job that wrote, then refused) leave no trace, and the
+    // next batch appends after the list as committed.
+    let more: Vec<Uuid> = (0..3).map(|_| Uuid::now_v7()).collect();
+    let m = more.clone();
+    let aborted = batch(
+        &store,
+        vec![Box::new(move |ctx| {
+            for id in m {
+                ctx.put(&customer(p, id)).map_err(|_| "put")?;
+            }
+            Err("refused after writing")
+        })],
+    );
+    assert!(aborted.is_err());
+    let listed = store
+        .read_blocking(move |r| customers_listed(r, p))
+        .unwrap();
+    assert_eq!(listed, want);
+    let last = Uuid::now_v7();
+    store
+        .write_blocking(move |ctx| ctx.put(&customer(p, last)))
+        .unwrap();
+    want.insert(0, last);
+    let listed = store
+        .read_blocking(move |r| customers_listed(r, p))
+        .unwrap();
+    assert_eq!(listed, want);
+    let rep = store.read_blocking(crate::verify::verify).unwrap();
+    assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+}
+
+/// A batch's events, whose type and resource runs the batch holds ahead of their rows
+/// (`event_runs::Tail`), are listed by type and by resource later in the same batch and
+/// after its commit, each once; a customer created and rewritten in one batch has its
+/// `customer.created` pinned to the row it was created with (the rewrite reads the
+/// customer's resource run, which the batch holds).
+#[test]
+fn a_batchs_events_are_listed_in_the_batch_and_written_by_its_commit() {
+    use crate::records::ResourceState;
+    let (_dir, store) = store();
+    let p = Uuid::now_v7();
+    let c = customer(p, Uuid::now_v7());
+    let mut jobs: Vec<TestJob> = Vec::new();
+    for _ in 0..4 {
+        jobs.push(Box::new(move |ctx| {
+            for _ in 0..60 {
+                append(ctx, p).map_err(|_| "append")?;
+            }
+            Ok(0)
+        }));
+    }
+    let types = vec!["test.event".to_string()];
+    let t2 = types.clone();
+    jobs.push(Box::new(move |ctx| {
+        let page = ctx
+            .list_events(p, &t2, None, None, 1_000, true)
+            .map_err(|_| "list")?;
+        Ok(page.items.len() as u64)
+    }));
+    let c2 = c.clone();
+    jobs.push(Box::new(move |ctx| {
+        ctx.put(&c2).map_err(|_| "put")?;
+        let ev = ctx
+            .append_customer_event(false, "customer.created", &c2)
+            .map_err(|_| "event")?;
+        let mut changed = c2.clone();
+        changed.email = Some("changed@x.co".into());
+        ctx.put(&changed).map_err(|_| "rewrite")?;
+        let by_resource = ctx
+            .list_events(p, &[], Some(&c2.id.to_string()), None, 10, true)
+            .map_err(|_| "list")?;
+        Ok(by_resource.items.len() as u64 * 1_000_000 + ev.sequence)
+    }));
+    let out = batch(&store, jobs).unwrap();
+    assert_eq!(
+        out[4],
+        Ok(240),
+        "the batch's own events are listed within it"
+    );
+    assert_eq!(out[5], Ok(1_000_000 + 241));
+    let listed = store
+        .read_blocking(move |r| r.list_events(p, &types, None, None, 1_000, true))
+        .unwrap();
+    let seqs: Vec<u64> = listed.items.iter().map(|e| e.sequence).collect();
+    assert_eq!(seqs, (1..=240).collect::<Vec<u64>>());
+    let id = c.id;
+    let stored = store
+        .read_blocking(move |r| {
+            let raw = crate::Reader::open(r, EVENTS)?;
+            let ev: crate::records::Event =
+                crate::codec::decode(raw.get((p.as_u128(), 241))?.unwrap().value())?;
+            Ok::<_, StoreError>(ev.state)
+        })
+        .unwrap();
+    assert_eq!(stored, Some(ResourceState::CustomerAt(Box::new(c))), "{id}");
+    let rep = store.read_blocking(crate::verify::verify).unwrap();
+    assert!(rep.violations.is_empty(), "{:?}", rep.violations);
+}

@@ -75,7 +75,7 @@ impl Reader for WriteCtx<'_> {
         def: TableDefinition<K, V>,
     ) -> Result<impl ReadableTable<K, V> + '_, StoreError> {
         // One handle per table and transaction: a kept one is closed first.
-        self.open.borrow_mut().close(def.name());
+        self.open.borrow_mut().close(def.name())?;
         Ok(self.txn.open_table(def)?)
     }
 }
@@ -987,7 +987,9 @@ impl<'t> WriteCtx<'t> {
     /// ([`crate::id_runs::run_of_key`], schema 14 and 15). Whether it was not there.
     fn row_index_insert(&self, k: &[u8]) -> Result<bool, StoreError> {
         if let Some(runs) = crate::id_runs::run_of_key(k) {
-            return self.with_runs(runs.table, |t| crate::id_runs::add(t, k));
+            return self.with_runs(runs.table, |t, tails| {
+                crate::id_runs::add_to_tail(t, tails, k)
+            });
         }
         self.with_index_write(k, |idx| Ok(idx.insert(k, ())?.is_none()))
     }
@@ -996,7 +998,12 @@ impl<'t> WriteCtx<'t> {
     /// Whether it was there.
     fn row_index_remove(&self, k: &[u8]) -> Result<bool, StoreError> {
         if let Some(runs) = crate::id_runs::run_of_key(k) {
-            return self.with_runs(runs.table, |t| crate::id_runs::remove(t, k));
+            return self.with_runs(runs.table, |t, tails| {
+                if let Some((prefix, _)) = crate::id_runs::split_key(k) {
+                    crate::id_runs::forget_tail(t, tails, prefix)?;
+                }
+                crate::id_runs::remove(t, k)
+            });
         }
         self.with_index_write(k, |idx| Ok(idx.remove(k)?.is_some()))
     }
@@ -1223,7 +1230,8 @@ impl<'t> WriteCtx<'t> {
         use crate::records::ResourceState;
         let resource = old.id.to_string();
         let prefix = index::event_resource_prefix(old.project_id, &resource);
-        let first = self.with_event_resource_runs(|t| {
+        let first = self.with_event_resource_runs(|t, tails| {
+            crate::event_runs::forget_tail(t, tails, &prefix)?;
             crate::event_runs::seqs(&*t, &prefix, 0, u64::MAX, true)?
                 .next()
                 .transpose()
@@ -1320,8 +1328,12 @@ impl<'t> WriteCtx<'t> {
             }
             let by_type = crate::event_runs::type_prefix(project, event_type);
             let by_resource = index::event_resource_prefix(project, resource_id);
-            self.with_event_type_runs(|t| crate::event_runs::add(t, &by_type, seq))?;
-            self.with_event_resource_runs(|t| crate::event_runs::add(t, &by_resource, seq))?;
+            self.with_event_type_runs(|t, tails| {
+                crate::event_runs::add_to_tail(t, tails, &by_type, seq)
+            })?;
+            self.with_event_resource_runs(|t, tails| {
+                crate::event_runs::add_to_tail(t, tails, &by_resource, seq)
+            })?;
             self.last_sequence_wrote(project, seq);
             Ok(ev)
         })();

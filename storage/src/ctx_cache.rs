@@ -12,6 +12,13 @@
 //! table kept here through [`WriteCtx::table`]) closes the kept handle first; what it wrote
 //! is in the transaction either way. The handles are dropped with the [`WriteCtx`], before
 //! the batch commits or aborts.
+//!
+//! The batch also holds the last run of each list and event index it appends to
+//! ([`crate::id_runs::Tail`], [`crate::event_runs::Tail`]) ahead of its row: a run takes
+//! its batch's appends in memory and is written once, when another opening of its table
+//! closes the kept handle, when a read or a change other than an append reaches its
+//! prefix, and in any case before the commit ([`WriteCtx::write_run_tails`]; a failure
+//! there fails the batch). An aborted batch drops them with its transaction.
 
 use redb::{Key, ReadableTable, Table, TableDefinition, TableHandle, Value};
 use uuid::Uuid;
@@ -40,8 +47,19 @@ pub(crate) struct OpenTables<'t> {
     index: Vec<(IndexDef, IndexTable<'t>)>,
     event_type_runs: Option<Table<'t, &'static [u8], &'static [u8]>>,
     event_resource_runs: Option<Table<'t, &'static [u8], &'static [u8]>>,
+    /// The last runs of the event types and resources this batch appended to, ahead of
+    /// their rows ([`crate::event_runs::Tail`]), one map per table, written like
+    /// `run_tails`.
+    event_type_tails: crate::event_runs::Tails,
+    event_resource_tails: crate::event_runs::Tails,
     /// The tables of [`RUN_INDEXES`] ([`crate::id_runs`]), by name.
     runs: Vec<(RunsDef, RunsTable<'t>)>,
+    /// The last runs of the lists this batch appended to, ahead of their rows
+    /// ([`crate::id_runs::Tail`]): written into their table before any other opening of
+    /// it closes its kept handle ([`OpenTables::close`]), and before the commit
+    /// ([`WriteCtx::write_run_tails`]). A tail is only ever made through its table's kept
+    /// handle, so a table with tails always has one.
+    run_tails: crate::id_runs::Tails,
     unique: Option<Table<'t, &'static [u8], u128>>,
     accounts: Option<Table<'t, &'static [u8], (u128, u128)>>,
     events: Option<Table<'t, (u128, u64), &'static [u8]>>,
@@ -71,8 +89,10 @@ pub(crate) struct OpenTables<'t> {
 }
 
 impl OpenTables<'_> {
-    /// Closes the kept handle of table `name`, if any.
-    pub(crate) fn close(&mut self, name: &str) {
+    /// Closes the kept handle of table `name`, if any; the run tails of a table of
+    /// [`RUN_INDEXES`] are written through it first (an error leaves it open).
+    pub(crate) fn close(&mut self, name: &str) -> Result<(), StoreError> {
+        self.write_run_tails(Some(name))?;
         self.rows.retain(|(n, _)| n != name);
         self.index.retain(|(d, _)| d.name() != name);
         self.runs.retain(|(d, _)| d.name() != name);
@@ -80,8 +100,10 @@ impl OpenTables<'_> {
             self.index_any.clear();
         }
         if name == EVENT_TYPE_RUNS.name() {
+            self.write_event_tails(true, false)?;
             self.event_type_runs = None;
         } else if name == EVENT_RESOURCE_RUNS.name() {
+            self.write_event_tails(false, true)?;
             self.event_resource_runs = None;
         } else if name == UNIQUE.name() {
             self.unique = None;
@@ -102,6 +124,57 @@ impl OpenTables<'_> {
         } else if name == SIM_HEIGHTS.name() {
             self.sim_heights = None;
         }
+        Ok(())
+    }
+
+    /// Writes the event run tails of the type table and (or) of the resource table through
+    /// their kept handles.
+    fn write_event_tails(&mut self, types: bool, resources: bool) -> Result<(), StoreError> {
+        let OpenTables {
+            event_type_runs,
+            event_resource_runs,
+            event_type_tails,
+            event_resource_tails,
+            ..
+        } = self;
+        for (on, handle, tails) in [
+            (types, event_type_runs, event_type_tails),
+            (resources, event_resource_runs, event_resource_tails),
+        ] {
+            if on && !tails.is_empty() {
+                // Tails are made through their table's kept handle, which only `close`
+                // drops, after writing them: never without one. Were it so, the batch
+                // fails rather than commit without them.
+                let t = handle.as_mut().ok_or_else(|| {
+                    StoreError::Corrupt("event runs held without their table's handle".into())
+                })?;
+                crate::event_runs::write_tails(t, tails)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the run tails of table `only` (of every table: `None`) through the kept
+    /// handles.
+    fn write_run_tails(&mut self, only: Option<&str>) -> Result<(), StoreError> {
+        if self.run_tails.is_empty() {
+            return Ok(());
+        }
+        let OpenTables {
+            runs, run_tails, ..
+        } = self;
+        for (def, t) in runs.iter_mut() {
+            if only.is_none_or(|n| n == def.name()) {
+                crate::id_runs::write_tails(t, run_tails, def.name())?;
+            }
+        }
+        // As for the event runs (above): never left over, and the batch fails if one is.
+        if only.is_none() && !run_tails.is_empty() {
+            return Err(StoreError::Corrupt(
+                "list runs held without their table's handle".into(),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -128,7 +201,7 @@ impl<'t> WriteCtx<'t> {
         &self,
         def: TableDefinition<K, V>,
     ) -> Result<Table<'t, K, V>, StoreError> {
-        self.open.borrow_mut().close(def.name());
+        self.open.borrow_mut().close(def.name())?;
         Ok(self.txn.open_table(def)?)
     }
 
@@ -194,12 +267,14 @@ impl<'t> WriteCtx<'t> {
         self.with_index(key, f)
     }
 
-    /// Runs `f` on the kept handle of `table`, one of [`RUN_INDEXES`]' tables (`f` must not
-    /// use the context).
+    /// Runs `f` on the kept handle of `table`, one of [`RUN_INDEXES`]' tables, and the
+    /// batch's run tails (`f` must not use the context, and must leave every tail it does
+    /// not write to its prefix's last run: [`crate::id_runs::add_to_tail`],
+    /// [`crate::id_runs::forget_tail`]).
     pub(crate) fn with_runs<T>(
         &self,
         table: RunsDef,
-        f: impl FnOnce(&mut RunsTable<'t>) -> Result<T, StoreError>,
+        f: impl FnOnce(&mut RunsTable<'t>, &mut crate::id_runs::Tails) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let mut open = self.open.borrow_mut();
         let i = match open.runs.iter().position(|(d, _)| d.name() == table.name()) {
@@ -210,7 +285,18 @@ impl<'t> WriteCtx<'t> {
                 open.runs.len() - 1
             }
         };
-        f(&mut open.runs[i].1)
+        let OpenTables {
+            runs, run_tails, ..
+        } = &mut *open;
+        f(&mut runs[i].1, run_tails)
+    }
+
+    /// Writes the batch's run tails into their tables: before the commit (a failure fails
+    /// the batch).
+    pub(crate) fn write_run_tails(&self) -> Result<(), StoreError> {
+        let mut open = self.open.borrow_mut();
+        open.write_run_tails(None)?;
+        open.write_event_tails(true, true)
     }
 
     /// Whether any index key of `tag` exists for `project` (one seek, then remembered for
@@ -254,15 +340,48 @@ impl<'t> WriteCtx<'t> {
             .insert(project.as_u128(), seq);
     }
 
-    kept!(
-        /// Runs `f` on the kept handle of `event_type_runs` (`f` must not use the context).
-        with_event_type_runs, event_type_runs, EVENT_TYPE_RUNS, &'static [u8], &'static [u8]
-    );
-    kept!(
-        /// Runs `f` on the kept handle of `event_resource_runs` (`f` must not use the
-        /// context).
-        with_event_resource_runs, event_resource_runs, EVENT_RESOURCE_RUNS, &'static [u8], &'static [u8]
-    );
+    /// Runs `f` on the kept handle of `event_type_runs` and the batch's tails of it (`f`
+    /// must not use the context, and must leave every tail it does not write to its
+    /// prefix's last run: [`crate::event_runs::add_to_tail`],
+    /// [`crate::event_runs::forget_tail`]).
+    pub(crate) fn with_event_type_runs<T>(
+        &self,
+        f: impl FnOnce(&mut RunsTable<'t>, &mut crate::event_runs::Tails) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut open = self.open.borrow_mut();
+        if open.event_type_runs.is_none() {
+            open.event_type_runs = Some(self.txn.open_table(EVENT_TYPE_RUNS)?);
+        }
+        let OpenTables {
+            event_type_runs,
+            event_type_tails,
+            ..
+        } = &mut *open;
+        f(
+            event_type_runs.as_mut().expect("opened above"),
+            event_type_tails,
+        )
+    }
+
+    /// [`WriteCtx::with_event_type_runs`] of `event_resource_runs`.
+    pub(crate) fn with_event_resource_runs<T>(
+        &self,
+        f: impl FnOnce(&mut RunsTable<'t>, &mut crate::event_runs::Tails) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut open = self.open.borrow_mut();
+        if open.event_resource_runs.is_none() {
+            open.event_resource_runs = Some(self.txn.open_table(EVENT_RESOURCE_RUNS)?);
+        }
+        let OpenTables {
+            event_resource_runs,
+            event_resource_tails,
+            ..
+        } = &mut *open;
+        f(
+            event_resource_runs.as_mut().expect("opened above"),
+            event_resource_tails,
+        )
+    }
     kept!(
         /// Runs `f` on the kept handle of `unique` (`f` must not use the context).
         with_unique, unique, UNIQUE, &'static [u8], u128

@@ -1306,6 +1306,13 @@ fn run_batch(
                 }
             }
         }
+        if !poisoned {
+            // What the batch kept ahead of its tables goes into them before the commit.
+            if let Err(e) = ctx.write_run_tails() {
+                tracing::error!(error = %e, "writing a batch's list runs failed; aborting it");
+                poisoned = true;
+            }
+        }
         notice = (ctx.take_notice(), ctx.take_touched());
     }
     if poisoned {
