@@ -1000,7 +1000,7 @@ impl<'t> WriteCtx<'t> {
         if let Some(runs) = crate::id_runs::run_of_key(k) {
             return self.with_runs(runs.table, |t, tails| {
                 if let Some((prefix, _)) = crate::id_runs::split_key(k) {
-                    crate::id_runs::forget_tail(t, tails, prefix)?;
+                    crate::held::forget(t, tails, prefix)?;
                 }
                 crate::id_runs::remove(t, k)
             });
@@ -1231,7 +1231,7 @@ impl<'t> WriteCtx<'t> {
         let resource = old.id.to_string();
         let prefix = index::event_resource_prefix(old.project_id, &resource);
         let first = self.with_event_resource_runs(|t, tails| {
-            crate::event_runs::forget_tail(t, tails, &prefix)?;
+            crate::held::forget(t, tails, &prefix)?;
             crate::event_runs::seqs(&*t, &prefix, 0, u64::MAX, true)?
                 .next()
                 .transpose()

@@ -148,7 +148,7 @@ impl OpenTables<'_> {
                 let t = handle.as_mut().ok_or_else(|| {
                     StoreError::Corrupt("event runs held without their table's handle".into())
                 })?;
-                crate::event_runs::write_tails(t, tails)?;
+                crate::held::forget_all(t, tails, |_| true)?;
             }
         }
         Ok(())
@@ -270,7 +270,7 @@ impl<'t> WriteCtx<'t> {
     /// Runs `f` on the kept handle of `table`, one of [`RUN_INDEXES`]' tables, and the
     /// batch's run tails (`f` must not use the context, and must leave every tail it does
     /// not write to its prefix's last run: [`crate::id_runs::add_to_tail`],
-    /// [`crate::id_runs::forget_tail`]).
+    /// [`crate::held::forget`]).
     pub(crate) fn with_runs<T>(
         &self,
         table: RunsDef,
@@ -342,25 +342,12 @@ impl<'t> WriteCtx<'t> {
 
     /// Runs `f` on the kept handle of `event_type_runs` and the batch's tails of it (`f`
     /// must not use the context, and must leave every tail it does not write to its
-    /// prefix's last run: [`crate::event_runs::add_to_tail`],
-    /// [`crate::event_runs::forget_tail`]).
+    /// prefix's last run: [`crate::event_runs::add_to_tail`], [`crate::held::forget`]).
     pub(crate) fn with_event_type_runs<T>(
         &self,
         f: impl FnOnce(&mut RunsTable<'t>, &mut crate::event_runs::Tails) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let mut open = self.open.borrow_mut();
-        if open.event_type_runs.is_none() {
-            open.event_type_runs = Some(self.txn.open_table(EVENT_TYPE_RUNS)?);
-        }
-        let OpenTables {
-            event_type_runs,
-            event_type_tails,
-            ..
-        } = &mut *open;
-        f(
-            event_type_runs.as_mut().expect("opened above"),
-            event_type_tails,
-        )
+        self.with_event_runs(false, f)
     }
 
     /// [`WriteCtx::with_event_type_runs`] of `event_resource_runs`.
@@ -368,20 +355,37 @@ impl<'t> WriteCtx<'t> {
         &self,
         f: impl FnOnce(&mut RunsTable<'t>, &mut crate::event_runs::Tails) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        self.with_event_runs(true, f)
+    }
+
+    fn with_event_runs<T>(
+        &self,
+        resources: bool,
+        f: impl FnOnce(&mut RunsTable<'t>, &mut crate::event_runs::Tails) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let mut open = self.open.borrow_mut();
-        if open.event_resource_runs.is_none() {
-            open.event_resource_runs = Some(self.txn.open_table(EVENT_RESOURCE_RUNS)?);
-        }
         let OpenTables {
+            event_type_runs,
             event_resource_runs,
+            event_type_tails,
             event_resource_tails,
             ..
         } = &mut *open;
-        f(
-            event_resource_runs.as_mut().expect("opened above"),
-            event_resource_tails,
-        )
+        let (handle, tails, def) = if resources {
+            (
+                event_resource_runs,
+                event_resource_tails,
+                EVENT_RESOURCE_RUNS,
+            )
+        } else {
+            (event_type_runs, event_type_tails, EVENT_TYPE_RUNS)
+        };
+        if handle.is_none() {
+            *handle = Some(self.txn.open_table(def)?);
+        }
+        f(handle.as_mut().expect("opened above"), tails)
     }
+
     kept!(
         /// Runs `f` on the kept handle of `unique` (`f` must not use the context).
         with_unique, unique, UNIQUE, &'static [u8], u128

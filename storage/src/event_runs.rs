@@ -176,7 +176,7 @@ pub fn add(
 
 /// The last run of a prefix (a type or a resource) as the batch's transaction holds it,
 /// which may be ahead of its row: sequences appended since ([`add_to_tail`]) are written
-/// once, by [`write_tails`], instead of rewriting the run's row on every event.
+/// once ([`crate::held`]) instead of rewriting the run's row on every event.
 ///
 /// Why (issue 16): every event appends to its type's run and its resource's run; a batch's
 /// events of one type (a batch of test deposits: 20-30 `deposit.detected` and as many
@@ -193,12 +193,12 @@ pub(crate) struct Tail {
 }
 
 /// The batch's [`Tail`]s of one table, by prefix.
-pub(crate) type Tails = std::collections::HashMap<Box<[u8]>, Tail>;
+pub(crate) type Tails = crate::held::Held<Tail>;
 
 /// [`add`] through the batch's `tails` of `runs`' table: a sequence above the last of its
 /// prefix's last run is appended there in memory (a full run gives way to a new tail
 /// starting at it, as [`add`] does); any other goes through [`add`], its prefix's tail
-/// written first and forgotten. Every tail must be written ([`write_tails`]) before
+/// written first and forgotten. Every tail must be written ([`crate::held::forget_all`]) before
 /// anything else reads or writes the table, and before the transaction commits.
 pub(crate) fn add_to_tail(
     runs: &mut Table<'_, &'static [u8], &'static [u8]>,
@@ -212,12 +212,12 @@ pub(crate) fn add_to_tail(
                 t.last = seq;
                 t.dirty = true;
             } else {
-                write_tail(runs, prefix, t)?;
+                crate::held::write(runs, prefix, t)?;
                 *t = Tail::new(seq);
             }
             return Ok(());
         }
-        forget_tail(runs, tails, prefix)?;
+        crate::held::forget(runs, tails, prefix)?;
         return add(runs, prefix, seq);
     }
     let last_run = runs
@@ -264,40 +264,11 @@ impl Tail {
     }
 }
 
-/// Writes `prefix`'s tail, if the batch holds one, and forgets it: before a read of the
-/// prefix's runs through the batch's handle, or an append out of order.
-pub(crate) fn forget_tail(
-    runs: &mut Table<'_, &'static [u8], &'static [u8]>,
-    tails: &mut Tails,
-    prefix: &[u8],
-) -> Result<(), StoreError> {
-    if let Some(mut t) = tails.remove(prefix) {
-        write_tail(runs, prefix, &mut t)?;
+impl crate::held::HeldRun for Tail {
+    fn unwritten_row(&self, prefix: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+        self.dirty
+            .then(|| (key(prefix, self.first), self.value.clone()))
     }
-    Ok(())
-}
-
-/// Writes every tail of `tails` into `runs` (their table's open handle) and forgets them.
-pub(crate) fn write_tails(
-    runs: &mut Table<'_, &'static [u8], &'static [u8]>,
-    tails: &mut Tails,
-) -> Result<(), StoreError> {
-    for (prefix, mut t) in tails.drain() {
-        write_tail(runs, &prefix, &mut t)?;
-    }
-    Ok(())
-}
-
-fn write_tail(
-    runs: &mut Table<'_, &'static [u8], &'static [u8]>,
-    prefix: &[u8],
-    t: &mut Tail,
-) -> Result<(), StoreError> {
-    if t.dirty {
-        runs.insert(key(prefix, t.first).as_slice(), t.value.as_slice())?;
-        t.dirty = false;
-    }
-    Ok(())
 }
 
 /// The sequences of `prefix`'s runs in `[lo, hi)`, ascending or descending, read run by run
@@ -628,16 +599,6 @@ mod tests {
         ]
     }
 
-    fn table_rows(t: &impl ReadableTable<&'static [u8], &'static [u8]>) -> Vec<(Vec<u8>, Vec<u8>)> {
-        t.iter()
-            .unwrap()
-            .map(|e| {
-                let (k, v) = e.unwrap();
-                (k.value().to_vec(), v.value().to_vec())
-            })
-            .collect()
-    }
-
     proptest::proptest! {
         /// The same appends through the batch's tails ([`add_to_tail`], written at random
         /// points and at the end) and straight on the table ([`add`]) read the same
@@ -646,9 +607,7 @@ mod tests {
         #[test]
         fn the_batchs_tails_write_what_the_plain_runs_do(ops in proptest::collection::vec(op(), 1..400)) {
             let prefixes = [type_prefix(Uuid::from_u128(1), TYPES[0]).to_vec(), vec![8u8; 16], vec![9u8; 20]];
-            let db = redb::Database::builder()
-                .create_with_backend(redb::backends::InMemoryBackend::new())
-                .unwrap();
+            let db = crate::test_support::memory_db();
             let txn = db.begin_write().unwrap();
             let with = redb::TableDefinition::<&[u8], &[u8]>::new("with_tails");
             let plain = redb::TableDefinition::<&[u8], &[u8]>::new("plain");
@@ -668,22 +627,22 @@ mod tests {
                     }
                     Op::Read(p) => {
                         let mut t = txn.open_table(with).unwrap();
-                        forget_tail(&mut t, &mut tails, &prefixes[p]).unwrap();
+                        crate::held::forget(&mut t, &mut tails, &prefixes[p]).unwrap();
                         let a = seqs(&t, &prefixes[p], 0, u64::MAX, true).unwrap().collect::<Result<Vec<_>, _>>().unwrap();
                         let u = txn.open_table(plain).unwrap();
                         let b = seqs(&u, &prefixes[p], 0, u64::MAX, true).unwrap().collect::<Result<Vec<_>, _>>().unwrap();
                         proptest::prop_assert_eq!(a, b);
                     }
                     Op::Close => {
-                        write_tails(&mut txn.open_table(with).unwrap(), &mut tails).unwrap();
+                        crate::held::forget_all(&mut txn.open_table(with).unwrap(), &mut tails, |_| true).unwrap();
                         proptest::prop_assert!(tails.is_empty());
                     }
                 }
             }
-            write_tails(&mut txn.open_table(with).unwrap(), &mut tails).unwrap();
+            crate::held::forget_all(&mut txn.open_table(with).unwrap(), &mut tails, |_| true).unwrap();
             proptest::prop_assert_eq!(
-                table_rows(&txn.open_table(with).unwrap()),
-                table_rows(&txn.open_table(plain).unwrap())
+                crate::test_support::table_rows(&txn.open_table(with).unwrap()),
+                crate::test_support::table_rows(&txn.open_table(plain).unwrap())
             );
         }
     }

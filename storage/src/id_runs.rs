@@ -183,7 +183,7 @@ pub fn add(
 
 /// The last run of a prefix as the batch's transaction holds it, which may be ahead of its
 /// row in the table: ids appended to it since ([`add_to_tail`]) are written once, by
-/// [`write_tails`], instead of rewriting the run's row on every append.
+/// [`write_tails`] ([`crate::held`]), instead of rewriting the run's row on every append.
 ///
 /// Why (issue 16): a project's lists take an id on each new row (a test deposit adds five:
 /// the project's deposits, by chain and by status, its sweeps and sweeps by status), and
@@ -201,7 +201,7 @@ pub(crate) struct Tail {
 }
 
 /// The batch's [`Tail`]s, by prefix (whose tag byte names the table: [`run_of`]).
-pub(crate) type Tails = std::collections::HashMap<Box<[u8]>, Tail>;
+pub(crate) type Tails = crate::held::Held<Tail>;
 
 /// [`add`] through the batch's `tails`: an id above the last of its prefix's last run is
 /// appended there in memory (a full run gives way to a new tail starting at the id, as
@@ -224,7 +224,7 @@ pub(crate) fn add_to_tail(
                 t.ids.push(id);
                 t.dirty = true;
             } else {
-                write_tail(runs, prefix, t)?;
+                crate::held::write(runs, prefix, t)?;
                 *t = Tail {
                     first: id,
                     ids: vec![id],
@@ -236,7 +236,7 @@ pub(crate) fn add_to_tail(
         if t.ids.binary_search(&id).is_ok() {
             return Ok(false);
         }
-        forget_tail(runs, tails, prefix)?;
+        crate::held::forget(runs, tails, prefix)?;
         return add(runs, index_key);
     }
     // The prefix's last run, if the id belongs after its last id.
@@ -288,48 +288,24 @@ pub(crate) fn add_to_tail(
     Ok(true)
 }
 
-/// Writes `prefix`'s tail, if the batch holds one, and forgets it: for an operation on
-/// the prefix's runs other than an append ([`remove`], an id out of order).
-pub(crate) fn forget_tail(
-    runs: &mut Table<'_, &'static [u8], &'static [u8]>,
-    tails: &mut Tails,
-    prefix: &[u8],
-) -> Result<(), StoreError> {
-    if let Some(mut t) = tails.remove(prefix) {
-        write_tail(runs, prefix, &mut t)?;
+impl crate::held::HeldRun for Tail {
+    fn unwritten_row(&self, prefix: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+        let padded = run_of(prefix).is_some_and(|r| r.padded);
+        self.dirty
+            .then(|| (key(prefix, self.first), encode(&self.ids, padded)))
     }
-    Ok(())
 }
 
-/// Writes the tails of `table` (those whose prefix's tag names it) into `runs`, its open
-/// handle, and forgets them.
+/// Writes and forgets the tails of `table` (those whose prefix's tag names it), through
+/// `runs`, its open handle.
 pub(crate) fn write_tails(
     runs: &mut Table<'_, &'static [u8], &'static [u8]>,
     tails: &mut Tails,
     table: &str,
 ) -> Result<(), StoreError> {
-    let of_table = |p: &[u8]| run_of(p).is_some_and(|r| r.table.name() == table);
-    let prefixes: Vec<Box<[u8]>> = tails.keys().filter(|p| of_table(p)).cloned().collect();
-    for p in prefixes {
-        forget_tail(runs, tails, &p)?;
-    }
-    Ok(())
-}
-
-fn write_tail(
-    runs: &mut Table<'_, &'static [u8], &'static [u8]>,
-    prefix: &[u8],
-    t: &mut Tail,
-) -> Result<(), StoreError> {
-    if t.dirty {
-        let padded = run_of(prefix).is_some_and(|r| r.padded);
-        runs.insert(
-            key(prefix, t.first).as_slice(),
-            encode(&t.ids, padded).as_slice(),
-        )?;
-        t.dirty = false;
-    }
-    Ok(())
+    crate::held::forget_all(runs, tails, |p| {
+        run_of(p).is_some_and(|r| r.table.name() == table)
+    })
 }
 
 /// Removes index key `prefix ‖ id` from `runs`; whether it was there. The run is rewritten
@@ -675,17 +651,6 @@ mod tests {
         ]
     }
 
-    /// Every row of `table`.
-    fn table_rows(t: &impl ReadableTable<&'static [u8], &'static [u8]>) -> Vec<(Vec<u8>, Vec<u8>)> {
-        t.iter()
-            .unwrap()
-            .map(|e| {
-                let (k, v) = e.unwrap();
-                (k.value().to_vec(), v.value().to_vec())
-            })
-            .collect()
-    }
-
     proptest::proptest! {
         /// The same operations through the batch's tails ([`add_to_tail`], written at
         /// random points and at the end) and straight on the table ([`add`], [`remove`])
@@ -699,9 +664,7 @@ mod tests {
                 crate::index::deposits_of_customer(project, Uuid::from_u128(8)),
                 crate::index::deposits_of_customer(project, Uuid::from_u128(9)),
             ];
-            let db = redb::Database::builder()
-                .create_with_backend(redb::backends::InMemoryBackend::new())
-                .unwrap();
+            let db = crate::test_support::memory_db();
             let txn = db.begin_write().unwrap();
             let plain_defs = [
                 redb::TableDefinition::<&[u8], &[u8]>::new("plain_padded"),
@@ -735,7 +698,7 @@ mod tests {
                     Op::Remove(p, n) => {
                         let k = key(&prefixes[p], 1_000 + n);
                         let mut t = txn.open_table(table_of(p)).unwrap();
-                        forget_tail(&mut t, &mut tails, &prefixes[p]).unwrap();
+                        crate::held::forget(&mut t, &mut tails, &prefixes[p]).unwrap();
                         let a = remove(&mut t, &k).unwrap();
                         let b = remove(&mut txn.open_table(plain_of(p)).unwrap(), &k).unwrap();
                         proptest::prop_assert_eq!(a, b, "remove {}", 1_000 + n);
@@ -748,12 +711,12 @@ mod tests {
             proptest::prop_assert!(tails.is_empty());
             // Prefix 0's table is the padded runs_deposits; 1 and 2 share ID_RUNS.
             proptest::prop_assert_eq!(
-                table_rows(&txn.open_table(table_of(0)).unwrap()),
-                table_rows(&txn.open_table(plain_defs[0]).unwrap())
+                crate::test_support::table_rows(&txn.open_table(table_of(0)).unwrap()),
+                crate::test_support::table_rows(&txn.open_table(plain_defs[0]).unwrap())
             );
             proptest::prop_assert_eq!(
-                table_rows(&txn.open_table(table_of(1)).unwrap()),
-                table_rows(&txn.open_table(plain_defs[1]).unwrap())
+                crate::test_support::table_rows(&txn.open_table(table_of(1)).unwrap()),
+                crate::test_support::table_rows(&txn.open_table(plain_defs[1]).unwrap())
             );
         }
     }

@@ -23,6 +23,7 @@ mod ctx;
 mod ctx_cache;
 mod ctx_state;
 pub mod event_runs;
+mod held;
 pub mod id_runs;
 pub mod index;
 pub mod ledger;
@@ -34,6 +35,8 @@ pub mod verify;
 mod batch_tests;
 #[cfg(test)]
 mod migrate_tests;
+#[cfg(test)]
+mod test_support;
 
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
