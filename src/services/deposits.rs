@@ -566,7 +566,8 @@ fn orphan_inner(
 // From what a chain client reports (issue 8): the chain worker's watcher calls these inside
 // its block-batch transaction, whatever the chain behind the client.
 
-/// A transfer the chain watcher saw arriving at a deposit address.
+/// A transfer the chain watcher saw arriving at a deposit address (the address is its
+/// wallet's, which [`detect`] is given).
 #[derive(Debug, Clone)]
 pub struct ChainTransfer {
     pub chain: String,
@@ -576,8 +577,8 @@ pub struct ChainTransfer {
     pub tx_hash: String,
     /// Token transfers: the log index; native transfers: `None` (stored as 0).
     pub log_index: Option<u32>,
+    /// EIP-55 checksummed (`0x` + 40 hex).
     pub from_address: String,
-    pub to_address: String,
     pub block_number: u64,
     /// Unix microseconds.
     pub block_time: i64,

@@ -713,7 +713,6 @@ fn a_funding_transfer_without_a_price_waits_for_one_and_is_credited_once() {
             tx_hash: format!("0x{}", "ab".repeat(32)),
             log_index: None,
             from_address: DEST.into(),
-            to_address: w.address.clone(),
             block_number: 7,
             block_time: ctx.now_us(),
         };

@@ -811,7 +811,6 @@ fn chain_transfers(
                 tx_hash: hex32(&t.tx_hash),
                 log_index: t.log_index,
                 from_address: appliance_chains::address::to_checksum(&t.from.0 .0),
-                to_address: appliance_chains::address::to_checksum(&t.to.0 .0),
                 block_number: t.block_number,
                 block_time: (t.block_time as i64).saturating_mul(1_000_000),
             };
