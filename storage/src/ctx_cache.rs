@@ -52,6 +52,10 @@ pub(crate) struct OpenTables<'t> {
     /// `run_tails`.
     event_type_tails: crate::event_runs::Tails,
     event_resource_tails: crate::event_runs::Tails,
+    /// Whether writing held runs failed where no job's write tracked it (an opening of
+    /// their table, [`OpenTables::close`]): the runs are lost to the transaction, so the
+    /// batch must not commit ([`WriteCtx::write_run_tails`]).
+    held_write_failed: bool,
     /// The tables of [`RUN_INDEXES`] ([`crate::id_runs`]), by name.
     runs: Vec<(RunsDef, RunsTable<'t>)>,
     /// The last runs of the lists this batch appended to, ahead of their rows
@@ -92,7 +96,18 @@ impl OpenTables<'_> {
     /// Closes the kept handle of table `name`, if any; the run tails of a table of
     /// [`RUN_INDEXES`] are written through it first (an error leaves it open).
     pub(crate) fn close(&mut self, name: &str) -> Result<(), StoreError> {
-        self.write_run_tails(Some(name))?;
+        let written = if name == EVENT_TYPE_RUNS.name() || name == EVENT_RESOURCE_RUNS.name() {
+            self.write_event_tails(
+                name == EVENT_TYPE_RUNS.name(),
+                name == EVENT_RESOURCE_RUNS.name(),
+            )
+        } else {
+            self.write_run_tails(Some(name))
+        };
+        if written.is_err() {
+            self.held_write_failed = true;
+        }
+        written?;
         self.rows.retain(|(n, _)| n != name);
         self.index.retain(|(d, _)| d.name() != name);
         self.runs.retain(|(d, _)| d.name() != name);
@@ -100,10 +115,8 @@ impl OpenTables<'_> {
             self.index_any.clear();
         }
         if name == EVENT_TYPE_RUNS.name() {
-            self.write_event_tails(true, false)?;
             self.event_type_runs = None;
         } else if name == EVENT_RESOURCE_RUNS.name() {
-            self.write_event_tails(false, true)?;
             self.event_resource_runs = None;
         } else if name == UNIQUE.name() {
             self.unique = None;
@@ -295,6 +308,9 @@ impl<'t> WriteCtx<'t> {
     /// the batch).
     pub(crate) fn write_run_tails(&self) -> Result<(), StoreError> {
         let mut open = self.open.borrow_mut();
+        if open.held_write_failed {
+            return Err(StoreError::BatchAborted);
+        }
         open.write_run_tails(None)?;
         open.write_event_tails(true, true)
     }
