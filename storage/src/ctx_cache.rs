@@ -93,8 +93,9 @@ pub(crate) struct OpenTables<'t> {
 }
 
 impl OpenTables<'_> {
-    /// Closes the kept handle of table `name`, if any; the run tails of a table of
-    /// [`RUN_INDEXES`] are written through it first (an error leaves it open).
+    /// Closes the kept handle of table `name`, if any; the runs the batch holds of that
+    /// table (a list's or an event index's) are written through it first (an error leaves
+    /// it open, and fails the batch at its end).
     pub(crate) fn close(&mut self, name: &str) -> Result<(), StoreError> {
         let written = if name == EVENT_TYPE_RUNS.name() || name == EVENT_RESOURCE_RUNS.name() {
             self.write_event_tails(
