@@ -17,7 +17,7 @@
 //! ([`crate::id_runs::Tail`], [`crate::event_runs::Tail`]) ahead of its row: a run takes
 //! its batch's appends in memory and is written once, when another opening of its table
 //! closes the kept handle, when a read or a change other than an append reaches its
-//! prefix, and in any case before the commit ([`WriteCtx::write_run_tails`]; a failure
+//! prefix, and in any case before the commit ([`WriteCtx::write_held_runs`]; a failure
 //! there fails the batch). An aborted batch drops them with its transaction.
 
 use redb::{Key, ReadableTable, Table, TableDefinition, TableHandle, Value};
@@ -33,7 +33,7 @@ use crate::{ReadOps, StoreError, WriteCtx};
 type RowTable<'t> = Table<'t, u128, &'static [u8]>;
 type IndexTable<'t> = Table<'t, &'static [u8], ()>;
 type IndexDef = TableDefinition<'static, &'static [u8], ()>;
-type RunsTable<'t> = Table<'t, &'static [u8], &'static [u8]>;
+use crate::held::RunsTable;
 type RunsDef = TableDefinition<'static, &'static [u8], &'static [u8]>;
 /// Key of `sim_ops`: (test project, chain, sequence).
 type SimOpKey = (u128, &'static str, u64);
@@ -54,14 +54,14 @@ pub(crate) struct OpenTables<'t> {
     event_resource_tails: crate::event_runs::Tails,
     /// Whether writing held runs failed where no job's write tracked it (an opening of
     /// their table, [`OpenTables::close`]): the runs are lost to the transaction, so the
-    /// batch must not commit ([`WriteCtx::write_run_tails`]).
+    /// batch must not commit ([`WriteCtx::write_held_runs`]).
     held_write_failed: bool,
     /// The tables of [`RUN_INDEXES`] ([`crate::id_runs`]), by name.
     runs: Vec<(RunsDef, RunsTable<'t>)>,
     /// The last runs of the lists this batch appended to, ahead of their rows
     /// ([`crate::id_runs::Tail`]): written into their table before any other opening of
     /// it closes its kept handle ([`OpenTables::close`]), and before the commit
-    /// ([`WriteCtx::write_run_tails`]). A tail is only ever made through its table's kept
+    /// ([`WriteCtx::write_held_runs`]). A tail is only ever made through its table's kept
     /// handle, so a table with tails always has one.
     run_tails: crate::id_runs::Tails,
     unique: Option<Table<'t, &'static [u8], u128>>,
@@ -103,7 +103,7 @@ impl OpenTables<'_> {
                 name == EVENT_RESOURCE_RUNS.name(),
             )
         } else {
-            self.write_run_tails(Some(name))
+            self.write_list_tails(Some(name))
         };
         if written.is_err() {
             self.held_write_failed = true;
@@ -170,7 +170,7 @@ impl OpenTables<'_> {
 
     /// Writes the run tails of table `only` (of every table: `None`) through the kept
     /// handles.
-    fn write_run_tails(&mut self, only: Option<&str>) -> Result<(), StoreError> {
+    fn write_list_tails(&mut self, only: Option<&str>) -> Result<(), StoreError> {
         if self.run_tails.is_empty() {
             return Ok(());
         }
@@ -307,12 +307,12 @@ impl<'t> WriteCtx<'t> {
 
     /// Writes the batch's run tails into their tables: before the commit (a failure fails
     /// the batch).
-    pub(crate) fn write_run_tails(&self) -> Result<(), StoreError> {
+    pub(crate) fn write_held_runs(&self) -> Result<(), StoreError> {
         let mut open = self.open.borrow_mut();
         if open.held_write_failed {
             return Err(StoreError::BatchAborted);
         }
-        open.write_run_tails(None)?;
+        open.write_list_tails(None)?;
         open.write_event_tails(true, true)
     }
 

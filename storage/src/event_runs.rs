@@ -186,10 +186,9 @@ pub fn add(
 pub(crate) struct Tail {
     first: u64,
     last: u64,
-    /// The run's value ([`encode`] of its sequences).
+    /// The run's value ([`encode`] of its sequences). A held run always holds sequences
+    /// its row does not (it is made by an append).
     value: Vec<u8>,
-    /// Whether it holds what its row in the table does not (yet).
-    dirty: bool,
 }
 
 /// The batch's [`Tail`]s of one table, by prefix.
@@ -210,7 +209,6 @@ pub(crate) fn add_to_tail(
         if seq > t.last {
             if push(&mut t.value, t.last, seq) {
                 t.last = seq;
-                t.dirty = true;
             } else {
                 crate::held::write(runs, prefix, t)?;
                 *t = Tail::new(seq);
@@ -240,7 +238,6 @@ pub(crate) fn add_to_tail(
                     first,
                     last: seq,
                     value,
-                    dirty: true,
                 }
             } else {
                 Tail::new(seq)
@@ -259,15 +256,13 @@ impl Tail {
             first: seq,
             last: seq,
             value: Vec::new(),
-            dirty: true,
         }
     }
 }
 
 impl crate::held::HeldRun for Tail {
-    fn unwritten_row(&self, prefix: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
-        self.dirty
-            .then(|| (key(prefix, self.first), self.value.clone()))
+    fn row(&self, prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        (key(prefix, self.first), self.value.clone())
     }
 }
 

@@ -10,24 +10,23 @@ use crate::StoreError;
 /// A table of runs: prefix ‖ first -> the run's value.
 pub(crate) type RunsTable<'t> = Table<'t, &'static [u8], &'static [u8]>;
 
-/// A run held by the batch.
+/// A run held by the batch (always ahead of its row: a run is held from an append on).
 pub(crate) trait HeldRun {
-    /// Its row (key, value) under `prefix` when it holds what the table does not yet.
-    fn unwritten_row(&self, prefix: &[u8]) -> Option<(Vec<u8>, Vec<u8>)>;
+    /// Its row (key, value) under `prefix`.
+    fn row(&self, prefix: &[u8]) -> (Vec<u8>, Vec<u8>);
 }
 
 /// The batch's held runs of one kind, by prefix.
 pub(crate) type Held<T> = std::collections::HashMap<Box<[u8]>, T>;
 
-/// Writes `run` (of `prefix`) into `runs` if it holds anything unwritten.
+/// Writes `run` (of `prefix`) into `runs`.
 pub(crate) fn write<T: HeldRun>(
     runs: &mut RunsTable<'_>,
     prefix: &[u8],
     run: &T,
 ) -> Result<(), StoreError> {
-    if let Some((k, v)) = run.unwritten_row(prefix) {
-        runs.insert(k.as_slice(), v.as_slice())?;
-    }
+    let (k, v) = run.row(prefix);
+    runs.insert(k.as_slice(), v.as_slice())?;
     Ok(())
 }
 

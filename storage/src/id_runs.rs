@@ -194,10 +194,19 @@ pub fn add(
 pub(crate) struct Tail {
     /// Its first id (in its key).
     first: u128,
-    /// Its ids, ascending (`first` included); never empty.
+    /// Its ids, ascending (`first` included); never empty. A held run always holds ids its
+    /// row does not (it is made by an append).
     ids: Vec<u128>,
-    /// Whether it holds what its row in the table does not (yet).
-    dirty: bool,
+}
+
+impl Tail {
+    /// A new run of `id` alone, not yet written.
+    fn new(id: u128) -> Tail {
+        Tail {
+            first: id,
+            ids: vec![id],
+        }
+    }
 }
 
 /// The batch's [`Tail`]s, by prefix (whose tag byte names the table: [`run_of`]).
@@ -222,14 +231,9 @@ pub(crate) fn add_to_tail(
         if id > last {
             if t.ids.len() < RUN_IDS {
                 t.ids.push(id);
-                t.dirty = true;
             } else {
                 crate::held::write(runs, prefix, t)?;
-                *t = Tail {
-                    first: id,
-                    ids: vec![id],
-                    dirty: true,
-                };
+                *t = Tail::new(id);
             }
             return Ok(true);
         }
@@ -246,40 +250,18 @@ pub(crate) fn add_to_tail(
         .transpose()?
         .and_then(|(k, v)| Some((split_key(k.value())?.1, v.value().to_vec())));
     let tail = match last_run {
-        None => Tail {
-            first: id,
-            ids: vec![id],
-            dirty: true,
-        },
+        None => Tail::new(id),
         Some((first, value)) if first <= id => match decode(first, &value) {
             Some(mut ids) if id > *ids.last().expect("a decoded run holds its first id") => {
                 if ids.len() < RUN_IDS {
                     ids.push(id);
-                    Tail {
-                        first,
-                        ids,
-                        dirty: true,
-                    }
+                    Tail { first, ids }
                 } else {
-                    Tail {
-                        first: id,
-                        ids: vec![id],
-                        dirty: true,
-                    }
+                    Tail::new(id)
                 }
             }
-            Some(ids) if ids.binary_search(&id).is_ok() => {
-                tails.insert(
-                    prefix.into(),
-                    Tail {
-                        first,
-                        ids,
-                        dirty: false,
-                    },
-                );
-                return Ok(false);
-            }
-            // Below the last id, or an undecodable run: as before.
+            // At or below the last id (there already, or out of order), or an undecodable
+            // run: as before.
             _ => return add(runs, index_key),
         },
         Some(_) => return add(runs, index_key),
@@ -289,10 +271,9 @@ pub(crate) fn add_to_tail(
 }
 
 impl crate::held::HeldRun for Tail {
-    fn unwritten_row(&self, prefix: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+    fn row(&self, prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
         let padded = run_of(prefix).is_some_and(|r| r.padded);
-        self.dirty
-            .then(|| (key(prefix, self.first), encode(&self.ids, padded)))
+        (key(prefix, self.first), encode(&self.ids, padded))
     }
 }
 
