@@ -853,8 +853,8 @@ const HEX_TEXT_MAX_DIGITS: usize = 64;
 pub fn hex_text<S: serde::Serializer, T: AsRef<str>>(v: &T, s: S) -> Result<S::Ok, S::Error> {
     let v = v.as_ref();
     if !s.is_human_readable() {
-        if let Some(b) = hex_text_bytes(v) {
-            return s.serialize_bytes(&b);
+        if let Some((b, len)) = hex_text_bytes(v) {
+            return s.serialize_bytes(&b[..len]);
         }
     }
     s.serialize_str(v)
@@ -892,61 +892,75 @@ pub fn read_hex_text_opt<'de, D: serde::Deserializer<'de>>(
     Ok(<Option<HexString> as serde::Deserialize>::deserialize(d)?.map(|h| h.0))
 }
 
-/// The bytes [`hex_text`] stores for `v`, when `v` has that shape.
-fn hex_text_bytes(v: &str) -> Option<Vec<u8>> {
-    let digits = v.strip_prefix("0x")?;
-    if digits.is_empty()
-        || digits.len() % 2 != 0
-        || digits.len() > HEX_TEXT_MAX_DIGITS
-        || !digits.bytes().all(|c| c.is_ascii_hexdigit())
-    {
+/// Most bytes [`hex_text`] writes for one string: the tag, 32 bytes and a 64-bit case mask.
+const HEX_TEXT_MAX_BYTES: usize = 1 + HEX_TEXT_MAX_DIGITS / 2 + HEX_TEXT_MAX_DIGITS / 8;
+
+/// The value of one hex digit; `None` for any other byte.
+fn hex_digit(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// The bytes [`hex_text`] stores for `v` (in a buffer and its length), when `v` has that
+/// shape. One pass over the digits, nothing allocated: it runs for every hash and address
+/// of every row a writer encodes.
+fn hex_text_bytes(v: &str) -> Option<([u8; HEX_TEXT_MAX_BYTES], usize)> {
+    let digits = v.strip_prefix("0x")?.as_bytes();
+    if digits.is_empty() || digits.len() % 2 != 0 || digits.len() > HEX_TEXT_MAX_DIGITS {
         return None;
     }
-    let raw = hex::decode(digits).ok()?;
-    let mut out = Vec::with_capacity(1 + raw.len() * 5 / 4 + 1);
-    if digits.bytes().any(|c| c.is_ascii_uppercase()) {
-        out.push(1);
-        out.extend_from_slice(&raw);
-        let mut mask = vec![0u8; digits.len().div_ceil(8)];
-        for (i, c) in digits.bytes().enumerate() {
-            if c.is_ascii_uppercase() {
-                mask[i / 8] |= 1 << (i % 8);
-            }
-        }
-        out.extend_from_slice(&mask);
-    } else {
-        out.push(0);
-        out.extend_from_slice(&raw);
+    let n = digits.len() / 2;
+    let mut out = [0u8; HEX_TEXT_MAX_BYTES];
+    let mut mask = 0u64;
+    for (i, pair) in digits.chunks_exact(2).enumerate() {
+        out[1 + i] = hex_digit(pair[0])? << 4 | hex_digit(pair[1])?;
+        mask |= u64::from(pair[0].is_ascii_uppercase()) << (2 * i);
+        mask |= u64::from(pair[1].is_ascii_uppercase()) << (2 * i + 1);
     }
-    Some(out)
+    if mask == 0 {
+        return Some((out, 1 + n));
+    }
+    // Tag 1, the bytes, then the mask's first ceil(digits / 8) bytes, least significant
+    // first (bit `i % 8` of byte `i / 8` for digit `i`).
+    out[0] = 1;
+    let mask_len = digits.len().div_ceil(8);
+    out[1 + n..1 + n + mask_len].copy_from_slice(&mask.to_le_bytes()[..mask_len]);
+    Some((out, 1 + n + mask_len))
 }
 
 /// The string of bytes written by [`hex_text`]; `None` when they are not of its shape.
 fn hex_text_of(b: &[u8]) -> Option<String> {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let (&tag, rest) = b.split_first()?;
     let (raw, mask) = match tag {
-        0 => (rest, None),
+        0 => (rest, &[][..]),
         1 => {
             // n bytes and a mask of ceil(2n / 8) bytes: n + ceil(n / 4) grows with n, so
             // the length gives n.
             let n = (1..=HEX_TEXT_MAX_DIGITS / 2).find(|n| n + n.div_ceil(4) == rest.len())?;
-            let (raw, mask) = rest.split_at(n);
-            (raw, Some(mask))
+            rest.split_at(n)
         }
         _ => return None,
     };
     if raw.is_empty() || raw.len() * 2 > HEX_TEXT_MAX_DIGITS {
         return None;
     }
-    let mut digits = hex::encode(raw).into_bytes();
-    if let Some(mask) = mask {
-        for (i, c) in digits.iter_mut().enumerate() {
-            if mask[i / 8] & (1 << (i % 8)) != 0 {
-                c.make_ascii_uppercase();
-            }
-        }
+    let upper = |i: usize| mask.get(i / 8).is_some_and(|m| m & (1 << (i % 8)) != 0);
+    let digit = |d: u8, i: usize| {
+        let c = DIGITS[usize::from(d)];
+        char::from(if upper(i) { c.to_ascii_uppercase() } else { c })
+    };
+    let mut text = String::with_capacity(2 + raw.len() * 2);
+    text.push_str("0x");
+    for (i, &byte) in raw.iter().enumerate() {
+        text.push(digit(byte >> 4, 2 * i));
+        text.push(digit(byte & 0x0f, 2 * i + 1));
     }
-    Some(format!("0x{}", String::from_utf8(digits).ok()?))
+    Some(text)
 }
 
 /// A visitor of a string, or of the bytes [`hex_text`] writes.
@@ -1661,6 +1675,59 @@ pub(crate) mod tests {
         // Bytes of another shape (MessagePack bin 8 of a tag 7) do not decode.
         let bad = [0xc4, 3, 7, 1, 2];
         assert!(read_hex_text(&mut rmp_serde::Deserializer::new(&bad[..])).is_err());
+    }
+
+    /// The bytes of hex text as the first build of schema 10 wrote them (hex crate, a mask
+    /// of bits): the reference the one-pass encoder must match, byte for byte.
+    fn hex_text_bytes_reference(v: &str) -> Option<Vec<u8>> {
+        let digits = v.strip_prefix("0x")?;
+        if digits.is_empty()
+            || digits.len() % 2 != 0
+            || digits.len() > HEX_TEXT_MAX_DIGITS
+            || !digits.bytes().all(|c| c.is_ascii_hexdigit())
+        {
+            return None;
+        }
+        let mut out = vec![u8::from(digits.bytes().any(|c| c.is_ascii_uppercase()))];
+        out.extend(hex::decode(digits).ok()?);
+        if out[0] == 1 {
+            let mut mask = vec![0u8; digits.len().div_ceil(8)];
+            for (i, c) in digits.bytes().enumerate() {
+                if c.is_ascii_uppercase() {
+                    mask[i / 8] |= 1 << (i % 8);
+                }
+            }
+            out.extend(mask);
+        }
+        Some(out)
+    }
+
+    proptest::proptest! {
+        /// Hex text of every length and case (and strings that only look like it) is
+        /// stored as the reference stores it and reads back as written.
+        #[test]
+        fn hex_text_writes_what_the_reference_does_and_reads_back(
+            digits in proptest::collection::vec(
+                proptest::sample::select(b"0123456789abcdefABCDEFxg ".to_vec()), 0..70),
+            prefixed in proptest::bool::weighted(0.9),
+            noise in proptest::bool::weighted(0.2),
+        ) {
+            // Mostly hex digits only, so that most cases have the stored shape.
+            let digits: Vec<u8> = digits
+                .into_iter()
+                .map(|c| if noise || c.is_ascii_hexdigit() { c } else { b'a' })
+                .collect();
+            let text = format!(
+                "{}{}",
+                if prefixed { "0x" } else { "" },
+                String::from_utf8(digits).unwrap()
+            );
+            let ours = hex_text_bytes(&text).map(|(b, len)| b[..len].to_vec());
+            proptest::prop_assert_eq!(&ours, &hex_text_bytes_reference(&text));
+            if let Some(bytes) = ours {
+                proptest::prop_assert_eq!(hex_text_of(&bytes), Some(text));
+            }
+        }
     }
 
     /// An event's id (`evt_` + ULID) and a UUID `resource_id` are stored as 16 bytes each
