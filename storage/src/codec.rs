@@ -949,18 +949,20 @@ fn hex_text_of(b: &[u8]) -> Option<String> {
     if raw.is_empty() || raw.len() * 2 > HEX_TEXT_MAX_DIGITS {
         return None;
     }
-    let upper = |i: usize| mask.get(i / 8).is_some_and(|m| m & (1 << (i % 8)) != 0);
-    let digit = |d: u8, i: usize| {
-        let c = DIGITS[usize::from(d)];
-        char::from(if upper(i) { c.to_ascii_uppercase() } else { c })
-    };
-    let mut text = String::with_capacity(2 + raw.len() * 2);
-    text.push_str("0x");
-    for (i, &byte) in raw.iter().enumerate() {
-        text.push(digit(byte >> 4, 2 * i));
-        text.push(digit(byte & 0x0f, 2 * i + 1));
+    let mut text = Vec::with_capacity(2 + raw.len() * 2);
+    text.extend_from_slice(b"0x");
+    for &byte in raw {
+        text.push(DIGITS[usize::from(byte >> 4)]);
+        text.push(DIGITS[usize::from(byte & 0x0f)]);
     }
-    Some(text)
+    if !mask.is_empty() {
+        for (i, c) in text[2..].iter_mut().enumerate() {
+            if mask[i / 8] & (1 << (i % 8)) != 0 {
+                c.make_ascii_uppercase();
+            }
+        }
+    }
+    String::from_utf8(text).ok()
 }
 
 /// A visitor of a string, or of the bytes [`hex_text`] writes.
