@@ -24,6 +24,7 @@ use redb::{Key, ReadableTable, Table, TableDefinition, TableHandle, Value};
 use uuid::Uuid;
 
 use crate::ctx;
+use crate::held::RunsTable;
 use crate::index::IndexTag;
 use crate::ledger::{Account, Balance, Holding};
 use crate::records::{Row, Wallet};
@@ -33,7 +34,6 @@ use crate::{ReadOps, StoreError, WriteCtx};
 type RowTable<'t> = Table<'t, u128, &'static [u8]>;
 type IndexTable<'t> = Table<'t, &'static [u8], ()>;
 type IndexDef = TableDefinition<'static, &'static [u8], ()>;
-use crate::held::RunsTable;
 type RunsDef = TableDefinition<'static, &'static [u8], &'static [u8]>;
 /// Key of `sim_ops`: (test project, chain, sequence).
 type SimOpKey = (u128, &'static str, u64);

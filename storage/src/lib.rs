@@ -1312,7 +1312,7 @@ fn run_batch(
         if !poisoned {
             // What the batch kept ahead of its tables goes into them before the commit.
             if let Err(e) = ctx.write_held_runs() {
-                tracing::error!(error = %e, "writing a batch's list runs failed; aborting it");
+                tracing::error!(error = %e, "writing the runs a batch held (lists, event indexes) failed; aborting it");
                 poisoned = true;
             }
         }
