@@ -36,11 +36,16 @@ pub trait Reader {
 /// A read-only snapshot.
 pub struct ReadCtx {
     txn: ReadTransaction,
+    /// The tables this snapshot opened, each opened once ([`crate::read_tables`]).
+    pub(crate) tables: crate::read_tables::ReadTables,
 }
 
 impl ReadCtx {
     pub(crate) fn new(txn: ReadTransaction) -> Self {
-        ReadCtx { txn }
+        ReadCtx {
+            txn,
+            tables: Default::default(),
+        }
     }
 
     pub(crate) fn txn(&self) -> &ReadTransaction {
@@ -53,7 +58,7 @@ impl Reader for ReadCtx {
         &self,
         def: TableDefinition<K, V>,
     ) -> Result<impl ReadableTable<K, V> + '_, StoreError> {
-        Ok(self.txn.open_table(def)?)
+        self.tables.open(&self.txn, def)
     }
 }
 

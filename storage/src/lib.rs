@@ -27,6 +27,7 @@ mod held;
 pub mod id_runs;
 pub mod index;
 pub mod ledger;
+mod read_tables;
 pub mod records;
 pub mod schema;
 pub mod verify;

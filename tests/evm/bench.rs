@@ -690,7 +690,16 @@ async fn catchup_run(
     let spawned = chrono::Utc::now();
     let t = Instant::now();
     let anvil_cpu = cpu_secs(anvil);
-    live.run_bin(exe, &[]);
+    // At the production log level (`info`), with the watcher's per-commit debug line that
+    // the figures below are read from: the other debug lines (one per waiting sweep per
+    // sender pass here) would be CPU a merchant's server does not spend.
+    live.run_bin(
+        exe,
+        &[(
+            "APPLIANCE_LOG",
+            "info,appliance::workers::chain::watcher=debug",
+        )],
+    );
     let listening = t.elapsed().as_secs_f64();
     let deadline = Instant::now() + Duration::from_secs(3_600);
     loop {
