@@ -36,7 +36,9 @@ pub trait Reader {
 /// A read-only snapshot.
 pub struct ReadCtx {
     txn: ReadTransaction,
-    /// The tables this snapshot opened, each opened once ([`crate::read_tables`]).
+    /// The tables this snapshot opened, each opened once ([`crate::read_tables`]). Shared
+    /// through `Rc`, so a snapshot is used on the thread that began it (`ReadCtx` is
+    /// neither `Send` nor `Sync`; every reader runs inside one blocking closure).
     pub(crate) tables: crate::read_tables::ReadTables,
 }
 
