@@ -595,8 +595,9 @@ pub fn transfer_key(chain: &str, tx_hash: &str, log_index: Option<u32>) -> Vec<u
 /// `deposit.detected`, then counts its confirmations at processed height `height` (at
 /// least its block), crediting it when they reach `required_confirmations`
 /// ([`count_confirmations`]). Unless this (chain, tx hash, log index) is already recorded:
-/// `Ok(None)` then, so a rescan after a restart credits nothing twice. Returns the deposit
-/// as detected.
+/// `Ok(None)` then, so a rescan after a restart credits nothing twice. Returns the new
+/// deposit's id (the deposit itself is not cloned for the caller: a catch-up detects tens
+/// of thousands per second).
 pub fn detect(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
@@ -604,7 +605,7 @@ pub fn detect(
     t: &ChainTransfer,
     required_confirmations: u32,
     height: u64,
-) -> Result<Option<Deposit>, Fault> {
+) -> Result<Option<Uuid>, Fault> {
     let key = transfer_key(&t.chain, &t.tx_hash, t.log_index);
     if ctx.unique_get(&key)?.is_some() {
         return Ok(None);
@@ -647,8 +648,9 @@ pub fn detect(
     announce(ctx, s, &mut d, Movement::Detected)?;
     // Written once, with its confirmations at `height` (credited when they reach the
     // threshold): not put as detected and then again in the same transaction.
-    count_at(ctx, s, d.clone(), height, Known::New(wallet))?;
-    Ok(Some(d))
+    let id = d.id;
+    count_at(ctx, s, d, height, Known::New(wallet))?;
+    Ok(Some(id))
 }
 
 /// Updates a detected live deposit's confirmation count at processed height `height` and

@@ -705,7 +705,7 @@ fn a_funding_transfer_without_a_price_waits_for_one_and_is_credited_once() {
     .unwrap();
     assert!(wallet.is_funding());
     let w = wallet.clone();
-    let d = write(&f, move |ctx, s| {
+    let d_id = write(&f, move |ctx, s| {
         let t = deposits::ChainTransfer {
             chain: "ethereum".into(),
             asset: "ETH".into(),
@@ -730,7 +730,7 @@ fn a_funding_transfer_without_a_price_waits_for_one_and_is_credited_once() {
     };
     let stored = f
         .store
-        .read_blocking(move |r| r.get::<Deposit>(d.id))
+        .read_blocking(move |r| r.get::<Deposit>(d_id))
         .unwrap()
         .unwrap();
     assert!(stored.funding && stored.awaiting_price, "{stored:?}");
@@ -754,11 +754,11 @@ fn a_funding_transfer_without_a_price_waits_for_one_and_is_credited_once() {
         .store
         .read_blocking(|r| Ok(billing::awaiting_price(r, 10).unwrap()))
         .unwrap();
-    assert_eq!(waiting, vec![d.id]);
+    assert_eq!(waiting, vec![d_id]);
     verify_clean(&f);
 
     let rate = rust_decimal::Decimal::new(300_000, 2); // 3000.00
-    let id = d.id;
+    let id = d_id;
     assert!(write(&f, move |ctx, s| billing::credit_awaiting_price(
         ctx, s, id, rate, "kraken"
     ))

@@ -756,10 +756,10 @@ async fn commit_slice(
             let Some(s) = scopes.of(ctx, wallet.project_id)? else {
                 continue;
             };
-            if let Some(d) =
+            if let Some(id) =
                 deposits::detect(ctx, &s, &wallet, ct, lw.required_confirmations, height)?
             {
-                by_block.entry(ct.block_number).or_default().push(d.id);
+                by_block.entry(ct.block_number).or_default().push(id);
             }
         }
         for (n, ids) in &by_block {
