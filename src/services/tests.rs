@@ -758,13 +758,12 @@ fn a_funding_transfer_without_a_price_waits_for_one_and_is_credited_once() {
     verify_clean(&f);
 
     let rate = rust_decimal::Decimal::new(300_000, 2); // 3000.00
-    let id = d_id;
     assert!(write(&f, move |ctx, s| billing::credit_awaiting_price(
-        ctx, s, id, rate, "kraken"
+        ctx, s, d_id, rate, "kraken"
     ))
     .unwrap());
     assert!(!write(&f, move |ctx, s| billing::credit_awaiting_price(
-        ctx, s, id, rate, "kraken"
+        ctx, s, d_id, rate, "kraken"
     ))
     .unwrap());
     let es = entries(&f);

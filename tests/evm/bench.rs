@@ -401,13 +401,8 @@ async fn catchup_benchmark() {
     let stride = watched / recipients;
     let pick = |k: usize| (k % recipients) * stride;
     let http = reqwest::Client::new();
-    // Who sends the sprays. Anvil recovers the sender of every transaction of a full block
-    // it serves (an ECDSA recovery per read, about a third of its CPU here); a node that
-    // keeps its transactions' senders (reth's sender table, geth's cached senders) does
-    // not. `CATCHUP_SENDER=impersonated` sends from an impersonated account, whose sender
-    // Anvil stores, to show the catch-up with that cost out of the node.
-    let impersonated = std::env::var("CATCHUP_SENDER").is_ok_and(|v| v == "impersonated");
-    let sender = if impersonated {
+    // Who sends the sprays (`CATCHUP_SENDER`, see the doc comment above).
+    let (sender, how) = if std::env::var("CATCHUP_SENDER").is_ok_and(|v| v == "impersonated") {
         const IMPERSONATED: &str = "0x5e4de4e5e4de4e5e4de4e5e4de4e5e4de4e5e4d0";
         eth.rpc(
             "anvil_setBalance",
@@ -416,18 +411,17 @@ async fn catchup_benchmark() {
         .await;
         eth.rpc("anvil_impersonateAccount", json!([IMPERSONATED]))
             .await;
-        IMPERSONATED
+        (
+            IMPERSONATED,
+            "an impersonated account (Anvil stores its sender: no recovery per read)",
+        )
     } else {
-        ACCOUNT0
+        (
+            ACCOUNT0,
+            "Anvil's first account, signed (Anvil recovers the sender on every full-block read)",
+        )
     };
-    eprintln!(
-        "  sprays sent by {}",
-        if impersonated {
-            "an impersonated account (Anvil stores its sender: no recovery per read)"
-        } else {
-            "Anvil's first account, signed (Anvil recovers the sender on every full-block read)"
-        }
-    );
+    eprintln!("  sprays sent by {how}");
     eth.rpc("evm_setAutomine", json!([false])).await;
     let start_block = eth.block_number().await + 1;
     let t = Instant::now();
