@@ -7,7 +7,6 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
 use hmac::{Hmac, Mac};
-use rand::RngCore;
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use uuid::Uuid;
@@ -115,7 +114,7 @@ pub struct NewToken {
 /// Mints `prefix ‖ 64 lowercase hex` from 32 random bytes.
 pub fn mint_token(mode: Mode) -> NewToken {
     let mut raw = [0u8; 32];
-    rand::rngs::OsRng.fill_bytes(&mut raw);
+    appliance_storage::sources::fill_random(&mut raw);
     let hexpart = hex::encode(raw);
     let prefix = match mode {
         Mode::Live => LIVE_PREFIX,
@@ -168,7 +167,7 @@ impl Pepper {
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let mut b = [0u8; 32];
-                rand::rngs::OsRng.fill_bytes(&mut b);
+                appliance_storage::sources::fill_random(&mut b);
                 let mut f = std::fs::OpenOptions::new()
                     .write(true)
                     .create_new(true)

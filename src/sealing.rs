@@ -12,7 +12,6 @@ use std::path::Path;
 use base64::Engine;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
-use rand::RngCore;
 use uuid::Uuid;
 use zeroize::Zeroizing;
 
@@ -71,7 +70,7 @@ impl DataKey {
             Ok(Some(k)) => Ok(k),
             Ok(None) => {
                 let mut b = Zeroizing::new([0u8; 32]);
-                rand::rngs::OsRng.fill_bytes(&mut b[..]);
+                appliance_storage::sources::fill_random(&mut b[..]);
                 let mut f = std::fs::OpenOptions::new()
                     .write(true)
                     .create_new(true)
@@ -94,7 +93,7 @@ impl DataKey {
     pub fn seal(&self, aad: &[u8], plain: &str) -> String {
         let cipher = XChaCha20Poly1305::new_from_slice(&self.0[..]).expect("32-byte key");
         let mut nonce = [0u8; 24];
-        rand::rngs::OsRng.fill_bytes(&mut nonce);
+        appliance_storage::sources::fill_random(&mut nonce);
         let ct = cipher
             .encrypt(
                 XNonce::from_slice(&nonce),

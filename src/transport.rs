@@ -470,8 +470,13 @@ fn envelope_json(status: StatusCode, code: &str, message: &str, request_id: &str
     .to_string()
 }
 
+/// A new ULID at the appliance's clock ([`appliance_storage::sources::new_ulid`]): request ids.
+pub fn new_ulid() -> ulid::Ulid {
+    appliance_storage::sources::new_ulid(appliance_storage::now_us().max(0) as u64 / 1000)
+}
+
 fn new_request_id() -> String {
-    format!("req_{}", ulid::Ulid::new())
+    format!("req_{}", new_ulid())
 }
 
 /// 503 `too_many_connections`, closing the connection.

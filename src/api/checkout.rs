@@ -54,7 +54,7 @@ pub fn page_router() -> Router<AppState> {
 const CLASSIFY_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn now_us() -> i64 {
-    chrono::Utc::now().timestamp_micros()
+    appliance_storage::now_us()
 }
 
 /// The one answer to every miss, after charging the caller's address (429 once spent).

@@ -516,7 +516,7 @@ impl From<WebhookDeliveryError> for ApiError {
 pub fn request_id() -> String {
     REQUEST_ID
         .try_with(|id| id.clone())
-        .unwrap_or_else(|_| format!("req_{}", ulid::Ulid::new()))
+        .unwrap_or_else(|_| format!("req_{}", crate::transport::new_ulid()))
 }
 
 impl IntoResponse for ApiError {

@@ -183,7 +183,7 @@ pub async fn edge(State(state): State<AppState>, mut req: Request, next: Next) -
 /// `req_` and a new ULID (SPEC.md section 7, request ids).
 fn new_request_id() -> String {
     let mut buf = [0u8; ulid::ULID_LEN];
-    let ulid = ulid::Ulid::new();
+    let ulid = crate::transport::new_ulid();
     let mut id = String::with_capacity(4 + ulid::ULID_LEN);
     id.push_str("req_");
     id.push_str(ulid.array_to_str(&mut buf));

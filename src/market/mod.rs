@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rust_decimal::Decimal;
 
@@ -143,10 +143,7 @@ pub fn below_threshold(value: Option<Decimal>, threshold_cents: u64) -> bool {
 
 /// Seconds since the Unix epoch.
 pub fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    u64::try_from(appliance_storage::now_us() / 1_000_000).unwrap_or(0)
 }
 
 /// One price in the cache.

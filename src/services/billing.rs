@@ -270,7 +270,7 @@ fn write_entry(
         .balance_cents
         .checked_add(entry.amount_cents)
         .ok_or_else(|| Fault::invariant("billing balance overflows"))?;
-    let id = Uuid::now_v7();
+    let id = appliance_storage::sources::new_id();
     let line = json!({
         "id": id,
         "kind": entry.kind.as_str(),
@@ -649,7 +649,7 @@ pub fn ensure_funding_addresses(
                 return Err(Fault::invariant("a new funding address is already taken").into());
             }
             let w = Wallet {
-                id: Uuid::now_v7(),
+                id: appliance_storage::sources::new_id(),
                 project_id: p,
                 customer_id: Uuid::nil(),
                 invoice_id: None,

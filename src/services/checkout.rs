@@ -523,7 +523,7 @@ fn release_hold(
     }
     let p = inv.project_id;
     let e = JournalEntry {
-        id: Uuid::now_v7(),
+        id: appliance_storage::sources::new_id(),
         project_id: p,
         kind: kind.into(),
         ref_id: inv.id,
@@ -625,7 +625,7 @@ pub fn request_refund(
     }
     let now = ctx.now_us();
     let payout = Payout {
-        id: Uuid::now_v7(),
+        id: appliance_storage::sources::new_id(),
         project_id: p,
         customer_id: None,
         chain: r.chain.clone(),

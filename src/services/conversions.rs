@@ -247,7 +247,7 @@ pub fn put_rule(
         }
         None => {
             let r = ConversionRule {
-                id: Uuid::now_v7(),
+                id: appliance_storage::sources::new_id(),
                 project_id: p,
                 chain: chain.to_string(),
                 enabled: u.enabled,
@@ -642,7 +642,7 @@ fn move_entry(
         postings.push(Posting::credit(to, amount));
     }
     JournalEntry {
-        id: Uuid::now_v7(),
+        id: appliance_storage::sources::new_id(),
         project_id: project,
         kind: kind.into(),
         ref_id,
@@ -757,11 +757,11 @@ pub fn create_manual(
         });
     }
     let now = ctx.now_us();
-    let batch_id = Uuid::now_v7();
+    let batch_id = appliance_storage::sources::new_id();
     let mut rows = Vec::new();
     for (customer, share) in pro_rata(amount, &holders) {
         rows.push(Conversion {
-            id: Uuid::now_v7(),
+            id: appliance_storage::sources::new_id(),
             project_id: p,
             kind: ConversionKind::Manual,
             payment_id: None,
@@ -856,7 +856,7 @@ pub fn queue_payment(
     let reason = skip_reason(s, c, asset, rule.as_ref());
     let now = ctx.now_us();
     let row = Conversion {
-        id: Uuid::now_v7(),
+        id: appliance_storage::sources::new_id(),
         project_id: s.project_id(),
         kind: ConversionKind::Auto,
         payment_id: Some(payment_id),
@@ -982,7 +982,7 @@ pub fn plan_auto(
     let Some(from) = s.reg.asset(&first.chain, &first.from_asset) else {
         return Ok(None);
     };
-    let batch_id = Uuid::now_v7();
+    let batch_id = appliance_storage::sources::new_id();
     // The quote was read for the rows then queued; fewer planned scale it (the swap is
     // quoted afresh when it is sent).
     let scale = |v: u128| {

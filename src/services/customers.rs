@@ -55,7 +55,7 @@ pub fn create(
         }
     }
     let c = Customer {
-        id: Uuid::now_v7(),
+        id: appliance_storage::sources::new_id(),
         project_id: p,
         reference_id: req.reference_id,
         email: req.email,

@@ -84,7 +84,7 @@ impl Minted {
     /// A new transfer hash and sender (from a UUIDv7 of now: the hashes of one batch sort
     /// side by side, [`sim_transfer_hash`]).
     pub fn fresh() -> Minted {
-        let seed = Uuid::now_v7();
+        let seed = appliance_storage::sources::new_id();
         Minted {
             tx_hash: sim_transfer_hash(Self::LABEL, seed),
             from_address: appliance_chains::address::to_checksum(&sim_sender_bytes(seed)),
@@ -230,7 +230,7 @@ pub fn create_test(
         tx_hash,
         from_address,
     } = req.minted;
-    let id = Uuid::now_v7();
+    let id = appliance_storage::sources::new_id();
     let native = s
         .reg
         .asset(&req.chain, &req.asset)
@@ -317,7 +317,7 @@ fn credited_account(d: &Deposit) -> Account {
 /// The journal entry crediting a deposit: Dr deposits / Cr [`credited_account`].
 fn credit_entry(d: &Deposit, now: i64) -> JournalEntry {
     JournalEntry {
-        id: Uuid::now_v7(),
+        id: appliance_storage::sources::new_id(),
         project_id: d.project_id,
         kind: "deposit_credit".into(),
         ref_id: d.id,
@@ -533,7 +533,7 @@ fn orphan_inner(
         ));
     }
     let e = JournalEntry {
-        id: Uuid::now_v7(),
+        id: appliance_storage::sources::new_id(),
         project_id: p,
         kind: "deposit_reversal".into(),
         ref_id: d.id,
@@ -617,7 +617,7 @@ pub fn detect(
         AddressOwner::Funding(_) => (None, true),
     };
     let mut d = Deposit {
-        id: Uuid::now_v7(),
+        id: appliance_storage::sources::new_id(),
         project_id: wallet.project_id,
         customer_id: wallet.customer_id,
         invoice_id,

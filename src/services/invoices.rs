@@ -240,7 +240,7 @@ pub fn fee_terms(r: &impl ReadOps, s: &Scope) -> Result<FeeTerms, StoreError> {
 /// (DECISIONS.md section 2).
 pub fn new_token() -> String {
     let mut b = [0u8; 32];
-    rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut b);
+    appliance_storage::sources::fill_random(&mut b);
     format!(
         "ck_{}",
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b)
@@ -435,7 +435,7 @@ pub fn prepare(
         return Err(InvoiceError::NoPaymentOptions);
     }
     let factory = wallets::factory_for(&s.reg, &s.project).ok_or(InvoiceError::NoMasterKey)?;
-    let id = Uuid::now_v7();
+    let id = appliance_storage::sources::new_id();
     let address = appliance_chains::address::deposit_address_under(&factory, p, id);
     let mut chains_seen: Vec<&str> = Vec::new();
     for q in &quotes {
@@ -447,7 +447,7 @@ pub fn prepare(
     let mut wallet_rows = Vec::new();
     for chain in chains_seen {
         let w = Wallet {
-            id: Uuid::now_v7(),
+            id: appliance_storage::sources::new_id(),
             project_id: p,
             customer_id: Uuid::nil(),
             invoice_id: Some(id),
@@ -885,7 +885,7 @@ fn hold_excess(
     }
     let p = inv.project_id;
     let e = JournalEntry {
-        id: Uuid::now_v7(),
+        id: appliance_storage::sources::new_id(),
         project_id: p,
         kind: "invoice_refund_hold".into(),
         ref_id: inv.id,

@@ -258,7 +258,7 @@ pub fn create(
     }
     let t = auth::mint_token(project.mode);
     let key = ApiKey {
-        id: Uuid::now_v7(),
+        id: appliance_storage::sources::new_id(),
         project_id: project.id,
         kind: req.kind,
         name: req.name,
@@ -370,7 +370,7 @@ pub fn roll(
     }
     let t = auth::mint_token(project.mode);
     let new = ApiKey {
-        id: Uuid::now_v7(),
+        id: appliance_storage::sources::new_id(),
         token_hash: pepper.hash(&t.token),
         key_id: t.key_id,
         last4: t.last4,

@@ -102,7 +102,7 @@ fn lock_entry(
 ) -> JournalEntry {
     let total = p.amount + p.fee_amount;
     JournalEntry {
-        id: Uuid::now_v7(),
+        id: appliance_storage::sources::new_id(),
         project_id: p.project_id,
         kind: kind.into(),
         ref_id: p.id,
@@ -228,7 +228,7 @@ pub fn create_with(
         _ => PayoutStatus::PendingApproval,
     };
     let payout = Payout {
-        id: Uuid::now_v7(),
+        id: appliance_storage::sources::new_id(),
         project_id: p,
         customer_id: req.customer_id,
         chain: req.chain.into_string(),
@@ -393,7 +393,7 @@ fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, Fa
     let total = p.amount + p.fee_amount;
     let pid = p.project_id;
     let e = JournalEntry {
-        id: Uuid::now_v7(),
+        id: appliance_storage::sources::new_id(),
         project_id: pid,
         kind: "payout_settle".into(),
         ref_id: p.id,

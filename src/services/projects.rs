@@ -40,7 +40,7 @@ pub fn create(ctx: &mut WriteCtx<'_>, name: &str, mode: Mode) -> Result<Project,
         });
     }
     let p = Project {
-        id: Uuid::now_v7(),
+        id: appliance_storage::sources::new_id(),
         name: name.to_string(),
         mode,
         settings: ProjectSettings::default(),

@@ -55,7 +55,7 @@ pub fn schedule(
         }
     }
     let s = Sweep {
-        id: Uuid::now_v7(),
+        id: appliance_storage::sources::new_id(),
         project_id: w.project_id,
         wallet_id: w.id,
         chain: w.chain.clone(),
@@ -135,7 +135,7 @@ pub fn request(
     let now = ctx.now_us();
     if held == 0 {
         let sw = Sweep {
-            id: Uuid::now_v7(),
+            id: appliance_storage::sources::new_id(),
             project_id: p,
             wallet_id: w.id,
             chain: w.chain.clone(),
@@ -268,7 +268,7 @@ fn project_move(
 ) -> JournalEntry {
     let p = sw.project_id;
     JournalEntry {
-        id: Uuid::now_v7(),
+        id: appliance_storage::sources::new_id(),
         project_id: p,
         kind: kind.into(),
         ref_id: sw.id,

@@ -4,7 +4,6 @@
 //! invoice payment: whatever `Wallet::owner` of the address says). Nothing here credits
 //! anything: the watcher does, when it sees the block.
 
-use uuid::Uuid;
 
 use appliance_chains::evm::{Address, U256};
 use appliance_chains::sim::chain::BlockTx;
@@ -110,7 +109,7 @@ pub fn plan(
         .get::<Wallet>(wid)?
         .filter(|w| w.project_id == s.project_id())
         .ok_or_else(unknown)?;
-    let id = Uuid::now_v7();
+    let id = appliance_storage::sources::new_id();
     let from = match &req.from_address {
         Some(a) => parse_address("from_address", a)?,
         None => Address::from(sim_sender_bytes(id)),

@@ -155,7 +155,7 @@ pub fn get_or_create_at(
         return Err(WalletError::NoMasterKey);
     };
     let w = Wallet {
-        id: Uuid::now_v7(),
+        id: appliance_storage::sources::new_id(),
         project_id: p,
         customer_id: customer.id,
         invoice_id: None,

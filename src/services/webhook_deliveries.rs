@@ -13,7 +13,6 @@
 //! Sending, retry timing and the order of sends are transport: `webhooks::dispatcher`.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use uuid::Uuid;
 
@@ -61,13 +60,7 @@ type Result<T, E = WebhookDeliveryError> = std::result::Result<T, E>;
 /// the other sort in creation order even within one millisecond (ordered endpoints rely on
 /// it: creation order is sequence order).
 pub fn new_delivery_id(now_us: i64) -> Uuid {
-    static GEN: Mutex<ulid::Generator> = Mutex::new(ulid::Generator::new());
-    let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(now_us.max(0) as u64);
-    let u = GEN
-        .lock()
-        .expect("lock")
-        .generate_from_datetime(at)
-        .unwrap_or_else(|_| ulid::Ulid::from_datetime(at));
+    let u = appliance_storage::sources::new_ulid(now_us.max(0) as u64 / 1000);
     Uuid::from_u128(u.0)
 }
 

@@ -8,7 +8,6 @@
 //! [`super::webhook_deliveries`].
 
 use base64::Engine;
-use rand::RngCore;
 use uuid::Uuid;
 use zeroize::Zeroizing;
 
@@ -66,7 +65,7 @@ type Result<T, E = WebhookEndpointError> = std::result::Result<T, E>;
 /// A new signing secret: `whsec_` + 43 base64url characters (32 random bytes).
 pub fn new_secret() -> String {
     let mut raw = [0u8; 32];
-    rand::rngs::OsRng.fill_bytes(&mut raw);
+    appliance_storage::sources::fill_random(&mut raw);
     format!(
         "whsec_{}",
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
@@ -127,7 +126,7 @@ pub fn create(
         return Err(WebhookEndpointError::LimitReached);
     }
     let now = ctx.now_us();
-    let id = Uuid::now_v7();
+    let id = appliance_storage::sources::new_id();
     let secret = Zeroizing::new(new_secret());
     let ep = WebhookEndpoint {
         id,

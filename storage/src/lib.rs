@@ -30,6 +30,7 @@ pub mod ledger;
 mod read_tables;
 pub mod records;
 pub mod schema;
+pub mod sources;
 pub mod verify;
 
 #[cfg(test)]
@@ -1327,7 +1328,8 @@ fn run_batch(
     Ok(notice)
 }
 
-/// Current time as Unix microseconds.
+/// Current time as Unix microseconds ([`sources::now_us`]: the wall clock, or the
+/// simulation's clock).
 pub fn now_us() -> i64 {
-    chrono::Utc::now().timestamp_micros()
+    sources::now_us()
 }
