@@ -26,6 +26,7 @@ pub mod registry;
 pub mod sealing;
 pub mod server;
 pub mod services;
+pub mod simulate;
 pub mod state;
 pub mod transport;
 pub mod views;

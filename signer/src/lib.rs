@@ -171,6 +171,17 @@ impl Signer {
             .expect("the test-mode mnemonic is a valid BIP39 phrase")
     }
 
+    /// A new random 24-word seed drawn from `rng`, held in memory only (never written): the
+    /// master seed of `appliance simulate` (issue 40), whose seeded generator makes every
+    /// run of a seed sign with the same keys. Nothing that serves a data dir uses it.
+    pub fn in_memory(
+        rng: &mut (impl rand::RngCore + rand::CryptoRng),
+    ) -> Result<Signer, SignerError> {
+        let mnemonic = Mnemonic::<English>::new_with_count(rng, 24)
+            .map_err(|e| SignerError::Derive(e.to_string()))?;
+        Signer::from_phrase(Zeroizing::new(mnemonic.to_phrase()))
+    }
+
     /// Whether `data_dir` holds a seed file.
     pub fn exists(data_dir: &Path) -> bool {
         data_dir.join(SEED_FILE).exists()

@@ -4,7 +4,6 @@
 //! invoice payment: whatever `Wallet::owner` of the address says). Nothing here credits
 //! anything: the watcher does, when it sees the block.
 
-
 use appliance_chains::evm::{Address, U256};
 use appliance_chains::sim::chain::BlockTx;
 use appliance_chains::sim::{Inject, Op};

@@ -1,4 +1,5 @@
-//! Online backup: every table of one read snapshot copied into a new store file.
+//! Online backup: every table of one read snapshot copied into a new store file; and the
+//! content digest of a snapshot ([`content_digest`]), from the same walk over the tables.
 //!
 //! The snapshot is consistent (a redb read transaction) and the writer keeps running while
 //! it is copied. A table present in the source but unknown to this list fails the backup,
@@ -22,27 +23,115 @@ pub struct BackupReport {
     pub rows: u64,
 }
 
-fn copy<K: Key + 'static, V: Value + 'static>(
-    src: &ReadTransaction,
-    dst: &WriteTransaction,
-    def: TableDefinition<K, V>,
-    seen: &mut BTreeSet<String>,
-    rep: &mut BackupReport,
-) -> Result<(), StoreError> {
-    seen.insert(def.name().to_string());
-    let from = match src.open_table(def) {
-        Ok(t) => t,
-        Err(TableError::TableDoesNotExist(_)) => return Ok(()),
-        Err(e) => return Err(e.into()),
+/// Something done to every table of a snapshot, in a fixed order ([`visit_tables`]).
+trait TableVisitor {
+    fn visit<K: Key + 'static, V: Value + 'static>(
+        &mut self,
+        src: &ReadTransaction,
+        def: TableDefinition<K, V>,
+    ) -> Result<(), StoreError>;
+}
+
+/// Runs `v` on every table this build knows, in a fixed order, and returns their names; a
+/// table of the snapshot missing from this list fails ([`StoreError::Corrupt`]), so a table
+/// added later cannot be silently left out.
+fn visit_tables(src: &ReadTransaction, v: &mut impl TableVisitor) -> Result<(), StoreError> {
+    let mut seen = BTreeSet::new();
+    let mut one = |name: &str| {
+        seen.insert(name.to_string());
     };
-    let mut to = dst.open_table(def)?;
-    for e in from.iter()? {
-        let (k, v) = e?;
-        to.insert(k.value(), v.value())?;
-        rep.rows += 1;
+    macro_rules! visit {
+        ($def:expr) => {{
+            let def = $def;
+            one(def.name());
+            v.visit(src, def)?;
+        }};
     }
-    rep.tables += 1;
+    visit!(META);
+    visit!(PROJECTS);
+    visit!(API_KEYS);
+    visit!(CUSTOMERS);
+    visit!(WALLETS);
+    visit!(DEPOSITS);
+    visit!(PAYOUTS);
+    visit!(SWEEPS);
+    visit!(CONVERSION_RULES);
+    visit!(CONVERSIONS);
+    visit!(CONVERSION_BATCHES);
+    visit!(UNIQUE);
+    visit!(INDEX);
+    for (_, def) in SPLIT_INDEXES {
+        visit!(def);
+    }
+    visit!(EVENT_TYPE_RUNS);
+    visit!(EVENT_RESOURCE_RUNS);
+    for def in run_tables() {
+        visit!(def);
+    }
+    visit!(ACCOUNTS);
+    visit!(JOURNAL);
+    visit!(EVENTS);
+    visit!(EVENT_IDS);
+    visit!(IDEMPOTENCY);
+    visit!(IDEMPOTENCY_EXP);
+    visit!(LEGACY_HOLDINGS);
+    visit!(SIM_BALANCES);
+    visit!(ADDRESS_QUOTA);
+    visit!(COUNTERS);
+    visit!(WEBHOOK_ENDPOINTS);
+    visit!(WEBHOOK_DELIVERIES);
+    visit!(EVM_OUT_TXS);
+    visit!(EVM_PENDING);
+    visit!(EVM_NONCES);
+    visit!(EVM_WATCH);
+    visit!(EVM_BLOCK_DEPOSITS);
+    visit!(SIM_HEIGHTS);
+    visit!(SWEEP_REQUESTS);
+    visit!(SIM_OPS);
+    visit!(SIM_SNAPSHOT_CHUNKS);
+    visit!(INVOICES);
+    visit!(TEST_CLOCKS);
+    visit!(TEST_SENDERS);
+    visit!(BILLING_ACCOUNTS);
+    visit!(BILLING_ENTRIES);
+    visit!(FUNDING_ADDRESSES);
+    for t in src.list_tables()? {
+        if !seen.contains(t.name()) {
+            return Err(StoreError::Corrupt(format!(
+                "table {:?} is not known to this build; refusing an incomplete walk",
+                t.name()
+            )));
+        }
+    }
     Ok(())
+}
+
+/// Copies each table into `dst`.
+struct Copy<'a> {
+    dst: &'a WriteTransaction,
+    rep: BackupReport,
+}
+
+impl TableVisitor for Copy<'_> {
+    fn visit<K: Key + 'static, V: Value + 'static>(
+        &mut self,
+        src: &ReadTransaction,
+        def: TableDefinition<K, V>,
+    ) -> Result<(), StoreError> {
+        let from = match src.open_table(def) {
+            Ok(t) => t,
+            Err(TableError::TableDoesNotExist(_)) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        let mut to = self.dst.open_table(def)?;
+        for e in from.iter()? {
+            let (k, v) = e?;
+            to.insert(k.value(), v.value())?;
+            self.rep.rows += 1;
+        }
+        self.rep.tables += 1;
+        Ok(())
+    }
 }
 
 /// Writes a copy of the snapshot `ctx` to a new store file at `dest` (which must not exist)
@@ -58,69 +147,69 @@ pub fn backup(ctx: &ReadCtx, dest: &Path) -> Result<BackupReport, StoreError> {
     let db = Database::create(dest)?;
     let mut dst = db.begin_write()?;
     dst.set_durability(Durability::Immediate)?;
-    let mut seen = BTreeSet::new();
-    let mut rep = BackupReport::default();
-    copy(src, &dst, META, &mut seen, &mut rep)?;
-    copy(src, &dst, PROJECTS, &mut seen, &mut rep)?;
-    copy(src, &dst, API_KEYS, &mut seen, &mut rep)?;
-    copy(src, &dst, CUSTOMERS, &mut seen, &mut rep)?;
-    copy(src, &dst, WALLETS, &mut seen, &mut rep)?;
-    copy(src, &dst, DEPOSITS, &mut seen, &mut rep)?;
-    copy(src, &dst, PAYOUTS, &mut seen, &mut rep)?;
-    copy(src, &dst, SWEEPS, &mut seen, &mut rep)?;
-    copy(src, &dst, CONVERSION_RULES, &mut seen, &mut rep)?;
-    copy(src, &dst, CONVERSIONS, &mut seen, &mut rep)?;
-    copy(src, &dst, CONVERSION_BATCHES, &mut seen, &mut rep)?;
-    copy(src, &dst, UNIQUE, &mut seen, &mut rep)?;
-    copy(src, &dst, INDEX, &mut seen, &mut rep)?;
-    for (_, def) in SPLIT_INDEXES {
-        copy(src, &dst, def, &mut seen, &mut rep)?;
+    let mut copy = Copy {
+        dst: &dst,
+        rep: BackupReport::default(),
+    };
+    if let Err(e) = visit_tables(src, &mut copy) {
+        let _ = dst.abort();
+        drop(db);
+        let _ = std::fs::remove_file(dest);
+        return Err(e);
     }
-    copy(src, &dst, EVENT_TYPE_RUNS, &mut seen, &mut rep)?;
-    copy(src, &dst, EVENT_RESOURCE_RUNS, &mut seen, &mut rep)?;
-    for def in run_tables() {
-        copy(src, &dst, def, &mut seen, &mut rep)?;
-    }
-    copy(src, &dst, ACCOUNTS, &mut seen, &mut rep)?;
-    copy(src, &dst, JOURNAL, &mut seen, &mut rep)?;
-    copy(src, &dst, EVENTS, &mut seen, &mut rep)?;
-    copy(src, &dst, EVENT_IDS, &mut seen, &mut rep)?;
-    copy(src, &dst, IDEMPOTENCY, &mut seen, &mut rep)?;
-    copy(src, &dst, IDEMPOTENCY_EXP, &mut seen, &mut rep)?;
-    copy(src, &dst, LEGACY_HOLDINGS, &mut seen, &mut rep)?;
-    copy(src, &dst, SIM_BALANCES, &mut seen, &mut rep)?;
-    copy(src, &dst, ADDRESS_QUOTA, &mut seen, &mut rep)?;
-    copy(src, &dst, COUNTERS, &mut seen, &mut rep)?;
-    copy(src, &dst, WEBHOOK_ENDPOINTS, &mut seen, &mut rep)?;
-    copy(src, &dst, WEBHOOK_DELIVERIES, &mut seen, &mut rep)?;
-    copy(src, &dst, EVM_OUT_TXS, &mut seen, &mut rep)?;
-    copy(src, &dst, EVM_PENDING, &mut seen, &mut rep)?;
-    copy(src, &dst, EVM_NONCES, &mut seen, &mut rep)?;
-    copy(src, &dst, EVM_WATCH, &mut seen, &mut rep)?;
-    copy(src, &dst, EVM_BLOCK_DEPOSITS, &mut seen, &mut rep)?;
-    copy(src, &dst, SIM_HEIGHTS, &mut seen, &mut rep)?;
-    copy(src, &dst, SWEEP_REQUESTS, &mut seen, &mut rep)?;
-    copy(src, &dst, SIM_OPS, &mut seen, &mut rep)?;
-    copy(src, &dst, SIM_SNAPSHOT_CHUNKS, &mut seen, &mut rep)?;
-    copy(src, &dst, INVOICES, &mut seen, &mut rep)?;
-    copy(src, &dst, TEST_CLOCKS, &mut seen, &mut rep)?;
-    copy(src, &dst, TEST_SENDERS, &mut seen, &mut rep)?;
-    copy(src, &dst, BILLING_ACCOUNTS, &mut seen, &mut rep)?;
-    copy(src, &dst, BILLING_ENTRIES, &mut seen, &mut rep)?;
-    copy(src, &dst, FUNDING_ADDRESSES, &mut seen, &mut rep)?;
-    for t in src.list_tables()? {
-        if !seen.contains(t.name()) {
-            dst.abort()?;
-            drop(db);
-            let _ = std::fs::remove_file(dest);
-            return Err(StoreError::Corrupt(format!(
-                "table {:?} is not covered by the backup; refusing an incomplete copy",
-                t.name()
-            )));
-        }
-    }
+    let rep = copy.rep;
     dst.commit()?;
     Ok(rep)
+}
+
+/// Hashes each table's name, then its rows' key and value bytes in key order.
+struct Digest {
+    hash: sha2::Sha256,
+    rows: u64,
+}
+
+impl TableVisitor for Digest {
+    fn visit<K: Key + 'static, V: Value + 'static>(
+        &mut self,
+        src: &ReadTransaction,
+        def: TableDefinition<K, V>,
+    ) -> Result<(), StoreError> {
+        use sha2::Digest as _;
+        let t = match src.open_table(def) {
+            Ok(t) => t,
+            Err(TableError::TableDoesNotExist(_)) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        let name = def.name().as_bytes();
+        self.hash.update((name.len() as u64).to_be_bytes());
+        self.hash.update(name);
+        for e in t.iter()? {
+            let (k, v) = e?;
+            let (k, v) = (k.value(), v.value());
+            let (k, v) = (K::as_bytes(&k), V::as_bytes(&v));
+            let (k, v) = (k.as_ref(), v.as_ref());
+            self.hash.update((k.len() as u64).to_be_bytes());
+            self.hash.update(k);
+            self.hash.update((v.len() as u64).to_be_bytes());
+            self.hash.update(v);
+            self.rows += 1;
+        }
+        Ok(())
+    }
+}
+
+/// SHA-256 of everything the snapshot `ctx` holds (every table's name and rows, bytes as
+/// stored, in key order) and the number of rows: two stores with the same digest hold the
+/// same data. `appliance simulate` ends with it (issue 40: the same seed gives the same
+/// digest).
+pub fn content_digest(ctx: &ReadCtx) -> Result<([u8; 32], u64), StoreError> {
+    use sha2::Digest as _;
+    let mut d = Digest {
+        hash: sha2::Sha256::new(),
+        rows: 0,
+    };
+    visit_tables(ctx.txn(), &mut d)?;
+    Ok((d.hash.finalize().into(), d.rows))
 }
 
 #[cfg(test)]

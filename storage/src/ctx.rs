@@ -1307,7 +1307,10 @@ impl<'t> WriteCtx<'t> {
             // it; a sequence too large to name gets a random ULID and the row.
             let (ulid, named) = match event_ulid(seq, self.now) {
                 Some(u) => (u, true),
-                None => (ulid::Ulid::new(), false),
+                None => (
+                    crate::sources::new_ulid(self.now.max(0) as u64 / 1000),
+                    false,
+                ),
             };
             let mut ev = Event {
                 id: format!("evt_{ulid}"),
@@ -1364,7 +1367,7 @@ const EVENT_RANDOM_BITS: u32 = 40;
 /// a time outside the ULID's (such an event gets a random ULID and an `event_ids` row, as
 /// before schema 12).
 pub(crate) fn event_ulid(seq: u64, created_at: i64) -> Option<ulid::Ulid> {
-    let random = u128::from(ulid::Ulid::new()) & ((1u128 << EVENT_RANDOM_BITS) - 1);
+    let random = crate::sources::random_u128() & ((1u128 << EVENT_RANDOM_BITS) - 1);
     named_ulid(seq, created_at, random)
 }
 

@@ -201,6 +201,8 @@ pub struct Store {
     commits: broadcast::Sender<CommitNotice>,
     hooks: Hooks,
     stop: Arc<std::sync::atomic::AtomicBool>,
+    /// Set by [`Store::halt`]: every write from then on is refused unrun.
+    halted: Arc<std::sync::atomic::AtomicBool>,
     writer: Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>>,
 }
 
@@ -253,6 +255,7 @@ impl Store {
             commits,
             hooks,
             stop,
+            halted: Arc::default(),
             writer: Arc::new(std::sync::Mutex::new(Some(handle))),
         })
     }
@@ -267,6 +270,18 @@ impl Store {
         let (job, _rx) = make_job(|_| Ok::<(), std::convert::Infallible>(()));
         let _ = self.jobs.try_send(job);
         self.writer.lock().ok()?.take()
+    }
+
+    /// Refuses every write queued from now on ([`StoreError::WriterGone`], the closure never
+    /// runs), as if the process had died: the file keeps exactly the transactions committed
+    /// before. The simulation's crashes (issue 40) halt the store at a chosen point of a
+    /// step (between a send's store write and its broadcast, say), then reopen the file.
+    pub fn halt(&self) {
+        self.halted.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn is_halted(&self) -> bool {
+        self.halted.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Runs `f` inside the next write transaction and returns once it is durably committed.
@@ -291,6 +306,9 @@ impl Store {
         T: Send + 'static,
         E: Send + 'static,
     {
+        if self.is_halted() {
+            return Err(WriteError::Store(Arc::new(StoreError::WriterGone)));
+        }
         let (job, rx) = make_job(f);
         self.jobs
             .blocking_send(job)
@@ -328,6 +346,9 @@ impl Store {
         T: Send + 'static,
         E: Send + 'static,
     {
+        if self.is_halted() {
+            return Err(WriteError::Store(Arc::new(StoreError::WriterGone)));
+        }
         let (job, rx) = make_job(f);
         self.jobs
             .send(job)

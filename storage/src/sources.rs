@@ -134,7 +134,25 @@ pub fn new_ulid(at_ms: u64) -> ulid::Ulid {
     ulid::Ulid(u)
 }
 
-/// Fills `buf` from the operating system's CSPRNG, or from the deterministic source.
+/// 128 random bits for ids (not secrets): `rand`'s thread-local generator (no system call
+/// per value), or the deterministic source.
+pub fn random_u128() -> u128 {
+    match seeded() {
+        Some(mut s) => (s.rng.next_u64() as u128) << 64 | s.rng.next_u64() as u128,
+        None => rand::random(),
+    }
+}
+
+/// 64 random bits for ids and choices (not secrets), as [`random_u128`].
+pub fn random_u64() -> u64 {
+    match seeded() {
+        Some(mut s) => s.rng.next_u64(),
+        None => rand::random(),
+    }
+}
+
+/// Fills `buf` from the operating system's CSPRNG (tokens, secrets, nonces), or from the
+/// deterministic source.
 pub fn fill_random(buf: &mut [u8]) {
     match seeded() {
         Some(mut s) => s.rng.fill_bytes(buf),

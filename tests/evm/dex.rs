@@ -157,6 +157,7 @@ async fn start_extra(eth: &Anvil, usdt: &str, dex: &str, extra: &str) -> Live {
             confirmations: 2,
             assets: vec![("USDT", usdt.to_string(), 6)],
             replace_after_ms: 30_000,
+            poll_ms: 100,
         }],
         &format!("{}{extra}", dex_toml("ethereum", dex)),
     )

@@ -311,6 +311,8 @@ pub struct ChainSetup<'a> {
     /// (symbol, contract, decimals)
     pub assets: Vec<(&'a str, String, u8)>,
     pub replace_after_ms: u64,
+    /// The watcher's and sender's poll interval (`poll_interval_ms`).
+    pub poll_ms: u64,
 }
 
 impl<'a> ChainSetup<'a> {
@@ -330,6 +332,7 @@ impl<'a> ChainSetup<'a> {
                 .map(|c| vec![("USDT", c.clone(), 6)])
                 .unwrap_or_default(),
             replace_after_ms,
+            poll_ms: 100,
         }
     }
 }
@@ -374,8 +377,8 @@ impl Live {
         let mut text = String::from("listen = \"127.0.0.1:0\"\n");
         for c in chains {
             text.push_str(&format!(
-                "[chains.{}]\nrpc_url = \"{}\"\nconfirmations = {}\npoll_interval_ms = 100\nsweep_threshold_usd_cents = 100\nreplace_after_ms = {}\n",
-                c.id, c.anvil.url, c.confirmations, c.replace_after_ms
+                "[chains.{}]\nrpc_url = \"{}\"\nconfirmations = {}\npoll_interval_ms = {}\nsweep_threshold_usd_cents = 100\nreplace_after_ms = {}\n",
+                c.id, c.anvil.url, c.confirmations, c.poll_ms, c.replace_after_ms
             ));
             for (sym, contract, dec) in &c.assets {
                 text.push_str(&format!(

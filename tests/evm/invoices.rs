@@ -169,6 +169,7 @@ async fn an_underpaid_invoice_is_completed_on_a_second_evm_chain() {
                 confirmations: 2,
                 assets: vec![("USDT", busdt.clone(), 18)],
                 replace_after_ms: 600_000,
+                poll_ms: 100,
             },
         ],
     )

@@ -10,6 +10,7 @@ mod failover;
 mod helpers;
 mod invoices;
 mod market;
+mod reorg;
 mod sends;
 
 use std::collections::BTreeSet;
@@ -86,6 +87,7 @@ async fn deposits_sweeps_and_payouts_on_two_chains() {
                 confirmations: 3,
                 assets: vec![("USDT", busdt.clone(), 18)],
                 replace_after_ms: 30_000,
+                poll_ms: 100,
             },
         ],
     )

@@ -631,6 +631,20 @@ impl SimChain {
         })
     }
 
+    /// The token transfers (`Transfer` logs: token, from, to, value) a transaction mined on
+    /// the canonical chain made, in order; `None` while it is not mined. The simulation of
+    /// issue 40 reads what a sweep or payout really moved from them.
+    pub fn token_transfers_of(&self, hash: B256) -> Option<Vec<(Address, Address, Address, U256)>> {
+        let (n, i) = *self.located.get(&hash)?;
+        let r = &self.blocks.get(&n)?.results[i];
+        Some(
+            r.logs
+                .iter()
+                .map(|l| (l.token, l.from, l.to, l.value))
+                .collect(),
+        )
+    }
+
     /// Blocks `from..=to` and the successful transfers in them to a watched address.
     pub fn transfers(&self, from: u64, to: u64, watch: &WatchSet) -> Result<RangeScan, SimError> {
         if from > to {
@@ -1422,6 +1436,18 @@ impl SimChain {
         let before = self.pool.len();
         self.pool.retain(|p| p.hash() != hash);
         self.pool.len() != before
+    }
+
+    /// Puts an external transfer into the mempool, to be mined with the next block's other
+    /// transactions (a payer's transfer as the node first sees it; the simulation of issue
+    /// 40 injects its payers' transfers this way). A hash already pending or mined is
+    /// ignored: `false`.
+    pub fn inject_pending(&mut self, t: Inject) -> bool {
+        if self.knows_tx(t.hash) {
+            return false;
+        }
+        self.pool.push(PoolTx::Injected(t));
+        true
     }
 
     /// Gas the call would use at the head, or why it reverts.

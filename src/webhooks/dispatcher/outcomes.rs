@@ -147,9 +147,8 @@ pub(super) async fn record_outcomes(
 fn retry_delay_us(schedule: &[u64], attempts_made: u32) -> i64 {
     let i = (attempts_made.max(1) as usize - 1).min(schedule.len().saturating_sub(1));
     let base_us = schedule.get(i).copied().unwrap_or(60) as i64 * 1_000_000;
-    let mut r = [0u8; 8];
-    appliance_storage::sources::fill_random(&mut r);
-    base_us + (u64::from_le_bytes(r) % (base_us as u64 / 10 + 1)) as i64
+    let r = appliance_storage::sources::random_u64();
+    base_us + (r % (base_us as u64 / 10 + 1)) as i64
 }
 
 /// Cancels the rest of a disabled endpoint's open deliveries, a chunk per transaction.

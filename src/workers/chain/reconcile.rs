@@ -403,9 +403,17 @@ async fn track(
                     success: r.success,
                     swap_out: out,
                 });
-            } else if confirmed && tx.settled == Some(true) && !filler && !r.success {
-                tracing::error!(chain = c.chain, nonce = tx.nonce, kind = ?tx.kind,
-                    "a settled transaction was mined again after a reorg and reverted: operator attention needed");
+            } else if confirmed && tx.settled == Some(true) && (filler || !r.success) {
+                // A settled send that a reorg removed and that is now final as a filler, or
+                // was mined again and reverted: its resource's move is written (a payout
+                // paid, a sweep done) but the chain did not make it. The call is sent again
+                // at a new nonce as soon as it can succeed (issue 40); until then the row
+                // stays followed and this is tried on every pass.
+                tracing::warn!(chain = c.chain, nonce = tx.nonce, kind = ?tx.kind, filler,
+                    "a settled send was undone by a reorg; it is sent again at a new nonce");
+                batch.flush(state, c).await?;
+                replan(state, c, m, tx).await?;
+                return Ok(None);
             }
             if tx.settled.is_some() && v.head + 1 >= r.block_number + track_depth(c) {
                 tx.done = true;
@@ -765,11 +773,15 @@ async fn replan(state: &AppState, c: &ChainWorker, m: &Master, tx: OutTx) -> any
             let reason = "execution reverted".to_string();
             tracing::warn!(chain = c.chain, nonce, kind = ?kind, error = %clean(&e), "a re-planned send cannot succeed");
             if already_settled {
-                tracing::error!(chain = c.chain, nonce, kind = ?kind,
-                    "a settled send removed by a reorg cannot be sent again: operator attention needed");
+                // Its resource's move is written: what it owes is owed until it is sent. The
+                // row stays followed; the next pass tries again (the master wallet's funds
+                // may be on their way: a sweep the same reorg removed, say).
+                tracing::warn!(chain = c.chain, nonce, kind = ?kind,
+                    "a settled send undone by a reorg cannot be sent yet; trying again next pass");
+                return Ok(());
             }
             write(state, move |ctx| {
-                if !retire(ctx)? || already_settled {
+                if !retire(ctx)? {
                     return Ok(());
                 }
                 let mut scopes = Scopes::new(reg, scope, attempts);

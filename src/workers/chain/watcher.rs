@@ -335,6 +335,23 @@ fn extends(cursor: &Cursor, first: &BlockRef) -> bool {
     }
 }
 
+/// Whether `blocks` may be appended to `cursor` (issue 40: a range is committed only when
+/// it hangs from the stored head): consecutive numbers from the block after the cursor's,
+/// each block's parent the block before it, the first one's parent the hash stored for the
+/// cursor's block. Checked in the transaction that appends them, against the cursor as
+/// stored then, so the stored hashes always form one chain.
+fn continues(cursor: &Cursor, blocks: &[BlockRef]) -> bool {
+    let Some(first) = blocks.first() else {
+        return true;
+    };
+    if cursor.height.is_some_and(|h| h + 1 != first.number) || !extends(cursor, first) {
+        return false;
+    }
+    blocks
+        .windows(2)
+        .all(|p| p[1].number == p[0].number + 1 && p[1].parent_hash == p[0].hash)
+}
+
 /// Records processed blocks in the cursor, keeping at most `capacity`.
 fn push(cursor: &mut Cursor, blocks: &[BlockRef], capacity: usize) {
     for b in blocks {
@@ -381,14 +398,17 @@ pub async fn watch_step(
         None => w.start_block.unwrap_or(head),
     };
     if from > head {
-        // The node may have rewound below our position (a reorg to a shorter chain).
+        // Nothing new. The block at the node's head (our last block, or an older one when
+        // the node is behind us: a lagging node, or one of a pool that serves an older
+        // view) must still be the one we processed there; a different one is a reorg. A
+        // node that is merely behind changes nothing: a block it does not have yet is no
+        // evidence that ours left the chain.
         if let Some(h) = ws.cursor.height {
-            match w.client.block(h).await? {
-                Some(b) if ws.cursor.hash_at(h).is_some_and(|x| x != b.hash) => {
+            let at = h.min(head);
+            if let (Some(b), Some(ours)) = (w.client.block(at).await?, ws.cursor.hash_at(at)) {
+                if b.hash != ours {
                     return reorg(state, w, ws).await.map(|_| false);
                 }
-                Some(_) => {}
-                None => return reorg(state, w, ws).await.map(|_| false),
             }
         }
         crate::ops::metrics::chain_position(w.chain, w.scope.mode(), head, from.saturating_sub(1));
@@ -742,8 +762,10 @@ async fn commit_slice(
     write(state, move |ctx| {
         let key = &*lw.key;
         let mut ws = load_watch(ctx, key)?;
-        if ws.cursor.height != expected {
-            // Another pass moved the cursor meanwhile: drop this slice.
+        if ws.cursor.height != expected || !continues(&ws.cursor, &blocks) {
+            // Another pass moved the cursor meanwhile, or the slice does not hang from the
+            // block stored at its height (issue 40): drop it; the next pass scans from the
+            // cursor and finds a reorg there, if that is why.
             return Ok(());
         }
         let mut scopes = Scopes::new(reg, lw.scope, attempts);
@@ -848,13 +870,27 @@ fn advance_pending(
     Ok(())
 }
 
-/// Walks back from the cursor's height to the newest remembered block the chain still has
-/// with the same hash. `None`: the fork is deeper than the memory (operator attention).
+/// The fork point: walking back the stored hashes from the cursor's block, the newest one
+/// the node's canonical chain still has, confirmed by the node's next block hanging from it
+/// (issue 40: never assumed from a range being scanned; a node that answers from two views
+/// of the chain during the walk, a pool behind a load balancer or a reorg under way, cannot
+/// make it too high: a candidate whose next block on the node does not descend from it is
+/// passed over). `None`: the fork is deeper than the memory (operator attention).
 async fn fork_point(w: &ChainWorker, cursor: &Cursor) -> anyhow::Result<Option<u64>> {
     for (n, h) in cursor.recent.iter().rev() {
-        match w.client.block(*n).await? {
-            Some(b) if b.hash == *h => return Ok(Some(*n)),
-            _ => continue,
+        let Some(b) = w.client.block(*n).await? else {
+            continue;
+        };
+        if b.hash != *h {
+            continue;
+        }
+        match w.client.block(*n + 1).await? {
+            // The node's chain continues from our block: it is on the node's chain.
+            Some(next) if next.parent_hash == *h => return Ok(Some(*n)),
+            // The node's block after it hangs from another block: not on its chain now.
+            Some(_) => continue,
+            // The node's head is our block (or the node is behind): it has no other.
+            None => return Ok(Some(*n)),
         }
     }
     Ok(None)
@@ -894,11 +930,50 @@ async fn reorg(state: &AppState, w: &ChainWorker, ws: WatchState) -> anyhow::Res
             }
             ctx.evm_block_deposits_clear(&key, n)?;
         }
+        follow_sends_above(ctx, &key, fork)?;
         ws.cursor.rewind(fork);
         save_watch(ctx, &key, &ws)?;
         Ok(())
     })
     .await
+}
+
+/// Sends of the master wallet mined above `fork` that the sender no longer follows (done:
+/// deeper than `reconcile::track_depth` when it last looked) are followed again, in the
+/// reorg's own transaction, so every sweep and payout above the fork point is re-checked
+/// against the chain (issue 40): a receipt the reorg removed is rebroadcast, as for a
+/// shallow reorg. Sends are mined in nonce order, so the walk down from the newest stops
+/// at the first one mined at or below the fork.
+fn follow_sends_above(ctx: &mut WriteCtx<'_>, key: &str, fork: u64) -> Result<usize, Fault> {
+    let mut n = super::store::stored_nonce(ctx, key)?;
+    let mut reopened = 0;
+    while n > 0 {
+        n -= 1;
+        let Some(mut tx) = super::store::out_tx(ctx, key, n)? else {
+            continue;
+        };
+        let Some(block) = tx.mined.as_ref().map(|m| m.block) else {
+            continue;
+        };
+        if block <= fork {
+            break;
+        }
+        if tx.done {
+            tx.done = false;
+            super::store::put_tx(ctx, key, &tx)?;
+            ctx.evm_pending_set(key, n, true)?;
+            reopened += 1;
+        }
+    }
+    if reopened > 0 {
+        tracing::warn!(
+            key,
+            fork,
+            sends = reopened,
+            "a reorg deeper than the sender follows: its sends above the fork are checked again"
+        );
+    }
+    Ok(reopened)
 }
 
 #[cfg(test)]

@@ -1,0 +1,1045 @@
+//! The invariants, checked after every step, at every settling and after every restart.
+//!
+//! After every step:
+//! * every tenant's new events follow its last one by exactly one sequence number (none
+//!   twice, none skipped, none lost across a crash);
+//! * every deposit row is a transfer a payer made, to that wallet, of that amount, and one
+//!   transfer has at most one deposit that is not `failed` or `orphaned`;
+//! * per project and (chain, asset) the accounts sum to zero, no `available` or `locked`
+//!   balance is negative, and every customer's `available` and `locked` and every
+//!   project's `receivable` equal the model's, which applies the ledger's rules to the
+//!   money each event moves, in order ([`super::model::Model::apply`]);
+//! * no payout has been paid twice (its own address holds 0 or its amount), and a canceled
+//!   or rejected one not at all;
+//! * after a worker step whose watcher caught up with nothing changing under it, the
+//!   deposits of that chain are exactly what the chain holds up to the watcher's block:
+//!   every transfer in a canonical block is `detected` or `confirmed` by its depth, and
+//!   nothing else is (a reorged credit left in place, or a transfer missed, fails here).
+//!
+//! At every settling (faults off, blocks mined until nothing is in flight): the same chain
+//! check at the head; no deposit still `detected`; every deposit address holds on chain
+//! exactly what the ledger's holdings say, and the master wallet exactly the treasury's
+//! tokens; every confirmed payout paid once, every other one not at all.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use appliance_chains::evm::{Address, B256, U256};
+use uuid::Uuid;
+
+use appliance_storage::ledger::{Account, AccountKind};
+use appliance_storage::records::{Customer, Deposit, Payout, Wallet};
+use appliance_storage::{ReadOps, ScanOps};
+
+use super::model::{DepositSeen, Movement, PayoutM, Position};
+use super::{Sim, CHAINS};
+use crate::workers::chain::store::load_watch;
+
+/// Rounds of mining and worker steps a settling may take before it is a failure (nothing
+/// in flight may stay in flight with a healthy node).
+const SETTLE_ROUNDS: u64 = 400;
+
+/// A deposit row as the harness keeps it.
+fn seen(d: &Deposit) -> Option<DepositSeen> {
+    Some(DepositSeen {
+        id: d.id,
+        tx_hash: d.tx_hash.parse::<B256>().ok()?,
+        to: d.to_address.parse::<Address>().ok()?,
+        invoice: d.invoice_id,
+        status: d.status.as_str().to_string(),
+        amount: d.amount,
+        asset: d.asset.clone(),
+        wallet: d.wallet_id,
+        block: d.block_number,
+    })
+}
+
+impl Sim {
+    /// Everything checked after a step.
+    pub(super) async fn after_step(&mut self) -> anyhow::Result<()> {
+        self.read_events().await?;
+        self.refresh_open().await?;
+        self.check_deposit_rows();
+        for chain in std::mem::take(&mut self.pending_sync) {
+            let height = self.watcher_height(chain).await?;
+            if let Some(h) = height {
+                self.check_chain_deposits(chain, h).await?;
+            }
+        }
+        self.check_ledger().await?;
+        self.check_payouts_paid_once(false).await;
+        Ok(())
+    }
+
+    /// Reads every tenant's events after the last one read: each must be the next
+    /// sequence. The rows of the deposits and payouts they name are read back into the
+    /// model, and the money each event moves is applied to the model's balances in order.
+    async fn read_events(&mut self) -> anyhow::Result<()> {
+        for ti in 0..self.model.tenants.len() {
+            let (project, mut last) = (
+                self.model.tenants[ti].id,
+                self.model.tenants[ti].last_sequence,
+            );
+            loop {
+                let page = self
+                    .node()
+                    .store()
+                    .read(move |r| r.list_log(project, &[], None, Some(last), 500, true, true))
+                    .await?;
+                let n = page.items.len();
+                let mut events = Vec::new();
+                for ev in page.items {
+                    if ev.sequence != last + 1 {
+                        self.fail(format!(
+                            "events of {project}: sequence {} follows {last}",
+                            ev.sequence
+                        ));
+                        return Ok(());
+                    }
+                    last = ev.sequence;
+                    if let Ok(id) = ev.resource_id.parse::<Uuid>() {
+                        events.push((ev.event_type, id));
+                    }
+                }
+                self.model.tenants[ti].last_sequence = last;
+                let deposits = events
+                    .iter()
+                    .filter(|(t, _)| t.starts_with("deposit."))
+                    .map(|(_, id)| *id)
+                    .collect();
+                let payouts = events
+                    .iter()
+                    .filter(|(t, _)| t.starts_with("payout."))
+                    .map(|(_, id)| *id)
+                    .collect();
+                let (ds, ps) = self.load_rows(deposits, payouts).await?;
+                for (ty, id) in &events {
+                    let m = match ty.as_str() {
+                        "deposit.confirmed" | "deposit.orphaned" => {
+                            let Some(d) = ds.get(id) else { continue };
+                            if d.funding {
+                                continue;
+                            }
+                            let k = (
+                                d.project_id,
+                                d.customer_id,
+                                d.chain.clone(),
+                                d.asset.clone(),
+                            );
+                            if ty == "deposit.confirmed" {
+                                Movement::Credited(k, d.amount)
+                            } else {
+                                Movement::Reversed(k, d.amount)
+                            }
+                        }
+                        "payout.created" | "payout.confirmed" | "payout.failed"
+                        | "payout.canceled" | "payout.rejected" => {
+                            let Some(p) = ps.get(id) else { continue };
+                            let k = (
+                                p.project_id,
+                                p.customer_id.unwrap_or_default(),
+                                p.chain.clone(),
+                                p.asset.clone(),
+                            );
+                            match ty.as_str() {
+                                "payout.created" => Movement::Locked(k, p.amount),
+                                "payout.confirmed" => Movement::Paid(k, p.amount),
+                                _ => Movement::Released(k, p.amount),
+                            }
+                        }
+                        _ => continue,
+                    };
+                    if let Err(e) = self.model.apply(&m) {
+                        self.fail(format!("{ty} of {id}: {e}"));
+                    }
+                }
+                if n < 500 {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads deposit and payout rows into the model; returns them by id.
+    async fn load_rows(
+        &mut self,
+        deposits: Vec<Uuid>,
+        payouts: Vec<Uuid>,
+    ) -> anyhow::Result<(BTreeMap<Uuid, Deposit>, BTreeMap<Uuid, Payout>)> {
+        if deposits.is_empty() && payouts.is_empty() {
+            return Ok(Default::default());
+        }
+        let (ds, ps) = self
+            .node()
+            .store()
+            .read(move |r| {
+                let mut ds = BTreeMap::new();
+                for id in deposits {
+                    if let Some(d) = r.get::<Deposit>(id)? {
+                        ds.insert(id, d);
+                    }
+                }
+                let mut ps = BTreeMap::new();
+                for id in payouts {
+                    if let Some(p) = r.get::<Payout>(id)? {
+                        ps.insert(id, p);
+                    }
+                }
+                Ok((ds, ps))
+            })
+            .await?;
+        for d in ds.values() {
+            match seen(d) {
+                Some(s) => {
+                    self.model.deposits.insert(d.id, s);
+                }
+                None => self.fail(format!("deposit {} has tx hash {:?}", d.id, d.tx_hash)),
+            }
+        }
+        for p in ps.values() {
+            match self.model.payouts.get_mut(&p.id) {
+                Some(m) => m.status = p.status.as_str().to_string(),
+                // A payout the appliance made itself (a checkout refund).
+                None => {
+                    let chain = CHAINS.iter().map(|(c, _)| *c).find(|c| *c == p.chain);
+                    if let (Some(chain), Ok(to)) = (chain, p.to_address.parse::<Address>()) {
+                        self.model.payouts.insert(
+                            p.id,
+                            PayoutM {
+                                id: p.id,
+                                project: p.project_id,
+                                customer: p.customer_id.unwrap_or_default(),
+                                chain,
+                                asset: p.asset.clone(),
+                                amount: p.amount,
+                                to,
+                                idempotency_key: String::new(),
+                                asked_us: 0,
+                                status: p.status.as_str().to_string(),
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        Ok((ds, ps))
+    }
+
+    /// Reads again the payouts not yet final and the deposits still `detected` (a change
+    /// without an event would otherwise go unseen until the next full scan).
+    async fn refresh_open(&mut self) -> anyhow::Result<()> {
+        let payouts: Vec<Uuid> = self
+            .model
+            .payouts
+            .values()
+            .filter(|p| !p.is_final())
+            .map(|p| p.id)
+            .collect();
+        let deposits: Vec<Uuid> = self
+            .model
+            .deposits
+            .values()
+            .filter(|d| d.status == "detected")
+            .map(|d| d.id)
+            .collect();
+        self.load_rows(deposits, payouts).await?;
+        // An invoice's payments are announced by invoice events (not one per deposit): its
+        // deposits are read by the invoice.
+        let invoices: Vec<(Uuid, Uuid)> = self
+            .model
+            .invoices
+            .values()
+            .map(|i| (i.project, i.id))
+            .collect();
+        if invoices.is_empty() {
+            return Ok(());
+        }
+        let rows = self
+            .node()
+            .store()
+            .read(move |r| {
+                let mut out = Vec::new();
+                for (p, i) in invoices {
+                    let prefix = appliance_storage::index::prefix(
+                        appliance_storage::index::IndexTag::DepositsByInvoice,
+                        p,
+                        &[i.as_bytes()],
+                    );
+                    out.extend(r.list::<Deposit>(&prefix, None, 1_000, |_| true)?.items);
+                }
+                Ok(out)
+            })
+            .await?;
+        for d in rows {
+            match seen(&d) {
+                Some(s) => {
+                    self.model.deposits.insert(d.id, s);
+                }
+                None => self.fail(format!("deposit {} has tx hash {:?}", d.id, d.tx_hash)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Every deposit row is a payer's transfer to that wallet, of that asset and amount;
+    /// one transfer has at most one deposit that is not `failed` or `orphaned`.
+    fn check_deposit_rows(&mut self) {
+        let mut live: BTreeMap<B256, Uuid> = BTreeMap::new();
+        let mut bad = Vec::new();
+        for d in self.model.deposits.values() {
+            let Some(t) = self.model.transfers.get(&d.tx_hash) else {
+                bad.push(format!(
+                    "deposit {} is no transfer a payer made: {d:?}",
+                    d.id
+                ));
+                continue;
+            };
+            if t.to != d.to || t.amount != d.amount || t.asset != d.asset {
+                bad.push(format!(
+                    "deposit {} does not match its transfer: {d:?} vs {t:?}",
+                    d.id
+                ));
+            }
+            if matches!(d.status.as_str(), "detected" | "confirmed") {
+                if let Some(other) = live.insert(d.tx_hash, d.id) {
+                    bad.push(format!(
+                        "transfer {:#x} has two live deposits: {other} and {}",
+                        d.tx_hash, d.id
+                    ));
+                }
+            }
+        }
+        for b in bad {
+            self.fail(b);
+        }
+    }
+
+    /// The watcher's stored block on `chain`, when it is the chain's canonical block there
+    /// (after a worker step that caught up with nothing changing under it, it must be).
+    async fn watcher_height(&mut self, chain: &'static str) -> anyhow::Result<Option<u64>> {
+        let key = chain.to_string();
+        let ws = self
+            .node()
+            .store()
+            .read(move |r| load_watch(r, &key))
+            .await?;
+        let Some(h) = ws.cursor.height else {
+            return Ok(None);
+        };
+        let canonical = self.world.chains[chain]
+            .sim
+            .chain_state()
+            .lock()
+            .await
+            .block(h)
+            .map(|b| b.hash);
+        if canonical != ws.cursor.hash_at(h) {
+            self.fail(format!(
+                "{chain}: the watcher caught up at block {h} {:?}, which is not the chain's ({canonical:?})",
+                ws.cursor.hash_at(h)
+            ));
+            return Ok(None);
+        }
+        Ok(Some(h))
+    }
+
+    /// The deposits of `chain` are exactly the payers' transfers in canonical blocks up to
+    /// `height`: `confirmed` at the chain's confirmations, `detected` below them.
+    async fn check_chain_deposits(
+        &mut self,
+        chain: &'static str,
+        height: u64,
+    ) -> anyhow::Result<()> {
+        let conf = u64::from(self.confirmations(chain));
+        let mut live: BTreeMap<B256, &DepositSeen> = BTreeMap::new();
+        for d in self.model.deposits.values() {
+            if matches!(d.status.as_str(), "detected" | "confirmed") {
+                live.insert(d.tx_hash, d);
+            }
+        }
+        let mut bad = Vec::new();
+        {
+            let c = self.world.chains[chain].sim.chain_state().lock().await;
+            for t in self.model.transfers.values().filter(|t| t.chain == chain) {
+                let mined = c
+                    .receipt(t.hash)
+                    .filter(|r| r.success && r.block_number <= height)
+                    .map(|r| r.block_number);
+                let want = mined.map(|b| {
+                    if height + 1 - b >= conf {
+                        "confirmed"
+                    } else {
+                        "detected"
+                    }
+                });
+                let have = live.get(&t.hash);
+                match (want, have) {
+                    (None, None) => {}
+                    (Some(w), Some(d)) if d.status == w && Some(d.block) == mined => {}
+                    (w, d) => bad.push(format!(
+                        "{chain} at block {height}: transfer {:#x} ({} {}) mined in {mined:?} should be {} but its deposit is {}",
+                        t.hash,
+                        t.amount,
+                        t.asset,
+                        w.unwrap_or("absent"),
+                        d.map(|d| format!("{} (block {}, id {})", d.status, d.block, d.id))
+                            .unwrap_or_else(|| "absent".into())
+                    )),
+                }
+            }
+        }
+        for b in bad {
+            self.fail(b);
+        }
+        Ok(())
+    }
+
+    /// Ledger sums, and every customer's `available` and `locked` and every project's
+    /// `receivable` against the model.
+    async fn check_ledger(&mut self) -> anyhow::Result<()> {
+        let projects: Vec<Uuid> = self.model.tenants.iter().map(|t| t.id).collect();
+        let accounts = self
+            .node()
+            .store()
+            .read(move |r| {
+                let mut all = Vec::new();
+                for p in projects {
+                    all.extend(r.project_accounts(p)?);
+                }
+                Ok(all)
+            })
+            .await?;
+        let mut sums: BTreeMap<(Uuid, String, String), i128> = BTreeMap::new();
+        let mut have: BTreeMap<Position, (u128, u128)> = BTreeMap::new();
+        let mut recv: BTreeMap<(Uuid, String, String), u128> = BTreeMap::new();
+        let mut own: BTreeMap<(Uuid, String, String), i128> = BTreeMap::new();
+        let mut bad = Vec::new();
+        for (a, b) in &accounts {
+            *sums
+                .entry((a.project_id, a.chain.clone(), a.asset.clone()))
+                .or_default() += b.credits as i128 - b.debits as i128;
+            if a.kind.is_credit_normal() && b.debits > b.credits {
+                bad.push(format!("account {a:?} is negative: {b:?}"));
+            }
+            let k = (
+                a.project_id,
+                a.customer_id,
+                a.chain.clone(),
+                a.asset.clone(),
+            );
+            match a.kind {
+                AccountKind::Available if !a.customer_id.is_nil() => {
+                    have.entry(k).or_default().0 = b.credit_balance();
+                }
+                AccountKind::Locked if !a.customer_id.is_nil() => {
+                    have.entry(k).or_default().1 = b.credit_balance();
+                }
+                AccountKind::Available | AccountKind::Locked => {
+                    *own.entry((a.project_id, a.chain.clone(), a.asset.clone()))
+                        .or_default() += b.credits as i128 - b.debits as i128;
+                }
+                AccountKind::Receivable => {
+                    let r = b.debits.saturating_sub(b.credits);
+                    if r > 0 || !a.customer_id.is_nil() {
+                        *recv
+                            .entry((a.project_id, a.chain.clone(), a.asset.clone()))
+                            .or_default() += r;
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (k, s) in sums {
+            if s != 0 {
+                bad.push(format!(
+                    "project {} {} {}: accounts sum to {s}, not 0",
+                    k.0, k.1, k.2
+                ));
+            }
+        }
+        let keys: BTreeSet<Position> = self
+            .model
+            .balances
+            .keys()
+            .chain(have.keys())
+            .cloned()
+            .collect();
+        for k in keys {
+            let e = self.model.balances.get(&k).copied().unwrap_or_default();
+            let h = have.get(&k).copied().unwrap_or_default();
+            if e != h {
+                bad.push(format!(
+                    "customer {} of {} on {} {}: the ledger holds available {} locked {}, the model {} and {}",
+                    k.1, k.0, k.2, k.3, h.0, h.1, e.0, e.1
+                ));
+            }
+        }
+        // The project's receivable holds its customers' shortfalls (the model's) and its own
+        // (an invoice payment taken back after the merchant's funds were spent or held).
+        let keys: BTreeSet<_> = self
+            .model
+            .receivable
+            .keys()
+            .chain(recv.keys())
+            .chain(own.keys())
+            .cloned()
+            .collect();
+        // The project's own funds: invoice payments confirmed, less its payouts (refunds) paid.
+        let mut own_want: BTreeMap<(Uuid, String, String), i128> = BTreeMap::new();
+        for d in self.model.deposits.values() {
+            if d.status != "confirmed" {
+                continue;
+            }
+            if let (Some(i), Some(t)) = (d.invoice, self.model.transfers.get(&d.tx_hash)) {
+                if let Some(inv) = self.model.invoices.get(&i) {
+                    *own_want
+                        .entry((inv.project, t.chain.to_string(), d.asset.clone()))
+                        .or_default() += d.amount as i128;
+                }
+            }
+        }
+        for p in self.model.payouts.values() {
+            if p.customer.is_nil() && p.status == "confirmed" {
+                *own_want
+                    .entry((p.project, p.chain.to_string(), p.asset.clone()))
+                    .or_default() -= p.amount as i128;
+            }
+        }
+        let keys: BTreeSet<_> = keys.into_iter().chain(own_want.keys().cloned()).collect();
+        for k in keys {
+            let customers = self.model.receivable.get(&k).copied().unwrap_or_default();
+            let total = recv.get(&k).copied().unwrap_or_default();
+            let Some(own_recv) = total.checked_sub(customers) else {
+                bad.push(format!(
+                    "project {} on {} {}: receivable {total} in the ledger, its customers' shortfalls alone are {customers}",
+                    k.0, k.1, k.2
+                ));
+                continue;
+            };
+            let held = own.get(&k).copied().unwrap_or_default() - own_recv as i128;
+            let want = own_want.get(&k).copied().unwrap_or_default();
+            if held != want {
+                bad.push(format!(
+                    "project {} on {} {}: its own funds are {held} in the ledger (receivable {own_recv} of its own), {want} in the model",
+                    k.0, k.1, k.2
+                ));
+            }
+        }
+        for b in bad {
+            self.fail(b);
+        }
+        Ok(())
+    }
+
+    /// The on-chain balance of `owner` in `asset` of `chain`.
+    async fn chain_balance(&self, chain: &str, owner: Address, asset: &str) -> u128 {
+        let wc = &self.world.chains[chain];
+        let token = wc.tokens.get(asset).copied();
+        let c = wc.sim.chain_state().lock().await;
+        let v: U256 = c.balance(owner, token);
+        u128::try_from(v).unwrap_or(u128::MAX)
+    }
+
+    /// No payout paid twice; a canceled or rejected one never. With `settled`: a
+    /// confirmed payout paid exactly once, every other one not at all.
+    ///
+    /// A confirmed payout that a reorg undid is owed until the master wallet can pay it
+    /// again: at a settling it may be unpaid only while the master wallet holds less than
+    /// its amount (the treasury check counts it as owed).
+    async fn check_payouts_paid_once(&mut self, settled: bool) {
+        let payouts: Vec<_> = self.model.payouts.values().cloned().collect();
+        let master = self.signer.evm_master_address();
+        let mut bad = Vec::new();
+        for p in payouts {
+            let got = self.chain_balance(p.chain, p.to, &p.asset).await;
+            let ok = if got > p.amount || (got != 0 && got != p.amount) {
+                false
+            } else if matches!(p.status.as_str(), "canceled" | "rejected") {
+                got == 0
+            } else if settled && p.status == "confirmed" && got == 0 {
+                self.chain_balance(p.chain, master, &p.asset).await < p.amount
+            } else if settled {
+                (p.status == "confirmed") == (got == p.amount)
+            } else {
+                true
+            };
+            if !ok {
+                bad.push(format!(
+                    "payout {} ({}, {} {} on {}) has paid {got} to its address; {}",
+                    p.id,
+                    p.status,
+                    p.amount,
+                    p.asset,
+                    p.chain,
+                    self.send_history(p.chain, p.id).await
+                ));
+            }
+        }
+        for b in bad {
+            self.fail(b);
+        }
+    }
+
+    /// The sender's rows for resource `id` on `chain` and what the chain says of each
+    /// version (for a failure report).
+    async fn send_history(&self, chain: &'static str, id: Uuid) -> String {
+        let key = chain.to_string();
+        let rows = self
+            .node()
+            .store()
+            .read(move |r| {
+                let next = crate::workers::chain::store::stored_nonce(r, &key)?;
+                let mut out = Vec::new();
+                for n in 0..next {
+                    if let Some(t) = crate::workers::chain::store::out_tx(r, &key, n)? {
+                        if t.ref_id == id {
+                            out.push(t);
+                        }
+                    }
+                }
+                Ok(out)
+            })
+            .await
+            .unwrap_or_default();
+        let c = self.world.chains[chain].sim.chain_state().lock().await;
+        let mut s = Vec::new();
+        for t in rows {
+            let versions: Vec<String> = t
+                .versions()
+                .iter()
+                .map(|(h, filler)| {
+                    let r = h.parse::<B256>().ok().and_then(|h| c.receipt(h));
+                    format!(
+                        "{}{} {}",
+                        &h[..10],
+                        if *filler { " (filler)" } else { "" },
+                        match r {
+                            Some(r) => format!("mined in {} success {}", r.block_number, r.success),
+                            None => "not mined".into(),
+                        }
+                    )
+                })
+                .collect();
+            s.push(format!(
+                "nonce {} done {} settled {:?} mined {:?} versions [{}]",
+                t.nonce,
+                t.done,
+                t.settled,
+                t.mined.as_ref().map(|m| m.block),
+                versions.join(", ")
+            ));
+        }
+        s.join("; ")
+    }
+
+    /// Takes every fault away, mines and runs the workers until nothing is in flight, asks
+    /// for a sweep of everything the ledger holds on any address and runs until those are
+    /// done too, then compares the chains with the ledger address by address.
+    pub(super) async fn settle(&mut self) -> anyhow::Result<()> {
+        for c in self.world.chains.values() {
+            *c.faults.lock().expect("lock") = Default::default();
+        }
+        if !self.run_until_quiet(false).await? {
+            return Ok(());
+        }
+        self.request_every_sweep().await?;
+        if !self.run_until_quiet(true).await? {
+            return Ok(());
+        }
+        for (chain, _) in CHAINS {
+            let h = self.world.chains[chain].head().await;
+            match self.watcher_height(chain).await? {
+                Some(w) if w == h => self.check_chain_deposits(chain, h).await?,
+                other => self.fail(format!(
+                    "{chain}: settled with the watcher at {other:?}, the head at {h}"
+                )),
+            }
+        }
+        self.check_payouts_paid_once(true).await;
+        self.check_holdings().await?;
+        self.note(format!("settled at heights {}", self.heights().await));
+        Ok(())
+    }
+
+    /// Mines a block on every chain and runs its worker, round after round, until nothing
+    /// is in flight for more rounds than the deepest confirmations (with `sweeps`: no sweep
+    /// open with an amount or submitted either). `false` (and a failure) when that takes
+    /// more than [`SETTLE_ROUNDS`].
+    async fn run_until_quiet(&mut self, sweeps: bool) -> anyhow::Result<bool> {
+        let max_conf = CHAINS.iter().map(|(_, c)| u64::from(*c)).max().unwrap_or(1);
+        let mut quiet_rounds = 0;
+        for _ in 0..SETTLE_ROUNDS {
+            for (chain, _) in CHAINS {
+                self.world.chains[chain].mine(1).await;
+                self.node_mut().work(chain).await;
+            }
+            self.after_step().await?;
+            if !self.failures.is_empty() {
+                return Ok(false);
+            }
+            sources::advance_us(1_000_000);
+            if self.in_flight(sweeps).await?.is_empty() {
+                quiet_rounds += 1;
+                if quiet_rounds > max_conf + 2 {
+                    return Ok(true);
+                }
+            } else {
+                quiet_rounds = 0;
+            }
+        }
+        let what = self.in_flight(sweeps).await?;
+        self.fail(format!(
+            "nothing settles after {SETTLE_ROUNDS} rounds: {what}"
+        ));
+        Ok(false)
+    }
+
+    /// `POST /v1/sweeps` for every (address, asset) the ledger holds something on (a
+    /// sweep goes out whatever the threshold when asked for).
+    async fn request_every_sweep(&mut self) -> anyhow::Result<()> {
+        let mut wallets: BTreeMap<Uuid, (Uuid, &'static str)> = BTreeMap::new();
+        for (project, _, chain, w) in self.model.wallets() {
+            wallets.insert(w.id, (project, chain));
+        }
+        for d in self.model.deposits.values() {
+            if let (Some(i), Some(t)) = (d.invoice, self.model.transfers.get(&d.tx_hash)) {
+                if let Some(inv) = self.model.invoices.get(&i) {
+                    wallets.insert(d.wallet, (inv.project, t.chain));
+                }
+            }
+        }
+        for (wid, (project, chain)) in wallets {
+            let wc = &self.world.chains[chain];
+            let mut assets = vec![wc.native_symbol.clone()];
+            assets.extend(wc.tokens.keys().cloned());
+            let key = self
+                .model
+                .tenant(project)
+                .expect("tenant")
+                .wallet_key
+                .clone();
+            for asset in assets {
+                let a = asset.clone();
+                let held = self
+                    .node()
+                    .store()
+                    .read(move |r| r.holding(wid, &a))
+                    .await?;
+                if held == 0 {
+                    continue;
+                }
+                let ans = self
+                    .node()
+                    .call(
+                        axum::http::Method::POST,
+                        "/v1/sweeps",
+                        Some(&key),
+                        Some(&serde_json::json!({"wallet_id": wid, "asset": asset})),
+                        None,
+                    )
+                    .await?;
+                if ans.status >= 300 {
+                    self.fail(format!(
+                        "POST /v1/sweeps {wid} {asset} while settling: {} {}",
+                        ans.status, ans.body
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn heights(&self) -> String {
+        let mut s = Vec::new();
+        for (id, c) in &self.world.chains {
+            s.push(format!("{id} {}", c.head().await));
+        }
+        s.join(", ")
+    }
+
+    /// What is still in flight: transactions pending on a chain, payouts queued, signing or
+    /// submitted, deposits still detected; with `sweeps`, sweeps open with an amount or
+    /// submitted. Empty when nothing is.
+    async fn in_flight(&self, sweeps: bool) -> anyhow::Result<String> {
+        use appliance_storage::records::Sweep;
+        let mut out = Vec::new();
+        for (id, c) in &self.world.chains {
+            let n = c.sim.chain_state().lock().await.pending().len();
+            if n > 0 {
+                out.push(format!("{id}: {n} pending"));
+            }
+        }
+        for p in self.model.payouts.values() {
+            if matches!(p.status.as_str(), "queued" | "signing" | "submitted") {
+                out.push(format!("payout {} {}", p.id, p.status));
+            }
+        }
+        for d in self.model.deposits.values() {
+            if d.status == "detected" {
+                out.push(format!("deposit {} detected", d.id));
+            }
+        }
+        if sweeps {
+            let rows = self.node().store().read(|r| r.all::<Sweep>()).await?;
+            for sw in rows {
+                let open = sw.status.as_str() == "open" && sw.amount > 0;
+                if open || sw.status.as_str() == "submitted" {
+                    out.push(format!(
+                        "sweep {} {} {}",
+                        sw.id,
+                        sw.status.as_str(),
+                        sw.amount
+                    ));
+                }
+            }
+        }
+        Ok(out.join("; "))
+    }
+
+    /// Every deposit address holds on chain what the ledger's holdings say; the master
+    /// wallet holds the tokens the tenants' treasuries say.
+    async fn check_holdings(&mut self) -> anyhow::Result<()> {
+        let mut wallets = self.model.wallets();
+        // The invoices' payment addresses too (their wallets are known from their deposits).
+        let mut seen: BTreeSet<Uuid> = wallets.iter().map(|w| w.3.id).collect();
+        for d in self.model.deposits.values() {
+            if let (Some(i), Some(t)) = (d.invoice, self.model.transfers.get(&d.tx_hash)) {
+                if let Some(inv) = self.model.invoices.get(&i) {
+                    if seen.insert(d.wallet) {
+                        wallets.push((
+                            inv.project,
+                            Uuid::nil(),
+                            t.chain,
+                            super::model::WalletM {
+                                id: d.wallet,
+                                address: d.to,
+                            },
+                        ));
+                    }
+                }
+            }
+        }
+        let mut bad = Vec::new();
+        for (project, _, chain, w) in &wallets {
+            let wc = &self.world.chains[chain];
+            let mut assets = vec![wc.native_symbol.clone()];
+            assets.extend(wc.tokens.keys().cloned());
+            for asset in assets {
+                let (id, a) = (w.id, asset.clone());
+                let ledger = self.node().store().read(move |r| r.holding(id, &a)).await?;
+                let onchain = self.chain_balance(chain, w.address, &asset).await;
+                if ledger != onchain {
+                    bad.push(format!(
+                        "{chain} wallet {} of {project} ({:#x}): the ledger holds {ledger} {asset}, the chain {onchain}",
+                        w.id, w.address
+                    ));
+                }
+            }
+        }
+        let master = self.signer.evm_master_address();
+        for (chain, wc) in &self.world.chains {
+            for asset in wc.tokens.keys() {
+                let projects: Vec<Uuid> = self.model.tenants.iter().map(|t| t.id).collect();
+                let (c, a) = (chain.to_string(), asset.clone());
+                let treasury = self
+                    .node()
+                    .store()
+                    .read(move |r| {
+                        let mut sum = 0i128;
+                        for p in projects {
+                            let b =
+                                r.balance(&Account::project(p, &c, &a, AccountKind::Treasury))?;
+                            sum += b.debits as i128 - b.credits as i128;
+                        }
+                        Ok(sum)
+                    })
+                    .await?;
+                let onchain = self.chain_balance(chain, master, asset).await as i128;
+                // Confirmed payouts a reorg undid, waiting for the funds to pay them again.
+                let mut owed = 0i128;
+                for p in self.model.payouts.values() {
+                    if p.chain == *chain
+                        && &p.asset == asset
+                        && p.status == "confirmed"
+                        && self.chain_balance(chain, p.to, asset).await == 0
+                    {
+                        owed += p.amount as i128;
+                    }
+                }
+                if treasury + owed != onchain {
+                    bad.push(format!(
+                        "{chain}: the treasuries hold {treasury} {asset} (and owe {owed} of payouts undone by reorgs), the master wallet {onchain}; sweeps whose ledger amount is not what they moved: {}",
+                        self.sweeps_moved(chain, asset).await
+                    ));
+                }
+            }
+        }
+        for b in bad {
+            self.fail(b);
+        }
+        Ok(())
+    }
+
+    /// Sweeps of `asset` whose ledger amount and what their transactions moved on chain
+    /// differ (for a failure report).
+    async fn sweeps_moved(&self, chain: &'static str, asset: &str) -> String {
+        use appliance_storage::records::Sweep;
+        let key = chain.to_string();
+        let rows = self
+            .node()
+            .store()
+            .read(move |r| {
+                let next = crate::workers::chain::store::stored_nonce(r, &key)?;
+                let mut out = Vec::new();
+                for n in 0..next {
+                    if let Some(t) = crate::workers::chain::store::out_tx(r, &key, n)? {
+                        if t.kind == crate::workers::chain::store::OutKind::Sweep {
+                            out.push((t.ref_id, t.hashes.clone()));
+                        }
+                    }
+                }
+                let mut sweeps = BTreeMap::new();
+                for (id, _) in &out {
+                    if let Some(s) = r.get::<Sweep>(*id)? {
+                        sweeps.insert(*id, s);
+                    }
+                }
+                Ok((out, sweeps))
+            })
+            .await
+            .unwrap_or_default();
+        let (rows, sweeps) = rows;
+        let Some(token) = self.world.chains[chain].tokens.get(asset).copied() else {
+            return String::new();
+        };
+        let master = self.signer.evm_master_address();
+        let mut moved: BTreeMap<Uuid, u128> = BTreeMap::new();
+        {
+            let c = self.world.chains[chain].sim.chain_state().lock().await;
+            for (id, hashes) in &rows {
+                for h in hashes {
+                    let Ok(h) = h.parse::<B256>() else { continue };
+                    for (t, _, to, v) in c.token_transfers_of(h).unwrap_or_default() {
+                        if t == token && to == master {
+                            *moved.entry(*id).or_default() += u128::try_from(v).unwrap_or(0);
+                        }
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (id, s) in &sweeps {
+            if s.asset != asset {
+                continue;
+            }
+            let ledger = if s.status.as_str() == "confirmed" {
+                s.amount
+            } else {
+                0
+            };
+            let m = moved.get(id).copied().unwrap_or(0);
+            if m != ledger {
+                out.push(format!(
+                    "sweep {id} {} amount {} moved {m}",
+                    s.status.as_str(),
+                    s.amount
+                ));
+            }
+        }
+        out.join(", ")
+    }
+
+    /// `verify` of the whole store, and a full read of the tenants' deposits against what
+    /// their events announced.
+    pub(super) async fn verify(&mut self) -> anyhow::Result<()> {
+        let rep = self
+            .node()
+            .store()
+            .read(appliance_storage::verify::verify)
+            .await?;
+        for v in rep.violations.iter().take(5) {
+            self.fail(format!("verify: {v}"));
+        }
+        let rows = self.node().store().read(|r| r.all::<Deposit>()).await?;
+        let mut bad = Vec::new();
+        for d in rows {
+            match (self.model.deposits.get(&d.id), seen(&d)) {
+                (Some(m), Some(s)) if *m == s => {}
+                (m, s) => bad.push(format!(
+                    "deposit {} reads {s:?}, its events announced {m:?}",
+                    d.id
+                )),
+            }
+        }
+        for b in bad {
+            self.fail(b);
+        }
+        Ok(())
+    }
+
+    /// After a restart: every customer, wallet and payout acknowledged before is there, no
+    /// final payout changed, no event was lost.
+    pub(super) async fn check_survivors(&mut self) -> anyhow::Result<()> {
+        let customers: Vec<(Uuid, Vec<Uuid>)> = self
+            .model
+            .tenants
+            .iter()
+            .flat_map(|t| t.customers.iter())
+            .map(|c| (c.id, c.wallets.values().map(|w| w.id).collect()))
+            .collect();
+        let payouts: Vec<(Uuid, String, bool)> = self
+            .model
+            .payouts
+            .values()
+            .map(|p| (p.id, p.status.clone(), p.is_final()))
+            .collect();
+        let sequences: Vec<(Uuid, u64)> = self
+            .model
+            .tenants
+            .iter()
+            .map(|t| (t.id, t.last_sequence))
+            .collect();
+        let bad = self
+            .node()
+            .store()
+            .read(move |r| {
+                let mut bad = Vec::new();
+                for (c, ws) in customers {
+                    if r.get::<Customer>(c)?.is_none() {
+                        bad.push(format!("customer {c} is gone after a restart"));
+                    }
+                    for w in ws {
+                        if r.get::<Wallet>(w)?.is_none() {
+                            bad.push(format!("wallet {w} is gone after a restart"));
+                        }
+                    }
+                }
+                for (id, status, fin) in payouts {
+                    match r.get::<Payout>(id)? {
+                        None => bad.push(format!("payout {id} is gone after a restart")),
+                        Some(p) if fin && p.status.as_str() != status => bad.push(format!(
+                            "payout {id} was {status}, reads {} after a restart",
+                            p.status.as_str()
+                        )),
+                        Some(_) => {}
+                    }
+                }
+                for (p, seq) in sequences {
+                    let last = r.last_sequence(p)?;
+                    if last < seq {
+                        bad.push(format!(
+                            "events of {p} end at {last} after a restart, {seq} were read before"
+                        ));
+                    }
+                }
+                Ok(bad)
+            })
+            .await?;
+        for b in bad {
+            self.fail(b);
+        }
+        Ok(())
+    }
+}
+
+use appliance_storage::sources;

@@ -1,0 +1,978 @@
+//! The operations of a simulation and the swarm that weighs them.
+//!
+//! Every operation is what a user of the real thing does or suffers: a tenant's API call
+//! (through the router, with its keys), a payer's transfer, a chain event, a clock jump, a
+//! worker step, a crash. Each one updates the harness's model with what it asked for; what
+//! the appliance did about it is read back after the step (`checks`).
+
+use std::collections::BTreeMap;
+
+use appliance_chains::evm::{Address, B256, U256};
+use axum::http::Method;
+use serde_json::json;
+use uuid::Uuid;
+
+use appliance_chains::sim::Inject;
+use appliance_storage::sources;
+
+use super::model::{CustomerM, InvoiceM, PayoutM, Tenant, TransferM, WalletM};
+use super::rng;
+use super::world::NodeFaults;
+use super::{Sim, CHAINS};
+use crate::operator::{ProjectSet, Request};
+
+/// Every kind of operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum OpKind {
+    NewCustomer,
+    NewWallet,
+    Deposit,
+    Mine,
+    Reorg,
+    DeepReorg,
+    DropTx,
+    NodeFault,
+    Payout,
+    PayoutRetry,
+    Approve,
+    Reject,
+    Cancel,
+    SweepRequest,
+    NewInvoice,
+    PayInvoice,
+    CancelInvoice,
+    Refund,
+    Clock,
+    Work,
+    Expire,
+    Crash,
+}
+
+const ALL: [OpKind; 22] = [
+    OpKind::NewCustomer,
+    OpKind::NewWallet,
+    OpKind::Deposit,
+    OpKind::Mine,
+    OpKind::Reorg,
+    OpKind::DeepReorg,
+    OpKind::DropTx,
+    OpKind::NodeFault,
+    OpKind::Payout,
+    OpKind::PayoutRetry,
+    OpKind::Approve,
+    OpKind::Reject,
+    OpKind::Cancel,
+    OpKind::SweepRequest,
+    OpKind::NewInvoice,
+    OpKind::PayInvoice,
+    OpKind::CancelInvoice,
+    OpKind::Refund,
+    OpKind::Clock,
+    OpKind::Work,
+    OpKind::Expire,
+    OpKind::Crash,
+];
+
+impl OpKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::NewCustomer => "new_customer",
+            OpKind::NewWallet => "new_wallet",
+            OpKind::Deposit => "deposit",
+            OpKind::Mine => "mine",
+            OpKind::Reorg => "reorg",
+            OpKind::DeepReorg => "deep_reorg",
+            OpKind::DropTx => "drop_tx",
+            OpKind::NodeFault => "node_fault",
+            OpKind::Payout => "payout",
+            OpKind::PayoutRetry => "payout_retry",
+            OpKind::Approve => "approve",
+            OpKind::Reject => "reject",
+            OpKind::Cancel => "cancel",
+            OpKind::SweepRequest => "sweep_request",
+            OpKind::NewInvoice => "new_invoice",
+            OpKind::PayInvoice => "pay_invoice",
+            OpKind::CancelInvoice => "cancel_invoice",
+            OpKind::Refund => "refund",
+            OpKind::Clock => "clock",
+            OpKind::Work => "work",
+            OpKind::Expire => "expire",
+            OpKind::Crash => "crash",
+        }
+    }
+
+    /// Operations every run keeps (without them nothing happens to check).
+    fn core(self) -> bool {
+        matches!(
+            self,
+            OpKind::NewCustomer
+                | OpKind::NewWallet
+                | OpKind::Deposit
+                | OpKind::Mine
+                | OpKind::Payout
+                | OpKind::Work
+        )
+    }
+}
+
+/// Which operations a run uses and how often: drawn from the seed (swarm testing).
+#[derive(Debug, Clone)]
+pub struct Swarm {
+    weights: Vec<(OpKind, u64)>,
+    total: u64,
+}
+
+impl Swarm {
+    /// Each operation that is not core is off with a chance of one in four; the others get a
+    /// weight from 1 to 10 (the workers and blocks more, so the chain keeps moving).
+    pub fn draw() -> Swarm {
+        let mut weights = Vec::new();
+        for k in ALL {
+            if !k.core() && rng::chance(250) {
+                continue;
+            }
+            let base = rng::between(1, 10);
+            let w = match k {
+                OpKind::Work => base * 4 + 10,
+                OpKind::Mine => base * 2 + 5,
+                OpKind::Crash | OpKind::DeepReorg => base.div_ceil(4),
+                _ => base,
+            };
+            weights.push((k, w));
+        }
+        let total = weights.iter().map(|(_, w)| w).sum();
+        Swarm { weights, total }
+    }
+
+    pub fn pick(&self) -> OpKind {
+        let mut x = rng::below(self.total);
+        for (k, w) in &self.weights {
+            if x < *w {
+                return *k;
+            }
+            x -= w;
+        }
+        OpKind::Work
+    }
+
+    pub fn describe(&self) -> String {
+        self.weights
+            .iter()
+            .map(|(k, w)| format!("{}={w}", k.name()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// A fresh external address.
+fn fresh_address() -> Address {
+    Address::from(rng::bytes20())
+}
+
+impl Sim {
+    /// Creates the tenants: two or three live projects, each with signing on, a prepaid
+    /// plan, a wallet key, a payout key and an approver key; some with an auto-approve
+    /// threshold so that payouts wait for approval.
+    pub(super) async fn setup(&mut self) -> anyhow::Result<()> {
+        let n = rng::between(2, 3);
+        for i in 0..n {
+            let name = format!("tenant{i}");
+            let node = self.node();
+            let p = node
+                .operator(Request::ProjectCreate {
+                    name: name.clone(),
+                    mode: "live".into(),
+                })
+                .await?;
+            let id: Uuid = p["id"].as_str().unwrap_or_default().parse()?;
+            let threshold = rng::chance(500);
+            node.operator(Request::ProjectSet {
+                project: name.clone(),
+                set: ProjectSet {
+                    signing_enabled: Some(true),
+                    requests_per_minute: Some(100_000_000),
+                    addresses_per_day: Some(1_000_000),
+                    max_pending_payouts: Some(100_000),
+                    auto_approve_threshold_cents: threshold.then_some(rng::between(100, 5_000)),
+                    ..ProjectSet::default()
+                },
+            })
+            .await?;
+            node.operator(Request::BillingAdjust {
+                project: name.clone(),
+                cents: 10_000_000,
+                note: "prepaid".into(),
+            })
+            .await?;
+            node.operator(Request::BillingPlan {
+                project: name.clone(),
+                plan: "drift".into(),
+            })
+            .await?;
+            let key = |kind: &str, scopes: &str| Request::KeyCreate {
+                project: name.clone(),
+                kind: kind.into(),
+                name: Some(format!("{kind} key")),
+                scopes: Some(scopes.split(',').map(str::to_string).collect()),
+                signing_enabled: true,
+            };
+            let w = node
+                .operator(key(
+                    "wallet",
+                    "customers:read,customers:write,wallets:read,wallets:create,balances:read,deposits:read,sweeps:read,sweeps:create,events:read",
+                ))
+                .await?;
+            let pk = node
+                .operator(key("payout", "payouts:read,payouts:create,balances:read"))
+                .await?;
+            let ak = node
+                .operator(key("payout", "payouts:read,payouts:approve"))
+                .await?;
+            let ck = node
+                .operator(key("checkout", "invoices:read,invoices:write"))
+                .await?;
+            let token = |v: &serde_json::Value| v["token"].as_str().unwrap_or_default().to_string();
+            self.model.tenants.push(Tenant {
+                id,
+                name,
+                wallet_key: token(&w),
+                payout_key: token(&pk),
+                approver_key: token(&ak),
+                checkout_key: token(&ck),
+                customers: Vec::new(),
+                last_sequence: 0,
+            });
+        }
+        // The chains are paused until each worker first reaches its node.
+        for (id, _) in CHAINS {
+            self.node_mut().work(id).await;
+        }
+        Ok(())
+    }
+
+    fn pick_tenant(&self) -> usize {
+        rng::below(self.model.tenants.len() as u64) as usize
+    }
+
+    fn pick_chain(&self) -> &'static str {
+        CHAINS[rng::below(CHAINS.len() as u64) as usize].0
+    }
+
+    /// Runs one operation; returns a line saying what it did.
+    pub(super) async fn apply(&mut self, op: OpKind) -> anyhow::Result<String> {
+        Ok(match op {
+            OpKind::NewCustomer => self.new_customer().await?,
+            OpKind::NewWallet => self.new_wallet().await?,
+            OpKind::Deposit => self.deposit().await,
+            OpKind::Mine => {
+                let chain = self.pick_chain();
+                let n = rng::between(1, 3);
+                self.world.chains[chain].mine(n).await;
+                format!(
+                    "{chain}: {n} block(s), head {}",
+                    self.world.chains[chain].head().await
+                )
+            }
+            OpKind::Reorg | OpKind::DeepReorg => {
+                let chain = self.pick_chain();
+                let conf = self.confirmations(chain) as u64;
+                let depth = if op == OpKind::Reorg {
+                    rng::between(1, conf + 2)
+                } else if rng::chance(800) {
+                    rng::between(conf + 1, 4 * conf + 12)
+                } else {
+                    // Deeper than the sender follows its settled sends.
+                    rng::between(33, 80)
+                };
+                let drop = rng::chance(600);
+                let done = self.world.chains[chain].reorg(depth, drop).await;
+                if done > 0 {
+                    self.reorgs += 1;
+                }
+                let head = self.world.chains[chain].head().await;
+                format!("{chain}: reorg of {done} at head {head}, drop {drop}")
+            }
+            OpKind::DropTx => {
+                let chain = self.pick_chain();
+                match self.world.chains[chain].drop_pending(rng::u64()).await {
+                    Some(h) => format!("{chain}: dropped {h:#x}"),
+                    None => format!("{chain}: nothing pending"),
+                }
+            }
+            OpKind::NodeFault => self.node_fault(),
+            OpKind::Payout => self.payout().await?,
+            OpKind::PayoutRetry => self.payout_retry().await?,
+            OpKind::Approve => self.decide(true).await?,
+            OpKind::Reject => self.decide(false).await?,
+            OpKind::Cancel => self.cancel().await?,
+            OpKind::SweepRequest => self.sweep_request().await?,
+            OpKind::NewInvoice => self.new_invoice().await?,
+            OpKind::PayInvoice => self.pay_invoice().await,
+            OpKind::CancelInvoice => self.cancel_invoice().await?,
+            OpKind::Refund => self.refund().await?,
+            OpKind::Clock => {
+                let s = match rng::below(3) {
+                    0 => rng::between(60, 3_600),
+                    1 => rng::between(3_600, 86_400),
+                    _ => rng::between(86_400, 3 * 86_400),
+                };
+                sources::advance_us(s * 1_000_000);
+                format!("clock +{s} s")
+            }
+            OpKind::Work => {
+                let chain = self.pick_chain();
+                self.work(chain).await
+            }
+            OpKind::Expire => {
+                let n = self.node().expire_invoices().await.unwrap_or(0);
+                let b = self.node().billing_pass().await.unwrap_or(0);
+                format!("expiry pass {n}, billing pass {b}")
+            }
+            OpKind::Crash => {
+                self.world
+                    .crashed
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                "crash between steps".into()
+            }
+        })
+    }
+
+    pub(super) fn confirmations(&self, chain: &str) -> u32 {
+        CHAINS
+            .iter()
+            .find(|(c, _)| *c == chain)
+            .map(|(_, n)| *n)
+            .unwrap_or(1)
+    }
+
+    /// One worker step on `chain`, then the check of what the watcher holds against the
+    /// chain when it caught up and nothing changed under it.
+    pub(super) async fn work(&mut self, chain: &'static str) -> String {
+        let before = self.world.chains[chain].log.lock().expect("lock").len();
+        let stale_before = self.world.chains[chain]
+            .stale_served
+            .load(std::sync::atomic::Ordering::SeqCst);
+        let head_before = self.world.chains[chain].head().await;
+        let out = self.node_mut().work(chain).await;
+        let log: Vec<String> = {
+            let l = self.world.chains[chain].log.lock().expect("lock");
+            l[before..].to_vec()
+        };
+        for l in &log {
+            self.note(format!("  {chain}: {l}"));
+        }
+        let crashed = self.world.crashed.load(std::sync::atomic::Ordering::SeqCst);
+        // A lagging node shows an older view: caught up with it says nothing of the chain.
+        let lag = self.world.chains[chain].faults.lock().expect("lock").lag;
+        // Nor does it with a node that answered from a stale view during the step.
+        let stale = self.world.chains[chain]
+            .stale_served
+            .load(std::sync::atomic::Ordering::SeqCst)
+            != stale_before;
+        if out.caught_up && log.is_empty() && !crashed && lag == 0 && !stale {
+            self.pending_sync.push(chain);
+        }
+        format!(
+            "{chain}: head {head_before}, caught up {}, failed {}",
+            out.caught_up, out.failed
+        )
+    }
+
+    async fn new_customer(&mut self) -> anyhow::Result<String> {
+        let t = self.pick_tenant();
+        let reuse = !self.model.tenants[t].customers.is_empty() && rng::chance(100);
+        let reference = if reuse {
+            rng::pick(&self.model.tenants[t].customers)
+                .map(|c| c.reference.clone())
+                .unwrap_or_default()
+        } else {
+            format!("cust-{}", self.model.next())
+        };
+        let key = self.model.tenants[t].wallet_key.clone();
+        let a = self
+            .node()
+            .call(
+                Method::POST,
+                "/v1/customers",
+                Some(&key),
+                Some(&json!({"reference_id": reference, "email": format!("{reference}@example.com")})),
+                None,
+            )
+            .await?;
+        let id: Option<Uuid> = a.str("id").and_then(|s| s.parse().ok());
+        let known = self.model.tenants[t]
+            .customers
+            .iter()
+            .find(|c| c.reference == reference)
+            .map(|c| c.id);
+        match (a.status, id, known) {
+            (201, Some(id), None) => {
+                self.model.tenants[t].customers.push(CustomerM {
+                    id,
+                    reference: reference.clone(),
+                    wallets: BTreeMap::new(),
+                });
+            }
+            (200, Some(id), Some(k)) if id == k => {}
+            _ => self.fail(format!(
+                "POST /v1/customers {reference} (known: {known:?}) answered {} {}",
+                a.status, a.body
+            )),
+        }
+        Ok(format!(
+            "{} customer {reference}: {}",
+            self.model.tenants[t].name, a.status
+        ))
+    }
+
+    async fn new_wallet(&mut self) -> anyhow::Result<String> {
+        let t = self.pick_tenant();
+        let Some(ci) = (!self.model.tenants[t].customers.is_empty())
+            .then(|| rng::below(self.model.tenants[t].customers.len() as u64) as usize)
+        else {
+            return Ok("no customer yet".into());
+        };
+        let chain = self.pick_chain();
+        let (cid, known) = {
+            let c = &self.model.tenants[t].customers[ci];
+            (c.id, c.wallets.get(chain).cloned())
+        };
+        let key = self.model.tenants[t].wallet_key.clone();
+        let a = self
+            .node()
+            .call(
+                Method::POST,
+                "/v1/wallets",
+                Some(&key),
+                Some(&json!({"customer_id": cid, "chain": chain})),
+                None,
+            )
+            .await?;
+        let id: Option<Uuid> = a.str("id").and_then(|s| s.parse().ok());
+        let address: Option<Address> = a.str("address").and_then(|s| s.parse().ok());
+        match (a.status, id, address, known) {
+            (201, Some(id), Some(address), None) => {
+                self.model.tenants[t].customers[ci]
+                    .wallets
+                    .insert(chain, WalletM { id, address });
+            }
+            (200, Some(id), Some(address), Some(k)) if id == k.id && address == k.address => {}
+            // The chain is not issuing (its node was never reached since the start).
+            (422, _, _, None) => {}
+            _ => self.fail(format!(
+                "POST /v1/wallets {cid} {chain} answered {} {}",
+                a.status, a.body
+            )),
+        }
+        Ok(format!("{chain} wallet for {cid}: {}", a.status))
+    }
+
+    /// A payer's transfer to a deposit address: the native coin or a token, put into the
+    /// chain's mempool (mined with the next block).
+    async fn deposit(&mut self) -> String {
+        let wallets = self.model.wallets();
+        let Some((_, _, chain, w)) = rng::pick(&wallets).cloned() else {
+            return "no wallet yet".into();
+        };
+        let wc = &self.world.chains[chain];
+        let mut assets: Vec<(String, Option<Address>)> = vec![(wc.native_symbol.clone(), None)];
+        for (s, a) in &wc.tokens {
+            assets.push((s.clone(), Some(*a)));
+        }
+        let (asset, token) = rng::pick(&assets).cloned().expect("a native coin");
+        let decimals = self.node().state.registry.decimals(chain, &asset) as u32;
+        let unit = 10u128.pow(decimals.saturating_sub(2));
+        let amount = unit * rng::between(1, 200_000) as u128;
+        let hash = B256::from(rng::bytes32());
+        wc.inject(Inject {
+            hash,
+            from: fresh_address(),
+            to: w.address,
+            token,
+            value: U256::from(amount),
+        })
+        .await;
+        self.model.transfers.insert(
+            hash,
+            TransferM {
+                hash,
+                chain,
+                to: w.address,
+                asset: asset.clone(),
+                amount,
+            },
+        );
+        format!("{chain}: {amount} {asset} to {:#x} ({hash:#x})", w.address)
+    }
+
+    /// Sets what a chain's node does wrong from now on (or clears it).
+    fn node_fault(&mut self) -> String {
+        let chain = self.pick_chain();
+        let f = match rng::below(7) {
+            0 | 1 => NodeFaults::default(),
+            2 => NodeFaults {
+                error_permille: rng::between(50, 500) as u32,
+                ..NodeFaults::default()
+            },
+            3 => NodeFaults {
+                lag: rng::between(1, 4),
+                ..NodeFaults::default()
+            },
+            4 => NodeFaults {
+                interleave_mine_permille: rng::between(20, 300) as u32,
+                interleave_reorg_permille: rng::between(10, 150) as u32,
+                interleave_reorg_depth: rng::between(1, 8),
+                ..NodeFaults::default()
+            },
+            5 => NodeFaults {
+                crash_permille: rng::between(5, 60) as u32,
+                ..NodeFaults::default()
+            },
+            _ => NodeFaults {
+                stale_permille: rng::between(100, 700) as u32,
+                ..NodeFaults::default()
+            },
+        };
+        let line = format!("{chain}: node faults {f:?}");
+        *self.world.chains[chain].faults.lock().expect("lock") = f;
+        line
+    }
+
+    /// A payout from a customer's balance to a fresh address: usually within what the
+    /// harness expects the customer to hold, sometimes more (a 402 then).
+    async fn payout(&mut self) -> anyhow::Result<String> {
+        // Positions with something to spend.
+        let candidates: Vec<(Uuid, Uuid, String, String, u128)> = self
+            .model
+            .balances
+            .iter()
+            .filter(|(_, b)| b.0 > 0)
+            .map(|(k, b)| (k.0, k.1, k.2.clone(), k.3.clone(), b.0))
+            .collect();
+        let Some((project, customer, chain, asset, free)) = rng::pick(&candidates).cloned() else {
+            return Ok("nothing to pay out".into());
+        };
+        let chain: &'static str = CHAINS
+            .iter()
+            .map(|(c, _)| *c)
+            .find(|c| *c == chain)
+            .unwrap_or("ethereum");
+        let amount = if rng::chance(100) {
+            free + 1
+        } else {
+            (free / u128::from(rng::between(1, 4) as u32)).max(1)
+        };
+        let to = fresh_address();
+        let key = format!("payout-{}", self.model.next());
+        let t = self.model.tenant(project).expect("tenant").clone();
+        let decimals = self.node().state.registry.decimals(chain, &asset);
+        let body = json!({"customer_id": customer, "chain": chain, "asset": asset,
+            "decimals": decimals, "amount": amount.to_string(), "to_address": to.to_checksum(None)});
+        let a = self
+            .node()
+            .call(
+                Method::POST,
+                "/v1/payouts",
+                Some(&t.payout_key),
+                Some(&body),
+                Some(&key),
+            )
+            .await?;
+        let id: Option<Uuid> = a.str("id").and_then(|s| s.parse().ok());
+        match (a.status, id) {
+            (202, Some(id)) => {
+                self.model.payouts.insert(
+                    id,
+                    PayoutM {
+                        id,
+                        project,
+                        customer,
+                        chain,
+                        asset: asset.clone(),
+                        amount,
+                        to,
+                        idempotency_key: key,
+                        asked_us: sources::now_us(),
+                        status: a.str("status").unwrap_or_default(),
+                    },
+                );
+            }
+            (402, _) if amount > free => {}
+            // Not issuing payouts now (its node unreached since start), or the pending cap.
+            (422, _) | (429, _) => {}
+            _ => self.fail(format!(
+                "POST /v1/payouts {amount} {asset} on {chain} (free {free}) answered {} {}",
+                a.status, a.body
+            )),
+        }
+        Ok(format!(
+            "{chain}: payout {amount} {asset} of {customer} (free {free}): {} {}",
+            a.status,
+            a.str("status").unwrap_or_default()
+        ))
+    }
+
+    /// The same payout request again, with its idempotency key, while the key replays (a
+    /// day, less an hour): the first answer's payout.
+    async fn payout_retry(&mut self) -> anyhow::Result<String> {
+        let fresh_from = sources::now_us() - (crate::services::IDEMPOTENCY_TTL_US - 3_600_000_000);
+        let all: Vec<PayoutM> = self
+            .model
+            .payouts
+            .values()
+            .filter(|p| p.asked_us >= fresh_from)
+            .cloned()
+            .collect();
+        let Some(p) = rng::pick(&all).cloned() else {
+            return Ok("no payout yet".into());
+        };
+        let t = self.model.tenant(p.project).expect("tenant").clone();
+        let decimals = self.node().state.registry.decimals(p.chain, &p.asset);
+        let body = json!({"customer_id": p.customer, "chain": p.chain, "asset": p.asset,
+            "decimals": decimals, "amount": p.amount.to_string(), "to_address": p.to.to_checksum(None)});
+        let a = self
+            .node()
+            .call(
+                Method::POST,
+                "/v1/payouts",
+                Some(&t.payout_key),
+                Some(&body),
+                Some(&p.idempotency_key),
+            )
+            .await?;
+        let same = a.str("id").and_then(|s| s.parse::<Uuid>().ok()) == Some(p.id);
+        if !(a.status == 202 && same) {
+            self.fail(format!(
+                "retrying payout {} with its idempotency key answered {} {}",
+                p.id, a.status, a.body
+            ));
+        }
+        Ok(format!("retry of payout {}: {}", p.id, a.status))
+    }
+
+    /// Approves (or rejects) a payout waiting for approval, with the tenant's approver key.
+    async fn decide(&mut self, approve: bool) -> anyhow::Result<String> {
+        let waiting: Vec<PayoutM> = self
+            .model
+            .payouts
+            .values()
+            .filter(|p| p.status == "pending_approval")
+            .cloned()
+            .collect();
+        let Some(p) = rng::pick(&waiting).cloned() else {
+            return Ok("nothing waits for approval".into());
+        };
+        let t = self.model.tenant(p.project).expect("tenant").clone();
+        let verb = if approve { "approve" } else { "reject" };
+        let a = self
+            .node()
+            .call(
+                Method::POST,
+                &format!("/v1/payouts/{}/{verb}", p.id),
+                Some(&t.approver_key),
+                None,
+                None,
+            )
+            .await?;
+        if a.status != 200 {
+            self.fail(format!("{verb} payout {}: {} {}", p.id, a.status, a.body));
+        }
+        Ok(format!("{verb} payout {}: {}", p.id, a.status))
+    }
+
+    /// Cancels an open payout (refused once signing has begun).
+    async fn cancel(&mut self) -> anyhow::Result<String> {
+        let open: Vec<PayoutM> = self
+            .model
+            .payouts
+            .values()
+            .filter(|p| p.is_open())
+            .cloned()
+            .collect();
+        let Some(p) = rng::pick(&open).cloned() else {
+            return Ok("no open payout".into());
+        };
+        let t = self.model.tenant(p.project).expect("tenant").clone();
+        let a = self
+            .node()
+            .call(
+                Method::POST,
+                &format!("/v1/payouts/{}/cancel", p.id),
+                Some(&t.payout_key),
+                None,
+                None,
+            )
+            .await?;
+        let ok = match a.status {
+            200 => a.str("status").as_deref() == Some("canceled"),
+            409 => {
+                matches!(p.status.as_str(), "signing" | "submitted")
+                    || a.body["code"] == "invalid_state"
+            }
+            _ => false,
+        };
+        if !ok {
+            self.fail(format!(
+                "cancel payout {} ({}): {} {}",
+                p.id, p.status, a.status, a.body
+            ));
+        }
+        Ok(format!(
+            "cancel payout {} ({}): {}",
+            p.id, p.status, a.status
+        ))
+    }
+
+    /// Asks for a wallet's sweep now, whatever the threshold.
+    async fn sweep_request(&mut self) -> anyhow::Result<String> {
+        let wallets = self.model.wallets();
+        let Some((project, _, chain, w)) = rng::pick(&wallets).cloned() else {
+            return Ok("no wallet yet".into());
+        };
+        let t = self.model.tenant(project).expect("tenant").clone();
+        let a = self
+            .node()
+            .call(
+                Method::POST,
+                "/v1/sweeps",
+                Some(&t.wallet_key),
+                Some(&json!({"wallet_id": w.id})),
+                None,
+            )
+            .await?;
+        if a.status >= 500 {
+            self.fail(format!("POST /v1/sweeps {}: {} {}", w.id, a.status, a.body));
+        }
+        Ok(format!("{chain}: sweep of {}: {}", w.id, a.status))
+    }
+}
+
+impl Sim {
+    /// An invoice of 1 to 500 USD, `keep` or `refund` on overpayment, expiring in 5 minutes
+    /// to 2 hours.
+    async fn new_invoice(&mut self) -> anyhow::Result<String> {
+        let t = self.model.tenants[self.pick_tenant()].clone();
+        let cents = rng::between(100, 50_000);
+        let policy = if rng::chance(500) { "refund" } else { "keep" };
+        let expires_in = rng::between(300, 7_200);
+        let order = self.model.next();
+        let a = self
+            .node()
+            .call(
+                Method::POST,
+                "/v1/invoices",
+                Some(&t.checkout_key),
+                Some(
+                    &json!({"price_amount": cents.to_string(), "price_currency": "USD",
+                    "overpayment_policy": policy, "expires_in": expires_in,
+                    "title": format!("order {order}")}),
+                ),
+                None,
+            )
+            .await?;
+        if a.status != 201 {
+            // Refused while a chain is not issuing (its node unreached since the start).
+            if a.status != 422 {
+                self.fail(format!(
+                    "POST /v1/invoices answered {} {}",
+                    a.status, a.body
+                ));
+            }
+            return Ok(format!("invoice of {cents} cents: {}", a.status));
+        }
+        let id: Uuid = a.str("id").unwrap_or_default().parse()?;
+        let token = a
+            .str("checkout_url")
+            .and_then(|u| u.rsplit('/').next().map(str::to_string))
+            .unwrap_or_default();
+        let mut addresses = BTreeMap::new();
+        for x in a.body["addresses"].as_array().cloned().unwrap_or_default() {
+            if let (Some(c), Some(ad)) = (x["chain"].as_str(), x["address"].as_str()) {
+                if let Ok(ad) = ad.parse::<Address>() {
+                    addresses.insert(c.to_string(), ad);
+                }
+            }
+        }
+        let mut quotes = Vec::new();
+        for q in a.body["quotes"].as_array().cloned().unwrap_or_default() {
+            let (Some(c), Some(asset), Some(amount)) = (
+                q["chain"].as_str(),
+                q["asset"].as_str(),
+                q["amount_atomic"]
+                    .as_str()
+                    .and_then(|v| v.parse::<u128>().ok()),
+            ) else {
+                continue;
+            };
+            if let Some(ad) = addresses.get(c) {
+                if self.world.chains.contains_key(c) {
+                    quotes.push((c.to_string(), asset.to_string(), *ad, amount));
+                }
+            }
+        }
+        let expires_at = sources::now_us() + expires_in as i64 * 1_000_000;
+        let n = quotes.len();
+        self.model.invoices.insert(
+            id,
+            InvoiceM {
+                id,
+                project: t.id,
+                token,
+                quotes,
+                policy: policy.into(),
+                status: a.str("status").unwrap_or_default(),
+                expires_at,
+            },
+        );
+        Ok(format!(
+            "invoice {id} of {cents} cents ({policy}), {n} quotes"
+        ))
+    }
+
+    /// A payer pays an invoice on one of its quotes: exactly, short, over, or after it
+    /// expired.
+    async fn pay_invoice(&mut self) -> String {
+        let all: Vec<InvoiceM> = self.model.invoices.values().cloned().collect();
+        let Some(inv) = rng::pick(&all).cloned() else {
+            return "no invoice yet".into();
+        };
+        let Some((chain, asset, to, quoted)) = rng::pick(&inv.quotes).cloned() else {
+            return format!("invoice {} has no quote on a simulated chain", inv.id);
+        };
+        let (how, amount) = match rng::below(4) {
+            0 | 1 => ("exactly", quoted),
+            2 => (
+                "short",
+                quoted / 100 * u128::from(rng::between(30, 98) as u32),
+            ),
+            _ => (
+                "over",
+                quoted / 100 * u128::from(rng::between(102, 200) as u32),
+            ),
+        };
+        let amount = amount.max(1);
+        let Some(wc) = self.world.chains.get(chain.as_str()) else {
+            return "unknown chain".into();
+        };
+        let token = if asset == wc.native_symbol {
+            None
+        } else {
+            match wc.tokens.get(&asset) {
+                Some(t) => Some(*t),
+                None => return format!("{asset} is not on {chain}"),
+            }
+        };
+        let hash = B256::from(rng::bytes32());
+        wc.inject(Inject {
+            hash,
+            from: fresh_address(),
+            to,
+            token,
+            value: U256::from(amount),
+        })
+        .await;
+        let chain: &'static str = wc.id;
+        self.model.transfers.insert(
+            hash,
+            TransferM {
+                hash,
+                chain,
+                to,
+                asset: asset.clone(),
+                amount,
+            },
+        );
+        let late = if sources::now_us() > inv.expires_at {
+            " (after expiry)"
+        } else {
+            ""
+        };
+        format!(
+            "invoice {} paid {how}{late}: {amount} {asset} on {chain}",
+            inv.id
+        )
+    }
+
+    /// Cancels an invoice: refused once it has received money.
+    async fn cancel_invoice(&mut self) -> anyhow::Result<String> {
+        let all: Vec<InvoiceM> = self.model.invoices.values().cloned().collect();
+        let Some(inv) = rng::pick(&all).cloned() else {
+            return Ok("no invoice yet".into());
+        };
+        let t = self.model.tenant(inv.project).expect("tenant").clone();
+        let a = self
+            .node()
+            .call(
+                Method::POST,
+                &format!("/v1/invoices/{}/cancel", inv.id),
+                Some(&t.checkout_key),
+                None,
+                None,
+            )
+            .await?;
+        if a.status >= 500 || !matches!(a.status, 200 | 409 | 422) {
+            self.fail(format!(
+                "cancel invoice {}: {} {}",
+                inv.id, a.status, a.body
+            ));
+        }
+        if let Some(st) = a.str("status") {
+            if let Some(m) = self.model.invoices.get_mut(&inv.id) {
+                m.status = st;
+            }
+        }
+        Ok(format!("cancel invoice {}: {}", inv.id, a.status))
+    }
+
+    /// The payer of an overpaid `refund` invoice gives an address for the excess, on the
+    /// public checkout.
+    async fn refund(&mut self) -> anyhow::Result<String> {
+        let all: Vec<InvoiceM> = self
+            .model
+            .invoices
+            .values()
+            .filter(|i| i.policy == "refund")
+            .cloned()
+            .collect();
+        let Some(inv) = rng::pick(&all).cloned() else {
+            return Ok("no refund invoice".into());
+        };
+        let path = format!("/v1/checkout/{}", inv.token);
+        let doc = self
+            .node()
+            .call(Method::GET, &path, None, None, None)
+            .await?;
+        if doc.status != 200 {
+            self.fail(format!(
+                "GET the checkout of {}: {} {}",
+                inv.id, doc.status, doc.body
+            ));
+            return Ok(String::new());
+        }
+        let status = doc.body["refund"]["status"]
+            .as_str()
+            .unwrap_or("none")
+            .to_string();
+        if status != "awaiting_address" || doc.body["refund"]["net"].is_null() {
+            return Ok(format!("invoice {}: refund {status}", inv.id));
+        }
+        let to = fresh_address();
+        let a = self
+            .node()
+            .call(
+                Method::POST,
+                &format!("{path}/refund"),
+                None,
+                Some(&json!({"address": to.to_checksum(None)})),
+                None,
+            )
+            .await?;
+        if a.status >= 500 {
+            self.fail(format!("refund of {}: {} {}", inv.id, a.status, a.body));
+        }
+        Ok(format!(
+            "invoice {}: refund to {to:#x}: {}",
+            inv.id, a.status
+        ))
+    }
+}
