@@ -58,11 +58,13 @@ impl Sim {
     pub(super) async fn after_step(&mut self) -> anyhow::Result<()> {
         self.read_events().await?;
         self.refresh_open().await?;
-        self.check_deposit_rows();
+        for b in self.model.settle_live() {
+            self.fail(b);
+        }
         for chain in std::mem::take(&mut self.pending_sync) {
             let height = self.watcher_height(chain).await?;
             if let Some(h) = height {
-                self.check_chain_deposits(chain, h).await?;
+                self.check_chain_deposits(chain, h, false).await?;
             }
         }
         self.check_ledger().await?;
@@ -111,6 +113,11 @@ impl Sim {
                     .filter(|(t, _)| t.starts_with("payout."))
                     .map(|(_, id)| *id)
                     .collect();
+                for (ty, id) in &events {
+                    if ty.starts_with("invoice.") {
+                        self.invoices_to_read.insert(*id);
+                    }
+                }
                 let (ds, ps) = self.load_rows(deposits, payouts).await?;
                 for (ty, id) in &events {
                     let m = match ty.as_str() {
@@ -189,22 +196,18 @@ impl Sim {
             })
             .await?;
         for d in ds.values() {
-            match seen(d) {
-                Some(s) => {
-                    self.model.deposits.insert(d.id, s);
-                }
-                None => self.fail(format!("deposit {} has tx hash {:?}", d.id, d.tx_hash)),
-            }
+            self.record_deposit(d);
         }
         for p in ps.values() {
-            match self.model.payouts.get_mut(&p.id) {
-                Some(m) => m.status = p.status.as_str().to_string(),
+            match self.model.payouts.contains_key(&p.id) {
+                true => self
+                    .model
+                    .set_payout_status(p.id, p.status.as_str(), self.step),
                 // A payout the appliance made itself (a checkout refund).
-                None => {
+                false => {
                     let chain = CHAINS.iter().map(|(c, _)| *c).find(|c| *c == p.chain);
                     if let (Some(chain), Ok(to)) = (chain, p.to_address.parse::<Address>()) {
-                        self.model.payouts.insert(
-                            p.id,
+                        self.model.add_payout(
                             PayoutM {
                                 id: p.id,
                                 project: p.project_id,
@@ -217,6 +220,7 @@ impl Sim {
                                 asked_us: 0,
                                 status: p.status.as_str().to_string(),
                             },
+                            self.step,
                         );
                     }
                 }
@@ -228,28 +232,29 @@ impl Sim {
     /// Reads again the payouts not yet final and the deposits still `detected` (a change
     /// without an event would otherwise go unseen until the next full scan).
     async fn refresh_open(&mut self) -> anyhow::Result<()> {
-        let payouts: Vec<Uuid> = self
-            .model
-            .payouts
-            .values()
-            .filter(|p| !p.is_final())
-            .map(|p| p.id)
-            .collect();
-        let deposits: Vec<Uuid> = self
-            .model
-            .deposits
-            .values()
-            .filter(|d| d.status == "detected")
-            .map(|d| d.id)
-            .collect();
+        let payouts: Vec<Uuid> = self.model.open_payouts().map(|p| p.id).collect();
+        let deposits: Vec<Uuid> = self.model.detected().copied().collect();
         self.load_rows(deposits, payouts).await?;
-        // An invoice's payments are announced by invoice events (not one per deposit): its
-        // deposits are read by the invoice.
-        let invoices: Vec<(Uuid, Uuid)> = self
-            .model
-            .invoices
-            .values()
-            .map(|i| (i.project, i.id))
+        // An invoice's payments are not announced one event per deposit: the deposits of
+        // an invoice are read again after an event about the invoice, and when the chain
+        // and the model disagree about one of its payments (mined without a live deposit,
+        // or a live deposit no longer mined there).
+        let mut stale: BTreeSet<Uuid> = BTreeSet::new();
+        let recent = self.model.recent_transfers(self.step, false);
+        for (id, c) in &self.world.chains {
+            let chain = c.sim.chain_state().lock().await;
+            for t in recent.iter().filter(|t| t.chain == *id) {
+                let Some(i) = t.invoice else { continue };
+                let mined = chain.receipt(t.hash).map(|r| r.block_number);
+                if mined != self.model.live(&t.hash).map(|(_, b)| b) {
+                    stale.insert(i);
+                }
+            }
+        }
+        stale.append(&mut self.invoices_to_read);
+        let invoices: Vec<(Uuid, Uuid)> = stale
+            .into_iter()
+            .filter_map(|i| self.model.invoices.get(&i).map(|inv| (inv.project, i)))
             .collect();
         if invoices.is_empty() {
             return Ok(());
@@ -271,46 +276,20 @@ impl Sim {
             })
             .await?;
         for d in rows {
-            match seen(&d) {
-                Some(s) => {
-                    self.model.deposits.insert(d.id, s);
-                }
-                None => self.fail(format!("deposit {} has tx hash {:?}", d.id, d.tx_hash)),
-            }
+            self.record_deposit(&d);
         }
         Ok(())
     }
 
-    /// Every deposit row is a payer's transfer to that wallet, of that asset and amount;
-    /// one transfer has at most one deposit that is not `failed` or `orphaned`.
-    fn check_deposit_rows(&mut self) {
-        let mut live: BTreeMap<B256, Uuid> = BTreeMap::new();
-        let mut bad = Vec::new();
-        for d in self.model.deposits.values() {
-            let Some(t) = self.model.transfers.get(&d.tx_hash) else {
-                bad.push(format!(
-                    "deposit {} is no transfer a payer made: {d:?}",
-                    d.id
-                ));
-                continue;
-            };
-            if t.to != d.to || t.amount != d.amount || t.asset != d.asset {
-                bad.push(format!(
-                    "deposit {} does not match its transfer: {d:?} vs {t:?}",
-                    d.id
-                ));
-            }
-            if matches!(d.status.as_str(), "detected" | "confirmed") {
-                if let Some(other) = live.insert(d.tx_hash, d.id) {
-                    bad.push(format!(
-                        "transfer {:#x} has two live deposits: {other} and {}",
-                        d.tx_hash, d.id
-                    ));
+    /// Records a deposit row in the model, failing on what is wrong with it.
+    fn record_deposit(&mut self, d: &Deposit) {
+        match seen(d) {
+            Some(s) => {
+                for b in self.model.set_deposit(s) {
+                    self.fail(b);
                 }
             }
-        }
-        for b in bad {
-            self.fail(b);
+            None => self.fail(format!("deposit {} has tx hash {:?}", d.id, d.tx_hash)),
         }
     }
 
@@ -349,18 +328,18 @@ impl Sim {
         &mut self,
         chain: &'static str,
         height: u64,
+        all: bool,
     ) -> anyhow::Result<()> {
         let conf = u64::from(self.confirmations(chain));
-        let mut live: BTreeMap<B256, &DepositSeen> = BTreeMap::new();
-        for d in self.model.deposits.values() {
-            if matches!(d.status.as_str(), "detected" | "confirmed") {
-                live.insert(d.tx_hash, d);
-            }
-        }
         let mut bad = Vec::new();
         {
             let c = self.world.chains[chain].sim.chain_state().lock().await;
-            for t in self.model.transfers.values().filter(|t| t.chain == chain) {
+            for t in self
+                .model
+                .recent_transfers(self.step, all)
+                .into_iter()
+                .filter(|t| t.chain == chain)
+            {
                 let mined = c
                     .receipt(t.hash)
                     .filter(|r| r.success && r.block_number <= height)
@@ -372,7 +351,10 @@ impl Sim {
                         "detected"
                     }
                 });
-                let have = live.get(&t.hash);
+                let have = self
+                    .model
+                    .live(&t.hash)
+                    .and_then(|(id, _)| self.model.deposit(id));
                 match (want, have) {
                     (None, None) => {}
                     (Some(w), Some(d)) if d.status == w && Some(d.block) == mined => {}
@@ -485,26 +467,7 @@ impl Sim {
             .cloned()
             .collect();
         // The project's own funds: invoice payments confirmed, less its payouts (refunds) paid.
-        let mut own_want: BTreeMap<(Uuid, String, String), i128> = BTreeMap::new();
-        for d in self.model.deposits.values() {
-            if d.status != "confirmed" {
-                continue;
-            }
-            if let (Some(i), Some(t)) = (d.invoice, self.model.transfers.get(&d.tx_hash)) {
-                if let Some(inv) = self.model.invoices.get(&i) {
-                    *own_want
-                        .entry((inv.project, t.chain.to_string(), d.asset.clone()))
-                        .or_default() += d.amount as i128;
-                }
-            }
-        }
-        for p in self.model.payouts.values() {
-            if p.customer.is_nil() && p.status == "confirmed" {
-                *own_want
-                    .entry((p.project, p.chain.to_string(), p.asset.clone()))
-                    .or_default() -= p.amount as i128;
-            }
-        }
+        let own_want = self.model.own().clone();
         let keys: BTreeSet<_> = keys.into_iter().chain(own_want.keys().cloned()).collect();
         for k in keys {
             let customers = self.model.receivable.get(&k).copied().unwrap_or_default();
@@ -541,17 +504,38 @@ impl Sim {
     }
 
     /// No payout paid twice; a canceled or rejected one never. With `settled`: a
-    /// confirmed payout paid exactly once, every other one not at all.
+    /// confirmed payout paid exactly once, every other one not at all. Between settlings
+    /// only the payouts not final or changed lately are looked at
+    /// ([`super::model::WINDOW_STEPS`]).
     ///
     /// A confirmed payout that a reorg undid is owed until the master wallet can pay it
     /// again: at a settling it may be unpaid only while the master wallet holds less than
     /// its amount (the treasury check counts it as owed).
     async fn check_payouts_paid_once(&mut self, settled: bool) {
-        let payouts: Vec<_> = self.model.payouts.values().cloned().collect();
+        let payouts: Vec<_> = if settled {
+            self.model.payouts.values().cloned().collect()
+        } else {
+            let ids = self.model.recent_payouts(self.step);
+            ids.iter()
+                .filter_map(|id| self.model.payouts.get(id).cloned())
+                .collect()
+        };
         let master = self.signer.evm_master_address();
         let mut bad = Vec::new();
+        // What each payout's own address holds, read with one lock of each chain.
+        let mut paid: BTreeMap<Uuid, u128> = BTreeMap::new();
+        for (id, wc) in &self.world.chains {
+            let c = wc.sim.chain_state().lock().await;
+            for p in payouts.iter().filter(|p| p.chain == *id) {
+                let token = wc.tokens.get(&p.asset).copied();
+                paid.insert(
+                    p.id,
+                    u128::try_from(c.balance(p.to, token)).unwrap_or(u128::MAX),
+                );
+            }
+        }
         for p in payouts {
-            let got = self.chain_balance(p.chain, p.to, &p.asset).await;
+            let got = paid.get(&p.id).copied().unwrap_or(0);
             let ok = if got > p.amount || (got != 0 && got != p.amount) {
                 false
             } else if matches!(p.status.as_str(), "canceled" | "rejected") {
@@ -649,7 +633,7 @@ impl Sim {
         for (chain, _) in CHAINS {
             let h = self.world.chains[chain].head().await;
             match self.watcher_height(chain).await? {
-                Some(w) if w == h => self.check_chain_deposits(chain, h).await?,
+                Some(w) if w == h => self.check_chain_deposits(chain, h, true).await?,
                 other => self.fail(format!(
                     "{chain}: settled with the watcher at {other:?}, the head at {h}"
                 )),
@@ -701,7 +685,7 @@ impl Sim {
         for (project, _, chain, w) in self.model.wallets() {
             wallets.insert(w.id, (project, chain));
         }
-        for d in self.model.deposits.values() {
+        for d in self.model.deposits() {
             if let (Some(i), Some(t)) = (d.invoice, self.model.transfers.get(&d.tx_hash)) {
                 if let Some(inv) = self.model.invoices.get(&i) {
                     wallets.insert(d.wallet, (inv.project, t.chain));
@@ -769,15 +753,13 @@ impl Sim {
                 out.push(format!("{id}: {n} pending"));
             }
         }
-        for p in self.model.payouts.values() {
+        for p in self.model.open_payouts() {
             if matches!(p.status.as_str(), "queued" | "signing" | "submitted") {
                 out.push(format!("payout {} {}", p.id, p.status));
             }
         }
-        for d in self.model.deposits.values() {
-            if d.status == "detected" {
-                out.push(format!("deposit {} detected", d.id));
-            }
+        for d in self.model.detected() {
+            out.push(format!("deposit {d} detected"));
         }
         if sweeps {
             let rows = self.node().store().read(|r| r.all::<Sweep>()).await?;
@@ -802,7 +784,7 @@ impl Sim {
         let mut wallets = self.model.wallets();
         // The invoices' payment addresses too (their wallets are known from their deposits).
         let mut seen: BTreeSet<Uuid> = wallets.iter().map(|w| w.3.id).collect();
-        for d in self.model.deposits.values() {
+        for d in self.model.deposits() {
             if let (Some(i), Some(t)) = (d.invoice, self.model.transfers.get(&d.tx_hash)) {
                 if let Some(inv) = self.model.invoices.get(&i) {
                     if seen.insert(d.wallet) {
@@ -949,8 +931,8 @@ impl Sim {
         out.join(", ")
     }
 
-    /// `verify` of the whole store, and a full read of the tenants' deposits against what
-    /// their events announced.
+    /// `verify` of the whole store, and a full read of the tenants' deposits: a customer's
+    /// deposit must be as its events announced it (an invoice's payments are taken as read).
     pub(super) async fn verify(&mut self) -> anyhow::Result<()> {
         let rep = self
             .node()
@@ -963,7 +945,12 @@ impl Sim {
         let rows = self.node().store().read(|r| r.all::<Deposit>()).await?;
         let mut bad = Vec::new();
         for d in rows {
-            match (self.model.deposits.get(&d.id), seen(&d)) {
+            if d.invoice_id.is_some() || d.funding {
+                // Not announced by deposit events (the invoice's own events speak of them).
+                self.record_deposit(&d);
+                continue;
+            }
+            match (self.model.deposit(d.id), seen(&d)) {
                 (Some(m), Some(s)) if *m == s => {}
                 (m, s) => bad.push(format!(
                     "deposit {} reads {s:?}, its events announced {m:?}",
@@ -977,8 +964,8 @@ impl Sim {
         Ok(())
     }
 
-    /// After a restart: every customer, wallet and payout acknowledged before is there, no
-    /// final payout changed, no event was lost.
+    /// After a restart: every customer and wallet acknowledged before is there, and every
+    /// payout made or changed lately, no final one changed; no event was lost.
     pub(super) async fn check_survivors(&mut self) -> anyhow::Result<()> {
         let customers: Vec<(Uuid, Vec<Uuid>)> = self
             .model
@@ -987,10 +974,10 @@ impl Sim {
             .flat_map(|t| t.customers.iter())
             .map(|c| (c.id, c.wallets.values().map(|w| w.id).collect()))
             .collect();
-        let payouts: Vec<(Uuid, String, bool)> = self
-            .model
-            .payouts
-            .values()
+        let recent = self.model.recent_payouts(self.step);
+        let payouts: Vec<(Uuid, String, bool)> = recent
+            .iter()
+            .filter_map(|id| self.model.payouts.get(id))
             .map(|p| (p.id, p.status.clone(), p.is_final()))
             .collect();
         let sequences: Vec<(Uuid, u64)> = self

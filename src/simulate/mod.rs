@@ -119,6 +119,8 @@ pub struct Sim {
     /// Chains whose watcher caught up in this step with nothing changing under it: their
     /// deposits are compared with the chain after the step.
     pending_sync: Vec<&'static str>,
+    /// Invoices an event named since their deposits were last read.
+    invoices_to_read: std::collections::BTreeSet<uuid::Uuid>,
 }
 
 /// Runs a whole simulation on a fresh single-threaded runtime.
@@ -245,6 +247,7 @@ impl Sim {
             reorgs: 0,
             current: "set-up".into(),
             pending_sync: Vec::new(),
+            invoices_to_read: Default::default(),
         };
         sim.note(format!("swarm: {}", sim.swarm.describe()));
         sim.setup().await?;

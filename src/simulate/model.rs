@@ -2,12 +2,18 @@
 //! tenants it made, the transfers its payers sent, the payouts it asked for, and what the
 //! appliance said about each (read back from the store as events announce changes).
 //!
-//! The ledger is compared with what these facts imply ([`Model::expected`]): a customer's
-//! net position (`available + locked - receivable`) is the sum of its confirmed deposits
-//! less its confirmed payouts, and `locked` is the sum of its open payouts. Which deposits may be confirmed is judged against the chain itself
-//! (`checks`), not taken from the appliance.
+//! The ledger is compared with what these facts imply: every customer's `available` and
+//! `locked` follow the ledger's rules applied to the money each event moves, in order
+//! ([`Model::apply`]); a project's own funds are its confirmed invoice payments less its
+//! payouts (refunds) paid ([`Model::own`]). Which deposits may be confirmed is judged
+//! against the chain itself (`checks`), not taken from the appliance.
+//!
+//! Rows read back go through [`Model::set_deposit`] and [`Model::set_payout_status`], which
+//! keep the indexes the per-step checks read (the live deposit of each transfer, the
+//! projects' own funds, what changed lately), so that a step costs what changed in it, not
+//! what the run has made so far.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use appliance_chains::evm::{Address, B256};
 use uuid::Uuid;
@@ -53,8 +59,12 @@ pub struct TransferM {
     pub hash: B256,
     pub chain: &'static str,
     pub to: Address,
+    /// The invoice paid (a payment to an invoice's address).
+    pub invoice: Option<Uuid>,
     pub asset: String,
     pub amount: u128,
+    /// The step that made it.
+    pub step: u64,
 }
 
 /// An invoice the harness created, with what a payer may send to it.
@@ -124,14 +134,37 @@ impl PayoutM {
     }
 }
 
+/// Steps after which a transfer or payout is no longer looked at by the per-step checks
+/// (only by the settlings, which look at everything): far more than the deepest reorg a run
+/// makes, in steps.
+pub const WINDOW_STEPS: u64 = 3_000;
+
 /// Everything the harness knows.
 #[derive(Debug, Default)]
 pub struct Model {
     pub tenants: Vec<Tenant>,
     pub transfers: BTreeMap<B256, TransferM>,
-    /// Deposit rows by id.
-    pub deposits: BTreeMap<Uuid, DepositSeen>,
+    /// Transfer hashes in the order they were made, with their step.
+    pub transfer_order: VecDeque<(u64, B256)>,
+    /// Deposit rows by id ([`Model::set_deposit`]).
+    deposits: BTreeMap<Uuid, DepositSeen>,
+    /// The deposit of each transfer that is `detected` or `confirmed`: (id, block), as of
+    /// the last [`Model::settle_live`].
+    live: BTreeMap<B256, (Uuid, u64)>,
+    /// Every deposit of each transfer.
+    by_tx: BTreeMap<B256, Vec<Uuid>>,
+    /// Transfers whose deposits changed since the last [`Model::settle_live`].
+    touched: BTreeSet<B256>,
+    /// Deposits `detected` now.
+    detected: BTreeSet<Uuid>,
+    /// A project's own funds by (project, chain, asset): confirmed invoice payments less
+    /// payouts without a customer (refunds) paid.
+    own: BTreeMap<(Uuid, String, String), i128>,
     pub payouts: BTreeMap<Uuid, PayoutM>,
+    /// Payouts not final.
+    open_payouts: BTreeSet<Uuid>,
+    /// Payouts by the step they last changed (made, or a status read back).
+    payout_changes: VecDeque<(u64, Uuid)>,
     pub invoices: BTreeMap<Uuid, InvoiceM>,
     /// What each customer should hold by (project, customer, chain, asset): `available`
     /// and `locked`, kept by the ledger's rules from the tenants' events in order
@@ -226,6 +259,192 @@ impl Model {
             }
         }
         Ok(())
+    }
+
+    /// Records what the appliance says of a deposit row; returns what is wrong with it (a
+    /// row no payer's transfer explains, one that does not match its transfer).
+    pub fn set_deposit(&mut self, d: DepositSeen) -> Vec<String> {
+        let mut bad = Vec::new();
+        let t = self.transfers.get(&d.tx_hash).cloned();
+        match &t {
+            None => bad.push(format!(
+                "deposit {} is no transfer a payer made: {d:?}",
+                d.id
+            )),
+            Some(t) if t.to != d.to || t.amount != d.amount || t.asset != d.asset => {
+                bad.push(format!(
+                    "deposit {} does not match its transfer: {d:?} vs {t:?}",
+                    d.id
+                ))
+            }
+            Some(_) => {}
+        }
+        let old = self.deposits.insert(d.id, d.clone());
+        if let Some(o) = &old {
+            if o.status == "detected" {
+                self.detected.remove(&o.id);
+            }
+        } else {
+            self.by_tx.entry(d.tx_hash).or_default().push(d.id);
+        }
+        if d.status == "detected" {
+            self.detected.insert(d.id);
+        }
+        self.touched.insert(d.tx_hash);
+        // A project's own funds: its invoices' confirmed payments.
+        if let (Some(i), Some(t)) = (d.invoice, &t) {
+            if let Some(project) = self.invoices.get(&i).map(|inv| inv.project) {
+                let e = self
+                    .own
+                    .entry((project, t.chain.to_string(), d.asset.clone()))
+                    .or_default();
+                if old.as_ref().is_some_and(|o| o.status == "confirmed") {
+                    *e -= d.amount as i128;
+                }
+                if d.status == "confirmed" {
+                    *e += d.amount as i128;
+                }
+            }
+        }
+        bad
+    }
+
+    /// Brings the live deposit of every transfer whose deposits changed up to date; returns
+    /// the transfers with two live deposits. Called once every row of a step is read (a
+    /// reorg fails one deposit of a transfer and detects another in the same step).
+    pub fn settle_live(&mut self) -> Vec<String> {
+        let mut bad = Vec::new();
+        for tx in std::mem::take(&mut self.touched) {
+            let live: Vec<&DepositSeen> = self
+                .by_tx
+                .get(&tx)
+                .into_iter()
+                .flatten()
+                .filter_map(|id| self.deposits.get(id))
+                .filter(|d| matches!(d.status.as_str(), "detected" | "confirmed"))
+                .collect();
+            match live.as_slice() {
+                [] => {
+                    self.live.remove(&tx);
+                }
+                [d] => {
+                    self.live.insert(tx, (d.id, d.block));
+                }
+                more => bad.push(format!(
+                    "transfer {tx:#x} has {} live deposits: {:?}",
+                    more.len(),
+                    more.iter().map(|d| (d.id, &d.status)).collect::<Vec<_>>()
+                )),
+            }
+        }
+        bad
+    }
+
+    pub fn deposit(&self, id: Uuid) -> Option<&DepositSeen> {
+        self.deposits.get(&id)
+    }
+
+    pub fn deposits(&self) -> impl Iterator<Item = &DepositSeen> {
+        self.deposits.values()
+    }
+
+    /// The live (`detected` or `confirmed`) deposit of a transfer: (id, block).
+    pub fn live(&self, tx: &B256) -> Option<(Uuid, u64)> {
+        self.live.get(tx).copied()
+    }
+
+    /// The deposits `detected` now.
+    pub fn detected(&self) -> impl Iterator<Item = &Uuid> {
+        self.detected.iter()
+    }
+
+    /// A project's own funds on (chain, asset), as the model expects them.
+    pub fn own(&self) -> &BTreeMap<(Uuid, String, String), i128> {
+        &self.own
+    }
+
+    /// Records a payout (made by the harness, or found in an event: a refund).
+    pub fn add_payout(&mut self, p: PayoutM, step: u64) {
+        if !p.is_final() {
+            self.open_payouts.insert(p.id);
+        }
+        self.payout_changes.push_back((step, p.id));
+        let (id, status) = (p.id, p.status.clone());
+        self.payouts.insert(
+            id,
+            PayoutM {
+                status: String::new(),
+                ..p
+            },
+        );
+        self.set_payout_status(id, &status, step);
+    }
+
+    /// Records a payout's status as read back.
+    pub fn set_payout_status(&mut self, id: Uuid, status: &str, step: u64) {
+        let Some(p) = self.payouts.get_mut(&id) else {
+            return;
+        };
+        if p.status == status {
+            return;
+        }
+        let was_paid = p.status == "confirmed";
+        p.status = status.to_string();
+        let now_paid = p.status == "confirmed";
+        if p.is_final() {
+            self.open_payouts.remove(&id);
+        } else {
+            self.open_payouts.insert(id);
+        }
+        if p.customer.is_nil() && was_paid != now_paid {
+            let e = self
+                .own
+                .entry((p.project, p.chain.to_string(), p.asset.clone()))
+                .or_default();
+            if now_paid {
+                *e -= p.amount as i128;
+            } else {
+                *e += p.amount as i128;
+            }
+        }
+        self.payout_changes.push_back((step, id));
+    }
+
+    /// Payouts not final, and those that changed within [`WINDOW_STEPS`] of `step`.
+    pub fn recent_payouts(&mut self, step: u64) -> BTreeSet<Uuid> {
+        while self
+            .payout_changes
+            .front()
+            .is_some_and(|(s, _)| s + WINDOW_STEPS < step)
+        {
+            self.payout_changes.pop_front();
+        }
+        let mut out: BTreeSet<Uuid> = self.open_payouts.clone();
+        out.extend(self.payout_changes.iter().map(|(_, id)| *id));
+        out
+    }
+
+    /// The payouts not final.
+    pub fn open_payouts(&self) -> impl Iterator<Item = &PayoutM> {
+        self.open_payouts
+            .iter()
+            .filter_map(|id| self.payouts.get(id))
+    }
+
+    /// Records a payer's transfer made at `step`.
+    pub fn add_transfer(&mut self, t: TransferM) {
+        self.transfer_order.push_back((t.step, t.hash));
+        self.transfers.insert(t.hash, t);
+    }
+
+    /// The transfers made within [`WINDOW_STEPS`] of `step` (all of them with `all`).
+    pub fn recent_transfers(&self, step: u64, all: bool) -> Vec<&TransferM> {
+        self.transfer_order
+            .iter()
+            .rev()
+            .take_while(|(s, _)| all || s + WINDOW_STEPS >= step)
+            .filter_map(|(_, h)| self.transfers.get(h))
+            .collect()
     }
 
     /// Every wallet of every tenant: (project, customer, chain, wallet).

@@ -164,6 +164,9 @@ impl Swarm {
     }
 }
 
+/// Most customers a tenant has.
+const MAX_CUSTOMERS: usize = 150;
+
 /// A fresh external address.
 fn fresh_address() -> Address {
     Address::from(rng::bytes20())
@@ -380,7 +383,10 @@ impl Sim {
 
     async fn new_customer(&mut self) -> anyhow::Result<String> {
         let t = self.pick_tenant();
-        let reuse = !self.model.tenants[t].customers.is_empty() && rng::chance(100);
+        // A tenant keeps at most MAX_CUSTOMERS customers, so a step's checks cost the same at
+        // the millionth step as at the first; past that, a new customer is a repeat.
+        let full = self.model.tenants[t].customers.len() >= MAX_CUSTOMERS;
+        let reuse = !self.model.tenants[t].customers.is_empty() && (full || rng::chance(100));
         let reference = if reuse {
             rng::pick(&self.model.tenants[t].customers)
                 .map(|c| c.reference.clone())
@@ -492,16 +498,15 @@ impl Sim {
             value: U256::from(amount),
         })
         .await;
-        self.model.transfers.insert(
+        self.model.add_transfer(TransferM {
             hash,
-            TransferM {
-                hash,
-                chain,
-                to: w.address,
-                asset: asset.clone(),
-                amount,
-            },
-        );
+            chain,
+            to: w.address,
+            invoice: None,
+            asset: asset.clone(),
+            amount,
+            step: self.step,
+        });
         format!("{chain}: {amount} {asset} to {:#x} ({hash:#x})", w.address)
     }
 
@@ -581,8 +586,7 @@ impl Sim {
         let id: Option<Uuid> = a.str("id").and_then(|s| s.parse().ok());
         match (a.status, id) {
             (202, Some(id)) => {
-                self.model.payouts.insert(
-                    id,
+                self.model.add_payout(
                     PayoutM {
                         id,
                         project,
@@ -595,6 +599,7 @@ impl Sim {
                         asked_us: sources::now_us(),
                         status: a.str("status").unwrap_or_default(),
                     },
+                    self.step,
                 );
             }
             (402, _) if amount > free => {}
@@ -620,7 +625,9 @@ impl Sim {
             .model
             .payouts
             .values()
-            .filter(|p| p.asked_us >= fresh_from)
+            .rev()
+            .take(500)
+            .filter(|p| p.asked_us >= fresh_from && !p.idempotency_key.is_empty())
             .cloned()
             .collect();
         let Some(p) = rng::pick(&all).cloned() else {
@@ -654,8 +661,7 @@ impl Sim {
     async fn decide(&mut self, approve: bool) -> anyhow::Result<String> {
         let waiting: Vec<PayoutM> = self
             .model
-            .payouts
-            .values()
+            .open_payouts()
             .filter(|p| p.status == "pending_approval")
             .cloned()
             .collect();
@@ -684,9 +690,8 @@ impl Sim {
     async fn cancel(&mut self) -> anyhow::Result<String> {
         let open: Vec<PayoutM> = self
             .model
-            .payouts
-            .values()
-            .filter(|p| p.is_open())
+            .open_payouts()
+            .filter(|p| p.is_open() && !p.customer.is_nil())
             .cloned()
             .collect();
         let Some(p) = rng::pick(&open).cloned() else {
@@ -832,7 +837,14 @@ impl Sim {
     /// A payer pays an invoice on one of its quotes: exactly, short, over, or after it
     /// expired.
     async fn pay_invoice(&mut self) -> String {
-        let all: Vec<InvoiceM> = self.model.invoices.values().cloned().collect();
+        let all: Vec<InvoiceM> = self
+            .model
+            .invoices
+            .values()
+            .rev()
+            .take(300)
+            .cloned()
+            .collect();
         let Some(inv) = rng::pick(&all).cloned() else {
             return "no invoice yet".into();
         };
@@ -872,16 +884,15 @@ impl Sim {
         })
         .await;
         let chain: &'static str = wc.id;
-        self.model.transfers.insert(
+        self.model.add_transfer(TransferM {
             hash,
-            TransferM {
-                hash,
-                chain,
-                to,
-                asset: asset.clone(),
-                amount,
-            },
-        );
+            chain,
+            to,
+            invoice: Some(inv.id),
+            asset: asset.clone(),
+            amount,
+            step: self.step,
+        });
         let late = if sources::now_us() > inv.expires_at {
             " (after expiry)"
         } else {
@@ -895,7 +906,14 @@ impl Sim {
 
     /// Cancels an invoice: refused once it has received money.
     async fn cancel_invoice(&mut self) -> anyhow::Result<String> {
-        let all: Vec<InvoiceM> = self.model.invoices.values().cloned().collect();
+        let all: Vec<InvoiceM> = self
+            .model
+            .invoices
+            .values()
+            .rev()
+            .take(300)
+            .cloned()
+            .collect();
         let Some(inv) = rng::pick(&all).cloned() else {
             return Ok("no invoice yet".into());
         };
@@ -931,6 +949,8 @@ impl Sim {
             .model
             .invoices
             .values()
+            .rev()
+            .take(300)
             .filter(|i| i.policy == "refund")
             .cloned()
             .collect();

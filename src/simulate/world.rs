@@ -21,6 +21,10 @@ use appliance_storage::sources;
 
 use super::rng;
 
+/// Blocks a world chain holds below its head: the watcher remembers 256, the deepest reorg
+/// a run makes is 80.
+const RETAIN_BLOCKS: u64 = 512;
+
 /// What a chain's node does wrong now (the harness sets it; [`FaultyClient`] applies it).
 #[derive(Debug, Clone, Default)]
 pub struct NodeFaults {
@@ -54,7 +58,7 @@ pub struct WorldChain {
     /// Chain events the world made (for the failure trace).
     pub log: Arc<Mutex<Vec<String>>>,
     /// The chain as it was before its last reorg: what a stale node serves.
-    pub stale: Arc<Mutex<Option<SimChain>>>,
+    pub stale: Arc<Mutex<Option<Arc<SimChain>>>>,
     /// Reads answered from the stale view so far.
     pub stale_served: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -85,7 +89,11 @@ impl World {
         tokens: BTreeMap<String, Address>,
         native_symbol: String,
     ) {
-        let sim = SimClient::new(SimChain::new(genesis));
+        let mut chain = SimChain::new(genesis);
+        // Enough for the deepest reorg a run makes and the watcher's memory, no more: a
+        // reorg keeps a copy of the chain as the stale view.
+        chain.set_retain_blocks(RETAIN_BLOCKS);
+        let sim = SimClient::new(chain);
         self.chains.insert(
             id,
             WorldChain {
@@ -172,13 +180,13 @@ fn reorg_locked(
     depth: u64,
     drop: bool,
     now_ms: u64,
-    stale: &Mutex<Option<SimChain>>,
+    stale: &Mutex<Option<Arc<SimChain>>>,
 ) -> u64 {
     let depth = depth.min(c.reorg_depth_held());
     if depth == 0 {
         return 0;
     }
-    *stale.lock().expect("lock") = Some(c.clone());
+    *stale.lock().expect("lock") = Some(Arc::new(c.clone()));
     match c.apply(&Op::Reorg {
         depth,
         drop,
@@ -197,7 +205,7 @@ pub struct FaultyClient {
     crashed: Arc<AtomicBool>,
     halt: Arc<Mutex<Option<appliance_storage::Store>>>,
     log: Arc<Mutex<Vec<String>>>,
-    stale: Arc<Mutex<Option<SimChain>>>,
+    stale: Arc<Mutex<Option<Arc<SimChain>>>>,
     stale_served: Arc<std::sync::atomic::AtomicU64>,
 }
 
