@@ -34,6 +34,34 @@ pub struct Tenant {
     pub customers: Vec<CustomerM>,
     /// Highest event sequence read so far.
     pub last_sequence: u64,
+    /// The wallet key's id (it rolls itself).
+    pub wallet_key_id: Uuid,
+    /// Keys replaced by a roll: (token, id, when it stops working, Unix µs).
+    pub rolled: Vec<(String, Uuid, i64)>,
+    /// Webhook endpoints.
+    pub endpoints: Vec<EndpointM>,
+}
+
+/// How a simulated webhook receiver answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Receiver {
+    /// 200 every time.
+    Healthy,
+    /// 500 or a timeout some of the time.
+    Flaky,
+    /// 410 Gone: the endpoint is disabled by it.
+    Gone,
+}
+
+/// A webhook endpoint and the secrets its deliveries may be signed with.
+#[derive(Debug, Clone)]
+pub struct EndpointM {
+    pub id: Uuid,
+    pub url: String,
+    pub receiver: Receiver,
+    /// Secrets with when each stops being used (Unix µs; `i64::MAX` for the current one).
+    pub secrets: Vec<(String, i64)>,
+    pub deleted: bool,
 }
 
 /// One customer of a tenant.

@@ -484,3 +484,101 @@ impl Dispatcher {
         }
     }
 }
+
+/// One pass over the deliveries due now (at most `limit`), sent one after another through
+/// `send` instead of the network, outcomes written as the dispatcher writes them (the
+/// resolving read, [`webhook_deliveries::record_outcomes`] and the retry schedule are the
+/// dispatcher's own). Returns the number of outcomes recorded. For `appliance simulate`
+/// (issue 40), which runs the dispatcher as a step it schedules, with no event loop, no
+/// timers and no concurrency deciding anything; `send` gets the URL, the body and its
+/// signature header.
+pub async fn deliver_due(
+    state: &AppState,
+    limit: usize,
+    mut send: impl FnMut(&str, &str, &str) -> crate::webhooks::sender::AttemptResult,
+) -> anyhow::Result<usize> {
+    let prefix = index::prefix(IndexTag::WebhookDeliveriesDue, Uuid::nil(), &[]);
+    let end = index::prefix_end(&prefix);
+    let now = now_us();
+    let keys = state
+        .store
+        .read(move |r| r.index_range(&prefix, &end, limit, false))
+        .await?;
+    let ids: Vec<Uuid> = keys
+        .iter()
+        .filter_map(|k| WebhookDelivery::parse_due_key(k))
+        .filter(|(at, _)| *at <= now)
+        .map(|(_, id)| id)
+        .collect();
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let (reg, key) = (state.registry.clone(), state.data_key.clone());
+    let resolutions = state
+        .store
+        .read(move |r| resolve_in(r, &reg, &key, &[], ids, &[], now))
+        .await?;
+    let mut recordings = Vec::new();
+    for r in resolutions {
+        match r {
+            Resolution::Send(job) => {
+                let body = crate::webhooks::envelope(
+                    &job.event_json,
+                    job.attempt,
+                    &crate::views::delivery_ref(job.id),
+                );
+                let t = now_us() / 1_000_000;
+                let header = crate::webhooks::signature::header(
+                    job.secrets.iter().map(|s| s.as_str()),
+                    t,
+                    body.as_bytes(),
+                );
+                let result = send(&job.url, &body, &header);
+                let report = crate::services::webhook_deliveries::AttemptReport {
+                    url: job.url,
+                    status: result.status,
+                    resolved_ip: result.resolved_ip.map(|ip| ip.to_string()),
+                    duration_ms: result.duration_ms,
+                    error: result.error,
+                    body: result.body,
+                };
+                recordings.push(Recording {
+                    id: job.id,
+                    attempt: job.attempt,
+                    kind: OutcomeKind::Attempt(report),
+                });
+            }
+            Resolution::Later(..) => {}
+            Resolution::Cancel { id, attempt, .. } => recordings.push(Recording {
+                id,
+                attempt,
+                kind: OutcomeKind::Cancel,
+            }),
+            Resolution::Skip {
+                id,
+                attempt,
+                reason,
+                ..
+            } => recordings.push(Recording {
+                id,
+                attempt,
+                kind: OutcomeKind::Skip { reason },
+            }),
+        }
+    }
+    let n = recordings.len();
+    let schedule = state.webhooks.config.retry_schedule_s.clone();
+    let rec = state
+        .store
+        .write(move |ctx| {
+            crate::services::webhook_deliveries::record_outcomes(ctx, recordings, |made| {
+                outcomes::retry_delay_us(&schedule, made)
+            })
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("recording webhook outcomes: {e:?}"))?;
+    for (project, endpoint) in rec.cancel_more {
+        cancel_rest(state.clone(), project, endpoint).await;
+    }
+    Ok(n)
+}

@@ -144,7 +144,7 @@ pub(super) async fn record_outcomes(
 }
 
 /// Delay before the attempt after `attempts_made`, with up to 10% jitter.
-fn retry_delay_us(schedule: &[u64], attempts_made: u32) -> i64 {
+pub(super) fn retry_delay_us(schedule: &[u64], attempts_made: u32) -> i64 {
     let i = (attempts_made.max(1) as usize - 1).min(schedule.len().saturating_sub(1));
     let base_us = schedule.get(i).copied().unwrap_or(60) as i64 * 1_000_000;
     let r = appliance_storage::sources::random_u64();
