@@ -95,6 +95,10 @@ pub enum Command {
         /// flight, then every address compared with the ledger).
         #[arg(long, default_value_t = crate::simulate::SETTLE_EVERY)]
         settle_every: u64,
+        /// A scripted run instead of a random one: `reorg-after-credit` (issue 40's
+        /// scenario on the simulated chain; `--steps` rounds of it).
+        #[arg(long)]
+        scenario: Option<String>,
     },
     /// Print the version.
     Version,
@@ -375,6 +379,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             keep,
             verbose,
             settle_every,
+            scenario,
         }) => {
             return simulate(crate::simulate::Options {
                 seed,
@@ -382,6 +387,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 keep,
                 verbose,
                 settle_every: settle_every.max(1),
+                scenario,
             })
         }
         Some(Command::Version) => {

@@ -529,6 +529,97 @@ pub fn follow_hash(
     Ok(())
 }
 
+/// A `confirmed` payout whose one transaction a reorg undid (its nonce is final as a filler,
+/// or the call was mined again and reverted): the money did not leave. `confirmed` ->
+/// `failed` with `reason`, the amount back in `available` (`payout_unsettle`: treasury
+/// debited, the owner's `available` credited) and `payout.failed` (issue 40). A payout is
+/// never sent at a second nonce, so it cannot be paid twice; if a later reorg lets its
+/// transaction succeed after all, [`resettle`] takes it back.
+pub fn unsettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> Result<(), Fault> {
+    let Some(mut p) = ctx.get::<Payout>(id)? else {
+        return Ok(());
+    };
+    if p.status != PayoutStatus::Confirmed {
+        return Ok(());
+    }
+    let total = p.amount + p.fee_amount;
+    let pid = p.project_id;
+    let e = JournalEntry {
+        id: appliance_storage::sources::new_id(),
+        project_id: pid,
+        kind: "payout_unsettle".into(),
+        ref_id: p.id,
+        created_at: ctx.now_us(),
+        postings: vec![
+            Posting::debit(
+                Account::project(pid, &p.chain, &p.asset, AccountKind::Treasury),
+                total,
+            ),
+            Posting::credit(
+                Account::customer(pid, owner(&p), &p.chain, &p.asset, AccountKind::Available),
+                total,
+            ),
+        ],
+    };
+    ctx.post(&e)??;
+    p.status = PayoutStatus::Failed;
+    p.failure_reason = Some(reason.into());
+    p.updated_at = ctx.now_us();
+    ctx.put(&p)?;
+    emit_payout(ctx, s, "payout.failed", &p)?;
+    crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
+    Ok(())
+}
+
+/// A `failed` payout whose transaction a reorg let succeed after all (its one nonce now
+/// carries the call): the money left. `failed` -> `confirmed` with `tx_hash`
+/// (`payout_resettle`: the amount out of the owner's `available` as far as it goes, the
+/// rest posted to the project's `receivable`, as a reorged credit is; the treasury
+/// credited) and `payout.confirmed` (issue 40).
+pub fn resettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, tx_hash: &str) -> Result<(), Fault> {
+    let Some(mut p) = ctx.get::<Payout>(id)? else {
+        return Ok(());
+    };
+    if p.status != PayoutStatus::Failed {
+        return Ok(());
+    }
+    let total = p.amount + p.fee_amount;
+    let pid = p.project_id;
+    let available = Account::customer(pid, owner(&p), &p.chain, &p.asset, AccountKind::Available);
+    let from_available = ctx.balance(&available)?.credit_balance().min(total);
+    let mut postings = Vec::new();
+    if from_available > 0 {
+        postings.push(Posting::debit(available, from_available));
+    }
+    if total > from_available {
+        postings.push(Posting::debit(
+            Account::project(pid, &p.chain, &p.asset, AccountKind::Receivable),
+            total - from_available,
+        ));
+    }
+    postings.push(Posting::credit(
+        Account::project(pid, &p.chain, &p.asset, AccountKind::Treasury),
+        total,
+    ));
+    let e = JournalEntry {
+        id: appliance_storage::sources::new_id(),
+        project_id: pid,
+        kind: "payout_resettle".into(),
+        ref_id: p.id,
+        created_at: ctx.now_us(),
+        postings,
+    };
+    ctx.post(&e)??;
+    p.status = PayoutStatus::Confirmed;
+    p.failure_reason = None;
+    p.tx_hash = Some(tx_hash.to_string());
+    p.updated_at = ctx.now_us();
+    ctx.put(&p)?;
+    emit_payout(ctx, s, "payout.confirmed", &p)?;
+    crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
+    Ok(())
+}
+
 /// A `submitted` payout whose transaction can never be mined (a filler holds its nonce with
 /// the chain's confirmations) and whose call cannot succeed now: `failed` with `reason`,
 /// funds back in `available`.

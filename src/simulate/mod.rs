@@ -26,6 +26,7 @@ mod model;
 mod node;
 mod ops;
 mod rng;
+mod scenario;
 mod world;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -71,6 +72,9 @@ pub struct Options {
     pub verbose: bool,
     /// Steps between two settlings ([`SETTLE_EVERY`] by default).
     pub settle_every: u64,
+    /// A scripted run instead of a random one (`reorg-after-credit`: issue 40's scenario,
+    /// `steps` rounds of it).
+    pub scenario: Option<String>,
 }
 
 /// One invariant that did not hold.
@@ -132,7 +136,14 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
     let dir = temp_dir(opts.seed)?;
     let out = rt.block_on(async {
         let mut sim = Sim::new(&dir).await?;
-        sim.run(opts).await
+        match opts.scenario.as_deref() {
+            None => sim.run(opts).await,
+            Some("reorg-after-credit") => {
+                sim.reorg_after_credit(opts.steps).await?;
+                sim.report(opts).await
+            }
+            Some(other) => Err(anyhow!("no scenario {other:?} (known: reorg-after-credit)")),
+        }
     });
     if opts.keep {
         eprintln!("data dir kept: {}", dir.display());
@@ -280,7 +291,6 @@ impl Sim {
     }
 
     async fn run(&mut self, opts: &Options) -> anyhow::Result<Report> {
-        let mut first_trace = Vec::new();
         while self.step < opts.steps && self.failures.is_empty() {
             self.step += 1;
             let op = self.swarm.pick();
@@ -310,12 +320,20 @@ impl Sim {
             self.current = "final settle".into();
             self.settle().await?;
         }
+        self.report(opts).await
+    }
+
+    /// The run's outcome (after a last `verify`; the trace when something failed) and its
+    /// digest; stops the node.
+    async fn report(&mut self, opts: &Options) -> anyhow::Result<Report> {
         if self.failures.is_empty() {
             self.verify().await?;
         }
-        if !self.failures.is_empty() {
-            first_trace = self.trace.iter().cloned().collect();
-        }
+        let trace = if self.failures.is_empty() {
+            Vec::new()
+        } else {
+            self.trace.iter().cloned().collect()
+        };
         let digest = self.digest().await?;
         if let Some(n) = self.node.take() {
             n.crash(&self.world).await;
@@ -325,7 +343,7 @@ impl Sim {
             steps: self.step,
             digest,
             failures: self.failures.clone(),
-            trace: first_trace,
+            trace,
             counts: self.counts.clone(),
             crashes: self.crashes,
             reorgs: self.reorgs,

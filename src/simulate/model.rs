@@ -194,6 +194,8 @@ pub struct Model {
     /// Payouts by the step they last changed (made, or a status read back).
     payout_changes: VecDeque<(u64, Uuid)>,
     pub invoices: BTreeMap<Uuid, InvoiceM>,
+    /// Where each payout's funds are, by its events in order.
+    pub payout_money: BTreeMap<Uuid, PayoutMoney>,
     /// What each customer should hold by (project, customer, chain, asset): `available`
     /// and `locked`, kept by the ledger's rules from the tenants' events in order
     /// ([`Model::apply_event`]).
@@ -221,6 +223,20 @@ pub enum Movement {
     Paid(Position, u128),
     /// A payout given up: its funds back (`payout.failed`, `canceled`, `rejected`).
     Released(Position, u128),
+    /// A confirmed payout undone by a reorg: its funds back in `available`
+    /// (`payout.failed` after `payout.confirmed`).
+    Unpaid(Position, u128),
+    /// A failed payout paid after all by a reorg: out of `available` as far as it goes, the
+    /// rest to the project's `receivable` (`payout.confirmed` after `payout.failed`).
+    Repaid(Position, u128),
+}
+
+/// Where a payout's funds are, by the events read so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayoutMoney {
+    Locked,
+    Paid,
+    Released,
 }
 
 impl Model {
@@ -243,7 +259,9 @@ impl Model {
             | Movement::Reversed(k, _)
             | Movement::Locked(k, _)
             | Movement::Paid(k, _)
-            | Movement::Released(k, _) => k.1.is_nil(),
+            | Movement::Released(k, _)
+            | Movement::Unpaid(k, _)
+            | Movement::Repaid(k, _) => k.1.is_nil(),
         };
         if own {
             // The project's own funds: summed from the rows at each check (`checks`).
@@ -253,7 +271,10 @@ impl Model {
             Movement::Credited(k, a) => {
                 self.balances.entry(k.clone()).or_default().0 += a;
             }
-            Movement::Reversed(k, a) => {
+            Movement::Unpaid(k, a) => {
+                self.balances.entry(k.clone()).or_default().0 += a;
+            }
+            Movement::Reversed(k, a) | Movement::Repaid(k, a) => {
                 let b = self.balances.entry(k.clone()).or_default();
                 let take = b.0.min(*a);
                 b.0 -= take;

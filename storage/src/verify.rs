@@ -527,7 +527,8 @@ fn check_conversions(
 /// Billing (DECISIONS.md section 13): per project, the account's `balance_cents` and
 /// `entries` equal the sum and the number of its entries, and each entry's
 /// `balance_after_cents` is the running sum in entry order; each entry's sign fits its kind;
-/// each fee names its source, which exists (a payout fee's payout is confirmed) and carries
+/// each fee names its source, which exists (a payout fee's payout is confirmed, or was
+/// until a reorg undid it) and carries
 /// no other fee of that kind; each entry's billing line is on the log at its sequence.
 fn check_billing(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
     let entries = ctx.open(BILLING_ENTRIES)?;
@@ -813,6 +814,15 @@ fn check_fee_source(ctx: &ReadCtx, e: &BillingEntry, rep: &mut Report) -> Result
         },
         EntryKind::PayoutFee => match ctx.get_in::<Payout>(e.project_id, id) {
             Ok(Some(p)) if p.status == PayoutStatus::Confirmed => None,
+            // Confirmed, then undone by a reorg (`payouts::unsettle`): the fee stays.
+            Ok(Some(p))
+                if p.status == PayoutStatus::Failed
+                    && p.failure_reason
+                        .as_deref()
+                        .is_some_and(|r| r.starts_with("reorg")) =>
+            {
+                None
+            }
             Ok(Some(p)) => Some(format!("its payout is {}", p.status.as_str())),
             Err(StoreError::Corrupt(_)) => None,
             Ok(None) => Some("its payout does not exist".to_string()),

@@ -376,6 +376,30 @@ async fn track(
                 }
             }
             let confirmed = v.head + 1 >= r.block_number + required;
+            if confirmed && tx.kind == OutKind::Payout {
+                // Once its call was mined (settled), a payout follows that nonce (issue 40):
+                // it is not sent at a second one, so it is paid at most once whatever a reorg
+                // does later; its status follows what that nonce carries. (A payout whose call
+                // never mined, its nonce taken by a filler, is re-planned below: issue 8.)
+                let paid = !filler && r.success;
+                match (tx.settled, paid) {
+                    (Some(true), false) => {
+                        tracing::warn!(chain = c.chain, nonce = tx.nonce, filler,
+                            "a confirmed payout's transaction was undone by a reorg; the payout fails and its funds are back");
+                        batch.flush(state, c).await?;
+                        payout_outcome(state, c, tx, PayoutTurn::Unpaid).await?;
+                        return Ok(None);
+                    }
+                    (Some(false), true) => {
+                        tracing::warn!(chain = c.chain, nonce = tx.nonce,
+                            "a failed payout's transaction succeeded after a reorg; the payout is confirmed");
+                        batch.flush(state, c).await?;
+                        payout_outcome(state, c, tx, PayoutTurn::Paid(hash)).await?;
+                        return Ok(None);
+                    }
+                    _ => {}
+                }
+            }
             if confirmed && tx.settled.is_none() {
                 if filler {
                     // The call can never be mined now: re-plan its resource.
@@ -403,12 +427,17 @@ async fn track(
                     success: r.success,
                     swap_out: out,
                 });
-            } else if confirmed && tx.settled == Some(true) && (filler || !r.success) {
-                // A settled send that a reorg removed and that is now final as a filler, or
-                // was mined again and reverted: its resource's move is written (a payout
-                // paid, a sweep done) but the chain did not make it. The call is sent again
-                // at a new nonce as soon as it can succeed (issue 40); until then the row
-                // stays followed and this is tried on every pass.
+            } else if confirmed
+                && tx.kind != OutKind::Payout
+                && tx.settled == Some(true)
+                && (filler || !r.success)
+            {
+                // A settled send (not a payout) that a reorg removed and that is now final
+                // as a filler, or was mined again and reverted: its resource's move is
+                // written (a sweep done) but the chain did not make it. The call is sent
+                // again at a new nonce as soon as it can succeed (issue 40: a second sweep
+                // moves what the first did not); until then the row stays followed and this
+                // is tried on every pass.
                 tracing::warn!(chain = c.chain, nonce = tx.nonce, kind = ?tx.kind, filler,
                     "a settled send was undone by a reorg; it is sent again at a new nonce");
                 batch.flush(state, c).await?;
@@ -474,6 +503,46 @@ async fn track(
         }
     }
     Ok(Some(tx))
+}
+
+/// What a settled payout's nonce ends up carrying, against what its status says.
+enum PayoutTurn {
+    /// The confirmed payout's transaction was undone (a filler, or mined again and
+    /// reverted): the payout fails, funds back ([`payouts::unsettle`]).
+    Unpaid,
+    /// The failed payout's call succeeded after a reorg, at this hash: confirmed again
+    /// ([`payouts::resettle`]).
+    Paid(String),
+}
+
+/// Writes a payout's turn and its row (settled as it now is) in one transaction.
+async fn payout_outcome(
+    state: &AppState,
+    c: &ChainWorker,
+    mut tx: OutTx,
+    turn: PayoutTurn,
+) -> anyhow::Result<()> {
+    let key = c.key.clone();
+    let reg = state.registry.clone();
+    let attempts = state.config.webhooks.max_attempts();
+    let scope = c.scope;
+    tx.settled = Some(matches!(turn, PayoutTurn::Paid(_)));
+    write(state, move |ctx| {
+        let mut scopes = Scopes::new(reg, scope, attempts);
+        if let Some(s) = scopes.of(ctx, tx.project_id)? {
+            match &turn {
+                PayoutTurn::Unpaid => payouts::unsettle(
+                    ctx,
+                    &s,
+                    tx.ref_id,
+                    "reorg: its transaction was undone and did not pay",
+                )?,
+                PayoutTurn::Paid(hash) => payouts::resettle(ctx, &s, tx.ref_id, hash)?,
+            }
+        }
+        put_row(ctx, &key, &tx)
+    })
+    .await
 }
 
 /// The resource's outcome at the chain's confirmations, inside a store transaction: the
