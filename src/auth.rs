@@ -159,12 +159,8 @@ impl Pepper {
         std::fs::create_dir_all(dir)?;
         let path = dir.join("pepper");
         match std::fs::read_to_string(&path) {
-            Ok(s) => {
-                let mut b = [0u8; 32];
-                hex::decode_to_slice(s.trim(), &mut b)
-                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-                Ok(Pepper::keyed(&b))
-            }
+            Ok(s) => Pepper::parse(&s)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let mut b = [0u8; 32];
                 appliance_storage::sources::fill_random(&mut b);
@@ -179,6 +175,15 @@ impl Pepper {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// A pepper file's text: 32 bytes as 64 hex digits (surrounding whitespace ignored).
+    /// `restore` checks a backup's pepper with it before anything is replaced (issue 41).
+    pub fn parse(text: &str) -> Result<Pepper, String> {
+        let mut b = [0u8; 32];
+        hex::decode_to_slice(text.trim(), &mut b)
+            .map_err(|e| format!("not 64 hex digits ({e})"))?;
+        Ok(Pepper::keyed(&b))
     }
 
     fn keyed(secret: &[u8; 32]) -> Pepper {

@@ -780,6 +780,14 @@ fn restore_locked(
                 );
             }
         }
+        // The pepper the server will load (a wrong one would only show at the next start).
+        let pepper = std::fs::read_to_string(staged("pepper"))?;
+        crate::auth::Pepper::parse(&pepper).map_err(|e| {
+            anyhow::anyhow!(
+                "{}/pepper is not a pepper: {e}; nothing was restored",
+                from.display()
+            )
+        })?;
         // Verify the copy that will be put in place (the backup itself stays untouched).
         let b = appliance_storage::Store::open(
             &staged("appliance.redb"),

@@ -477,6 +477,10 @@ pub struct LimitsConfig {
     /// the first byte of the next request; the connection is closed after (DECISIONS.md
     /// section 16: 10 s).
     pub header_read_timeout_secs: u64,
+    /// Seconds a client has to send a whole request body, from the end of its head; the
+    /// request is then answered 408 `request_timeout` and the connection closed (issue 41:
+    /// a body trickled a byte at a time held a connection for as long as it liked).
+    pub body_read_timeout_secs: u64,
     /// Seconds an idle keep-alive connection (no request in flight, no bytes arriving) stays
     /// open (DECISIONS.md section 16: 60 s).
     pub idle_timeout_secs: u64,
@@ -495,6 +499,7 @@ impl Default for LimitsConfig {
             unauthenticated_per_minute: 60,
             max_body_bytes: 1 << 20,
             header_read_timeout_secs: 10,
+            body_read_timeout_secs: 10,
             idle_timeout_secs: 60,
             max_connections: 10_000,
             max_headers: 100,
@@ -507,9 +512,12 @@ impl LimitsConfig {
     /// Refuses values the server cannot honour (zero timeouts, a URI limit above what the
     /// HTTP parser itself admits).
     pub fn validate(&self) -> Result<(), String> {
-        if self.header_read_timeout_secs == 0 || self.idle_timeout_secs == 0 {
+        if self.header_read_timeout_secs == 0
+            || self.body_read_timeout_secs == 0
+            || self.idle_timeout_secs == 0
+        {
             return Err(
-                "limits.header_read_timeout_secs and limits.idle_timeout_secs must be at least 1"
+                "limits.header_read_timeout_secs, limits.body_read_timeout_secs and limits.idle_timeout_secs must be at least 1"
                     .into(),
             );
         }

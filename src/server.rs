@@ -102,6 +102,19 @@ async fn prepare(config: &Config, test_mode: bool) -> anyhow::Result<Prepared> {
     }
     let ops = crate::ops::init(config)?;
     config.limits.validate().map_err(anyhow::Error::msg)?;
+    for net in config
+        .trusted_proxies
+        .iter()
+        .filter(|n| n.prefix_len() == 0)
+    {
+        // Every peer is then a trusted proxy: any client sets its own address with
+        // X-Forwarded-For (allowlists, rate limits, the metrics' loopback rule). Allowed, as
+        // behind a proxy that is the only way in, but said (issue 41).
+        tracing::warn!(
+            trusted_proxies = %net,
+            "trusted_proxies contains {net}: EVERY peer is trusted to name the client address in              X-Forwarded-For; list only your reverse proxies' addresses unless nothing else can reach this port"
+        );
+    }
     let rustls = match &config.tls {
         Some(tls) => Some(
             axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key)

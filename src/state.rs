@@ -120,6 +120,7 @@ impl AppState {
                 unauthenticated: RateLimiter::keyed(Quota::per_minute(unauth)),
                 checkout: Mutex::new(HashMap::new()),
                 refund: Mutex::new(HashMap::new()),
+                public_bodies: Arc::default(),
             },
             config,
             store,
@@ -145,6 +146,31 @@ pub struct Limits {
     checkout: Mutex<HashMap<Uuid, (u32, Arc<DefaultDirectRateLimiter>)>>,
     /// Checkout refund requests per token (SPEC.md section 8).
     refund: Mutex<HashMap<Uuid, (u32, Arc<DefaultDirectRateLimiter>)>>,
+    /// Keyless requests of each source address whose bodies are being read now.
+    public_bodies: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+/// Most keyless requests of one source address reading their bodies at once (issue 41): a
+/// body may take up to `limits.body_read_timeout_secs`, so without this one address could
+/// hold every connection the ceiling allows; past it, 429.
+pub const PUBLIC_BODIES_PER_IP: usize = 4;
+
+/// One keyless body being read ([`Limits::public_body`]); released when dropped.
+pub struct PublicBodySlot {
+    map: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    ip: IpAddr,
+}
+
+impl Drop for PublicBodySlot {
+    fn drop(&mut self) {
+        let mut m = self.map.lock().expect("lock");
+        if let Some(n) = m.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.ip);
+            }
+        }
+    }
 }
 
 /// Most per-token limiters kept; past it, the ones whose budget is full again (idle for a
@@ -221,6 +247,21 @@ impl Limits {
     /// Counts one refund request to the checkout of invoice `id`.
     pub fn check_refund(&self, id: Uuid, per_minute: u32) -> Result<(), u64> {
         check_in(&self.refund, id, per_minute.max(1))
+    }
+
+    /// A slot to read one keyless request's body from `ip`; `None` when
+    /// [`PUBLIC_BODIES_PER_IP`] are being read already.
+    pub fn public_body(&self, ip: IpAddr) -> Option<PublicBodySlot> {
+        let mut m = self.public_bodies.lock().expect("lock");
+        let n = m.entry(ip).or_insert(0);
+        if *n >= PUBLIC_BODIES_PER_IP {
+            return None;
+        }
+        *n += 1;
+        Some(PublicBodySlot {
+            map: self.public_bodies.clone(),
+            ip,
+        })
     }
 
     /// Counts one unauthenticated request from `ip`.

@@ -52,6 +52,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub header_read_timeout: Duration,
+    /// Time to read a whole request body, from the end of its head ([`DeadlineBody`]).
+    pub body_read_timeout: Duration,
     pub idle_timeout: Duration,
     pub max_connections: usize,
 }
@@ -60,6 +62,7 @@ impl Settings {
     pub fn from_limits(l: &LimitsConfig) -> Settings {
         Settings {
             header_read_timeout: Duration::from_secs(l.header_read_timeout_secs.max(1)),
+            body_read_timeout: Duration::from_secs(l.body_read_timeout_secs.max(1)),
             idle_timeout: Duration::from_secs(l.idle_timeout_secs.max(1)),
             max_connections: l.max_connections.max(1),
         }
@@ -363,6 +366,7 @@ async fn run_conn<I>(
 {
     let io = TokioIo::new(TrackedIo::new(io, conn.clone()));
     let c2 = conn.clone();
+    let body_timeout = settings.body_read_timeout;
     let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
         let guard = c2.begin_request();
         let app = app.clone();
@@ -370,7 +374,7 @@ async fn run_conn<I>(
             let Some(guard) = guard else {
                 return Ok::<_, Infallible>(busy_response());
             };
-            let mut req = req.map(Body::new);
+            let mut req = req.map(|b| Body::new(DeadlineBody::new(b, body_timeout)));
             req.extensions_mut().insert(ConnectInfo(peer));
             let resp = match app.oneshot(req).await {
                 Ok(r) => r,
@@ -424,6 +428,61 @@ async fn run_conn<I>(
                 }
             }
         }
+    }
+}
+
+/// The error a request body gives once its time is up ([`Settings::body_read_timeout`]);
+/// the body extractor answers it 408 `request_timeout`.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body was not received in time")]
+pub struct BodyTimeout;
+
+/// A request body that must be read whole within a deadline set when its head was read
+/// (issue 41): a client trickling bytes cannot hold a connection past it, whatever the
+/// handler does. Reading stops with [`BodyTimeout`] at the deadline.
+struct DeadlineBody {
+    inner: Incoming,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    expired: bool,
+}
+
+impl DeadlineBody {
+    fn new(inner: Incoming, limit: Duration) -> DeadlineBody {
+        DeadlineBody {
+            inner,
+            deadline: Box::pin(tokio::time::sleep(limit)),
+            expired: false,
+        }
+    }
+}
+
+impl hyper::body::Body for DeadlineBody {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        if self.expired {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(axum::Error::new)));
+        }
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            self.expired = true;
+            return Poll::Ready(Some(Err(axum::Error::new(BodyTimeout))));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
     }
 }
 

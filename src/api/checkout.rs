@@ -14,7 +14,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -55,6 +55,43 @@ const CLASSIFY_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn now_us() -> i64 {
     appliance_storage::now_us()
+}
+
+/// The `{token}` path segment. A segment that does not decode (invalid UTF-8 in its
+/// percent-escapes) is a token no checkout has: it reads as the empty token, so it gets the
+/// one answer to every miss (404 in the envelope, or the page's own 404) and not the
+/// router's plain-text 400 (issue 41, SPEC.md: any unknown token is 404).
+struct Token(String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Token {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Token(
+            Path::<String>::from_request_parts(parts, state)
+                .await
+                .map(|Path(t)| t)
+                .unwrap_or_default(),
+        ))
+    }
+}
+
+/// A public request's body, read only after its token opened a checkout, and only while
+/// its address reads at most `state::PUBLIC_BODIES_PER_IP` bodies at once (429 past it):
+/// a body may take `limits.body_read_timeout_secs` (issue 41).
+async fn read_body(
+    state: &AppState,
+    ip: IpAddr,
+    req: axum::extract::Request,
+) -> Result<JsonBody, ApiError> {
+    let _slot = state
+        .limits
+        .public_body(ip)
+        .ok_or_else(|| rate_limited(1))?;
+    JsonBody::from_request(req, state).await
 }
 
 /// The one answer to every miss, after charging the caller's address (429 once spent).
@@ -349,7 +386,7 @@ pub struct CheckoutRefundIn {
 async fn get_checkout(
     State(state): State<AppState>,
     ClientIp(ip): ClientIp,
-    Path(token): Path<String>,
+    Token(token): Token,
 ) -> Result<Response, ApiError> {
     let l = open(&state, ip, &token).await?;
     charge(&state, &l)?;
@@ -380,11 +417,13 @@ async fn get_checkout(
 async fn select_checkout(
     State(state): State<AppState>,
     ClientIp(ip): ClientIp,
-    Path(token): Path<String>,
-    body: JsonBody,
+    Token(token): Token,
+    req: axum::extract::Request,
 ) -> Result<Response, ApiError> {
+    // The token first, then the body (issue 41): a miss never waits for a body.
     let l = open(&state, ip, &token).await?;
     charge(&state, &l)?;
+    let body = read_body(&state, ip, req).await?;
     let f = &body.fields;
     let chain = f.req_str("chain")?;
     let asset = f.req_str("asset")?;
@@ -429,15 +468,17 @@ async fn select_checkout(
 async fn refund_checkout(
     State(state): State<AppState>,
     ClientIp(ip): ClientIp,
-    Path(token): Path<String>,
-    body: JsonBody,
+    Token(token): Token,
+    req: axum::extract::Request,
 ) -> Result<Response, ApiError> {
+    // The token first, then the body (issue 41): a miss never waits for a body.
     let l = open(&state, ip, &token).await?;
     charge(&state, &l)?;
     state
         .limits
         .check_refund(l.invoice.id, checkout::REFUND_PER_MINUTE)
         .map_err(rate_limited)?;
+    let body = read_body(&state, ip, req).await?;
     let address = body
         .fields
         .opt_bounded("address", checkout::MAX_ADDRESS_LEN)?
@@ -497,7 +538,7 @@ fn not_found_page(state: &AppState, ip: IpAddr, lang: &str) -> Response {
 async fn checkout_page(
     State(state): State<AppState>,
     ClientIp(ip): ClientIp,
-    Path(token): Path<String>,
+    Token(token): Token,
     headers: HeaderMap,
     q: Params,
 ) -> Response {
@@ -536,7 +577,7 @@ async fn checkout_page(
 async fn checkout_qr(
     State(state): State<AppState>,
     ClientIp(ip): ClientIp,
-    Path(token): Path<String>,
+    Token(token): Token,
     q: Params,
 ) -> Result<Response, ApiError> {
     let l = open(&state, ip, &token).await?;

@@ -443,8 +443,8 @@ impl From<KeyError> for ApiError {
             KeyError::WrongKind { .. } => {
                 ApiError::new(StatusCode::FORBIDDEN, "wrong_key_kind", m).param("kind")
             }
-            KeyError::MissingScope { .. } => {
-                ApiError::new(StatusCode::FORBIDDEN, "missing_scope", m).param("scopes")
+            KeyError::MissingScope { .. } | KeyError::ApproveNotGrantable { .. } => {
+                ApiError::new(StatusCode::FORBIDDEN, "scope_not_grantable", m).param("scopes")
             }
             KeyError::SigningNotHeld => {
                 ApiError::new(StatusCode::FORBIDDEN, "signing_disabled", m).param("signing_enabled")

@@ -232,11 +232,26 @@ impl FromRequest<AppState> for JsonBody {
         let raw = axum::body::to_bytes(req.into_body(), limit)
             .await
             .map_err(|e| {
-                let too_large = e
-                    .into_inner()
+                let inner = e.into_inner();
+                let too_large = inner
                     .downcast_ref::<http_body_util::LengthLimitError>()
                     .is_some();
-                if too_large {
+                // The body's errors come wrapped (axum::Error, once per body layer).
+                let late = std::iter::successors(
+                    Some(&*inner as &(dyn std::error::Error + 'static)),
+                    |e| e.source(),
+                )
+                .any(|e| e.is::<crate::transport::BodyTimeout>());
+                if late {
+                    ApiError::new(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "request_timeout",
+                        format!(
+                            "The request body was not received within {} s.",
+                            state.config.limits.body_read_timeout_secs
+                        ),
+                    )
+                } else if too_large {
                     ApiError::new(
                         StatusCode::PAYLOAD_TOO_LARGE,
                         "request_too_large",

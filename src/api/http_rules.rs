@@ -171,9 +171,14 @@ pub async fn edge(State(state): State<AppState>, mut req: Request, next: Next) -
     if let Some(v) = header {
         resp.headers_mut().insert("request-id", v);
     }
-    // An oversized body was not read to its end: the connection cannot carry another
-    // request, so say so instead of leaving the client to find out.
-    if status == StatusCode::PAYLOAD_TOO_LARGE {
+    // Every answer, JSON included, is read as what its Content-Type says (issue 41).
+    resp.headers_mut()
+        .entry(header::X_CONTENT_TYPE_OPTIONS)
+        .or_insert(HeaderValue::from_static("nosniff"));
+    // An oversized body, or one not received in time, was not read to its end: the
+    // connection cannot carry another request, so say so instead of leaving the client to
+    // find out.
+    if status == StatusCode::PAYLOAD_TOO_LARGE || status == StatusCode::REQUEST_TIMEOUT {
         resp.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }

@@ -71,6 +71,20 @@ fn bounded_list(body: &JsonBody, name: &str) -> Result<Option<Vec<String>>, ApiE
     Ok(v)
 }
 
+/// `return_url` / `cancel_url`, if given (`invoices::redirect_url`: https, or http in test
+/// mode).
+fn redirect(
+    f: &crate::api::extract::Fields,
+    param: &'static str,
+    caller: &Caller,
+) -> Result<Option<String>, ApiError> {
+    let test = caller.project.mode == appliance_storage::records::Mode::Test;
+    match f.opt_bounded(param, invoices::MAX_REDIRECT_URL)? {
+        None => Ok(None),
+        Some(v) => Ok(Some(invoices::redirect_url(param, &v, test)?)),
+    }
+}
+
 /// `POST /v1/invoices` — create an invoice: one payment address per accepted chain (the same
 /// on every EVM chain) and a rate locked per (chain, asset) for its life. An
 /// `Idempotency-Key` replays the first answer; then a known `reference_id` answers 200 with
@@ -130,8 +144,8 @@ async fn create_invoice(
         title: f.opt_bounded("title", 255)?,
         description: f.opt_bounded("description", 2000)?,
         metadata: f.opt_object("metadata")?,
-        return_url: f.opt_bounded("return_url", 2048)?,
-        cancel_url: f.opt_bounded("cancel_url", 2048)?,
+        return_url: redirect(f, "return_url", &caller)?,
+        cancel_url: redirect(f, "cancel_url", &caller)?,
         expires_in_s,
         overpayment_policy: policy,
         offers: Vec::new(),

@@ -124,25 +124,22 @@ fn describe() {
 /// once the recorder is installed: registering them again each time costs a few
 /// allocations and a lookup in the recorder's map per request.
 pub fn http_request(method: &axum::http::Method, route: &str, status: u16, latency: Duration) {
-    type Handles = Vec<(
-        axum::http::Method,
-        u16,
-        metrics::Counter,
-        metrics::Histogram,
-    )>;
-    /// Handles kept for at most this many (method, status) pairs per route and thread
-    /// (methods are whatever clients send; the rest are registered each time).
+    type Handles = Vec<(&'static str, u16, metrics::Counter, metrics::Histogram)>;
+    /// Handles kept for at most this many (method, status) pairs per route and thread.
     const PER_ROUTE: usize = 64;
     thread_local! {
         static CACHE: std::cell::RefCell<std::collections::HashMap<String, Handles>> =
             std::cell::RefCell::default();
     }
+    // Every label comes from a closed set (issue 41): the method from
+    // `access::method_label`, the route is a template of the router or `unmatched`, the
+    // status one the appliance answered.
+    let method = super::access::method_label(method);
     let register = || {
-        let method = method.as_str().to_string();
         let route = route.to_string();
         let counter = metrics::counter!(
             "appliance_http_requests_total",
-            "method" => method.clone(),
+            "method" => method,
             "route" => route.clone(),
             "status" => status.to_string()
         );
@@ -163,7 +160,7 @@ pub fn http_request(method: &axum::http::Method, route: &str, status: u16, laten
         if let Some((_, _, c, h)) = cached.and_then(|handles| {
             handles
                 .iter()
-                .find(|(m, s, _, _)| *s == status && m == method)
+                .find(|(m, s, _, _)| *s == status && *m == method)
         }) {
             c.increment(1);
             h.record(seconds);
@@ -175,7 +172,7 @@ pub fn http_request(method: &axum::http::Method, route: &str, status: u16, laten
         if cache_it {
             let handles = cache.entry(route.to_string()).or_default();
             if handles.len() < PER_ROUTE {
-                handles.push((method.clone(), status, c, h));
+                handles.push((method, status, c, h));
             }
         }
     });

@@ -47,6 +47,36 @@ pub const MAX_EXTENSIONS: u8 = 3;
 pub const EXTENSION_US: i64 = 30 * 60 * 1_000_000;
 /// `expires_in` bounds and default, seconds (DECISIONS.md section 5).
 pub const EXPIRES_IN_MIN_S: u64 = 300;
+
+/// Longest `return_url` / `cancel_url`, bytes.
+pub const MAX_REDIRECT_URL: usize = 2048;
+
+/// A `return_url` or `cancel_url` as stored (issue 41): an absolute `https://` URL with a
+/// host (`http://` too in test mode, for a shop on localhost), at most
+/// [`MAX_REDIRECT_URL`] bytes, no whitespace or control characters. The hosted page sends
+/// the buyer there, so `javascript:`, `data:` and the like are 400 `invalid_request` with
+/// `param`.
+pub fn redirect_url(param: &'static str, v: &str, test_mode: bool) -> Result<String, Invalid> {
+    let refuse = || {
+        Invalid::new(
+            param,
+            if test_mode {
+                format!("{param} must be an http:// or https:// URL with a host, at most {MAX_REDIRECT_URL} bytes.")
+            } else {
+                format!("{param} must be an https:// URL with a host, at most {MAX_REDIRECT_URL} bytes.")
+            },
+        )
+    };
+    if v.len() > MAX_REDIRECT_URL || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(refuse());
+    }
+    let url = reqwest13::Url::parse(v).map_err(|_| refuse())?;
+    let scheme_ok = url.scheme() == "https" || (test_mode && url.scheme() == "http");
+    if !scheme_ok || url.host_str().is_none_or(str::is_empty) {
+        return Err(refuse());
+    }
+    Ok(v.to_string())
+}
 pub const EXPIRES_IN_MAX_S: u64 = 604_800;
 pub const EXPIRES_IN_DEFAULT_S: u64 = 3_600;
 /// `price_amount` bounds, minor units (DECISIONS.md section 16).

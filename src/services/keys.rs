@@ -15,17 +15,23 @@ pub enum KeyError {
     /// A malformed field (`scopes`, `ip_allowlist`): 400 `invalid_request`.
     #[error(transparent)]
     Invalid(#[from] Invalid),
-    /// DECISIONS.md section 16, kind: a key without the scope `*` manages only keys of its
-    /// own kind: 403 `wrong_key_kind` on `kind`.
+    /// DECISIONS.md section 16 (amended, issue 41), kind: a key manages only keys of its
+    /// own kind, whatever its scopes (`*` included); keys of another kind come from the
+    /// operator: 403 `wrong_key_kind` on `kind`.
     #[error(
-        "A {} key can only manage {} keys; a key with the scope * manages every kind.",
+        "A {} key can only manage {} keys; keys of another kind come from the operator (appliance key create).",
         .granter.as_str(),
         .granter.as_str()
     )]
     WrongKind { granter: KeyKind },
-    /// A scope the managing key does not hold: 403 `missing_scope` on `scopes`.
+    /// A scope the managing key does not hold: 403 `scope_not_grantable` on `scopes`.
     #[error("A key can only manage keys within its own scopes; this key lacks {scope}.")]
     MissingScope { scope: String },
+    /// `payouts:approve` (or a wildcard covering it) given through the API: only the
+    /// operator grants it (DECISIONS.md section 16, amended), so that two-person approval
+    /// needs two keys the operator chose: 403 `scope_not_grantable` on `scopes`.
+    #[error("payouts:approve (and any wildcard covering it: {scope}) is granted only by the operator (appliance key create).")]
+    ApproveNotGrantable { scope: String },
     /// A key with signing managed by a key without: 403 `signing_disabled` on
     /// `signing_enabled`.
     #[error("Only a key with signing enabled can manage a key with signing enabled.")]
@@ -134,10 +140,12 @@ fn allowlist_within(inner: &[String], outer: &[String]) -> bool {
 /// DECISIONS.md section 16, the one rule for key management: a key may mint, patch, roll or
 /// revoke a key only when it could hold that key itself.
 ///
-/// - kind: a key holding the scope `*` manages keys of every kind; any other key only keys
-///   of its own kind (403 `wrong_key_kind`, param `kind`);
+/// - kind: a key manages only keys of its own kind, `*` or not (403 `wrong_key_kind`,
+///   param `kind`; amended by issue 41: `*` once reached every kind, so a checkout key
+///   could mint a payout key);
 /// - scopes: the target's scopes must be a subset of the granter's, a wildcard only granted
-///   by `*` or the same wildcard (403 `missing_scope`, param `scopes`);
+///   by `*` or the same wildcard (403 `scope_not_grantable`, param `scopes`);
+/// - `payouts:approve` is never granted by a key ([`no_approve_granted`]);
 /// - signing: a target with signing enabled needs a granter with signing enabled (403
 ///   `signing_disabled`, param `signing_enabled`);
 /// - IP allowlist: a granter pinned to an allowlist may only manage keys pinned within it;
@@ -149,8 +157,7 @@ fn allowlist_within(inner: &[String], outer: &[String]) -> bool {
 /// managing itself is bound the same way, so no key widens itself: not its scopes, not its
 /// signing, not by loosening or removing its allowlist.
 pub fn authorize(granter: &ApiKey, target: KeyPowers<'_>) -> Result<(), KeyError> {
-    let wildcard = granter.scopes.iter().any(|s| s == "*");
-    if !wildcard && granter.kind != target.kind {
+    if granter.kind != target.kind {
         return Err(KeyError::WrongKind {
             granter: granter.kind,
         });
@@ -167,6 +174,35 @@ pub fn authorize(granter: &ApiKey, target: KeyPowers<'_>) -> Result<(), KeyError
         return Err(KeyError::AllowlistWider);
     }
     Ok(())
+}
+
+/// The approve scope only the operator grants (DECISIONS.md section 16, amended).
+pub const APPROVE_SCOPE: &str = "payouts:approve";
+
+/// A key (not the operator) may not give `payouts:approve`, by name or through a wildcard
+/// (`*`, `payouts:*`), to a payout key (the only kind that can use it) that did not hold it
+/// before (`before`: the key's scopes before a patch; empty for a new key). Rolling or
+/// revoking a key that holds it gives nothing new and stays allowed ([`authorize`] still
+/// applies).
+fn no_approve_granted(
+    actor: Actor<'_>,
+    kind: KeyKind,
+    after: &[String],
+    before: &[String],
+) -> Result<(), KeyError> {
+    if matches!(actor, Actor::Operator) || kind != KeyKind::Payout {
+        return Ok(());
+    }
+    let covers = |scopes: &[String]| scopes.iter().any(|s| auth::scope_covers(s, APPROVE_SCOPE));
+    if covers(before) {
+        // Held already: a patch that keeps it grants nothing, one that adds a wildcard
+        // around it neither.
+        return Ok(());
+    }
+    match after.iter().find(|s| auth::scope_covers(s, APPROVE_SCOPE)) {
+        Some(s) => Err(KeyError::ApproveNotGrantable { scope: s.clone() }),
+        None => Ok(()),
+    }
 }
 
 /// [`authorize`] for an actor, judged on the granter's row as stored in this transaction
@@ -253,6 +289,7 @@ pub fn create(
             ip_allowlist: &req.ip_allowlist,
         },
     )?;
+    no_approve_granted(actor, req.kind, &scopes, &[])?;
     if enabled_of_kind(ctx, project.id, req.kind, now)? >= LIMIT_PER_KIND {
         return Err(limit_reached(req.kind));
     }
@@ -312,6 +349,7 @@ pub fn patch(
 ) -> Result<ApiKey, KeyError> {
     let mut k = load(ctx, project, id)?;
     authorize_actor(ctx, actor, KeyPowers::from(&k))?;
+    let before = k.scopes.clone();
     if let Some(n) = p.name {
         k.name = n;
     }
@@ -325,6 +363,7 @@ pub fn patch(
         k.signing_enabled = s;
     }
     authorize_actor(ctx, actor, KeyPowers::from(&k))?;
+    no_approve_granted(actor, k.kind, &k.scopes, &before)?;
     ctx.put(&k)?;
     Ok(k)
 }
@@ -434,11 +473,35 @@ mod tests {
     const NARROW: &[&str] = &["api_keys:read", "api_keys:write", "customers:read"];
 
     #[test]
-    fn a_star_key_manages_every_kind() {
-        let star = key(KeyKind::Wallet, &["*"], true, &[]);
-        for kind in KeyKind::ALL {
-            assert_eq!(code(&star, &key(kind, &["*"], true, &[])), None);
+    fn a_star_key_manages_only_its_own_kind() {
+        for granter in KeyKind::ALL {
+            let star = key(granter, &["*"], true, &[]);
+            for kind in KeyKind::ALL {
+                let want = (kind != granter).then(|| ("wrong_key_kind", "kind".to_string()));
+                assert_eq!(code(&star, &key(kind, &["*"], true, &[])), want);
+            }
         }
+    }
+
+    #[test]
+    fn only_the_operator_grants_payouts_approve() {
+        let star = key(KeyKind::Payout, &["*"], true, &[]);
+        let refused = |after: &[&str], before: &[&str]| {
+            let after: Vec<String> = after.iter().map(|s| s.to_string()).collect();
+            let before: Vec<String> = before.iter().map(|s| s.to_string()).collect();
+            no_approve_granted(Actor::Key(&star), KeyKind::Payout, &after, &before).is_err()
+        };
+        assert!(refused(&["payouts:approve"], &[]));
+        assert!(refused(&["payouts:*"], &[]));
+        assert!(refused(&["*"], &["payouts:read"]));
+        assert!(!refused(&["payouts:read", "payouts:create"], &[]));
+        // Held already (a rename, a narrowing): nothing new is given.
+        assert!(!refused(&["payouts:approve"], &["payouts:approve"]));
+        assert!(!refused(&["payouts:approve", "payouts:read"], &["*"]));
+        // The operator may; other kinds cannot use it, so a `*` wallet key is no grant.
+        let all = vec!["payouts:approve".to_string()];
+        assert!(no_approve_granted(Actor::Operator, KeyKind::Payout, &all, &[]).is_ok());
+        assert!(no_approve_granted(Actor::Key(&star), KeyKind::Wallet, &["*".into()], &[]).is_ok());
     }
 
     #[test]
@@ -453,7 +516,7 @@ mod tests {
         let wallet_star = key(KeyKind::Wallet, &["*"], false, &[]);
         assert_eq!(
             code(&narrow, &wallet_star),
-            Some(("missing_scope", "scopes".into()))
+            Some(("scope_not_grantable", "scopes".into()))
         );
         let wider = key(
             KeyKind::Wallet,
@@ -463,7 +526,7 @@ mod tests {
         );
         assert_eq!(
             code(&narrow, &wider),
-            Some(("missing_scope", "scopes".into()))
+            Some(("scope_not_grantable", "scopes".into()))
         );
         assert_eq!(
             code(
@@ -488,7 +551,7 @@ mod tests {
         );
         assert_eq!(
             code(&narrow, &key(KeyKind::Wallet, &["customers:*"], false, &[])),
-            Some(("missing_scope", "scopes".into()))
+            Some(("scope_not_grantable", "scopes".into()))
         );
     }
 
@@ -517,7 +580,7 @@ mod tests {
         widened.scopes.push("customers:write".into());
         assert_eq!(
             code(&me, &widened),
-            Some(("missing_scope", "scopes".into()))
+            Some(("scope_not_grantable", "scopes".into()))
         );
         let mut widened = me.clone();
         widened.ip_allowlist.clear();

@@ -586,11 +586,43 @@ impl App {
             .await
     }
 
-    /// `POST /v1/api_keys` with `token`; must succeed; returns the key with `token`.
+    /// `POST /v1/api_keys` with `token`; must succeed; returns the key with `token`. A key
+    /// manages only keys of its own kind (DECISIONS.md section 16, amended): when `token` is
+    /// one of the first-start `*` keys, the first-start key of the body's `kind` mints it.
     pub async fn create_key(&self, token: &str, body: Value) -> Value {
+        let first_start = [&self.wallet_key, &self.payout_key, &self.checkout_key];
+        let token = match (
+            first_start.contains(&&token.to_string()),
+            body["kind"].as_str(),
+        ) {
+            (true, Some("wallet")) => self.wallet_key.as_str(),
+            (true, Some("payout")) => self.payout_key.as_str(),
+            (true, Some("checkout")) => self.checkout_key.as_str(),
+            _ => token,
+        };
         self.post(token, "/v1/api_keys", body)
             .await
             .expect_success()
+    }
+
+    /// `appliance key create` (the operator, who alone grants `payouts:approve`); returns
+    /// the token it prints.
+    pub fn operator_key(&self, kind: &str, scopes: &str) -> String {
+        let out = self.cli_ok(&[
+            "key",
+            "create",
+            "--project",
+            "default",
+            "--kind",
+            kind,
+            "--scopes",
+            scopes,
+        ]);
+        out.lines()
+            .find_map(|l| l.strip_prefix("token: "))
+            .unwrap_or_else(|| panic!("no token line in {out}"))
+            .trim()
+            .to_string()
     }
 
     /// Events in `sequence` order, oldest first, for a query string such as `type=x`.

@@ -1,6 +1,7 @@
-//! Issue 9 point 1: DECISIONS 16 on every key endpoint (mint, patch, roll, revoke) for every
-//! narrower caller: a `*` key manages every kind; any other key only keys of its own kind
-//! within its scopes; signing only from a key that has it; no key widens itself.
+//! Issue 9 point 1 and issue 41 point 3: DECISIONS 16 (amended) on every key endpoint (mint,
+//! patch, roll, revoke) for every narrower caller: a key manages only keys of its own kind
+//! (`*` included) within its scopes; signing only from a key that has it; `payouts:approve`
+//! only from the operator; no key widens itself.
 
 use serde_json::{json, Value};
 
@@ -52,7 +53,7 @@ fn refused(r: &Resp, what: &str) {
     assert!(
         [
             "wrong_key_kind",
-            "missing_scope",
+            "scope_not_grantable",
             "signing_disabled",
             "ip_not_allowed"
         ]
@@ -217,10 +218,10 @@ async fn narrower_keys_cannot_escalate_through_any_key_endpoint() {
         json!({ "scopes": ["api_keys:read", "api_keys:write", "customers:read", "customers:write"] }),
     )
     .await
-    .expect_error_param(403, "missing_scope", "scopes");
+    .expect_error_param(403, "scope_not_grantable", "scopes");
     app.patch(&narrow_tok, &narrow_path, json!({ "scopes": ["*"] }))
         .await
-        .expect_error_param(403, "missing_scope", "scopes");
+        .expect_error_param(403, "scope_not_grantable", "scopes");
     let pinned_tok = s(&pinned["token"]);
     let pinned_path = format!("/v1/api_keys/{}", s(&pinned["id"]));
     app.patch(&pinned_tok, &pinned_path, json!({ "ip_allowlist": [] }))
@@ -336,4 +337,79 @@ async fn narrower_keys_cannot_escalate_through_any_key_endpoint() {
     app.get(&narrow_tok, "/v1/ping")
         .await
         .expect_error(401, "invalid_api_key");
+}
+
+/// Issue 41 point 3: the first-start checkout key (scope `*`, signing) cannot lead to a
+/// payout key, and no key gives `payouts:approve`: two-person approval needs two keys the
+/// operator chose.
+#[tokio::test]
+async fn a_checkout_key_cannot_move_money_and_approval_comes_from_the_operator() {
+    let app = spawn_app().await;
+    let ck = app.checkout_key.clone();
+    for body in [
+        json!({ "name": "p", "kind": "payout", "scopes": ["payouts:create", "payouts:approve"],
+                "signing_enabled": true }),
+        json!({ "name": "p", "kind": "payout", "scopes": [] }),
+        json!({ "name": "w", "kind": "wallet", "scopes": ["customers:read"] }),
+    ] {
+        app.post(&ck, "/v1/api_keys", body)
+            .await
+            .expect_error_param(403, "wrong_key_kind", "kind");
+    }
+    // A checkout key still manages checkout keys.
+    app.post(
+        &ck,
+        "/v1/api_keys",
+        json!({ "name": "shop", "kind": "checkout", "scopes": ["invoices:read"] }),
+    )
+    .await
+    .expect(201);
+
+    // The `*` payout key may mint payout keys, but never one that approves.
+    let pk = app.payout_key.clone();
+    for scopes in [
+        json!(["payouts:approve"]),
+        json!(["payouts:*"]),
+        json!(["*"]),
+    ] {
+        app.post(
+            &pk,
+            "/v1/api_keys",
+            json!({ "name": "a", "kind": "payout", "scopes": scopes }),
+        )
+        .await
+        .expect_error_param(403, "scope_not_grantable", "scopes");
+    }
+    let sender = app
+        .create_key(
+            &pk,
+            json!({ "name": "sender", "kind": "payout", "scopes": ["payouts:create", "payouts:read"] }),
+        )
+        .await;
+    let path = format!("/v1/api_keys/{}", s(&sender["id"]));
+    app.patch(
+        &pk,
+        &path,
+        json!({ "scopes": ["payouts:read", "payouts:approve"] }),
+    )
+    .await
+    .expect_error_param(403, "scope_not_grantable", "scopes");
+    // The operator's approver: the API may rename and roll it (nothing new is given).
+    let approver = app.operator_key("payout", "payouts:approve,payouts:read");
+    let l = app.get(&pk, "/v1/api_keys?limit=100").await.expect(200);
+    let approver_id = assert_list(&l)
+        .iter()
+        .find(|k| k["key_id"] == json!(&approver[..15]))
+        .map(|k| s(&k["id"]))
+        .expect("the operator's key is listed");
+    app.patch(
+        &pk,
+        &format!("/v1/api_keys/{approver_id}"),
+        json!({ "name": "second approver" }),
+    )
+    .await
+    .expect(200);
+    app.post(&pk, &format!("/v1/api_keys/{approver_id}/roll"), json!({}))
+        .await
+        .expect_success();
 }

@@ -30,6 +30,7 @@ mod metadata;
 mod openapi;
 mod payouts;
 mod restart;
+mod security_two;
 mod selfhost;
 mod sim_chain;
 mod sweeps;

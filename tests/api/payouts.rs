@@ -442,12 +442,15 @@ async fn above_the_threshold_a_payout_waits_for_a_different_approver() {
     )
     .await
     .expect_error(403, "missing_scope");
-    let approver = app
-        .create_key(
-            &app.payout_key,
-            json!({ "name": "approver", "kind": "payout", "scopes": ["payouts:approve", "payouts:read"] }),
-        )
-        .await;
+    // Only the operator grants payouts:approve (DECISIONS.md section 16, amended).
+    app.post(
+        &app.payout_key,
+        "/v1/api_keys",
+        json!({ "name": "approver", "kind": "payout", "scopes": ["payouts:approve", "payouts:read"] }),
+    )
+    .await
+    .expect_error_param(403, "scope_not_grantable", "scopes");
+    let approver = json!({ "token": app.operator_key("payout", "payouts:approve,payouts:read") });
     let a = app
         .post(
             &s(&approver["token"]),

@@ -547,6 +547,21 @@ async fn restore_refuses_anything_but_a_complete_verified_backup() {
         "a refused restore left a staged file"
     );
 
+    // Issue 41 point 9: a pepper of the wrong length, its checksum recomputed, is refused
+    // before anything is replaced (the server would not start on it).
+    for bad in ["00".repeat(31), "zz".repeat(32), String::new()] {
+        let short = app.data_path("../short-pepper");
+        let _ = std::fs::remove_dir_all(&short);
+        copy_dir(&backup, &short);
+        std::fs::write(short.join("pepper"), &bad).unwrap();
+        let mut m = manifest.clone();
+        m["sha256"]["pepper"] = json!(sha256_hex(bad.as_bytes()));
+        std::fs::write(short.join("manifest.json"), serde_json::to_vec(&m).unwrap()).unwrap();
+        let (st, out, err) = app.cli(&["restore", "--from", short.to_str().unwrap()]);
+        assert!(!st.success(), "a bad pepper {bad:?} was restored: {out}");
+        assert!(err.contains("is not a pepper"), "{err}");
+    }
+
     // Still the same data dir: the keys validate and the project is there.
     app.start();
     app.ping(&app.wallet_key).await;
