@@ -87,7 +87,9 @@ async fn list_keys(
 }
 
 /// Mint a key of the project's mode; the token is in this answer only. A key can mint only
-/// keys it could hold itself (403 otherwise); at most 5 enabled keys per kind (409
+/// keys of its own kind (403 `wrong_key_kind`; other kinds come from the operator) that it
+/// could hold itself (403 `scope_not_grantable`, `signing_disabled`, `ip_not_allowed`);
+/// `payouts:approve` is granted only by the operator; at most 5 enabled keys per kind (409
 /// `key_limit_reached`).
 ///
 /// Any key kind; scope `api_keys:write`.

@@ -192,7 +192,7 @@ pub fn finish(mut doc: Document) -> Document {
 const COMMON_RESPONSES: &[(&str, &str)] = &[
     ("BadRequest", "400 `invalid_request_error`: malformed or failed validation (`invalid_request`, `invalid_json`, ...), `param` names the field."),
     ("Unauthorized", "401 `invalid_api_key`: missing, malformed, expired or revoked key."),
-    ("Forbidden", "403: `wrong_key_kind`, `missing_scope`, `ip_not_allowed`, `signing_disabled`, `test_mode_only`."),
+    ("Forbidden", "403: `wrong_key_kind`, `missing_scope`, `scope_not_grantable` (a key minting or patching a key beyond its own scopes, or with `payouts:approve`), `ip_not_allowed`, `signing_disabled`, `test_mode_only`."),
     ("NotFound", "404 `not_found`: no such resource in this project (another project's resource answers the same)."),
     ("MethodNotAllowed", "405 `method_not_allowed`; `Allow` lists the methods the path serves."),
     ("Conflict", "409: `idempotency_key_reuse` (same key, different body), `idempotency_in_progress` (with `Retry-After`), or an illegal state transition (`invalid_state`, ...)."),

@@ -809,9 +809,16 @@ pub fn funding_confirmed(ctx: &mut WriteCtx<'_>, s: &Scope, d: &mut Deposit) -> 
     Ok(())
 }
 
+/// Largest funding credit written on its own, cents (10 trillion USD): a transfer worth more,
+/// or one whose value does not fit the exact decimal arithmetic, is recorded for the
+/// operator instead (issue 41: such a credit once wrote nothing at all, or overflowed the
+/// balance), far below where a balance of such credits could overflow.
+pub const MAX_FUNDING_CREDIT_CENTS: i64 = 1_000_000_000_000_000;
+
 /// Writes the `funding` entry of confirmed funding transfer `d` at `rate` (once per
-/// deposit: a replay writes nothing). A transfer worth less than a cent is recorded with a
-/// 0-cent `adjustment` instead.
+/// deposit: a replay writes nothing). A transfer worth less than a cent, or more than
+/// [`MAX_FUNDING_CREDIT_CENTS`] (or too large to value exactly), is recorded with a 0-cent
+/// `adjustment` instead, saying why, for the operator to credit by hand.
 fn credit_funding(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
@@ -820,7 +827,24 @@ fn credit_funding(
     rate: Decimal,
     source: String,
 ) -> Result<Option<BillingEntry>, Fault> {
-    let Some(cents) = funding_cents(d.amount, asset.decimals, rate).filter(|c| *c > 0) else {
+    let cents = funding_cents(d.amount, asset.decimals, rate);
+    if cents.is_none_or(|c| c > MAX_FUNDING_CREDIT_CENTS) {
+        tracing::warn!(
+            project = %d.project_id, chain = %d.chain, asset = %d.asset, amount = d.amount,
+            tx = %d.tx_hash,
+            "a funding transfer is too large to credit automatically; recorded, not credited"
+        );
+        let note = format!(
+            "{} {} received on the {} funding address is worth more than {} USD at {} USD (or too much to value exactly): not credited automatically; ask the operator",
+            appliance_chains::format_decimal(d.amount, asset.decimals),
+            d.asset,
+            d.chain,
+            MAX_FUNDING_CREDIT_CENTS / 100,
+            crate::market::format_usd(rate)
+        );
+        return record_uncredited(ctx, s, d, "confirmed", note);
+    }
+    let Some(cents) = cents.filter(|c| *c > 0) else {
         let note = format!(
             "{} {} received on the {} funding address is worth less than a cent at {} USD: not credited",
             appliance_chains::format_decimal(d.amount, asset.decimals),

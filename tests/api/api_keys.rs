@@ -95,7 +95,7 @@ async fn create_shows_the_token_once_then_get_never_does() {
     let app = spawn_app().await;
     let k = app
         .post(
-            &app.wallet_key,
+            &app.payout_key,
             "/v1/api_keys",
             json!({ "name": "backend", "kind": "payout" }),
         )

@@ -424,7 +424,25 @@ async fn signing_is_required_at_project_and_key_level() {
     app.get(&app.payout_key, "/v1/payouts").await.expect(200);
     app.project_set(&["--signing-enabled", "true"]);
     // A key without signing cannot give itself signing back (DECISIONS 16: no key widens
-    // itself); a key with signing can.
+    // itself); a key of its kind with signing and its scopes can (only the operator makes
+    // a `*` payout key: it holds payouts:approve).
+    let admin = app
+        .cli_ok(&[
+            "key",
+            "create",
+            "--project",
+            "default",
+            "--kind",
+            "payout",
+            "--signing-enabled",
+            "--scopes",
+            "*",
+        ])
+        .lines()
+        .find_map(|l| l.strip_prefix("token: "))
+        .expect("token line")
+        .trim()
+        .to_string();
     app.patch(
         &app.payout_key,
         &format!("/v1/api_keys/{id}"),
@@ -433,7 +451,7 @@ async fn signing_is_required_at_project_and_key_level() {
     .await
     .expect_error(403, "signing_disabled");
     app.patch(
-        &app.wallet_key,
+        &admin,
         &format!("/v1/api_keys/{id}"),
         json!({ "signing_enabled": true }),
     )

@@ -979,6 +979,38 @@ async fn a_coin_a_funding_address_does_not_list_is_recorded_not_credited() {
     verify_clean(&app);
 }
 
+/// Issue 41 point 8: a funding transfer too large to credit (10^30 atomic BSC USDT does not
+/// fit exact decimals; 9.2 x 10^22 atomic ETH USDT is 92 quadrillion USD) is recorded with
+/// a 0-cent adjustment saying why, never dropped and never "worth less than a cent".
+#[tokio::test]
+async fn a_huge_funding_transfer_is_recorded_for_the_operator_not_dropped() {
+    let app = spawn_app().await;
+    fund(
+        &app,
+        "bsc",
+        "USDT",
+        18,
+        "1000000000000000000000000000000",
+        true,
+    )
+    .await;
+    fund(&app, "ethereum", "USDT", 6, "92000000000000000000000", true).await;
+    let es = wait_entries(&app, "adjustment", 2).await;
+    for e in &es {
+        assert_eq!(e["amount_cents"], "0", "{e}");
+        let note = s(&e["note"]);
+        assert!(note.contains("not credited automatically"), "{e}");
+        assert!(!note.contains("less than a cent"), "{e}");
+    }
+    assert_eq!(billing(&app).await["balance_cents"], "0");
+    assert!(entries(&app, "?kind=funding").await.is_empty());
+    // A transfer of a normal size still funds.
+    fund(&app, "ethereum", "USDT", 6, "1000000", true).await;
+    wait_entries(&app, "funding", 1).await;
+    assert_eq!(billing(&app).await["balance_cents"], "100");
+    verify_clean(&app);
+}
+
 #[tokio::test]
 async fn a_kill_around_the_funding_credit_credits_exactly_once() {
     let mut app = spawn_app().await;
