@@ -78,7 +78,7 @@ impl Entry {
         let route = self.route.as_ref().map_or(UNMATCHED, |m| m.as_str());
         tracing::info!(
             target: TARGET,
-            method = method_label(&self.method),
+            method = %method_label(&self.method),
             route,
             status,
             latency_ms = (latency.as_secs_f64() * 1e6).round() / 1e3,
