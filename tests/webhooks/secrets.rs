@@ -132,7 +132,18 @@ async fn secrets_are_sealed_at_rest_and_never_replayed() {
         .await
         .expect(201);
     let token = s(&k["token"]);
-    let again = idem_post(&app, &p, "/v1/api_keys", kb, "key-1")
+    // (Another key of the same kind: a key manages only keys of its kind, DECISIONS.md
+    // section 16.)
+    let other = idem_post(
+        &app,
+        &w,
+        "/v1/api_keys",
+        json!({ "name": "other", "kind": "wallet", "scopes": ["api_keys:write", "customers:read"] }),
+        "key-0",
+    )
+    .await
+    .expect(201);
+    let again = idem_post(&app, &s(&other["token"]), "/v1/api_keys", kb, "key-1")
         .await
         .expect(201);
     assert_eq!(again["id"], k["id"]);
