@@ -15,7 +15,7 @@ use uuid::Uuid;
 use appliance_chains::sim::Inject;
 use appliance_storage::sources;
 
-use super::model::{CustomerM, EndpointM, InvoiceM, PayoutM, Receiver, Tenant, TransferM, WalletM};
+use super::model::{CustomerM, PayoutM, Tenant, TransferM, WalletM};
 use super::rng;
 use super::world::NodeFaults;
 use super::{Sim, CHAINS};
@@ -54,6 +54,9 @@ pub enum OpKind {
     Expire,
     Crash,
 }
+
+mod hooks;
+mod invoices;
 
 const ALL: [OpKind; 29] = [
     OpKind::NewCustomer,
@@ -123,7 +126,7 @@ impl OpKind {
     }
 
     /// Operations every run keeps (without them nothing happens to check).
-    fn core(self) -> bool {
+    pub(in crate::simulate) fn core(self) -> bool {
         matches!(
             self,
             OpKind::NewCustomer
@@ -280,11 +283,11 @@ impl Sim {
         Ok(())
     }
 
-    fn pick_tenant(&self) -> usize {
+    pub(in crate::simulate) fn pick_tenant(&self) -> usize {
         rng::below(self.model.tenants.len() as u64) as usize
     }
 
-    fn pick_chain(&self) -> &'static str {
+    pub(in crate::simulate) fn pick_chain(&self) -> &'static str {
         CHAINS[rng::below(CHAINS.len() as u64) as usize].0
     }
 
@@ -415,7 +418,7 @@ impl Sim {
         )
     }
 
-    async fn new_customer(&mut self) -> anyhow::Result<String> {
+    pub(in crate::simulate) async fn new_customer(&mut self) -> anyhow::Result<String> {
         let t = self.pick_tenant();
         // A tenant keeps at most MAX_CUSTOMERS customers, so a step's checks cost the same at
         // the millionth step as at the first; past that, a new customer is a repeat.
@@ -465,7 +468,7 @@ impl Sim {
         ))
     }
 
-    async fn new_wallet(&mut self) -> anyhow::Result<String> {
+    pub(in crate::simulate) async fn new_wallet(&mut self) -> anyhow::Result<String> {
         let t = self.pick_tenant();
         let Some(ci) = (!self.model.tenants[t].customers.is_empty())
             .then(|| rng::below(self.model.tenants[t].customers.len() as u64) as usize)
@@ -509,7 +512,7 @@ impl Sim {
 
     /// A payer's transfer to a deposit address: the native coin or a token, put into the
     /// chain's mempool (mined with the next block).
-    async fn deposit(&mut self) -> String {
+    pub(in crate::simulate) async fn deposit(&mut self) -> String {
         let wallets = self.model.wallets();
         let Some((_, _, chain, w)) = rng::pick(&wallets).cloned() else {
             return "no wallet yet".into();
@@ -545,7 +548,7 @@ impl Sim {
     }
 
     /// Sets what a chain's node does wrong from now on (or clears it).
-    fn node_fault(&mut self) -> String {
+    pub(in crate::simulate) fn node_fault(&mut self) -> String {
         let chain = self.pick_chain();
         let f = match rng::below(7) {
             0 | 1 => NodeFaults::default(),
@@ -579,7 +582,7 @@ impl Sim {
 
     /// A payout from a customer's balance to a fresh address: usually within what the
     /// harness expects the customer to hold, sometimes more (a 402 then).
-    async fn payout(&mut self) -> anyhow::Result<String> {
+    pub(in crate::simulate) async fn payout(&mut self) -> anyhow::Result<String> {
         // Positions with something to spend.
         let candidates: Vec<(Uuid, Uuid, String, String, u128)> = self
             .model
@@ -653,7 +656,7 @@ impl Sim {
 
     /// The same payout request again, with its idempotency key, while the key replays (a
     /// day, less an hour): the first answer's payout.
-    async fn payout_retry(&mut self) -> anyhow::Result<String> {
+    pub(in crate::simulate) async fn payout_retry(&mut self) -> anyhow::Result<String> {
         let fresh_from = sources::now_us() - (crate::services::IDEMPOTENCY_TTL_US - 3_600_000_000);
         let all: Vec<PayoutM> = self
             .model
@@ -692,7 +695,7 @@ impl Sim {
     }
 
     /// Approves (or rejects) a payout waiting for approval, with the tenant's approver key.
-    async fn decide(&mut self, approve: bool) -> anyhow::Result<String> {
+    pub(in crate::simulate) async fn decide(&mut self, approve: bool) -> anyhow::Result<String> {
         let waiting: Vec<PayoutM> = self
             .model
             .open_payouts()
@@ -721,7 +724,7 @@ impl Sim {
     }
 
     /// Cancels an open payout (refused once signing has begun).
-    async fn cancel(&mut self) -> anyhow::Result<String> {
+    pub(in crate::simulate) async fn cancel(&mut self) -> anyhow::Result<String> {
         let open: Vec<PayoutM> = self
             .model
             .open_payouts()
@@ -763,7 +766,7 @@ impl Sim {
     }
 
     /// Asks for a wallet's sweep now, whatever the threshold.
-    async fn sweep_request(&mut self) -> anyhow::Result<String> {
+    pub(in crate::simulate) async fn sweep_request(&mut self) -> anyhow::Result<String> {
         let wallets = self.model.wallets();
         let Some((project, _, chain, w)) = rng::pick(&wallets).cloned() else {
             return Ok("no wallet yet".into());
@@ -783,627 +786,5 @@ impl Sim {
             self.fail(format!("POST /v1/sweeps {}: {} {}", w.id, a.status, a.body));
         }
         Ok(format!("{chain}: sweep of {}: {}", w.id, a.status))
-    }
-}
-
-impl Sim {
-    /// An invoice of 1 to 500 USD, `keep` or `refund` on overpayment, expiring in 5 minutes
-    /// to 2 hours.
-    async fn new_invoice(&mut self) -> anyhow::Result<String> {
-        let t = self.model.tenants[self.pick_tenant()].clone();
-        let cents = rng::between(100, 50_000);
-        let policy = if rng::chance(500) { "refund" } else { "keep" };
-        let expires_in = rng::between(300, 7_200);
-        let order = self.model.next();
-        let a = self
-            .node()
-            .call(
-                Method::POST,
-                "/v1/invoices",
-                Some(&t.checkout_key),
-                Some(
-                    &json!({"price_amount": cents.to_string(), "price_currency": "USD",
-                    "overpayment_policy": policy, "expires_in": expires_in,
-                    "title": format!("order {order}")}),
-                ),
-                None,
-            )
-            .await?;
-        if a.status != 201 {
-            // Refused while a chain is not issuing (its node unreached since the start).
-            if a.status != 422 {
-                self.fail(format!(
-                    "POST /v1/invoices answered {} {}",
-                    a.status, a.body
-                ));
-            }
-            return Ok(format!("invoice of {cents} cents: {}", a.status));
-        }
-        let id: Uuid = a.str("id").unwrap_or_default().parse()?;
-        let token = a
-            .str("checkout_url")
-            .and_then(|u| u.rsplit('/').next().map(str::to_string))
-            .unwrap_or_default();
-        let mut addresses = BTreeMap::new();
-        for x in a.body["addresses"].as_array().cloned().unwrap_or_default() {
-            if let (Some(c), Some(ad)) = (x["chain"].as_str(), x["address"].as_str()) {
-                if let Ok(ad) = ad.parse::<Address>() {
-                    addresses.insert(c.to_string(), ad);
-                }
-            }
-        }
-        let mut quotes = Vec::new();
-        for q in a.body["quotes"].as_array().cloned().unwrap_or_default() {
-            let (Some(c), Some(asset), Some(amount)) = (
-                q["chain"].as_str(),
-                q["asset"].as_str(),
-                q["amount_atomic"]
-                    .as_str()
-                    .and_then(|v| v.parse::<u128>().ok()),
-            ) else {
-                continue;
-            };
-            if let Some(ad) = addresses.get(c) {
-                if self.world.chains.contains_key(c) {
-                    quotes.push((c.to_string(), asset.to_string(), *ad, amount));
-                }
-            }
-        }
-        let expires_at = sources::now_us() + expires_in as i64 * 1_000_000;
-        let n = quotes.len();
-        self.model.invoices.insert(
-            id,
-            InvoiceM {
-                id,
-                project: t.id,
-                token,
-                quotes,
-                policy: policy.into(),
-                status: a.str("status").unwrap_or_default(),
-                expires_at,
-            },
-        );
-        Ok(format!(
-            "invoice {id} of {cents} cents ({policy}), {n} quotes"
-        ))
-    }
-
-    /// A payer pays an invoice on one of its quotes: exactly, short, over, or after it
-    /// expired.
-    async fn pay_invoice(&mut self) -> String {
-        let all: Vec<InvoiceM> = self
-            .model
-            .invoices
-            .values()
-            .rev()
-            .take(300)
-            .cloned()
-            .collect();
-        let Some(inv) = rng::pick(&all).cloned() else {
-            return "no invoice yet".into();
-        };
-        let Some((chain, asset, to, quoted)) = rng::pick(&inv.quotes).cloned() else {
-            return format!("invoice {} has no quote on a simulated chain", inv.id);
-        };
-        let (how, amount) = match rng::below(4) {
-            0 | 1 => ("exactly", quoted),
-            2 => (
-                "short",
-                quoted / 100 * u128::from(rng::between(30, 98) as u32),
-            ),
-            _ => (
-                "over",
-                quoted / 100 * u128::from(rng::between(102, 200) as u32),
-            ),
-        };
-        let amount = amount.max(1);
-        let Some(wc) = self.world.chains.get(chain.as_str()) else {
-            return "unknown chain".into();
-        };
-        let token = if asset == wc.native_symbol {
-            None
-        } else {
-            match wc.tokens.get(&asset) {
-                Some(t) => Some(*t),
-                None => return format!("{asset} is not on {chain}"),
-            }
-        };
-        let hash = B256::from(rng::bytes32());
-        wc.inject(Inject {
-            hash,
-            from: fresh_address(),
-            to,
-            token,
-            value: U256::from(amount),
-        })
-        .await;
-        let chain: &'static str = wc.id;
-        self.model.add_transfer(TransferM {
-            hash,
-            chain,
-            to,
-            invoice: Some(inv.id),
-            asset: asset.clone(),
-            amount,
-            step: self.step,
-        });
-        let late = if sources::now_us() > inv.expires_at {
-            " (after expiry)"
-        } else {
-            ""
-        };
-        format!(
-            "invoice {} paid {how}{late}: {amount} {asset} on {chain}",
-            inv.id
-        )
-    }
-
-    /// Cancels an invoice: refused once it has received money.
-    async fn cancel_invoice(&mut self) -> anyhow::Result<String> {
-        let all: Vec<InvoiceM> = self
-            .model
-            .invoices
-            .values()
-            .rev()
-            .take(300)
-            .cloned()
-            .collect();
-        let Some(inv) = rng::pick(&all).cloned() else {
-            return Ok("no invoice yet".into());
-        };
-        let t = self.model.tenant(inv.project).expect("tenant").clone();
-        let a = self
-            .node()
-            .call(
-                Method::POST,
-                &format!("/v1/invoices/{}/cancel", inv.id),
-                Some(&t.checkout_key),
-                None,
-                None,
-            )
-            .await?;
-        if a.status >= 500 || !matches!(a.status, 200 | 409 | 422) {
-            self.fail(format!(
-                "cancel invoice {}: {} {}",
-                inv.id, a.status, a.body
-            ));
-        }
-        if let Some(st) = a.str("status") {
-            if let Some(m) = self.model.invoices.get_mut(&inv.id) {
-                m.status = st;
-            }
-        }
-        Ok(format!("cancel invoice {}: {}", inv.id, a.status))
-    }
-
-    /// The payer of an overpaid `refund` invoice gives an address for the excess, on the
-    /// public checkout.
-    async fn refund(&mut self) -> anyhow::Result<String> {
-        let all: Vec<InvoiceM> = self
-            .model
-            .invoices
-            .values()
-            .rev()
-            .take(300)
-            .filter(|i| i.policy == "refund")
-            .cloned()
-            .collect();
-        let Some(inv) = rng::pick(&all).cloned() else {
-            return Ok("no refund invoice".into());
-        };
-        let path = format!("/v1/checkout/{}", inv.token);
-        let doc = self
-            .node()
-            .call(Method::GET, &path, None, None, None)
-            .await?;
-        if doc.status != 200 {
-            self.fail(format!(
-                "GET the checkout of {}: {} {}",
-                inv.id, doc.status, doc.body
-            ));
-            return Ok(String::new());
-        }
-        let status = doc.body["refund"]["status"]
-            .as_str()
-            .unwrap_or("none")
-            .to_string();
-        if status != "awaiting_address" || doc.body["refund"]["net"].is_null() {
-            return Ok(format!("invoice {}: refund {status}", inv.id));
-        }
-        let to = fresh_address();
-        let a = self
-            .node()
-            .call(
-                Method::POST,
-                &format!("{path}/refund"),
-                None,
-                Some(&json!({"address": to.to_checksum(None)})),
-                None,
-            )
-            .await?;
-        if a.status >= 500 {
-            self.fail(format!("refund of {}: {} {}", inv.id, a.status, a.body));
-        }
-        Ok(format!(
-            "invoice {}: refund to {to:#x}: {}",
-            inv.id, a.status
-        ))
-    }
-}
-
-impl Sim {
-    /// A webhook endpoint whose receiver is healthy, flaky or gone.
-    async fn new_endpoint(&mut self) -> anyhow::Result<String> {
-        let t = self.pick_tenant();
-        let live = self.model.tenants[t]
-            .endpoints
-            .iter()
-            .filter(|e| !e.deleted)
-            .count();
-        if live >= 6 {
-            return Ok("enough endpoints".into());
-        }
-        let receiver = match rng::below(4) {
-            0 | 1 => Receiver::Healthy,
-            2 => Receiver::Flaky,
-            _ => Receiver::Gone,
-        };
-        let url = format!("https://127.0.0.1:8443/hooks/{}", self.model.next());
-        let key = self.model.tenants[t].wallet_key.clone();
-        let body = if rng::chance(500) {
-            json!({"url": url})
-        } else {
-            json!({"url": url, "event_types": ["deposit.confirmed", "payout.confirmed", "payout.failed", "invoice.paid"]})
-        };
-        let a = self
-            .node()
-            .call(Method::POST, "/v1/webhooks", Some(&key), Some(&body), None)
-            .await?;
-        match (
-            a.status,
-            a.str("id").and_then(|s| s.parse::<Uuid>().ok()),
-            a.str("secret"),
-        ) {
-            (201, Some(id), Some(secret)) => self.model.tenants[t].endpoints.push(EndpointM {
-                id,
-                url: url.clone(),
-                receiver,
-                secrets: vec![(secret, i64::MAX)],
-                deleted: false,
-            }),
-            _ => self.fail(format!(
-                "POST /v1/webhooks answered {} {}",
-                a.status, a.body
-            )),
-        }
-        Ok(format!("endpoint {url} ({receiver:?}): {}", a.status))
-    }
-
-    /// An endpoint of some tenant that is not deleted: (tenant index, endpoint index).
-    fn pick_endpoint(&self) -> Option<(usize, usize)> {
-        let all: Vec<(usize, usize)> = self
-            .model
-            .tenants
-            .iter()
-            .enumerate()
-            .flat_map(|(ti, t)| {
-                t.endpoints
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, e)| !e.deleted)
-                    .map(move |(ei, _)| (ti, ei))
-            })
-            .collect();
-        rng::pick(&all).copied()
-    }
-
-    /// Pauses or re-activates an endpoint.
-    async fn patch_endpoint(&mut self) -> anyhow::Result<String> {
-        let Some((t, e)) = self.pick_endpoint() else {
-            return Ok("no endpoint".into());
-        };
-        let status = if rng::chance(500) { "paused" } else { "active" };
-        let (id, key) = (
-            self.model.tenants[t].endpoints[e].id,
-            self.model.tenants[t].wallet_key.clone(),
-        );
-        let a = self
-            .node()
-            .call(
-                Method::PATCH,
-                &format!("/v1/webhooks/{id}"),
-                Some(&key),
-                Some(&json!({"status": status})),
-                None,
-            )
-            .await?;
-        // A disabled endpoint (its receiver answered 410, or failed too often) cannot be
-        // paused, only re-enabled.
-        let disabled_pause =
-            a.status == 409 && a.body["code"] == "invalid_state" && status == "paused";
-        if a.status != 200 && !disabled_pause {
-            self.fail(format!(
-                "PATCH /v1/webhooks/{id} {status}: {} {}",
-                a.status, a.body
-            ));
-        }
-        Ok(format!("endpoint {id} {status}: {}", a.status))
-    }
-
-    /// Rotates an endpoint's secret; the old one signs on for the overlap.
-    async fn rotate_secret(&mut self) -> anyhow::Result<String> {
-        let Some((t, e)) = self.pick_endpoint() else {
-            return Ok("no endpoint".into());
-        };
-        let overlap = if rng::chance(300) {
-            0
-        } else {
-            rng::between(1, 48)
-        };
-        let (id, key) = (
-            self.model.tenants[t].endpoints[e].id,
-            self.model.tenants[t].wallet_key.clone(),
-        );
-        let a = self
-            .node()
-            .call(
-                Method::POST,
-                &format!("/v1/webhooks/{id}/rotate_secret"),
-                Some(&key),
-                Some(&json!({"overlap_hours": overlap})),
-                None,
-            )
-            .await?;
-        match a.str("secret") {
-            Some(secret) if a.status == 200 => {
-                let until = sources::now_us() + overlap as i64 * 3_600_000_000;
-                let ep = &mut self.model.tenants[t].endpoints[e];
-                for s in ep.secrets.iter_mut() {
-                    s.1 = s.1.min(until);
-                }
-                ep.secrets.push((secret, i64::MAX));
-            }
-            _ => self.fail(format!("rotate_secret {id}: {} {}", a.status, a.body)),
-        }
-        Ok(format!(
-            "endpoint {id} rotated, overlap {overlap} h: {}",
-            a.status
-        ))
-    }
-
-    /// Deletes an endpoint (and its deliveries).
-    async fn delete_endpoint(&mut self) -> anyhow::Result<String> {
-        let Some((t, e)) = self.pick_endpoint() else {
-            return Ok("no endpoint".into());
-        };
-        let (id, key) = (
-            self.model.tenants[t].endpoints[e].id,
-            self.model.tenants[t].wallet_key.clone(),
-        );
-        let a = self
-            .node()
-            .call(
-                Method::DELETE,
-                &format!("/v1/webhooks/{id}"),
-                Some(&key),
-                None,
-                None,
-            )
-            .await?;
-        if a.status != 200 {
-            self.fail(format!("DELETE /v1/webhooks/{id}: {} {}", a.status, a.body));
-        }
-        self.model.tenants[t].endpoints[e].deleted = true;
-        Ok(format!("endpoint {id} deleted: {}", a.status))
-    }
-
-    /// The webhook dispatcher's pass over the due deliveries, to simulated receivers: every
-    /// delivery must be signed with a secret of its endpoint that is still live, and go to a
-    /// URL the tenant registered.
-    async fn dispatch(&mut self) -> anyhow::Result<String> {
-        let endpoints: Vec<EndpointM> = self
-            .model
-            .tenants
-            .iter()
-            .flat_map(|t| t.endpoints.iter().cloned())
-            .collect();
-        let now = sources::now_us();
-        let mut bad = Vec::new();
-        let mut seen = 0;
-        let n = crate::webhooks::dispatcher::deliver_due(
-            &self.node().state,
-            500,
-            |url, body, header| {
-                seen += 1;
-                let Some(ep) = endpoints.iter().find(|e| e.url == url) else {
-                    bad.push(format!(
-                        "a delivery went to {url}, which no tenant registered"
-                    ));
-                    return Default::default();
-                };
-                let signed = ep.secrets.iter().any(|(s, until)| {
-                    *until > now
-                        && crate::webhooks::signature::verify(
-                            header,
-                            body.as_bytes(),
-                            s,
-                            300,
-                            now / 1_000_000,
-                        )
-                        .is_ok()
-                });
-                if !signed {
-                    bad.push(format!(
-                        "a delivery to {url} is not signed with a live secret: {header}"
-                    ));
-                }
-                let status = match ep.receiver {
-                    Receiver::Healthy => Some(200),
-                    Receiver::Gone => Some(410),
-                    Receiver::Flaky => match rng::below(3) {
-                        0 => Some(200),
-                        1 => Some(500),
-                        _ => None,
-                    },
-                };
-                crate::webhooks::sender::AttemptResult {
-                    status,
-                    resolved_ip: Some(std::net::IpAddr::from([127, 0, 0, 1])),
-                    duration_ms: 1,
-                    error: match status {
-                        None => Some("timed out after 10000 ms".into()),
-                        Some(s) if !(200..300).contains(&s) => Some(format!("HTTP {s}")),
-                        _ => None,
-                    },
-                    body: Some("ok".into()),
-                }
-            },
-        )
-        .await;
-        for b in bad {
-            self.fail(b);
-        }
-        match n {
-            Ok(n) => Ok(format!("dispatched {seen} sends, {n} outcomes")),
-            Err(e) if self.world.crashed.load(std::sync::atomic::Ordering::SeqCst) => {
-                Ok(format!("dispatch stopped: {e}"))
-            }
-            Err(e) => {
-                self.fail(format!("the dispatcher's pass failed: {e:#}"));
-                Ok(String::new())
-            }
-        }
-    }
-
-    /// The tenant's wallet key rolls itself: the new token from now on, the old one until
-    /// its grace ends (then 401), both checked.
-    async fn roll_key(&mut self) -> anyhow::Result<String> {
-        let t = self.pick_tenant();
-        let now = sources::now_us();
-        // Tokens rolled before: each works until its expiry, and not after.
-        let rolled = self.model.tenants[t].rolled.clone();
-        for (tok, _, until) in &rolled {
-            let a = self
-                .node()
-                .call(Method::GET, "/v1/ping", Some(tok), None, None)
-                .await?;
-            let want_ok = now < *until;
-            if (a.status == 200) != want_ok {
-                self.fail(format!(
-                    "a rolled key answered {} {} to ping, {} its grace ended",
-                    a.status,
-                    a.body,
-                    if want_ok { "before" } else { "after" }
-                ));
-            }
-        }
-        self.model.tenants[t]
-            .rolled
-            .retain(|(_, _, until)| *until > now);
-        // At most five enabled keys of a kind: the oldest rolled one still in its grace is
-        // revoked first (a merchant that finished moving to the new token), and must stop
-        // working at once.
-        if self.model.tenants[t].rolled.len() >= 2 {
-            let (tok, old_id, _) = self.model.tenants[t].rolled.remove(0);
-            let key = self.model.tenants[t].wallet_key.clone();
-            let a = self
-                .node()
-                .call(
-                    Method::DELETE,
-                    &format!("/v1/api_keys/{old_id}"),
-                    Some(&key),
-                    None,
-                    None,
-                )
-                .await?;
-            let after = self
-                .node()
-                .call(Method::GET, "/v1/ping", Some(&tok), None, None)
-                .await?;
-            if a.status != 200 || after.status != 401 {
-                self.fail(format!(
-                    "revoking rolled key {old_id} answered {} {}; the token then answered {}",
-                    a.status, a.body, after.status
-                ));
-            }
-        }
-        let grace = rng::between(0, 48);
-        let (id, key) = (
-            self.model.tenants[t].wallet_key_id,
-            self.model.tenants[t].wallet_key.clone(),
-        );
-        let a = self
-            .node()
-            .call(
-                Method::POST,
-                &format!("/v1/api_keys/{id}/roll"),
-                Some(&key),
-                Some(&json!({"grace_hours": grace})),
-                None,
-            )
-            .await?;
-        match (
-            a.str("token"),
-            a.str("id").and_then(|s| s.parse::<Uuid>().ok()),
-        ) {
-            (Some(token), Some(new_id)) if (200..300).contains(&a.status) => {
-                let tenant = &mut self.model.tenants[t];
-                tenant
-                    .rolled
-                    .push((key, id, now + grace as i64 * 3_600_000_000));
-                tenant.wallet_key = token;
-                tenant.wallet_key_id = new_id;
-            }
-            _ => self.fail(format!("roll of key {id}: {} {}", a.status, a.body)),
-        }
-        Ok(format!(
-            "wallet key of tenant {t} rolled, grace {grace} h: {}",
-            a.status
-        ))
-    }
-
-    /// Conversion requests, rules and quotes on chains without a DEX: refused in the
-    /// envelope, never a 5xx other than `conversion_unavailable`, and no money moves (the
-    /// ledger check after the step would see it).
-    async fn conversion(&mut self) -> anyhow::Result<String> {
-        let t = self.model.tenants[self.pick_tenant()].clone();
-        let chain = self.pick_chain();
-        let (path, method, body, idem) = match rng::below(3) {
-            0 => (
-                format!("/v1/conversion/rules/{chain}"),
-                Method::PUT,
-                json!({"enabled": rng::chance(500), "target_asset": "USDT"}),
-                None,
-            ),
-            1 => (
-                "/v1/conversions/quote".to_string(),
-                Method::POST,
-                json!({"chain": chain, "from_asset": "USDC", "to_asset": "USDT", "amount": "1000000"}),
-                None,
-            ),
-            _ => (
-                "/v1/conversions".to_string(),
-                Method::POST,
-                json!({"chain": chain, "from_asset": "USDC", "to_asset": "USDT", "amount": "1000000"}),
-                Some(format!("conv-{}", self.model.next())),
-            ),
-        };
-        let a = self
-            .node()
-            .call(
-                method,
-                &path,
-                Some(&t.payout_key),
-                Some(&body),
-                idem.as_deref(),
-            )
-            .await?;
-        let refused_well = (400..500).contains(&a.status)
-            || (a.status == 503 && a.body["code"] == "conversion_unavailable")
-            || (a.status == 200 && path.starts_with("/v1/conversion/rules"));
-        if !refused_well || a.body.get("code").is_none() && a.status >= 400 {
-            self.fail(format!("{path} answered {} {}", a.status, a.body));
-        }
-        Ok(format!("{path}: {} {}", a.status, a.body["code"]))
     }
 }

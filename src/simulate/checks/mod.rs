@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use appliance_chains::evm::{Address, B256, U256};
 use uuid::Uuid;
 
-use appliance_storage::ledger::{Account, AccountKind};
+use appliance_storage::ledger::AccountKind;
 use appliance_storage::records::{Customer, Deposit, Payout, Wallet};
 use appliance_storage::{ReadOps, ScanOps};
 
@@ -53,6 +53,8 @@ fn seen(d: &Deposit) -> Option<DepositSeen> {
     })
 }
 
+mod settle;
+
 impl Sim {
     /// Everything checked after a step.
     pub(super) async fn after_step(&mut self) -> anyhow::Result<()> {
@@ -75,7 +77,7 @@ impl Sim {
     /// Reads every tenant's events after the last one read: each must be the next
     /// sequence. The rows of the deposits and payouts they name are read back into the
     /// model, and the money each event moves is applied to the model's balances in order.
-    async fn read_events(&mut self) -> anyhow::Result<()> {
+    pub(in crate::simulate) async fn read_events(&mut self) -> anyhow::Result<()> {
         for ti in 0..self.model.tenants.len() {
             let (project, mut last) = (
                 self.model.tenants[ti].id,
@@ -181,7 +183,7 @@ impl Sim {
     }
 
     /// Reads deposit and payout rows into the model; returns them by id.
-    async fn load_rows(
+    pub(in crate::simulate) async fn load_rows(
         &mut self,
         deposits: Vec<Uuid>,
         payouts: Vec<Uuid>,
@@ -244,7 +246,7 @@ impl Sim {
 
     /// Reads again the payouts not yet final and the deposits still `detected` (a change
     /// without an event would otherwise go unseen until the next full scan).
-    async fn refresh_open(&mut self) -> anyhow::Result<()> {
+    pub(in crate::simulate) async fn refresh_open(&mut self) -> anyhow::Result<()> {
         let payouts: Vec<Uuid> = self.model.open_payouts().map(|p| p.id).collect();
         let deposits: Vec<Uuid> = self.model.detected().copied().collect();
         self.load_rows(deposits, payouts).await?;
@@ -295,7 +297,7 @@ impl Sim {
     }
 
     /// Records a deposit row in the model, failing on what is wrong with it.
-    fn record_deposit(&mut self, d: &Deposit) {
+    pub(in crate::simulate) fn record_deposit(&mut self, d: &Deposit) {
         match seen(d) {
             Some(s) => {
                 for b in self.model.set_deposit(s) {
@@ -308,7 +310,10 @@ impl Sim {
 
     /// The watcher's stored block on `chain`, when it is the chain's canonical block there
     /// (after a worker step that caught up with nothing changing under it, it must be).
-    async fn watcher_height(&mut self, chain: &'static str) -> anyhow::Result<Option<u64>> {
+    pub(in crate::simulate) async fn watcher_height(
+        &mut self,
+        chain: &'static str,
+    ) -> anyhow::Result<Option<u64>> {
         let key = chain.to_string();
         let ws = self
             .node()
@@ -337,7 +342,7 @@ impl Sim {
 
     /// The deposits of `chain` are exactly the payers' transfers in canonical blocks up to
     /// `height`: `confirmed` at the chain's confirmations, `detected` below them.
-    async fn check_chain_deposits(
+    pub(in crate::simulate) async fn check_chain_deposits(
         &mut self,
         chain: &'static str,
         height: u64,
@@ -394,7 +399,7 @@ impl Sim {
 
     /// Ledger sums, and every customer's `available` and `locked` and every project's
     /// `receivable` against the model.
-    async fn check_ledger(&mut self) -> anyhow::Result<()> {
+    pub(in crate::simulate) async fn check_ledger(&mut self) -> anyhow::Result<()> {
         let projects: Vec<Uuid> = self.model.tenants.iter().map(|t| t.id).collect();
         let accounts = self
             .node()
@@ -511,7 +516,12 @@ impl Sim {
     }
 
     /// The on-chain balance of `owner` in `asset` of `chain`.
-    async fn chain_balance(&self, chain: &str, owner: Address, asset: &str) -> u128 {
+    pub(in crate::simulate) async fn chain_balance(
+        &self,
+        chain: &str,
+        owner: Address,
+        asset: &str,
+    ) -> u128 {
         let wc = &self.world.chains[chain];
         let token = wc.tokens.get(asset).copied();
         let c = wc.sim.chain_state().lock().await;
@@ -523,7 +533,7 @@ impl Sim {
     /// confirmed payout paid exactly once, every other one not at all. Between settlings
     /// only the payouts not final or changed lately are looked at
     /// ([`super::model::WINDOW_STEPS`]).
-    async fn check_payouts_paid_once(&mut self, settled: bool) {
+    pub(in crate::simulate) async fn check_payouts_paid_once(&mut self, settled: bool) {
         let payouts: Vec<_> = if settled {
             self.model.payouts.values().cloned().collect()
         } else {
@@ -575,7 +585,7 @@ impl Sim {
 
     /// The sender's rows for resource `id` on `chain` and what the chain says of each
     /// version (for a failure report).
-    async fn send_history(&self, chain: &'static str, id: Uuid) -> String {
+    pub(in crate::simulate) async fn send_history(&self, chain: &'static str, id: Uuid) -> String {
         let key = chain.to_string();
         let rows = self
             .node()
@@ -623,310 +633,6 @@ impl Sim {
             ));
         }
         s.join("; ")
-    }
-
-    /// Takes every fault away, mines and runs the workers until nothing is in flight, asks
-    /// for a sweep of everything the ledger holds on any address and runs until those are
-    /// done too, then compares the chains with the ledger address by address.
-    pub(super) async fn settle(&mut self) -> anyhow::Result<()> {
-        for c in self.world.chains.values() {
-            *c.faults.lock().expect("lock") = Default::default();
-        }
-        if !self.run_until_quiet(false).await? {
-            return Ok(());
-        }
-        self.request_every_sweep().await?;
-        if !self.run_until_quiet(true).await? {
-            return Ok(());
-        }
-        for (chain, _) in CHAINS {
-            let h = self.world.chains[chain].head().await;
-            match self.watcher_height(chain).await? {
-                Some(w) if w == h => self.check_chain_deposits(chain, h, true).await?,
-                other => self.fail(format!(
-                    "{chain}: settled with the watcher at {other:?}, the head at {h}"
-                )),
-            }
-        }
-        self.check_payouts_paid_once(true).await;
-        self.check_holdings().await?;
-        self.note(format!("settled at heights {}", self.heights().await));
-        Ok(())
-    }
-
-    /// Mines a block on every chain and runs its worker, round after round, until nothing
-    /// is in flight for more rounds than the deepest confirmations (with `sweeps`: no sweep
-    /// open with an amount or submitted either). `false` (and a failure) when that takes
-    /// more than [`SETTLE_ROUNDS`].
-    async fn run_until_quiet(&mut self, sweeps: bool) -> anyhow::Result<bool> {
-        let max_conf = CHAINS.iter().map(|(_, c)| u64::from(*c)).max().unwrap_or(1);
-        let mut quiet_rounds = 0;
-        for _ in 0..SETTLE_ROUNDS {
-            for (chain, _) in CHAINS {
-                self.world.chains[chain].mine(1).await;
-                self.node_mut().work(chain).await;
-            }
-            self.after_step().await?;
-            if !self.failures.is_empty() {
-                return Ok(false);
-            }
-            sources::advance_us(1_000_000);
-            if self.in_flight(sweeps).await?.is_empty() {
-                quiet_rounds += 1;
-                if quiet_rounds > max_conf + 2 {
-                    return Ok(true);
-                }
-            } else {
-                quiet_rounds = 0;
-            }
-        }
-        let what = self.in_flight(sweeps).await?;
-        self.fail(format!(
-            "nothing settles after {SETTLE_ROUNDS} rounds: {what}"
-        ));
-        Ok(false)
-    }
-
-    /// `POST /v1/sweeps` for every (address, asset) the ledger holds something on (a
-    /// sweep goes out whatever the threshold when asked for).
-    async fn request_every_sweep(&mut self) -> anyhow::Result<()> {
-        let mut wallets: BTreeMap<Uuid, (Uuid, &'static str)> = BTreeMap::new();
-        for (project, _, chain, w) in self.model.wallets() {
-            wallets.insert(w.id, (project, chain));
-        }
-        for d in self.model.deposits() {
-            if let (Some(i), Some(t)) = (d.invoice, self.model.transfers.get(&d.tx_hash)) {
-                if let Some(inv) = self.model.invoices.get(&i) {
-                    wallets.insert(d.wallet, (inv.project, t.chain));
-                }
-            }
-        }
-        for (wid, (project, chain)) in wallets {
-            let wc = &self.world.chains[chain];
-            let mut assets = vec![wc.native_symbol.clone()];
-            assets.extend(wc.tokens.keys().cloned());
-            let key = self
-                .model
-                .tenant(project)
-                .expect("tenant")
-                .wallet_key
-                .clone();
-            for asset in assets {
-                let a = asset.clone();
-                let held = self
-                    .node()
-                    .store()
-                    .read(move |r| r.holding(wid, &a))
-                    .await?;
-                if held == 0 {
-                    continue;
-                }
-                let ans = self
-                    .node()
-                    .call(
-                        axum::http::Method::POST,
-                        "/v1/sweeps",
-                        Some(&key),
-                        Some(&serde_json::json!({"wallet_id": wid, "asset": asset})),
-                        None,
-                    )
-                    .await?;
-                if ans.status >= 300 {
-                    self.fail(format!(
-                        "POST /v1/sweeps {wid} {asset} while settling: {} {}",
-                        ans.status, ans.body
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    async fn heights(&self) -> String {
-        let mut s = Vec::new();
-        for (id, c) in &self.world.chains {
-            s.push(format!("{id} {}", c.head().await));
-        }
-        s.join(", ")
-    }
-
-    /// What is still in flight: transactions pending on a chain, payouts queued, signing or
-    /// submitted, deposits still detected; with `sweeps`, sweeps open with an amount or
-    /// submitted. Empty when nothing is.
-    async fn in_flight(&self, sweeps: bool) -> anyhow::Result<String> {
-        use appliance_storage::records::Sweep;
-        let mut out = Vec::new();
-        for (id, c) in &self.world.chains {
-            let n = c.sim.chain_state().lock().await.pending().len();
-            if n > 0 {
-                out.push(format!("{id}: {n} pending"));
-            }
-        }
-        for p in self.model.open_payouts() {
-            if matches!(p.status.as_str(), "queued" | "signing" | "submitted") {
-                out.push(format!("payout {} {}", p.id, p.status));
-            }
-        }
-        for d in self.model.detected() {
-            out.push(format!("deposit {d} detected"));
-        }
-        if sweeps {
-            let rows = self.node().store().read(|r| r.all::<Sweep>()).await?;
-            for sw in rows {
-                let open = sw.status.as_str() == "open" && sw.amount > 0;
-                if open || sw.status.as_str() == "submitted" {
-                    out.push(format!(
-                        "sweep {} {} {}",
-                        sw.id,
-                        sw.status.as_str(),
-                        sw.amount
-                    ));
-                }
-            }
-        }
-        Ok(out.join("; "))
-    }
-
-    /// Every deposit address holds on chain what the ledger's holdings say; the master
-    /// wallet holds the tokens the tenants' treasuries say.
-    async fn check_holdings(&mut self) -> anyhow::Result<()> {
-        let mut wallets = self.model.wallets();
-        // The invoices' payment addresses too (their wallets are known from their deposits).
-        let mut seen: BTreeSet<Uuid> = wallets.iter().map(|w| w.3.id).collect();
-        for d in self.model.deposits() {
-            if let (Some(i), Some(t)) = (d.invoice, self.model.transfers.get(&d.tx_hash)) {
-                if let Some(inv) = self.model.invoices.get(&i) {
-                    if seen.insert(d.wallet) {
-                        wallets.push((
-                            inv.project,
-                            Uuid::nil(),
-                            t.chain,
-                            super::model::WalletM {
-                                id: d.wallet,
-                                address: d.to,
-                            },
-                        ));
-                    }
-                }
-            }
-        }
-        let mut bad = Vec::new();
-        for (project, _, chain, w) in &wallets {
-            let wc = &self.world.chains[chain];
-            let mut assets = vec![wc.native_symbol.clone()];
-            assets.extend(wc.tokens.keys().cloned());
-            for asset in assets {
-                let (id, a) = (w.id, asset.clone());
-                let ledger = self.node().store().read(move |r| r.holding(id, &a)).await?;
-                let onchain = self.chain_balance(chain, w.address, &asset).await;
-                if ledger != onchain {
-                    bad.push(format!(
-                        "{chain} wallet {} of {project} ({:#x}): the ledger holds {ledger} {asset}, the chain {onchain}",
-                        w.id, w.address
-                    ));
-                }
-            }
-        }
-        let master = self.signer.evm_master_address();
-        for (chain, wc) in &self.world.chains {
-            for asset in wc.tokens.keys() {
-                let projects: Vec<Uuid> = self.model.tenants.iter().map(|t| t.id).collect();
-                let (c, a) = (chain.to_string(), asset.clone());
-                let treasury = self
-                    .node()
-                    .store()
-                    .read(move |r| {
-                        let mut sum = 0i128;
-                        for p in projects {
-                            let b =
-                                r.balance(&Account::project(p, &c, &a, AccountKind::Treasury))?;
-                            sum += b.debits as i128 - b.credits as i128;
-                        }
-                        Ok(sum)
-                    })
-                    .await?;
-                let onchain = self.chain_balance(chain, master, asset).await as i128;
-                if treasury != onchain {
-                    bad.push(format!(
-                        "{chain}: the treasuries hold {treasury} {asset}, the master wallet {onchain}; sweeps whose ledger amount is not what they moved: {}",
-                        self.sweeps_moved(chain, asset).await
-                    ));
-                }
-            }
-        }
-        for b in bad {
-            self.fail(b);
-        }
-        Ok(())
-    }
-
-    /// Sweeps of `asset` whose ledger amount and what their transactions moved on chain
-    /// differ (for a failure report).
-    async fn sweeps_moved(&self, chain: &'static str, asset: &str) -> String {
-        use appliance_storage::records::Sweep;
-        let key = chain.to_string();
-        let rows = self
-            .node()
-            .store()
-            .read(move |r| {
-                let next = crate::workers::chain::store::stored_nonce(r, &key)?;
-                let mut out = Vec::new();
-                for n in 0..next {
-                    if let Some(t) = crate::workers::chain::store::out_tx(r, &key, n)? {
-                        if t.kind == crate::workers::chain::store::OutKind::Sweep {
-                            out.push((t.ref_id, t.hashes.clone()));
-                        }
-                    }
-                }
-                let mut sweeps = BTreeMap::new();
-                for (id, _) in &out {
-                    if let Some(s) = r.get::<Sweep>(*id)? {
-                        sweeps.insert(*id, s);
-                    }
-                }
-                Ok((out, sweeps))
-            })
-            .await
-            .unwrap_or_default();
-        let (rows, sweeps) = rows;
-        let Some(token) = self.world.chains[chain].tokens.get(asset).copied() else {
-            return String::new();
-        };
-        let master = self.signer.evm_master_address();
-        let mut moved: BTreeMap<Uuid, u128> = BTreeMap::new();
-        {
-            let c = self.world.chains[chain].sim.chain_state().lock().await;
-            for (id, hashes) in &rows {
-                for h in hashes {
-                    let Ok(h) = h.parse::<B256>() else { continue };
-                    for (t, _, to, v) in c.token_transfers_of(h).unwrap_or_default() {
-                        if t == token && to == master {
-                            *moved.entry(*id).or_default() += u128::try_from(v).unwrap_or(0);
-                        }
-                    }
-                }
-            }
-        }
-        let mut out = Vec::new();
-        for (id, s) in &sweeps {
-            if s.asset != asset {
-                continue;
-            }
-            let ledger = if s.status.as_str() == "confirmed" {
-                s.amount
-            } else {
-                0
-            };
-            let m = moved.get(id).copied().unwrap_or(0);
-            if m != ledger {
-                out.push(format!(
-                    "sweep {id} {} amount {} moved {m}",
-                    s.status.as_str(),
-                    s.amount
-                ));
-            }
-        }
-        out.join(", ")
     }
 
     /// `verify` of the whole store, and a full read of the tenants' deposits: a customer's

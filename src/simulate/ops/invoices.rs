@@ -1,0 +1,258 @@
+//! Invoice operations: new invoices, payments exact, short, over and late, cancels, refunds.
+
+use super::*;
+use crate::simulate::model::{InvoiceM, TransferM};
+use crate::simulate::rng;
+use crate::simulate::Sim;
+use appliance_chains::evm::{Address, B256, U256};
+use appliance_chains::sim::Inject;
+use appliance_storage::sources;
+use axum::http::Method;
+use serde_json::json;
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+impl Sim {
+    /// An invoice of 1 to 500 USD, `keep` or `refund` on overpayment, expiring in 5 minutes
+    /// to 2 hours.
+    pub(in crate::simulate) async fn new_invoice(&mut self) -> anyhow::Result<String> {
+        let t = self.model.tenants[self.pick_tenant()].clone();
+        let cents = rng::between(100, 50_000);
+        let policy = if rng::chance(500) { "refund" } else { "keep" };
+        let expires_in = rng::between(300, 7_200);
+        let order = self.model.next();
+        let a = self
+            .node()
+            .call(
+                Method::POST,
+                "/v1/invoices",
+                Some(&t.checkout_key),
+                Some(
+                    &json!({"price_amount": cents.to_string(), "price_currency": "USD",
+                    "overpayment_policy": policy, "expires_in": expires_in,
+                    "title": format!("order {order}")}),
+                ),
+                None,
+            )
+            .await?;
+        if a.status != 201 {
+            // Refused while a chain is not issuing (its node unreached since the start).
+            if a.status != 422 {
+                self.fail(format!(
+                    "POST /v1/invoices answered {} {}",
+                    a.status, a.body
+                ));
+            }
+            return Ok(format!("invoice of {cents} cents: {}", a.status));
+        }
+        let id: Uuid = a.str("id").unwrap_or_default().parse()?;
+        let token = a
+            .str("checkout_url")
+            .and_then(|u| u.rsplit('/').next().map(str::to_string))
+            .unwrap_or_default();
+        let mut addresses = BTreeMap::new();
+        for x in a.body["addresses"].as_array().cloned().unwrap_or_default() {
+            if let (Some(c), Some(ad)) = (x["chain"].as_str(), x["address"].as_str()) {
+                if let Ok(ad) = ad.parse::<Address>() {
+                    addresses.insert(c.to_string(), ad);
+                }
+            }
+        }
+        let mut quotes = Vec::new();
+        for q in a.body["quotes"].as_array().cloned().unwrap_or_default() {
+            let (Some(c), Some(asset), Some(amount)) = (
+                q["chain"].as_str(),
+                q["asset"].as_str(),
+                q["amount_atomic"]
+                    .as_str()
+                    .and_then(|v| v.parse::<u128>().ok()),
+            ) else {
+                continue;
+            };
+            if let Some(ad) = addresses.get(c) {
+                if self.world.chains.contains_key(c) {
+                    quotes.push((c.to_string(), asset.to_string(), *ad, amount));
+                }
+            }
+        }
+        let expires_at = sources::now_us() + expires_in as i64 * 1_000_000;
+        let n = quotes.len();
+        self.model.invoices.insert(
+            id,
+            InvoiceM {
+                id,
+                project: t.id,
+                token,
+                quotes,
+                policy: policy.into(),
+                status: a.str("status").unwrap_or_default(),
+                expires_at,
+            },
+        );
+        Ok(format!(
+            "invoice {id} of {cents} cents ({policy}), {n} quotes"
+        ))
+    }
+
+    /// A payer pays an invoice on one of its quotes: exactly, short, over, or after it
+    /// expired.
+    pub(in crate::simulate) async fn pay_invoice(&mut self) -> String {
+        let all: Vec<InvoiceM> = self
+            .model
+            .invoices
+            .values()
+            .rev()
+            .take(300)
+            .cloned()
+            .collect();
+        let Some(inv) = rng::pick(&all).cloned() else {
+            return "no invoice yet".into();
+        };
+        let Some((chain, asset, to, quoted)) = rng::pick(&inv.quotes).cloned() else {
+            return format!("invoice {} has no quote on a simulated chain", inv.id);
+        };
+        let (how, amount) = match rng::below(4) {
+            0 | 1 => ("exactly", quoted),
+            2 => (
+                "short",
+                quoted / 100 * u128::from(rng::between(30, 98) as u32),
+            ),
+            _ => (
+                "over",
+                quoted / 100 * u128::from(rng::between(102, 200) as u32),
+            ),
+        };
+        let amount = amount.max(1);
+        let Some(wc) = self.world.chains.get(chain.as_str()) else {
+            return "unknown chain".into();
+        };
+        let token = if asset == wc.native_symbol {
+            None
+        } else {
+            match wc.tokens.get(&asset) {
+                Some(t) => Some(*t),
+                None => return format!("{asset} is not on {chain}"),
+            }
+        };
+        let hash = B256::from(rng::bytes32());
+        wc.inject(Inject {
+            hash,
+            from: fresh_address(),
+            to,
+            token,
+            value: U256::from(amount),
+        })
+        .await;
+        let chain: &'static str = wc.id;
+        self.model.add_transfer(TransferM {
+            hash,
+            chain,
+            to,
+            invoice: Some(inv.id),
+            asset: asset.clone(),
+            amount,
+            step: self.step,
+        });
+        let late = if sources::now_us() > inv.expires_at {
+            " (after expiry)"
+        } else {
+            ""
+        };
+        format!(
+            "invoice {} paid {how}{late}: {amount} {asset} on {chain}",
+            inv.id
+        )
+    }
+
+    /// Cancels an invoice: refused once it has received money.
+    pub(in crate::simulate) async fn cancel_invoice(&mut self) -> anyhow::Result<String> {
+        let all: Vec<InvoiceM> = self
+            .model
+            .invoices
+            .values()
+            .rev()
+            .take(300)
+            .cloned()
+            .collect();
+        let Some(inv) = rng::pick(&all).cloned() else {
+            return Ok("no invoice yet".into());
+        };
+        let t = self.model.tenant(inv.project).expect("tenant").clone();
+        let a = self
+            .node()
+            .call(
+                Method::POST,
+                &format!("/v1/invoices/{}/cancel", inv.id),
+                Some(&t.checkout_key),
+                None,
+                None,
+            )
+            .await?;
+        if a.status >= 500 || !matches!(a.status, 200 | 409 | 422) {
+            self.fail(format!(
+                "cancel invoice {}: {} {}",
+                inv.id, a.status, a.body
+            ));
+        }
+        if let Some(st) = a.str("status") {
+            if let Some(m) = self.model.invoices.get_mut(&inv.id) {
+                m.status = st;
+            }
+        }
+        Ok(format!("cancel invoice {}: {}", inv.id, a.status))
+    }
+
+    /// The payer of an overpaid `refund` invoice gives an address for the excess, on the
+    /// public checkout.
+    pub(in crate::simulate) async fn refund(&mut self) -> anyhow::Result<String> {
+        let all: Vec<InvoiceM> = self
+            .model
+            .invoices
+            .values()
+            .rev()
+            .take(300)
+            .filter(|i| i.policy == "refund")
+            .cloned()
+            .collect();
+        let Some(inv) = rng::pick(&all).cloned() else {
+            return Ok("no refund invoice".into());
+        };
+        let path = format!("/v1/checkout/{}", inv.token);
+        let doc = self
+            .node()
+            .call(Method::GET, &path, None, None, None)
+            .await?;
+        if doc.status != 200 {
+            self.fail(format!(
+                "GET the checkout of {}: {} {}",
+                inv.id, doc.status, doc.body
+            ));
+            return Ok(String::new());
+        }
+        let status = doc.body["refund"]["status"]
+            .as_str()
+            .unwrap_or("none")
+            .to_string();
+        if status != "awaiting_address" || doc.body["refund"]["net"].is_null() {
+            return Ok(format!("invoice {}: refund {status}", inv.id));
+        }
+        let to = fresh_address();
+        let a = self
+            .node()
+            .call(
+                Method::POST,
+                &format!("{path}/refund"),
+                None,
+                Some(&json!({"address": to.to_checksum(None)})),
+                None,
+            )
+            .await?;
+        if a.status >= 500 {
+            self.fail(format!("refund of {}: {} {}", inv.id, a.status, a.body));
+        }
+        Ok(format!(
+            "invoice {}: refund to {to:#x}: {}",
+            inv.id, a.status
+        ))
+    }
+}
