@@ -1,0 +1,470 @@
+//! Sending again what the chain no longer holds: a filler at a nonce whose call cannot run,
+//! a fee bump of a stuck send, a resource planned again at a new nonce, the nonce gaps.
+
+use super::*;
+
+/// The signing policy of the sender's own housekeeping transactions (fillers, the factory).
+fn service_policy(state: &AppState) -> SigningPolicy {
+    SigningPolicy {
+        service: state.config.signing.enabled,
+        project: true,
+        key: true,
+    }
+}
+
+fn stored_fees(tx: &OutTx) -> (u128, u128) {
+    (
+        tx.max_fee_per_gas.parse::<u128>().unwrap_or(0),
+        tx.max_priority_fee_per_gas.parse::<u128>().unwrap_or(0),
+    )
+}
+
+/// Signs a zero-value self-transfer at `tx`'s nonce with fees above every stored version
+/// (so it replaces any copy of the call still in a pool), records it, then broadcasts it.
+pub(super) async fn fill(
+    state: &AppState,
+    c: &ChainWorker,
+    m: &Master,
+    mut tx: OutTx,
+) -> anyhow::Result<()> {
+    let f = c.client.fees().await?;
+    let (max_fee, tip) = sender::bumped_fees(
+        stored_fees(&tx),
+        (f.max_fee_per_gas, f.max_priority_fee_per_gas),
+    );
+    let unsigned = sender::eip1559(
+        c.chain_id,
+        tx.nonce,
+        m.treasury,
+        U256::ZERO,
+        Default::default(),
+        FILLER_GAS,
+        max_fee,
+        tip,
+    );
+    let signed = match m.signer.sign_evm(service_policy(state), unsigned) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(chain = c.chain, nonce = tx.nonce, error = %clean(&e), "cannot sign a filler");
+            return Ok(());
+        }
+    };
+    tx.filler_raws.push(hex::encode(&signed.raw));
+    tx.filler_hashes.push(hex32(&B256::from(signed.hash)));
+    tx.max_fee_per_gas = max_fee.to_string();
+    tx.max_priority_fee_per_gas = tip.to_string();
+    tx.sent_at = appliance_storage::now_us();
+    let nonce = tx.nonce;
+    save(state, c, tx).await?;
+    if let Err(e) = c.client.broadcast(&signed.raw).await {
+        tracing::warn!(chain = c.chain, nonce, error = %clean(&e), "filler broadcast failed; will retry");
+    }
+    Ok(())
+}
+
+/// Replaces a stuck version: same nonce, same call (or the same filler), fees up by at least
+/// 12.5%. A payout follows the new hash (`payout.submitted` again).
+pub(super) async fn replace(
+    state: &AppState,
+    c: &ChainWorker,
+    m: &Master,
+    mut tx: OutTx,
+) -> anyhow::Result<()> {
+    let f = c.client.fees().await?;
+    let (max_fee, tip) = sender::bumped_fees(
+        stored_fees(&tx),
+        (f.max_fee_per_gas, f.max_priority_fee_per_gas),
+    );
+    let filler = !tx.filler_hashes.is_empty();
+    let project_id = tx.project_id;
+    let project = state
+        .store
+        .read(move |r| r.get::<Project>(project_id))
+        .await?;
+    let pol = SigningPolicy {
+        service: state.config.signing.enabled,
+        project: filler || project.as_ref().is_none_or(|p| p.settings.signing_enabled),
+        key: true,
+    };
+    let unsigned = if filler {
+        sender::eip1559(
+            c.chain_id,
+            tx.nonce,
+            m.treasury,
+            U256::ZERO,
+            Default::default(),
+            FILLER_GAS,
+            max_fee,
+            tip,
+        )
+    } else {
+        sender::eip1559(
+            c.chain_id,
+            tx.nonce,
+            tx.to,
+            // Never a zero-value stand-in for a payout's amount: an unreadable value stops here.
+            tx.value
+                .parse::<U256>()
+                .map_err(|_| anyhow!("bad stored value {:?} of nonce {}", tx.value, tx.nonce))?,
+            hex::decode(&tx.data)?.into(),
+            tx.gas_limit,
+            max_fee,
+            tip,
+        )
+    };
+    let signed = match m.signer.sign_evm(pol, unsigned) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(chain = c.chain, nonce = tx.nonce, error = %clean(&e), "cannot replace a stuck transaction");
+            return Ok(());
+        }
+    };
+    let hash = hex32(&B256::from(signed.hash));
+    if filler {
+        tx.filler_raws.push(hex::encode(&signed.raw));
+        tx.filler_hashes.push(hash.clone());
+    } else {
+        tx.raws.push(hex::encode(&signed.raw));
+        tx.hashes.push(hash.clone());
+    }
+    tx.max_fee_per_gas = max_fee.to_string();
+    tx.max_priority_fee_per_gas = tip.to_string();
+    tx.sent_at = appliance_storage::now_us();
+    let key = c.key.clone();
+    let reg = state.registry.clone();
+    let attempts = state.config.webhooks.max_attempts();
+    let scope = c.scope;
+    let t2 = tx.clone();
+    write(state, move |ctx| {
+        put_tx(ctx, &key, &t2)?;
+        if matches!(t2.kind, OutKind::Payout | OutKind::Swap | OutKind::Approve) && !filler {
+            let mut scopes = Scopes::new(reg, scope, attempts);
+            if let Some(s) = scopes.of(ctx, t2.project_id)? {
+                match t2.kind {
+                    OutKind::Payout => payouts::follow_hash(ctx, &s, t2.ref_id, &hash)?,
+                    kind => {
+                        conversions::follow_hash(ctx, &s, t2.ref_id, kind == OutKind::Swap, &hash)?
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+    .await?;
+    tracing::info!(
+        chain = c.chain,
+        nonce = tx.nonce,
+        max_fee,
+        tip,
+        filler,
+        "replaced a stuck transaction"
+    );
+    if let Err(e) = c.client.broadcast(&signed.raw).await {
+        tracing::warn!(chain = c.chain, nonce = tx.nonce, error = %clean(&e), "replacement broadcast failed");
+    }
+    Ok(())
+}
+
+/// A filler holds `tx`'s nonce with the chain's confirmations: the call will never be
+/// mined. Its resource is signed again at a new nonce (in the transaction that retires the
+/// row), or, when the call cannot succeed now, a payout or sweep not yet settled fails.
+pub(super) async fn replan(
+    state: &AppState,
+    c: &ChainWorker,
+    m: &Master,
+    tx: OutTx,
+) -> anyhow::Result<()> {
+    let key = c.key.clone();
+    let nonce = tx.nonce;
+    let retire = move |ctx: &mut appliance_storage::WriteCtx<'_>| {
+        let Some(b) = ctx.evm_out_tx(&key, nonce)? else {
+            return Ok(false);
+        };
+        let Some(mut row) = decode_tx(&b) else {
+            return Ok(false);
+        };
+        if row.done {
+            return Ok(false);
+        }
+        row.done = true;
+        row.settled = Some(row.settled.unwrap_or(true));
+        put_tx(ctx, &key, &row)?;
+        ctx.evm_pending_set(&key, nonce, false)?;
+        Ok(true)
+    };
+    let (kind, id) = (tx.kind, tx.ref_id);
+    if matches!(kind, OutKind::Approve | OutKind::Swap) {
+        // A batch step is not sent again as it was (a swap's quote and deadline are
+        // stale): the batch quotes and sends its step afresh.
+        let reg = state.registry.clone();
+        let attempts = state.config.webhooks.max_attempts();
+        let scope = c.scope;
+        let project_id = tx.project_id;
+        write(state, move |ctx| {
+            if !retire(ctx)? {
+                return Ok(());
+            }
+            let mut scopes = Scopes::new(reg, scope, attempts);
+            if let Some(s) = scopes.of(ctx, project_id)? {
+                match kind {
+                    OutKind::Swap => conversions::swap_dropped(ctx, &s, id)?,
+                    _ => conversions::approve_lost(ctx, &s, id, false)?,
+                }
+            }
+            Ok(())
+        })
+        .await?;
+        return Ok(());
+    }
+    // Is the resource still waiting for this send?
+    let live = match kind {
+        OutKind::Payout => {
+            state
+                .store
+                .read(move |r| {
+                    Ok(r.get::<Payout>(id)?
+                        .filter(|p| {
+                            matches!(p.status, PayoutStatus::Submitted | PayoutStatus::Confirmed)
+                        })
+                        .map(|p| (p.project_id, p.status == PayoutStatus::Confirmed)))
+                })
+                .await?
+        }
+        OutKind::Sweep => {
+            state
+                .store
+                .read(move |r| {
+                    Ok(r.get::<Sweep>(id)?
+                        .filter(|s| {
+                            matches!(s.status, SweepStatus::Submitted | SweepStatus::Confirmed)
+                        })
+                        .map(|s| (s.project_id, s.status == SweepStatus::Confirmed)))
+                })
+                .await?
+        }
+        OutKind::Factory | OutKind::Filler | OutKind::Approve | OutKind::Swap => None,
+    };
+    let Some((project_id, already_settled)) = live else {
+        write(state, move |ctx| retire(ctx).map(|_| ())).await?;
+        return Ok(());
+    };
+    let value = tx
+        .value
+        .parse::<U256>()
+        .map_err(|_| anyhow!("bad stored value {:?} of nonce {}", tx.value, tx.nonce))?;
+    let data: appliance_chains::evm::Bytes = hex::decode(&tx.data)?.into();
+    let call = CallRequest {
+        from: m.treasury,
+        to: tx.to,
+        value,
+        data: data.clone(),
+    };
+    let reg = state.registry.clone();
+    let attempts = state.config.webhooks.max_attempts();
+    let scope = c.scope;
+    let gas = match c.client.estimate_gas(&call).await {
+        Ok(g) => sender::gas_limit_with_margin(g),
+        Err(e) if e.is_refusal() => {
+            // The failure reason is the code (SPEC.md section 3); the node's words go to the log.
+            let reason = "execution reverted".to_string();
+            tracing::warn!(chain = c.chain, nonce, kind = ?kind, error = %clean(&e), "a re-planned send cannot succeed");
+            if already_settled {
+                // Its resource's move is written: what it owes is owed until it is sent. The
+                // row stays followed; the next pass tries again (the master wallet's funds
+                // may be on their way: a sweep the same reorg removed, say).
+                tracing::warn!(chain = c.chain, nonce, kind = ?kind,
+                    "a settled send undone by a reorg cannot be sent yet; trying again next pass");
+                return Ok(());
+            }
+            write(state, move |ctx| {
+                if !retire(ctx)? {
+                    return Ok(());
+                }
+                let mut scopes = Scopes::new(reg, scope, attempts);
+                if let Some(s) = scopes.of(ctx, project_id)? {
+                    match kind {
+                        OutKind::Payout => payouts::fail_replanned(ctx, &s, id, &reason)?,
+                        OutKind::Sweep => sweeps::settle_sent(ctx, &s, id, false)?,
+                        _ => {}
+                    }
+                }
+                Ok(())
+            })
+            .await?;
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let project = state
+        .store
+        .read(move |r| r.get::<Project>(project_id))
+        .await?;
+    let pol = SigningPolicy {
+        service: state.config.signing.enabled,
+        project: project.as_ref().is_none_or(|p| p.settings.signing_enabled),
+        key: true,
+    };
+    let sent = send_new(
+        state,
+        c,
+        m,
+        pol,
+        kind,
+        id,
+        project_id,
+        tx.to,
+        value,
+        data,
+        gas,
+        move |ctx, hash| {
+            if !retire(ctx)? {
+                return Ok(false);
+            }
+            let mut scopes = Scopes::new(reg, scope, attempts);
+            let Some(s) = scopes.of(ctx, project_id)? else {
+                return Ok(true);
+            };
+            match kind {
+                OutKind::Payout => payouts::follow_hash(ctx, &s, id, hash)?,
+                OutKind::Sweep => sweeps::follow_hash(ctx, &s, id, hash)?,
+                _ => {}
+            }
+            Ok(true)
+        },
+    )
+    .await?;
+    match sent {
+        Ok(Some(h)) => {
+            tracing::warn!(chain = c.chain, old_nonce = nonce, kind = ?kind, hash = %hex32(&h), "re-planned a send at a new nonce")
+        }
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(chain = c.chain, nonce, error = %clean(&e), "cannot sign a re-planned send")
+        }
+    }
+    Ok(())
+}
+
+/// The node's pending nonce is below the lowest followed one: each missing nonce in
+/// `from..to` is followed again when a row is stored at it (the next pass rebroadcasts it),
+/// or gets a filler row when nothing is stored there or what is stored does not decode
+/// (logged as an error with its bytes, at most [`MAX_LOGGED_ROW`]: every reader skips such
+/// a row, so without the filler the gap would hold back every later send). The filler is
+/// broadcast only once its row is stored (issue 8: every outgoing transaction is stored
+/// signed before broadcast).
+pub(super) async fn repair_gap(
+    state: &AppState,
+    c: &ChainWorker,
+    m: &Master,
+    from: u64,
+    to: u64,
+) -> anyhow::Result<()> {
+    for n in from..to {
+        let key = c.key.clone();
+        let bytes = state.store.read(move |r| r.evm_out_tx(&key, n)).await?;
+        let row = bytes.as_deref().and_then(decode_tx);
+        // Stored bytes that do not decode as an `OutTx`.
+        let unreadable = if row.is_none() { bytes } else { None };
+        match row {
+            Some(mut t) => {
+                if !t.done {
+                    continue; // followed already (settled, and its receipt is checked)
+                }
+                tracing::warn!(
+                    chain = c.chain,
+                    nonce = n,
+                    "nonce gap: following a finished transaction again"
+                );
+                t.done = false;
+                t.mined = None;
+                let key = c.key.clone();
+                write(state, move |ctx| {
+                    put_tx(ctx, &key, &t)?;
+                    ctx.evm_pending_set(&key, n, true)?;
+                    Ok(())
+                })
+                .await?;
+            }
+            None => {
+                match &unreadable {
+                    // Its bytes go to the log before the filler replaces them: what it was
+                    // for (`kind`, `ref_id`) is for an operator to find; its resource stays
+                    // where it is, and nothing at this nonce can be mined but the filler.
+                    Some(b) => tracing::error!(
+                        chain = c.chain,
+                        nonce = n,
+                        stored = %row_for_log(b, MAX_LOGGED_ROW),
+                        "nonce gap at a stored transaction that cannot be read: a filler replaces it; its resource needs an operator"
+                    ),
+                    None => tracing::warn!(
+                        chain = c.chain,
+                        nonce = n,
+                        "nonce gap with nothing stored: filling it"
+                    ),
+                }
+                let f = c.client.fees().await?;
+                let unsigned = sender::eip1559(
+                    c.chain_id,
+                    n,
+                    m.treasury,
+                    U256::ZERO,
+                    Default::default(),
+                    FILLER_GAS,
+                    f.max_fee_per_gas,
+                    f.max_priority_fee_per_gas,
+                );
+                let signed = match m.signer.sign_evm(service_policy(state), unsigned) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(chain = c.chain, nonce = n, error = %clean(&e), "cannot sign a filler");
+                        return Ok(());
+                    }
+                };
+                let raw = hex::encode(&signed.raw);
+                let hash = hex32(&B256::from(signed.hash));
+                let row = OutTx {
+                    nonce: n,
+                    kind: OutKind::Filler,
+                    ref_id: Uuid::nil(),
+                    project_id: Uuid::nil(),
+                    to: m.treasury,
+                    value: "0".into(),
+                    data: String::new(),
+                    gas_limit: FILLER_GAS,
+                    max_fee_per_gas: f.max_fee_per_gas.to_string(),
+                    max_priority_fee_per_gas: f.max_priority_fee_per_gas.to_string(),
+                    raws: vec![raw],
+                    hashes: vec![hash],
+                    sent_at: appliance_storage::now_us(),
+                    done: false,
+                    mined: None,
+                    settled: None,
+                    filler_raws: vec![],
+                    filler_hashes: vec![],
+                };
+                let key = c.key.clone();
+                // Stored before it is broadcast, and only over what was read above (a row
+                // written meanwhile is followed by the next pass instead).
+                let stored = write(state, move |ctx| {
+                    if ctx.evm_out_tx(&key, n)? != unreadable {
+                        return Ok(false);
+                    }
+                    put_tx(ctx, &key, &row)?;
+                    ctx.evm_pending_set(&key, n, true)?;
+                    if ctx.evm_next_nonce(&key)? <= n {
+                        ctx.evm_next_nonce_put(&key, n + 1)?;
+                    }
+                    Ok(true)
+                })
+                .await?;
+                if !stored {
+                    continue;
+                }
+                if let Err(e) = c.client.broadcast(&signed.raw).await {
+                    tracing::warn!(chain = c.chain, nonce = n, error = %clean(&e), "filler broadcast failed; will retry");
+                }
+            }
+        }
+    }
+    Ok(())
+}
