@@ -1,0 +1,273 @@
+//! `appliance restore --from DIR` (issue 10 point 1): the backup checked whole (manifest,
+//! checksums, pepper, store verified, mode) before the data dir's files are swapped.
+
+use super::*;
+
+/// `appliance restore --from DIR` (issue 10 point 1). Refuses, changing nothing, unless
+/// `DIR` is a complete backup: it exists (it is only read, never created), its
+/// `manifest.json` lists the store and the pepper, every listed file is there with the
+/// SHA-256 the manifest records, it holds every data-dir file the target has (a backup
+/// without `seed.enc` never replaces a live seed), its store passes every `verify`
+/// invariant, and a test-mode backup never goes into a live data dir. Also refuses while a
+/// server runs. Then the current files are moved aside (`<name>.before-restore-<unix time>`)
+/// and the verified copies take their place.
+pub(super) fn restore(cfg: &Config, from: &Path) -> anyhow::Result<ExitCode> {
+    let manifest = check_backup(from)?;
+    if operator::call_socket(&cfg.socket_path(), &Request::ProjectList)
+        .map_err(anyhow::Error::msg)?
+        .is_some()
+    {
+        anyhow::bail!(
+            "a server is running on {}; stop it before restoring",
+            cfg.data_dir.display()
+        );
+    }
+    let listed = |name: &str| manifest.files.iter().any(|f| f == name);
+    for name in operator::BACKUP_FILES {
+        if cfg.data_dir.join(name).exists() && !listed(name) {
+            anyhow::bail!(
+                "{} has no {name} but the data dir {} has one; refusing to replace it \
+                 (restore this backup into an empty data dir instead)",
+                from.display(),
+                cfg.data_dir.display()
+            );
+        }
+    }
+    // Holding the current store's lock for the whole swap keeps a server from starting on it.
+    let current = if cfg.store_path().exists() {
+        Some(crate::server::open_store(cfg, std::time::Duration::ZERO)?)
+    } else {
+        None
+    };
+    let outcome = restore_locked(cfg, from, &manifest, current.as_ref());
+    if let Some(s) = current {
+        close_store(s);
+    }
+    outcome?;
+    outln!(
+        "restored {} into {}",
+        from.display(),
+        cfg.data_dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `manifest.json` of a backup says.
+struct Manifest {
+    files: Vec<String>,
+    sha256: std::collections::BTreeMap<String, String>,
+}
+
+/// Reads and checks a backup directory without writing to it.
+fn check_backup(from: &Path) -> anyhow::Result<Manifest> {
+    let shown = from.display();
+    let meta = std::fs::metadata(from).map_err(|e| {
+        anyhow::anyhow!(
+            "{shown} is not a backup: {}; nothing was restored",
+            crate::config::io_message(&e)
+        )
+    })?;
+    if !meta.is_dir() {
+        anyhow::bail!("{shown} is not a backup directory; nothing was restored");
+    }
+    let text = std::fs::read(from.join("manifest.json")).map_err(|e| {
+        anyhow::anyhow!(
+            "{shown} is not a complete backup: manifest.json: {}; nothing was restored",
+            crate::config::io_message(&e)
+        )
+    })?;
+    let v: Value = serde_json::from_slice(&text).map_err(|e| {
+        anyhow::anyhow!("{shown}/manifest.json is not valid JSON ({e}); nothing was restored")
+    })?;
+    let files: Vec<String> = v["files"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let sha256: std::collections::BTreeMap<String, String> = v["sha256"]
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    for required in ["appliance.redb", "pepper"] {
+        if !files.iter().any(|f| f == required) {
+            anyhow::bail!(
+                "{shown} is not a complete backup: its manifest lists no {required}; nothing was restored"
+            );
+        }
+    }
+    for name in &files {
+        let allowed = name == "appliance.redb" || operator::BACKUP_FILES.contains(&name.as_str());
+        if !allowed {
+            anyhow::bail!(
+                "{shown}/manifest.json lists an unexpected file {name:?}; nothing was restored"
+            );
+        }
+        let path = from.join(name);
+        if !path.is_file() {
+            anyhow::bail!(
+                "{shown} is not a complete backup: {name} is missing; nothing was restored"
+            );
+        }
+        if !sha256.contains_key(name) {
+            anyhow::bail!(
+                "{shown}/manifest.json records no checksum for {name}; nothing was restored"
+            );
+        }
+    }
+    Ok(Manifest { files, sha256 })
+}
+
+fn sha256_file(path: &Path) -> anyhow::Result<String> {
+    use sha2::Digest;
+    let mut f = std::fs::File::open(path).map_err(|e| {
+        anyhow::anyhow!(
+            "reading {}: {}",
+            path.display(),
+            crate::config::io_message(&e)
+        )
+    })?;
+    let mut h = sha2::Sha256::new();
+    std::io::copy(&mut f, &mut h)?;
+    Ok(hex::encode(h.finalize()))
+}
+
+/// Copies the backup into the data dir as `<name>.restoring`, checks the copies, then swaps.
+fn restore_locked(
+    cfg: &Config,
+    from: &Path,
+    manifest: &Manifest,
+    current: Option<&appliance_storage::Store>,
+) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    crate::data_dir::prepare(&cfg.data_dir)?;
+    let staged = |name: &str| cfg.data_dir.join(format!("{name}.restoring"));
+    let cleanup = || {
+        for name in &manifest.files {
+            let _ = std::fs::remove_file(staged(name));
+        }
+    };
+    let result = (|| -> anyhow::Result<()> {
+        for name in &manifest.files {
+            let to = staged(name);
+            let _ = std::fs::remove_file(&to);
+            let mut src = std::fs::File::open(from.join(name))?;
+            let mut dst = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&to)
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "writing {}: {}",
+                        to.display(),
+                        crate::config::io_message(&e)
+                    )
+                })?;
+            std::io::copy(&mut src, &mut dst)?;
+            dst.sync_all()?;
+            drop(dst);
+            if manifest.sha256.get(name) != Some(&sha256_file(&to)?) {
+                anyhow::bail!(
+                    "{}/{name} does not match the checksum in its manifest; nothing was restored",
+                    from.display()
+                );
+            }
+        }
+        // The pepper the server will load (a wrong one would only show at the next start).
+        let pepper = std::fs::read_to_string(staged("pepper"))?;
+        crate::auth::Pepper::parse(&pepper).map_err(|e| {
+            anyhow::anyhow!(
+                "{}/pepper is not a pepper: {e}; nothing was restored",
+                from.display()
+            )
+        })?;
+        // Verify the copy that will be put in place (the backup itself stays untouched).
+        let b = appliance_storage::Store::open(
+            &staged("appliance.redb"),
+            appliance_storage::StoreOptions::default(),
+        )
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{}/appliance.redb is not a readable store: {e}",
+                from.display()
+            )
+        })?;
+        // The backup's data key (checksum-equal to its staged copy) must open the secrets
+        // its store holds sealed.
+        let key = crate::sealing::DataKey::load(from);
+        let checked = b.read_blocking(|r| {
+            Ok::<_, appliance_storage::StoreError>((
+                appliance_storage::verify::verify(r)?,
+                crate::server::recorded_mode(r)?,
+                key.as_ref()
+                    .map_err(|e| format!("{}: {e}", crate::sealing::DATA_KEY_FILE))
+                    .and_then(|k| crate::sealing::check_webhook_secrets(r, k.as_ref())),
+            ))
+        });
+        close_store(b);
+        let (rep, backup_mode, secrets) = checked?;
+        if !rep.violations.is_empty() {
+            anyhow::bail!(
+                "the backup fails verify ({} violations); nothing was restored",
+                rep.violations.len()
+            );
+        }
+        if let Err(e) = secrets {
+            anyhow::bail!(
+                "{} is not a complete backup: {e}; nothing was restored",
+                from.display()
+            );
+        }
+        let backup_mode = backup_mode.unwrap_or_else(|| {
+            if manifest
+                .files
+                .iter()
+                .any(|f| f == appliance_signer::SEED_FILE)
+            {
+                "live".into()
+            } else {
+                "test".into()
+            }
+        });
+        let target_mode = match current {
+            Some(s) => s.read_blocking(crate::server::recorded_mode)?,
+            None => None,
+        };
+        let target_live = target_mode.as_deref() == Some("live")
+            || cfg.data_dir.join(appliance_signer::SEED_FILE).exists();
+        if target_live && backup_mode != "live" {
+            anyhow::bail!(
+                "{} is a test-mode backup and {} is a live data dir; refusing to restore it there",
+                from.display(),
+                cfg.data_dir.display()
+            );
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        cleanup();
+        return Err(e);
+    }
+    let stamp = chrono::Utc::now().timestamp();
+    for name in std::iter::once("appliance.redb").chain(operator::BACKUP_FILES.iter().copied()) {
+        let target = cfg.data_dir.join(name);
+        if target.exists() {
+            std::fs::rename(
+                &target,
+                cfg.data_dir.join(format!("{name}.before-restore-{stamp}")),
+            )?;
+        }
+        if manifest.files.iter().any(|f| f == name) {
+            std::fs::rename(staged(name), &target)?;
+        }
+    }
+    Ok(())
+}
