@@ -149,6 +149,9 @@ pub struct Registry {
     /// The server's market prices, set once at start (`AppState::new`): what a funding
     /// credit is valued at inside a store transaction (`services::billing`).
     market: OnceLock<Arc<crate::market::Market>>,
+    /// The data key, set once at start (`AppState::new`): what opens the sealed checkout
+    /// tokens an invoice's `checkout_url` is made of ([`Registry::checkout_url`]).
+    data_key: OnceLock<crate::sealing::DataKey>,
     /// `public_base_url` of the config without a trailing `/` (empty when unset): the base
     /// of `checkout_url` (DECISIONS.md section 12).
     pub public_base_url: String,
@@ -207,6 +210,7 @@ impl Registry {
             billing: cfg.billing.clone(),
             treasury: OnceLock::new(),
             market: OnceLock::new(),
+            data_key: OnceLock::new(),
             public_base_url: cfg
                 .public_base_url
                 .as_deref()
@@ -224,6 +228,41 @@ impl Registry {
     /// Records the server's market at start (the first one set stays).
     pub fn set_market(&self, market: Arc<crate::market::Market>) {
         let _ = self.market.set(market);
+    }
+
+    /// Records the data key at start (the first one set stays).
+    pub fn set_data_key(&self, key: crate::sealing::DataKey) {
+        let _ = self.data_key.set(key);
+    }
+
+    /// The sealed form of checkout token `token` of invoice `invoice`, as the store keeps
+    /// it (`Invoice::checkout_token`); `None` without a data key (a registry built outside
+    /// a server).
+    pub fn seal_checkout_token(&self, invoice: uuid::Uuid, token: &str) -> Option<String> {
+        Some(self.data_key.get()?.seal_checkout_token(invoice, token))
+    }
+
+    /// `checkout_url` of invoice `invoice` whose stored token is `stored` (sealed, or in
+    /// clear in a row not yet migrated): `{public_base_url}/checkout/{token}` (DECISIONS.md
+    /// section 12). A sealed token this registry cannot open (no data key set, or not the
+    /// key it was sealed with, which `appliance restore` refuses) renders no token, logged.
+    pub fn checkout_url(&self, invoice: uuid::Uuid, stored: &str) -> String {
+        let token = if crate::sealing::is_sealed(stored) {
+            match self
+                .data_key
+                .get()
+                .map(|k| k.checkout_token(invoice, stored))
+            {
+                Some(Ok(t)) => t,
+                _ => {
+                    tracing::error!(%invoice, "the checkout token of an invoice does not open");
+                    Default::default()
+                }
+            }
+        } else {
+            zeroize::Zeroizing::new(stored.to_string())
+        };
+        format!("{}/checkout/{}", self.public_base_url, token.as_str())
     }
 
     /// The server's market (`None` in a registry built outside a server, as unit tests do).

@@ -1,5 +1,7 @@
 //! Secrets at rest: the data key and the sealed form of the secrets the store keeps
-//! (webhook signing secrets). A copy of `appliance.redb` alone reveals none of them.
+//! (webhook signing secrets, invoices' checkout tokens wherever they are stored: the
+//! invoice row, `invoice.*` events' data, the idempotent answer of `POST /v1/invoices`). A
+//! copy of `appliance.redb` alone reveals none of them.
 //!
 //! The data key is 32 random bytes in `data.key` beside the pepper (hex, mode 0600), created
 //! with the pepper on first start and carried by `appliance backup`. A sealed value is
@@ -15,8 +17,8 @@ use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use uuid::Uuid;
 use zeroize::Zeroizing;
 
-use appliance_storage::records::WebhookEndpoint;
-use appliance_storage::{ScanOps, Store, StoreError, WriteError};
+use appliance_storage::records::{IdempotencyRecord, Invoice, WebhookEndpoint};
+use appliance_storage::{ReadOps, ScanOps, Store, StoreError, WriteError};
 
 /// File name of the data key in the data dir.
 pub const DATA_KEY_FILE: &str = "data.key";
@@ -229,6 +231,201 @@ pub fn check_webhook_secrets(r: &impl ScanOps, key: Option<&DataKey>) -> Result<
         }
     }
     Ok(eps.len())
+}
+
+/// Associated data of an invoice's checkout token: it opens only for that invoice.
+fn checkout_aad(invoice: Uuid) -> Vec<u8> {
+    let mut aad = b"checkout_token:".to_vec();
+    aad.extend_from_slice(invoice.as_bytes());
+    aad
+}
+
+/// Associated data of a sealed idempotent answer: it opens only under its record's key.
+fn answer_aad(record_key: &[u8]) -> Vec<u8> {
+    let mut aad = b"idempotent_answer:".to_vec();
+    aad.extend_from_slice(record_key);
+    aad
+}
+
+impl DataKey {
+    /// Seals the checkout token (`ck_...`) of `invoice` for the store: the form
+    /// `Invoice::checkout_token` and the `checkout_url` of `invoice.*` events' data hold.
+    pub fn seal_checkout_token(&self, invoice: Uuid, token: &str) -> String {
+        self.seal(&checkout_aad(invoice), token)
+    }
+
+    /// The checkout token of `invoice` from its stored form, opened; a token still in clear
+    /// (a row from before tokens were sealed, not yet migrated) as it is.
+    pub fn checkout_token(
+        &self,
+        invoice: Uuid,
+        stored: &str,
+    ) -> Result<Zeroizing<String>, OpenError> {
+        if is_sealed(stored) {
+            self.open(&checkout_aad(invoice), stored)
+        } else {
+            Ok(Zeroizing::new(stored.to_string()))
+        }
+    }
+
+    /// Seals the JSON answer an idempotency record stores under `record_key` (an answer
+    /// that carries a credential: `POST /v1/invoices`'s `checkout_url`).
+    pub fn seal_answer(&self, record_key: &[u8], body: &str) -> String {
+        self.seal(&answer_aad(record_key), body)
+    }
+
+    /// The answer an idempotency record stores under `record_key`, opened when sealed
+    /// ([`DataKey::seal_answer`]), else as it is.
+    pub fn open_answer(&self, record_key: &[u8], stored: &str) -> Result<String, OpenError> {
+        if is_sealed(stored) {
+            self.open(&answer_aad(record_key), stored)
+                .map(|s| s.to_string())
+        } else {
+            Ok(stored.to_string())
+        }
+    }
+}
+
+/// `meta` key set once every checkout token the store held in clear is sealed.
+const CHECKOUT_TOKENS_SEALED: &str = "checkout_tokens_sealed";
+
+/// Rows [`migrate_checkout_tokens`] reads per transaction.
+const MIGRATE_BATCH: usize = 2_000;
+
+/// What [`migrate_checkout_tokens`] sealed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SealedTokens {
+    pub invoices: usize,
+    pub events: usize,
+    pub answers: usize,
+}
+
+/// The token of a `checkout_url` stored in clear (`.../checkout/ck_...`).
+fn token_in_url(url: &str) -> Option<&str> {
+    let t = url.rsplit('/').next()?;
+    crate::services::invoices::is_token(t).then_some(t)
+}
+
+/// Seals every checkout token a store written before tokens were sealed holds in clear:
+/// invoice rows, the `checkout_url` of `invoice.*` events (kept as the sealed token, which
+/// `views::event_data` renders back into the URL) and idempotent answers that carry one.
+/// Runs once (a `meta` mark), in transactions of [`MIGRATE_BATCH`] rows; every step is
+/// idempotent, so an interrupted run is finished by the next start. The old values may
+/// linger in the file's free pages until they are reused; `appliance backup` writes a
+/// copy without them.
+pub fn migrate_checkout_tokens(store: &Store, key: &DataKey) -> Result<SealedTokens, StoreError> {
+    let done = store.read_blocking(|r| r.meta_get(CHECKOUT_TOKENS_SEALED))?;
+    if done.is_some() {
+        return Ok(SealedTokens::default());
+    }
+    let mut out = SealedTokens::default();
+    let mut after: Option<Uuid> = None;
+    loop {
+        let k = key.clone();
+        let (n, last, more) = write_job(store, move |ctx| {
+            let rows = ctx.after::<Invoice>(after, MIGRATE_BATCH)?;
+            // Read until a batch comes back empty (a row that does not decode is passed over,
+            // so a short batch is not yet the end).
+            let more = !rows.is_empty();
+            let last = rows.last().map(|i| i.id);
+            let mut n = 0;
+            for mut inv in rows {
+                if !is_sealed(&inv.checkout_token) {
+                    inv.checkout_token = k.seal_checkout_token(inv.id, &inv.checkout_token);
+                    ctx.put(&inv)?;
+                    n += 1;
+                }
+            }
+            Ok((n, last, more))
+        })?;
+        out.invoices += n;
+        after = last;
+        if !more {
+            break;
+        }
+    }
+    let mut after: Option<(u128, u64)> = None;
+    loop {
+        let k = key.clone();
+        let (n, last) = write_job(store, move |ctx| {
+            ctx.rewrite_event_data(after, MIGRATE_BATCH, |ev| {
+                if !ev.event_type.starts_with("invoice.") {
+                    return None;
+                }
+                let url = ev.data.get("checkout_url")?.as_str()?;
+                let token = token_in_url(url)?;
+                let invoice = Uuid::parse_str(ev.data.get("id")?.as_str()?).ok()?;
+                let mut data = ev.data.clone();
+                data["checkout_url"] = k.seal_checkout_token(invoice, token).into();
+                Some(data)
+            })
+        })?;
+        out.events += n;
+        match last {
+            Some(l) => after = Some(l),
+            None => break,
+        }
+    }
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let k = key.clone();
+        let a = after.clone();
+        let (n, last) = write_job(store, move |ctx| {
+            ctx.rewrite_idempotency(a.as_deref(), MIGRATE_BATCH, |rk, rec| {
+                if is_sealed(&rec.body) || !rec.body.contains("/checkout/ck_") {
+                    return None;
+                }
+                Some(IdempotencyRecord {
+                    body: k.seal_answer(rk, &rec.body),
+                    ..rec.clone()
+                })
+            })
+        })?;
+        out.answers += n;
+        match last {
+            Some(l) => after = Some(l),
+            None => break,
+        }
+    }
+    write_job(store, |ctx| ctx.meta_put(CHECKOUT_TOKENS_SEALED, &[1]))?;
+    Ok(out)
+}
+
+/// Runs `job` as one store transaction, its refusal and the store's failure alike a
+/// [`StoreError`].
+fn write_job<T: Send + 'static>(
+    store: &Store,
+    job: impl FnOnce(&mut appliance_storage::WriteCtx<'_>) -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    store.write_blocking(job).map_err(|e| match e {
+        WriteError::Rejected(e) => e,
+        WriteError::Store(e) => StoreError::Corrupt(e.to_string()),
+    })
+}
+
+/// Checks that `key` opens the sealed checkout tokens of a store (a restore must bring the
+/// data key its store was sealed with; a wrong one would make every checkout link dead).
+/// The first invoices are tried, a sample: one key seals them all.
+pub fn check_checkout_tokens(r: &impl ScanOps, key: Option<&DataKey>) -> Result<usize, String> {
+    let invoices = r.after::<Invoice>(None, 16).map_err(|e| e.to_string())?;
+    for inv in &invoices {
+        if !is_sealed(&inv.checkout_token) {
+            continue;
+        }
+        let Some(key) = key else {
+            return Err(format!(
+                "invoice {} has a sealed checkout token but there is no {DATA_KEY_FILE}",
+                inv.id
+            ));
+        };
+        if key.checkout_token(inv.id, &inv.checkout_token).is_err() {
+            return Err(format!(
+                "{DATA_KEY_FILE} does not open the checkout token of invoice {}",
+                inv.id
+            ));
+        }
+    }
+    Ok(invoices.len())
 }
 
 /// Whether a stored value is in sealed form (older rows may hold a secret in clear until the

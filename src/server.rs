@@ -256,6 +256,24 @@ async fn serve(
             Err(e) => tracing::error!(error = %e, "sealing webhook secrets stored in clear failed"),
         }
     }
+    {
+        // Checkout tokens written before they were sealed are sealed now (once).
+        let (store, key) = (store.clone(), data_key.clone());
+        match tokio::task::spawn_blocking(move || {
+            crate::sealing::migrate_checkout_tokens(&store, &key)
+        })
+        .await?
+        {
+            Ok(n) if n == Default::default() => {}
+            Ok(n) => tracing::info!(
+                invoices = n.invoices,
+                events = n.events,
+                answers = n.answers,
+                "sealed checkout tokens stored in clear"
+            ),
+            Err(e) => tracing::error!(error = %e, "sealing checkout tokens stored in clear failed"),
+        }
+    }
     let state = AppState::new(config.clone(), store, pepper, data_key, ops, test_mode)?;
     state.market.start();
     if let Some(signer) = &signer {

@@ -101,6 +101,7 @@ impl AppState {
         let registry = Arc::new(crate::registry::Registry::from_config(&config));
         let market = Arc::new(crate::market::Market::new(&config, test_mode));
         registry.set_market(market.clone());
+        registry.set_data_key(data_key.clone());
         let checkout_cache = Arc::new(crate::services::checkout_cache::CheckoutCache::new(
             crate::services::checkout_cache::DEFAULT_BUDGET_BYTES,
         ));

@@ -119,9 +119,10 @@ pub fn deposit(reg: &Registry, d: &Deposit) -> Value {
 }
 
 /// `checkout_url` of an invoice: `{public_base_url}/checkout/{token}` (DECISIONS.md
-/// section 12; a path from the root when `public_base_url` is not set).
+/// section 12; a path from the root when `public_base_url` is not set), the token opened
+/// from its sealed form in the row ([`Registry::checkout_url`]).
 pub fn checkout_url(reg: &Registry, inv: &Invoice) -> String {
-    format!("{}/checkout/{}", reg.public_base_url, inv.checkout_token)
+    reg.checkout_url(inv.id, &inv.checkout_token)
 }
 
 /// A UUID written as its hyphenated lower-case string in every format (serde writes a
@@ -212,11 +213,49 @@ impl Serialize for QuoteView<'_> {
 pub struct InvoiceView<'a> {
     reg: &'a Registry,
     inv: &'a Invoice,
+    /// `Some(token)`: `checkout_url` is made of this token in clear (the view [`prepare`]
+    /// renders while it still holds it). `None`: opened from the row.
+    ///
+    /// [`prepare`]: crate::services::invoices::prepare
+    token: Option<&'a str>,
+    /// The form an `invoice.*` event stores: `checkout_url` holds the row's sealed token,
+    /// which [`event_data`] renders into the URL when the event is read or sent.
+    stored: bool,
 }
 
-/// The [`InvoiceView`] of `inv`.
+/// The [`InvoiceView`] of `inv`, as an answer shows it.
 pub fn invoice_view<'a>(reg: &'a Registry, inv: &'a Invoice) -> InvoiceView<'a> {
-    InvoiceView { reg, inv }
+    InvoiceView {
+        reg,
+        inv,
+        token: None,
+        stored: false,
+    }
+}
+
+/// The [`InvoiceView`] of a new invoice whose token (`ck_...`) is still at hand in clear.
+pub fn new_invoice_view<'a>(
+    reg: &'a Registry,
+    inv: &'a Invoice,
+    token: &'a str,
+) -> InvoiceView<'a> {
+    InvoiceView {
+        reg,
+        inv,
+        token: Some(token),
+        stored: false,
+    }
+}
+
+/// The [`InvoiceView`] of `inv` as an `invoice.*` event stores it: `checkout_url` is the
+/// row's sealed token, never the token in clear (issue 41 point 4; [`event_data`]).
+pub fn invoice_event_view<'a>(reg: &'a Registry, inv: &'a Invoice) -> InvoiceView<'a> {
+    InvoiceView {
+        reg,
+        inv,
+        token: None,
+        stored: true,
+    }
 }
 
 impl Serialize for InvoiceView<'_> {
@@ -226,7 +265,14 @@ impl Serialize for InvoiceView<'_> {
         m.serialize_field("addresses", &InvoiceAddresses(&inv.addresses))?;
         m.serialize_field("cancel_url", &inv.cancel_url)?;
         m.serialize_field("canceled_at", &OptTs(inv.canceled_at))?;
-        m.serialize_field("checkout_url", &checkout_url(self.reg, inv))?;
+        match (self.stored, self.token) {
+            (true, _) => m.serialize_field("checkout_url", &inv.checkout_token)?,
+            (false, Some(t)) => m.serialize_field(
+                "checkout_url",
+                &format!("{}/checkout/{t}", self.reg.public_base_url),
+            )?,
+            (false, None) => m.serialize_field("checkout_url", &checkout_url(self.reg, inv))?,
+        }
         m.serialize_field("created_at", &Ts(inv.created_at))?;
         m.serialize_field("description", &inv.description)?;
         m.serialize_field("excess_amount", &Atomic(u128::from(inv.excess_cents)))?;
@@ -405,8 +451,26 @@ pub fn event_data(reg: &Registry, e: &Event) -> Value {
             "id": e.resource_id,
             "object": "wallet",
         }),
-        (None, None, None) => e.data.clone(),
+        (None, None, None) => stored_data(reg, e),
     }
+}
+
+/// An event's stored `data` as it is read: an invoice's `checkout_url`, stored as its
+/// sealed token ([`invoice_event_view`]), becomes the URL.
+fn stored_data(reg: &Registry, e: &Event) -> Value {
+    let mut data = e.data.clone();
+    if data.get("object").and_then(Value::as_str) == Some("invoice") {
+        let id = data
+            .get("id")
+            .and_then(Value::as_str)
+            .and_then(|s| Uuid::parse_str(s).ok());
+        if let (Some(id), Some(Value::String(stored))) = (id, data.get_mut("checkout_url")) {
+            if crate::sealing::is_sealed(stored) {
+                *stored = reg.checkout_url(id, stored);
+            }
+        }
+    }
+    data
 }
 
 pub fn event(reg: &Registry, e: &Event) -> Value {
@@ -1212,5 +1276,101 @@ mod tests {
                 assert_eq!(payout(&reg, &p), reference::payout(&reg, &p));
             }
         }
+    }
+
+    /// Issue 41 point 4: a store written before checkout tokens were sealed (the token in
+    /// clear in the row, the URL in an `invoice.*` event, the URL in an idempotent answer)
+    /// is sealed by the start-up migration once; every reader still renders the same URL.
+    #[test]
+    fn legacy_checkout_tokens_are_sealed_by_the_migration() {
+        use appliance_storage::records::IdempotencyRecord;
+        use appliance_storage::{ReadOps, Store, StoreOptions};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.redb"), StoreOptions::default()).unwrap();
+        let plain_reg = reg();
+        let inv = sample(true);
+        let token = inv.checkout_token.clone();
+        let url = checkout_url(&plain_reg, &inv);
+        let legacy_data = serde_json::to_value(invoice_view(&plain_reg, &inv)).unwrap();
+        assert_eq!(legacy_data["checkout_url"], url.as_str());
+        let answer = serde_json::to_string(&legacy_data).unwrap();
+        let (i2, d2, a2) = (inv.clone(), legacy_data.clone(), answer.clone());
+        let (project, ev_id) = store
+            .write_blocking(move |ctx| {
+                ctx.put(&i2)?;
+                let ev = ctx.append_event(
+                    i2.project_id,
+                    false,
+                    "invoice.created",
+                    &i2.id.to_string(),
+                    d2,
+                )?;
+                ctx.idempotency_put(
+                    b"rk",
+                    &IdempotencyRecord {
+                        request_hash: "00".repeat(32),
+                        status: 201,
+                        body: a2,
+                        created_at: ctx.now_us(),
+                    },
+                )?;
+                Ok::<_, appliance_storage::StoreError>((i2.project_id, ev.id))
+            })
+            .unwrap();
+
+        let key = crate::sealing::DataKey::from_bytes([9; 32]);
+        let n = crate::sealing::migrate_checkout_tokens(&store, &key).unwrap();
+        assert_eq!((n.invoices, n.events, n.answers), (1, 1, 1));
+        assert_eq!(
+            crate::sealing::migrate_checkout_tokens(&store, &key).unwrap(),
+            Default::default(),
+            "the migration runs once"
+        );
+
+        let sealed_reg = reg();
+        sealed_reg.set_data_key(key.clone());
+        let id = inv.id;
+        let (row, ev, rec) = store
+            .read_blocking(move |r| {
+                Ok::<_, appliance_storage::StoreError>((
+                    r.get::<Invoice>(id)?.unwrap(),
+                    r.event(project, &ev_id)?.unwrap(),
+                    r.idempotency_get(b"rk")?.unwrap(),
+                ))
+            })
+            .unwrap();
+        assert!(crate::sealing::is_sealed(&row.checkout_token));
+        assert!(!row.checkout_token.contains(&token[3..]));
+        assert_eq!(checkout_url(&sealed_reg, &row), url);
+        let stored = ev.data["checkout_url"].as_str().unwrap();
+        assert!(crate::sealing::is_sealed(stored), "{stored}");
+        assert_eq!(event_data(&sealed_reg, &ev)["checkout_url"], url.as_str());
+        assert_eq!(event_data(&sealed_reg, &ev)["title"], legacy_data["title"]);
+        assert!(crate::sealing::is_sealed(&rec.body));
+        assert_eq!(key.open_answer(b"rk", &rec.body).unwrap(), answer);
+        // A registry without the key renders no token rather than a wrong one.
+        assert_eq!(
+            event_data(&plain_reg, &ev)["checkout_url"],
+            format!("{}/checkout/", plain_reg.public_base_url)
+        );
+    }
+
+    #[test]
+    fn receivers_answers_keep_no_checkout_token() {
+        use crate::services::invoices::redact_tokens;
+        let tok = format!("ck_{}", "aB3-_".repeat(8) + "xyz");
+        assert_eq!(tok.len(), 46);
+        let body = format!("{{\"checkout_url\":\"https://x/checkout/{tok}\"}} ck_ ck_short end");
+        let r = redact_tokens(&body);
+        assert!(!r.contains(&tok[3..]), "{r}");
+        assert!(r.contains("/checkout/ck_[redacted]\""), "{r}");
+        assert!(
+            r.ends_with("ck_ ck_short end"),
+            "short runs are not tokens: {r}"
+        );
+        // Cut short by the end of the kept answer.
+        let cut = format!("x ck_{}", &tok[3..20]);
+        assert_eq!(redact_tokens(&cut), "x ck_[redacted]");
+        assert_eq!(redact_tokens("plain"), "plain");
     }
 }

@@ -41,6 +41,8 @@ use appliance_storage::{ReadOps, WriteCtx};
 
 use crate::api::error::ApiError;
 use crate::auth::Caller;
+use crate::sealing::DataKey;
+use crate::services::error::Fault;
 use crate::services::Scope;
 use crate::state::AppState;
 
@@ -238,13 +240,34 @@ fn reuse_error() -> ApiError {
     .param("Idempotency-Key")
 }
 
-fn replay(rec: &IdempotencyRecord, fingerprint: &Fingerprint) -> Result<Response, ApiError> {
+/// The answer a record stored under `record_key` holds: opened when it was stored sealed
+/// ([`commit_rendered`]).
+/// ([`commit_rendered`]); `key` is `None` where no record is stored sealed ([`commit`]).
+fn stored_body(
+    key: Option<&DataKey>,
+    record_key: &[u8],
+    rec: &IdempotencyRecord,
+) -> Result<String, ApiError> {
+    match key {
+        Some(key) => key.open_answer(record_key, &rec.body),
+        None if !crate::sealing::is_sealed(&rec.body) => Ok(rec.body.clone()),
+        None => Err(crate::sealing::OpenError),
+    }
+    .map_err(|e| Fault::invariant(format!("an idempotent answer: {e}")).into())
+}
+
+fn replay(
+    key: &DataKey,
+    record_key: &[u8],
+    rec: &IdempotencyRecord,
+    fingerprint: &Fingerprint,
+) -> Result<Response, ApiError> {
     if !fingerprint.matches(&rec.request_hash) {
         return Err(reuse_error());
     }
     let mut r = raw_json(
         StatusCode::from_u16(rec.status).unwrap_or(StatusCode::OK),
-        rec.body.clone(),
+        stored_body(Some(key), record_key, rec)?,
     );
     r.headers_mut()
         .insert("idempotent-replayed", HeaderValue::from_static("true"));
@@ -276,12 +299,12 @@ pub async fn begin(
     // A record of the form before schema 15 is read until it expires (24 hours); the job
     // checks again under the new key only, the one any record written meanwhile has.
     let stored = state.store.read_now(|r| match r.idempotency_get(&rkey)? {
-        Some(rec) => Ok(Some(rec)),
-        None => r.idempotency_get(&legacy),
+        Some(rec) => Ok(Some((rec, &rkey))),
+        None => Ok(r.idempotency_get(&legacy)?.map(|rec| (rec, &legacy))),
     })?;
     let now = appliance_storage::now_us();
-    if let Some(rec) = stored.filter(|r| r.created_at + IDEMPOTENCY_TTL_US > now) {
-        return replay(&rec, fingerprint).map(Begin::Replay);
+    if let Some((rec, at)) = stored.filter(|(r, _)| r.created_at + IDEMPOTENCY_TTL_US > now) {
+        return replay(&state.data_key, at, &rec, fingerprint).map(Begin::Replay);
     }
     if !state.inflight.lock().expect("lock").insert(rkey.clone()) {
         return Err(ApiError::new(
@@ -359,7 +382,8 @@ where
 
 /// [`commit`] for a job that answers JSON it serialized itself, or before the job ran
 /// (`invoices::prepare`: the writer thread then only stores it). The body must hold none of
-/// [`SECRET_FIELDS`]: it is stored as the idempotency record as it is.
+/// [`SECRET_FIELDS`]; its idempotency record stores it sealed with the data key (an
+/// invoice's answer carries its checkout token, which the store never holds in clear).
 pub async fn commit_rendered<T, F>(
     state: &AppState,
     idem: Option<Idem>,
@@ -371,8 +395,9 @@ where
         + 'static,
     T: Send + 'static,
 {
+    let key = state.data_key.clone();
     commit_job(state, idem, move |ctx, rec_key| {
-        run_idempotent_rendered(ctx, rec_key, f)
+        run_idempotent_rendered(ctx, rec_key, &key, f)
     })
     .await
 }
@@ -408,17 +433,19 @@ where
 pub fn run_idempotent_rendered<T, F>(
     ctx: &mut WriteCtx<'_>,
     rec_key: Option<RecordKey>,
+    data_key: &DataKey,
     f: F,
 ) -> Result<(u16, String, Option<T>), ApiError>
 where
     F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, String, T), ApiError>,
 {
-    if let Some(replay) = stored_answer(ctx, rec_key.as_ref())? {
+    if let Some(replay) = stored_answer(ctx, rec_key.as_ref(), Some(data_key))? {
         return Ok(replay);
     }
     let (status, body, extra) = f(ctx)?;
     if let Some(key) = rec_key {
-        put_record(ctx, key, status, body.clone())?;
+        let sealed = data_key.seal_answer(&key.0, &body);
+        put_record(ctx, key, status, sealed)?;
     }
     Ok((status.as_u16(), body, Some(extra)))
 }
@@ -447,6 +474,7 @@ fn put_record(
 fn stored_answer<T>(
     ctx: &WriteCtx<'_>,
     rec_key: Option<&RecordKey>,
+    data_key: Option<&DataKey>,
 ) -> Result<Option<(u16, String, Option<T>)>, ApiError> {
     if let Some((k, h)) = rec_key {
         if let Some(rec) = ctx
@@ -456,7 +484,7 @@ fn stored_answer<T>(
             if !h.matches(&rec.request_hash) {
                 return Err(reuse_error());
             }
-            return Ok(Some((rec.status, rec.body, None)));
+            return Ok(Some((rec.status, stored_body(data_key, k, &rec)?, None)));
         }
     }
     Ok(None)
@@ -485,7 +513,7 @@ pub fn run_idempotent<T, F>(
 where
     F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, Value, T), ApiError>,
 {
-    if let Some(replay) = stored_answer(ctx, rec_key.as_ref())? {
+    if let Some(replay) = stored_answer(ctx, rec_key.as_ref(), None)? {
         return Ok(replay);
     }
     let (status, mut value, extra) = f(ctx)?;

@@ -209,7 +209,10 @@ fn restore_locked(
                 crate::server::recorded_mode(r)?,
                 key.as_ref()
                     .map_err(|e| format!("{}: {e}", crate::sealing::DATA_KEY_FILE))
-                    .and_then(|k| crate::sealing::check_webhook_secrets(r, k.as_ref())),
+                    .and_then(|k| {
+                        crate::sealing::check_webhook_secrets(r, k.as_ref())?;
+                        crate::sealing::check_checkout_tokens(r, k.as_ref())
+                    }),
             ))
         });
         close_store(b);

@@ -116,17 +116,12 @@ pub fn load(r: &impl ReadOps, token: &str, real_now_us: i64) -> Result<Option<Lo
     load_invoice(r, invoice, real_now_us)
 }
 
-/// [`load`] of invoice `id`, known to be the one `token` opens (a token never moves; the
-/// invoice's own token is checked again); `None` when it is gone.
-pub fn load_id(
-    r: &impl ReadOps,
-    id: Uuid,
-    token: &str,
-    real_now_us: i64,
-) -> Result<Option<Loaded>, StoreError> {
+/// [`load`] of invoice `id`, known to be the one a token opens (a token never moves: the
+/// caller learnt `id` from [`load`] of the same token); `None` when it is gone.
+pub fn load_id(r: &impl ReadOps, id: Uuid, real_now_us: i64) -> Result<Option<Loaded>, StoreError> {
     match r.get::<Invoice>(id)? {
-        Some(inv) if inv.checkout_token == token => load_invoice(r, inv, real_now_us),
-        _ => Ok(None),
+        Some(inv) => load_invoice(r, inv, real_now_us),
+        None => Ok(None),
     }
 }
 
@@ -711,7 +706,7 @@ pub fn refund_payout_moved(ctx: &mut WriteCtx<'_>, s: &Scope, p: &Payout) -> Res
             s,
             "invoice.refunded",
             inv.id,
-            &views::invoice_view(&s.reg, &inv),
+            &views::invoice_event_view(&s.reg, &inv),
         )?;
     }
     Ok(())

@@ -49,8 +49,10 @@ fn fixture() -> Fixture {
     let project: Project = store
         .write_blocking(|ctx| projects::create(ctx, "t", Mode::Test))
         .unwrap();
+    let reg = Registry::from_config(&Config::default());
+    reg.set_data_key(crate::sealing::DataKey::from_bytes([3; 32]));
     let scope = Scope {
-        reg: Arc::new(Registry::from_config(&Config::default())),
+        reg: Arc::new(reg),
         project: Arc::new(project),
         delivery_attempts: Config::default().webhooks.max_attempts(),
     };

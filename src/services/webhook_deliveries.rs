@@ -253,7 +253,10 @@ pub fn apply_attempt(
     d.response_status = report.status;
     d.resolved_ip = report.resolved_ip;
     d.duration_ms = Some(report.duration_ms);
-    d.response_body = report.body;
+    // A receiver may echo the body back: no checkout token is kept (issue 41 point 4).
+    d.response_body = report
+        .body
+        .map(|b| crate::services::invoices::redact_tokens(&b).into_owned());
     if succeeded {
         d.status = DeliveryStatus::Succeeded;
         d.error_detail = None;

@@ -1435,7 +1435,7 @@ pub(crate) fn event_id_in_full(ev: &mut Event, seq: u64) {
 /// Schema 15: with a short id and a resource that is a UUID, `created_at` is stored as its
 /// distance from the resource's millisecond (the resource was made by the same job or
 /// before: a few bytes instead of 9), the id marked so ([`crate::codec::SHORT_EVENT_ID_REL`]).
-fn encode_event(ev: &mut Event, tail: Option<&crate::codec::EventData>) -> Vec<u8> {
+pub(crate) fn encode_event(ev: &mut Event, tail: Option<&crate::codec::EventData>) -> Vec<u8> {
     let full = event_id_in_short(ev).map(|random| {
         let rel = resource_base_us(&ev.resource_id).and_then(|b| ev.created_at.checked_sub(b));
         let short = crate::codec::short_event_id(random, rel.is_some());

@@ -6,10 +6,10 @@
 use redb::ReadableTable;
 use uuid::Uuid;
 
-use crate::codec::encode_record;
+use crate::codec::{decode, encode_record};
 use crate::ctx::{sim_key, ReadOps, WriteCtx};
 use crate::ledger::Holding;
-use crate::records::IdempotencyRecord;
+use crate::records::{Event, IdempotencyRecord};
 use crate::schema::*;
 use crate::StoreError;
 
@@ -53,6 +53,102 @@ impl WriteCtx<'_> {
                 t.remove(&v[8..])?;
             }
             Ok(victims.len())
+        })();
+        self.track(r)
+    }
+
+    /// Rewrites stored idempotency records in place, for a start-up migration that needs
+    /// what the store does not hold (the data key): `f` sees each record (with its key)
+    /// after `after` and returns the record to store instead, or `None` to keep it. At most
+    /// `max` records are seen. Answers how many were rewritten and the key of the last
+    /// record seen (`None` when the table was read to its end). A row that does not decode
+    /// is left as it is.
+    pub fn rewrite_idempotency(
+        &mut self,
+        after: Option<&[u8]>,
+        max: usize,
+        mut f: impl FnMut(&[u8], &IdempotencyRecord) -> Option<IdempotencyRecord>,
+    ) -> Result<(usize, Option<Vec<u8>>), StoreError> {
+        let r = (|| {
+            let (mut changed, mut last, mut seen) = (Vec::new(), None, 0usize);
+            {
+                let t = self.table(IDEMPOTENCY)?;
+                let range = match after {
+                    Some(a) => t.range::<&[u8]>((
+                        std::ops::Bound::Excluded(a),
+                        std::ops::Bound::Unbounded,
+                    ))?,
+                    None => t.range::<&[u8]>(..)?,
+                };
+                for e in range.take(max) {
+                    let (k, v) = e?;
+                    seen += 1;
+                    let key = k.value().to_vec();
+                    if let Ok(rec) = decode::<IdempotencyRecord>(v.value()) {
+                        if let Some(new) = f(&key, &rec) {
+                            changed.push((key.clone(), encode_record(&new)));
+                        }
+                    }
+                    last = Some(key);
+                }
+            }
+            let mut t = self.table(IDEMPOTENCY)?;
+            for (k, v) in &changed {
+                t.insert(k.as_slice(), v.as_slice())?;
+            }
+            Ok((changed.len(), last.filter(|_| seen == max)))
+        })();
+        self.track(r)
+    }
+
+    /// Rewrites stored events' `data` in place, for a start-up migration that needs what the
+    /// store does not hold (the data key): `f` sees each event stored with its `data` (not
+    /// the compact forms of deposit, payout, wallet and customer events) after `after`
+    /// ((project, sequence)) and answers the `data` to store instead, or `None` to keep it;
+    /// the event's id, type and time are kept. At most `max` rows are read. Answers how many
+    /// were rewritten and the key of the last row read (`None` when the table was read to
+    /// its end). A row that does not decode is left as it is (`appliance verify` reports it).
+    pub fn rewrite_event_data(
+        &mut self,
+        after: Option<(u128, u64)>,
+        max: usize,
+        mut f: impl FnMut(&Event) -> Option<serde_json::Value>,
+    ) -> Result<(usize, Option<(u128, u64)>), StoreError> {
+        let r = (|| {
+            let (mut changed, mut last, mut seen) = (Vec::new(), None, 0usize);
+            {
+                let t = self.table(EVENTS)?;
+                let range = match after {
+                    Some(a) => {
+                        t.range((std::ops::Bound::Excluded(a), std::ops::Bound::Unbounded))?
+                    }
+                    None => t.range::<(u128, u64)>(..)?,
+                };
+                for e in range.take(max) {
+                    let (k, v) = e?;
+                    seen += 1;
+                    let (project, seq) = k.value();
+                    last = Some((project, seq));
+                    let Ok(mut ev) = decode::<Event>(v.value()) else {
+                        continue;
+                    };
+                    if ev.data.is_null() {
+                        continue;
+                    }
+                    crate::ctx::event_id_in_full(&mut ev, seq);
+                    ev.project_id = Uuid::from_u128(project);
+                    ev.sequence = seq;
+                    if let Some(data) = f(&ev) {
+                        ev.data = data;
+                        changed.push(((project, seq), crate::ctx::encode_event(&mut ev, None)));
+                    }
+                }
+            }
+            let mut t = self.table(EVENTS)?;
+            for (k, v) in &changed {
+                t.insert(*k, v.as_slice())?;
+            }
+            Ok((changed.len(), last.filter(|_| seen == max)))
         })();
         self.track(r)
     }

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -240,4 +240,154 @@ async fn json_answers_say_nosniff() {
             r.head
         );
     }
+}
+
+/// Every file of a data dir, read whole.
+fn data_dir_bytes(app: &App) -> Vec<(String, Vec<u8>)> {
+    let dir = app.data_path("");
+    let mut out = Vec::new();
+    let mut stack = vec![dir];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(b) = std::fs::read(&p) {
+                out.push((p.display().to_string(), b));
+            }
+        }
+    }
+    out
+}
+
+/// Point 4: a checkout token is never stored in clear: not in the invoice's row, not in
+/// its `invoice.*` events, not in the idempotent answer of its creation, not in what a
+/// webhook receiver that echoes the body answered. Every reader still shows the same
+/// `checkout_url`, and it still opens the checkout after a restart.
+#[tokio::test]
+async fn checkout_tokens_are_not_stored_in_clear() {
+    // A receiver that answers with the body it got.
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", l.local_addr().unwrap());
+    tokio::spawn(async move {
+        let echo = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(|body: String| async move { body }),
+        );
+        axum::serve(l, echo).await.unwrap();
+    });
+    let mut app = spawn_app_with(
+        "127.0.0.1:0",
+        &[("APPLIANCE_WEBHOOKS__ALLOW_PRIVATE_TARGETS", "true")],
+    )
+    .await;
+    app.post(&app.wallet_key, "/v1/webhooks", json!({ "url": hook }))
+        .await
+        .expect(201);
+
+    let key = idem();
+    let body = json!({ "price_amount": "4000", "title": "at rest" });
+    let inv = app
+        .post_idem(&app.checkout_key, "/v1/invoices", body.clone(), &key)
+        .await
+        .expect(201);
+    let url = inv["checkout_url"].as_str().unwrap().to_string();
+    let tok = url.rsplit('/').next().unwrap().to_string();
+    assert!(tok.starts_with("ck_") && tok.len() == 46, "{url}");
+    let id = inv["id"].as_str().unwrap().to_string();
+
+    // Every reader renders the same URL: the replay, the read, the event, the webhook.
+    let replay = app
+        .post_idem(&app.checkout_key, "/v1/invoices", body, &key)
+        .await;
+    assert_eq!(
+        replay.header("idempotent-replayed").as_deref(),
+        Some("true")
+    );
+    assert_eq!(replay.expect(201)["checkout_url"], url.as_str());
+    let read = app
+        .get(&app.checkout_key, &format!("/v1/invoices/{id}"))
+        .await
+        .expect(200);
+    assert_eq!(read["checkout_url"], url.as_str());
+    app.post(
+        &app.checkout_key,
+        &format!("/v1/invoices/{id}/cancel"),
+        json!({}),
+    )
+    .await
+    .expect(200);
+    let events = app.events(&format!("resource_id={id}")).await;
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert!(
+        types.contains(&"invoice.created") && types.contains(&"invoice.canceled"),
+        "{types:?}"
+    );
+    for e in &events {
+        assert_eq!(e["data"]["checkout_url"], url.as_str(), "{e}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let delivered = loop {
+        let d = app
+            .get(&app.wallet_key, "/v1/webhook_deliveries?limit=100")
+            .await
+            .expect(200);
+        let done: Vec<Value> = d["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["status"] == "succeeded" && d["event_type"] == "invoice.canceled")
+            .cloned()
+            .collect();
+        if let Some(d) = done.first() {
+            break d.clone();
+        }
+        assert!(Instant::now() < deadline, "no delivery succeeded: {d}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let one = app
+        .get(
+            &app.wallet_key,
+            &format!(
+                "/v1/webhook_deliveries/{}",
+                delivered["id"].as_str().unwrap()
+            ),
+        )
+        .await
+        .expect(200);
+    let echoed = one["response_body"].as_str().expect("the echo was kept");
+    assert!(echoed.contains(&format!("\"id\":\"{id}\"")), "{echoed}");
+    assert!(echoed.contains("/checkout/ck_[redacted]"), "{echoed}");
+    assert!(
+        !echoed.contains(&tok[3..]),
+        "the echo kept the token: {echoed}"
+    );
+
+    // The store, the files beside it: no token anywhere.
+    app.stop();
+    for (path, bytes) in data_dir_bytes(&app) {
+        let hit = bytes
+            .windows(tok.len() - 3)
+            .any(|w| w == &tok.as_bytes()[3..]);
+        assert!(!hit, "{path} holds the checkout token in clear");
+    }
+
+    // Still the same link after a restart.
+    app.start();
+    let read = app
+        .get(&app.checkout_key, &format!("/v1/invoices/{id}"))
+        .await
+        .expect(200);
+    assert_eq!(read["checkout_url"], url.as_str());
+    let d = app
+        .send(
+            reqwest::Method::GET,
+            None,
+            &format!("/v1/checkout/{tok}"),
+            None,
+            &[],
+        )
+        .await
+        .expect(200);
+    assert_eq!(d["status"], "canceled", "{d}");
 }

@@ -289,6 +289,35 @@ pub fn is_token(s: &str) -> bool {
     })
 }
 
+/// `text` with every checkout token in it (`ck_` and its 43 characters, or the start of
+/// one cut short by the end of `text`) written `ck_[redacted]`: what the store keeps of a
+/// webhook receiver's answer, which may echo the event's `checkout_url` back.
+pub fn redact_tokens(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("ck_") {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let is_tok = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let (mut i, mut copied) = (0, 0);
+    while let Some(at) = text[i..].find("ck_").map(|p| p + i) {
+        let start = at + 3;
+        let run = b[start..]
+            .iter()
+            .take(43)
+            .take_while(|&&c| is_tok(c))
+            .count();
+        if run >= 16 || (run > 0 && start + run == b.len()) {
+            out.push_str(&text[copied..start]);
+            out.push_str("[redacted]");
+            copied = start + run;
+        }
+        i = start + run;
+    }
+    out.push_str(&text[copied..]);
+    std::borrow::Cow::Owned(out)
+}
+
 /// Unique key of a checkout token: SHA-256 of the token, so the index holds no credential.
 pub fn token_key(token: &str) -> Vec<u8> {
     use sha2::Digest;
@@ -309,7 +338,8 @@ pub fn by_token(r: &impl ReadOps, token: &str) -> Result<Option<Invoice>, StoreE
     let Some(id) = r.unique_get(&token_key(token))? else {
         return Ok(None);
     };
-    Ok(r.get::<Invoice>(id)?.filter(|i| i.checkout_token == token))
+    // The index key is the token's SHA-256: a hit is the token's own invoice.
+    r.get::<Invoice>(id)
 }
 
 /// 10^n as a U512.
@@ -416,8 +446,11 @@ fn refresh_amounts(inv: &mut Invoice) -> U512 {
 pub struct Prepared {
     /// The invoice as it will be stored (fee terms and `expires_at` from the snapshot).
     pub inv: Invoice,
-    /// `views::InvoiceView` of `inv` as JSON: the answer (and its idempotency record).
+    /// `views::InvoiceView` of `inv` as JSON: the answer (and, sealed, its idempotency
+    /// record: it carries the checkout token).
     pub body: String,
+    /// The unique key of the checkout token ([`token_key`]).
+    token_index: Vec<u8>,
     /// The same view encoded as the `invoice.created` event's data.
     data: EventData,
     /// Each payment address's unique key, wallet row and that row encoded.
@@ -500,10 +533,18 @@ pub fn prepare(
         let encoded = EncodedRow::of(&w);
         wallet_rows.push((wallets::address_key(chain, &address), w, encoded));
     }
+    // The token in clear lives only here: the row holds it sealed, the lookup index its
+    // digest, the answer its URL (issue 41 point 4).
+    let token = zeroize::Zeroizing::new(new_token());
+    let sealed_token = s
+        .reg
+        .seal_checkout_token(id, &token)
+        .ok_or_else(|| Fault::invariant("no data key to seal a checkout token with"))?;
+    let token_index = token_key(&token);
     let inv = Invoice {
         id,
         project_id: p,
-        checkout_token: new_token(),
+        checkout_token: sealed_token,
         reference_id: req.reference_id,
         title: req.title,
         description: req.description,
@@ -535,13 +576,14 @@ pub fn prepare(
         created_at: now_us,
         updated_at: now_us,
     };
-    let view = views::invoice_view(&s.reg, &inv);
-    let body = serde_json::to_string(&view).expect("an invoice view is JSON");
-    let data = EventData::encode(&view);
+    let body = serde_json::to_string(&views::new_invoice_view(&s.reg, &inv, &token))
+        .expect("an invoice view is JSON");
+    let data = EventData::encode(&views::invoice_event_view(&s.reg, &inv));
     let row = EncodedRow::of(&inv);
     Ok(Prepared {
         inv,
         body,
+        token_index,
         data,
         row,
         wallet_rows,
@@ -584,6 +626,7 @@ pub fn create_prepared(
     let Prepared {
         mut inv,
         body: _,
+        token_index,
         mut data,
         mut row,
         wallet_rows,
@@ -603,7 +646,7 @@ pub fn create_prepared(
         inv.fee_fixed_cents = fees.fixed_cents;
         inv.fee_cap_cents = fees.cap_cents;
         inv.expires_at = expires_at(inv.created_at, offset, expires_in_s);
-        data = EventData::encode(&views::invoice_view(&s.reg, &inv));
+        data = EventData::encode(&views::invoice_event_view(&s.reg, &inv));
         row = EncodedRow::of(&inv);
         outcome = Created::Restamped;
     }
@@ -618,7 +661,7 @@ pub fn create_prepared(
         ctx.unique_put(key, w.id)?;
         ctx.put_new_encoded(w, encoded)?;
     }
-    ctx.unique_put(&token_key(&inv.checkout_token), inv.id)?;
+    ctx.unique_put(&token_index, inv.id)?;
     if let Some(r) = &inv.reference_id {
         ctx.unique_put(&reference_key(inv.project_id, r), inv.id)?;
     }
@@ -673,7 +716,7 @@ pub fn cancel(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Invoice, In
         s,
         "invoice.canceled",
         id,
-        &views::invoice_view(&s.reg, &inv),
+        &views::invoice_event_view(&s.reg, &inv),
     )?;
     Ok(inv)
 }
@@ -699,7 +742,7 @@ pub fn expire_if_due(
         s,
         "invoice.expired",
         inv.id,
-        &views::invoice_view(&s.reg, inv),
+        &views::invoice_event_view(&s.reg, inv),
     )?;
     Ok(true)
 }

@@ -43,7 +43,7 @@ pub fn payment_seen(ctx: &mut WriteCtx<'_>, s: &Scope, d: &mut Deposit) -> Resul
             s,
             "invoice.pending",
             inv.id,
-            &views::invoice_view(&s.reg, &inv),
+            &views::invoice_event_view(&s.reg, &inv),
         )?;
     }
     Ok(())
@@ -104,7 +104,7 @@ pub fn payment_credited(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
             s,
             "invoice.late_payment",
             inv.id,
-            &views::invoice_view(&s.reg, &inv),
+            &views::invoice_event_view(&s.reg, &inv),
         )?;
         conversions::queue_payment(ctx, s, d.id, None, &d.chain, &d.asset, d.amount)?;
         return Ok(());
@@ -146,7 +146,7 @@ pub fn payment_credited(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
     }
     ctx.put(&inv)?;
     if let Some(e) = event {
-        emit_view(ctx, s, e, inv.id, &views::invoice_view(&s.reg, &inv))?;
+        emit_view(ctx, s, e, inv.id, &views::invoice_event_view(&s.reg, &inv))?;
     }
     // Merchant money converts automatically by the project's rule (DECISIONS.md section
     // 14), except the excess held for the payer.
@@ -273,7 +273,7 @@ pub fn payment_orphaned(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
         s,
         "invoice.payment_orphaned",
         inv.id,
-        &views::invoice_view(&s.reg, &inv),
+        &views::invoice_event_view(&s.reg, &inv),
     )?;
     Ok(())
 }

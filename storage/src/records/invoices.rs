@@ -4,7 +4,8 @@
 //! Where things live (docs/architecture.md, Invoices):
 //!
 //! - the row: table `invoices`, keyed by the invoice id (UUID v7);
-//! - the checkout token: `checkout_token` on the row; `unique` maps
+//! - the checkout token: `checkout_token` on the row, sealed with the data key (the app's
+//!   `sealing` module; the store alone cannot open it); `unique` maps
 //!   [`IndexTag::UniqueCheckoutToken`] ‖ SHA-256(token) to the invoice id;
 //! - each payment address: a [`super::Wallet`] row with `invoice_id` set (customer nil,
 //!   role `invoice`), found by address through `unique` [`IndexTag::UniqueAddressDigest`] like a
@@ -170,8 +171,10 @@ pub struct InvoiceChoice {
 pub struct Invoice {
     pub id: Uuid,
     pub project_id: Uuid,
-    /// `ck_` + 43 base64url characters (DECISIONS.md section 2); a bearer credential of the
-    /// public checkout endpoints.
+    /// The checkout token, a bearer credential of the public checkout endpoints: `ck_` + 43
+    /// base64url characters (DECISIONS.md section 2), stored sealed with the data key
+    /// (`sealed:v1:...`, bound to the invoice id; issue 41 point 4). A row written before
+    /// tokens were sealed holds it in clear until the start-up migration seals it.
     pub checkout_token: String,
     pub reference_id: Option<String>,
     pub title: Option<String>,
