@@ -275,6 +275,19 @@ impl Registry {
         self.treasury.get().copied()
     }
 
+    /// The forwarder factory a project's addresses are derived under (DECISIONS.md section
+    /// 9): live projects use the factory of the real treasury; test projects that of the
+    /// test stand-in. `None`: live project but no master key unlocked.
+    pub fn factory_for(&self, project: &appliance_storage::records::Project) -> Option<[u8; 20]> {
+        use appliance_chains::address::{factory_address, test_treasury};
+        match project.mode {
+            appliance_storage::records::Mode::Test => Some(factory_address(&test_treasury())),
+            appliance_storage::records::Mode::Live => {
+                self.live_treasury().map(|t| factory_address(&t))
+            }
+        }
+    }
+
     /// Live clients of the chains whose live adapter runs, by chain id.
     pub fn clients(&self) -> BTreeMap<&'static str, Arc<dyn ChainClient>> {
         self.chains

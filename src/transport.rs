@@ -36,13 +36,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 use tower::ServiceExt;
 
-use crate::config::LimitsConfig;
+use crate::config::{LimitsConfig, PARSER_MAX_HEADERS};
 
-/// Most headers the HTTP/1 parser admits; `limits.max_headers` (ours, enveloped) is below.
-pub const PARSER_MAX_HEADERS: usize = 1000;
-/// Longest request target the HTTP/1 parser admits (hyper's fixed limit); `limits.max_uri_bytes`
-/// (ours, enveloped) is at most this.
-pub const PARSER_MAX_URI: usize = 65_534;
 /// Largest request head the HTTP/1 parser buffers (431 above, enveloped by [`TrackedIo`]).
 const PARSER_MAX_BUF: usize = 512 * 1024;
 /// How long open connections may take to finish their requests after a stop signal.

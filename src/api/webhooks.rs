@@ -305,7 +305,7 @@ async fn test_webhook(
     let attempts = state.config.webhooks.max_attempts();
     // The event's commit notice brings the delivery to the dispatcher.
     let (resp, _) = commit(&state, None, move |ctx| {
-        let (ev, d) = endpoints::send_test(ctx, &project, id, attempts)?;
+        let (ev, d) = crate::services::webhook_deliveries::send_test(ctx, &project, id, attempts)?;
         let body = json!({
             "object": "webhook_test",
             "event_id": ev.id,

@@ -9,6 +9,18 @@ use serde::Deserialize;
 mod chains;
 pub use chains::*;
 
+/// Most headers the HTTP/1 parser admits; `limits.max_headers` (ours, enveloped) is below.
+pub const PARSER_MAX_HEADERS: usize = 1000;
+/// Longest request target the HTTP/1 parser admits (hyper's fixed limit); `limits.max_uri_bytes`
+/// (ours, enveloped) is at most this.
+pub const PARSER_MAX_URI: usize = 65_534;
+/// Default least number of operations between two snapshots of a simulated chain. A start
+/// replays at most about this many operations after the last snapshot (1M took 3.65 s,
+/// so about 0.4 s); fewer snapshots because each costs the store writer: with 10,000, the
+/// default loadgen run's test deposits fell from about 7,000/s to 5,900-6,600/s and its disk
+/// bytes per deposit rose from 26-28 KB to 41-58 KB (docs/performance.md, issue 16).
+pub const SNAPSHOT_MIN_OPS: u64 = 100_000;
+
 /// Whole configuration. `config.toml.example` documents every key.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -463,7 +475,7 @@ impl Default for TestConfig {
     fn default() -> Self {
         TestConfig {
             block_interval_ms: 1000,
-            snapshot_min_ops: crate::services::sim_chain::SNAPSHOT_MIN_OPS,
+            snapshot_min_ops: SNAPSHOT_MIN_OPS,
             retain_blocks: appliance_chains::sim::RETAIN_BLOCKS,
         }
     }
@@ -527,16 +539,16 @@ impl LimitsConfig {
         if self.max_connections == 0 {
             return Err("limits.max_connections must be at least 1".into());
         }
-        if !(1..=crate::transport::PARSER_MAX_HEADERS).contains(&self.max_headers) {
+        if !(1..=PARSER_MAX_HEADERS).contains(&self.max_headers) {
             return Err(format!(
                 "limits.max_headers must be from 1 to {}",
-                crate::transport::PARSER_MAX_HEADERS
+                PARSER_MAX_HEADERS
             ));
         }
-        if !(1024..=crate::transport::PARSER_MAX_URI).contains(&self.max_uri_bytes) {
+        if !(1024..=PARSER_MAX_URI).contains(&self.max_uri_bytes) {
             return Err(format!(
                 "limits.max_uri_bytes must be from 1024 to {}",
-                crate::transport::PARSER_MAX_URI
+                PARSER_MAX_URI
             ));
         }
         Ok(())

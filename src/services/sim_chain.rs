@@ -143,7 +143,7 @@ fn signed_weight(ops: &[Op]) -> u64 {
 }
 
 /// How chains opened from now on are kept: snapshotted at least `snapshot_min_ops`
-/// operations apart (config `test.snapshot_min_ops`, default [`SNAPSHOT_MIN_OPS`]), and
+/// operations apart (config `test.snapshot_min_ops`, default [`crate::config::SNAPSHOT_MIN_OPS`]), and
 /// holding `retain_blocks` blocks below the head once their worker read them (config
 /// `test.retain_blocks`, default [`appliance_chains::sim::RETAIN_BLOCKS`];
 /// `SimChain::set_retain_blocks`).
@@ -152,13 +152,6 @@ pub struct ChainPolicy {
     pub snapshot_min_ops: u64,
     pub retain_blocks: u64,
 }
-
-/// Default least number of operations between two snapshots of a simulated chain. A start
-/// replays at most about this many operations after the last snapshot (1M took 3.65 s,
-/// so about 0.4 s); fewer snapshots because each costs the store writer: with 10,000, the
-/// default loadgen run's test deposits fell from about 7,000/s to 5,900-6,600/s and its disk
-/// bytes per deposit rose from 26-28 KB to 41-58 KB (docs/performance.md, issue 16).
-pub const SNAPSHOT_MIN_OPS: u64 = 100_000;
 
 /// Block reservations in flight on one chain (see the module documentation).
 #[derive(Debug, Default)]
@@ -323,7 +316,7 @@ impl Default for SimChains {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         SimChains {
             chains: Default::default(),
-            snapshot_min_ops: AtomicU64::new(SNAPSHOT_MIN_OPS),
+            snapshot_min_ops: AtomicU64::new(crate::config::SNAPSHOT_MIN_OPS),
             retain_blocks: AtomicU64::new(appliance_chains::sim::RETAIN_BLOCKS),
             opening: Mutex::new(()),
             drive_tx: tx,

@@ -74,7 +74,7 @@ pub fn get_or_create(
 /// derives it on the request's thread, before the store job, so the store writer does not
 /// hash (three keccak-256 per address, with the EIP-55 checksum).
 pub fn new_address(s: &Scope, customer_id: Uuid) -> Option<String> {
-    let factory = factory_for(&s.reg, &s.project)?;
+    let factory = s.reg.factory_for(&s.project)?;
     Some(appliance_chains::address::deposit_address_under(
         &factory,
         s.project_id(),
@@ -205,20 +205,6 @@ pub fn master_address(project: Uuid) -> String {
 pub fn is_live_treasury(reg: &Registry, address: &str) -> bool {
     reg.live_treasury()
         .is_some_and(|t| appliance_chains::address::to_checksum(&t).eq_ignore_ascii_case(address))
-}
-
-/// The forwarder factory a project's addresses are derived under (DECISIONS.md section 9):
-/// live projects use the factory of the real treasury; test projects that of the test
-/// stand-in. `None`: live project but no master key unlocked.
-pub fn factory_for(
-    reg: &Registry,
-    project: &appliance_storage::records::Project,
-) -> Option<[u8; 20]> {
-    use appliance_chains::address::{factory_address, test_treasury};
-    match project.mode {
-        appliance_storage::records::Mode::Test => Some(factory_address(&test_treasury())),
-        appliance_storage::records::Mode::Live => reg.live_treasury().map(|t| factory_address(&t)),
-    }
 }
 
 fn seconds_to_midnight(now_us: i64) -> u64 {

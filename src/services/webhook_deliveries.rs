@@ -18,12 +18,13 @@ use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{
-    DeliveryStatus, EndpointStatus, Event, WebhookDelivery, WebhookEndpoint,
+    DeliveryStatus, EndpointStatus, Event, Mode, Project, WebhookDelivery, WebhookEndpoint,
 };
 use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
 use crate::services::error::{fault_from, Fault};
 use crate::services::webhook_endpoints;
+use crate::views;
 
 /// Most deliveries replayed by one bulk call (SPEC.md section 8).
 pub const BULK_REPLAY_MAX: usize = 100;
@@ -547,4 +548,26 @@ pub fn bulk_replay(
         out.push(d);
     }
     Ok((out, has_more, ids.last().copied()))
+}
+
+/// Writes an `endpoint.test` event for one endpoint and its single delivery (the event goes to
+/// no other endpoint). A paused or disabled endpoint records it `skipped`, as any event.
+pub fn send_test(
+    ctx: &mut WriteCtx<'_>,
+    project: &Project,
+    id: Uuid,
+    max_attempts: u32,
+) -> Result<(Event, WebhookDelivery), webhook_endpoints::WebhookEndpointError> {
+    let ep = webhook_endpoints::get(ctx, project.id, id)?;
+    let now = ctx.now_us();
+    let ev = ctx.append_event(
+        project.id,
+        project.mode == Mode::Live,
+        "endpoint.test",
+        &ep.id.to_string(),
+        views::endpoint_json(&ep, now),
+    )?;
+    let d = new_delivery(now, &ep, &EventRef::from(&ev), None, max_attempts);
+    ctx.put(&d)?;
+    Ok((ev, d))
 }

@@ -13,16 +13,13 @@ use zeroize::Zeroizing;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{
-    DeliveryMode, EndpointStatus, Event, Mode, Project, RetiredSecret, WebhookDelivery,
-    WebhookEndpoint,
+    DeliveryMode, EndpointStatus, RetiredSecret, WebhookDelivery, WebhookEndpoint,
 };
 use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
 use crate::sealing::DataKey;
 use crate::services::error::{fault_from, Fault, Invalid};
-use crate::services::webhook_deliveries::{self, EventRef};
 use crate::services::EVENT_CATALOG;
-use crate::views;
 
 /// Most endpoints per project (SPEC.md section 8).
 pub const MAX_ENDPOINTS: usize = 16;
@@ -268,28 +265,6 @@ pub fn rotate(
     Ok((ep, secret))
 }
 
-/// Writes an `endpoint.test` event for one endpoint and its single delivery (the event goes to
-/// no other endpoint). A paused or disabled endpoint records it `skipped`, as any event.
-pub fn send_test(
-    ctx: &mut WriteCtx<'_>,
-    project: &Project,
-    id: Uuid,
-    max_attempts: u32,
-) -> Result<(Event, WebhookDelivery)> {
-    let ep = get(ctx, project.id, id)?;
-    let now = ctx.now_us();
-    let ev = ctx.append_event(
-        project.id,
-        project.mode == Mode::Live,
-        "endpoint.test",
-        &ep.id.to_string(),
-        views::endpoint_json(&ep, now),
-    )?;
-    let d = webhook_deliveries::new_delivery(now, &ep, &EventRef::from(&ev), None, max_attempts);
-    ctx.put(&d)?;
-    Ok((ev, d))
-}
-
 // ---- Outcomes: the endpoint side of each recorded attempt (DECISIONS.md section 7) ----
 
 /// A delivery succeeded: the strike count resets.
@@ -325,7 +300,7 @@ pub fn record_exhausted(ep: &mut WebhookEndpoint, now: i64) -> bool {
 }
 
 /// Disables an endpoint for `reason` (`gone` or `consecutive_failures`). Its open deliveries
-/// are then canceled ([`super::webhook_deliveries::cancel_open`]).
+/// are then canceled (`webhook_deliveries::cancel_open`).
 fn disable(ep: &mut WebhookEndpoint, reason: &str, now: i64) {
     tracing::warn!(endpoint = %ep.id, reason, "webhook endpoint disabled");
     ep.status = EndpointStatus::Disabled;

@@ -13,6 +13,7 @@ use uuid::Uuid;
 use crate::ctx::{ReadCtx, ReadOps, Reader, WriteCtx};
 use crate::records::Deposit;
 use crate::schema::*;
+use crate::table_reads::sim_last_seq_in;
 use crate::StoreError;
 
 /// What [`ChainStateOps::sim_ops_each`] calls with each row: (sequence number, bytes).
@@ -460,23 +461,6 @@ pub fn check(ctx: &ReadCtx) -> Result<(u64, Vec<String>), StoreError> {
         }
     }
     Ok((rows, bad))
-}
-
-/// [`ChainStateOps::sim_last_seq`] on `t`, the `sim_ops` table (also [`WriteCtx`]'s kept
-/// handle, `crate::ctx_cache`).
-pub(crate) fn sim_last_seq_in(
-    t: &impl ReadableTable<(u128, &'static str, u64), &'static [u8]>,
-    project: Uuid,
-    chain: &str,
-) -> Result<Option<u64>, StoreError> {
-    let p = project.as_u128();
-    match t
-        .range((p, chain, 0u64)..=(p, chain, u64::MAX))?
-        .next_back()
-    {
-        Some(e) => Ok(Some(e?.0.value().2)),
-        None => Ok(None),
-    }
 }
 
 /// Whether a stored simulated chain operation parses as a self-describing value: bare JSON

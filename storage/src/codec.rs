@@ -596,6 +596,33 @@ fn listed_text<S: serde::Serializer>(list: &[&str], t: &str, s: S) -> Result<S::
     s.serialize_str(t)
 }
 
+/// The visitor of a value stored as a name or a number: the records' `coded_serde!`
+/// enums and [`read_listed_text`].
+pub(crate) struct NameOrCode<T> {
+    pub what: &'static str,
+    pub name: fn(&str) -> Option<T>,
+    pub code: fn(u64) -> Option<T>,
+}
+
+impl<T> serde::de::Visitor<'_> for NameOrCode<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "{} (a name or a number)", self.what)
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
+        (self.name)(v).ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(v), &self))
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<T, E> {
+        (self.code)(v).ok_or_else(|| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<T, E> {
+        match u64::try_from(v) {
+            Ok(v) => self.visit_u64(v),
+            Err(_) => Err(E::invalid_value(serde::de::Unexpected::Signed(v), &self)),
+        }
+    }
+}
+
 /// Reads what [`listed_text`] writes: a text, or a number that `code` names
 /// ([`listed`]).
 fn read_listed_text<'de, D: serde::Deserializer<'de>>(
@@ -603,7 +630,7 @@ fn read_listed_text<'de, D: serde::Deserializer<'de>>(
     what: &'static str,
     code: fn(u64) -> Option<String>,
 ) -> Result<String, D::Error> {
-    d.deserialize_any(crate::records::NameOrCode {
+    d.deserialize_any(NameOrCode {
         what,
         name: |t| Some(t.to_string()),
         code,

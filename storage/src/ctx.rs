@@ -11,11 +11,12 @@ use redb::{
 };
 use uuid::Uuid;
 
-use crate::codec::{decode, decode_keyed, encode, encode_record, raw_project_id};
+use crate::codec::{decode, decode_keyed, encode, encode_record};
 use crate::index::{self, IndexTag};
 use crate::ledger::{self, Account, Balance, JournalEntry, LedgerError};
 use crate::records::{Event, IdempotencyRecord, Row, Wallet};
 use crate::schema::*;
+use crate::table_reads::*;
 use crate::{CommitNotice, StoreError, Touched};
 
 /// One page of a list: rows newest first (or as asked) and whether more follow.
@@ -68,7 +69,7 @@ impl Reader for ReadCtx {
 pub struct WriteCtx<'t> {
     pub(crate) txn: &'t WriteTransaction,
     /// Handles kept open for the batch ([`crate::ctx_cache`]).
-    pub(crate) open: std::cell::RefCell<crate::ctx_cache::OpenTables<'t>>,
+    pub(crate) open: std::cell::RefCell<crate::open_tables::OpenTables<'t>>,
     job_dirty: bool,
     storage_failed: bool,
     notice: CommitNotice,
@@ -669,90 +670,6 @@ fn decode_listed_row<R: Row>(id: Uuid, bytes: &[u8]) -> Option<R> {
             None
         }
     }
-}
-
-// The reads that both contexts make on a table handle: the default [`ReadOps`] methods on
-// a handle they open, [`WriteCtx`]'s on the handle its batch keeps (`crate::ctx_cache`).
-
-/// [`ReadOps::get`] on `t`, a [`Row`] table.
-pub(crate) fn row_of<R: Row>(
-    t: &impl ReadableTable<u128, &'static [u8]>,
-    id: Uuid,
-) -> Result<Option<R>, StoreError> {
-    t.get(id.as_u128())?
-        .map(|g| decode_keyed(id.as_u128(), g.value()))
-        .transpose()
-}
-
-/// [`ReadOps::get_in`] on `t`, a [`Row`] table.
-pub(crate) fn row_in<R: Row>(
-    t: &impl ReadableTable<u128, &'static [u8]>,
-    project: Uuid,
-    id: Uuid,
-) -> Result<Option<R>, StoreError> {
-    let Some(v) = t.get(id.as_u128())? else {
-        return Ok(None);
-    };
-    match decode_keyed::<R>(id.as_u128(), v.value()) {
-        Ok(r) => Ok(Some(r).filter(|r| r.project_id() == project)),
-        Err(e) if raw_project_id(v.value()) == Some(project) => Err(e),
-        Err(_) => Ok(None),
-    }
-}
-
-/// [`ReadOps::count_of`] on `t`, the `counters` table.
-pub(crate) fn count_in(
-    t: &impl ReadableTable<&'static [u8], u64>,
-    tag: IndexTag,
-    project: Uuid,
-) -> Result<u64, StoreError> {
-    let key = index::prefix(tag, project, &[]);
-    Ok(t.get(key.as_slice())?.map(|g| g.value()).unwrap_or(0))
-}
-
-/// [`ReadOps::index_range`] on `t`, the `index` table.
-pub(crate) fn index_keys_in(
-    t: &impl ReadableTable<&'static [u8], ()>,
-    from: &[u8],
-    to: &[u8],
-    limit: usize,
-    descending: bool,
-) -> Result<Vec<Vec<u8>>, StoreError> {
-    let range = t.range::<&[u8]>(from..to)?;
-    let iter: Box<dyn Iterator<Item = _>> = if descending {
-        Box::new(range.rev())
-    } else {
-        Box::new(range)
-    };
-    let mut out = Vec::new();
-    for e in iter.take(limit) {
-        let (k, _) = e?;
-        out.push(k.value().to_vec());
-    }
-    Ok(out)
-}
-
-/// [`ReadOps::balance`] on `t`, the `accounts` table.
-pub(crate) fn balance_in(
-    t: &impl ReadableTable<&'static [u8], (u128, u128)>,
-    account: &Account,
-) -> Result<Balance, StoreError> {
-    let v = t.get(account.key().as_slice())?;
-    Ok(v.map(|g| {
-        let (debits, credits) = g.value();
-        Balance { debits, credits }
-    })
-    .unwrap_or_default())
-}
-
-/// [`ReadOps::last_sequence`] on `t`, the `events` table.
-pub(crate) fn last_sequence_in(
-    t: &impl ReadableTable<(u128, u64), &'static [u8]>,
-    project: Uuid,
-) -> Result<u64, StoreError> {
-    let p = project.as_u128();
-    let last = t.range((p, 0)..=(p, u64::MAX))?.next_back().transpose()?;
-    Ok(last.map(|(k, _)| k.value().1).unwrap_or(0))
 }
 
 fn log_undecodable(table: &str, key: &dyn std::fmt::Display, error: &str) {

@@ -23,174 +23,14 @@
 use redb::{Key, ReadableTable, Table, TableDefinition, TableHandle, Value};
 use uuid::Uuid;
 
-use crate::ctx;
 use crate::held::RunsTable;
 use crate::index::IndexTag;
 use crate::ledger::{Account, Balance, Holding};
+use crate::open_tables::*;
 use crate::records::{Row, Wallet};
 use crate::schema::*;
+use crate::table_reads;
 use crate::{ReadOps, StoreError, WriteCtx};
-
-type RowTable<'t> = Table<'t, u128, &'static [u8]>;
-type IndexTable<'t> = Table<'t, &'static [u8], ()>;
-type IndexDef = TableDefinition<'static, &'static [u8], ()>;
-type RunsDef = TableDefinition<'static, &'static [u8], &'static [u8]>;
-/// Key of `sim_ops`: (test project, chain, sequence).
-type SimOpKey = (u128, &'static str, u64);
-
-/// The kept handles of one batch (see the module documentation).
-#[derive(Default)]
-pub(crate) struct OpenTables<'t> {
-    /// Tables of `u128 -> &[u8]` (every [`Row`] table, `journal`), by name.
-    rows: Vec<(String, RowTable<'t>)>,
-    /// `index` and the tables of [`SPLIT_INDEXES`], by name.
-    index: Vec<(IndexDef, IndexTable<'t>)>,
-    event_type_runs: Option<Table<'t, &'static [u8], &'static [u8]>>,
-    event_resource_runs: Option<Table<'t, &'static [u8], &'static [u8]>>,
-    /// The last runs of the event types and resources this batch appended to, ahead of
-    /// their rows ([`crate::event_runs::Tail`]), one map per table, written like
-    /// `run_tails`.
-    event_type_tails: crate::event_runs::Tails,
-    event_resource_tails: crate::event_runs::Tails,
-    /// Whether writing held runs failed where no job's write tracked it (an opening of
-    /// their table, [`OpenTables::close`]): the runs are lost to the transaction, so the
-    /// batch must not commit ([`WriteCtx::write_held_runs`]).
-    held_write_failed: bool,
-    /// The tables of [`RUN_INDEXES`] ([`crate::id_runs`]), by name.
-    runs: Vec<(RunsDef, RunsTable<'t>)>,
-    /// The last runs of the lists this batch appended to, ahead of their rows
-    /// ([`crate::id_runs::Tail`]): written into their table before any other opening of
-    /// it closes its kept handle ([`OpenTables::close`]), and before the commit
-    /// ([`WriteCtx::write_held_runs`]). A tail is only ever made through its table's kept
-    /// handle, so a table with tails always has one.
-    run_tails: crate::id_runs::Tails,
-    unique: Option<Table<'t, &'static [u8], u128>>,
-    accounts: Option<Table<'t, &'static [u8], (u128, u128)>>,
-    events: Option<Table<'t, (u128, u64), &'static [u8]>>,
-    event_ids: Option<Table<'t, u128, (u128, u64)>>,
-    counters: Option<Table<'t, &'static [u8], u64>>,
-    sim_ops: Option<Table<'t, SimOpKey, &'static [u8]>>,
-    block_deposits: Option<Table<'t, (&'static str, u64, u128), ()>>,
-    sim_heights: Option<Table<'t, &'static str, u64>>,
-    /// The last operation of each (test project, chain) in `sim_ops` as this transaction
-    /// holds it (`None`: none), once looked up ([`WriteCtx::sim_last_seq`]): a test
-    /// deposit's check that its chain's log is in order without a range seek per deposit
-    /// (issue 16). [`WriteCtx::sim_op_put`] keeps it in step; any other handle opened on
-    /// `sim_ops` drops it. Dies with the batch, like `last_seq`.
-    sim_seq: std::collections::HashMap<(u128, Box<str>), Option<u64>>,
-    /// Each project's last event sequence as this transaction holds it, once looked up
-    /// ([`WriteCtx::last_sequence`]): the next event's number without a range seek of
-    /// `events` per event (issue 16). [`WriteCtx::append`](crate::WriteCtx) keeps it in
-    /// step with what it writes; any other handle opened on `events` drops it. It lives and
-    /// dies with the batch's [`WriteCtx`]: a failed job that wrote poisons its batch, which
-    /// is aborted whole, so no number it counted survives into another transaction.
-    last_seq: std::collections::HashMap<u128, u64>,
-    /// Whether any index key starts with a (tag, project) prefix ([`index::prefix`] with no
-    /// values, 17 bytes), once looked up ([`WriteCtx::index_has_any`]). Every index write
-    /// of this context drops the entry of its key's prefix; any other handle opened on an
-    /// index table drops them all.
-    index_any: std::collections::HashMap<[u8; 17], bool>,
-}
-
-impl OpenTables<'_> {
-    /// Closes the kept handle of table `name`, if any; the runs the batch holds of that
-    /// table (a list's or an event index's) are written through it first (an error leaves
-    /// it open, and fails the batch at its end).
-    pub(crate) fn close(&mut self, name: &str) -> Result<(), StoreError> {
-        let written = if name == EVENT_TYPE_RUNS.name() || name == EVENT_RESOURCE_RUNS.name() {
-            self.write_event_tails(
-                name == EVENT_TYPE_RUNS.name(),
-                name == EVENT_RESOURCE_RUNS.name(),
-            )
-        } else {
-            self.write_list_tails(Some(name))
-        };
-        if written.is_err() {
-            self.held_write_failed = true;
-        }
-        written?;
-        self.rows.retain(|(n, _)| n != name);
-        self.index.retain(|(d, _)| d.name() != name);
-        self.runs.retain(|(d, _)| d.name() != name);
-        if name == INDEX.name() || SPLIT_INDEXES.iter().any(|(_, d)| d.name() == name) {
-            self.index_any.clear();
-        }
-        if name == EVENT_TYPE_RUNS.name() {
-            self.event_type_runs = None;
-        } else if name == EVENT_RESOURCE_RUNS.name() {
-            self.event_resource_runs = None;
-        } else if name == UNIQUE.name() {
-            self.unique = None;
-        } else if name == ACCOUNTS.name() {
-            self.accounts = None;
-        } else if name == EVENTS.name() {
-            self.events = None;
-            self.last_seq.clear();
-        } else if name == EVENT_IDS.name() {
-            self.event_ids = None;
-        } else if name == COUNTERS.name() {
-            self.counters = None;
-        } else if name == SIM_OPS.name() {
-            self.sim_ops = None;
-            self.sim_seq.clear();
-        } else if name == EVM_BLOCK_DEPOSITS.name() {
-            self.block_deposits = None;
-        } else if name == SIM_HEIGHTS.name() {
-            self.sim_heights = None;
-        }
-        Ok(())
-    }
-
-    /// Writes the event run tails of the type table and (or) of the resource table through
-    /// their kept handles.
-    fn write_event_tails(&mut self, types: bool, resources: bool) -> Result<(), StoreError> {
-        let OpenTables {
-            event_type_runs,
-            event_resource_runs,
-            event_type_tails,
-            event_resource_tails,
-            ..
-        } = self;
-        for (on, handle, tails) in [
-            (types, event_type_runs, event_type_tails),
-            (resources, event_resource_runs, event_resource_tails),
-        ] {
-            if on && !tails.is_empty() {
-                // Tails are made through their table's kept handle, which only `close`
-                // drops, after writing them: never without one. Were it so, the batch
-                // fails rather than commit without them.
-                let t = handle.as_mut().ok_or_else(|| {
-                    StoreError::Corrupt("event runs held without their table's handle".into())
-                })?;
-                crate::held::forget_all(t, tails, |_| true)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes the run tails of table `only` (of every table: `None`) through the kept
-    /// handles.
-    fn write_list_tails(&mut self, only: Option<&str>) -> Result<(), StoreError> {
-        if self.run_tails.is_empty() {
-            return Ok(());
-        }
-        let OpenTables {
-            runs, run_tails, ..
-        } = self;
-        for (def, t) in runs.iter_mut() {
-            if only.is_none_or(|n| n == def.name()) {
-                crate::id_runs::write_tails(t, run_tails, def.name())?;
-            }
-        }
-        // As for the event runs (above): never left over, and the batch fails if one is.
-        if only.is_none() && !run_tails.is_empty() {
-            return Err(StoreError::Corrupt(
-                "list runs held without their table's handle".into(),
-            ));
-        }
-        Ok(())
-    }
-}
 
 macro_rules! kept {
     ($(#[$doc:meta])* $method:ident, $field:ident, $def:ident, $k:ty, $v:ty) => {
@@ -341,7 +181,7 @@ impl<'t> WriteCtx<'t> {
         if let Some(&seq) = self.open.borrow().last_seq.get(&project.as_u128()) {
             return Ok(seq);
         }
-        let seq = self.with_events(|t| ctx::last_sequence_in(&*t, project))?;
+        let seq = self.with_events(|t| table_reads::last_sequence_in(&*t, project))?;
         self.open
             .borrow_mut()
             .last_seq
@@ -446,8 +286,7 @@ impl<'t> WriteCtx<'t> {
         if let Some(&seq) = self.open.borrow().sim_seq.get(&key) {
             return Ok(seq);
         }
-        let seq =
-            self.with_sim_ops(|t| crate::chain_state::sim_last_seq_in(&*t, project, chain))?;
+        let seq = self.with_sim_ops(|t| table_reads::sim_last_seq_in(&*t, project, chain))?;
         self.open.borrow_mut().sim_seq.insert(key, seq);
         Ok(seq)
     }
@@ -510,11 +349,11 @@ impl<'t> WriteCtx<'t> {
 /// the default methods (which [`crate::ReadCtx`] uses).
 impl ReadOps for WriteCtx<'_> {
     fn get<R: Row>(&self, id: Uuid) -> Result<Option<R>, StoreError> {
-        self.with_rows(R::TABLE, |t| ctx::row_of(&*t, id))
+        self.with_rows(R::TABLE, |t| table_reads::row_of(&*t, id))
     }
 
     fn get_in<R: Row>(&self, project: Uuid, id: Uuid) -> Result<Option<R>, StoreError> {
-        self.with_rows(R::TABLE, |t| ctx::row_in(&*t, project, id))
+        self.with_rows(R::TABLE, |t| table_reads::row_in(&*t, project, id))
     }
 
     fn unique_get(&self, key: &[u8]) -> Result<Option<Uuid>, StoreError> {
@@ -522,7 +361,7 @@ impl ReadOps for WriteCtx<'_> {
     }
 
     fn count_of(&self, tag: IndexTag, project: Uuid) -> Result<u64, StoreError> {
-        self.with_counters(|t| ctx::count_in(&*t, tag, project))
+        self.with_counters(|t| table_reads::count_in(&*t, tag, project))
     }
 
     fn index_range(
@@ -534,12 +373,12 @@ impl ReadOps for WriteCtx<'_> {
     ) -> Result<Vec<Vec<u8>>, StoreError> {
         debug_assert!(!crate::id_runs::is_run_prefix(from), "a list kept as runs");
         self.with_index(from, |t| {
-            ctx::index_keys_in(&*t, from, to, limit, descending)
+            table_reads::index_keys_in(&*t, from, to, limit, descending)
         })
     }
 
     fn balance(&self, account: &Account) -> Result<Balance, StoreError> {
-        self.with_accounts(|t| ctx::balance_in(&*t, account))
+        self.with_accounts(|t| table_reads::balance_in(&*t, account))
     }
 
     fn last_sequence(&self, project: Uuid) -> Result<u64, StoreError> {

@@ -27,10 +27,12 @@ mod held;
 pub mod id_runs;
 pub mod index;
 pub mod ledger;
+mod open_tables;
 mod read_tables;
 pub mod records;
 pub mod schema;
 pub mod sources;
+mod table_reads;
 pub mod verify;
 
 #[cfg(test)]

@@ -93,11 +93,14 @@ pub fn ensure_funding_addresses(
     let p = s.project_id();
     let missing = missing_funding_chains(ctx, s)?;
     if !missing.is_empty() {
-        let factory = wallets::factory_for(&s.reg, &s.project).ok_or(BillingError::NoMasterKey)?;
+        let factory = s
+            .reg
+            .factory_for(&s.project)
+            .ok_or(BillingError::NoMasterKey)?;
         let address = appliance_chains::address::funding_address_under(&factory, p);
         let now = ctx.now_us();
         for chain in missing {
-            let akey = wallets::address_key(&chain, &address);
+            let akey = appliance_storage::index::address_key(&chain, &address);
             if ctx.unique_get(&akey)?.is_some() {
                 return Err(Fault::invariant("a new funding address is already taken").into());
             }

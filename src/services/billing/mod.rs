@@ -29,7 +29,7 @@ use crate::config::{BillingConfig, PlanConfig};
 use crate::registry::Registry;
 use crate::services::chains::{self, EffChain};
 use crate::services::error::{fault_from, Fault};
-use crate::services::{emit, wallets, Scope};
+use crate::services::{emit, Scope};
 use crate::views::ts;
 
 /// Why a billing request is refused (statuses and codes: `api::error`).

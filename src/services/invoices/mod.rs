@@ -500,7 +500,10 @@ pub fn prepare(
     if quotes.is_empty() {
         return Err(InvoiceError::NoPaymentOptions);
     }
-    let factory = wallets::factory_for(&s.reg, &s.project).ok_or(InvoiceError::NoMasterKey)?;
+    let factory = s
+        .reg
+        .factory_for(&s.project)
+        .ok_or(InvoiceError::NoMasterKey)?;
     let id = appliance_storage::sources::new_id();
     let address = appliance_chains::address::deposit_address_under(&factory, p, id);
     let mut chains_seen: Vec<&str> = Vec::new();

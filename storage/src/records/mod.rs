@@ -76,7 +76,7 @@ macro_rules! coded_serde {
         }
         impl<'de> serde::Deserialize<'de> for $ty {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                d.deserialize_any($crate::records::NameOrCode {
+                d.deserialize_any($crate::codec::NameOrCode {
                     what: stringify!($ty),
                     name: $ty::parse,
                     code: $ty::of_code,
@@ -84,32 +84,6 @@ macro_rules! coded_serde {
             }
         }
     };
-}
-
-/// The visitor of [`coded_serde!`]: a name or a stored number.
-pub(crate) struct NameOrCode<T> {
-    pub what: &'static str,
-    pub name: fn(&str) -> Option<T>,
-    pub code: fn(u64) -> Option<T>,
-}
-
-impl<T> serde::de::Visitor<'_> for NameOrCode<T> {
-    type Value = T;
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        write!(f, "{} (a name or a number)", self.what)
-    }
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
-        (self.name)(v).ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(v), &self))
-    }
-    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<T, E> {
-        (self.code)(v).ok_or_else(|| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
-    }
-    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<T, E> {
-        match u64::try_from(v) {
-            Ok(v) => self.visit_u64(v),
-            Err(_) => Err(E::invalid_value(serde::de::Unexpected::Signed(v), &self)),
-        }
-    }
 }
 
 pub mod billing;
