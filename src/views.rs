@@ -859,7 +859,7 @@ mod tests {
             excess_cents: u64::MAX,
             pending_payments: 0,
             extensions: 3,
-            refund: None,
+            refunds: Vec::new(),
             selected: None,
             expires_at: 1_800_000_000_123_456,
             paid_at: full.then_some(-1),

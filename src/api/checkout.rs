@@ -159,9 +159,9 @@ fn write_error(e: WriteError<CheckoutError>) -> ApiError {
     }
 }
 
-/// Classifies the refund of `l` when it waits for it (sender class and network fee through
-/// the chain's client; `services::checkout::classify`), once at a time per invoice. A
-/// failure leaves the refund unclassified (`refund_not_ready`) for a later request.
+/// Classifies the refund claims of `l` that wait for it (sender class and network fee
+/// through the chain's client; `services::checkout::classify`), one invoice at a time. A
+/// failure leaves the claim unclassified (`refund_not_ready`) for a later request.
 async fn classify_refund(state: &AppState, l: &Loaded) {
     if !checkout::needs_classification(&l.invoice) {
         return;
@@ -170,15 +170,27 @@ async fn classify_refund(state: &AppState, l: &Loaded) {
     if !state.refund_classifying.lock().expect("lock").insert(id) {
         return;
     }
-    let r = classify_inner(state, l).await;
+    let waiting: Vec<usize> = (0..l.invoice.refunds.len())
+        .filter(|i| {
+            let c = &l.invoice.refunds[*i];
+            c.awaiting_address() && c.sender_class.is_none()
+        })
+        .collect();
+    let mut r = Ok(());
+    for claim in waiting {
+        r = classify_inner(state, l, claim).await;
+        if r.is_err() {
+            break;
+        }
+    }
     state.refund_classifying.lock().expect("lock").remove(&id);
     if let Err(e) = r {
         tracing::info!(invoice = %id, error = %e, "refund not classified yet");
     }
 }
 
-async fn classify_inner(state: &AppState, l: &Loaded) -> anyhow::Result<()> {
-    let Some(refund) = l.invoice.refund.clone() else {
+async fn classify_inner(state: &AppState, l: &Loaded, claim: usize) -> anyhow::Result<()> {
+    let Some(refund) = l.invoice.refunds.get(claim).cloned() else {
         return Ok(());
     };
     let rate = l
@@ -222,10 +234,10 @@ async fn classify_inner(state: &AppState, l: &Loaded) -> anyhow::Result<()> {
         claimed.as_deref(),
     )
     .await?;
-    let id = l.invoice.id;
+    let (id, payment) = (l.invoice.id, refund.payment_id);
     state
         .store
-        .write(move |ctx| checkout::apply_classification(ctx, id, &c))
+        .write(move |ctx| checkout::apply_classification(ctx, id, claim, payment, &c))
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(())
@@ -263,7 +275,12 @@ pub struct CheckoutDoc {
     pub selected: Option<CheckoutChoice>,
     pub options: Vec<CheckoutOption>,
     pub payments: Vec<CheckoutPayment>,
+    /// The open refund claim: the oldest awaiting an address, else the newest; null while
+    /// there is none (DECISIONS.md section 5, amended by issue 41 point 5).
     pub refund: Option<CheckoutRefund>,
+    /// Every refund claim, oldest first: under the `refund` policy, excess that arrives
+    /// after a refund was requested opens a new claim, refunded by its own payout.
+    pub refunds: Vec<CheckoutRefund>,
     pub return_url: Option<String>,
     /// The project's clock (test projects follow the test clock), for countdowns.
     pub now: String,
@@ -332,10 +349,12 @@ pub struct CheckoutPayment {
     pub at: String,
 }
 
-/// The refund of an overpayment (`refund` policy).
+/// One refund claim of an overpayment (`refund` policy).
 #[derive(ToSchema)]
 pub struct CheckoutRefund {
-    /// `awaiting_address`, `pending`, `sent`, `confirmed`, `skipped`, `failed`.
+    /// `awaiting_address`, `pending`, `sent`, `confirmed`, `skipped`. A claim whose payout
+    /// failed, reverted or was canceled is `awaiting_address` again (`to_address` null).
+    /// `failed` appears only on refunds whose payout failed before that rule.
     pub status: String,
     /// `dust` when `skipped`.
     pub skip_reason: Option<String>,
@@ -449,14 +468,17 @@ async fn select_checkout(
 /// `POST /v1/checkout/{token}/refund` — send the overpayment's refund to `address`
 /// (SPEC.md section 4, rules for refund; DECISIONS.md section 12).
 ///
-/// Only under the `refund` policy while the refund is `awaiting_address`: 409
-/// `refund_not_ready` until `refund.sender_class` and `refund.net` are known, 409
-/// `invalid_state` once it is skipped or failed (or under `keep`). The address must parse on
-/// the refund's chain (422 `invalid_address`) and not be one this service custodies (422
-/// `self_payout_forbidden`). The same address again is idempotent; a different one 409
-/// `refund_address_mismatch`. Nothing is sent before this call; the refund leaves as a
-/// payout of the merchant's funds (`reference` `refund:<invoice id>`, no approval, no fee).
-/// Public; the token's budget and 10 refund requests per minute.
+/// Acts on the open claim, the document's `refund`. Only under the `refund` policy while it
+/// is `awaiting_address`: 409 `refund_not_ready` until `refund.sender_class` and
+/// `refund.net` are known, 409 `invalid_state` once it is skipped (or under `keep`). The
+/// address must parse on the refund's chain (422 `invalid_address`) and not be one this
+/// service custodies (422 `self_payout_forbidden`). When no claim awaits an address, the
+/// same address as the open claim's is idempotent; a different one 409
+/// `refund_address_mismatch`. A claim whose payout failed awaits an address again (any
+/// valid one); excess arriving after a request opens a new claim. Nothing is sent before
+/// this call; each claim leaves as its own payout of the merchant's funds (`reference`
+/// `refund:<invoice id>`, no approval, no fee). Public; the token's budget and 10 refund
+/// requests per minute.
 #[utoipa::path(post, path = "/v1/checkout/{token}/refund", tag = "checkout", security(()),
     operation_id = "refund_checkout",
     params(("token" = String, Path, description = "The checkout token.", pattern = "^ck_[A-Za-z0-9_-]{43}$")),

@@ -6,14 +6,20 @@
 //! [`CheckoutError::NotFound`]. The document carries no metadata, no reference id, no
 //! internal id and no fee of the merchant (the refund's network `fee` is the buyer's).
 //!
-//! Refund lifecycle (DECISIONS.md section 5): `awaiting_address` (the excess held in the
-//! project's `locked`, by `services::invoices`) -> `pending` (the buyer gave an address; a
-//! payout from the merchant's funds with `reference` `refund:<invoice id>`, no approval, no
-//! fee) -> `sent` (its transaction submitted) -> `confirmed` (`invoice.refunded`); or
-//! `skipped` with `skip_reason` `dust` (the net is at most 1.00 USD: the merchant keeps the
-//! excess); `failed` when the payout fails (its funds return to the merchant's `available`).
-//! Before the buyer may give an address the refund is classified once ([`classify`]): the
-//! sender's class and the network fee estimate, read through the chain's client.
+//! Refund lifecycle, per claim (DECISIONS.md section 5, amended by issue 41 point 5): an
+//! invoice has a list of refund claims (`Invoice::refunds`, oldest first); each is
+//! `awaiting_address` (its excess held in the project's `locked`, by `services::invoices`)
+//! -> `pending` (the buyer gave an address; a payout from the merchant's funds with
+//! `reference` `refund:<invoice id>`, no approval, no fee) -> `sent` (its transaction
+//! submitted) -> `confirmed` (`invoice.refunded`); or `skipped` with `skip_reason` `dust`
+//! (the net is at most 1.00 USD: the merchant keeps the excess). A payout that fails,
+//! reverts (also when a reorg undoes its confirmation) or is canceled returns its claim to
+//! `awaiting_address` with the net held again, and any valid address may be given anew.
+//! Excess that arrives once a claim was requested opens a new claim, refunded by its own
+//! payout. The document's `refund` is the open claim ([`Invoice::open_refund`]) and
+//! `refunds` lists them all. Before the buyer may give an address a claim is classified
+//! once ([`classify`]): the sender's class and the network fee estimate, read through the
+//! chain's client.
 
 use std::str::FromStr;
 
@@ -101,8 +107,9 @@ pub struct Loaded {
     pub project: Project,
     /// Payments to the invoice's addresses, newest first (at most [`MAX_PAYMENTS`]).
     pub payments: Vec<Deposit>,
-    /// The refund's payout, when one was requested.
-    pub refund_payout: Option<Payout>,
+    /// The payouts of the refund claims that have one (`InvoiceRefund::payout_id`), in
+    /// the claims' order.
+    pub refund_payouts: Vec<Payout>,
     /// The project's clock (test projects follow `POST /v1/test/clock`), Unix µs.
     pub now_us: i64,
 }
@@ -145,16 +152,18 @@ fn load_invoice(
             |_| true,
         )?
         .items;
-    let refund_payout = match invoice.refund.as_ref().and_then(|r| r.payout_id) {
-        Some(id) => r.get_in::<Payout>(project.id, id)?,
-        None => None,
-    };
+    let mut refund_payouts = Vec::new();
+    for id in invoice.refunds.iter().filter_map(|c| c.payout_id) {
+        if let Some(p) = r.get_in::<Payout>(project.id, id)? {
+            refund_payouts.push(p);
+        }
+    }
     let now_us = clock::now_at(r, &project, real_now_us)?;
     Ok(Some(Loaded {
         invoice,
         project,
         payments,
-        refund_payout,
+        refund_payouts,
         now_us,
     }))
 }
@@ -288,7 +297,12 @@ fn payment_json(reg: &Registry, d: &Deposit) -> Value {
     })
 }
 
-fn refund_json(reg: &Registry, r: &InvoiceRefund, payout: Option<&Payout>) -> Value {
+/// One claim as the document shows it (`refund` and each of `refunds`); `payouts` are the
+/// claims' payouts ([`Loaded::refund_payouts`]).
+fn refund_json(reg: &Registry, r: &InvoiceRefund, payouts: &[Payout]) -> Value {
+    let payout = r
+        .payout_id
+        .and_then(|id| payouts.iter().find(|p| p.id == id));
     let decimals = reg.decimals(&r.chain, &r.asset);
     let dec = |v: Option<u128>| v.map(|v| format_decimal(v, decimals));
     let tx_hash = payout.and_then(|p| p.tx_hash.clone());
@@ -302,7 +316,7 @@ fn refund_json(reg: &Registry, r: &InvoiceRefund, payout: Option<&Payout>) -> Va
         "asset": r.asset,
         "gross": format_decimal(r.amount_atomic, decimals),
         "fee": dec(r.fee_atomic),
-        "net": dec(r.fee_atomic.map(|f| r.amount_atomic.saturating_sub(f))),
+        "net": dec(r.net_atomic()),
         "sender_class": r.sender_class,
         "suggested_address": (r.sender_class.as_deref() == Some("personal"))
             .then(|| r.from_address.clone()),
@@ -315,7 +329,9 @@ fn refund_json(reg: &Registry, r: &InvoiceRefund, payout: Option<&Payout>) -> Va
 /// The checkout document (SPEC.md section 2; amounts per DECISIONS.md section 12). Also
 /// `now` (the project's clock, for the page's countdown) and, per option,
 /// `remaining_amount`, `remaining_amount_atomic` and `remaining_uri` (the underpaid
-/// remainder's own QR; null otherwise).
+/// remainder's own QR; null otherwise). `refund` is the open claim (the oldest awaiting an
+/// address, else the newest; null without any) and `refunds` every claim, oldest first
+/// (DECISIONS.md section 5, amended by issue 41 point 5).
 pub fn document(reg: &Registry, l: &Loaded) -> Value {
     let inv = &l.invoice;
     let st = &l.project.settings;
@@ -340,7 +356,14 @@ pub fn document(reg: &Registry, l: &Loaded) -> Value {
         "selected": inv.selected.as_ref().map(|s| json!({"chain": s.chain, "asset": s.asset})),
         "options": options(reg, inv),
         "payments": l.payments.iter().map(|d| payment_json(reg, d)).collect::<Vec<_>>(),
-        "refund": inv.refund.as_ref().map(|r| refund_json(reg, r, l.refund_payout.as_ref())),
+        "refund": inv
+            .open_refund()
+            .map(|i| refund_json(reg, &inv.refunds[i], &l.refund_payouts)),
+        "refunds": inv
+            .refunds
+            .iter()
+            .map(|r| refund_json(reg, r, &l.refund_payouts))
+            .collect::<Vec<_>>(),
         "return_url": inv.return_url,
         "now": ts(l.now_us),
     })
@@ -373,11 +396,17 @@ pub fn select(
     Ok(())
 }
 
-/// Whether the refund of `inv` waits for its classification ([`classify`]).
+/// The first refund claim of `inv` that waits for its classification ([`classify`]): it
+/// awaits an address and its sender class is not known yet.
+pub fn to_classify(inv: &Invoice) -> Option<usize> {
+    inv.refunds
+        .iter()
+        .position(|r| r.awaiting_address() && r.sender_class.is_none())
+}
+
+/// Whether a refund claim of `inv` waits for its classification ([`to_classify`]).
 pub fn needs_classification(inv: &Invoice) -> bool {
-    inv.refund
-        .as_ref()
-        .is_some_and(|r| r.status == "awaiting_address" && r.sender_class.is_none())
+    to_classify(inv).is_some()
 }
 
 /// What [`classify`] learnt about a refund.
@@ -464,29 +493,31 @@ pub async fn classify(
     })
 }
 
-/// Stores a classification: `sender_class`, `fee` and `net` (= excess minus fee); a net
-/// worth at most 1.00 USD at the locked rate makes the refund `skipped` with `dust` and
-/// releases the held excess to the merchant's `available`. Does nothing when the refund
-/// was classified or moved on meanwhile.
+/// Stores the classification of claim `claim` (its index in `Invoice::refunds`, opened by
+/// payment `payment_id`): `sender_class`, `fee` and `net` (= excess minus fee); a net worth
+/// at most 1.00 USD at the locked rate makes the claim `skipped` with `dust` and releases
+/// its held excess to the merchant's `available`. Does nothing when the claim was
+/// classified or moved on meanwhile.
 pub fn apply_classification(
     ctx: &mut WriteCtx<'_>,
     invoice_id: Uuid,
+    claim: usize,
+    payment_id: Uuid,
     c: &Classification,
 ) -> Result<(), Fault> {
     let Some(mut inv) = ctx.get::<Invoice>(invoice_id)? else {
         return Ok(());
     };
-    if !needs_classification(&inv) {
-        return Ok(());
-    }
-    let rate = inv
-        .refund
-        .as_ref()
-        .and_then(|r| inv.quote(&r.chain, &r.asset))
-        .map(|q| (q.decimals, q.rate.clone()));
-    let Some(r) = inv.refund.as_mut() else {
-        return Ok(());
+    let rate = match inv.refunds.get(claim) {
+        Some(r)
+            if r.payment_id == payment_id && r.awaiting_address() && r.sender_class.is_none() =>
+        {
+            inv.quote(&r.chain, &r.asset)
+                .map(|q| (q.decimals, q.rate.clone()))
+        }
+        _ => return Ok(()),
     };
+    let r = &mut inv.refunds[claim];
     let net = r.amount_atomic.saturating_sub(c.fee_atomic);
     r.sender_class = Some(c.sender_class.to_string());
     r.fee_atomic = Some(c.fee_atomic);
@@ -516,38 +547,61 @@ fn release_hold(
     if amount == 0 {
         return Ok(());
     }
+    ctx.post(&hold_entry(
+        inv,
+        chain,
+        asset,
+        amount,
+        kind,
+        false,
+        ctx.now_us(),
+    ))??;
+    Ok(())
+}
+
+/// The journal entry that holds (`hold`: `available` -> `locked`) or releases (`locked` ->
+/// `available`) `amount` of the project's own `asset` on `chain` for invoice `inv`.
+fn hold_entry(
+    inv: &Invoice,
+    chain: &str,
+    asset: &str,
+    amount: u128,
+    kind: &str,
+    hold: bool,
+    now_us: i64,
+) -> JournalEntry {
     let p = inv.project_id;
-    let e = JournalEntry {
+    let (from, to) = if hold {
+        (AccountKind::Available, AccountKind::Locked)
+    } else {
+        (AccountKind::Locked, AccountKind::Available)
+    };
+    JournalEntry {
         id: appliance_storage::sources::new_id(),
         project_id: p,
         kind: kind.into(),
         ref_id: inv.id,
-        created_at: ctx.now_us(),
+        created_at: now_us,
         postings: vec![
-            Posting::debit(
-                Account::project(p, chain, asset, AccountKind::Locked),
-                amount,
-            ),
-            Posting::credit(
-                Account::project(p, chain, asset, AccountKind::Available),
-                amount,
-            ),
+            Posting::debit(Account::project(p, chain, asset, from), amount),
+            Posting::credit(Account::project(p, chain, asset, to), amount),
         ],
-    };
-    ctx.post(&e)??;
-    Ok(())
+    }
 }
 
 /// `POST /v1/checkout/{token}/refund` (SPEC.md section 4, rules for refund): sends the
-/// refund to `address`. Only under the `refund` policy with the refund `awaiting_address`
-/// and classified (else 409 `refund_not_ready`, or `invalid_state` once skipped or failed);
-/// the address must parse on the refund's chain (422 `invalid_address`) and not be one the
-/// service custodies (422 `self_payout_forbidden`). The SAME address again once pending is
-/// idempotent; a different one 409 `refund_address_mismatch`.
+/// open refund claim ([`Invoice::open_refund`]) to `address`. Only under the `refund`
+/// policy with that claim `awaiting_address` and classified (else 409 `refund_not_ready`,
+/// or `invalid_state` once skipped); the address must parse on the claim's chain (422
+/// `invalid_address`) and not be one the service custodies (422 `self_payout_forbidden`).
+/// When no claim awaits an address, the SAME address as the newest claim's is idempotent; a
+/// different one 409 `refund_address_mismatch`. A claim whose payout failed awaits an
+/// address again and takes any valid one.
 ///
 /// One transaction: the payout (merchant funds, `reference` `refund:<invoice id>`, queued
-/// without approval, no fee) takes the net from the held excess, the fee part returns to
-/// `available`, `payout.created` is emitted and the refund becomes `pending`.
+/// without approval, no fee) takes the net from the held excess, at the claim's first
+/// request the fee part returns to `available`, `payout.created` is emitted and the claim
+/// becomes `pending`.
 pub fn request_refund(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
@@ -557,7 +611,7 @@ pub fn request_refund(
     let mut inv = ctx
         .get::<Invoice>(invoice_id)?
         .ok_or(CheckoutError::NotFound)?;
-    let Some(r) = inv.refund.clone() else {
+    let Some(i) = inv.open_refund() else {
         return Err(match inv.overpayment_policy {
             OverpaymentPolicy::Refund => CheckoutError::RefundNotReady,
             OverpaymentPolicy::Keep => CheckoutError::RefundClosed {
@@ -565,6 +619,7 @@ pub fn request_refund(
             },
         });
     };
+    let r = inv.refunds[i].clone();
     let chain = s
         .reg
         .chain(&r.chain)
@@ -577,7 +632,7 @@ pub fn request_refund(
         }
     };
     match r.status.as_str() {
-        "awaiting_address" => {}
+        InvoiceRefund::AWAITING_ADDRESS => {}
         "pending" | "sent" | "confirmed" => {
             return match r.to_address.as_deref() {
                 Some(to) if same(to) => Ok(()),
@@ -590,12 +645,11 @@ pub fn request_refund(
             })
         }
     }
-    let (Some(_), Some(fee)) = (r.sender_class.as_ref(), r.fee_atomic) else {
+    let (Some(_), Some(net)) = (r.sender_class.as_ref(), r.net_atomic()) else {
         return Err(CheckoutError::RefundNotReady);
     };
     // The hold may have grown since the classification (a second overpayment in the same
-    // coin): the net is taken now.
-    let net = r.amount_atomic.saturating_sub(fee);
+    // coin before any request): the net is taken now.
     if !chain.is_evm() {
         return Err(CheckoutError::InvalidAddress {
             chain: r.chain.clone(),
@@ -644,61 +698,106 @@ pub fn request_refund(
         created_at: now,
         updated_at: now,
     };
-    // The held excess is in `locked` already: the net stays there as the payout's lock, the
-    // fee part returns to the merchant's `available`.
+    // The claim's excess is in `locked` already: the net stays there as the payout's lock.
+    // At the first request the fee part returns to the merchant's `available`; after a
+    // failed payout only the net was held again.
     release_hold(
         ctx,
         &inv,
         &r.chain,
         &r.asset,
-        r.amount_atomic.saturating_sub(net),
+        r.held_atomic().saturating_sub(net),
         "invoice_refund_fee",
     )?;
     ctx.put(&payout)?;
     emit_payout(ctx, s, "payout.created", &payout)?;
-    if let Some(r) = inv.refund.as_mut() {
-        r.status = "pending".into();
-        r.to_address = Some(to);
-        r.payout_id = Some(payout.id);
-    }
+    let c = &mut inv.refunds[i];
+    c.status = "pending".into();
+    c.to_address = Some(to);
+    c.payout_id = Some(payout.id);
     inv.updated_at = now;
     ctx.put(&inv)?;
     Ok(())
 }
 
-/// Keeps a refund in step with its payout (called by `services::payouts` on every state
-/// change of a payout whose `reference` is `refund:<invoice id>`): `submitted` -> `sent`,
-/// `confirmed` -> `confirmed` with `invoice.refunded`, `failed` / `canceled` / `rejected`
-/// -> `failed` (the payout's funds returned to the merchant's `available`).
-pub fn refund_payout_moved(ctx: &mut WriteCtx<'_>, s: &Scope, p: &Payout) -> Result<(), Fault> {
+/// The invoice whose refund `p` is (`reference` `refund:<invoice id>`), if it still exists.
+fn refund_invoice(ctx: &WriteCtx<'_>, p: &Payout) -> Result<Option<Invoice>, Fault> {
     let Some(id) = p
         .reference
         .as_deref()
         .and_then(|r| r.strip_prefix("refund:"))
         .and_then(|id| Uuid::parse_str(id).ok())
     else {
+        return Ok(None);
+    };
+    Ok(ctx.get_in::<Invoice>(p.project_id, id)?)
+}
+
+/// The refund state a claim takes when its payout reaches `status`; `None` for a status
+/// that changes nothing (`queued`, `signing`: the claim stays `pending`). A payout that
+/// failed, was canceled or rejected returns the claim to `awaiting_address` (DECISIONS.md
+/// section 5).
+pub fn claim_status_for(status: PayoutStatus) -> Option<&'static str> {
+    match status {
+        PayoutStatus::Submitted => Some("sent"),
+        PayoutStatus::Confirmed => Some("confirmed"),
+        PayoutStatus::Failed | PayoutStatus::Canceled | PayoutStatus::Rejected => {
+            Some(InvoiceRefund::AWAITING_ADDRESS)
+        }
+        PayoutStatus::PendingApproval | PayoutStatus::Queued | PayoutStatus::Signing => None,
+    }
+}
+
+/// Keeps a refund claim in step with its payout (called by `services::payouts` on every
+/// state change of a payout whose `reference` is `refund:<invoice id>`, after the payout's
+/// own journal entry): `submitted` -> `sent`, `confirmed` -> `confirmed` with
+/// `invoice.refunded`, `failed` / `canceled` / `rejected` (also a confirmed payout a reorg
+/// undid, `payouts::unsettle`) -> `awaiting_address`: the payout's funds, just returned to
+/// the merchant's `available`, are held in `locked` again for the claim (`invoice_refund_hold`),
+/// the payout is listed in the claim's `failed_payouts` and its address is forgotten, so the
+/// buyer may give one again (DECISIONS.md section 5).
+pub fn refund_payout_moved(ctx: &mut WriteCtx<'_>, s: &Scope, p: &Payout) -> Result<(), Fault> {
+    let Some(mut inv) = refund_invoice(ctx, p)? else {
         return Ok(());
     };
-    let Some(mut inv) = ctx.get_in::<Invoice>(p.project_id, id)? else {
+    let Some(i) = inv.refunds.iter().position(|c| c.payout_id == Some(p.id)) else {
         return Ok(());
     };
-    let Some(r) = inv.refund.as_mut() else {
+    let Some(to) = claim_status_for(p.status) else {
         return Ok(());
     };
-    if r.payout_id != Some(p.id) {
+    if inv.refunds[i].status == to {
         return Ok(());
     }
-    let to = match p.status {
-        PayoutStatus::Submitted => "sent",
-        PayoutStatus::Confirmed => "confirmed",
-        PayoutStatus::Failed | PayoutStatus::Canceled | PayoutStatus::Rejected => "failed",
-        _ => return Ok(()),
-    };
-    if r.status == to {
-        return Ok(());
+    let now = ctx.now_us();
+    if to == InvoiceRefund::AWAITING_ADDRESS {
+        let (chain, asset) = (inv.refunds[i].chain.clone(), inv.refunds[i].asset.clone());
+        let amount = p.amount.saturating_add(p.fee_amount);
+        let e = hold_entry(
+            &inv,
+            &chain,
+            &asset,
+            amount,
+            "invoice_refund_hold",
+            true,
+            now,
+        );
+        let c = &mut inv.refunds[i];
+        if amount > 0 && ctx.post(&e)?.is_err() {
+            // Unreachable (the payout's funds were just returned to `available`); should it
+            // happen, the claim ends as before the rule: `failed`, the funds the merchant's.
+            tracing::error!(invoice = %inv.id, payout = %p.id, "a failed refund's net could not be held again");
+            c.status = "failed".into();
+        } else {
+            c.status = to.into();
+            c.to_address = None;
+        }
+        c.payout_id = None;
+        c.failed_payouts.push(p.id);
+    } else {
+        inv.refunds[i].status = to.into();
     }
-    r.status = to.into();
-    inv.updated_at = ctx.now_us();
+    inv.updated_at = now;
     ctx.put(&inv)?;
     if to == "confirmed" {
         emit_view(
@@ -709,6 +808,37 @@ pub fn refund_payout_moved(ctx: &mut WriteCtx<'_>, s: &Scope, p: &Payout) -> Res
             &views::invoice_event_view(&s.reg, &inv),
         )?;
     }
+    Ok(())
+}
+
+/// A refund payout that had failed is about to be confirmed after all (a reorg let its
+/// transaction succeed: `payouts::resettle`). If its claim still awaits an address, the
+/// net held again for it ([`refund_payout_moved`]) is released to `available`, from where
+/// the resettlement takes it (`invoice_refund_release`), and the claim follows that payout
+/// again (`sent`, then `confirmed` by [`refund_payout_moved`]). A claim already requested
+/// again keeps its new payout: the buyer is then paid twice, which the ledger records as
+/// any resettled payout (docs/decisions.md, Refund claims).
+pub fn refund_payout_resettling(ctx: &mut WriteCtx<'_>, p: &Payout) -> Result<(), Fault> {
+    let Some(mut inv) = refund_invoice(ctx, p)? else {
+        return Ok(());
+    };
+    let Some(i) = inv
+        .refunds
+        .iter()
+        .position(|c| c.awaiting_address() && c.failed_payouts.contains(&p.id))
+    else {
+        return Ok(());
+    };
+    let (chain, asset) = (inv.refunds[i].chain.clone(), inv.refunds[i].asset.clone());
+    let held = inv.refunds[i].held_atomic();
+    release_hold(ctx, &inv, &chain, &asset, held, "invoice_refund_release")?;
+    let c = &mut inv.refunds[i];
+    c.failed_payouts.retain(|id| *id != p.id);
+    c.payout_id = Some(p.id);
+    c.to_address = Some(p.to_address.clone());
+    c.status = "sent".into();
+    inv.updated_at = ctx.now_us();
+    ctx.put(&inv)?;
     Ok(())
 }
 

@@ -6,7 +6,7 @@
 //! read transaction on the blocking pool and render the whole document (a map per field,
 //! one option per accepted chain and coin). The document is a function of stored rows: the
 //! invoice, its project (merchant name and logo), the project's test clock, the deposits
-//! paying the invoice and the refund's payout, plus the registry (fixed for the process)
+//! paying the invoice and the refund claims' payouts, plus the registry (fixed for the process)
 //! and the clock (`now`). This cache keeps, per invoice, what [`checkout::load`] read and the
 //! rendered document split around `now`, so a hit is a map lookup and a copy.
 //!
@@ -16,7 +16,7 @@
 //! commit hook ([`appliance_storage::Store::on_commit`]), which the writer thread runs after
 //! the commit and before any request of the batch hears back: an invoice row (by id), a
 //! deposit (by the invoice it pays, [`appliance_storage::records::Row::parent_id`], before
-//! and after the write), a payout (the invoice whose refund it is), a project row or test
+//! and after the write), a payout (the invoice one of whose refunds it is), a project row or test
 //! clock (every document of the project: by generation, [`Inner::pgen`]). So once a write
 //! is answered, no request is served the document from before it.
 //!
@@ -25,7 +25,7 @@
 //! was invalidated since before its snapshot began: by invoice id, a `Filling` ticket set
 //! before the read that any invalidation of the invoice removes; by token (the invoice id
 //! not known yet), the global invoice epoch unchanged; and in both cases the project epoch
-//! unchanged, and for a document with a refund payout the payout epoch unchanged. A fill
+//! unchanged, and for a document with refund payouts the payout epoch unchanged. A fill
 //! that loses the race still answers from its own snapshot (a consistent read, as before)
 //! but caches nothing.
 //!
@@ -303,10 +303,10 @@ impl CheckoutCache {
         };
         let mut cached = Cached::render(reg, loaded, offset);
         let id = cached.loaded.invoice.id;
-        let refund_payout = cached.loaded.refund_payout.as_ref().map(|p| p.id);
+        let refund_payouts: Vec<Uuid> = cached.loaded.refund_payouts.iter().map(|p| p.id).collect();
         let mut g = self.inner.lock().expect("checkout cache lock");
         let fresh = g.proj_epoch == guard.proj_epoch
-            && (refund_payout.is_none() || g.payout_epoch == guard.payout_epoch)
+            && (refund_payouts.is_empty() || g.payout_epoch == guard.payout_epoch)
             && match guard.by_id {
                 Some((_, t)) => matches!(g.docs.get(&id), Some(Slot::Filling(x)) if *x == t),
                 None => g.inv_epoch == guard.inv_epoch,
@@ -327,7 +327,7 @@ impl CheckoutCache {
         }
         cached.pstamp = g.pgen(cached.loaded.project.id);
         let cached = Arc::new(cached);
-        if let Some(p) = refund_payout {
+        for p in refund_payouts {
             if g.payouts.len() >= MAX_PAYOUTS {
                 g.clear_docs();
             }

@@ -583,6 +583,9 @@ pub fn resettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, tx_hash: &str) -> R
     if p.status != PayoutStatus::Failed {
         return Ok(());
     }
+    // A refund whose claim held the net again for the buyer gives it back first, so the
+    // resettlement takes it from `available` (DECISIONS.md section 5; issue 41 point 5).
+    crate::services::checkout::refund_payout_resettling(ctx, &p)?;
     let total = p.amount + p.fee_amount;
     let pid = p.project_id;
     let available = Account::customer(pid, owner(&p), &p.chain, &p.asset, AccountKind::Available);

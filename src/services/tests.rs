@@ -835,3 +835,262 @@ fn every_event_type_has_its_own_index_range() {
         .collect();
     assert_eq!(prefixes.len(), super::EVENT_CATALOG.len());
 }
+
+/// A 40.00 USD invoice under `refund` (USDT on ethereum at par) overpaid by `excess`
+/// atomic units: the project's own `available` credited with the payment (from the
+/// treasury, standing in for the payment's credit), the excess held in `locked` by one
+/// claim awaiting an address, classified `personal` with a network fee of 1,000 (0.001
+/// USDT). Returns the invoice's id.
+fn overpaid_invoice(f: &Fixture, excess: u128) -> Uuid {
+    use appliance_storage::ledger::{JournalEntry, Posting};
+    use appliance_storage::records::{
+        Invoice, InvoiceQuote, InvoiceRefund, InvoiceStatus, OverpaymentPolicy,
+    };
+    write(f, move |ctx, s| {
+        let p = s.project_id();
+        let now = ctx.now_us();
+        let id = Uuid::now_v7();
+        let acct = |k| Account::project(p, "ethereum", "USDT", k);
+        let entry = |kind: &str, from, to, amount| JournalEntry {
+            id: Uuid::now_v7(),
+            project_id: p,
+            kind: kind.into(),
+            ref_id: id,
+            created_at: now,
+            postings: vec![
+                Posting::debit(acct(from), amount),
+                Posting::credit(acct(to), amount),
+            ],
+        };
+        ctx.post(&entry(
+            "test_payment",
+            AccountKind::Treasury,
+            AccountKind::Available,
+            40_000_000 + excess,
+        ))??;
+        ctx.post(&entry(
+            "invoice_refund_hold",
+            AccountKind::Available,
+            AccountKind::Locked,
+            excess,
+        ))??;
+        let inv = Invoice {
+            id,
+            project_id: p,
+            checkout_token: format!("ck_{}", "t".repeat(43)),
+            reference_id: None,
+            title: None,
+            description: None,
+            price_cents: 4000,
+            price_currency: "USD".into(),
+            status: InvoiceStatus::Overpaid,
+            fee_bps: 0,
+            fee_fixed_cents: 0,
+            fee_cap_cents: 0,
+            metadata: serde_json::json!({}),
+            return_url: None,
+            cancel_url: None,
+            overpayment_policy: OverpaymentPolicy::Refund,
+            addresses: Vec::new(),
+            quotes: vec![InvoiceQuote {
+                chain: "ethereum".into(),
+                asset: "USDT".into(),
+                contract: String::new(),
+                decimals: 6,
+                amount_atomic: 40_000_000,
+                rate: "1.00".into(),
+                rate_source: "par".into(),
+            }],
+            received: Vec::new(),
+            received_cents: 4000 + (excess / 10_000) as u64,
+            excess_cents: (excess / 10_000) as u64,
+            pending_payments: 0,
+            extensions: 0,
+            refunds: vec![InvoiceRefund {
+                status: InvoiceRefund::AWAITING_ADDRESS.into(),
+                skip_reason: None,
+                chain: "ethereum".into(),
+                asset: "USDT".into(),
+                amount_atomic: excess,
+                payment_id: Uuid::now_v7(),
+                from_address: DEST.to_ascii_lowercase(),
+                to_address: None,
+                payout_id: None,
+                sender_class: Some("personal".into()),
+                fee_atomic: Some(1_000),
+                failed_payouts: Vec::new(),
+            }],
+            selected: None,
+            expires_at: now + 3_600_000_000,
+            paid_at: Some(now),
+            canceled_at: None,
+            expired_at: None,
+            created_at: now,
+            updated_at: now,
+        };
+        ctx.put(&inv)?;
+        Ok::<_, crate::services::error::Fault>(id)
+    })
+    .unwrap()
+}
+
+fn invoice_of(f: &Fixture, id: Uuid) -> appliance_storage::records::Invoice {
+    get(f, id)
+}
+
+fn request_refund(
+    f: &Fixture,
+    id: Uuid,
+    to: &str,
+) -> Result<(), crate::services::checkout::CheckoutError> {
+    let to = to.to_string();
+    write(f, move |ctx, s| {
+        crate::services::checkout::request_refund(ctx, s, id, &to)
+    })
+}
+
+/// A refund whose payout is canceled, fails or is undone by a reorg returns to
+/// `awaiting_address` with its net held again, and is asked for again with a new payout
+/// (DECISIONS.md section 5, amended by issue 41 point 5); a payout that a later reorg lets
+/// succeed after all takes the claim back. The ledger is verified after every step
+/// (`verify` checks the project's own `locked` against the claims).
+#[test]
+fn a_refund_whose_payout_does_not_pay_awaits_an_address_again() {
+    let f = fixture();
+    let nil = Uuid::nil();
+    let (excess, net) = (20_000_000u128, 19_999_000u128);
+    let inv = overpaid_invoice(&f, excess);
+    verify_clean(&f);
+    assert_eq!(balance(&f, nil, AccountKind::Locked), excess);
+
+    // Asked for, then canceled by the merchant before it is sent.
+    request_refund(&f, inv, DEST).unwrap();
+    let c = &invoice_of(&f, inv).refunds[0];
+    assert_eq!(c.status, "pending");
+    let first = c.payout_id.unwrap();
+    assert_eq!(get::<Payout>(&f, first).amount, net);
+    // The fee part is the merchant's at the first request.
+    assert_eq!(balance(&f, nil, AccountKind::Available), 40_000_000 + 1_000);
+    assert_eq!(balance(&f, nil, AccountKind::Locked), net);
+    verify_clean(&f);
+    write(&f, move |ctx, s| payouts::cancel(ctx, s, first)).unwrap();
+    let c = invoice_of(&f, inv).refunds[0].clone();
+    assert_eq!(c.status, "awaiting_address");
+    assert_eq!((c.payout_id, c.to_address.as_deref()), (None, None));
+    assert_eq!(c.failed_payouts, vec![first]);
+    assert_eq!(c.held_atomic(), net);
+    assert_eq!(balance(&f, nil, AccountKind::Available), 40_000_000 + 1_000);
+    assert_eq!(balance(&f, nil, AccountKind::Locked), net);
+    verify_clean(&f);
+
+    // Asked for again, to an address whose transfers revert: failed, awaiting again.
+    let reverting = "0x000000000000000000000000000000000000fa11";
+    request_refund(&f, inv, reverting).unwrap();
+    let second = invoice_of(&f, inv).refunds[0].payout_id.unwrap();
+    assert_ne!(second, first);
+    assert_eq!(get::<Payout>(&f, second).amount, net, "no second fee");
+    assert_eq!(balance(&f, nil, AccountKind::Available), 40_000_000 + 1_000);
+    mine(&f, 3);
+    assert_eq!(get::<Payout>(&f, second).status, PayoutStatus::Failed);
+    let c = invoice_of(&f, inv).refunds[0].clone();
+    assert_eq!(c.status, "awaiting_address");
+    assert_eq!(c.failed_payouts, vec![first, second]);
+    assert_eq!(balance(&f, nil, AccountKind::Locked), net);
+    verify_clean(&f);
+
+    // A third time, to a good address: sent and confirmed, `invoice.refunded` once.
+    request_refund(&f, inv, DEST).unwrap();
+    let third = invoice_of(&f, inv).refunds[0].payout_id.unwrap();
+    mine(&f, 14);
+    assert_eq!(get::<Payout>(&f, third).status, PayoutStatus::Confirmed);
+    assert_eq!(invoice_of(&f, inv).refunds[0].status, "confirmed");
+    assert_eq!(events_of(&f, "invoice.refunded", inv), 1);
+    assert_eq!(balance(&f, nil, AccountKind::Locked), 0);
+    assert_eq!(balance(&f, nil, AccountKind::Available), 40_000_000 + 1_000);
+    verify_clean(&f);
+    // The same address again is the same request; another is refused.
+    request_refund(&f, inv, DEST).unwrap();
+    assert!(matches!(
+        request_refund(&f, inv, reverting),
+        Err(crate::services::checkout::CheckoutError::AddressMismatch)
+    ));
+
+    // A reorg undoes the confirmed refund: the claim awaits an address again, its net
+    // held (not left in the merchant's `available`).
+    write(&f, move |ctx, s| {
+        payouts::unsettle(ctx, s, third, "reorged")
+    })
+    .unwrap();
+    let c = invoice_of(&f, inv).refunds[0].clone();
+    assert_eq!(c.status, "awaiting_address");
+    assert_eq!(c.failed_payouts, vec![first, second, third]);
+    assert_eq!(balance(&f, nil, AccountKind::Locked), net);
+    assert_eq!(balance(&f, nil, AccountKind::Available), 40_000_000 + 1_000);
+    verify_clean(&f);
+    // A later reorg lets it succeed after all: the claim follows it again, confirmed, its
+    // hold paying the resettlement (nothing left owing in `receivable`).
+    write(&f, move |ctx, s| payouts::resettle(ctx, s, third, "0xdd")).unwrap();
+    let c = invoice_of(&f, inv).refunds[0].clone();
+    assert_eq!(c.status, "confirmed");
+    assert_eq!(c.payout_id, Some(third));
+    assert_eq!(c.failed_payouts, vec![first, second]);
+    assert_eq!(events_of(&f, "invoice.refunded", inv), 2);
+    assert_eq!(balance(&f, nil, AccountKind::Locked), 0);
+    assert_eq!(balance(&f, nil, AccountKind::Available), 40_000_000 + 1_000);
+    let receivable = Account::project(
+        f.scope.project_id(),
+        "ethereum",
+        "USDT",
+        AccountKind::Receivable,
+    );
+    let owed = f
+        .store
+        .read_blocking(move |r| r.balance(&receivable))
+        .unwrap();
+    assert_eq!(owed.debits, 0, "{owed:?}");
+    verify_clean(&f);
+}
+
+/// `verify` notices a refund hold that leaked to the merchant's `available`: the claim
+/// awaits an address but the project's own `locked` is short of it.
+#[test]
+fn verify_reports_a_refund_hold_that_is_not_locked() {
+    use appliance_storage::ledger::{JournalEntry, Posting};
+    let f = fixture();
+    let inv = overpaid_invoice(&f, 20_000_000);
+    verify_clean(&f);
+    write(&f, move |ctx, s| {
+        let p = s.project_id();
+        ctx.post(&JournalEntry {
+            id: Uuid::now_v7(),
+            project_id: p,
+            kind: "leak".into(),
+            ref_id: inv,
+            created_at: ctx.now_us(),
+            postings: vec![
+                Posting::debit(
+                    Account::project(p, "ethereum", "USDT", AccountKind::Locked),
+                    5_000_000,
+                ),
+                Posting::credit(
+                    Account::project(p, "ethereum", "USDT", AccountKind::Available),
+                    5_000_000,
+                ),
+            ],
+        })??;
+        Ok::<_, crate::services::error::Fault>(())
+    })
+    .unwrap();
+    let rep = f
+        .store
+        .read_blocking(appliance_storage::verify::verify)
+        .unwrap();
+    assert!(
+        rep.violations
+            .iter()
+            .any(|v| v.contains("own locked ethereum USDT holds 15000000")
+                && v.contains("hold 20000000")),
+        "{:?}",
+        rep.violations
+    );
+}

@@ -110,6 +110,11 @@ pub struct InvoiceM {
     pub status: String,
     /// Unix µs.
     pub expires_at: i64,
+    /// A payer sent more than a quote asked for (the refund op looks at these first).
+    pub overpaid: bool,
+    /// The harness gave a refund address on its checkout: more money sent to it now opens
+    /// a new refund claim (DECISIONS.md section 5, amended by issue 41 point 5).
+    pub refund_asked: bool,
 }
 
 /// What the appliance says of one deposit row (read back after an event about it).

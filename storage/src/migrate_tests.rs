@@ -890,10 +890,13 @@ fn payout_and_wallet_events_read_their_rows_as_they_were() {
         .read_blocking(crate::ScanOps::all::<Wallet>)
         .unwrap()
         .remove(0);
+    // A customer's payout: a payout of the project's own funds would also need its lock
+    // in the project's `locked` (`verify`'s refund-hold check), which this row-only test
+    // does not post.
     let queued = Payout {
         id: Uuid::now_v7(),
         project_id: p,
-        customer_id: None,
+        customer_id: Some(w.customer_id),
         chain: "ethereum".into(),
         asset: "USDT".into(),
         amount: 5,

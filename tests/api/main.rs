@@ -29,6 +29,7 @@ mod market;
 mod metadata;
 mod openapi;
 mod payouts;
+mod refund_claims;
 mod restart;
 mod security_two;
 mod selfhost;

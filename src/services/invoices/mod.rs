@@ -570,7 +570,7 @@ pub fn prepare(
         excess_cents: 0,
         pending_payments: 0,
         extensions: 0,
-        refund: None,
+        refunds: Vec::new(),
         selected: None,
         expires_at: expires_at(now_us, offset_us, req.expires_in_s),
         paid_at: None,

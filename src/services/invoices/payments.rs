@@ -157,12 +157,15 @@ pub fn payment_credited(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
     Ok(())
 }
 
-/// Under the `refund` policy, moves the excess (in the coin of payment `d`, the one that
-/// made the invoice overpaid; at most its amount) from the project's `available` to its
-/// `locked` on that chain, where it stays until the refund is sent or skipped
-/// (DECISIONS.md section 12). A second overpayment in the same coin while the refund still
-/// awaits an address grows the hold; in another coin, or once the refund has moved on, the
-/// merchant keeps it. Returns how much of `d` it held.
+/// Under the `refund` policy, moves the new excess (in the coin of payment `d`, at most its
+/// amount) from the project's `available` to its `locked` on that chain, where it stays
+/// until its refund is sent or skipped (DECISIONS.md section 12). The new excess is the
+/// invoice's excess at the locked rates less what its claims already took (every claim,
+/// whatever its state, valued at its coin's locked rate). It joins the claim that awaits
+/// an address in the same coin and was never requested ([`InvoiceRefund::takes_more`]);
+/// otherwise it opens a new claim (DECISIONS.md section 5, amended by issue 41 point 5:
+/// excess arriving after a refund was requested, or in another coin, is a claim of its
+/// own). Returns how much of `d` it held.
 pub(super) fn hold_excess(
     ctx: &mut WriteCtx<'_>,
     inv: &mut Invoice,
@@ -172,21 +175,22 @@ pub(super) fn hold_excess(
     let Some(q) = inv.quote(&d.chain, &d.asset) else {
         return Ok(0);
     };
-    let excess = value.saturating_sub(price_scaled(inv.price_cents));
     let Some(per_atomic) = value_scaled(1, q.decimals, &q.rate).filter(|u| !u.is_zero()) else {
         return Ok(0);
     };
-    let excess_atomic = u128::try_from(excess / per_atomic)
+    let claimed = inv.refunds.iter().fold(U512::ZERO, |acc, c| {
+        let v = inv
+            .quote(&c.chain, &c.asset)
+            .and_then(|q| value_scaled(c.amount_atomic, q.decimals, &q.rate))
+            .unwrap_or(U512::ZERO);
+        acc.saturating_add(v)
+    });
+    let excess = value
+        .saturating_sub(price_scaled(inv.price_cents))
+        .saturating_sub(claimed);
+    let add = u128::try_from(excess / per_atomic)
         .unwrap_or(u128::MAX)
         .min(d.amount);
-    let held = match &inv.refund {
-        None => 0,
-        Some(r) if r.status == "awaiting_address" && r.chain == d.chain && r.asset == d.asset => {
-            r.amount_atomic
-        }
-        Some(_) => return Ok(0),
-    };
-    let add = excess_atomic.saturating_sub(held);
     if add == 0 {
         return Ok(0);
     }
@@ -214,23 +218,26 @@ pub(super) fn hold_excess(
         tracing::warn!(invoice = %inv.id, "overpayment excess not held: the project's available balance is short");
         return Ok(0);
     }
-    match &mut inv.refund {
-        Some(r) => r.amount_atomic += add,
-        None => {
-            inv.refund = Some(InvoiceRefund {
-                status: "awaiting_address".into(),
-                skip_reason: None,
-                chain: d.chain.clone(),
-                asset: d.asset.clone(),
-                amount_atomic: add,
-                payment_id: d.id,
-                from_address: d.from_address.clone(),
-                to_address: None,
-                payout_id: None,
-                sender_class: None,
-                fee_atomic: None,
-            })
-        }
+    match inv
+        .refunds
+        .iter_mut()
+        .find(|c| c.takes_more(&d.chain, &d.asset))
+    {
+        Some(c) => c.amount_atomic += add,
+        None => inv.refunds.push(InvoiceRefund {
+            status: InvoiceRefund::AWAITING_ADDRESS.into(),
+            skip_reason: None,
+            chain: d.chain.clone(),
+            asset: d.asset.clone(),
+            amount_atomic: add,
+            payment_id: d.id,
+            from_address: d.from_address.clone(),
+            to_address: None,
+            payout_id: None,
+            sender_class: None,
+            fee_atomic: None,
+            failed_payouts: Vec::new(),
+        }),
     }
     Ok(add)
 }

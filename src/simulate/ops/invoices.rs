@@ -87,6 +87,8 @@ impl Sim {
                 policy: policy.into(),
                 status: a.str("status").unwrap_or_default(),
                 expires_at,
+                overpaid: false,
+                refund_asked: false,
             },
         );
         Ok(format!(
@@ -95,16 +97,16 @@ impl Sim {
     }
 
     /// A payer pays an invoice on one of its quotes: exactly, short, over, or after it
-    /// expired.
+    /// expired. One time in four, when there is one, an invoice whose refund the harness
+    /// asked for: its excess opens a new refund claim.
     pub(in crate::simulate) async fn pay_invoice(&mut self) -> String {
-        let all: Vec<InvoiceM> = self
-            .model
-            .invoices
-            .values()
-            .rev()
-            .take(300)
-            .cloned()
-            .collect();
+        let recent = self.model.invoices.values().rev().take(300);
+        let asked: Vec<InvoiceM> = recent.clone().filter(|i| i.refund_asked).cloned().collect();
+        let all: Vec<InvoiceM> = if !asked.is_empty() && rng::chance(250) {
+            asked
+        } else {
+            recent.cloned().collect()
+        };
         let Some(inv) = rng::pick(&all).cloned() else {
             return "no invoice yet".into();
         };
@@ -144,6 +146,11 @@ impl Sim {
         })
         .await;
         let chain: &'static str = wc.id;
+        if how == "over" {
+            if let Some(m) = self.model.invoices.get_mut(&inv.id) {
+                m.overpaid = true;
+            }
+        }
         self.model.add_transfer(TransferM {
             hash,
             chain,
@@ -203,9 +210,13 @@ impl Sim {
     }
 
     /// The payer of an overpaid `refund` invoice gives an address for the excess, on the
-    /// public checkout.
+    /// public checkout: one time in four an address whose payouts revert (the simulated
+    /// chain's `fa11` recipient), so that the claim returns to `awaiting_address` and is
+    /// asked for again later (DECISIONS.md section 5). Every claim the document lists is
+    /// checked: an address exactly when it is requested, no `failed` claim (this build
+    /// returns a failed refund to `awaiting_address`), and `refund` is the open claim.
     pub(in crate::simulate) async fn refund(&mut self) -> anyhow::Result<String> {
-        let all: Vec<InvoiceM> = self
+        let recent: Vec<InvoiceM> = self
             .model
             .invoices
             .values()
@@ -214,6 +225,9 @@ impl Sim {
             .filter(|i| i.policy == "refund")
             .cloned()
             .collect();
+        // The overpaid ones first (the others have nothing to refund).
+        let over: Vec<InvoiceM> = recent.iter().filter(|i| i.overpaid).cloned().collect();
+        let all = if over.is_empty() { recent } else { over };
         let Some(inv) = rng::pick(&all).cloned() else {
             return Ok("no refund invoice".into());
         };
@@ -229,6 +243,9 @@ impl Sim {
             ));
             return Ok(String::new());
         }
+        if let Some(bad) = claims_disagree(&doc.body) {
+            self.fail(format!("the checkout of {}: {bad}: {}", inv.id, doc.body));
+        }
         let status = doc.body["refund"]["status"]
             .as_str()
             .unwrap_or("none")
@@ -236,7 +253,14 @@ impl Sim {
         if status != "awaiting_address" || doc.body["refund"]["net"].is_null() {
             return Ok(format!("invoice {}: refund {status}", inv.id));
         }
-        let to = fresh_address();
+        let to = if rng::chance(250) {
+            let mut a = rng::bytes20();
+            a[18] = 0xfa;
+            a[19] = 0x11;
+            Address::from(a)
+        } else {
+            fresh_address()
+        };
         let a = self
             .node()
             .call(
@@ -250,9 +274,43 @@ impl Sim {
         if a.status >= 500 {
             self.fail(format!("refund of {}: {} {}", inv.id, a.status, a.body));
         }
+        if a.status == 200 {
+            if let Some(m) = self.model.invoices.get_mut(&inv.id) {
+                m.refund_asked = true;
+            }
+        }
         Ok(format!(
             "invoice {}: refund to {to:#x}: {}",
             inv.id, a.status
         ))
     }
+}
+
+/// What is wrong with the refund claims of checkout document `d`, if anything: a claim
+/// awaiting an address has none, a requested one has one, no claim is `failed`, and
+/// `refund` is the open claim (the oldest awaiting an address, else the newest).
+fn claims_disagree(d: &serde_json::Value) -> Option<String> {
+    let Some(claims) = d["refunds"].as_array() else {
+        return Some("no refunds list".into());
+    };
+    for (i, c) in claims.iter().enumerate() {
+        let st = c["status"].as_str().unwrap_or("");
+        let ok = match st {
+            "awaiting_address" | "skipped" => c["to_address"].is_null(),
+            "pending" | "sent" | "confirmed" => c["to_address"].is_string(),
+            _ => false,
+        };
+        if !ok {
+            return Some(format!(
+                "claim {i} is {st} with to_address {}",
+                c["to_address"]
+            ));
+        }
+    }
+    let open = claims
+        .iter()
+        .position(|c| c["status"] == "awaiting_address")
+        .or_else(|| claims.len().checked_sub(1));
+    let want = open.map_or(&serde_json::Value::Null, |i| &claims[i]);
+    (d["refund"] != *want).then(|| "refund is not the open claim".to_string())
 }

@@ -126,26 +126,33 @@ pub struct AssetReceived {
     pub pending: u128,
 }
 
-/// The part of an overpayment held for the payer under the `refund` policy (DECISIONS.md
-/// section 12): `amount_atomic` of `asset` sits in the project's `locked` account on
-/// `chain` until the refund is sent or skipped.
+/// One refund claim under the `refund` policy (DECISIONS.md sections 5 and 12, amended by
+/// issue 41 point 5): excess of one coin held for the payer. Until the claim is sent or
+/// skipped, [`InvoiceRefund::held_atomic`] of `asset` sits in the project's `locked`
+/// account on `chain` (a `pending` or `sent` claim's net is its payout's lock there).
+///
+/// Lifecycle: `awaiting_address` -> `pending` (an address given, a payout queued) -> `sent`
+/// -> `confirmed`, or `skipped` with `skip_reason`; a payout that fails, reverts (also by a
+/// reorg after it confirmed) or is canceled returns the claim to `awaiting_address`, its
+/// net held again, and lists that payout in `failed_payouts`. `failed` is only found in rows
+/// written before that rule (the payout failed and the funds went back to `available`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InvoiceRefund {
     /// `awaiting_address` until the payer gives an address; then `pending`, `sent`,
-    /// `confirmed`, or `skipped` with `skip_reason`.
+    /// `confirmed`, or `skipped` with `skip_reason` (see the type's doc).
     pub status: String,
     pub skip_reason: Option<String>,
     pub chain: String,
     pub asset: String,
-    /// Gross excess held, atomic units of `asset`.
+    /// Gross excess of this claim, atomic units of `asset`.
     #[serde(serialize_with = "crate::codec::amount")]
     pub amount_atomic: u128,
-    /// The payment (deposit row) whose arrival made the invoice overpaid.
+    /// The payment (deposit row) whose arrival opened this claim.
     pub payment_id: Uuid,
     /// That payment's sender.
     pub from_address: String,
     pub to_address: Option<String>,
-    /// The payout that sends it, once asked for.
+    /// The payout that sends it, once asked for (cleared when that payout fails).
     pub payout_id: Option<Uuid>,
     /// `personal`, `contract`, `exchange` or `unknown`, once classified
     /// (`services::checkout::classify`); `None` until then.
@@ -155,6 +162,95 @@ pub struct InvoiceRefund {
     /// back `amount_atomic` - `fee_atomic` (the hold may still grow while awaiting an address).
     #[serde(default)]
     pub fee_atomic: Option<u128>,
+    /// Earlier payouts of this claim that failed, reverted or were canceled, oldest first;
+    /// each returned the claim to `awaiting_address` (issue 41 point 5).
+    #[serde(default)]
+    pub failed_payouts: Vec<Uuid>,
+}
+
+impl InvoiceRefund {
+    /// Waiting for the payer's address.
+    pub const AWAITING_ADDRESS: &'static str = "awaiting_address";
+
+    /// Whether a refund of this claim was ever requested (an address given): it has a
+    /// payout, or had one that failed. A requested claim takes no more excess, and the fee
+    /// part of its gross went back to the merchant at the first request.
+    pub fn requested(&self) -> bool {
+        self.payout_id.is_some() || !self.failed_payouts.is_empty()
+    }
+
+    /// Whether the claim waits for an address.
+    pub fn awaiting_address(&self) -> bool {
+        self.status == Self::AWAITING_ADDRESS
+    }
+
+    /// What the buyer gets back, `amount_atomic` - `fee_atomic`, once classified.
+    pub fn net_atomic(&self) -> Option<u128> {
+        self.fee_atomic
+            .map(|f| self.amount_atomic.saturating_sub(f))
+    }
+
+    /// What of this claim sits in the project's `locked` outside a payout, atomic units:
+    /// while `awaiting_address`, the gross before any request and the net after a failed
+    /// payout (the fee part went back to `available` at the first request); otherwise 0
+    /// (a `pending` or `sent` claim's net is its payout's own lock).
+    pub fn held_atomic(&self) -> u128 {
+        match (self.awaiting_address(), self.requested()) {
+            (false, _) => 0,
+            (true, false) => self.amount_atomic,
+            (true, true) => self.net_atomic().unwrap_or(self.amount_atomic),
+        }
+    }
+
+    /// Whether excess of (`chain`, `asset`) arriving now joins this claim rather than
+    /// opening a new one: it awaits an address and was never requested, in that coin.
+    pub fn takes_more(&self, chain: &str, asset: &str) -> bool {
+        self.awaiting_address() && !self.requested() && self.chain == chain && self.asset == asset
+    }
+}
+
+/// [`Invoice::open_refund`] of `claims`: the oldest awaiting an address, else the newest.
+pub fn open_claim(claims: &[InvoiceRefund]) -> Option<usize> {
+    claims
+        .iter()
+        .position(InvoiceRefund::awaiting_address)
+        .or_else(|| claims.len().checked_sub(1))
+}
+
+/// Reads an invoice's claims: the list written now (`refunds`), or what a row written
+/// before issue 41 point 5 held under `refund` (null, or one claim).
+fn read_claims<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<InvoiceRefund>, D::Error> {
+    struct Claims;
+    impl<'de> serde::de::Visitor<'de> for Claims {
+        type Value = Vec<InvoiceRefund>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of refund claims, one claim, or null")
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Vec::new())
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Vec::new())
+        }
+        fn visit_some<D2: serde::Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+            d.deserialize_any(Claims)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut v = Vec::new();
+            while let Some(c) = seq.next_element::<InvoiceRefund>()? {
+                v.push(c);
+            }
+            Ok(v)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            InvoiceRefund::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                .map(|c| vec![c])
+        }
+    }
+    d.deserialize_any(Claims)
 }
 
 /// The (chain, asset) a buyer picked on the checkout page (`POST
@@ -205,7 +301,17 @@ pub struct Invoice {
     pub pending_payments: u32,
     /// Underpaid-window extensions granted so far (at most 3).
     pub extensions: u8,
-    pub refund: Option<InvoiceRefund>,
+    /// Every refund claim under the `refund` policy, oldest first (DECISIONS.md section 5,
+    /// amended by issue 41 point 5): excess that arrives while no claim takes more
+    /// ([`InvoiceRefund::takes_more`]) opens a new one. Stored as `refunds`; a row written
+    /// before held at most one claim under `refund` and reads as that one claim.
+    #[serde(
+        rename = "refunds",
+        alias = "refund",
+        default,
+        deserialize_with = "read_claims"
+    )]
+    pub refunds: Vec<InvoiceRefund>,
     /// The buyer's (chain, asset) on the checkout page; a display preference only.
     #[serde(default)]
     pub selected: Option<InvoiceChoice>,
@@ -224,6 +330,13 @@ impl Invoice {
         self.quotes
             .iter()
             .find(|q| q.chain == chain && q.asset == asset)
+    }
+
+    /// Index in `refunds` of the open claim, the one the checkout document shows as
+    /// `refund` and `POST /v1/checkout/{token}/refund` acts on: the oldest claim awaiting
+    /// an address, else the newest; `None` without claims.
+    pub fn open_refund(&self) -> Option<usize> {
+        open_claim(&self.refunds)
     }
 
     /// The received entry of (chain, asset), created empty when absent.
@@ -277,5 +390,204 @@ impl Row for Invoice {
             k.push(invoice_due_key(p, self.expires_at, self.id));
         }
         k
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{decode, encode, encode_json_v1};
+
+    fn claim(status: &str, amount: u128) -> InvoiceRefund {
+        InvoiceRefund {
+            status: status.into(),
+            skip_reason: None,
+            chain: "ethereum".into(),
+            asset: "USDT".into(),
+            amount_atomic: amount,
+            payment_id: Uuid::from_u128(7),
+            from_address: "0x11".into(),
+            to_address: None,
+            payout_id: None,
+            sender_class: Some("personal".into()),
+            fee_atomic: Some(1_000),
+            failed_payouts: Vec::new(),
+        }
+    }
+
+    /// A row of before issue 41 point 5: the one claim under `refund`.
+    #[derive(Serialize)]
+    struct Before {
+        refund: Option<InvoiceRefund>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    struct Now {
+        #[serde(
+            rename = "refunds",
+            alias = "refund",
+            default,
+            deserialize_with = "read_claims"
+        )]
+        refunds: Vec<InvoiceRefund>,
+    }
+
+    #[test]
+    fn rows_written_before_refund_claims_read_as_zero_or_one_claim() {
+        let one = claim("pending", 20_000_000);
+        for bytes in [
+            encode(&Before {
+                refund: Some(one.clone()),
+            }),
+            encode_json_v1(&Before {
+                refund: Some(one.clone()),
+            }),
+        ] {
+            let got: Now = decode(&bytes).unwrap();
+            assert_eq!(got.refunds, vec![one.clone()]);
+        }
+        for bytes in [
+            encode(&Before { refund: None }),
+            encode_json_v1(&Before { refund: None }),
+        ] {
+            let got: Now = decode(&bytes).unwrap();
+            assert!(got.refunds.is_empty(), "{got:?}");
+        }
+        // A row without the key at all (as a named row may be) has no claim either.
+        #[derive(Serialize)]
+        struct Nothing {}
+        let got: Now = decode(&encode(&Nothing {})).unwrap();
+        assert!(got.refunds.is_empty());
+    }
+
+    /// A JSON tree written as the store's MessagePack writes a row: a UUID as its 16 bytes
+    /// (as `Uuid` serializes in a binary format), everything else as it is.
+    struct Packed<'a>(&'a serde_json::Value);
+
+    impl Serialize for Packed<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::{SerializeMap, SerializeSeq};
+            use serde_json::Value;
+            match self.0 {
+                Value::Null => s.serialize_none(),
+                Value::Bool(b) => s.serialize_bool(*b),
+                Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+                    (Some(u), _) => s.serialize_u64(u),
+                    (_, Some(i)) => s.serialize_i64(i),
+                    _ => s.serialize_f64(n.as_f64().unwrap_or_default()),
+                },
+                Value::String(t) => match Uuid::parse_str(t) {
+                    Ok(u) => s.serialize_bytes(u.as_bytes()),
+                    Err(_) => s.serialize_str(t),
+                },
+                Value::Array(a) => {
+                    let mut seq = s.serialize_seq(Some(a.len()))?;
+                    for v in a {
+                        seq.serialize_element(&Packed(v))?;
+                    }
+                    seq.end()
+                }
+                Value::Object(o) => {
+                    let mut m = s.serialize_map(Some(o.len()))?;
+                    for (k, v) in o {
+                        m.serialize_entry(k, &Packed(v))?;
+                    }
+                    m.end()
+                }
+            }
+        }
+    }
+
+    /// A whole invoice row as a release before issue 41 point 5 wrote it (its one claim
+    /// under `refund`), in JSON (schema 3) and MessagePack: it reads as one claim and is
+    /// written back as `refunds`.
+    #[test]
+    fn an_invoice_row_of_before_reads_its_refund_as_its_one_claim() {
+        let claim = serde_json::to_value(claim("sent", 20_000_000)).unwrap();
+        let mut row = serde_json::json!({
+            "id": Uuid::from_u128(1), "project_id": Uuid::from_u128(2),
+            "checkout_token": "ck_x", "reference_id": null, "title": null,
+            "description": null, "price_cents": 4000, "price_currency": "USD",
+            "status": "overpaid", "fee_bps": 0, "fee_fixed_cents": 0, "fee_cap_cents": 0,
+            "metadata": {}, "return_url": null, "cancel_url": null,
+            "overpayment_policy": "refund", "addresses": [], "quotes": [], "received": [],
+            "received_cents": 6000, "excess_cents": 2000, "pending_payments": 0,
+            "extensions": 0, "refund": claim, "expires_at": 1, "paid_at": 1,
+            "canceled_at": null, "expired_at": null, "created_at": 1, "updated_at": 1,
+        });
+        for bytes in [encode_json_v1(&row), encode(&Packed(&row))] {
+            let inv: Invoice = decode(&bytes).unwrap();
+            assert_eq!(inv.refunds.len(), 1);
+            assert_eq!(inv.refunds[0].amount_atomic, 20_000_000);
+            assert_eq!(inv.refunds[0].status, "sent");
+            assert!(inv.refunds[0].failed_payouts.is_empty());
+            let again: Invoice = decode(&encode(&inv)).unwrap();
+            assert_eq!(again.refunds, inv.refunds);
+            let written = serde_json::to_value(&inv).unwrap();
+            assert!(written.get("refund").is_none() && written["refunds"].is_array());
+        }
+        row["refund"] = serde_json::Value::Null;
+        let inv: Invoice = decode(&encode_json_v1(&row)).unwrap();
+        assert!(inv.refunds.is_empty());
+    }
+
+    #[test]
+    fn claims_are_written_as_a_list_and_read_back() {
+        let mut second = claim("awaiting_address", 30_000_000);
+        second.failed_payouts = vec![Uuid::from_u128(9)];
+        #[derive(Serialize)]
+        struct Written {
+            refunds: Vec<InvoiceRefund>,
+        }
+        let w = Written {
+            refunds: vec![claim("confirmed", 1), second],
+        };
+        let got: Now = decode(&encode(&w)).unwrap();
+        assert_eq!(got.refunds, w.refunds);
+        let got: Now = decode(&encode_json_v1(&w)).unwrap();
+        assert_eq!(got.refunds, w.refunds);
+    }
+
+    #[test]
+    fn the_open_claim_is_the_oldest_awaiting_an_address_else_the_newest() {
+        let mut claims = vec![claim("sent", 1), claim("confirmed", 2)];
+        assert_eq!(open_claim(&[]), None);
+        assert_eq!(open_claim(&claims), Some(1));
+        claims.push(claim("awaiting_address", 3));
+        assert_eq!(open_claim(&claims), Some(2));
+        // An older claim whose payout failed waits for an address again: it comes first.
+        claims[0].status = "awaiting_address".into();
+        assert_eq!(open_claim(&claims), Some(0));
+    }
+
+    #[test]
+    fn what_a_claim_holds_follows_its_state() {
+        let mut c = claim("awaiting_address", 20_000_000);
+        c.sender_class = None;
+        c.fee_atomic = None;
+        // Before the classification and the request: the whole gross, and it grows.
+        assert_eq!(c.held_atomic(), 20_000_000);
+        assert!(c.takes_more("ethereum", "USDT"));
+        assert!(!c.takes_more("ethereum", "USDC"));
+        c.fee_atomic = Some(1_000);
+        assert_eq!(c.held_atomic(), 20_000_000);
+        assert_eq!(c.net_atomic(), Some(19_999_000));
+        // Requested: its payout holds the net; it takes no more.
+        c.status = "pending".into();
+        c.payout_id = Some(Uuid::from_u128(1));
+        assert_eq!(c.held_atomic(), 0);
+        assert!(!c.takes_more("ethereum", "USDT"));
+        // Its payout failed: back to awaiting an address with the net held, still taking
+        // no more (more excess opens a new claim).
+        c.status = "awaiting_address".into();
+        c.payout_id = None;
+        c.failed_payouts.push(Uuid::from_u128(1));
+        assert!(c.requested());
+        assert_eq!(c.held_atomic(), 19_999_000);
+        assert!(!c.takes_more("ethereum", "USDT"));
+        for done in ["confirmed", "skipped", "failed"] {
+            c.status = done.into();
+            assert_eq!(c.held_atomic(), 0, "{done}");
+        }
     }
 }

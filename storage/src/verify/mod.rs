@@ -16,6 +16,7 @@ use crate::schema::*;
 use crate::{ReadCtx, ReadOps, Reader, StoreError};
 
 mod billing;
+mod refunds;
 use billing::check_billing;
 pub use billing::{funding_cents, payment_fee_cents};
 
@@ -35,7 +36,9 @@ pub struct Report {
 /// account is negative; every index entry points at a row that lists it; confirmed deposits
 /// carry their ledger entry; per-wallet holdings add up to the `deposits` account; event
 /// sequences are contiguous from 1 per project; conversion batches match their rows and
-/// their lock, settlement or release entries; the chain adapters' tables are consistent
+/// their lock, settlement or release entries; refund claims follow their payouts and the
+/// project's own `locked` is what its open payouts, conversions and refund claims hold
+/// ([`refunds::check_refund_holds`]); the chain adapters' tables are consistent
 /// ([`crate::chain_state::check`]).
 pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
     let mut rep = Report::default();
@@ -260,6 +263,7 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
     rep.violations.extend(bad);
 
     check_conversions(ctx, &conv_entries, &mut rep)?;
+    refunds::check_refund_holds(ctx, &stored, &conv_entries, &mut rep)?;
 
     // Counted indexes agree with their counters.
     let mut counted: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
