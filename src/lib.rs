@@ -19,6 +19,7 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod data_dir;
+pub mod handles;
 pub mod market;
 pub mod operator;
 pub mod ops;

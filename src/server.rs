@@ -306,11 +306,14 @@ async fn serve(
     outln!("appliance listening on {scheme}://{addr}{mode}");
     // The workers run on their own, lower-priority threads: under load the API's requests
     // win the cores, the workers keep their (smaller) share (docs/decisions.md, Runtime).
-    background.spawn(workers::sim_chain::run(state.clone()));
-    background.spawn(workers::maintenance::run(state.clone()));
-    background.spawn(workers::invoices::run(state.clone()));
-    background.spawn(workers::billing::run(state.clone()));
-    background.spawn(crate::webhooks::dispatcher::run(state.clone()));
+    background.spawn(workers::sim_chain::run(state.handles.clone()));
+    background.spawn(workers::maintenance::run(state.handles.clone()));
+    background.spawn(workers::invoices::run(state.handles.clone()));
+    background.spawn(workers::billing::run(state.handles.clone()));
+    background.spawn(crate::webhooks::dispatcher::run(
+        state.handles.clone(),
+        state.webhooks.clone(),
+    ));
     {
         let state = state.clone();
         tokio::spawn(async move {

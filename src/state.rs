@@ -14,47 +14,43 @@ use appliance_storage::{ScanOps, Store, StoreError};
 
 use crate::auth::{KeyCache, Pepper};
 use crate::config::Config;
+use crate::handles::{Handles, Shared};
 use crate::sealing::DataKey;
 
-/// Cheap-to-clone handle to everything a request or worker needs.
+/// Cheap-to-clone handle to everything a request needs: the shared [`Handles`] (reached
+/// through `Deref`: `state.store`, `state.registry`, ...) and what only the API uses.
 #[derive(Clone)]
 pub struct AppState(Arc<Inner>);
 
 pub struct Inner {
-    pub config: Config,
-    pub store: Store,
-    pub keys: KeyCache,
+    pub handles: Handles,
     pub pepper: Pepper,
-    /// Seals the secrets the store keeps (webhook signing secrets).
-    pub data_key: DataKey,
     pub limits: Limits,
     /// Idempotency keys whose first request is still running.
     pub inflight: Mutex<HashSet<Vec<u8>>>,
-    /// The chain registry with this config's overrides.
-    pub registry: Arc<crate::registry::Registry>,
     /// Webhook dispatcher handle, rate limits and event stream slots.
-    pub webhooks: crate::webhooks::Webhooks,
+    pub webhooks: Arc<crate::webhooks::Webhooks>,
     /// What `/readyz` and `/metrics` keep between requests.
-    pub ops: crate::ops::Ops,
-    /// Market prices: the test table in `--test` mode, `[market]` in live mode.
-    pub market: Arc<crate::market::Market>,
-    /// Test projects' simulated chains opened so far (test mode, issue 8).
-    pub sim: crate::services::sim_chain::SimChains,
+    pub ops: Arc<crate::ops::Ops>,
     /// Invoices whose checkout refund is being classified now (node reads;
     /// `api::checkout`), so one runs at a time per invoice.
     pub refund_classifying: Mutex<HashSet<Uuid>>,
     /// Checkout documents by token, kept exact by a store commit hook
     /// (`services::checkout_cache`).
     pub checkout_cache: Arc<crate::services::checkout_cache::CheckoutCache>,
-    /// Sweep rows written, heard by a store commit hook: what the senders' memories of
-    /// waiting sweeps forget (`workers::chain::waiting`).
-    pub sweep_changes: Arc<crate::workers::chain::waiting::SweepChanges>,
 }
 
 impl Deref for AppState {
     type Target = Inner;
     fn deref(&self) -> &Inner {
         &self.0
+    }
+}
+
+impl Deref for Inner {
+    type Target = Handles;
+    fn deref(&self) -> &Handles {
+        &self.handles
     }
 }
 
@@ -106,16 +102,27 @@ impl AppState {
             crate::services::checkout_cache::DEFAULT_BUDGET_BYTES,
         ));
         store.on_commit(checkout_cache.hook());
-        let sweep_changes = Arc::new(crate::workers::chain::waiting::SweepChanges::default());
+        let sweep_changes = Arc::new(crate::services::sweeps::SweepChanges::default());
         store.on_commit(sweep_changes.hook());
         let sim = crate::services::sim_chain::SimChains::default();
         sim.set_policy(crate::services::sim_chain::ChainPolicy {
             snapshot_min_ops: config.test.snapshot_min_ops,
             retain_blocks: config.test.retain_blocks,
         });
-        Ok(AppState(Arc::new(Inner {
+        let handles = Handles::new(Shared {
+            config,
+            store,
+            registry,
             market,
-            webhooks: crate::webhooks::Webhooks::new(config.webhooks.clone()),
+            sim,
+            keys,
+            data_key,
+            sweep_changes,
+        });
+        Ok(AppState(Arc::new(Inner {
+            webhooks: Arc::new(crate::webhooks::Webhooks::new(
+                handles.config.webhooks.clone(),
+            )),
             limits: Limits {
                 per_key: Mutex::new(HashMap::new()),
                 unauthenticated: RateLimiter::keyed(Quota::per_minute(unauth)),
@@ -123,18 +130,12 @@ impl AppState {
                 refund: Mutex::new(HashMap::new()),
                 public_bodies: Arc::default(),
             },
-            config,
-            store,
-            keys,
+            handles,
             pepper,
-            data_key,
             inflight: Mutex::new(HashSet::new()),
-            registry,
-            ops,
-            sim,
+            ops: Arc::new(ops),
             refund_classifying: Mutex::new(HashSet::new()),
             checkout_cache,
-            sweep_changes,
         })))
     }
 }

@@ -16,6 +16,7 @@ pub mod http_rules;
 pub mod invoices;
 pub mod market;
 pub mod openapi;
+pub mod ops;
 pub mod payouts;
 pub mod ping;
 pub mod schemas;
@@ -81,7 +82,7 @@ pub fn documented() -> OpenApiRouter<AppState> {
 /// The whole API, with request ids, the 1 MiB body limit and enveloped 404/405.
 pub fn router(state: AppState) -> Router {
     let (api, _) = documented().split_for_parts();
-    api.merge(crate::ops::router())
+    api.merge(ops::router())
         .merge(coins::assets_router())
         .merge(checkout::page_router())
         .fallback(not_found)

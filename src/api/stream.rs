@@ -82,7 +82,8 @@ async fn stream_events(
         .await?;
     let (tx, mut rx) = mpsc::channel::<stream::Frame>(64);
     tokio::spawn(stream::produce(
-        state.clone(),
+        state.handles.clone(),
+        state.webhooks.clone(),
         project,
         slot,
         commits,

@@ -32,24 +32,6 @@ pub const TARGET: &str = "appliance::access";
 /// The route label of a request that matched no route.
 pub const UNMATCHED: &str = "unmatched";
 
-/// The method as logged and counted, from a closed set: the methods of RFC 9110 and PATCH,
-/// anything else (a client may send any token, up to the header limit) `other`, so a
-/// client cannot grow the metrics or the log lines by inventing methods (issue 41).
-pub fn method_label(m: &Method) -> &'static str {
-    match *m {
-        Method::GET => "GET",
-        Method::HEAD => "HEAD",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::PATCH => "PATCH",
-        Method::DELETE => "DELETE",
-        Method::OPTIONS => "OPTIONS",
-        Method::CONNECT => "CONNECT",
-        Method::TRACE => "TRACE",
-        _ => "other",
-    }
-}
-
 /// One request's access log line and metrics, begun before its route runs and ended with
 /// its status (by `api::http_rules::edge`, inside the request-id scope).
 pub struct Entry {
@@ -78,7 +60,7 @@ impl Entry {
         let route = self.route.as_ref().map_or(UNMATCHED, |m| m.as_str());
         tracing::info!(
             target: TARGET,
-            method = %method_label(&self.method),
+            method = %super::metrics::method_label(&self.method),
             route,
             status,
             latency_ms = (latency.as_secs_f64() * 1e6).round() / 1e3,

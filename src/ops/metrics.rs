@@ -23,11 +23,29 @@ use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::Project;
 use appliance_storage::{ReadOps, ScanOps};
 
-use crate::state::AppState;
+use crate::handles::Handles;
+
+/// The method as logged and counted, from a closed set: the methods of RFC 9110 and PATCH,
+/// anything else (a client may send any token, up to the header limit) `other`, so a
+/// client cannot grow the metrics or the log lines by inventing methods (issue 41).
+pub fn method_label(m: &axum::http::Method) -> &'static str {
+    match *m {
+        axum::http::Method::GET => "GET",
+        axum::http::Method::HEAD => "HEAD",
+        axum::http::Method::POST => "POST",
+        axum::http::Method::PUT => "PUT",
+        axum::http::Method::PATCH => "PATCH",
+        axum::http::Method::DELETE => "DELETE",
+        axum::http::Method::OPTIONS => "OPTIONS",
+        axum::http::Method::CONNECT => "CONNECT",
+        axum::http::Method::TRACE => "TRACE",
+        _ => "other",
+    }
+}
 
 /// The renderer of the `metrics` facade's recorder. The facade's recorder is process-wide by
 /// the crate's design (`metrics::set_global_recorder`), so its handle is too; everything
-/// else the operations endpoints keep lives in `AppState` (`ops::Ops`, the registry).
+/// else the operations endpoints keep lives in `Handles` (`ops::Ops`, the registry).
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
 /// Latency buckets, seconds.
@@ -132,9 +150,9 @@ pub fn http_request(method: &axum::http::Method, route: &str, status: u16, laten
             std::cell::RefCell::default();
     }
     // Every label comes from a closed set (issue 41): the method from
-    // `access::method_label`, the route is a template of the router or `unmatched`, the
+    // [`method_label`], the route is a template of the router or `unmatched`, the
     // status one the appliance answered.
-    let method = super::access::method_label(method);
+    let method = method_label(method);
     let register = || {
         let route = route.to_string();
         let counter = metrics::counter!(
@@ -200,7 +218,7 @@ pub fn chain_position(chain: &str, mode: &'static str, head: u64, processed: u64
 
 /// The metrics text (Prometheus exposition format 0.0.4), with the gauges that are read
 /// from the store at scrape time refreshed first. `None` when no recorder is installed.
-pub async fn render(state: &AppState) -> Option<String> {
+pub async fn render(state: &Handles) -> Option<String> {
     let handle = HANDLE.get()?;
     let now = Instant::now();
     for c in state.registry.chains.iter() {

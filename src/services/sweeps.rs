@@ -3,12 +3,15 @@
 //! moves the amount `deposits` -> `in_transit` on submission and `in_transit` -> `treasury`
 //! on confirmation.
 
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
 use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
 use appliance_storage::records::{Sweep, SweepStatus, Wallet};
-use appliance_storage::{Delta, ReadOps, StoreError, WriteCtx};
+use appliance_storage::{CommitHook, Delta, ReadOps, StoreError, Touched, WriteCtx};
 
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
@@ -384,4 +387,88 @@ pub fn follow_hash(
         }
     }
     Ok(())
+}
+
+/// Sweep rows written since the start, newest last, at most [`SweepChanges::CAPACITY`] of
+/// them: what the commit hook heard, for the chain senders to read from their own position
+/// (`workers::chain::waiting`).
+#[derive(Default)]
+pub struct SweepChanges {
+    log: Mutex<ChangeLog>,
+}
+
+#[derive(Default)]
+struct ChangeLog {
+    /// Position after the newest entry (entries ever pushed).
+    end: u64,
+    /// The newest entries; `ids[i]` is at position `end - ids.len() + i`.
+    ids: VecDeque<Uuid>,
+}
+
+impl SweepChanges {
+    /// Entries kept (16 B each): a sender further behind than this reads every open sweep.
+    pub const CAPACITY: usize = 65_536;
+
+    /// The store's commit hook that logs every sweep row a committed batch wrote.
+    pub fn hook(self: &Arc<Self>) -> CommitHook {
+        let me = self.clone();
+        Arc::new(move |touched: &[Touched]| {
+            let mut sweeps = touched.iter().filter(|t| t.is::<Sweep>()).peekable();
+            if sweeps.peek().is_none() {
+                return;
+            }
+            let mut log = me.log.lock().unwrap_or_else(|e| e.into_inner());
+            for t in sweeps {
+                log.push(t.id);
+            }
+        })
+    }
+
+    /// The position after the newest entry: read it before a pass reads the store.
+    pub fn position(&self) -> u64 {
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).end
+    }
+
+    /// The sweeps written from position `from` to the end, and the end; `None` when some
+    /// of them are no longer kept.
+    pub(crate) fn since(&self, from: u64) -> Option<(Vec<Uuid>, u64)> {
+        let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        let first = log.end - log.ids.len() as u64;
+        if from < first || from > log.end {
+            return None;
+        }
+        let skip = (from - first) as usize;
+        Some((log.ids.iter().skip(skip).copied().collect(), log.end))
+    }
+}
+
+impl ChangeLog {
+    fn push(&mut self, id: Uuid) {
+        if self.ids.len() == SweepChanges::CAPACITY {
+            self.ids.pop_front();
+        }
+        self.ids.push_back(id);
+        self.end += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_keeps_the_newest_entries_at_their_positions() {
+        let c = SweepChanges::default();
+        let ids: Vec<Uuid> = (0..5).map(|_| Uuid::now_v7()).collect();
+        {
+            let mut log = c.log.lock().unwrap();
+            for id in &ids {
+                log.push(*id);
+            }
+        }
+        assert_eq!(c.position(), 5);
+        assert_eq!(c.since(2), Some((ids[2..].to_vec(), 5)));
+        assert_eq!(c.since(5), Some((vec![], 5)));
+        assert_eq!(c.since(6), None);
+    }
 }

@@ -11,7 +11,7 @@
 //! - [`signature`]: the Stripe-compatible `Service-Signature` header.
 //! - [`stream`]: the server-sent event stream.
 //!
-//! [`Webhooks`] is the handle the API and the workers share (in `AppState`): the dispatcher's
+//! [`Webhooks`] is the handle the API and the workers share (in `Handles`): the dispatcher's
 //! wake-ups, the per-project test and replay rate limits and the stream slots.
 
 pub mod dispatcher;

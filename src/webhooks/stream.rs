@@ -17,8 +17,8 @@ use uuid::Uuid;
 use appliance_storage::records::Event;
 use appliance_storage::{CommitNotice, ReadCtx, ReadOps, StoreError};
 
+use crate::handles::Handles;
 use crate::registry::Registry;
-use crate::state::AppState;
 use crate::views::{self, ts};
 use crate::webhooks::StreamSlot;
 
@@ -122,7 +122,8 @@ fn event_frame(reg: &Registry, e: &Event) -> Frame {
 /// Writes the stream's frames into `tx` until the client leaves, the stream ages out or the
 /// server stops. `commits` must have been subscribed before `start` was computed.
 pub async fn produce(
-    state: AppState,
+    state: Handles,
+    hooks: std::sync::Arc<crate::webhooks::Webhooks>,
     project: Uuid,
     slot: StreamSlot,
     mut commits: broadcast::Receiver<CommitNotice>,
@@ -130,7 +131,7 @@ pub async fn produce(
     tx: mpsc::Sender<Frame>,
 ) {
     let _slot = slot;
-    let mut shutdown: watch::Receiver<bool> = state.webhooks.shutdown_signal();
+    let mut shutdown: watch::Receiver<bool> = hooks.shutdown_signal();
     let ready = json!({ "cursor": start.latest, "replay_truncated": start.truncated });
     if tx.send(Frame::new("ready", ready)).await.is_err() {
         return;
@@ -171,7 +172,7 @@ pub async fn produce(
 /// Sends every event after `cursor`, oldest first, moving the cursor. `Err` when the client
 /// is gone or the store failed (the stream ends; the client resumes).
 async fn catch_up(
-    state: &AppState,
+    state: &Handles,
     project: Uuid,
     cursor: &mut u64,
     tx: &mpsc::Sender<Frame>,

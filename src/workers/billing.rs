@@ -12,8 +12,8 @@ use std::time::Duration;
 use appliance_storage::records::{BillingAccount, Project};
 use appliance_storage::{ReadOps, ScanOps};
 
+use crate::handles::Handles;
 use crate::services::{billing, Scope};
-use crate::state::AppState;
 
 /// How often the worker looks for months to settle.
 pub const PASS_INTERVAL: Duration = Duration::from_secs(2);
@@ -22,7 +22,7 @@ pub const PASS_INTERVAL: Duration = Duration::from_secs(2);
 const AWAITING_PER_PASS: usize = 100;
 
 /// Runs forever: one pass at start, then every [`PASS_INTERVAL`].
-pub async fn run(state: AppState) {
+pub async fn run(state: Handles) {
     loop {
         if let Err(e) = pass(&state).await {
             tracing::warn!(error = %e, "monthly minimum pass failed; retried on the next pass");
@@ -36,7 +36,7 @@ pub async fn run(state: AppState) {
 
 /// Settles every project with an unsettled month behind its clock. Returns the number of
 /// entries written.
-pub async fn pass(state: &AppState) -> anyhow::Result<usize> {
+pub async fn pass(state: &Handles) -> anyhow::Result<usize> {
     let accounts = state.store.read(|r| r.all::<BillingAccount>()).await?;
     let mut written = 0;
     for a in accounts {
@@ -71,7 +71,7 @@ pub async fn pass(state: &AppState) -> anyhow::Result<usize> {
 /// Credits the confirmed funding transfers that await a usable spot price, for those whose
 /// price the market has now (read outside the store transaction, fetched when the cache
 /// holds none). Returns the number credited.
-pub async fn credit_awaiting(state: &AppState) -> anyhow::Result<usize> {
+pub async fn credit_awaiting(state: &Handles) -> anyhow::Result<usize> {
     let ids = state
         .store
         .read(|r| {

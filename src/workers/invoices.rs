@@ -25,8 +25,8 @@ use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::Project;
 use appliance_storage::ReadOps;
 
+use crate::handles::Handles;
 use crate::services::{invoices, Scope};
-use crate::state::AppState;
 
 /// Invoices expired per store transaction: at about half a millisecond of the writer each
 /// (release build, docs/performance.md), a transaction stays near 15 ms.
@@ -56,7 +56,7 @@ fn projects_with_due(r: &impl ReadOps) -> Result<Vec<Uuid>, appliance_storage::S
 
 /// Expires up to [`BATCH`] due invoices of `project` in one transaction. Returns how many
 /// were due (fewer than [`BATCH`]: nothing more is due now).
-pub async fn expire_batch(state: &AppState, project: Uuid) -> anyhow::Result<usize> {
+pub async fn expire_batch(state: &Handles, project: Uuid) -> anyhow::Result<usize> {
     let reg = state.registry.clone();
     let attempts = state.config.webhooks.max_attempts();
     crate::workers::chain::write(state, move |ctx| {
@@ -77,7 +77,7 @@ pub async fn expire_batch(state: &AppState, project: Uuid) -> anyhow::Result<usi
 /// [`BATCH`] each, until none has more due; after each transaction the worker pauses as
 /// long as it took (at least [`MIN_PAUSE`]), so request commits interleave with a backlog.
 /// Returns how many were due in all.
-pub async fn pass(state: &AppState) -> anyhow::Result<usize> {
+pub async fn pass(state: &Handles) -> anyhow::Result<usize> {
     let mut projects = state.store.read(projects_with_due).await?;
     let mut total = 0;
     while !projects.is_empty() {
@@ -100,7 +100,7 @@ pub async fn pass(state: &AppState) -> anyhow::Result<usize> {
 }
 
 /// The worker: a pass every second.
-pub async fn run(state: AppState) {
+pub async fn run(state: Handles) {
     loop {
         if let Err(e) = pass(&state).await {
             tracing::warn!(error = %e, "invoice expiry pass failed");

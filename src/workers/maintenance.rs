@@ -5,11 +5,11 @@ use std::time::Duration;
 use appliance_storage::records::ApiKey;
 use appliance_storage::ReadOps;
 
+use crate::handles::Handles;
 use crate::services::IDEMPOTENCY_TTL_US;
-use crate::state::AppState;
 
 /// Writes counted key uses (`last_used_at`, `use_count`) to the store.
-pub async fn flush_usage(state: &AppState) {
+pub async fn flush_usage(state: &Handles) {
     let usage = state.keys.take_usage();
     if usage.is_empty() {
         return;
@@ -36,7 +36,7 @@ pub async fn flush_usage(state: &AppState) {
 }
 
 /// Every 10 s: key usage; every minute: up to 10,000 expired idempotency records.
-pub async fn run(state: AppState) {
+pub async fn run(state: Handles) {
     let mut tick = 0u64;
     loop {
         tokio::time::sleep(Duration::from_secs(10)).await;

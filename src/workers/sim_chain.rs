@@ -22,8 +22,8 @@ use appliance_chains::evm::watcher::Cursor;
 use appliance_chains::evm::B256;
 use appliance_chains::sim::HOLD_LIMIT;
 
+use crate::handles::Handles;
 use crate::services::sim_chain::{self, Drive, DriveAction, SimHandle, SimOpenError};
-use crate::state::AppState;
 use crate::workers::chain::reconcile::track_depth;
 use crate::workers::chain::sender::send_step;
 use crate::workers::chain::store::{load_watch, save_watch};
@@ -56,7 +56,7 @@ struct SimWorker {
 type Workers = Arc<std::sync::Mutex<HashMap<(Uuid, &'static str), Arc<Mutex<SimWorker>>>>>;
 
 /// Writes every chain's deferred empty blocks (the periodic flush, and at shutdown).
-pub async fn flush(state: &AppState) {
+pub async fn flush(state: &Handles) {
     for h in state.sim.all() {
         if let Err(e) = h.flush(&state.store).await {
             tracing::warn!(error = %e, chain = h.chain, project = %h.project, "writing simulated blocks failed");
@@ -65,7 +65,7 @@ pub async fn flush(state: &AppState) {
 }
 
 fn worker_for(
-    state: &AppState,
+    state: &Handles,
     workers: &Workers,
     h: &SimHandle,
 ) -> anyhow::Result<Arc<Mutex<SimWorker>>> {
@@ -100,12 +100,12 @@ fn worker_for(
 /// Runs the watcher until it has caught up with the head, then one sender pass (each
 /// failure is logged; the next drive retries), then tells the chain which blocks the
 /// worker still needs ([`hold`]).
-async fn catch_up(state: &AppState, h: &SimHandle, sw: &mut SimWorker) {
+async fn catch_up(state: &Handles, h: &SimHandle, sw: &mut SimWorker) {
     watch_and_send(state, sw).await;
     hold(state, h, sw).await;
 }
 
-async fn watch_and_send(state: &AppState, sw: &mut SimWorker) {
+async fn watch_and_send(state: &Handles, sw: &mut SimWorker) {
     for _ in 0..MAX_PASSES {
         match watch_step(state, &sw.w, &mut sw.checked, &mut sw.watched).await {
             Ok(true) => break,
@@ -149,7 +149,7 @@ fn sender_needs_from(w: &ChainWorker, head: u64) -> u64 {
 /// (it lags more than `HOLD_LIMIT` blocks) has its watcher moved up to the blocks held
 /// ([`skip_to`]), logged as an error; its sends mined in pruned blocks stay as the
 /// reconciler leaves a nonce it cannot find (logged on every pass).
-async fn hold(state: &AppState, h: &SimHandle, sw: &SimWorker) {
+async fn hold(state: &Handles, h: &SimHandle, sw: &SimWorker) {
     let key = sw.w.key.clone();
     let cursor = match state.store.read(move |r| load_watch(r, &key)).await {
         Ok(ws) => ws.cursor.height,
@@ -186,7 +186,7 @@ async fn hold(state: &AppState, h: &SimHandle, sw: &SimWorker) {
 /// the position [`held_from`] gives a watcher that never ran, for one that fell behind the
 /// chain's held history (more than `HOLD_LIMIT` blocks, or held by a build without the
 /// hold). What it skips was credited as the `held_from` rule says.
-async fn skip_to(state: &AppState, w: &ChainWorker, floor: (u64, B256)) -> anyhow::Result<()> {
+async fn skip_to(state: &Handles, w: &ChainWorker, floor: (u64, B256)) -> anyhow::Result<()> {
     let key = w.key.clone();
     crate::workers::chain::write(state, move |ctx| {
         let mut ws = load_watch(ctx, &key)?;
@@ -216,7 +216,7 @@ async fn held_from(h: &SimHandle) -> u64 {
 /// One driven change of a chain: worker catch-up, the action, catch-up again. `timer`: a
 /// timer block (`step_ms` apart from the previous one, deferred when empty).
 async fn drive(
-    state: &AppState,
+    state: &Handles,
     workers: &Workers,
     h: &Arc<SimHandle>,
     action: DriveAction,
@@ -242,7 +242,7 @@ async fn drive(
 
 /// Opens the chains that have stored operations, serves drive requests, and mines one
 /// block on every opened chain every `test.block_interval_ms`.
-pub async fn run(state: AppState) {
+pub async fn run(state: Handles) {
     let interval_ms = state.config.test.block_interval_ms.max(10);
     let interval = Duration::from_millis(interval_ms);
     let workers: Workers = Default::default();

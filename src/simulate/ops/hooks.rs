@@ -189,6 +189,7 @@ impl Sim {
         let mut seen = 0;
         let n = crate::webhooks::dispatcher::deliver_due(
             &self.node().state,
+            &self.node().state.webhooks,
             500,
             |url, body, header| {
                 seen += 1;

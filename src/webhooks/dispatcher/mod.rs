@@ -22,6 +22,7 @@ mod resolve;
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{broadcast, mpsc};
@@ -31,10 +32,10 @@ use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::WebhookDelivery;
 use appliance_storage::{now_us, ReadOps};
 
+use crate::handles::Handles;
 use crate::services::webhook_deliveries::{Outcome as Recording, OutcomeKind};
-use crate::state::AppState;
 use crate::webhooks::sender::Sender;
-use crate::webhooks::Poke;
+use crate::webhooks::{Poke, Webhooks};
 
 use outcomes::{
     attempt, cancel_rest, finish_purges, record_outcomes, Committed, Outcome, OUTCOME_BATCH,
@@ -56,13 +57,13 @@ const RESCAN_EVERY: Duration = Duration::from_secs(60);
 const RESCAN_GAP: Duration = Duration::from_secs(1);
 
 /// Starts the dispatcher and its outcome writer; runs until the store closes.
-pub async fn run(state: AppState) {
-    let Some(pokes) = state.webhooks.take_pokes() else {
+pub async fn run(state: Handles, hooks: Arc<Webhooks>) {
+    let Some(pokes) = hooks.take_pokes() else {
         tracing::error!("the webhook dispatcher was started twice");
         return;
     };
-    let cfg = &state.webhooks.config;
-    let sender = match Sender::new(cfg.allow_private_targets, state.webhooks.timeout()) {
+    let cfg = hooks.config.clone();
+    let sender = match Sender::new(cfg.allow_private_targets, hooks.timeout()) {
         Ok(s) => s,
         Err(e) => {
             tracing::error!(error = %e, "webhook HTTP client could not be built; webhooks are not sent");
@@ -71,7 +72,12 @@ pub async fn run(state: AppState) {
     };
     let (out_tx, out_rx) = mpsc::channel::<Outcome>(OUTCOME_BATCH * 4);
     let (done_tx, done_rx) = mpsc::unbounded_channel::<Committed>();
-    tokio::spawn(record_outcomes(state.clone(), out_rx, done_tx));
+    tokio::spawn(record_outcomes(
+        state.clone(),
+        cfg.retry_schedule_s.clone(),
+        out_rx,
+        done_tx,
+    ));
     tokio::spawn(finish_purges(state.clone()));
     let (finished_tx, finished_rx) = mpsc::unbounded_channel::<Uuid>();
     let d = Dispatcher {
@@ -83,6 +89,7 @@ pub async fn run(state: AppState) {
         parked_len: 0,
         finished: finished_tx,
         state,
+        hooks,
         sender,
         outcomes: out_tx,
         schedule: BTreeSet::new(),
@@ -103,7 +110,9 @@ fn per_endpoint_limit(max_concurrency: usize) -> usize {
 }
 
 struct Dispatcher {
-    state: AppState,
+    state: Handles,
+    /// The webhook handle the API pokes and the dispatcher answers (rescans).
+    hooks: Arc<Webhooks>,
     sender: Sender,
     outcomes: mpsc::Sender<Outcome>,
     /// Due times of deliveries known to be open, earliest first.
@@ -148,7 +157,7 @@ impl Dispatcher {
                 continue;
             }
             let wake = self.next_wake(rescan_at);
-            let state = self.state.clone();
+            let hooks = self.hooks.clone();
             tokio::select! {
                 r = commits.recv() => match r {
                     Ok(n) => {
@@ -177,7 +186,7 @@ impl Dispatcher {
                         match p {
                             Poke::Deliveries(v) => ids.extend(v),
                             Poke::Resumed(_) => {
-                                state.webhooks.rescan.store(true, Ordering::SeqCst)
+                                hooks.rescan.store(true, Ordering::SeqCst)
                             }
                         }
                         next = pokes.try_recv().ok();
@@ -202,7 +211,7 @@ impl Dispatcher {
                         next = finished.try_recv().ok();
                     }
                 }
-                _ = state.webhooks.rescan_wake.notified() => {}
+                _ = hooks.rescan_wake.notified() => {}
                 _ = tokio::time::sleep_until(wake) => {}
             }
         }
@@ -210,13 +219,13 @@ impl Dispatcher {
 
     fn lagged(&mut self) {
         tracing::warn!("webhook dispatcher fell behind the commit notices; rescanning");
-        self.state.webhooks.rescan.store(true, Ordering::SeqCst);
+        self.hooks.rescan.store(true, Ordering::SeqCst);
     }
 
     /// When the next rescan is due: soon after one was asked for (memory dropped work that
     /// it now has room for, notices were lost, an endpoint resumed), else the safety net.
     fn rescan_at(&self) -> Instant {
-        let asked = self.state.webhooks.rescan.load(Ordering::SeqCst)
+        let asked = self.hooks.rescan.load(Ordering::SeqCst)
             || (self.overflow
                 && self.schedule.len() < MAX_SCHEDULED / 2
                 && self.queued() < MAX_WAITING / 2);
@@ -305,7 +314,7 @@ impl Dispatcher {
             Ok(v) => v,
             Err(e) => {
                 tracing::error!(error = %e, "webhook dispatcher could not read its work; rescanning");
-                self.state.webhooks.rescan.store(true, Ordering::SeqCst);
+                self.hooks.rescan.store(true, Ordering::SeqCst);
                 return;
             }
         };
@@ -457,7 +466,7 @@ impl Dispatcher {
     /// Loads open deliveries from the due index, earliest first, up to the memory bound.
     async fn rescan(&mut self) {
         self.last_rescan = Instant::now();
-        self.state.webhooks.rescan.store(false, Ordering::SeqCst);
+        self.hooks.rescan.store(false, Ordering::SeqCst);
         let room = MAX_SCHEDULED.saturating_sub(self.schedule.len());
         let limit = room + self.scheduled.len() + self.inflight.len();
         let prefix = index::prefix(IndexTag::WebhookDeliveriesDue, Uuid::nil(), &[]);
@@ -493,7 +502,8 @@ impl Dispatcher {
 /// timers and no concurrency deciding anything; `send` gets the URL, the body and its
 /// signature header.
 pub async fn deliver_due(
-    state: &AppState,
+    state: &Handles,
+    hooks: &Webhooks,
     limit: usize,
     mut send: impl FnMut(&str, &str, &str) -> crate::webhooks::sender::AttemptResult,
 ) -> anyhow::Result<usize> {
@@ -567,7 +577,7 @@ pub async fn deliver_due(
         }
     }
     let n = recordings.len();
-    let schedule = state.webhooks.config.retry_schedule_s.clone();
+    let schedule = hooks.config.retry_schedule_s.clone();
     let rec = state
         .store
         .write(move |ctx| {

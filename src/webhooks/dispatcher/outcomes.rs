@@ -10,9 +10,9 @@ use uuid::Uuid;
 
 use appliance_storage::now_us;
 
+use crate::handles::Handles;
 use crate::services::webhook_deliveries::{self, AttemptReport, OutcomeKind};
 use crate::services::webhook_endpoints;
-use crate::state::AppState;
 use crate::views::delivery_ref;
 use crate::webhooks::sender::Sender;
 use crate::webhooks::{envelope, signature};
@@ -77,11 +77,12 @@ pub(super) async fn attempt(sender: &Sender, job: Job) -> Outcome {
 
 /// Writes outcomes in batches, then tells the dispatcher what was committed.
 pub(super) async fn record_outcomes(
-    state: AppState,
+    state: Handles,
+    retry_schedule_s: Vec<u64>,
     mut rx: mpsc::Receiver<Outcome>,
     done: mpsc::UnboundedSender<Committed>,
 ) {
-    let schedule = Arc::new(state.webhooks.config.retry_schedule_s.clone());
+    let schedule = Arc::new(retry_schedule_s);
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         while batch.len() < OUTCOME_BATCH {
@@ -152,7 +153,7 @@ pub(super) fn retry_delay_us(schedule: &[u64], attempts_made: u32) -> i64 {
 }
 
 /// Cancels the rest of a disabled endpoint's open deliveries, a chunk per transaction.
-pub(super) async fn cancel_rest(state: AppState, project: Uuid, endpoint: Uuid) {
+pub(super) async fn cancel_rest(state: Handles, project: Uuid, endpoint: Uuid) {
     loop {
         match state
             .store
@@ -170,7 +171,7 @@ pub(super) async fn cancel_rest(state: AppState, project: Uuid, endpoint: Uuid) 
 }
 
 /// Finishes deleting the deliveries of endpoints deleted before a crash.
-pub(super) async fn finish_purges(state: AppState) {
+pub(super) async fn finish_purges(state: Handles) {
     let pending = match state.store.read(webhook_endpoints::pending_purges).await {
         Ok(p) => p,
         Err(e) => {
@@ -184,7 +185,7 @@ pub(super) async fn finish_purges(state: AppState) {
 }
 
 /// Removes a deleted endpoint's deliveries, a chunk per transaction.
-pub async fn purge(state: &AppState, project: Uuid, endpoint: Uuid) {
+pub async fn purge(state: &Handles, project: Uuid, endpoint: Uuid) {
     loop {
         match state
             .store

@@ -1,5 +1,5 @@
 //! Conversion batches on chain (DECISIONS.md section 14): each open batch's next step is a
-//! send saga of the master wallet, like payouts and sweeps (`sender::send_new`: intent,
+//! send saga of the master wallet, like payouts and sweeps (`send::send_new`: intent,
 //! nonce and signed transaction stored before the broadcast).
 //!
 //! * `approving`: the router's allowance of the input token is read; when it covers the
@@ -27,13 +27,13 @@ use appliance_storage::records::{
 };
 use appliance_storage::ReadOps;
 
-use super::sender::{policy, send_new, work_ids};
+use super::send::{policy, send_new, work_ids};
 use super::store::{pending_txs, OutKind};
 use super::{clean, write, ChainWorker, Master};
+use crate::handles::Handles;
 use crate::services::conversions::{self, coin, ConversionRequest};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
 use crate::services::Scope;
-use crate::state::AppState;
 
 /// Most batches one pass advances.
 const MAX_PER_PASS: usize = 16;
@@ -44,7 +44,7 @@ const SWAP_DEADLINE_S: u64 = 1_800;
 
 /// Whether a transaction of `kind` for batch `id` is still followed (not final).
 async fn in_flight(
-    state: &AppState,
+    state: &Handles,
     c: &ChainWorker,
     kind: OutKind,
     id: Uuid,
@@ -67,7 +67,7 @@ const MAX_QUEUED_PER_PASS: usize = 5_000;
 /// are due (`conversions::batch_due`) and the treasury holds them free (swept). The quote is
 /// read from the DEX before the planning transaction; a DEX that cannot quote leaves the
 /// rows queued for the next pass.
-async fn plan_queued(state: &AppState, c: &ChainWorker) -> anyhow::Result<()> {
+async fn plan_queued(state: &Handles, c: &ChainWorker) -> anyhow::Result<()> {
     let chain = c.chain;
     let ws = c.scope;
     let ids = work_ids(state, IndexTag::ConversionsQueued).await?;
@@ -162,7 +162,7 @@ async fn plan_queued(state: &AppState, c: &ChainWorker) -> anyhow::Result<()> {
 
 /// Plans due automatic rows, then advances this chain's open batches by one step each.
 pub(super) async fn send_conversions(
-    state: &AppState,
+    state: &Handles,
     c: &ChainWorker,
     m: &Master,
 ) -> anyhow::Result<()> {
@@ -367,7 +367,7 @@ pub(super) async fn send_conversions(
 /// The executed output of a mined successful swap of batch `id`, from its receipt's logs
 /// (`None` when the batch or the logs cannot tell: the settlement waits).
 pub(super) async fn swap_output(
-    state: &AppState,
+    state: &Handles,
     c: &ChainWorker,
     m: &Master,
     id: Uuid,

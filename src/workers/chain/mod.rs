@@ -15,6 +15,7 @@
 
 pub mod convert;
 pub mod reconcile;
+pub mod send;
 pub mod sender;
 pub mod store;
 pub mod waiting;
@@ -35,11 +36,11 @@ use appliance_signer::Signer;
 use appliance_storage::records::{Mode, Project};
 use appliance_storage::{ReadOps, WriteCtx, WriteError};
 
+use crate::handles::Handles;
 use crate::registry::Registry;
 use crate::services::chains::AdapterHealth;
 use crate::services::error::Fault;
 use crate::services::Scope;
-use crate::state::AppState;
 
 /// Longest back-off after node errors.
 pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -181,7 +182,7 @@ impl Master {
 /// Builds the live chains' clients from config, checks every node's chain id (a mismatch
 /// refuses the start; an unreachable node is checked again by its watcher) and spawns one
 /// worker per chain over every live project.
-pub async fn start(state: &AppState, signer: Arc<Signer>) -> anyhow::Result<()> {
+pub async fn start(state: &Handles, signer: Arc<Signer>) -> anyhow::Result<()> {
     let reg = state.registry.clone();
     let master = Master::of(signer);
     let mut workers = Vec::new();
@@ -231,12 +232,12 @@ pub async fn start(state: &AppState, signer: Arc<Signer>) -> anyhow::Result<()> 
 }
 
 /// Runs one worker (its watcher and its sender) until the process ends.
-pub fn spawn(state: &AppState, w: ChainWorker, master: Master) {
+pub fn spawn(state: &Handles, w: ChainWorker, master: Master) {
     tokio::spawn(watcher::watch_loop(state.clone(), w.clone()));
     tokio::spawn(sender::send_loop(state.clone(), w, master));
 }
 
-pub(crate) async fn write<T, F>(state: &AppState, f: F) -> anyhow::Result<T>
+pub(crate) async fn write<T, F>(state: &Handles, f: F) -> anyhow::Result<T>
 where
     F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<T, Fault> + Send + 'static,
     T: Send + 'static,
@@ -319,7 +320,7 @@ pub(crate) struct ChainIdMismatch {
 
 /// Records the live adapter's health of `chain` in the state's registry (shown as the
 /// chain's status in `GET /v1/chains`); a test project's worker reports nothing.
-pub(crate) fn set_health(state: &AppState, w: &ChainWorker, h: AdapterHealth) {
+pub(crate) fn set_health(state: &Handles, w: &ChainWorker, h: AdapterHealth) {
     if !w.reports_health() {
         return;
     }

@@ -10,7 +10,7 @@
 //! - its amount (`min(sweep amount, holding)`) and its request flag: the amount only rises
 //!   through a write of the sweep row (a credit adds to it, `POST /v1/sweeps` rewrites it
 //!   before it records the request), and every row write is named to the store's commit
-//!   hooks ([`SweepChanges::hook`]). A holding that falls only lowers the amount, and a
+//!   hooks (`SweepChanges::hook`). A holding that falls only lowers the amount, and a
 //!   lower amount waits too (down to 0, which a full pass then skips as `nothing_to_sweep`);
 //! - the price: [`crate::market::Market::generation`] moves with every price stored;
 //! - the chain's threshold and the project's mode: fixed while the process runs.
@@ -31,79 +31,16 @@
 //! and about a quarter of a core at 1M in test mode while the sender worked through a
 //! backlog 64 sweeps a pass.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::ops::Bound;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use appliance_storage::records::Sweep;
-use appliance_storage::{CommitHook, Touched};
 use uuid::Uuid;
+
+pub use crate::services::sweeps::SweepChanges;
 
 /// Longest time a waiting sweep goes unread: a pass after this reads every open sweep.
 pub const FULL_PASS_EVERY: Duration = Duration::from_secs(60);
-
-/// Sweep rows written since the start, newest last, at most [`SweepChanges::CAPACITY`] of
-/// them: what the commit hook heard, for the senders to read from their own position.
-#[derive(Default)]
-pub struct SweepChanges {
-    log: Mutex<ChangeLog>,
-}
-
-#[derive(Default)]
-struct ChangeLog {
-    /// Position after the newest entry (entries ever pushed).
-    end: u64,
-    /// The newest entries; `ids[i]` is at position `end - ids.len() + i`.
-    ids: VecDeque<Uuid>,
-}
-
-impl SweepChanges {
-    /// Entries kept (16 B each): a sender further behind than this reads every open sweep.
-    pub const CAPACITY: usize = 65_536;
-
-    /// The store's commit hook that logs every sweep row a committed batch wrote.
-    pub fn hook(self: &Arc<Self>) -> CommitHook {
-        let me = self.clone();
-        Arc::new(move |touched: &[Touched]| {
-            let mut sweeps = touched.iter().filter(|t| t.is::<Sweep>()).peekable();
-            if sweeps.peek().is_none() {
-                return;
-            }
-            let mut log = me.log.lock().unwrap_or_else(|e| e.into_inner());
-            for t in sweeps {
-                log.push(t.id);
-            }
-        })
-    }
-
-    /// The position after the newest entry: read it before a pass reads the store.
-    pub fn position(&self) -> u64 {
-        self.log.lock().unwrap_or_else(|e| e.into_inner()).end
-    }
-
-    /// The sweeps written from position `from` to the end, and the end; `None` when some
-    /// of them are no longer kept.
-    fn since(&self, from: u64) -> Option<(Vec<Uuid>, u64)> {
-        let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
-        let first = log.end - log.ids.len() as u64;
-        if from < first || from > log.end {
-            return None;
-        }
-        let skip = (from - first) as usize;
-        Some((log.ids.iter().skip(skip).copied().collect(), log.end))
-    }
-}
-
-impl ChangeLog {
-    fn push(&mut self, id: Uuid) {
-        if self.ids.len() == SweepChanges::CAPACITY {
-            self.ids.pop_front();
-        }
-        self.ids.push_back(id);
-        self.end += 1;
-    }
-}
 
 /// One sender's memory of the open sweeps it found waiting (module doc): the queue of the
 /// sweeps its next pass looks at.
@@ -215,6 +152,9 @@ impl WaitingSweeps {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use appliance_storage::records::Sweep;
+    use appliance_storage::Touched;
+    use std::sync::Arc;
 
     fn touched_sweep(id: Uuid) -> Touched {
         Touched {
@@ -331,21 +271,5 @@ mod tests {
         assert!(!w.begin_pass(&changes, 8, t1 + Duration::from_secs(2)));
         assert_eq!(queue(&w), vec![e]);
         assert!(w.skips(&a));
-    }
-
-    #[test]
-    fn the_log_keeps_the_newest_entries_at_their_positions() {
-        let c = SweepChanges::default();
-        let ids: Vec<Uuid> = (0..5).map(|_| Uuid::now_v7()).collect();
-        {
-            let mut log = c.log.lock().unwrap();
-            for id in &ids {
-                log.push(*id);
-            }
-        }
-        assert_eq!(c.position(), 5);
-        assert_eq!(c.since(2), Some((ids[2..].to_vec(), 5)));
-        assert_eq!(c.since(5), Some((vec![], 5)));
-        assert_eq!(c.since(6), None);
     }
 }

@@ -34,14 +34,14 @@ use appliance_signer::SigningPolicy;
 use appliance_storage::records::{Payout, PayoutStatus, Project, Sweep, SweepStatus};
 use appliance_storage::{ChainStateOps, ReadOps, WriteCtx};
 
-use super::sender::{crash_point, send_new};
+use super::send::{crash_point, send_new};
 use super::store::{
     decode_tx, pending_nonces, put_tx, row_for_log, stored_nonce, MinedAt, OutKind, OutTx,
 };
 use super::{clean, hex32, write, ChainWorker, Master, Scopes};
+use crate::handles::Handles;
 use crate::services::error::Fault;
 use crate::services::{conversions, payouts, sweeps};
-use crate::state::AppState;
 
 /// Blocks a settled transaction stays followed after the block that mined it: twice the
 /// confirmations, at least 32. A reorg deeper than this is beyond what the sender repairs
@@ -153,7 +153,7 @@ struct View {
 /// filler, a fee bump, a re-plan, a gap repair) wrote rows on its own: the sender's
 /// funding check (`sender::Unmined`) then reads them again.
 pub async fn reconcile(
-    state: &AppState,
+    state: &Handles,
     c: &ChainWorker,
     m: &Master,
 ) -> anyhow::Result<Option<Vec<OutTx>>> {
@@ -229,7 +229,7 @@ async fn find_receipt(
     Ok(None)
 }
 
-async fn save(state: &AppState, c: &ChainWorker, tx: OutTx) -> anyhow::Result<()> {
+async fn save(state: &Handles, c: &ChainWorker, tx: OutTx) -> anyhow::Result<()> {
     let key = c.key.clone();
     write(state, move |ctx| put_row(ctx, &key, &tx)).await
 }
@@ -279,7 +279,7 @@ impl Batch {
     /// resource cannot hold back the rest; the first failure then ends the pass, as it did
     /// before writes were gathered. Every operation re-checks its resource's state, so
     /// writing one again is harmless.
-    async fn flush(&mut self, state: &AppState, c: &ChainWorker) -> anyhow::Result<()> {
+    async fn flush(&mut self, state: &Handles, c: &ChainWorker) -> anyhow::Result<()> {
         if self.ops.is_empty() {
             return Ok(());
         }
@@ -324,7 +324,7 @@ struct BatchEnv {
 }
 
 impl BatchEnv {
-    fn of(state: &AppState, c: &ChainWorker) -> BatchEnv {
+    fn of(state: &Handles, c: &ChainWorker) -> BatchEnv {
         BatchEnv {
             key: c.key.clone(),
             reg: state.registry.clone(),
@@ -356,7 +356,7 @@ fn apply_op(
 }
 
 async fn track(
-    state: &AppState,
+    state: &Handles,
     c: &ChainWorker,
     m: &Master,
     v: &View,
@@ -520,7 +520,7 @@ enum PayoutTurn {
 
 /// Writes a payout's turn and its row (settled as it now is) in one transaction.
 async fn payout_outcome(
-    state: &AppState,
+    state: &Handles,
     c: &ChainWorker,
     mut tx: OutTx,
     turn: PayoutTurn,

@@ -4,7 +4,7 @@
 use super::*;
 
 /// The signing policy of the sender's own housekeeping transactions (fillers, the factory).
-fn service_policy(state: &AppState) -> SigningPolicy {
+fn service_policy(state: &Handles) -> SigningPolicy {
     SigningPolicy {
         service: state.config.signing.enabled,
         project: true,
@@ -22,7 +22,7 @@ fn stored_fees(tx: &OutTx) -> (u128, u128) {
 /// Signs a zero-value self-transfer at `tx`'s nonce with fees above every stored version
 /// (so it replaces any copy of the call still in a pool), records it, then broadcasts it.
 pub(super) async fn fill(
-    state: &AppState,
+    state: &Handles,
     c: &ChainWorker,
     m: &Master,
     mut tx: OutTx,
@@ -65,7 +65,7 @@ pub(super) async fn fill(
 /// Replaces a stuck version: same nonce, same call (or the same filler), fees up by at least
 /// 12.5%. A payout follows the new hash (`payout.submitted` again).
 pub(super) async fn replace(
-    state: &AppState,
+    state: &Handles,
     c: &ChainWorker,
     m: &Master,
     mut tx: OutTx,
@@ -169,7 +169,7 @@ pub(super) async fn replace(
 /// mined. Its resource is signed again at a new nonce (in the transaction that retires the
 /// row), or, when the call cannot succeed now, a payout or sweep not yet settled fails.
 pub(super) async fn replan(
-    state: &AppState,
+    state: &Handles,
     c: &ChainWorker,
     m: &Master,
     tx: OutTx,
@@ -353,7 +353,7 @@ pub(super) async fn replan(
 /// broadcast only once its row is stored (issue 8: every outgoing transaction is stored
 /// signed before broadcast).
 pub(super) async fn repair_gap(
-    state: &AppState,
+    state: &Handles,
     c: &ChainWorker,
     m: &Master,
     from: u64,

@@ -21,10 +21,10 @@ use super::{
     clean, hex32, note, set_health, write, ChainIdMismatch, ChainWorker, Scopes, WorkScope,
     MAX_BACKOFF,
 };
+use crate::handles::Handles;
 use crate::services::chains::AdapterHealth;
 use crate::services::deposits;
 use crate::services::error::Fault;
-use crate::state::AppState;
 
 /// Most blocks one watcher pass asks the client for. The client splits a range into the
 /// node calls it needs (issue 8 item 5), so a watcher that is behind catches up in large
@@ -168,122 +168,7 @@ impl Watched {
     }
 }
 
-impl Learnt {
-    /// [`Learnt::refresh`], logging how many addresses it learnt and in how long.
-    async fn refresh_logged(&mut self, state: &AppState, w: &ChainWorker) -> anyhow::Result<()> {
-        let (known, started) = (self.set.len(), std::time::Instant::now());
-        self.refresh(state, w).await?;
-        if self.set.len() > known {
-            tracing::debug!(
-                chain = w.chain,
-                added = self.set.len() - known,
-                watched = self.set.len(),
-                ms = started.elapsed().as_millis() as u64,
-                "learnt deposit addresses"
-            );
-        }
-        Ok(())
-    }
-
-    /// The transfers of a scan to a learnt address, with their wallets.
-    fn keep(&self, transfers: Vec<Transfer>) -> Vec<(Transfer, Uuid)> {
-        transfers
-            .into_iter()
-            .filter_map(|t| self.set.wallet(&t.to).map(|id| (t, id)))
-            .collect()
-    }
-
-    /// Reads the wallets created since the last refresh and adds the addresses of those on
-    /// the worker's chain and scope. Pages of [`WALLET_PAGE`] rows are read and sorted out
-    /// on the blocking pool ([`wallet_page`]), the next page while this task adds the
-    /// previous one's addresses (at start, 100,000 wallets: issue 8's catch-up).
-    async fn refresh(&mut self, state: &AppState, w: &ChainWorker) -> anyhow::Result<()> {
-        if self.set.tokens.is_empty() && !w.tokens.is_empty() {
-            self.set.tokens = w.tokens.iter().map(|(a, _)| *a).collect();
-        }
-        let fetch = |after: Option<Uuid>, known: BTreeMap<Uuid, bool>| {
-            let (store, chain, scope) = (state.store.clone(), w.chain, w.scope);
-            tokio::spawn(async move {
-                store
-                    .read(move |r| wallet_page(r, chain, scope, after, known))
-                    .await
-            })
-        };
-        let mut next = fetch(self.last, self.projects.clone());
-        loop {
-            let page = next
-                .await
-                .map_err(|e| anyhow!("reading the deposit addresses: {e}"))??;
-            let full = page.read == WALLET_PAGE;
-            self.projects.extend(page.modes);
-            if page.last.is_some() {
-                self.last = page.last;
-            }
-            if !full {
-                self.set.extend(page.addresses);
-                return Ok(());
-            }
-            next = fetch(page.last, self.projects.clone());
-            self.set.extend(page.addresses);
-        }
-    }
-}
-
-/// One page of wallet rows as the watcher learns them ([`Learnt::refresh`]).
-struct WalletPage {
-    /// Rows read (a full page: there may be more).
-    read: usize,
-    /// The last row's id.
-    last: Option<Uuid>,
-    /// Deposit addresses on the worker's chain, of projects in its scope, with their
-    /// wallet ids.
-    addresses: Vec<(Address, Uuid)>,
-    /// Whether each project first seen in this page is in the worker's scope.
-    modes: BTreeMap<Uuid, bool>,
-}
-
-/// Reads up to [`WALLET_PAGE`] wallets after `after` and keeps the addresses a watcher of
-/// `chain` and `scope` looks for; `known`: the scope's verdict on projects seen before.
-fn wallet_page(
-    r: &(impl ReadOps + ScanOps),
-    chain: &str,
-    scope: WorkScope,
-    after: Option<Uuid>,
-    known: BTreeMap<Uuid, bool>,
-) -> Result<WalletPage, appliance_storage::StoreError> {
-    let rows = r.after::<Wallet>(after, WALLET_PAGE)?;
-    let mut verdicts = known;
-    let mut modes = BTreeMap::new();
-    let mut addresses = Vec::new();
-    for x in &rows {
-        let ok = match verdicts.get(&x.project_id) {
-            Some(ok) => *ok,
-            None => {
-                let ok = scope.may_admit(x.project_id)
-                    && r.get::<Project>(x.project_id)?
-                        .is_some_and(|p| scope.admits(&p));
-                verdicts.insert(x.project_id, ok);
-                modes.insert(x.project_id, ok);
-                ok
-            }
-        };
-        if !ok || x.chain != chain {
-            continue;
-        }
-        let Ok(a) = x.address.parse::<Address>() else {
-            continue;
-        };
-        addresses.push((a, x.id));
-    }
-    Ok(WalletPage {
-        read: rows.len(),
-        last: rows.last().map(|x| x.id),
-        addresses,
-        modes,
-    })
-}
-
-pub(super) async fn watch_loop(state: AppState, w: ChainWorker) {
+pub(super) async fn watch_loop(state: Handles, w: ChainWorker) {
     let mut backoff = w.poll;
     let mut checked = false;
     let mut watched = Watched::pipelined();
@@ -370,7 +255,7 @@ fn push(cursor: &mut Cursor, blocks: &[BlockRef], capacity: usize) {
 /// Deposits are committed in slices ([`commit_range`]). `Ok(true)` when caught up with
 /// the head.
 pub async fn watch_step(
-    state: &AppState,
+    state: &Handles,
     w: &ChainWorker,
     checked: &mut bool,
     watched: &mut Watched,
@@ -474,7 +359,7 @@ pub async fn watch_step(
 /// * nothing here decides whether a range may be committed: the pass checks each against
 ///   the cursor and the chain when it takes it ([`Scanned::usable`]).
 async fn scan_ahead(
-    state: AppState,
+    state: Handles,
     w: ChainWorker,
     mut learnt: Learnt,
     mut from: u64,
@@ -573,7 +458,7 @@ async fn scan_ahead(
 /// the two saw different blocks): the caller scans the range as any other, with the set
 /// now learnt.
 async fn scan_while_learning(
-    state: &AppState,
+    state: &Handles,
     w: &ChainWorker,
     learnt: &mut Learnt,
     from: u64,
@@ -620,7 +505,7 @@ async fn scan_while_learning(
 /// from the cursor itself ([`Watched::resync`]) and finds a reorg the way every pass does
 /// (`extends`, then [`reorg`]).
 async fn commit_scanned(
-    state: &AppState,
+    state: &Handles,
     w: &ChainWorker,
     watched: &mut Watched,
 ) -> Option<anyhow::Result<bool>> {
@@ -698,7 +583,7 @@ impl Scanned {
 /// [`MAX_DEPOSITS_PER_COMMIT`] deposits (whole blocks), in order, so a burst of transfers
 /// never holds the store writer for long. `expected`: the cursor height the range follows.
 async fn commit_range(
-    state: &AppState,
+    state: &Handles,
     w: &ChainWorker,
     mut expected: Option<u64>,
     blocks: Vec<BlockRef>,
@@ -741,7 +626,7 @@ const MAX_DEPOSITS_PER_COMMIT: usize = 1_000;
 /// Records the deposits of consecutive blocks, advances confirmations and moves the cursor
 /// past them, in one transaction. `expected`: the cursor height this slice follows.
 async fn commit_slice(
-    state: &AppState,
+    state: &Handles,
     w: &ChainWorker,
     expected: Option<u64>,
     blocks: Vec<BlockRef>,
@@ -870,111 +755,10 @@ fn advance_pending(
     Ok(())
 }
 
-/// The fork point: walking back the stored hashes from the cursor's block, the newest one
-/// the node's canonical chain still has, confirmed by the node's next block hanging from it
-/// (issue 40: never assumed from a range being scanned; a node that answers from two views
-/// of the chain during the walk, a pool behind a load balancer or a reorg under way, cannot
-/// make it too high: a candidate whose next block on the node does not descend from it is
-/// passed over). `None`: the fork is deeper than the memory (operator attention).
-async fn fork_point(w: &ChainWorker, cursor: &Cursor) -> anyhow::Result<Option<u64>> {
-    for (n, h) in cursor.recent.iter().rev() {
-        let Some(b) = w.client.block(*n).await? else {
-            continue;
-        };
-        if b.hash != *h {
-            continue;
-        }
-        match w.client.block(*n + 1).await? {
-            // The node's chain continues from our block: it is on the node's chain.
-            Some(next) if next.parent_hash == *h => return Ok(Some(*n)),
-            // The node's block after it hangs from another block: not on its chain now.
-            Some(_) => continue,
-            // The node's head is our block (or the node is behind): it has no other.
-            None => return Ok(Some(*n)),
-        }
-    }
-    Ok(None)
-}
+mod learn;
+mod reorg;
 
-/// The cursor's last block is no longer canonical: find the fork point, unwind the
-/// deposits above it (failed or orphaned, with events) and rewind the cursor. The sender
-/// learns of the reorg from its receipts on its next pass.
-async fn reorg(state: &AppState, w: &ChainWorker, ws: WatchState) -> anyhow::Result<()> {
-    let fork = fork_point(w, &ws.cursor).await?.ok_or_else(|| {
-        anyhow!(
-            "a reorg deeper than the {} remembered blocks: operator attention needed",
-            ws.cursor.recent.len()
-        )
-    })?;
-    tracing::warn!(chain = w.chain, key = %w.key, fork, height = ?ws.cursor.height, "reorg: rewinding");
-    let reg = state.registry.clone();
-    let attempts = state.config.webhooks.max_attempts();
-    let key = w.key.clone();
-    let scope = w.scope;
-    write(state, move |ctx| {
-        let mut ws = load_watch(ctx, &key)?;
-        let mut scopes = Scopes::new(reg, scope, attempts);
-        let top = ws.cursor.height.unwrap_or(fork);
-        for n in fork + 1..=top {
-            let ids = ctx.evm_block_deposits(&key, n)?;
-            if ids.is_empty() {
-                continue;
-            }
-            for id in ids {
-                let Some(d) = ctx.get::<Deposit>(id)? else {
-                    continue;
-                };
-                if let Some(s) = scopes.of(ctx, d.project_id)? {
-                    deposits::unwind(ctx, &s, d)?;
-                }
-            }
-            ctx.evm_block_deposits_clear(&key, n)?;
-        }
-        follow_sends_above(ctx, &key, fork)?;
-        ws.cursor.rewind(fork);
-        save_watch(ctx, &key, &ws)?;
-        Ok(())
-    })
-    .await
-}
-
-/// Sends of the master wallet mined above `fork` that the sender no longer follows (done:
-/// deeper than `reconcile::track_depth` when it last looked) are followed again, in the
-/// reorg's own transaction, so every sweep and payout above the fork point is re-checked
-/// against the chain (issue 40): a receipt the reorg removed is rebroadcast, as for a
-/// shallow reorg. Sends are mined in nonce order, so the walk down from the newest stops
-/// at the first one mined at or below the fork.
-fn follow_sends_above(ctx: &mut WriteCtx<'_>, key: &str, fork: u64) -> Result<usize, Fault> {
-    let mut n = super::store::stored_nonce(ctx, key)?;
-    let mut reopened = 0;
-    while n > 0 {
-        n -= 1;
-        let Some(mut tx) = super::store::out_tx(ctx, key, n)? else {
-            continue;
-        };
-        let Some(block) = tx.mined.as_ref().map(|m| m.block) else {
-            continue;
-        };
-        if block <= fork {
-            break;
-        }
-        if tx.done {
-            tx.done = false;
-            super::store::put_tx(ctx, key, &tx)?;
-            ctx.evm_pending_set(key, n, true)?;
-            reopened += 1;
-        }
-    }
-    if reopened > 0 {
-        tracing::warn!(
-            key,
-            fork,
-            sends = reopened,
-            "a reorg deeper than the sender follows: its sends above the fork are checked again"
-        );
-    }
-    Ok(reopened)
-}
+use reorg::reorg;
 
 #[cfg(test)]
 mod tests {
