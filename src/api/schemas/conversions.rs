@@ -1,0 +1,214 @@
+//! Conversion schemas (SPEC.md section 2, Conversion rule, Conversion, Conversion batch,
+//! Conversion quote).
+
+#![allow(dead_code)]
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------
+// Conversions (SPEC.md section 2, Conversion rule, Conversion, Conversion batch, Conversion
+// quote)
+
+/// A coin a rule can convert into.
+#[derive(ToSchema)]
+pub struct ConversionTarget {
+    pub symbol: String,
+    pub stable: bool,
+    pub is_native: bool,
+    /// Token contract; empty for the native coin.
+    pub contract: String,
+}
+
+/// A conversion rule (`object: conversion_rule`), one per chain the project lists.
+#[derive(ToSchema)]
+pub struct ConversionRule {
+    #[schema(pattern = "^conversion_rule$")]
+    pub object: String,
+    pub chain: String,
+    pub name: String,
+    /// Whether conversions run on this chain (a DEX is configured; every EVM chain in test
+    /// mode).
+    pub supported: bool,
+    /// Why not (`no_dex_configured`); null when supported.
+    pub unsupported_reason: Option<String>,
+    pub enabled: bool,
+    /// The coin payments convert into; null when the chain lists no stablecoin and no rule
+    /// was set.
+    pub target_asset: Option<String>,
+    /// Coins never converted.
+    pub keep_assets: Vec<String>,
+    /// Stablecoins first, then every other coin of the chain.
+    pub targets: Vec<ConversionTarget>,
+    /// Null until the rule is first set.
+    #[schema(format = DateTime)]
+    pub updated_at: Option<String>,
+}
+
+/// `PUT /v1/conversion/rules/{chain}`.
+#[derive(ToSchema)]
+pub struct ConversionRuleUpdate {
+    pub enabled: bool,
+    /// A coin of the chain (400 `invalid_target` otherwise).
+    pub target_asset: String,
+    /// Coins of the chain never converted (400 `invalid_keep_asset` for another).
+    #[schema(max_items = 64)]
+    pub keep_assets: Option<Vec<String>>,
+}
+
+/// `POST /v1/conversions/quote` and `POST /v1/conversions`.
+#[derive(ToSchema)]
+pub struct ConversionQuoteRequest {
+    pub chain: ChainIdIn,
+    pub from_asset: String,
+    pub to_asset: String,
+    /// Atomic units of `from_asset`.
+    #[schema(pattern = "^[1-9][0-9]{0,37}$")]
+    pub amount: String,
+    /// Default 50 (0.5%).
+    #[schema(minimum = 0, maximum = 5000)]
+    pub slippage_bps: Option<u32>,
+}
+
+/// A conversion quote (`object: conversion_quote`); read-only, not held.
+#[derive(ToSchema)]
+pub struct ConversionQuote {
+    #[schema(pattern = "^conversion_quote$")]
+    pub object: String,
+    pub chain: String,
+    pub from_asset: String,
+    pub to_asset: String,
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub amount_in: String,
+    pub amount_in_decimal: String,
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub expected_out: String,
+    pub expected_out_decimal: String,
+    /// The least the swap accepts: `expected_out x (1 - slippage_bps / 10,000)`.
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub min_out: String,
+    pub min_out_decimal: String,
+    pub slippage_bps: u32,
+    /// Units of `to_asset` per unit of `from_asset`.
+    pub rate: Option<String>,
+    /// USD value of `amount_in`; null without a usable price.
+    pub amount_usd: Option<String>,
+    /// Estimated network fee in USD; null without a price of the native coin.
+    pub gas_usd: Option<String>,
+    pub fee_cents: u64,
+    /// `test` or the DEX kind (`uniswap_v2`, `uniswap_v3`).
+    pub market: String,
+    /// What the treasury can convert now (free of everything in flight), atomic units.
+    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
+    pub available: String,
+    pub available_decimal: String,
+    /// An ERC-20 input needs the router's allowance first.
+    pub needs_approval: bool,
+}
+
+/// A conversion row (`object: conversion`).
+#[derive(ToSchema)]
+pub struct Conversion {
+    pub id: Uuid,
+    #[schema(pattern = "^conversion$")]
+    pub object: String,
+    /// `auto` or `manual`.
+    pub kind: String,
+    pub payment_id: Option<Uuid>,
+    pub receipt_no: Option<String>,
+    /// The customer whose balance a manual conversion draws on.
+    pub customer_id: Option<Uuid>,
+    pub chain: String,
+    pub from_asset: String,
+    pub to_asset: String,
+    pub amount_in: String,
+    pub amount_in_decimal: String,
+    /// Null until converted.
+    pub amount_out: Option<String>,
+    pub amount_out_decimal: Option<String>,
+    pub rate: Option<String>,
+    /// `queued`, `converting`, `converted`, `skipped` or `failed` (new values may appear).
+    pub status: String,
+    pub reason: Option<String>,
+    pub batch_id: Option<Uuid>,
+    pub tx_hash: Option<String>,
+    pub explorer_url: Option<String>,
+    pub attempts: u32,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+    #[schema(format = DateTime)]
+    pub settled_at: Option<String>,
+}
+
+/// A conversion batch (`object: conversion_batch`): one swap for rows of one project.
+#[derive(ToSchema)]
+pub struct ConversionBatch {
+    pub id: Uuid,
+    #[schema(pattern = "^conversion_batch$")]
+    pub object: String,
+    pub chain: String,
+    pub from_asset: String,
+    pub to_asset: String,
+    pub amount_in: String,
+    pub amount_in_decimal: String,
+    /// Null until settled.
+    pub amount_out: Option<String>,
+    pub amount_out_decimal: Option<String>,
+    pub expected_out: String,
+    pub expected_out_decimal: String,
+    pub min_out: String,
+    pub min_out_decimal: String,
+    pub slippage_bps: u32,
+    pub rate: Option<String>,
+    pub amount_usd: Option<String>,
+    pub fee_cents: u64,
+    pub market: String,
+    /// `approving`, `swapping`, `settled` or `failed` (new values may appear).
+    pub status: String,
+    /// Why a batch failed (`slippage`, ...).
+    pub error_code: Option<String>,
+    pub approve_tx_hash: Option<String>,
+    pub approve_explorer_url: Option<String>,
+    pub swap_tx_hash: Option<String>,
+    pub swap_explorer_url: Option<String>,
+    /// Number of conversion rows.
+    pub rows: u64,
+    pub attempts: u32,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+    #[schema(format = DateTime)]
+    pub settled_at: Option<String>,
+}
+
+/// The answer of `POST /v1/conversions` (`object: conversion_request`).
+#[derive(ToSchema)]
+pub struct ConversionRequestAnswer {
+    #[schema(pattern = "^conversion_request$")]
+    pub object: String,
+    pub rows: Vec<Conversion>,
+    pub batch: Option<ConversionBatch>,
+    /// Why no batch was planned at once; null when it was.
+    pub pending_reason: Option<String>,
+}
+
+/// A conversion row status filter.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum ConversionStatusIn {
+    Queued,
+    Converting,
+    Converted,
+    Skipped,
+    Failed,
+}
+
+/// A conversion kind filter.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum ConversionKindIn {
+    Auto,
+    Manual,
+}
