@@ -300,15 +300,21 @@ pub struct SealedTokens {
     pub answers: usize,
 }
 
+/// Whether `b` may stand in a checkout token after `ck_` (base64url).
+pub fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+}
+
+/// Whether `s` has the checkout token's shape (`^ck_[A-Za-z0-9_-]{43}$`).
+pub fn is_checkout_token(s: &str) -> bool {
+    s.strip_prefix("ck_")
+        .is_some_and(|r| r.len() == 43 && r.bytes().all(is_token_byte))
+}
+
 /// The token of a `checkout_url` stored in clear (`.../checkout/ck_...`).
 fn token_in_url(url: &str) -> Option<&str> {
     let t = url.rsplit('/').next()?;
-    let shape = t.strip_prefix("ck_").is_some_and(|r| {
-        r.len() == 43
-            && r.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-    });
-    shape.then_some(t)
+    is_checkout_token(t).then_some(t)
 }
 
 /// Seals every checkout token a store written before tokens were sealed holds in clear:

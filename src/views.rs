@@ -213,14 +213,21 @@ impl Serialize for QuoteView<'_> {
 pub struct InvoiceView<'a> {
     reg: &'a Registry,
     inv: &'a Invoice,
-    /// `Some(token)`: `checkout_url` is made of this token in clear (the view [`prepare`]
-    /// renders while it still holds it). `None`: opened from the row.
+    url: CheckoutUrl<'a>,
+}
+
+/// How an [`InvoiceView`] writes `checkout_url`.
+enum CheckoutUrl<'a> {
+    /// The URL, its token opened from the row's sealed form.
+    Opened,
+    /// The URL made of this token in clear (the view [`prepare`] renders while it still
+    /// holds it).
     ///
     /// [`prepare`]: crate::services::invoices::prepare
-    token: Option<&'a str>,
-    /// The form an `invoice.*` event stores: `checkout_url` holds the row's sealed token,
-    /// which [`event_data`] renders into the URL when the event is read or sent.
-    stored: bool,
+    Clear(&'a str),
+    /// The row's sealed token, as an `invoice.*` event stores it; [`event_data`] renders it
+    /// into the URL when the event is read or sent.
+    Sealed,
 }
 
 /// The [`InvoiceView`] of `inv`, as an answer shows it.
@@ -228,8 +235,7 @@ pub fn invoice_view<'a>(reg: &'a Registry, inv: &'a Invoice) -> InvoiceView<'a> 
     InvoiceView {
         reg,
         inv,
-        token: None,
-        stored: false,
+        url: CheckoutUrl::Opened,
     }
 }
 
@@ -242,8 +248,7 @@ pub fn new_invoice_view<'a>(
     InvoiceView {
         reg,
         inv,
-        token: Some(token),
-        stored: false,
+        url: CheckoutUrl::Clear(token),
     }
 }
 
@@ -253,8 +258,7 @@ pub fn invoice_event_view<'a>(reg: &'a Registry, inv: &'a Invoice) -> InvoiceVie
     InvoiceView {
         reg,
         inv,
-        token: None,
-        stored: true,
+        url: CheckoutUrl::Sealed,
     }
 }
 
@@ -265,13 +269,15 @@ impl Serialize for InvoiceView<'_> {
         m.serialize_field("addresses", &InvoiceAddresses(&inv.addresses))?;
         m.serialize_field("cancel_url", &inv.cancel_url)?;
         m.serialize_field("canceled_at", &OptTs(inv.canceled_at))?;
-        match (self.stored, self.token) {
-            (true, _) => m.serialize_field("checkout_url", &inv.checkout_token)?,
-            (false, Some(t)) => m.serialize_field(
+        match self.url {
+            CheckoutUrl::Sealed => m.serialize_field("checkout_url", &inv.checkout_token)?,
+            CheckoutUrl::Clear(t) => m.serialize_field(
                 "checkout_url",
                 &format!("{}/checkout/{t}", self.reg.public_base_url),
             )?,
-            (false, None) => m.serialize_field("checkout_url", &checkout_url(self.reg, inv))?,
+            CheckoutUrl::Opened => {
+                m.serialize_field("checkout_url", &checkout_url(self.reg, inv))?
+            }
         }
         m.serialize_field("created_at", &Ts(inv.created_at))?;
         m.serialize_field("description", &inv.description)?;

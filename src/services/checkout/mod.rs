@@ -31,7 +31,6 @@ use appliance_chains::client::{AssetRef, ChainClient};
 use appliance_chains::evm::{Address, U512};
 use appliance_chains::{format_decimal, Family};
 use appliance_storage::index::{self, IndexTag};
-use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
 use appliance_storage::records::{
     Deposit, DepositStatus, Invoice, InvoiceChoice, InvoiceRefund, InvoiceStatus,
     OverpaymentPolicy, Payout, PayoutStatus, Project,

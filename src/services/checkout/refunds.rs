@@ -156,7 +156,7 @@ fn release_hold(
     if amount == 0 {
         return Ok(());
     }
-    ctx.post(&hold_entry(
+    ctx.post(&invoices::refund_hold_entry(
         inv,
         chain,
         asset,
@@ -166,36 +166,6 @@ fn release_hold(
         ctx.now_us(),
     ))??;
     Ok(())
-}
-
-/// The journal entry that holds (`hold`: `available` -> `locked`) or releases (`locked` ->
-/// `available`) `amount` of the project's own `asset` on `chain` for invoice `inv`.
-fn hold_entry(
-    inv: &Invoice,
-    chain: &str,
-    asset: &str,
-    amount: u128,
-    kind: &str,
-    hold: bool,
-    now_us: i64,
-) -> JournalEntry {
-    let p = inv.project_id;
-    let (from, to) = if hold {
-        (AccountKind::Available, AccountKind::Locked)
-    } else {
-        (AccountKind::Locked, AccountKind::Available)
-    };
-    JournalEntry {
-        id: appliance_storage::sources::new_id(),
-        project_id: p,
-        kind: kind.into(),
-        ref_id: inv.id,
-        created_at: now_us,
-        postings: vec![
-            Posting::debit(Account::project(p, chain, asset, from), amount),
-            Posting::credit(Account::project(p, chain, asset, to), amount),
-        ],
-    }
 }
 
 /// `POST /v1/checkout/{token}/refund` (SPEC.md section 4, rules for refund): sends the
@@ -342,21 +312,6 @@ fn refund_invoice(ctx: &WriteCtx<'_>, p: &Payout) -> Result<Option<Invoice>, Fau
     Ok(ctx.get_in::<Invoice>(p.project_id, id)?)
 }
 
-/// The refund state a claim takes when its payout reaches `status`; `None` for a status
-/// that changes nothing (`queued`, `signing`: the claim stays `pending`). A payout that
-/// failed, was canceled or rejected returns the claim to `awaiting_address` (DECISIONS.md
-/// section 5).
-pub fn claim_status_for(status: PayoutStatus) -> Option<&'static str> {
-    match status {
-        PayoutStatus::Submitted => Some("sent"),
-        PayoutStatus::Confirmed => Some("confirmed"),
-        PayoutStatus::Failed | PayoutStatus::Canceled | PayoutStatus::Rejected => {
-            Some(InvoiceRefund::AWAITING_ADDRESS)
-        }
-        PayoutStatus::PendingApproval | PayoutStatus::Queued | PayoutStatus::Signing => None,
-    }
-}
-
 /// Keeps a refund claim in step with its payout (called by `services::payouts` on every
 /// state change of a payout whose `reference` is `refund:<invoice id>`, after the payout's
 /// own journal entry): `submitted` -> `sent`, `confirmed` -> `confirmed` with
@@ -372,7 +327,7 @@ pub fn refund_payout_moved(ctx: &mut WriteCtx<'_>, s: &Scope, p: &Payout) -> Res
     let Some(i) = inv.refunds.iter().position(|c| c.payout_id == Some(p.id)) else {
         return Ok(());
     };
-    let Some(to) = claim_status_for(p.status) else {
+    let Some(to) = InvoiceRefund::status_following(p.status) else {
         return Ok(());
     };
     if inv.refunds[i].status == to {
@@ -382,7 +337,7 @@ pub fn refund_payout_moved(ctx: &mut WriteCtx<'_>, s: &Scope, p: &Payout) -> Res
     if to == InvoiceRefund::AWAITING_ADDRESS {
         let (chain, asset) = (inv.refunds[i].chain.clone(), inv.refunds[i].asset.clone());
         let amount = p.amount.saturating_add(p.fee_amount);
-        let e = hold_entry(
+        let e = invoices::refund_hold_entry(
             &inv,
             &chain,
             &asset,

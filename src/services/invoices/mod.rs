@@ -280,14 +280,7 @@ pub fn new_token() -> String {
     )
 }
 
-/// Whether `s` has the checkout token's shape (`^ck_[A-Za-z0-9_-]{43}$`).
-pub fn is_token(s: &str) -> bool {
-    s.strip_prefix("ck_").is_some_and(|r| {
-        r.len() == 43
-            && r.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-    })
-}
+pub use crate::sealing::is_checkout_token as is_token;
 
 /// `text` with every checkout token in it (`ck_` and its 43 characters, or the start of
 /// one cut short by the end of `text`) written `ck_[redacted]`: what the store keeps of a
@@ -296,7 +289,7 @@ pub fn redact_tokens(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.contains("ck_") {
         return std::borrow::Cow::Borrowed(text);
     }
-    let is_tok = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
+    let is_tok = crate::sealing::is_token_byte;
     let b = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let (mut i, mut copied) = (0, 0);

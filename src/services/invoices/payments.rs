@@ -194,24 +194,15 @@ pub(super) fn hold_excess(
     if add == 0 {
         return Ok(0);
     }
-    let p = inv.project_id;
-    let e = JournalEntry {
-        id: appliance_storage::sources::new_id(),
-        project_id: p,
-        kind: "invoice_refund_hold".into(),
-        ref_id: inv.id,
-        created_at: ctx.now_us(),
-        postings: vec![
-            Posting::debit(
-                Account::project(p, &d.chain, &d.asset, AccountKind::Available),
-                add,
-            ),
-            Posting::credit(
-                Account::project(p, &d.chain, &d.asset, AccountKind::Locked),
-                add,
-            ),
-        ],
-    };
+    let e = refund_hold_entry(
+        inv,
+        &d.chain,
+        &d.asset,
+        add,
+        "invoice_refund_hold",
+        true,
+        ctx.now_us(),
+    );
     // The payment was just credited to `available`, so the hold fits unless the merchant
     // already spent it; then nothing is held (the ledger never goes negative).
     if ctx.post(&e)?.is_err() {
@@ -223,7 +214,7 @@ pub(super) fn hold_excess(
         .iter_mut()
         .find(|c| c.takes_more(&d.chain, &d.asset))
     {
-        Some(c) => c.amount_atomic += add,
+        Some(c) => c.amount_atomic = c.amount_atomic.saturating_add(add),
         None => inv.refunds.push(InvoiceRefund {
             status: InvoiceRefund::AWAITING_ADDRESS.into(),
             skip_reason: None,
@@ -240,6 +231,36 @@ pub(super) fn hold_excess(
         }),
     }
     Ok(add)
+}
+
+/// The journal entry that holds (`hold`: `available` -> `locked`) or releases (`locked` ->
+/// `available`) `amount` of the project's own `asset` on `chain` for invoice `inv`.
+pub fn refund_hold_entry(
+    inv: &Invoice,
+    chain: &str,
+    asset: &str,
+    amount: u128,
+    kind: &str,
+    hold: bool,
+    now_us: i64,
+) -> JournalEntry {
+    let p = inv.project_id;
+    let (from, to) = if hold {
+        (AccountKind::Available, AccountKind::Locked)
+    } else {
+        (AccountKind::Locked, AccountKind::Available)
+    };
+    JournalEntry {
+        id: appliance_storage::sources::new_id(),
+        project_id: p,
+        kind: kind.into(),
+        ref_id: inv.id,
+        created_at: now_us,
+        postings: vec![
+            Posting::debit(Account::project(p, chain, asset, from), amount),
+            Posting::credit(Account::project(p, chain, asset, to), amount),
+        ],
+    }
 }
 
 /// A seen payment turned out not to be money (reverted, reorged before finality, an

@@ -202,6 +202,20 @@ impl InvoiceRefund {
         }
     }
 
+    /// The status a claim takes when its payout reaches `status`; `None` for a status that
+    /// changes nothing (`pending_approval`, `queued`, `signing`: the claim stays `pending`).
+    /// A payout that failed, was canceled or rejected returns the claim to
+    /// `awaiting_address` (DECISIONS.md section 5).
+    pub fn status_following(status: super::PayoutStatus) -> Option<&'static str> {
+        use super::PayoutStatus as P;
+        match status {
+            P::Submitted => Some("sent"),
+            P::Confirmed => Some("confirmed"),
+            P::Failed | P::Canceled | P::Rejected => Some(Self::AWAITING_ADDRESS),
+            P::PendingApproval | P::Queued | P::Signing => None,
+        }
+    }
+
     /// Whether excess of (`chain`, `asset`) arriving now joins this claim rather than
     /// opening a new one: it awaits an address and was never requested, in that coin.
     pub fn takes_more(&self, chain: &str, asset: &str) -> bool {

@@ -157,17 +157,12 @@ fn check_claim(
         ));
         return Ok(());
     };
+    // The status the payout's asks of its claim; a claim from before issue 41 point 5 that
+    // ended `failed` follows a payout that failed, was canceled or rejected.
+    let expected = InvoiceRefund::status_following(p.status).unwrap_or("pending");
     let follows = match c.status.as_str() {
-        "pending" => matches!(
-            p.status,
-            PayoutStatus::PendingApproval | PayoutStatus::Queued | PayoutStatus::Signing
-        ),
-        "sent" => p.status == PayoutStatus::Submitted,
-        "confirmed" => p.status == PayoutStatus::Confirmed,
-        _ => matches!(
-            p.status,
-            PayoutStatus::Failed | PayoutStatus::Canceled | PayoutStatus::Rejected
-        ),
+        "failed" => expected == InvoiceRefund::AWAITING_ADDRESS,
+        s => s == expected,
     };
     if !follows {
         rep.violations.push(format!(
