@@ -5,16 +5,15 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{json, Map, Value};
 
-use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{ApiKey, KeyKind};
-use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{cursor_of, list_json, path_uuid, JsonBody, Params};
 use crate::api::schemas;
-use crate::api::{commit, get_by_id, json, mutate, IdempotencyKey};
+use crate::api::{commit, get_by_id, json, mutate, row_by_id, IdempotencyKey};
 use crate::auth::{default_scopes, Access, Caller, ANY_KIND};
 use crate::services::keys::{self, Actor, KeyPatch, KeyPowers, NewKey, LIMIT_PER_KIND};
+use crate::services::reads;
 use crate::state::AppState;
 use crate::views;
 use utoipa_axum::router::OpenApiRouter;
@@ -56,20 +55,13 @@ async fn list_keys(
     let include_revoked = q
         .one_of("include_revoked", &["0", "1", "true", "false"])?
         .is_some_and(|v| v == "1" || v == "true");
-    let before = page.cursor_uuid()?;
-    let p = caller.project_id();
-    let limit = page.limit;
-    let rows = state
-        .store
-        .read(move |r| {
-            r.list::<ApiKey>(
-                &index::prefix(IndexTag::ApiKeys, p, &[]),
-                before,
-                limit,
-                move |k| include_revoked || k.revoked_at.is_none(),
-            )
-        })
-        .await?;
+    let rows = reads::api_keys(
+        &state.store,
+        caller.project_id(),
+        include_revoked,
+        page.rows()?,
+    )
+    .await?;
     let next = rows.items.last().map(|k| cursor_of(k.id.as_bytes()));
     let data = rows
         .items
@@ -276,12 +268,7 @@ async fn roll_key(
         ));
     }
     // Checked before an idempotent replay too (the transaction checks again).
-    let p = caller.project_id();
-    let target = state
-        .store
-        .read(move |r| r.get_in::<ApiKey>(p, id))
-        .await?
-        .ok_or_else(|| ApiError::not_found("API key"))?;
+    let target = row_by_id::<ApiKey>(&state, &caller, id, ApiError::not_found("API key"))?;
     keys::authorize(&caller.key, KeyPowers::from(&target))?;
     let pepper = state.pepper.clone();
     let project = caller.project.clone();

@@ -4,15 +4,14 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use appliance_storage::records::{Customer, KeyKind, Wallet};
-use appliance_storage::ReadOps;
+use appliance_storage::records::KeyKind;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, Params};
 use crate::api::json;
 use crate::api::schemas;
 use crate::auth::{Access, Caller};
-use crate::services::balances;
+use crate::services::balances::{self, BalanceReader, BalanceSource};
 use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -42,17 +41,7 @@ async fn customer_balances(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let id = path_uuid(&id)?;
-    let p = caller.project_id();
-    let reg = state.registry.clone();
-    let v = state
-        .store
-        .read_now(move |r| {
-            if r.get_in::<Customer>(p, id)?.is_none() {
-                return Ok(None);
-            }
-            balances::customer(r, &reg, p, id).map(Some)
-        })?
-        .ok_or_else(|| ApiError::not_found("customer"))?;
+    let v = balances::customer_by_id(&state.store, &state.registry, caller.project_id(), id)?;
     Ok(json(StatusCode::OK, &v))
 }
 
@@ -79,8 +68,9 @@ async fn wallet_balances(
     let id = path_uuid(&id)?;
     let source = q
         .one_of("source", &["ledger", "chain", "both"])?
-        .unwrap_or_else(|| "ledger".into());
-    if source != "ledger" {
+        .and_then(|s| BalanceSource::parse(&s))
+        .unwrap_or(BalanceSource::Ledger);
+    if source != BalanceSource::Ledger {
         state
             .limits
             .check_key_extra(
@@ -97,56 +87,14 @@ async fn wallet_balances(
                 .retry_after(retry)
             })?;
     }
-    let p = caller.project_id();
-    let reg = state.registry.clone();
-    // Live: read the node first (outside the store snapshot), then report against the ledger.
-    let mut live: Option<std::collections::BTreeMap<String, u128>> = None;
-    if source != "ledger" && !caller.livemode() {
-        // Test mode: the project's own simulated chain (issue 8), for EVM chains.
-        let w = state
-            .store
-            .read(move |r| r.get_in::<Wallet>(p, id))
-            .await?
-            .ok_or_else(|| ApiError::not_found("wallet"))?;
-        if reg.chain(&w.chain).is_some_and(|c| c.is_evm()) {
-            let h = state.sim.get(&state.store, &reg, p, &w.chain).await?;
-            let read = balances::onchain_via(&h.client, &reg, &w.chain, &w.address).await;
-            live = Some(read.map_err(|e| ApiError::internal(&e))?);
-        }
-    }
-    if source != "ledger" && caller.livemode() {
-        let w = state
-            .store
-            .read(move |r| r.get_in::<Wallet>(p, id))
-            .await?
-            .ok_or_else(|| ApiError::not_found("wallet"))?;
-        let read = balances::onchain(&reg, &w.chain, &w.address).await;
-        let reg_chain = w.chain.clone();
-        live = Some(read.map_err(|e| {
-            // DECISIONS.md section 16: a chain READ with the node down is retryable.
-            tracing::warn!(chain = %reg_chain, error = %crate::workers::chain::clean(&e), "on-chain balance read failed");
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "chain_unavailable_now",
-                "The chain's node cannot be reached now; retry later.",
-            )
-            .retry_after(5)
-        })?);
-    }
-    let v = state
-        .store
-        .read(move |r| {
-            let Some(w) = r.get_in::<Wallet>(p, id)? else {
-                return Ok(None);
-            };
-            balances::wallet(r, &reg, &w, &source, |asset| match &live {
-                Some(m) => Ok(m.get(asset).copied().unwrap_or(0)),
-                None => r.sim_balance(&w.chain, &w.address, asset),
-            })
-            .map(Some)
-        })
-        .await?
-        .ok_or_else(|| ApiError::not_found("wallet"))?;
+    let reader = BalanceReader {
+        store: &state.store,
+        reg: &state.registry,
+        sim: &state.sim,
+    };
+    let v = reader
+        .wallet(caller.project_id(), caller.livemode(), id, source)
+        .await?;
     Ok(json(StatusCode::OK, &v))
 }
 
@@ -157,11 +105,6 @@ async fn wallet_balances(
     responses((status = 200, description = "The treasury.", body = schemas::Treasury)))]
 async fn treasury(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require(Access::any())?;
-    let p = caller.project_id();
-    let reg = state.registry.clone();
-    let v = state
-        .store
-        .read(move |r| balances::treasury(r, &reg, p))
-        .await?;
+    let v = balances::treasury_of(&state.store, &state.registry, caller.project_id()).await?;
     Ok(json(StatusCode::OK, &v))
 }

@@ -5,15 +5,15 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use appliance_storage::index::{self, IndexTag};
-use appliance_storage::records::{BillingEntry, EntryKind};
+use appliance_storage::records::EntryKind;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
-use crate::api::{commit, json, list_rows, mutate, scope, IdempotencyKey};
+use crate::api::{commit, json, mutate, scope, IdempotencyKey, PageAnswer};
 use crate::auth::{Access, Caller, ANY_KIND};
 use crate::services::billing;
+use crate::services::reads;
 use crate::state::AppState;
 use crate::views;
 use utoipa_axum::router::OpenApiRouter;
@@ -41,22 +41,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 async fn get_billing(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let s = scope(&state, &caller);
-    let v = state
-        .store
-        .read(move |r| {
-            let acct = billing::account(r, s.project_id()).map_err(store_of)?;
-            billing::billing_json(r, &s, &acct).map_err(store_of)
-        })
-        .await?;
+    let v = billing::read_billing(&state.store, s).await?;
     Ok(json(StatusCode::OK, &v))
-}
-
-/// A read's fault as the store error it wraps (reads fail only in the store).
-fn store_of(f: crate::services::error::Fault) -> appliance_storage::StoreError {
-    match f {
-        crate::services::error::Fault::Store(e) => e,
-        other => appliance_storage::StoreError::Corrupt(other.to_string()),
-    }
 }
 
 /// `POST /v1/billing/plan` — choose a plan (SPEC.md section 3, Billing plan): it activates at
@@ -141,23 +127,9 @@ async fn skip_onboarding(
 async fn list_funding(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let s = scope(&state, &caller);
-    let rs = s.clone();
     // Most calls find every address made: a read answers them.
-    let existing = state
-        .store
-        .read(move |r| {
-            if !billing::missing_funding_chains(r, &rs)
-                .map_err(store_of)?
-                .is_empty()
-            {
-                return Ok(None);
-            }
-            let list = billing::funding_addresses(r, &rs).map_err(store_of)?;
-            Ok(Some(funding_list(&rs, &list)))
-        })
-        .await?;
-    if let Some(v) = existing {
-        return Ok(json(StatusCode::OK, &v));
+    if let Some(list) = billing::complete_funding_addresses(&state.store, s.clone()).await? {
+        return Ok(json(StatusCode::OK, &funding_list(&s, &list)));
     }
     let (resp, _) = commit(&state, None, move |ctx| {
         let list = billing::ensure_funding_addresses(ctx, &s)?;
@@ -206,17 +178,6 @@ async fn list_entries(
             })
         })
         .transpose()?;
-    let prefix = match kind {
-        Some(k) => index::prefix(IndexTag::BillingEntriesByKind, p, &[k.as_str().as_bytes()]),
-        None => index::prefix(IndexTag::BillingEntries, p, &[]),
-    };
-    let reg = state.registry.clone();
-    list_rows(
-        &state,
-        prefix,
-        page,
-        move |e: &BillingEntry| kind.is_none_or(|k| e.kind == k),
-        move |e| views::billing_entry(&reg, e),
-    )
-    .await
+    let rows = reads::billing_entries(&state.store, p, kind, page.rows()?).await?;
+    Ok(rows.answer(|e| views::billing_entry(&state.registry, e)))
 }

@@ -23,13 +23,14 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use appliance_storage::{ReadOps, WriteError};
+use appliance_storage::WriteError;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{rate_limited, ClientIp, JsonBody, Params};
 use crate::services::checkout::{self, CheckoutError, Loaded};
 use crate::services::checkout_cache::Cached;
 use crate::services::invoices;
+use crate::services::reads;
 use crate::services::Scope;
 use crate::state::AppState;
 
@@ -205,11 +206,7 @@ async fn classify_inner(state: &AppState, l: &Loaded, claim: usize) -> anyhow::R
     let claimed = if livemode {
         None
     } else {
-        let (chain, from) = (refund.chain.clone(), refund.from_address.clone());
-        state
-            .store
-            .read(move |r| r.test_sender_class(&chain, &from))
-            .await?
+        reads::test_sender_class(&state.store, &refund.chain, &refund.from_address).await?
     };
     let client: std::sync::Arc<dyn appliance_chains::client::ChainClient> = if livemode {
         state

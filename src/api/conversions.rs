@@ -4,7 +4,6 @@ use axum::extract::{Path, State};
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
 
-use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::Conversion;
 use appliance_storage::records::{
     ConversionBatch, ConversionKind, ConversionStatus, KeyKind, Mode,
@@ -13,12 +12,13 @@ use appliance_storage::records::{
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, Fields, JsonBody, Params};
 use crate::api::schemas;
-use crate::api::{begin, commit, get_by_id, json, list_rows, scope, Begin, IdempotencyKey};
+use crate::api::{begin, commit, get_by_id, json, scope, Begin, IdempotencyKey, PageAnswer};
 use crate::auth::{Access, Caller};
 use crate::services::conversions::{
     self, ConversionError, ConversionRequest, RuleUpdate, DEFAULT_SLIPPAGE_BPS, MAX_KEEP_ASSETS,
     MAX_SLIPPAGE_BPS,
 };
+use crate::services::reads;
 use crate::services::types::ChainId;
 use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
@@ -47,7 +47,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 async fn list_rules(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let s = scope(&state, &caller);
-    let v = state.store.read(move |r| conversions::rules(r, &s)).await?;
+    let v = conversions::rules_of(&state.store, s).await?;
     Ok(json(StatusCode::OK, &v))
 }
 
@@ -229,28 +229,13 @@ async fn list_conversions(
         Some(k) => ConversionKind::parse(&k),
         None => None,
     };
-    let prefix = if let Some(s) = status {
-        index::prefix(IndexTag::ConversionsByStatus, p, &[s.as_str().as_bytes()])
-    } else if let Some(c) = &chain {
-        index::prefix(IndexTag::ConversionsByChain, p, &[c.as_bytes()])
-    } else if let Some(k) = kind {
-        index::prefix(IndexTag::ConversionsByKind, p, &[k.as_str().as_bytes()])
-    } else {
-        index::prefix(IndexTag::Conversions, p, &[])
+    let query = reads::ConversionQuery {
+        status,
+        chain,
+        kind,
     };
-    let reg = state.registry.clone();
-    list_rows(
-        &state,
-        prefix,
-        page,
-        move |x: &Conversion| {
-            status.is_none_or(|s| x.status == s)
-                && chain.as_ref().is_none_or(|c| &x.chain == c)
-                && kind.is_none_or(|k| x.kind == k)
-        },
-        move |x| conversions::conversion_json(&reg, x),
-    )
-    .await
+    let rows = reads::conversions(&state.store, p, query, page.rows()?).await?;
+    Ok(rows.answer(|x| conversions::conversion_json(&state.registry, x)))
 }
 
 /// Read a conversion batch.

@@ -4,17 +4,17 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{Customer, KeyKind};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params, StatusFilter};
 use crate::api::schemas;
 use crate::api::{
-    commit, created_or_ok, json, list_page, mutate, row_by_id, scope, IdempotencyKey,
+    commit, created_or_ok, json, mutate, row_by_id, scope, IdempotencyKey, PageAnswer,
 };
 use crate::auth::{Access, Caller};
 use crate::services::customers::{self, CustomerPatch, NewCustomer};
+use crate::services::reads;
 use crate::state::AppState;
 use crate::views;
 use utoipa_axum::router::OpenApiRouter;
@@ -111,20 +111,14 @@ async fn list_customers(
     q: Params,
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
-    let page = q.page()?;
-    let p = caller.project_id();
-    let status = q
-        .status::<CustomerStatus>()?
-        .map(|s| s.as_str().to_string());
-    let prefix = match (q.get("reference_id"), &status) {
-        (Some(r), _) => index::prefix(IndexTag::CustomersByRef, p, &[r.as_bytes()]),
-        (None, Some(s)) => index::prefix(IndexTag::CustomersByStatus, p, &[s.as_bytes()]),
-        (None, None) => index::prefix(IndexTag::Customers, p, &[]),
+    let page = q.page()?.rows()?;
+    let query = reads::CustomerQuery {
+        reference_id: q.get("reference_id").map(str::to_string),
+        status: q
+            .status::<CustomerStatus>()?
+            .map(|s| s.as_str().to_string()),
     };
-    let rows = list_page(&state, prefix, page, move |c: &Customer| {
-        status.as_ref().is_none_or(|s| &c.status == s)
-    })
-    .await?;
+    let rows = reads::customers(&state.store, caller.project_id(), query, page).await?;
     Ok(rows.answer(views::customer_view))
 }
 

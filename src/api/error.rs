@@ -201,6 +201,24 @@ impl From<Fault> for ApiError {
     }
 }
 
+impl From<crate::services::balances::BalanceError> for ApiError {
+    fn from(e: crate::services::balances::BalanceError) -> Self {
+        use crate::services::balances::BalanceError as E;
+        match e {
+            E::NotFound(what) => ApiError::not_found(what),
+            E::ChainUnavailable => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "chain_unavailable_now",
+                "The chain's node cannot be reached now; retry later.",
+            )
+            .retry_after(5),
+            E::Sim(s) => s.into(),
+            E::Onchain(o) => ApiError::internal(&o),
+            E::Fault(f) => f.into(),
+        }
+    }
+}
+
 impl From<crate::services::sim_chain::SimOpenError> for ApiError {
     fn from(e: crate::services::sim_chain::SimOpenError) -> Self {
         use crate::services::sim_chain::SimOpenError as E;

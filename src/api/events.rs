@@ -4,13 +4,12 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use appliance_storage::ReadOps;
-
 use crate::api::error::ApiError;
 use crate::api::extract::{cursor_of, list_json, Params};
 use crate::api::json;
 use crate::api::schemas;
 use crate::auth::{Access, Caller, ANY_KIND};
+use crate::services::reads;
 use crate::state::AppState;
 use crate::views;
 use utoipa_axum::router::OpenApiRouter;
@@ -47,12 +46,13 @@ async fn list_events(
     let ascending = q.one_of("order", &["asc", "desc"])?.as_deref() == Some("asc");
     let types = q.all("type");
     let resource = q.get("resource_id").map(str::to_string);
-    let p = caller.project_id();
-    let limit = page.limit;
-    let rows = state
-        .store
-        .read(move |r| r.list_events(p, &types, resource.as_deref(), cursor, limit, ascending))
-        .await?;
+    let query = reads::EventQuery {
+        types,
+        resource,
+        after: cursor,
+        ascending,
+    };
+    let rows = reads::events(&state.store, caller.project_id(), query, page.limit).await?;
     let next = rows
         .items
         .last()
@@ -74,10 +74,7 @@ async fn get_event(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
-    let p = caller.project_id();
-    let e = state
-        .store
-        .read(move |r| r.event(p, &id))
+    let e = reads::event(&state.store, caller.project_id(), id)
         .await?
         .ok_or_else(|| ApiError::not_found("event"))?;
     Ok(json(StatusCode::OK, &views::event(&state.registry, &e)))

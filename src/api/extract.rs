@@ -660,6 +660,14 @@ impl PageReq {
             .transpose()
     }
 
+    /// The page as the read module takes it: the cursor as the id of the last row seen.
+    pub fn rows(&self) -> Result<crate::services::reads::PageReq, ApiError> {
+        Ok(crate::services::reads::PageReq {
+            before: self.cursor_uuid()?,
+            limit: self.limit,
+        })
+    }
+
     /// The cursor as an event sequence.
     pub fn cursor_seq(&self) -> Result<Option<u64>, ApiError> {
         self.cursor

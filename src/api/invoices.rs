@@ -5,16 +5,16 @@ use axum::extract::{Path, State};
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
 
-use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{Invoice, InvoiceStatus, KeyKind, OverpaymentPolicy};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
 use crate::api::schemas;
 use crate::api::IdempotencyKey;
-use crate::api::{begin, commit_rendered, json, list_rows, row_by_id, scope, Begin};
+use crate::api::{begin, commit_rendered, json, row_by_id, scope, Begin, PageAnswer};
 use crate::auth::{Access, Caller};
-use crate::services::invoices::{self, InvoiceError, NewInvoice, Offer};
+use crate::services::invoices::{self, NewInvoice};
+use crate::services::reads;
 use crate::state::AppState;
 use crate::views;
 use utoipa_axum::router::OpenApiRouter;
@@ -109,24 +109,8 @@ async fn create_invoice(
     caller.require(WRITE)?;
     let f = &body.fields;
     let price = price_cents(&body)?;
-    if let Some(c) = f.opt_str("price_currency")? {
-        if !c.eq_ignore_ascii_case("USD") {
-            return Err(InvoiceError::UnsupportedCurrency.into());
-        }
-    }
-    let expires_in_s = f
-        .opt_u64("expires_in")?
-        .unwrap_or(invoices::EXPIRES_IN_DEFAULT_S);
-    if !(invoices::EXPIRES_IN_MIN_S..=invoices::EXPIRES_IN_MAX_S).contains(&expires_in_s) {
-        return Err(ApiError::invalid(
-            "expires_in",
-            format!(
-                "expires_in must be from {} to {} seconds.",
-                invoices::EXPIRES_IN_MIN_S,
-                invoices::EXPIRES_IN_MAX_S
-            ),
-        ));
-    }
+    invoices::check_currency(f.opt_str("price_currency")?.as_deref())?;
+    let expires_in_s = invoices::lifetime_s(f.opt_u64("expires_in")?)?;
     let policy = match f.opt_str("overpayment_policy")? {
         None => None,
         Some(p) => Some(OverpaymentPolicy::parse(&p).ok_or_else(|| {
@@ -136,9 +120,11 @@ async fn create_invoice(
             )
         })?),
     };
-    let accepted_chains = bounded_list(&body, "accepted_chains")?;
-    let accepted_assets = bounded_list(&body, "accepted_assets")?;
-    let mut req = NewInvoice {
+    let accepted = invoices::Accepted {
+        chains: bounded_list(&body, "accepted_chains")?,
+        assets: bounded_list(&body, "accepted_assets")?,
+    };
+    let req = NewInvoice {
         price_cents: price,
         reference_id: f.opt_bounded("reference_id", 255)?,
         title: f.opt_bounded("title", 255)?,
@@ -163,80 +149,16 @@ async fn create_invoice(
         Begin::Replay(r) => return Ok(r),
         Begin::Fresh(idem) => idem,
     };
-    // Rates are read outside the store transaction (the market may wait for its source).
-    // A refusal of the accepted chains or assets waits until the reference check: a retry
-    // with a known `reference_id` returns the first invoice whatever changed since.
-    let offers = match invoices::candidates(
-        &state.registry,
-        &caller.project,
-        accepted_chains.as_deref(),
-        accepted_assets.as_deref(),
-    ) {
-        Ok(cands) => {
-            let mut rates: Vec<(String, Option<(rust_decimal::Decimal, &'static str)>)> =
-                Vec::new();
-            let mut offers = Vec::new();
-            for c in cands {
-                let rate = match rates.iter().find(|(s, _)| s == &c.asset) {
-                    Some((_, r)) => *r,
-                    None => {
-                        let r = state.market.usable_quote(&c.asset, caller.livemode()).await;
-                        rates.push((c.asset.clone(), r));
-                        r
-                    }
-                };
-                if let Some((rate, rate_source)) = rate {
-                    offers.push(Offer {
-                        candidate: c,
-                        rate,
-                        rate_source,
-                    });
-                }
-            }
-            Ok(offers)
-        }
-        Err(e) => Err(e),
-    };
     let s = scope(&state, &caller);
-    // Everything that needs no store is built here, off the single writer thread
-    // (`invoices::prepare`): the quotes, the address, the token, the view and its JSON.
-    // A refusal waits for the reference check (SPEC.md section 4, Invoices rule 3); one of
-    // `prepare` also for the plan gate (rule 4), as when it was made inside the store job.
-    let reference_id = req.reference_id.clone();
-    let prepared = match offers {
-        Ok(o) => {
-            req.offers = o;
-            let (fees, offset) = state.store.read_now(|r| invoices::snapshot(r, &s))?;
-            invoices::prepare(&s, req, fees, offset, appliance_storage::now_us())
-                .map_err(|e| (e, true))
-        }
-        Err(e) => Err((e, false)),
-    };
+    let pending = invoices::pending(&state.store, &state.market, &s, req, accepted).await?;
     let (resp, _) = commit_rendered(&state, idem, move |ctx| {
-        let mut p = match prepared {
-            Ok(p) => p,
-            Err((e, gate)) => {
-                return match invoices::existing_by_reference(ctx, &s, reference_id.as_deref())? {
-                    Some(inv) => Ok((StatusCode::OK, render(&s, &inv), None)),
-                    None => {
-                        if gate {
-                            crate::services::billing::require_live(ctx, &s)
-                                .map_err(InvoiceError::from)?;
-                        }
-                        Err(e.into())
-                    }
-                };
-            }
-        };
-        // The prepared answer; `create_prepared` stores the rest.
-        let body = std::mem::take(&mut p.body);
-        let (inv, outcome) = invoices::create_prepared(ctx, &s, p)?;
+        let (inv, answer) = invoices::create(ctx, &s, pending)?;
         // The invoice goes back with the answer, to be dropped on the request's thread
         // rather than the store writer's.
-        Ok(match outcome {
-            invoices::Created::AsPrepared => (StatusCode::CREATED, body, Some(inv)),
-            invoices::Created::Restamped => (StatusCode::CREATED, render(&s, &inv), Some(inv)),
-            invoices::Created::Existing => (StatusCode::OK, render(&s, &inv), Some(inv)),
+        Ok(match answer {
+            invoices::Answer::Prepared(body) => (StatusCode::CREATED, body, Some(inv)),
+            invoices::Answer::Created => (StatusCode::CREATED, render(&s, &inv), Some(inv)),
+            invoices::Answer::Existing => (StatusCode::OK, render(&s, &inv), Some(inv)),
         })
     })
     .await?;
@@ -260,18 +182,8 @@ async fn list_invoices(
     let page = q.page()?;
     let p = caller.project_id();
     let status = q.status::<InvoiceStatus>()?;
-    let prefix = match status {
-        Some(s) => index::prefix(IndexTag::InvoicesByStatus, p, &[s.as_str().as_bytes()]),
-        None => index::prefix(IndexTag::Invoices, p, &[]),
-    };
-    list_rows(
-        &state,
-        prefix,
-        page,
-        move |i: &Invoice| status.is_none_or(|s| i.status == s),
-        views::invoice_item,
-    )
-    .await
+    let rows = reads::invoices(&state.store, p, status, page.rows()?).await?;
+    Ok(rows.answer(views::invoice_item))
 }
 
 /// `GET /v1/invoices/{id}` — read an invoice (full form).

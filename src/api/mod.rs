@@ -39,12 +39,13 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 use appliance_storage::records::IdempotencyRecord;
-use appliance_storage::{ReadOps, WriteCtx};
+use appliance_storage::{Page, ReadOps, WriteCtx};
 
 use crate::api::error::ApiError;
 use crate::auth::Caller;
 use crate::sealing::DataKey;
 use crate::services::error::Fault;
+use crate::services::reads;
 use crate::services::Scope;
 use crate::state::AppState;
 
@@ -201,8 +202,7 @@ where
 }
 
 /// The caller's project's row `id`, or `missing` (another project's row is not found
-/// either, SPEC.md section 7). A short read on the request's thread
-/// (`Store::read_now`).
+/// either, SPEC.md section 7), read through [`reads::row`].
 pub fn row_by_id<R>(
     state: &AppState,
     caller: &Caller,
@@ -212,28 +212,18 @@ pub fn row_by_id<R>(
 where
     R: appliance_storage::records::Row,
 {
-    let p = caller.project_id();
-    state
-        .store
-        .read_now(move |r| r.get_in::<R>(p, id))?
-        .ok_or_else(|| missing.into())
+    reads::row::<R>(&state.store, caller.project_id(), id)?.ok_or_else(|| missing.into())
 }
 
-/// Index entries a list may pass over on the request's own thread (`Store::read_now`);
-/// a page whose filter skips more than this many is read again on the blocking pool
-/// (`Store::read`). A page of 100 that its filter does not thin runs inline.
-pub const INLINE_LIST_VISITS: usize = 256;
-
-/// A page of rows read by [`list_page`], answered by [`Listed::answer`].
-pub struct Listed<R> {
-    pub items: Vec<R>,
-    pub has_more: bool,
+/// A page of rows as the list answer (`{object: list, data, has_more, next_cursor}`,
+/// SPEC.md section 2, Lists), each row as `view` renders it, written straight to the
+/// response body.
+pub trait PageAnswer<R: 'static> {
+    fn answer<'a, S: serde::Serialize>(&'a self, view: impl Fn(&'a R) -> S) -> Response;
 }
 
-impl<R: appliance_storage::records::Row> Listed<R> {
-    /// The list answer (`{object: list, data, has_more, next_cursor}`, SPEC.md section 2,
-    /// Lists), each row as `view` renders it, written straight to the response body.
-    pub fn answer<'a, S: serde::Serialize>(&'a self, view: impl Fn(&'a R) -> S) -> Response {
+impl<R: appliance_storage::records::Row + 'static> PageAnswer<R> for Page<R> {
+    fn answer<'a, S: serde::Serialize>(&'a self, view: impl Fn(&'a R) -> S) -> Response {
         let next = self
             .items
             .last()
@@ -242,56 +232,4 @@ impl<R: appliance_storage::records::Row> Listed<R> {
         let body = extract::ListPage::new(&data, self.has_more, next);
         json_sized(StatusCode::OK, &body, 256 + 768 * data.len())
     }
-}
-
-/// A page of rows under an index prefix, newest first, those `keep` accepts. Read on the
-/// request's thread when the page passes over at most [`INLINE_LIST_VISITS`] index
-/// entries (the usual case: a list's filters follow its index), otherwise again on the
-/// blocking pool, where a long scan does not hold up a runtime worker.
-pub async fn list_page<R, K>(
-    state: &AppState,
-    prefix: Vec<u8>,
-    page: extract::PageReq,
-    keep: K,
-) -> Result<Listed<R>, ApiError>
-where
-    R: appliance_storage::records::Row + Send + 'static,
-    K: Fn(&R) -> bool + Send + 'static,
-{
-    let before = page.cursor_uuid()?;
-    let limit = page.limit;
-    let inline = state
-        .store
-        .read_now(|r| r.list_within::<R>(&prefix, before, limit, &keep, INLINE_LIST_VISITS))?;
-    let rows = match inline {
-        Some(rows) => rows,
-        None => {
-            state
-                .store
-                .read(move |r| r.list::<R>(&prefix, before, limit, keep))
-                .await?
-        }
-    };
-    Ok(Listed {
-        items: rows.items,
-        has_more: rows.has_more,
-    })
-}
-
-/// A page of rows under an index prefix as a list answer ([`list_page`] and
-/// [`Listed::answer`]), for a view that owns what it renders.
-pub async fn list_rows<R, K, V, S>(
-    state: &AppState,
-    prefix: Vec<u8>,
-    page: extract::PageReq,
-    keep: K,
-    view: V,
-) -> Result<Response, ApiError>
-where
-    R: appliance_storage::records::Row + Send + 'static,
-    K: Fn(&R) -> bool + Send + 'static,
-    V: Fn(&R) -> S,
-    S: serde::Serialize,
-{
-    Ok(list_page(state, prefix, page, keep).await?.answer(view))
 }

@@ -4,15 +4,15 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{KeyKind, Payout, PayoutStatus};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
 use crate::api::schemas;
-use crate::api::{commit, json, list_page, mutate, row_by_id, scope, IdempotencyKey};
+use crate::api::{commit, json, mutate, row_by_id, scope, IdempotencyKey, PageAnswer};
 use crate::auth::{Access, Caller};
 use crate::services::payouts::{self, NewPayout};
+use crate::services::reads;
 use crate::state::AppState;
 use crate::views;
 use utoipa_axum::router::OpenApiRouter;
@@ -121,23 +121,13 @@ async fn list_payouts(
     let chain = q.get("chain").map(str::to_string);
     let status = q.status::<PayoutStatus>()?;
     let reference = q.get("reference").map(str::to_string);
-    let prefix = if let Some(r) = &reference {
-        index::prefix(IndexTag::PayoutsByReference, p, &[r.as_bytes()])
-    } else if let Some(c) = customer {
-        index::prefix(IndexTag::PayoutsByCustomer, p, &[c.as_bytes()])
-    } else if let Some(s) = status {
-        index::prefix(IndexTag::PayoutsByStatus, p, &[s.as_str().as_bytes()])
-    } else if let Some(c) = &chain {
-        index::prefix(IndexTag::PayoutsByChain, p, &[c.as_bytes()])
-    } else {
-        index::prefix(IndexTag::Payouts, p, &[])
+    let query = reads::PayoutQuery {
+        reference,
+        customer,
+        status,
+        chain,
     };
-    let rows = list_page(&state, prefix, page, move |x: &Payout| {
-        customer.is_none_or(|c| x.customer_id == Some(c))
-            && chain.as_ref().is_none_or(|c| &x.chain == c)
-            && status.is_none_or(|s| x.status == s)
-    })
-    .await?;
+    let rows = reads::payouts(&state.store, p, query, page.rows()?).await?;
     Ok(rows.answer(|x| views::payout_view(&state.registry, x)))
 }
 

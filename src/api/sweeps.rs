@@ -4,15 +4,14 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use appliance_storage::index::{self, IndexTag};
-use appliance_storage::records::{KeyKind, Sweep, SweepStatus, Wallet};
-use appliance_storage::ReadOps;
+use appliance_storage::records::{KeyKind, Sweep, SweepStatus};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
 use crate::api::schemas;
-use crate::api::{get_by_id, list_rows, mutate, scope, IdempotencyKey, Listed};
+use crate::api::{get_by_id, mutate, scope, IdempotencyKey, PageAnswer};
 use crate::auth::{Access, Caller};
+use crate::services::reads;
 use crate::services::{deposits, sweeps};
 use crate::state::AppState;
 use crate::views;
@@ -85,36 +84,8 @@ async fn list_sweeps(
     let p = caller.project_id();
     let wallet = q.uuid("wallet_id")?;
     let status = q.status::<SweepStatus>()?;
-    // A wallet's sweeps are indexed under its customer (schema 9): the wallet is read
-    // first; one of another project, or none, lists nothing.
-    let owner = match wallet {
-        Some(w) => match state.store.read_now(move |r| r.get_in::<Wallet>(p, w))? {
-            Some(row) => Some(row.customer_id),
-            None => {
-                let reg = state.registry.clone();
-                let none = Listed::<Sweep> {
-                    items: Vec::new(),
-                    has_more: false,
-                };
-                return Ok(none.answer(|s| views::sweep(&reg, s)));
-            }
-        },
-        None => None,
-    };
-    let prefix = match (wallet, status) {
-        (Some(w), _) => index::sweeps_of_wallet(p, owner.unwrap_or_default(), w),
-        (None, Some(s)) => index::prefix(IndexTag::SweepsByStatus, p, &[s.as_str().as_bytes()]),
-        (None, None) => index::prefix(IndexTag::Sweeps, p, &[]),
-    };
-    let reg = state.registry.clone();
-    list_rows(
-        &state,
-        prefix,
-        page,
-        move |s: &Sweep| status.is_none_or(|st| s.status == st),
-        move |s| views::sweep(&reg, s),
-    )
-    .await
+    let rows = reads::sweeps(&state.store, p, wallet, status, page.rows()?).await?;
+    Ok(rows.answer(|s| views::sweep(&state.registry, s)))
 }
 
 /// Read a sweep.

@@ -86,16 +86,7 @@ async fn create_test_deposit(
     let simulated = state.registry.chain(&req.chain).is_some_and(|c| c.is_evm());
     if !simulated {
         // Keypair chains have no simulated chain yet: the legacy height numbers the block.
-        let chain = req.chain.to_string();
-        let (h, now) = state
-            .store
-            .read(move |r| {
-                Ok((
-                    deposits::sim_height(r, &chain)?,
-                    appliance_storage::now_us(),
-                ))
-            })
-            .await?;
+        let (h, now) = deposits::sim_height_now(&state.store, req.chain.to_string()).await?;
         req.block_number = h;
         req.block_time_us = now;
         let (resp, _) = mutate(

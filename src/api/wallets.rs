@@ -4,14 +4,14 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{KeyKind, Wallet};
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
 use crate::api::schemas;
-use crate::api::{created_or_ok, json, list_page, mutate, row_by_id, scope, IdempotencyKey};
+use crate::api::{created_or_ok, json, mutate, row_by_id, scope, IdempotencyKey, PageAnswer};
 use crate::auth::{Access, Caller};
+use crate::services::reads;
 use crate::services::wallets;
 use crate::state::AppState;
 use crate::views;
@@ -87,15 +87,7 @@ async fn list_wallets(
     let p = caller.project_id();
     let customer = q.uuid("customer_id")?;
     let chain = q.get("chain").map(str::to_string);
-    let prefix = match (customer, &chain) {
-        (Some(c), _) => index::prefix(IndexTag::WalletsByCustomer, p, &[c.as_bytes()]),
-        (None, Some(ch)) => index::prefix(IndexTag::WalletsByChain, p, &[ch.as_bytes()]),
-        (None, None) => index::prefix(IndexTag::Wallets, p, &[]),
-    };
-    let rows = list_page(&state, prefix, page, move |w: &Wallet| {
-        chain.as_ref().is_none_or(|c| &w.chain == c)
-    })
-    .await?;
+    let rows = reads::wallets(&state.store, p, customer, chain, page.rows()?).await?;
     Ok(rows.answer(views::wallet_view))
 }
 

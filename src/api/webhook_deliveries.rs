@@ -6,16 +6,15 @@ use axum::response::Response;
 use serde_json::Value;
 use uuid::Uuid;
 
-use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{DeliveryStatus, WebhookDelivery};
-use appliance_storage::ReadOps;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{list_json, parse_status, JsonBody, Params};
 use crate::api::schemas;
 use crate::api::webhooks::{rate_limited, READ};
-use crate::api::{commit, get_by_id, json, list_rows};
+use crate::api::{commit, get_by_id, json, PageAnswer};
 use crate::auth::{Access, Caller, ANY_KIND};
+use crate::services::reads;
 use crate::services::webhook_deliveries::{self as deliveries, BulkReplay, WebhookDeliveryError};
 use crate::state::AppState;
 use crate::views::{delivery_json, delivery_ref, parse_delivery_ref};
@@ -61,47 +60,13 @@ async fn list_deliveries(
     let p = caller.project_id();
     let endpoint = q.uuid("endpoint_id")?;
     let status = q.status::<DeliveryStatus>()?;
-    let event = match q.get("event_id") {
-        None => None,
-        Some(e) => {
-            let e = e.to_string();
-            match state.store.read(move |r| r.event(p, &e)).await? {
-                Some(ev) => Some(ev.sequence),
-                None => return Ok(json(StatusCode::OK, &list_json(Vec::new(), false, None))),
-            }
-        }
+    let query = reads::DeliveryQuery {
+        endpoint,
+        status,
+        event_id: q.get("event_id").map(str::to_string),
     };
-    let prefix = match (endpoint, status, event) {
-        (_, _, Some(seq)) => {
-            index::prefix(IndexTag::WebhookDeliveriesByEvent, p, &[&seq.to_be_bytes()])
-        }
-        (Some(e), Some(s), None) => index::prefix(
-            IndexTag::WebhookDeliveriesByEndpointStatus,
-            p,
-            &[e.as_bytes(), s.as_str().as_bytes()],
-        ),
-        (Some(e), None, None) => {
-            index::prefix(IndexTag::WebhookDeliveriesByEndpoint, p, &[e.as_bytes()])
-        }
-        (None, Some(s), None) => index::prefix(
-            IndexTag::WebhookDeliveriesByStatus,
-            p,
-            &[s.as_str().as_bytes()],
-        ),
-        (None, None, None) => index::prefix(IndexTag::WebhookDeliveries, p, &[]),
-    };
-    list_rows(
-        &state,
-        prefix,
-        page,
-        move |d: &WebhookDelivery| {
-            endpoint.is_none_or(|e| d.endpoint_id == e)
-                && status.is_none_or(|s| d.status == s)
-                && event.is_none_or(|q| d.event_sequence == q)
-        },
-        |d| delivery_json(d, false),
-    )
-    .await
+    let rows = reads::deliveries(&state.store, p, query, page.rows()?).await?;
+    Ok(rows.answer(|d| delivery_json(d, false)))
 }
 
 /// Read a delivery, with `response_body`.
@@ -247,20 +212,7 @@ async fn list_event_deliveries(
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
     let p = caller.project_id();
-    let rows = state
-        .store
-        .read(move |r| {
-            let Some(ev) = r.event(p, &id)? else {
-                return Ok(None);
-            };
-            let prefix = index::prefix(
-                IndexTag::WebhookDeliveriesByEvent,
-                p,
-                &[&ev.sequence.to_be_bytes()],
-            );
-            r.list::<WebhookDelivery>(&prefix, None, EVENT_DELIVERIES_MAX, |_| true)
-                .map(Some)
-        })
+    let rows = reads::event_deliveries(&state.store, p, id, EVENT_DELIVERIES_MAX)
         .await?
         .ok_or_else(|| ApiError::not_found("event"))?;
     let data = rows.items.iter().map(|d| delivery_json(d, false)).collect();

@@ -12,6 +12,7 @@ use crate::api::extract::{path_uuid, Fields, JsonBody};
 use crate::api::schemas;
 use crate::api::{begin, commit, get_by_id, json, Begin, IdempotencyKey};
 use crate::auth::{Access, Caller, ANY_KIND};
+use crate::services::reads;
 use crate::services::webhook_endpoints::{
     self as endpoints, EndpointPatch, NewEndpoint, RequestedStatus, WebhookEndpointError,
     DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS,
@@ -83,9 +84,7 @@ async fn list_webhooks(
     caller: Caller,
 ) -> Result<Response, ApiError> {
     caller.require(READ)?;
-    let p = caller.project_id();
-    let mut eps = state.store.read(move |r| endpoints::list(r, p)).await?;
-    eps.reverse();
+    let eps = reads::webhook_endpoints(&state.store, caller.project_id()).await?;
     let now = appliance_storage::now_us();
     let data: Vec<Value> = eps.iter().map(|e| endpoint_json(e, now)).collect();
     Ok(json(

@@ -9,10 +9,14 @@ use uuid::Uuid;
 
 use appliance_chains::format_decimal;
 use appliance_storage::ledger::{signed_string, AccountKind, Balance};
-use appliance_storage::records::Wallet;
-use appliance_storage::{ReadOps, StoreError};
+use std::sync::Arc;
+
+use appliance_storage::records::{Customer, Wallet};
+use appliance_storage::{ReadOps, Store, StoreError};
 
 use crate::registry::Registry;
+use crate::services::error::{fault_from, Fault};
+use crate::services::sim_chain::SimChains;
 use crate::views::{Atomic, Decimal};
 
 #[derive(Default, Clone, Copy)]
@@ -154,6 +158,159 @@ pub fn wallet(
         source: source.to_string(),
         wallet_id: w.id,
     })
+}
+
+/// Why a balance read is refused (statuses and codes: `api::error`).
+#[derive(Debug, thiserror::Error)]
+pub enum BalanceError {
+    /// No such customer or wallet in the project: 404 `not_found`.
+    #[error("No such {0}.")]
+    NotFound(&'static str),
+    /// The chain's node cannot be reached now: 503 `chain_unavailable_now`, retryable
+    /// (DECISIONS.md section 16: a chain READ with the node down is retryable).
+    #[error("The chain's node cannot be reached now; retry later.")]
+    ChainUnavailable,
+    /// A test project's simulated chain cannot be opened.
+    #[error(transparent)]
+    Sim(#[from] crate::services::sim_chain::SimOpenError),
+    /// A test project's simulated chain failed to answer (500 `internal_error`).
+    #[error(transparent)]
+    Onchain(#[from] OnchainError),
+    #[error(transparent)]
+    Fault(#[from] Fault),
+}
+fault_from!(BalanceError);
+
+/// Where `GET /v1/wallets/{id}/balances` takes its figures from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BalanceSource {
+    /// The ledger alone.
+    Ledger,
+    /// The chain's reading beside the ledger, with `drift`.
+    Chain,
+    /// Both (the same answer as `Chain`: every item keeps the ledger's figures).
+    Both,
+}
+
+impl BalanceSource {
+    /// The query value (`ledger` | `chain` | `both`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BalanceSource::Ledger => "ledger",
+            BalanceSource::Chain => "chain",
+            BalanceSource::Both => "both",
+        }
+    }
+
+    /// The source a query value names, or `None`.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Ledger, Self::Chain, Self::Both]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+    }
+}
+
+/// `GET /v1/customers/{id}/balances` of the project's customer `id`: `NotFound` for
+/// another project's or a missing customer.
+pub fn customer_by_id(
+    store: &Store,
+    reg: &Registry,
+    project: Uuid,
+    id: Uuid,
+) -> Result<CustomerBalances, BalanceError> {
+    store
+        .read_now(|r| {
+            if r.get_in::<Customer>(project, id)?.is_none() {
+                return Ok(None);
+            }
+            customer(r, reg, project, id).map(Some)
+        })?
+        .ok_or(BalanceError::NotFound("customer"))
+}
+
+/// What a wallet balance read needs beside the request: the store, the registry and,
+/// for a test project, its simulated chains.
+pub struct BalanceReader<'a> {
+    pub store: &'a Store,
+    pub reg: &'a Arc<Registry>,
+    pub sim: &'a SimChains,
+}
+
+impl BalanceReader<'_> {
+    /// `GET /v1/wallets/{id}/balances` of the project's wallet `id`. With a chain source
+    /// the node (live) or the project's simulated chain (test, EVM chains) is read first,
+    /// outside the store snapshot, then reported against the ledger.
+    pub async fn wallet(
+        &self,
+        project: Uuid,
+        livemode: bool,
+        id: Uuid,
+        source: BalanceSource,
+    ) -> Result<WalletBalances, BalanceError> {
+        let live = if source == BalanceSource::Ledger {
+            None
+        } else {
+            self.chain_reading(project, livemode, id).await?
+        };
+        let reg = self.reg.clone();
+        self.store
+            .read(move |r| {
+                let Some(w) = r.get_in::<Wallet>(project, id)? else {
+                    return Ok(None);
+                };
+                wallet(r, &reg, &w, source.as_str(), |asset| match &live {
+                    Some(m) => Ok(m.get(asset).copied().unwrap_or(0)),
+                    None => r.sim_balance(&w.chain, &w.address, asset),
+                })
+                .map(Some)
+            })
+            .await?
+            .ok_or(BalanceError::NotFound("wallet"))
+    }
+
+    /// The chain's balances of wallet `id`'s address: `None` where the simulated chain
+    /// keeps them in the store (a test project's non-EVM chain).
+    async fn chain_reading(
+        &self,
+        project: Uuid,
+        livemode: bool,
+        id: Uuid,
+    ) -> Result<Option<BTreeMap<String, u128>>, BalanceError> {
+        let w = self
+            .store
+            .read(move |r| r.get_in::<Wallet>(project, id))
+            .await?
+            .ok_or(BalanceError::NotFound("wallet"))?;
+        if !livemode {
+            if !self.reg.chain(&w.chain).is_some_and(|c| c.is_evm()) {
+                return Ok(None);
+            }
+            let h = self
+                .sim
+                .get(self.store, self.reg, project, &w.chain)
+                .await?;
+            let read = onchain_via(&h.client, self.reg, &w.chain, &w.address).await;
+            return Ok(Some(read?));
+        }
+        match onchain(self.reg, &w.chain, &w.address).await {
+            Ok(m) => Ok(Some(m)),
+            Err(e) => {
+                let e = appliance_chains::redact::scrub_urls(&format!("{e:#}"));
+                tracing::warn!(chain = %w.chain, error = %e, "on-chain balance read failed");
+                Err(BalanceError::ChainUnavailable)
+            }
+        }
+    }
+}
+
+/// [`treasury`] of `project`, read on the blocking pool (it sums every account).
+pub async fn treasury_of(
+    store: &Store,
+    reg: &Arc<Registry>,
+    project: Uuid,
+) -> Result<Value, StoreError> {
+    let reg = reg.clone();
+    store.read(move |r| treasury(r, &reg, project)).await
 }
 
 /// `GET /v1/balances`: the project's treasury report per (chain, asset).

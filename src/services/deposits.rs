@@ -174,6 +174,17 @@ pub fn sim_height(ctx: &impl ChainStateOps, chain: &str) -> Result<u64, StoreErr
     ctx.sim_height(chain)
 }
 
+/// [`sim_height`] of `chain` and the time it was read (µs since the Unix epoch), read on
+/// the blocking pool.
+pub async fn sim_height_now(
+    store: &appliance_storage::Store,
+    chain: String,
+) -> Result<(u64, i64), StoreError> {
+    store
+        .read(move |r| Ok((sim_height(r, &chain)?, appliance_storage::now_us())))
+        .await
+}
+
 /// Whether test mode keeps `chain`'s on-chain balances in the `sim_balances` table: only
 /// chains without a simulated chain (keypair chains). An EVM chain's balances are its
 /// simulated chain's state (`services::sim_chain`), so its test deposits write no row

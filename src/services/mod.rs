@@ -42,6 +42,7 @@ pub mod keys;
 pub mod metadata;
 pub mod payouts;
 pub mod projects;
+pub mod reads;
 pub mod sim_chain;
 pub mod sweeps;
 pub mod test_transfers;

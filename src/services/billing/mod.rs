@@ -421,6 +421,43 @@ pub fn skip_onboarding(ctx: &mut WriteCtx<'_>, s: &Scope) -> Result<BillingAccou
     Ok(acct)
 }
 
+/// `GET /v1/billing` ([`billing_json`] of the project's account), read on the blocking
+/// pool.
+pub async fn read_billing(store: &appliance_storage::Store, s: Scope) -> Result<Value, Fault> {
+    let v = store
+        .read(move |r| {
+            let acct = account(r, s.project_id()).map_err(store_of)?;
+            billing_json(r, &s, &acct).map_err(store_of)
+        })
+        .await?;
+    Ok(v)
+}
+
+/// The project's funding addresses when one exists on every chain that takes funding, or
+/// `None` when one is still to be made (in a write: `ensure_funding_addresses`).
+pub async fn complete_funding_addresses(
+    store: &appliance_storage::Store,
+    s: Scope,
+) -> Result<Option<Vec<FundingAddress>>, Fault> {
+    let list = store
+        .read(move |r| {
+            if !missing_funding_chains(r, &s).map_err(store_of)?.is_empty() {
+                return Ok(None);
+            }
+            funding_addresses(r, &s).map(Some).map_err(store_of)
+        })
+        .await?;
+    Ok(list)
+}
+
+/// A read's fault as the store error it wraps: a read closure returns `StoreError`.
+fn store_of(f: Fault) -> appliance_storage::StoreError {
+    match f {
+        Fault::Store(e) => e,
+        other => appliance_storage::StoreError::Corrupt(other.to_string()),
+    }
+}
+
 mod fees;
 pub use fees::*;
 

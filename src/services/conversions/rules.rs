@@ -74,6 +74,11 @@ pub fn rule_json(chain: &Chain, mode: Mode, rule: Option<&ConversionRule>) -> Va
     })
 }
 
+/// [`rules`] read on the blocking pool.
+pub async fn rules_of(store: &appliance_storage::Store, s: Scope) -> Result<Value, StoreError> {
+    store.read(move |r| rules(r, &s)).await
+}
+
 /// `GET /v1/conversion/rules`: one rule per chain the project lists, in registry order.
 pub fn rules(r: &impl ReadOps, s: &Scope) -> Result<Value, StoreError> {
     let mut data = Vec::new();

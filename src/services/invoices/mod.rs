@@ -51,7 +51,9 @@ pub const EXPIRES_IN_MIN_S: u64 = 300;
 /// Longest `return_url` / `cancel_url`, bytes.
 pub const MAX_REDIRECT_URL: usize = 2048;
 
+mod create;
 mod payments;
+pub use create::*;
 pub use payments::*;
 
 /// A `return_url` or `cancel_url` as stored (issue 41): an absolute `https://` URL with a
