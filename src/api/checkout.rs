@@ -30,7 +30,6 @@ use crate::api::extract::{rate_limited, ClientIp, JsonBody, Params};
 use crate::services::checkout::{self, CheckoutError, Loaded};
 use crate::services::checkout_cache::Cached;
 use crate::services::invoices;
-use crate::services::reads;
 use crate::services::Scope;
 use crate::state::AppState;
 
@@ -160,84 +159,18 @@ fn write_error(e: WriteError<CheckoutError>) -> ApiError {
     }
 }
 
-/// Classifies the refund claims of `l` that wait for it (sender class and network fee
-/// through the chain's client; `services::checkout::classify`), one invoice at a time. A
-/// failure leaves the claim unclassified (`refund_not_ready`) for a later request.
+/// Classifies the refund claims of `l` that wait for it
+/// (`services::checkout::RefundClassifier`).
 async fn classify_refund(state: &AppState, l: &Loaded) {
-    if !checkout::needs_classification(&l.invoice) {
-        return;
+    checkout::RefundClassifier {
+        store: &state.store,
+        reg: &state.registry,
+        market: &state.market,
+        sim: &state.sim,
+        busy: &state.refund_classifying,
     }
-    let id = l.invoice.id;
-    if !state.refund_classifying.lock().expect("lock").insert(id) {
-        return;
-    }
-    let waiting: Vec<usize> = (0..l.invoice.refunds.len())
-        .filter(|i| {
-            let c = &l.invoice.refunds[*i];
-            c.awaiting_address() && c.sender_class.is_none()
-        })
-        .collect();
-    let mut r = Ok(());
-    for claim in waiting {
-        r = classify_inner(state, l, claim).await;
-        if r.is_err() {
-            break;
-        }
-    }
-    state.refund_classifying.lock().expect("lock").remove(&id);
-    if let Err(e) = r {
-        tracing::info!(invoice = %id, error = %e, "refund not classified yet");
-    }
-}
-
-async fn classify_inner(state: &AppState, l: &Loaded, claim: usize) -> anyhow::Result<()> {
-    let Some(refund) = l.invoice.refunds.get(claim).cloned() else {
-        return Ok(());
-    };
-    let rate = l
-        .invoice
-        .quote(&refund.chain, &refund.asset)
-        .map(|q| q.rate.clone())
-        .ok_or_else(|| anyhow::anyhow!("no quote for the refund's coin"))?;
-    let livemode = l.project.mode == appliance_storage::records::Mode::Live;
-    let native = checkout::native_symbol(&state.registry, &refund.chain)
-        .ok_or_else(|| anyhow::anyhow!("unknown chain {}", refund.chain))?;
-    let native_usd = state.market.usable_price(native, livemode).await;
-    let claimed = if livemode {
-        None
-    } else {
-        reads::test_sender_class(&state.store, &refund.chain, &refund.from_address).await?
-    };
-    let client: std::sync::Arc<dyn appliance_chains::client::ChainClient> = if livemode {
-        state
-            .registry
-            .chain(&refund.chain)
-            .and_then(|c| c.client().cloned())
-            .ok_or_else(|| anyhow::anyhow!("no node for {}", refund.chain))?
-    } else {
-        let h = state
-            .sim
-            .get(&state.store, &state.registry, l.project.id, &refund.chain)
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        std::sync::Arc::new(h.client.clone())
-    };
-    let c = checkout::classify(
-        client.as_ref(),
-        &state.registry,
-        &refund,
-        &rate,
-        native_usd,
-        claimed.as_deref(),
-    )
-    .await?;
-    let (id, payment) = (l.invoice.id, refund.payment_id);
-    state
-        .store
-        .write(move |ctx| checkout::apply_classification(ctx, id, claim, payment, &c))
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(())
+    .run(l)
+    .await
 }
 
 /// The checkout document (`object: checkout`, SPEC.md section 2).

@@ -410,7 +410,9 @@ pub fn asset_ref(reg: &Registry, chain: &str, asset: &str) -> Option<AssetRef> {
     }
 }
 
+mod classify;
 mod refunds;
+pub use classify::*;
 pub use refunds::*;
 
 #[cfg(test)]
