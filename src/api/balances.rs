@@ -102,7 +102,7 @@ async fn wallet_balances(
     // Live: read the node first (outside the store snapshot), then report against the ledger.
     let mut live: Option<std::collections::BTreeMap<String, u128>> = None;
     if source != "ledger" && !caller.livemode() {
-        // Test mode: the project's own simulated chain (issue 8), for EVM chains.
+        // Test mode: the project's own simulated chain, for EVM chains.
         let w = state
             .store
             .read(move |r| r.get_in::<Wallet>(p, id))
