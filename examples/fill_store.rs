@@ -1,6 +1,6 @@
 //! Fills a test-mode data dir with confirmed test deposits, fast, through the appliance's own
-//! write code: for the restart benchmark (issue 16: restart after `kill -9` on a store of 10M
-//! journal entries; docs/performance.md, "Restart with a large store").
+//! write code: for the restart benchmark (restart after `kill -9` on a store of 10M
+//! journal entries; docs/performance.md, "Restart and memory").
 //!
 //! ```text
 //! target/release/appliance --test --data-dir DIR     # once: bootstraps the test project; stop it

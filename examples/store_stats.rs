@@ -1,7 +1,7 @@
 //! Where the bytes of a store go: per table, its rows and redb's own figures (leaf and branch pages, stored bytes, fragmentation); the `index`
 //! and `unique` tables broken down by [`IndexTag`], the `events` table by event type. For
-//! the store-size work of issue 16 (docs/performance.md, "What a confirmed test deposit
-//! leaves in the store").
+//! the store's bytes per confirmed deposit (docs/performance.md, "Store bytes per confirmed
+//! deposit").
 //!
 //! ```text
 //! cargo run --release --example store_stats -- DATA_DIR_OR_STORE_FILE [--per N]

@@ -1,4 +1,4 @@
-//! Webhook throughput and latency benchmark (issue 3).
+//! Webhook throughput and latency benchmark.
 //!
 //! ```text
 //! cargo run --release --example webhook_bench -- [--endpoints 1,8,16] [--seconds 10]

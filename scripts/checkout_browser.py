@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The hosted checkout page in a real browser (issue 13), against a real test-mode server.
+"""The hosted checkout page in a real browser, against a real test-mode server.
 
 Starts `target/debug/appliance --test` on a free loopback port with a fresh data dir, sets the
 merchant's name, creates invoices with the checkout key and drives Debian's

@@ -42,7 +42,7 @@ fi
 python3 -c 'import importlib.metadata as m; print("prometheus_client (python) " + m.version("prometheus_client"))'
 
 # Schemathesis runs property-based contract tests over every operation of the OpenAPI
-# document (scripts/schemathesis.py, issue 11); openapi-spec-validator validates the document
+# document (scripts/schemathesis.py); openapi-spec-validator validates the document
 # against the OpenAPI 3.1 schema. Both pinned.
 SCHEMATHESIS_VERSION=4.32.5
 OPENAPI_SPEC_VALIDATOR_VERSION=0.9.0
@@ -72,7 +72,7 @@ if ! cargo deb --version 2>/dev/null | grep -q " $CARGO_DEB_VERSION\$"; then
 fi
 cargo deb --version; echo
 
-# The hosted checkout page's browser test (scripts/checkout_browser.py, issue 13): Debian's
+# The hosted checkout page's browser test (scripts/checkout_browser.py): Debian's
 # headless Chromium (Playwright's own browser download is not used; it is driven through
 # `executable_path`), Playwright for Python, zxing-cpp to decode QR codes from screenshots
 # and Pillow to read them. Python packages pinned.

@@ -1,6 +1,6 @@
 #!/bin/sh
-# Restart benchmark on a large store (issue 16; docs/performance.md, "Restart with a large
-# store"). Not part of CI: it writes gigabytes.
+# Restart benchmark on a large store (docs/performance.md, "Restart and memory"). Not part
+# of CI: it writes gigabytes.
 #
 #   cargo build --release -p appliance -p loadgen --bins --example fill_store
 #   (`--bins` is needed: `--example` alone selects only the example, leaving the server and

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Schemathesis over every operation of the API (issue 11), against a real test-mode server.
+"""Schemathesis over every operation of the API, against a real test-mode server.
 
 Starts `target/debug/appliance --test` on a free loopback port with a fresh data dir, seeds it
 (a customer, a wallet, a confirmed deposit, a payout, a webhook endpoint with a delivery),

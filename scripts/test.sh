@@ -7,7 +7,7 @@ if [ -x scripts/install-test-deps.sh ]; then
   scripts/install-test-deps.sh
 fi
 cargo test --workspace --all-targets
-# The deterministic simulation of the whole appliance (issue 40): 3 seeds x 20,000 steps,
+# The deterministic simulation of the whole appliance: 3 seeds x 20,000 steps,
 # as many at a time as there are cores, on the binary the tests just built. Each prints its failures and its last
 # line `seed S steps N digest HEX`; any failure fails the suite.
 scripts/simulate.sh target/debug/appliance 20000 1 2 3
@@ -15,6 +15,6 @@ scripts/simulate.sh target/debug/appliance 20000 1 2 3
 # against a real test-mode server (bounded: fixed seed and examples per operation).
 python3 scripts/schemathesis.py
 # The hosted checkout page in a real browser (headless Chromium, Playwright, zxing-cpp,
-# axe-core; issue 13), against a real test-mode server. Screenshots in
+# axe-core), against a real test-mode server. Screenshots in
 # target/checkout-screenshots/.
 python3 scripts/checkout_browser.py

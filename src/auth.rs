@@ -178,7 +178,7 @@ impl Pepper {
     }
 
     /// A pepper file's text: 32 bytes as 64 hex digits (surrounding whitespace ignored).
-    /// `restore` checks a backup's pepper with it before anything is replaced (issue 41).
+    /// `restore` checks a backup's pepper with it before anything is replaced.
     pub fn parse(text: &str) -> Result<Pepper, String> {
         let mut b = [0u8; 32];
         hex::decode_to_slice(text.trim(), &mut b)

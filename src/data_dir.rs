@@ -1,4 +1,4 @@
-//! The data dir's permissions and the process limits a server needs (issue 9 items 3 and 5).
+//! The data dir's permissions and the process limits a server needs.
 //!
 //! Secrets live in the data dir (pepper, sealed seed, store, operator socket, backups), so it
 //! is created 0700 and every file in it 0600 whatever the caller's umask: the process umask is

@@ -6,7 +6,7 @@
 //! wiring ([`server`]). Storage, chains and signing are crates of their own.
 
 /// `println!` that never panics: output to a closed stdout (`appliance project list |
-/// head -0`, a server whose log pipe went away) is dropped quietly (issue 10 point 13).
+/// head -0`, a server whose log pipe went away) is dropped quietly.
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;

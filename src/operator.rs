@@ -317,7 +317,7 @@ fn backup(store: &Store, config: &crate::config::Config, out: &Path) -> Result<V
     std::fs::set_permissions(&db, std::os::unix::fs::PermissionsExt::from_mode(0o600))
         .map_err(|e| e.to_string())?;
     let mut files = vec!["appliance.redb".to_string()];
-    // Checksums of every file: `restore` refuses a copy that does not match (issue 10 point 1).
+    // Checksums of every file: `restore` refuses a copy that does not match.
     let mut sha256 = serde_json::Map::new();
     sha256.insert("appliance.redb".into(), json!(sha256_hex_file(&db)?));
     for name in BACKUP_FILES {

@@ -34,7 +34,7 @@ impl Asset {
     }
 }
 
-/// What the live adapter of a chain last reported (DECISIONS.md section 10; issue 4).
+/// What the live adapter of a chain last reported (DECISIONS.md section 10).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdapterHealth {
     /// The last round of node calls succeeded.
@@ -48,8 +48,7 @@ pub enum AdapterHealth {
     /// `status_note` while the adapter backs off and retries. The chain stays `live`.
     Failing(String),
     /// The node has not been reached since start (unreachable, or it answered with another
-    /// chain id): the chain is `paused` with this note and issues no new addresses
-    /// (issue 10 point 7).
+    /// chain id): the chain is `paused` with this note and issues no new addresses.
     Unreached(String),
 }
 

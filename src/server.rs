@@ -52,7 +52,7 @@ fn short_error(e: &dyn std::fmt::Display) -> String {
 
 /// Store meta key recording what a data dir serves: `test` (written by the first `--test`
 /// start) or `live` (written by `init` and by `serve`). A backup carries it in its store;
-/// `restore` refuses a test-mode backup into a live data dir (issue 10 point 1).
+/// `restore` refuses a test-mode backup into a live data dir.
 pub const DATA_DIR_MODE_KEY: &str = "data_dir_mode";
 
 /// The mode a store records ([`DATA_DIR_MODE_KEY`]); `None` for a store that predates it.
@@ -84,7 +84,7 @@ pub fn load_pepper(config: &Config) -> anyhow::Result<Pepper> {
     })
 }
 
-/// Everything checked and prepared before the store is opened (issue 10 point 5): the
+/// Everything checked and prepared before the store is opened: the
 /// configuration, the TLS files, the listen address (bound), the plain-HTTP rule and the
 /// master seed (passphrase). Nothing here writes to the data dir.
 struct Prepared {
@@ -109,7 +109,7 @@ async fn prepare(config: &Config, test_mode: bool) -> anyhow::Result<Prepared> {
     {
         // Every peer is then a trusted proxy: any client sets its own address with
         // X-Forwarded-For (allowlists, rate limits, the metrics' loopback rule). Allowed, as
-        // behind a proxy that is the only way in, but said (issue 41).
+        // behind a proxy that is the only way in, but said.
         tracing::warn!(
             trusted_proxies = %net,
             "trusted_proxies contains {net}: EVERY peer is trusted to name the client address in              X-Forwarded-For; list only your reverse proxies' addresses unless nothing else can reach this port"
@@ -342,7 +342,7 @@ async fn serve_http(
     app: axum::Router,
     rustls: Option<axum_server::tls_rustls::RustlsConfig>,
 ) -> anyhow::Result<()> {
-    // Loaded in `prepare`, before the store opened (issue 10 point 5).
+    // Loaded in `prepare`, before the store opened.
     let tls = rustls.map(|r| r.get_inner());
     let s2 = state.clone();
     let stop = async move {
@@ -408,7 +408,7 @@ async fn bootstrap(store: &Store, pepper: &Pepper, listen: &str) -> anyhow::Resu
         outln!("project default (test mode) id={}", p.id);
         let now = appliance_storage::now_us();
         for k in keys.items {
-            // Issue 10 point 13: a key that no longer validates says so.
+            // A key that no longer validates says so.
             let state = if k.revoked_at.is_some() {
                 " (revoked)"
             } else if k.expires_at.is_some_and(|e| e <= now) {

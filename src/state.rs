@@ -152,7 +152,7 @@ pub struct Limits {
     public_bodies: Arc<Mutex<HashMap<IpAddr, usize>>>,
 }
 
-/// Most keyless requests of one source address reading their bodies at once (issue 41): a
+/// Most keyless requests of one source address reading their bodies at once: a
 /// body may take up to `limits.body_read_timeout_secs`, so without this one address could
 /// hold every connection the ceiling allows; past it, 429.
 pub const PUBLIC_BODIES_PER_IP: usize = 4;

@@ -1,4 +1,4 @@
-//! Serving client connections (issue 9; DECISIONS.md section 16): our own accept loop over
+//! Serving client connections (DECISIONS.md section 16): our own accept loop over
 //! hyper, so that
 //!
 //! - a request head must arrive within `limits.header_read_timeout_secs` of the accept (TLS
@@ -432,8 +432,8 @@ async fn run_conn<I>(
 #[error("the request body was not received in time")]
 pub struct BodyTimeout;
 
-/// A request body that must be read whole within a deadline set when its head was read
-/// (issue 41): a client trickling bytes cannot hold a connection past it, whatever the
+/// A request body that must be read whole within a deadline set when its head was read:
+/// a client trickling bytes cannot hold a connection past it, whatever the
 /// handler does. Reading stops with [`BodyTimeout`] at the deadline.
 struct DeadlineBody {
     inner: Incoming,

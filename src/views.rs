@@ -253,7 +253,8 @@ pub fn new_invoice_view<'a>(
 }
 
 /// The [`InvoiceView`] of `inv` as an `invoice.*` event stores it: `checkout_url` is the
-/// row's sealed token, never the token in clear (issue 41 point 4; [`event_data`]).
+/// row's sealed token, never the token in clear (the store never holds a checkout token in clear;
+/// [`event_data`]).
 pub fn invoice_event_view<'a>(reg: &'a Registry, inv: &'a Invoice) -> InvoiceView<'a> {
     InvoiceView {
         reg,
@@ -1284,7 +1285,7 @@ mod tests {
         }
     }
 
-    /// Issue 41 point 4: a store written before checkout tokens were sealed (the token in
+    /// A store written before checkout tokens were sealed (the token in
     /// clear in the row, the URL in an `invoice.*` event, the URL in an idempotent answer)
     /// is sealed by the start-up migration once; every reader still renders the same URL.
     #[test]

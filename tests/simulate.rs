@@ -1,4 +1,4 @@
-//! `appliance simulate` (issue 40) as a user runs it: the binary, its exit status and its
+//! `appliance simulate` as a user runs it: the binary, its exit status and its
 //! last line `seed S steps N digest HEX`. The long runs (3 seeds x 20,000 steps) are in
 //! scripts/test.sh; these check what a short run must already show: the same seed gives
 //! the same digest, another seed another, and the scripted reorg scenario holds.

@@ -1,4 +1,4 @@
-//! The chain client's range scan alone, against a local Anvil (issue 8 item 5): mines
+//! The chain client's range scan alone, against a local Anvil: mines
 //! `BLOCKS` blocks of one transaction each emitting `PER_BLOCK` token `Transfer`s, `MATCHES`
 //! of them to some of `WATCHED` watched addresses, then times `EvmClient::transfers` over the
 //! whole range for each way of asking for logs. The full benchmark through the real server

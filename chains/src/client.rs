@@ -1,4 +1,4 @@
-//! The chain seam: one client interface every chain adapter implements (issue 8).
+//! The chain seam: one client interface every chain adapter implements.
 //!
 //! Services and workers drive deposits, sweeps and payouts through [`ChainClient`] only, so
 //! one lifecycle per resource serves every chain: the simulated chain of test mode
@@ -254,7 +254,7 @@ pub trait ChainClient: Send + Sync + fmt::Debug + 'static {
 
     /// Blocks `from..=to` and every successful `Transfer` log of `tokens` in them, to any
     /// recipient: the part of a range scan that needs no watched addresses, so a watcher
-    /// can read it while it still learns them (issue 8, the catch-up's start). The caller
+    /// can read it while it still learns them (the catch-up's start). The caller
     /// matches the recipients, and reads the native transfers with
     /// [`ChainClient::transfers`] and no tokens. [`ClientError::Moving`] as for
     /// `transfers`. `Ok(None)`: this client does not offer it (the caller scans by

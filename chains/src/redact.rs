@@ -1,4 +1,4 @@
-//! Redaction of operator-configured upstream URLs (issue 10 point 2).
+//! Redaction of operator-configured upstream URLs.
 //!
 //! Hosted node providers put the account key in the URL's path (`https://host/v3/KEY`) or
 //! its user info. Wherever such a URL is shown (API answers, logs, error messages) only its

@@ -1,5 +1,5 @@
-//! The expiry benchmark (`--phases expiry`; issue 12: expiry of 100,000 open invoices at
-//! once does not stall requests).
+//! The expiry benchmark (`--phases expiry`): the expiry of 100,000 open invoices at once
+//! must not stall requests.
 //!
 //! 1. Makes `--expiry-invoices` open invoices (`POST /v1/invoices`, 40.00 USD, the default
 //!    one-hour `expires_in`; the invoices phase's requests, not measured here) and some

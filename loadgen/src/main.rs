@@ -536,7 +536,7 @@ fn summarize(results: &[PhaseResult], max_error_pct: f64) -> (bool, serde_json::
 }
 
 /// What the store grew by and how much the server wrote to disk during one phase that made
-/// confirmed test deposits, per confirmed deposit (issue 16: store bytes per confirmed
+/// confirmed test deposits, per confirmed deposit (store bytes per confirmed
 /// deposit; bytes written per commit are the lever). Other requests of the phase (a mixed
 /// phase's customers, payouts) are charged to the deposits too.
 struct StoreFigures {

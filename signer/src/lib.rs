@@ -172,7 +172,7 @@ impl Signer {
     }
 
     /// A new random 24-word seed drawn from `rng`, held in memory only (never written): the
-    /// master seed of `appliance simulate` (issue 40), whose seeded generator makes every
+    /// master seed of `appliance simulate`, whose seeded generator makes every
     /// run of a seed sign with the same keys. Nothing that serves a data dir uses it.
     pub fn in_memory(
         rng: &mut (impl rand::RngCore + rand::CryptoRng),

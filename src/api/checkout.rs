@@ -1,7 +1,7 @@
 //! The public checkout (SPEC.md section 4, Checkout; the token is the authorisation):
 //! `GET /v1/checkout/{token}`, `POST /v1/checkout/{token}/select` and
 //! `POST /v1/checkout/{token}/refund`; and the hosted page that reads them
-//! (DECISIONS.md section 12; issue 13): `GET /checkout/{token}` (the HTML shell, or the one
+//! (DECISIONS.md section 12): `GET /checkout/{token}` (the HTML shell, or the one
 //! "not found" page), its QR codes `GET /checkout/{token}/qr.svg` and its script and style
 //! sheet under `/assets/checkout/`.
 //!
@@ -60,7 +60,7 @@ fn now_us() -> i64 {
 /// The `{token}` path segment. A segment that does not decode (invalid UTF-8 in its
 /// percent-escapes) is a token no checkout has: it reads as the empty token, so it gets the
 /// one answer to every miss (404 in the envelope, or the page's own 404) and not the
-/// router's plain-text 400 (issue 41, SPEC.md: any unknown token is 404).
+/// router's plain-text 400 (SPEC.md: any unknown token is 404).
 struct Token(String);
 
 impl<S: Send + Sync> FromRequestParts<S> for Token {
@@ -81,7 +81,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Token {
 
 /// A public request's body, read only after its token opened a checkout, and only while
 /// its address reads at most `state::PUBLIC_BODIES_PER_IP` bodies at once (429 past it):
-/// a body may take `limits.body_read_timeout_secs` (issue 41).
+/// a body may take `limits.body_read_timeout_secs`, and a request for no checkout must
+/// not hold a reader for that long.
 async fn read_body(
     state: &AppState,
     ip: IpAddr,
@@ -206,7 +207,7 @@ pub struct CheckoutDoc {
     pub options: Vec<CheckoutOption>,
     pub payments: Vec<CheckoutPayment>,
     /// The open refund claim: the oldest awaiting an address, else the newest; null while
-    /// there is none (DECISIONS.md section 5, amended by issue 41 point 5).
+    /// there is none (DECISIONS.md section 5).
     pub refund: Option<CheckoutRefund>,
     /// Every refund claim, oldest first: under the `refund` policy, excess that arrives
     /// after a refund was requested opens a new claim, refunded by its own payout.
@@ -369,7 +370,7 @@ async fn select_checkout(
     Token(token): Token,
     req: axum::extract::Request,
 ) -> Result<Response, ApiError> {
-    // The token first, then the body (issue 41): a miss never waits for a body.
+    // The token first, then the body: a miss never waits for a body.
     let l = open(&state, ip, &token).await?;
     charge(&state, &l)?;
     let body = read_body(&state, ip, req).await?;
@@ -423,7 +424,7 @@ async fn refund_checkout(
     Token(token): Token,
     req: axum::extract::Request,
 ) -> Result<Response, ApiError> {
-    // The token first, then the body (issue 41): a miss never waits for a body.
+    // The token first, then the body: a miss never waits for a body.
     let l = open(&state, ip, &token).await?;
     charge(&state, &l)?;
     state

@@ -170,7 +170,7 @@ pub struct JsonBody {
 }
 
 /// What makes two requests under one `Idempotency-Key` "the same request" (SPEC.md section
-/// 8; issue 9): the PARSED body, so the same JSON object with other whitespace or key order
+/// 8): the PARSED body, so the same JSON object with other whitespace or key order
 /// matches, and any different value does not (409 `idempotency_key_reuse`).
 ///
 /// Stored form: `v2:` + hex SHA-256 of the object re-serialized canonically (keys sorted,

@@ -1,4 +1,4 @@
-//! HTTP-level rules every request passes before (and after) its route (issue 9 items 3 and 6):
+//! HTTP-level rules every request passes before (and after) its route:
 //!
 //! - [`limits`]: more than `limits.max_headers` headers is 431 `request_headers_too_large`, a
 //!   request target longer than `limits.max_uri_bytes` is 414 `uri_too_long` (and headers
@@ -171,7 +171,7 @@ pub async fn edge(State(state): State<AppState>, mut req: Request, next: Next) -
     if let Some(v) = header {
         resp.headers_mut().insert("request-id", v);
     }
-    // Every answer, JSON included, is read as what its Content-Type says (issue 41).
+    // Every answer, JSON included, is read as what its Content-Type says.
     resp.headers_mut()
         .entry(header::X_CONTENT_TYPE_OPTIONS)
         .or_insert(HeaderValue::from_static("nosniff"));

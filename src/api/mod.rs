@@ -53,7 +53,7 @@ pub use crate::services::IDEMPOTENCY_TTL_US;
 pub use extract::{Fingerprint, IdempotencyKey, MAX_IDEMPOTENCY_KEY};
 pub use idempotency::*;
 
-/// Every documented route of the API with its OpenAPI operation (issue 11): each resource
+/// Every documented route of the API with its OpenAPI operation: each resource
 /// module's `router()` registers its handlers with `utoipa_axum::routes!`, so what is served
 /// and what `GET /v1/openapi.json` describes come from the same registration.
 pub fn documented() -> OpenApiRouter<AppState> {
@@ -90,7 +90,7 @@ pub fn router(state: AppState) -> Router {
         .merge(checkout::page_router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        // Request ids, the access log, and the HTTP-level rules (issue 9): drain what was
+        // Request ids, the access log, and the HTTP-level rules: drain what was
         // left unread, header-count and URI limits, envelope the framework's own errors.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -1,4 +1,4 @@
-//! The OpenAPI 3.1 document of the API (issue 11), generated from the handlers' `#[utoipa::path]`
+//! The OpenAPI 3.1 document of the API, generated from the handlers' `#[utoipa::path]`
 //! annotations and the schema types in [`crate::api::schemas`], and served at
 //! `GET /v1/openapi.json` (public).
 //!

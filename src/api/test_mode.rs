@@ -48,8 +48,8 @@ pub(crate) fn check(caller: &Caller) -> Result<(), ApiError> {
 }
 
 /// `POST /v1/test/deposits` — a transfer to the customer's address on the project's
-/// simulated chain, mined in a new block in the same store transaction as the deposit
-/// (issue 8); with `confirm` (default true) it is credited at once (DECISIONS.md
+/// simulated chain, mined in a new block in the same store transaction as the deposit;
+/// with `confirm` (default true) it is credited at once (DECISIONS.md
 /// section 16). The chain watcher later sees the same transfer (same tx hash and log index)
 /// and recognises it as known.
 ///
@@ -138,7 +138,7 @@ async fn create_test_deposit(
 /// What a test deposit's store job answers: the body rendered inside the job (a request
 /// with an `Idempotency-Key` stores it as its record in the same transaction, or replays
 /// the stored one), or the deposit as written, rendered after the commit on the request's
-/// task (no record to store: the store writer does not render it; issue 16).
+/// task (no record to store: the store writer does not render it).
 enum Answer {
     Rendered(u16, String),
     Written(Box<Deposit>),

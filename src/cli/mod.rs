@@ -75,7 +75,7 @@ pub enum Command {
     /// `adjustment` entry), or put it on a plan.
     #[command(subcommand)]
     Billing(BillingCmd),
-    /// A deterministic simulation of the whole appliance (issue 40): the real services and
+    /// A deterministic simulation of the whole appliance: the real services and
     /// store against simulated chains, with faults and crashes, driven by one seed; the
     /// invariants are checked after every step. Prints one line per failure and a short
     /// trace, then `seed S steps N digest HEX`; exits 0 only if every invariant held. The
@@ -98,8 +98,9 @@ pub enum Command {
         /// flight, then every address compared with the ledger).
         #[arg(long, default_value_t = crate::simulate::SETTLE_EVERY)]
         settle_every: u64,
-        /// A scripted run instead of a random one: `reorg-after-credit` (issue 40's
-        /// scenario on the simulated chain; `--steps` rounds of it).
+        /// A scripted run instead of a random one: `reorg-after-credit` (a
+        /// credited deposit whose block a reorg replaces, on the simulated chain; `--steps`
+        /// rounds of it).
         #[arg(long)]
         scenario: Option<String>,
     },
@@ -285,7 +286,7 @@ pub enum KeyCmd {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
-    // Files 0600 and directories 0700 whatever umask we were started with (issue 9 item 5).
+    // Files 0600 and directories 0700 whatever umask we were started with.
     crate::data_dir::set_private_umask();
     let cli = Cli::parse();
     match run(cli) {
@@ -495,7 +496,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     };
     let is_verify = matches!(req, Request::Verify);
     let mut answer = run_operator(&cfg, req)?;
-    // The token is printed once, on its own line (issue 10 point 13), not again in the JSON.
+    // The token is printed once, on its own line, not again in the JSON.
     if let Some(token) = answer
         .get("token")
         .and_then(Value::as_str)
@@ -532,7 +533,7 @@ fn signed_cents(cents: u64, sign: i64) -> anyhow::Result<i64> {
 
 /// `appliance init` (DECISIONS.md section 10). Everything is checked first (configuration,
 /// passphrase present and long enough, or the existing seed unlocks with it); only then are
-/// the data dir, pepper, store and seed written (issue 10 point 3).
+/// the data dir, pepper, store and seed written.
 fn init(cfg: &Config) -> anyhow::Result<ExitCode> {
     use appliance_signer::Signer;
     cfg.validate()?;
@@ -675,7 +676,7 @@ fn serve(cfg: Config, test_mode: bool) -> anyhow::Result<ExitCode> {
 mod tests {
     use super::*;
 
-    /// Issue 10 point 13: every flag and argument of every command has help text, and only
+    /// Every flag and argument of every command has help text, and only
     /// the serving commands take `--listen`.
     #[test]
     fn every_flag_has_help_and_listen_is_only_where_something_serves() {

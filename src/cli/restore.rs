@@ -1,9 +1,9 @@
-//! `appliance restore --from DIR` (issue 10 point 1): the backup checked whole (manifest,
+//! `appliance restore --from DIR`: the backup checked whole (manifest,
 //! checksums, pepper, store verified, mode) before the data dir's files are swapped.
 
 use super::*;
 
-/// `appliance restore --from DIR` (issue 10 point 1). Refuses, changing nothing, unless
+/// `appliance restore --from DIR`. Refuses, changing nothing, unless
 /// `DIR` is a complete backup: it exists (it is only read, never created), its
 /// `manifest.json` lists the store and the pepper, every listed file is there with the
 /// SHA-256 the manifest records, it holds every data-dir file the target has (a backup

@@ -132,7 +132,7 @@ impl ChainConfig {
 
     /// The node URL rules: exactly one of `rpc_url` and `rpc_urls`, at most
     /// [`MAX_RPC_URLS`] URLs, each non-empty, `http://` or `https://`, none twice. Messages
-    /// show URLs redacted to scheme and host (they carry account keys: issue 10 point 2).
+    /// show URLs redacted to scheme and host (they carry account keys).
     pub fn check_urls(&self, id: &str) -> Result<(), String> {
         if self.rpc_url.is_some() && !self.rpc_urls.is_empty() {
             return Err(format!(

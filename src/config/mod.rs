@@ -22,7 +22,7 @@ pub const PARSER_MAX_URI: usize = 65_534;
 /// replays at most about this many operations after the last snapshot (1M took 3.65 s,
 /// so about 0.4 s); fewer snapshots because each costs the store writer: with 10,000, the
 /// default loadgen run's test deposits fell from about 7,000/s to 5,900-6,600/s and its disk
-/// bytes per deposit rose from 26-28 KB to 41-58 KB (docs/performance.md, issue 16).
+/// bytes per deposit rose from 26-28 KB to 41-58 KB (docs/performance.md).
 pub const SNAPSHOT_MIN_OPS: u64 = 100_000;
 
 /// Whole configuration. `config.toml.example` documents every key.
@@ -240,8 +240,8 @@ pub struct LimitsConfig {
     /// section 16: 10 s).
     pub header_read_timeout_secs: u64,
     /// Seconds a client has to send a whole request body, from the end of its head; the
-    /// request is then answered 408 `request_timeout` and the connection closed (issue 41:
-    /// a body trickled a byte at a time held a connection for as long as it liked).
+    /// request is then answered 408 `request_timeout` and the connection closed: a body
+    /// trickled a byte at a time would otherwise hold a connection for as long as it liked.
     pub body_read_timeout_secs: u64,
     /// Seconds an idle keep-alive connection (no request in flight, no bytes arriving) stays
     /// open (DECISIONS.md section 16: 60 s).
@@ -398,7 +398,7 @@ pub enum ConfigError {
     Read { path: PathBuf, message: String },
     #[error("parsing {path}: {message}")]
     Parse { path: PathBuf, message: String },
-    /// A key no configuration struct knows (issue 10 point 4): its dotted path, where it
+    /// A key no configuration struct knows: its dotted path, where it
     /// came from and the closest valid name.
     #[error("unknown key {key} in {origin}{hint}")]
     UnknownKey {
@@ -539,7 +539,7 @@ impl Config {
         }
     }
 
-    /// Checks what parses but cannot work, before anything is opened (issue 10 point 5):
+    /// Checks what parses but cannot work, before anything is opened:
     /// value ranges, chain table names and the TLS files (readable, parseable PEM).
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.webhooks.validate().map_err(ConfigError::Check)?;

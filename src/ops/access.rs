@@ -1,4 +1,4 @@
-//! The access log and the per-route request metrics (issue 10, items 9 and 10).
+//! The access log and the per-route request metrics.
 //!
 //! One `INFO` line per request (target `appliance::access`) with the method, the matched
 //! route template (`/v1/customers/{id}`, never the raw path: ids and query strings stay out

@@ -1,4 +1,4 @@
-//! Log output on stderr (issue 10, item 9): `log_format = "text"` (colour only when stderr is
+//! Log output on stderr: `log_format = "text"` (colour only when stderr is
 //! a terminal and `NO_COLOR` is unset) or `"json"` (one object per line, fields flattened,
 //! for journald and log shippers). The level filter comes from `APPLIANCE_LOG` (default
 //! `info`).

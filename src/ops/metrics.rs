@@ -1,4 +1,4 @@
-//! Prometheus metrics (issue 10, item 10): the `metrics` facade with the Prometheus text
+//! Prometheus metrics: the `metrics` facade with the Prometheus text
 //! renderer installed once per serving process.
 //!
 //! Families (all prefixed `appliance_`):
@@ -27,7 +27,7 @@ use crate::handles::Handles;
 
 /// The method as logged and counted, from a closed set: the methods of RFC 9110 and PATCH,
 /// anything else (a client may send any token, up to the header limit) `other`, so a
-/// client cannot grow the metrics or the log lines by inventing methods (issue 41).
+/// client cannot grow the metrics or the log lines by inventing methods.
 pub fn method_label(m: &axum::http::Method) -> &'static str {
     match *m {
         axum::http::Method::GET => "GET",
@@ -149,7 +149,7 @@ pub fn http_request(method: &axum::http::Method, route: &str, status: u16, laten
         static CACHE: std::cell::RefCell<std::collections::HashMap<String, Handles>> =
             std::cell::RefCell::default();
     }
-    // Every label comes from a closed set (issue 41): the method from
+    // Every label comes from a closed set: the method from
     // [`method_label`], the route is a template of the router or `unmatched`, the
     // status one the appliance answered.
     let method = method_label(method);

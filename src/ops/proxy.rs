@@ -1,4 +1,4 @@
-//! The client address behind a reverse proxy (issue 10, item 11).
+//! The client address behind a reverse proxy.
 //!
 //! Only when the TCP peer is one of `trusted_proxies` is `X-Forwarded-For` read at all; then
 //! the client is the rightmost address of the header that is not itself a trusted proxy

@@ -48,7 +48,7 @@ pub struct EffChain<'a> {
     pub status: ChainStatus,
     pub status_note: String,
     /// Paused by the appliance because the chain's node has not been reached yet (new
-    /// addresses: 422 `chain_unavailable`, issue 10 point 7).
+    /// addresses: 422 `chain_unavailable`).
     pub unreached: bool,
     pub deposits_enabled: bool,
     pub payouts_enabled: bool,
@@ -232,7 +232,7 @@ pub fn chain_json(e: &EffChain<'_>) -> Value {
         "account_kind": match c.info.account_kind { AccountKind::Contract => "contract", AccountKind::Eoa => "eoa" },
         "status": e.status.as_str(),
         "status_note": e.status_note,
-        // A chain that cannot issue an address does not claim deposits (issue 10 point 14).
+        // A chain that cannot issue an address does not claim deposits.
         "deposits_enabled": e.issues_addresses(),
         "payouts_enabled": e.payouts_enabled,
         "supports_memo": c.info.supports_memo,

@@ -67,13 +67,12 @@ pub struct TestDeposit {
 /// checksummed address, both derived from a UUIDv7 minted with them:
 /// [`sim_transfer_hash`], [`sim_sender_bytes`]), made on the request's task before the store
 /// job: two SHA-256 and a keccak were about 6 % of the store writer's instructions per
-/// test deposit when made inside it (issue 16, docs/performance.md "The writer's cost per
-/// test deposit").
+/// test deposit when made inside it.
 ///
 /// The deposit's own id is minted by the store job ([`create_test`]), like every other
 /// row's: ids minted on request tasks reach the writer up to a commit later than the ids
-/// it mints meanwhile, so their rows and their events' index runs landed behind the end of
-/// their tables and split full leaves in two half-empty ones (schema 14, issue 16).
+/// it mints meanwhile, so their rows and their events' index runs would land behind the
+/// end of their tables and split full leaves in two half-empty ones (schema 14).
 #[derive(Debug, Clone)]
 pub struct Minted {
     pub tx_hash: String,
@@ -188,7 +187,7 @@ pub async fn sim_height_now(
 /// Whether test mode keeps `chain`'s on-chain balances in the `sim_balances` table: only
 /// chains without a simulated chain (keypair chains). An EVM chain's balances are its
 /// simulated chain's state (`services::sim_chain`), so its test deposits write no row
-/// there (issue 16: a random leaf per deposit less).
+/// there (a random leaf per deposit less).
 fn keeps_sim_balance(reg: &Registry, chain: &str) -> bool {
     !reg.chain(chain).is_some_and(|c| c.is_evm())
 }
@@ -208,7 +207,7 @@ pub fn create_test(
     let wallet_id = ctx.unique_get(&ukey)?;
     // A wallet key of (project, customer) exists only for a customer of the project
     // (customers are never deleted), so the customer's row is read only without one: same
-    // answers in the same order, one row read and decoded less per deposit (issue 16).
+    // answers in the same order, one row read and decoded less per deposit.
     if wallet_id.is_none() {
         ctx.get_in::<Customer>(p, req.customer_id)?
             .ok_or(DepositError::CustomerNotFound)?;
@@ -292,8 +291,8 @@ pub fn create_test(
     // Keyed as the chain watcher keys the same transfer, so it is recognised as known.
     ctx.unique_put(&transfer_key(&d.chain, &d.tx_hash, log_index), d.id)?;
     emit_deposit(ctx, s, "deposit.detected", &d)?;
-    // The row is written once, in its final state of this transaction (issue 16: a second
-    // put rewrote the row and added then removed its `detected` index entries).
+    // The row is written once, in its final state of this transaction: a second put would
+    // rewrite the row and add then remove its `detected` index entries.
     if let Some(reason) = refusal {
         d = mark_failed(ctx, s, d, reason)?;
     } else if let Some(e) = credit {
@@ -379,7 +378,7 @@ fn mark_confirmed(
 }
 
 /// What the caller of a deposit's write already knows, so the store writer does not look
-/// it up again (issue 8's catch-up: the writer's time per deposit).
+/// it up again (the writer's time per deposit bounds a catch-up).
 #[derive(Clone, Copy)]
 enum Known<'a> {
     /// A new deposit, not written yet (this transaction's write is its first), to this
@@ -574,7 +573,7 @@ fn orphan_inner(
 }
 
 // ---------------------------------------------------------------------------------------
-// From what a chain client reports (issue 8): the chain worker's watcher calls these inside
+// From what a chain client reports: the chain worker's watcher calls these inside
 // its block-batch transaction, whatever the chain behind the client.
 
 /// A transfer the chain watcher saw arriving at a deposit address (the address is its

@@ -15,7 +15,7 @@ pub enum KeyError {
     /// A malformed field (`scopes`, `ip_allowlist`): 400 `invalid_request`.
     #[error(transparent)]
     Invalid(#[from] Invalid),
-    /// DECISIONS.md section 16 (amended, issue 41), kind: a key manages only keys of its
+    /// DECISIONS.md section 16, kind: a key manages only keys of its
     /// own kind, whatever its scopes (`*` included); keys of another kind come from the
     /// operator: 403 `wrong_key_kind` on `kind`.
     #[error(
@@ -141,8 +141,7 @@ fn allowlist_within(inner: &[String], outer: &[String]) -> bool {
 /// revoke a key only when it could hold that key itself.
 ///
 /// - kind: a key manages only keys of its own kind, `*` or not (403 `wrong_key_kind`,
-///   param `kind`; amended by issue 41: `*` once reached every kind, so a checkout key
-///   could mint a payout key);
+///   param `kind`; a `*` reaching every kind would let a checkout key mint a payout key);
 /// - scopes: the target's scopes must be a subset of the granter's, a wildcard only granted
 ///   by `*` or the same wildcard (403 `scope_not_grantable`, param `scopes`);
 /// - `payouts:approve` is never granted by a key ([`no_approve_granted`]);

@@ -166,7 +166,7 @@ pub fn emit_data(
 }
 
 /// [`emit`] of an event of a customer's deposit (`deposit.*`) in its compact stored form
-/// (schema 6, issue 16): the event keeps the deposit's changing fields as they are in `d`,
+/// (schema 6): the event keeps the deposit's changing fields as they are in `d`,
 /// and its `data` is rendered from the deposit's row with those applied
 /// (`records::Event::deposit`, [`crate::views::event_data`]). `d` must be the deposit as
 /// this transaction leaves its row, apart from those changing fields.
@@ -179,7 +179,7 @@ pub fn emit_deposit(
     debug_assert!(d.project_id == s.project.id && d.invoice_id.is_none() && !d.funding);
     // The outbox keeps a reference to the event (`webhook_deliveries::EventRef`: project,
     // id, sequence, type) and renders its data when it sends, from the store: the deposit's
-    // row is not cloned onto the appended event (issue 16).
+    // row is not cloned onto the appended event.
     emit_with(ctx, s, event_type, |ctx, _, livemode| {
         ctx.append_deposit_event(livemode, event_type, d)
     })
@@ -202,7 +202,7 @@ pub fn emit_payout(
     })
 }
 
-/// [`emit`] of `wallet.created` in its compact stored form (schema 10, issue 16): no data
+/// [`emit`] of `wallet.created` in its compact stored form (schema 10): no data
 /// stored, the wallet's row (never rewritten) renders it (`records::ResourceState::Wallet`).
 /// `w` must be the row this transaction writes.
 pub fn emit_wallet_created(
@@ -216,7 +216,7 @@ pub fn emit_wallet_created(
     })
 }
 
-/// [`emit`] of `customer.created` in its compact stored form (schema 13, issue 16): no data
+/// [`emit`] of `customer.created` in its compact stored form (schema 13): no data
 /// stored, the customer's row renders it, and the store keeps the event exact when the row
 /// later changes (`records::ResourceState::Customer`). `c` must be the row this
 /// transaction writes.
@@ -256,9 +256,10 @@ fn sim_digest(label: &str, id: Uuid) -> [u8; 32] {
 /// the test transfer's id, a test deposit's [`deposits::Minted`]) + the first 16 bytes of
 /// [`sim_tx_hash`]`(label, id)`, in hex. Still `0x` + 64 hex digits, unique as the id is,
 /// and derived from it; but the transfer's unique key ([`appliance_storage::index::transfer_key`],
-/// hash first) of the transfers of one store batch now sit side by side at the end of their
+/// hash first) of the transfers of one store batch sit side by side at the end of their
 /// range instead of one random leaf of `unique` each, the one random page per test deposit
-/// that its customer's position does not explain (issue 16, docs/performance.md). A live
+/// that its customer's position does not explain (docs/performance.md, "Why pages, not
+/// rows, are the cost"). A live
 /// chain's hashes are random and keep a leaf each.
 pub fn sim_transfer_hash(label: &str, id: Uuid) -> String {
     format!("0x{}", hex::encode(sim_transfer_hash_bytes(label, id)))

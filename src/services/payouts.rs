@@ -465,7 +465,7 @@ fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, p: Payout, reason: &str) -> Result<Pa
 }
 
 // ---------------------------------------------------------------------------------------
-// The chain worker's saga steps (issue 8), whatever the chain behind its client. `queued` ->
+// The chain worker's saga steps, whatever the chain behind its client. `queued` ->
 // `signing` -> `submitted` is written in one store transaction with the signed transaction
 // and its nonce, before the broadcast (a payout cancelled before that transaction is not
 // recorded and never sent); a payout that cannot be sent goes `queued` -> `signing` ->
@@ -532,7 +532,7 @@ pub fn follow_hash(
 /// A `confirmed` payout whose one transaction a reorg undid (its nonce is final as a filler,
 /// or the call was mined again and reverted): the money did not leave. `confirmed` ->
 /// `failed` with `reason`, the amount back in `available` (`payout_unsettle`: treasury
-/// debited, the owner's `available` credited) and `payout.failed` (issue 40). A payout is
+/// debited, the owner's `available` credited) and `payout.failed`. A payout is
 /// never sent at a second nonce, so it cannot be paid twice; if a later reorg lets its
 /// transaction succeed after all, [`resettle`] takes it back.
 pub fn unsettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> Result<(), Fault> {
@@ -575,7 +575,7 @@ pub fn unsettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> Re
 /// carries the call): the money left. `failed` -> `confirmed` with `tx_hash`
 /// (`payout_resettle`: the amount out of the owner's `available` as far as it goes, the
 /// rest posted to the project's `receivable`, as a reorged credit is; the treasury
-/// credited) and `payout.confirmed` (issue 40).
+/// credited) and `payout.confirmed`.
 pub fn resettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, tx_hash: &str) -> Result<(), Fault> {
     let Some(mut p) = ctx.get::<Payout>(id)? else {
         return Ok(());
@@ -584,7 +584,7 @@ pub fn resettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, tx_hash: &str) -> R
         return Ok(());
     }
     // A refund whose claim held the net again for the buyer gives it back first, so the
-    // resettlement takes it from `available` (DECISIONS.md section 5; issue 41 point 5).
+    // resettlement takes it from `available` (DECISIONS.md section 5).
     crate::services::checkout::refund_payout_resettling(ctx, &p)?;
     let total = p.amount + p.fee_amount;
     let pid = p.project_id;

@@ -37,7 +37,7 @@ fault_from!(SweepError);
 /// `open`: the wallet's open sweep of `asset` as its holding row names it
 /// ([`appliance_storage::ledger::Holding`], read by the caller in this job: a deposit's
 /// credit reads that row anyway). A new sweep is recorded in that row, so the deposit that
-/// opens it writes no page beside the one its credit dirties (schema 8, issue 16).
+/// opens it writes no page beside the one its credit dirties (schema 8).
 pub fn schedule(
     ctx: &mut WriteCtx<'_>,
     w: &Wallet,
@@ -52,7 +52,7 @@ pub fn schedule(
             let mut s = old.clone();
             s.amount = s.amount.saturating_add(amount);
             s.updated_at = now;
-            // Just read: not read and decoded again by `put` (issue 16).
+            // Just read: not read and decoded again by `put`.
             ctx.put_replacing(Some(&old), &s)?;
             return Ok(s);
         }
@@ -74,7 +74,7 @@ pub fn schedule(
         customer_id: w.customer_id,
     };
     ctx.open_sweep_set(w, asset, Some(s.id))?;
-    // A new id: nothing stored under it to read for its old index entries (issue 16).
+    // A new id: nothing stored under it to read for its old index entries.
     ctx.put_replacing(None, &s)?;
     Ok(s)
 }
@@ -284,7 +284,7 @@ fn project_move(
 }
 
 /// Wallets on `chain` with an unconfirmed inbound transfer (a `detected` deposit). Their
-/// sweeps wait (DECISIONS.md section 16; issue 8 item 4): the forwarder flushes the
+/// sweeps wait (DECISIONS.md section 16): the forwarder flushes the
 /// address's whole balance, so a sweep now would move money that is not final.
 pub fn wallets_receiving(
     r: &impl ReadOps,

@@ -258,7 +258,7 @@ fn events_of(f: &Fixture, ty: &str, id: Uuid) -> usize {
         .len()
 }
 
-/// The chain worker's steps of a payout (issue 8 item 3; DECISIONS.md section 16): a new
+/// The chain worker's steps of a payout (DECISIONS.md section 16): a new
 /// hash emits `payout.submitted` again, `payout.confirmed` fires once, and the status never
 /// moves back whatever the sender reports afterwards.
 #[test]
@@ -338,7 +338,7 @@ fn a_replanned_payout_that_cannot_succeed_fails_and_unlocks() {
     verify_clean(&f);
 }
 
-/// Issue 8 item 4: a wallet with an unconfirmed inbound transfer is held from sweeping until
+/// DECISIONS.md section 16: a wallet with an unconfirmed inbound transfer is held from sweeping until
 /// the transfer is final (or failed).
 #[test]
 fn a_wallet_receiving_an_unconfirmed_transfer_is_held_from_sweeping() {
@@ -951,7 +951,7 @@ fn request_refund(
 
 /// A refund whose payout is canceled, fails or is undone by a reorg returns to
 /// `awaiting_address` with its net held again, and is asked for again with a new payout
-/// (DECISIONS.md section 5, amended by issue 41 point 5); a payout that a later reorg lets
+/// (DECISIONS.md section 5); a payout that a later reorg lets
 /// succeed after all takes the claim back. The ledger is verified after every step
 /// (`verify` checks the project's own `locked` against the claims).
 #[test]

@@ -28,8 +28,7 @@ pub enum WalletError {
     /// 422 `chain_not_live_yet`.
     #[error("{chain} is not live yet.")]
     NotLiveYet { chain: String },
-    /// The chain's node has not been reached since start: 422 `chain_unavailable`
-    /// (issue 10 point 7).
+    /// The chain's node has not been reached since start: 422 `chain_unavailable`.
     #[error("{chain} is unavailable: {note}")]
     Unavailable { chain: String, note: String },
     /// The chain is paused: 422 `chain_deposits_disabled`.

@@ -144,7 +144,7 @@ pub fn enqueue_with(
     event: &Event,
     max_attempts: u32,
 ) -> Result<(), StoreError> {
-    // Remembered for the batch until an endpoint is written in it (issue 16).
+    // Remembered for the batch until an endpoint is written in it.
     if !ctx.index_has_any(IndexTag::WebhookEndpoints, event.project_id)? {
         return Ok(());
     }
@@ -254,7 +254,7 @@ pub fn apply_attempt(
     d.response_status = report.status;
     d.resolved_ip = report.resolved_ip;
     d.duration_ms = Some(report.duration_ms);
-    // A receiver may echo the body back: no checkout token is kept (issue 41 point 4).
+    // A receiver may echo the body back: no checkout token is kept.
     d.response_body = report
         .body
         .map(|b| crate::services::invoices::redact_tokens(&b).into_owned());

@@ -1,4 +1,4 @@
-//! `appliance simulate --seed S --steps N` (issue 40): a deterministic simulation of the
+//! `appliance simulate --seed S --steps N`: a deterministic simulation of the
 //! whole appliance.
 //!
 //! The real services, API, chain workers and store (redb on a file in a temporary data dir)
@@ -72,8 +72,8 @@ pub struct Options {
     pub verbose: bool,
     /// Steps between two settlings ([`SETTLE_EVERY`] by default).
     pub settle_every: u64,
-    /// A scripted run instead of a random one (`reorg-after-credit`: issue 40's scenario,
-    /// `steps` rounds of it).
+    /// A scripted run instead of a random one (`reorg-after-credit`: a credited deposit
+    /// whose block a reorg replaces, `steps` rounds of it).
     pub scenario: Option<String>,
 }
 

@@ -113,7 +113,7 @@ pub struct InvoiceM {
     /// A payer sent more than a quote asked for (the refund op looks at these first).
     pub overpaid: bool,
     /// The harness gave a refund address on its checkout: more money sent to it now opens
-    /// a new refund claim (DECISIONS.md section 5, amended by issue 41 point 5).
+    /// a new refund claim (DECISIONS.md section 5).
     pub refund_asked: bool,
 }
 

@@ -1,7 +1,7 @@
 //! Scripted runs of the simulation: a story told step by step on the same world, node and
 //! checks as the random runs (`appliance simulate --scenario NAME`).
 //!
-//! `reorg-after-credit` is issue 40's scenario on the simulated chain: a 2 USDT deposit is
+//! `reorg-after-credit` runs on the simulated chain: a 2 USDT deposit is
 //! mined, confirmed (3 confirmations), credited and swept; then a reorg replaces its block
 //! (depth 6, or deeper when more was mined, transactions dropped) and blocks come one at a
 //! time with a worker step after each. The deposit must be orphaned and its credit reversed
@@ -20,7 +20,7 @@ use super::Sim;
 const CHAIN: &str = "ethereum";
 
 impl Sim {
-    /// Issue 40's scenario, `rounds` times (see the module docs).
+    /// The `reorg-after-credit` scenario, `rounds` times (see the module docs).
     pub(super) async fn reorg_after_credit(&mut self, rounds: u64) -> anyhow::Result<()> {
         // One customer with an address on the chain.
         let (project, customer, wallet) = loop {

@@ -1,5 +1,5 @@
-//! Probe of redb's write cost after a large value is replaced (issue 16; docs/performance.md,
-//! "A large value replaced makes every later commit write more").
+//! Probe of redb's write cost after a large value is replaced (docs/performance.md,
+//! "Large values and quick repair").
 //!
 //! ```text
 //! cargo build --release -p appliance-storage --example large_value_probe

@@ -200,7 +200,7 @@ impl TableVisitor for Digest {
 
 /// SHA-256 of everything the snapshot `ctx` holds (every table's name and rows, bytes as
 /// stored, in key order) and the number of rows: two stores with the same digest hold the
-/// same data. `appliance simulate` ends with it (issue 40: the same seed gives the same
+/// same data. `appliance simulate` ends with it (the same seed gives the same
 /// digest).
 pub fn content_digest(ctx: &ReadCtx) -> Result<([u8; 32], u64), StoreError> {
     use sha2::Digest as _;

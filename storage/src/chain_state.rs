@@ -31,7 +31,7 @@ pub trait ChainStateOps: Reader {
     /// The recorded outgoing transactions of `chain` at `nonces` (JSON), in the order given,
     /// leaving out the nonces with none: [`ChainStateOps::evm_out_tx`] of each, with the
     /// table opened once (opening it was most of the cost of reading one row, and the
-    /// sender reads every followed row on each pass; issue 16).
+    /// sender reads every followed row on each pass).
     fn evm_out_txs(&self, chain: &str, nonces: &[u64]) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
         let t = self.open(EVM_OUT_TXS)?;
         let mut out = Vec::with_capacity(nonces.len());
@@ -247,7 +247,7 @@ impl WriteCtx<'_> {
 
     /// Forgets the deposits remembered for `chain`'s blocks up to `through` (inclusive), at
     /// most `limit` rows (the oldest first): the watcher keeps a block's deposits only while
-    /// a reorg it can still detect may remove the block (issue 16: the table otherwise grows
+    /// a reorg it can still detect may remove the block (the table otherwise grows
     /// by a row per deposit for ever). Returns the rows removed; a later call takes the rest.
     pub fn evm_block_deposits_forget_through(
         &mut self,
@@ -299,7 +299,7 @@ impl WriteCtx<'_> {
     /// A snapshot is megabytes: in the log itself it would share the rightmost leaf with
     /// the operations appended after it, and every commit that appends one would write
     /// that leaf again; in one row, replacing it would make every later commit write more
-    /// (issue 16; see [`SIM_SNAPSHOT_CHUNKS`]).
+    /// (see [`SIM_SNAPSHOT_CHUNKS`]).
     pub fn sim_snapshot_put(
         &mut self,
         project: Uuid,
@@ -960,7 +960,7 @@ mod tests {
     }
 
     /// A store of schema version 1 (chain state under `format!` keys of `meta`, exactly as
-    /// the previous release wrote it) opens, migrates every row to its table and verifies.
+    /// schema 1 wrote it) opens, migrates every row to its table and verifies.
     #[test]
     fn a_version_1_store_migrates_its_chain_state_and_verifies() {
         let dir = tempfile::tempdir().unwrap();

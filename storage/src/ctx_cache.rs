@@ -3,10 +3,10 @@
 //! `counters`; `sim_ops` and `evm_block_deposits`, which every test deposit writes), opened
 //! at first use and kept until the batch ends.
 //!
-//! Why (issue 16, docs/performance.md "The writer's instructions"): opening a redb table
+//! Why (docs/performance.md, "What the writer keeps for a batch"): opening a redb table
 //! looks its definition up in the transaction's table tree and checks it against the
 //! caller's types, and closing it stages its new root; with every read and write opening its
-//! own handle that was about a fifth of the store writer's instructions per test deposit
+//! own handle that would be about a fifth of the store writer's instructions per test deposit
 //! (callgrind). redb allows one open handle per table and transaction, so any other opening
 //! of a table on [`WriteCtx`] (a generic read through [`crate::Reader::open`], a write to a
 //! table kept here through [`WriteCtx::table`]) closes the kept handle first; what it wrote
@@ -159,7 +159,7 @@ impl<'t> WriteCtx<'t> {
     /// Whether any index key of `tag` exists for `project` (one seek, then remembered for
     /// the batch until an index write under that prefix). For checks that every event or
     /// row of a job repeats and whose answer the job rarely changes, such as "has this
-    /// project any webhook endpoint" (issue 16: 4.8 % of the writer per caught-up deposit).
+    /// project any webhook endpoint" (4.8 % of the writer per caught-up deposit).
     pub fn index_has_any(&self, tag: IndexTag, project: Uuid) -> Result<bool, StoreError> {
         let prefix = crate::index::prefix(tag, project, &[]);
         let key: [u8; 17] = prefix

@@ -167,7 +167,7 @@ impl WriteCtx<'_> {
 
     /// [`WriteCtx::holding_add`] of a wallet the caller has just read (`w`), whose holding
     /// row it read in this job too (`held`, [`WriteCtx::holding_of`], not changed since):
-    /// neither is read again (issue 16: a test deposit and a caught-up one check the
+    /// neither is read again (a test deposit and a caught-up one check the
     /// holding before crediting it). The open sweep stays `held`'s. Debug builds check
     /// `held` against the store.
     pub fn holding_add_from(

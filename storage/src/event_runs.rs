@@ -1,4 +1,4 @@
-//! The event indexes as runs of sequences (schema 13, issue 16).
+//! The event indexes as runs of sequences (schema 13).
 //!
 //! [`crate::schema::EVENT_TYPE_RUNS`] keeps, for each project and event type, and
 //! [`crate::schema::EVENT_RESOURCE_RUNS`] for each resource, the sequences of their events
@@ -178,7 +178,7 @@ pub fn add(
 /// which may be ahead of its row: sequences appended since ([`add_to_tail`]) are written
 /// once ([`crate::held`]) instead of rewriting the run's row on every event.
 ///
-/// Why (issue 16): every event appends to its type's run and its resource's run; a batch's
+/// Why: every event appends to its type's run and its resource's run; a batch's
 /// events of one type (a batch of test deposits: 20-30 `deposit.detected` and as many
 /// `deposit.confirmed`) each sought, decoded and rewrote that type's last run, about 9 k
 /// instructions of the store writer per append (callgrind, 4 per test deposit).

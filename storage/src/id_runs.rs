@@ -1,4 +1,4 @@
-//! Lists as runs of ids (schema 14, issue 16).
+//! Lists as runs of ids (schema 14).
 //!
 //! A list of rows under an index prefix was one key per row: `prefix ‖ id`, 33 to 70
 //! bytes. The lists of [`crate::schema::RUN_INDEXES`] keep their ids in runs instead:
@@ -185,7 +185,7 @@ pub fn add(
 /// row in the table: ids appended to it since ([`add_to_tail`]) are written once, by
 /// [`write_tails`] ([`crate::held`]), instead of rewriting the run's row on every append.
 ///
-/// Why (issue 16): a project's lists take an id on each new row (a test deposit adds five:
+/// Why: a project's lists take an id on each new row (a test deposit adds five:
 /// the project's deposits, by chain and by status, its sweeps and sweeps by status), and
 /// each append sought the prefix's last run, decoded it and rewrote its row, about 10 k
 /// instructions of the store writer per id (callgrind, 7 per test deposit). In a batch the

@@ -56,7 +56,7 @@ pub enum IndexTag {
     /// project ‖ invoice id: the payments of an invoice (deposit rows with `invoice_id`).
     DepositsByInvoice = 36,
     /// project ‖ customer ‖ kind ‖ ...: what is listed per customer, in one range per
-    /// customer so that a request's entries share its leaf (schema 9, issue 16): a
+    /// customer so that a request's entries share its leaf (schema 9): a
     /// customer's deposits ([`deposit_by_customer_key`]) and its wallets' sweeps
     /// ([`sweep_by_wallet_key`]). A test deposit that opens a sweep wrote one random leaf
     /// of `index` for each before.
@@ -434,7 +434,7 @@ const TYPE_HASHED: u8 = 0;
 /// ```
 ///
 /// 21 bytes whatever the type, where schema 7 wrote the type's text (about 17 bytes more
-/// per key; issue 16). Two types with one hash share a range: a reader compares each
+/// per key). Two types with one hash share a range: a reader compares each
 /// event's own type, so that costs reads, never a wrong answer.
 pub fn event_type_prefix(project: Uuid, event_type: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(29);

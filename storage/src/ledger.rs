@@ -168,7 +168,8 @@ pub const HOLDING_MARK: u8 = 0xF0;
 /// credit to the customer and the change of the wallet's holding dirty one leaf page
 /// instead of two (docs/performance.md). Its value is [`Holding`] as `(amount, open
 /// sweep)`: the id of the wallet's open sweep of `asset` as a `u128`, 0 for none (schema 8;
-/// before it, always 0 and the open sweep had a key of its own in `unique`).
+/// a store of an earlier schema moves its open sweeps' keys from `unique` into these rows
+/// on open).
 pub fn holding_key(
     project: Uuid,
     customer: Uuid,
@@ -188,9 +189,10 @@ pub fn holding_key(
 /// if any (SPEC.md section 4, Sweeps: at most one open sweep per address and asset).
 ///
 /// The open sweep is kept in this row, which every credit and every sweep submission
-/// writes anyway, instead of a unique key of its own: that key (wallet ‖ asset) landed on a
-/// random leaf of `unique` per new sweep, i.e. per test deposit to a wallet without one, and
-/// again when the sweep left (schema 8, issue 16; docs/performance.md). Stored as the pair
+/// writes anyway, instead of a unique key of its own: such a key (wallet ‖ asset) would land
+/// on a random leaf of `unique` per new sweep, i.e. per test deposit to a wallet without one,
+/// and again when the sweep leaves (schema 8; docs/performance.md, "Why pages, not rows, are
+/// the cost"). Stored as the pair
 /// `(amount, open sweep id as u128 or 0)`; sweep ids are UUID v7, never nil.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Holding {
@@ -382,8 +384,7 @@ impl Posting {
 /// Stored (schema 12) with each account of the entry's own project in a short form,
 /// `[customer or nil, chain, asset, kind]`, instead of its whole [`Account::key`]: the
 /// project is the entry's, so it is not repeated, and a project-side account (customer nil)
-/// takes a byte for its customer instead of 16 (about 47 bytes less per two-posting entry;
-/// issue 16). An account of another project, and every account in human-readable formats,
+/// takes a byte for its customer instead of 16 (about 47 bytes less per two-posting entry). An account of another project, and every account in human-readable formats,
 /// keeps its form. Rows of earlier schemas (whole keys, or fields in JSON) read as before.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "JournalRow")]

@@ -276,7 +276,7 @@ impl Store {
 
     /// Refuses every write queued from now on ([`StoreError::WriterGone`], the closure never
     /// runs), as if the process had died: the file keeps exactly the transactions committed
-    /// before. The simulation's crashes (issue 40) halt the store at a chosen point of a
+    /// before. The simulation's crashes halt the store at a chosen point of a
     /// step (between a send's store write and its broadcast, say), then reopen the file.
     pub fn halt(&self) {
         self.halted.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -378,7 +378,7 @@ impl Store {
     /// request path's short, bounded reads (a row by id, one customer's balances, an
     /// idempotency record), which take microseconds in redb's page cache, less than the
     /// two thread hand-offs of [`Store::read`] (to the blocking pool and back). Scans and
-    /// pages that may pass over many rows use [`Store::read`]. See docs/performance.md.
+    /// pages that may pass over many rows use [`Store::read`]. See docs/performance.md, "The read path".
     pub fn read_now<T>(
         &self,
         f: impl FnOnce(&ReadCtx) -> Result<T, StoreError>,
@@ -1096,8 +1096,8 @@ where
 }
 
 /// Keys a migration rewrites between two progress lines in the log: a store of 10M
-/// deposits has about 22M event-type keys, which took 6.8 minutes on a slow machine of this
-/// kind (docs/performance.md).
+/// deposits has about 22M event-type keys, which take about 7 minutes on a slow machine of
+/// this kind.
 const REKEY_PROGRESS_EVERY: u64 = 1_000_000;
 
 /// Rewrites every key of `table` from `start` (up to `end`, or the table's end) as

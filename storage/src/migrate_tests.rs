@@ -555,7 +555,7 @@ fn unique_keys_by_tag(path: &Path) -> BTreeMap<u8, usize> {
     out
 }
 
-/// Schema 15 -> 16 (issue 16): transfer keys of schema 7's layout (an EVM hash's 32 bytes
+/// Schema 15 -> 16: transfer keys of schema 7's layout (an EVM hash's 32 bytes
 /// ‖ log index ‖ chain) and of schema 6's (a hash of other text), and address keys of
 /// schema 5's layout (nil ‖ address ‖ chain), become their 25-byte digest keys on open;
 /// every one is found by its transfer or address as before, with its id; a key of an old
@@ -670,7 +670,7 @@ fn a_schema_15_store_keys_its_transfers_and_addresses_by_digest() {
     an_old_copy_and_its_backup(&old_copy, check);
 }
 
-/// Schema 5 -> 6 (issue 16): a store as schema 5 left it (deposit index entries by wallet,
+/// Schema 5 -> 6: a store as schema 5 left it (deposit index entries by wallet,
 /// deposit events carrying the whole deposit and their key's project and sequence again)
 /// opens, loses the entries by wallet, verifies clean, and its old events read as they were
 /// while new deposit events are written compact and read whole.
@@ -1530,7 +1530,7 @@ fn lists(store: &Store, p: Uuid, resource: String) -> Vec<Vec<String>> {
         .unwrap()
 }
 
-/// Schema 6 -> 7 (issue 16): a store as schema 6 left it (every index key in `index`, the
+/// Schema 6 -> 7: a store as schema 6 left it (every index key in `index`, the
 /// event index keys with the project and the resource id as text) opens, moves the keys of
 /// the hot tags to their own tables and the event keys to their new layout, answers every
 /// list as before and verifies clean; a key of an event tag that does not have its shape
@@ -2133,7 +2133,7 @@ fn a_schema_10_store_moves_its_chain_snapshots_into_chunks() {
     an_old_copy_and_its_backup(&old_copy, check);
 }
 
-/// Schema 11 -> 12 -> 13 (issue 16): a store whose `events_by_type` keys hold the type's
+/// Schema 11 -> 12 -> 13: a store whose `events_by_type` keys hold the type's
 /// text opens, rekeys every one by the type's hash (more keys than one migration chunk, two
 /// projects; schema 12), moves them into runs of sequences and deletes the table (schema
 /// 13), lists every type as before in both orders, keeps an event id of schema 11 readable

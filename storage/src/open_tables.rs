@@ -51,13 +51,13 @@ pub(crate) struct OpenTables<'t> {
     pub(crate) sim_heights: Option<Table<'t, &'static str, u64>>,
     /// The last operation of each (test project, chain) in `sim_ops` as this transaction
     /// holds it (`None`: none), once looked up ([`WriteCtx::sim_last_seq`]): a test
-    /// deposit's check that its chain's log is in order without a range seek per deposit
-    /// (issue 16). [`WriteCtx::sim_op_put`] keeps it in step; any other handle opened on
+    /// deposit's check that its chain's log is in order without a range seek per deposit.
+    /// [`WriteCtx::sim_op_put`] keeps it in step; any other handle opened on
     /// `sim_ops` drops it. Dies with the batch, like `last_seq`.
     pub(crate) sim_seq: std::collections::HashMap<(u128, Box<str>), Option<u64>>,
     /// Each project's last event sequence as this transaction holds it, once looked up
     /// ([`WriteCtx::last_sequence`]): the next event's number without a range seek of
-    /// `events` per event (issue 16). [`WriteCtx::append`](crate::WriteCtx) keeps it in
+    /// `events` per event. [`WriteCtx::append`](crate::WriteCtx) keeps it in
     /// step with what it writes; any other handle opened on `events` drops it. It lives and
     /// dies with the batch's [`WriteCtx`]: a failed job that wrote poisons its batch, which
     /// is aborted whole, so no number it counted survives into another transaction.

@@ -1,12 +1,12 @@
 //! Tables a read snapshot keeps open: each table a [`crate::ReadCtx`] opens is opened once
 //! and its handle shared by every later read of that snapshot.
 //!
-//! Why (issue 8, docs/performance.md "Where the store writer's time goes now"): opening a
+//! Why (docs/performance.md, "The read path"): opening a
 //! redb table looks its definition up in the transaction's table tree and checks it against
-//! the caller's types. A reader that loops over many rows in one snapshot opened its table
-//! once per row: the webhook resolver per new event (its deliveries by event), the sender
-//! per sweep (the address's holding). In a catch-up that was about 5 % of the background
-//! runtime. The write context keeps its handles the same way ([`crate::ctx_cache`]); a
+//! the caller's types. A reader that loops over many rows in one snapshot would open its
+//! table once per row: the webhook resolver per new event (its deliveries by event), the
+//! sender per sweep (the address's holding). In a catch-up that would be about 5 % of the
+//! background runtime. The write context keeps its handles the same way ([`crate::ctx_cache`]); a
 //! read transaction may hold any number of handles to one table, so nothing here is ever
 //! closed early.
 //!

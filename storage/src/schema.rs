@@ -98,7 +98,7 @@ pub const INDEX: TableDefinition<&[u8], ()> = TableDefinition::new("index");
 /// the same key layout (tag byte first). Each of these indexes is written by every resource
 /// of its kind and its keys under one prefix sort by time (UUID v7 row ids), so a table of
 /// its own is appended at its rightmost leaf, which redb leaves packed instead of splitting
-/// it in halves (docs/performance.md, "Packed index pages"). The tags left in [`INDEX`] are
+/// it in halves (docs/performance.md, "Why pages, not rows, are the cost"). The tags left in [`INDEX`] are
 /// cold or random (a customer's, a wallet's, a reference's) and share its pages.
 pub const SPLIT_INDEXES: [(IndexTag, TableDefinition<'static, &'static [u8], ()>); 17] = [
     (IndexTag::Customers, TableDefinition::new("index_customers")),
@@ -359,7 +359,7 @@ pub const EVM_BLOCK_DEPOSITS: TableDefinition<(&str, u64, u128), ()> =
 /// Chain id -> simulated block height (test mode's chain).
 pub const SIM_HEIGHTS: TableDefinition<&str, u64> = TableDefinition::new("sim_heights");
 
-/// Test mode's simulated chains (issue 8; DECISIONS.md section 15): (test project id,
+/// Test mode's simulated chains (DECISIONS.md section 15): (test project id,
 /// chain id, sequence number from 0) -> one operation of that project's chain
 /// (`appliance_chains::sim::Op`: a block with its transactions, a run of empty blocks, a
 /// reorg) as a [`crate::codec`] value (version 3: the binary's positional `StoredOp`, with
@@ -369,7 +369,7 @@ pub const SIM_HEIGHTS: TableDefinition<&str, u64> = TableDefinition::new("sim_he
 /// the chain (`appliance_chains::sim::Snapshot`, a codec value `{snapshot: ...}`,
 /// [`crate::chain_state::sim_row_is_snapshot`]): the state after every operation up to its
 /// sequence number, written over the last operation it covers in the same transaction that
-/// deletes the rows below it (issue 16: the log and a start stay bounded). A start loads it
+/// deletes the rows below it (the log and a start stay bounded). A start loads it
 /// and replays the rows after it. Operation rows are never rewritten.
 pub const SIM_OPS: TableDefinition<(u128, &str, u64), &[u8]> = TableDefinition::new("sim_ops");
 
@@ -387,7 +387,8 @@ pub const SIM_SNAPSHOTS: TableDefinition<(u128, &str, u64), &[u8]> =
 ///
 /// In chunks because a value of many pages, once replaced and freed, makes every later
 /// commit of the store write up to 20 times its bytes (measured with
-/// `storage/examples/large_value_probe.rs`; docs/performance.md), while rows under a page
+/// `storage/examples/large_value_probe.rs`; docs/performance.md, "Large values and quick
+/// repair"), while rows under a page
 /// cost nothing more.
 pub const SIM_SNAPSHOT_CHUNKS: TableDefinition<(u128, &str, u64, u32), &[u8]> =
     TableDefinition::new("sim_snapshot_chunks");

@@ -2,7 +2,7 @@
 //!
 //! Every process reads them from the system: the wall clock ([`now_us`]), UUID v7 ids
 //! ([`new_id`]), ULIDs ([`new_ulid`]) and the operating system's CSPRNG ([`fill_random`]).
-//! `appliance simulate` (issue 40) installs ONE seeded source instead ([`install`]) before it
+//! `appliance simulate` installs ONE seeded source instead ([`install`]) before it
 //! opens anything, so that a seed replays the same run: the clock moves only when the
 //! simulation moves it ([`advance_us`]), and ids, tokens, secrets and nonces come from the
 //! seeded generator (ChaCha8, the same stream on every machine).

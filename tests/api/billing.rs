@@ -596,7 +596,7 @@ async fn the_payment_fee_is_frozen_and_charged_once_and_live_projects_are_gated(
     r.expect_error(402, "plan_not_active");
 }
 
-/// Issue 14: the payment fee is charged exactly once per invoice, also when the process is
+/// The payment fee is charged exactly once per invoice, also when the process is
 /// killed (SIGKILL) at different points around the invoice's first credit.
 #[tokio::test]
 async fn a_kill_around_the_first_credit_charges_the_payment_fee_exactly_once() {
@@ -979,7 +979,7 @@ async fn a_coin_a_funding_address_does_not_list_is_recorded_not_credited() {
     verify_clean(&app);
 }
 
-/// Issue 41 point 8: a funding transfer too large to credit (10^30 atomic BSC USDT does not
+/// A funding transfer too large to credit (10^30 atomic BSC USDT does not
 /// fit exact decimals; 9.2 x 10^22 atomic ETH USDT is 92 quadrillion USD) is recorded with
 /// a 0-cent adjustment saying why, never dropped and never "worth less than a cent".
 #[tokio::test]

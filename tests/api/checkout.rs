@@ -1,5 +1,5 @@
 //! The public checkout (SPEC.md section 4, Checkout; DECISIONS.md section 12) and the hosted
-//! page's HTTP side (issue 13; the page itself runs in a browser in
+//! page's HTTP side (the page itself runs in a browser in
 //! scripts/checkout_browser.py).
 
 use reqwest::Method;

@@ -1,4 +1,4 @@
-//! The coin catalogue `GET /v1/coins` (issue 12 item 2; SPEC.md sections 2, 4 and 8;
+//! The coin catalogue `GET /v1/coins` (SPEC.md sections 2, 4 and 8;
 //! DECISIONS.md sections 3 and 11) and the logos it links.
 
 use reqwest::Method;

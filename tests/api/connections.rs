@@ -1,4 +1,4 @@
-//! Connection abuse (issue 9 item 3; DECISIONS.md section 16): idle sockets beyond the
+//! Connection abuse (DECISIONS.md section 16): idle sockets beyond the
 //! connection ceiling, idle keep-alive and header-read timeouts, 503 when every connection is
 //! busy, and a POST refused before its body is read leaving the connection usable.
 

@@ -718,7 +718,7 @@ async fn another_projects_payout_cannot_be_approved_or_rejected() {
     assert_eq!(got["status"], "pending_approval");
 }
 
-/// Issue 9 point 7: an atomic amount is written canonically. Leading zeros, a sign and the
+/// An atomic amount is written canonically. Leading zeros, a sign and the
 /// empty string are 400 `invalid_request` naming `amount`, and nothing is written.
 #[tokio::test]
 async fn amounts_must_be_canonical_digit_strings() {

@@ -268,7 +268,7 @@ async fn sequences_are_per_project() {
     );
 }
 
-/// Issue 16 (schema 6): a deposit event stores only the deposit's changing fields and renders
+/// Schema 6: a deposit event stores only the deposit's changing fields and renders
 /// the rest from the deposit's row; each event still shows the deposit as it was at the
 /// event, through later changes of the row (confirmation, orphaning), in the list, the
 /// lookup by id and the event stream's catch-up.

@@ -1,4 +1,4 @@
-//! File modes (issue 9 item 5): the data dir 0700 and every file in it 0600 whatever the
+//! File modes: the data dir 0700 and every file in it 0600 whatever the
 //! umask; a data dir others may write to is refused with a message naming it.
 
 use std::os::unix::fs::PermissionsExt;

@@ -1,4 +1,4 @@
-//! Every error in the envelope (issue 9 item 6) and the small ones of item 7: strict
+//! Every error in the envelope, and the small HTTP rules: strict
 //! `Content-Type`, a case-insensitive `Bearer`, `appliance key revoke` printing the key's
 //! `env`, unknown routes charged to the per-IP budget.
 

@@ -290,7 +290,7 @@ fn assert_idem_param(body: &serde_json::Value) {
     assert_eq!(p, "idempotency-key", "{body}");
 }
 
-/// Issue 9 point 7: the fingerprint is the parsed request. The same JSON object with other
+/// The fingerprint is the parsed request. The same JSON object with other
 /// whitespace and key order replays the first answer; a different value is still 409.
 #[tokio::test]
 async fn same_object_with_other_spacing_and_key_order_replays() {

@@ -1,4 +1,4 @@
-//! Issue 9 point 1 and issue 41 point 3: DECISIONS 16 (amended) on every key endpoint (mint,
+//! DECISIONS.md section 16 on every key endpoint (mint,
 //! patch, roll, revoke) for every narrower caller: a key manages only keys of its own kind
 //! (`*` included) within its scopes; signing only from a key that has it; `payouts:approve`
 //! only from the operator; no key widens itself.
@@ -339,7 +339,7 @@ async fn narrower_keys_cannot_escalate_through_any_key_endpoint() {
         .expect_error(401, "invalid_api_key");
 }
 
-/// Issue 41 point 3: the first-start checkout key (scope `*`, signing) cannot lead to a
+/// The first-start checkout key (scope `*`, signing) cannot lead to a
 /// payout key, and no key gives `payouts:approve`: two-person approval needs two keys the
 /// operator chose.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Market prices (issue 12 item 1; SPEC.md sections 2 and 4, DECISIONS.md sections 11 and
+//! Market prices (SPEC.md sections 2 and 4, DECISIONS.md sections 11 and
 //! 15): the public price list and market status in test mode (the test table,
 //! `POST /v1/test/prices`) and in live mode against a loopback server speaking Kraken's
 //! public ticker API with its real answer and error shapes; native payouts valued at the

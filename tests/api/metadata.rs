@@ -1,4 +1,4 @@
-//! Issue 9 point 2: metadata is bounded at the boundary (50 keys, keys of 1-40 characters,
+//! Metadata is bounded at the boundary (50 keys, keys of 1-40 characters,
 //! string values of at most 500 characters, numbers and booleans, no nesting), 400
 //! `invalid_request` with `param`, at and beyond each bound.
 

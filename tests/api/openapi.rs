@@ -1,4 +1,4 @@
-//! The OpenAPI document (issue 11): what `GET /v1/openapi.json` serves is the committed
+//! The OpenAPI document: what `GET /v1/openapi.json` serves is the committed
 //! `docs/openapi.json` byte for byte, it describes every operation the server answers, and
 //! routes refuse methods they do not serve with 405 and `Allow`.
 //!

@@ -1,4 +1,4 @@
-//! Refund claims (issue 41 point 5; DECISIONS.md section 5, amended): excess that arrives
+//! Refund claims (DECISIONS.md section 5): excess that arrives
 //! after a refund was requested opens a new claim held for the buyer, not the merchant's
 //! money; a refund whose payout fails or is canceled awaits an address again. Black-box,
 //! over HTTP, on the simulated chain.
@@ -143,11 +143,10 @@ async fn merchant_available_in(app: &App, asset: &str, available: u128) {
     app.create_payout(payout(available)).await.expect(202);
 }
 
-/// Issue 41 point 5: invoice 40, paid 60, refund of the 20 excess requested; 30 more
-/// arrive. Before, the checkout showed 50.00 excess, the refund stayed at 20 and the
-/// merchant's balance rose by 30. Now the 30 open a second claim, held (locked) for the
-/// buyer and refunded by its own payout; `refund` is the open claim and `refunds` lists
-/// both.
+/// Invoice 40, paid 60, refund of the 20 excess requested; 30 more arrive: the 30 open a
+/// second claim, held (locked) for the buyer and refunded by its own payout, rather than
+/// showing 50.00 excess on a refund of 20 and raising the merchant's balance by 30;
+/// `refund` is the open claim and `refunds` lists both.
 #[tokio::test]
 async fn excess_after_a_refund_request_opens_a_new_claim_held_for_the_buyer() {
     let app = spawn_app().await;
@@ -182,8 +181,8 @@ async fn excess_after_a_refund_request_opens_a_new_claim_held_for_the_buyer() {
     })
     .await;
     // The merchant's own funds are the price and the first claim's fee estimate: the first
-    // claim's net is its payout's lock and the 30 are held for the buyer (before the fix
-    // the 30 were the merchant's: 70 + fee).
+    // claim's net is its payout's lock and the 30 are held for the buyer (not the
+    // merchant's: that would be 70 + fee).
     merchant_available_is(&app, 40_000_000 + fee1).await;
 
     // The second claim: its own gross, classification, fee and net; the open one.

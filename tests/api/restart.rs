@@ -232,7 +232,7 @@ async fn a_graceful_restart_keeps_everything_too() {
     assert_eq!(app.events("").await, before);
 }
 
-/// Issue 16: `kill -9` in the middle of a mixed load (customers, addresses, confirmed
+/// `kill -9` in the middle of a mixed load (customers, addresses, confirmed
 /// deposits, payouts, from many concurrent clients) loses no write that was answered 2xx:
 /// after the restart every acknowledged id reads back as answered, and `verify` is clean.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Issue 41, the second security round, point by point as an attacker tries it: slow
+//! The second security round, point by point as an attacker tries it: slow
 //! bodies, unbounded metrics labels, unsafe redirect URLs, undecodable tokens, the nosniff
 //! header. (Key kinds: key_escalation.rs; the pepper on restore: selfhost.rs.)
 

@@ -1,4 +1,4 @@
-//! The self-hoster's path (issue 10): safe restore, redacted node URLs, `init` that validates
+//! The self-hoster's path: safe restore, redacted node URLs, `init` that validates
 //! first, strict configuration, early start-up errors that leave the store clean, plain HTTP
 //! only on loopback, chains paused until their node answers, permission errors that name the
 //! path, a CLI that survives a closed stdout, and the contract fixes found on the way. Every
@@ -547,7 +547,7 @@ async fn restore_refuses_anything_but_a_complete_verified_backup() {
         "a refused restore left a staged file"
     );
 
-    // Issue 41 point 9: a pepper of the wrong length, its checksum recomputed, is refused
+    // A pepper of the wrong length, its checksum recomputed, is refused
     // before anything is replaced (the server would not start on it).
     for bad in ["00".repeat(31), "zz".repeat(32), String::new()] {
         let short = app.data_path("../short-pepper");

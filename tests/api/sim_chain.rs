@@ -1,4 +1,4 @@
-//! Test mode's simulated chains (issue 8 item 2; DECISIONS.md section 15): one chain per
+//! Test mode's simulated chains (DECISIONS.md section 15): one chain per
 //! test project, durable across restarts, with scripted faults (`/v1/test/reorg`,
 //! `/v1/test/drop_tx`).
 
@@ -469,7 +469,7 @@ async fn a_dropped_payout_transaction_is_repaired() {
     verify_green(&app);
 }
 
-/// Issue 16: concurrent test deposits on one project's chain do not wait for each other's
+/// Concurrent test deposits on one project's chain do not wait for each other's
 /// commit, and the chain stays exactly its stored operation log. Each answered deposit has
 /// a block of its own; a request refused in its store job (an unknown customer) leaves an
 /// empty block under the number it reserved; after `kill -9` the replayed chain is the one
@@ -654,7 +654,7 @@ fn stored_chain_rows(app: &App, chain: &str) -> Vec<(u64, bool)> {
     out
 }
 
-/// Issue 16: a test-mode server whose chain has enough operations writes a snapshot of it
+/// A test-mode server whose chain has enough operations writes a snapshot of it
 /// and deletes the operations it covers; killed with SIGKILL, it starts from the snapshot
 /// and the operations after it, with the same height, balances and deposits, and its
 /// chain carries on (a later test deposit, a payout that is sent, mined and confirmed, the
@@ -915,8 +915,9 @@ async fn a_watcher_behind_the_pruned_history_skips_to_the_blocks_held() {
 /// The stored row of a payout's transaction cannot be read (its bytes were damaged) and
 /// the node lost the transaction (a restart empties the simulated mempool): the nonce gap
 /// is repaired by a filler that is stored, over the damaged row, before it is broadcast;
-/// the damaged bytes are logged for an operator, and the payout is never paid. Before,
-/// the filler was broadcast but not stored (its write found the row's bytes and skipped).
+/// the damaged bytes are logged for an operator, and the payout is never paid. A filler
+/// broadcast without being stored (its write finding the row's bytes and skipping) is what
+/// this guards against.
 #[tokio::test]
 async fn a_gap_at_an_unreadable_row_is_filled_by_a_stored_filler() {
     let mut app = spawn_app().await;

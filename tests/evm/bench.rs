@@ -1,4 +1,4 @@
-//! Watcher benchmark (issue 4): blocks per second with 100,000 watched addresses and 200
+//! Watcher benchmark: blocks per second with 100,000 watched addresses and 200
 //! token transfers per block, and detection latency from a mined block to a visible
 //! `detected` deposit. Run with:
 //!
@@ -308,7 +308,7 @@ async fn gauges<const N: usize>(live: &Live, names: [&str; N]) -> [Option<f64>; 
     })
 }
 
-/// Catch-up benchmark (issue 8 item 5): `CATCHUP_BLOCKS` blocks (default 10,000) mined while
+/// Catch-up benchmark: `CATCHUP_BLOCKS` blocks (default 10,000) mined while
 /// the appliance is down, each holding one transaction that emits `CATCHUP_PER_BLOCK` token
 /// `Transfer`s (default 200), `CATCHUP_MATCHES` of them (default 5) to some of
 /// `CATCHUP_WATCHED` watched addresses (default 100,000).

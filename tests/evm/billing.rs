@@ -1,4 +1,4 @@
-//! Billing on a live chain (issue 14 item 3; SPEC.md section 2, Funding address): a USDT
+//! Billing on a live chain (SPEC.md section 2, Funding address): a USDT
 //! transfer to the live project's funding address credits its operational balance at par
 //! once the chain's confirmations are reached, and not before; the coins are swept to the
 //! master wallet like any custodied address's.

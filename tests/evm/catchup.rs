@@ -1,4 +1,4 @@
-//! Catch-up by ranges (issue 8 item 5): a scanner reads the ranges ahead while the watcher
+//! Catch-up by ranges: a scanner reads the ranges ahead while the watcher
 //! commits them. A reorg during a catch-up, wherever it falls (in committed blocks, in the
 //! ranges scanned ahead, or above them), leaves exactly the deposits of the canonical
 //! chain, each once; a wallet created while the scanner is ahead gets its deposits.

@@ -1,4 +1,4 @@
-//! Conversions against the REAL Uniswap contracts (issue 15): the published bytecode of the
+//! Conversions against the REAL Uniswap contracts: the published bytecode of the
 //! npm packages `@uniswap/v2-core`, `@uniswap/v2-periphery` (factory, WETH9, Router02) and
 //! `@uniswap/v3-core`, `@uniswap/v3-periphery` (factory, SwapRouter, QuoterV2,
 //! NonfungiblePositionManager), deployed as published (never recompiled: the routers pin the

@@ -1,4 +1,4 @@
-//! `rpc_urls` failover (DECISIONS.md section 16, issue 8 item 5): one Anvil reached through a
+//! `rpc_urls` failover (DECISIONS.md section 16): one Anvil reached through a
 //! small TCP proxy (the first node) and directly (the second). The test stops the proxy:
 //! the appliance goes on with the second node, says so in the chain's `status_note` and
 //! its log, and misses no deposit; when the proxy is back the first node is used again.

@@ -672,8 +672,7 @@ impl Live {
     /// `POST /v1/wallets`. Right after a start the chain may not be reached yet: the
     /// watcher's first pass (on the background runtime, at a lower priority) marks it
     /// reached, and until then a new address is refused with 422 `chain_unavailable` and
-    /// the note "Connecting to the node." (issue 10 point 7). Like a merchant's client,
-    /// this retries that one answer for up to 30 s; any other answer is final.
+    /// the note "Connecting to the node." Like a merchant's client, this retries that one answer for up to 30 s; any other answer is final.
     pub async fn wallet(&self, cid: &str, chain: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {

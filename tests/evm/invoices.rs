@@ -1,4 +1,4 @@
-//! Invoices on a live chain (issue 12 item 3): Anvil, a USDT-like token, the pinned factory,
+//! Invoices on a live chain: Anvil, a USDT-like token, the pinned factory,
 //! ETH priced by a Chainlink-style feed on the same node; one invoice paid in USDT and one
 //! in ETH by real transfers to their payment addresses, then swept.
 

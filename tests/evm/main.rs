@@ -1,4 +1,4 @@
-//! End-to-end tests of live mode on EVM chains (issue 4): real Anvil nodes, real ERC-20
+//! End-to-end tests of live mode on EVM chains: real Anvil nodes, real ERC-20
 //! contracts, the pinned forwarder factory, and the real binary driven over its API.
 //! Needs `scripts/install-test-deps.sh` (Anvil and solc under node_modules/).
 
@@ -610,7 +610,7 @@ async fn rpc_failures_show_on_the_chain_list_and_a_wrong_chain_id_refuses_the_st
         (!n.is_empty()).then_some(n)
     })
     .await;
-    // One plain sentence, no error chain (issue 10 point 7).
+    // One plain sentence, no error chain.
     assert_eq!(note, "Node calls are failing; retrying with back-off.");
 
     // A node whose chain id differs from the registry's refuses the start.
@@ -643,7 +643,7 @@ async fn rpc_failures_show_on_the_chain_list_and_a_wrong_chain_id_refuses_the_st
     assert!(err.contains("chain id 5"), "{err}");
     let printed = String::from_utf8_lossy(&out.stdout);
     assert!(!printed.contains("listening on"), "{printed}");
-    // The refused start had opened the store: it closed it cleanly (issue 10 point 5).
+    // The refused start had opened the store: it closed it cleanly.
     let v = std::process::Command::new(env!("CARGO_BIN_EXE_appliance"))
         .args(["--data-dir", data2.to_str().unwrap(), "verify"])
         .env("APPLIANCE_STORAGE__QUICK_REPAIR", "false")

@@ -1,4 +1,4 @@
-//! Market prices in live mode through the fallback source (issue 12 item 1): Chainlink
+//! Market prices in live mode through the fallback source: Chainlink
 //! AggregatorV3-style feeds (`contracts/TestAggregator.sol`, compiled with the npm solc)
 //! deployed on a real Anvil node and read through `[chains.ethereum]`'s node while the
 //! provider is down. Stale, zero and negative rounds are refused; native payouts are valued

@@ -1,4 +1,4 @@
-//! Issue 40: a reorg that replaces the block of a confirmed (and swept) deposit, as a new
+//! A reorg that replaces the block of a confirmed (and swept) deposit, as a new
 //! user met it: `confirmations = 3`, `poll_interval_ms = 200`, one USDT token, a 2 USDT
 //! deposit confirmed and credited, then `anvil_reorg` of depth 6 with no transactions and a
 //! block mined every 0.3 s. The deposit must end `orphaned` with its credit reversed, every

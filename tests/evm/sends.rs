@@ -1,4 +1,4 @@
-//! Sends that reconcile with the chain (issue 8 items 3 and 4) on a real Anvil node: a reorg
+//! Sends that reconcile with the chain on a real Anvil node: a reorg
 //! deeper than the confirmations that drops the appliance's own sweep and payouts, a
 //! dropped pending send, a send that can no longer succeed (a filler holds its nonce, the
 //! payout is re-planned), and crashes before broadcast, after broadcast and after receipt.

@@ -1,4 +1,4 @@
-//! The Debian package (issue 10, item 12): built by cargo-deb from the binary the tests
+//! The Debian package: built by cargo-deb from the binary the tests
 //! run, unpacked with dpkg-deb, and its binary started from there.
 
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! Logs (issue 10, item 9): no ANSI colour off a terminal, `log_format = "json"`, and one
+//! Logs: no ANSI colour off a terminal, `log_format = "json"`, and one
 //! access line per request with the route template, never a token or a body.
 
 use reqwest::Method;

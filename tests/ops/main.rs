@@ -1,4 +1,4 @@
-//! Operations tests (issue 10, items 9 to 12): logs, /healthz, /readyz, /metrics, reverse
+//! Operations tests: logs, /healthz, /readyz, /metrics, reverse
 //! proxies, the systemd unit's sandbox and the Debian package. Each drives the real binary.
 
 #[path = "../api/helpers.rs"]

@@ -1,4 +1,4 @@
-//! `GET /metrics` (issue 10, item 10): Prometheus text read by the reference parser, the
+//! `GET /metrics`: Prometheus text read by the reference parser, the
 //! families an operator needs, counts that move, and the access rules.
 
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! Behind a reverse proxy (issue 10, item 11): `X-Forwarded-For` counts only when the peer
+//! Behind a reverse proxy: `X-Forwarded-For` counts only when the peer
 //! is in `trusted_proxies`, for API key IP allowlists and the per-IP budget.
 
 use reqwest::Method;

@@ -1,4 +1,4 @@
-//! `GET /healthz` and `GET /readyz` (issue 10, item 10).
+//! `GET /healthz` and `GET /readyz`.
 
 use std::process::Command;
 use std::time::{Duration, Instant};

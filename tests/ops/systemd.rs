@@ -1,4 +1,4 @@
-//! The systemd unit (issue 10, item 12): its offline security score, and the appliance
+//! The systemd unit: its offline security score, and the appliance
 //! running under an imitation of its sandbox.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

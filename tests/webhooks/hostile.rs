@@ -1,5 +1,5 @@
-//! Issue 9 point 2: a stored row that cannot be decoded (here: data nested deeper than the
-//! JSON decoder's limit, as an older build let in through metadata) is passed over with a
+//! A stored row that cannot be decoded (here: data nested deeper than the
+//! JSON decoder's limit, as metadata stored by an older build may be) is passed over with a
 //! logged error by every reader of many rows (lists, event pages, the event stream, the
 //! dispatcher: an ordered endpoint moves on), a read of the row itself answers a clear error,
 //! and `appliance verify` reports it.

@@ -1,4 +1,4 @@
-//! Black-box tests of webhooks and the event stream (issue 3): the real `appliance --test`
+//! Black-box tests of webhooks and the event stream: the real `appliance --test`
 //! binary, a real HTTP receiver started by each test (`webhooks.allow_private_targets = true`,
 //! since it listens on 127.0.0.1), and real clients: our own signature check, Stripe's Python
 //! library, an SSE reader.

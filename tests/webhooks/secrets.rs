@@ -1,4 +1,4 @@
-//! Issue 9 point 4: secrets at rest and in replays. Webhook secrets are sealed in the store,
+//! Secrets at rest and in replays. Webhook secrets are sealed in the store,
 //! idempotency records never hold a token or a secret (a replay answers them null, even to
 //! another key of the project), `backup` carries the data key and `restore` brings it back,
 //! and secrets stored in clear by an older build are sealed at start.

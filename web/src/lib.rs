@@ -1,4 +1,4 @@
-//! The hosted checkout page (DECISIONS.md section 12; issue 13): static HTML, CSS and
+//! The hosted checkout page (DECISIONS.md section 12): static HTML, CSS and
 //! JavaScript embedded in the binary, the page's strings in every language it speaks, and
 //! the QR codes it shows, drawn as SVG by the `qrcode` crate.
 //!

@@ -1,4 +1,4 @@
-//! The EVM adapter (issue 4): JSON-RPC over HTTP with alloy.
+//! The EVM adapter: JSON-RPC over HTTP with alloy.
 //!
 //! * [`client`]: [`client::EvmClient`], the chain seam over one node.
 //! * [`rpc`]: the node client (blocks, logs, balances, fees, receipts, raw broadcast), every

@@ -185,7 +185,7 @@ struct MinedBlock {
     /// The block's hash ([`SimChain::hash`], over the keccak of its transaction hashes in
     /// order), computed once when the block is mined: a
     /// receipt carries it, and the sender asks for the receipt of every followed
-    /// transaction on each pass (issue 16: hashing it again was most of a receipt's cost).
+    /// transaction on each pass (hashing it again was most of a receipt's cost).
     /// A reorg removes the blocks whose epoch it changes; the others keep their hash.
     hash: B256,
     /// What the block changed in the state, in order: a reorg applies it backwards to
@@ -636,8 +636,8 @@ impl SimChain {
     }
 
     /// The token transfers (`Transfer` logs: token, from, to, value) a transaction mined on
-    /// the canonical chain made, in order; `None` while it is not mined. The simulation of
-    /// issue 40 reads what a sweep or payout really moved from them.
+    /// the canonical chain made, in order; `None` while it is not mined. `appliance
+    /// simulate` reads what a sweep or payout really moved from them.
     pub fn token_transfers_of(&self, hash: B256) -> Option<Vec<(Address, Address, Address, U256)>> {
         let (n, i) = *self.located.get(&hash)?;
         let r = &self.blocks.get(&n)?.results[i];

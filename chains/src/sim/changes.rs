@@ -212,7 +212,7 @@ impl SimChain {
 
     /// [`SimChain::submit`] of a transaction the caller has just signed with the key of
     /// `sender`: the sender is taken as vouched instead of recovered from the signature
-    /// (two elliptic-curve multiplications, most of the chain's cost per send; issue 16).
+    /// (two elliptic-curve multiplications, most of the chain's cost per send).
     /// Every other admission rule applies as in `submit`. What keeps it honest: only the
     /// chain worker's sender vouches, for bytes its signer returned a moment before, with
     /// the signer's own address; bytes read back from the store go through `submit`; debug

@@ -1,4 +1,4 @@
-//! The simulated EVM chain of test mode (issue 8 item 2; DECISIONS.md section 15): a real
+//! The simulated EVM chain of test mode (DECISIONS.md section 15): a real
 //! chain in miniature, one per (test project, chain).
 //!
 //! * [`chain`]: [`chain::SimChain`], the state machine: blocks (number, hash, parent hash,

@@ -1,5 +1,5 @@
 //! [`Snapshot`]: a simulated chain's durable state at one block, so a start loads it and
-//! replays only the operations that follow instead of the whole log (issue 16; the
+//! replays only the operations that follow instead of the whole log (the
 //! binary's `services::sim_chain` stores it). A child of [`super`] (the chain module): it
 //! reads and builds the chain's private parts.
 //!

@@ -1,4 +1,4 @@
-//! Schema types of the OpenAPI document (issue 11): the JSON shapes `src/views.rs` and the
+//! Schema types of the OpenAPI document: the JSON shapes `src/views.rs` and the
 //! handlers write, and the bodies and query parameters the handlers read, described for
 //! `GET /v1/openapi.json`. They describe; they are not used to serialize or parse (the
 //! handlers' own readers in `api/extract.rs` stay the one place input is checked). Schemathesis

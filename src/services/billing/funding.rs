@@ -267,8 +267,8 @@ pub fn funding_confirmed(ctx: &mut WriteCtx<'_>, s: &Scope, d: &mut Deposit) -> 
 
 /// Largest funding credit written on its own, cents (10 trillion USD): a transfer worth more,
 /// or one whose value does not fit the exact decimal arithmetic, is recorded for the
-/// operator instead (issue 41: such a credit once wrote nothing at all, or overflowed the
-/// balance), far below where a balance of such credits could overflow.
+/// operator instead (such a credit would write nothing at all, or overflow the balance),
+/// far below where a balance of such credits could overflow.
 pub const MAX_FUNDING_CREDIT_CENTS: i64 = 1_000_000_000_000_000;
 
 /// Writes the `funding` entry of confirmed funding transfer `d` at `rate` (once per

@@ -6,7 +6,7 @@
 //! [`CheckoutError::NotFound`]. The document carries no metadata, no reference id, no
 //! internal id and no fee of the merchant (the refund's network `fee` is the buyer's).
 //!
-//! Refund lifecycle, per claim (DECISIONS.md section 5, amended by issue 41 point 5): an
+//! Refund lifecycle, per claim (DECISIONS.md section 5): an
 //! invoice has a list of refund claims (`Invoice::refunds`, oldest first); each is
 //! `awaiting_address` (its excess held in the project's `locked`, by `services::invoices`)
 //! -> `pending` (the buyer gave an address; a payout from the merchant's funds with
@@ -330,7 +330,7 @@ fn refund_json(reg: &Registry, r: &InvoiceRefund, payouts: &[Payout]) -> Value {
 /// `remaining_amount`, `remaining_amount_atomic` and `remaining_uri` (the underpaid
 /// remainder's own QR; null otherwise). `refund` is the open claim (the oldest awaiting an
 /// address, else the newest; null without any) and `refunds` every claim, oldest first
-/// (DECISIONS.md section 5, amended by issue 41 point 5).
+/// (DECISIONS.md section 5).
 pub fn document(reg: &Registry, l: &Loaded) -> Value {
     let inv = &l.invoice;
     let st = &l.project.settings;

@@ -56,7 +56,7 @@ mod payments;
 pub use create::*;
 pub use payments::*;
 
-/// A `return_url` or `cancel_url` as stored (issue 41): an absolute `https://` URL with a
+/// A `return_url` or `cancel_url` as stored: an absolute `https://` URL with a
 /// host (`http://` too in test mode, for a shop on localhost), at most
 /// [`MAX_REDIRECT_URL`] bytes, no whitespace or control characters. The hosted page sends
 /// the buyer there, so `javascript:`, `data:` and the like are 400 `invalid_request` with
@@ -436,8 +436,8 @@ fn refresh_amounts(inv: &mut Invoice) -> U512 {
 /// An invoice built outside the store writer by [`prepare`] (quotes, the payment address,
 /// the token, the wallet rows, its JSON and its event data) from the fee terms and the project's clock
 /// offset of a recent read; [`create_prepared`] writes it. The writer thread commits every
-/// request in turn, so what needs no store is done before (issue 12's invoice benchmark:
-/// the view and the address derivation were about a third of its time per invoice).
+/// request in turn, so what needs no store is done before (the view and the address
+/// derivation would be about a third of its time per invoice).
 pub struct Prepared {
     /// The invoice as it will be stored (fee terms and `expires_at` from the snapshot).
     pub inv: Invoice,
@@ -532,7 +532,7 @@ pub fn prepare(
         wallet_rows.push((wallets::address_key(chain, &address), w, encoded));
     }
     // The token in clear lives only here: the row holds it sealed, the lookup index its
-    // digest, the answer its URL (issue 41 point 4).
+    // digest, the answer its URL.
     let token = zeroize::Zeroizing::new(new_token());
     let sealed_token = s
         .reg

@@ -163,7 +163,7 @@ pub fn payment_credited(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
 /// invoice's excess at the locked rates less what its claims already took (every claim,
 /// whatever its state, valued at its coin's locked rate). It joins the claim that awaits
 /// an address in the same coin and was never requested ([`InvoiceRefund::takes_more`]);
-/// otherwise it opens a new claim (DECISIONS.md section 5, amended by issue 41 point 5:
+/// otherwise it opens a new claim (DECISIONS.md section 5:
 /// excess arriving after a refund was requested, or in another coin, is a claim of its
 /// own). Returns how much of `d` it held.
 pub(super) fn hold_excess(

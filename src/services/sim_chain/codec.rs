@@ -5,7 +5,7 @@ use super::*;
 
 /// An operation as the `sim_ops` table stores it: codec version 3, a positional MessagePack
 /// of [`StoredOp`], whose hashes, addresses, amounts and raw transactions are bytes (an
-/// injected transfer about 110 B instead of 313 B of hex strings; issue 16).
+/// injected transfer about 110 B instead of 313 B of hex strings).
 pub fn encode_op(op: &Op) -> Vec<u8> {
     appliance_storage::codec::encode_positional(&StoredOp::from(op))
 }

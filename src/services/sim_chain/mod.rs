@@ -1,4 +1,4 @@
-//! Test mode's simulated chains (issue 8 item 2; DECISIONS.md section 15): one
+//! Test mode's simulated chains (DECISIONS.md section 15): one
 //! [`SimChain`] per (test project, EVM chain), kept in memory in [`SimChains`] and made
 //! durable as an operation log (table `sim_ops`) written in the same store transaction as
 //! the request that caused each change (a test deposit's transfer, `/v1/test/blocks`,
@@ -8,8 +8,8 @@
 //! not durable, like a node's: a restart loses pending transactions and the sender
 //! rebroadcasts them.
 //!
-//! Test deposits do not hold the chain across their store commit (that made one project's
-//! deposits on one chain commit one per batch, issue 16): each reserves its block number,
+//! Test deposits do not hold the chain across their store commit (that would make one
+//! project's deposits on one chain commit one per batch): each reserves its block number,
 //! timestamp and operation sequence numbers under the chain lock
 //! ([`SimHandle::reserve_block`]), queues its store job before releasing the lock (so the
 //! writer runs the jobs, and the log is written, in sequence order), awaits its commit
@@ -21,7 +21,7 @@
 //! before its next change. Every other change of the chain (mining, a reorg, a flush) is
 //! exclusive ([`SimHandle::exclusive`]): it waits for the deposits in flight to settle.
 //!
-//! Snapshots (issue 16: a start replayed the whole log, and the log grew with every test
+//! Snapshots (without them a start replays the whole log, which grows with every test
 //! deposit): an exclusive write (mining, the timer's flush) also writes a snapshot of the
 //! chain ([`appliance_chains::sim::Snapshot`]) when the operations since the last one reach
 //! max([`ChainPolicy::snapshot_min_ops`], the last snapshot's size in operations
@@ -109,7 +109,7 @@ impl SnapState {
 /// in entries: a state entry encodes in about 75 B (`snapshot_of_100k_addresses`), but a
 /// held block with its transaction in about 300 B (a default loadgen deposits phase:
 /// 3,071,959 B for 10,000 held blocks and 257 state entries), so a cadence by entries
-/// wrote four times the bytes per operation it meant to (docs/performance.md, issue 16).
+/// would write four times the bytes per operation it means to.
 pub const SNAPSHOT_BYTES_PER_OP: u64 = 75;
 
 /// A snapshot's size in operations for the cadence ([`SNAPSHOT_BYTES_PER_OP`]).
@@ -120,8 +120,8 @@ fn size_ops(encoded_len: usize) -> u64 {
 /// Weight of a signed transaction in the snapshot cadence, in operations: a replay
 /// recovers its sender from the signature (about 75 us, tens of times the cost of applying
 /// a test deposit's operation), and one timer block can mine thousands of sweeps. Without
-/// it a start after many sends replayed seconds of recoveries (issue 16, measured: 53
-/// operations holding the sweeps of 100,000 deposits took 1.5 s to load). With it the
+/// it a start after many sends replays seconds of recoveries (measured: 53 operations
+/// holding the sweeps of 100,000 deposits take 1.5 s to load). With it the
 /// recoveries a start replays are at most max(min_ops, size in operations) / 25 (0.33 s at
 /// 110,000), and a snapshot costs at most 25 * [`SNAPSHOT_BYTES_PER_OP`] = 1.9 KB of writes
 /// per signed transaction.

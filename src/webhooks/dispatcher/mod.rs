@@ -497,8 +497,8 @@ impl Dispatcher {
 /// One pass over the deliveries due now (at most `limit`), sent one after another through
 /// `send` instead of the network, outcomes written as the dispatcher writes them (the
 /// resolving read, [`webhook_deliveries::record_outcomes`] and the retry schedule are the
-/// dispatcher's own). Returns the number of outcomes recorded. For `appliance simulate`
-/// (issue 40), which runs the dispatcher as a step it schedules, with no event loop, no
+/// dispatcher's own). Returns the number of outcomes recorded. For `appliance simulate`,
+/// which runs the dispatcher as a step it schedules, with no event loop, no
 /// timers and no concurrency deciding anything; `send` gets the URL, the body and its
 /// signature header.
 pub async fn deliver_due(

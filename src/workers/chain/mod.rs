@@ -1,4 +1,4 @@
-//! The chain worker (issue 8): ONE worker over the chain seam
+//! The chain worker: ONE worker over the chain seam
 //! ([`appliance_chains::client::ChainClient`]) that runs per (client, scope). For a live
 //! chain the client is an [`EvmClient`] and the scope every live project; for test mode a
 //! project's simulated chain and that one project ([`WorkScope`], DECISIONS.md section 15).
@@ -293,13 +293,13 @@ pub(crate) fn hex32(h: &B256) -> String {
 }
 
 /// An error as one line for logs and answers, every URL in it cut to scheme and host
-/// (node URLs carry account keys: issue 10 point 2).
+/// (node URLs carry account keys).
 pub fn clean(e: &dyn std::fmt::Display) -> String {
     appliance_chains::redact::scrub_urls(&format!("{e:#}"))
 }
 
-/// `status_note` for a failing node: one plain sentence, never an error chain (issue 10
-/// point 7); the error itself goes to the WARN log through [`clean`].
+/// `status_note` for a failing node: one plain sentence, never an error chain; the
+/// error itself goes to the WARN log through [`clean`].
 pub(crate) fn note(e: &anyhow::Error) -> String {
     if let Some(m) = e.chain().find_map(|c| c.downcast_ref::<ChainIdMismatch>()) {
         return format!(

@@ -65,7 +65,7 @@ pub struct MinedAt {
 /// An outgoing transaction of the master wallet, recorded before its first broadcast
 /// (table `evm_out_txs`, JSON): one row per nonce, holding every version signed at it.
 ///
-/// Its life (issue 8 item 3): signed and stored, then broadcast; `mined` while the chain
+/// Its life: signed and stored, then broadcast; `mined` while the chain
 /// shows a receipt (cleared again when a reorg removes it: the row is back to submitted
 /// and its stored bytes are rebroadcast); `settled` once the receipt had the chain's
 /// confirmations and the resource's ledger move was written; `done` once it is deeper than
@@ -183,7 +183,7 @@ pub(super) fn put_tx(ctx: &mut WriteCtx<'_>, chain: &str, tx: &OutTx) -> Result<
 }
 
 /// The stored bytes of `tx`: its JSON deflated with the rows' preset dictionary
-/// (`appliance_storage::codec::deflate_doc`, schema 12, issue 16; well under half the
+/// (`appliance_storage::codec::deflate_doc`, schema 12; well under half the
 /// JSON, the signed transactions' hex included), or the JSON when that is not shorter.
 pub fn encode_tx(tx: &OutTx) -> Result<Vec<u8>, Fault> {
     use appliance_storage::codec::{deflate_doc, OUT_TX_DEFLATE_1};

@@ -1,10 +1,11 @@
 //! Open sweeps that wait below their chain's threshold, remembered between sender passes.
 //!
-//! A sender pass used to read every open sweep of its chain (the sweep, its project, its
-//! wallet, its address's holding, its request flag) to decide again that it waits below
-//! `sweep_threshold_usd_cents` (docs/decisions.md, Market prices). Those waiting sweeps are
-//! the many: one per address holding a small balance. At 100,000 of them and the default
-//! `poll_interval_ms` of 1,000 that was most of a core, all the time, to decide nothing.
+//! Without this memory a sender pass reads every open sweep of its chain (the sweep, its
+//! project, its wallet, its address's holding, its request flag) to decide again that it
+//! waits below `sweep_threshold_usd_cents` (docs/decisions.md, Market prices). Those waiting
+//! sweeps are the many: one per address holding a small balance. At 100,000 of them and the
+//! default `poll_interval_ms` of 1,000 that is most of a core, all the time, to decide
+//! nothing.
 //!
 //! What decides that a sweep waits, and what changes it:
 //! - its amount (`min(sweep amount, holding)`) and its request flag: the amount only rises
@@ -26,10 +27,10 @@
 //! enters or leaves the work index only with a write of its row (the index entry is derived
 //! from the row's status), so the queue holds every open sweep of this sender not known to
 //! wait. The queue is in the order a full pass reads the index (oldest first), and a pass
-//! reads it a chunk at a time, so a pass costs what it reads, not what waits. The scan and
-//! its filter were what was left of a pass's cost at many waiting sweeps: 1.5 ms at 20,000,
-//! and about a quarter of a core at 1M in test mode while the sender worked through a
-//! backlog 64 sweeps a pass.
+//! reads it a chunk at a time, so a pass costs what it reads, not what waits. A scan of the
+//! work index and its filter would cost a pass 1.5 ms at 20,000 waiting sweeps, and about a
+//! quarter of a core at 1M in test mode while the sender works through a backlog 64 sweeps
+//! a pass.
 
 use std::collections::BTreeSet;
 use std::ops::Bound;

@@ -104,7 +104,7 @@ pub fn short_event_id_parts(id: &str) -> Option<([u8; SHORT_EVENT_ID_BYTES], boo
 
 /// Every event type the appliance emits or SPEC.md section 6 lists: the binary's event
 /// catalog (`services::EVENT_CATALOG` is this list), and the numbers an event row stores
-/// its type as (its position here; schema 13, issue 16): one byte where the type's text
+/// its type as (its position here; schema 13): one byte where the type's text
 /// took 14-26. The stored rows depend on the positions: append new types at the end, never
 /// reorder or remove one. A type not listed ([`crate::records::BILLING_LINE`], which is
 /// not an event of the catalog) is stored as its text; every build reads both.
@@ -345,7 +345,7 @@ fn inflate(stored: &[u8]) -> Option<Vec<u8>> {
 
 /// `#[serde(serialize_with = "crate::codec::answer_body", deserialize_with =
 /// "crate::codec::read_answer_body")]` for the JSON body of a stored idempotent answer
-/// (schema 12, issue 16): in the store's binary encoding, [`ANSWER_DEFLATE_1`] ‖ the body
+/// (schema 12): in the store's binary encoding, [`ANSWER_DEFLATE_1`] ‖ the body
 /// as raw deflate with the preset dictionary [`ANSWER_DICT_1`] when that is shorter (a
 /// payout's answer: about 560 bytes to about 120), else the string; every human-readable
 /// form is the string. A replay answers exactly the bytes first sent.
@@ -446,7 +446,7 @@ const FINGERPRINT_V2: &str = "v2:";
 
 /// `#[serde(serialize_with = "crate::codec::fingerprint_text", deserialize_with =
 /// "crate::codec::read_fingerprint_text")]` for an idempotency record's request
-/// fingerprint (schema 15, issue 16): in the store's binary encoding `v2:` and 64 lower-case
+/// fingerprint (schema 15): in the store's binary encoding `v2:` and 64 lower-case
 /// hex digits are written as the 32 bytes they spell (34 bytes instead of 69); any other
 /// string (an older record's bare hex), and every human-readable form, is the string.
 pub fn fingerprint_text<S: serde::Serializer>(v: &str, s: S) -> Result<S::Ok, S::Error> {
@@ -473,7 +473,7 @@ pub fn read_fingerprint_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<S
 pub(super) const HEX_TEXT_MAX_DIGITS: usize = 64;
 
 /// Serializes a `0x` hex string (a transaction hash, an EVM address: `0x` and an even
-/// number, 2 to 64, of hex digits) as bytes in binary encodings (schema 10, issue 16):
+/// number, 2 to 64, of hex digits) as bytes in binary encodings (schema 10):
 /// `0 ‖ bytes` when its digits are all lower case, `1 ‖ bytes ‖ case mask` otherwise (bit
 /// `i` of the mask, least significant first, set when digit `i` is upper case: an EIP-55
 /// checksummed address reads back exactly as written). A 32-byte hash takes 35 bytes

@@ -11,7 +11,8 @@
 //! (`Option<_>` or `#[serde(default)]`) and read older rows without a migration. The version
 //! byte marks a change of the body's format, which needs one. MessagePack keeps that
 //! property at about half the size of JSON: no quotes or separators, integers in 1-9 bytes,
-//! UUIDs as 16 raw bytes instead of 36 characters. See docs/performance.md.
+//! UUIDs as 16 raw bytes instead of 36 characters. See docs/performance.md, "Values: the
+//! codec".
 //!
 //! **Positional** bodies (version 3) drop the field names, which are about half of a named
 //! row: the records written on every deposit, payout, customer and wallet ([`Layout`],
@@ -80,7 +81,7 @@ pub enum Layout {
     /// `KEYED_VERSION ‖` positional MessagePack less the first field ([`encode_keyed`]):
     /// rows stored under their id (a `u128` key), whose first field is that id: the hot
     /// [`crate::records::Row`]s and journal entries. Their id is not stored twice (18 bytes
-    /// less per row; schema 14, issue 16); read them with [`decode_keyed`].
+    /// less per row; schema 14); read them with [`decode_keyed`].
     Keyed,
 }
 
@@ -110,7 +111,7 @@ pub trait Record: Serialize + DeserializeOwned + Clone {
 }
 
 /// The times of a keyed row (microseconds since the epoch), which it stores relative
-/// (schema 15, issue 16): `created` as its distance from the millisecond of `id` (a UUID v7
+/// (schema 15): `created` as its distance from the millisecond of `id` (a UUID v7
 /// the same job mints, so a few hundred microseconds: 1 to 3 bytes instead of 9), each of
 /// `later` as its distance from `created`: `updated_at` (0, one byte, for a row never
 /// changed since), a deposit's `block_time` (its block's, a moment before it is seen).

@@ -21,7 +21,7 @@ impl WriteCtx<'_> {
     /// be the row as this transaction writes it (before or after this call). The returned
     /// event leaves [`Event::deposit_row`] empty: the caller has the row at hand, and the
     /// outbox keeps only the event's reference (`services::emit_deposit`), so the writer
-    /// does not clone the deposit per event (issue 16). A reader of the stored event gets
+    /// does not clone the deposit per event. A reader of the stored event gets
     /// the row.
     pub fn append_deposit_event(
         &mut self,
@@ -235,7 +235,7 @@ const EVENT_RANDOM_BITS: u32 = 40;
 /// The ULID of the event at `seq` created at `created_at` (Unix microseconds; schema 12):
 /// its millisecond (48 bits), then `seq` (40 bits), then 40 random bits, so
 /// [`ReadOps::event`] finds the event from its id alone and no `event_ids` row is written
-/// (issue 16: one table less per event); and, from schema 14, the row stores only the
+/// (one table less per event); and, from schema 14, the row stores only the
 /// random bits ([`event_id_in_short`]). `None` for a sequence of 0 or of 2^40 and more, or
 /// a time outside the ULID's (such an event gets a random ULID and an `event_ids` row, as
 /// before schema 12).

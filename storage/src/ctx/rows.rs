@@ -72,7 +72,7 @@ impl WriteCtx<'_> {
         }
         for k in &new_keys {
             // An entry the stored row already has is in the index: inserting it again
-            // would rewrite (dirty) its page for nothing (issue 16: pages per commit).
+            // would rewrite (dirty) its page for nothing (pages per commit).
             if old_keys.contains(k) {
                 continue;
             }

@@ -9,7 +9,7 @@ use super::{Customer, Deposit, DepositStatus, Payout, PayoutStatus, Wallet};
 /// An event of the log (SPEC.md section 6). `data` is the resource as its REST read
 /// returns it at the time of the event.
 ///
-/// Stored forms (schema 6, issue 16): an event of a customer's deposit (`deposit.*`) stores
+/// Stored forms (schema 6): an event of a customer's deposit (`deposit.*`) stores
 /// no `data` but [`Event::deposit`], the deposit's fields that change after it is first
 /// written, as they were at the event; the rest of the deposit's view comes from its row,
 /// whose other fields are never rewritten. Schema 10 does the same for payout events

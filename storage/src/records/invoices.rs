@@ -126,8 +126,7 @@ pub struct AssetReceived {
     pub pending: u128,
 }
 
-/// One refund claim under the `refund` policy (DECISIONS.md sections 5 and 12, amended by
-/// issue 41 point 5): excess of one coin held for the payer. Until the claim is sent or
+/// One refund claim under the `refund` policy (DECISIONS.md sections 5 and 12): excess of one coin held for the payer. Until the claim is sent or
 /// skipped, [`InvoiceRefund::held_atomic`] of `asset` sits in the project's `locked`
 /// account on `chain` (a `pending` or `sent` claim's net is its payout's lock there).
 ///
@@ -163,7 +162,7 @@ pub struct InvoiceRefund {
     #[serde(default)]
     pub fee_atomic: Option<u128>,
     /// Earlier payouts of this claim that failed, reverted or were canceled, oldest first;
-    /// each returned the claim to `awaiting_address` (issue 41 point 5).
+    /// each returned the claim to `awaiting_address`.
     #[serde(default)]
     pub failed_payouts: Vec<Uuid>,
 }
@@ -231,8 +230,8 @@ pub fn open_claim(claims: &[InvoiceRefund]) -> Option<usize> {
         .or_else(|| claims.len().checked_sub(1))
 }
 
-/// Reads an invoice's claims: the list written now (`refunds`), or what a row written
-/// before issue 41 point 5 held under `refund` (null, or one claim).
+/// Reads an invoice's claims: the list written now (`refunds`), or what a row of the one-claim
+/// form holds under `refund` (null, or one claim).
 fn read_claims<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<InvoiceRefund>, D::Error> {
     struct Claims;
     impl<'de> serde::de::Visitor<'de> for Claims {
@@ -283,7 +282,7 @@ pub struct Invoice {
     pub project_id: Uuid,
     /// The checkout token, a bearer credential of the public checkout endpoints: `ck_` + 43
     /// base64url characters (DECISIONS.md section 2), stored sealed with the data key
-    /// (`sealed:v1:...`, bound to the invoice id; issue 41 point 4). A row written before
+    /// (`sealed:v1:...`, bound to the invoice id). A row written before
     /// tokens were sealed holds it in clear until the start-up migration seals it.
     pub checkout_token: String,
     pub reference_id: Option<String>,
@@ -315,10 +314,9 @@ pub struct Invoice {
     pub pending_payments: u32,
     /// Underpaid-window extensions granted so far (at most 3).
     pub extensions: u8,
-    /// Every refund claim under the `refund` policy, oldest first (DECISIONS.md section 5,
-    /// amended by issue 41 point 5): excess that arrives while no claim takes more
-    /// ([`InvoiceRefund::takes_more`]) opens a new one. Stored as `refunds`; a row written
-    /// before held at most one claim under `refund` and reads as that one claim.
+    /// Every refund claim under the `refund` policy, oldest first (DECISIONS.md section 5): excess that arrives while no claim takes more
+    /// ([`InvoiceRefund::takes_more`]) opens a new one. Stored as `refunds`; a row of the
+    /// one-claim form holds at most one claim under `refund` and reads as that one claim.
     #[serde(
         rename = "refunds",
         alias = "refund",
@@ -429,7 +427,7 @@ mod tests {
         }
     }
 
-    /// A row of before issue 41 point 5: the one claim under `refund`.
+    /// A row of the one-claim form: the one claim under `refund`.
     #[derive(Serialize)]
     struct Before {
         refund: Option<InvoiceRefund>,
@@ -512,7 +510,7 @@ mod tests {
         }
     }
 
-    /// A whole invoice row as a release before issue 41 point 5 wrote it (its one claim
+    /// A whole invoice row in the one-claim form (its one claim
     /// under `refund`), in JSON (schema 3) and MessagePack: it reads as one claim and is
     /// written back as `refunds`.
     #[test]

@@ -44,8 +44,8 @@ macro_rules! str_enum {
 }
 
 /// Serializes a unit-variant enum of [`str_enum!`] as its name in human-readable forms
-/// (JSON, query strings) and as a one-byte number in the store's binary encoding (schema 13,
-/// issue 16: a status in a row or an event state takes 1 byte instead of 6-17); reads
+/// (JSON, query strings) and as a one-byte number in the store's binary encoding (schema 13:
+/// a status in a row or an event state takes 1 byte instead of 6-17); reads
 /// either, so rows written with the name read as before. The numbers are stored: never
 /// change one, give a new variant the next.
 macro_rules! coded_serde {

@@ -1,5 +1,4 @@
-//! The refund checks of `verify` (DECISIONS.md sections 5 and 12, amended by issue 41
-//! point 5): every refund claim agrees with its payout, and the project's own `locked`
+//! The refund checks of `verify` (DECISIONS.md sections 5 and 12): every refund claim agrees with its payout, and the project's own `locked`
 //! holds exactly what its open payouts, open conversions and refund claims hold.
 
 use super::*;
@@ -7,8 +6,8 @@ use crate::records::InvoiceRefund;
 
 /// Refund claims and the project's own `locked` account:
 ///
-/// - a claim names a payout exactly when it is `pending`, `sent` or `confirmed` (or, from
-///   a release before issue 41 point 5, `failed`); that payout is the invoice's refund
+/// - a claim names a payout exactly when it is `pending`, `sent` or `confirmed` (or, in a row
+///   of the one-claim form, `failed`); that payout is the invoice's refund
 ///   (`reference` `refund:<invoice id>`) in the claim's coin, of its net, in the status the
 ///   claim follows (`pending`: not yet submitted; `sent`: submitted; `confirmed`:
 ///   confirmed; `failed`: failed, canceled or rejected); each of `failed_payouts` is such a
@@ -157,7 +156,7 @@ fn check_claim(
         ));
         return Ok(());
     };
-    // The status the payout's asks of its claim; a claim from before issue 41 point 5 that
+    // The status the payout's asks of its claim; a claim of the one-claim form that
     // ended `failed` follows a payout that failed, was canceled or rejected.
     let expected = InvoiceRefund::status_following(p.status).unwrap_or("pending");
     let follows = match c.status.as_str() {

@@ -23,7 +23,7 @@ pub enum RpcError {
     Transport {
         method: &'static str,
         /// The error and its causes as one line, every URL in it cut to scheme and host
-        /// ([`crate::redact::scrub_urls`]; node URLs carry account keys: issue 10 point 2).
+        /// ([`crate::redact::scrub_urls`]; node URLs carry account keys).
         detail: String,
         /// The node answered with a JSON-RPC error (it refused the call), as opposed to a
         /// transport failure.

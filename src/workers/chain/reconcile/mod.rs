@@ -1,4 +1,4 @@
-//! Sends that reconcile with the chain (issue 8 item 3). Every sender pass starts here and
+//! Sends that reconcile with the chain. Every sender pass starts here and
 //! compares the master wallet's stored transactions (one row per nonce, [`OutTx`]) with
 //! what the client reports:
 //!
@@ -84,9 +84,9 @@ pub fn cannot_succeed(e: &ClientError) -> bool {
 /// the stored bytes it was decoded from (one per chain worker, [`ChainWorker::rows`]).
 ///
 /// A pass reads every followed row, and under a backlog thousands are followed (a row stays
-/// until it is [`track_depth`] blocks deep): decoding each row's JSON again on every pass was
-/// the largest part of the sender's background work after the signatures (issue 16,
-/// callgrind). A row whose stored bytes equal the remembered ones is taken from here
+/// until it is [`track_depth`] blocks deep): decoding each row's JSON again on every pass
+/// would be the largest part of the sender's background work after the signatures
+/// (callgrind). A row whose stored bytes equal the remembered ones is taken from here
 /// instead: the bytes are still read each pass, so whatever wrote the row, the pass sees
 /// exactly what is stored. Holds only the rows of the last pass, at most [`MEMO_ROWS`].
 #[derive(Default)]
@@ -261,7 +261,7 @@ enum BatchOp {
 }
 
 /// The usual writes of a reconciliation pass (a row mined, settled, done), gathered and
-/// written together in one store transaction instead of one each (issue 16: every commit
+/// written together in one store transaction instead of one each (every commit
 /// is a page flush and an fsync, and under load a pass follows hundreds of rows). The rare
 /// steps that sign, broadcast or write on their own (a filler, a fee bump, a re-plan, a
 /// vanished receipt) write the batch first, so every row's writes land in the order they
@@ -380,10 +380,10 @@ async fn track(
             }
             let confirmed = v.head + 1 >= r.block_number + required;
             if confirmed && tx.kind == OutKind::Payout {
-                // Once its call was mined (settled), a payout follows that nonce (issue 40):
+                // Once its call was mined (settled), a payout follows that nonce:
                 // it is not sent at a second one, so it is paid at most once whatever a reorg
                 // does later; its status follows what that nonce carries. (A payout whose call
-                // never mined, its nonce taken by a filler, is re-planned below: issue 8.)
+                // never mined, its nonce taken by a filler, is re-planned below.)
                 let paid = !filler && r.success;
                 match (tx.settled, paid) {
                     (Some(true), false) => {
@@ -438,7 +438,7 @@ async fn track(
                 // A settled send (not a payout) that a reorg removed and that is now final
                 // as a filler, or was mined again and reverted: its resource's move is
                 // written (a sweep done) but the chain did not make it. The call is sent
-                // again at a new nonce as soon as it can succeed (issue 40: a second sweep
+                // again at a new nonce as soon as it can succeed (a second sweep
                 // moves what the first did not); until then the row stays followed and this
                 // is tried on every pass.
                 tracing::warn!(chain = c.chain, nonce = tx.nonce, kind = ?tx.kind, filler,

@@ -350,7 +350,7 @@ pub(super) async fn replan(
 /// or gets a filler row when nothing is stored there or what is stored does not decode
 /// (logged as an error with its bytes, at most [`MAX_LOGGED_ROW`]: every reader skips such
 /// a row, so without the filler the gap would hold back every later send). The filler is
-/// broadcast only once its row is stored (issue 8: every outgoing transaction is stored
+/// broadcast only once its row is stored (every outgoing transaction is stored
 /// signed before broadcast).
 pub(super) async fn repair_gap(
     state: &Handles,

@@ -89,9 +89,9 @@ struct Signed {
 
 /// The new payouts or sweeps of one sender pass, signed at consecutive nonces, then
 /// recorded together in one store transaction (each with its saga step and the nonce), then
-/// broadcast in nonce order. Before, each was its own store transaction (issue 16: a commit
+/// broadcast in nonce order: one store transaction for the pass, not one each (a commit
 /// is a page flush and an fsync each; the sender signs up to [`MAX_NEW_PER_PASS`] a pass).
-/// The saga is unchanged: nothing is broadcast before it is recorded, and a transaction is
+/// The saga holds: nothing is broadcast before it is recorded, and a transaction is
 /// recorded only with its resource's step. The resource whose step refuses (it moved
 /// meanwhile) ends the batch there: the transactions signed after it are dropped unsent (their
 /// nonces would leave a gap) and their resources are signed again by the next pass.
@@ -249,8 +249,8 @@ const WORK_CHUNK: usize = 256;
 
 /// The work items of one sender pass, looked at in chunks of [`WORK_CHUNK`] ids per read
 /// snapshot instead of one read (two thread hand-offs) per id: a queue holds the items
-/// already submitted until they are final, so under a backlog a pass passed over thousands
-/// of them one read each before reaching the ones to sign (issue 16). What an item's read
+/// already submitted until they are final, so under a backlog a pass would otherwise pass
+/// over thousands of them, one read each, before reaching the ones to sign. What an item's read
 /// found is checked again by the transaction that records its step.
 struct WorkItems<T> {
     ids: std::vec::IntoIter<Uuid>,

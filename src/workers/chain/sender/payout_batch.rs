@@ -215,7 +215,7 @@ enum Funding {
 /// them: built once per sender pass, after the reconciliation (the only other writer of the
 /// rows during a pass), from the unmined rows it hands over (or, after one of its rare
 /// steps, read again), and added to as the pass records payouts, instead of decoding every
-/// pending row again for each payout (issue 16: that was most of a busy sender pass) or
+/// pending row again for each payout (that would be most of a busy sender pass) or
 /// once more per pass after the reconciliation decoded them.
 pub(crate) struct Unmined {
     sends: Vec<UnminedSend>,

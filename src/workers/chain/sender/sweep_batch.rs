@@ -59,7 +59,7 @@ async fn ensure_factory(state: &Handles, c: &ChainWorker, m: &Master) -> anyhow:
     Ok(false)
 }
 
-/// Why sweeps wait this pass (issue 8 item 4: no sweep of money that is not final).
+/// Why sweeps wait this pass (no sweep of money that is not final).
 enum SweepHolds {
     /// The watcher has not processed the chain's head, or its last block is no longer
     /// canonical (a reorg it has not unwound yet): the ledger's holdings may be stale.

@@ -35,7 +35,7 @@ impl Learnt {
     /// Reads the wallets created since the last refresh and adds the addresses of those on
     /// the worker's chain and scope. Pages of [`WALLET_PAGE`] rows are read and sorted out
     /// on the blocking pool ([`wallet_page`]), the next page while this task adds the
-    /// previous one's addresses (at start, 100,000 wallets: issue 8's catch-up).
+    /// previous one's addresses (at start, 100,000 wallets in the catch-up benchmark).
     pub(super) async fn refresh(&mut self, state: &Handles, w: &ChainWorker) -> anyhow::Result<()> {
         if self.set.tokens.is_empty() && !w.tokens.is_empty() {
             self.set.tokens = w.tokens.iter().map(|(a, _)| *a).collect();

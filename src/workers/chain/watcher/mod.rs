@@ -27,7 +27,7 @@ use crate::services::deposits;
 use crate::services::error::Fault;
 
 /// Most blocks one watcher pass asks the client for. The client splits a range into the
-/// node calls it needs (issue 8 item 5), so a watcher that is behind catches up in large
+/// node calls it needs, so a watcher that is behind catches up in large
 /// steps; deposits are still committed in slices ([`MAX_DEPOSITS_PER_COMMIT`]).
 pub const MAX_RANGE: u64 = 2_000;
 
@@ -47,7 +47,8 @@ pub const FIRST_RANGE: u64 = 100;
 /// Why: the catch-up ends with the commit of the last range, which the store writer does
 /// alone (nothing is left to scan, the node and the scanner idle), so the last range is
 /// kept short: 2,900 blocks left go as 1,450, 725, 362, 181, 100 and 82 instead of 2,000
-/// and 900 (issue 8's catch-up: the last 900 blocks took the writer about 0.35 s alone).
+/// and 900 (in the catch-up benchmark the last 900 blocks take the writer about 0.35 s
+/// alone).
 /// Each range costs a few fixed node requests (the head, each recipient chunk's log
 /// query), so the shrinking stops at [`FIRST_RANGE`].
 fn range_len(ramp: u64, left: u64) -> u64 {
@@ -172,7 +173,7 @@ pub(super) async fn watch_loop(state: Handles, w: ChainWorker) {
     let mut backoff = w.poll;
     let mut checked = false;
     let mut watched = Watched::pipelined();
-    // Until the node is first reached the chain is `paused` (issue 10 point 7).
+    // Until the node is first reached the chain is `paused`.
     let mut reached = false;
     loop {
         let step = std::panic::AssertUnwindSafe(watch_step(&state, &w, &mut checked, &mut watched));
@@ -220,7 +221,7 @@ fn extends(cursor: &Cursor, first: &BlockRef) -> bool {
     }
 }
 
-/// Whether `blocks` may be appended to `cursor` (issue 40: a range is committed only when
+/// Whether `blocks` may be appended to `cursor` (a range is committed only when
 /// it hangs from the stored head): consecutive numbers from the block after the cursor's,
 /// each block's parent the block before it, the first one's parent the hash stored for the
 /// cursor's block. Checked in the transaction that appends them, against the cursor as
@@ -649,7 +650,7 @@ async fn commit_slice(
         let mut ws = load_watch(ctx, key)?;
         if ws.cursor.height != expected || !continues(&ws.cursor, &blocks) {
             // Another pass moved the cursor meanwhile, or the slice does not hang from the
-            // block stored at its height (issue 40): drop it; the next pass scans from the
+            // block stored at its height: drop it; the next pass scans from the
             // cursor and finds a reorg there, if that is why.
             return Ok(());
         }
@@ -766,7 +767,7 @@ mod tests {
 
     #[test]
     fn scanner_ranges_grow_then_shrink_by_halves_towards_the_head() {
-        // The catch-up of issue 8's benchmark: blocks 2..=10001, the head read as 10001.
+        // The catch-up benchmark's: blocks 2..=10001, the head read as 10001.
         let (mut from, head, mut ramp) = (2u64, 10_001u64, FIRST_RANGE);
         let mut lens = Vec::new();
         while from <= head {

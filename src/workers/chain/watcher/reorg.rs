@@ -5,7 +5,7 @@ use super::*;
 
 /// The fork point: walking back the stored hashes from the cursor's block, the newest one
 /// the node's canonical chain still has, confirmed by the node's next block hanging from it
-/// (issue 40: never assumed from a range being scanned; a node that answers from two views
+/// (never assumed from a range being scanned; a node that answers from two views
 /// of the chain during the walk, a pool behind a load balancer or a reorg under way, cannot
 /// make it too high: a candidate whose next block on the node does not descend from it is
 /// passed over). `None`: the fork is deeper than the memory (operator attention).
@@ -74,7 +74,7 @@ pub(super) async fn reorg(state: &Handles, w: &ChainWorker, ws: WatchState) -> a
 /// Sends of the master wallet mined above `fork` that the sender no longer follows (done:
 /// deeper than `reconcile::track_depth` when it last looked) are followed again, in the
 /// reorg's own transaction, so every sweep and payout above the fork point is re-checked
-/// against the chain (issue 40): a receipt the reorg removed is rebroadcast, as for a
+/// against the chain: a receipt the reorg removed is rebroadcast, as for a
 /// shallow reorg. Sends are mined in nonce order, so the walk down from the newest stops
 /// at the first one mined at or below the fork.
 fn follow_sends_above(ctx: &mut WriteCtx<'_>, key: &str, fork: u64) -> Result<usize, Fault> {
