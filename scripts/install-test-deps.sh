@@ -4,7 +4,8 @@
 # Solidity compiler (npm solc) that checks chains/contracts' pinned bytecode, axe-core
 # (npm, the checkout page's accessibility check), and the published Uniswap V2/V3 contracts
 # (npm @uniswap/v2-core, v2-periphery, v3-core, v3-periphery) whose bytecode the conversion
-# tests deploy on Anvil (tests/evm/dex.rs). Then Python's
+# tests deploy on Anvil (tests/evm/dex.rs), and bitcore-lib-doge, the independent
+# implementation the dogecoin addresses are checked against (signer/tests/dogecoin.rs). Then Python's
 # Schemathesis and openapi-spec-validator (the API contract run), and the operations tests' tools (tests/ops): Python prometheus_client (the reference parser of
 # the /metrics text), systemd-analyze (the unit's security score), util-linux
 # unshare/setpriv (the sandbox imitation) and cargo-deb (the Debian package).

@@ -11,6 +11,8 @@
 //! # Ok(()) }
 //! ```
 
+pub mod utxo;
+
 use std::path::{Path, PathBuf};
 
 use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
@@ -75,6 +77,9 @@ pub enum SignError {
     Disabled(Vec<&'static str>),
     #[error("signing failed: {0}")]
     Signature(#[from] alloy::signers::Error),
+    /// The signing key could not be derived.
+    #[error("signing key: {0}")]
+    Key(String),
 }
 
 /// The three signing switches; all must be on for a signature (SPEC.md section 5 rule 8).
@@ -116,6 +121,8 @@ pub struct Signer {
     /// Kept only so further chain families can derive their keys; never printed.
     _phrase: Zeroizing<String>,
     evm: PrivateKeySigner,
+    /// The BIP32 root of the UTXO chains' keys ([`utxo`]).
+    utxo: utxo::UtxoRoot,
 }
 
 impl std::fmt::Debug for Signer {
@@ -193,10 +200,52 @@ impl Signer {
             .derivation_path(EVM_MASTER_PATH)
             .and_then(|b| b.build())
             .map_err(|e| SignerError::Derive(e.to_string()))?;
+        let seed = seed_of(phrase.as_str())?;
+        let utxo = utxo::UtxoRoot::from_seed(seed.as_slice())
+            .map_err(|e| SignerError::Derive(e.to_string()))?;
         Ok(Signer {
             _phrase: phrase,
             evm,
+            utxo,
         })
+    }
+
+    /// The extended public key of `account` ([`utxo::CUSTOMER_ACCOUNT`] or
+    /// [`utxo::MASTER_ACCOUNT`]) of a UTXO chain on `network`: it derives that account's
+    /// addresses without the seed (DECISIONS.md section 17).
+    pub fn utxo_account(
+        &self,
+        network: &utxo::UtxoNetwork,
+        account: u32,
+    ) -> Result<utxo::UtxoAccount, SignerError> {
+        self.utxo
+            .account(network, account)
+            .map_err(|e| SignerError::Derive(e.to_string()))
+    }
+
+    /// Signs the 32-byte signature hash `sighash` of a UTXO transaction input with the key
+    /// of receive index `index` of `account` on `network`: an ECDSA signature with a low S,
+    /// DER-encoded, without the sighash-type byte. Refused while a switch is off.
+    pub fn sign_utxo_input(
+        &self,
+        policy: SigningPolicy,
+        network: &utxo::UtxoNetwork,
+        (account, index): (u32, u32),
+        sighash: [u8; 32],
+    ) -> Result<Vec<u8>, SignError> {
+        let blocked = policy.blocked_by();
+        if !blocked.is_empty() {
+            return Err(SignError::Disabled(blocked));
+        }
+        let key = self
+            .utxo
+            .secret_key(network, account, index)
+            .map_err(|e| SignError::Key(e.to_string()))?;
+        let secp = bitcoin::secp256k1::Secp256k1::signing_only();
+        let msg = bitcoin::secp256k1::Message::from_digest(sighash);
+        let mut sig = secp.sign_ecdsa(&msg, &key);
+        sig.normalize_s();
+        Ok(sig.serialize_der().to_vec())
     }
 
     /// Address of the EVM master wallet (the treasury of every EVM chain).
@@ -221,6 +270,16 @@ impl Signer {
             hash: env.tx_hash().0,
         })
     }
+}
+
+/// The 64-byte BIP39 seed of `phrase` (no passphrase extension).
+pub(crate) fn seed_of(phrase: &str) -> Result<Zeroizing<[u8; 64]>, SignerError> {
+    let mnemonic = Mnemonic::<English>::new_from_phrase(phrase)
+        .map_err(|e| SignerError::Derive(e.to_string()))?;
+    let seed = mnemonic
+        .to_seed(None)
+        .map_err(|e| SignerError::Derive(e.to_string()))?;
+    Ok(Zeroizing::new(seed))
 }
 
 /// Reads the passphrase from the environment variable `env` (default
@@ -284,7 +343,7 @@ fn seal(passphrase: &str, plain: &[u8]) -> Result<Vec<u8>, SignerError> {
     out.extend_from_slice(&salt);
     out.extend_from_slice(&nonce);
     let key = derive_key(passphrase, &salt, ARGON_M_KIB, ARGON_T, ARGON_P)?;
-    let cipher = XChaCha20Poly1305::new(key.as_ref().into());
+    let cipher = XChaCha20Poly1305::new(chacha20poly1305::Key::from_slice(&key[..]));
     let ct = cipher
         .encrypt(
             XNonce::from_slice(&nonce),
@@ -311,7 +370,7 @@ fn open(passphrase: &str, file: &[u8]) -> Result<Zeroizing<Vec<u8>>, SignerError
     let salt = &file[21..37];
     let nonce = &file[37..61];
     let key = derive_key(passphrase, salt, m, t, p)?;
-    let cipher = XChaCha20Poly1305::new(key.as_ref().into());
+    let cipher = XChaCha20Poly1305::new(chacha20poly1305::Key::from_slice(&key[..]));
     let plain = cipher
         .decrypt(
             XNonce::from_slice(nonce),
