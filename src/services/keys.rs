@@ -231,7 +231,9 @@ pub fn check_allowlist(list: &[String]) -> Result<Vec<String>, Invalid> {
     }
     list.iter()
         .map(|e| {
-            auth::parse_allow_entry(e)
+            Some(e.as_str())
+                .filter(|e| auth::allow_entry_is_plain(e))
+                .and_then(auth::parse_allow_entry)
                 .map(|n| {
                     if n.prefix_len() == n.max_prefix_len() {
                         n.addr().to_string()
