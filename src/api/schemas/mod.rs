@@ -444,6 +444,20 @@ impl PartialSchema for MetadataPatchIn {
 }
 impl ToSchema for MetadataPatchIn {}
 
+/// The resources' views under their schema names, for the lists and answers described here.
+pub type Customer = crate::views::CustomerView<'static>;
+pub type Wallet = crate::views::WalletView<'static>;
+pub type Deposit = crate::views::DepositView<'static>;
+pub type Payout = crate::views::PayoutView<'static>;
+pub type Sweep = crate::views::SweepView<'static>;
+pub type Invoice = crate::views::InvoiceView<'static>;
+pub type InvoiceItem = crate::views::InvoiceItemView<'static>;
+pub type ApiKey = crate::views::ApiKeyView<'static>;
+pub type WebhookEndpoint = crate::views::EndpointView<'static>;
+pub type WebhookDelivery = crate::views::DeliveryView<'static>;
+pub type Event = crate::views::EventView<'static>;
+pub type BillingEntry = crate::views::BillingEntryView<'static>;
+
 mod billing;
 mod conversions;
 mod requests;

@@ -114,7 +114,6 @@ pub struct TestTransfer {
     #[schema(pattern = "^test_transfer$")]
     pub object: String,
     pub chain: String,
-    #[schema(min_length = 1)]
     pub asset: String,
     #[schema(pattern = "^(0|[1-9][0-9]*)$")]
     pub amount: String,
