@@ -165,7 +165,7 @@ async fn create_webhook(
 ///
 /// Any key kind; scope `webhooks:read`.
 #[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
-    responses((status = 200, description = "The endpoint.", body = schemas::WebhookEndpoint)))]
+    responses((status = 200, description = "The endpoint.", body = crate::views::EndpointView)))]
 async fn get_webhook(
     State(state): State<AppState>,
     caller: Caller,
@@ -185,7 +185,7 @@ async fn get_webhook(
 /// Any key kind; scope `webhooks:write`.
 #[utoipa::path(patch, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
     request_body = schemas::WebhookEndpointPatch,
-    responses((status = 200, description = "The endpoint.", body = schemas::WebhookEndpoint)))]
+    responses((status = 200, description = "The endpoint.", body = crate::views::EndpointView)))]
 async fn patch_webhook(
     State(state): State<AppState>,
     caller: Caller,
