@@ -552,4 +552,43 @@ mod tests {
         assert!(!ip_allowed(&l, "192.0.2.8".parse().unwrap()));
         assert!(ip_allowed(&[], "1.1.1.1".parse().unwrap()));
     }
+
+    /// The forms `ALLOW_ENTRY_PATTERN` admits are exactly the ones accepted; the rest
+    /// (leading zeros, dotted IPv6 tails, prefixes beyond the address) are refused.
+    #[test]
+    fn allow_entries_are_written_as_the_pattern_states() {
+        for ok in [
+            "1.2.3.4",
+            "0.0.0.0/0",
+            "10.0.0.0/8",
+            "255.255.255.255/32",
+            "::",
+            "::1",
+            "1::",
+            "fe80::1/64",
+            "1:2:3:4:5:6:7:8",
+            "1:2:3:4:5:6:7::",
+            "2001:DB8::/128",
+        ] {
+            assert!(allow_entry_is_plain(ok), "{ok}");
+            assert!(parse_allow_entry(ok).is_some(), "{ok}");
+        }
+        for bad in [
+            "",
+            "1.2.3",
+            "01.2.3.4",
+            "1.2.3.4/08",
+            "1.2.3.4/33",
+            "1.2.3.4/",
+            "::ffff:1.2.3.4",
+            "1:2:3:4:5:6:7::8",
+            "fe80::1/129",
+            "fe80::1/064",
+            " 1.2.3.4",
+            "1.2.3.4 ",
+            "::1%eth0",
+        ] {
+            assert!(!allow_entry_is_plain(bad), "{bad}");
+        }
+    }
 }

@@ -390,4 +390,34 @@ mod tests {
         ));
         assert!(check("http://localhost:1/", true).await.is_ok());
     }
+
+    /// The forms `URL_PATTERN` admits are the ones `url_form_ok` accepts.
+    #[test]
+    fn url_forms_follow_the_pattern() {
+        for ok in [
+            "https://hooks.example.com/in?x=1#f",
+            "http://127.0.0.1:9/hook",
+            "https://[2001:db8::1]:8443",
+            "https://a-b.c",
+        ] {
+            assert!(url_form_ok(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "https://",
+            "HTTPS://a.b",
+            "https:a.b",
+            " https://a.b",
+            "https://a.b/x y",
+            "https://u:p@a.b/",
+            "https://a..b",
+            "https://a.b:",
+            "https://a.b:123456",
+            "ftp://a.b",
+            "https://[]/",
+            "https://a.b/\u{e9}",
+        ] {
+            assert!(!url_form_ok(bad), "{bad}");
+        }
+    }
 }
