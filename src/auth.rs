@@ -362,6 +362,46 @@ impl Caller {
     }
 }
 
+/// How an `ip_allowlist` entry of a request is written, as the API document states it: a
+/// dotted IPv4 address without leading zeros, or an IPv6 address of hex groups (no dotted
+/// tail), optionally `/` and a prefix length within the address's bits, without leading
+/// zeros. [`allow_entry_is_plain`] is the same rule in code, so a request the document
+/// refuses is refused here too.
+pub const ALLOW_ENTRY_PATTERN: &str = concat!(
+    r"^((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])){3}(/(3[0-2]|[12]?[0-9]))?",
+    r"|(([0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}|([0-9A-Fa-f]{1,4}:){1,7}:|([0-9A-Fa-f]{1,4}:){1,6}:[0-9A-Fa-f]{1,4}",
+    r"|([0-9A-Fa-f]{1,4}:){1,5}(:[0-9A-Fa-f]{1,4}){1,2}|([0-9A-Fa-f]{1,4}:){1,4}(:[0-9A-Fa-f]{1,4}){1,3}",
+    r"|([0-9A-Fa-f]{1,4}:){1,3}(:[0-9A-Fa-f]{1,4}){1,4}|([0-9A-Fa-f]{1,4}:){1,2}(:[0-9A-Fa-f]{1,4}){1,5}",
+    r"|[0-9A-Fa-f]{1,4}:(:[0-9A-Fa-f]{1,4}){1,6}|:((:[0-9A-Fa-f]{1,4}){1,7}|:))(/(12[0-8]|1[01][0-9]|[1-9]?[0-9]))?)$",
+);
+
+/// Whether `s` is written as [`ALLOW_ENTRY_PATTERN`] states. The standard library's address
+/// parsers read exactly those forms (dotted quads without leading zeros; hex groups of 1-4
+/// digits with at most one `::` standing for at least one group); the prefix is checked
+/// here because the CIDR parser also reads leading zeros.
+pub fn allow_entry_is_plain(s: &str) -> bool {
+    let (addr, prefix) = match s.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (s, None),
+    };
+    let bits = if addr.contains(':') {
+        if addr.contains('.') || addr.parse::<std::net::Ipv6Addr>().is_err() {
+            return false;
+        }
+        128
+    } else if addr.parse::<std::net::Ipv4Addr>().is_ok() {
+        32
+    } else {
+        return false;
+    };
+    prefix.is_none_or(|p| {
+        (1..=3).contains(&p.len())
+            && p.bytes().all(|b| b.is_ascii_digit())
+            && (p == "0" || !p.starts_with('0'))
+            && p.parse::<u32>().is_ok_and(|n| n <= bits)
+    })
+}
+
 /// Parses one allowlist entry: an exact IP or a CIDR block, IPv4 or IPv6.
 pub fn parse_allow_entry(s: &str) -> Option<ipnet::IpNet> {
     if let Ok(net) = s.parse::<ipnet::IpNet>() {
@@ -511,5 +551,44 @@ mod tests {
         assert!(ip_allowed(&l, "::ffff:192.0.2.7".parse().unwrap()));
         assert!(!ip_allowed(&l, "192.0.2.8".parse().unwrap()));
         assert!(ip_allowed(&[], "1.1.1.1".parse().unwrap()));
+    }
+
+    /// The forms `ALLOW_ENTRY_PATTERN` admits are exactly the ones accepted; the rest
+    /// (leading zeros, dotted IPv6 tails, prefixes beyond the address) are refused.
+    #[test]
+    fn allow_entries_are_written_as_the_pattern_states() {
+        for ok in [
+            "1.2.3.4",
+            "0.0.0.0/0",
+            "10.0.0.0/8",
+            "255.255.255.255/32",
+            "::",
+            "::1",
+            "1::",
+            "fe80::1/64",
+            "1:2:3:4:5:6:7:8",
+            "1:2:3:4:5:6:7::",
+            "2001:DB8::/128",
+        ] {
+            assert!(allow_entry_is_plain(ok), "{ok}");
+            assert!(parse_allow_entry(ok).is_some(), "{ok}");
+        }
+        for bad in [
+            "",
+            "1.2.3",
+            "01.2.3.4",
+            "1.2.3.4/08",
+            "1.2.3.4/33",
+            "1.2.3.4/",
+            "::ffff:1.2.3.4",
+            "1:2:3:4:5:6:7::8",
+            "fe80::1/129",
+            "fe80::1/064",
+            " 1.2.3.4",
+            "1.2.3.4 ",
+            "::1%eth0",
+        ] {
+            assert!(!allow_entry_is_plain(bad), "{bad}");
+        }
     }
 }

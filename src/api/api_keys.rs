@@ -160,7 +160,7 @@ async fn create_key(
 ///
 /// Any key kind; scope `api_keys:read`.
 #[utoipa::path(get, path = "/v1/api_keys/{id}", tag = "api_keys", params(schemas::IdPath),
-    responses((status = 200, description = "The key.", body = schemas::ApiKey)))]
+    responses((status = 200, description = "The key.", body = crate::views::ApiKeyView)))]
 async fn get_key(
     State(state): State<AppState>,
     caller: Caller,
@@ -180,7 +180,7 @@ async fn get_key(
 /// Any key kind; scope `api_keys:write`.
 #[utoipa::path(patch, path = "/v1/api_keys/{id}", tag = "api_keys", params(schemas::IdPath),
     request_body = schemas::ApiKeyPatch,
-    responses((status = 200, description = "The key.", body = schemas::ApiKey)))]
+    responses((status = 200, description = "The key.", body = crate::views::ApiKeyView)))]
 async fn patch_key(
     State(state): State<AppState>,
     caller: Caller,
@@ -221,7 +221,7 @@ async fn patch_key(
 ///
 /// Any key kind; scope `api_keys:write`.
 #[utoipa::path(delete, path = "/v1/api_keys/{id}", tag = "api_keys", params(schemas::IdPath),
-    responses((status = 200, description = "The key with `revoked_at`.", body = schemas::ApiKey)))]
+    responses((status = 200, description = "The key with `revoked_at`.", body = crate::views::ApiKeyView)))]
 async fn revoke_key(
     State(state): State<AppState>,
     caller: Caller,

@@ -33,7 +33,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 ///
 /// Key: `wallet` or `payout` kind, scope `balances:read`.
 #[utoipa::path(get, path = "/v1/customers/{id}/balances", tag = "wallets", params(schemas::IdPath),
-    responses((status = 200, description = "The customer's balances.", body = schemas::CustomerBalances)))]
+    responses((status = 200, description = "The customer's balances.", body = balances::CustomerBalances)))]
 async fn customer_balances(
     State(state): State<AppState>,
     caller: Caller,
@@ -55,7 +55,7 @@ async fn customer_balances(
         ("source" = Option<schemas::BalanceSource>, Query, description = "`ledger` (default), `chain` or `both`."),
     ),
     responses(
-        (status = 200, description = "The wallet's balances.", body = schemas::WalletBalances),
+        (status = 200, description = "The wallet's balances.", body = balances::WalletBalances),
         (status = 503, description = "`chain_unavailable_now`: the node cannot be reached; retry later.", body = schemas::ErrorBody),
     ))]
 async fn wallet_balances(

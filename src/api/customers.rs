@@ -64,8 +64,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     params(schemas::IdempotencyHeader),
     request_body(content = schemas::NewCustomer, description = "Every field optional; `{}` is accepted."),
     responses(
-        (status = 201, description = "Created.", body = schemas::Customer),
-        (status = 200, description = "A customer with this `reference_id` exists: that customer.", body = schemas::Customer),
+        (status = 201, description = "Created.", body = crate::views::CustomerView),
+        (status = 200, description = "A customer with this `reference_id` exists: that customer.", body = crate::views::CustomerView),
     ))]
 async fn create_customer(
     State(state): State<AppState>,
@@ -126,7 +126,7 @@ async fn list_customers(
 ///
 /// Key: `wallet` kind, scope `customers:read`.
 #[utoipa::path(get, path = "/v1/customers/{id}", tag = "customers", params(schemas::IdPath),
-    responses((status = 200, description = "The customer.", body = schemas::Customer)))]
+    responses((status = 200, description = "The customer.", body = crate::views::CustomerView)))]
 async fn get_customer(
     State(state): State<AppState>,
     caller: Caller,
@@ -144,7 +144,7 @@ async fn get_customer(
 /// Key: `wallet` kind, scope `customers:write`.
 #[utoipa::path(patch, path = "/v1/customers/{id}", tag = "customers", params(schemas::IdPath),
     request_body = schemas::CustomerPatch,
-    responses((status = 200, description = "The updated customer.", body = schemas::Customer)))]
+    responses((status = 200, description = "The updated customer.", body = crate::views::CustomerView)))]
 async fn patch_customer(
     State(state): State<AppState>,
     caller: Caller,

@@ -72,7 +72,7 @@ async fn list_deposits(
 ///
 /// Key: `wallet` kind, scope `deposits:read`.
 #[utoipa::path(get, path = "/v1/deposits/{id}", tag = "deposits", params(schemas::IdPath),
-    responses((status = 200, description = "The deposit.", body = schemas::Deposit)))]
+    responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn get_deposit(
     State(state): State<AppState>,
     caller: Caller,

@@ -474,7 +474,9 @@ impl From<KeyError> for ApiError {
                 ApiError::new(CONFLICT, "key_limit_reached", m).param("kind")
             }
             KeyError::NotFound => ApiError::new(NOT_FOUND, "not_found", m),
-            KeyError::NotRollable => ApiError::new(CONFLICT, "invalid_state", m),
+            KeyError::NotRollable | KeyError::Revoked => {
+                ApiError::new(CONFLICT, "invalid_state", m)
+            }
         }
     }
 }

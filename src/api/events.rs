@@ -67,7 +67,7 @@ async fn list_events(
 /// Any key kind; scope `events:read`.
 #[utoipa::path(get, path = "/v1/events/{id}", tag = "events",
     params(("id" = String, Path, description = "`evt_` + ULID.")),
-    responses((status = 200, description = "The event.", body = schemas::Event)))]
+    responses((status = 200, description = "The event.", body = crate::views::EventView)))]
 async fn get_event(
     State(state): State<AppState>,
     caller: Caller,

@@ -95,8 +95,8 @@ fn redirect(
     params(schemas::IdempotencyHeader),
     request_body(content = schemas::NewInvoice),
     responses(
-        (status = 201, description = "Created.", body = schemas::Invoice),
-        (status = 200, description = "An invoice with this `reference_id` exists: the first one.", body = schemas::Invoice),
+        (status = 201, description = "Created.", body = crate::views::InvoiceView),
+        (status = 200, description = "An invoice with this `reference_id` exists: the first one.", body = crate::views::InvoiceView),
         (status = 400, description = "`invalid_request`, `unsupported_currency`, `unknown_asset` (named in `param`).", body = schemas::ErrorBody),
         (status = 422, description = "`chain_not_enabled`, `chain_unavailable` (`param: accepted_chains`), `no_payment_options`.", body = schemas::ErrorBody),
     ))]
@@ -190,7 +190,7 @@ async fn list_invoices(
 ///
 /// Key: `checkout` kind, scope `invoices:read`.
 #[utoipa::path(get, path = "/v1/invoices/{id}", tag = "invoices", params(schemas::IdPath),
-    responses((status = 200, description = "The invoice.", body = schemas::Invoice)))]
+    responses((status = 200, description = "The invoice.", body = crate::views::InvoiceView)))]
 async fn get_invoice(
     State(state): State<AppState>,
     caller: Caller,
@@ -213,7 +213,7 @@ async fn get_invoice(
 /// Key: `checkout` kind, scope `invoices:write`.
 #[utoipa::path(post, path = "/v1/invoices/{id}/cancel", tag = "invoices", params(schemas::IdPath),
     responses(
-        (status = 200, description = "The canceled invoice.", body = schemas::Invoice),
+        (status = 200, description = "The canceled invoice.", body = crate::views::InvoiceView),
         (status = 409, description = "`invalid_state`: not open, or money was received.", body = schemas::ErrorBody),
     ))]
 async fn cancel_invoice(

@@ -128,7 +128,7 @@ pub struct NewTestPrice {
     pub symbol: PricedSymbolIn,
     /// USD per whole coin: a decimal string above zero and below 10^12, at most 16
     /// decimals.
-    #[schema(pattern = r"^[0-9]{1,12}(\.[0-9]{1,16})?$")]
+    #[schema(pattern = r"^(?=[0-9.]*[1-9])[0-9]{1,12}(\.[0-9]{1,16})?$")]
     pub usd: String,
 }
 

@@ -40,7 +40,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     params(schemas::RequiredIdempotencyHeader),
     request_body(content = schemas::NewPayout),
     responses(
-        (status = 202, description = "Accepted (not sent).", body = schemas::Payout),
+        (status = 202, description = "Accepted (not sent).", body = crate::views::PayoutView),
         (status = 400, description = "`invalid_request`, `decimals_mismatch` (both values reported), `unknown_asset`, `idempotency_key_required`.", body = schemas::ErrorBody),
         (status = 402, description = "`insufficient_funds`: available is below amount plus fee.", body = schemas::ErrorBody),
         (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = schemas::ErrorBody),
@@ -135,7 +135,7 @@ async fn list_payouts(
 ///
 /// Key: `payout` or `wallet` kind, scope `payouts:read`.
 #[utoipa::path(get, path = "/v1/payouts/{id}", tag = "payouts", params(schemas::IdPath),
-    responses((status = 200, description = "The payout.", body = schemas::Payout)))]
+    responses((status = 200, description = "The payout.", body = crate::views::PayoutView)))]
 async fn get_payout(
     State(state): State<AppState>,
     caller: Caller,
@@ -155,7 +155,7 @@ async fn get_payout(
 ///
 /// Key: `payout` kind, scope `payouts:create`.
 #[utoipa::path(post, path = "/v1/payouts/{id}/cancel", tag = "payouts", params(schemas::IdPath),
-    responses((status = 200, description = "The canceled payout.", body = schemas::Payout)))]
+    responses((status = 200, description = "The canceled payout.", body = crate::views::PayoutView)))]
 async fn cancel_payout(
     State(state): State<AppState>,
     caller: Caller,
@@ -177,7 +177,7 @@ async fn cancel_payout(
 ///
 /// Key: `payout` kind, scope `payouts:approve`.
 #[utoipa::path(post, path = "/v1/payouts/{id}/approve", tag = "payouts", params(schemas::IdPath),
-    responses((status = 200, description = "The approved payout.", body = schemas::Payout)))]
+    responses((status = 200, description = "The approved payout.", body = crate::views::PayoutView)))]
 async fn approve_payout(
     State(state): State<AppState>,
     caller: Caller,
@@ -200,7 +200,7 @@ async fn approve_payout(
 ///
 /// Key: `payout` kind, scope `payouts:approve`.
 #[utoipa::path(post, path = "/v1/payouts/{id}/reject", tag = "payouts", params(schemas::IdPath),
-    responses((status = 200, description = "The rejected payout.", body = schemas::Payout)))]
+    responses((status = 200, description = "The rejected payout.", body = crate::views::PayoutView)))]
 async fn reject_payout(
     State(state): State<AppState>,
     caller: Caller,

@@ -8,7 +8,6 @@ use appliance_chains::ChainStatus;
 
 use crate::api::error::ApiError;
 use crate::api::json;
-use crate::api::schemas;
 use crate::auth::{Access, Caller};
 use crate::services::chains::effective;
 use crate::state::AppState;
@@ -19,11 +18,34 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(ping))
 }
 
+// Written straight to the body; fields in byte order of their names, as a
+// `serde_json::Value` keeps them.
+/// Who am I (`object: ping`).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct Ping<'a> {
+    enabled_chains: Vec<&'a str>,
+    /// `live` or `test`.
+    env: &'static str,
+    key_id: &'a str,
+    /// `checkout`, `payout` or `wallet`.
+    kind: &'static str,
+    /// `mainnet` or `testnet`.
+    network: &'static str,
+    #[schema(pattern = "^ping$")]
+    object: &'static str,
+    scopes: &'a [String],
+    /// Any of `service`, `project`, `key`.
+    signing_blocked_by: &'a [&'static str],
+    signing_enabled: bool,
+    tenant_id: uuid::Uuid,
+    tenant_slug: &'a str,
+}
+
 /// Who am I: the key's project, kind, scopes and signing state (SPEC.md section 2, Ping).
 ///
 /// Any key kind; no scope.
 #[utoipa::path(get, path = "/v1/ping", tag = "meta",
-    responses((status = 200, description = "The caller's key and project.", body = schemas::Ping)))]
+    responses((status = 200, description = "The caller's key and project.", body = Ping)))]
 async fn ping(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require(Access::any())?;
     let reg = state.registry.clone();
@@ -35,22 +57,6 @@ async fn ping(State(state): State<AppState>, caller: Caller) -> Result<Response,
         .map(|e| e.chain.id())
         .collect();
     let blocked = caller.signing_blocked_by();
-    // Written straight to the body; fields in byte order of their names, the order the
-    // `json!` object this replaced kept them in.
-    #[derive(serde::Serialize)]
-    struct Ping<'a> {
-        enabled_chains: Vec<&'a str>,
-        env: &'static str,
-        key_id: &'a str,
-        kind: &'static str,
-        network: &'static str,
-        object: &'static str,
-        scopes: &'a [String],
-        signing_blocked_by: &'a [&'static str],
-        signing_enabled: bool,
-        tenant_id: uuid::Uuid,
-        tenant_slug: &'a str,
-    }
     Ok(json(
         StatusCode::OK,
         &Ping {

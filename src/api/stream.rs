@@ -39,7 +39,7 @@ fn sse_frame(f: stream::Frame) -> SseEvent {
 /// Any key kind; scope `events:read`.
 #[utoipa::path(get, path = "/v1/events/stream", tag = "events",
     params(("Last-Event-ID" = Option<String>, Header, pattern = "^[0-9]{1,19}$", description = "Resume after this frame id (a `sequence`).")),
-    responses((status = 200, description = "`text/event-stream`: `ready` once with `{cursor}`, then `event` frames `{id, type, created, livemode, scope, data}` (SSE id = sequence), `ping` every 25 s.", content_type = "text/event-stream", body = String)))]
+    responses((status = 200, description = "`text/event-stream`: `ready` once with `{cursor}`, then `event` frames `{id, type, created, livemode, scope, data}` (SSE id = sequence), `ping` every 25 s.", content_type = "text/event-stream", body = crate::api::schemas::StreamFrame)))]
 async fn stream_events(
     State(state): State<AppState>,
     caller: Caller,

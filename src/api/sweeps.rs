@@ -34,7 +34,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     params(schemas::IdempotencyHeader),
     request_body = schemas::NewSweep,
     responses(
-        (status = 201, description = "The sweep (possibly `skipped` with `skip_reason`).", body = schemas::Sweep),
+        (status = 201, description = "The sweep (possibly `skipped` with `skip_reason`).", body = crate::views::SweepView),
         (status = 404, description = "`not_found`: no such wallet (`param: wallet_id`).", body = schemas::ErrorBody),
         (status = 422, description = "Refused by the chain or an availability rule.", body = schemas::ErrorBody),
     ))]
@@ -92,7 +92,7 @@ async fn list_sweeps(
 ///
 /// Key: `wallet` kind, scope `sweeps:read`.
 #[utoipa::path(get, path = "/v1/sweeps/{id}", tag = "sweeps", params(schemas::IdPath),
-    responses((status = 200, description = "The sweep.", body = schemas::Sweep)))]
+    responses((status = 200, description = "The sweep.", body = crate::views::SweepView)))]
 async fn get_sweep(
     State(state): State<AppState>,
     caller: Caller,

@@ -58,7 +58,7 @@ pub(crate) fn check(caller: &Caller) -> Result<(), ApiError> {
     params(schemas::IdempotencyHeader),
     request_body(content = schemas::NewTestDeposit),
     responses(
-        (status = 201, description = "The deposit.", body = schemas::Deposit),
+        (status = 201, description = "The deposit.", body = crate::views::DepositView),
         (status = 400, description = "`invalid_request`, `decimals_mismatch`, `unknown_asset`.", body = schemas::ErrorBody),
         (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = schemas::ErrorBody),
         (status = 422, description = "No deposit address on that chain, or refused by the chain.", body = schemas::ErrorBody),
@@ -254,7 +254,7 @@ async fn transition(
 ///
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/deposits/{id}/confirm", tag = "test", params(schemas::IdPath),
-    responses((status = 200, description = "The deposit.", body = schemas::Deposit)))]
+    responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn confirm_test_deposit(
     State(state): State<AppState>,
     caller: Caller,
@@ -267,7 +267,7 @@ async fn confirm_test_deposit(
 ///
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/deposits/{id}/fail", tag = "test", params(schemas::IdPath),
-    responses((status = 200, description = "The deposit.", body = schemas::Deposit)))]
+    responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn fail_test_deposit(
     State(state): State<AppState>,
     caller: Caller,
@@ -281,7 +281,7 @@ async fn fail_test_deposit(
 ///
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/deposits/{id}/orphan", tag = "test", params(schemas::IdPath),
-    responses((status = 200, description = "The deposit.", body = schemas::Deposit)))]
+    responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn orphan_test_deposit(
     State(state): State<AppState>,
     caller: Caller,

@@ -36,8 +36,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     params(schemas::IdempotencyHeader),
     request_body = schemas::NewWallet,
     responses(
-        (status = 201, description = "A new address.", body = schemas::Wallet),
-        (status = 200, description = "The customer's existing address on that chain.", body = schemas::Wallet),
+        (status = 201, description = "A new address.", body = crate::views::WalletView),
+        (status = 200, description = "The customer's existing address on that chain.", body = crate::views::WalletView),
         (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = schemas::ErrorBody),
         (status = 422, description = "No new address on this chain now: `account_kind_disabled`, `chain_not_live_yet`, `chain_deposits_disabled`, `chain_unavailable`, `chain_not_enabled`.", body = schemas::ErrorBody),
     ))]
@@ -95,7 +95,7 @@ async fn list_wallets(
 ///
 /// Key: `wallet` kind, scope `wallets:read`.
 #[utoipa::path(get, path = "/v1/wallets/{id}", tag = "wallets", params(schemas::IdPath),
-    responses((status = 200, description = "The wallet.", body = schemas::Wallet)))]
+    responses((status = 200, description = "The wallet.", body = crate::views::WalletView)))]
 async fn get_wallet(
     State(state): State<AppState>,
     caller: Caller,

@@ -74,7 +74,7 @@ async fn list_deliveries(
 /// Any key kind; scope `webhooks:read`.
 #[utoipa::path(get, path = "/v1/webhook_deliveries/{id}", tag = "webhooks",
     params(("id" = String, Path, pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$", description = "`whd_` + ULID.")),
-    responses((status = 200, description = "The delivery.", body = schemas::WebhookDelivery)))]
+    responses((status = 200, description = "The delivery.", body = crate::views::DeliveryView)))]
 async fn get_delivery(
     State(state): State<AppState>,
     caller: Caller,
@@ -95,7 +95,7 @@ async fn get_delivery(
 /// Any key kind; scope `webhooks:replay`.
 #[utoipa::path(post, path = "/v1/webhook_deliveries/{id}/replay", tag = "webhooks",
     params(("id" = String, Path, pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$", description = "`whd_` + ULID.")),
-    responses((status = 201, description = "The new delivery.", body = schemas::WebhookDelivery)))]
+    responses((status = 201, description = "The new delivery.", body = crate::views::DeliveryView)))]
 async fn replay_delivery(
     State(state): State<AppState>,
     caller: Caller,

@@ -36,13 +36,19 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// Checks a target URL with the guard (400 `invalid_url`, `param: url`).
+/// The guard's own reasons come first; a URL it reads but the document does not describe
+/// ([`guard::URL_PATTERN`]) is refused before any lookup.
 async fn checked_url(state: &AppState, raw: &str) -> Result<String, ApiError> {
-    guard::check(raw, state.webhooks.config.allow_private_targets)
+    let allow_private = state.webhooks.config.allow_private_targets;
+    let refused = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_url", m).param("url");
+    guard::check_syntax(raw, allow_private).map_err(|e| refused(e.to_string()))?;
+    if !guard::url_form_ok(raw) {
+        return Err(refused(guard::URL_FORM.to_string()));
+    }
+    guard::check(raw, allow_private)
         .await
         .map(|u| u.to_string())
-        .map_err(|e| {
-            ApiError::new(StatusCode::BAD_REQUEST, "invalid_url", e.to_string()).param("url")
-        })
+        .map_err(|e| refused(e.to_string()))
 }
 
 fn event_types(f: &Fields) -> Result<Option<Vec<String>>, ApiError> {
@@ -158,7 +164,7 @@ async fn create_webhook(
 ///
 /// Any key kind; scope `webhooks:read`.
 #[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
-    responses((status = 200, description = "The endpoint.", body = schemas::WebhookEndpoint)))]
+    responses((status = 200, description = "The endpoint.", body = crate::views::EndpointView)))]
 async fn get_webhook(
     State(state): State<AppState>,
     caller: Caller,
@@ -178,7 +184,7 @@ async fn get_webhook(
 /// Any key kind; scope `webhooks:write`.
 #[utoipa::path(patch, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
     request_body = schemas::WebhookEndpointPatch,
-    responses((status = 200, description = "The endpoint.", body = schemas::WebhookEndpoint)))]
+    responses((status = 200, description = "The endpoint.", body = crate::views::EndpointView)))]
 async fn patch_webhook(
     State(state): State<AppState>,
     caller: Caller,

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use serde_json::{json, Value};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use appliance_chains::format_decimal;
@@ -25,42 +26,58 @@ struct Pair {
     locked: u128,
 }
 
-/// One (chain, asset) of a balance list (SPEC.md section 2, Balance lists): atomic amounts
-/// with their `_decimal` twins; `onchain`, `onchain_decimal` and `drift` only with an
-/// on-chain reading. Fields in byte order of their names (the order a JSON object of the
-/// project keeps, `views`).
-#[derive(Serialize)]
+// SPEC.md section 2, Balance lists: atomic amounts with their `_decimal` twins. Fields in
+// byte order of their names (the order a JSON object of the project keeps, `views`).
+/// One (chain, asset) balance. `onchain`, `onchain_decimal` and `drift` only with an
+/// on-chain reading (`source=chain|both`).
+#[derive(Serialize, ToSchema)]
+#[schema(as = Balance)]
 pub struct BalanceItem {
     asset: String,
+    /// Spendable.
+    #[schema(value_type = String, pattern = "^(0|[1-9][0-9]*)$")]
     available: Atomic,
+    #[schema(value_type = String, pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
     available_decimal: Decimal,
     chain: String,
     decimals: u8,
+    /// On-chain balance minus what the ledger expects on the address.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^-?(0|[1-9][0-9]*)$")]
     drift: Option<String>,
+    /// Reserved against in-flight payouts.
+    #[schema(value_type = String, pattern = "^(0|[1-9][0-9]*)$")]
     locked: Atomic,
+    #[schema(value_type = String, pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
     locked_decimal: Decimal,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, pattern = "^(0|[1-9][0-9]*)$")]
     onchain: Option<Atomic>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
     onchain_decimal: Option<Decimal>,
+    #[schema(value_type = String, pattern = "^(0|[1-9][0-9]*)$")]
     total: Atomic,
+    #[schema(value_type = String, pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
     total_decimal: Decimal,
 }
 
-/// `object: balance_list` of a customer.
-#[derive(Serialize)]
+/// A customer's balances (`object: balance_list`).
+#[derive(Serialize, ToSchema)]
 pub struct CustomerBalances {
     customer_id: Uuid,
     data: Vec<BalanceItem>,
+    #[schema(pattern = "^balance_list$")]
     object: &'static str,
 }
 
-/// `object: balance_list` of a wallet; `source` is `ledger`, `chain` or `both`.
-#[derive(Serialize)]
+/// A wallet's balances (`object: balance_list`).
+#[derive(Serialize, ToSchema)]
 pub struct WalletBalances {
     data: Vec<BalanceItem>,
+    #[schema(pattern = "^balance_list$")]
     object: &'static str,
+    /// `ledger`, `chain` or `both`.
     source: String,
     wallet_id: Uuid,
 }

@@ -52,6 +52,10 @@ pub enum KeyError {
     /// Roll of a revoked or expired key: 409 `invalid_state`.
     #[error("A revoked or expired key cannot be rolled.")]
     NotRollable,
+    /// Patch of a revoked key: 409 `invalid_state`. Revoking is final, so a revoked key is
+    /// read, never changed.
+    #[error("A revoked key cannot be changed.")]
+    Revoked,
     #[error(transparent)]
     Fault(#[from] Fault),
 }
@@ -230,7 +234,9 @@ pub fn check_allowlist(list: &[String]) -> Result<Vec<String>, Invalid> {
     }
     list.iter()
         .map(|e| {
-            auth::parse_allow_entry(e)
+            Some(e.as_str())
+                .filter(|e| auth::allow_entry_is_plain(e))
+                .and_then(auth::parse_allow_entry)
                 .map(|n| {
                     if n.prefix_len() == n.max_prefix_len() {
                         n.addr().to_string()
@@ -348,6 +354,9 @@ pub fn patch(
 ) -> Result<ApiKey, KeyError> {
     let mut k = load(ctx, project, id)?;
     authorize_actor(ctx, actor, KeyPowers::from(&k))?;
+    if k.revoked_at.is_some() {
+        return Err(KeyError::Revoked);
+    }
     let before = k.scopes.clone();
     if let Some(n) = p.name {
         k.name = n;

@@ -42,6 +42,59 @@ pub enum GuardError {
     },
 }
 
+/// How a target URL of a request is written, as the API document states it: `http://` or
+/// `https://`, a host name of letters, digits and hyphens in dot-separated labels or an
+/// `[IPv6]` literal, an optional port of 1-5 digits, then optionally `/`, `?` or `#` and
+/// printable ASCII without spaces. [`url_form_ok`] is the same rule in code. The scheme and
+/// port rules that `webhooks.allow_private_targets` lifts stay in [`check_syntax`].
+pub const URL_PATTERN: &str =
+    r"^https?://([A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?([/?#][!-~]*)?$";
+
+/// Why [`url_form_ok`] refuses a URL, as the merchant reads it.
+pub const URL_FORM: &str = "url must be an absolute http(s) URL: a host name or an [IPv6] literal, an optional port, then printable ASCII without spaces";
+
+/// Whether `raw` is written as [`URL_PATTERN`] states. The URL parser also reads forms the
+/// document does not describe (upper-case schemes, missing slashes, surrounding spaces);
+/// this keeps what is accepted to what is documented.
+pub fn url_form_ok(raw: &str) -> bool {
+    let Some(rest) = raw
+        .strip_prefix("https://")
+        .or_else(|| raw.strip_prefix("http://"))
+    else {
+        return false;
+    };
+    let (authority, tail) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
+    if !tail.bytes().all(|b| (b'!'..=b'~').contains(&b)) {
+        return false;
+    }
+    let port = match authority.strip_prefix('[') {
+        Some(literal) => {
+            let Some((inner, after)) = literal.split_once(']') else {
+                return false;
+            };
+            let ok = |b: u8| b.is_ascii_hexdigit() || b == b':' || b == b'.';
+            if inner.is_empty() || !inner.bytes().all(ok) {
+                return false;
+            }
+            after
+        }
+        None => {
+            let (host, after) = authority.split_at(authority.find(':').unwrap_or(authority.len()));
+            let label = |l: &str| {
+                !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            };
+            if !host.split('.').all(label) {
+                return false;
+            }
+            after
+        }
+    };
+    port.is_empty()
+        || port
+            .strip_prefix(':')
+            .is_some_and(|p| (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// Checks the form of a URL: scheme, port, credentials, host. No lookups.
 pub fn check_syntax(raw: &str, allow_private: bool) -> Result<Url, GuardError> {
     if raw.len() > MAX_URL_LEN {
@@ -336,5 +389,35 @@ mod tests {
             Err(GuardError::NotPublic { .. })
         ));
         assert!(check("http://localhost:1/", true).await.is_ok());
+    }
+
+    /// The forms `URL_PATTERN` admits are the ones `url_form_ok` accepts.
+    #[test]
+    fn url_forms_follow_the_pattern() {
+        for ok in [
+            "https://hooks.example.com/in?x=1#f",
+            "http://127.0.0.1:9/hook",
+            "https://[2001:db8::1]:8443",
+            "https://a-b.c",
+        ] {
+            assert!(url_form_ok(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "https://",
+            "HTTPS://a.b",
+            "https:a.b",
+            " https://a.b",
+            "https://a.b/x y",
+            "https://u:p@a.b/",
+            "https://a..b",
+            "https://a.b:",
+            "https://a.b:123456",
+            "ftp://a.b",
+            "https://[]/",
+            "https://a.b/\u{e9}",
+        ] {
+            assert!(!url_form_ok(bad), "{bad}");
+        }
     }
 }

@@ -137,55 +137,6 @@ pub struct Billing {
     pub plans: Vec<Plan>,
 }
 
-/// The on-chain transfer behind a funding entry.
-#[derive(ToSchema)]
-pub struct BillingTransfer {
-    pub amount_decimal: String,
-    pub tx_hash: String,
-    pub explorer_url: Option<String>,
-    pub from_address: Option<String>,
-    pub confirmations: u64,
-    pub required_confirmations: u64,
-    /// `confirmed` (a credit), `failed` (recorded, refused at confirmation) or `orphaned`
-    /// (on the entry reversing a credit); new values may appear.
-    pub status: String,
-    #[schema(format = DateTime)]
-    pub block_time: Option<String>,
-}
-
-/// A line of the operational balance's journal (`object: billing_entry`).
-#[derive(ToSchema)]
-pub struct BillingEntry {
-    pub id: Uuid,
-    #[schema(pattern = "^billing_entry$")]
-    pub object: String,
-    /// `funding`, `onboarding_fee`, `payment_fee`, `address_fee`, `payout_fee`,
-    /// `withdrawal_fee`, `monthly_minimum`, `refund`, `adjustment`, `conversion_fee` (new values
-    /// may appear).
-    pub kind: String,
-    /// Signed USD cents: credits positive, charges negative.
-    #[schema(pattern = "^-?(0|[1-9][0-9]*)$")]
-    pub amount_cents: String,
-    /// The balance right after this entry.
-    #[schema(pattern = "^-?(0|[1-9][0-9]*)$")]
-    pub balance_after_cents: String,
-    /// `invoice`, `wallet`, `payout`, `conversion`, `plan`, `month`, `deposit`, `operator`.
-    pub ref_type: Option<String>,
-    pub ref_id: Option<String>,
-    pub chain: Option<String>,
-    pub asset: Option<String>,
-    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
-    pub amount_atomic: Option<String>,
-    /// USD per whole coin.
-    pub rate: Option<String>,
-    /// `par`, `test`, `kraken`, `chainlink`.
-    pub rate_source: Option<String>,
-    pub note: Option<String>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    pub transfer: Option<BillingTransfer>,
-}
-
 list_schema! {
     BillingEntryList => BillingEntry;
     FundingAddressList => FundingAddress;

@@ -49,17 +49,20 @@ pub struct ConversionRule {
 pub struct ConversionRuleUpdate {
     pub enabled: bool,
     /// A coin of the chain (400 `invalid_target` otherwise).
+    #[schema(min_length = 1)]
     pub target_asset: String,
     /// Coins of the chain never converted (400 `invalid_keep_asset` for another).
     #[schema(max_items = 64)]
-    pub keep_assets: Option<Vec<String>>,
+    pub keep_assets: Option<Vec<SymbolIn>>,
 }
 
 /// `POST /v1/conversions/quote` and `POST /v1/conversions`.
 #[derive(ToSchema)]
 pub struct ConversionQuoteRequest {
     pub chain: ChainIdIn,
+    #[schema(min_length = 1)]
     pub from_asset: String,
+    #[schema(min_length = 1)]
     pub to_asset: String,
     /// Atomic units of `from_asset`.
     #[schema(pattern = "^[1-9][0-9]{0,37}$")]

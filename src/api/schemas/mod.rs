@@ -306,6 +306,102 @@ impl PartialSchema for ScopeIn {
 }
 impl ToSchema for ScopeIn {}
 
+/// An `ip_allowlist` entry: an exact IP or a CIDR block ([`crate::auth::ALLOW_ENTRY_PATTERN`]).
+pub struct AllowEntryIn;
+
+impl PartialSchema for AllowEntryIn {
+    fn schema() -> RefOr<Schema> {
+        from_json(json!({
+            "type": "string",
+            "description": "An IPv4 or IPv6 address, or a CIDR block (`203.0.113.0/24`, `2001:db8::/32`).",
+            "minLength": 1,
+            "pattern": crate::auth::ALLOW_ENTRY_PATTERN,
+        }))
+    }
+}
+impl ToSchema for AllowEntryIn {}
+
+/// A webhook target URL ([`crate::webhooks::guard::URL_PATTERN`]).
+pub struct WebhookUrlIn;
+
+impl PartialSchema for WebhookUrlIn {
+    fn schema() -> RefOr<Schema> {
+        from_json(json!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": crate::webhooks::guard::MAX_URL_LEN,
+            "pattern": crate::webhooks::guard::URL_PATTERN,
+        }))
+    }
+}
+impl ToSchema for WebhookUrlIn {}
+
+/// An asset symbol a request names: never empty (whether the chain lists it is a rule of
+/// the operation).
+pub struct SymbolIn;
+
+impl PartialSchema for SymbolIn {
+    fn schema() -> RefOr<Schema> {
+        from_json(json!({"type": "string", "minLength": 1}))
+    }
+}
+impl ToSchema for SymbolIn {}
+
+/// One frame of `GET /v1/events/stream` (`text/event-stream`, DECISIONS.md section 7): the
+/// SSE fields `event` (the frame's kind), `id` (the event's `sequence`, for
+/// `Last-Event-ID`) and `data` (one line of JSON), by kind.
+pub struct StreamFrame;
+
+impl PartialSchema for StreamFrame {
+    fn schema() -> RefOr<Schema> {
+        let frame = |event: &str, id: bool, data: Value, what: &str| {
+            let mut props = json!({
+                "event": {"type": "string", "enum": [event]},
+                "data": data,
+            });
+            let mut required = vec!["event", "data"];
+            if id {
+                props["id"] = json!({"type": "string", "pattern": "^[0-9]{1,19}$", "description": "The event's `sequence`."});
+                required.push("id");
+            }
+            json!({"type": "object", "title": event, "description": what, "properties": props, "required": required})
+        };
+        let ts = json!({"type": "string", "format": "date-time"});
+        from_json(json!({
+            "description": "A frame of the event stream: `ready` once, then `event` and `billing` frames as they happen, `ping` every 25 s. New frame kinds and fields can appear.",
+            "oneOf": [
+                frame("ready", false, json!({
+                    "type": "object",
+                    "properties": {
+                        "cursor": {"type": "integer", "minimum": 0, "description": "The newest sequence when the stream opened."},
+                        "replay_truncated": {"type": "boolean", "description": "`Last-Event-ID` asked for more than the 10 minutes kept."},
+                    },
+                    "required": ["cursor", "replay_truncated"],
+                }), "The first frame."),
+                frame("event", true, json!({
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string", "pattern": EVENT_ID},
+                        "type": {"type": "string", "description": "The event type, e.g. `deposit.confirmed`; new types can appear."},
+                        "created": ts,
+                        "livemode": {"type": "boolean"},
+                        "scope": {"type": "string", "description": "`account`."},
+                        "data": {"type": "object", "description": "The resource as its REST read returns it."},
+                    },
+                    "required": ["id", "type", "created", "livemode", "scope", "data"],
+                }), "An event of the project."),
+                frame("billing", true, json!({"type": "object", "description": "A line of the operational balance's journal."}), "A billing line."),
+                frame("ping", false, json!({
+                    "type": "object",
+                    "properties": {"time": ts},
+                    "required": ["time"],
+                }), "Keeps the connection open."),
+            ],
+        }))
+    }
+}
+impl ToSchema for StreamFrame {}
+
 fn metadata_schema(patch: bool) -> Value {
     let values = vec![
         json!({"type": "string", "maxLength": crate::services::metadata::MAX_VALUE_CHARS}),
@@ -347,6 +443,20 @@ impl PartialSchema for MetadataPatchIn {
     }
 }
 impl ToSchema for MetadataPatchIn {}
+
+/// The resources' views under their schema names, for the lists and answers described here.
+pub type Customer = crate::views::CustomerView<'static>;
+pub type Wallet = crate::views::WalletView<'static>;
+pub type Deposit = crate::views::DepositView<'static>;
+pub type Payout = crate::views::PayoutView<'static>;
+pub type Sweep = crate::views::SweepView<'static>;
+pub type Invoice = crate::views::InvoiceView<'static>;
+pub type InvoiceItem = crate::views::InvoiceItemView<'static>;
+pub type ApiKey = crate::views::ApiKeyView<'static>;
+pub type WebhookEndpoint = crate::views::EndpointView<'static>;
+pub type WebhookDelivery = crate::views::DeliveryView<'static>;
+pub type Event = crate::views::EventView<'static>;
+pub type BillingEntry = crate::views::BillingEntryView<'static>;
 
 mod billing;
 mod conversions;

@@ -58,7 +58,7 @@ pub struct NewInvoice {
     pub accepted_chains: Option<Vec<ChainIdIn>>,
     /// Only these asset symbols (default: every asset taking deposits).
     #[schema(max_items = 64)]
-    pub accepted_assets: Option<Vec<String>>,
+    pub accepted_assets: Option<Vec<SymbolIn>>,
     /// `keep` or `refund` (default: the project's).
     pub overpayment_policy: Option<OverpaymentPolicyIn>,
 }
@@ -94,6 +94,7 @@ pub enum InvoiceStatusIn {
 #[derive(ToSchema)]
 pub struct NewTestTransfer {
     pub chain: EvmChainIn,
+    #[schema(min_length = 1)]
     pub asset: String,
     /// Must equal the asset's decimals (as for payouts).
     pub decimals: u64,
@@ -164,6 +165,7 @@ pub struct NewWallet {
 pub struct NewPayout {
     pub chain: ChainIdIn,
     /// Asset symbol as listed by `GET /v1/chains`, e.g. `USDT`.
+    #[schema(min_length = 1)]
     pub asset: String,
     /// Must equal the asset's decimals (400 `decimals_mismatch` otherwise).
     #[schema(minimum = 0)]
@@ -185,6 +187,7 @@ pub struct NewPayout {
 pub struct NewSweep {
     pub wallet_id: Uuid,
     /// Sweep only this asset (default: every asset with a balance).
+    #[schema(min_length = 1)]
     pub asset: Option<String>,
 }
 
@@ -198,7 +201,7 @@ pub struct NewApiKey {
     pub scopes: Option<Vec<ScopeIn>>,
     /// Exact IPs or CIDR blocks, IPv4 or IPv6, at most 32; empty means any source.
     #[schema(max_items = 32)]
-    pub ip_allowlist: Option<Vec<String>>,
+    pub ip_allowlist: Option<Vec<AllowEntryIn>>,
     pub signing_enabled: Option<bool>,
 }
 
@@ -219,7 +222,7 @@ pub struct ApiKeyPatch {
     pub scopes: Option<Vec<ScopeIn>>,
     /// Empty clears the restriction.
     #[schema(max_items = 32)]
-    pub ip_allowlist: Option<Vec<String>>,
+    pub ip_allowlist: Option<Vec<AllowEntryIn>>,
     pub signing_enabled: Option<bool>,
 }
 
@@ -235,7 +238,7 @@ pub struct RollApiKey {
 #[derive(ToSchema)]
 pub struct NewWebhookEndpoint {
     /// https, port 443 or 8443, no credentials, resolving to public addresses only.
-    pub url: String,
+    pub url: WebhookUrlIn,
     #[schema(max_length = 255)]
     pub description: Option<String>,
     /// Empty or omitted: every event type, including types added later.
@@ -256,7 +259,7 @@ pub enum DeliveryModeIn {
 pub struct WebhookEndpointPatch {
     /// `active` also re-enables a disabled endpoint and resets `consecutive_failures`.
     pub status: Option<EndpointStatusIn>,
-    pub url: Option<String>,
+    pub url: Option<WebhookUrlIn>,
     #[schema(max_length = 255)]
     pub description: Option<String>,
     pub event_types: Option<Vec<String>>,
@@ -307,6 +310,7 @@ pub enum ReplayableStatus {
 pub struct NewTestDeposit {
     pub customer_id: Uuid,
     pub chain: ChainIdIn,
+    #[schema(min_length = 1)]
     pub asset: String,
     /// Must equal the asset's decimals, as for payouts.
     #[schema(minimum = 0)]

@@ -1,17 +1,20 @@
-//! JSON shapes of every resource (SPEC.md section 2). The REST reads and the event `data`
-//! both come from here, so an event's data is identical to the REST read at that moment.
+//! JSON shapes of the resources (SPEC.md section 2), one type per shape: each view both
+//! writes the answer (`Serialize`) and describes it in the OpenAPI document
+//! (`utoipa::ToSchema`, under the resource's name through `#[schema(as = ...)]`), so the
+//! document cannot drift from what is sent. The REST reads and the event `data` both come
+//! from here, so an event's data is identical to the REST read at that moment.
+//!
+//! Fields are declared in byte order of their names: `serde_json` keeps a `Value` object's
+//! keys sorted, so a view written straight to the wire and its `Value` form give the same
+//! bytes.
 
 use chrono::{Datelike, SecondsFormat, TimeZone, Timelike, Utc};
-use serde::ser::{SerializeSeq, SerializeStruct};
 use serde::{Serialize, Serializer};
-use serde_json::{json, Value};
+use serde_json::Value;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
-use appliance_chains::format_decimal;
-use appliance_storage::records::{
-    ApiKey, BillingEntry, Customer, Deposit, Event, Invoice, InvoiceAddress, InvoiceQuote, Payout,
-    Sweep, Wallet, WebhookDelivery, WebhookEndpoint,
-};
+use appliance_storage::records::{Customer, Deposit, Invoice, Payout, Wallet};
 use sha2::Digest;
 
 use crate::registry::Registry;
@@ -25,10 +28,6 @@ pub fn ts(us: i64) -> String {
         .single()
         .unwrap_or_default()
         .to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
-fn opt_ts(us: Option<i64>) -> Value {
-    us.map(|u| Value::String(ts(u))).unwrap_or(Value::Null)
 }
 
 /// A stable id for a (chain, asset) pair, for the payout's `asset_id`.
@@ -127,7 +126,7 @@ pub fn checkout_url(reg: &Registry, inv: &Invoice) -> String {
 
 /// A UUID written as its hyphenated lower-case string in every format (serde writes a
 /// `Uuid` as 16 raw bytes in binary ones, which would not read back as the view's string).
-struct Hyphenated(Uuid);
+pub(crate) struct Hyphenated(pub(crate) Uuid);
 
 impl Serialize for Hyphenated {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -136,7 +135,7 @@ impl Serialize for Hyphenated {
 }
 
 /// An optional timestamp: [`Ts`], or null.
-struct OptTs(Option<i64>);
+pub(crate) struct OptTs(pub(crate) Option<i64>);
 
 impl Serialize for OptTs {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -145,185 +144,6 @@ impl Serialize for OptTs {
             None => s.serialize_none(),
         }
     }
-}
-
-struct InvoiceAddresses<'a>(&'a [InvoiceAddress]);
-
-impl Serialize for InvoiceAddresses<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for a in self.0 {
-            seq.serialize_element(&AddressView(a))?;
-        }
-        seq.end()
-    }
-}
-
-struct AddressView<'a>(&'a InvoiceAddress);
-
-impl Serialize for AddressView<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let a = self.0;
-        let mut m = s.serialize_struct("InvoiceAddress", 3)?;
-        m.serialize_field("address", &a.address)?;
-        m.serialize_field("chain", &a.chain)?;
-        m.serialize_field("memo", &a.memo)?;
-        m.end()
-    }
-}
-
-struct InvoiceQuotes<'a>(&'a [InvoiceQuote]);
-
-impl Serialize for InvoiceQuotes<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for q in self.0 {
-            seq.serialize_element(&QuoteView(q))?;
-        }
-        seq.end()
-    }
-}
-
-struct QuoteView<'a>(&'a InvoiceQuote);
-
-impl Serialize for QuoteView<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let q = self.0;
-        let mut m = s.serialize_struct("InvoiceQuote", 8)?;
-        m.serialize_field("amount", &Decimal(q.amount_atomic, q.decimals))?;
-        m.serialize_field("amount_atomic", &Atomic(q.amount_atomic))?;
-        m.serialize_field("asset", &q.asset)?;
-        m.serialize_field("chain", &q.chain)?;
-        m.serialize_field("contract", &q.contract)?;
-        m.serialize_field("decimals", &q.decimals)?;
-        m.serialize_field("rate", &q.rate)?;
-        m.serialize_field("rate_source", &q.rate_source)?;
-        m.end()
-    }
-}
-
-/// An invoice, full form (SPEC.md section 2, Invoice), written straight to a serializer:
-/// the answer's JSON and an event's data ([`appliance_storage::codec::EventData`]) without
-/// a `serde_json::Value` tree in between. Fields in the order `serde_json`'s maps sort
-/// them (the crate is built without `preserve_order`), so the JSON is byte for byte what
-/// [`invoice`] gives. Money: `price_amount`, `received_amount`, `excess_amount` and the
-/// `fee_*_cents` are integer cents as strings; each quote's `amount_atomic` is what the
-/// payer sends. Beyond SPEC.md: `overpayment_policy`, `extensions`, `paid_at`,
-/// `canceled_at`, `expired_at`.
-pub struct InvoiceView<'a> {
-    reg: &'a Registry,
-    inv: &'a Invoice,
-    url: CheckoutUrl<'a>,
-}
-
-/// How an [`InvoiceView`] writes `checkout_url`.
-enum CheckoutUrl<'a> {
-    /// The URL, its token opened from the row's sealed form.
-    Opened,
-    /// The URL made of this token in clear (the view [`prepare`] renders while it still
-    /// holds it).
-    ///
-    /// [`prepare`]: crate::services::invoices::prepare
-    Clear(&'a str),
-    /// The row's sealed token, as an `invoice.*` event stores it; [`event_data`] renders it
-    /// into the URL when the event is read or sent.
-    Sealed,
-}
-
-/// The [`InvoiceView`] of `inv`, as an answer shows it.
-pub fn invoice_view<'a>(reg: &'a Registry, inv: &'a Invoice) -> InvoiceView<'a> {
-    InvoiceView {
-        reg,
-        inv,
-        url: CheckoutUrl::Opened,
-    }
-}
-
-/// The [`InvoiceView`] of a new invoice whose token (`ck_...`) is still at hand in clear.
-pub fn new_invoice_view<'a>(
-    reg: &'a Registry,
-    inv: &'a Invoice,
-    token: &'a str,
-) -> InvoiceView<'a> {
-    InvoiceView {
-        reg,
-        inv,
-        url: CheckoutUrl::Clear(token),
-    }
-}
-
-/// The [`InvoiceView`] of `inv` as an `invoice.*` event stores it: `checkout_url` is the
-/// row's sealed token, never the token in clear (the store never holds a checkout token in clear;
-/// [`event_data`]).
-pub fn invoice_event_view<'a>(reg: &'a Registry, inv: &'a Invoice) -> InvoiceView<'a> {
-    InvoiceView {
-        reg,
-        inv,
-        url: CheckoutUrl::Sealed,
-    }
-}
-
-impl Serialize for InvoiceView<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let inv = self.inv;
-        let mut m = s.serialize_struct("Invoice", 26)?;
-        m.serialize_field("addresses", &InvoiceAddresses(&inv.addresses))?;
-        m.serialize_field("cancel_url", &inv.cancel_url)?;
-        m.serialize_field("canceled_at", &OptTs(inv.canceled_at))?;
-        match self.url {
-            CheckoutUrl::Sealed => m.serialize_field("checkout_url", &inv.checkout_token)?,
-            CheckoutUrl::Clear(t) => m.serialize_field(
-                "checkout_url",
-                &format!("{}/checkout/{t}", self.reg.public_base_url),
-            )?,
-            CheckoutUrl::Opened => {
-                m.serialize_field("checkout_url", &checkout_url(self.reg, inv))?
-            }
-        }
-        m.serialize_field("created_at", &Ts(inv.created_at))?;
-        m.serialize_field("description", &inv.description)?;
-        m.serialize_field("excess_amount", &Atomic(u128::from(inv.excess_cents)))?;
-        m.serialize_field("expired_at", &OptTs(inv.expired_at))?;
-        m.serialize_field("expires_at", &Ts(inv.expires_at))?;
-        m.serialize_field("extensions", &inv.extensions)?;
-        m.serialize_field("fee_bps", &inv.fee_bps)?;
-        m.serialize_field("fee_cap_cents", &Atomic(u128::from(inv.fee_cap_cents)))?;
-        m.serialize_field("fee_fixed_cents", &Atomic(u128::from(inv.fee_fixed_cents)))?;
-        m.serialize_field("id", &Hyphenated(inv.id))?;
-        m.serialize_field("metadata", &inv.metadata)?;
-        m.serialize_field("object", "invoice")?;
-        m.serialize_field("overpayment_policy", inv.overpayment_policy.as_str())?;
-        m.serialize_field("paid_at", &OptTs(inv.paid_at))?;
-        m.serialize_field("price_amount", &Atomic(u128::from(inv.price_cents)))?;
-        m.serialize_field("price_currency", &inv.price_currency)?;
-        m.serialize_field("quotes", &InvoiceQuotes(&inv.quotes))?;
-        m.serialize_field("received_amount", &Atomic(u128::from(inv.received_cents)))?;
-        m.serialize_field("reference_id", &inv.reference_id)?;
-        m.serialize_field("return_url", &inv.return_url)?;
-        m.serialize_field("status", inv.status.as_str())?;
-        m.serialize_field("title", &inv.title)?;
-        m.end()
-    }
-}
-
-/// An invoice as an item of `GET /v1/invoices` (SPEC.md section 2, Invoice).
-pub fn invoice_item(inv: &Invoice) -> Value {
-    json!({
-        "object": "invoice",
-        "id": inv.id,
-        "reference_id": inv.reference_id,
-        "title": inv.title,
-        "price_amount": inv.price_cents.to_string(),
-        "price_currency": inv.price_currency,
-        "status": inv.status.as_str(),
-        "received_amount": inv.received_cents.to_string(),
-        "fee_bps": inv.fee_bps,
-        "fee_fixed_cents": inv.fee_fixed_cents.to_string(),
-        "fee_cap_cents": inv.fee_cap_cents.to_string(),
-        "expires_at": ts(inv.expires_at),
-        "paid_at": opt_ts(inv.paid_at),
-        "created_at": ts(inv.created_at),
-    })
 }
 
 /// `object: payout` (SPEC.md section 2, Payout), for a response body.
@@ -367,230 +187,6 @@ pub fn payout_view<'a>(reg: &'a Registry, p: &'a Payout) -> PayoutView<'a> {
 /// [`payout_view`] as a JSON value (event data, idempotency records).
 pub fn payout(reg: &Registry, p: &Payout) -> Value {
     to_value(&payout_view(reg, p))
-}
-
-pub fn sweep(reg: &Registry, s: &Sweep) -> Value {
-    let asset = reg.asset(&s.chain, &s.asset);
-    let decimals = asset.map(|a| a.decimals).unwrap_or(0);
-    json!({
-        "id": s.id,
-        "object": "sweep",
-        "wallet_id": s.wallet_id,
-        "chain": s.chain,
-        "status": s.status.as_str(),
-        "amount": s.amount.to_string(),
-        "amount_decimal": format_decimal(s.amount, decimals),
-        "asset": {
-            "symbol": s.asset,
-            "decimals": decimals,
-            "contract": asset.map(|a| a.contract.as_str()).unwrap_or(""),
-        },
-        "skip_reason": s.skip_reason,
-        "tx_hash": s.tx_hash,
-        "created_at": ts(s.created_at),
-        "updated_at": ts(s.updated_at),
-    })
-}
-
-/// An API key; `pending` adds uses counted in memory but not yet flushed.
-pub fn api_key(k: &ApiKey, env: &str, pending: Option<(i64, u64)>) -> Value {
-    let (last_used, count) = match pending {
-        Some((at, n)) => (Some(at), k.use_count + n),
-        None => (k.last_used_at, k.use_count),
-    };
-    json!({
-        "id": k.id,
-        "object": "api_key",
-        "key_id": k.key_id,
-        "env": env,
-        "kind": k.kind.as_str(),
-        "name": k.name,
-        "last4": k.last4,
-        "scopes": k.scopes,
-        "ip_allowlist": k.ip_allowlist,
-        "signing_enabled": k.signing_enabled,
-        "created_by": k.created_by,
-        "rotated_from": k.rotated_from,
-        "expires_at": opt_ts(k.expires_at),
-        "revoked_at": opt_ts(k.revoked_at),
-        "last_used_at": opt_ts(last_used),
-        "use_count": count.to_string(),
-        "created_at": ts(k.created_at),
-    })
-}
-
-/// An event's `data`: the resource as its REST read returned it at the event. An event in
-/// compact form (a deposit event of schema 6, a payout or wallet event of schema 10,
-/// `customer.created` of schema 13) stores
-/// only its resource's changing fields (`records::Event::deposit`, `Event::state`); the
-/// store's reader hands it the resource's row with them applied (`Event::row`), rendered
-/// here as the resource's `GET` renders it. When that row could not be read (`appliance
-/// verify` reports it), the fields the event holds.
-pub fn event_data(reg: &Registry, e: &Event) -> Value {
-    use appliance_storage::records::{ResourceRow, ResourceState};
-    match (&e.row, &e.deposit, &e.state) {
-        (Some(ResourceRow::Deposit(d)), _, _) => deposit(reg, d),
-        (Some(ResourceRow::Payout(p)), _, _) => payout(reg, p),
-        (Some(ResourceRow::Wallet(w)), _, _) => wallet(w),
-        (Some(ResourceRow::Customer(c)), _, _) => customer(c),
-        (None, None, Some(ResourceState::CustomerAt(c))) => customer(c),
-        (None, None, Some(ResourceState::Customer)) => json!({
-            "id": e.resource_id,
-            "object": "customer",
-        }),
-        (None, Some(st), _) => json!({
-            "id": e.resource_id,
-            "object": "deposit",
-            "status": st.status.as_str(),
-            "confirmations": st.confirmations,
-            "failure_reason": st.failure_reason,
-            "ledger_tx_id": st.ledger_tx_id,
-        }),
-        (None, None, Some(ResourceState::Payout(st))) => json!({
-            "id": e.resource_id,
-            "object": "payout",
-            "status": st.status.as_str(),
-            "tx_hash": st.tx_hash,
-            "failure_reason": st.failure_reason,
-            "updated_at": ts(st.updated_at),
-        }),
-        (None, None, Some(ResourceState::Wallet)) => json!({
-            "id": e.resource_id,
-            "object": "wallet",
-        }),
-        (None, None, None) => stored_data(reg, e),
-    }
-}
-
-/// An event's stored `data` as it is read: an invoice's `checkout_url`, stored as its
-/// sealed token ([`invoice_event_view`]), becomes the URL.
-fn stored_data(reg: &Registry, e: &Event) -> Value {
-    let mut data = e.data.clone();
-    if data.get("object").and_then(Value::as_str) == Some("invoice") {
-        let id = data
-            .get("id")
-            .and_then(Value::as_str)
-            .and_then(|s| Uuid::parse_str(s).ok());
-        if let (Some(id), Some(Value::String(stored))) = (id, data.get_mut("checkout_url")) {
-            if crate::sealing::is_sealed(stored) {
-                *stored = reg.checkout_url(id, stored);
-            }
-        }
-    }
-    data
-}
-
-pub fn event(reg: &Registry, e: &Event) -> Value {
-    json!({
-        "id": e.id,
-        "object": "event",
-        "type": e.event_type,
-        "api_version": API_VERSION,
-        "created": ts(e.created_at),
-        "livemode": e.livemode,
-        "tenant": e.project_id,
-        "sequence": e.sequence,
-        "resource_id": e.resource_id,
-        "data": event_data(reg, e),
-    })
-}
-
-/// `whd_` + ULID of a delivery id (SPEC.md section 2, Webhook delivery).
-pub fn delivery_ref(id: Uuid) -> String {
-    format!("whd_{}", ulid::Ulid::from(id.as_u128()))
-}
-
-/// The delivery id in a `whd_...` reference; `None` when malformed.
-pub fn parse_delivery_ref(s: &str) -> Option<Uuid> {
-    let u = ulid::Ulid::from_string(s.strip_prefix("whd_")?).ok()?;
-    Some(Uuid::from_u128(u.0))
-}
-
-/// `object: webhook_endpoint` (SPEC.md section 2), without secrets; `now` decides whether a
-/// rotation overlap is running.
-pub fn endpoint_json(e: &WebhookEndpoint, now: i64) -> Value {
-    json!({
-        "id": e.id,
-        "object": "webhook_endpoint",
-        "tenant_id": e.project_id,
-        "url": e.url,
-        "description": e.description,
-        "event_types": e.event_types,
-        "status": e.status.as_str(),
-        "delivery_mode": e.delivery_mode.as_str(),
-        "consecutive_failures": e.consecutive_failures,
-        "disabled_reason": e.disabled_reason,
-        "disabled_at": opt_ts(e.disabled_at),
-        "secret_overlap_until": opt_ts(e.overlap_until(now)),
-        "last_success_at": opt_ts(e.last_success_at),
-        "last_failure_at": opt_ts(e.last_failure_at),
-        "created_at": ts(e.created_at),
-    })
-}
-
-/// `object: webhook_delivery` (SPEC.md section 2); the single read adds `response_body`.
-pub fn delivery_json(d: &WebhookDelivery, with_body: bool) -> Value {
-    let mut v = json!({
-        "id": delivery_ref(d.id),
-        "object": "webhook_delivery",
-        "tenant_id": d.project_id,
-        "event_id": d.event_id,
-        "endpoint_id": d.endpoint_id,
-        "event_type": d.event_type,
-        "endpoint_url": d.endpoint_url,
-        "status": d.status.as_str(),
-        "attempt": d.attempt,
-        "max_attempts": d.max_attempts,
-        "next_attempt_at": opt_ts(d.next_attempt_at.filter(|_| d.status.is_open())),
-        "response_status": d.response_status,
-        "resolved_ip": d.resolved_ip,
-        "duration_ms": d.duration_ms,
-        "error_detail": d.error_detail,
-        "replay_of": d.replay_of.map(delivery_ref),
-        "delivered_at": opt_ts(d.delivered_at),
-        "created_at": ts(d.created_at),
-    });
-    if with_body {
-        v["response_body"] = json!(d.response_body);
-    }
-    v
-}
-
-/// A billing entry (SPEC.md section 2, Billing entry). `amount_cents` is signed (credits
-/// positive, charges negative); `balance_after_cents` is the balance right after it.
-pub fn billing_entry(reg: &Registry, e: &BillingEntry) -> Value {
-    let chain = e.chain.as_deref().and_then(|c| reg.chain(c));
-    let transfer = e.transfer.as_ref().map(|t| {
-        json!({
-            "amount_decimal": t.amount_decimal,
-            "tx_hash": t.tx_hash,
-            "explorer_url": chain.map(|c| c.info.tx_url(&t.tx_hash)),
-            "from_address": t.from_address,
-            "confirmations": t.confirmations,
-            "required_confirmations": t.required_confirmations,
-            // Entries written before the status was kept are all credits of confirmed
-            // transfers.
-            "status": t.status.as_deref().unwrap_or("confirmed"),
-            "block_time": t.block_time.map(ts),
-        })
-    });
-    json!({
-        "id": e.id,
-        "object": "billing_entry",
-        "kind": e.kind.as_str(),
-        "amount_cents": e.amount_cents.to_string(),
-        "balance_after_cents": e.balance_after_cents.to_string(),
-        "ref_type": e.ref_type,
-        "ref_id": e.ref_id,
-        "chain": e.chain,
-        "asset": e.asset,
-        "amount_atomic": e.amount_atomic.map(|a| a.to_string()),
-        "rate": e.rate,
-        "rate_source": e.rate_source,
-        "note": e.note,
-        "created_at": ts(e.created_at),
-        "transfer": transfer,
-    })
 }
 
 // Typed views. A response body is written straight from these (no `Value` tree in
@@ -702,96 +298,147 @@ impl Serialize for Decimal {
     }
 }
 
-/// See [`customer_view`].
-#[derive(Serialize)]
+/// A customer (`object: customer`).
+#[derive(Serialize, ToSchema)]
+#[schema(as = Customer)]
 pub struct CustomerView<'a> {
+    #[schema(value_type = String, format = DateTime)]
     created_at: Ts,
     email: &'a Option<String>,
     id: Uuid,
+    /// The merchant's key-value data.
+    #[schema(value_type = Object)]
     metadata: &'a Value,
+    #[schema(pattern = "^customer$")]
     object: &'static str,
+    /// The merchant's own user id; unique in the project.
     reference_id: &'a Option<String>,
+    /// `active` or `disabled` (new values may appear).
     status: &'a str,
 }
 
-/// See [`wallet_view`].
-#[derive(Serialize)]
+/// A deposit address (`object: wallet`), one per (customer, chain).
+#[derive(Serialize, ToSchema)]
+#[schema(as = Wallet)]
 pub struct WalletView<'a> {
     address: &'a str,
+    /// Chain identifier (`ethereum`, `bsc`, ...).
     chain: &'a str,
+    #[schema(value_type = String, format = DateTime)]
     created_at: Ts,
     customer_id: Uuid,
     id: Uuid,
+    /// On TON, when non-null the sender must include it.
     memo: &'a Option<String>,
+    #[schema(pattern = "^wallet$")]
     object: &'static str,
+    /// `customer` (new values may appear).
     role: &'a str,
+    /// `active` (new values may appear).
     status: &'a str,
 }
 
-/// See [`deposit_view`].
-#[derive(Serialize)]
+/// A deposit (`object: deposit`).
+#[derive(Serialize, ToSchema)]
+#[schema(as = Deposit)]
 pub struct DepositView<'a> {
+    /// Atomic units.
+    #[schema(value_type = String, pattern = "^(0|[1-9][0-9]*)$")]
     amount: Atomic,
+    #[schema(value_type = String, pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
     amount_decimal: Decimal,
     asset: DepositAsset<'a>,
     block_number: u64,
+    #[schema(value_type = String, format = DateTime)]
     block_time: Ts,
     chain: &'a str,
     confirmations: u32,
+    #[schema(value_type = String, format = DateTime)]
     created_at: Ts,
     customer_id: Uuid,
     explorer_url: Option<String>,
+    /// Why a `failed` deposit was not money.
     failure_reason: &'a Option<String>,
     from_address: &'a str,
     id: Uuid,
+    /// The ledger transaction of the credit, once confirmed.
     ledger_tx_id: Option<Uuid>,
     log_index: u32,
+    #[schema(pattern = "^deposit$")]
     object: &'static str,
     required_confirmations: u32,
+    /// `detected`, `confirmed`, `failed` or `orphaned` (new values may appear).
     status: &'static str,
     to_address: &'a str,
     tx_hash: &'a str,
     wallet_id: Uuid,
 }
 
-/// A deposit's `asset`.
-#[derive(Serialize)]
+/// An asset embedded in a resource.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Asset)]
 struct DepositAsset<'a> {
     chain: &'a str,
+    /// Token contract address; empty for a native coin.
     contract: &'a str,
     decimals: u8,
     symbol: &'a str,
 }
 
-/// See [`payout_view`].
-#[derive(Serialize)]
+/// A payout (`object: payout`).
+#[derive(Serialize, ToSchema)]
+#[schema(as = Payout)]
 pub struct PayoutView<'a> {
+    #[schema(value_type = String, pattern = "^(0|[1-9][0-9]*)$")]
     amount: Atomic,
+    #[schema(value_type = String, pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
     amount_decimal: Decimal,
+    /// USD value at acceptance: stablecoins at par (exact), other coins at the market price
+    /// then (whole cents); null when no usable price existed.
+    #[schema(value_type = Option<String>, pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
     amount_usd: Option<Decimal>,
+    /// Asset symbol, e.g. `USDT`.
     asset: &'a str,
     asset_id: Uuid,
     chain: &'a str,
+    #[schema(value_type = String, format = DateTime)]
     created_at: Ts,
+    /// Null for a payout of the project's own funds.
     customer_id: Option<Uuid>,
     decimals: u8,
     explorer_url: Option<String>,
     failure_reason: &'a Option<String>,
+    #[schema(value_type = String, pattern = "^(0|[1-9][0-9]*)$")]
     fee_amount: Atomic,
+    #[schema(value_type = String, pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
     fee_amount_decimal: Decimal,
     id: Uuid,
     memo: &'a Option<String>,
+    #[schema(pattern = "^payout$")]
     object: &'static str,
     reference: &'a Option<String>,
+    /// `pending_approval`, `queued`, `signing`, `submitted`, `confirmed`, `failed`,
+    /// `canceled` or `rejected` (new values may appear).
     status: &'static str,
     to_address: &'a str,
     tx_hash: &'a Option<String>,
+    #[schema(value_type = String, format = DateTime)]
     updated_at: Ts,
 }
+
+mod accounts;
+mod invoices;
+mod webhooks;
+pub use accounts::*;
+pub use invoices::*;
+pub use webhooks::*;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use appliance_chains::format_decimal;
+    use appliance_storage::records::{InvoiceAddress, InvoiceQuote};
+    use serde_json::json;
 
     /// [`InvoiceView`] as a `serde_json::Value`.
     fn invoice(reg: &Registry, inv: &Invoice) -> Value {
@@ -924,6 +571,12 @@ mod tests {
     /// reference the typed views must match byte for byte.
     mod reference {
         use super::super::*;
+        use appliance_chains::format_decimal;
+        use serde_json::json;
+
+        fn opt_ts(us: Option<i64>) -> Value {
+            us.map(|u| Value::String(ts(u))).unwrap_or(Value::Null)
+        }
 
         /// The invoice view as it was built before [`InvoiceView`]: the reference the
         /// serializer is held to.
