@@ -59,6 +59,8 @@ missing=""
 command -v systemd-analyze >/dev/null || missing="$missing systemd"
 command -v unshare >/dev/null && command -v setpriv >/dev/null || missing="$missing util-linux"
 command -v dpkg-deb >/dev/null || missing="$missing dpkg"
+# litecoind: the UTXO node of the bitcoin and dogecoin tests (regtest; chains/tests/utxo_node.rs).
+[ -x /usr/lib/litecoin/litecoind ] || missing="$missing litecoind"
 if [ -n "$missing" ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq $missing

@@ -20,6 +20,7 @@ pub mod evm;
 pub mod redact;
 pub mod registry;
 pub mod sim;
+pub mod utxo;
 
 pub use registry::{
     chain, market_rank, AccountKind, AssetInfo, ChainInfo, ChainStatus, Family, CHAINS,

@@ -1,0 +1,169 @@
+//! The UTXO JSON-RPC client against a real node: Debian's `litecoind` (a Bitcoin Core
+//! fork) on regtest, installed by scripts/install-test-deps.sh. A missing node fails the
+//! test.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use appliance_chains::client::ClientError;
+use appliance_chains::utxo::rpc::{RpcAuth, UtxoRpc};
+use serde_json::{json, Value};
+
+const LITECOIND: &str = "/usr/lib/litecoin/litecoind";
+
+/// A regtest node in a temporary data dir, killed on drop.
+struct Node {
+    child: Child,
+    rpc: UtxoRpc,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn auth() -> RpcAuth {
+    RpcAuth::UserPass {
+        user: "u".into(),
+        password: "p".into(),
+    }
+}
+
+async fn start() -> Node {
+    assert!(
+        std::path::Path::new(LITECOIND).exists(),
+        "{LITECOIND} is missing: run scripts/install-test-deps.sh"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let rpc_port = free_port();
+    let child = Command::new(LITECOIND)
+        .args([
+            "-regtest".to_string(),
+            format!("-datadir={}", dir.path().display()),
+            format!("-rpcport={rpc_port}"),
+            "-rpcuser=u".into(),
+            "-rpcpassword=p".into(),
+            "-txindex=1".into(),
+            "-fallbackfee=0.0001".into(),
+            "-vbparams=mweb:4102444800:4102444801:0:0".into(),
+            "-rpcserialversion=1".into(),
+            "-mempoolreplacement=1".into(),
+            "-listen=0".into(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("litecoind starts");
+    let rpc = UtxoRpc::new(&format!("http://127.0.0.1:{rpc_port}"), auth()).unwrap();
+    let node = Node {
+        child,
+        rpc,
+        _dir: dir,
+    };
+    let t0 = Instant::now();
+    while let Err(e) = node.rpc.chain_info().await {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "litecoind did not answer: {e}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    node
+}
+
+impl Node {
+    async fn cli(&self, method: &'static str, params: Value) -> Value {
+        self.rpc.call(method, params).await.unwrap()
+    }
+}
+
+#[tokio::test]
+async fn blocks_transactions_mempool_and_refusals_read_through_the_client() {
+    let node = start().await;
+    let info = node.rpc.chain_info().await.unwrap();
+    assert_eq!(info.chain, "regtest");
+    assert_eq!(info.blocks, 0);
+
+    node.cli("createwallet", json!(["w"])).await;
+    let miner = node.cli("getnewaddress", json!(["", "bech32"])).await;
+    node.cli("generatetoaddress", json!([101, miner])).await;
+    let to = node.cli("getnewaddress", json!(["", "bech32"])).await;
+    let to = to.as_str().unwrap().to_string();
+    assert!(to.starts_with("rltc1q"), "{to}");
+
+    // A payment waits in the mempool, then is mined with its exact value.
+    let txid = node
+        .cli("sendtoaddress", json!([to, "1.23456789"]))
+        .await
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(node.rpc.mempool().await.unwrap().contains(&txid));
+    let pending = node.rpc.transaction(&txid).await.unwrap();
+    assert!(!pending.inputs.is_empty(), "a payment spends something");
+    let out = pending
+        .outputs
+        .iter()
+        .find(|o| o.address.as_deref() == Some(to.as_str()))
+        .expect("an output to the address");
+    assert_eq!(out.value, 123_456_789);
+    assert!(
+        out.script_hex.starts_with("0014"),
+        "P2WPKH: {}",
+        out.script_hex
+    );
+
+    node.cli("generatetoaddress", json!([1, miner])).await;
+    let info = node.rpc.chain_info().await.unwrap();
+    assert_eq!(info.blocks, 102);
+    let hash = node.rpc.block_hash(102).await.unwrap();
+    assert_eq!(hash, info.best_block_hash);
+    let block = node.rpc.block(&hash).await.unwrap();
+    assert_eq!(block.height, 102);
+    assert_eq!(
+        block.previous_hash.as_deref(),
+        Some(node.rpc.block_hash(101).await.unwrap().as_str())
+    );
+    let mined = block.txs.iter().find(|t| t.txid == txid).expect("mined");
+    assert_eq!(mined, &pending);
+    assert!(
+        block.txs[0].inputs.is_empty(),
+        "the coinbase spends nothing"
+    );
+    assert!(node.rpc.mempool().await.unwrap().is_empty());
+
+    // Regtest has no fee estimate.
+    assert_eq!(node.rpc.fee_per_kvb(6).await.unwrap(), None);
+
+    // The node's refusals are refusals, with its message.
+    match node.rpc.broadcast("00").await {
+        Err(ClientError::Refused { method, detail }) => {
+            assert_eq!(method, "sendrawtransaction");
+            assert!(detail.contains("decode"), "{detail}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(matches!(
+        node.rpc.block_hash(1_000).await,
+        Err(ClientError::Refused { .. })
+    ));
+
+    // A node that is gone is unavailable, not a refusal.
+    let gone = UtxoRpc::new(&format!("http://127.0.0.1:{}", free_port()), auth()).unwrap();
+    assert!(matches!(
+        gone.chain_info().await,
+        Err(ClientError::Unavailable { .. })
+    ));
+}
