@@ -12,7 +12,7 @@ use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
 use crate::api::schemas;
 use crate::api::IdempotencyKey;
-use crate::api::{begin, commit_rendered, json, list_rows, row_by_id, scope, Begin};
+use crate::api::{begin, commit, json, list_rows, row_by_id, scope, Begin};
 use crate::auth::{Access, Caller};
 use crate::services::invoices::{self, InvoiceError, NewInvoice, Offer};
 use crate::state::AppState;
@@ -212,7 +212,7 @@ async fn create_invoice(
         }
         Err(e) => Err((e, false)),
     };
-    let (resp, _) = commit_rendered(&state, idem, move |ctx| {
+    let (resp, _) = commit(&state, idem, move |ctx| {
         let mut p = match prepared {
             Ok(p) => p,
             Err((e, gate)) => {
@@ -312,7 +312,7 @@ async fn cancel_invoice(
     caller.require(WRITE)?;
     let id = path_uuid(&id)?;
     let s = scope(&state, &caller);
-    let (resp, _) = commit_rendered(&state, None, move |ctx| {
+    let (resp, _) = commit(&state, None, move |ctx| {
         let inv = invoices::cancel(ctx, &s, id)?;
         Ok((StatusCode::OK, render(&s, &inv), ()))
     })
