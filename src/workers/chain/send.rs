@@ -112,8 +112,7 @@ pub(super) async fn sign_out(
         value,
         data.clone(),
         gas_limit,
-        max_fee,
-        tip,
+        (max_fee, tip),
     );
     let signed = match m.signer.sign_evm(pol, tx) {
         Ok(s) => s,

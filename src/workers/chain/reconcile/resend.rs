@@ -39,8 +39,7 @@ pub(super) async fn fill(
         U256::ZERO,
         Default::default(),
         FILLER_GAS,
-        max_fee,
-        tip,
+        (max_fee, tip),
     );
     let signed = match m.signer.sign_evm(service_policy(state), unsigned) {
         Ok(s) => s,
@@ -94,8 +93,7 @@ pub(super) async fn replace(
             U256::ZERO,
             Default::default(),
             FILLER_GAS,
-            max_fee,
-            tip,
+            (max_fee, tip),
         )
     } else {
         sender::eip1559(
@@ -108,8 +106,7 @@ pub(super) async fn replace(
                 .map_err(|_| anyhow!("bad stored value {:?} of nonce {}", tx.value, tx.nonce))?,
             hex::decode(&tx.data)?.into(),
             tx.gas_limit,
-            max_fee,
-            tip,
+            (max_fee, tip),
         )
     };
     let signed = match m.signer.sign_evm(pol, unsigned) {
@@ -464,8 +461,7 @@ pub(super) async fn repair_gap(
                     U256::ZERO,
                     Default::default(),
                     FILLER_GAS,
-                    f.max_fee_per_gas,
-                    f.max_priority_fee_per_gas,
+                    (f.max_fee_per_gas, f.max_priority_fee_per_gas),
                 );
                 let signed = match m.signer.sign_evm(service_policy(state), unsigned) {
                     Ok(s) => s,
