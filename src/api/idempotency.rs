@@ -17,7 +17,7 @@ pub const MAX_IDEMPOTENCY_KEY: usize = 255;
 /// extracted: absent, or 1 to [`MAX_IDEMPOTENCY_KEY`] printable ASCII characters. Extraction
 /// never refuses; a malformed key is reported (400 `invalid_request`, `param`
 /// `Idempotency-Key`) when the handler asks for it with [`IdempotencyKey::get`], after its
-/// scope and body checks, as it always was.
+/// scope and body checks.
 pub struct IdempotencyKey(Result<Option<String>, ApiError>);
 
 impl IdempotencyKey {
@@ -75,7 +75,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
 }
 
 /// What makes two requests under one `Idempotency-Key` "the same request" (SPEC.md section
-/// 8; issue 9): the PARSED body, so the same JSON object with other whitespace or key order
+/// 8): the PARSED body, so the same JSON object with other whitespace or key order
 /// matches, and any different value does not (409 `idempotency_key_reuse`).
 ///
 /// Stored form: `v2:` + hex SHA-256 of the object re-serialized canonically (keys sorted,
