@@ -148,17 +148,7 @@ pub fn execute(
     req: Request,
 ) -> Result<(Value, bool), String> {
     match req {
-        Request::ProjectCreate { name, mode } => {
-            let mode = match mode.as_str() {
-                "live" => Mode::Live,
-                "test" => Mode::Test,
-                _ => return Err("--mode must be live or test".into()),
-            };
-            let p = store
-                .write_blocking(move |ctx| projects::create(ctx, &name, mode))
-                .map_err(err)?;
-            Ok((project_json(&p), true))
-        }
+        Request::ProjectCreate { name, mode } => project_create(store, name, &mode),
         Request::ProjectList => {
             let ps = store
                 .read_blocking(|r| r.all::<Project>())
@@ -171,21 +161,7 @@ pub fn execute(
         Request::ProjectShow { project } => {
             Ok((project_json(&find_project(store, &project)?), false))
         }
-        Request::ProjectSet { project, set } => {
-            let id = find_project(store, &project)?.id;
-            let p = store
-                .write_blocking(move |ctx| {
-                    let mut p = ctx
-                        .get::<Project>(id)
-                        .map_err(|e| e.to_string())?
-                        .ok_or("No such project.")?;
-                    apply_set(&mut p, set)?;
-                    ctx.put(&p).map_err(|e| e.to_string())?;
-                    Ok::<_, String>(p)
-                })
-                .map_err(err)?;
-            Ok((project_json(&p), true))
-        }
+        Request::ProjectSet { project, set } => project_set(store, &project, set),
         Request::KeyCreate {
             project,
             kind,
@@ -222,45 +198,8 @@ pub fn execute(
             v["token"] = json!(token);
             Ok((v, true))
         }
-        Request::KeyList { project } => {
-            let p = find_project(store, &project)?;
-            let ks = store
-                .read_blocking(|r| {
-                    r.list::<ApiKey>(
-                        &index::prefix(IndexTag::ApiKeys, p.id, &[]),
-                        None,
-                        10_000,
-                        |_| true,
-                    )
-                })
-                .map_err(|e| e.to_string())?;
-            Ok((
-                json!(ks
-                    .items
-                    .iter()
-                    .map(|k| views::api_key(k, p.mode.as_str(), None))
-                    .collect::<Vec<_>>()),
-                false,
-            ))
-        }
-        Request::KeyRevoke { key } => {
-            let id = Uuid::parse_str(&key).map_err(|_| "the key id must be a UUID".to_string())?;
-            let k = store
-                .write_blocking(move |ctx| {
-                    let k = ctx.get::<ApiKey>(id)?.ok_or(keys::KeyError::NotFound)?;
-                    // The key's `env` is its project's mode (test or live).
-                    let p = ctx
-                        .get::<Project>(k.project_id)?
-                        .ok_or(keys::KeyError::NotFound)?;
-                    Ok::<_, keys::KeyError>((
-                        keys::revoke(ctx, k.project_id, keys::Actor::Operator, id)?,
-                        p.mode,
-                    ))
-                })
-                .map_err(err)?;
-            let (k, mode) = k;
-            Ok((views::api_key(&k, mode.as_str(), None), true))
-        }
+        Request::KeyList { project } => key_list(store, &project),
+        Request::KeyRevoke { key } => key_revoke(store, &key),
         Request::Backup { out } => backup(store, config, Path::new(&out)).map(|v| (v, false)),
         Request::PayoutApprove { payout } => decide_payout(store, config, &payout, true),
         Request::PayoutReject { payout } => decide_payout(store, config, &payout, false),
@@ -271,22 +210,97 @@ pub fn execute(
             note,
         } => billing_adjust(store, config, &project, cents, note),
         Request::BillingPlan { project, plan } => billing_plan(store, config, &project, &plan),
-        Request::Verify => {
-            let rep = store
-                .read_blocking(appliance_storage::verify::verify)
-                .map_err(|e| e.to_string())?;
-            Ok((
-                json!({
-                    "journal_entries": rep.journal_entries,
-                    "accounts": rep.accounts,
-                    "events": rep.events,
-                    "rows_checked": rep.rows_checked,
-                    "violations": rep.violations,
-                }),
-                false,
-            ))
-        }
+        Request::Verify => verify(store),
     }
+}
+
+/// `project create`: `mode` is `live` or `test`.
+fn project_create(store: &Store, name: String, mode: &str) -> Result<(Value, bool), String> {
+    let mode = match mode {
+        "live" => Mode::Live,
+        "test" => Mode::Test,
+        _ => return Err("--mode must be live or test".into()),
+    };
+    let p = store
+        .write_blocking(move |ctx| projects::create(ctx, &name, mode))
+        .map_err(err)?;
+    Ok((project_json(&p), true))
+}
+
+/// `project set`: the settings given, applied to the project named `project`.
+fn project_set(store: &Store, project: &str, set: ProjectSet) -> Result<(Value, bool), String> {
+    let id = find_project(store, project)?.id;
+    let p = store
+        .write_blocking(move |ctx| {
+            let mut p = ctx
+                .get::<Project>(id)
+                .map_err(|e| e.to_string())?
+                .ok_or("No such project.")?;
+            apply_set(&mut p, set)?;
+            ctx.put(&p).map_err(|e| e.to_string())?;
+            Ok::<_, String>(p)
+        })
+        .map_err(err)?;
+    Ok((project_json(&p), true))
+}
+
+/// `key list`: the project's keys (at most 10,000), without tokens.
+fn key_list(store: &Store, project: &str) -> Result<(Value, bool), String> {
+    let p = find_project(store, project)?;
+    let ks = store
+        .read_blocking(|r| {
+            r.list::<ApiKey>(
+                &index::prefix(IndexTag::ApiKeys, p.id, &[]),
+                None,
+                10_000,
+                |_| true,
+            )
+        })
+        .map_err(|e| e.to_string())?;
+    Ok((
+        json!(ks
+            .items
+            .iter()
+            .map(|k| views::api_key(k, p.mode.as_str(), None))
+            .collect::<Vec<_>>()),
+        false,
+    ))
+}
+
+/// `key revoke`: `key` is the key's id.
+fn key_revoke(store: &Store, key: &str) -> Result<(Value, bool), String> {
+    let id = Uuid::parse_str(key).map_err(|_| "the key id must be a UUID".to_string())?;
+    let (k, mode) = store
+        .write_blocking(move |ctx| {
+            let k = ctx.get::<ApiKey>(id)?.ok_or(keys::KeyError::NotFound)?;
+            // The key's `env` is its project's mode (test or live).
+            let p = ctx
+                .get::<Project>(k.project_id)?
+                .ok_or(keys::KeyError::NotFound)?;
+            Ok::<_, keys::KeyError>((
+                keys::revoke(ctx, k.project_id, keys::Actor::Operator, id)?,
+                p.mode,
+            ))
+        })
+        .map_err(err)?;
+    Ok((views::api_key(&k, mode.as_str(), None), true))
+}
+
+/// `verify`: the store's invariants ([`appliance_storage::verify::verify`]).
+fn verify(store: &Store) -> Result<(Value, bool), String> {
+    let rep = store
+        .read_blocking(appliance_storage::verify::verify)
+        .map_err(|e| e.to_string())?;
+    Ok((
+        json!({
+            "journal_entries": rep.journal_entries,
+            "accounts": rep.accounts,
+            "events": rep.events,
+            "rows_checked": rep.rows_checked,
+            "violations": rep.violations,
+        }),
+        false,
+    ))
 }
 
 /// Files of the data dir besides the store that a backup must carry: without the pepper no

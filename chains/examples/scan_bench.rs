@@ -72,12 +72,37 @@ fn spray(to: &[Address], value: u64) -> String {
     d
 }
 
+/// What the benchmark mines: `blocks` blocks of `per_block` transfers, `matches` of each
+/// block's to some of `watched` watched addresses.
+struct Shape {
+    blocks: usize,
+    watched: usize,
+    per_block: usize,
+    matches: usize,
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let blocks = arg(1, 10_000);
-    let watched = arg(2, 100_000);
-    let per_block = arg(3, 200);
-    let matches = arg(4, 5).min(per_block);
+    let shape = Shape {
+        blocks: arg(1, 10_000),
+        watched: arg(2, 100_000),
+        per_block: arg(3, 200),
+        matches: arg(4, 5).min(arg(3, 200)),
+    };
+    let (_node, url) = start_anvil();
+    let p = RootProvider::new_http(url.parse().unwrap());
+    let token = deploy_token(&p).await;
+    let watch_list: Vec<Address> = (0..shape.watched).map(|i| addr("watched", i)).collect();
+    let (start, last) = mine(&p, token, &watch_list, &shape).await;
+    let watch = WatchSet::new(
+        watch_list.iter().map(|a| (*a, uuid::Uuid::nil())),
+        vec![token],
+    );
+    scan_each_way(&url, &watch, start, last, &shape).await;
+}
+
+/// Starts Anvil on a free port; its guard and URL.
+fn start_anvil() -> (Node, String) {
     let anvil = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil"
@@ -89,7 +114,7 @@ async fn main() {
         .spawn()
         .expect("spawn anvil (scripts/install-test-deps.sh)");
     let out = child.stdout.take().unwrap();
-    let _node = Node(child);
+    let node = Node(child);
     let mut url = String::new();
     for line in BufReader::new(out).lines() {
         let line = line.unwrap();
@@ -98,26 +123,42 @@ async fn main() {
             break;
         }
     }
-    let p = RootProvider::new_http(url.parse().unwrap());
+    (node, url)
+}
 
-    // The test token (tests/evm/contracts/TestTokens.sol, compiled by solc 0.8.37).
+/// Deploys the test token (tests/evm/contracts/TestTokens.sol, compiled by solc 0.8.37).
+async fn deploy_token(p: &RootProvider) -> Address {
     let bins: Value =
         serde_json::from_str(include_str!("../../tests/evm/contracts/TestTokens.json")).unwrap();
     let code = bins["contracts"]["TestToken"].as_str().unwrap();
     let deploy = format!("0x{code}{:064x}", 6);
     let h = rpc(
-        &p,
+        p,
         "eth_sendTransaction",
         json!([{"from": ACCOUNT0, "data": deploy}]),
     )
     .await;
-    let r = wait_receipt(&p, &h).await;
-    let token: Address = r["contractAddress"].as_str().unwrap().parse().unwrap();
+    let r = wait_receipt(p, &h).await;
+    r["contractAddress"].as_str().unwrap().parse().unwrap()
+}
 
-    let watch_list: Vec<Address> = (0..watched).map(|i| addr("watched", i)).collect();
+/// Mines the blocks of `shape`, 50 at a time, one spray of the token per block; the first
+/// and last block mined.
+async fn mine(
+    p: &RootProvider,
+    token: Address,
+    watch_list: &[Address],
+    shape: &Shape,
+) -> (u64, u64) {
+    let Shape {
+        blocks,
+        watched,
+        per_block,
+        matches,
+    } = *shape;
     let unwatched: Vec<Address> = (0..1_000).map(|i| addr("other", i)).collect();
-    rpc(&p, "evm_setAutomine", json!([false])).await;
-    let start = rpc(&p, "eth_blockNumber", json!([])).await;
+    rpc(p, "evm_setAutomine", json!([false])).await;
+    let start = rpc(p, "eth_blockNumber", json!([])).await;
     let start =
         u64::from_str_radix(start.as_str().unwrap().trim_start_matches("0x"), 16).unwrap() + 1;
     let t = Instant::now();
@@ -138,7 +179,7 @@ async fn main() {
             }
             // A whole block's gas: one spray per block.
             rpc(
-                &p,
+                p,
                 "eth_sendTransaction",
                 json!([{"from": ACCOUNT0, "to": token, "data": spray(&to, 1),
                         "gas": "0x1c9c380", "nonce": format!("0x{nonce:x}")}]),
@@ -146,47 +187,47 @@ async fn main() {
             .await;
             nonce += 1;
         }
-        rpc(&p, "anvil_mine", json!([format!("0x{n:x}")])).await;
+        rpc(p, "anvil_mine", json!([format!("0x{n:x}")])).await;
         b += n;
     }
-    let last = start + blocks as u64 - 1;
     eprintln!(
         "mined {blocks} blocks x {per_block} transfers ({matches} to {watched} watched) in {:.1?}",
         t.elapsed()
     );
+    (start, start + blocks as u64 - 1)
+}
 
-    let watch = WatchSet::new(
-        watch_list.iter().map(|a| (*a, uuid::Uuid::nil())),
-        vec![token],
-    );
+/// Times `EvmClient::transfers` over `start..=last` for each way of asking for logs.
+async fn scan_each_way(url: &str, watch: &WatchSet, start: u64, last: u64, shape: &Shape) {
+    let blocks = shape.blocks;
     let mut blocks_only = watch.clone();
     blocks_only.tokens = Vec::new();
-    let total = blocks * matches;
+    let total = blocks * shape.matches;
     for (name, q, w, want) in [
         ("blocks only (no token watched)", None, &blocks_only, 0),
-        ("auto (default)", None, &watch, total),
+        ("auto (default)", None, watch, total),
         (
             "by token, local matching",
             Some(LogQuery::ByToken),
-            &watch,
+            watch,
             total,
         ),
         (
             "by recipient, 1,000 per query",
             Some(LogQuery::ByRecipient { chunk: 1_000 }),
-            &watch,
+            watch,
             total,
         ),
         (
             "by recipient, 10,000 per query",
             Some(LogQuery::ByRecipient { chunk: 10_000 }),
-            &watch,
+            watch,
             total,
         ),
         (
             "by recipient, 25,000 per query",
             Some(LogQuery::ByRecipient { chunk: 25_000 }),
-            &watch,
+            watch,
             total,
         ),
     ] {
@@ -194,7 +235,7 @@ async fn main() {
             None => Tuning::default(),
             Some(q) => Tuning::new(q, LOG_RANGE, BLOCK_BATCH, CONCURRENCY),
         };
-        let client = EvmClient::with_tuning("ethereum", EvmRpc::new(&url).unwrap(), tuning);
+        let client = EvmClient::with_tuning("ethereum", EvmRpc::new(url).unwrap(), tuning);
         let t = Instant::now();
         let scan = client.transfers(start, last, w).await.expect("scan");
         let secs = t.elapsed().as_secs_f64();

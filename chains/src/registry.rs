@@ -145,8 +145,8 @@ const fn token(symbol: &'static str, decimals: u8, contract: &'static str) -> As
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-const fn evm(
+/// What an EVM chain of [`CHAINS`] states; [`evm`] adds what every EVM chain shares.
+struct EvmChain {
     id: &'static str,
     name: &'static str,
     network_type: &'static str,
@@ -156,167 +156,170 @@ const fn evm(
     required_confirmations: u32,
     explorer_url: &'static str,
     default_status: ChainStatus,
-) -> ChainInfo {
+}
+
+/// An EVM chain: the EVM family, contract (forwarder) accounts, no memos.
+const fn evm(c: EvmChain) -> ChainInfo {
     ChainInfo {
-        id,
-        name,
-        network_type,
-        chain_id,
+        id: c.id,
+        name: c.name,
+        network_type: c.network_type,
+        chain_id: c.chain_id,
         family: Family::Evm,
-        native,
-        tokens,
-        required_confirmations,
-        explorer_url,
+        native: c.native,
+        tokens: c.tokens,
+        required_confirmations: c.required_confirmations,
+        explorer_url: c.explorer_url,
         account_kind: AccountKind::Contract,
-        default_status,
+        default_status: c.default_status,
         supports_memo: false,
     }
 }
 
 /// Every chain identifier of SPEC.md section 2, in listing order.
 pub static CHAINS: &[ChainInfo] = &[
-    evm(
-        "ethereum",
-        "Ethereum",
-        "ERC20",
-        1,
-        native("ETH", "Ether", 18),
-        &[
+    evm(EvmChain {
+        id: "ethereum",
+        name: "Ethereum",
+        network_type: "ERC20",
+        chain_id: 1,
+        native: native("ETH", "Ether", 18),
+        tokens: &[
             token("USDT", 6, "0xdAC17F958D2ee523a2206206994597C13D831ec7"),
             token("USDC", 6, "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48"),
         ],
-        12,
-        "https://etherscan.io",
-        ChainStatus::Live,
-    ),
-    evm(
-        "bsc",
-        "BNB Smart Chain",
-        "BEP20",
-        56,
-        native("BNB", "BNB", 18),
-        &[
+        required_confirmations: 12,
+        explorer_url: "https://etherscan.io",
+        default_status: ChainStatus::Live,
+    }),
+    evm(EvmChain {
+        id: "bsc",
+        name: "BNB Smart Chain",
+        network_type: "BEP20",
+        chain_id: 56,
+        native: native("BNB", "BNB", 18),
+        tokens: &[
             token("USDT", 18, "0x55d398326f99059fF775485246999027B3197955"),
             token("USDC", 18, "0x8AC76a51cc950d9822D68b83fE1Ad97B32Cd580d"),
         ],
-        15,
-        "https://bscscan.com",
-        ChainStatus::Live,
-    ),
-    evm(
-        "polygon",
-        "Polygon PoS",
-        "Polygon",
-        137,
-        native("POL", "Polygon Ecosystem Token", 18),
-        &[
+        required_confirmations: 15,
+        explorer_url: "https://bscscan.com",
+        default_status: ChainStatus::Live,
+    }),
+    evm(EvmChain {
+        id: "polygon",
+        name: "Polygon PoS",
+        network_type: "Polygon",
+        chain_id: 137,
+        native: native("POL", "Polygon Ecosystem Token", 18),
+        tokens: &[
             token("USDT", 6, "0xc2132D05D31c914a87C6611C10748AEb04B58e8F"),
             token("USDC", 6, "0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359"),
         ],
-        128,
-        "https://polygonscan.com",
-        ChainStatus::Live,
-    ),
-    evm(
-        "arbitrum",
-        "Arbitrum One",
-        "Arbitrum",
-        42161,
-        native("ETH", "Ether", 18),
-        &[
+        required_confirmations: 128,
+        explorer_url: "https://polygonscan.com",
+        default_status: ChainStatus::Live,
+    }),
+    evm(EvmChain {
+        id: "arbitrum",
+        name: "Arbitrum One",
+        network_type: "Arbitrum",
+        chain_id: 42161,
+        native: native("ETH", "Ether", 18),
+        tokens: &[
             token("USDT", 6, "0xFd086bC7CD5C481DCC9C85ebE478A1C0b69FCbb9"),
             token("USDC", 6, "0xaf88d065e77c8cC2239327C5EDb3A432268e5831"),
         ],
-        20,
-        "https://arbiscan.io",
-        ChainStatus::Live,
-    ),
-    evm(
-        "base",
-        "Base",
-        "Base",
-        8453,
-        native("ETH", "Ether", 18),
-        &[token(
+        required_confirmations: 20,
+        explorer_url: "https://arbiscan.io",
+        default_status: ChainStatus::Live,
+    }),
+    evm(EvmChain {
+        id: "base",
+        name: "Base",
+        network_type: "Base",
+        chain_id: 8453,
+        native: native("ETH", "Ether", 18),
+        tokens: &[token(
             "USDC",
             6,
             "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
         )],
-        20,
-        "https://basescan.org",
-        ChainStatus::Live,
-    ),
-    evm(
-        "avalanche",
-        "Avalanche C-Chain",
-        "AVAX C-Chain",
-        43114,
-        native("AVAX", "Avalanche", 18),
-        &[
+        required_confirmations: 20,
+        explorer_url: "https://basescan.org",
+        default_status: ChainStatus::Live,
+    }),
+    evm(EvmChain {
+        id: "avalanche",
+        name: "Avalanche C-Chain",
+        network_type: "AVAX C-Chain",
+        chain_id: 43114,
+        native: native("AVAX", "Avalanche", 18),
+        tokens: &[
             token("USDT", 6, "0x9702230A8Ea53601f5cD2dc00fDBc13d4dF4A8c7"),
             token("USDC", 6, "0xB97EF9Ef8734C71904D8002F8b6Bc66Dd9c48a6E"),
         ],
-        12,
-        "https://snowtrace.io",
-        ChainStatus::Live,
-    ),
-    evm(
-        "optimism",
-        "OP Mainnet",
-        "Optimism",
-        10,
-        native("ETH", "Ether", 18),
-        &[
+        required_confirmations: 12,
+        explorer_url: "https://snowtrace.io",
+        default_status: ChainStatus::Live,
+    }),
+    evm(EvmChain {
+        id: "optimism",
+        name: "OP Mainnet",
+        network_type: "Optimism",
+        chain_id: 10,
+        native: native("ETH", "Ether", 18),
+        tokens: &[
             token("USDT", 6, "0x94b008aA00579c1307B0EF2c499aD98a8ce58e58"),
             token("USDC", 6, "0x0b2C639c533813f4Aa9D7837CAf62653d097Ff85"),
         ],
-        20,
-        "https://optimistic.etherscan.io",
-        ChainStatus::Live,
-    ),
-    evm(
-        "linea",
-        "Linea",
-        "Linea",
-        59144,
-        native("ETH", "Ether", 18),
-        &[
+        required_confirmations: 20,
+        explorer_url: "https://optimistic.etherscan.io",
+        default_status: ChainStatus::Live,
+    }),
+    evm(EvmChain {
+        id: "linea",
+        name: "Linea",
+        network_type: "Linea",
+        chain_id: 59144,
+        native: native("ETH", "Ether", 18),
+        tokens: &[
             token("USDT", 6, "0xA219439258ca9da29E9Cc4cE5596924745e12B93"),
             token("USDC", 6, "0x176211869cA2b568f2A7D4EE941E073a821EE1ff"),
         ],
-        20,
-        "https://lineascan.build",
-        ChainStatus::Live,
-    ),
-    evm(
-        "scroll",
-        "Scroll",
-        "Scroll",
-        534352,
-        native("ETH", "Ether", 18),
-        &[
+        required_confirmations: 20,
+        explorer_url: "https://lineascan.build",
+        default_status: ChainStatus::Live,
+    }),
+    evm(EvmChain {
+        id: "scroll",
+        name: "Scroll",
+        network_type: "Scroll",
+        chain_id: 534352,
+        native: native("ETH", "Ether", 18),
+        tokens: &[
             token("USDT", 6, "0xf55BEC9cafDbE8730f096Aa55dad6D22d44099Df"),
             token("USDC", 6, "0x06eFdBFf2a14a7c8E15944D1F4A48F9F95F663A4"),
         ],
-        20,
-        "https://scrollscan.com",
-        ChainStatus::Live,
-    ),
+        required_confirmations: 20,
+        explorer_url: "https://scrollscan.com",
+        default_status: ChainStatus::Live,
+    }),
     // DECISIONS.md section 9: zkSync uses a different CREATE2 rule; listed until handled.
-    evm(
-        "zksync",
-        "zkSync Era",
-        "zkSync",
-        324,
-        native("ETH", "Ether", 18),
-        &[
+    evm(EvmChain {
+        id: "zksync",
+        name: "zkSync Era",
+        network_type: "zkSync",
+        chain_id: 324,
+        native: native("ETH", "Ether", 18),
+        tokens: &[
             token("USDT", 6, "0x493257fD37EDB34451f62EDf8D2a0C418852bA4C"),
             token("USDC", 6, "0x1d17CBcF0D6D143135aE902365D2E5e2A16538D4"),
         ],
-        20,
-        "https://explorer.zksync.io",
-        ChainStatus::ComingSoon,
-    ),
+        required_confirmations: 20,
+        explorer_url: "https://explorer.zksync.io",
+        default_status: ChainStatus::ComingSoon,
+    }),
     ChainInfo {
         id: "tron",
         name: "Tron",

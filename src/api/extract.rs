@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::api::error::ApiError;
+use crate::api::idempotency::Fingerprint;
 use crate::auth::{parse_token, Caller};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
 use crate::state::AppState;
@@ -169,51 +170,6 @@ pub struct JsonBody {
     pub fingerprint: Fingerprint,
 }
 
-/// What makes two requests under one `Idempotency-Key` "the same request" (SPEC.md section
-/// 8): the PARSED body, so the same JSON object with other whitespace or key order
-/// matches, and any different value does not (409 `idempotency_key_reuse`).
-///
-/// Stored form: `v2:` + hex SHA-256 of the object re-serialized canonically (keys sorted,
-/// no whitespace; `serde_json::Map` is ordered). Records written by earlier releases hold the
-/// bare hex SHA-256 of the raw bytes; they still match a byte-identical retry until they
-/// expire (24 hours), so a retry across an upgrade is never refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fingerprint {
-    canonical: String,
-    raw: String,
-}
-
-impl Fingerprint {
-    const VERSION: &'static str = "v2:";
-
-    fn of(fields: &Map<String, Value>, raw: &[u8]) -> Self {
-        use sha2::Digest;
-        let canonical = serde_json::to_vec(fields).expect("a JSON map serializes");
-        Fingerprint {
-            canonical: format!(
-                "{}{}",
-                Self::VERSION,
-                hex::encode(sha2::Sha256::digest(canonical))
-            ),
-            raw: hex::encode(sha2::Sha256::digest(raw)),
-        }
-    }
-
-    /// The value to store with a new idempotency record.
-    pub fn stored(&self) -> &str {
-        &self.canonical
-    }
-
-    /// Whether a stored record's fingerprint is this request's.
-    pub fn matches(&self, stored: &str) -> bool {
-        if stored.starts_with(Self::VERSION) {
-            stored == self.canonical
-        } else {
-            stored == self.raw
-        }
-    }
-}
-
 impl FromRequest<AppState> for JsonBody {
     type Rejection = ApiError;
 
@@ -290,70 +246,6 @@ impl FromRequest<AppState> for JsonBody {
                 "The body must be a JSON object.",
             )),
         }
-    }
-}
-
-/// Longest accepted `Idempotency-Key`.
-pub const MAX_IDEMPOTENCY_KEY: usize = 255;
-
-/// The `Idempotency-Key` header (SPEC.md sections 4 and 8), parsed once when the request is
-/// extracted: absent, or 1 to [`MAX_IDEMPOTENCY_KEY`] printable ASCII characters. Extraction
-/// never refuses; a malformed key is reported (400 `invalid_request`, `param`
-/// `Idempotency-Key`) when the handler asks for it with [`IdempotencyKey::get`], after its
-/// scope and body checks, as it always was.
-pub struct IdempotencyKey(Result<Option<String>, ApiError>);
-
-impl IdempotencyKey {
-    /// Parses the header value, if any.
-    pub fn parse(v: Option<&axum::http::HeaderValue>) -> Self {
-        IdempotencyKey(v.map(parse_idempotency_key).transpose())
-    }
-
-    /// The key, `None` without the header; the refusal for a malformed one.
-    pub fn get(&self) -> Result<Option<&str>, ApiError> {
-        match &self.0 {
-            Ok(k) => Ok(k.as_deref()),
-            Err(e) => Err(e.clone()),
-        }
-    }
-
-    /// The key, required: without the header, 400 `idempotency_key_required` naming
-    /// `endpoint` (e.g. `POST /v1/payouts`, SPEC.md section 4, Payouts rule 2).
-    pub fn require(&self, endpoint: &str) -> Result<&str, ApiError> {
-        self.get()?.ok_or_else(|| {
-            ApiError::invalid(
-                "Idempotency-Key",
-                format!("{endpoint} requires an Idempotency-Key header."),
-            )
-            .with_code("idempotency_key_required")
-        })
-    }
-}
-
-fn parse_idempotency_key(v: &axum::http::HeaderValue) -> Result<String, ApiError> {
-    let s = v.to_str().map_err(|_| {
-        ApiError::invalid(
-            "Idempotency-Key",
-            "Idempotency-Key must be printable ASCII.",
-        )
-    })?;
-    if s.is_empty() || s.len() > MAX_IDEMPOTENCY_KEY {
-        return Err(ApiError::invalid(
-            "Idempotency-Key",
-            format!("Idempotency-Key must have 1 to {MAX_IDEMPOTENCY_KEY} characters."),
-        ));
-    }
-    Ok(s.to_string())
-}
-
-impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        _: &S,
-    ) -> Result<Self, std::convert::Infallible> {
-        Ok(IdempotencyKey::parse(parts.headers.get("idempotency-key")))
     }
 }
 
@@ -774,26 +666,6 @@ mod tests {
             assert_eq!(e.status.as_u16(), 400);
             assert_eq!(e.param.as_deref(), Some("n"));
         }
-    }
-
-    #[test]
-    fn the_fingerprint_is_the_parsed_object() {
-        let parse = |b: &str| match serde_json::from_str::<Value>(b).unwrap() {
-            Value::Object(m) => Fingerprint::of(&m, b.as_bytes()),
-            _ => unreachable!(),
-        };
-        let a = parse(r#"{"a":1,"b":{"c":"x","d":[1,2]}}"#);
-        let b = parse("{ \"b\": {\"d\": [1, 2], \"c\": \"x\"},\n \"a\": 1 }");
-        assert!(b.matches(a.stored()));
-        assert!(!parse(r#"{"a":2,"b":{"c":"x","d":[1,2]}}"#).matches(a.stored()));
-        assert!(!parse(r#"{"a":1,"b":{"c":"x","d":[2,1]}}"#).matches(a.stored()));
-        // A record of an earlier release (hex SHA-256 of the raw bytes) matches the same bytes.
-        use sha2::Digest;
-        let legacy = hex::encode(sha2::Sha256::digest(br#"{"a":1,"b":{"c":"x","d":[1,2]}}"#));
-        assert!(a.matches(&legacy));
-        assert!(!b.matches(&legacy));
-        // An empty body reads as `{}`.
-        assert!(Fingerprint::of(&Map::new(), b"").matches(parse("{}").stored()));
     }
 
     #[test]

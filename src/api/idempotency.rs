@@ -1,10 +1,123 @@
 //! Idempotent requests (SPEC.md sections 4, 7 and 8; DECISIONS.md section 16): the record
 //! key of a request, the in-flight guard, the replay of a stored first answer (opened when it
 //! was stored sealed), and the runners that write a mutation and its record in one store
-//! transaction. The `Idempotency-Key` header and the body fingerprint are read in
-//! `api::extract`.
+//! transaction; and what identifies such a request: the `Idempotency-Key` header and the
+//! body fingerprint (read by `api::extract`).
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use serde_json::Map;
 
 use super::*;
+
+/// Longest accepted `Idempotency-Key`.
+pub const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// The `Idempotency-Key` header (SPEC.md sections 4 and 8), parsed once when the request is
+/// extracted: absent, or 1 to [`MAX_IDEMPOTENCY_KEY`] printable ASCII characters. Extraction
+/// never refuses; a malformed key is reported (400 `invalid_request`, `param`
+/// `Idempotency-Key`) when the handler asks for it with [`IdempotencyKey::get`], after its
+/// scope and body checks.
+pub struct IdempotencyKey(Result<Option<String>, ApiError>);
+
+impl IdempotencyKey {
+    /// Parses the header value, if any.
+    pub fn parse(v: Option<&axum::http::HeaderValue>) -> Self {
+        IdempotencyKey(v.map(parse_idempotency_key).transpose())
+    }
+
+    /// The key, `None` without the header; the refusal for a malformed one.
+    pub fn get(&self) -> Result<Option<&str>, ApiError> {
+        match &self.0 {
+            Ok(k) => Ok(k.as_deref()),
+            Err(e) => Err(e.clone()),
+        }
+    }
+
+    /// The key, required: without the header, 400 `idempotency_key_required` naming
+    /// `endpoint` (e.g. `POST /v1/payouts`, SPEC.md section 4, Payouts rule 2).
+    pub fn require(&self, endpoint: &str) -> Result<&str, ApiError> {
+        self.get()?.ok_or_else(|| {
+            ApiError::invalid(
+                "Idempotency-Key",
+                format!("{endpoint} requires an Idempotency-Key header."),
+            )
+            .with_code("idempotency_key_required")
+        })
+    }
+}
+
+fn parse_idempotency_key(v: &axum::http::HeaderValue) -> Result<String, ApiError> {
+    let s = v.to_str().map_err(|_| {
+        ApiError::invalid(
+            "Idempotency-Key",
+            "Idempotency-Key must be printable ASCII.",
+        )
+    })?;
+    if s.is_empty() || s.len() > MAX_IDEMPOTENCY_KEY {
+        return Err(ApiError::invalid(
+            "Idempotency-Key",
+            format!("Idempotency-Key must have 1 to {MAX_IDEMPOTENCY_KEY} characters."),
+        ));
+    }
+    Ok(s.to_string())
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _: &S,
+    ) -> Result<Self, std::convert::Infallible> {
+        Ok(IdempotencyKey::parse(parts.headers.get("idempotency-key")))
+    }
+}
+
+/// What makes two requests under one `Idempotency-Key` "the same request" (SPEC.md section
+/// 8): the PARSED body, so the same JSON object with other whitespace or key order
+/// matches, and any different value does not (409 `idempotency_key_reuse`).
+///
+/// Stored form: `v2:` + hex SHA-256 of the object re-serialized canonically (keys sorted,
+/// no whitespace; `serde_json::Map` is ordered). Records written by earlier releases hold the
+/// bare hex SHA-256 of the raw bytes; they still match a byte-identical retry until they
+/// expire (24 hours), so a retry across an upgrade is never refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    canonical: String,
+    raw: String,
+}
+
+impl Fingerprint {
+    const VERSION: &'static str = "v2:";
+
+    pub(super) fn of(fields: &Map<String, Value>, raw: &[u8]) -> Self {
+        use sha2::Digest;
+        let canonical = serde_json::to_vec(fields).expect("a JSON map serializes");
+        Fingerprint {
+            canonical: format!(
+                "{}{}",
+                Self::VERSION,
+                hex::encode(sha2::Sha256::digest(canonical))
+            ),
+            raw: hex::encode(sha2::Sha256::digest(raw)),
+        }
+    }
+
+    /// The value to store with a new idempotency record.
+    pub fn stored(&self) -> &str {
+        &self.canonical
+    }
+
+    /// Whether a stored record's fingerprint is this request's.
+    pub fn matches(&self, stored: &str) -> bool {
+        if stored.starts_with(Self::VERSION) {
+            stored == self.canonical
+        } else {
+            stored == self.raw
+        }
+    }
+}
 
 /// An idempotent request in flight: removes its key from the in-flight set when dropped.
 pub struct Idem {
@@ -78,9 +191,8 @@ fn reuse_error() -> ApiError {
     .param("Idempotency-Key")
 }
 
-/// The answer a record stored under `record_key` holds: opened when it was stored sealed
-/// ([`commit_rendered`]).
-/// ([`commit_rendered`]); `key` is `None` where no record is stored sealed ([`commit`]).
+/// The answer a record stored under `record_key` holds: opened with `key` when its
+/// [`AnswerForm`] stores it sealed; `key` is `None` for a form that stores it in clear.
 fn stored_body(
     key: Option<&DataKey>,
     record_key: &[u8],
@@ -161,7 +273,7 @@ pub async fn begin(
 
 /// An idempotent `POST`: replays the stored first answer for a known `Idempotency-Key`
 /// (optional), otherwise runs `f` through [`commit`].
-pub async fn mutate<T, F>(
+pub async fn mutate<A, T, F>(
     state: &AppState,
     caller: &Caller,
     key: &IdempotencyKey,
@@ -170,7 +282,8 @@ pub async fn mutate<T, F>(
     f: F,
 ) -> Result<(Response, Option<T>), ApiError>
 where
-    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, Value, T), ApiError>
+    A: AnswerForm,
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, A, T), ApiError>
         + Send
         + 'static,
     T: Send + 'static,
@@ -182,74 +295,83 @@ where
 }
 
 /// Top-level answer fields that carry a secret shown once: an API key's `token`, a webhook
-/// endpoint's `secret`. [`commit`] stores them as null in the idempotency record, so a
-/// replay answers the same object without the secret (DECISIONS.md section 16; SPEC.md
+/// endpoint's `secret`. A [`Value`] answer stores them as null in the idempotency record, so
+/// a replay answers the same object without the secret (DECISIONS.md section 16; SPEC.md
 /// section 5 rule 10: shown exactly once).
 pub const SECRET_FIELDS: &[&str] = &["token", "secret"];
 
-/// Runs a mutation as one store transaction together with its idempotency record, and
-/// answers with exactly the bytes that were stored, except that each top-level field of
-/// [`SECRET_FIELDS`] is stored as null (never a secret at rest, never a secret in a
-/// replay). `T` is handed back for post-commit work (cache updates); it is `None` on a
-/// replay.
-pub async fn commit<T, F>(
+/// The form of an idempotent answer, and the form its idempotency record stores:
+/// - a [`Value`] is answered as serialized; its record holds it with each top-level field
+///   of [`SECRET_FIELDS`] as null (never a secret at rest, never a secret in a replay);
+/// - a `String` is JSON the job serialized itself, or that was serialized before the job ran
+///   (`invoices::prepare`: the writer thread then only stores it). It holds none of
+///   [`SECRET_FIELDS`]; its record holds it sealed with the data key (an invoice's answer
+///   carries its checkout token, which the store never holds in clear).
+pub trait AnswerForm: Send + 'static {
+    /// Whether records of this form are stored sealed.
+    const SEALED: bool;
+
+    /// The body to answer, and with `record` (the record key and the data key) the body to
+    /// store as the idempotency record.
+    fn bodies(self, record: Option<(&[u8], &DataKey)>) -> (String, Option<String>);
+}
+
+impl AnswerForm for Value {
+    const SEALED: bool = false;
+
+    fn bodies(mut self, record: Option<(&[u8], &DataKey)>) -> (String, Option<String>) {
+        let body = serde_json::to_string(&self).expect("json");
+        let stored = record.map(|_| {
+            let mut redacted = false;
+            if let Value::Object(m) = &mut self {
+                for field in SECRET_FIELDS {
+                    if let Some(v) = m.get_mut(*field) {
+                        *v = Value::Null;
+                        redacted = true;
+                    }
+                }
+            }
+            if redacted {
+                serde_json::to_string(&self).expect("json")
+            } else {
+                body.clone()
+            }
+        });
+        (body, stored)
+    }
+}
+
+impl AnswerForm for String {
+    const SEALED: bool = true;
+
+    fn bodies(self, record: Option<(&[u8], &DataKey)>) -> (String, Option<String>) {
+        let stored = record.map(|(key, data_key)| data_key.seal_answer(key, &self));
+        (self, stored)
+    }
+}
+
+/// Runs a mutation as one store transaction together with its idempotency record
+/// ([`run_idempotent`]), releases the in-flight key, and answers with exactly the bytes the
+/// job answered (what a replay answers too, but for the secrets an [`AnswerForm`] keeps out
+/// of its record). `T` is handed back for post-commit work (cache updates); it is `None` on
+/// a replay.
+pub async fn commit<A, T, F>(
     state: &AppState,
     idem: Option<Idem>,
     f: F,
 ) -> Result<(Response, Option<T>), ApiError>
 where
-    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, Value, T), ApiError>
-        + Send
-        + 'static,
-    T: Send + 'static,
-{
-    commit_job(state, idem, move |ctx, rec_key| {
-        run_idempotent(ctx, rec_key, f)
-    })
-    .await
-}
-
-/// [`commit`] for a job that answers JSON it serialized itself, or before the job ran
-/// (`invoices::prepare`: the writer thread then only stores it). The body must hold none of
-/// [`SECRET_FIELDS`]; its idempotency record stores it sealed with the data key (an
-/// invoice's answer carries its checkout token, which the store never holds in clear).
-pub async fn commit_rendered<T, F>(
-    state: &AppState,
-    idem: Option<Idem>,
-    f: F,
-) -> Result<(Response, Option<T>), ApiError>
-where
-    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, String, T), ApiError>
-        + Send
-        + 'static,
-    T: Send + 'static,
-{
-    let key = state.data_key.clone();
-    commit_job(state, idem, move |ctx, rec_key| {
-        run_idempotent_rendered(ctx, rec_key, &key, f)
-    })
-    .await
-}
-
-/// The part [`commit`] and [`commit_rendered`] share: runs `job` (given the request's
-/// idempotency record key) as one store transaction, releases the in-flight key, and
-/// answers the job's status and JSON body.
-async fn commit_job<T, J>(
-    state: &AppState,
-    idem: Option<Idem>,
-    job: J,
-) -> Result<(Response, Option<T>), ApiError>
-where
-    J: for<'a, 'b> FnOnce(
-            &'a mut WriteCtx<'b>,
-            Option<RecordKey>,
-        ) -> Result<(u16, String, Option<T>), ApiError>
+    A: AnswerForm,
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, A, T), ApiError>
         + Send
         + 'static,
     T: Send + 'static,
 {
     let rec_key = idem.as_ref().map(Idem::record_key);
-    let out = state.store.write(move |ctx| job(ctx, rec_key)).await;
+    let out = state
+        .store
+        .write(move |ctx| run_idempotent(ctx, rec_key, f))
+        .await;
     drop(idem);
     let (status, body, extra) = out?;
     Ok((
@@ -258,113 +380,79 @@ where
     ))
 }
 
-/// [`run_idempotent`] for [`commit_rendered`].
-pub fn run_idempotent_rendered<T, F>(
-    ctx: &mut WriteCtx<'_>,
-    rec_key: Option<RecordKey>,
-    data_key: &DataKey,
-    f: F,
-) -> Result<(u16, String, Option<T>), ApiError>
-where
-    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, String, T), ApiError>,
-{
-    if let Some(replay) = stored_answer(ctx, rec_key.as_ref(), Some(data_key))? {
-        return Ok(replay);
-    }
-    let (status, body, extra) = f(ctx)?;
-    if let Some(key) = rec_key {
-        let sealed = data_key.seal_answer(&key.0, &body);
-        put_record(ctx, key, status, sealed)?;
-    }
-    Ok((status.as_u16(), body, Some(extra)))
+/// What the store job of an idempotent request needs of it: its idempotency record key, its
+/// request fingerprint, and the data key that seals a sealed [`AnswerForm`].
+pub struct RecordKey {
+    key: Vec<u8>,
+    fingerprint: Fingerprint,
+    data_key: DataKey,
 }
-
-/// Stores `body` (what a replay answers) as the idempotency record under `key`.
-fn put_record(
-    ctx: &mut WriteCtx<'_>,
-    (k, h): RecordKey,
-    status: StatusCode,
-    body: String,
-) -> Result<(), ApiError> {
-    ctx.idempotency_put(
-        &k,
-        &IdempotencyRecord {
-            request_hash: h.stored().to_string(),
-            status: status.as_u16(),
-            body,
-            created_at: ctx.now_us(),
-        },
-    )?;
-    Ok(())
-}
-
-/// The answer stored under `rec_key` meanwhile, if any (a different body is 409
-/// `idempotency_key_reuse`).
-fn stored_answer<T>(
-    ctx: &WriteCtx<'_>,
-    rec_key: Option<&RecordKey>,
-    data_key: Option<&DataKey>,
-) -> Result<Option<(u16, String, Option<T>)>, ApiError> {
-    if let Some((k, h)) = rec_key {
-        if let Some(rec) = ctx
-            .idempotency_get(k)?
-            .filter(|r| r.created_at + IDEMPOTENCY_TTL_US > ctx.now_us())
-        {
-            if !h.matches(&rec.request_hash) {
-                return Err(reuse_error());
-            }
-            return Ok(Some((rec.status, stored_body(data_key, k, &rec)?, None)));
-        }
-    }
-    Ok(None)
-}
-
-/// The idempotency record key and request fingerprint of an idempotent request.
-pub type RecordKey = (Vec<u8>, Fingerprint);
 
 impl Idem {
     /// Its record key and fingerprint, for [`run_idempotent`].
     pub fn record_key(&self) -> RecordKey {
-        (self.key.clone(), self.fingerprint.clone())
+        RecordKey {
+            key: self.key.clone(),
+            fingerprint: self.fingerprint.clone(),
+            data_key: self.state.data_key.clone(),
+        }
     }
 }
 
 /// The body of [`commit`]'s store job: replays a record stored meanwhile (a different body
 /// is 409 `idempotency_key_reuse`), otherwise runs `f` and stores its answer under
-/// `rec_key` (secrets as null). Answers (status, body, `Some(extra)`), or `None` for a
-/// replay. For handlers that write more in the same job whatever the outcome
+/// `rec_key` in the form [`AnswerForm`] gives. Answers (status, body, `Some(extra)`), or
+/// `None` for a replay. For handlers that write more in the same job whatever the outcome
 /// (`test_mode::create_test_deposit`).
-pub fn run_idempotent<T, F>(
+pub fn run_idempotent<A, T, F>(
     ctx: &mut WriteCtx<'_>,
     rec_key: Option<RecordKey>,
     f: F,
 ) -> Result<(u16, String, Option<T>), ApiError>
 where
-    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, Value, T), ApiError>,
+    A: AnswerForm,
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, A, T), ApiError>,
 {
-    if let Some(replay) = stored_answer(ctx, rec_key.as_ref(), None)? {
-        return Ok(replay);
-    }
-    let (status, mut value, extra) = f(ctx)?;
-    let body = serde_json::to_string(&value).expect("json");
-    if let Some(key) = rec_key {
-        let mut redacted = false;
-        if let Value::Object(m) = &mut value {
-            for field in SECRET_FIELDS {
-                if let Some(v) = m.get_mut(*field) {
-                    *v = Value::Null;
-                    redacted = true;
-                }
-            }
+    if let Some(rk) = &rec_key {
+        if let Some((status, body)) = stored_answer(ctx, rk, A::SEALED)? {
+            return Ok((status, body, None));
         }
-        let stored = if redacted {
-            serde_json::to_string(&value).expect("json")
-        } else {
-            body.clone()
-        };
-        put_record(ctx, key, status, stored)?;
+    }
+    let (status, answer, extra) = f(ctx)?;
+    let record = rec_key.as_ref().map(|rk| (&rk.key[..], &rk.data_key));
+    let (body, stored) = answer.bodies(record);
+    if let (Some(rk), Some(stored)) = (rec_key, stored) {
+        ctx.idempotency_put(
+            &rk.key,
+            &IdempotencyRecord {
+                request_hash: rk.fingerprint.stored().to_string(),
+                status: status.as_u16(),
+                body: stored,
+                created_at: ctx.now_us(),
+            },
+        )?;
     }
     Ok((status.as_u16(), body, Some(extra)))
+}
+
+/// The answer stored under `rk` meanwhile, if any (a different body is 409
+/// `idempotency_key_reuse`); `sealed` where its form stores it sealed.
+fn stored_answer(
+    ctx: &WriteCtx<'_>,
+    rk: &RecordKey,
+    sealed: bool,
+) -> Result<Option<(u16, String)>, ApiError> {
+    let Some(rec) = ctx
+        .idempotency_get(&rk.key)?
+        .filter(|r| r.created_at + IDEMPOTENCY_TTL_US > ctx.now_us())
+    else {
+        return Ok(None);
+    };
+    if !rk.fingerprint.matches(&rec.request_hash) {
+        return Err(reuse_error());
+    }
+    let data_key = sealed.then_some(&rk.data_key);
+    Ok(Some((rec.status, stored_body(data_key, &rk.key, &rec)?)))
 }
 
 impl IntoResponse for Begin {
@@ -373,5 +461,30 @@ impl IntoResponse for Begin {
             Begin::Replay(r) => r,
             Begin::Fresh(_) => StatusCode::NO_CONTENT.into_response(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fingerprint_is_the_parsed_object() {
+        let parse = |b: &str| match serde_json::from_str::<Value>(b).unwrap() {
+            Value::Object(m) => Fingerprint::of(&m, b.as_bytes()),
+            _ => unreachable!(),
+        };
+        let a = parse(r#"{"a":1,"b":{"c":"x","d":[1,2]}}"#);
+        let b = parse("{ \"b\": {\"d\": [1, 2], \"c\": \"x\"},\n \"a\": 1 }");
+        assert!(b.matches(a.stored()));
+        assert!(!parse(r#"{"a":2,"b":{"c":"x","d":[1,2]}}"#).matches(a.stored()));
+        assert!(!parse(r#"{"a":1,"b":{"c":"x","d":[2,1]}}"#).matches(a.stored()));
+        // A record of an earlier release (hex SHA-256 of the raw bytes) matches the same bytes.
+        use sha2::Digest;
+        let legacy = hex::encode(sha2::Sha256::digest(br#"{"a":1,"b":{"c":"x","d":[1,2]}}"#));
+        assert!(a.matches(&legacy));
+        assert!(!b.matches(&legacy));
+        // An empty body reads as `{}`.
+        assert!(Fingerprint::of(&Map::new(), b"").matches(parse("{}").stored()));
     }
 }

@@ -11,7 +11,7 @@ use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody, Params};
 use crate::api::schemas;
 use crate::api::IdempotencyKey;
-use crate::api::{begin, commit_rendered, json, row_by_id, scope, Begin, PageAnswer};
+use crate::api::{begin, commit, json, row_by_id, scope, Begin, PageAnswer};
 use crate::auth::{Access, Caller};
 use crate::services::invoices::{self, NewInvoice};
 use crate::services::reads;
@@ -151,7 +151,7 @@ async fn create_invoice(
     };
     let s = scope(&state, &caller);
     let pending = invoices::pending(&state.store, &state.market, &s, req, accepted).await?;
-    let (resp, _) = commit_rendered(&state, idem, move |ctx| {
+    let (resp, _) = commit(&state, idem, move |ctx| {
         let (inv, answer) = invoices::create(ctx, &s, pending)?;
         // The invoice goes back with the answer, to be dropped on the request's thread
         // rather than the store writer's.
@@ -224,7 +224,7 @@ async fn cancel_invoice(
     caller.require(WRITE)?;
     let id = path_uuid(&id)?;
     let s = scope(&state, &caller);
-    let (resp, _) = commit_rendered(&state, None, move |ctx| {
+    let (resp, _) = commit(&state, None, move |ctx| {
         let inv = invoices::cancel(ctx, &s, id)?;
         Ok((StatusCode::OK, render(&s, &inv), ()))
     })

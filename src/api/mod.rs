@@ -50,7 +50,6 @@ use crate::services::Scope;
 use crate::state::AppState;
 
 pub use crate::services::IDEMPOTENCY_TTL_US;
-pub use extract::{Fingerprint, IdempotencyKey, MAX_IDEMPOTENCY_KEY};
 pub use idempotency::*;
 
 /// Every documented route of the API with its OpenAPI operation: each resource

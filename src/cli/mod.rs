@@ -369,22 +369,25 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     let cfg = load_config(&cli)?;
     crate::ops::logging::init(cfg.log_format);
-    let req = match cli.command {
+    let command = match cli.command {
         None if cli.test => return serve(cfg, true),
         None => {
             eprintln!("nothing to do: use `appliance --test` or `appliance serve --config FILE` (see --help)");
             return Ok(ExitCode::from(2));
         }
-        Some(Command::Serve { .. }) => return serve(cfg, cli.test),
-        Some(Command::Init) => return init(&cfg),
-        Some(Command::Simulate {
+        Some(command) => command,
+    };
+    let req = match command {
+        Command::Serve { .. } => return serve(cfg, cli.test),
+        Command::Init => return init(&cfg),
+        Command::Simulate {
             seed,
             steps,
             keep,
             verbose,
             settle_every,
             scenario,
-        }) => {
+        } => {
             return simulate(crate::simulate::Options {
                 seed,
                 steps,
@@ -394,109 +397,133 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 scenario,
             })
         }
-        Some(Command::Version) => {
+        Command::Version => {
             outln!("appliance {}", env!("CARGO_PKG_VERSION"));
             return Ok(ExitCode::SUCCESS);
         }
-        Some(Command::Openapi) => {
+        Command::Openapi => {
             let doc = crate::api::openapi::to_json(&crate::api::openapi::document());
             std::io::Write::write_all(&mut std::io::stdout().lock(), doc.as_bytes())?;
             return Ok(ExitCode::SUCCESS);
         }
-        Some(Command::Verify) => Request::Verify,
-        Some(Command::Backup { out }) => {
+        Command::Restore { from } => return restore(&cfg, &from),
+        Command::Verify => Request::Verify,
+        Command::Backup { out } => {
             let out = std::path::absolute(&out)?;
             Request::Backup {
                 out: out.display().to_string(),
             }
         }
-        Some(Command::Restore { from }) => return restore(&cfg, &from),
-        Some(Command::Payout(PayoutCmd::Approve { payout })) => Request::PayoutApprove { payout },
-        Some(Command::Payout(PayoutCmd::Reject { payout })) => Request::PayoutReject { payout },
-        Some(Command::Billing(b)) => match b {
-            BillingCmd::Show { project } => Request::BillingShow { project },
-            BillingCmd::Credit {
-                project,
-                cents,
-                note,
-            } => Request::BillingAdjust {
-                project,
-                cents: signed_cents(cents, 1)?,
-                note,
-            },
-            BillingCmd::Debit {
-                project,
-                cents,
-                note,
-            } => Request::BillingAdjust {
-                project,
-                cents: signed_cents(cents, -1)?,
-                note,
-            },
-            BillingCmd::Plan { project, plan } => Request::BillingPlan { project, plan },
-        },
-        Some(Command::Project(p)) => match p {
-            ProjectCmd::Create { name, mode } => Request::ProjectCreate { name, mode },
-            ProjectCmd::List => Request::ProjectList,
-            ProjectCmd::Show { project } => Request::ProjectShow { project },
-            ProjectCmd::Set(a) => {
-                let (threshold, clear) = match a.auto_approve_threshold_cents.as_deref() {
-                    None => (None, false),
-                    Some("none") => (None, true),
-                    Some(v) => (
-                        Some(v.parse::<u64>().map_err(|_| {
-                            anyhow::anyhow!("--auto-approve-threshold-cents takes cents or `none`")
-                        })?),
-                        false,
-                    ),
-                };
-                Request::ProjectSet {
-                    project: a.project,
-                    set: ProjectSet {
-                        name: a.name,
-                        signing_enabled: a.signing_enabled,
-                        auto_approve_threshold_cents: threshold,
-                        clear_auto_approve_threshold: clear,
-                        requests_per_minute: a.requests_per_minute,
-                        addresses_per_day: a.addresses_per_day,
-                        max_pending_payouts: a.max_pending_payouts,
-                        merchant_name: a.merchant_name,
-                        merchant_logo_url: a.merchant_logo_url,
-                        chain: a.chain,
-                        chain_status: a.chain_status,
-                        chain_status_note: a.chain_status_note,
-                        chain_deposits: a.chain_deposits,
-                        chain_payouts: a.chain_payouts,
-                        chain_listed: a.chain_listed,
-                        asset: a.asset,
-                        asset_deposits: a.asset_deposits,
-                        asset_payouts: a.asset_payouts,
-                        asset_archived: a.asset_archived,
-                    },
-                }
-            }
-        },
-        Some(Command::Key(k)) => match k {
-            KeyCmd::Create {
-                project,
-                kind,
-                name,
-                scopes,
-                signing_enabled,
-            } => Request::KeyCreate {
-                project,
-                kind,
-                name,
-                scopes,
-                signing_enabled,
-            },
-            KeyCmd::List { project } => Request::KeyList { project },
-            KeyCmd::Revoke { key } => Request::KeyRevoke { key },
-        },
+        Command::Payout(PayoutCmd::Approve { payout }) => Request::PayoutApprove { payout },
+        Command::Payout(PayoutCmd::Reject { payout }) => Request::PayoutReject { payout },
+        Command::Billing(b) => billing_request(b)?,
+        Command::Project(p) => project_request(p)?,
+        Command::Key(k) => key_request(k),
     };
     let is_verify = matches!(req, Request::Verify);
-    let mut answer = run_operator(&cfg, req)?;
-    // The token is printed once, on its own line, not again in the JSON.
+    let answer = run_operator(&cfg, req)?;
+    print_answer(answer, is_verify)
+}
+
+/// The operator request of `appliance billing ...`.
+fn billing_request(b: BillingCmd) -> anyhow::Result<Request> {
+    Ok(match b {
+        BillingCmd::Show { project } => Request::BillingShow { project },
+        BillingCmd::Credit {
+            project,
+            cents,
+            note,
+        } => Request::BillingAdjust {
+            project,
+            cents: signed_cents(cents, 1)?,
+            note,
+        },
+        BillingCmd::Debit {
+            project,
+            cents,
+            note,
+        } => Request::BillingAdjust {
+            project,
+            cents: signed_cents(cents, -1)?,
+            note,
+        },
+        BillingCmd::Plan { project, plan } => Request::BillingPlan { project, plan },
+    })
+}
+
+/// The operator request of `appliance project ...`.
+fn project_request(p: ProjectCmd) -> anyhow::Result<Request> {
+    Ok(match p {
+        ProjectCmd::Create { name, mode } => Request::ProjectCreate { name, mode },
+        ProjectCmd::List => Request::ProjectList,
+        ProjectCmd::Show { project } => Request::ProjectShow { project },
+        ProjectCmd::Set(a) => project_set(a)?,
+    })
+}
+
+/// The operator request of `appliance project set ...`: `--auto-approve-threshold-cents`
+/// takes cents, or `none` to clear the threshold.
+fn project_set(a: SetArgs) -> anyhow::Result<Request> {
+    let (threshold, clear) = match a.auto_approve_threshold_cents.as_deref() {
+        None => (None, false),
+        Some("none") => (None, true),
+        Some(v) => (
+            Some(v.parse::<u64>().map_err(|_| {
+                anyhow::anyhow!("--auto-approve-threshold-cents takes cents or `none`")
+            })?),
+            false,
+        ),
+    };
+    Ok(Request::ProjectSet {
+        project: a.project,
+        set: ProjectSet {
+            name: a.name,
+            signing_enabled: a.signing_enabled,
+            auto_approve_threshold_cents: threshold,
+            clear_auto_approve_threshold: clear,
+            requests_per_minute: a.requests_per_minute,
+            addresses_per_day: a.addresses_per_day,
+            max_pending_payouts: a.max_pending_payouts,
+            merchant_name: a.merchant_name,
+            merchant_logo_url: a.merchant_logo_url,
+            chain: a.chain,
+            chain_status: a.chain_status,
+            chain_status_note: a.chain_status_note,
+            chain_deposits: a.chain_deposits,
+            chain_payouts: a.chain_payouts,
+            chain_listed: a.chain_listed,
+            asset: a.asset,
+            asset_deposits: a.asset_deposits,
+            asset_payouts: a.asset_payouts,
+            asset_archived: a.asset_archived,
+        },
+    })
+}
+
+/// The operator request of `appliance key ...`.
+fn key_request(k: KeyCmd) -> Request {
+    match k {
+        KeyCmd::Create {
+            project,
+            kind,
+            name,
+            scopes,
+            signing_enabled,
+        } => Request::KeyCreate {
+            project,
+            kind,
+            name,
+            scopes,
+            signing_enabled,
+        },
+        KeyCmd::List { project } => Request::KeyList { project },
+        KeyCmd::Revoke { key } => Request::KeyRevoke { key },
+    }
+}
+
+/// Prints the operator's answer as pretty JSON; a token it carries is printed once, on its
+/// own line, not again in the JSON. `appliance verify` fails when it found a violation.
+fn print_answer(mut answer: Value, is_verify: bool) -> anyhow::Result<ExitCode> {
     if let Some(token) = answer
         .get("token")
         .and_then(Value::as_str)

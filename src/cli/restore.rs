@@ -146,117 +146,14 @@ fn restore_locked(
     manifest: &Manifest,
     current: Option<&appliance_storage::Store>,
 ) -> anyhow::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
     crate::data_dir::prepare(&cfg.data_dir)?;
-    let staged = |name: &str| cfg.data_dir.join(format!("{name}.restoring"));
-    let cleanup = || {
+    let staged = |name: &str| staged_path(cfg, name);
+    let result = stage_files(from, manifest, &staged)
+        .and_then(|()| check_staged(cfg, from, manifest, current));
+    if let Err(e) = result {
         for name in &manifest.files {
             let _ = std::fs::remove_file(staged(name));
         }
-    };
-    let result = (|| -> anyhow::Result<()> {
-        for name in &manifest.files {
-            let to = staged(name);
-            let _ = std::fs::remove_file(&to);
-            let mut src = std::fs::File::open(from.join(name))?;
-            let mut dst = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&to)
-                .map_err(|e| {
-                    anyhow::anyhow!(
-                        "writing {}: {}",
-                        to.display(),
-                        crate::config::io_message(&e)
-                    )
-                })?;
-            std::io::copy(&mut src, &mut dst)?;
-            dst.sync_all()?;
-            drop(dst);
-            if manifest.sha256.get(name) != Some(&sha256_file(&to)?) {
-                anyhow::bail!(
-                    "{}/{name} does not match the checksum in its manifest; nothing was restored",
-                    from.display()
-                );
-            }
-        }
-        // The pepper the server will load (a wrong one would only show at the next start).
-        let pepper = std::fs::read_to_string(staged("pepper"))?;
-        crate::auth::Pepper::parse(&pepper).map_err(|e| {
-            anyhow::anyhow!(
-                "{}/pepper is not a pepper: {e}; nothing was restored",
-                from.display()
-            )
-        })?;
-        // Verify the copy that will be put in place (the backup itself stays untouched).
-        let b = appliance_storage::Store::open(
-            &staged("appliance.redb"),
-            appliance_storage::StoreOptions::default(),
-        )
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "{}/appliance.redb is not a readable store: {e}",
-                from.display()
-            )
-        })?;
-        // The backup's data key (checksum-equal to its staged copy) must open the secrets
-        // its store holds sealed.
-        let key = crate::sealing::DataKey::load(from);
-        let checked = b.read_blocking(|r| {
-            Ok::<_, appliance_storage::StoreError>((
-                appliance_storage::verify::verify(r)?,
-                crate::server::recorded_mode(r)?,
-                key.as_ref()
-                    .map_err(|e| format!("{}: {e}", crate::sealing::DATA_KEY_FILE))
-                    .and_then(|k| {
-                        crate::sealing::check_webhook_secrets(r, k.as_ref())?;
-                        crate::sealing::check_checkout_tokens(r, k.as_ref())
-                    }),
-            ))
-        });
-        close_store(b);
-        let (rep, backup_mode, secrets) = checked?;
-        if !rep.violations.is_empty() {
-            anyhow::bail!(
-                "the backup fails verify ({} violations); nothing was restored",
-                rep.violations.len()
-            );
-        }
-        if let Err(e) = secrets {
-            anyhow::bail!(
-                "{} is not a complete backup: {e}; nothing was restored",
-                from.display()
-            );
-        }
-        let backup_mode = backup_mode.unwrap_or_else(|| {
-            if manifest
-                .files
-                .iter()
-                .any(|f| f == appliance_signer::SEED_FILE)
-            {
-                "live".into()
-            } else {
-                "test".into()
-            }
-        });
-        let target_mode = match current {
-            Some(s) => s.read_blocking(crate::server::recorded_mode)?,
-            None => None,
-        };
-        let target_live = target_mode.as_deref() == Some("live")
-            || cfg.data_dir.join(appliance_signer::SEED_FILE).exists();
-        if target_live && backup_mode != "live" {
-            anyhow::bail!(
-                "{} is a test-mode backup and {} is a live data dir; refusing to restore it there",
-                from.display(),
-                cfg.data_dir.display()
-            );
-        }
-        Ok(())
-    })();
-    if let Err(e) = result {
-        cleanup();
         return Err(e);
     }
     let stamp = chrono::Utc::now().timestamp();
@@ -271,6 +168,129 @@ fn restore_locked(
         if manifest.files.iter().any(|f| f == name) {
             std::fs::rename(staged(name), &target)?;
         }
+    }
+    Ok(())
+}
+
+/// Where file `name` of a backup is staged in the data dir.
+fn staged_path(cfg: &Config, name: &str) -> std::path::PathBuf {
+    cfg.data_dir.join(format!("{name}.restoring"))
+}
+
+/// Copies each file of the backup to its staged path (owner-only), and checks the copy
+/// against the manifest's checksum.
+fn stage_files(
+    from: &Path,
+    manifest: &Manifest,
+    staged: &dyn Fn(&str) -> std::path::PathBuf,
+) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    for name in &manifest.files {
+        let to = staged(name);
+        let _ = std::fs::remove_file(&to);
+        let mut src = std::fs::File::open(from.join(name))?;
+        let mut dst = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&to)
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "writing {}: {}",
+                    to.display(),
+                    crate::config::io_message(&e)
+                )
+            })?;
+        std::io::copy(&mut src, &mut dst)?;
+        dst.sync_all()?;
+        drop(dst);
+        if manifest.sha256.get(name) != Some(&sha256_file(&to)?) {
+            anyhow::bail!(
+                "{}/{name} does not match the checksum in its manifest; nothing was restored",
+                from.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Checks the staged copies: the pepper parses, the store opens and passes `verify`, the
+/// backup's data key opens the secrets its store holds sealed, and a test-mode backup is
+/// not put in a live data dir.
+fn check_staged(
+    cfg: &Config,
+    from: &Path,
+    manifest: &Manifest,
+    current: Option<&appliance_storage::Store>,
+) -> anyhow::Result<()> {
+    // The pepper the server will load (a wrong one would only show at the next start).
+    let pepper = std::fs::read_to_string(staged_path(cfg, "pepper"))?;
+    crate::auth::Pepper::parse(&pepper).map_err(|e| {
+        anyhow::anyhow!(
+            "{}/pepper is not a pepper: {e}; nothing was restored",
+            from.display()
+        )
+    })?;
+    // Verify the copy that will be put in place (the backup itself stays untouched).
+    let b = appliance_storage::Store::open(
+        &staged_path(cfg, "appliance.redb"),
+        appliance_storage::StoreOptions::default(),
+    )
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "{}/appliance.redb is not a readable store: {e}",
+            from.display()
+        )
+    })?;
+    // The backup's data key (checksum-equal to its staged copy) must open the secrets
+    // its store holds sealed.
+    let key = crate::sealing::DataKey::load(from);
+    let checked = b.read_blocking(|r| {
+        Ok::<_, appliance_storage::StoreError>((
+            appliance_storage::verify::verify(r)?,
+            crate::server::recorded_mode(r)?,
+            key.as_ref()
+                .map_err(|e| format!("{}: {e}", crate::sealing::DATA_KEY_FILE))
+                .and_then(|k| {
+                    crate::sealing::check_webhook_secrets(r, k.as_ref())?;
+                    crate::sealing::check_checkout_tokens(r, k.as_ref())
+                }),
+        ))
+    });
+    close_store(b);
+    let (rep, backup_mode, secrets) = checked?;
+    if !rep.violations.is_empty() {
+        anyhow::bail!(
+            "the backup fails verify ({} violations); nothing was restored",
+            rep.violations.len()
+        );
+    }
+    if let Err(e) = secrets {
+        anyhow::bail!(
+            "{} is not a complete backup: {e}; nothing was restored",
+            from.display()
+        );
+    }
+    // A backup that does not record its mode is live when it carries a seed.
+    let backup_live = match backup_mode {
+        Some(mode) => mode == "live",
+        None => manifest
+            .files
+            .iter()
+            .any(|f| f == appliance_signer::SEED_FILE),
+    };
+    let target_mode = match current {
+        Some(s) => s.read_blocking(crate::server::recorded_mode)?,
+        None => None,
+    };
+    let target_live = target_mode.as_deref() == Some("live")
+        || cfg.data_dir.join(appliance_signer::SEED_FILE).exists();
+    if target_live && !backup_live {
+        anyhow::bail!(
+            "{} is a test-mode backup and {} is a live data dir; refusing to restore it there",
+            from.display(),
+            cfg.data_dir.display()
+        );
     }
     Ok(())
 }

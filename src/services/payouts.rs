@@ -168,65 +168,18 @@ pub fn create_with(
     facts: AddressFacts,
 ) -> Result<Payout, PayoutError> {
     let p = s.project_id();
-    if let Some(c) = req.customer_id {
-        ctx.get_in::<Customer>(p, c)?
-            .ok_or(PayoutError::CustomerNotFound)?;
-    }
-    let eff = chains::resolve(&s.reg, &s.project, &req.chain, "chain")?;
-    let asset = chains::resolve_asset(&eff, &req.asset, "asset")?;
-    chains::check_decimals(asset.asset, req.decimals)?;
-    if eff.status != ChainStatus::Live || !eff.payouts_enabled {
-        return Err(PayoutError::ChainUnavailable {
-            chain: req.chain.into_string(),
-            note: if eff.status_note.is_empty() {
-                "switched off".into()
-            } else {
-                eff.status_note
-            },
-        });
-    }
-    if !asset.payouts_enabled || asset.archived {
-        return Err(PayoutError::AssetPayoutsDisabled {
-            asset: req.asset.into_string(),
-            chain: req.chain.into_string(),
-        });
-    }
-    if eff.chain.is_evm() {
-        facts
-            .evm
-            .map_err(|reason| PayoutError::InvalidAddress { reason })?;
-    }
-    if ctx
-        .unique_get(&wallets::address_key(&req.chain, &req.to_address))?
-        .is_some()
-        || facts.own
-    {
-        return Err(PayoutError::SelfPayout);
-    }
-    let max = s.project.settings.max_pending_payouts;
-    if ctx.count_of(IndexTag::PayoutsOpen, p)? >= max as u64 {
-        return Err(PayoutError::TooManyPending { max });
-    }
-    let decimals = asset.asset.decimals;
+    let (decimals, stable) = check_allowed(ctx, s, &req, facts)?;
     // Stablecoins at par; other coins at the usable market rate the caller read (`None`:
     // no usable price, so no dollar value and never auto-approved; docs/decisions.md,
     // Market prices).
-    let rate = match asset.asset.is_stable() {
+    let rate = match stable {
         true => Some(rust_decimal::Decimal::ONE),
         false => req.usd_rate,
     };
     let usd = rate.and_then(|r| crate::market::usd_value(req.amount.get(), decimals, r));
     let usd_cents = usd.and_then(crate::market::whole_cents);
     let now = ctx.now_us();
-    let status = match (s.project.settings.auto_approve_threshold_cents, usd) {
-        (None, _) => PayoutStatus::Queued,
-        (Some(t), Some(v))
-            if v <= rust_decimal::Decimal::from(t) / rust_decimal::Decimal::ONE_HUNDRED =>
-        {
-            PayoutStatus::Queued
-        }
-        _ => PayoutStatus::PendingApproval,
-    };
+    let status = initial_status(s, usd);
     let payout = Payout {
         id: appliance_storage::sources::new_id(),
         project_id: p,
@@ -249,24 +202,7 @@ pub fn create_with(
         created_at: now,
         updated_at: now,
     };
-    let available = ctx
-        .balance(&Account::customer(
-            p,
-            owner(&payout),
-            &payout.chain,
-            &payout.asset,
-            AccountKind::Available,
-        ))?
-        .credit_balance();
-    let needed = payout.amount.checked_add(payout.fee_amount);
-    if needed.is_none_or(|n| n > available) {
-        return Err(PayoutError::InsufficientFunds {
-            available,
-            requested: payout.amount,
-            asset: payout.asset,
-            decimals,
-        });
-    }
+    check_funds(ctx, &payout, decimals)?;
     let mut payout = payout;
     if status == PayoutStatus::Queued {
         payout.queued_block = Some(deposits::sim_height(ctx, &payout.chain)?);
@@ -282,6 +218,98 @@ pub fn create_with(
     ctx.put(&payout)?;
     emit_payout(ctx, s, "payout.created", &payout)?;
     Ok(payout)
+}
+
+/// Whether the project may pay `req` out (SPEC.md section 4, Payouts): its customer exists,
+/// the chain is live with payouts on, the coin is listed with payouts on and `req`'s
+/// decimals are its own, the destination is a valid address on an EVM chain and none of the
+/// appliance's own (no self-payout), and the project has room for one more open payout.
+/// Returns the coin's decimals and whether it is a stablecoin.
+fn check_allowed(
+    ctx: &WriteCtx<'_>,
+    s: &Scope,
+    req: &NewPayout,
+    facts: AddressFacts,
+) -> Result<(u8, bool), PayoutError> {
+    let p = s.project_id();
+    if let Some(c) = req.customer_id {
+        ctx.get_in::<Customer>(p, c)?
+            .ok_or(PayoutError::CustomerNotFound)?;
+    }
+    let eff = chains::resolve(&s.reg, &s.project, &req.chain, "chain")?;
+    let asset = chains::resolve_asset(&eff, &req.asset, "asset")?;
+    chains::check_decimals(asset.asset, req.decimals)?;
+    if eff.status != ChainStatus::Live || !eff.payouts_enabled {
+        return Err(PayoutError::ChainUnavailable {
+            chain: req.chain.to_string(),
+            note: if eff.status_note.is_empty() {
+                "switched off".into()
+            } else {
+                eff.status_note.clone()
+            },
+        });
+    }
+    if !asset.payouts_enabled || asset.archived {
+        return Err(PayoutError::AssetPayoutsDisabled {
+            asset: req.asset.to_string(),
+            chain: req.chain.to_string(),
+        });
+    }
+    if eff.chain.is_evm() {
+        facts
+            .evm
+            .map_err(|reason| PayoutError::InvalidAddress { reason })?;
+    }
+    if ctx
+        .unique_get(&wallets::address_key(&req.chain, &req.to_address))?
+        .is_some()
+        || facts.own
+    {
+        return Err(PayoutError::SelfPayout);
+    }
+    let max = s.project.settings.max_pending_payouts;
+    if ctx.count_of(IndexTag::PayoutsOpen, p)? >= max as u64 {
+        return Err(PayoutError::TooManyPending { max });
+    }
+    Ok((asset.asset.decimals, asset.asset.is_stable()))
+}
+
+/// A new payout's status: `queued` without an auto-approve threshold or at a dollar value
+/// (`usd`) within it, otherwise `pending_approval` (one without a dollar value too).
+fn initial_status(s: &Scope, usd: Option<rust_decimal::Decimal>) -> PayoutStatus {
+    match (s.project.settings.auto_approve_threshold_cents, usd) {
+        (None, _) => PayoutStatus::Queued,
+        (Some(t), Some(v))
+            if v <= rust_decimal::Decimal::from(t) / rust_decimal::Decimal::ONE_HUNDRED =>
+        {
+            PayoutStatus::Queued
+        }
+        _ => PayoutStatus::PendingApproval,
+    }
+}
+
+/// The owner's `available` covers the payout's amount and fee (`decimals`: the coin's, for
+/// the refusal).
+fn check_funds(ctx: &WriteCtx<'_>, payout: &Payout, decimals: u8) -> Result<(), PayoutError> {
+    let available = ctx
+        .balance(&Account::customer(
+            payout.project_id,
+            owner(payout),
+            &payout.chain,
+            &payout.asset,
+            AccountKind::Available,
+        ))?
+        .credit_balance();
+    let needed = payout.amount.checked_add(payout.fee_amount);
+    if needed.is_none_or(|n| n > available) {
+        return Err(PayoutError::InsufficientFunds {
+            available,
+            requested: payout.amount,
+            asset: payout.asset.clone(),
+            decimals,
+        });
+    }
+    Ok(())
 }
 
 fn load(ctx: &WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Payout, PayoutError> {

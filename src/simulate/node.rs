@@ -24,7 +24,7 @@ use appliance_storage::Store;
 use crate::config::Config;
 use crate::services::chains::AdapterHealth;
 use crate::state::AppState;
-use crate::workers::chain::waiting::WaitingSweeps;
+use crate::workers::chain::waiting::Waiting;
 use crate::workers::chain::watcher::{watch_step, Watched};
 use crate::workers::chain::{set_health, ChainWorker, Master, WorkScope};
 
@@ -38,7 +38,7 @@ pub struct Worker {
     pub w: ChainWorker,
     watched: Watched,
     checked: bool,
-    waiting: WaitingSweeps,
+    waiting: Waiting,
     /// Whether the node was reached since this process started (the chain is `paused`
     /// until then).
     reached: bool,
@@ -125,7 +125,7 @@ impl Node {
                     w,
                     watched: Watched::default(),
                     checked: false,
-                    waiting: WaitingSweeps::default(),
+                    waiting: Waiting::default(),
                     reached: false,
                 },
             );

@@ -181,7 +181,7 @@ async fn catch_up(
         let after = *cursor;
         let page = state
             .store
-            .read(move |r| r.list_log(project, &[], None, Some(after), PAGE, true, true))
+            .read(move |r| r.log_after(project, after, PAGE))
             .await
             .map_err(|e| tracing::error!(error = %e, "event stream read failed"))?;
         for e in &page.items {

@@ -27,7 +27,7 @@ use crate::services::sim_chain::{self, Drive, DriveAction, SimHandle, SimOpenErr
 use crate::workers::chain::reconcile::track_depth;
 use crate::workers::chain::sender::send_step;
 use crate::workers::chain::store::{load_watch, save_watch};
-use crate::workers::chain::waiting::WaitingSweeps;
+use crate::workers::chain::waiting::Waiting;
 use crate::workers::chain::watcher::{memory_blocks, watch_step, Watched};
 use crate::workers::chain::{ChainWorker, Master, WorkScope};
 
@@ -50,7 +50,7 @@ struct SimWorker {
     sent_from: u64,
     /// The open sweeps its sender passes over until they change
     /// (`workers::chain::waiting`).
-    waiting: WaitingSweeps,
+    waiting: Waiting,
 }
 
 type Workers = Arc<std::sync::Mutex<HashMap<(Uuid, &'static str), Arc<Mutex<SimWorker>>>>>;
@@ -91,7 +91,7 @@ fn worker_for(
         checked: false,
         master: Master::of(Arc::new(appliance_signer::Signer::test_mode())),
         sent_from: 0,
-        waiting: WaitingSweeps::default(),
+        waiting: Waiting::default(),
     }));
     m.insert((h.project, h.chain), sw.clone());
     Ok(sw)

@@ -1,5 +1,5 @@
 //! Probe of redb's write cost after a large value is replaced (docs/performance.md,
-//! "Large values and quick repair").
+//! "A large value replaced makes every later commit write more").
 //!
 //! ```text
 //! cargo build --release -p appliance-storage --example large_value_probe
@@ -70,62 +70,65 @@ fn small_commits(
     (write_bytes() - b0) as f64 / f64::from(commits)
 }
 
-fn main() {
-    let path = std::env::args().nth(1).expect("path");
-    let big: usize = std::env::args()
-        .nth(2)
-        .map(|s| s.parse().unwrap())
-        .unwrap_or(5 << 20);
-    let qr: bool = std::env::args().nth(3).map(|s| s == "qr").unwrap_or(true);
-    let chunk: usize = std::env::args()
-        .nth(4)
-        .map(|s| s.parse().unwrap())
-        .unwrap_or(big);
-    let mode = std::env::args().nth(5).unwrap_or_default();
-    let migrate = mode == "migrate";
-    let grow_gb: Option<f64> = mode.strip_prefix("grow").map(|g| g.parse().unwrap());
-    let _ = std::fs::remove_file(&path);
-    let db = Database::builder().create(&path).unwrap();
-    let mut seq = 0u64;
-    let mut rng = 0x9E3779B97F4A7C15u128;
-    let row = vec![7u8; 300];
-    let small = vec![3u8; 40];
-    let mut phase = |db: &Database, name: &str, commits: u32| {
+/// The probe's settings (from the command line) and its key sources.
+struct Probe {
+    path: String,
+    /// Size of the large value (bytes).
+    big: usize,
+    /// Whether commits use quick repair.
+    qr: bool,
+    /// Size of the rows the large value is stored in (bytes).
+    chunk: usize,
+    /// The next log key.
+    seq: u64,
+    /// The index key generator's state.
+    rng: u128,
+    row: Vec<u8>,
+    small: Vec<u8>,
+}
+
+impl Probe {
+    /// A phase of `commits` small commits, printed as `name`.
+    fn phase(&mut self, db: &Database, name: &str, commits: u32) {
         let t0 = Instant::now();
-        let per_commit = small_commits(db, qr, commits, (&row, &small), &mut || {
-            let l = seq;
-            seq += 1;
-            rng = rng
+        let (seq, rng) = (&mut self.seq, &mut self.rng);
+        let per_commit = small_commits(db, self.qr, commits, (&self.row, &self.small), &mut || {
+            let l = *seq;
+            *seq += 1;
+            *rng = rng
                 .wrapping_mul(0x2545F4914F6CDD1D2545F4914F6CDD1D)
                 .wrapping_add(1442695040888963407);
-            (l, rng)
+            (l, *rng)
         });
         println!(
             "{name}: {commits} commits, {:.1} KB written per commit, {:.2} s",
             per_commit / 1024.0,
             t0.elapsed().as_secs_f64()
         );
-    };
-    let put_big = |db: &Database, fill: u8| {
+    }
+
+    /// Writes the large value (every byte `fill`) in rows of `chunk` bytes.
+    fn put_big(&self, db: &Database, fill: u8) {
         let b0 = write_bytes();
-        let v = vec![fill; big];
-        let txn = begin(db, qr);
+        let v = vec![fill; self.big];
+        let txn = begin(db, self.qr);
         {
             let mut t = txn.open_table(SNAP).unwrap();
-            for (i, c) in v.chunks(chunk).enumerate() {
+            for (i, c) in v.chunks(self.chunk).enumerate() {
                 t.insert(i as u64, c).unwrap();
             }
         }
         txn.commit().unwrap();
         println!(
-            "big value {big} B: {:.1} KB written",
+            "big value {} B: {:.1} KB written",
+            self.big,
             (write_bytes() - b0) as f64 / 1024.0
         );
-    };
-    phase(&db, "warm-up", 2000);
-    phase(&db, "before any big value", 2000);
-    if let Some(gb) = grow_gb {
-        // Only growth, nothing freed: GB of 3,000 B rows appended, then the small commits.
+    }
+
+    /// Only growth, nothing freed: `gb` GB of 3,000 B rows appended, then the small
+    /// commits.
+    fn grow(&mut self, db: &Database, gb: f64) {
         let b0 = write_bytes();
         let part = vec![5u8; 3_000];
         let rows = (gb * 1e9 / 3_000.0) as u64;
@@ -133,7 +136,7 @@ fn main() {
         while k < rows {
             let mut txn = db.begin_write().unwrap();
             txn.set_durability(Durability::Immediate).unwrap();
-            txn.set_quick_repair(qr);
+            txn.set_quick_repair(self.qr);
             {
                 let mut c = txn.open_table(CHUNKS).unwrap();
                 for _ in 0..10_000 {
@@ -146,20 +149,20 @@ fn main() {
         println!(
             "grown by {rows} rows of 3,000 B: {:.0} MB written, file {:.2} GB",
             (write_bytes() - b0) as f64 / 1e6,
-            std::fs::metadata(&path).unwrap().len() as f64 / 1e9
+            std::fs::metadata(&self.path).unwrap().len() as f64 / 1e9
         );
         for n in 1..=2 {
-            phase(&db, &format!("after growing, phase {n}"), 2000);
+            self.phase(db, &format!("after growing, phase {n}"), 2000);
         }
-        return;
     }
-    if migrate {
-        // The schema 11 migration: one large row written once, then removed and written
-        // again as rows of 3,000 B. Does the cost of the freed value last, and past a reopen?
-        put_big(&db, 1);
-        phase(&db, "after the first big value", 2000);
+
+    /// The schema 11 migration: one large row written once, then removed and written again
+    /// as rows of 3,000 B. Does the cost of the freed value last, and past a reopen?
+    fn migrate(&mut self, db: Database) {
+        self.put_big(&db, 1);
+        self.phase(&db, "after the first big value", 2000);
         let b0 = write_bytes();
-        let txn = begin(&db, qr);
+        let txn = begin(&db, self.qr);
         {
             let mut t = txn.open_table(SNAP).unwrap();
             let v = t.remove(0).unwrap().unwrap().value().to_vec();
@@ -175,14 +178,15 @@ fn main() {
             (write_bytes() - b0) as f64 / 1024.0
         );
         for n in 1..=3 {
-            phase(&db, &format!("after the move, phase {n}"), 2000);
+            self.phase(&db, &format!("after the move, phase {n}"), 2000);
         }
         drop(db);
         let mut seq = u64::MAX / 2;
         for reopen in 1..=2 {
-            let db = Database::builder().create(&path).unwrap();
+            let db = Database::builder().create(&self.path).unwrap();
             for n in 1..=3 {
-                let per_commit = small_commits(&db, qr, 2000, (&row, &small), &mut || {
+                let rows = (self.row.as_slice(), self.small.as_slice());
+                let per_commit = small_commits(&db, self.qr, 2000, rows, &mut || {
                     let l = seq;
                     seq += 1;
                     (l, u128::from(seq).wrapping_mul(0x9E3779B97F4A7C15))
@@ -193,13 +197,42 @@ fn main() {
                 );
             }
         }
-        return;
     }
-    put_big(&db, 1);
-    phase(&db, "after the first big value", 2000);
-    put_big(&db, 2);
-    phase(&db, "after replacing it", 2000);
-    put_big(&db, 3);
-    put_big(&db, 4);
-    phase(&db, "after replacing it twice more", 2000);
+}
+
+fn main() {
+    let arg = |n: usize| std::env::args().nth(n);
+    let path = arg(1).expect("path");
+    let big: usize = arg(2).map(|s| s.parse().unwrap()).unwrap_or(5 << 20);
+    let qr: bool = arg(3).map(|s| s == "qr").unwrap_or(true);
+    let chunk: usize = arg(4).map(|s| s.parse().unwrap()).unwrap_or(big);
+    let mode = arg(5).unwrap_or_default();
+    let grow_gb: Option<f64> = mode.strip_prefix("grow").map(|g| g.parse().unwrap());
+    let _ = std::fs::remove_file(&path);
+    let db = Database::builder().create(&path).unwrap();
+    let mut p = Probe {
+        path,
+        big,
+        qr,
+        chunk,
+        seq: 0,
+        rng: 0x9E3779B97F4A7C15,
+        row: vec![7u8; 300],
+        small: vec![3u8; 40],
+    };
+    p.phase(&db, "warm-up", 2000);
+    p.phase(&db, "before any big value", 2000);
+    if let Some(gb) = grow_gb {
+        return p.grow(&db, gb);
+    }
+    if mode == "migrate" {
+        return p.migrate(db);
+    }
+    p.put_big(&db, 1);
+    p.phase(&db, "after the first big value", 2000);
+    p.put_big(&db, 2);
+    p.phase(&db, "after replacing it", 2000);
+    p.put_big(&db, 3);
+    p.put_big(&db, 4);
+    p.phase(&db, "after replacing it twice more", 2000);
 }

@@ -25,8 +25,8 @@ pub fn gas_limit_with_margin(estimate: u64) -> u64 {
     estimate.saturating_add(estimate / 5).max(21_000)
 }
 
-/// An unsigned EIP-1559 transaction.
-#[allow(clippy::too_many_arguments)]
+/// An unsigned EIP-1559 transaction; `fees` are its `max_fee_per_gas` and
+/// `max_priority_fee_per_gas` (wei), as [`bumped_fees`] gives them.
 pub fn eip1559(
     chain_id: u64,
     nonce: u64,
@@ -34,9 +34,9 @@ pub fn eip1559(
     value: U256,
     data: Bytes,
     gas_limit: u64,
-    max_fee_per_gas: u128,
-    max_priority_fee_per_gas: u128,
+    fees: (u128, u128),
 ) -> TxEip1559 {
+    let (max_fee_per_gas, max_priority_fee_per_gas) = fees;
     TxEip1559 {
         chain_id,
         nonce,

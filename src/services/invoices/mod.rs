@@ -449,7 +449,7 @@ pub struct Prepared {
     /// The same view encoded as the `invoice.created` event's data.
     data: EventData,
     /// Each payment address's unique key, wallet row and that row encoded.
-    wallet_rows: Vec<(Vec<u8>, Wallet, EncodedRow<Wallet>)>,
+    wallet_rows: Vec<WalletRow>,
     /// `inv` encoded (again in the writer if it is re-stamped).
     row: EncodedRow<Invoice>,
     fees: FeeTerms,
@@ -477,21 +477,7 @@ pub fn prepare(
 ) -> Result<Prepared, InvoiceError> {
     let p = s.project_id();
     let md = metadata::for_create(req.metadata.unwrap_or_default())?;
-    let mut quotes = Vec::new();
-    for o in &req.offers {
-        let Some(amount) = quote_amount(req.price_cents, o.candidate.decimals, o.rate) else {
-            continue;
-        };
-        quotes.push(InvoiceQuote {
-            chain: o.candidate.chain.clone(),
-            asset: o.candidate.asset.clone(),
-            contract: o.candidate.contract.clone(),
-            decimals: o.candidate.decimals,
-            amount_atomic: amount,
-            rate: crate::market::format_usd(o.rate),
-            rate_source: o.rate_source.to_string(),
-        });
-    }
+    let quotes = quotes_of(req.price_cents, &req.offers);
     if quotes.is_empty() {
         return Err(InvoiceError::NoPaymentOptions);
     }
@@ -501,36 +487,7 @@ pub fn prepare(
         .ok_or(InvoiceError::NoMasterKey)?;
     let id = appliance_storage::sources::new_id();
     let address = appliance_chains::address::deposit_address_under(&factory, p, id);
-    let mut chains_seen: Vec<&str> = Vec::new();
-    for q in &quotes {
-        if !chains_seen.contains(&q.chain.as_str()) {
-            chains_seen.push(&q.chain);
-        }
-    }
-    let mut addresses = Vec::new();
-    let mut wallet_rows = Vec::new();
-    for chain in chains_seen {
-        let w = Wallet {
-            id: appliance_storage::sources::new_id(),
-            project_id: p,
-            customer_id: Uuid::nil(),
-            invoice_id: Some(id),
-            chain: chain.to_string(),
-            role: "invoice".into(),
-            status: "active".into(),
-            address: address.clone(),
-            memo: None,
-            created_at: now_us,
-        };
-        addresses.push(InvoiceAddress {
-            chain: chain.to_string(),
-            address: address.clone(),
-            memo: None,
-            wallet_id: w.id,
-        });
-        let encoded = EncodedRow::of(&w);
-        wallet_rows.push((wallets::address_key(chain, &address), w, encoded));
-    }
+    let (addresses, wallet_rows) = invoice_wallets(p, id, &address, &quotes, now_us);
     // The token in clear lives only here: the row holds it sealed, the lookup index its
     // digest, the answer its URL.
     let token = zeroize::Zeroizing::new(new_token());
@@ -589,6 +546,70 @@ pub fn prepare(
         offset_us,
         expires_in_s: req.expires_in_s,
     })
+}
+
+/// A wallet row of an invoice with its address key, encoded off the store writer.
+type WalletRow = (Vec<u8>, Wallet, EncodedRow<Wallet>);
+
+/// The quotes of an invoice of `price_cents`: one per offer whose rate gives an amount.
+fn quotes_of(price_cents: u64, offers: &[Offer]) -> Vec<InvoiceQuote> {
+    offers
+        .iter()
+        .filter_map(|o| {
+            let amount = quote_amount(price_cents, o.candidate.decimals, o.rate)?;
+            Some(InvoiceQuote {
+                chain: o.candidate.chain.clone(),
+                asset: o.candidate.asset.clone(),
+                contract: o.candidate.contract.clone(),
+                decimals: o.candidate.decimals,
+                amount_atomic: amount,
+                rate: crate::market::format_usd(o.rate),
+                rate_source: o.rate_source.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Invoice `id`'s deposit `address` on each chain its quotes name, in quote order: the
+/// invoice's addresses, and the wallet rows (with their address keys) that receive there.
+fn invoice_wallets(
+    project_id: Uuid,
+    id: Uuid,
+    address: &str,
+    quotes: &[InvoiceQuote],
+    now_us: i64,
+) -> (Vec<InvoiceAddress>, Vec<WalletRow>) {
+    let mut chains_seen: Vec<&str> = Vec::new();
+    for q in quotes {
+        if !chains_seen.contains(&q.chain.as_str()) {
+            chains_seen.push(&q.chain);
+        }
+    }
+    let mut addresses = Vec::new();
+    let mut wallet_rows = Vec::new();
+    for chain in chains_seen {
+        let w = Wallet {
+            id: appliance_storage::sources::new_id(),
+            project_id,
+            customer_id: Uuid::nil(),
+            invoice_id: Some(id),
+            chain: chain.to_string(),
+            role: "invoice".into(),
+            status: "active".into(),
+            address: address.to_string(),
+            memo: None,
+            created_at: now_us,
+        };
+        addresses.push(InvoiceAddress {
+            chain: chain.to_string(),
+            address: address.to_string(),
+            memo: None,
+            wallet_id: w.id,
+        });
+        let encoded = EncodedRow::of(&w);
+        wallet_rows.push((wallets::address_key(chain, address), w, encoded));
+    }
+    (addresses, wallet_rows)
 }
 
 /// `expires_in_s` after `now_us` on the project's clock (`offset_us` ahead of the wall).

@@ -87,7 +87,7 @@ impl Sim {
                 let page = self
                     .node()
                     .store()
-                    .read(move |r| r.list_log(project, &[], None, Some(last), 500, true, true))
+                    .read(move |r| r.log_after(project, last, 500))
                     .await?;
                 let n = page.items.len();
                 let mut events = Vec::new();

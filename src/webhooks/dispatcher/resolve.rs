@@ -59,7 +59,6 @@ pub(super) enum Resolution {
 const HEAD_CANDIDATES: usize = 8;
 
 /// The resolving read (blocking, one snapshot).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn resolve_in(
     r: &ReadCtx,
     reg: &Registry,

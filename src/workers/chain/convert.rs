@@ -19,15 +19,17 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use appliance_chains::client::CallRequest;
+use appliance_chains::client::{CallRequest, ClientError};
+use appliance_chains::evm::dex::{Coin, Dex, TxCall};
 use appliance_chains::evm::{sender, U256};
+use appliance_signer::SigningPolicy;
 use appliance_storage::index::IndexTag;
 use appliance_storage::records::{
     BatchStatus, Conversion, ConversionBatch, ConversionStatus, Project,
 };
 use appliance_storage::ReadOps;
 
-use super::send::{policy, send_new, work_ids};
+use super::send::{policy, send_new, work_ids, OutCall};
 use super::store::{pending_txs, OutKind};
 use super::{clean, write, ChainWorker, Master};
 use crate::handles::Handles;
@@ -167,201 +169,244 @@ pub(super) async fn send_conversions(
     m: &Master,
 ) -> anyhow::Result<()> {
     plan_queued(state, c).await?;
-    let chain = c.chain;
-    let ws = c.scope;
-    let reg = state.registry.clone();
-    let attempts = state.config.webhooks.max_attempts();
     let mut done = 0;
     for id in work_ids(state, IndexTag::ConversionBatchesWork).await? {
         if done >= MAX_PER_PASS {
             break;
         }
-        let item = state
-            .store
-            .read(move |r| {
-                let Some(b) = r.get::<ConversionBatch>(id)? else {
-                    return Ok(None);
-                };
-                if b.chain != chain || !ws.may_admit(b.project_id) || !b.status.is_open() {
-                    return Ok(None);
-                }
-                let Some(project) = r.get::<Project>(b.project_id)?.filter(|x| ws.admits(x)) else {
-                    return Ok(None);
-                };
-                Ok(Some((b, project)))
-            })
-            .await?;
-        let Some((b, project)) = item else {
+        let Some((b, project)) = open_batch(state, c, id).await? else {
             continue;
         };
         done += 1;
-        let scope = Scope {
-            reg: reg.clone(),
-            project: Arc::new(project.clone()),
-            delivery_attempts: attempts,
-        };
-        let (Some(from), Some(to)) = (
-            reg.asset(chain, &b.from_asset).cloned(),
-            reg.asset(chain, &b.to_asset).cloned(),
-        ) else {
-            let s2 = scope.clone();
-            write(state, move |ctx| {
-                conversions::fail(ctx, &s2, id, "asset_unlisted")
-            })
-            .await?;
+        let Some(step) = next_step(state, c, b, project).await? else {
             continue;
         };
-        let (Some(dex), Some(fc), Some(tc)) = (
-            reg.chain(chain).and_then(|x| x.dex.clone()),
-            coin(&from),
-            coin(&to),
-        ) else {
-            // No DEX configured any more (or a test project's chain): nothing can run it.
-            let s2 = scope.clone();
-            write(state, move |ctx| {
-                conversions::fail(ctx, &s2, id, "no_dex_configured")
-            })
-            .await?;
-            continue;
-        };
-        let pol = policy(state, &project, true);
-        if !pol.blocked_by().is_empty() {
-            continue; // waits until signing is switched back on
-        }
-        match b.status {
-            BatchStatus::Approving => {
-                if b.approve_tx_hash.is_some() {
-                    continue; // the approval is followed by the reconciler
-                }
-                let Some(token) = dex.approval_token(fc) else {
-                    let s2 = scope.clone();
-                    write(state, move |ctx| conversions::approved(ctx, &s2, id)).await?;
-                    continue;
-                };
-                if in_flight(state, c, OutKind::Approve, id).await? {
-                    continue;
-                }
-                let allowance = dex.allowance(c.client.as_ref(), token, m.treasury).await?;
-                if allowance >= U256::from(b.amount_in) {
-                    let s2 = scope.clone();
-                    write(state, move |ctx| conversions::approved(ctx, &s2, id)).await?;
-                    continue;
-                }
-                let call = dex.approve_call(token, U256::MAX);
-                let gas = match c
-                    .client
-                    .estimate_gas(&CallRequest {
-                        from: m.treasury,
-                        to: call.to,
-                        value: call.value,
-                        data: call.data.clone(),
-                    })
-                    .await
-                {
-                    Ok(g) => sender::gas_limit_with_margin(g),
-                    Err(e) if e.is_refusal() => {
-                        tracing::warn!(chain, batch = %id, error = %clean(&e), "approval would revert");
-                        let s2 = scope.clone();
-                        write(state, move |ctx| {
-                            conversions::approve_lost(ctx, &s2, id, true)
-                        })
-                        .await?;
-                        continue;
-                    }
-                    Err(e) => return Err(e.into()),
-                };
-                let s2 = scope.clone();
-                let r = send_new(
-                    state,
-                    c,
-                    m,
-                    pol,
-                    OutKind::Approve,
-                    id,
-                    b.project_id,
-                    call.to,
-                    call.value,
-                    call.data,
-                    gas,
-                    move |ctx, hash| conversions::approve_recorded(ctx, &s2, id, hash),
-                )
-                .await?;
-                if let Err(e) = r {
-                    tracing::warn!(chain, batch = %id, error = %clean(&e), "approval not signed");
-                }
-            }
-            BatchStatus::Swapping => {
-                if b.swap_tx_hash.is_some() || in_flight(state, c, OutKind::Swap, id).await? {
-                    continue;
-                }
-                let quoted = match dex
-                    .quote(c.client.as_ref(), fc, tc, U256::from(b.amount_in))
-                    .await
-                {
-                    Ok(q) => q,
-                    Err(e) => {
-                        // The DEX cannot quote now (node down, pool gone): try next pass.
-                        tracing::warn!(chain, batch = %id, error = %e, "no fresh quote for a batch");
-                        continue;
-                    }
-                };
-                let expected = u128::try_from(quoted).unwrap_or(u128::MAX);
-                let min = conversions::min_out(expected, b.slippage_bps);
-                let deadline = appliance_storage::now_us() as u64 / 1_000_000 + SWAP_DEADLINE_S;
-                let call = dex.swap_call(
-                    fc,
-                    tc,
-                    U256::from(b.amount_in),
-                    U256::from(min),
-                    m.treasury,
-                    deadline,
-                );
-                let gas = match c
-                    .client
-                    .estimate_gas(&CallRequest {
-                        from: m.treasury,
-                        to: call.to,
-                        value: call.value,
-                        data: call.data.clone(),
-                    })
-                    .await
-                {
-                    Ok(g) => sender::gas_limit_with_margin(g),
-                    Err(e) if e.is_refusal() => {
-                        tracing::warn!(chain, batch = %id, error = %clean(&e), "swap would revert; counted as an attempt");
-                        let s2 = scope.clone();
-                        write(state, move |ctx| {
-                            conversions::swap_refused(ctx, &s2, id, "slippage")
-                        })
-                        .await?;
-                        continue;
-                    }
-                    Err(e) => return Err(e.into()),
-                };
-                let s2 = scope.clone();
-                let r = send_new(
-                    state,
-                    c,
-                    m,
-                    pol,
-                    OutKind::Swap,
-                    id,
-                    b.project_id,
-                    call.to,
-                    call.value,
-                    call.data,
-                    gas,
-                    move |ctx, hash| conversions::swap_recorded(ctx, &s2, id, hash, expected, min),
-                )
-                .await?;
-                if let Err(e) = r {
-                    tracing::warn!(chain, batch = %id, error = %clean(&e), "swap not signed");
-                }
-            }
+        match step.batch.status {
+            BatchStatus::Approving => approve(state, c, m, step).await?,
+            BatchStatus::Swapping => swap(state, c, m, step).await?,
             BatchStatus::Settled | BatchStatus::Failed => {}
         }
     }
     Ok(())
+}
+
+/// Batch `id` with its project, when it is an open batch of this chain that this worker
+/// serves.
+async fn open_batch(
+    state: &Handles,
+    c: &ChainWorker,
+    id: Uuid,
+) -> anyhow::Result<Option<(ConversionBatch, Project)>> {
+    let (chain, ws) = (c.chain, c.scope);
+    Ok(state
+        .store
+        .read(move |r| {
+            let Some(b) = r.get::<ConversionBatch>(id)? else {
+                return Ok(None);
+            };
+            if b.chain != chain || !ws.may_admit(b.project_id) || !b.status.is_open() {
+                return Ok(None);
+            }
+            let Some(project) = r.get::<Project>(b.project_id)?.filter(|x| ws.admits(x)) else {
+                return Ok(None);
+            };
+            Ok(Some((b, project)))
+        })
+        .await?)
+}
+
+/// An open batch ready for its next transaction: what that step needs.
+struct Step {
+    batch: ConversionBatch,
+    scope: Scope,
+    dex: Dex,
+    from: Coin,
+    to: Coin,
+    pol: SigningPolicy,
+}
+
+/// The batch's [`Step`], or `None` when it waits or cannot run: a batch whose coins are no
+/// longer listed, or whose chain has no DEX any more (or is a test project's), fails; one
+/// whose signing is switched off waits until it is switched back on.
+async fn next_step(
+    state: &Handles,
+    c: &ChainWorker,
+    batch: ConversionBatch,
+    project: Project,
+) -> anyhow::Result<Option<Step>> {
+    let (reg, id) = (&state.registry, batch.id);
+    let pol = policy(state, &project, true);
+    let scope = Scope {
+        reg: reg.clone(),
+        project: Arc::new(project),
+        delivery_attempts: state.config.webhooks.max_attempts(),
+    };
+    let (Some(from), Some(to)) = (
+        reg.asset(c.chain, &batch.from_asset).cloned(),
+        reg.asset(c.chain, &batch.to_asset).cloned(),
+    ) else {
+        write(state, move |ctx| {
+            conversions::fail(ctx, &scope, id, "asset_unlisted")
+        })
+        .await?;
+        return Ok(None);
+    };
+    let (Some(dex), Some(from), Some(to)) = (
+        reg.chain(c.chain).and_then(|x| x.dex.clone()),
+        coin(&from),
+        coin(&to),
+    ) else {
+        write(state, move |ctx| {
+            conversions::fail(ctx, &scope, id, "no_dex_configured")
+        })
+        .await?;
+        return Ok(None);
+    };
+    if !pol.blocked_by().is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Step {
+        batch,
+        scope,
+        dex,
+        from,
+        to,
+        pol,
+    }))
+}
+
+/// `approving`: moves the batch on when the router's allowance covers it (or the input coin
+/// needs none); otherwise sends one approval of the largest amount, unless one is followed.
+async fn approve(state: &Handles, c: &ChainWorker, m: &Master, step: Step) -> anyhow::Result<()> {
+    let Step {
+        batch: b,
+        scope,
+        dex,
+        from,
+        pol,
+        ..
+    } = step;
+    let (chain, id) = (c.chain, b.id);
+    if b.approve_tx_hash.is_some() {
+        return Ok(()); // the approval is followed by the reconciler
+    }
+    let Some(token) = dex.approval_token(from) else {
+        write(state, move |ctx| conversions::approved(ctx, &scope, id)).await?;
+        return Ok(());
+    };
+    if in_flight(state, c, OutKind::Approve, id).await? {
+        return Ok(());
+    }
+    let allowance = dex.allowance(c.client.as_ref(), token, m.treasury).await?;
+    if allowance >= U256::from(b.amount_in) {
+        write(state, move |ctx| conversions::approved(ctx, &scope, id)).await?;
+        return Ok(());
+    }
+    let call = dex.approve_call(token, U256::MAX);
+    let gas = match estimate(c, m, &call).await? {
+        Ok(gas) => gas,
+        Err(e) => {
+            tracing::warn!(chain, batch = %id, error = %clean(&e), "approval would revert");
+            write(state, move |ctx| {
+                conversions::approve_lost(ctx, &scope, id, true)
+            })
+            .await?;
+            return Ok(());
+        }
+    };
+    let out = out_call(OutKind::Approve, &b, call, gas);
+    let r = send_new(state, c, m, pol, out, move |ctx, hash| {
+        conversions::approve_recorded(ctx, &scope, id, hash)
+    })
+    .await?;
+    if let Err(e) = r {
+        tracing::warn!(chain, batch = %id, error = %clean(&e), "approval not signed");
+    }
+    Ok(())
+}
+
+/// `swapping`: quotes the DEX afresh, takes `min_out` from the batch's slippage and sends
+/// the swap, unless one is followed. A DEX that cannot quote now (node down, pool gone)
+/// leaves the batch for the next pass; a swap the node says would revert counts as an
+/// attempt without spending a nonce.
+async fn swap(state: &Handles, c: &ChainWorker, m: &Master, step: Step) -> anyhow::Result<()> {
+    let Step {
+        batch: b,
+        scope,
+        dex,
+        from,
+        to,
+        pol,
+    } = step;
+    let (chain, id) = (c.chain, b.id);
+    if b.swap_tx_hash.is_some() || in_flight(state, c, OutKind::Swap, id).await? {
+        return Ok(());
+    }
+    let amount_in = U256::from(b.amount_in);
+    let quoted = match dex.quote(c.client.as_ref(), from, to, amount_in).await {
+        Ok(q) => q,
+        Err(e) => {
+            tracing::warn!(chain, batch = %id, error = %e, "no fresh quote for a batch");
+            return Ok(());
+        }
+    };
+    let expected = u128::try_from(quoted).unwrap_or(u128::MAX);
+    let min = conversions::min_out(expected, b.slippage_bps);
+    let deadline = appliance_storage::now_us() as u64 / 1_000_000 + SWAP_DEADLINE_S;
+    let call = dex.swap_call(from, to, amount_in, U256::from(min), m.treasury, deadline);
+    let gas = match estimate(c, m, &call).await? {
+        Ok(gas) => gas,
+        Err(e) => {
+            tracing::warn!(chain, batch = %id, error = %clean(&e), "swap would revert; counted as an attempt");
+            write(state, move |ctx| {
+                conversions::swap_refused(ctx, &scope, id, "slippage")
+            })
+            .await?;
+            return Ok(());
+        }
+    };
+    let out = out_call(OutKind::Swap, &b, call, gas);
+    let r = send_new(state, c, m, pol, out, move |ctx, hash| {
+        conversions::swap_recorded(ctx, &scope, id, hash, expected, min)
+    })
+    .await?;
+    if let Err(e) = r {
+        tracing::warn!(chain, batch = %id, error = %clean(&e), "swap not signed");
+    }
+    Ok(())
+}
+
+/// The gas limit (with margin) of the master wallet's `call`, or the node's refusal (the
+/// call would revert); any other failure of the node is an error.
+async fn estimate(
+    c: &ChainWorker,
+    m: &Master,
+    call: &TxCall,
+) -> anyhow::Result<Result<u64, ClientError>> {
+    let req = CallRequest {
+        from: m.treasury,
+        to: call.to,
+        value: call.value,
+        data: call.data.clone(),
+    };
+    match c.client.estimate_gas(&req).await {
+        Ok(g) => Ok(Ok(sender::gas_limit_with_margin(g))),
+        Err(e) if e.is_refusal() => Ok(Err(e)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The transaction of step `kind` of batch `b`.
+fn out_call(kind: OutKind, b: &ConversionBatch, call: TxCall, gas_limit: u64) -> OutCall {
+    OutCall {
+        kind,
+        ref_id: b.id,
+        project_id: b.project_id,
+        to: call.to,
+        value: call.value,
+        data: call.data,
+        gas_limit,
+    }
 }
 
 /// The executed output of a mined successful swap of batch `id`, from its receipt's logs

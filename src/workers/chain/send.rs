@@ -25,35 +25,37 @@ pub(super) fn policy(state: &Handles, project: &Project, key: bool) -> SigningPo
     }
 }
 
+/// What a transaction of the master wallet does: its saga step (`kind`, the row it serves
+/// and that row's project) and its call (recipient, value in wei, calldata, gas limit).
+pub(super) struct OutCall {
+    pub(super) kind: OutKind,
+    pub(super) ref_id: Uuid,
+    pub(super) project_id: Uuid,
+    pub(super) to: Address,
+    pub(super) value: U256,
+    pub(super) data: appliance_chains::evm::Bytes,
+    pub(super) gas_limit: u64,
+}
+
 /// Signs, records (with the saga step `record`) and broadcasts one transaction.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn send_new<F>(
     state: &Handles,
     c: &ChainWorker,
     m: &Master,
     pol: SigningPolicy,
-    kind: OutKind,
-    ref_id: Uuid,
-    project_id: Uuid,
-    to: Address,
-    value: U256,
-    data: appliance_chains::evm::Bytes,
-    gas_limit: u64,
+    call: OutCall,
     record: F,
 ) -> anyhow::Result<Result<Option<B256>, SignError>>
 where
     F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>, &str) -> Result<bool, Fault> + Send + 'static,
 {
+    let kind = call.kind;
     let key = c.key.clone();
     let k2 = key.clone();
     let stored = state.store.read(move |r| stored_nonce(r, &k2)).await?;
     let node = c.client.nonce(m.treasury, true).await?;
     let nonce = sender::choose_nonce(stored, node);
-    let SignedOut { out, raw, hash, .. } = match sign_out(
-        c, m, pol, nonce, kind, ref_id, project_id, to, value, data, gas_limit,
-    )
-    .await?
-    {
+    let SignedOut { out, raw, hash, .. } = match sign_out(c, m, pol, nonce, call).await? {
         Ok(signed) => signed,
         Err(e) => return Ok(Err(e)),
     };
@@ -85,20 +87,22 @@ where
 /// Signs a transaction of the master wallet at `nonce` with the node's current fees and
 /// returns it as its stored row (not yet recorded) and its raw bytes, or the signer's
 /// refusal. Shared by [`send_new`] and the sender's batches.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn sign_out(
     c: &ChainWorker,
     m: &Master,
     pol: SigningPolicy,
     nonce: u64,
-    kind: OutKind,
-    ref_id: Uuid,
-    project_id: Uuid,
-    to: Address,
-    value: U256,
-    data: appliance_chains::evm::Bytes,
-    gas_limit: u64,
+    call: OutCall,
 ) -> anyhow::Result<Result<SignedOut, SignError>> {
+    let OutCall {
+        kind,
+        ref_id,
+        project_id,
+        to,
+        value,
+        data,
+        gas_limit,
+    } = call;
     let f = c.client.fees().await?;
     let (max_fee, tip) = (f.max_fee_per_gas, f.max_priority_fee_per_gas);
     let tx = sender::eip1559(
@@ -108,8 +112,7 @@ pub(super) async fn sign_out(
         value,
         data.clone(),
         gas_limit,
-        max_fee,
-        tip,
+        (max_fee, tip),
     );
     let signed = match m.signer.sign_evm(pol, tx) {
         Ok(s) => s,

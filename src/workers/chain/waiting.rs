@@ -43,6 +43,42 @@ pub use crate::services::sweeps::SweepChanges;
 /// Longest time a waiting sweep goes unread: a pass after this reads every open sweep.
 pub const FULL_PASS_EVERY: Duration = Duration::from_secs(60);
 
+/// What one sender remembers between its passes (keep one per sender): the open sweeps
+/// found waiting, and the payouts reported as waiting for a sweep.
+#[derive(Default)]
+pub struct Waiting {
+    pub sweeps: WaitingSweeps,
+    pub payouts: WaitingPayouts,
+}
+
+/// Payouts already reported as waiting for a sweep, so the wait is logged once per payout
+/// rather than on every sender pass. Bounded: cleared when it grows past
+/// [`WaitingPayouts::MAX`].
+#[derive(Default)]
+pub struct WaitingPayouts(std::collections::HashSet<Uuid>);
+
+impl WaitingPayouts {
+    /// Most payouts remembered.
+    const MAX: usize = 10_000;
+
+    /// Payout `id` of `chain` waits for a sweep this pass: logged at `info` the first time.
+    pub fn note(&mut self, chain: &str, id: Uuid) {
+        if self.0.len() >= Self::MAX {
+            self.0.clear();
+        }
+        if self.0.insert(id) {
+            tracing::info!(chain, payout = %id, "payout waits: the master wallet does not hold it yet and a sweep of the coin is on its way");
+        } else {
+            tracing::debug!(chain, payout = %id, "payout still waits for a sweep");
+        }
+    }
+
+    /// Payout `id` no longer waits.
+    pub fn forget(&mut self, id: Uuid) {
+        self.0.remove(&id);
+    }
+}
+
 /// One sender's memory of the open sweeps it found waiting (module doc): the queue of the
 /// sweeps its next pass looks at.
 #[derive(Default)]

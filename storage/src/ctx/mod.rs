@@ -89,6 +89,15 @@ impl Reader for WriteCtx<'_> {
 }
 
 /// Reads shared by both contexts.
+/// Which entries of a project's log [`ReadOps::list_log`] lists: of `types` (all when
+/// empty), about `resource_id` (any when `None`), and the billing lines too when `lines`.
+#[derive(Debug, Clone, Copy)]
+pub struct LogFilter<'a> {
+    pub types: &'a [String],
+    pub resource_id: Option<&'a str>,
+    pub lines: bool,
+}
+
 pub trait ReadOps: Reader {
     /// A row by id; `None` when absent.
     fn get<R: Row>(&self, id: Uuid) -> Result<Option<R>, StoreError> {
@@ -450,22 +459,44 @@ pub trait ReadOps: Reader {
         limit: usize,
         ascending: bool,
     ) -> Result<Page<Event>, StoreError> {
-        self.list_log(project, types, resource_id, cursor, limit, ascending, false)
+        let filter = LogFilter {
+            types,
+            resource_id,
+            lines: false,
+        };
+        self.list_log(project, filter, cursor, limit, ascending)
     }
 
-    /// [`ReadOps::list_events`], with the billing lines among the events when `lines` (the
-    /// event stream's view of the log).
-    #[allow(clippy::too_many_arguments)]
+    /// The event stream's view of the log: a project's events and billing lines after
+    /// sequence `after`, oldest first, at most `limit`.
+    fn log_after(
+        &self,
+        project: Uuid,
+        after: u64,
+        limit: usize,
+    ) -> Result<Page<Event>, StoreError> {
+        let filter = LogFilter {
+            types: &[],
+            resource_id: None,
+            lines: true,
+        };
+        self.list_log(project, filter, Some(after), limit, true)
+    }
+
+    /// [`ReadOps::list_events`] through `filter`, which may also take the billing lines.
     fn list_log(
         &self,
         project: Uuid,
-        types: &[String],
-        resource_id: Option<&str>,
+        filter: LogFilter<'_>,
         cursor: Option<u64>,
         limit: usize,
         ascending: bool,
-        lines: bool,
     ) -> Result<Page<Event>, StoreError> {
+        let LogFilter {
+            types,
+            resource_id,
+            lines,
+        } = filter;
         let p = project.as_u128();
         let (lo, hi) = match (cursor, ascending) {
             (Some(c), true) => (c.saturating_add(1), u64::MAX),

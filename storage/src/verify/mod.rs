@@ -15,7 +15,9 @@ use crate::records::{
 use crate::schema::*;
 use crate::{ReadCtx, ReadOps, Reader, StoreError};
 
+mod balances;
 mod billing;
+mod events;
 mod refunds;
 use billing::check_billing;
 pub use billing::{funding_cents, payment_fee_cents};
@@ -45,154 +47,31 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
     check_decodable(ctx, &mut rep)?;
     check_unique_layout(ctx, &mut rep)?;
     check_index_layout(ctx, &mut rep)?;
-    let mut replay: BTreeMap<Account, Balance> = BTreeMap::new();
-    // Conversion entries by batch id: (kind, entry).
-    let mut conv_entries: BTreeMap<Uuid, Vec<JournalEntry>> = BTreeMap::new();
-    let journal = ctx.open(JOURNAL)?;
-    for e in journal.iter()? {
-        let (k, v) = e?;
-        // Undecodable rows are reported by `check_decodable`.
-        let Ok(entry) = decode_keyed::<JournalEntry>(k.value(), v.value()) else {
-            continue;
-        };
-        rep.journal_entries += 1;
-        if entry.kind.starts_with("conversion_") {
-            conv_entries
-                .entry(entry.ref_id)
-                .or_default()
-                .push(entry.clone());
-        }
-        if let Err(err) = ledger::check_balanced(&entry) {
-            rep.violations.push(format!(
-                "journal entry {} does not balance: {err}",
-                entry.id
-            ));
-        }
-        for p in &entry.postings {
-            let b = replay.entry(p.account.clone()).or_default();
-            b.debits = b.debits.saturating_add(p.debit);
-            b.credits = b.credits.saturating_add(p.credit);
-        }
-    }
-    let accounts = ctx.open(ACCOUNTS)?;
-    let mut stored: BTreeMap<Account, Balance> = BTreeMap::new();
-    // Holdings per (project, chain, asset), from the holding rows of `accounts`.
-    let mut holdings: BTreeMap<(Uuid, String, String), u128> = BTreeMap::new();
-    // The open sweeps the holding rows name: sweep -> (wallet, asset).
-    let mut open_sweeps: BTreeMap<Uuid, (Uuid, String)> = BTreeMap::new();
-    for e in accounts.iter()? {
-        let (k, v) = e?;
-        if let Some((project, customer, chain, asset, wallet)) =
-            ledger::parse_holding_key(k.value())
-        {
-            match ctx.get::<Wallet>(wallet) {
-                Ok(Some(w))
-                    if w.project_id == project && w.customer_id == customer && w.chain == chain => {
-                }
-                Err(StoreError::Corrupt(_)) => {}
-                _ => rep.violations.push(format!(
-                    "holding of {chain}/{asset} names wallet {wallet}, which is not customer \
-                     {customer}'s wallet on {chain}"
-                )),
-            }
-            let h = ledger::Holding::from_value(v.value());
-            if let Some(sweep) = h.open_sweep {
-                open_sweeps.insert(sweep, (wallet, asset.clone()));
-            }
-            *holdings.entry((project, chain, asset)).or_default() += h.amount;
-            continue;
-        }
-        rep.accounts += 1;
-        let Some(a) = Account::from_key(k.value()) else {
-            rep.violations.push("malformed account key".into());
-            continue;
-        };
-        let (debits, credits) = v.value();
-        stored.insert(a, Balance { debits, credits });
-    }
-    check_open_sweeps(ctx, &open_sweeps, &mut rep)?;
-    for (a, b) in &stored {
-        let r = replay.get(a).copied().unwrap_or_default();
-        if r != *b {
-            rep.violations.push(format!(
-                "account {a:?} holds {b:?} but the journal gives {r:?}"
-            ));
-        }
-        if a.kind.is_credit_normal() && b.debits > b.credits {
-            rep.violations.push(format!("account {a:?} is negative"));
-        }
-    }
-    for a in replay.keys() {
-        if !stored.contains_key(a) {
-            rep.violations
-                .push(format!("journal posts to missing account {a:?}"));
-        }
-    }
-    // Exact totals of debits and credits per asset (a sum of u128 can exceed u128).
-    let mut sums: BTreeMap<(Uuid, String, String), (Wide, Wide)> = BTreeMap::new();
-    let mut deposits_acct: BTreeMap<(Uuid, String, String), u128> = BTreeMap::new();
-    for (a, b) in &stored {
-        let s = sums
-            .entry((a.project_id, a.chain.clone(), a.asset.clone()))
-            .or_default();
-        s.0.add(b.debits);
-        s.1.add(b.credits);
-        if a.kind == AccountKind::Deposits {
-            deposits_acct.insert(
-                (a.project_id, a.chain.clone(), a.asset.clone()),
-                b.debits.saturating_sub(b.credits),
-            );
-        }
-    }
-    for (k, (debits, credits)) in sums {
-        if debits != credits {
-            rep.violations.push(format!(
-                "accounts of {k:?} sum to debits {debits:?} against credits {credits:?}, not zero"
-            ));
-        }
-    }
+    let journal = balances::replay_journal(ctx, &mut rep)?;
+    let accounts = balances::read_accounts(ctx, &mut rep)?;
+    check_open_sweeps(ctx, &accounts.open_sweeps, &mut rep)?;
+    balances::check_against_journal(&accounts.stored, &journal.replay, &mut rep);
+    balances::check_sums(&accounts.stored, &mut rep);
+    balances::check_holdings(ctx, &accounts.stored, accounts.holdings, &mut rep)?;
+    check_deposits(ctx, &mut rep)?;
+    check_webhooks(ctx, &mut rep)?;
+    // Chain-adapter state (live EVM sender and watcher).
+    let (rows, bad) = crate::chain_state::check(ctx)?;
+    rep.rows_checked += rows;
+    rep.violations.extend(bad);
+    check_conversions(ctx, &journal.conversions, &mut rep)?;
+    refunds::check_refund_holds(ctx, &accounts.stored, &journal.conversions, &mut rep)?;
+    check_counters(ctx, &mut rep)?;
+    check_billing(ctx, &mut rep)?;
+    events::check_events(ctx, &mut rep)?;
+    events::check_event_runs(ctx, &mut rep)?;
+    events::check_list_runs(ctx, &mut rep)?;
+    Ok(rep)
+}
 
-    // Holdings of a store not yet migrated to schema 4 (wallet ‖ asset -> amount), or left
-    // behind by the migration because their wallet is missing, count as the old release
-    // counted them.
-    match ctx.open(LEGACY_HOLDINGS) {
-        Ok(hold) => {
-            for e in hold.iter()? {
-                let (k, v) = e?;
-                let kb = k.value();
-                let wallet = kb.get(..16).and_then(|w| Uuid::from_slice(w).ok());
-                let asset = String::from_utf8_lossy(kb.get(16..).unwrap_or_default()).to_string();
-                match wallet.and_then(|w| ctx.get::<Wallet>(w).ok().flatten()) {
-                    Some(w) => {
-                        *holdings.entry((w.project_id, w.chain, asset)).or_default() += v.value()
-                    }
-                    None => rep.violations.push(format!(
-                        "holding {} (schema 3 layout) is for a missing wallet",
-                        hex::encode(kb)
-                    )),
-                }
-            }
-        }
-        Err(StoreError::Redb(redb::Error::TableDoesNotExist(_))) => {}
-        Err(e) => return Err(e),
-    }
-    for (k, h) in &holdings {
-        let d = deposits_acct.get(k).copied().unwrap_or(0);
-        if *h != d {
-            rep.violations.push(format!(
-                "holdings of {k:?} total {h} but the deposits account holds {d}"
-            ));
-        }
-    }
-    for (k, d) in &deposits_acct {
-        if *d != 0 && !holdings.contains_key(k) {
-            rep.violations.push(format!(
-                "deposits account {k:?} holds {d} with no wallet holdings"
-            ));
-        }
-    }
-
-    // Deposits: confirmed ones carry a journal entry that exists.
+/// Confirmed (and orphaned) deposits carry a journal entry that exists; deposits are
+/// indexed.
+fn check_deposits(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
     let deposits = ctx.open(DEPOSITS)?;
     for e in deposits.iter()? {
         let (k, v) = e?;
@@ -209,11 +88,14 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
                 )),
             }
         }
-        check_indexed(ctx, &d, &mut rep)?;
+        check_indexed(ctx, &d, rep)?;
     }
+    Ok(())
+}
 
-    // Webhooks: rows are indexed; a delivery's endpoint exists (or is being purged after a
-    // delete); open deliveries are scheduled.
+/// Webhooks: rows are indexed; a delivery's endpoint exists (or is being purged after a
+/// delete); open deliveries are scheduled.
+fn check_webhooks(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
     let endpoints = ctx.open(WEBHOOK_ENDPOINTS)?;
     for e in endpoints.iter()? {
         let (_, v) = e?;
@@ -221,7 +103,7 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
             continue;
         };
         rep.rows_checked += 1;
-        check_indexed(ctx, &ep, &mut rep)?;
+        check_indexed(ctx, &ep, rep)?;
     }
     let purge = crate::index::prefix(crate::index::IndexTag::WebhookPurge, Uuid::nil(), &[]);
     let purging: Vec<Uuid> = ctx
@@ -236,7 +118,7 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
             continue;
         };
         rep.rows_checked += 1;
-        check_indexed(ctx, &d, &mut rep)?;
+        check_indexed(ctx, &d, rep)?;
         let endpoint_present = match ctx.get::<WebhookEndpoint>(d.endpoint_id) {
             Ok(e) => e.is_some(),
             // Present, but undecodable: reported by `check_decodable`.
@@ -256,16 +138,11 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
             ));
         }
     }
+    Ok(())
+}
 
-    // Chain-adapter state (live EVM sender and watcher).
-    let (rows, bad) = crate::chain_state::check(ctx)?;
-    rep.rows_checked += rows;
-    rep.violations.extend(bad);
-
-    check_conversions(ctx, &conv_entries, &mut rep)?;
-    refunds::check_refund_holds(ctx, &stored, &conv_entries, &mut rep)?;
-
-    // Counted indexes agree with their counters.
+/// Counted indexes agree with their counters.
+fn check_counters(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
     let mut counted: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
     for def in std::iter::once(INDEX).chain(SPLIT_INDEXES.iter().map(|(_, d)| *d)) {
         let idx = ctx.open(def)?;
@@ -294,124 +171,7 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
             hex::encode(k)
         ));
     }
-
-    // Billing: each project's running balance is the sum of its entries.
-    check_billing(ctx, &mut rep)?;
-
-    // Event sequences contiguous per project.
-    let events = ctx.open(EVENTS)?;
-    let mut last: BTreeMap<u128, u64> = BTreeMap::new();
-    for e in events.iter()? {
-        let (k, v) = e?;
-        let (p, seq) = k.value();
-        rep.events += 1;
-        // A compact event (a deposit event of schema 6, a payout or wallet event of schema
-        // 10) renders its data from its resource's row.
-        if let Ok(ev) = decode::<crate::records::Event>(v.value()) {
-            use crate::records::{Customer, Payout, ResourceState, Wallet};
-            let project = Uuid::from_u128(p);
-            let (kind, readable) = match (&ev.deposit, &ev.state) {
-                (Some(st), _) => {
-                    let row = readable_row::<Deposit>(ctx, project, &ev.resource_id)?;
-                    // A credited state names its entry through the row (schema 14): the
-                    // row must name one.
-                    let credited = st.ledger_tx_id == Some(crate::records::DepositState::CREDITED);
-                    if credited && row.as_ref().is_some_and(|d| d.ledger_tx_id.is_none()) {
-                        rep.violations.push(format!(
-                            "project {project} event {seq} ({}) says deposit {} was credited, but the deposit names no journal entry",
-                            ev.event_type, ev.resource_id
-                        ));
-                    }
-                    ("deposit", row.is_some())
-                }
-                (None, Some(ResourceState::Payout(_))) => {
-                    ("payout", readable::<Payout>(ctx, project, &ev.resource_id)?)
-                }
-                (None, Some(ResourceState::Wallet)) => {
-                    ("wallet", readable::<Wallet>(ctx, project, &ev.resource_id)?)
-                }
-                (None, Some(ResourceState::Customer)) => (
-                    "customer",
-                    readable::<Customer>(ctx, project, &ev.resource_id)?,
-                ),
-                (None, Some(ResourceState::CustomerAt(_))) => ("", true),
-                (None, None) => ("", true),
-            };
-            if !readable {
-                rep.violations.push(format!(
-                    "project {project} event {seq} ({}) refers to {kind} {}, which is not that project's readable row",
-                    ev.event_type, ev.resource_id
-                ));
-            }
-        }
-        let prev = last.insert(p, seq).unwrap_or(0);
-        if seq != prev + 1 {
-            rep.violations.push(format!(
-                "project {} event sequence jumps from {prev} to {seq}",
-                Uuid::from_u128(p)
-            ));
-        }
-    }
-
-    // The event indexes' runs decode (a run that does not is left out of lists).
-    for (def, what) in [(EVENT_TYPE_RUNS, "type"), (EVENT_RESOURCE_RUNS, "resource")] {
-        let runs = ctx.open(def)?;
-        for e in runs.iter()? {
-            let (k, v) = e?;
-            let decodes = crate::event_runs::split_key(k.value())
-                .and_then(|(_, first)| crate::event_runs::decode(first, v.value()))
-                .is_some();
-            if !decodes {
-                rep.violations.push(format!(
-                    "event {what} index run {} does not decode; its events are left out of lists by {what}",
-                    hex::encode(k.value())
-                ));
-            }
-        }
-    }
-    // The lists' runs decode (the rows of a run that does not are reported above as
-    // missing an index entry).
-    for def in run_tables() {
-        for e in ctx.open(def)?.iter()? {
-            let (k, v) = e?;
-            let decodes = crate::id_runs::split_key(k.value())
-                .and_then(|(_, first)| crate::id_runs::decode(first, v.value()))
-                .is_some();
-            if !decodes {
-                rep.violations.push(format!(
-                    "list run {} does not decode; its ids are left out of the lists it serves",
-                    hex::encode(k.value())
-                ));
-            }
-        }
-    }
-    Ok(rep)
-}
-
-/// Whether `resource_id` names a row of `R` of `project` that decodes (what a compact
-/// event's reader needs, `ReadOps::complete_event`).
-fn readable<R: crate::records::Row>(
-    ctx: &ReadCtx,
-    project: Uuid,
-    resource_id: &str,
-) -> Result<bool, StoreError> {
-    Ok(readable_row::<R>(ctx, project, resource_id)?.is_some())
-}
-
-/// The row [`readable`] finds, if any.
-fn readable_row<R: crate::records::Row>(
-    ctx: &ReadCtx,
-    project: Uuid,
-    resource_id: &str,
-) -> Result<Option<R>, StoreError> {
-    let Ok(id) = Uuid::parse_str(resource_id) else {
-        return Ok(None);
-    };
-    match ctx.get_in::<R>(project, id) {
-        Ok(row) => Ok(row),
-        Err(StoreError::Corrupt(_)) => Ok(None),
-        Err(e) => Err(e),
-    }
+    Ok(())
 }
 
 /// Conversion batches agree with their rows and their journal entries (DECISIONS.md
@@ -731,21 +491,6 @@ impl KeyText for &[u8] {
     }
 }
 
-/// A 256-bit unsigned total, enough for any sum of `u128` amounts here.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Wide {
-    hi: u128,
-    lo: u128,
-}
-
-impl Wide {
-    fn add(&mut self, v: u128) {
-        let (lo, carry) = self.lo.overflowing_add(v);
-        self.lo = lo;
-        self.hi += u128::from(carry);
-    }
-}
-
 fn check_indexed<R: Row>(ctx: &ReadCtx, row: &R, rep: &mut Report) -> Result<(), StoreError> {
     for k in row.index_keys() {
         let runs = crate::id_runs::run_of_key(&k);
@@ -764,7 +509,8 @@ fn check_indexed<R: Row>(ctx: &ReadCtx, row: &R, rep: &mut Report) -> Result<(),
 
 #[cfg(test)]
 mod tests {
-    use super::{funding_cents, payment_fee_cents, Wide};
+    use super::balances::Wide;
+    use super::{funding_cents, payment_fee_cents};
 
     #[test]
     fn fees_and_funding_credits_are_recomputed_exactly() {

@@ -34,14 +34,14 @@ use appliance_signer::SigningPolicy;
 use appliance_storage::records::{Payout, PayoutStatus, Project, Sweep, SweepStatus};
 use appliance_storage::{ChainStateOps, ReadOps, WriteCtx};
 
-use super::send::{crash_point, send_new};
+use super::send::{crash_point, send_new, OutCall};
 use super::store::{
     decode_tx, pending_nonces, put_tx, row_for_log, stored_nonce, MinedAt, OutKind, OutTx,
 };
-use super::{clean, hex32, write, ChainWorker, Master, Scopes};
+use super::{clean, hex32, write, ChainWorker, Master, Scopes, WorkScope};
 use crate::handles::Handles;
 use crate::services::error::Fault;
-use crate::services::{conversions, payouts, sweeps};
+use crate::services::{conversions, payouts, sweeps, Scope};
 
 /// Blocks a settled transaction stays followed after the block that mined it: twice the
 /// confirmations, at least 32. A reorg deeper than this is beyond what the sender repairs
@@ -355,157 +355,219 @@ fn apply_op(
     }
 }
 
+/// Follows one pending row for one pass: through its receipt when a version of it is mined
+/// ([`Follow::mined`]), otherwise as unmined ([`Follow::unmined`]). Returns the row as the
+/// pass leaves it, or `None` when a step took it over (a replacement, a filler, a re-plan, a
+/// payout's turn).
 async fn track(
     state: &Handles,
     c: &ChainWorker,
     m: &Master,
     v: &View,
     batch: &mut Batch,
-    mut tx: OutTx,
+    tx: OutTx,
 ) -> anyhow::Result<Option<OutTx>> {
-    let required = c.required_confirmations as u64;
+    let f = Follow { state, c, m, v };
     match find_receipt(c, &tx).await? {
-        Some((hash, filler, r)) => {
-            let at = MinedAt {
-                hash: hash.clone(),
-                block: r.block_number,
-                filler,
-            };
-            if tx.mined.as_ref() != Some(&at) {
-                tx.mined = Some(at);
-                batch.ops.push(BatchOp::Put(tx.clone()));
-                if tx.kind == OutKind::Payout && !filler {
-                    batch.mined_payouts += 1;
-                }
-            }
-            let confirmed = v.head + 1 >= r.block_number + required;
-            if confirmed && tx.kind == OutKind::Payout {
-                // Once its call was mined (settled), a payout follows that nonce:
-                // it is not sent at a second one, so it is paid at most once whatever a reorg
-                // does later; its status follows what that nonce carries. (A payout whose call
-                // never mined, its nonce taken by a filler, is re-planned below.)
-                let paid = !filler && r.success;
-                match (tx.settled, paid) {
-                    (Some(true), false) => {
-                        tracing::warn!(chain = c.chain, nonce = tx.nonce, filler,
-                            "a confirmed payout's transaction was undone by a reorg; the payout fails and its funds are back");
-                        batch.flush(state, c).await?;
-                        payout_outcome(state, c, tx, PayoutTurn::Unpaid).await?;
-                        return Ok(None);
-                    }
-                    (Some(false), true) => {
-                        tracing::warn!(chain = c.chain, nonce = tx.nonce,
-                            "a failed payout's transaction succeeded after a reorg; the payout is confirmed");
-                        batch.flush(state, c).await?;
-                        payout_outcome(state, c, tx, PayoutTurn::Paid(hash)).await?;
-                        return Ok(None);
-                    }
-                    _ => {}
-                }
-            }
-            if confirmed && tx.settled.is_none() {
-                if filler {
-                    // The call can never be mined now: re-plan its resource.
-                    batch.flush(state, c).await?;
-                    replan(state, c, m, tx).await?;
-                    return Ok(None);
-                }
-                let out = match (tx.kind, r.success) {
-                    (OutKind::Swap, true) => {
-                        match super::convert::swap_output(state, c, m, tx.ref_id, &hash).await? {
-                            Some(o) => Some(o),
-                            None => {
-                                tracing::error!(chain = c.chain, nonce = tx.nonce, batch = %tx.ref_id,
-                                    "a mined swap's output cannot be read from its receipt; settlement waits");
-                                return Ok(Some(tx));
-                            }
-                        }
-                    }
-                    _ => None,
-                };
-                tx.settled = Some(r.success);
-                batch.ops.push(BatchOp::Settle {
-                    tx: tx.clone(),
-                    hash,
-                    success: r.success,
-                    swap_out: out,
-                });
-            } else if confirmed
-                && tx.kind != OutKind::Payout
-                && tx.settled == Some(true)
-                && (filler || !r.success)
-            {
-                // A settled send (not a payout) that a reorg removed and that is now final
-                // as a filler, or was mined again and reverted: its resource's move is
-                // written (a sweep done) but the chain did not make it. The call is sent
-                // again at a new nonce as soon as it can succeed (a second sweep
-                // moves what the first did not); until then the row stays followed and this
-                // is tried on every pass.
-                tracing::warn!(chain = c.chain, nonce = tx.nonce, kind = ?tx.kind, filler,
-                    "a settled send was undone by a reorg; it is sent again at a new nonce");
-                batch.flush(state, c).await?;
-                replan(state, c, m, tx).await?;
-                return Ok(None);
-            }
-            if tx.settled.is_some() && v.head + 1 >= r.block_number + track_depth(c) {
-                tx.done = true;
-                batch.ops.push(BatchOp::Put(tx.clone()));
+        Some((hash, filler, r)) => f.mined(batch, tx, hash, filler, r).await,
+        None => f.unmined(batch, tx).await,
+    }
+}
+
+/// What following a row in one pass reads: the worker, its master wallet and the chain's
+/// [`View`].
+struct Follow<'a> {
+    state: &'a Handles,
+    c: &'a ChainWorker,
+    m: &'a Master,
+    v: &'a View,
+}
+
+impl Follow<'_> {
+    /// A row a version of which (`hash`, a `filler` or the call) is mined with receipt `r`:
+    /// noted as mined; at the chain's confirmations settled, or turned, re-planned or sent
+    /// again when a reorg changed what its nonce carries; done past the tracking depth.
+    async fn mined(
+        &self,
+        batch: &mut Batch,
+        mut tx: OutTx,
+        hash: String,
+        filler: bool,
+        r: Receipt,
+    ) -> anyhow::Result<Option<OutTx>> {
+        let (state, c) = (self.state, self.c);
+        let at = MinedAt {
+            hash: hash.clone(),
+            block: r.block_number,
+            filler,
+        };
+        if tx.mined.as_ref() != Some(&at) {
+            tx.mined = Some(at);
+            batch.ops.push(BatchOp::Put(tx.clone()));
+            if tx.kind == OutKind::Payout && !filler {
+                batch.mined_payouts += 1;
             }
         }
-        None => {
-            // What follows may sign, broadcast or write on its own: the batch goes first.
-            batch.flush(state, c).await?;
-            if tx.mined.take().is_some() {
-                tracing::warn!(chain = c.chain, nonce = tx.nonce, kind = ?tx.kind,
-                    "a reorg removed a sent transaction; it is submitted again");
-                // Submitted again now: a fee bump waits `replace_after_ms` from here.
-                tx.sent_at = appliance_storage::now_us();
-                save(state, c, tx.clone()).await?;
-            }
-            if tx.nonce < v.latest {
-                // The nonce is used on chain by no version stored here.
-                tracing::error!(chain = c.chain, nonce = tx.nonce,
-                    "the master wallet's nonce was used by a transaction this appliance did not record; left as is");
-                return Ok(Some(tx));
-            }
-            if tx.settled == Some(false) && tx.filler_hashes.is_empty() {
-                // Written as failed (reverted): the call must not run again.
-                fill(state, c, m, tx).await?;
+        let confirmed = self.v.head + 1 >= r.block_number + c.required_confirmations as u64;
+        if confirmed && tx.kind == OutKind::Payout {
+            if let Some(turn) = payout_turn(c, &tx, &hash, filler, r.success) {
+                batch.flush(state, c).await?;
+                payout_outcome(state, c, tx, turn).await?;
                 return Ok(None);
             }
-            let Some((raw, hash)) = tx.current().map(|(r, h)| (r.to_string(), h.to_string()))
-            else {
-                return Err(anyhow!("outgoing transaction {} has no version", tx.nonce));
-            };
-            let hash: B256 = hash.parse().map_err(|_| anyhow!("bad stored hash"))?;
-            let age_ms = (appliance_storage::now_us() - tx.sent_at) / 1000;
-            if !c.client.knows_tx(hash).await? {
-                let raw = hex::decode(raw)?;
-                match c.client.broadcast(&raw).await {
-                    Ok(_) => {
-                        tracing::info!(
-                            chain = c.chain,
-                            nonce = tx.nonce,
-                            "rebroadcast a stored transaction"
-                        )
-                    }
-                    Err(e) if cannot_succeed(&e) && tx.filler_hashes.is_empty() => {
-                        tracing::warn!(chain = c.chain, nonce = tx.nonce, error = %clean(&e),
-                            "a stored transaction can no longer succeed; filling its nonce");
-                        fill(state, c, m, tx).await?;
-                        return Ok(None);
-                    }
-                    Err(e) => {
-                        tracing::debug!(chain = c.chain, nonce = tx.nonce, error = %clean(&e), "rebroadcast refused")
-                    }
-                }
-            } else if age_ms > c.replace_after_ms as i64 {
+        }
+        if confirmed && tx.settled.is_none() {
+            if filler {
+                // The call can never be mined now: re-plan its resource.
+                batch.flush(state, c).await?;
+                replan(state, c, self.m, tx).await?;
+                return Ok(None);
+            }
+            if !self.settle(batch, &mut tx, hash, r.success).await? {
+                return Ok(Some(tx));
+            }
+        } else if confirmed && undone_send(&tx, filler, r.success) {
+            tracing::warn!(chain = c.chain, nonce = tx.nonce, kind = ?tx.kind, filler,
+                "a settled send was undone by a reorg; it is sent again at a new nonce");
+            batch.flush(state, c).await?;
+            replan(state, c, self.m, tx).await?;
+            return Ok(None);
+        }
+        if tx.settled.is_some() && self.v.head + 1 >= r.block_number + track_depth(c) {
+            tx.done = true;
+            batch.ops.push(BatchOp::Put(tx.clone()));
+        }
+        Ok(Some(tx))
+    }
+
+    /// A confirmed call, settled in the batch with its outcome (a swap with its executed
+    /// output). `false` when the settlement waits: a swap whose output its receipt does not
+    /// give.
+    async fn settle(
+        &self,
+        batch: &mut Batch,
+        tx: &mut OutTx,
+        hash: String,
+        success: bool,
+    ) -> anyhow::Result<bool> {
+        let (state, c) = (self.state, self.c);
+        let swap_out = if tx.kind == OutKind::Swap && success {
+            let out = super::convert::swap_output(state, c, self.m, tx.ref_id, &hash).await?;
+            if out.is_none() {
+                tracing::error!(chain = c.chain, nonce = tx.nonce, batch = %tx.ref_id,
+                    "a mined swap's output cannot be read from its receipt; settlement waits");
+                return Ok(false);
+            }
+            out
+        } else {
+            None
+        };
+        tx.settled = Some(success);
+        batch.ops.push(BatchOp::Settle {
+            tx: tx.clone(),
+            hash,
+            success,
+            swap_out,
+        });
+        Ok(true)
+    }
+
+    /// A row none of whose versions is mined: sent again after a reorg removed it; filled
+    /// when written as failed or when the node says it can no longer succeed; rebroadcast
+    /// when the node does not hold it, replaced with higher fees once it is stuck.
+    async fn unmined(&self, batch: &mut Batch, mut tx: OutTx) -> anyhow::Result<Option<OutTx>> {
+        let (state, c, m) = (self.state, self.c, self.m);
+        // What follows may sign, broadcast or write on its own: the batch goes first.
+        batch.flush(state, c).await?;
+        if tx.mined.take().is_some() {
+            tracing::warn!(chain = c.chain, nonce = tx.nonce, kind = ?tx.kind,
+                "a reorg removed a sent transaction; it is submitted again");
+            // Submitted again now: a fee bump waits `replace_after_ms` from here.
+            tx.sent_at = appliance_storage::now_us();
+            save(state, c, tx.clone()).await?;
+        }
+        if tx.nonce < self.v.latest {
+            // The nonce is used on chain by no version stored here.
+            tracing::error!(chain = c.chain, nonce = tx.nonce,
+                "the master wallet's nonce was used by a transaction this appliance did not record; left as is");
+            return Ok(Some(tx));
+        }
+        if tx.settled == Some(false) && tx.filler_hashes.is_empty() {
+            // Written as failed (reverted): the call must not run again.
+            fill(state, c, m, tx).await?;
+            return Ok(None);
+        }
+        let Some((raw, hash)) = tx.current().map(|(r, h)| (r.to_string(), h.to_string())) else {
+            return Err(anyhow!("outgoing transaction {} has no version", tx.nonce));
+        };
+        let hash: B256 = hash.parse().map_err(|_| anyhow!("bad stored hash"))?;
+        let age_ms = (appliance_storage::now_us() - tx.sent_at) / 1000;
+        if c.client.knows_tx(hash).await? {
+            if age_ms > c.replace_after_ms as i64 {
                 replace(state, c, m, tx).await?;
                 return Ok(None);
             }
+            return Ok(Some(tx));
         }
+        match c.client.broadcast(&hex::decode(raw)?).await {
+            Ok(_) => {
+                tracing::info!(
+                    chain = c.chain,
+                    nonce = tx.nonce,
+                    "rebroadcast a stored transaction"
+                )
+            }
+            Err(e) if cannot_succeed(&e) && tx.filler_hashes.is_empty() => {
+                tracing::warn!(chain = c.chain, nonce = tx.nonce, error = %clean(&e),
+                    "a stored transaction can no longer succeed; filling its nonce");
+                fill(state, c, m, tx).await?;
+                return Ok(None);
+            }
+            Err(e) => {
+                tracing::debug!(chain = c.chain, nonce = tx.nonce, error = %clean(&e), "rebroadcast refused")
+            }
+        }
+        Ok(Some(tx))
     }
-    Ok(Some(tx))
+}
+
+/// The turn of a confirmed payout's row whose status no longer says what its nonce carries.
+/// Once its call was mined (settled), a payout follows that nonce: it is not sent at a second
+/// one, so it is paid at most once whatever a reorg does later; its status follows what that
+/// nonce carries. (A payout whose call never mined, its nonce taken by a filler, is
+/// re-planned instead.)
+fn payout_turn(
+    c: &ChainWorker,
+    tx: &OutTx,
+    hash: &str,
+    filler: bool,
+    success: bool,
+) -> Option<PayoutTurn> {
+    match (tx.settled, !filler && success) {
+        (Some(true), false) => {
+            tracing::warn!(chain = c.chain, nonce = tx.nonce, filler,
+                "a confirmed payout's transaction was undone by a reorg; the payout fails and its funds are back");
+            Some(PayoutTurn::Unpaid)
+        }
+        (Some(false), true) => {
+            tracing::warn!(
+                chain = c.chain,
+                nonce = tx.nonce,
+                "a failed payout's transaction succeeded after a reorg; the payout is confirmed"
+            );
+            Some(PayoutTurn::Paid(hash.to_string()))
+        }
+        _ => None,
+    }
+}
+
+/// Whether a settled send (not a payout) was undone by a reorg: final now as a filler, or
+/// mined again and reverted. Its resource's move is written (a sweep done) but the chain did
+/// not make it, so the call is sent again at a new nonce as soon as it can succeed (a second
+/// sweep moves what the first did not); until then the row stays followed and this is tried
+/// on every pass.
+fn undone_send(tx: &OutTx, filler: bool, success: bool) -> bool {
+    tx.kind != OutKind::Payout && tx.settled == Some(true) && (filler || !success)
 }
 
 /// What a settled payout's nonce ends up carrying, against what its status says.

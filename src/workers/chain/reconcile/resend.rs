@@ -39,8 +39,7 @@ pub(super) async fn fill(
         U256::ZERO,
         Default::default(),
         FILLER_GAS,
-        max_fee,
-        tip,
+        (max_fee, tip),
     );
     let signed = match m.signer.sign_evm(service_policy(state), unsigned) {
         Ok(s) => s,
@@ -94,8 +93,7 @@ pub(super) async fn replace(
             U256::ZERO,
             Default::default(),
             FILLER_GAS,
-            max_fee,
-            tip,
+            (max_fee, tip),
         )
     } else {
         sender::eip1559(
@@ -108,8 +106,7 @@ pub(super) async fn replace(
                 .map_err(|_| anyhow!("bad stored value {:?} of nonce {}", tx.value, tx.nonce))?,
             hex::decode(&tx.data)?.into(),
             tx.gas_limit,
-            max_fee,
-            tip,
+            (max_fee, tip),
         )
     };
     let signed = match m.signer.sign_evm(pol, unsigned) {
@@ -174,50 +171,86 @@ pub(super) async fn replan(
     m: &Master,
     tx: OutTx,
 ) -> anyhow::Result<()> {
-    let key = c.key.clone();
-    let nonce = tx.nonce;
-    let retire = move |ctx: &mut appliance_storage::WriteCtx<'_>| {
-        let Some(b) = ctx.evm_out_tx(&key, nonce)? else {
-            return Ok(false);
-        };
-        let Some(mut row) = decode_tx(&b) else {
-            return Ok(false);
-        };
-        if row.done {
-            return Ok(false);
-        }
-        row.done = true;
-        row.settled = Some(row.settled.unwrap_or(true));
-        put_tx(ctx, &key, &row)?;
-        ctx.evm_pending_set(&key, nonce, false)?;
-        Ok(true)
-    };
-    let (kind, id) = (tx.kind, tx.ref_id);
+    let r = Replan::new(state, c, &tx);
+    let (kind, id, nonce) = (tx.kind, tx.ref_id, tx.nonce);
     if matches!(kind, OutKind::Approve | OutKind::Swap) {
         // A batch step is not sent again as it was (a swap's quote and deadline are
         // stale): the batch quotes and sends its step afresh.
-        let reg = state.registry.clone();
-        let attempts = state.config.webhooks.max_attempts();
-        let scope = c.scope;
-        let project_id = tx.project_id;
-        write(state, move |ctx| {
-            if !retire(ctx)? {
+        return r.batch_step_dropped(state).await;
+    }
+    let Some((project_id, already_settled)) = still_waiting(state, kind, id).await? else {
+        write(state, move |ctx| r.retire(ctx).map(|_| ())).await?;
+        return Ok(());
+    };
+    let value = tx
+        .value
+        .parse::<U256>()
+        .map_err(|_| anyhow!("bad stored value {:?} of nonce {}", tx.value, tx.nonce))?;
+    let data: appliance_chains::evm::Bytes = hex::decode(&tx.data)?.into();
+    let call = CallRequest {
+        from: m.treasury,
+        to: tx.to,
+        value,
+        data: data.clone(),
+    };
+    let gas = match c.client.estimate_gas(&call).await {
+        Ok(g) => sender::gas_limit_with_margin(g),
+        Err(e) if e.is_refusal() => {
+            tracing::warn!(chain = c.chain, nonce, kind = ?kind, error = %clean(&e), "a re-planned send cannot succeed");
+            if already_settled {
+                // Its resource's move is written: what it owes is owed until it is sent. The
+                // row stays followed; the next pass tries again (the master wallet's funds
+                // may be on their way: a sweep the same reorg removed, say).
+                tracing::warn!(chain = c.chain, nonce, kind = ?kind,
+                    "a settled send undone by a reorg cannot be sent yet; trying again next pass");
                 return Ok(());
             }
-            let mut scopes = Scopes::new(reg, scope, attempts);
-            if let Some(s) = scopes.of(ctx, project_id)? {
-                match kind {
-                    OutKind::Swap => conversions::swap_dropped(ctx, &s, id)?,
-                    _ => conversions::approve_lost(ctx, &s, id, false)?,
-                }
-            }
-            Ok(())
-        })
+            return r.cannot_succeed(state, project_id).await;
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let project = state
+        .store
+        .read(move |r| r.get::<Project>(project_id))
         .await?;
-        return Ok(());
+    let pol = SigningPolicy {
+        service: state.config.signing.enabled,
+        project: project.as_ref().is_none_or(|p| p.settings.signing_enabled),
+        key: true,
+    };
+    let call = OutCall {
+        kind,
+        ref_id: id,
+        project_id,
+        to: tx.to,
+        value,
+        data,
+        gas_limit: gas,
+    };
+    let sent = send_new(state, c, m, pol, call, move |ctx, hash| {
+        r.resent(ctx, project_id, hash)
+    })
+    .await?;
+    match sent {
+        Ok(Some(h)) => {
+            tracing::warn!(chain = c.chain, old_nonce = nonce, kind = ?kind, hash = %hex32(&h), "re-planned a send at a new nonce")
+        }
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(chain = c.chain, nonce, error = %clean(&e), "cannot sign a re-planned send")
+        }
     }
-    // Is the resource still waiting for this send?
-    let live = match kind {
+    Ok(())
+}
+
+/// Whether the resource of a payout or sweep send is still waiting for it: its project,
+/// and whether its move is already settled (confirmed); `None` for any other kind.
+async fn still_waiting(
+    state: &Handles,
+    kind: OutKind,
+    id: Uuid,
+) -> anyhow::Result<Option<(Uuid, bool)>> {
+    Ok(match kind {
         OutKind::Payout => {
             state
                 .store
@@ -243,106 +276,124 @@ pub(super) async fn replan(
                 .await?
         }
         OutKind::Factory | OutKind::Filler | OutKind::Approve | OutKind::Swap => None,
-    };
-    let Some((project_id, already_settled)) = live else {
-        write(state, move |ctx| retire(ctx).map(|_| ())).await?;
-        return Ok(());
-    };
-    let value = tx
-        .value
-        .parse::<U256>()
-        .map_err(|_| anyhow!("bad stored value {:?} of nonce {}", tx.value, tx.nonce))?;
-    let data: appliance_chains::evm::Bytes = hex::decode(&tx.data)?.into();
-    let call = CallRequest {
-        from: m.treasury,
-        to: tx.to,
-        value,
-        data: data.clone(),
-    };
-    let reg = state.registry.clone();
-    let attempts = state.config.webhooks.max_attempts();
-    let scope = c.scope;
-    let gas = match c.client.estimate_gas(&call).await {
-        Ok(g) => sender::gas_limit_with_margin(g),
-        Err(e) if e.is_refusal() => {
-            // The failure reason is the code (SPEC.md section 3); the node's words go to the log.
-            let reason = "execution reverted".to_string();
-            tracing::warn!(chain = c.chain, nonce, kind = ?kind, error = %clean(&e), "a re-planned send cannot succeed");
-            if already_settled {
-                // Its resource's move is written: what it owes is owed until it is sent. The
-                // row stays followed; the next pass tries again (the master wallet's funds
-                // may be on their way: a sweep the same reorg removed, say).
-                tracing::warn!(chain = c.chain, nonce, kind = ?kind,
-                    "a settled send undone by a reorg cannot be sent yet; trying again next pass");
-                return Ok(());
-            }
-            write(state, move |ctx| {
-                if !retire(ctx)? {
-                    return Ok(());
-                }
-                let mut scopes = Scopes::new(reg, scope, attempts);
-                if let Some(s) = scopes.of(ctx, project_id)? {
-                    match kind {
-                        OutKind::Payout => payouts::fail_replanned(ctx, &s, id, &reason)?,
-                        OutKind::Sweep => sweeps::settle_sent(ctx, &s, id, false)?,
-                        _ => {}
-                    }
-                }
-                Ok(())
-            })
-            .await?;
-            return Ok(());
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let project = state
-        .store
-        .read(move |r| r.get::<Project>(project_id))
-        .await?;
-    let pol = SigningPolicy {
-        service: state.config.signing.enabled,
-        project: project.as_ref().is_none_or(|p| p.settings.signing_enabled),
-        key: true,
-    };
-    let sent = send_new(
-        state,
-        c,
-        m,
-        pol,
-        kind,
-        id,
-        project_id,
-        tx.to,
-        value,
-        data,
-        gas,
-        move |ctx, hash| {
-            if !retire(ctx)? {
-                return Ok(false);
-            }
-            let mut scopes = Scopes::new(reg, scope, attempts);
-            let Some(s) = scopes.of(ctx, project_id)? else {
-                return Ok(true);
-            };
-            match kind {
-                OutKind::Payout => payouts::follow_hash(ctx, &s, id, hash)?,
-                OutKind::Sweep => sweeps::follow_hash(ctx, &s, id, hash)?,
-                _ => {}
-            }
-            Ok(true)
-        },
-    )
-    .await?;
-    match sent {
-        Ok(Some(h)) => {
-            tracing::warn!(chain = c.chain, old_nonce = nonce, kind = ?kind, hash = %hex32(&h), "re-planned a send at a new nonce")
-        }
-        Ok(None) => {}
-        Err(e) => {
-            tracing::warn!(chain = c.chain, nonce, error = %clean(&e), "cannot sign a re-planned send")
+    })
+}
+
+/// A send [`replan`] plans again: its stored row (retired in the transaction that writes
+/// what follows) and the resource it serves.
+struct Replan {
+    key: Arc<str>,
+    nonce: u64,
+    kind: OutKind,
+    id: Uuid,
+    project_id: Uuid,
+    reg: Arc<crate::registry::Registry>,
+    scope: WorkScope,
+    attempts: u32,
+}
+
+impl Replan {
+    fn new(state: &Handles, c: &ChainWorker, tx: &OutTx) -> Self {
+        Replan {
+            key: c.key.clone(),
+            nonce: tx.nonce,
+            kind: tx.kind,
+            id: tx.ref_id,
+            project_id: tx.project_id,
+            reg: state.registry.clone(),
+            scope: c.scope,
+            attempts: state.config.webhooks.max_attempts(),
         }
     }
-    Ok(())
+
+    /// Marks the stored row done (and settled unless it says otherwise) and no longer
+    /// pending; `false` when it is gone, unreadable or done already.
+    fn retire(&self, ctx: &mut appliance_storage::WriteCtx<'_>) -> Result<bool, Fault> {
+        let (key, nonce) = (&self.key, self.nonce);
+        let Some(b) = ctx.evm_out_tx(key, nonce)? else {
+            return Ok(false);
+        };
+        let Some(mut row) = decode_tx(&b) else {
+            return Ok(false);
+        };
+        if row.done {
+            return Ok(false);
+        }
+        row.done = true;
+        row.settled = Some(row.settled.unwrap_or(true));
+        put_tx(ctx, key, &row)?;
+        ctx.evm_pending_set(key, nonce, false)?;
+        Ok(true)
+    }
+
+    /// The scope of `project_id` in `ctx`, when this worker serves it.
+    fn scope_of(
+        &self,
+        ctx: &mut appliance_storage::WriteCtx<'_>,
+        project_id: Uuid,
+    ) -> Result<Option<Scope>, Fault> {
+        Scopes::new(self.reg.clone(), self.scope, self.attempts).of(ctx, project_id)
+    }
+
+    /// Retires a conversion batch's approval or swap: the batch sends its step afresh.
+    async fn batch_step_dropped(self, state: &Handles) -> anyhow::Result<()> {
+        write(state, move |ctx| {
+            if !self.retire(ctx)? {
+                return Ok(());
+            }
+            if let Some(s) = self.scope_of(ctx, self.project_id)? {
+                match self.kind {
+                    OutKind::Swap => conversions::swap_dropped(ctx, &s, self.id)?,
+                    _ => conversions::approve_lost(ctx, &s, self.id, false)?,
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// Retires a send the node says cannot succeed and fails its resource: a payout with
+    /// the code `execution reverted` (SPEC.md section 3; the node's words go to the log),
+    /// a sweep as not sent.
+    async fn cannot_succeed(self, state: &Handles, project_id: Uuid) -> anyhow::Result<()> {
+        let reason = "execution reverted";
+        write(state, move |ctx| {
+            if !self.retire(ctx)? {
+                return Ok(());
+            }
+            if let Some(s) = self.scope_of(ctx, project_id)? {
+                match self.kind {
+                    OutKind::Payout => payouts::fail_replanned(ctx, &s, self.id, reason)?,
+                    OutKind::Sweep => sweeps::settle_sent(ctx, &s, self.id, false)?,
+                    _ => {}
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// The saga step of the send at its new nonce: retires the old row and has the resource
+    /// follow `hash`.
+    fn resent(
+        &self,
+        ctx: &mut appliance_storage::WriteCtx<'_>,
+        project_id: Uuid,
+        hash: &str,
+    ) -> Result<bool, Fault> {
+        if !self.retire(ctx)? {
+            return Ok(false);
+        }
+        let Some(s) = self.scope_of(ctx, project_id)? else {
+            return Ok(true);
+        };
+        match self.kind {
+            OutKind::Payout => payouts::follow_hash(ctx, &s, self.id, hash)?,
+            OutKind::Sweep => sweeps::follow_hash(ctx, &s, self.id, hash)?,
+            _ => {}
+        }
+        Ok(true)
+    }
 }
 
 /// The node's pending nonce is below the lowest followed one: each missing nonce in
@@ -410,8 +461,7 @@ pub(super) async fn repair_gap(
                     U256::ZERO,
                     Default::default(),
                     FILLER_GAS,
-                    f.max_fee_per_gas,
-                    f.max_priority_fee_per_gas,
+                    (f.max_fee_per_gas, f.max_priority_fee_per_gas),
                 );
                 let signed = match m.signer.sign_evm(service_policy(state), unsigned) {
                     Ok(s) => s,

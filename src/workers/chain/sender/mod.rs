@@ -20,11 +20,14 @@ use appliance_storage::records::{
 };
 use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
-use super::send::{crash_point, policy, send_new, sign_out, work_ids, work_ids_in, SignedOut};
+use super::send::{
+    crash_point, policy, send_new, sign_out, work_ids, work_ids_in, OutCall, SignedOut,
+};
 use super::store::{load_watch, pending_txs, put_tx, stored_nonce, OutKind, OutTx};
-use super::waiting::WaitingSweeps;
-use super::{clean, write, ChainWorker, Master, MAX_BACKOFF};
+use super::waiting::{Waiting, WaitingPayouts, WaitingSweeps};
+use super::{clean, write, ChainWorker, Master, WorkScope, MAX_BACKOFF};
 use crate::handles::Handles;
+use crate::registry::Asset;
 use crate::services::error::Fault;
 use crate::services::{payouts, sweeps, Scope};
 
@@ -34,7 +37,7 @@ const MAX_NEW_PER_PASS: usize = 64;
 pub(super) async fn send_loop(state: Handles, c: ChainWorker, m: Master) {
     let poll = c.poll;
     let mut backoff = poll;
-    let mut waiting = WaitingSweeps::default();
+    let mut waiting = Waiting::default();
     loop {
         let step = std::panic::AssertUnwindSafe(send_step(&state, &c, &m, &mut waiting));
         let r = match futures_util::FutureExt::catch_unwind(step).await {
@@ -56,17 +59,17 @@ pub(super) async fn send_loop(state: Handles, c: ChainWorker, m: Master) {
 }
 
 /// One sender pass: follow pending transactions, then sign new payouts, sweeps and the
-/// next steps of conversion batches. `waiting`: the open sweeps earlier passes of this
-/// sender found waiting below the threshold ([`WaitingSweeps`]; keep one per sender).
+/// next steps of conversion batches. `waiting`: what earlier passes of this sender found
+/// waiting ([`Waiting`]; keep one per sender).
 pub async fn send_step(
     state: &Handles,
     c: &ChainWorker,
     m: &Master,
-    waiting: &mut WaitingSweeps,
+    waiting: &mut Waiting,
 ) -> anyhow::Result<()> {
     let followed = super::reconcile::reconcile(state, c, m).await?;
-    send_payouts(state, c, m, followed).await?;
-    send_sweeps(state, c, m, waiting).await?;
+    send_payouts(state, c, m, followed, &mut waiting.payouts).await?;
+    send_sweeps(state, c, m, &mut waiting.sweeps).await?;
     super::convert::send_conversions(state, c, m).await?;
     Ok(())
 }
@@ -118,29 +121,18 @@ impl SendBatch {
 
     /// Signs one transaction at the batch's next nonce with the node's current fees.
     /// Returns its `max_fee_per_gas`, or the signer's refusal (nothing is added then).
-    #[allow(clippy::too_many_arguments)]
     async fn sign(
         &mut self,
         c: &ChainWorker,
         m: &Master,
         pol: SigningPolicy,
-        kind: OutKind,
-        ref_id: Uuid,
-        project_id: Uuid,
-        to: Address,
-        value: U256,
-        data: appliance_chains::evm::Bytes,
-        gas_limit: u64,
+        call: OutCall,
         record: Record,
     ) -> anyhow::Result<Result<u128, SignError>> {
         let nonce = self.first + self.items.len() as u64;
         let SignedOut {
             out, raw, max_fee, ..
-        } = match sign_out(
-            c, m, pol, nonce, kind, ref_id, project_id, to, value, data, gas_limit,
-        )
-        .await?
-        {
+        } = match sign_out(c, m, pol, nonce, call).await? {
             Ok(signed) => signed,
             Err(e) => return Ok(Err(e)),
         };

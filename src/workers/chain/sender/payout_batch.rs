@@ -14,9 +14,16 @@ pub(super) async fn send_payouts(
     c: &ChainWorker,
     m: &Master,
     followed: Option<Vec<OutTx>>,
+    waiting: &mut WaitingPayouts,
 ) -> anyhow::Result<()> {
     let mut batch = None;
-    let r = sign_payouts(state, c, m, &mut batch, followed).await;
+    let mut pass = PayoutPass {
+        state,
+        c,
+        m,
+        unmined: Lazy::Rows(followed),
+    };
+    let r = pass.sign_payouts(&mut batch, waiting).await;
     if let Some(b) = batch {
         b.flush(state, c, m).await?;
     }
@@ -41,64 +48,77 @@ async fn fail_signing(
     .await
 }
 
-async fn sign_payouts(
-    state: &Handles,
-    c: &ChainWorker,
-    m: &Master,
-    batch: &mut Option<SendBatch>,
-    followed: Option<Vec<OutTx>>,
-) -> anyhow::Result<()> {
-    let reg = state.registry.clone();
-    let attempts = state.config.webhooks.max_attempts();
-    let mut done = 0;
-    let mut unmined = Lazy::Rows(followed);
-    let chain = c.chain;
-    let ws = c.scope;
-    let mut items = WorkItems::new(work_ids(state, IndexTag::PayoutsWork).await?);
-    while done < MAX_NEW_PER_PASS {
-        let item = items
-            .next(state, move |r, id| {
-                let Some(p) = r.get::<Payout>(id)? else {
-                    return Ok(None);
-                };
-                if p.chain != chain
-                    || !ws.may_admit(p.project_id)
-                    || !matches!(p.status, PayoutStatus::Queued | PayoutStatus::Signing)
-                {
-                    return Ok(None);
-                }
-                let Some(project) = r.get::<Project>(p.project_id)?.filter(|x| ws.admits(x)) else {
-                    return Ok(None);
-                };
-                let key = r.get::<ApiKey>(p.created_by_key)?;
-                Ok(Some((p, project, key)))
-            })
-            .await?;
-        let Some((p, project, key)) = item else {
-            break;
-        };
-        let id = p.id;
-        // The master wallet must hold the payout at the latest mined state, after what its
-        // own unmined sends already commit; when it does not but a sweep of the coin is on
-        // its way, the payout stays as it is (docs/decisions.md, Payouts: funds in transit).
-        if let Some(asset) = reg.asset(&p.chain, &p.asset) {
-            let funding =
-                payout_funding(state, c, m, &mut unmined, asset, &p.asset, p.amount).await?;
-            if funding == Funding::Awaiting {
-                note_waiting(c.chain, id);
+/// A payout [`pick_payout`] found to sign: the row, its project and the key that created it.
+type Picked = (Payout, Project, Option<ApiKey>);
+
+/// One pass over the queued payouts, and the unmined sends it counts as committed.
+struct PayoutPass<'a> {
+    state: &'a Handles,
+    c: &'a ChainWorker,
+    m: &'a Master,
+    unmined: Lazy,
+}
+
+/// A payout ready to sign: its scope, signing policy and transaction.
+struct PayoutSend {
+    scope: Scope,
+    pol: SigningPolicy,
+    call: OutCall,
+}
+
+impl PayoutPass<'_> {
+    /// Signs the queued payouts into `batch`, at most [`MAX_NEW_PER_PASS`], oldest first.
+    async fn sign_payouts(
+        &mut self,
+        batch: &mut Option<SendBatch>,
+        waiting: &mut WaitingPayouts,
+    ) -> anyhow::Result<()> {
+        let (state, c) = (self.state, self.c);
+        let (chain, ws) = (c.chain, c.scope);
+        let mut done = 0;
+        let mut items = WorkItems::new(work_ids(state, IndexTag::PayoutsWork).await?);
+        while done < MAX_NEW_PER_PASS {
+            let pick = move |r: &appliance_storage::ReadCtx, id| pick_payout(r, id, chain, ws);
+            let Some((p, project, key)) = items.next(state, pick).await? else {
+                break;
+            };
+            if self.awaits_sweep(&p).await? {
+                waiting.note(chain, p.id);
                 continue;
             }
+            waiting.forget(p.id);
+            done += 1;
+            if let Some(send) = self.prepare(&p, project, key).await? {
+                self.sign(batch, &p, send).await?;
+            }
         }
-        forget_waiting(id);
-        done += 1;
-        let scope = Scope {
-            reg: reg.clone(),
-            project: Arc::new(project.clone()),
-            delivery_attempts: attempts,
+        Ok(())
+    }
+
+    /// Whether the payout waits: the master wallet must hold it at the latest mined state,
+    /// after what its own unmined sends already commit; when it does not but a sweep of the
+    /// coin is on its way, the payout stays as it is (docs/decisions.md, Payouts: funds in
+    /// transit).
+    async fn awaits_sweep(&mut self, p: &Payout) -> anyhow::Result<bool> {
+        let (state, c, m) = (self.state, self.c, self.m);
+        let Some(asset) = state.registry.asset(&p.chain, &p.asset) else {
+            return Ok(false);
         };
-        // `queued` -> `signing` is written with the signed transaction (or with the failure
-        // when it cannot be sent), in the batch's transaction: a payout cancelled meanwhile
-        // is not recorded, and nothing unrecorded is broadcast.
+        let funding =
+            payout_funding(state, c, m, &mut self.unmined, asset, &p.asset, p.amount).await?;
+        Ok(funding == Funding::Awaiting)
+    }
+
+    /// The payout's transaction, or `None` when it is not sent this pass: failed (signing
+    /// switched off, a destination that does not parse, a transfer the node says cannot
+    /// succeed), or its coin no longer listed.
+    async fn prepare(
+        &self,
+        p: &Payout,
+        project: Project,
+        key: Option<ApiKey>,
+    ) -> anyhow::Result<Option<PayoutSend>> {
+        let (state, c, m, id) = (self.state, self.c, self.m, p.id);
         // A payout no key created (`created_by_key` nil: a checkout refund the buyer asked
         // for, DECISIONS.md section 12) has no key switch; the service and project switches
         // still apply.
@@ -107,20 +127,22 @@ async fn sign_payouts(
             None => p.created_by_key.is_nil(),
         };
         let pol = policy(state, &project, key_signs);
+        let scope = Scope {
+            reg: state.registry.clone(),
+            project: Arc::new(project),
+            delivery_attempts: state.config.webhooks.max_attempts(),
+        };
         if !pol.blocked_by().is_empty() {
             let reason = format!("signing_disabled: {}", pol.blocked_by().join(","));
             fail_signing(state, &scope, id, reason).await?;
-            continue;
+            return Ok(None);
         }
-        let Some(asset) = reg.asset(&p.chain, &p.asset).cloned() else {
-            continue;
+        let Some(asset) = state.registry.asset(&p.chain, &p.asset).cloned() else {
+            return Ok(None);
         };
-        let dest: Address = match p.to_address.parse() {
-            Ok(a) => a,
-            Err(_) => {
-                fail_signing(state, &scope, id, "invalid_address".into()).await?;
-                continue;
-            }
+        let Ok(dest) = p.to_address.parse::<Address>() else {
+            fail_signing(state, &scope, id, "invalid_address".into()).await?;
+            return Ok(None);
         };
         let (to, value, data) = if asset.is_native {
             (dest, U256::from(p.amount), Default::default())
@@ -151,51 +173,85 @@ async fn sign_payouts(
                 // to the log.
                 tracing::warn!(chain = c.chain, payout = %id, error = %clean(&e), "payout cannot succeed: execution reverted");
                 fail_signing(state, &scope, id, "execution reverted".into()).await?;
-                continue;
+                return Ok(None);
             }
             Err(e) => return Err(e.into()),
         };
+        let call = OutCall {
+            kind: OutKind::Payout,
+            ref_id: id,
+            project_id: p.project_id,
+            to,
+            value,
+            data,
+            gas_limit: gas,
+        };
+        Ok(Some(PayoutSend { scope, pol, call }))
+    }
+
+    /// Signs the payout into `batch`. `queued` -> `signing` is written with the signed
+    /// transaction (or with the failure when it cannot be sent), in the batch's transaction:
+    /// a payout cancelled meanwhile is not recorded, and nothing unrecorded is broadcast.
+    async fn sign(
+        &mut self,
+        batch: &mut Option<SendBatch>,
+        p: &Payout,
+        send: PayoutSend,
+    ) -> anyhow::Result<()> {
+        let (state, c, m, id) = (self.state, self.c, self.m, p.id);
+        let PayoutSend { scope, pol, call } = send;
+        let (value, gas) = (call.value, call.gas_limit);
         let s2 = scope.clone();
         let head = c.client.head().await?;
         if batch.is_none() {
             *batch = Some(SendBatch::begin(state, c, m).await?);
         }
         let b = batch.as_mut().expect("begun above");
-        let sent = b
-            .sign(
-                c,
-                m,
-                pol,
-                OutKind::Payout,
-                id,
-                p.project_id,
-                to,
-                value,
-                data,
-                gas,
-                Box::new(move |ctx, hash| {
-                    if payouts::begin_signing(ctx, &s2, id)?.is_none() {
-                        return Ok(false);
-                    }
-                    Ok(payouts::submit_sent(ctx, &s2, id, hash, head)?.is_some())
-                }),
-            )
-            .await?;
-        match sent {
+        let record: Record = Box::new(move |ctx, hash| {
+            if payouts::begin_signing(ctx, &s2, id)?.is_none() {
+                return Ok(false);
+            }
+            Ok(payouts::submit_sent(ctx, &s2, id, hash, head)?.is_some())
+        });
+        match b.sign(c, m, pol, call, record).await? {
             // Counted as committed from now on; a send the batch drops (its payout moved
             // before the batch was written) is counted until the pass ends, which can only
             // make a later payout of the pass wait for the next one.
             Ok(max_fee) => {
-                if let Lazy::Built(u) = &mut unmined {
-                    u.add_payout(&p, value, gas, max_fee);
+                if let Lazy::Built(u) = &mut self.unmined {
+                    u.add_payout(p, value, gas, max_fee);
                 }
             }
             Err(e) => {
                 fail_signing(state, &scope, id, format!("signing refused: {e}")).await?;
             }
         }
+        Ok(())
     }
-    Ok(())
+}
+
+/// Payout `id` when it is a queued (or signing) payout of this chain that this worker
+/// serves, with its project and the key that created it.
+fn pick_payout(
+    r: &appliance_storage::ReadCtx,
+    id: Uuid,
+    chain: &str,
+    ws: WorkScope,
+) -> Result<Option<Picked>, StoreError> {
+    let Some(p) = r.get::<Payout>(id)? else {
+        return Ok(None);
+    };
+    if p.chain != chain
+        || !ws.may_admit(p.project_id)
+        || !matches!(p.status, PayoutStatus::Queued | PayoutStatus::Signing)
+    {
+        return Ok(None);
+    }
+    let Some(project) = r.get::<Project>(p.project_id)?.filter(|x| ws.admits(x)) else {
+        return Ok(None);
+    };
+    let key = r.get::<ApiKey>(p.created_by_key)?;
+    Ok(Some((p, project, key)))
 }
 
 /// Whether the master wallet can pay a payout now (see [`payout_funding`]).
@@ -406,29 +462,4 @@ async fn payout_funding(
         return Ok(Funding::Awaiting);
     }
     Ok(Funding::Short)
-}
-
-/// Payouts already reported as waiting for a sweep, so the wait is logged once per payout
-/// rather than on every sender pass. Bounded: cleared when it grows past 10,000.
-static WAITING: std::sync::Mutex<Option<std::collections::HashSet<Uuid>>> =
-    std::sync::Mutex::new(None);
-
-fn note_waiting(chain: &str, id: Uuid) {
-    let mut g = WAITING.lock().unwrap_or_else(|e| e.into_inner());
-    let set = g.get_or_insert_with(Default::default);
-    if set.len() >= 10_000 {
-        set.clear();
-    }
-    if set.insert(id) {
-        tracing::info!(chain, payout = %id, "payout waits: the master wallet does not hold it yet and a sweep of the coin is on its way");
-    } else {
-        tracing::debug!(chain, payout = %id, "payout still waits for a sweep");
-    }
-}
-
-fn forget_waiting(id: Uuid) {
-    let mut g = WAITING.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(set) = g.as_mut() {
-        set.remove(&id);
-    }
 }

@@ -43,13 +43,15 @@ async fn ensure_factory(state: &Handles, c: &ChainWorker, m: &Master) -> anyhow:
         c,
         m,
         pol,
-        OutKind::Factory,
-        Uuid::nil(),
-        Uuid::nil(),
-        to,
-        U256::ZERO,
-        data,
-        sender::gas_limit_with_margin(gas),
+        OutCall {
+            kind: OutKind::Factory,
+            ref_id: Uuid::nil(),
+            project_id: Uuid::nil(),
+            to,
+            value: U256::ZERO,
+            data,
+            gas_limit: sender::gas_limit_with_margin(gas),
+        },
         |_, _| Ok(true),
     )
     .await?;
@@ -102,6 +104,11 @@ pub(super) async fn send_sweeps(
     r
 }
 
+/// A sweep [`pick_sweep`] found to look at: the row, its project and wallet, the amount its
+/// address holds now, and whether a sweep was requested.
+type Picked = (Sweep, Project, Wallet, u128, bool);
+
+/// Signs this pass's sweeps into `batch`, at most [`MAX_NEW_PER_PASS`], in queue order.
 async fn sign_sweeps(
     state: &Handles,
     c: &ChainWorker,
@@ -109,14 +116,6 @@ async fn sign_sweeps(
     batch: &mut Option<SendBatch>,
     waiting: &mut WaitingSweeps,
 ) -> anyhow::Result<()> {
-    let reg = state.registry.clone();
-    let attempts = state.config.webhooks.max_attempts();
-    let chain = c.chain;
-    let ws = c.scope;
-    let threshold = c.sweep_threshold_usd_cents;
-    let mut factory_ready: Option<bool> = None;
-    let mut held: Option<SweepHolds> = None;
-    let mut done = 0;
     // Before the store is read: a sweep written after this is in the next pass's queue.
     if waiting.begin_pass(
         &state.sweep_changes,
@@ -125,150 +124,202 @@ async fn sign_sweeps(
     ) {
         waiting.looked_at(work_ids(state, IndexTag::SweepsWork).await?);
     }
-    // An id comes back as `Err` when it is not this pass's to sign until its row is written
-    // again: another sender's, no longer open, or gone (`WaitingSweeps::passes_over`).
-    let pick = move |r: &appliance_storage::ReadCtx, id| {
-        let Some(sw) = r.get::<Sweep>(id)? else {
-            return Ok(Some(Err(id)));
-        };
-        if sw.chain != chain || !ws.may_admit(sw.project_id) || sw.status != SweepStatus::Open {
-            return Ok(Some(Err(id)));
-        }
-        let Some(project) = r.get::<Project>(sw.project_id)?.filter(|x| ws.admits(x)) else {
-            // A test project's sweep on a live worker (a project's mode is fixed).
-            return Ok(Some(Err(id)));
-        };
-        let Some(w) = r.get::<Wallet>(sw.wallet_id)? else {
-            return Ok(Some(Err(id)));
-        };
-        let amount = sweeps::amount_now(r, &sw).unwrap_or(0);
-        let requested = r.sweep_requested(sw.id)?;
-        Ok(Some(Ok((sw, project, w, amount, requested))))
+    let mut queue = SweepQueue {
+        items: WorkItems::new(Vec::new()),
+        read_to: None,
     };
-    let mut items = WorkItems::new(Vec::new());
-    let mut read_to: Option<Uuid> = None; // the last id of the queue's chunks read
+    let mut pass = SweepPass {
+        state,
+        c,
+        m,
+        factory_ready: None,
+        held: None,
+    };
+    let mut done = 0;
     while done < MAX_NEW_PER_PASS {
-        let item = loop {
-            if let Some(found) = items.next(state, pick).await? {
-                break Some(found);
-            }
-            let chunk = waiting.next_ids(read_to, WORK_CHUNK);
-            let Some(&last) = chunk.last() else {
-                break None;
-            };
-            read_to = Some(last);
-            items = WorkItems::new(chunk);
-        };
-        let (sw, project, w, amount, requested) = match item {
+        let picked = match queue.next(state, c, waiting).await? {
             None => break,
             Some(Err(other)) => {
                 waiting.passes_over(other);
                 continue;
             }
-            Some(Ok(found)) => found,
+            Some(Ok(picked)) => picked,
         };
-        let id = sw.id;
-        let Some(asset) = reg.asset(chain, &sw.asset).cloned() else {
+        let Some(asset) = state.registry.asset(c.chain, &picked.0.asset).cloned() else {
             continue;
         };
-        // Below the chain's threshold, or a coin without a usable price, waits (a request
-        // sweeps anyway); docs/decisions.md, Market prices.
-        if !requested
-            && amount > 0
-            && state
-                .market
-                .sweep_waits(
-                    &asset.symbol,
-                    asset.decimals,
-                    amount,
-                    threshold,
-                    project.mode == appliance_storage::records::Mode::Live,
-                )
-                .await
-        {
-            tracing::debug!(chain, sweep = %id, asset = %asset.symbol, "sweep waits: below the threshold or no usable price");
-            waiting.waits(id);
+        if waits_for_price(state, c, &picked, &asset).await {
+            waiting.waits(picked.0.id);
             continue;
         }
         done += 1;
+        if !pass.sign(batch, picked, &asset).await? {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// The sweeps of one pass, read in chunks of [`WORK_CHUNK`] ids from the waiting list.
+struct SweepQueue {
+    items: WorkItems<Result<Picked, Uuid>>,
+    /// The last id of the chunks read.
+    read_to: Option<Uuid>,
+}
+
+impl SweepQueue {
+    /// The next sweep to look at, `None` at the queue's end. An id comes back as `Err` when
+    /// it is not this pass's to sign until its row is written again: another sender's, no
+    /// longer open, or gone (`WaitingSweeps::passes_over`).
+    async fn next(
+        &mut self,
+        state: &Handles,
+        c: &ChainWorker,
+        waiting: &WaitingSweeps,
+    ) -> anyhow::Result<Option<Result<Picked, Uuid>>> {
+        let (chain, ws) = (c.chain, c.scope);
+        let pick = move |r: &appliance_storage::ReadCtx, id| pick_sweep(r, id, chain, ws);
+        loop {
+            if let Some(found) = self.items.next(state, pick).await? {
+                return Ok(Some(found));
+            }
+            let chunk = waiting.next_ids(self.read_to, WORK_CHUNK);
+            let Some(&last) = chunk.last() else {
+                return Ok(None);
+            };
+            self.read_to = Some(last);
+            self.items = WorkItems::new(chunk);
+        }
+    }
+}
+
+/// Sweep `id` as [`SweepQueue::next`] gives it.
+fn pick_sweep(
+    r: &appliance_storage::ReadCtx,
+    id: Uuid,
+    chain: &str,
+    ws: WorkScope,
+) -> Result<Option<Result<Picked, Uuid>>, StoreError> {
+    let Some(sw) = r.get::<Sweep>(id)? else {
+        return Ok(Some(Err(id)));
+    };
+    if sw.chain != chain || !ws.may_admit(sw.project_id) || sw.status != SweepStatus::Open {
+        return Ok(Some(Err(id)));
+    }
+    let Some(project) = r.get::<Project>(sw.project_id)?.filter(|x| ws.admits(x)) else {
+        // A test project's sweep on a live worker (a project's mode is fixed).
+        return Ok(Some(Err(id)));
+    };
+    let Some(w) = r.get::<Wallet>(sw.wallet_id)? else {
+        return Ok(Some(Err(id)));
+    };
+    let amount = sweeps::amount_now(r, &sw).unwrap_or(0);
+    let requested = r.sweep_requested(sw.id)?;
+    Ok(Some(Ok((sw, project, w, amount, requested))))
+}
+
+/// Whether an unrequested sweep waits: below the chain's threshold, or of a coin without a
+/// usable price (a request sweeps anyway); docs/decisions.md, Market prices.
+async fn waits_for_price(state: &Handles, c: &ChainWorker, picked: &Picked, asset: &Asset) -> bool {
+    let (sw, project, _, amount, requested) = picked;
+    let waits = !requested
+        && *amount > 0
+        && state
+            .market
+            .sweep_waits(
+                &asset.symbol,
+                asset.decimals,
+                *amount,
+                c.sweep_threshold_usd_cents,
+                project.mode == appliance_storage::records::Mode::Live,
+            )
+            .await;
+    if waits {
+        tracing::debug!(chain = c.chain, sweep = %sw.id, asset = %asset.symbol, "sweep waits: below the threshold or no usable price");
+    }
+    waits
+}
+
+/// What one pass learns once, when its first sweep needs it: the holds of the chain, and
+/// whether the forwarder factory is on chain.
+struct SweepPass<'a> {
+    state: &'a Handles,
+    c: &'a ChainWorker,
+    m: &'a Master,
+    factory_ready: Option<bool>,
+    held: Option<SweepHolds>,
+}
+
+impl SweepPass<'_> {
+    /// Signs one sweep into `batch`: an empty address skips the sweep, a held wallet or
+    /// signing switched off leaves it open, a sweep the node says would revert stays open.
+    /// `Ok(false)` ends the pass (the chain is not in step, or the factory is not there).
+    async fn sign(
+        &mut self,
+        batch: &mut Option<SendBatch>,
+        (sw, project, w, amount, _): Picked,
+        asset: &Asset,
+    ) -> anyhow::Result<bool> {
+        let (state, c, m) = (self.state, self.c, self.m);
+        let (chain, id) = (c.chain, sw.id);
+        let pol = policy(state, &project, true);
         let scope = Scope {
-            reg: reg.clone(),
-            project: Arc::new(project.clone()),
-            delivery_attempts: attempts,
+            reg: state.registry.clone(),
+            project: Arc::new(project),
+            delivery_attempts: state.config.webhooks.max_attempts(),
         };
         if amount == 0 {
-            let s2 = scope.clone();
             write(state, move |ctx| {
-                sweeps::skip_if_empty(ctx, &s2, id).map(|_| ())
+                sweeps::skip_if_empty(ctx, &scope, id).map(|_| ())
             })
             .await?;
-            continue;
+            return Ok(true);
         }
-        if held.is_none() {
-            held = Some(sweep_holds(state, c).await?);
+        if self.held.is_none() {
+            self.held = Some(sweep_holds(state, c).await?);
         }
-        match &held {
-            Some(SweepHolds::NotInStep) => return Ok(()),
+        match &self.held {
+            Some(SweepHolds::NotInStep) => return Ok(false),
             Some(SweepHolds::Wallets(ws)) if ws.contains(&sw.wallet_id) => {
                 tracing::debug!(chain, sweep = %id, "sweep held: the address has an unconfirmed inbound transfer");
-                continue;
+                return Ok(true);
             }
             _ => {}
         }
-        if factory_ready.is_none() {
-            factory_ready = Some(ensure_factory(state, c, m).await?);
+        if self.factory_ready.is_none() {
+            self.factory_ready = Some(ensure_factory(state, c, m).await?);
         }
-        if factory_ready != Some(true) {
-            return Ok(());
+        if self.factory_ready != Some(true) {
+            return Ok(false);
         }
-        let pol = policy(state, &project, true);
         if !pol.blocked_by().is_empty() {
-            continue; // stays open until signing is switched back on
+            return Ok(true); // stays open until signing is switched back on
         }
-        let token = if asset.is_native {
-            Address::ZERO
-        } else {
-            asset
-                .contract
-                .parse()
-                .map_err(|_| anyhow!("bad contract"))?
-        };
-        let salt = crate::services::wallets::forwarder_salt(&w);
-        let data = sweeper::sweep_calldata(salt, &[token]);
-        let call = CallRequest {
-            from: m.treasury,
-            to: m.factory,
-            value: U256::ZERO,
-            data: data.clone(),
-        };
-        let gas = match c.client.estimate_gas(&call).await {
-            Ok(g) => sender::gas_limit_with_margin(g),
-            Err(e) if is_refusal(&e) => {
-                tracing::warn!(chain, sweep = %id, error = %clean(&e), "sweep would revert; left open");
-                continue;
-            }
-            Err(e) => return Err(e.into()),
+        let Some((data, gas)) = sweep_call(c, m, id, asset, &w).await? else {
+            return Ok(true);
         };
         let head = c.client.head().await?;
-        let s2 = scope.clone();
         if batch.is_none() {
             *batch = Some(SendBatch::begin(state, c, m).await?);
         }
+        let call = OutCall {
+            kind: OutKind::Sweep,
+            ref_id: id,
+            project_id: sw.project_id,
+            to: m.factory,
+            value: U256::ZERO,
+            data,
+            gas_limit: gas,
+        };
         let b = batch.as_mut().expect("begun above");
         let r = b
             .sign(
                 c,
                 m,
                 pol,
-                OutKind::Sweep,
-                id,
-                sw.project_id,
-                m.factory,
-                U256::ZERO,
-                data,
-                gas,
+                call,
                 Box::new(move |ctx, hash| {
-                    Ok(sweeps::submit_sent(ctx, &s2, id, hash, head)?
+                    Ok(sweeps::submit_sent(ctx, &scope, id, hash, head)?
                         .is_some_and(|s| s.status == SweepStatus::Submitted))
                 }),
             )
@@ -276,6 +327,41 @@ async fn sign_sweeps(
         if let Err(e) = r {
             tracing::warn!(chain, sweep = %id, error = %clean(&e), "sweep not signed");
         }
+        Ok(true)
     }
-    Ok(())
+}
+
+/// The factory's calldata that sweeps `asset` from wallet `w`'s forwarder, with its gas
+/// limit; `None` when the node says the sweep (`id`) would revert.
+async fn sweep_call(
+    c: &ChainWorker,
+    m: &Master,
+    id: Uuid,
+    asset: &Asset,
+    w: &Wallet,
+) -> anyhow::Result<Option<(appliance_chains::evm::Bytes, u64)>> {
+    let token = if asset.is_native {
+        Address::ZERO
+    } else {
+        asset
+            .contract
+            .parse()
+            .map_err(|_| anyhow!("bad contract"))?
+    };
+    let salt = crate::services::wallets::forwarder_salt(w);
+    let data = sweeper::sweep_calldata(salt, &[token]);
+    let call = CallRequest {
+        from: m.treasury,
+        to: m.factory,
+        value: U256::ZERO,
+        data: data.clone(),
+    };
+    match c.client.estimate_gas(&call).await {
+        Ok(g) => Ok(Some((data, sender::gas_limit_with_margin(g)))),
+        Err(e) if is_refusal(&e) => {
+            tracing::warn!(chain = c.chain, sweep = %id, error = %clean(&e), "sweep would revert; left open");
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
