@@ -4,7 +4,9 @@
 use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
-use appliance_storage::ledger::{Account, AccountKind, Holding, JournalEntry, Posting};
+use appliance_storage::ledger::{
+    Account, AccountKind, Holding, JournalEntry, JournalKind, Posting,
+};
 use appliance_storage::records::{AddressOwner, Customer, Deposit, DepositStatus, Project, Wallet};
 use appliance_storage::{ChainStateOps, Delta, ReadOps, StoreError, WriteCtx};
 
@@ -319,7 +321,7 @@ fn credit_entry(d: &Deposit, now: i64) -> JournalEntry {
     JournalEntry {
         id: appliance_storage::sources::new_id(),
         project_id: d.project_id,
-        kind: "deposit_credit".into(),
+        kind: JournalKind::DepositCredit,
         ref_id: d.id,
         created_at: now,
         postings: vec![
@@ -535,7 +537,7 @@ fn orphan_inner(
     let e = JournalEntry {
         id: appliance_storage::sources::new_id(),
         project_id: p,
-        kind: "deposit_reversal".into(),
+        kind: JournalKind::DepositReversal,
         ref_id: d.id,
         created_at: ctx.now_us(),
         postings,

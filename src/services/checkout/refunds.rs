@@ -4,6 +4,7 @@
 //! do to its claim.
 
 use super::*;
+use appliance_storage::ledger::JournalKind;
 
 /// The first refund claim of `inv` that waits for its classification ([`classify`]): it
 /// awaits an address and its sender class is not known yet.
@@ -137,7 +138,14 @@ pub fn apply_classification(
         r.status = "skipped".into();
         r.skip_reason = Some("dust".into());
         let (chain, asset, gross) = (r.chain.clone(), r.asset.clone(), r.amount_atomic);
-        release_hold(ctx, &inv, &chain, &asset, gross, "invoice_refund_skip")?;
+        release_hold(
+            ctx,
+            &inv,
+            &chain,
+            &asset,
+            gross,
+            JournalKind::InvoiceRefundSkip,
+        )?;
     }
     inv.updated_at = ctx.now_us();
     ctx.put(&inv)?;
@@ -151,7 +159,7 @@ fn release_hold(
     chain: &str,
     asset: &str,
     amount: u128,
-    kind: &str,
+    kind: JournalKind,
 ) -> Result<(), Fault> {
     if amount == 0 {
         return Ok(());
@@ -263,7 +271,7 @@ pub fn request_refund(
         to_address: to.clone(),
         memo: None,
         status: PayoutStatus::Queued,
-        reference: Some(format!("refund:{}", inv.id)),
+        reference: Some(RefundReference::new(inv.id).to_string()),
         tx_hash: None,
         failure_reason: None,
         amount_usd_cents: inv
@@ -286,7 +294,7 @@ pub fn request_refund(
         &r.chain,
         &r.asset,
         r.held_atomic().saturating_sub(net),
-        "invoice_refund_fee",
+        JournalKind::InvoiceRefundFee,
     )?;
     ctx.put(&payout)?;
     emit_payout(ctx, s, "payout.created", &payout)?;
@@ -301,15 +309,10 @@ pub fn request_refund(
 
 /// The invoice whose refund `p` is (`reference` `refund:<invoice id>`), if it still exists.
 fn refund_invoice(ctx: &WriteCtx<'_>, p: &Payout) -> Result<Option<Invoice>, Fault> {
-    let Some(id) = p
-        .reference
-        .as_deref()
-        .and_then(|r| r.strip_prefix("refund:"))
-        .and_then(|id| Uuid::parse_str(id).ok())
-    else {
+    let Some(r) = p.refund() else {
         return Ok(None);
     };
-    Ok(ctx.get_in::<Invoice>(p.project_id, id)?)
+    Ok(ctx.get_in::<Invoice>(p.project_id, r.invoice_id)?)
 }
 
 /// Keeps a refund claim in step with its payout (called by `services::payouts` on every
@@ -342,7 +345,7 @@ pub fn refund_payout_moved(ctx: &mut WriteCtx<'_>, s: &Scope, p: &Payout) -> Res
             &chain,
             &asset,
             amount,
-            "invoice_refund_hold",
+            JournalKind::InvoiceRefundHold,
             true,
             now,
         );
@@ -395,7 +398,14 @@ pub fn refund_payout_resettling(ctx: &mut WriteCtx<'_>, p: &Payout) -> Result<()
     };
     let (chain, asset) = (inv.refunds[i].chain.clone(), inv.refunds[i].asset.clone());
     let held = inv.refunds[i].held_atomic();
-    release_hold(ctx, &inv, &chain, &asset, held, "invoice_refund_release")?;
+    release_hold(
+        ctx,
+        &inv,
+        &chain,
+        &asset,
+        held,
+        JournalKind::InvoiceRefundRelease,
+    )?;
     let c = &mut inv.refunds[i];
     c.failed_payouts.retain(|id| *id != p.id);
     c.payout_id = Some(p.id);

@@ -3,7 +3,7 @@
 //! holds exactly what its open payouts, open conversions and refund claims hold.
 
 use super::*;
-use crate::records::InvoiceRefund;
+use crate::records::{InvoiceRefund, RefundReference};
 
 /// Refund claims and the project's own `locked` account:
 ///
@@ -58,7 +58,7 @@ pub(super) fn check_refund_holds(
             continue;
         }
         for entry in conv_entries.get(&b.id).into_iter().flatten() {
-            if entry.kind != "conversion_lock" {
+            if entry.kind != JournalKind::ConversionLock {
                 continue;
             }
             for p in &entry.postings {
@@ -118,11 +118,11 @@ fn check_claim(
     c: &InvoiceRefund,
     rep: &mut Report,
 ) -> Result<(), StoreError> {
-    let reference = format!("refund:{}", inv.id);
+    let reference = RefundReference::new(inv.id);
     let load = |id: Uuid| -> Result<Option<Payout>, StoreError> {
         match ctx.get_in::<Payout>(inv.project_id, id) {
             Ok(p) => Ok(p.filter(|p| {
-                p.reference.as_deref() == Some(reference.as_str())
+                p.refund() == Some(reference)
                     && p.chain == c.chain
                     && p.asset == c.asset
                     && p.customer_id.is_none()
