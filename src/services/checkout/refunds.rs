@@ -135,7 +135,7 @@ pub fn apply_classification(
         .and_then(|(d, rate)| value_scaled(net, d, &rate))
         .unwrap_or(U512::ZERO);
     if net_value <= price_value(DUST_CENTS) {
-        r.status = "skipped".into();
+        r.status = RefundStatus::Skipped;
         r.skip_reason = Some("dust".into());
         let (chain, asset, gross) = (r.chain.clone(), r.asset.clone(), r.amount_atomic);
         release_hold(
@@ -218,9 +218,9 @@ pub fn request_refund(
             to == address
         }
     };
-    match r.status.as_str() {
-        InvoiceRefund::AWAITING_ADDRESS => {}
-        "pending" | "sent" | "confirmed" => {
+    match r.status {
+        RefundStatus::AwaitingAddress => {}
+        RefundStatus::Pending | RefundStatus::Sent | RefundStatus::Confirmed => {
             return match r.to_address.as_deref() {
                 Some(to) if same(to) => Ok(()),
                 _ => Err(CheckoutError::AddressMismatch),
@@ -228,7 +228,7 @@ pub fn request_refund(
         }
         other => {
             return Err(CheckoutError::RefundClosed {
-                status: other.to_string(),
+                status: other.as_str().to_string(),
             })
         }
     }
@@ -299,7 +299,7 @@ pub fn request_refund(
     ctx.put(&payout)?;
     emit_payout(ctx, s, "payout.created", &payout)?;
     let c = &mut inv.refunds[i];
-    c.status = "pending".into();
+    c.status = RefundStatus::Pending;
     c.to_address = Some(to);
     c.payout_id = Some(payout.id);
     inv.updated_at = now;
@@ -337,7 +337,7 @@ pub fn refund_payout_moved(ctx: &mut WriteCtx<'_>, s: &Scope, p: &Payout) -> Res
         return Ok(());
     }
     let now = ctx.now_us();
-    if to == InvoiceRefund::AWAITING_ADDRESS {
+    if to == RefundStatus::AwaitingAddress {
         let (chain, asset) = (inv.refunds[i].chain.clone(), inv.refunds[i].asset.clone());
         let amount = p.amount.saturating_add(p.fee_amount);
         let e = invoices::refund_hold_entry(
@@ -354,19 +354,19 @@ pub fn refund_payout_moved(ctx: &mut WriteCtx<'_>, s: &Scope, p: &Payout) -> Res
             // Unreachable (the payout's funds were just returned to `available`); should it
             // happen, the claim ends as before the rule: `failed`, the funds the merchant's.
             tracing::error!(invoice = %inv.id, payout = %p.id, "a failed refund's net could not be held again");
-            c.status = "failed".into();
+            c.status = RefundStatus::Failed;
         } else {
-            c.status = to.into();
+            c.status = to;
             c.to_address = None;
         }
         c.payout_id = None;
         c.failed_payouts.push(p.id);
     } else {
-        inv.refunds[i].status = to.into();
+        inv.refunds[i].status = to;
     }
     inv.updated_at = now;
     ctx.put(&inv)?;
-    if to == "confirmed" {
+    if to == RefundStatus::Confirmed {
         emit_view(
             ctx,
             s,
@@ -410,7 +410,7 @@ pub fn refund_payout_resettling(ctx: &mut WriteCtx<'_>, p: &Payout) -> Result<()
     c.failed_payouts.retain(|id| *id != p.id);
     c.payout_id = Some(p.id);
     c.to_address = Some(p.to_address.clone());
-    c.status = "sent".into();
+    c.status = RefundStatus::Sent;
     inv.updated_at = ctx.now_us();
     ctx.put(&inv)?;
     Ok(())

@@ -27,7 +27,7 @@ use appliance_storage::index::{self, IndexTag};
 use appliance_storage::ledger::{Account, AccountKind, JournalEntry, JournalKind, Posting};
 use appliance_storage::records::{
     Deposit, Invoice, InvoiceAddress, InvoiceQuote, InvoiceRefund, InvoiceStatus,
-    OverpaymentPolicy, Project, Wallet,
+    OverpaymentPolicy, Project, RefundStatus, Wallet,
 };
 use appliance_storage::{EncodedRow, ReadOps, StoreError, WriteCtx};
 

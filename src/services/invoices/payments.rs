@@ -216,7 +216,7 @@ pub(super) fn hold_excess(
     {
         Some(c) => c.amount_atomic = c.amount_atomic.saturating_add(add),
         None => inv.refunds.push(InvoiceRefund {
-            status: InvoiceRefund::AWAITING_ADDRESS.into(),
+            status: RefundStatus::AwaitingAddress,
             skip_reason: None,
             chain: d.chain.clone(),
             asset: d.asset.clone(),

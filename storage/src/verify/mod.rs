@@ -832,7 +832,7 @@ mod undecodable {
                         project_id: p,
                         reference_id: None,
                         email: None,
-                        status: "active".into(),
+                        status: crate::records::CustomerStatus::Active,
                         metadata: md.clone(),
                         created_at: ctx.now_us(),
                     };

@@ -3,7 +3,7 @@
 //! holds exactly what its open payouts, open conversions and refund claims hold.
 
 use super::*;
-use crate::records::{InvoiceRefund, RefundReference};
+use crate::records::{InvoiceRefund, RefundReference, RefundStatus};
 
 /// Refund claims and the project's own `locked` account:
 ///
@@ -132,7 +132,11 @@ fn check_claim(
             Err(e) => Err(e),
         }
     };
-    let what = format!("invoice {} refund claim {i} ({})", inv.id, c.status);
+    let what = format!(
+        "invoice {} refund claim {i} ({})",
+        inv.id,
+        c.status.as_str()
+    );
     for id in &c.failed_payouts {
         if load(*id)?.is_none() {
             rep.violations.push(format!(
@@ -140,14 +144,17 @@ fn check_claim(
             ));
         }
     }
-    let requested = matches!(c.status.as_str(), "pending" | "sent" | "confirmed");
+    let requested = matches!(
+        c.status,
+        RefundStatus::Pending | RefundStatus::Sent | RefundStatus::Confirmed
+    );
     let Some(id) = c.payout_id else {
         if requested {
             rep.violations.push(format!("{what} names no payout"));
         }
         return Ok(());
     };
-    if !requested && c.status != "failed" {
+    if !requested && c.status != RefundStatus::Failed {
         rep.violations.push(format!("{what} names payout {id}"));
         return Ok(());
     }
@@ -159,9 +166,9 @@ fn check_claim(
     };
     // The status the payout's asks of its claim; a claim from before issue 41 point 5 that
     // ended `failed` follows a payout that failed, was canceled or rejected.
-    let expected = InvoiceRefund::status_following(p.status).unwrap_or("pending");
-    let follows = match c.status.as_str() {
-        "failed" => expected == InvoiceRefund::AWAITING_ADDRESS,
+    let expected = InvoiceRefund::status_following(p.status).unwrap_or(RefundStatus::Pending);
+    let follows = match c.status {
+        RefundStatus::Failed => expected == RefundStatus::AwaitingAddress,
         s => s == expected,
     };
     if !follows {
