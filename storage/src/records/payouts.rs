@@ -135,6 +135,21 @@ pub struct Payout {
 }
 
 impl Payout {
+    /// The `failure_reason` of a confirmed payout whose one transaction a reorg undid
+    /// (`services::payouts::unsettle`).
+    pub const REORG_UNDONE: &'static str = "reorg: its transaction was undone and did not pay";
+
+    /// Whether the payout confirmed and was then undone by a reorg: `failed` with a
+    /// `failure_reason` of the reorg family ([`Payout::REORG_UNDONE`]). Its payout fee
+    /// stays charged.
+    pub fn undone_by_reorg(&self) -> bool {
+        self.status == PayoutStatus::Failed
+            && self
+                .failure_reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("reorg"))
+    }
+
     /// The refund this payout sends, when its `reference` is a [`RefundReference`].
     pub fn refund(&self) -> Option<RefundReference> {
         self.reference.as_deref().and_then(RefundReference::parse)
