@@ -4,10 +4,10 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use appliance_storage::records::{Customer, KeyKind};
+use appliance_storage::records::{Customer, CustomerStatus, KeyKind};
 
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, JsonBody, Params, StatusFilter};
+use crate::api::extract::{path_uuid, JsonBody, Params};
 use crate::api::schemas;
 use crate::api::{
     commit, created_or_ok, json, mutate, row_by_id, scope, IdempotencyKey, PageAnswer,
@@ -19,33 +19,6 @@ use crate::state::AppState;
 use crate::views;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-
-/// A customer's `status` as a list filter (SPEC.md section 4, Customers).
-#[derive(Clone, Copy)]
-enum CustomerStatus {
-    Active,
-    Disabled,
-}
-
-impl CustomerStatus {
-    fn as_str(self) -> &'static str {
-        match self {
-            CustomerStatus::Active => "active",
-            CustomerStatus::Disabled => "disabled",
-        }
-    }
-}
-
-impl StatusFilter for CustomerStatus {
-    const NAMES: &'static [&'static str] = &["active", "disabled"];
-    fn from_name(s: &str) -> Option<Self> {
-        match s {
-            "active" => Some(CustomerStatus::Active),
-            "disabled" => Some(CustomerStatus::Disabled),
-            _ => None,
-        }
-    }
-}
 
 const READ: Access = Access::new(&[KeyKind::Wallet], "customers:read");
 const WRITE: Access = Access::new(&[KeyKind::Wallet], "customers:write");
@@ -114,9 +87,7 @@ async fn list_customers(
     let page = q.page()?.rows()?;
     let query = reads::CustomerQuery {
         reference_id: q.get("reference_id").map(str::to_string),
-        status: q
-            .status::<CustomerStatus>()?
-            .map(|s| s.as_str().to_string()),
+        status: q.status::<CustomerStatus>()?,
     };
     let rows = reads::customers(&state.store, caller.project_id(), query, page).await?;
     Ok(rows.answer(views::customer_view))
@@ -160,15 +131,13 @@ async fn patch_customer(
         }
         Ok(Some(f.opt_bounded(name, max)?))
     };
-    let status = f.opt_str("status")?;
-    if let Some(s) = &status {
-        if !matches!(s.as_str(), "active" | "disabled") {
-            return Err(ApiError::invalid(
-                "status",
-                "status must be active or disabled.",
-            ));
-        }
-    }
+    let status = match f.opt_str("status")? {
+        Some(s) => Some(
+            CustomerStatus::parse(&s)
+                .ok_or_else(|| ApiError::invalid("status", "status must be active or disabled."))?,
+        ),
+        None => None,
+    };
     let req = CustomerPatch {
         email: nullable("email", 320)?,
         reference_id: nullable("reference_id", 255)?,

@@ -450,6 +450,7 @@ status_filter! {
         "canceled", "rejected"
     ];
     appliance_storage::records::DepositStatus => ["detected", "confirmed", "failed", "orphaned"];
+    appliance_storage::records::CustomerStatus => ["active", "disabled"];
     appliance_storage::records::SweepStatus => ["open", "submitted", "confirmed", "failed", "skipped"];
     appliance_storage::records::ConversionStatus => [
         "queued", "converting", "converted", "skipped", "failed"

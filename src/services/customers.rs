@@ -4,7 +4,7 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
-use appliance_storage::records::Customer;
+use appliance_storage::records::{Customer, CustomerStatus};
 use appliance_storage::{ReadOps, WriteCtx};
 
 use crate::services::error::{fault_from, Fault};
@@ -59,7 +59,7 @@ pub fn create(
         project_id: p,
         reference_id: req.reference_id,
         email: req.email,
-        status: "active".into(),
+        status: CustomerStatus::Active,
         metadata: Value::Object(md),
         created_at: ctx.now_us(),
     };
@@ -79,7 +79,7 @@ pub struct CustomerPatch {
     pub email: Option<Option<String>>,
     pub metadata: Option<Map<String, Value>>,
     pub reference_id: Option<Option<String>>,
-    pub status: Option<String>,
+    pub status: Option<CustomerStatus>,
 }
 
 /// Applies a patch and emits `customer.updated`. A `reference_id` taken by another customer

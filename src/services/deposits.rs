@@ -4,8 +4,12 @@
 use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
-use appliance_storage::ledger::{Account, AccountKind, Holding, JournalEntry, Posting};
-use appliance_storage::records::{AddressOwner, Customer, Deposit, DepositStatus, Project, Wallet};
+use appliance_storage::ledger::{
+    Account, AccountKind, Holding, JournalEntry, JournalKind, Posting,
+};
+use appliance_storage::records::{
+    AddressOwner, Customer, Deposit, DepositFailure, DepositStatus, Project, Wallet,
+};
 use appliance_storage::{ChainStateOps, Delta, ReadOps, StoreError, WriteCtx};
 
 use crate::registry::Registry;
@@ -108,12 +112,12 @@ pub fn credit_refusal(
     project: &Project,
     chain: &str,
     asset: &str,
-) -> Option<&'static str> {
+) -> Option<DepositFailure> {
     let archived = chains::resolve(reg, project, chain, "chain")
         .ok()
         .and_then(|e| e.asset(asset).map(|a| a.archived))
         .unwrap_or(false);
-    archived.then_some("asset_archived")
+    archived.then_some(DepositFailure::AssetArchived)
 }
 
 /// A step of a transfer row's life (SPEC.md section 3, Deposit).
@@ -329,7 +333,7 @@ fn credit_entry(d: &Deposit, now: i64) -> JournalEntry {
     JournalEntry {
         id: appliance_storage::sources::new_id(),
         project_id: d.project_id,
-        kind: "deposit_credit".into(),
+        kind: JournalKind::DepositCredit,
         ref_id: d.id,
         created_at: now,
         postings: vec![
@@ -449,14 +453,14 @@ pub fn confirm(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, D
 /// `detected` -> `failed`: the transfer was not money.
 pub fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, DepositError> {
     let d = load_detected(ctx, s, id, "failed")?;
-    Ok(fail_with(ctx, s, d, "simulated_failure")?)
+    Ok(fail_with(ctx, s, d, DepositFailure::SimulatedFailure)?)
 }
 
 fn fail_with(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
     d: Deposit,
-    reason: &str,
+    reason: DepositFailure,
 ) -> Result<Deposit, Fault> {
     if keeps_sim_balance(&s.reg, &d.chain) {
         let onchain = ctx.sim_balance(&d.chain, &d.to_address, &d.asset)?;
@@ -477,10 +481,10 @@ fn mark_failed(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
     mut d: Deposit,
-    reason: &str,
+    reason: DepositFailure,
 ) -> Result<Deposit, Fault> {
     d.status = DepositStatus::Failed;
-    d.failure_reason = Some(reason.into());
+    d.failure_reason = Some(reason.as_str().into());
     d.updated_at = ctx.now_us();
     ctx.put(&d)?;
     announce(ctx, s, &mut d, Movement::Failed)?;
@@ -545,7 +549,7 @@ fn orphan_inner(
     let e = JournalEntry {
         id: appliance_storage::sources::new_id(),
         project_id: p,
-        kind: "deposit_reversal".into(),
+        kind: JournalKind::DepositReversal,
         ref_id: d.id,
         created_at: ctx.now_us(),
         postings,
@@ -700,11 +704,11 @@ fn count_at(
     }
     let held = holding_of(ctx, &d, known)?;
     if held.amount.checked_add(d.amount).is_none() {
-        return Ok(fail_transfer(ctx, s, d, "amount_too_large")?.status);
+        return Ok(fail_transfer(ctx, s, d, DepositFailure::AmountTooLarge)?.status);
     }
     let e = credit_entry(&d, ctx.now_us());
     if ctx.post(&e)?.is_err() {
-        return Ok(fail_transfer(ctx, s, d, "amount_too_large")?.status);
+        return Ok(fail_transfer(ctx, s, d, DepositFailure::AmountTooLarge)?.status);
     }
     // The count at this height (at least the threshold), written once with the credit.
     d.confirmations = conf;
@@ -718,9 +722,9 @@ pub fn fail_transfer(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
     d: Deposit,
-    reason: &str,
+    reason: DepositFailure,
 ) -> Result<Deposit, Fault> {
-    if reason == "reorg" {
+    if reason == DepositFailure::Reorg {
         let li = (d.log_index != 0 || !is_native(&s.reg, &d)).then_some(d.log_index);
         ctx.unique_remove(&transfer_key(&d.chain, &d.tx_hash, li))?;
     }
@@ -736,7 +740,7 @@ fn is_native(reg: &Registry, d: &Deposit) -> bool {
 pub fn unwind(ctx: &mut WriteCtx<'_>, s: &Scope, d: Deposit) -> Result<(), Fault> {
     match d.status {
         DepositStatus::Detected => {
-            fail_transfer(ctx, s, d, "reorg")?;
+            fail_transfer(ctx, s, d, DepositFailure::Reorg)?;
         }
         DepositStatus::Confirmed => {
             let li = (d.log_index != 0 || !is_native(&s.reg, &d)).then_some(d.log_index);
@@ -802,7 +806,7 @@ mod rule_tests {
         let p = project(vec![], vec![asset(Some(true), Some(true))]);
         assert_eq!(
             credit_refusal(&reg, &p, "ethereum", "USDT"),
-            Some("asset_archived")
+            Some(appliance_storage::records::DepositFailure::AssetArchived)
         );
         // Archiving one coin leaves the others credited.
         assert_eq!(credit_refusal(&reg, &p, "ethereum", "ETH"), None);

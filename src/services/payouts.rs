@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use appliance_chains::ChainStatus;
 use appliance_storage::index::IndexTag;
-use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
+use appliance_storage::ledger::{Account, AccountKind, JournalEntry, JournalKind, Posting};
 use appliance_storage::records::{Customer, Payout, PayoutStatus};
 use appliance_storage::{ReadOps, WriteCtx};
 
@@ -95,7 +95,7 @@ fn owner(p: &Payout) -> Uuid {
 
 fn lock_entry(
     p: &Payout,
-    kind: &str,
+    kind: JournalKind,
     from: AccountKind,
     to: AccountKind,
     now: i64,
@@ -104,7 +104,7 @@ fn lock_entry(
     JournalEntry {
         id: appliance_storage::sources::new_id(),
         project_id: p.project_id,
-        kind: kind.into(),
+        kind,
         ref_id: p.id,
         created_at: now,
         postings: vec![
@@ -209,7 +209,7 @@ pub fn create_with(
     }
     let e = lock_entry(
         &payout,
-        "payout_lock",
+        JournalKind::PayoutLock,
         AccountKind::Available,
         AccountKind::Locked,
         now,
@@ -399,7 +399,7 @@ fn release(
 ) -> Result<Payout, Fault> {
     let e = lock_entry(
         &p,
-        "payout_release",
+        JournalKind::PayoutRelease,
         AccountKind::Locked,
         AccountKind::Available,
         ctx.now_us(),
@@ -423,7 +423,7 @@ fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, Fa
     let e = JournalEntry {
         id: appliance_storage::sources::new_id(),
         project_id: pid,
-        kind: "payout_settle".into(),
+        kind: JournalKind::PayoutSettle,
         ref_id: p.id,
         created_at: ctx.now_us(),
         postings: vec![
@@ -575,7 +575,7 @@ pub fn unsettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> Re
     let e = JournalEntry {
         id: appliance_storage::sources::new_id(),
         project_id: pid,
-        kind: "payout_unsettle".into(),
+        kind: JournalKind::PayoutUnsettle,
         ref_id: p.id,
         created_at: ctx.now_us(),
         postings: vec![
@@ -635,7 +635,7 @@ pub fn resettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, tx_hash: &str) -> R
     let e = JournalEntry {
         id: appliance_storage::sources::new_id(),
         project_id: pid,
-        kind: "payout_resettle".into(),
+        kind: JournalKind::PayoutResettle,
         ref_id: p.id,
         created_at: ctx.now_us(),
         postings,

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
-use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
+use appliance_storage::ledger::{Account, AccountKind, JournalEntry, JournalKind, Posting};
 use appliance_storage::records::{Sweep, SweepStatus, Wallet};
 use appliance_storage::{CommitHook, Delta, ReadOps, StoreError, Touched, WriteCtx};
 
@@ -199,7 +199,7 @@ fn to_submitted(
     let now = ctx.now_us();
     let e = project_move(
         sw,
-        "sweep_submit",
+        JournalKind::SweepSubmit,
         AccountKind::InTransit,
         AccountKind::Deposits,
         amount,
@@ -240,9 +240,9 @@ fn to_final(ctx: &mut WriteCtx<'_>, s: &Scope, sw: &mut Sweep, success: bool) ->
         )
     };
     let kind = if success {
-        "sweep_settle"
+        JournalKind::SweepSettle
     } else {
-        "sweep_revert"
+        JournalKind::SweepRevert
     };
     let e = project_move(sw, kind, debit, credit, sw.amount, now);
     ctx.post(&e)??;
@@ -263,7 +263,7 @@ fn to_final(ctx: &mut WriteCtx<'_>, s: &Scope, sw: &mut Sweep, success: bool) ->
 
 fn project_move(
     sw: &Sweep,
-    kind: &str,
+    kind: JournalKind,
     debit: AccountKind,
     credit: AccountKind,
     amount: u128,
@@ -273,7 +273,7 @@ fn project_move(
     JournalEntry {
         id: appliance_storage::sources::new_id(),
         project_id: p,
-        kind: kind.into(),
+        kind,
         ref_id: sw.id,
         created_at: now,
         postings: vec![

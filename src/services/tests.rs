@@ -907,7 +907,7 @@ fn overpaid_invoice(f: &Fixture, excess: u128) -> Uuid {
             pending_payments: 0,
             extensions: 0,
             refunds: vec![InvoiceRefund {
-                status: InvoiceRefund::AWAITING_ADDRESS.into(),
+                status: appliance_storage::records::RefundStatus::AwaitingAddress,
                 skip_reason: None,
                 chain: "ethereum".into(),
                 asset: "USDT".into(),
@@ -966,7 +966,7 @@ fn a_refund_whose_payout_does_not_pay_awaits_an_address_again() {
     // Asked for, then canceled by the merchant before it is sent.
     request_refund(&f, inv, DEST).unwrap();
     let c = &invoice_of(&f, inv).refunds[0];
-    assert_eq!(c.status, "pending");
+    assert_eq!(c.status.as_str(), "pending");
     let first = c.payout_id.unwrap();
     assert_eq!(get::<Payout>(&f, first).amount, net);
     // The fee part is the merchant's at the first request.
@@ -975,7 +975,7 @@ fn a_refund_whose_payout_does_not_pay_awaits_an_address_again() {
     verify_clean(&f);
     write(&f, move |ctx, s| payouts::cancel(ctx, s, first)).unwrap();
     let c = invoice_of(&f, inv).refunds[0].clone();
-    assert_eq!(c.status, "awaiting_address");
+    assert_eq!(c.status.as_str(), "awaiting_address");
     assert_eq!((c.payout_id, c.to_address.as_deref()), (None, None));
     assert_eq!(c.failed_payouts, vec![first]);
     assert_eq!(c.held_atomic(), net);
@@ -993,7 +993,7 @@ fn a_refund_whose_payout_does_not_pay_awaits_an_address_again() {
     mine(&f, 3);
     assert_eq!(get::<Payout>(&f, second).status, PayoutStatus::Failed);
     let c = invoice_of(&f, inv).refunds[0].clone();
-    assert_eq!(c.status, "awaiting_address");
+    assert_eq!(c.status.as_str(), "awaiting_address");
     assert_eq!(c.failed_payouts, vec![first, second]);
     assert_eq!(balance(&f, nil, AccountKind::Locked), net);
     verify_clean(&f);
@@ -1003,7 +1003,7 @@ fn a_refund_whose_payout_does_not_pay_awaits_an_address_again() {
     let third = invoice_of(&f, inv).refunds[0].payout_id.unwrap();
     mine(&f, 14);
     assert_eq!(get::<Payout>(&f, third).status, PayoutStatus::Confirmed);
-    assert_eq!(invoice_of(&f, inv).refunds[0].status, "confirmed");
+    assert_eq!(invoice_of(&f, inv).refunds[0].status.as_str(), "confirmed");
     assert_eq!(events_of(&f, "invoice.refunded", inv), 1);
     assert_eq!(balance(&f, nil, AccountKind::Locked), 0);
     assert_eq!(balance(&f, nil, AccountKind::Available), 40_000_000 + 1_000);
@@ -1022,7 +1022,7 @@ fn a_refund_whose_payout_does_not_pay_awaits_an_address_again() {
     })
     .unwrap();
     let c = invoice_of(&f, inv).refunds[0].clone();
-    assert_eq!(c.status, "awaiting_address");
+    assert_eq!(c.status.as_str(), "awaiting_address");
     assert_eq!(c.failed_payouts, vec![first, second, third]);
     assert_eq!(balance(&f, nil, AccountKind::Locked), net);
     assert_eq!(balance(&f, nil, AccountKind::Available), 40_000_000 + 1_000);
@@ -1031,7 +1031,7 @@ fn a_refund_whose_payout_does_not_pay_awaits_an_address_again() {
     // hold paying the resettlement (nothing left owing in `receivable`).
     write(&f, move |ctx, s| payouts::resettle(ctx, s, third, "0xdd")).unwrap();
     let c = invoice_of(&f, inv).refunds[0].clone();
-    assert_eq!(c.status, "confirmed");
+    assert_eq!(c.status.as_str(), "confirmed");
     assert_eq!(c.payout_id, Some(third));
     assert_eq!(c.failed_payouts, vec![first, second]);
     assert_eq!(events_of(&f, "invoice.refunded", inv), 2);

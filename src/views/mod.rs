@@ -47,7 +47,7 @@ pub fn customer_view(c: &Customer) -> CustomerView<'_> {
         metadata: &c.metadata,
         object: "customer",
         reference_id: &c.reference_id,
-        status: &c.status,
+        status: c.status.as_str(),
     }
 }
 
@@ -817,7 +817,7 @@ mod tests {
                 project_id: Uuid::now_v7(),
                 reference_id,
                 email,
-                status: "active".into(),
+                status: appliance_storage::records::CustomerStatus::Active,
                 metadata,
                 created_at: 1_763_850_000_123_456,
             };

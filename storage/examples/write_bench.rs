@@ -48,7 +48,7 @@ fn main() {
                                 project_id: project,
                                 reference_id: Some(Uuid::new_v4().to_string()),
                                 email: None,
-                                status: "active".into(),
+                                status: appliance_storage::records::CustomerStatus::Active,
                                 metadata: serde_json::json!({}),
                                 created_at: ctx.now_us(),
                             };

@@ -232,7 +232,7 @@ mod tests {
                             project_id: p,
                             reference_id: Some(format!("r{i}")),
                             email: None,
-                            status: "active".into(),
+                            status: crate::records::CustomerStatus::Active,
                             metadata: serde_json::json!({"i": i}),
                             created_at: ctx.now_us(),
                         };

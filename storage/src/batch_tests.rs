@@ -344,7 +344,7 @@ fn customer(project: Uuid, id: Uuid) -> crate::records::Customer {
         project_id: project,
         reference_id: None,
         email: None,
-        status: "active".into(),
+        status: crate::records::CustomerStatus::Active,
         metadata: serde_json::json!({}),
         created_at: 1,
     }

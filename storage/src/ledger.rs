@@ -379,6 +379,104 @@ impl Posting {
     }
 }
 
+/// Declares [`JournalKind`] from one list of (variant, stored name) pairs, so `as_str` and
+/// `parse` cannot drift apart.
+macro_rules! journal_kinds {
+    ($($(#[$doc:meta])* $v:ident => $s:literal),+ $(,)?) => {
+        /// What caused a journal entry ([`JournalEntry::kind`]). Stored and shown as its
+        /// name; the names of [`crate::codec::JOURNAL_KIND_CODES`] are stored as their
+        /// number there. A stored name this build does not list reads as
+        /// [`JournalKind::Other`], so every row stays readable.
+        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+        pub enum JournalKind {
+            $($(#[$doc])* $v,)+
+            /// A name this build does not write (a row of another build, a test's entry).
+            Other(String),
+        }
+
+        impl JournalKind {
+            /// The kind's stored name.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $(JournalKind::$v => $s,)+
+                    JournalKind::Other(s) => s,
+                }
+            }
+
+            /// The kind named `s`; [`JournalKind::Other`] for a name not listed (total: a
+            /// stored row always reads).
+            pub fn parse(s: &str) -> Self {
+                match s {
+                    $($s => JournalKind::$v,)+
+                    other => JournalKind::Other(other.to_string()),
+                }
+            }
+        }
+    };
+}
+
+journal_kinds! {
+    /// A confirmed deposit credits its customer (SPEC.md section 3, Deposit).
+    DepositCredit => "deposit_credit",
+    /// An orphaned deposit's credit is taken back.
+    DepositReversal => "deposit_reversal",
+    /// A payout's amount and fee move from `available` to `locked`.
+    PayoutLock => "payout_lock",
+    /// A confirmed payout leaves the treasury.
+    PayoutSettle => "payout_settle",
+    /// A failed, canceled or rejected payout's lock returns to `available`.
+    PayoutRelease => "payout_release",
+    /// A confirmed payout undone by a reorg: its settlement is reversed.
+    PayoutUnsettle => "payout_unsettle",
+    /// An unsettled payout's transaction confirmed again.
+    PayoutResettle => "payout_resettle",
+    /// A sweep's amount moves from `deposits` to `in_transit`.
+    SweepSubmit => "sweep_submit",
+    /// A confirmed sweep reaches the treasury.
+    SweepSettle => "sweep_settle",
+    /// A failed sweep's amount returns to `deposits`.
+    SweepRevert => "sweep_revert",
+    /// A conversion batch's input is held in `locked`.
+    ConversionLock => "conversion_lock",
+    /// A conversion batch settles: input out, output in.
+    ConversionSettle => "conversion_settle",
+    /// A conversion batch that did not swap returns its input.
+    ConversionRelease => "conversion_release",
+    /// An invoice overpayment's excess is held for its refund claim (DECISIONS.md section 12).
+    InvoiceRefundHold => "invoice_refund_hold",
+    /// The fee part of a refund claim returns to the merchant at the first request.
+    InvoiceRefundFee => "invoice_refund_fee",
+    /// A skipped refund claim's hold returns to the merchant.
+    InvoiceRefundSkip => "invoice_refund_skip",
+    /// A refund claim's hold returns to `available` for its payout confirmed after all
+    /// (a reorg let its transaction succeed), which takes it from there.
+    InvoiceRefundRelease => "invoice_refund_release",
+}
+
+impl JournalKind {
+    /// Whether the entry belongs to a conversion batch (`ref_id` is the batch).
+    pub fn is_conversion(&self) -> bool {
+        matches!(
+            self,
+            JournalKind::ConversionLock
+                | JournalKind::ConversionSettle
+                | JournalKind::ConversionRelease
+        ) || matches!(self, JournalKind::Other(s) if s.starts_with("conversion_"))
+    }
+}
+
+impl From<&str> for JournalKind {
+    fn from(s: &str) -> Self {
+        JournalKind::parse(s)
+    }
+}
+
+impl std::fmt::Display for JournalKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An immutable journal entry.
 ///
 /// Stored (schema 12) with each account of the entry's own project in a short form,
@@ -392,9 +490,8 @@ pub struct JournalEntry {
     /// UUID v7; also the `ledger_tx_id` shown on deposits.
     pub id: Uuid,
     pub project_id: Uuid,
-    /// What caused it: `deposit_credit`, `deposit_reversal`, `payout_lock`, `payout_settle`,
-    /// `payout_release`, `sweep_submit`, `sweep_settle`.
-    pub kind: String,
+    /// What caused it.
+    pub kind: JournalKind,
     /// The resource the entry is about.
     pub ref_id: Uuid,
     pub created_at: i64,
@@ -437,7 +534,7 @@ impl TryFrom<JournalRow> for JournalEntry {
         Ok(JournalEntry {
             id: r.id,
             project_id: r.project_id,
-            kind: r.kind,
+            kind: JournalKind::parse(&r.kind),
             ref_id: r.ref_id,
             created_at: r.created_at,
             postings,
@@ -527,7 +624,7 @@ impl Serialize for JournalEntry {
         JournalOut {
             id: self.id,
             project_id: self.project_id,
-            kind: &self.kind,
+            kind: self.kind.as_str(),
             ref_id: self.ref_id,
             created_at: self.created_at,
             postings: EntryPostings {
@@ -735,7 +832,7 @@ mod tests {
         let whole = Whole {
             id: e.id,
             project_id: e.project_id,
-            kind: &e.kind,
+            kind: e.kind.as_str(),
             ref_id: e.ref_id,
             created_at: e.created_at,
             postings: &e.postings,
@@ -915,6 +1012,30 @@ mod tests {
         let mut bad = coded.clone();
         bad[at] = 0x7f;
         assert!(decode::<JournalEntry>(&bad).is_err());
+    }
+
+    /// Every listed kind reads back as itself, not as `Other`; every stored number names a
+    /// listed kind; an unlisted name stays readable as `Other`.
+    #[test]
+    fn journal_kinds_parse_back_and_unknown_names_stay_readable() {
+        use crate::codec::JOURNAL_KIND_CODES;
+        for name in JOURNAL_KIND_CODES {
+            let k = JournalKind::parse(name);
+            assert!(!matches!(k, JournalKind::Other(_)), "{name}");
+            assert_eq!(k.as_str(), *name);
+        }
+        for k in [
+            JournalKind::PayoutUnsettle,
+            JournalKind::InvoiceRefundRelease,
+        ] {
+            assert_eq!(JournalKind::parse(k.as_str()), k);
+        }
+        assert_eq!(
+            JournalKind::parse("some_new_kind"),
+            JournalKind::Other("some_new_kind".into())
+        );
+        assert!(JournalKind::ConversionSettle.is_conversion());
+        assert!(!JournalKind::PayoutSettle.is_conversion());
     }
 
     #[test]

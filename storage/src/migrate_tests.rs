@@ -101,7 +101,7 @@ fn populate(store: &Store) -> Uuid {
                     project_id: p,
                     reference_id: Some(format!("ref-{i}")),
                     email: Some(format!("c{i}@example.com")),
-                    status: "active".into(),
+                    status: crate::records::CustomerStatus::Active,
                     metadata: serde_json::json!({"tier": "gold", "i": i}),
                     created_at: now,
                 };

@@ -70,7 +70,7 @@ async fn undecodable_rows_are_passed_over_reported_and_never_block_an_ordered_en
                     project_id: p.id,
                     reference_id: None,
                     email: None,
-                    status: "active".into(),
+                    status: appliance_storage::records::CustomerStatus::Active,
                     metadata: deep(200),
                     created_at: ctx.now_us(),
                 };

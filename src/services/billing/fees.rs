@@ -2,6 +2,7 @@
 //! address, per confirmed payout, per credited invoice payment, per settled conversion.
 
 use super::*;
+use appliance_storage::records::RefundReference;
 
 /// Charges a usage fee of the active plan, once per (`kind`, `ref_id`). `cents` of 0 writes
 /// nothing. No active plan: no fee.
@@ -56,7 +57,7 @@ pub fn charge_payout_fee(
     payout: Uuid,
     reference: Option<&str>,
 ) -> Result<(), Fault> {
-    if reference.is_some_and(|r| r.starts_with("refund:")) {
+    if reference.is_some_and(RefundReference::has_prefix) {
         return Ok(());
     }
     let acct = account(ctx, s.project_id())?;

@@ -3,6 +3,7 @@
 //! that arrive on them.
 
 use super::*;
+use appliance_storage::records::DepositFailure;
 
 /// One coin a funding address credits (`assets[]` of a Funding address): USDT and USDC at
 /// par, the chain's native coin at the cached spot price.
@@ -338,10 +339,10 @@ pub(super) fn record_uncredited(
 /// archived coin, a credit that overflows the ledger) is recorded like a coin that is not
 /// credited ([`funding_confirmed`]).
 pub fn funding_failed(ctx: &mut WriteCtx<'_>, s: &Scope, d: &mut Deposit) -> Result<(), Fault> {
-    let reason = d.failure_reason.as_deref().unwrap_or("");
-    if reason == "reorg" {
+    if d.failure() == Some(DepositFailure::Reorg) {
         return Ok(());
     }
+    let reason = d.failure_reason.as_deref().unwrap_or("");
     tracing::warn!(
         project = %d.project_id, chain = %d.chain, asset = %d.asset, tx = %d.tx_hash, reason,
         "a transfer to a funding address was refused; recorded, not credited"

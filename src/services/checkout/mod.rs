@@ -33,7 +33,7 @@ use appliance_chains::{format_decimal, Family};
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{
     Deposit, DepositStatus, Invoice, InvoiceChoice, InvoiceRefund, InvoiceStatus,
-    OverpaymentPolicy, Payout, PayoutStatus, Project,
+    OverpaymentPolicy, Payout, PayoutStatus, Project, RefundReference, RefundStatus,
 };
 use appliance_storage::{ReadOps, StoreError, WriteCtx};
 

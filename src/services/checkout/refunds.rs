@@ -4,6 +4,7 @@
 //! do to its claim.
 
 use super::*;
+use appliance_storage::ledger::JournalKind;
 
 /// The first refund claim of `inv` that waits for its classification ([`classify`]): it
 /// awaits an address and its sender class is not known yet.
@@ -134,10 +135,17 @@ pub fn apply_classification(
         .and_then(|(d, rate)| value_scaled(net, d, &rate))
         .unwrap_or(U512::ZERO);
     if net_value <= price_value(DUST_CENTS) {
-        r.status = "skipped".into();
+        r.status = RefundStatus::Skipped;
         r.skip_reason = Some("dust".into());
         let (chain, asset, gross) = (r.chain.clone(), r.asset.clone(), r.amount_atomic);
-        release_hold(ctx, &inv, &chain, &asset, gross, "invoice_refund_skip")?;
+        release_hold(
+            ctx,
+            &inv,
+            &chain,
+            &asset,
+            gross,
+            JournalKind::InvoiceRefundSkip,
+        )?;
     }
     inv.updated_at = ctx.now_us();
     ctx.put(&inv)?;
@@ -151,7 +159,7 @@ fn release_hold(
     chain: &str,
     asset: &str,
     amount: u128,
-    kind: &str,
+    kind: JournalKind,
 ) -> Result<(), Fault> {
     if amount == 0 {
         return Ok(());
@@ -210,9 +218,9 @@ pub fn request_refund(
             to == address
         }
     };
-    match r.status.as_str() {
-        InvoiceRefund::AWAITING_ADDRESS => {}
-        "pending" | "sent" | "confirmed" => {
+    match r.status {
+        RefundStatus::AwaitingAddress => {}
+        RefundStatus::Pending | RefundStatus::Sent | RefundStatus::Confirmed => {
             return match r.to_address.as_deref() {
                 Some(to) if same(to) => Ok(()),
                 _ => Err(CheckoutError::AddressMismatch),
@@ -220,7 +228,7 @@ pub fn request_refund(
         }
         other => {
             return Err(CheckoutError::RefundClosed {
-                status: other.to_string(),
+                status: other.as_str().to_string(),
             })
         }
     }
@@ -263,7 +271,7 @@ pub fn request_refund(
         to_address: to.clone(),
         memo: None,
         status: PayoutStatus::Queued,
-        reference: Some(format!("refund:{}", inv.id)),
+        reference: Some(RefundReference::new(inv.id).to_string()),
         tx_hash: None,
         failure_reason: None,
         amount_usd_cents: inv
@@ -286,12 +294,12 @@ pub fn request_refund(
         &r.chain,
         &r.asset,
         r.held_atomic().saturating_sub(net),
-        "invoice_refund_fee",
+        JournalKind::InvoiceRefundFee,
     )?;
     ctx.put(&payout)?;
     emit_payout(ctx, s, "payout.created", &payout)?;
     let c = &mut inv.refunds[i];
-    c.status = "pending".into();
+    c.status = RefundStatus::Pending;
     c.to_address = Some(to);
     c.payout_id = Some(payout.id);
     inv.updated_at = now;
@@ -301,15 +309,10 @@ pub fn request_refund(
 
 /// The invoice whose refund `p` is (`reference` `refund:<invoice id>`), if it still exists.
 fn refund_invoice(ctx: &WriteCtx<'_>, p: &Payout) -> Result<Option<Invoice>, Fault> {
-    let Some(id) = p
-        .reference
-        .as_deref()
-        .and_then(|r| r.strip_prefix("refund:"))
-        .and_then(|id| Uuid::parse_str(id).ok())
-    else {
+    let Some(r) = p.refund() else {
         return Ok(None);
     };
-    Ok(ctx.get_in::<Invoice>(p.project_id, id)?)
+    Ok(ctx.get_in::<Invoice>(p.project_id, r.invoice_id)?)
 }
 
 /// Keeps a refund claim in step with its payout (called by `services::payouts` on every
@@ -334,7 +337,7 @@ pub fn refund_payout_moved(ctx: &mut WriteCtx<'_>, s: &Scope, p: &Payout) -> Res
         return Ok(());
     }
     let now = ctx.now_us();
-    if to == InvoiceRefund::AWAITING_ADDRESS {
+    if to == RefundStatus::AwaitingAddress {
         let (chain, asset) = (inv.refunds[i].chain.clone(), inv.refunds[i].asset.clone());
         let amount = p.amount.saturating_add(p.fee_amount);
         let e = invoices::refund_hold_entry(
@@ -342,7 +345,7 @@ pub fn refund_payout_moved(ctx: &mut WriteCtx<'_>, s: &Scope, p: &Payout) -> Res
             &chain,
             &asset,
             amount,
-            "invoice_refund_hold",
+            JournalKind::InvoiceRefundHold,
             true,
             now,
         );
@@ -351,19 +354,19 @@ pub fn refund_payout_moved(ctx: &mut WriteCtx<'_>, s: &Scope, p: &Payout) -> Res
             // Unreachable (the payout's funds were just returned to `available`); should it
             // happen, the claim ends as before the rule: `failed`, the funds the merchant's.
             tracing::error!(invoice = %inv.id, payout = %p.id, "a failed refund's net could not be held again");
-            c.status = "failed".into();
+            c.status = RefundStatus::Failed;
         } else {
-            c.status = to.into();
+            c.status = to;
             c.to_address = None;
         }
         c.payout_id = None;
         c.failed_payouts.push(p.id);
     } else {
-        inv.refunds[i].status = to.into();
+        inv.refunds[i].status = to;
     }
     inv.updated_at = now;
     ctx.put(&inv)?;
-    if to == "confirmed" {
+    if to == RefundStatus::Confirmed {
         emit_view(
             ctx,
             s,
@@ -395,12 +398,19 @@ pub fn refund_payout_resettling(ctx: &mut WriteCtx<'_>, p: &Payout) -> Result<()
     };
     let (chain, asset) = (inv.refunds[i].chain.clone(), inv.refunds[i].asset.clone());
     let held = inv.refunds[i].held_atomic();
-    release_hold(ctx, &inv, &chain, &asset, held, "invoice_refund_release")?;
+    release_hold(
+        ctx,
+        &inv,
+        &chain,
+        &asset,
+        held,
+        JournalKind::InvoiceRefundRelease,
+    )?;
     let c = &mut inv.refunds[i];
     c.failed_payouts.retain(|id| *id != p.id);
     c.payout_id = Some(p.id);
     c.to_address = Some(p.to_address.clone());
-    c.status = "sent".into();
+    c.status = RefundStatus::Sent;
     inv.updated_at = ctx.now_us();
     ctx.put(&inv)?;
     Ok(())

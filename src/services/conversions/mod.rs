@@ -26,7 +26,7 @@ use appliance_chains::evm::dex::{Coin, DexKind};
 use appliance_chains::evm::U256;
 use appliance_chains::format_decimal;
 use appliance_storage::index::{self, IndexTag};
-use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
+use appliance_storage::ledger::{Account, AccountKind, JournalEntry, JournalKind, Posting};
 use appliance_storage::records::{
     BatchStatus, Conversion, ConversionBatch, ConversionKind, ConversionRule, ConversionStatus,
     Mode,
@@ -151,7 +151,7 @@ pub fn pro_rata(amount: u128, holders: &BTreeMap<Uuid, u128>) -> Vec<(Uuid, u128
 
 fn move_entry(
     project: Uuid,
-    kind: &str,
+    kind: JournalKind,
     ref_id: Uuid,
     now: i64,
     legs: Vec<(Account, Account, u128)>,
@@ -167,7 +167,7 @@ fn move_entry(
     JournalEntry {
         id: appliance_storage::sources::new_id(),
         project_id: project,
-        kind: kind.into(),
+        kind,
         ref_id,
         created_at: now,
         postings,
@@ -245,7 +245,7 @@ fn new_batch(
             )
         })
         .collect();
-    let lock = move_entry(first.project_id, "conversion_lock", id, now, legs);
+    let lock = move_entry(first.project_id, JournalKind::ConversionLock, id, now, legs);
     (batch, lock)
 }
 

@@ -212,7 +212,7 @@ pub fn swap_settled(
             r.amount_out,
         ));
     }
-    let e = move_entry(b.project_id, "conversion_settle", b.id, now, legs);
+    let e = move_entry(b.project_id, JournalKind::ConversionSettle, b.id, now, legs);
     ctx.post(&e)??;
     b.status = BatchStatus::Settled;
     b.amount_out = amount_out;
@@ -259,7 +259,13 @@ fn fail_batch(
             )
         })
         .collect();
-    let e = move_entry(b.project_id, "conversion_release", b.id, now, legs);
+    let e = move_entry(
+        b.project_id,
+        JournalKind::ConversionRelease,
+        b.id,
+        now,
+        legs,
+    );
     ctx.post(&e)??;
     b.status = BatchStatus::Failed;
     b.error_code = Some(code.to_string());

@@ -24,10 +24,10 @@ use appliance_chains::evm::U512;
 use appliance_chains::{AccountKind as ChainAccountKind, ChainStatus};
 use appliance_storage::codec::EventData;
 use appliance_storage::index::{self, IndexTag};
-use appliance_storage::ledger::{Account, AccountKind, JournalEntry, Posting};
+use appliance_storage::ledger::{Account, AccountKind, JournalEntry, JournalKind, Posting};
 use appliance_storage::records::{
     Deposit, Invoice, InvoiceAddress, InvoiceQuote, InvoiceRefund, InvoiceStatus,
-    OverpaymentPolicy, Project, Wallet,
+    OverpaymentPolicy, Project, RefundStatus, Wallet,
 };
 use appliance_storage::{EncodedRow, ReadOps, StoreError, WriteCtx};
 

@@ -199,7 +199,7 @@ pub(super) fn hold_excess(
         &d.chain,
         &d.asset,
         add,
-        "invoice_refund_hold",
+        JournalKind::InvoiceRefundHold,
         true,
         ctx.now_us(),
     );
@@ -216,7 +216,7 @@ pub(super) fn hold_excess(
     {
         Some(c) => c.amount_atomic = c.amount_atomic.saturating_add(add),
         None => inv.refunds.push(InvoiceRefund {
-            status: InvoiceRefund::AWAITING_ADDRESS.into(),
+            status: RefundStatus::AwaitingAddress,
             skip_reason: None,
             chain: d.chain.clone(),
             asset: d.asset.clone(),
@@ -240,7 +240,7 @@ pub fn refund_hold_entry(
     chain: &str,
     asset: &str,
     amount: u128,
-    kind: &str,
+    kind: JournalKind,
     hold: bool,
     now_us: i64,
 ) -> JournalEntry {
@@ -253,7 +253,7 @@ pub fn refund_hold_entry(
     JournalEntry {
         id: appliance_storage::sources::new_id(),
         project_id: p,
-        kind: kind.into(),
+        kind,
         ref_id: inv.id,
         created_at: now_us,
         postings: vec![

@@ -5,7 +5,8 @@ use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{
-    ApiKey, BillingEntry, Conversion, ConversionKind, ConversionStatus, Customer, DeliveryStatus,
+    ApiKey, BillingEntry, Conversion, ConversionKind, ConversionStatus, Customer, CustomerStatus,
+    DeliveryStatus,
     Deposit, DepositStatus, EntryKind, Invoice, InvoiceStatus, Payout, PayoutStatus, Sweep,
     SweepStatus, Wallet, WebhookDelivery,
 };
@@ -17,7 +18,7 @@ use super::{page as page_of, row, PageReq};
 /// `status` (`active` | `disabled`), else all.
 pub struct CustomerQuery {
     pub reference_id: Option<String>,
-    pub status: Option<String>,
+    pub status: Option<CustomerStatus>,
 }
 
 /// A page of the project's customers, newest first, as `q` selects.
@@ -33,11 +34,13 @@ pub async fn customers(
     } = q;
     let prefix = match (&reference_id, &status) {
         (Some(r), _) => index::prefix(IndexTag::CustomersByRef, project, &[r.as_bytes()]),
-        (None, Some(s)) => index::prefix(IndexTag::CustomersByStatus, project, &[s.as_bytes()]),
+        (None, Some(s)) => {
+            index::prefix(IndexTag::CustomersByStatus, project, &[s.as_str().as_bytes()])
+        }
         (None, None) => index::prefix(IndexTag::Customers, project, &[]),
     };
     page_of(store, prefix, page, move |c: &Customer| {
-        status.as_ref().is_none_or(|s| &c.status == s)
+        status.is_none_or(|s| c.status == s)
     })
     .await
 }

@@ -485,7 +485,7 @@ pub(crate) mod tests {
             project_id: Uuid::now_v7(),
             reference_id: Some("ref-1".into()),
             email: None,
-            status: "active".into(),
+            status: crate::records::CustomerStatus::Active,
             metadata: serde_json::json!({"plan": "gold", "n": 7, "neg": -3, "f": 1.5}),
             created_at: 1_700_000_000_000_000,
         }

@@ -1115,7 +1115,7 @@ mod customer_event_tests {
             project_id: project,
             reference_id: None,
             email: Some(email.into()),
-            status: "active".into(),
+            status: crate::records::CustomerStatus::Active,
             metadata: serde_json::json!({}),
             created_at: 1,
         }

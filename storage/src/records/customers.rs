@@ -8,6 +8,19 @@ use super::Row;
 use crate::index::{self, IndexTag};
 use crate::schema;
 
+/// A customer's status (SPEC.md section 4, Customers). Stored and sent as its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CustomerStatus {
+    Active,
+    Disabled,
+}
+
+str_enum!(CustomerStatus {
+    Active => "active",
+    Disabled => "disabled",
+});
+
 /// A customer of a project (SPEC.md section 2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Customer {
@@ -15,7 +28,7 @@ pub struct Customer {
     pub project_id: Uuid,
     pub reference_id: Option<String>,
     pub email: Option<String>,
-    pub status: String,
+    pub status: CustomerStatus,
     pub metadata: serde_json::Value,
     pub created_at: i64,
 }
@@ -34,7 +47,7 @@ impl Row for Customer {
             index::key(
                 IndexTag::CustomersByStatus,
                 self.project_id,
-                &[self.status.as_bytes()],
+                &[self.status.as_str().as_bytes()],
                 self.id,
             ),
         ];

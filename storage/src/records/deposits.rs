@@ -31,6 +31,28 @@ coded_serde!(DepositStatus {
     Orphaned = 3,
 });
 
+/// Why the appliance fails a deposit (its `failure_reason`, SPEC.md section 3, Deposit).
+/// The row keeps the reason as text, so a reason another build wrote still reads and is
+/// shown as it is ([`Deposit::failure`] is `None` for it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DepositFailure {
+    /// Its block left the canonical chain before the deposit was final.
+    Reorg,
+    /// Failed through the test-mode endpoint.
+    SimulatedFailure,
+    /// Crediting it would overflow the address's holding or an account.
+    AmountTooLarge,
+    /// Its coin is archived by the operator: never credited.
+    AssetArchived,
+}
+
+str_enum!(DepositFailure {
+    Reorg => "reorg",
+    SimulatedFailure => "simulated_failure",
+    AmountTooLarge => "amount_too_large",
+    AssetArchived => "asset_archived",
+});
+
 /// A transfer received at a watched address (SPEC.md section 2): a customer's deposit, or
 /// an invoice payment (`invoice_id` set, `customer_id` nil; listed only under the invoice).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -90,6 +112,15 @@ pub struct Deposit {
     pub manual: bool,
     pub created_at: i64,
     pub updated_at: i64,
+}
+
+impl Deposit {
+    /// Why the deposit failed, when its `failure_reason` is one this build writes.
+    pub fn failure(&self) -> Option<DepositFailure> {
+        self.failure_reason
+            .as_deref()
+            .and_then(DepositFailure::parse)
+    }
 }
 
 impl Row for Deposit {

@@ -126,6 +126,35 @@ pub struct AssetReceived {
     pub pending: u128,
 }
 
+/// A refund claim's status (DECISIONS.md section 5, Checkout refund; the lifecycle is on
+/// [`InvoiceRefund`]). Stored and sent as its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefundStatus {
+    /// Waiting for the payer's address; the claim's excess is held in `locked`.
+    AwaitingAddress,
+    /// An address given, the refund payout queued.
+    Pending,
+    /// The refund payout's transaction is submitted.
+    Sent,
+    /// The refund payout confirmed.
+    Confirmed,
+    /// Not sent (`skip_reason` says why); the hold went back to the merchant.
+    Skipped,
+    /// Found only in rows written before a failed refund payout returned its claim to
+    /// `awaiting_address`: the payout failed and the funds went back to `available`.
+    Failed,
+}
+
+str_enum!(RefundStatus {
+    AwaitingAddress => "awaiting_address",
+    Pending => "pending",
+    Sent => "sent",
+    Confirmed => "confirmed",
+    Skipped => "skipped",
+    Failed => "failed",
+});
+
 /// One refund claim under the `refund` policy (DECISIONS.md sections 5 and 12): excess of one coin held for the payer. Until the claim is sent or
 /// skipped, [`InvoiceRefund::held_atomic`] of `asset` sits in the project's `locked`
 /// account on `chain` (a `pending` or `sent` claim's net is its payout's lock there).
@@ -139,7 +168,7 @@ pub struct AssetReceived {
 pub struct InvoiceRefund {
     /// `awaiting_address` until the payer gives an address; then `pending`, `sent`,
     /// `confirmed`, or `skipped` with `skip_reason` (see the type's doc).
-    pub status: String,
+    pub status: RefundStatus,
     pub skip_reason: Option<String>,
     pub chain: String,
     pub asset: String,
@@ -168,9 +197,6 @@ pub struct InvoiceRefund {
 }
 
 impl InvoiceRefund {
-    /// Waiting for the payer's address.
-    pub const AWAITING_ADDRESS: &'static str = "awaiting_address";
-
     /// Whether a refund of this claim was ever requested (an address given): it has a
     /// payout, or had one that failed. A requested claim takes no more excess, and the fee
     /// part of its gross went back to the merchant at the first request.
@@ -180,7 +206,7 @@ impl InvoiceRefund {
 
     /// Whether the claim waits for an address.
     pub fn awaiting_address(&self) -> bool {
-        self.status == Self::AWAITING_ADDRESS
+        self.status == RefundStatus::AwaitingAddress
     }
 
     /// What the buyer gets back, `amount_atomic` - `fee_atomic`, once classified.
@@ -205,12 +231,12 @@ impl InvoiceRefund {
     /// changes nothing (`pending_approval`, `queued`, `signing`: the claim stays `pending`).
     /// A payout that failed, was canceled or rejected returns the claim to
     /// `awaiting_address` (DECISIONS.md section 5).
-    pub fn status_following(status: super::PayoutStatus) -> Option<&'static str> {
+    pub fn status_following(status: super::PayoutStatus) -> Option<RefundStatus> {
         use super::PayoutStatus as P;
         match status {
-            P::Submitted => Some("sent"),
-            P::Confirmed => Some("confirmed"),
-            P::Failed | P::Canceled | P::Rejected => Some(Self::AWAITING_ADDRESS),
+            P::Submitted => Some(RefundStatus::Sent),
+            P::Confirmed => Some(RefundStatus::Confirmed),
+            P::Failed | P::Canceled | P::Rejected => Some(RefundStatus::AwaitingAddress),
             P::PendingApproval | P::Queued | P::Signing => None,
         }
     }
@@ -412,7 +438,7 @@ mod tests {
 
     fn claim(status: &str, amount: u128) -> InvoiceRefund {
         InvoiceRefund {
-            status: status.into(),
+            status: RefundStatus::parse(status).unwrap(),
             skip_reason: None,
             chain: "ethereum".into(),
             asset: "USDT".into(),
@@ -531,7 +557,7 @@ mod tests {
             let inv: Invoice = decode(&bytes).unwrap();
             assert_eq!(inv.refunds.len(), 1);
             assert_eq!(inv.refunds[0].amount_atomic, 20_000_000);
-            assert_eq!(inv.refunds[0].status, "sent");
+            assert_eq!(inv.refunds[0].status, RefundStatus::Sent);
             assert!(inv.refunds[0].failed_payouts.is_empty());
             let again: Invoice = decode(&encode(&inv)).unwrap();
             assert_eq!(again.refunds, inv.refunds);
@@ -568,7 +594,7 @@ mod tests {
         claims.push(claim("awaiting_address", 3));
         assert_eq!(open_claim(&claims), Some(2));
         // An older claim whose payout failed waits for an address again: it comes first.
-        claims[0].status = "awaiting_address".into();
+        claims[0].status = RefundStatus::AwaitingAddress;
         assert_eq!(open_claim(&claims), Some(0));
     }
 
@@ -585,21 +611,25 @@ mod tests {
         assert_eq!(c.held_atomic(), 20_000_000);
         assert_eq!(c.net_atomic(), Some(19_999_000));
         // Requested: its payout holds the net; it takes no more.
-        c.status = "pending".into();
+        c.status = RefundStatus::Pending;
         c.payout_id = Some(Uuid::from_u128(1));
         assert_eq!(c.held_atomic(), 0);
         assert!(!c.takes_more("ethereum", "USDT"));
         // Its payout failed: back to awaiting an address with the net held, still taking
         // no more (more excess opens a new claim).
-        c.status = "awaiting_address".into();
+        c.status = RefundStatus::AwaitingAddress;
         c.payout_id = None;
         c.failed_payouts.push(Uuid::from_u128(1));
         assert!(c.requested());
         assert_eq!(c.held_atomic(), 19_999_000);
         assert!(!c.takes_more("ethereum", "USDT"));
-        for done in ["confirmed", "skipped", "failed"] {
-            c.status = done.into();
-            assert_eq!(c.held_atomic(), 0, "{done}");
+        for done in [
+            RefundStatus::Confirmed,
+            RefundStatus::Skipped,
+            RefundStatus::Failed,
+        ] {
+            c.status = done;
+            assert_eq!(c.held_atomic(), 0, "{done:?}");
         }
     }
 }

@@ -192,6 +192,43 @@ mod tests {
         assert_eq!(parse("no_such_value"), None);
     }
 
+    /// The statuses stored as their name write the same bytes as that name's text, in
+    /// either layout: rows written with the text read as the enum and back.
+    #[test]
+    fn named_statuses_are_stored_as_their_text() {
+        use crate::codec::{decode, encode, encode_positional};
+        fn same<T>(all: &[T], as_str: fn(T) -> &'static str, parse: fn(&str) -> Option<T>)
+        where
+            T: Copy + PartialEq + std::fmt::Debug + Serialize + serde::de::DeserializeOwned,
+        {
+            round_trips(all, as_str, parse);
+            for &v in all {
+                let name = as_str(v);
+                assert_eq!(encode(&v), encode(name));
+                assert_eq!(encode_positional(&v), encode_positional(name));
+                assert_eq!(decode::<T>(&encode(name)).unwrap(), v);
+            }
+        }
+        use RefundStatus as R;
+        same(
+            &[CustomerStatus::Active, CustomerStatus::Disabled],
+            CustomerStatus::as_str,
+            CustomerStatus::parse,
+        );
+        same(
+            &[
+                R::AwaitingAddress,
+                R::Pending,
+                R::Sent,
+                R::Confirmed,
+                R::Skipped,
+                R::Failed,
+            ],
+            R::as_str,
+            R::parse,
+        );
+    }
+
     #[test]
     fn status_names_are_serde_names_and_parse_back() {
         use DepositStatus as D;

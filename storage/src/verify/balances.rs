@@ -27,7 +27,7 @@ pub(super) fn replay_journal(ctx: &ReadCtx, rep: &mut Report) -> Result<Journal,
             continue;
         };
         rep.journal_entries += 1;
-        if entry.kind.starts_with("conversion_") {
+        if entry.kind.is_conversion() {
             conversions
                 .entry(entry.ref_id)
                 .or_default()

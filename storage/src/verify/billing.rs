@@ -302,14 +302,7 @@ pub(super) fn check_fee_source(
         EntryKind::PayoutFee => match ctx.get_in::<Payout>(e.project_id, id) {
             Ok(Some(p)) if p.status == PayoutStatus::Confirmed => None,
             // Confirmed, then undone by a reorg (`payouts::unsettle`): the fee stays.
-            Ok(Some(p))
-                if p.status == PayoutStatus::Failed
-                    && p.failure_reason
-                        .as_deref()
-                        .is_some_and(|r| r.starts_with("reorg")) =>
-            {
-                None
-            }
+            Ok(Some(p)) if p.undone_by_reorg() => None,
             Ok(Some(p)) => Some(format!("its payout is {}", p.status.as_str())),
             Err(StoreError::Corrupt(_)) => None,
             Ok(None) => Some("its payout does not exist".to_string()),

@@ -6,7 +6,7 @@ use redb::{Key, ReadableTable, TableDefinition, TableHandle};
 use uuid::Uuid;
 
 use crate::codec::{decode, decode_keyed};
-use crate::ledger::{self, Account, AccountKind, Balance, JournalEntry};
+use crate::ledger::{self, Account, AccountKind, Balance, JournalEntry, JournalKind};
 use crate::records::{
     BatchStatus, BillingAccount, BillingEntry, ConversionBatch, Deposit, DepositStatus, EntryKind,
     Invoice, Payout, PayoutStatus, Row, Sweep, SweepStatus, Wallet, WebhookDelivery,
@@ -240,13 +240,13 @@ fn check_conversions(
                 b.id, b.amount_in
             ));
         }
-        let of = |kind: &str| {
+        let of = |kind: JournalKind| {
             entries
                 .get(&b.id)
                 .map(|v| v.iter().filter(|e| e.kind == kind).collect::<Vec<_>>())
                 .unwrap_or_default()
         };
-        let locks = of("conversion_lock");
+        let locks = of(JournalKind::ConversionLock);
         let locked: u128 = locks
             .iter()
             .map(|e| sum(e, AccountKind::Locked, &b.from_asset, false))
@@ -261,7 +261,7 @@ fn check_conversions(
         }
         match b.status {
             BatchStatus::Settled => {
-                let settles = of("conversion_settle");
+                let settles = of(JournalKind::ConversionSettle);
                 let ok = settles.len() == 1
                     && sum(settles[0], AccountKind::Treasury, &b.from_asset, false) == b.amount_in
                     && sum(settles[0], AccountKind::Locked, &b.from_asset, true) == b.amount_in
@@ -276,7 +276,7 @@ fn check_conversions(
                 }
             }
             BatchStatus::Failed => {
-                let rel = of("conversion_release");
+                let rel = of(JournalKind::ConversionRelease);
                 if rel.len() != 1
                     || sum(rel[0], AccountKind::Locked, &b.from_asset, true) != b.amount_in
                 {
@@ -578,7 +578,7 @@ mod undecodable {
                         project_id: p,
                         reference_id: None,
                         email: None,
-                        status: "active".into(),
+                        status: crate::records::CustomerStatus::Active,
                         metadata: md.clone(),
                         created_at: ctx.now_us(),
                     };

@@ -2,7 +2,7 @@
 //! holds exactly what its open payouts, open conversions and refund claims hold.
 
 use super::*;
-use crate::records::InvoiceRefund;
+use crate::records::{InvoiceRefund, RefundReference, RefundStatus};
 
 /// Refund claims and the project's own `locked` account:
 ///
@@ -57,7 +57,7 @@ pub(super) fn check_refund_holds(
             continue;
         }
         for entry in conv_entries.get(&b.id).into_iter().flatten() {
-            if entry.kind != "conversion_lock" {
+            if entry.kind != JournalKind::ConversionLock {
                 continue;
             }
             for p in &entry.postings {
@@ -117,11 +117,11 @@ fn check_claim(
     c: &InvoiceRefund,
     rep: &mut Report,
 ) -> Result<(), StoreError> {
-    let reference = format!("refund:{}", inv.id);
+    let reference = RefundReference::new(inv.id);
     let load = |id: Uuid| -> Result<Option<Payout>, StoreError> {
         match ctx.get_in::<Payout>(inv.project_id, id) {
             Ok(p) => Ok(p.filter(|p| {
-                p.reference.as_deref() == Some(reference.as_str())
+                p.refund() == Some(reference)
                     && p.chain == c.chain
                     && p.asset == c.asset
                     && p.customer_id.is_none()
@@ -131,7 +131,11 @@ fn check_claim(
             Err(e) => Err(e),
         }
     };
-    let what = format!("invoice {} refund claim {i} ({})", inv.id, c.status);
+    let what = format!(
+        "invoice {} refund claim {i} ({})",
+        inv.id,
+        c.status.as_str()
+    );
     for id in &c.failed_payouts {
         if load(*id)?.is_none() {
             rep.violations.push(format!(
@@ -139,14 +143,17 @@ fn check_claim(
             ));
         }
     }
-    let requested = matches!(c.status.as_str(), "pending" | "sent" | "confirmed");
+    let requested = matches!(
+        c.status,
+        RefundStatus::Pending | RefundStatus::Sent | RefundStatus::Confirmed
+    );
     let Some(id) = c.payout_id else {
         if requested {
             rep.violations.push(format!("{what} names no payout"));
         }
         return Ok(());
     };
-    if !requested && c.status != "failed" {
+    if !requested && c.status != RefundStatus::Failed {
         rep.violations.push(format!("{what} names payout {id}"));
         return Ok(());
     }
@@ -158,9 +165,9 @@ fn check_claim(
     };
     // The status the payout's asks of its claim; a claim of the one-claim form that
     // ended `failed` follows a payout that failed, was canceled or rejected.
-    let expected = InvoiceRefund::status_following(p.status).unwrap_or("pending");
-    let follows = match c.status.as_str() {
-        "failed" => expected == InvoiceRefund::AWAITING_ADDRESS,
+    let expected = InvoiceRefund::status_following(p.status).unwrap_or(RefundStatus::Pending);
+    let follows = match c.status {
+        RefundStatus::Failed => expected == RefundStatus::AwaitingAddress,
         s => s == expected,
     };
     if !follows {
