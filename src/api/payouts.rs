@@ -67,6 +67,18 @@ async fn create_payout(
         memo: f.opt_bounded("memo", 255)?,
         usd_rate: None,
     };
+    // `refund:` names the appliance's own invoice refunds, which need no approval and
+    // charge no fee (DECISIONS.md section 12): a merchant's payout may not take it.
+    if req
+        .reference
+        .as_deref()
+        .is_some_and(appliance_storage::records::RefundReference::has_prefix)
+    {
+        return Err(ApiError::invalid(
+            "reference",
+            "reference may not start with refund: (reserved for invoice refunds).",
+        ));
+    }
     let mut req = req;
     // The market is read outside the store transaction (it may wait for the provider).
     if let Some(a) = state

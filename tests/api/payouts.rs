@@ -179,6 +179,30 @@ async fn decimals_must_match_the_asset() {
     assert_eq!(p["asset"], "USDT");
 }
 
+/// `refund:` references are the appliance's own invoice refunds, which charge no payout fee
+/// (DECISIONS.md section 12): a merchant's payout cannot take one, so it cannot skip the fee.
+#[tokio::test]
+async fn a_refund_reference_is_reserved() {
+    let app = spawn_app().await;
+    let c = app.create_customer(None).await;
+    let cid = s(&c["id"]);
+    app.create_wallet(&cid, "bsc").await;
+    app.test_deposit(&cid, "bsc", "USDT", 18, "5000000000000000000", None)
+        .await;
+    let body = |reference: &str| {
+        json!({ "customer_id": cid, "chain": "bsc", "asset": "USDT", "decimals": 18,
+        "amount": "1000000000000000000", "to_address": external_address(0x64),
+        "reference": reference })
+    };
+    let r = app
+        .create_payout(body("refund:0b6f3f5e-5d6a-4c1e-9d5e-2f1d7a0c9b11"))
+        .await;
+    let e = r.expect_error_param(400, "invalid_request", "reference");
+    assert!(s(&e["message"]).contains("refund:"), "{e}");
+    let p = app.create_payout(body("order refund: 7")).await.expect(202);
+    assert_eq!(p["reference"], "order refund: 7");
+}
+
 #[tokio::test]
 async fn insufficient_funds_is_402_stating_available_and_requested() {
     let app = spawn_app().await;

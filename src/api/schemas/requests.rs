@@ -176,7 +176,9 @@ pub struct NewPayout {
     pub to_address: String,
     /// The customer whose balance pays; omitted for the project's own funds.
     pub customer_id: Option<Uuid>,
-    #[schema(max_length = 255)]
+    /// Free text; `refund:` at its start is reserved for the appliance's invoice refunds
+    /// (400 `invalid_request`).
+    #[schema(max_length = 255, pattern = "^(?!refund:)")]
     pub reference: Option<String>,
     #[schema(max_length = 255)]
     pub memo: Option<String>,

@@ -6,9 +6,8 @@ use uuid::Uuid;
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{
     ApiKey, BillingEntry, Conversion, ConversionKind, ConversionStatus, Customer, CustomerStatus,
-    DeliveryStatus,
-    Deposit, DepositStatus, EntryKind, Invoice, InvoiceStatus, Payout, PayoutStatus, Sweep,
-    SweepStatus, Wallet, WebhookDelivery,
+    DeliveryStatus, Deposit, DepositStatus, EntryKind, Invoice, InvoiceStatus, Payout,
+    PayoutStatus, Sweep, SweepStatus, Wallet, WebhookDelivery,
 };
 use appliance_storage::{Page, ReadOps, Store, StoreError};
 
@@ -34,9 +33,11 @@ pub async fn customers(
     } = q;
     let prefix = match (&reference_id, &status) {
         (Some(r), _) => index::prefix(IndexTag::CustomersByRef, project, &[r.as_bytes()]),
-        (None, Some(s)) => {
-            index::prefix(IndexTag::CustomersByStatus, project, &[s.as_str().as_bytes()])
-        }
+        (None, Some(s)) => index::prefix(
+            IndexTag::CustomersByStatus,
+            project,
+            &[s.as_str().as_bytes()],
+        ),
         (None, None) => index::prefix(IndexTag::Customers, project, &[]),
     };
     page_of(store, prefix, page, move |c: &Customer| {
