@@ -167,3 +167,92 @@ async fn blocks_transactions_mempool_and_refusals_read_through_the_client() {
         Err(ClientError::Unavailable { .. })
     ));
 }
+
+/// The signer's UTXO transactions are valid on a real node: a P2WPKH spend (bitcoin's
+/// form, on Litecoin's regtest hrp `rltc`) and a legacy P2PKH spend (dogecoin's form, with
+/// the node's version byte 111), each mined with its exact outputs.
+#[tokio::test]
+async fn signed_p2wpkh_and_p2pkh_spends_are_mined() {
+    use appliance_signer::utxo::{UtxoCoin, UtxoNetwork, CUSTOMER_ACCOUNT, MASTER_ACCOUNT};
+    use appliance_signer::utxo_tx::{UtxoInput, UtxoOutput};
+    use appliance_signer::{Signer, SigningPolicy};
+
+    let node = start().await;
+    node.cli("createwallet", json!(["w"])).await;
+    let miner = node.cli("getnewaddress", json!(["", "bech32"])).await;
+    node.cli("generatetoaddress", json!([101, miner])).await;
+    let signer = Signer::test_mode();
+    let on = SigningPolicy {
+        service: true,
+        project: true,
+        key: true,
+    };
+    let segwit = UtxoNetwork {
+        coin: UtxoCoin::Bitcoin,
+        bech32_hrp: Some("rltc".into()),
+        p2pkh_prefix: 111,
+        p2sh_prefix: 58,
+    };
+    let legacy = UtxoNetwork {
+        coin: UtxoCoin::Dogecoin,
+        bech32_hrp: None,
+        ..segwit.clone()
+    };
+    for net in [segwit, legacy] {
+        let deposit = signer.utxo_account(&net, CUSTOMER_ACCOUNT).unwrap();
+        let master = signer.utxo_account(&net, MASTER_ACCOUNT).unwrap();
+        let from = deposit.address(5).unwrap();
+        let funding = node
+            .cli("sendtoaddress", json!([from, "0.5"]))
+            .await
+            .as_str()
+            .unwrap()
+            .to_string();
+        node.cli("generatetoaddress", json!([1, miner])).await;
+        let out = node
+            .rpc
+            .transaction(&funding)
+            .await
+            .unwrap()
+            .outputs
+            .into_iter()
+            .find(|o| o.address.as_deref() == Some(from.as_str()))
+            .expect("the deposit output");
+        assert_eq!(out.value, 50_000_000);
+        let to = master.address(0).unwrap();
+        let fee = 20_000;
+        let signed = signer
+            .sign_utxo_tx(
+                on,
+                &net,
+                &[UtxoInput {
+                    txid: funding.clone(),
+                    vout: out.n,
+                    value: out.value,
+                    key: (CUSTOMER_ACCOUNT, 5),
+                }],
+                &[UtxoOutput {
+                    script: net.script_for(&to).unwrap(),
+                    value: out.value - fee,
+                }],
+                true,
+            )
+            .unwrap();
+        let txid = node.rpc.broadcast(&hex::encode(&signed.raw)).await.unwrap();
+        assert_eq!(txid, signed.txid, "{net:?}");
+        node.cli("generatetoaddress", json!([1, miner])).await;
+        let hash = node.rpc.chain_info().await.unwrap().best_block_hash;
+        let block = node.rpc.block(&hash).await.unwrap();
+        let mined = block.txs.iter().find(|t| t.txid == txid).expect("mined");
+        assert_eq!(mined.outputs.len(), 1);
+        assert_eq!(mined.outputs[0].value, 50_000_000 - fee);
+        assert_eq!(mined.outputs[0].address.as_deref(), Some(to.as_str()));
+        assert_eq!(
+            mined.inputs,
+            vec![appliance_chains::utxo::rpc::OutPoint {
+                txid: funding,
+                vout: out.n
+            }]
+        );
+    }
+}

@@ -12,6 +12,7 @@
 //! ```
 
 pub mod utxo;
+pub mod utxo_tx;
 
 use std::path::{Path, PathBuf};
 
