@@ -72,6 +72,12 @@ pub fn scrub_urls(text: &str) -> String {
     out
 }
 
+/// An error as one line for a log: its whole chain (`{:#}`), with every node URL's secret
+/// part removed ([`scrub_urls`]).
+pub fn clean_error(e: &dyn std::fmt::Display) -> String {
+    scrub_urls(&format!("{e:#}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -238,15 +238,14 @@ impl Signer {
         if !blocked.is_empty() {
             return Err(SignError::Disabled(blocked));
         }
-        let key = self
+        let account = self
             .utxo
-            .secret_key(network, account, index)
+            .signing_account(network, account)
             .map_err(|e| SignError::Key(e.to_string()))?;
-        let secp = bitcoin::secp256k1::Secp256k1::signing_only();
-        let msg = bitcoin::secp256k1::Message::from_digest(sighash);
-        let mut sig = secp.sign_ecdsa(&msg, &key);
-        sig.normalize_s();
-        Ok(sig.serialize_der().to_vec())
+        let (key, _) = account
+            .key(index)
+            .map_err(|e| SignError::Key(e.to_string()))?;
+        Ok(account.sign(&key, sighash).serialize_der().to_vec())
     }
 
     /// Address of the EVM master wallet (the treasury of every EVM chain).

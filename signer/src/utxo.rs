@@ -9,10 +9,10 @@
 //! without the seed.
 
 use bitcoin::bip32::{ChildNumber, DerivationPath, Xpriv, Xpub};
-use bitcoin::hashes::{hash160, Hash};
+use bitcoin::hashes::Hash;
 use bitcoin::key::Secp256k1;
 use bitcoin::secp256k1::{PublicKey, SecretKey};
-use bitcoin::{base58, bech32, CompressedPublicKey, ScriptBuf, WPubkeyHash, WitnessVersion};
+use bitcoin::{base58, bech32, CompressedPublicKey, ScriptBuf, WitnessVersion};
 
 /// The account of customers' deposit (and invoice, funding) addresses.
 pub const CUSTOMER_ACCOUNT: u32 = 0;
@@ -251,19 +251,16 @@ impl UtxoRoot {
         })
     }
 
-    /// The secret key of receive index `index` of `account` on `network`.
-    pub(crate) fn secret_key(
+    /// The keys that sign for receive indices of `account` on `network`: the account's
+    /// hardened derivation is done once, each index below it on demand.
+    pub(crate) fn signing_account(
         &self,
         network: &UtxoNetwork,
         account: u32,
-        index: u32,
-    ) -> Result<SecretKey, DeriveError> {
+    ) -> Result<SigningAccount, DeriveError> {
         let secp = Secp256k1::new();
         let xpriv = self.account_xpriv(&secp, network, account)?;
-        let child = xpriv
-            .derive_priv(&secp, &[ChildNumber::Normal { index: 0 }, normal(index)?])
-            .map_err(|e| DeriveError(e.to_string()))?;
-        Ok(child.private_key)
+        Ok(SigningAccount { xpriv, secp })
     }
 
     fn account_xpriv(
@@ -281,15 +278,37 @@ impl UtxoRoot {
     }
 }
 
-/// HASH160 (RIPEMD-160 of SHA-256) of a compressed public key: the key hash P2PKH and
-/// P2WPKH outputs commit to.
-pub fn key_hash(key: &PublicKey) -> [u8; 20] {
-    hash160::Hash::hash(&key.serialize()).to_byte_array()
+/// One account's private extended key, from which [`SigningAccount::key`] derives
+/// the key of each receive index.
+pub(crate) struct SigningAccount {
+    xpriv: Xpriv,
+    secp: Secp256k1<bitcoin::secp256k1::All>,
 }
 
-/// The P2WPKH key hash of `key` (the 20-byte witness program).
-pub fn wpubkey_hash(key: &PublicKey) -> WPubkeyHash {
-    CompressedPublicKey(*key).wpubkey_hash()
+impl SigningAccount {
+    /// The key pair of receive index `index` (`.../0/index`).
+    pub(crate) fn key(&self, index: u32) -> Result<(SecretKey, PublicKey), DeriveError> {
+        let child = self
+            .xpriv
+            .derive_priv(
+                &self.secp,
+                &[ChildNumber::Normal { index: 0 }, normal(index)?],
+            )
+            .map_err(|e| DeriveError(e.to_string()))?;
+        Ok((child.private_key, child.private_key.public_key(&self.secp)))
+    }
+
+    /// Signs a 32-byte signature hash with `key`: ECDSA with a low S (BIP 146).
+    pub(crate) fn sign(
+        &self,
+        key: &SecretKey,
+        digest: [u8; 32],
+    ) -> bitcoin::secp256k1::ecdsa::Signature {
+        let msg = bitcoin::secp256k1::Message::from_digest(digest);
+        let mut sig = self.secp.sign_ecdsa(&msg, key);
+        sig.normalize_s();
+        sig
+    }
 }
 
 #[cfg(test)]
@@ -337,7 +356,7 @@ mod tests {
             "bc1q8c6fshw2dlwun7ekn9qwf37cu2rn755upcp6el"
         );
         // The receive key's secret matches its public key.
-        let sk = root.secret_key(&net, 0, 0).unwrap();
+        let (sk, _) = root.signing_account(&net, 0).unwrap().key(0).unwrap();
         assert_eq!(sk.public_key(&secp), acct.public_key(0).unwrap());
         assert_eq!(
             bitcoin::PrivateKey::new(sk, bitcoin::NetworkKind::Main).to_wif(),

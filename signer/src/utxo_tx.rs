@@ -2,16 +2,18 @@
 //! (bitcoin P2WPKH: BIP143 signature hash and a witness; dogecoin P2PKH: the legacy
 //! signature hash and a script signature), all with `SIGHASH_ALL`.
 
+use std::collections::btree_map::Entry;
+use std::collections::BTreeMap;
+
 use bitcoin::absolute::LockTime;
 use bitcoin::consensus::encode::serialize;
 use bitcoin::hashes::Hash;
 use bitcoin::script::PushBytesBuf;
-use bitcoin::secp256k1::{Message, Secp256k1};
 use bitcoin::sighash::{EcdsaSighashType, SighashCache};
 use bitcoin::transaction::Version;
 use bitcoin::{Amount, OutPoint, ScriptBuf, Sequence, Transaction, TxIn, TxOut, Txid, Witness};
 
-use crate::utxo::{UtxoCoin, UtxoNetwork};
+use crate::utxo::{SigningAccount, UtxoCoin, UtxoNetwork};
 use crate::{SignError, Signer, SigningPolicy};
 
 /// An output of the appliance's to spend: where it is, what it holds, and which key owns it.
@@ -98,17 +100,24 @@ impl Signer {
                 })
                 .collect(),
         };
-        let secp = Secp256k1::new();
+        // Each account's hardened derivation once, however many of its outputs are spent.
+        let mut accounts: BTreeMap<u32, SigningAccount> = BTreeMap::new();
         let mut unlocks = Vec::with_capacity(inputs.len());
         {
             let mut cache = SighashCache::new(&tx);
             for (n, input) in inputs.iter().enumerate() {
                 let (account, index) = input.key;
-                let key = self
-                    .utxo
-                    .secret_key(network, account, index)
+                let signing = match accounts.entry(account) {
+                    Entry::Occupied(e) => e.into_mut(),
+                    Entry::Vacant(e) => e.insert(
+                        self.utxo
+                            .signing_account(network, account)
+                            .map_err(|e| SignError::Key(e.to_string()))?,
+                    ),
+                };
+                let (key, public) = signing
+                    .key(index)
                     .map_err(|e| SignError::Key(e.to_string()))?;
-                let public = key.public_key(&secp);
                 let script = network.script_of(&public);
                 let digest: [u8; 32] = match network.coin {
                     UtxoCoin::Bitcoin => cache
@@ -125,8 +134,7 @@ impl Signer {
                         .map_err(|e| SignError::Key(e.to_string()))?
                         .to_byte_array(),
                 };
-                let mut sig = secp.sign_ecdsa(&Message::from_digest(digest), &key);
-                sig.normalize_s();
+                let sig = signing.sign(&key, digest);
                 let mut with_type = sig.serialize_der().to_vec();
                 with_type.push(EcdsaSighashType::All.to_u32() as u8);
                 unlocks.push((with_type, public.serialize()));

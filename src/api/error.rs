@@ -290,6 +290,7 @@ impl From<PayoutError> for ApiError {
             SelfPayout => {
                 ApiError::new(UNPROCESSABLE, "self_payout_forbidden", m).param("to_address")
             }
+            ReservedReference => ApiError::invalid("reference", m),
             TooManyPending { .. } => {
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_pending_payouts", m)
                     .retry_after(60)

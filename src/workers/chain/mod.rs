@@ -294,9 +294,7 @@ pub(crate) fn hex32(h: &B256) -> String {
 
 /// An error as one line for logs and answers, every URL in it cut to scheme and host
 /// (node URLs carry account keys).
-pub fn clean(e: &dyn std::fmt::Display) -> String {
-    appliance_chains::redact::scrub_urls(&format!("{e:#}"))
-}
+pub use appliance_chains::redact::clean_error as clean;
 
 /// `status_note` for a failing node: one plain sentence, never an error chain; the
 /// error itself goes to the WARN log through [`clean`].
