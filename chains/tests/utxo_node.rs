@@ -173,7 +173,7 @@ async fn blocks_transactions_mempool_and_refusals_read_through_the_client() {
 /// the node's version byte 111), each mined with its exact outputs.
 #[tokio::test]
 async fn signed_p2wpkh_and_p2pkh_spends_are_mined() {
-    use appliance_signer::utxo::{UtxoCoin, UtxoNetwork, CUSTOMER_ACCOUNT, MASTER_ACCOUNT};
+    use appliance_signer::utxo::{UtxoNetwork, CUSTOMER_ACCOUNT, MASTER_ACCOUNT};
     use appliance_signer::utxo_tx::{UtxoInput, UtxoOutput};
     use appliance_signer::{Signer, SigningPolicy};
 
@@ -187,17 +187,15 @@ async fn signed_p2wpkh_and_p2pkh_spends_are_mined() {
         project: true,
         key: true,
     };
-    let segwit = UtxoNetwork {
-        coin: UtxoCoin::Bitcoin,
-        bech32_hrp: Some("rltc".into()),
-        p2pkh_prefix: 111,
-        p2sh_prefix: 58,
-    };
-    let legacy = UtxoNetwork {
-        coin: UtxoCoin::Dogecoin,
-        bech32_hrp: None,
-        ..segwit.clone()
-    };
+    // Litecoin's regtest encodings (hrp `rltc`, P2PKH 111, P2SH 58).
+    let segwit = UtxoNetwork::bitcoin("regtest")
+        .unwrap()
+        .with_overrides(Some("rltc"), Some(111), Some(58))
+        .unwrap();
+    let legacy = UtxoNetwork::dogecoin("regtest")
+        .unwrap()
+        .with_overrides(None, Some(111), Some(58))
+        .unwrap();
     for net in [segwit, legacy] {
         let deposit = signer.utxo_account(&net, CUSTOMER_ACCOUNT).unwrap();
         let master = signer.utxo_account(&net, MASTER_ACCOUNT).unwrap();

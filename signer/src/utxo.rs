@@ -49,15 +49,18 @@ impl UtxoCoin {
 }
 
 /// How addresses are written on one network: the bech32 human-readable part (bitcoin)
-/// and the base58check version bytes of P2PKH and P2SH addresses.
+/// and the base58check version bytes of P2PKH and P2SH addresses. Built by
+/// [`UtxoNetwork::bitcoin`] or [`UtxoNetwork::dogecoin`], then
+/// [`UtxoNetwork::with_overrides`]: a bitcoin network always has its hrp, a dogecoin one
+/// never, so the address form and the script form cannot disagree.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UtxoNetwork {
-    pub coin: UtxoCoin,
+    coin: UtxoCoin,
     /// `bc`, `tb`, `bcrt` (`rltc` for Litecoin's regtest); `None` for dogecoin, which has
     /// no segwit addresses.
-    pub bech32_hrp: Option<String>,
-    pub p2pkh_prefix: u8,
-    pub p2sh_prefix: u8,
+    bech32_hrp: Option<bech32::Hrp>,
+    p2pkh_prefix: u8,
+    p2sh_prefix: u8,
 }
 
 /// Why an address is refused.
@@ -81,7 +84,7 @@ impl UtxoNetwork {
         };
         Some(UtxoNetwork {
             coin: UtxoCoin::Bitcoin,
-            bech32_hrp: Some(hrp.to_string()),
+            bech32_hrp: Some(bech32::Hrp::parse(hrp).expect("the networks' hrps are valid")),
             p2pkh_prefix: p2pkh,
             p2sh_prefix: p2sh,
         })
@@ -104,27 +107,51 @@ impl UtxoNetwork {
         })
     }
 
+    /// The network with a compatible node's encodings (DECISIONS.md section 17:
+    /// `bech32_hrp`, `p2pkh_prefix`, `p2sh_prefix`); each `None` keeps the network's own.
+    /// An hrp that is not a valid bech32 one, or one given for dogecoin, is refused.
+    pub fn with_overrides(
+        mut self,
+        bech32_hrp: Option<&str>,
+        p2pkh_prefix: Option<u8>,
+        p2sh_prefix: Option<u8>,
+    ) -> Result<UtxoNetwork, AddressError> {
+        if let Some(hrp) = bech32_hrp {
+            if self.coin != UtxoCoin::Bitcoin {
+                return Err(AddressError::Invalid);
+            }
+            self.bech32_hrp = Some(bech32::Hrp::parse(hrp).map_err(|_| AddressError::Invalid)?);
+        }
+        self.p2pkh_prefix = p2pkh_prefix.unwrap_or(self.p2pkh_prefix);
+        self.p2sh_prefix = p2sh_prefix.unwrap_or(self.p2sh_prefix);
+        Ok(self)
+    }
+
+    /// The coin the network belongs to.
+    pub fn coin(&self) -> UtxoCoin {
+        self.coin
+    }
+
     /// The address the appliance issues for `key`: P2WPKH in bech32 for bitcoin, P2PKH in
     /// base58check for dogecoin.
     pub fn address(&self, key: &PublicKey) -> String {
         let compressed = CompressedPublicKey(*key);
-        match (self.coin, &self.bech32_hrp) {
-            (UtxoCoin::Bitcoin, Some(hrp)) => {
-                let hrp = bech32::Hrp::parse(hrp).expect("a configured bech32 hrp is valid");
+        match self.bech32_hrp {
+            Some(hrp) => {
                 let program = compressed.wpubkey_hash();
                 bech32::segwit::encode(hrp, bech32::segwit::VERSION_0, program.as_byte_array())
                     .expect("a 20-byte v0 program encodes")
             }
-            _ => base58_address(self.p2pkh_prefix, &compressed.pubkey_hash().to_byte_array()),
+            None => base58_address(self.p2pkh_prefix, &compressed.pubkey_hash().to_byte_array()),
         }
     }
 
     /// The output script that pays `key` as [`UtxoNetwork::address`] writes it.
     pub fn script_of(&self, key: &PublicKey) -> ScriptBuf {
         let compressed = CompressedPublicKey(*key);
-        match self.coin {
-            UtxoCoin::Bitcoin => ScriptBuf::new_p2wpkh(&compressed.wpubkey_hash()),
-            UtxoCoin::Dogecoin => ScriptBuf::new_p2pkh(&compressed.pubkey_hash()),
+        match self.bech32_hrp {
+            Some(_) => ScriptBuf::new_p2wpkh(&compressed.wpubkey_hash()),
+            None => ScriptBuf::new_p2pkh(&compressed.pubkey_hash()),
         }
     }
 
@@ -135,7 +162,7 @@ impl UtxoNetwork {
     pub fn script_for(&self, address: &str) -> Result<ScriptBuf, AddressError> {
         if let Some(hrp) = &self.bech32_hrp {
             if let Ok((got, version, program)) = bech32::segwit::decode(address) {
-                if !got.as_str().eq_ignore_ascii_case(hrp) {
+                if !got.as_str().eq_ignore_ascii_case(hrp.as_str()) {
                     return Err(AddressError::WrongNetwork);
                 }
                 let version =
@@ -434,10 +461,14 @@ mod tests {
         let p2sh = base58_address(doge.p2sh_prefix, &[7; 20]);
         assert!(doge.script_for(&p2sh).unwrap().is_p2sh());
         // Litecoin's regtest, as the tests run it: hrp `rltc`.
-        let ltc = UtxoNetwork {
-            bech32_hrp: Some("rltc".into()),
-            ..reg.clone()
-        };
+        let ltc = reg
+            .clone()
+            .with_overrides(Some("rltc"), None, None)
+            .unwrap();
+        assert_eq!(
+            doge.clone().with_overrides(Some("rltc"), None, None),
+            Err(AddressError::Invalid)
+        );
         assert!(root
             .account(&ltc, 0)
             .unwrap()

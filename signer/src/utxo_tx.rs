@@ -119,7 +119,7 @@ impl Signer {
                     .key(index)
                     .map_err(|e| SignError::Key(e.to_string()))?;
                 let script = network.script_of(&public);
-                let digest: [u8; 32] = match network.coin {
+                let digest: [u8; 32] = match network.coin() {
                     UtxoCoin::Bitcoin => cache
                         .p2wpkh_signature_hash(
                             n,
@@ -141,7 +141,7 @@ impl Signer {
             }
         }
         for (input, (sig, public)) in tx.input.iter_mut().zip(unlocks) {
-            match network.coin {
+            match network.coin() {
                 UtxoCoin::Bitcoin => input.witness = Witness::from_slice(&[sig, public.to_vec()]),
                 UtxoCoin::Dogecoin => {
                     let sig = PushBytesBuf::try_from(sig).expect("a signature is 73 bytes at most");
