@@ -254,3 +254,155 @@ async fn signed_p2wpkh_and_p2pkh_spends_are_mined() {
         );
     }
 }
+
+/// The spend planner's sizes and fees hold on a real node: a payout planned from three
+/// master coins, signed, is accepted with its exact amount and change; a replacement
+/// planned from it (opt-in RBF, BIP125) is accepted in its place and mined, and the
+/// stuck send never is. For bitcoin's form (P2WPKH) and dogecoin's (P2PKH).
+#[tokio::test]
+async fn a_planned_payout_and_its_replacement_are_accepted_and_one_is_mined() {
+    use appliance_chains::utxo::plan::{
+        plan_payout, plan_replacement, vsize, Coin, Dust, FeePolicy, Payment, Plan, Replaced,
+        ScriptKind,
+    };
+    use appliance_signer::utxo::{UtxoNetwork, MASTER_ACCOUNT};
+    use appliance_signer::utxo_tx::{UtxoInput, UtxoOutput};
+    use appliance_signer::{Signer, SigningPolicy};
+
+    let node = start().await;
+    node.cli("createwallet", json!(["w"])).await;
+    let miner = node.cli("getnewaddress", json!(["", "bech32"])).await;
+    node.cli("generatetoaddress", json!([101, miner])).await;
+    let signer = Signer::test_mode();
+    let on = SigningPolicy {
+        service: true,
+        project: true,
+        key: true,
+    };
+    // Litecoin's relay rules are ten times bitcoin's (0.0001 LTC/kvB minimum and
+    // increment); the policy says so, as an operator's config would.
+    let policy = FeePolicy {
+        floor_kvb: 20_000,
+        ceiling_kvb: 2_000_000,
+        incremental_kvb: 10_000,
+        dust: Dust::Relay { rate_kvb: 30_000 },
+    };
+    let segwit = UtxoNetwork::bitcoin("regtest")
+        .unwrap()
+        .with_overrides(Some("rltc"), Some(111), Some(58))
+        .unwrap();
+    let legacy = UtxoNetwork::dogecoin("regtest")
+        .unwrap()
+        .with_overrides(None, Some(111), Some(58))
+        .unwrap();
+    for (net, kind, dest_type) in [
+        (segwit, ScriptKind::P2wpkh, "bech32"),
+        (legacy, ScriptKind::P2pkh, "legacy"),
+    ] {
+        let master = signer.utxo_account(&net, MASTER_ACCOUNT).unwrap();
+        // Three master coins, at indices 0, 1 and 2.
+        let mut coins = Vec::new();
+        let mut index_of = std::collections::HashMap::new();
+        for (i, amount) in [(0u32, "0.3"), (1, "0.2"), (2, "0.05")] {
+            let a = master.address(i).unwrap();
+            let txid = node.cli("sendtoaddress", json!([a, amount])).await;
+            let txid = txid.as_str().unwrap().to_string();
+            let out = node
+                .rpc
+                .transaction(&txid)
+                .await
+                .unwrap()
+                .outputs
+                .into_iter()
+                .find(|o| o.address.as_deref() == Some(a.as_str()))
+                .unwrap();
+            let script = hex::decode(&out.script_hex).unwrap();
+            assert_eq!(ScriptKind::of(&script), Some(kind));
+            let outpoint = appliance_chains::utxo::rpc::OutPoint { txid, vout: out.n };
+            index_of.insert(outpoint.clone(), i);
+            coins.push(Coin {
+                outpoint,
+                value: out.value,
+                kind,
+            });
+        }
+        node.cli("generatetoaddress", json!([1, miner])).await;
+        let dest = node.cli("getnewaddress", json!(["", dest_type])).await;
+        let dest = dest.as_str().unwrap().to_string();
+        let dest_script = net.script_for(&dest).unwrap();
+        let pay = Payment {
+            kind: ScriptKind::of(dest_script.as_bytes()).unwrap(),
+            value: 42_123_456,
+        };
+        let change_to = net.script_for(&master.address(7).unwrap()).unwrap();
+        let sign = |plan: &Plan| {
+            let inputs: Vec<UtxoInput> = plan
+                .inputs
+                .iter()
+                .map(|c| UtxoInput {
+                    txid: c.outpoint.txid.clone(),
+                    vout: c.outpoint.vout,
+                    value: c.value,
+                    key: (MASTER_ACCOUNT, index_of[&c.outpoint]),
+                })
+                .collect();
+            let mut outputs = vec![UtxoOutput {
+                script: dest_script.clone(),
+                value: pay.value,
+            }];
+            if let Some(change) = plan.change {
+                outputs.push(UtxoOutput {
+                    script: change_to.clone(),
+                    value: change,
+                });
+            }
+            signer
+                .sign_utxo_tx(on, &net, &inputs, &outputs, true)
+                .unwrap()
+        };
+
+        let rate = policy.rate(node.rpc.fee_per_kvb(6).await.unwrap());
+        assert_eq!(rate, policy.floor_kvb, "regtest has no estimate: the floor");
+        let first = plan_payout(&coins, &[pay], kind, rate, policy.dust).unwrap();
+        assert_eq!(first.inputs.len(), 2, "0.3 + 0.2 pay 0.42: {first:?}");
+        assert!(first.change.is_some());
+        let stuck = sign(&first);
+        assert!(
+            stuck.vsize <= vsize(first.weight),
+            "planned at the largest size"
+        );
+        let stuck_id = node.rpc.broadcast(&hex::encode(&stuck.raw)).await.unwrap();
+        assert!(node.rpc.mempool().await.unwrap().contains(&stuck_id));
+
+        let prev = Replaced {
+            plan: &first,
+            signed_vsize: stuck.vsize,
+        };
+        let bumped = plan_replacement(prev, &coins, kind, rate * 3, &policy).unwrap();
+        assert_eq!(bumped.inputs, first.inputs);
+        assert!(bumped.fee > first.fee);
+        let replacement = sign(&bumped);
+        let id = node
+            .rpc
+            .broadcast(&hex::encode(&replacement.raw))
+            .await
+            .unwrap_or_else(|e| panic!("{net:?}: the replacement is refused: {e}"));
+        let pool = node.rpc.mempool().await.unwrap();
+        assert!(pool.contains(&id) && !pool.contains(&stuck_id), "replaced");
+
+        node.cli("generatetoaddress", json!([1, miner])).await;
+        let hash = node.rpc.chain_info().await.unwrap().best_block_hash;
+        let block = node.rpc.block(&hash).await.unwrap();
+        assert!(!block.txs.iter().any(|t| t.txid == stuck_id));
+        let mined = block.txs.iter().find(|t| t.txid == id).expect("mined");
+        let paid = mined
+            .outputs
+            .iter()
+            .find(|o| o.address.as_deref() == Some(dest.as_str()))
+            .unwrap();
+        assert_eq!(paid.value, 42_123_456, "the exact amount");
+        let total_in: u64 = bumped.inputs.iter().map(|c| c.value).sum();
+        let total_out: u64 = mined.outputs.iter().map(|o| o.value).sum();
+        assert_eq!(total_in - total_out, bumped.fee);
+    }
+}

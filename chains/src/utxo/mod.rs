@@ -4,6 +4,7 @@
 //! Blocks are read decoded by the node (`getblock` with verbosity 2), never decoded here:
 //! dogecoin's mainnet headers carry AuxPoW, which a bitcoin block decoder refuses.
 
+pub mod plan;
 pub mod rpc;
 
 /// A coin amount as the node writes it (`0.00100000`, `12.5`, `1e-05`) in atomic units
