@@ -142,6 +142,21 @@ async fn blocks_transactions_mempool_and_refusals_read_through_the_client() {
         block.txs[0].inputs.is_empty(),
         "the coinbase spends nothing"
     );
+    // The block scan finds the output by its script, and the spend of a held coin.
+    let wallet = uuid::Uuid::from_u128(7);
+    let mut watch = appliance_chains::utxo::scan::ScriptWatch::default();
+    watch.insert(hex::decode(&out.script_hex).unwrap(), wallet);
+    let held = pending.inputs.iter().cloned().collect();
+    let found = appliance_chains::utxo::scan::scan(&block.txs, &watch, &held);
+    assert_eq!(found.received.len(), 1);
+    assert_eq!(found.received[0].outpoint.txid, txid);
+    assert_eq!(found.received[0].outpoint.vout, out.n);
+    assert_eq!(
+        (found.received[0].value, found.received[0].wallet),
+        (123_456_789, wallet)
+    );
+    assert_eq!(found.spent.len(), pending.inputs.len());
+    assert!(found.spent.iter().all(|s| s.by == txid));
     assert!(node.rpc.mempool().await.unwrap().is_empty());
 
     // Regtest has no fee estimate.

@@ -6,6 +6,7 @@
 
 pub mod plan;
 pub mod rpc;
+pub mod scan;
 
 /// A coin amount as the node writes it (`0.00100000`, `12.5`, `1e-05`) in atomic units
 /// (satoshis: 8 decimals), exactly: the JSON number's text is read, never a float.
