@@ -16,6 +16,7 @@ const LITECOIND: &str = "/usr/lib/litecoin/litecoind";
 struct Node {
     child: Child,
     rpc: UtxoRpc,
+    port: u16,
     _dir: tempfile::TempDir,
 }
 
@@ -70,6 +71,7 @@ async fn start() -> Node {
     let node = Node {
         child,
         rpc,
+        port: rpc_port,
         _dir: dir,
     };
     let t0 = Instant::now();
@@ -420,4 +422,123 @@ async fn a_planned_payout_and_its_replacement_are_accepted_and_one_is_mined() {
         let total_out: u64 = mined.outputs.iter().map(|o| o.value).sum();
         assert_eq!(total_in - total_out, bumped.fee);
     }
+}
+
+/// The follower: the node's network checked, blocks by height linked by parent hash, a
+/// transaction paying two watched addresses found in its block and, after the block is
+/// invalidated, in the mempool (read once), then in the block that mines it again.
+#[tokio::test]
+async fn the_follower_reads_linked_blocks_the_mempool_and_a_reorg() {
+    use appliance_chains::utxo::follow::{MempoolWatch, NetworkCheck, UtxoFollower};
+    use appliance_chains::utxo::scan::ScriptWatch;
+    use std::collections::HashSet;
+
+    let node = start().await;
+    let url = format!("http://127.0.0.1:{}", node.port);
+    let follower = UtxoFollower::new(UtxoRpc::new(&url, auth()).unwrap());
+    follower.check_network("regtest").await.unwrap();
+    assert!(matches!(
+        follower.check_network("bitcoin").await,
+        Err(NetworkCheck::Mismatch { ref got, ref expected }) if got == "regtest" && expected == "main"
+    ));
+    assert!(matches!(
+        follower.check_network("moon").await,
+        Err(NetworkCheck::Unknown(_))
+    ));
+
+    node.cli("createwallet", json!(["w"])).await;
+    let miner = node.cli("getnewaddress", json!(["", "bech32"])).await;
+    node.cli("generatetoaddress", json!([101, miner])).await;
+    let head = follower.head().await.unwrap();
+    assert_eq!(head, 101);
+    let top = follower.block_ref(head).await.unwrap().unwrap();
+    let below = follower.block_ref(head - 1).await.unwrap().unwrap();
+    assert_eq!(top.parent_hash, below.hash);
+    assert_eq!(
+        format!("{:x}", top.hash).trim_start_matches("0x"),
+        node.rpc.chain_info().await.unwrap().best_block_hash
+    );
+    assert_eq!(follower.block_ref(head + 1).await.unwrap(), None);
+
+    // One transaction paying two watched addresses (and change to the node's wallet).
+    let (a, b) = (uuid::Uuid::from_u128(1), uuid::Uuid::from_u128(2));
+    let mut watch = ScriptWatch::default();
+    let mut addrs = Vec::new();
+    for w in [a, b] {
+        let addr = node.cli("getnewaddress", json!(["", "bech32"])).await;
+        let info = node.cli("getaddressinfo", json!([addr])).await;
+        watch.insert(
+            hex::decode(info["scriptPubKey"].as_str().unwrap()).unwrap(),
+            w,
+        );
+        addrs.push(addr.as_str().unwrap().to_string());
+    }
+    let txid = node
+        .cli(
+            "sendmany",
+            json!(["", {addrs[0].clone(): "0.1", addrs[1].clone(): "0.25"}]),
+        )
+        .await;
+    let txid = txid.as_str().unwrap().to_string();
+    let none = HashSet::new();
+    let mut pool = MempoolWatch::default();
+    let seen = pool.poll(&node.rpc, &watch, &none).await.unwrap();
+    assert_eq!(seen.received.len(), 2, "detected in the mempool");
+    assert!(
+        pool.poll(&node.rpc, &watch, &none)
+            .await
+            .unwrap()
+            .received
+            .is_empty(),
+        "read once"
+    );
+
+    node.cli("generatetoaddress", json!([1, miner])).await;
+    let range = follower.scan(100, 102, &watch, &none).await.unwrap();
+    assert_eq!(range.blocks.len(), 3);
+    assert!(range
+        .blocks
+        .windows(2)
+        .all(|p| p[1].parent_hash == p[0].hash));
+    assert_eq!(range.changes.len(), 1);
+    let (height, changes) = &range.changes[0];
+    assert_eq!(*height, 102);
+    let mut got: Vec<(u64, uuid::Uuid)> = changes
+        .received
+        .iter()
+        .map(|r| (r.value, r.wallet))
+        .collect();
+    got.sort();
+    assert_eq!(got, vec![(10_000_000, a), (25_000_000, b)]);
+    assert!(changes.received.iter().all(|r| r.outpoint.txid == txid));
+    assert!(matches!(
+        follower.scan(102, 103, &watch, &none).await,
+        Err(ClientError::Moving(_))
+    ));
+
+    // The block is invalidated: the transaction is back in the mempool (remembered as
+    // read: not reported twice), then mined in a block of another hash.
+    let old = follower.block_ref(102).await.unwrap().unwrap();
+    node.cli(
+        "invalidateblock",
+        json!([format!("{:x}", old.hash).trim_start_matches("0x")]),
+    )
+    .await;
+    assert_eq!(follower.head().await.unwrap(), 101);
+    assert!(pool
+        .poll(&node.rpc, &watch, &none)
+        .await
+        .unwrap()
+        .received
+        .is_empty());
+    let fresh = node.cli("getnewaddress", json!(["", "bech32"])).await;
+    node.cli("generatetoaddress", json!([1, fresh])).await;
+    let new = follower.block_ref(102).await.unwrap().unwrap();
+    assert_ne!(new.hash, old.hash);
+    assert_eq!(
+        new.parent_hash,
+        follower.block_ref(101).await.unwrap().unwrap().hash
+    );
+    let again = follower.scan(102, 102, &watch, &none).await.unwrap();
+    assert_eq!(again.changes.len(), 1, "mined again");
 }

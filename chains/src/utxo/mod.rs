@@ -4,6 +4,7 @@
 //! Blocks are read decoded by the node (`getblock` with verbosity 2), never decoded here:
 //! dogecoin's mainnet headers carry AuxPoW, which a bitcoin block decoder refuses.
 
+pub mod follow;
 pub mod plan;
 pub mod rpc;
 pub mod scan;

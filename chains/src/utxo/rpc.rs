@@ -269,8 +269,10 @@ impl UtxoRpc {
                 detail: format!("{} ({})", e.message, e.code),
             });
         }
-        let raw = env.result.ok_or_else(|| malformed(method, "no result"))?;
-        serde_json::from_str(raw.get()).map_err(|e| malformed(method, &e.to_string()))
+        // A call with nothing to answer (`invalidateblock`) answers `null`: parsed as such,
+        // so only a `T` that accepts null takes it.
+        let text = env.result.as_ref().map_or("null", |r| r.get());
+        serde_json::from_str(text).map_err(|e| malformed(method, &e.to_string()))
     }
 
     fn credentials(&self) -> Result<(String, String), ClientError> {
