@@ -402,12 +402,29 @@ pub fn allow_entry_is_plain(s: &str) -> bool {
     })
 }
 
-/// Parses one allowlist entry: an exact IP or a CIDR block, IPv4 or IPv6.
+/// Parses one allowlist entry: an exact IP or a CIDR block, IPv4 or IPv6. An IPv4-mapped
+/// IPv6 entry (`::ffff:102:304`, `::ffff:a00:0/104`) is its IPv4 form (`1.2.3.4`,
+/// `10.0.0.0/8`): sources are judged that way ([`ip_allowed`]), and the stored entry is
+/// then one a client can send back (the request pattern refuses the mapped text form).
 pub fn parse_allow_entry(s: &str) -> Option<ipnet::IpNet> {
-    if let Ok(net) = s.parse::<ipnet::IpNet>() {
-        return Some(net.trunc());
+    let net = match s.parse::<ipnet::IpNet>() {
+        Ok(net) => net.trunc(),
+        Err(_) => s.parse::<IpAddr>().ok().map(ipnet::IpNet::from)?,
+    };
+    Some(unmapped(net))
+}
+
+/// `net` as IPv4 when it lies within `::ffff:0:0/96`.
+fn unmapped(net: ipnet::IpNet) -> ipnet::IpNet {
+    if let ipnet::IpNet::V6(v6) = net {
+        if let (Some(v4), Some(len)) = (v6.addr().to_ipv4_mapped(), v6.prefix_len().checked_sub(96))
+        {
+            if let Ok(n) = ipnet::Ipv4Net::new(v4, len) {
+                return ipnet::IpNet::V4(n);
+            }
+        }
     }
-    s.parse::<IpAddr>().ok().map(ipnet::IpNet::from)
+    net
 }
 
 /// Empty allows any source (SPEC.md section 5 rule 9). IPv4-mapped IPv6 sources are judged
@@ -573,6 +590,24 @@ mod tests {
             assert!(allow_entry_is_plain(ok), "{ok}");
             assert!(parse_allow_entry(ok).is_some(), "{ok}");
         }
+        // IPv4-mapped entries are kept in their IPv4 form.
+        for (mapped, v4) in [
+            ("::ffff:102:304", "1.2.3.4/32"),
+            ("::ffff:a00:0/104", "10.0.0.0/8"),
+            ("::ffff:0:0/96", "0.0.0.0/0"),
+            ("::fffe:0:0/96", "::fffe:0:0/96"),
+            ("::ffff:0:0/95", "::fffe:0:0/95"),
+        ] {
+            assert_eq!(
+                parse_allow_entry(mapped).unwrap().to_string(),
+                v4,
+                "{mapped}"
+            );
+        }
+        let mapped = ["::ffff:a00:0/104".to_string()];
+        assert!(ip_allowed(&mapped, "10.1.2.3".parse().unwrap()));
+        assert!(ip_allowed(&mapped, "::ffff:10.1.2.3".parse().unwrap()));
+        assert!(!ip_allowed(&mapped, "11.1.2.3".parse().unwrap()));
         for bad in [
             "",
             "1.2.3",

@@ -199,8 +199,22 @@ async fn create_validates_its_fields() {
         )
         .await;
     assert_eq!(k["ip_allowlist"].as_array().unwrap().len(), 32);
+    // An IPv4-mapped entry is kept in its IPv4 form, which a PATCH can send back as it is.
+    let m = app
+        .create_key(
+            w,
+            json!({ "name": "m", "kind": "wallet", "ip_allowlist": ["::ffff:a00:0/104"] }),
+        )
+        .await;
+    assert_eq!(m["ip_allowlist"], json!(["10.0.0.0/8"]));
+    let path = format!("/v1/api_keys/{}", s(&m["id"]));
+    let back = app
+        .patch(w, &path, json!({ "ip_allowlist": m["ip_allowlist"] }))
+        .await
+        .expect(200);
+    assert_eq!(back["ip_allowlist"], json!(["10.0.0.0/8"]));
     let l = app.get(w, "/v1/api_keys").await.expect(200);
-    assert_eq!(assert_list(&l).len(), 4, "failed creates wrote keys: {l}");
+    assert_eq!(assert_list(&l).len(), 5, "failed creates wrote keys: {l}");
 }
 
 #[tokio::test]
