@@ -11,6 +11,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod slip10;
 pub mod utxo;
 pub mod utxo_tx;
 
