@@ -10,6 +10,7 @@ use alloy::primitives::B256;
 
 use super::rpc::{OutPoint, UtxoBlock, UtxoRpc, UtxoTx};
 use super::scan::{scan, CoinChanges, ScriptWatch};
+use super::UtxoNode;
 use crate::client::{BlockRef, ClientError};
 
 /// Most new mempool transactions read per poll: the rest are read by the next polls, so a
@@ -58,7 +59,8 @@ pub fn hash_of(printed: &str, method: &'static str) -> Result<B256, ClientError>
     })
 }
 
-fn block_ref(b: &UtxoBlock) -> Result<BlockRef, ClientError> {
+/// The [`BlockRef`] of a decoded block.
+pub fn block_ref(b: &UtxoBlock) -> Result<BlockRef, ClientError> {
     Ok(BlockRef {
         number: b.height,
         hash: hash_of(&b.hash, "getblock")?,
@@ -70,25 +72,26 @@ fn block_ref(b: &UtxoBlock) -> Result<BlockRef, ClientError> {
     })
 }
 
-/// A UTXO chain's node, read for the watcher.
-pub struct UtxoFollower {
-    rpc: UtxoRpc,
+/// A UTXO chain's node (its JSON-RPC, or the simulated chain of test mode), read for the
+/// watcher.
+pub struct UtxoFollower<N> {
+    node: N,
 }
 
-impl UtxoFollower {
-    pub fn new(rpc: UtxoRpc) -> UtxoFollower {
-        UtxoFollower { rpc }
+impl<N: UtxoNode> UtxoFollower<N> {
+    pub fn new(node: N) -> UtxoFollower<N> {
+        UtxoFollower { node }
     }
 
-    pub fn rpc(&self) -> &UtxoRpc {
-        &self.rpc
+    pub fn node(&self) -> &N {
+        &self.node
     }
 
     /// Refuses a node of another network than `network` (the configured one).
     pub async fn check_network(&self, network: &str) -> Result<(), NetworkCheck> {
         let expected =
             node_chain_name(network).ok_or_else(|| NetworkCheck::Unknown(network.to_string()))?;
-        let got = self.rpc.chain_info().await?.chain;
+        let got = self.node.chain_name().await?;
         if got != expected {
             return Err(NetworkCheck::Mismatch {
                 got,
@@ -100,46 +103,12 @@ impl UtxoFollower {
 
     /// Height of the best block.
     pub async fn head(&self) -> Result<u64, ClientError> {
-        Ok(self.rpc.chain_info().await?.blocks)
+        self.node.head().await
     }
 
     /// The best chain's block at `height`; `None` past the head.
     pub async fn block_ref(&self, height: u64) -> Result<Option<BlockRef>, ClientError> {
-        let Some(hash) = self.hash_at(height).await? else {
-            return Ok(None);
-        };
-        #[derive(serde::Deserialize)]
-        struct Header {
-            hash: String,
-            height: u64,
-            previousblockhash: Option<String>,
-            time: u64,
-        }
-        let h: Header = self
-            .rpc
-            .call("getblockheader", serde_json::json!([hash, true]))
-            .await?;
-        if h.height != height {
-            return Err(ClientError::Moving("header at another height"));
-        }
-        Ok(Some(BlockRef {
-            number: h.height,
-            hash: hash_of(&h.hash, "getblockheader")?,
-            parent_hash: match &h.previousblockhash {
-                Some(p) => hash_of(p, "getblockheader")?,
-                None => B256::ZERO,
-            },
-            timestamp: h.time,
-        }))
-    }
-
-    /// `getblockhash`, `None` past the head (the node refuses a height out of range).
-    async fn hash_at(&self, height: u64) -> Result<Option<String>, ClientError> {
-        match self.rpc.block_hash(height).await {
-            Ok(h) => Ok(Some(h)),
-            Err(ClientError::Refused { detail, .. }) if detail.contains("out of range") => Ok(None),
-            Err(e) => Err(e),
-        }
+        self.node.block_ref(height).await
     }
 
     /// Blocks `from..=to` with their coin changes for `watch` and `held` (outputs received
@@ -157,10 +126,11 @@ impl UtxoFollower {
         let mut held_now: Option<HashSet<OutPoint>> = None;
         for height in from..=to {
             let hash = self
-                .hash_at(height)
+                .node
+                .block_hash(height)
                 .await?
                 .ok_or(ClientError::Moving("the range reaches past the head"))?;
-            let block = self.rpc.block(&hash).await?;
+            let block = self.node.block(&hash).await?;
             let r = block_ref(&block)?;
             if r.number != height {
                 return Err(ClientError::Moving("block at another height"));
@@ -199,18 +169,18 @@ impl MempoolWatch {
     /// over.
     pub async fn poll(
         &mut self,
-        rpc: &UtxoRpc,
+        node: &impl UtxoNode,
         watch: &ScriptWatch,
         held: &HashSet<OutPoint>,
     ) -> Result<CoinChanges, ClientError> {
-        let listed: HashSet<String> = rpc.mempool().await?.into_iter().collect();
+        let listed: HashSet<String> = node.mempool().await?.into_iter().collect();
         self.seen.retain(|t| listed.contains(t));
         let mut new: Vec<&String> = listed.iter().filter(|t| !self.seen.contains(*t)).collect();
         new.sort();
         new.truncate(MEMPOOL_READS_PER_POLL);
         let mut txs: Vec<UtxoTx> = Vec::with_capacity(new.len());
         for txid in new {
-            match rpc.transaction(txid).await {
+            match node.transaction(txid).await {
                 Ok(t) => txs.push(t),
                 Err(ClientError::Refused { .. }) => {}
                 Err(e) => return Err(e),
@@ -227,5 +197,74 @@ impl MempoolWatch {
 
     pub fn is_empty(&self) -> bool {
         self.seen.is_empty()
+    }
+}
+
+#[async_trait::async_trait]
+impl UtxoNode for UtxoRpc {
+    async fn chain_name(&self) -> Result<String, ClientError> {
+        Ok(self.chain_info().await?.chain)
+    }
+
+    async fn head(&self) -> Result<u64, ClientError> {
+        Ok(self.chain_info().await?.blocks)
+    }
+
+    async fn block_hash(&self, height: u64) -> Result<Option<String>, ClientError> {
+        match UtxoRpc::block_hash(self, height).await {
+            Ok(h) => Ok(Some(h)),
+            // The node refuses a height past its head.
+            Err(ClientError::Refused { detail, .. }) if detail.contains("out of range") => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Read from the header (`getblockheader`), not the whole block.
+    async fn block_ref(&self, height: u64) -> Result<Option<BlockRef>, ClientError> {
+        let Some(hash) = UtxoNode::block_hash(self, height).await? else {
+            return Ok(None);
+        };
+        #[derive(serde::Deserialize)]
+        struct Header {
+            hash: String,
+            height: u64,
+            previousblockhash: Option<String>,
+            time: u64,
+        }
+        let h: Header = self
+            .call("getblockheader", serde_json::json!([hash, true]))
+            .await?;
+        if h.height != height {
+            return Err(ClientError::Moving("header at another height"));
+        }
+        Ok(Some(BlockRef {
+            number: h.height,
+            hash: hash_of(&h.hash, "getblockheader")?,
+            parent_hash: match &h.previousblockhash {
+                Some(p) => hash_of(p, "getblockheader")?,
+                None => B256::ZERO,
+            },
+            timestamp: h.time,
+        }))
+    }
+
+    async fn block(&self, hash: &str) -> Result<UtxoBlock, ClientError> {
+        UtxoRpc::block(self, hash).await
+    }
+
+    async fn mempool(&self) -> Result<Vec<String>, ClientError> {
+        UtxoRpc::mempool(self).await
+    }
+
+    async fn transaction(&self, txid: &str) -> Result<UtxoTx, ClientError> {
+        UtxoRpc::transaction(self, txid).await
+    }
+
+    async fn broadcast(&self, raw: &[u8]) -> Result<String, ClientError> {
+        UtxoRpc::broadcast(self, &hex::encode(raw)).await
+    }
+
+    async fn fee_per_kvb(&self, target: u16) -> Result<Option<u64>, ClientError> {
+        UtxoRpc::fee_per_kvb(self, target).await
     }
 }

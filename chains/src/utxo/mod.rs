@@ -8,6 +8,34 @@ pub mod follow;
 pub mod plan;
 pub mod rpc;
 pub mod scan;
+pub mod sim;
+
+use crate::client::{BlockRef, ClientError};
+
+/// A UTXO chain's node as the follower and the sender use it: Bitcoin Core's JSON-RPC
+/// ([`rpc::UtxoRpc`]) or the simulated chain of test mode ([`sim::SimUtxoChain`]). Hashes
+/// and txids are strings as nodes print them.
+#[async_trait::async_trait]
+pub trait UtxoNode: Send + Sync {
+    /// `main`, `test`, `signet` or `regtest` (`getblockchaininfo.chain`).
+    async fn chain_name(&self) -> Result<String, ClientError>;
+    /// Height of the best block.
+    async fn head(&self) -> Result<u64, ClientError>;
+    /// Hash of the best chain's block at `height`; `None` past the head.
+    async fn block_hash(&self, height: u64) -> Result<Option<String>, ClientError>;
+    /// The best chain's block at `height` as a [`BlockRef`]; `None` past the head.
+    async fn block_ref(&self, height: u64) -> Result<Option<BlockRef>, ClientError>;
+    /// A block with its decoded transactions.
+    async fn block(&self, hash: &str) -> Result<rpc::UtxoBlock, ClientError>;
+    /// Txids in the mempool.
+    async fn mempool(&self) -> Result<Vec<String>, ClientError>;
+    /// A mempool (or, with an index, mined) transaction.
+    async fn transaction(&self, txid: &str) -> Result<rpc::UtxoTx, ClientError>;
+    /// Broadcasts a signed transaction; answers its txid.
+    async fn broadcast(&self, raw: &[u8]) -> Result<String, ClientError>;
+    /// The node's fee estimate in atomic units per 1,000 vbytes; `None` without one.
+    async fn fee_per_kvb(&self, target: u16) -> Result<Option<u64>, ClientError>;
+}
 
 /// A coin amount as the node writes it (`0.00100000`, `12.5`, `1e-05`) in atomic units
 /// (satoshis: 8 decimals), exactly: the JSON number's text is read, never a float.
@@ -57,6 +85,39 @@ pub fn parse_coin_amount(text: &str) -> Option<u64> {
     }
     let value: u64 = digits.parse().ok()?;
     value.checked_mul(10u64.checked_pow(shift as u32)?)
+}
+
+/// A node shared between tasks (the simulated chain of a test project is read by its
+/// workers and driven by the test endpoints).
+#[async_trait::async_trait]
+impl<T: UtxoNode + ?Sized> UtxoNode for std::sync::Arc<T> {
+    async fn chain_name(&self) -> Result<String, ClientError> {
+        (**self).chain_name().await
+    }
+    async fn head(&self) -> Result<u64, ClientError> {
+        (**self).head().await
+    }
+    async fn block_hash(&self, height: u64) -> Result<Option<String>, ClientError> {
+        (**self).block_hash(height).await
+    }
+    async fn block_ref(&self, height: u64) -> Result<Option<BlockRef>, ClientError> {
+        (**self).block_ref(height).await
+    }
+    async fn block(&self, hash: &str) -> Result<rpc::UtxoBlock, ClientError> {
+        (**self).block(hash).await
+    }
+    async fn mempool(&self) -> Result<Vec<String>, ClientError> {
+        (**self).mempool().await
+    }
+    async fn transaction(&self, txid: &str) -> Result<rpc::UtxoTx, ClientError> {
+        (**self).transaction(txid).await
+    }
+    async fn broadcast(&self, raw: &[u8]) -> Result<String, ClientError> {
+        (**self).broadcast(raw).await
+    }
+    async fn fee_per_kvb(&self, target: u16) -> Result<Option<u64>, ClientError> {
+        (**self).fee_per_kvb(target).await
+    }
 }
 
 #[cfg(test)]
