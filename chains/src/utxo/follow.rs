@@ -61,14 +61,28 @@ pub fn hash_of(printed: &str, method: &'static str) -> Result<B256, ClientError>
 
 /// The [`BlockRef`] of a decoded block.
 pub fn block_ref(b: &UtxoBlock) -> Result<BlockRef, ClientError> {
+    linked(
+        b.height,
+        &b.hash,
+        b.previous_hash.as_deref(),
+        b.time,
+        "getblock",
+    )
+}
+
+/// A [`BlockRef`] from a node's printed hashes (the genesis block's parent is zero).
+fn linked(
+    number: u64,
+    hash: &str,
+    parent: Option<&str>,
+    timestamp: u64,
+    method: &'static str,
+) -> Result<BlockRef, ClientError> {
     Ok(BlockRef {
-        number: b.height,
-        hash: hash_of(&b.hash, "getblock")?,
-        parent_hash: match &b.previous_hash {
-            Some(p) => hash_of(p, "getblock")?,
-            None => B256::ZERO,
-        },
-        timestamp: b.time,
+        number,
+        hash: hash_of(hash, method)?,
+        parent_hash: parent.map_or(Ok(B256::ZERO), |p| hash_of(p, method))?,
+        timestamp,
     })
 }
 
@@ -237,15 +251,8 @@ impl UtxoNode for UtxoRpc {
         if h.height != height {
             return Err(ClientError::Moving("header at another height"));
         }
-        Ok(Some(BlockRef {
-            number: h.height,
-            hash: hash_of(&h.hash, "getblockheader")?,
-            parent_hash: match &h.previousblockhash {
-                Some(p) => hash_of(p, "getblockheader")?,
-                None => B256::ZERO,
-            },
-            timestamp: h.time,
-        }))
+        let parent = h.previousblockhash.as_deref();
+        linked(h.height, &h.hash, parent, h.time, "getblockheader").map(Some)
     }
 
     async fn block(&self, hash: &str) -> Result<UtxoBlock, ClientError> {

@@ -195,15 +195,7 @@ impl SimUtxoChain {
     pub fn drop_tx(&self, txid: &str) -> bool {
         let mut s = self.state();
         let before = s.mempool.len();
-        let mut gone: HashSet<String> = [txid.to_string()].into();
-        s.mempool.retain(|t| {
-            let out =
-                gone.contains(&t.tx.txid) || t.tx.inputs.iter().any(|i| gone.contains(&i.txid));
-            if out {
-                gone.insert(t.tx.txid.clone());
-            }
-            !out
-        });
+        s.evict(txid);
         s.mempool.len() < before
     }
 
