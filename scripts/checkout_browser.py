@@ -26,17 +26,13 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
-import urllib.error
-import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "target", "debug", "appliance")
+from harness import BIN, ROOT, cli, free_port, request, start_server
 SHOTS = os.path.join(ROOT, "target", "checkout-screenshots")
 AXE = os.path.join(ROOT, "node_modules", "axe-core", "axe.min.js")
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium-headless-shell")
@@ -51,66 +47,18 @@ CHROMIUM_ARGS = [
 PHONE = {"width": 390, "height": 844}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Api:
     def __init__(self, base):
         self.base = base
 
     def call(self, method, path, token=None, body=None, headers=None):
-        req = urllib.request.Request(self.base + path, method=method)
-        if token:
-            req.add_header("Authorization", "Bearer " + token)
-        for k, v in (headers or {}).items():
-            req.add_header(k, v)
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, data, timeout=30) as r:
-                raw = r.read()
-                return r.status, raw
-        except urllib.error.HTTPError as e:
-            return e.code, e.read()
+        return request(self.base, method, path, token, body, headers)
 
     def json(self, method, path, token=None, body=None, ok=(200, 201, 202)):
         status, raw = self.call(method, path, token, body)
         if status not in ok:
             raise AssertionError(f"{method} {path}: {status} {raw[:500]!r}")
         return json.loads(raw)
-
-
-def start_server(data_dir, port, log):
-    env = dict(os.environ)
-    proc = subprocess.Popen(
-        [BIN, "--test", "--data-dir", data_dir, "--listen", f"127.0.0.1:{port}"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            sys.exit("the server exited during start; see its log")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    sys.exit("the server did not start in 60 s")
-
-
-def cli(data_dir, *args):
-    out = subprocess.run([BIN, *args, "--data-dir", data_dir], capture_output=True, text=True, timeout=60)
-    if out.returncode != 0:
-        sys.exit(f"appliance {' '.join(args)} failed: {out.stderr}")
-    return out.stdout
 
 
 def decode_qr(png_bytes):

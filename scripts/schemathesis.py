@@ -16,16 +16,14 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "target", "debug", "appliance")
+import harness
+from harness import BIN, ROOT, cli, free_port, request
 CONFIG = os.path.join(ROOT, "scripts", "schemathesis.toml")
 # `GET /v1/events/stream` never ends by design (server-sent events); tests/webhooks/stream.rs
 # covers it. Every other operation is run.
@@ -48,27 +46,9 @@ RUNS = [
 ]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def call(base, method, path, token=None, body=None, headers=None):
-    req = urllib.request.Request(base + path, method=method)
-    if token:
-        req.add_header("Authorization", "Bearer " + token)
-    for k, v in (headers or {}).items():
-        req.add_header(k, v)
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, data, timeout=30) as r:
-            return r.status, json.loads(r.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
+    status, raw = request(base, method, path, token, body, headers)
+    return status, json.loads(raw or b"null")
 
 
 def must(status_body, *ok):
@@ -76,15 +56,6 @@ def must(status_body, *ok):
     if status not in ok:
         sys.exit(f"seeding failed: {status} {body}")
     return body
-
-
-def cli(data_dir, *args):
-    out = subprocess.run(
-        [BIN, *args, "--data-dir", data_dir], capture_output=True, text=True, timeout=60
-    )
-    if out.returncode != 0:
-        sys.exit(f"appliance {' '.join(args)} failed: {out.stderr}")
-    return out.stdout
 
 
 def token_in(text):
@@ -95,29 +66,18 @@ def token_in(text):
 
 
 def start_server(data_dir, port, log):
-    env = dict(os.environ)
     # Schemathesis sends thousands of requests, many without a key (auth checks): the
     # per-IP budget for those is raised so it answers 401, not 429. Webhook targets on
     # loopback are allowed so the seeded endpoint can exist.
-    env["APPLIANCE_LIMITS__UNAUTHENTICATED_PER_MINUTE"] = "1000000"
-    env["APPLIANCE_WEBHOOKS__ALLOW_PRIVATE_TARGETS"] = "true"
-    proc = subprocess.Popen(
-        [BIN, "--test", "--data-dir", data_dir, "--listen", f"127.0.0.1:{port}"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
+    return harness.start_server(
+        data_dir,
+        port,
+        log,
+        {
+            "APPLIANCE_LIMITS__UNAUTHENTICATED_PER_MINUTE": "1000000",
+            "APPLIANCE_WEBHOOKS__ALLOW_PRIVATE_TARGETS": "true",
+        },
     )
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            sys.exit("the server exited during start; see its log")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    sys.exit("the server did not start in 60 s")
 
 
 def seed(base, data_dir, output):
