@@ -28,11 +28,10 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 
-from harness import BIN, ROOT, cli, free_port, request, start_server
+from harness import ROOT, Launched, cli, request
 SHOTS = os.path.join(ROOT, "target", "checkout-screenshots")
 AXE = os.path.join(ROOT, "node_modules", "axe-core", "axe.min.js")
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium-headless-shell")
@@ -138,8 +137,6 @@ def shot(page, name, **kw):
 
 
 def main():
-    if not os.access(BIN, os.X_OK):
-        subprocess.run(["cargo", "build", "-q", "--bin", "appliance"], cwd=ROOT, check=True)
     try:
         from playwright.sync_api import sync_playwright
         import zxingcpp  # noqa: F401
@@ -154,23 +151,12 @@ def main():
 
     shutil.rmtree(SHOTS, ignore_errors=True)
     os.makedirs(SHOTS)
-    work = tempfile.mkdtemp(prefix="appliance-checkout-browser-")
-    data_dir = os.path.join(work, "data")
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    log_path = os.path.join(work, "server.log")
-    with open(log_path, "w") as log:
-        proc = start_server(data_dir, port, log)
+    server = Launched("appliance-checkout-browser-")
+    work, data_dir, base, log_path, proc = (
+        server.work, server.data_dir, server.base, server.log_path, server.proc)
     ok = False
     try:
-        time.sleep(0.5)
-        output = open(log_path).read()
-        keys = {}
-        for kind in ("checkout", "payout", "wallet"):
-            m = re.search(rf"^{kind} key: (apktest[0-9a-f]{{64}})$", output, re.M)
-            if not m:
-                sys.exit(f"no {kind} key printed at first start")
-            keys[kind] = m.group(1)
+        keys = server.printed_keys()
         cli(data_dir, "project", "set", "default", "--merchant-name", "Northwind Books")
         api = Api(base)
         run = Run(api, keys, base)

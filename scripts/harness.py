@@ -3,9 +3,11 @@ test-mode server started on it, the CLI, and HTTP calls to the API (stdlib only)
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -70,3 +72,33 @@ def request(base, method, path, token=None, body=None, headers=None):
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
+
+
+class Launched:
+    """A test-mode server on a fresh data dir in a temporary work dir."""
+
+    def __init__(self, prefix, env_extra=None):
+        if not os.access(BIN, os.X_OK):
+            subprocess.run(["cargo", "build", "-q", "--bin", "appliance"], cwd=ROOT, check=True)
+        self.work = tempfile.mkdtemp(prefix=prefix)
+        self.data_dir = os.path.join(self.work, "data")
+        port = free_port()
+        self.base = f"http://127.0.0.1:{port}"
+        self.log_path = os.path.join(self.work, "server.log")
+        with open(self.log_path, "w") as log:
+            self.proc = start_server(self.data_dir, port, log, env_extra)
+        time.sleep(0.5)
+
+    def output(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def printed_keys(self):
+        """The checkout, payout and wallet keys the first start printed."""
+        keys = {}
+        for kind in ("checkout", "payout", "wallet"):
+            m = re.search(rf"^{kind} key: (apktest[0-9a-f]{{64}})$", self.output(), re.M)
+            if not m:
+                sys.exit(f"no {kind} key printed at first start")
+            keys[kind] = m.group(1)
+        return keys

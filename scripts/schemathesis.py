@@ -18,12 +18,10 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
-import harness
-from harness import BIN, ROOT, cli, free_port, request
+from harness import ROOT, Launched, cli, request
 CONFIG = os.path.join(ROOT, "scripts", "schemathesis.toml")
 # `GET /v1/events/stream` never ends by design (server-sent events); tests/webhooks/stream.rs
 # covers it. Every other operation is run.
@@ -65,28 +63,7 @@ def token_in(text):
     return m.group(1)
 
 
-def start_server(data_dir, port, log):
-    # Schemathesis sends thousands of requests, many without a key (auth checks): the
-    # per-IP budget for those is raised so it answers 401, not 429. Webhook targets on
-    # loopback are allowed so the seeded endpoint can exist.
-    return harness.start_server(
-        data_dir,
-        port,
-        log,
-        {
-            "APPLIANCE_LIMITS__UNAUTHENTICATED_PER_MINUTE": "1000000",
-            "APPLIANCE_WEBHOOKS__ALLOW_PRIVATE_TARGETS": "true",
-        },
-    )
-
-
-def seed(base, data_dir, output):
-    keys = {}
-    for kind in ("checkout", "payout", "wallet"):
-        m = re.search(rf"^{kind} key: (apktest[0-9a-f]{{64}})$", output, re.M)
-        if not m:
-            sys.exit(f"no {kind} key printed at first start")
-        keys[kind] = m.group(1)
+def seed(base, data_dir, keys):
     # Generous per-key budgets for both projects (the default is 1,200 per minute).
     cli(data_dir, "project", "set", "default", "--requests-per-minute", "1000000")
     cli(data_dir, "project", "create", "--name", "other", "--mode", "test")
@@ -132,26 +109,23 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the data dir and report")
     args = ap.parse_args()
 
-    if not os.access(BIN, os.X_OK):
-        subprocess.run(["cargo", "build", "-q", "--bin", "appliance"], cwd=ROOT, check=True)
     try:
         import schemathesis  # noqa: F401
         import openapi_spec_validator  # noqa: F401
     except ImportError:
         sys.exit("schemathesis / openapi-spec-validator missing: run scripts/install-test-deps.sh")
 
-    work = tempfile.mkdtemp(prefix="appliance-schemathesis-")
-    data_dir = os.path.join(work, "data")
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    log_path = os.path.join(work, "server.log")
-    with open(log_path, "w") as log:
-        proc = start_server(data_dir, port, log)
+    # Schemathesis sends thousands of requests, many without a key (auth checks): the
+    # per-IP budget for those is raised so it answers 401, not 429. Webhook targets on
+    # loopback are allowed so the seeded endpoint can exist.
+    server = Launched("appliance-schemathesis-", {
+        "APPLIANCE_LIMITS__UNAUTHENTICATED_PER_MINUTE": "1000000",
+        "APPLIANCE_WEBHOOKS__ALLOW_PRIVATE_TARGETS": "true",
+    })
+    work, data_dir, base, log_path, proc = (
+        server.work, server.data_dir, server.base, server.log_path, server.proc)
     try:
-        time.sleep(0.5)
-        with open(log_path) as f:
-            output = f.read()
-        keys, other = seed(base, data_dir, output)
+        keys, other = seed(base, data_dir, server.printed_keys())
 
         # The document validates against the OpenAPI 3.1 schema.
         doc_path = os.path.join(work, "openapi.json")
