@@ -26,7 +26,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 import traceback
@@ -152,8 +151,7 @@ def main():
     shutil.rmtree(SHOTS, ignore_errors=True)
     os.makedirs(SHOTS)
     server = Launched("appliance-checkout-browser-")
-    work, data_dir, base, log_path, proc = (
-        server.work, server.data_dir, server.base, server.log_path, server.proc)
+    data_dir, base = server.data_dir, server.base
     ok = False
     try:
         keys = server.printed_keys()
@@ -172,15 +170,7 @@ def main():
         print(f"screenshots: {SHOTS}")
         ok = run.failed == 0
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        if ok:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            print(f"server log kept: {log_path}")
+        server.stop(keep=not ok)
     sys.exit(0 if ok else 1)
 
 

@@ -4,6 +4,7 @@ test-mode server started on it, the CLI, and HTTP calls to the API (stdlib only)
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -102,3 +103,15 @@ class Launched:
                 sys.exit(f"no {kind} key printed at first start")
             keys[kind] = m.group(1)
         return keys
+
+    def stop(self, keep):
+        """Stops the server; removes the work dir unless `keep` (then says where it is)."""
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        if keep:
+            print(f"kept: {self.work} (server log: {self.log_path})")
+        else:
+            shutil.rmtree(self.work, ignore_errors=True)

@@ -122,8 +122,7 @@ def main():
         "APPLIANCE_LIMITS__UNAUTHENTICATED_PER_MINUTE": "1000000",
         "APPLIANCE_WEBHOOKS__ALLOW_PRIVATE_TARGETS": "true",
     })
-    work, data_dir, base, log_path, proc = (
-        server.work, server.data_dir, server.base, server.log_path, server.proc)
+    work, data_dir, base = server.work, server.data_dir, server.base
     try:
         keys, other = seed(base, data_dir, server.printed_keys())
 
@@ -177,19 +176,11 @@ def main():
                   f"(max-examples {args.max_examples}, seed {args.seed})", flush=True)
             rc = rc or code
         if rc != 0:
-            print(f"server log: {log_path}", file=sys.stderr)
+            print(f"server log: {server.log_path}", file=sys.stderr)
             args.keep = True
         return rc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            print(f"kept: {work}")
+        server.stop(keep=args.keep)
 
 
 if __name__ == "__main__":
