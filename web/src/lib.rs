@@ -130,16 +130,7 @@ pub fn page_html(lang: &str) -> String {
     let loading = escape_html(&text(&lang, "loading"));
     let language = escape_html(&text(&lang, "language"));
     format!(
-        r#"<!DOCTYPE html>
-<html lang="{lang}" data-server-lang="{lang}">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
-<meta name="robots" content="noindex, nofollow">
-<title>{title}</title>
-<link rel="stylesheet" href="../assets/checkout/checkout.css">
-<script type="application/json" id="ck-strings">{strings}</script>
+        r#"{head}<script type="application/json" id="ck-strings">{strings}</script>
 <script src="../assets/checkout/checkout.js" defer></script>
 </head>
 <body>
@@ -168,7 +159,25 @@ pub fn page_html(lang: &str) -> String {
 </body>
 </html>
 "#,
+        head = document_head(&format!(r#"lang="{lang}" data-server-lang="{lang}""#), &title),
         strings = strings_data_block(),
+    )
+}
+
+/// A page's start, through its stylesheet: the `html` element with `html_attrs` (escaped
+/// by the caller), the metadata every page carries, and the escaped `title`.
+fn document_head(html_attrs: &str, title: &str) -> String {
+    format!(
+        r#"<!DOCTYPE html>
+<html {html_attrs}>
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<meta name="robots" content="noindex, nofollow">
+<title>{title}</title>
+<link rel="stylesheet" href="../assets/checkout/checkout.css">
+"#
     )
 }
 
@@ -178,17 +187,9 @@ pub fn not_found_html(lang: &str) -> String {
     let title = escape_html(&text(lang, "not_found_title"));
     let body = escape_html(&text(lang, "not_found_body"));
     let lang = escape_html(lang);
+    let head = document_head(&format!(r#"lang="{lang}""#), &title);
     format!(
-        r#"<!DOCTYPE html>
-<html lang="{lang}">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
-<meta name="robots" content="noindex, nofollow">
-<title>{title}</title>
-<link rel="stylesheet" href="../assets/checkout/checkout.css">
-</head>
+        r#"{head}</head>
 <body>
 <div class="ck-page">
 <main class="ck-card">
