@@ -1,14 +1,14 @@
 //! API keys (SPEC.md section 4, API keys; section 5).
 
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{json, Map, Value};
 
 use appliance_storage::records::{ApiKey, KeyKind};
 
+use crate::api::authed::{access_rules, Authed, PathId};
 use crate::api::error::ApiError;
-use crate::api::extract::{cursor_of, list_json, path_uuid, JsonBody, Params};
+use crate::api::extract::{cursor_of, list_json, JsonBody, Params};
 use crate::api::schemas;
 use crate::api::{commit, get_by_id, json, mutate, row_by_id, IdempotencyKey};
 use crate::auth::{default_scopes, Access, Caller, ANY_KIND};
@@ -19,8 +19,10 @@ use crate::views;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(ANY_KIND, "api_keys:read");
-const WRITE: Access = Access::new(ANY_KIND, "api_keys:write");
+access_rules! {
+    READ = Access::new(ANY_KIND, "api_keys:read");
+    WRITE = Access::new(ANY_KIND, "api_keys:write");
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -46,11 +48,9 @@ fn view(state: &AppState, caller: &Caller, k: &ApiKey) -> Value {
     ),
     responses((status = 200, description = "A page of keys.", body = schemas::ApiKeyList)))]
 async fn list_keys(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<READ>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
     let page = q.page()?;
     let include_revoked = q
         .one_of("include_revoked", &["0", "1", "true", "false"])?
@@ -90,12 +90,10 @@ async fn list_keys(
     request_body(content = schemas::NewApiKey),
     responses((status = 201, description = "The key with its token.", body = schemas::ApiKeyWithToken)))]
 async fn create_key(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<WRITE>,
     key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
     let f = &body.fields;
     let name = f
         .opt_bounded("name", 100)?
@@ -162,12 +160,9 @@ async fn create_key(
 #[utoipa::path(get, path = "/v1/api_keys/{id}", tag = "api_keys", params(schemas::IdPath),
     responses((status = 200, description = "The key.", body = crate::views::ApiKeyView)))]
 async fn get_key(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<READ>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
     get_by_id::<ApiKey, _, _>(&state, &caller, id, ApiError::not_found("API key"), |k| {
         view(&state, &caller, k)
     })
@@ -182,13 +177,10 @@ async fn get_key(
     request_body = schemas::ApiKeyPatch,
     responses((status = 200, description = "The key.", body = crate::views::ApiKeyView)))]
 async fn patch_key(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<WRITE>,
+    PathId(id): PathId,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
-    let id = path_uuid(&id)?;
     let f = &body.fields;
     let scopes = f.opt_str_list("scopes")?;
     if let Some(s) = &scopes {
@@ -223,12 +215,9 @@ async fn patch_key(
 #[utoipa::path(delete, path = "/v1/api_keys/{id}", tag = "api_keys", params(schemas::IdPath),
     responses((status = 200, description = "The key with `revoked_at`.", body = crate::views::ApiKeyView)))]
 async fn revoke_key(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<WRITE>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
-    let id = path_uuid(&id)?;
     let p = caller.project_id();
     let env = caller.project.mode.as_str();
     let granter = caller.key.clone();
@@ -252,14 +241,11 @@ async fn revoke_key(
     request_body = schemas::RollApiKey,
     responses((status = 201, description = "The new key with its token and `old_key_expires_at`.", body = schemas::ApiKeyWithToken)))]
 async fn roll_key(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<WRITE>,
+    PathId(id): PathId,
     key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
-    let id = path_uuid(&id)?;
     let grace = body.fields.opt_u64("grace_hours")?.unwrap_or(24);
     if grace > 168 {
         return Err(ApiError::invalid(

@@ -1,22 +1,24 @@
 //! Balances (SPEC.md section 2, Balance lists; section 4, Wallets and balances).
 
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
 use appliance_storage::records::KeyKind;
 
+use crate::api::authed::{access_rules, Authed, PathId, ANY};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, Params};
+use crate::api::extract::Params;
 use crate::api::json;
 use crate::api::schemas;
-use crate::auth::{Access, Caller};
+use crate::auth::Access;
 use crate::services::balances::{self, BalanceReader, BalanceSource};
 use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(&[KeyKind::Wallet, KeyKind::Payout], "balances:read");
+access_rules! {
+    READ = Access::new(&[KeyKind::Wallet, KeyKind::Payout], "balances:read");
+}
 
 /// An on-chain balance read (`source=chain|both`) costs this many requests of the key's
 /// per-minute budget (SPEC.md section 4: "rate-limited harder").
@@ -35,12 +37,9 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(get, path = "/v1/customers/{id}/balances", tag = "wallets", params(schemas::IdPath),
     responses((status = 200, description = "The customer's balances.", body = balances::CustomerBalances)))]
 async fn customer_balances(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<READ>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
     let v = balances::customer_by_id(&state.store, &state.registry, caller.project_id(), id)?;
     Ok(json(StatusCode::OK, &v))
 }
@@ -59,13 +58,10 @@ async fn customer_balances(
         (status = 503, description = "`chain_unavailable_now`: the node cannot be reached; retry later.", body = schemas::ErrorBody),
     ))]
 async fn wallet_balances(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<READ>,
+    PathId(id): PathId,
     q: Params,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
     let source = q
         .one_of("source", &["ledger", "chain", "both"])?
         .and_then(|s| BalanceSource::parse(&s))
@@ -103,8 +99,7 @@ async fn wallet_balances(
 /// Any key kind; no scope.
 #[utoipa::path(get, path = "/v1/balances", tag = "wallets",
     responses((status = 200, description = "The treasury.", body = schemas::Treasury)))]
-async fn treasury(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
-    caller.require(Access::any())?;
+async fn treasury(Authed { state, caller, .. }: Authed<ANY>) -> Result<Response, ApiError> {
     let v = balances::treasury_of(&state.store, &state.registry, caller.project_id()).await?;
     Ok(json(StatusCode::OK, &v))
 }

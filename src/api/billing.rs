@@ -1,17 +1,17 @@
 //! Billing (SPEC.md section 4, Billing; DECISIONS.md section 13): the plan, the prepaid
 //! operational balance and its journal.
 
-use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
 use appliance_storage::records::EntryKind;
 
+use crate::api::authed::{access_rules, Authed};
 use crate::api::error::ApiError;
 use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
 use crate::api::{commit, json, mutate, scope, IdempotencyKey, PageAnswer};
-use crate::auth::{Access, Caller, ANY_KIND};
+use crate::auth::{Access, ANY_KIND};
 use crate::services::billing;
 use crate::services::reads;
 use crate::state::AppState;
@@ -19,8 +19,10 @@ use crate::views;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(ANY_KIND, "billing:read");
-const WRITE: Access = Access::new(ANY_KIND, "billing:write");
+access_rules! {
+    READ = Access::new(ANY_KIND, "billing:read");
+    WRITE = Access::new(ANY_KIND, "billing:write");
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -38,8 +40,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Any key kind; scope `billing:read`.
 #[utoipa::path(get, path = "/v1/billing", tag = "billing",
     responses((status = 200, description = "The project's billing.", body = schemas::Billing)))]
-async fn get_billing(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
-    caller.require(READ)?;
+async fn get_billing(Authed { state, caller, .. }: Authed<READ>) -> Result<Response, ApiError> {
     let s = scope(&state, &caller);
     let v = billing::read_billing(&state.store, s).await?;
     Ok(json(StatusCode::OK, &v))
@@ -62,12 +63,10 @@ async fn get_billing(State(state): State<AppState>, caller: Caller) -> Result<Re
         (status = 422, description = "`unknown_plan`: no plan of that key is on offer (`param: plan`).", body = schemas::ErrorBody),
     ))]
 async fn choose_plan(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<WRITE>,
     key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
     let plan = body.fields.req_str("plan")?;
     if plan.len() > 64 {
         return Err(ApiError::invalid("plan", "plan is at most 64 characters."));
@@ -99,10 +98,8 @@ async fn choose_plan(
         (status = 402, description = "`plan_not_active`: no plan is active yet.", body = schemas::ErrorBody),
     ))]
 async fn skip_onboarding(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<WRITE>,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
     let s = scope(&state, &caller);
     let (resp, _) = commit(&state, None, move |ctx| {
         let acct = billing::skip_onboarding(ctx, &s)?;
@@ -124,8 +121,7 @@ async fn skip_onboarding(
         (status = 200, description = "The funding addresses.", body = schemas::FundingAddressList),
         (status = 422, description = "`chain_deposits_disabled`: a live project's address cannot be issued before a master key is unlocked.", body = schemas::ErrorBody),
     ))]
-async fn list_funding(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
-    caller.require(READ)?;
+async fn list_funding(Authed { state, caller, .. }: Authed<READ>) -> Result<Response, ApiError> {
     let s = scope(&state, &caller);
     // Most calls find every address made: a read answers them.
     if let Some(list) = billing::complete_funding_addresses(&state.store, s.clone()).await? {
@@ -157,11 +153,9 @@ fn funding_list(
     ),
     responses((status = 200, description = "A page of billing entries.", body = schemas::BillingEntryList)))]
 async fn list_entries(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<READ>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
     let page = q.page()?;
     let p = caller.project_id();
     let kind = q

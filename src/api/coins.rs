@@ -2,7 +2,7 @@
 //! coin logos it links, `GET /assets/coins/{SYMBOL}.svg`, served from SVGs embedded in the
 //! binary (DECISIONS.md section 11).
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -11,10 +11,10 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::api::authed::{Authed, ANY};
 use crate::api::error::ApiError;
 use crate::api::extract::Params;
 use crate::api::json;
-use crate::auth::{Access, Caller};
 use crate::services::coins::{catalogue, CoinQuery, GroupBy};
 use crate::state::AppState;
 
@@ -201,11 +201,9 @@ pub fn parse_query(q: &Params) -> Result<CoinQuery, ApiError> {
         (status = 400, description = "`invalid_request`: a bad `status`, `chain`, `group_by` or `limit` (named in `param`).", body = crate::api::schemas::ErrorBody),
     ))]
 async fn list_coins(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<ANY>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    caller.require(Access::any())?;
     let query = parse_query(&q)?;
     let base = state
         .config

@@ -1,6 +1,6 @@
 //! Conversions (SPEC.md section 4, Conversions; DECISIONS.md sections 4 and 14).
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
 
@@ -9,11 +9,12 @@ use appliance_storage::records::{
     ConversionBatch, ConversionKind, ConversionStatus, KeyKind, Mode,
 };
 
+use crate::api::authed::{access_rules, Authed, PathId};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, Fields, JsonBody, Params};
+use crate::api::extract::{Fields, JsonBody, Params};
 use crate::api::schemas;
 use crate::api::{begin, commit, get_by_id, json, scope, Begin, IdempotencyKey, PageAnswer};
-use crate::auth::{Access, Caller};
+use crate::auth::Access;
 use crate::services::conversions::{
     self, ConversionError, ConversionRequest, RuleUpdate, DEFAULT_SLIPPAGE_BPS, MAX_KEEP_ASSETS,
     MAX_SLIPPAGE_BPS,
@@ -24,9 +25,11 @@ use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(&[KeyKind::Payout], "conversions:read");
-const WRITE: Access = Access::new(&[KeyKind::Payout], "conversions:write");
-const CONVERT: Access = Access::new(&[KeyKind::Payout], "conversions:write").signing();
+access_rules! {
+    READ = Access::new(&[KeyKind::Payout], "conversions:read");
+    WRITE = Access::new(&[KeyKind::Payout], "conversions:write");
+    CONVERT = Access::new(&[KeyKind::Payout], "conversions:write").signing();
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -44,8 +47,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Key: `payout` kind, scope `conversions:read`.
 #[utoipa::path(get, path = "/v1/conversion/rules", tag = "conversions",
     responses((status = 200, description = "The rules.", body = schemas::ConversionRuleList)))]
-async fn list_rules(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
-    caller.require(READ)?;
+async fn list_rules(Authed { state, caller, .. }: Authed<READ>) -> Result<Response, ApiError> {
     let s = scope(&state, &caller);
     let v = conversions::rules_of(&state.store, s).await?;
     Ok(json(StatusCode::OK, &v))
@@ -64,12 +66,10 @@ async fn list_rules(State(state): State<AppState>, caller: Caller) -> Result<Res
         (status = 422, description = "`chain_not_enabled`, `conversion_unsupported_chain` (switching a rule on where no DEX is configured).", body = schemas::ErrorBody),
     ))]
 async fn put_rule(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<WRITE>,
     Path(chain): Path<String>,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
     let f = &body.fields;
     let enabled = f
         .opt_bool("enabled")?
@@ -138,11 +138,9 @@ fn request(f: &Fields) -> Result<ConversionRequest, ApiError> {
         (status = 503, description = "`conversion_unavailable`: the DEX or its node cannot quote now.", body = schemas::ErrorBody),
     ))]
 async fn quote_conversion(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<READ>,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
     let req = request(&body.fields)?;
     let s = scope(&state, &caller);
     let v = conversions::quote(&state.store, &state.registry, &state.market, &s, &req).await?;
@@ -166,12 +164,10 @@ async fn quote_conversion(
         (status = 503, description = "`conversion_unavailable`: the DEX or its node cannot quote now.", body = schemas::ErrorBody),
     ))]
 async fn create_conversion(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<CONVERT>,
     key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(CONVERT)?;
     key.require("POST /v1/conversions")?;
     let req = request(&body.fields)?;
     if caller.project.mode == Mode::Test {
@@ -216,11 +212,9 @@ async fn create_conversion(
     ),
     responses((status = 200, description = "A page of conversions.", body = schemas::ConversionList)))]
 async fn list_conversions(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<READ>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
     let page = q.page()?;
     let p = caller.project_id();
     let status = q.status::<ConversionStatus>()?;
@@ -244,12 +238,9 @@ async fn list_conversions(
 #[utoipa::path(get, path = "/v1/conversions/batches/{id}", tag = "conversions", params(schemas::IdPath),
     responses((status = 200, description = "The batch.", body = schemas::ConversionBatch)))]
 async fn get_batch(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<READ>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
     get_by_id::<ConversionBatch, _, _>(&state, &caller, id, ConversionError::BatchNotFound, |x| {
         conversions::batch_json(&state.registry, x)
     })
@@ -262,12 +253,9 @@ async fn get_batch(
 #[utoipa::path(get, path = "/v1/conversions/{id}", tag = "conversions", params(schemas::IdPath),
     responses((status = 200, description = "The conversion.", body = schemas::Conversion)))]
 async fn get_conversion(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<READ>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
     get_by_id::<Conversion, _, _>(&state, &caller, id, ConversionError::NotFound, |x| {
         conversions::conversion_json(&state.registry, x)
     })

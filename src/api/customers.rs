@@ -1,18 +1,18 @@
 //! Customers (SPEC.md section 4, Customers).
 
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
 use appliance_storage::records::{Customer, CustomerStatus, KeyKind};
 
+use crate::api::authed::{access_rules, Authed, PathId};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, JsonBody, Params};
+use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
 use crate::api::{
     commit, created_or_ok, json, mutate, row_by_id, scope, IdempotencyKey, PageAnswer,
 };
-use crate::auth::{Access, Caller};
+use crate::auth::Access;
 use crate::services::customers::{self, CustomerPatch, NewCustomer};
 use crate::services::reads;
 use crate::state::AppState;
@@ -20,8 +20,10 @@ use crate::views;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(&[KeyKind::Wallet], "customers:read");
-const WRITE: Access = Access::new(&[KeyKind::Wallet], "customers:write");
+access_rules! {
+    READ = Access::new(&[KeyKind::Wallet], "customers:read");
+    WRITE = Access::new(&[KeyKind::Wallet], "customers:write");
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -41,12 +43,10 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 200, description = "A customer with this `reference_id` exists: that customer.", body = crate::views::CustomerView),
     ))]
 async fn create_customer(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<WRITE>,
     key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
     let f = &body.fields;
     let req = NewCustomer {
         reference_id: f.opt_bounded("reference_id", 255)?,
@@ -79,11 +79,9 @@ async fn create_customer(
     ),
     responses((status = 200, description = "A page of customers.", body = schemas::CustomerList)))]
 async fn list_customers(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<READ>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
     let page = q.page()?.rows()?;
     let query = reads::CustomerQuery {
         reference_id: q.get("reference_id").map(str::to_string),
@@ -99,12 +97,9 @@ async fn list_customers(
 #[utoipa::path(get, path = "/v1/customers/{id}", tag = "customers", params(schemas::IdPath),
     responses((status = 200, description = "The customer.", body = crate::views::CustomerView)))]
 async fn get_customer(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<READ>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
     let c = row_by_id::<Customer>(&state, &caller, id, ApiError::not_found("customer"))?;
     Ok(json(StatusCode::OK, &views::customer_view(&c)))
 }
@@ -117,13 +112,10 @@ async fn get_customer(
     request_body = schemas::CustomerPatch,
     responses((status = 200, description = "The updated customer.", body = crate::views::CustomerView)))]
 async fn patch_customer(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<WRITE>,
+    PathId(id): PathId,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
-    let id = path_uuid(&id)?;
     let f = &body.fields;
     let nullable = |name: &str, max: usize| -> Result<Option<Option<String>>, ApiError> {
         if !f.has(name) {

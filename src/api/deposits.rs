@@ -1,23 +1,25 @@
 //! Deposits (SPEC.md section 4, Deposits).
 
-use axum::extract::{Path, State};
 use axum::response::Response;
 use chrono::DateTime;
 
 use appliance_storage::records::{DepositStatus, KeyKind};
 
+use crate::api::authed::{access_rules, Authed, PathId};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, Params};
+use crate::api::extract::Params;
 use crate::api::schemas;
 use crate::api::PageAnswer;
-use crate::auth::{Access, Caller};
+use crate::auth::Access;
 use crate::services::reads;
 use crate::state::AppState;
 use crate::views;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(&[KeyKind::Wallet], "deposits:read");
+access_rules! {
+    READ = Access::new(&[KeyKind::Wallet], "deposits:read");
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -38,11 +40,9 @@ pub fn router() -> OpenApiRouter<AppState> {
     ),
     responses((status = 200, description = "A page of deposits.", body = schemas::DepositList)))]
 async fn list_deposits(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<READ>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
     let page = q.page()?;
     let p = caller.project_id();
     let customer = q.uuid("customer_id")?;
@@ -74,12 +74,9 @@ async fn list_deposits(
 #[utoipa::path(get, path = "/v1/deposits/{id}", tag = "deposits", params(schemas::IdPath),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn get_deposit(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<READ>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
     match reads::deposit(&state.store, caller.project_id(), id)? {
         Some(d) => Ok(crate::api::json(
             axum::http::StatusCode::OK,

@@ -1,14 +1,14 @@
 //! Invoices (SPEC.md section 4, Invoices; DECISIONS.md sections 5 and 12). `checkout`
 //! keys: `invoices:read` to read, `invoices:write` to create and cancel.
 
-use axum::extract::{Path, State};
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
 
 use appliance_storage::records::{Invoice, InvoiceStatus, KeyKind, OverpaymentPolicy};
 
+use crate::api::authed::{access_rules, Authed, PathId};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, JsonBody, Params};
+use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
 use crate::api::IdempotencyKey;
 use crate::api::{begin, commit, json, row_by_id, scope, Begin, PageAnswer};
@@ -20,8 +20,10 @@ use crate::views;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(&[KeyKind::Checkout], "invoices:read");
-const WRITE: Access = Access::new(&[KeyKind::Checkout], "invoices:write");
+access_rules! {
+    READ = Access::new(&[KeyKind::Checkout], "invoices:read");
+    WRITE = Access::new(&[KeyKind::Checkout], "invoices:write");
+}
 
 /// Most entries of `accepted_chains` / `accepted_assets`.
 const MAX_ACCEPTED: usize = 64;
@@ -101,12 +103,10 @@ fn redirect(
         (status = 422, description = "`chain_not_enabled`, `chain_unavailable` (`param: accepted_chains`), `no_payment_options`.", body = schemas::ErrorBody),
     ))]
 async fn create_invoice(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<WRITE>,
     key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
     let f = &body.fields;
     let price = price_cents(&body)?;
     invoices::check_currency(f.opt_str("price_currency")?.as_deref())?;
@@ -174,11 +174,9 @@ async fn create_invoice(
     ),
     responses((status = 200, description = "A page of invoices (list items).", body = schemas::InvoiceList)))]
 async fn list_invoices(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<READ>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
     let page = q.page()?;
     let p = caller.project_id();
     let status = q.status::<InvoiceStatus>()?;
@@ -192,12 +190,9 @@ async fn list_invoices(
 #[utoipa::path(get, path = "/v1/invoices/{id}", tag = "invoices", params(schemas::IdPath),
     responses((status = 200, description = "The invoice.", body = crate::views::InvoiceView)))]
 async fn get_invoice(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<READ>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
     let inv = row_by_id::<Invoice>(&state, &caller, id, ApiError::not_found("invoice"))?;
     Ok(json(
         StatusCode::OK,
@@ -217,12 +212,9 @@ async fn get_invoice(
         (status = 409, description = "`invalid_state`: not open, or money was received.", body = schemas::ErrorBody),
     ))]
 async fn cancel_invoice(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<WRITE>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
-    let id = path_uuid(&id)?;
     let s = scope(&state, &caller);
     let (resp, _) = commit(&state, None, move |ctx| {
         let inv = invoices::cancel(ctx, &s, id)?;

@@ -1,6 +1,7 @@
 //! The `/v1` HTTP API: one file per resource, each with its own `router()`.
 
 pub mod api_keys;
+pub mod authed;
 pub mod balances;
 pub mod billing;
 pub mod chains;

@@ -1,16 +1,16 @@
 //! Payouts (SPEC.md section 4, Payouts; DECISIONS.md sections 4 and 5).
 
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
 use appliance_storage::records::{KeyKind, Payout, PayoutStatus};
 
+use crate::api::authed::{access_rules, Authed, PathId};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, JsonBody, Params};
+use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
 use crate::api::{commit, json, mutate, row_by_id, scope, IdempotencyKey, PageAnswer};
-use crate::auth::{Access, Caller};
+use crate::auth::Access;
 use crate::services::payouts::{self, NewPayout};
 use crate::services::reads;
 use crate::state::AppState;
@@ -18,10 +18,12 @@ use crate::views;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(&[KeyKind::Payout, KeyKind::Wallet], "payouts:read");
-const CREATE: Access = Access::new(&[KeyKind::Payout], "payouts:create").signing();
-const CANCEL: Access = Access::new(&[KeyKind::Payout], "payouts:create");
-const APPROVE: Access = Access::new(&[KeyKind::Payout], "payouts:approve");
+access_rules! {
+    READ = Access::new(&[KeyKind::Payout, KeyKind::Wallet], "payouts:read");
+    CREATE = Access::new(&[KeyKind::Payout], "payouts:create").signing();
+    CANCEL = Access::new(&[KeyKind::Payout], "payouts:create");
+    APPROVE = Access::new(&[KeyKind::Payout], "payouts:approve");
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -47,12 +49,10 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 422, description = "`chain_not_enabled`, `chain_unavailable`, `asset_payouts_disabled`, `invalid_address`, `self_payout_forbidden`.", body = schemas::ErrorBody),
     ))]
 async fn create_payout(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<CREATE>,
     key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(CREATE)?;
     // SPEC.md section 4, Payouts rule 2: a payout must be retryable without paying twice.
     key.require("POST /v1/payouts")?;
     let f = &body.fields;
@@ -109,11 +109,9 @@ async fn create_payout(
     ),
     responses((status = 200, description = "A page of payouts.", body = schemas::PayoutList)))]
 async fn list_payouts(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<READ>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
     let page = q.page()?;
     let p = caller.project_id();
     let customer = q.uuid("customer_id")?;
@@ -136,12 +134,9 @@ async fn list_payouts(
 #[utoipa::path(get, path = "/v1/payouts/{id}", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The payout.", body = crate::views::PayoutView)))]
 async fn get_payout(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<READ>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
     let x = row_by_id::<Payout>(&state, &caller, id, ApiError::not_found("payout"))?;
     Ok(json(
         StatusCode::OK,
@@ -156,12 +151,9 @@ async fn get_payout(
 #[utoipa::path(post, path = "/v1/payouts/{id}/cancel", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The canceled payout.", body = crate::views::PayoutView)))]
 async fn cancel_payout(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<CANCEL>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    caller.require(CANCEL)?;
-    let id = path_uuid(&id)?;
     let s = scope(&state, &caller);
     let (resp, _) = commit(&state, None, move |ctx| {
         let p = payouts::cancel(ctx, &s, id)?;
@@ -178,12 +170,9 @@ async fn cancel_payout(
 #[utoipa::path(post, path = "/v1/payouts/{id}/approve", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The approved payout.", body = crate::views::PayoutView)))]
 async fn approve_payout(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<APPROVE>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    caller.require(APPROVE)?;
-    let id = path_uuid(&id)?;
     let s = scope(&state, &caller);
     let key_id = caller.key.id;
     let (resp, _) = commit(&state, None, move |ctx| {
@@ -201,12 +190,9 @@ async fn approve_payout(
 #[utoipa::path(post, path = "/v1/payouts/{id}/reject", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The rejected payout.", body = crate::views::PayoutView)))]
 async fn reject_payout(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<APPROVE>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    caller.require(APPROVE)?;
-    let id = path_uuid(&id)?;
     let s = scope(&state, &caller);
     let key_id = caller.key.id;
     let (resp, _) = commit(&state, None, move |ctx| {

@@ -1,14 +1,13 @@
 //! `GET /v1/ping`.
 
-use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
 use appliance_chains::ChainStatus;
 
+use crate::api::authed::{Authed, ANY};
 use crate::api::error::ApiError;
 use crate::api::json;
-use crate::auth::{Access, Caller};
 use crate::services::chains::effective;
 use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
@@ -46,8 +45,7 @@ struct Ping<'a> {
 /// Any key kind; no scope.
 #[utoipa::path(get, path = "/v1/ping", tag = "meta",
     responses((status = 200, description = "The caller's key and project.", body = Ping)))]
-async fn ping(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
-    caller.require(Access::any())?;
+async fn ping(Authed { state, caller, .. }: Authed<ANY>) -> Result<Response, ApiError> {
     let reg = state.registry.clone();
     let enabled: Vec<&str> = reg
         .chains

@@ -2,20 +2,22 @@
 
 use std::convert::Infallible;
 
-use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
 
+use crate::api::authed::{access_rules, Authed};
 use crate::api::error::ApiError;
-use crate::auth::{Access, Caller, ANY_KIND};
+use crate::auth::{Access, ANY_KIND};
 use crate::state::AppState;
 use crate::webhooks::{stream, MAX_STREAMS};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(ANY_KIND, "events:read");
+access_rules! {
+    READ = Access::new(ANY_KIND, "events:read");
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(stream_events))
@@ -41,11 +43,9 @@ fn sse_frame(f: stream::Frame) -> SseEvent {
     params(("Last-Event-ID" = Option<String>, Header, pattern = "^[0-9]{1,19}$", description = "Resume after this frame id (a `sequence`).")),
     responses((status = 200, description = "`text/event-stream`: `ready` once with `{cursor}`, then `event` frames `{id, type, created, livemode, scope, data}` (SSE id = sequence), `ping` every 25 s.", content_type = "text/event-stream", body = crate::api::schemas::StreamFrame)))]
 async fn stream_events(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<READ>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
     let last_id = match headers.get("last-event-id") {
         None => None,
         Some(v) => Some(

@@ -1,16 +1,16 @@
 //! Sweeps (SPEC.md section 4, Sweeps).
 
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
 use appliance_storage::records::{KeyKind, Sweep, SweepStatus};
 
+use crate::api::authed::{access_rules, Authed, PathId};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, JsonBody, Params};
+use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
 use crate::api::{get_by_id, mutate, scope, IdempotencyKey, PageAnswer};
-use crate::auth::{Access, Caller};
+use crate::auth::Access;
 use crate::services::reads;
 use crate::services::{deposits, sweeps};
 use crate::state::AppState;
@@ -18,8 +18,10 @@ use crate::views;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(&[KeyKind::Wallet], "sweeps:read");
-const CREATE: Access = Access::new(&[KeyKind::Wallet], "sweeps:create").signing();
+access_rules! {
+    READ = Access::new(&[KeyKind::Wallet], "sweeps:read");
+    CREATE = Access::new(&[KeyKind::Wallet], "sweeps:create").signing();
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -39,12 +41,10 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 422, description = "Refused by the chain or an availability rule.", body = schemas::ErrorBody),
     ))]
 async fn create_sweep(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<CREATE>,
     key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(CREATE)?;
     let wallet_id = body.fields.req_uuid("wallet_id")?;
     let asset = body.fields.opt_asset("asset")?;
     let s = scope(&state, &caller);
@@ -75,11 +75,9 @@ async fn create_sweep(
     ),
     responses((status = 200, description = "A page of sweeps.", body = schemas::SweepList)))]
 async fn list_sweeps(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<READ>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
     let page = q.page()?;
     let p = caller.project_id();
     let wallet = q.uuid("wallet_id")?;
@@ -94,12 +92,9 @@ async fn list_sweeps(
 #[utoipa::path(get, path = "/v1/sweeps/{id}", tag = "sweeps", params(schemas::IdPath),
     responses((status = 200, description = "The sweep.", body = crate::views::SweepView)))]
 async fn get_sweep(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<READ>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
     get_by_id::<Sweep, _, _>(&state, &caller, id, ApiError::not_found("sweep"), |s| {
         views::sweep(&state.registry, s)
     })

@@ -1,18 +1,18 @@
 //! `/v1/test/*`: the simulated chain (SPEC.md section 4, Test mode). Test wallet keys
 //! only; anything else is 403 `test_mode_only`.
 
-use axum::extract::{Path, State};
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use serde_json::json;
 
 use appliance_storage::records::{Deposit, KeyKind, Mode};
 
+use crate::api::authed::{Authed, PathId, Rule};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, JsonBody};
+use crate::api::extract::JsonBody;
 use crate::api::schemas;
 use crate::api::{
-    begin, commit, json as json_response, mutate, raw_json, run_idempotent, scope, Begin, Idem,
+    begin, json as json_response, mutate, raw_json, run_idempotent, scope, Begin, Idem,
     IdempotencyKey, RecordKey,
 };
 use crate::auth::{Access, Caller};
@@ -37,14 +37,20 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(drop_tx))
 }
 
-pub(crate) fn check(caller: &Caller) -> Result<(), ApiError> {
-    if caller.project.mode != Mode::Test || caller.key.kind != KeyKind::Wallet {
-        return Err(ApiError::forbidden(
-            "test_mode_only",
-            "Only test-mode wallet keys can use /v1/test endpoints.",
-        ));
+/// The access rule of the `/v1/test` endpoints: a test-mode `wallet` key (else 403
+/// `test_mode_only`) with scope `wallets:create`.
+pub struct TestMode;
+
+impl Rule for TestMode {
+    fn check(caller: &Caller) -> Result<(), ApiError> {
+        if caller.project.mode != Mode::Test || caller.key.kind != KeyKind::Wallet {
+            return Err(ApiError::forbidden(
+                "test_mode_only",
+                "Only test-mode wallet keys can use /v1/test endpoints.",
+            ));
+        }
+        Ok(caller.require(ACCESS)?)
     }
-    Ok(caller.require(ACCESS)?)
 }
 
 /// `POST /v1/test/deposits` — a transfer to the customer's address on the project's
@@ -64,12 +70,10 @@ pub(crate) fn check(caller: &Caller) -> Result<(), ApiError> {
         (status = 422, description = "No deposit address on that chain, or refused by the chain.", body = schemas::ErrorBody),
     ))]
 async fn create_test_deposit(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<TestMode>,
     key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    check(&caller)?;
     let f = &body.fields;
     let mut req = TestDeposit {
         customer_id: f.req_uuid("customer_id")?,
@@ -229,23 +233,21 @@ fn write_test_deposit(
 }
 
 async fn transition(
-    state: AppState,
-    caller: Caller,
-    id: String,
+    a: Authed<TestMode>,
+    id: uuid::Uuid,
     f: fn(
         &mut appliance_storage::WriteCtx<'_>,
         &Scope,
         uuid::Uuid,
     ) -> Result<appliance_storage::records::Deposit, deposits::DepositError>,
 ) -> Result<Response, ApiError> {
-    check(&caller)?;
-    let id = path_uuid(&id)?;
-    let s = scope(&state, &caller);
-    let (resp, _) = commit(&state, None, move |ctx| {
-        let d = f(ctx, &s, id)?;
-        Ok((StatusCode::OK, views::deposit(&s.reg, &d), ()))
-    })
-    .await?;
+    let s = a.scope();
+    let (resp, _) = a
+        .commit(move |ctx| {
+            let d = f(ctx, &s, id)?;
+            Ok((StatusCode::OK, views::deposit(&s.reg, &d), ()))
+        })
+        .await?;
     Ok(resp)
 }
 
@@ -256,11 +258,10 @@ async fn transition(
 #[utoipa::path(post, path = "/v1/test/deposits/{id}/confirm", tag = "test", params(schemas::IdPath),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn confirm_test_deposit(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    a: Authed<TestMode>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    transition(state, caller, id, deposits::confirm).await
+    transition(a, id, deposits::confirm).await
 }
 
 /// `detected` -> `failed` (`deposit.failed`); 409 `invalid_state` from another status.
@@ -268,12 +269,8 @@ async fn confirm_test_deposit(
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/deposits/{id}/fail", tag = "test", params(schemas::IdPath),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
-async fn fail_test_deposit(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    transition(state, caller, id, deposits::fail).await
+async fn fail_test_deposit(a: Authed<TestMode>, PathId(id): PathId) -> Result<Response, ApiError> {
+    transition(a, id, deposits::fail).await
 }
 
 /// `confirmed` -> `orphaned`: the credit is reversed (`deposit.orphaned`); 409
@@ -283,11 +280,10 @@ async fn fail_test_deposit(
 #[utoipa::path(post, path = "/v1/test/deposits/{id}/orphan", tag = "test", params(schemas::IdPath),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn orphan_test_deposit(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    a: Authed<TestMode>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    transition(state, caller, id, deposits::orphan).await
+    transition(a, id, deposits::orphan).await
 }
 
 /// The project's simulated chains a test request names: `chain` (an EVM chain, else 400
@@ -320,11 +316,9 @@ fn sim_chain_ids(state: &AppState, chain: Option<&str>) -> Result<Vec<&'static s
     request_body = schemas::MineBlocks,
     responses((status = 200, description = "Heights after mining.", body = schemas::TestBlocks)))]
 async fn mine_blocks(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<TestMode>,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    check(&caller)?;
     let count = body.fields.opt_u64("count")?.unwrap_or(1);
     if !(1..=sim_chain::MAX_BLOCKS).contains(&count) {
         return Err(ApiError::invalid(
@@ -366,11 +360,9 @@ async fn mine_blocks(
         (status = 400, description = "`invalid_request` (`param`: `chain` or `depth`).", body = schemas::ErrorBody),
     ))]
 async fn reorg(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<TestMode>,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    check(&caller)?;
     let f = &body.fields;
     let chain = f.req_str("chain")?;
     let depth = f.req_u64("depth")?;
@@ -411,11 +403,9 @@ async fn reorg(
         (status = 404, description = "`not_found`: not pending on that chain (`param`: `tx_hash`).", body = schemas::ErrorBody),
     ))]
 async fn drop_tx(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<TestMode>,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    check(&caller)?;
     let f = &body.fields;
     let chain = f.req_str("chain")?;
     let raw = f.req_str("tx_hash")?;

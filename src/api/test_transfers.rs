@@ -2,19 +2,18 @@
 //! transfer to any address the test project custodies, and the test project's clock. Test
 //! wallet keys only (`test_mode::check`).
 
-use axum::extract::State;
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use serde_json::json;
 
 use appliance_storage::records::AddressOwner;
 
+use crate::api::authed::Authed;
 use crate::api::error::ApiError;
 use crate::api::extract::JsonBody;
 use crate::api::schemas;
-use crate::api::test_mode::check;
+use crate::api::test_mode::TestMode;
 use crate::api::{begin, commit, json as json_response, scope, Begin, IdempotencyKey};
-use crate::auth::Caller;
 use crate::services::test_transfers::{self, NewTestTransfer};
 use crate::services::{clock, invoices, sim_chain};
 use crate::state::AppState;
@@ -47,12 +46,10 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 422, description = "`unknown_address` (`param: to_address`), `chain_not_enabled`.", body = schemas::ErrorBody),
     ))]
 async fn create_test_transfer(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<TestMode>,
     key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    check(&caller)?;
     let f = &body.fields;
     let req = NewTestTransfer {
         chain: f.req_chain("chain")?,
@@ -174,11 +171,9 @@ async fn create_test_transfer(
         (status = 400, description = "`invalid_request` (`param: advance_seconds`).", body = schemas::ErrorBody),
     ))]
 async fn advance_clock(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<TestMode>,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    check(&caller)?;
     let secs = body.fields.req_u64("advance_seconds")?;
     if !(1..=clock::MAX_ADVANCE_S).contains(&secs) {
         return Err(ApiError::invalid(

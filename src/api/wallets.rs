@@ -1,16 +1,16 @@
 //! Wallets (deposit addresses): SPEC.md section 4, Wallets and balances; DECISIONS.md 3.
 
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
 use appliance_storage::records::{KeyKind, Wallet};
 
+use crate::api::authed::{access_rules, Authed, PathId};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, JsonBody, Params};
+use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
 use crate::api::{created_or_ok, json, mutate, row_by_id, scope, IdempotencyKey, PageAnswer};
-use crate::auth::{Access, Caller};
+use crate::auth::Access;
 use crate::services::reads;
 use crate::services::wallets;
 use crate::state::AppState;
@@ -18,8 +18,10 @@ use crate::views;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(&[KeyKind::Wallet], "wallets:read");
-const WRITE: Access = Access::new(&[KeyKind::Wallet], "wallets:create");
+access_rules! {
+    READ = Access::new(&[KeyKind::Wallet], "wallets:read");
+    WRITE = Access::new(&[KeyKind::Wallet], "wallets:create");
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -42,12 +44,10 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 422, description = "No new address on this chain now: `account_kind_disabled`, `chain_not_live_yet`, `chain_deposits_disabled`, `chain_unavailable`, `chain_not_enabled`.", body = schemas::ErrorBody),
     ))]
 async fn create_wallet(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<WRITE>,
     key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
     let customer_id = body.fields.req_uuid("customer_id")?;
     let chain = body.fields.req_chain("chain")?;
     let s = scope(&state, &caller);
@@ -78,11 +78,9 @@ async fn create_wallet(
     ),
     responses((status = 200, description = "A page of wallets.", body = schemas::WalletList)))]
 async fn list_wallets(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<READ>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
     let page = q.page()?;
     let p = caller.project_id();
     let customer = q.uuid("customer_id")?;
@@ -97,12 +95,9 @@ async fn list_wallets(
 #[utoipa::path(get, path = "/v1/wallets/{id}", tag = "wallets", params(schemas::IdPath),
     responses((status = 200, description = "The wallet.", body = crate::views::WalletView)))]
 async fn get_wallet(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<READ>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
     let w = row_by_id::<Wallet>(&state, &caller, id, ApiError::not_found("wallet"))?;
     Ok(json(StatusCode::OK, &views::wallet_view(&w)))
 }

@@ -1,6 +1,6 @@
 //! Webhook deliveries: reads and replays (SPEC.md section 4, Webhooks and Events).
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
@@ -8,12 +8,13 @@ use uuid::Uuid;
 
 use appliance_storage::records::{DeliveryStatus, WebhookDelivery};
 
+use crate::api::authed::{access_rules, Authed};
 use crate::api::error::ApiError;
 use crate::api::extract::{list_json, parse_status, JsonBody, Params};
 use crate::api::schemas;
 use crate::api::webhooks::{rate_limited, READ};
 use crate::api::{commit, get_by_id, json, PageAnswer};
-use crate::auth::{Access, Caller, ANY_KIND};
+use crate::auth::{Access, ANY_KIND};
 use crate::services::reads;
 use crate::services::webhook_deliveries::{self as deliveries, BulkReplay, WebhookDeliveryError};
 use crate::state::AppState;
@@ -22,7 +23,9 @@ use crate::webhooks::Poke;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const REPLAY: Access = Access::new(ANY_KIND, "webhooks:replay");
+access_rules! {
+    REPLAY = Access::new(ANY_KIND, "webhooks:replay");
+}
 /// Most deliveries `GET /v1/events/{id}/deliveries` returns (it is not paginated).
 const EVENT_DELIVERIES_MAX: usize = 1_000;
 
@@ -51,11 +54,9 @@ fn delivery_id(s: &str) -> Result<Uuid, ApiError> {
     ),
     responses((status = 200, description = "A page of deliveries.", body = schemas::DeliveryList)))]
 async fn list_deliveries(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<READ>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
     let page = q.page()?;
     let p = caller.project_id();
     let endpoint = q.uuid("endpoint_id")?;
@@ -76,11 +77,9 @@ async fn list_deliveries(
     params(("id" = String, Path, pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$", description = "`whd_` + ULID.")),
     responses((status = 200, description = "The delivery.", body = crate::views::DeliveryView)))]
 async fn get_delivery(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<READ>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
     let id = delivery_id(&id)?;
     get_by_id::<WebhookDelivery, _, _>(&state, &caller, id, WebhookDeliveryError::NotFound, |d| {
         delivery_json(d, true)
@@ -97,11 +96,9 @@ async fn get_delivery(
     params(("id" = String, Path, pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$", description = "`whd_` + ULID.")),
     responses((status = 201, description = "The new delivery.", body = crate::views::DeliveryView)))]
 async fn replay_delivery(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<REPLAY>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(REPLAY)?;
     let id = delivery_id(&id)?;
     if let Err(retry) = state.webhooks.check_replay_rate(caller.project_id()) {
         return Err(rate_limited(retry));
@@ -130,11 +127,9 @@ async fn replay_delivery(
         (status = 404, description = "`not_found`: no such endpoint (`param: endpoint_id`).", body = schemas::ErrorBody),
     ))]
 async fn bulk_replay(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<REPLAY>,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(REPLAY)?;
     let f = &body.fields;
     let endpoint_id = f.req_uuid("endpoint_id")?;
     let statuses = match f.opt_str("status")? {
@@ -206,11 +201,9 @@ async fn bulk_replay(
     params(("id" = String, Path, description = "`evt_` + ULID.")),
     responses((status = 200, description = "The event's deliveries.", body = schemas::DeliveryList)))]
 async fn list_event_deliveries(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<READ>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
     let p = caller.project_id();
     let rows = reads::event_deliveries(&state.store, p, id, EVENT_DELIVERIES_MAX)
         .await?

@@ -1,17 +1,17 @@
 //! Webhook endpoints (SPEC.md section 4, Webhooks; DECISIONS.md section 7).
 
-use axum::extract::{Path, State};
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use serde_json::{json, Value};
 
 use appliance_storage::records::{DeliveryMode, WebhookEndpoint};
 
+use crate::api::authed::{access_rules, Authed, PathId};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, Fields, JsonBody};
+use crate::api::extract::{Fields, JsonBody};
 use crate::api::schemas;
 use crate::api::{begin, commit, get_by_id, json, Begin, IdempotencyKey};
-use crate::auth::{Access, Caller, ANY_KIND};
+use crate::auth::{Access, ANY_KIND};
 use crate::services::reads;
 use crate::services::webhook_endpoints::{
     self as endpoints, EndpointPatch, NewEndpoint, RequestedStatus, WebhookEndpointError,
@@ -24,8 +24,10 @@ use crate::webhooks::{dispatcher, guard, Poke};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub(crate) const READ: Access = Access::new(ANY_KIND, "webhooks:read");
-const WRITE: Access = Access::new(ANY_KIND, "webhooks:write");
+access_rules! {
+    pub(crate) READ = Access::new(ANY_KIND, "webhooks:read");
+    WRITE = Access::new(ANY_KIND, "webhooks:write");
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -85,11 +87,7 @@ fn with_secret(ep: &WebhookEndpoint, secret: &str, now: i64) -> Value {
 /// Any key kind; scope `webhooks:read`.
 #[utoipa::path(get, path = "/v1/webhooks", tag = "webhooks",
     responses((status = 200, description = "The endpoints and the event catalogue.", body = schemas::WebhookEndpointList)))]
-async fn list_webhooks(
-    State(state): State<AppState>,
-    caller: Caller,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
+async fn list_webhooks(Authed { state, caller, .. }: Authed<READ>) -> Result<Response, ApiError> {
     let eps = reads::webhook_endpoints(&state.store, caller.project_id()).await?;
     let now = appliance_storage::now_us();
     let data: Vec<Value> = eps.iter().map(|e| endpoint_json(e, now)).collect();
@@ -115,12 +113,10 @@ async fn list_webhooks(
     request_body(content = schemas::NewWebhookEndpoint),
     responses((status = 201, description = "The endpoint with its secret.", body = schemas::WebhookEndpointWithSecret)))]
 async fn create_webhook(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, caller, .. }: Authed<WRITE>,
     key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
     let f = &body.fields;
     let raw_url = f.req_str("url")?;
     let description = f.opt_bounded("description", 255)?;
@@ -166,12 +162,9 @@ async fn create_webhook(
 #[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
     responses((status = 200, description = "The endpoint.", body = crate::views::EndpointView)))]
 async fn get_webhook(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<READ>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
     get_by_id::<WebhookEndpoint, _, _>(&state, &caller, id, WebhookEndpointError::NotFound, |ep| {
         endpoint_json(ep, appliance_storage::now_us())
     })
@@ -186,13 +179,10 @@ async fn get_webhook(
     request_body = schemas::WebhookEndpointPatch,
     responses((status = 200, description = "The endpoint.", body = crate::views::EndpointView)))]
 async fn patch_webhook(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<WRITE>,
+    PathId(id): PathId,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
-    let id = path_uuid(&id)?;
     let f = &body.fields;
     let status = f
         .opt_str("status")?
@@ -234,12 +224,9 @@ async fn patch_webhook(
 #[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
     responses((status = 200, description = "`{deleted: true, id}`.", body = schemas::DeletedEndpoint)))]
 async fn delete_webhook(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<WRITE>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
-    let id = path_uuid(&id)?;
     let p = caller.project_id();
     let (resp, more) = commit(&state, None, move |ctx| {
         let more = endpoints::delete(ctx, p, id)?;
@@ -263,13 +250,10 @@ async fn delete_webhook(
     request_body = schemas::RotateSecret,
     responses((status = 200, description = "The endpoint with its new secret.", body = schemas::WebhookEndpointWithSecret)))]
 async fn rotate_secret(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<WRITE>,
+    PathId(id): PathId,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
-    let id = path_uuid(&id)?;
     let hours = body
         .fields
         .opt_u64("overlap_hours")?
@@ -297,12 +281,9 @@ async fn rotate_secret(
 #[utoipa::path(post, path = "/v1/webhooks/{id}/test", tag = "webhooks", params(schemas::IdPath),
     responses((status = 202, description = "`{event_id, delivery_id}`.", body = schemas::WebhookTest)))]
 async fn test_webhook(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    Authed { state, caller, .. }: Authed<WRITE>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
-    let id = path_uuid(&id)?;
     if let Err(retry) = state.webhooks.check_test_rate(caller.project_id()) {
         return Err(rate_limited(retry));
     }

@@ -1,0 +1,146 @@
+//! What a keyed handler starts from: the caller, authorized for the operation's access rule
+//! before anything else of the request is read, together with the state; the `{id}` path
+//! segment; and the few ways a handler reads or writes (a row by id, a store mutation, an
+//! idempotent `POST`).
+//!
+//! Axum runs extractors in argument order, so a handler whose first argument is
+//! [`Authed`] reports its faults in the order SPEC.md section 4 (API keys) gives:
+//! authentication (401, 429), then kind, scope, IP allowlist and signing (403), then the
+//! path, query and body (400, 413, 415).
+
+use std::marker::PhantomData;
+
+use axum::extract::{FromRequestParts, Path};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use uuid::Uuid;
+
+use appliance_storage::WriteCtx;
+
+use crate::api::error::ApiError;
+use crate::api::extract::{path_uuid, JsonBody};
+use crate::api::{commit, mutate, scope, AnswerForm, IdempotencyKey};
+use crate::auth::{Access, Caller};
+use crate::services::{reads, Scope};
+use crate::state::AppState;
+
+/// An operation's access rule, carried by a marker type (see [`access_rules!`]).
+pub trait Rule {
+    /// 403 for a caller the operation is not open to.
+    fn check(caller: &Caller) -> Result<(), ApiError>;
+}
+
+/// Declares marker types for access rules: `access_rules! { READ = Access::new(..); }`.
+macro_rules! access_rules {
+    ($($(#[$m:meta])* $vis:vis $name:ident = $access:expr;)*) => {$(
+        $(#[$m])*
+        #[allow(clippy::upper_case_acronyms)]
+        $vis struct $name;
+        impl $crate::api::authed::Rule for $name {
+            fn check(
+                caller: &$crate::auth::Caller,
+            ) -> Result<(), $crate::api::error::ApiError> {
+                const ACCESS: $crate::auth::Access = $access;
+                Ok(caller.require(ACCESS)?)
+            }
+        }
+    )*};
+}
+pub(crate) use access_rules;
+
+access_rules! {
+    /// Any kind of key, no scope.
+    pub ANY = Access::any();
+}
+
+/// The authenticated caller, authorized for rule `R`, with the state.
+pub struct Authed<R> {
+    pub state: AppState,
+    pub caller: Caller,
+    rule: PhantomData<fn() -> R>,
+}
+
+impl<R: Rule> FromRequestParts<AppState> for Authed<R> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        R::check(&caller)?;
+        Ok(Authed {
+            state: state.clone(),
+            caller,
+            rule: PhantomData,
+        })
+    }
+}
+
+impl<R> Authed<R> {
+    /// The service scope of the caller.
+    pub fn scope(&self) -> Scope {
+        scope(&self.state, &self.caller)
+    }
+
+    pub fn project_id(&self) -> Uuid {
+        self.caller.project_id()
+    }
+
+    /// The caller's project's row `id`, or `missing` (another project's row is not found
+    /// either, SPEC.md section 7).
+    pub fn row<T: appliance_storage::records::Row>(
+        &self,
+        id: Uuid,
+        missing: impl Into<ApiError>,
+    ) -> Result<T, ApiError> {
+        reads::row::<T>(&self.state.store, self.caller.project_id(), id)?
+            .ok_or_else(|| missing.into())
+    }
+
+    /// A mutation without an `Idempotency-Key`, answered as `f` answers.
+    pub async fn commit<A, T, F>(&self, f: F) -> Result<(Response, Option<T>), ApiError>
+    where
+        A: AnswerForm,
+        F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, A, T), ApiError>
+            + Send
+            + 'static,
+        T: Send + 'static,
+    {
+        commit(&self.state, None, f).await
+    }
+
+    /// An idempotent `POST` to `path` ([`mutate`]): the stored first answer for a known
+    /// `Idempotency-Key`, otherwise `f` run through [`commit`].
+    pub async fn mutate<A, T, F>(
+        &self,
+        key: &IdempotencyKey,
+        path: &str,
+        body: &JsonBody,
+        f: F,
+    ) -> Result<(Response, Option<T>), ApiError>
+    where
+        A: AnswerForm,
+        F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, A, T), ApiError>
+            + Send
+            + 'static,
+        T: Send + 'static,
+    {
+        mutate(&self.state, &self.caller, key, path, &body.fingerprint, f).await
+    }
+}
+
+/// A `{id}` path segment that must be a UUID: 400 `invalid_request`, `param: id`, otherwise
+/// ([`path_uuid`]).
+pub struct PathId(pub Uuid);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathId {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        let Path(s) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        path_uuid(&s)
+            .map(PathId)
+            .map_err(IntoResponse::into_response)
+    }
+}
