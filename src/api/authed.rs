@@ -16,11 +16,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
 
-use appliance_storage::WriteCtx;
+use appliance_storage::records::Row;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody};
-use crate::api::{commit, mutate, scope, AnswerForm, IdempotencyKey};
+use crate::api::{commit, json, mutate, scope, AnswerForm, IdempotencyKey, Job};
 use crate::auth::{Access, Caller};
 use crate::services::{reads, Scope};
 use crate::state::AppState;
@@ -86,45 +86,66 @@ impl<R> Authed<R> {
     }
 
     /// The caller's project's row `id`, or `missing` (another project's row is not found
-    /// either, SPEC.md section 7).
-    pub fn row<T: appliance_storage::records::Row>(
-        &self,
-        id: Uuid,
-        missing: impl Into<ApiError>,
-    ) -> Result<T, ApiError> {
+    /// either, SPEC.md section 7), read through [`reads::row`].
+    pub fn row<T: Row>(&self, id: Uuid, missing: impl Into<ApiError>) -> Result<T, ApiError> {
         reads::row::<T>(&self.state.store, self.caller.project_id(), id)?
             .ok_or_else(|| missing.into())
     }
 
-    /// A mutation without an `Idempotency-Key`, answered as `f` answers.
-    pub async fn commit<A, T, F>(&self, f: F) -> Result<(Response, Option<T>), ApiError>
+    /// `GET /v1/<resource>/{id}` of a row kept per project: [`Authed::row`] answered 200 as
+    /// `view` renders it. A view that borrows from the row (the typed views of
+    /// [`crate::views`]) goes through [`Authed::row`] and [`json`].
+    pub async fn get_by_id<T, V, S>(
+        &self,
+        id: Uuid,
+        missing: impl Into<ApiError>,
+        view: V,
+    ) -> Result<Response, ApiError>
     where
-        A: AnswerForm,
-        F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, A, T), ApiError>
-            + Send
-            + 'static,
-        T: Send + 'static,
+        T: Row + Send + 'static,
+        V: FnOnce(&T) -> S,
+        S: serde::Serialize,
     {
+        let row = self.row::<T>(id, missing)?;
+        Ok(json(StatusCode::OK, &view(&row)))
+    }
+
+    /// A mutation without an `Idempotency-Key` ([`commit`]), answered as `f` answers, with
+    /// `f`'s `T`.
+    pub async fn commit<A: AnswerForm, T: Send + 'static>(
+        &self,
+        f: impl Job<A, T>,
+    ) -> Result<(Response, Option<T>), ApiError> {
         commit(&self.state, None, f).await
     }
 
+    /// [`Authed::commit`] of a job that leaves nothing to do after the commit.
+    pub async fn write<A: AnswerForm>(&self, f: impl Job<A, ()>) -> Result<Response, ApiError> {
+        Ok(self.commit(f).await?.0)
+    }
+
     /// An idempotent `POST` to `path` ([`mutate`]): the stored first answer for a known
-    /// `Idempotency-Key`, otherwise `f` run through [`commit`].
-    pub async fn mutate<A, T, F>(
+    /// `Idempotency-Key`, otherwise `f` run through [`commit`], with `f`'s `T` (`None` on a
+    /// replay).
+    pub async fn mutate<A: AnswerForm, T: Send + 'static>(
         &self,
         key: &IdempotencyKey,
         path: &str,
         body: &JsonBody,
-        f: F,
-    ) -> Result<(Response, Option<T>), ApiError>
-    where
-        A: AnswerForm,
-        F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, A, T), ApiError>
-            + Send
-            + 'static,
-        T: Send + 'static,
-    {
+        f: impl Job<A, T>,
+    ) -> Result<(Response, Option<T>), ApiError> {
         mutate(&self.state, &self.caller, key, path, &body.fingerprint, f).await
+    }
+
+    /// [`Authed::mutate`] of a job that leaves nothing to do after the commit.
+    pub async fn post<A: AnswerForm>(
+        &self,
+        key: &IdempotencyKey,
+        path: &str,
+        body: &JsonBody,
+        f: impl Job<A, ()>,
+    ) -> Result<Response, ApiError> {
+        Ok(self.mutate(key, path, body, f).await?.0)
     }
 }
 

@@ -36,11 +36,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Key: `wallet` or `payout` kind, scope `balances:read`.
 #[utoipa::path(get, path = "/v1/customers/{id}/balances", tag = "wallets", params(schemas::IdPath),
     responses((status = 200, description = "The customer's balances.", body = balances::CustomerBalances)))]
-async fn customer_balances(
-    Authed { state, caller, .. }: Authed<READ>,
-    PathId(id): PathId,
-) -> Result<Response, ApiError> {
-    let v = balances::customer_by_id(&state.store, &state.registry, caller.project_id(), id)?;
+async fn customer_balances(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+    let v = balances::customer_by_id(&a.state.store, &a.state.registry, a.caller.project_id(), id)?;
     Ok(json(StatusCode::OK, &v))
 }
 
@@ -58,7 +55,7 @@ async fn customer_balances(
         (status = 503, description = "`chain_unavailable_now`: the node cannot be reached; retry later.", body = schemas::ErrorBody),
     ))]
 async fn wallet_balances(
-    Authed { state, caller, .. }: Authed<READ>,
+    a: Authed<READ>,
     PathId(id): PathId,
     q: Params,
 ) -> Result<Response, ApiError> {
@@ -67,11 +64,11 @@ async fn wallet_balances(
         .and_then(|s| BalanceSource::parse(&s))
         .unwrap_or(BalanceSource::Ledger);
     if source != BalanceSource::Ledger {
-        state
+        a.state
             .limits
             .check_key_extra(
-                caller.key.id,
-                caller.project.settings.requests_per_minute,
+                a.caller.key.id,
+                a.caller.project.settings.requests_per_minute,
                 CHAIN_READ_WEIGHT,
             )
             .map_err(|retry| {
@@ -84,12 +81,12 @@ async fn wallet_balances(
             })?;
     }
     let reader = BalanceReader {
-        store: &state.store,
-        reg: &state.registry,
-        sim: &state.sim,
+        store: &a.state.store,
+        reg: &a.state.registry,
+        sim: &a.state.sim,
     };
     let v = reader
-        .wallet(caller.project_id(), caller.livemode(), id, source)
+        .wallet(a.caller.project_id(), a.caller.livemode(), id, source)
         .await?;
     Ok(json(StatusCode::OK, &v))
 }
@@ -99,7 +96,7 @@ async fn wallet_balances(
 /// Any key kind; no scope.
 #[utoipa::path(get, path = "/v1/balances", tag = "wallets",
     responses((status = 200, description = "The treasury.", body = schemas::Treasury)))]
-async fn treasury(Authed { state, caller, .. }: Authed<ANY>) -> Result<Response, ApiError> {
-    let v = balances::treasury_of(&state.store, &state.registry, caller.project_id()).await?;
+async fn treasury(a: Authed<ANY>) -> Result<Response, ApiError> {
+    let v = balances::treasury_of(&a.state.store, &a.state.registry, a.caller.project_id()).await?;
     Ok(json(StatusCode::OK, &v))
 }

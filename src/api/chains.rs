@@ -23,12 +23,12 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Any key kind; no scope.
 #[utoipa::path(get, path = "/v1/chains", tag = "meta",
     responses((status = 200, description = "Every chain listed for the project.", body = schemas::ChainList)))]
-async fn list_chains(Authed { state, caller, .. }: Authed<ANY>) -> Result<Response, ApiError> {
-    let reg = state.registry.clone();
+async fn list_chains(a: Authed<ANY>) -> Result<Response, ApiError> {
+    let reg = a.state.registry.clone();
     let data = reg
         .chains
         .iter()
-        .map(|c| effective(c, &caller.project))
+        .map(|c| effective(c, &a.caller.project))
         .filter(|e| e.listed)
         .map(|e| chain_json(&e))
         .collect();

@@ -200,19 +200,17 @@ pub fn parse_query(q: &Params) -> Result<CoinQuery, ApiError> {
         (status = 200, description = "The catalogue.", body = CoinList),
         (status = 400, description = "`invalid_request`: a bad `status`, `chain`, `group_by` or `limit` (named in `param`).", body = crate::api::schemas::ErrorBody),
     ))]
-async fn list_coins(
-    Authed { state, caller, .. }: Authed<ANY>,
-    q: Params,
-) -> Result<Response, ApiError> {
+async fn list_coins(a: Authed<ANY>, q: Params) -> Result<Response, ApiError> {
     let query = parse_query(&q)?;
-    let base = state
+    let base = a
+        .state
         .config
         .public_base_url
         .as_deref()
         .unwrap_or("")
         .trim_end_matches('/')
         .to_string();
-    let v = catalogue(&state.registry, &caller.project, &query, &base);
+    let v = catalogue(&a.state.registry, &a.caller.project, &query, &base);
     Ok(json(StatusCode::OK, &v))
 }
 

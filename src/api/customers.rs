@@ -9,9 +9,7 @@ use crate::api::authed::{access_rules, Authed, PathId};
 use crate::api::error::ApiError;
 use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
-use crate::api::{
-    commit, created_or_ok, json, mutate, row_by_id, scope, IdempotencyKey, PageAnswer,
-};
+use crate::api::{created_or_ok, json, IdempotencyKey, PageAnswer};
 use crate::auth::Access;
 use crate::services::customers::{self, CustomerPatch, NewCustomer};
 use crate::services::reads;
@@ -43,7 +41,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 200, description = "A customer with this `reference_id` exists: that customer.", body = crate::views::CustomerView),
     ))]
 async fn create_customer(
-    Authed { state, caller, .. }: Authed<WRITE>,
+    a: Authed<WRITE>,
     key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
@@ -53,20 +51,12 @@ async fn create_customer(
         email: f.opt_bounded("email", 320)?,
         metadata: f.opt_object("metadata")?,
     };
-    let s = scope(&state, &caller);
-    let (resp, _) = mutate(
-        &state,
-        &caller,
-        &key,
-        "/v1/customers",
-        &body.fingerprint,
-        move |ctx| {
-            let (c, created) = customers::create(ctx, &s, req)?;
-            Ok((created_or_ok(created), views::customer(&c), ()))
-        },
-    )
-    .await?;
-    Ok(resp)
+    let s = a.scope();
+    a.post(&key, "/v1/customers", &body, move |ctx| {
+        let (c, created) = customers::create(ctx, &s, req)?;
+        Ok((created_or_ok(created), views::customer(&c), ()))
+    })
+    .await
 }
 
 /// List customers, newest first.
@@ -78,16 +68,13 @@ async fn create_customer(
         ("status" = Option<schemas::CustomerStatusIn>, Query, description = "Only customers in this status."),
     ),
     responses((status = 200, description = "A page of customers.", body = schemas::CustomerList)))]
-async fn list_customers(
-    Authed { state, caller, .. }: Authed<READ>,
-    q: Params,
-) -> Result<Response, ApiError> {
+async fn list_customers(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?.rows()?;
     let query = reads::CustomerQuery {
         reference_id: q.get("reference_id").map(str::to_string),
         status: q.status::<CustomerStatus>()?,
     };
-    let rows = reads::customers(&state.store, caller.project_id(), query, page).await?;
+    let rows = reads::customers(&a.state.store, a.caller.project_id(), query, page).await?;
     Ok(rows.answer(views::customer_view))
 }
 
@@ -96,11 +83,8 @@ async fn list_customers(
 /// Key: `wallet` kind, scope `customers:read`.
 #[utoipa::path(get, path = "/v1/customers/{id}", tag = "customers", params(schemas::IdPath),
     responses((status = 200, description = "The customer.", body = crate::views::CustomerView)))]
-async fn get_customer(
-    Authed { state, caller, .. }: Authed<READ>,
-    PathId(id): PathId,
-) -> Result<Response, ApiError> {
-    let c = row_by_id::<Customer>(&state, &caller, id, ApiError::not_found("customer"))?;
+async fn get_customer(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+    let c = a.row::<Customer>(id, ApiError::not_found("customer"))?;
     Ok(json(StatusCode::OK, &views::customer_view(&c)))
 }
 
@@ -112,7 +96,7 @@ async fn get_customer(
     request_body = schemas::CustomerPatch,
     responses((status = 200, description = "The updated customer.", body = crate::views::CustomerView)))]
 async fn patch_customer(
-    Authed { state, caller, .. }: Authed<WRITE>,
+    a: Authed<WRITE>,
     PathId(id): PathId,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
@@ -136,11 +120,10 @@ async fn patch_customer(
         metadata: f.opt_object("metadata")?,
         status,
     };
-    let s = scope(&state, &caller);
-    let (resp, _) = commit(&state, None, move |ctx| {
+    let s = a.scope();
+    a.write(move |ctx| {
         let c = customers::patch(ctx, &s, id, req)?;
         Ok((StatusCode::OK, views::customer(&c), ()))
     })
-    .await?;
-    Ok(resp)
+    .await
 }

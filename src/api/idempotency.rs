@@ -271,6 +271,20 @@ pub async fn begin(
     })))
 }
 
+/// The store job of a mutation: it writes, and answers its status, its body in form `A`
+/// ([`AnswerForm`]) and `T`, what the handler needs after the commit (cache updates).
+pub trait Job<A, T>:
+    for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, A, T), ApiError> + Send + 'static
+{
+}
+
+impl<A, T, F> Job<A, T> for F where
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, A, T), ApiError>
+        + Send
+        + 'static
+{
+}
+
 /// An idempotent `POST`: replays the stored first answer for a known `Idempotency-Key`
 /// (optional), otherwise runs `f` through [`commit`].
 pub async fn mutate<A, T, F>(
@@ -283,9 +297,7 @@ pub async fn mutate<A, T, F>(
 ) -> Result<(Response, Option<T>), ApiError>
 where
     A: AnswerForm,
-    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, A, T), ApiError>
-        + Send
-        + 'static,
+    F: Job<A, T>,
     T: Send + 'static,
 {
     match begin(state, caller, &Method::POST, path, key, fingerprint).await? {
@@ -362,9 +374,7 @@ pub async fn commit<A, T, F>(
 ) -> Result<(Response, Option<T>), ApiError>
 where
     A: AnswerForm,
-    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, A, T), ApiError>
-        + Send
-        + 'static,
+    F: Job<A, T>,
     T: Send + 'static,
 {
     let rec_key = idem.as_ref().map(Idem::record_key);

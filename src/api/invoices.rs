@@ -11,7 +11,7 @@ use crate::api::error::ApiError;
 use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
 use crate::api::IdempotencyKey;
-use crate::api::{begin, commit, json, row_by_id, scope, Begin, PageAnswer};
+use crate::api::{begin, commit, json, Begin, PageAnswer};
 use crate::auth::{Access, Caller};
 use crate::services::invoices::{self, NewInvoice};
 use crate::services::reads;
@@ -103,7 +103,7 @@ fn redirect(
         (status = 422, description = "`chain_not_enabled`, `chain_unavailable` (`param: accepted_chains`), `no_payment_options`.", body = schemas::ErrorBody),
     ))]
 async fn create_invoice(
-    Authed { state, caller, .. }: Authed<WRITE>,
+    a: Authed<WRITE>,
     key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
@@ -130,15 +130,15 @@ async fn create_invoice(
         title: f.opt_bounded("title", 255)?,
         description: f.opt_bounded("description", 2000)?,
         metadata: f.opt_object("metadata")?,
-        return_url: redirect(f, "return_url", &caller)?,
-        cancel_url: redirect(f, "cancel_url", &caller)?,
+        return_url: redirect(f, "return_url", &a.caller)?,
+        cancel_url: redirect(f, "cancel_url", &a.caller)?,
         expires_in_s,
         overpayment_policy: policy,
         offers: Vec::new(),
     };
     let idem = match begin(
-        &state,
-        &caller,
+        &a.state,
+        &a.caller,
         &Method::POST,
         "/v1/invoices",
         &key,
@@ -149,9 +149,9 @@ async fn create_invoice(
         Begin::Replay(r) => return Ok(r),
         Begin::Fresh(idem) => idem,
     };
-    let s = scope(&state, &caller);
-    let pending = invoices::pending(&state.store, &state.market, &s, req, accepted).await?;
-    let (resp, _) = commit(&state, idem, move |ctx| {
+    let s = a.scope();
+    let pending = invoices::pending(&a.state.store, &a.state.market, &s, req, accepted).await?;
+    let (resp, _) = commit(&a.state, idem, move |ctx| {
         let (inv, answer) = invoices::create(ctx, &s, pending)?;
         // The invoice goes back with the answer, to be dropped on the request's thread
         // rather than the store writer's.
@@ -173,14 +173,11 @@ async fn create_invoice(
         ("status" = Option<schemas::InvoiceStatusIn>, Query, description = "Only invoices in this status."),
     ),
     responses((status = 200, description = "A page of invoices (list items).", body = schemas::InvoiceList)))]
-async fn list_invoices(
-    Authed { state, caller, .. }: Authed<READ>,
-    q: Params,
-) -> Result<Response, ApiError> {
+async fn list_invoices(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
-    let p = caller.project_id();
+    let p = a.caller.project_id();
     let status = q.status::<InvoiceStatus>()?;
-    let rows = reads::invoices(&state.store, p, status, page.rows()?).await?;
+    let rows = reads::invoices(&a.state.store, p, status, page.rows()?).await?;
     Ok(rows.answer(views::invoice_item))
 }
 
@@ -189,14 +186,11 @@ async fn list_invoices(
 /// Key: `checkout` kind, scope `invoices:read`.
 #[utoipa::path(get, path = "/v1/invoices/{id}", tag = "invoices", params(schemas::IdPath),
     responses((status = 200, description = "The invoice.", body = crate::views::InvoiceView)))]
-async fn get_invoice(
-    Authed { state, caller, .. }: Authed<READ>,
-    PathId(id): PathId,
-) -> Result<Response, ApiError> {
-    let inv = row_by_id::<Invoice>(&state, &caller, id, ApiError::not_found("invoice"))?;
+async fn get_invoice(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+    let inv = a.row::<Invoice>(id, ApiError::not_found("invoice"))?;
     Ok(json(
         StatusCode::OK,
-        &views::invoice_view(&state.registry, &inv),
+        &views::invoice_view(&a.state.registry, &inv),
     ))
 }
 
@@ -211,15 +205,11 @@ async fn get_invoice(
         (status = 200, description = "The canceled invoice.", body = crate::views::InvoiceView),
         (status = 409, description = "`invalid_state`: not open, or money was received.", body = schemas::ErrorBody),
     ))]
-async fn cancel_invoice(
-    Authed { state, caller, .. }: Authed<WRITE>,
-    PathId(id): PathId,
-) -> Result<Response, ApiError> {
-    let s = scope(&state, &caller);
-    let (resp, _) = commit(&state, None, move |ctx| {
+async fn cancel_invoice(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, ApiError> {
+    let s = a.scope();
+    a.write(move |ctx| {
         let inv = invoices::cancel(ctx, &s, id)?;
         Ok((StatusCode::OK, render(&s, &inv), ()))
     })
-    .await?;
-    Ok(resp)
+    .await
 }

@@ -9,7 +9,7 @@ use crate::api::authed::{access_rules, Authed, PathId};
 use crate::api::error::ApiError;
 use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
-use crate::api::{commit, json, mutate, row_by_id, scope, IdempotencyKey, PageAnswer};
+use crate::api::{json, IdempotencyKey, PageAnswer};
 use crate::auth::Access;
 use crate::services::payouts::{self, NewPayout};
 use crate::services::reads;
@@ -49,7 +49,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 422, description = "`chain_not_enabled`, `chain_unavailable`, `asset_payouts_disabled`, `invalid_address`, `self_payout_forbidden`.", body = schemas::ErrorBody),
     ))]
 async fn create_payout(
-    Authed { state, caller, .. }: Authed<CREATE>,
+    a: Authed<CREATE>,
     key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
@@ -68,33 +68,27 @@ async fn create_payout(
         usd_rate: None,
     };
     // The market is read outside the store transaction (it may wait for the provider).
-    if let Some(a) = state
+    if let Some(asset) = a
+        .state
         .registry
         .asset(req.chain.as_str(), req.asset.as_str())
-        .filter(|a| !a.is_stable())
+        .filter(|x| !x.is_stable())
     {
-        req.usd_rate = state
+        req.usd_rate = a
+            .state
             .market
-            .usable_price(&a.symbol, caller.livemode())
+            .usable_price(&asset.symbol, a.caller.livemode())
             .await;
     }
-    let s = scope(&state, &caller);
-    let key_id = caller.key.id;
+    let s = a.scope();
+    let key_id = a.caller.key.id;
     // Hashed here, not on the store writer.
     let facts = payouts::address_facts(&s, &req.to_address);
-    let (resp, _) = mutate(
-        &state,
-        &caller,
-        &key,
-        "/v1/payouts",
-        &body.fingerprint,
-        move |ctx| {
-            let p = payouts::create_with(ctx, &s, key_id, req, facts)?;
-            Ok((StatusCode::ACCEPTED, views::payout(&s.reg, &p), ()))
-        },
-    )
-    .await?;
-    Ok(resp)
+    a.post(&key, "/v1/payouts", &body, move |ctx| {
+        let p = payouts::create_with(ctx, &s, key_id, req, facts)?;
+        Ok((StatusCode::ACCEPTED, views::payout(&s.reg, &p), ()))
+    })
+    .await
 }
 
 /// List payouts, newest first.
@@ -108,12 +102,9 @@ async fn create_payout(
         ("reference" = Option<String>, Query, description = "Only payouts with this reference."),
     ),
     responses((status = 200, description = "A page of payouts.", body = schemas::PayoutList)))]
-async fn list_payouts(
-    Authed { state, caller, .. }: Authed<READ>,
-    q: Params,
-) -> Result<Response, ApiError> {
+async fn list_payouts(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
-    let p = caller.project_id();
+    let p = a.caller.project_id();
     let customer = q.uuid("customer_id")?;
     let chain = q.get("chain").map(str::to_string);
     let status = q.status::<PayoutStatus>()?;
@@ -124,8 +115,8 @@ async fn list_payouts(
         status,
         chain,
     };
-    let rows = reads::payouts(&state.store, p, query, page.rows()?).await?;
-    Ok(rows.answer(|x| views::payout_view(&state.registry, x)))
+    let rows = reads::payouts(&a.state.store, p, query, page.rows()?).await?;
+    Ok(rows.answer(|x| views::payout_view(&a.state.registry, x)))
 }
 
 /// Read a payout.
@@ -133,14 +124,11 @@ async fn list_payouts(
 /// Key: `payout` or `wallet` kind, scope `payouts:read`.
 #[utoipa::path(get, path = "/v1/payouts/{id}", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The payout.", body = crate::views::PayoutView)))]
-async fn get_payout(
-    Authed { state, caller, .. }: Authed<READ>,
-    PathId(id): PathId,
-) -> Result<Response, ApiError> {
-    let x = row_by_id::<Payout>(&state, &caller, id, ApiError::not_found("payout"))?;
+async fn get_payout(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+    let x = a.row::<Payout>(id, ApiError::not_found("payout"))?;
     Ok(json(
         StatusCode::OK,
-        &views::payout_view(&state.registry, &x),
+        &views::payout_view(&a.state.registry, &x),
     ))
 }
 
@@ -150,17 +138,13 @@ async fn get_payout(
 /// Key: `payout` kind, scope `payouts:create`.
 #[utoipa::path(post, path = "/v1/payouts/{id}/cancel", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The canceled payout.", body = crate::views::PayoutView)))]
-async fn cancel_payout(
-    Authed { state, caller, .. }: Authed<CANCEL>,
-    PathId(id): PathId,
-) -> Result<Response, ApiError> {
-    let s = scope(&state, &caller);
-    let (resp, _) = commit(&state, None, move |ctx| {
+async fn cancel_payout(a: Authed<CANCEL>, PathId(id): PathId) -> Result<Response, ApiError> {
+    let s = a.scope();
+    a.write(move |ctx| {
         let p = payouts::cancel(ctx, &s, id)?;
         Ok((StatusCode::OK, views::payout(&s.reg, &p), ()))
     })
-    .await?;
-    Ok(resp)
+    .await
 }
 
 /// Approve a payout waiting in `pending_approval`, by a key other than the creator's
@@ -169,18 +153,14 @@ async fn cancel_payout(
 /// Key: `payout` kind, scope `payouts:approve`.
 #[utoipa::path(post, path = "/v1/payouts/{id}/approve", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The approved payout.", body = crate::views::PayoutView)))]
-async fn approve_payout(
-    Authed { state, caller, .. }: Authed<APPROVE>,
-    PathId(id): PathId,
-) -> Result<Response, ApiError> {
-    let s = scope(&state, &caller);
-    let key_id = caller.key.id;
-    let (resp, _) = commit(&state, None, move |ctx| {
+async fn approve_payout(a: Authed<APPROVE>, PathId(id): PathId) -> Result<Response, ApiError> {
+    let s = a.scope();
+    let key_id = a.caller.key.id;
+    a.write(move |ctx| {
         let p = payouts::approve(ctx, &s, key_id, id)?;
         Ok((StatusCode::OK, views::payout(&s.reg, &p), ()))
     })
-    .await?;
-    Ok(resp)
+    .await
 }
 
 /// Reject a payout waiting in `pending_approval`, by a key other than the creator's; reserved
@@ -189,16 +169,12 @@ async fn approve_payout(
 /// Key: `payout` kind, scope `payouts:approve`.
 #[utoipa::path(post, path = "/v1/payouts/{id}/reject", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The rejected payout.", body = crate::views::PayoutView)))]
-async fn reject_payout(
-    Authed { state, caller, .. }: Authed<APPROVE>,
-    PathId(id): PathId,
-) -> Result<Response, ApiError> {
-    let s = scope(&state, &caller);
-    let key_id = caller.key.id;
-    let (resp, _) = commit(&state, None, move |ctx| {
+async fn reject_payout(a: Authed<APPROVE>, PathId(id): PathId) -> Result<Response, ApiError> {
+    let s = a.scope();
+    let key_id = a.caller.key.id;
+    a.write(move |ctx| {
         let p = payouts::reject(ctx, &s, key_id, id)?;
         Ok((StatusCode::OK, views::payout(&s.reg, &p), ()))
     })
-    .await?;
-    Ok(resp)
+    .await
 }

@@ -9,7 +9,7 @@ use crate::api::authed::{access_rules, Authed, PathId};
 use crate::api::error::ApiError;
 use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
-use crate::api::{get_by_id, mutate, scope, IdempotencyKey, PageAnswer};
+use crate::api::{IdempotencyKey, PageAnswer};
 use crate::auth::Access;
 use crate::services::reads;
 use crate::services::{deposits, sweeps};
@@ -41,28 +41,20 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 422, description = "Refused by the chain or an availability rule.", body = schemas::ErrorBody),
     ))]
 async fn create_sweep(
-    Authed { state, caller, .. }: Authed<CREATE>,
+    a: Authed<CREATE>,
     key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     let wallet_id = body.fields.req_uuid("wallet_id")?;
     let asset = body.fields.opt_asset("asset")?;
-    let s = scope(&state, &caller);
-    let (resp, _) = mutate(
-        &state,
-        &caller,
-        &key,
-        "/v1/sweeps",
-        &body.fingerprint,
-        move |ctx| {
-            let sw = sweeps::request(ctx, &s, wallet_id, asset, |c, chain| {
-                deposits::sim_height(c, chain)
-            })?;
-            Ok((StatusCode::CREATED, views::sweep(&s.reg, &sw), ()))
-        },
-    )
-    .await?;
-    Ok(resp)
+    let s = a.scope();
+    a.post(&key, "/v1/sweeps", &body, move |ctx| {
+        let sw = sweeps::request(ctx, &s, wallet_id, asset, |c, chain| {
+            deposits::sim_height(c, chain)
+        })?;
+        Ok((StatusCode::CREATED, views::sweep(&s.reg, &sw), ()))
+    })
+    .await
 }
 
 /// List sweeps, newest first.
@@ -74,16 +66,13 @@ async fn create_sweep(
         ("status" = Option<schemas::SweepStatusIn>, Query, description = "Only sweeps in this status."),
     ),
     responses((status = 200, description = "A page of sweeps.", body = schemas::SweepList)))]
-async fn list_sweeps(
-    Authed { state, caller, .. }: Authed<READ>,
-    q: Params,
-) -> Result<Response, ApiError> {
+async fn list_sweeps(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
-    let p = caller.project_id();
+    let p = a.caller.project_id();
     let wallet = q.uuid("wallet_id")?;
     let status = q.status::<SweepStatus>()?;
-    let rows = reads::sweeps(&state.store, p, wallet, status, page.rows()?).await?;
-    Ok(rows.answer(|s| views::sweep(&state.registry, s)))
+    let rows = reads::sweeps(&a.state.store, p, wallet, status, page.rows()?).await?;
+    Ok(rows.answer(|s| views::sweep(&a.state.registry, s)))
 }
 
 /// Read a sweep.
@@ -91,12 +80,9 @@ async fn list_sweeps(
 /// Key: `wallet` kind, scope `sweeps:read`.
 #[utoipa::path(get, path = "/v1/sweeps/{id}", tag = "sweeps", params(schemas::IdPath),
     responses((status = 200, description = "The sweep.", body = crate::views::SweepView)))]
-async fn get_sweep(
-    Authed { state, caller, .. }: Authed<READ>,
-    PathId(id): PathId,
-) -> Result<Response, ApiError> {
-    get_by_id::<Sweep, _, _>(&state, &caller, id, ApiError::not_found("sweep"), |s| {
-        views::sweep(&state.registry, s)
+async fn get_sweep(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+    a.get_by_id::<Sweep, _, _>(id, ApiError::not_found("sweep"), |s| {
+        views::sweep(&a.state.registry, s)
     })
     .await
 }

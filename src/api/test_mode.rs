@@ -12,8 +12,7 @@ use crate::api::error::ApiError;
 use crate::api::extract::JsonBody;
 use crate::api::schemas;
 use crate::api::{
-    begin, json as json_response, mutate, raw_json, run_idempotent, scope, Begin, Idem,
-    IdempotencyKey, RecordKey,
+    begin, json as json_response, raw_json, run_idempotent, Begin, Idem, IdempotencyKey, RecordKey,
 };
 use crate::auth::{Access, Caller};
 use crate::services::deposits::{self, TestDeposit};
@@ -70,7 +69,7 @@ impl Rule for TestMode {
         (status = 422, description = "No deposit address on that chain, or refused by the chain.", body = schemas::ErrorBody),
     ))]
 async fn create_test_deposit(
-    Authed { state, caller, .. }: Authed<TestMode>,
+    a: Authed<TestMode>,
     key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
@@ -86,34 +85,38 @@ async fn create_test_deposit(
         block_time_us: 0,
         minted: deposits::Minted::fresh(),
     };
-    let s = scope(&state, &caller);
-    let simulated = state.registry.chain(&req.chain).is_some_and(|c| c.is_evm());
+    let s = a.scope();
+    let simulated = a
+        .state
+        .registry
+        .chain(&req.chain)
+        .is_some_and(|c| c.is_evm());
     if !simulated {
         // Keypair chains have no simulated chain yet: the legacy height numbers the block.
-        let (h, now) = deposits::sim_height_now(&state.store, req.chain.to_string()).await?;
+        let (h, now) = deposits::sim_height_now(&a.state.store, req.chain.to_string()).await?;
         req.block_number = h;
         req.block_time_us = now;
-        let (resp, _) = mutate(
-            &state,
-            &caller,
-            &key,
-            "/v1/test/deposits",
-            &body.fingerprint,
-            move |ctx| {
+        let (resp, _) = a
+            .mutate(&key, "/v1/test/deposits", &body, move |ctx| {
                 let d = deposits::create_test(ctx, &s, req)?;
                 Ok((StatusCode::CREATED, views::deposit(&s.reg, &d), ()))
-            },
-        )
-        .await?;
+            })
+            .await?;
         return Ok(resp);
     }
-    let h = state
+    let h = a
+        .state
         .sim
-        .get(&state.store, &state.registry, caller.project.id, &req.chain)
+        .get(
+            &a.state.store,
+            &a.state.registry,
+            a.caller.project.id,
+            &req.chain,
+        )
         .await?;
     let idem = match begin(
-        &state,
-        &caller,
+        &a.state,
+        &a.caller,
         &Method::POST,
         "/v1/test/deposits",
         &key,
@@ -126,7 +129,8 @@ async fn create_test_deposit(
     };
     // In a task of its own: a reserved block is settled even if the client goes away.
     let task = tokio::spawn(async move {
-        let out = simulated_deposit(&state, &h, s, req, idem.as_ref().map(Idem::record_key)).await;
+        let out =
+            simulated_deposit(&a.state, &h, s, req, idem.as_ref().map(Idem::record_key)).await;
         drop(idem);
         out
     });
@@ -315,10 +319,7 @@ fn sim_chain_ids(state: &AppState, chain: Option<&str>) -> Result<Vec<&'static s
 #[utoipa::path(post, path = "/v1/test/blocks", tag = "test",
     request_body = schemas::MineBlocks,
     responses((status = 200, description = "Heights after mining.", body = schemas::TestBlocks)))]
-async fn mine_blocks(
-    Authed { state, caller, .. }: Authed<TestMode>,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
+async fn mine_blocks(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
     let count = body.fields.opt_u64("count")?.unwrap_or(1);
     if !(1..=sim_chain::MAX_BLOCKS).contains(&count) {
         return Err(ApiError::invalid(
@@ -327,14 +328,16 @@ async fn mine_blocks(
         ));
     }
     let chain = body.fields.opt_str("chain")?;
-    let ids = sim_chain_ids(&state, chain.as_deref())?;
+    let ids = sim_chain_ids(&a.state, chain.as_deref())?;
     let mut heights = std::collections::BTreeMap::new();
     for id in ids {
-        let h = state
+        let h = a
+            .state
             .sim
-            .get(&state.store, &state.registry, caller.project.id, id)
+            .get(&a.state.store, &a.state.registry, a.caller.project.id, id)
             .await?;
-        let head = state
+        let head = a
+            .state
             .sim
             .drive(h, sim_chain::DriveAction::Mine(count))
             .await?;
@@ -359,26 +362,25 @@ async fn mine_blocks(
         (status = 200, description = "The reorg.", body = schemas::TestReorg),
         (status = 400, description = "`invalid_request` (`param`: `chain` or `depth`).", body = schemas::ErrorBody),
     ))]
-async fn reorg(
-    Authed { state, caller, .. }: Authed<TestMode>,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
+async fn reorg(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
     let f = &body.fields;
     let chain = f.req_str("chain")?;
     let depth = f.req_u64("depth")?;
     let drop = f.opt_bool("drop")?.unwrap_or(true);
-    let id = sim_chain_ids(&state, Some(&chain))?[0];
+    let id = sim_chain_ids(&a.state, Some(&chain))?[0];
     if !(1..=sim_chain::MAX_REORG_DEPTH).contains(&depth) {
         return Err(ApiError::invalid(
             "depth",
             format!("depth must be from 1 to {}.", sim_chain::MAX_REORG_DEPTH),
         ));
     }
-    let h = state
+    let h = a
+        .state
         .sim
-        .get(&state.store, &state.registry, caller.project.id, id)
+        .get(&a.state.store, &a.state.registry, a.caller.project.id, id)
         .await?;
-    let height = state
+    let height = a
+        .state
         .sim
         .drive(h, sim_chain::DriveAction::Reorg { depth, drop })
         .await?;
@@ -402,20 +404,18 @@ async fn reorg(
         (status = 400, description = "`invalid_request` (`param`: `chain` or `tx_hash`).", body = schemas::ErrorBody),
         (status = 404, description = "`not_found`: not pending on that chain (`param`: `tx_hash`).", body = schemas::ErrorBody),
     ))]
-async fn drop_tx(
-    Authed { state, caller, .. }: Authed<TestMode>,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
+async fn drop_tx(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
     let f = &body.fields;
     let chain = f.req_str("chain")?;
     let raw = f.req_str("tx_hash")?;
-    let id = sim_chain_ids(&state, Some(&chain))?[0];
+    let id = sim_chain_ids(&a.state, Some(&chain))?[0];
     let hash = sim_chain::parse_tx_hash(&raw).ok_or_else(|| {
         ApiError::invalid("tx_hash", "tx_hash must be 0x followed by 64 hex digits.")
     })?;
-    let h = state
+    let h = a
+        .state
         .sim
-        .get(&state.store, &state.registry, caller.project.id, id)
+        .get(&a.state.store, &a.state.registry, a.caller.project.id, id)
         .await?;
     if !h.client.chain_state().lock().await.drop_pending(hash) {
         return Err(ApiError::not_found("pending transaction on this chain").param("tx_hash"));

@@ -13,7 +13,7 @@ use crate::api::error::ApiError;
 use crate::api::extract::JsonBody;
 use crate::api::schemas;
 use crate::api::test_mode::TestMode;
-use crate::api::{begin, commit, json as json_response, scope, Begin, IdempotencyKey};
+use crate::api::{begin, commit, json as json_response, Begin, IdempotencyKey};
 use crate::services::test_transfers::{self, NewTestTransfer};
 use crate::services::{clock, invoices, sim_chain};
 use crate::state::AppState;
@@ -46,7 +46,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 422, description = "`unknown_address` (`param: to_address`), `chain_not_enabled`.", body = schemas::ErrorBody),
     ))]
 async fn create_test_transfer(
-    Authed { state, caller, .. }: Authed<TestMode>,
+    a: Authed<TestMode>,
     key: IdempotencyKey,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
@@ -61,7 +61,8 @@ async fn create_test_transfer(
         sender_class: f.opt_str("sender_class")?,
         confirm: f.opt_bool("confirm")?.unwrap_or(true),
     };
-    let Some(chain_id) = state
+    let Some(chain_id) = a
+        .state
         .registry
         .chain(&req.chain)
         .filter(|c| c.is_evm())
@@ -73,8 +74,8 @@ async fn create_test_transfer(
         ));
     };
     let idem = match begin(
-        &state,
-        &caller,
+        &a.state,
+        &a.caller,
         &Method::POST,
         "/v1/test/transfers",
         &key,
@@ -85,19 +86,25 @@ async fn create_test_transfer(
         Begin::Replay(r) => return Ok(r),
         Begin::Fresh(idem) => idem,
     };
-    let h = state
+    let h = a
+        .state
         .sim
-        .get(&state.store, &state.registry, caller.project.id, chain_id)
+        .get(
+            &a.state.store,
+            &a.state.registry,
+            a.caller.project.id,
+            chain_id,
+        )
         .await?;
-    let s = scope(&state, &caller);
+    let s = a.scope();
     let confirm = req.confirm;
     let out = {
         // Exclusive (as mining is): test transfers are few; deposits' block reservations
         // wait meanwhile.
-        let mut x = h.exclusive(&state.store).await?;
+        let mut x = h.exclusive(&a.state.store).await?;
         let cursor = h.cursor(&mut x, sim_chain::now_ms());
         let cur = cursor.clone();
-        let r = commit(&state, idem, move |ctx| {
+        let r = commit(&a.state, idem, move |ctx| {
             let planned = test_transfers::plan(ctx, &s, &req, cur.next_block, cur.next_time_ms)?;
             cur.write(ctx, std::slice::from_ref(&planned.op))?;
             if let Some(c) = &req.sender_class {
@@ -150,7 +157,7 @@ async fn create_test_transfer(
         } else {
             0
         };
-        state
+        a.state
             .sim
             .drive(h, sim_chain::DriveAction::Mine(blocks))
             .await?;
@@ -170,10 +177,7 @@ async fn create_test_transfer(
         (status = 200, description = "The project's clock after the move.", body = schemas::TestClock),
         (status = 400, description = "`invalid_request` (`param: advance_seconds`).", body = schemas::ErrorBody),
     ))]
-async fn advance_clock(
-    Authed { state, caller, .. }: Authed<TestMode>,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
+async fn advance_clock(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
     let secs = body.fields.req_u64("advance_seconds")?;
     if !(1..=clock::MAX_ADVANCE_S).contains(&secs) {
         return Err(ApiError::invalid(
@@ -184,8 +188,9 @@ async fn advance_clock(
             ),
         ));
     }
-    let s = scope(&state, &caller);
-    let now = state
+    let s = a.scope();
+    let now = a
+        .state
         .store
         .write(move |ctx| {
             let now = clock::advance(ctx, s.project_id(), secs).map_err(ApiError::from)?;
