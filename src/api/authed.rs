@@ -6,13 +6,15 @@
 //! Axum runs extractors in argument order, so a handler whose first argument is
 //! [`Authed`] reports its faults in the order SPEC.md section 4 (API keys) gives:
 //! authentication (401, 429), then kind, scope, IP allowlist and signing (403), then the
-//! path, query and body (400, 413, 415).
+//! path, query and body (400, 413, 415); a path that does not percent-decode is 400 before
+//! the access rule is judged.
 
 use std::marker::PhantomData;
 
+use axum::extract::rejection::PathRejection;
 use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
 
@@ -20,7 +22,7 @@ use appliance_storage::records::Row;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody};
-use crate::api::{commit, json, mutate, scope, AnswerForm, IdempotencyKey, Job};
+use crate::api::{begin, commit, json, mutate, scope, AnswerForm, Begin, IdempotencyKey, Job};
 use crate::auth::{Access, Caller};
 use crate::services::{reads, Scope};
 use crate::state::AppState;
@@ -62,11 +64,21 @@ pub struct Authed<R> {
 }
 
 impl<R: Rule> FromRequestParts<AppState> for Authed<R> {
-    type Rejection = ApiError;
+    type Rejection = Response;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let caller = Caller::from_request_parts(parts, state).await?;
-        R::check(&caller)?;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        let caller = Caller::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        // A path segment that does not percent-decode to UTF-8 is the framework's 400 for any
+        // key that authenticates, before the access rule (a route without segments has no
+        // parameters to read, which is no fault).
+        if let Err(e @ PathRejection::FailedToDeserializePathParams(_)) =
+            Path::<Vec<(String, String)>>::from_request_parts(parts, state).await
+        {
+            return Err(e.into_response());
+        }
+        R::check(&caller).map_err(IntoResponse::into_response)?;
         Ok(Authed {
             state: state.clone(),
             caller,
@@ -135,6 +147,25 @@ impl<R> Authed<R> {
         f: impl Job<A, T>,
     ) -> Result<(Response, Option<T>), ApiError> {
         mutate(&self.state, &self.caller, key, path, &body.fingerprint, f).await
+    }
+
+    /// The start of an idempotent `POST` to `path` ([`begin`]): the stored first answer, or
+    /// the guard to run it under.
+    pub async fn begin(
+        &self,
+        key: &IdempotencyKey,
+        path: &str,
+        body: &JsonBody,
+    ) -> Result<Begin, ApiError> {
+        begin(
+            &self.state,
+            &self.caller,
+            &Method::POST,
+            path,
+            key,
+            &body.fingerprint,
+        )
+        .await
     }
 
     /// [`Authed::mutate`] of a job that leaves nothing to do after the commit.

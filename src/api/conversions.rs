@@ -1,7 +1,7 @@
 //! Conversions (SPEC.md section 4, Conversions; DECISIONS.md sections 4 and 14).
 
 use axum::extract::Path;
-use axum::http::{Method, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 
 use appliance_storage::records::Conversion;
@@ -13,7 +13,7 @@ use crate::api::authed::{access_rules, Authed, PathId};
 use crate::api::error::ApiError;
 use crate::api::extract::{Fields, JsonBody, Params};
 use crate::api::schemas;
-use crate::api::{begin, commit, json, Begin, IdempotencyKey, PageAnswer};
+use crate::api::{commit, json, Begin, IdempotencyKey, PageAnswer};
 use crate::auth::Access;
 use crate::services::conversions::{
     self, ConversionError, ConversionRequest, RuleUpdate, DEFAULT_SLIPPAGE_BPS, MAX_KEEP_ASSETS,
@@ -170,16 +170,7 @@ async fn create_conversion(
     if a.caller.project.mode == Mode::Test {
         return Err(ConversionError::TestMode.into());
     }
-    let idem = match begin(
-        &a.state,
-        &a.caller,
-        &Method::POST,
-        "/v1/conversions",
-        &key,
-        &body.fingerprint,
-    )
-    .await?
-    {
+    let idem = match a.begin(&key, "/v1/conversions", &body).await? {
         Begin::Replay(r) => return Ok(r),
         Begin::Fresh(idem) => idem,
     };

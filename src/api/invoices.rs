@@ -1,7 +1,7 @@
 //! Invoices (SPEC.md section 4, Invoices; DECISIONS.md sections 5 and 12). `checkout`
 //! keys: `invoices:read` to read, `invoices:write` to create and cancel.
 
-use axum::http::{Method, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 
 use appliance_storage::records::{Invoice, InvoiceStatus, KeyKind, OverpaymentPolicy};
@@ -11,7 +11,7 @@ use crate::api::error::ApiError;
 use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
 use crate::api::IdempotencyKey;
-use crate::api::{begin, commit, json, Begin, PageAnswer};
+use crate::api::{commit, json, Begin, PageAnswer};
 use crate::auth::{Access, Caller};
 use crate::services::invoices::{self, NewInvoice};
 use crate::services::reads;
@@ -136,16 +136,7 @@ async fn create_invoice(
         overpayment_policy: policy,
         offers: Vec::new(),
     };
-    let idem = match begin(
-        &a.state,
-        &a.caller,
-        &Method::POST,
-        "/v1/invoices",
-        &key,
-        &body.fingerprint,
-    )
-    .await?
-    {
+    let idem = match a.begin(&key, "/v1/invoices", &body).await? {
         Begin::Replay(r) => return Ok(r),
         Begin::Fresh(idem) => idem,
     };

@@ -1,7 +1,7 @@
 //! `/v1/test/*`: the simulated chain (SPEC.md section 4, Test mode). Test wallet keys
 //! only; anything else is 403 `test_mode_only`.
 
-use axum::http::{Method, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::json;
 
@@ -12,7 +12,7 @@ use crate::api::error::ApiError;
 use crate::api::extract::JsonBody;
 use crate::api::schemas;
 use crate::api::{
-    begin, json as json_response, raw_json, run_idempotent, Begin, Idem, IdempotencyKey, RecordKey,
+    json as json_response, raw_json, run_idempotent, Begin, Idem, IdempotencyKey, RecordKey,
 };
 use crate::auth::{Access, Caller};
 use crate::services::deposits::{self, TestDeposit};
@@ -114,16 +114,7 @@ async fn create_test_deposit(
             &req.chain,
         )
         .await?;
-    let idem = match begin(
-        &a.state,
-        &a.caller,
-        &Method::POST,
-        "/v1/test/deposits",
-        &key,
-        &body.fingerprint,
-    )
-    .await?
-    {
+    let idem = match a.begin(&key, "/v1/test/deposits", &body).await? {
         Begin::Replay(r) => return Ok(r),
         Begin::Fresh(idem) => idem,
     };

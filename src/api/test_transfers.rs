@@ -2,7 +2,7 @@
 //! transfer to any address the test project custodies, and the test project's clock. Test
 //! wallet keys only (`test_mode::check`).
 
-use axum::http::{Method, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::json;
 
@@ -13,7 +13,7 @@ use crate::api::error::ApiError;
 use crate::api::extract::JsonBody;
 use crate::api::schemas;
 use crate::api::test_mode::TestMode;
-use crate::api::{begin, commit, json as json_response, Begin, IdempotencyKey};
+use crate::api::{commit, json as json_response, Begin, IdempotencyKey};
 use crate::services::test_transfers::{self, NewTestTransfer};
 use crate::services::{clock, invoices, sim_chain};
 use crate::state::AppState;
@@ -73,16 +73,7 @@ async fn create_test_transfer(
             format!("{:?} is not a simulated chain.", req.chain.as_str()),
         ));
     };
-    let idem = match begin(
-        &a.state,
-        &a.caller,
-        &Method::POST,
-        "/v1/test/transfers",
-        &key,
-        &body.fingerprint,
-    )
-    .await?
-    {
+    let idem = match a.begin(&key, "/v1/test/transfers", &body).await? {
         Begin::Replay(r) => return Ok(r),
         Begin::Fresh(idem) => idem,
     };

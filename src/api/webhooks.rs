@@ -1,6 +1,6 @@
 //! Webhook endpoints (SPEC.md section 4, Webhooks; DECISIONS.md section 7).
 
-use axum::http::{Method, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{json, Value};
 
@@ -10,7 +10,7 @@ use crate::api::authed::{access_rules, Authed, PathId};
 use crate::api::error::ApiError;
 use crate::api::extract::{Fields, JsonBody};
 use crate::api::schemas;
-use crate::api::{begin, commit, json, Begin, IdempotencyKey};
+use crate::api::{commit, json, Begin, IdempotencyKey};
 use crate::auth::{Access, ANY_KIND};
 use crate::services::reads;
 use crate::services::webhook_endpoints::{
@@ -122,16 +122,7 @@ async fn create_webhook(
     let description = f.opt_bounded("description", 255)?;
     let event_types = event_types(f)?.unwrap_or_default();
     let delivery_mode = delivery_mode(f)?.unwrap_or(DeliveryMode::Unordered);
-    let idem = match begin(
-        &a.state,
-        &a.caller,
-        &Method::POST,
-        "/v1/webhooks",
-        &key,
-        &body.fingerprint,
-    )
-    .await?
-    {
+    let idem = match a.begin(&key, "/v1/webhooks", &body).await? {
         Begin::Replay(r) => return Ok(r),
         Begin::Fresh(i) => i,
     };
