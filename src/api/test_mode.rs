@@ -16,10 +16,11 @@ use crate::api::{
 };
 use crate::auth::{Access, Caller};
 use crate::services::deposits::{self, TestDeposit};
-use crate::services::sim_chain;
+use crate::services::sim_chain::{self, SimHandle};
 use crate::services::Scope;
 use crate::state::AppState;
 use crate::views;
+use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -49,6 +50,24 @@ impl Rule for TestMode {
             ));
         }
         Ok(caller.require(ACCESS)?)
+    }
+}
+
+impl Authed<TestMode> {
+    /// The caller's project's simulated chain `chain`, opened on first use.
+    pub(crate) async fn sim_chain(&self, chain: &str) -> Result<Arc<SimHandle>, ApiError> {
+        let sim = &self.state.sim;
+        let (store, reg) = (&self.state.store, &self.state.registry);
+        Ok(sim.get(store, reg, self.caller.project.id, chain).await?)
+    }
+
+    /// Drives the chain of `h` (mine, reorg) and answers its new height.
+    pub(crate) async fn drive(
+        &self,
+        h: Arc<SimHandle>,
+        action: sim_chain::DriveAction,
+    ) -> Result<u64, ApiError> {
+        Ok(self.state.sim.drive(h, action).await?)
     }
 }
 
@@ -104,16 +123,7 @@ async fn create_test_deposit(
             .await?;
         return Ok(resp);
     }
-    let h = a
-        .state
-        .sim
-        .get(
-            &a.state.store,
-            &a.state.registry,
-            a.caller.project.id,
-            &req.chain,
-        )
-        .await?;
+    let h = a.sim_chain(&req.chain).await?;
     let idem = match a.begin(&key, "/v1/test/deposits", &body).await? {
         Begin::Replay(r) => return Ok(r),
         Begin::Fresh(idem) => idem,
@@ -322,16 +332,8 @@ async fn mine_blocks(a: Authed<TestMode>, body: JsonBody) -> Result<Response, Ap
     let ids = sim_chain_ids(&a.state, chain.as_deref())?;
     let mut heights = std::collections::BTreeMap::new();
     for id in ids {
-        let h = a
-            .state
-            .sim
-            .get(&a.state.store, &a.state.registry, a.caller.project.id, id)
-            .await?;
-        let head = a
-            .state
-            .sim
-            .drive(h, sim_chain::DriveAction::Mine(count))
-            .await?;
+        let h = a.sim_chain(id).await?;
+        let head = a.drive(h, sim_chain::DriveAction::Mine(count)).await?;
         heights.insert(id.to_string(), head);
     }
     Ok(json_response(
@@ -365,14 +367,8 @@ async fn reorg(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError
             format!("depth must be from 1 to {}.", sim_chain::MAX_REORG_DEPTH),
         ));
     }
-    let h = a
-        .state
-        .sim
-        .get(&a.state.store, &a.state.registry, a.caller.project.id, id)
-        .await?;
+    let h = a.sim_chain(id).await?;
     let height = a
-        .state
-        .sim
         .drive(h, sim_chain::DriveAction::Reorg { depth, drop })
         .await?;
     Ok(json_response(
@@ -403,11 +399,7 @@ async fn drop_tx(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiErr
     let hash = sim_chain::parse_tx_hash(&raw).ok_or_else(|| {
         ApiError::invalid("tx_hash", "tx_hash must be 0x followed by 64 hex digits.")
     })?;
-    let h = a
-        .state
-        .sim
-        .get(&a.state.store, &a.state.registry, a.caller.project.id, id)
-        .await?;
+    let h = a.sim_chain(id).await?;
     if !h.client.chain_state().lock().await.drop_pending(hash) {
         return Err(ApiError::not_found("pending transaction on this chain").param("tx_hash"));
     }

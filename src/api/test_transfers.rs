@@ -77,16 +77,7 @@ async fn create_test_transfer(
         Begin::Replay(r) => return Ok(r),
         Begin::Fresh(idem) => idem,
     };
-    let h = a
-        .state
-        .sim
-        .get(
-            &a.state.store,
-            &a.state.registry,
-            a.caller.project.id,
-            chain_id,
-        )
-        .await?;
+    let h = a.sim_chain(chain_id).await?;
     let s = a.scope();
     let confirm = req.confirm;
     let out = {
@@ -148,10 +139,7 @@ async fn create_test_transfer(
         } else {
             0
         };
-        a.state
-            .sim
-            .drive(h, sim_chain::DriveAction::Mine(blocks))
-            .await?;
+        a.drive(h, sim_chain::DriveAction::Mine(blocks)).await?;
     }
     Ok(resp)
 }
