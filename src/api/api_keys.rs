@@ -6,11 +6,11 @@ use serde_json::{json, Map, Value};
 
 use appliance_storage::records::{ApiKey, KeyKind};
 
-use crate::api::authed::{access_rules, Authed, PathId};
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::{cursor_of, list_json, JsonBody, Params};
+use crate::api::json;
 use crate::api::schemas;
-use crate::api::{json, IdempotencyKey};
 use crate::auth::{default_scopes, Access, Caller, ANY_KIND};
 use crate::services::keys::{self, Actor, KeyPatch, KeyPowers, NewKey, LIMIT_PER_KIND};
 use crate::services::reads;
@@ -86,11 +86,7 @@ async fn list_keys(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     params(schemas::IdempotencyHeader),
     request_body(content = schemas::NewApiKey),
     responses((status = 201, description = "The key with its token.", body = schemas::ApiKeyWithToken)))]
-async fn create_key(
-    a: Authed<WRITE>,
-    key: IdempotencyKey,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
+async fn create_key(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let f = &body.fields;
     let name = f
         .opt_bounded("name", 100)?
@@ -230,8 +226,7 @@ async fn revoke_key(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, Ap
 async fn roll_key(
     a: Authed<WRITE>,
     PathId(id): PathId,
-    key: IdempotencyKey,
-    body: JsonBody,
+    Post { key, body }: Post,
 ) -> Result<Response, ApiError> {
     let grace = body.fields.opt_u64("grace_hours")?.unwrap_or(24);
     if grace > 168 {

@@ -12,7 +12,7 @@
 use std::marker::PhantomData;
 
 use axum::extract::rejection::PathRejection;
-use axum::extract::{FromRequestParts, Path};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -177,6 +177,23 @@ impl<R> Authed<R> {
         f: impl Job<A, ()>,
     ) -> Result<Response, ApiError> {
         Ok(self.mutate(key, path, body, f).await?.0)
+    }
+}
+
+/// The input of an idempotent `POST`: its `Idempotency-Key` header (refused only when the
+/// handler asks for it) and its JSON object body.
+pub struct Post {
+    pub key: IdempotencyKey,
+    pub body: JsonBody,
+}
+
+impl FromRequest<AppState> for Post {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let key = IdempotencyKey::parse(req.headers().get("idempotency-key"));
+        let body = JsonBody::from_request(req, state).await?;
+        Ok(Post { key, body })
     }
 }
 

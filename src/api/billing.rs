@@ -6,11 +6,11 @@ use axum::response::Response;
 
 use appliance_storage::records::EntryKind;
 
-use crate::api::authed::{access_rules, Authed};
+use crate::api::authed::{access_rules, Authed, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{JsonBody, Params};
+use crate::api::extract::Params;
 use crate::api::schemas;
-use crate::api::{json, IdempotencyKey, PageAnswer};
+use crate::api::{json, PageAnswer};
 use crate::auth::{Access, ANY_KIND};
 use crate::services::billing;
 use crate::services::reads;
@@ -62,11 +62,7 @@ async fn get_billing(a: Authed<READ>) -> Result<Response, ApiError> {
         (status = 403, description = "`plan_not_self_selectable`: the plan is arranged with the operator.", body = schemas::ErrorBody),
         (status = 422, description = "`unknown_plan`: no plan of that key is on offer (`param: plan`).", body = schemas::ErrorBody),
     ))]
-async fn choose_plan(
-    a: Authed<WRITE>,
-    key: IdempotencyKey,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
+async fn choose_plan(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let plan = body.fields.req_str("plan")?;
     if plan.len() > 64 {
         return Err(ApiError::invalid("plan", "plan is at most 64 characters."));

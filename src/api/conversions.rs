@@ -9,11 +9,11 @@ use appliance_storage::records::{
     ConversionBatch, ConversionKind, ConversionStatus, KeyKind, Mode,
 };
 
-use crate::api::authed::{access_rules, Authed, PathId};
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::{Fields, JsonBody, Params};
 use crate::api::schemas;
-use crate::api::{commit, json, Begin, IdempotencyKey, PageAnswer};
+use crate::api::{commit, json, Begin, PageAnswer};
 use crate::auth::Access;
 use crate::services::conversions::{
     self, ConversionError, ConversionRequest, RuleUpdate, DEFAULT_SLIPPAGE_BPS, MAX_KEEP_ASSETS,
@@ -162,8 +162,7 @@ async fn quote_conversion(a: Authed<READ>, body: JsonBody) -> Result<Response, A
     ))]
 async fn create_conversion(
     a: Authed<CONVERT>,
-    key: IdempotencyKey,
-    body: JsonBody,
+    Post { key, body }: Post,
 ) -> Result<Response, ApiError> {
     key.require("POST /v1/conversions")?;
     let req = request(&body.fields)?;

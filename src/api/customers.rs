@@ -5,11 +5,11 @@ use axum::response::Response;
 
 use appliance_storage::records::{Customer, CustomerStatus, KeyKind};
 
-use crate::api::authed::{access_rules, Authed, PathId};
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
-use crate::api::{created_or_ok, json, IdempotencyKey, PageAnswer};
+use crate::api::{created_or_ok, json, PageAnswer};
 use crate::auth::Access;
 use crate::services::customers::{self, CustomerPatch, NewCustomer};
 use crate::services::reads;
@@ -40,11 +40,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 201, description = "Created.", body = crate::views::CustomerView),
         (status = 200, description = "A customer with this `reference_id` exists: that customer.", body = crate::views::CustomerView),
     ))]
-async fn create_customer(
-    a: Authed<WRITE>,
-    key: IdempotencyKey,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
+async fn create_customer(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let f = &body.fields;
     let req = NewCustomer {
         reference_id: f.opt_bounded("reference_id", 255)?,

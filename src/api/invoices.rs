@@ -6,11 +6,10 @@ use axum::response::Response;
 
 use appliance_storage::records::{Invoice, InvoiceStatus, KeyKind, OverpaymentPolicy};
 
-use crate::api::authed::{access_rules, Authed, PathId};
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
-use crate::api::IdempotencyKey;
 use crate::api::{commit, json, Begin, PageAnswer};
 use crate::auth::{Access, Caller};
 use crate::services::invoices::{self, NewInvoice};
@@ -102,11 +101,7 @@ fn redirect(
         (status = 400, description = "`invalid_request`, `unsupported_currency`, `unknown_asset` (named in `param`).", body = schemas::ErrorBody),
         (status = 422, description = "`chain_not_enabled`, `chain_unavailable` (`param: accepted_chains`), `no_payment_options`.", body = schemas::ErrorBody),
     ))]
-async fn create_invoice(
-    a: Authed<WRITE>,
-    key: IdempotencyKey,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
+async fn create_invoice(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let f = &body.fields;
     let price = price_cents(&body)?;
     invoices::check_currency(f.opt_str("price_currency")?.as_deref())?;

@@ -5,11 +5,11 @@ use axum::response::Response;
 
 use appliance_storage::records::{KeyKind, Payout, PayoutStatus};
 
-use crate::api::authed::{access_rules, Authed, PathId};
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{JsonBody, Params};
+use crate::api::extract::Params;
 use crate::api::schemas;
-use crate::api::{json, IdempotencyKey, PageAnswer};
+use crate::api::{json, PageAnswer};
 use crate::auth::Access;
 use crate::services::payouts::{self, NewPayout};
 use crate::services::reads;
@@ -48,11 +48,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = schemas::ErrorBody),
         (status = 422, description = "`chain_not_enabled`, `chain_unavailable`, `asset_payouts_disabled`, `invalid_address`, `self_payout_forbidden`.", body = schemas::ErrorBody),
     ))]
-async fn create_payout(
-    a: Authed<CREATE>,
-    key: IdempotencyKey,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
+async fn create_payout(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     // SPEC.md section 4, Payouts rule 2: a payout must be retryable without paying twice.
     key.require("POST /v1/payouts")?;
     let f = &body.fields;

@@ -5,11 +5,11 @@ use axum::response::Response;
 
 use appliance_storage::records::{KeyKind, Sweep, SweepStatus};
 
-use crate::api::authed::{access_rules, Authed, PathId};
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{JsonBody, Params};
+use crate::api::extract::Params;
 use crate::api::schemas;
-use crate::api::{IdempotencyKey, PageAnswer};
+use crate::api::PageAnswer;
 use crate::auth::Access;
 use crate::services::reads;
 use crate::services::{deposits, sweeps};
@@ -40,11 +40,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 404, description = "`not_found`: no such wallet (`param: wallet_id`).", body = schemas::ErrorBody),
         (status = 422, description = "Refused by the chain or an availability rule.", body = schemas::ErrorBody),
     ))]
-async fn create_sweep(
-    a: Authed<CREATE>,
-    key: IdempotencyKey,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
+async fn create_sweep(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let wallet_id = body.fields.req_uuid("wallet_id")?;
     let asset = body.fields.opt_asset("asset")?;
     let s = a.scope();

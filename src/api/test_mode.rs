@@ -7,13 +7,11 @@ use serde_json::json;
 
 use appliance_storage::records::{Deposit, KeyKind, Mode};
 
-use crate::api::authed::{Authed, PathId, Rule};
+use crate::api::authed::{Authed, PathId, Post, Rule};
 use crate::api::error::ApiError;
 use crate::api::extract::JsonBody;
 use crate::api::schemas;
-use crate::api::{
-    json as json_response, raw_json, run_idempotent, Begin, Idem, IdempotencyKey, RecordKey,
-};
+use crate::api::{json as json_response, raw_json, run_idempotent, Begin, Idem, RecordKey};
 use crate::auth::{Access, Caller};
 use crate::services::deposits::{self, TestDeposit};
 use crate::services::sim_chain::{self, SimHandle};
@@ -89,8 +87,7 @@ impl Authed<TestMode> {
     ))]
 async fn create_test_deposit(
     a: Authed<TestMode>,
-    key: IdempotencyKey,
-    body: JsonBody,
+    Post { key, body }: Post,
 ) -> Result<Response, ApiError> {
     let f = &body.fields;
     let mut req = TestDeposit {

@@ -8,12 +8,12 @@ use serde_json::json;
 
 use appliance_storage::records::AddressOwner;
 
-use crate::api::authed::Authed;
+use crate::api::authed::{Authed, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::JsonBody;
 use crate::api::schemas;
 use crate::api::test_mode::TestMode;
-use crate::api::{commit, json as json_response, Begin, IdempotencyKey};
+use crate::api::{commit, json as json_response, Begin};
 use crate::services::test_transfers::{self, NewTestTransfer};
 use crate::services::{clock, invoices, sim_chain};
 use crate::state::AppState;
@@ -47,8 +47,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     ))]
 async fn create_test_transfer(
     a: Authed<TestMode>,
-    key: IdempotencyKey,
-    body: JsonBody,
+    Post { key, body }: Post,
 ) -> Result<Response, ApiError> {
     let f = &body.fields;
     let req = NewTestTransfer {

@@ -5,11 +5,11 @@ use axum::response::Response;
 
 use appliance_storage::records::{KeyKind, Wallet};
 
-use crate::api::authed::{access_rules, Authed, PathId};
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{JsonBody, Params};
+use crate::api::extract::Params;
 use crate::api::schemas;
-use crate::api::{created_or_ok, json, IdempotencyKey, PageAnswer};
+use crate::api::{created_or_ok, json, PageAnswer};
 use crate::auth::Access;
 use crate::services::reads;
 use crate::services::wallets;
@@ -43,11 +43,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = schemas::ErrorBody),
         (status = 422, description = "No new address on this chain now: `account_kind_disabled`, `chain_not_live_yet`, `chain_deposits_disabled`, `chain_unavailable`, `chain_not_enabled`.", body = schemas::ErrorBody),
     ))]
-async fn create_wallet(
-    a: Authed<WRITE>,
-    key: IdempotencyKey,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
+async fn create_wallet(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let customer_id = body.fields.req_uuid("customer_id")?;
     let chain = body.fields.req_chain("chain")?;
     let s = a.scope();

@@ -6,11 +6,11 @@ use serde_json::{json, Value};
 
 use appliance_storage::records::{DeliveryMode, WebhookEndpoint};
 
-use crate::api::authed::{access_rules, Authed, PathId};
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::{Fields, JsonBody};
 use crate::api::schemas;
-use crate::api::{commit, json, Begin, IdempotencyKey};
+use crate::api::{commit, json, Begin};
 use crate::auth::{Access, ANY_KIND};
 use crate::services::reads;
 use crate::services::webhook_endpoints::{
@@ -112,11 +112,7 @@ async fn list_webhooks(a: Authed<READ>) -> Result<Response, ApiError> {
     params(schemas::IdempotencyHeader),
     request_body(content = schemas::NewWebhookEndpoint),
     responses((status = 201, description = "The endpoint with its secret.", body = schemas::WebhookEndpointWithSecret)))]
-async fn create_webhook(
-    a: Authed<WRITE>,
-    key: IdempotencyKey,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
+async fn create_webhook(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let f = &body.fields;
     let raw_url = f.req_str("url")?;
     let description = f.opt_bounded("description", 255)?;
