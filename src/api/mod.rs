@@ -171,6 +171,19 @@ fn raw_json(status: StatusCode, body: impl Into<Body>) -> Response {
     r
 }
 
+/// `body` answered with `headers` (static values), set in the order given.
+pub fn with_headers(
+    body: impl IntoResponse,
+    headers: &[(header::HeaderName, &'static str)],
+) -> Response {
+    let mut resp = body.into_response();
+    let h = resp.headers_mut();
+    for (name, value) in headers {
+        h.insert(name.clone(), HeaderValue::from_static(value));
+    }
+    resp
+}
+
 /// 201 for a new resource, 200 for an existing one returned again.
 pub fn created_or_ok(created: bool) -> StatusCode {
     if created {

@@ -11,10 +11,12 @@ use crate::api::extract::Params;
 use crate::api::schemas;
 use crate::api::{json, PageAnswer};
 use crate::auth::Access;
-use crate::services::payouts::{self, NewPayout};
+use crate::services::payouts::{self, NewPayout, PayoutError};
 use crate::services::reads;
+use crate::services::Scope;
 use crate::state::AppState;
 use crate::views;
+use appliance_storage::WriteCtx;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -135,9 +137,17 @@ async fn get_payout(a: Authed<READ>, PathId(id): PathId) -> Result<Response, Api
 #[utoipa::path(post, path = "/v1/payouts/{id}/cancel", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The canceled payout.", body = crate::views::PayoutView)))]
 async fn cancel_payout(a: Authed<CANCEL>, PathId(id): PathId) -> Result<Response, ApiError> {
+    transition(a, move |ctx, s| payouts::cancel(ctx, s, id)).await
+}
+
+/// A change of a payout's status, answered as the payout (200).
+async fn transition<R>(
+    a: Authed<R>,
+    change: impl FnOnce(&mut WriteCtx<'_>, &Scope) -> Result<Payout, PayoutError> + Send + 'static,
+) -> Result<Response, ApiError> {
     let s = a.scope();
     a.write(move |ctx| {
-        let p = payouts::cancel(ctx, &s, id)?;
+        let p = change(ctx, &s)?;
         Ok((StatusCode::OK, views::payout(&s.reg, &p), ()))
     })
     .await
@@ -150,13 +160,8 @@ async fn cancel_payout(a: Authed<CANCEL>, PathId(id): PathId) -> Result<Response
 #[utoipa::path(post, path = "/v1/payouts/{id}/approve", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The approved payout.", body = crate::views::PayoutView)))]
 async fn approve_payout(a: Authed<APPROVE>, PathId(id): PathId) -> Result<Response, ApiError> {
-    let s = a.scope();
     let key_id = a.caller.key.id;
-    a.write(move |ctx| {
-        let p = payouts::approve(ctx, &s, key_id, id)?;
-        Ok((StatusCode::OK, views::payout(&s.reg, &p), ()))
-    })
-    .await
+    transition(a, move |ctx, s| payouts::approve(ctx, s, key_id, id)).await
 }
 
 /// Reject a payout waiting in `pending_approval`, by a key other than the creator's; reserved
@@ -166,11 +171,6 @@ async fn approve_payout(a: Authed<APPROVE>, PathId(id): PathId) -> Result<Respon
 #[utoipa::path(post, path = "/v1/payouts/{id}/reject", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The rejected payout.", body = crate::views::PayoutView)))]
 async fn reject_payout(a: Authed<APPROVE>, PathId(id): PathId) -> Result<Response, ApiError> {
-    let s = a.scope();
     let key_id = a.caller.key.id;
-    a.write(move |ctx| {
-        let p = payouts::reject(ctx, &s, key_id, id)?;
-        Ok((StatusCode::OK, views::payout(&s.reg, &p), ()))
-    })
-    .await
+    transition(a, move |ctx, s| payouts::reject(ctx, s, key_id, id)).await
 }
