@@ -1,6 +1,6 @@
 //! `POST /v1/test/transfers` and `POST /v1/test/clock` (DECISIONS.md section 15): a
 //! transfer to any address the test project custodies, and the test project's clock. Test
-//! wallet keys only (`test_mode::check`).
+//! wallet keys only (`test_mode::TestMode`).
 
 use axum::http::StatusCode;
 use axum::response::Response;
