@@ -1,16 +1,16 @@
 //! API keys (SPEC.md section 4, API keys; section 5).
 
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{json, Map, Value};
 
 use appliance_storage::records::{ApiKey, KeyKind};
 
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{cursor_of, list_json, path_uuid, JsonBody, Params};
+use crate::api::extract::{cursor_of, list_json, JsonBody, Params};
+use crate::api::json;
 use crate::api::schemas;
-use crate::api::{commit, get_by_id, json, mutate, row_by_id, IdempotencyKey};
 use crate::auth::{default_scopes, Access, Caller, ANY_KIND};
 use crate::services::keys::{self, Actor, KeyPatch, KeyPowers, NewKey, LIMIT_PER_KIND};
 use crate::services::reads;
@@ -19,8 +19,10 @@ use crate::views;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(ANY_KIND, "api_keys:read");
-const WRITE: Access = Access::new(ANY_KIND, "api_keys:write");
+access_rules! {
+    READ = Access::new(ANY_KIND, "api_keys:read");
+    WRITE = Access::new(ANY_KIND, "api_keys:write");
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -45,19 +47,14 @@ fn view(state: &AppState, caller: &Caller, k: &ApiKey) -> Value {
         ("include_revoked" = Option<schemas::IncludeRevoked>, Query, description = "`1` adds revoked keys (default `0`)."),
     ),
     responses((status = 200, description = "A page of keys.", body = schemas::ApiKeyList)))]
-async fn list_keys(
-    State(state): State<AppState>,
-    caller: Caller,
-    q: Params,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
+async fn list_keys(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let include_revoked = q
         .one_of("include_revoked", &["0", "1", "true", "false"])?
         .is_some_and(|v| v == "1" || v == "true");
     let rows = reads::api_keys(
-        &state.store,
-        caller.project_id(),
+        &a.state.store,
+        a.caller.project_id(),
         include_revoked,
         page.rows()?,
     )
@@ -66,7 +63,7 @@ async fn list_keys(
     let data = rows
         .items
         .iter()
-        .map(|k| view(&state, &caller, k))
+        .map(|k| view(&a.state, &a.caller, k))
         .collect();
     let mut v = list_json(data, rows.has_more, next);
     let defaults: Map<String, Value> = KeyKind::ALL
@@ -89,13 +86,7 @@ async fn list_keys(
     params(schemas::IdempotencyHeader),
     request_body(content = schemas::NewApiKey),
     responses((status = 201, description = "The key with its token.", body = schemas::ApiKeyWithToken)))]
-async fn create_key(
-    State(state): State<AppState>,
-    caller: Caller,
-    key: IdempotencyKey,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
+async fn create_key(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let f = &body.fields;
     let name = f
         .opt_bounded("name", 100)?
@@ -111,7 +102,7 @@ async fn create_key(
     // Checked before an idempotent replay too, so a key that could not mint this key cannot
     // read another key's first answer either (the transaction checks again).
     keys::authorize(
-        &caller.key,
+        &a.caller.key,
         KeyPowers {
             kind,
             scopes: &effective,
@@ -119,17 +110,12 @@ async fn create_key(
             ip_allowlist: &ip_allowlist,
         },
     )?;
-    let pepper = state.pepper.clone();
-    let project = caller.project.clone();
+    let pepper = a.state.pepper.clone();
+    let project = a.caller.project.clone();
     let env = project.mode.as_str();
-    let granter = caller.key.clone();
-    let (resp, key) = mutate(
-        &state,
-        &caller,
-        &key,
-        "/v1/api_keys",
-        &body.fingerprint,
-        move |ctx| {
+    let granter = a.caller.key.clone();
+    let (resp, key) = a
+        .mutate(&key, "/v1/api_keys", &body, move |ctx| {
             let (k, token) = keys::create(
                 ctx,
                 &pepper,
@@ -147,11 +133,10 @@ async fn create_key(
             let mut v = views::api_key(&k, env, None);
             v["token"] = json!(token);
             Ok((StatusCode::CREATED, v, k))
-        },
-    )
-    .await?;
+        })
+        .await?;
     if let Some(k) = key {
-        state.keys.put_key(k);
+        a.state.keys.put_key(k);
     }
     Ok(resp)
 }
@@ -161,15 +146,9 @@ async fn create_key(
 /// Any key kind; scope `api_keys:read`.
 #[utoipa::path(get, path = "/v1/api_keys/{id}", tag = "api_keys", params(schemas::IdPath),
     responses((status = 200, description = "The key.", body = crate::views::ApiKeyView)))]
-async fn get_key(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
-    get_by_id::<ApiKey, _, _>(&state, &caller, id, ApiError::not_found("API key"), |k| {
-        view(&state, &caller, k)
+async fn get_key(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+    a.get_by_id::<ApiKey, _, _>(id, ApiError::not_found("API key"), |k| {
+        view(&a.state, &a.caller, k)
     })
     .await
 }
@@ -182,13 +161,10 @@ async fn get_key(
     request_body = schemas::ApiKeyPatch,
     responses((status = 200, description = "The key.", body = crate::views::ApiKeyView)))]
 async fn patch_key(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    a: Authed<WRITE>,
+    PathId(id): PathId,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
-    let id = path_uuid(&id)?;
     let f = &body.fields;
     let scopes = f.opt_str_list("scopes")?;
     if let Some(s) = &scopes {
@@ -203,16 +179,17 @@ async fn patch_key(
             .transpose()?,
         signing_enabled: f.opt_bool("signing_enabled")?,
     };
-    let p = caller.project_id();
-    let env = caller.project.mode.as_str();
-    let granter = caller.key.clone();
-    let (resp, key) = commit(&state, None, move |ctx| {
-        let k = keys::patch(ctx, p, Actor::Key(&granter), id, patch)?;
-        Ok((StatusCode::OK, views::api_key(&k, env, None), k))
-    })
-    .await?;
+    let p = a.caller.project_id();
+    let env = a.caller.project.mode.as_str();
+    let granter = a.caller.key.clone();
+    let (resp, key) = a
+        .commit(move |ctx| {
+            let k = keys::patch(ctx, p, Actor::Key(&granter), id, patch)?;
+            Ok((StatusCode::OK, views::api_key(&k, env, None), k))
+        })
+        .await?;
     if let Some(k) = key {
-        state.keys.put_key(k);
+        a.state.keys.put_key(k);
     }
     Ok(resp)
 }
@@ -222,23 +199,18 @@ async fn patch_key(
 /// Any key kind; scope `api_keys:write`.
 #[utoipa::path(delete, path = "/v1/api_keys/{id}", tag = "api_keys", params(schemas::IdPath),
     responses((status = 200, description = "The key with `revoked_at`.", body = crate::views::ApiKeyView)))]
-async fn revoke_key(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
-    let id = path_uuid(&id)?;
-    let p = caller.project_id();
-    let env = caller.project.mode.as_str();
-    let granter = caller.key.clone();
-    let (resp, key) = commit(&state, None, move |ctx| {
-        let k = keys::revoke(ctx, p, Actor::Key(&granter), id)?;
-        Ok((StatusCode::OK, views::api_key(&k, env, None), k))
-    })
-    .await?;
+async fn revoke_key(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, ApiError> {
+    let p = a.caller.project_id();
+    let env = a.caller.project.mode.as_str();
+    let granter = a.caller.key.clone();
+    let (resp, key) = a
+        .commit(move |ctx| {
+            let k = keys::revoke(ctx, p, Actor::Key(&granter), id)?;
+            Ok((StatusCode::OK, views::api_key(&k, env, None), k))
+        })
+        .await?;
     if let Some(k) = key {
-        state.keys.put_key(k);
+        a.state.keys.put_key(k);
     }
     Ok(resp)
 }
@@ -252,14 +224,10 @@ async fn revoke_key(
     request_body = schemas::RollApiKey,
     responses((status = 201, description = "The new key with its token and `old_key_expires_at`.", body = schemas::ApiKeyWithToken)))]
 async fn roll_key(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    key: IdempotencyKey,
-    body: JsonBody,
+    a: Authed<WRITE>,
+    PathId(id): PathId,
+    Post { key, body }: Post,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
-    let id = path_uuid(&id)?;
     let grace = body.fields.opt_u64("grace_hours")?.unwrap_or(24);
     if grace > 168 {
         return Err(ApiError::invalid(
@@ -268,32 +236,26 @@ async fn roll_key(
         ));
     }
     // Checked before an idempotent replay too (the transaction checks again).
-    let target = row_by_id::<ApiKey>(&state, &caller, id, ApiError::not_found("API key"))?;
-    keys::authorize(&caller.key, KeyPowers::from(&target))?;
-    let pepper = state.pepper.clone();
-    let project = caller.project.clone();
+    let target = a.row::<ApiKey>(id, ApiError::not_found("API key"))?;
+    keys::authorize(&a.caller.key, KeyPowers::from(&target))?;
+    let pepper = a.state.pepper.clone();
+    let project = a.caller.project.clone();
     let env = project.mode.as_str();
-    let granter = caller.key.clone();
+    let granter = a.caller.key.clone();
     let path = format!("/v1/api_keys/{id}/roll");
-    let (resp, keys_out) = mutate(
-        &state,
-        &caller,
-        &key,
-        &path,
-        &body.fingerprint,
-        move |ctx| {
+    let (resp, keys_out) = a
+        .mutate(&key, &path, &body, move |ctx| {
             let (new, token, old) =
                 keys::roll(ctx, &pepper, &project, Actor::Key(&granter), id, grace)?;
             let mut v = views::api_key(&new, env, None);
             v["token"] = json!(token);
             v["old_key_expires_at"] = json!(old.expires_at.map(views::ts));
             Ok((StatusCode::CREATED, v, (new, old)))
-        },
-    )
-    .await?;
+        })
+        .await?;
     if let Some((new, old)) = keys_out {
-        state.keys.put_key(new);
-        state.keys.put_key(old);
+        a.state.keys.put_key(new);
+        a.state.keys.put_key(old);
     }
     Ok(resp)
 }

@@ -1,22 +1,24 @@
 //! Balances (SPEC.md section 2, Balance lists; section 4, Wallets and balances).
 
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
 use appliance_storage::records::KeyKind;
 
+use crate::api::authed::{access_rules, Authed, PathId, ANY};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, Params};
+use crate::api::extract::Params;
 use crate::api::json;
 use crate::api::schemas;
-use crate::auth::{Access, Caller};
+use crate::auth::Access;
 use crate::services::balances::{self, BalanceReader, BalanceSource};
 use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(&[KeyKind::Wallet, KeyKind::Payout], "balances:read");
+access_rules! {
+    READ = Access::new(&[KeyKind::Wallet, KeyKind::Payout], "balances:read");
+}
 
 /// An on-chain balance read (`source=chain|both`) costs this many requests of the key's
 /// per-minute budget (SPEC.md section 4: "rate-limited harder").
@@ -34,14 +36,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Key: `wallet` or `payout` kind, scope `balances:read`.
 #[utoipa::path(get, path = "/v1/customers/{id}/balances", tag = "wallets", params(schemas::IdPath),
     responses((status = 200, description = "The customer's balances.", body = balances::CustomerBalances)))]
-async fn customer_balances(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
-    let v = balances::customer_by_id(&state.store, &state.registry, caller.project_id(), id)?;
+async fn customer_balances(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+    let v = balances::customer_by_id(&a.state.store, &a.state.registry, a.caller.project_id(), id)?;
     Ok(json(StatusCode::OK, &v))
 }
 
@@ -59,23 +55,20 @@ async fn customer_balances(
         (status = 503, description = "`chain_unavailable_now`: the node cannot be reached; retry later.", body = schemas::ErrorBody),
     ))]
 async fn wallet_balances(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    a: Authed<READ>,
+    PathId(id): PathId,
     q: Params,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
     let source = q
         .one_of("source", &["ledger", "chain", "both"])?
         .and_then(|s| BalanceSource::parse(&s))
         .unwrap_or(BalanceSource::Ledger);
     if source != BalanceSource::Ledger {
-        state
+        a.state
             .limits
             .check_key_extra(
-                caller.key.id,
-                caller.project.settings.requests_per_minute,
+                a.caller.key.id,
+                a.caller.project.settings.requests_per_minute,
                 CHAIN_READ_WEIGHT,
             )
             .map_err(|retry| {
@@ -88,12 +81,12 @@ async fn wallet_balances(
             })?;
     }
     let reader = BalanceReader {
-        store: &state.store,
-        reg: &state.registry,
-        sim: &state.sim,
+        store: &a.state.store,
+        reg: &a.state.registry,
+        sim: &a.state.sim,
     };
     let v = reader
-        .wallet(caller.project_id(), caller.livemode(), id, source)
+        .wallet(a.caller.project_id(), a.caller.livemode(), id, source)
         .await?;
     Ok(json(StatusCode::OK, &v))
 }
@@ -103,8 +96,7 @@ async fn wallet_balances(
 /// Any key kind; no scope.
 #[utoipa::path(get, path = "/v1/balances", tag = "wallets",
     responses((status = 200, description = "The treasury.", body = schemas::Treasury)))]
-async fn treasury(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
-    caller.require(Access::any())?;
-    let v = balances::treasury_of(&state.store, &state.registry, caller.project_id()).await?;
+async fn treasury(a: Authed<ANY>) -> Result<Response, ApiError> {
+    let v = balances::treasury_of(&a.state.store, &a.state.registry, a.caller.project_id()).await?;
     Ok(json(StatusCode::OK, &v))
 }

@@ -1,17 +1,17 @@
 //! Billing (SPEC.md section 4, Billing; DECISIONS.md section 13): the plan, the prepaid
 //! operational balance and its journal.
 
-use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
 use appliance_storage::records::EntryKind;
 
+use crate::api::authed::{access_rules, Authed, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{JsonBody, Params};
+use crate::api::extract::Params;
 use crate::api::schemas;
-use crate::api::{commit, json, mutate, scope, IdempotencyKey, PageAnswer};
-use crate::auth::{Access, Caller, ANY_KIND};
+use crate::api::{json, PageAnswer};
+use crate::auth::{Access, ANY_KIND};
 use crate::services::billing;
 use crate::services::reads;
 use crate::state::AppState;
@@ -19,8 +19,10 @@ use crate::views;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(ANY_KIND, "billing:read");
-const WRITE: Access = Access::new(ANY_KIND, "billing:write");
+access_rules! {
+    READ = Access::new(ANY_KIND, "billing:read");
+    WRITE = Access::new(ANY_KIND, "billing:write");
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -38,10 +40,9 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Any key kind; scope `billing:read`.
 #[utoipa::path(get, path = "/v1/billing", tag = "billing",
     responses((status = 200, description = "The project's billing.", body = schemas::Billing)))]
-async fn get_billing(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let s = scope(&state, &caller);
-    let v = billing::read_billing(&state.store, s).await?;
+async fn get_billing(a: Authed<READ>) -> Result<Response, ApiError> {
+    let s = a.scope();
+    let v = billing::read_billing(&a.state.store, s).await?;
     Ok(json(StatusCode::OK, &v))
 }
 
@@ -61,31 +62,17 @@ async fn get_billing(State(state): State<AppState>, caller: Caller) -> Result<Re
         (status = 403, description = "`plan_not_self_selectable`: the plan is arranged with the operator.", body = schemas::ErrorBody),
         (status = 422, description = "`unknown_plan`: no plan of that key is on offer (`param: plan`).", body = schemas::ErrorBody),
     ))]
-async fn choose_plan(
-    State(state): State<AppState>,
-    caller: Caller,
-    key: IdempotencyKey,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
+async fn choose_plan(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let plan = body.fields.req_str("plan")?;
     if plan.len() > 64 {
         return Err(ApiError::invalid("plan", "plan is at most 64 characters."));
     }
-    let s = scope(&state, &caller);
-    let (resp, _) = mutate(
-        &state,
-        &caller,
-        &key,
-        "/v1/billing/plan",
-        &body.fingerprint,
-        move |ctx| {
-            let acct = billing::request_plan(ctx, &s, &plan)?;
-            Ok((StatusCode::OK, billing::billing_json(ctx, &s, &acct)?, ()))
-        },
-    )
-    .await?;
-    Ok(resp)
+    let s = a.scope();
+    a.post(&key, "/v1/billing/plan", &body, move |ctx| {
+        let acct = billing::request_plan(ctx, &s, &plan)?;
+        Ok((StatusCode::OK, billing::billing_json(ctx, &s, &acct)?, ()))
+    })
+    .await
 }
 
 /// `POST /v1/billing/onboarding/skip` — hide the onboarding panel (display only; grants
@@ -98,18 +85,13 @@ async fn choose_plan(
         (status = 200, description = "The project's billing.", body = schemas::Billing),
         (status = 402, description = "`plan_not_active`: no plan is active yet.", body = schemas::ErrorBody),
     ))]
-async fn skip_onboarding(
-    State(state): State<AppState>,
-    caller: Caller,
-) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
-    let s = scope(&state, &caller);
-    let (resp, _) = commit(&state, None, move |ctx| {
+async fn skip_onboarding(a: Authed<WRITE>) -> Result<Response, ApiError> {
+    let s = a.scope();
+    a.write(move |ctx| {
         let acct = billing::skip_onboarding(ctx, &s)?;
         Ok((StatusCode::OK, billing::billing_json(ctx, &s, &acct)?, ()))
     })
-    .await?;
-    Ok(resp)
+    .await
 }
 
 /// `GET /v1/billing/funding` — the project's funding addresses, one per chain it can use
@@ -124,19 +106,17 @@ async fn skip_onboarding(
         (status = 200, description = "The funding addresses.", body = schemas::FundingAddressList),
         (status = 422, description = "`chain_deposits_disabled`: a live project's address cannot be issued before a master key is unlocked.", body = schemas::ErrorBody),
     ))]
-async fn list_funding(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let s = scope(&state, &caller);
+async fn list_funding(a: Authed<READ>) -> Result<Response, ApiError> {
+    let s = a.scope();
     // Most calls find every address made: a read answers them.
-    if let Some(list) = billing::complete_funding_addresses(&state.store, s.clone()).await? {
+    if let Some(list) = billing::complete_funding_addresses(&a.state.store, s.clone()).await? {
         return Ok(json(StatusCode::OK, &funding_list(&s, &list)));
     }
-    let (resp, _) = commit(&state, None, move |ctx| {
+    a.write(move |ctx| {
         let list = billing::ensure_funding_addresses(ctx, &s)?;
         Ok((StatusCode::OK, funding_list(&s, &list), ()))
     })
-    .await?;
-    Ok(resp)
+    .await
 }
 
 fn funding_list(
@@ -156,14 +136,9 @@ fn funding_list(
         ("kind" = Option<schemas::BillingEntryKindIn>, Query, description = "Only entries of this kind."),
     ),
     responses((status = 200, description = "A page of billing entries.", body = schemas::BillingEntryList)))]
-async fn list_entries(
-    State(state): State<AppState>,
-    caller: Caller,
-    q: Params,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
+async fn list_entries(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
-    let p = caller.project_id();
+    let p = a.caller.project_id();
     let kind = q
         .get("kind")
         .map(|k| {
@@ -178,6 +153,6 @@ async fn list_entries(
             })
         })
         .transpose()?;
-    let rows = reads::billing_entries(&state.store, p, kind, page.rows()?).await?;
-    Ok(rows.answer(|e| views::billing_entry(&state.registry, e)))
+    let rows = reads::billing_entries(&a.state.store, p, kind, page.rows()?).await?;
+    Ok(rows.answer(|e| views::billing_entry(&a.state.registry, e)))
 }

@@ -1,14 +1,13 @@
 //! `GET /v1/chains`.
 
-use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
+use crate::api::authed::{Authed, ANY};
 use crate::api::error::ApiError;
 use crate::api::extract::list_json;
 use crate::api::json;
 use crate::api::schemas;
-use crate::auth::{Access, Caller};
 use crate::services::chains::{chain_json, effective};
 use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
@@ -24,13 +23,12 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Any key kind; no scope.
 #[utoipa::path(get, path = "/v1/chains", tag = "meta",
     responses((status = 200, description = "Every chain listed for the project.", body = schemas::ChainList)))]
-async fn list_chains(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
-    caller.require(Access::any())?;
-    let reg = state.registry.clone();
+async fn list_chains(a: Authed<ANY>) -> Result<Response, ApiError> {
+    let reg = a.state.registry.clone();
     let data = reg
         .chains
         .iter()
-        .map(|c| effective(c, &caller.project))
+        .map(|c| effective(c, &a.caller.project))
         .filter(|e| e.listed)
         .map(|e| chain_json(&e))
         .collect();

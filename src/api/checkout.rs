@@ -27,6 +27,7 @@ use appliance_storage::WriteError;
 
 use crate::api::error::ApiError;
 use crate::api::extract::{rate_limited, ClientIp, JsonBody, Params};
+use crate::api::with_headers;
 use crate::services::checkout::{self, CheckoutError, Loaded};
 use crate::services::checkout_cache::Cached;
 use crate::services::invoices;
@@ -554,21 +555,15 @@ async fn checkout_qr(
     let svg = text
         .and_then(appliance_web::qr_svg)
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "not_found", "No such QR code."))?;
-    let mut resp = (StatusCode::OK, svg).into_response();
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("image/svg+xml"),
+    let mut resp = with_headers(
+        (StatusCode::OK, svg),
+        &[
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::CONTENT_SECURITY_POLICY, "default-src 'none'"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
     );
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("default-src 'none'"),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    no_store(h);
+    no_store(resp.headers_mut());
     Ok(resp)
 }
 
@@ -582,18 +577,14 @@ async fn checkout_asset(Path(file): Path<String>) -> Response {
                 .into_response()
         }
     };
-    let mut resp = (StatusCode::OK, body).into_response();
-    let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("public, max-age=300"),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    resp
+    with_headers(
+        (StatusCode::OK, body),
+        &[
+            (header::CONTENT_TYPE, ctype),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+    )
 }
 
 impl From<CheckoutError> for ApiError {

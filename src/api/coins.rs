@@ -2,8 +2,8 @@
 //! coin logos it links, `GET /assets/coins/{SYMBOL}.svg`, served from SVGs embedded in the
 //! binary (DECISIONS.md section 11).
 
-use axum::extract::{Path, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::extract::Path;
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -11,10 +11,10 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::api::authed::{Authed, ANY};
 use crate::api::error::ApiError;
 use crate::api::extract::Params;
 use crate::api::json;
-use crate::auth::{Access, Caller};
 use crate::services::coins::{catalogue, CoinQuery, GroupBy};
 use crate::state::AppState;
 
@@ -200,21 +200,17 @@ pub fn parse_query(q: &Params) -> Result<CoinQuery, ApiError> {
         (status = 200, description = "The catalogue.", body = CoinList),
         (status = 400, description = "`invalid_request`: a bad `status`, `chain`, `group_by` or `limit` (named in `param`).", body = crate::api::schemas::ErrorBody),
     ))]
-async fn list_coins(
-    State(state): State<AppState>,
-    caller: Caller,
-    q: Params,
-) -> Result<Response, ApiError> {
-    caller.require(Access::any())?;
+async fn list_coins(a: Authed<ANY>, q: Params) -> Result<Response, ApiError> {
     let query = parse_query(&q)?;
-    let base = state
+    let base = a
+        .state
         .config
         .public_base_url
         .as_deref()
         .unwrap_or("")
         .trim_end_matches('/')
         .to_string();
-    let v = catalogue(&state.registry, &caller.project, &query, &base);
+    let v = catalogue(&a.state.registry, &a.caller.project, &query, &base);
     Ok(json(StatusCode::OK, &v))
 }
 
@@ -236,25 +232,18 @@ async fn logo(Path(file): Path<String>) -> Response {
     let Some(svg) = svg else {
         return ApiError::not_found("logo").into_response();
     };
-    let mut resp = svg.into_response();
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("image/svg+xml"),
-    );
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("public, max-age=86400"),
-    );
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'"),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    resp
+    crate::api::with_headers(
+        svg,
+        &[
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::CACHE_CONTROL, "public, max-age=86400"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; style-src 'unsafe-inline'",
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+    )
 }
 
 #[cfg(test)]

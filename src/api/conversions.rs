@@ -1,7 +1,7 @@
 //! Conversions (SPEC.md section 4, Conversions; DECISIONS.md sections 4 and 14).
 
-use axum::extract::{Path, State};
-use axum::http::{Method, StatusCode};
+use axum::extract::Path;
+use axum::http::StatusCode;
 use axum::response::Response;
 
 use appliance_storage::records::Conversion;
@@ -9,11 +9,12 @@ use appliance_storage::records::{
     ConversionBatch, ConversionKind, ConversionStatus, KeyKind, Mode,
 };
 
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, Fields, JsonBody, Params};
+use crate::api::extract::{Fields, JsonBody, Params};
 use crate::api::schemas;
-use crate::api::{begin, commit, get_by_id, json, scope, Begin, IdempotencyKey, PageAnswer};
-use crate::auth::{Access, Caller};
+use crate::api::{commit, json, Begin, PageAnswer};
+use crate::auth::Access;
 use crate::services::conversions::{
     self, ConversionError, ConversionRequest, RuleUpdate, DEFAULT_SLIPPAGE_BPS, MAX_KEEP_ASSETS,
     MAX_SLIPPAGE_BPS,
@@ -24,9 +25,11 @@ use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(&[KeyKind::Payout], "conversions:read");
-const WRITE: Access = Access::new(&[KeyKind::Payout], "conversions:write");
-const CONVERT: Access = Access::new(&[KeyKind::Payout], "conversions:write").signing();
+access_rules! {
+    READ = Access::new(&[KeyKind::Payout], "conversions:read");
+    WRITE = Access::new(&[KeyKind::Payout], "conversions:write");
+    CONVERT = Access::new(&[KeyKind::Payout], "conversions:write").signing();
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -44,10 +47,9 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Key: `payout` kind, scope `conversions:read`.
 #[utoipa::path(get, path = "/v1/conversion/rules", tag = "conversions",
     responses((status = 200, description = "The rules.", body = schemas::ConversionRuleList)))]
-async fn list_rules(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let s = scope(&state, &caller);
-    let v = conversions::rules_of(&state.store, s).await?;
+async fn list_rules(a: Authed<READ>) -> Result<Response, ApiError> {
+    let s = a.scope();
+    let v = conversions::rules_of(&a.state.store, s).await?;
     Ok(json(StatusCode::OK, &v))
 }
 
@@ -64,12 +66,10 @@ async fn list_rules(State(state): State<AppState>, caller: Caller) -> Result<Res
         (status = 422, description = "`chain_not_enabled`, `conversion_unsupported_chain` (switching a rule on where no DEX is configured).", body = schemas::ErrorBody),
     ))]
 async fn put_rule(
-    State(state): State<AppState>,
-    caller: Caller,
+    a: Authed<WRITE>,
     Path(chain): Path<String>,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
     let f = &body.fields;
     let enabled = f
         .opt_bool("enabled")?
@@ -85,9 +85,9 @@ async fn put_rule(
     if chain.len() > 32 {
         return Err(ApiError::invalid("chain", "Unknown chain."));
     }
-    let s = scope(&state, &caller);
+    let s = a.scope();
     let chain = ChainId::new(chain);
-    let (resp, _) = commit(&state, None, move |ctx| {
+    a.write(move |ctx| {
         let v = conversions::put_rule(
             ctx,
             &s,
@@ -100,8 +100,7 @@ async fn put_rule(
         )?;
         Ok((StatusCode::OK, v, ()))
     })
-    .await?;
-    Ok(resp)
+    .await
 }
 
 fn request(f: &Fields) -> Result<ConversionRequest, ApiError> {
@@ -137,15 +136,11 @@ fn request(f: &Fields) -> Result<ConversionRequest, ApiError> {
         (status = 422, description = "`chain_not_enabled`, `conversion_unsupported_chain`.", body = schemas::ErrorBody),
         (status = 503, description = "`conversion_unavailable`: the DEX or its node cannot quote now.", body = schemas::ErrorBody),
     ))]
-async fn quote_conversion(
-    State(state): State<AppState>,
-    caller: Caller,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
+async fn quote_conversion(a: Authed<READ>, body: JsonBody) -> Result<Response, ApiError> {
     let req = request(&body.fields)?;
-    let s = scope(&state, &caller);
-    let v = conversions::quote(&state.store, &state.registry, &state.market, &s, &req).await?;
+    let s = a.scope();
+    let v =
+        conversions::quote(&a.state.store, &a.state.registry, &a.state.market, &s, &req).await?;
     Ok(json(StatusCode::OK, &v))
 }
 
@@ -166,34 +161,22 @@ async fn quote_conversion(
         (status = 503, description = "`conversion_unavailable`: the DEX or its node cannot quote now.", body = schemas::ErrorBody),
     ))]
 async fn create_conversion(
-    State(state): State<AppState>,
-    caller: Caller,
-    key: IdempotencyKey,
-    body: JsonBody,
+    a: Authed<CONVERT>,
+    Post { key, body }: Post,
 ) -> Result<Response, ApiError> {
-    caller.require(CONVERT)?;
     key.require("POST /v1/conversions")?;
     let req = request(&body.fields)?;
-    if caller.project.mode == Mode::Test {
+    if a.caller.project.mode == Mode::Test {
         return Err(ConversionError::TestMode.into());
     }
-    let idem = match begin(
-        &state,
-        &caller,
-        &Method::POST,
-        "/v1/conversions",
-        &key,
-        &body.fingerprint,
-    )
-    .await?
-    {
+    let idem = match a.begin(&key, "/v1/conversions", &body).await? {
         Begin::Replay(r) => return Ok(r),
         Begin::Fresh(idem) => idem,
     };
-    let s = scope(&state, &caller);
+    let s = a.scope();
     // The quote is read before the store transaction (it asks the DEX).
-    let q = conversions::price(&state.registry, &state.market, &s, &req).await?;
-    let (resp, _) = commit(&state, idem, move |ctx| {
+    let q = conversions::price(&a.state.registry, &a.state.market, &s, &req).await?;
+    let (resp, _) = commit(&a.state, idem, move |ctx| {
         let (rows, batch) = conversions::create_manual(ctx, &s, &req, &q)?;
         Ok((
             StatusCode::ACCEPTED,
@@ -215,14 +198,9 @@ async fn create_conversion(
         ("kind" = Option<schemas::ConversionKindIn>, Query, description = "Only `auto` or `manual` rows."),
     ),
     responses((status = 200, description = "A page of conversions.", body = schemas::ConversionList)))]
-async fn list_conversions(
-    State(state): State<AppState>,
-    caller: Caller,
-    q: Params,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
+async fn list_conversions(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
-    let p = caller.project_id();
+    let p = a.caller.project_id();
     let status = q.status::<ConversionStatus>()?;
     let chain = q.get("chain").map(str::to_string);
     let kind = match q.one_of("kind", &["auto", "manual"])? {
@@ -234,8 +212,8 @@ async fn list_conversions(
         chain,
         kind,
     };
-    let rows = reads::conversions(&state.store, p, query, page.rows()?).await?;
-    Ok(rows.answer(|x| conversions::conversion_json(&state.registry, x)))
+    let rows = reads::conversions(&a.state.store, p, query, page.rows()?).await?;
+    Ok(rows.answer(|x| conversions::conversion_json(&a.state.registry, x)))
 }
 
 /// Read a conversion batch.
@@ -243,15 +221,9 @@ async fn list_conversions(
 /// Key: `payout` kind, scope `conversions:read`.
 #[utoipa::path(get, path = "/v1/conversions/batches/{id}", tag = "conversions", params(schemas::IdPath),
     responses((status = 200, description = "The batch.", body = schemas::ConversionBatch)))]
-async fn get_batch(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
-    get_by_id::<ConversionBatch, _, _>(&state, &caller, id, ConversionError::BatchNotFound, |x| {
-        conversions::batch_json(&state.registry, x)
+async fn get_batch(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+    a.get_by_id::<ConversionBatch, _, _>(id, ConversionError::BatchNotFound, |x| {
+        conversions::batch_json(&a.state.registry, x)
     })
     .await
 }
@@ -261,15 +233,9 @@ async fn get_batch(
 /// Key: `payout` kind, scope `conversions:read`.
 #[utoipa::path(get, path = "/v1/conversions/{id}", tag = "conversions", params(schemas::IdPath),
     responses((status = 200, description = "The conversion.", body = schemas::Conversion)))]
-async fn get_conversion(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
-    get_by_id::<Conversion, _, _>(&state, &caller, id, ConversionError::NotFound, |x| {
-        conversions::conversion_json(&state.registry, x)
+async fn get_conversion(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+    a.get_by_id::<Conversion, _, _>(id, ConversionError::NotFound, |x| {
+        conversions::conversion_json(&a.state.registry, x)
     })
     .await
 }

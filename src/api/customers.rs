@@ -1,18 +1,16 @@
 //! Customers (SPEC.md section 4, Customers).
 
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
 use appliance_storage::records::{Customer, CustomerStatus, KeyKind};
 
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, JsonBody, Params};
+use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
-use crate::api::{
-    commit, created_or_ok, json, mutate, row_by_id, scope, IdempotencyKey, PageAnswer,
-};
-use crate::auth::{Access, Caller};
+use crate::api::{created_or_ok, json, PageAnswer};
+use crate::auth::Access;
 use crate::services::customers::{self, CustomerPatch, NewCustomer};
 use crate::services::reads;
 use crate::state::AppState;
@@ -20,8 +18,10 @@ use crate::views;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(&[KeyKind::Wallet], "customers:read");
-const WRITE: Access = Access::new(&[KeyKind::Wallet], "customers:write");
+access_rules! {
+    READ = Access::new(&[KeyKind::Wallet], "customers:read");
+    WRITE = Access::new(&[KeyKind::Wallet], "customers:write");
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -40,33 +40,19 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 201, description = "Created.", body = crate::views::CustomerView),
         (status = 200, description = "A customer with this `reference_id` exists: that customer.", body = crate::views::CustomerView),
     ))]
-async fn create_customer(
-    State(state): State<AppState>,
-    caller: Caller,
-    key: IdempotencyKey,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
+async fn create_customer(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let f = &body.fields;
     let req = NewCustomer {
         reference_id: f.opt_bounded("reference_id", 255)?,
         email: f.opt_bounded("email", 320)?,
         metadata: f.opt_object("metadata")?,
     };
-    let s = scope(&state, &caller);
-    let (resp, _) = mutate(
-        &state,
-        &caller,
-        &key,
-        "/v1/customers",
-        &body.fingerprint,
-        move |ctx| {
-            let (c, created) = customers::create(ctx, &s, req)?;
-            Ok((created_or_ok(created), views::customer(&c), ()))
-        },
-    )
-    .await?;
-    Ok(resp)
+    let s = a.scope();
+    a.post(&key, "/v1/customers", &body, move |ctx| {
+        let (c, created) = customers::create(ctx, &s, req)?;
+        Ok((created_or_ok(created), views::customer(&c), ()))
+    })
+    .await
 }
 
 /// List customers, newest first.
@@ -78,18 +64,13 @@ async fn create_customer(
         ("status" = Option<schemas::CustomerStatusIn>, Query, description = "Only customers in this status."),
     ),
     responses((status = 200, description = "A page of customers.", body = schemas::CustomerList)))]
-async fn list_customers(
-    State(state): State<AppState>,
-    caller: Caller,
-    q: Params,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
+async fn list_customers(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?.rows()?;
     let query = reads::CustomerQuery {
         reference_id: q.get("reference_id").map(str::to_string),
         status: q.status::<CustomerStatus>()?,
     };
-    let rows = reads::customers(&state.store, caller.project_id(), query, page).await?;
+    let rows = reads::customers(&a.state.store, a.caller.project_id(), query, page).await?;
     Ok(rows.answer(views::customer_view))
 }
 
@@ -98,14 +79,8 @@ async fn list_customers(
 /// Key: `wallet` kind, scope `customers:read`.
 #[utoipa::path(get, path = "/v1/customers/{id}", tag = "customers", params(schemas::IdPath),
     responses((status = 200, description = "The customer.", body = crate::views::CustomerView)))]
-async fn get_customer(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
-    let c = row_by_id::<Customer>(&state, &caller, id, ApiError::not_found("customer"))?;
+async fn get_customer(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+    let c = a.row::<Customer>(id, ApiError::not_found("customer"))?;
     Ok(json(StatusCode::OK, &views::customer_view(&c)))
 }
 
@@ -117,13 +92,10 @@ async fn get_customer(
     request_body = schemas::CustomerPatch,
     responses((status = 200, description = "The updated customer.", body = crate::views::CustomerView)))]
 async fn patch_customer(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    a: Authed<WRITE>,
+    PathId(id): PathId,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
-    let id = path_uuid(&id)?;
     let f = &body.fields;
     let nullable = |name: &str, max: usize| -> Result<Option<Option<String>>, ApiError> {
         if !f.has(name) {
@@ -144,11 +116,10 @@ async fn patch_customer(
         metadata: f.opt_object("metadata")?,
         status,
     };
-    let s = scope(&state, &caller);
-    let (resp, _) = commit(&state, None, move |ctx| {
+    let s = a.scope();
+    a.write(move |ctx| {
         let c = customers::patch(ctx, &s, id, req)?;
         Ok((StatusCode::OK, views::customer(&c), ()))
     })
-    .await?;
-    Ok(resp)
+    .await
 }

@@ -1,23 +1,25 @@
 //! Deposits (SPEC.md section 4, Deposits).
 
-use axum::extract::{Path, State};
 use axum::response::Response;
 use chrono::DateTime;
 
 use appliance_storage::records::{DepositStatus, KeyKind};
 
+use crate::api::authed::{access_rules, Authed, PathId};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, Params};
+use crate::api::extract::Params;
 use crate::api::schemas;
 use crate::api::PageAnswer;
-use crate::auth::{Access, Caller};
+use crate::auth::Access;
 use crate::services::reads;
 use crate::state::AppState;
 use crate::views;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(&[KeyKind::Wallet], "deposits:read");
+access_rules! {
+    READ = Access::new(&[KeyKind::Wallet], "deposits:read");
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -37,14 +39,9 @@ pub fn router() -> OpenApiRouter<AppState> {
         ("since" = Option<String>, Query, format = DateTime, description = "Only deposits created at or after this time (RFC 3339)."),
     ),
     responses((status = 200, description = "A page of deposits.", body = schemas::DepositList)))]
-async fn list_deposits(
-    State(state): State<AppState>,
-    caller: Caller,
-    q: Params,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
+async fn list_deposits(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
-    let p = caller.project_id();
+    let p = a.caller.project_id();
     let customer = q.uuid("customer_id")?;
     let wallet = q.uuid("wallet_id")?;
     let chain = q.get("chain").map(str::to_string);
@@ -64,8 +61,8 @@ async fn list_deposits(
         status,
         since,
     };
-    let rows = reads::deposits(&state.store, p, query, page.rows()?).await?;
-    Ok(rows.answer(|d| views::deposit_view(&state.registry, d)))
+    let rows = reads::deposits(&a.state.store, p, query, page.rows()?).await?;
+    Ok(rows.answer(|d| views::deposit_view(&a.state.registry, d)))
 }
 
 /// Read a deposit.
@@ -73,17 +70,11 @@ async fn list_deposits(
 /// Key: `wallet` kind, scope `deposits:read`.
 #[utoipa::path(get, path = "/v1/deposits/{id}", tag = "deposits", params(schemas::IdPath),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
-async fn get_deposit(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
-    match reads::deposit(&state.store, caller.project_id(), id)? {
+async fn get_deposit(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+    match reads::deposit(&a.state.store, a.caller.project_id(), id)? {
         Some(d) => Ok(crate::api::json(
             axum::http::StatusCode::OK,
-            &views::deposit_view(&state.registry, &d),
+            &views::deposit_view(&a.state.registry, &d),
         )),
         None => Err(ApiError::not_found("deposit")),
     }

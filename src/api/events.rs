@@ -1,21 +1,24 @@
 //! Events (SPEC.md section 4, Events; DECISIONS.md section 3).
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::response::Response;
 
+use crate::api::authed::{access_rules, Authed};
 use crate::api::error::ApiError;
 use crate::api::extract::{cursor_of, list_json, Params};
 use crate::api::json;
 use crate::api::schemas;
-use crate::auth::{Access, Caller, ANY_KIND};
+use crate::auth::{Access, ANY_KIND};
 use crate::services::reads;
 use crate::state::AppState;
 use crate::views;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(ANY_KIND, "events:read");
+access_rules! {
+    READ = Access::new(ANY_KIND, "events:read");
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -35,12 +38,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         ("order" = Option<schemas::EventOrder>, Query, description = "`desc` (default) or `asc`."),
     ),
     responses((status = 200, description = "A page of events.", body = schemas::EventList)))]
-async fn list_events(
-    State(state): State<AppState>,
-    caller: Caller,
-    q: Params,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
+async fn list_events(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let cursor = page.cursor_seq()?;
     let ascending = q.one_of("order", &["asc", "desc"])?.as_deref() == Some("asc");
@@ -52,12 +50,12 @@ async fn list_events(
         after: cursor,
         ascending,
     };
-    let rows = reads::events(&state.store, caller.project_id(), query, page.limit).await?;
+    let rows = reads::events(&a.state.store, a.caller.project_id(), query, page.limit).await?;
     let next = rows
         .items
         .last()
         .map(|e| cursor_of(&e.sequence.to_be_bytes()));
-    let reg = &state.registry;
+    let reg = &a.state.registry;
     let data = rows.items.iter().map(|e| views::event(reg, e)).collect();
     Ok(json(StatusCode::OK, &list_json(data, rows.has_more, next)))
 }
@@ -68,14 +66,9 @@ async fn list_events(
 #[utoipa::path(get, path = "/v1/events/{id}", tag = "events",
     params(("id" = String, Path, description = "`evt_` + ULID.")),
     responses((status = 200, description = "The event.", body = crate::views::EventView)))]
-async fn get_event(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let e = reads::event(&state.store, caller.project_id(), id)
+async fn get_event(a: Authed<READ>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let e = reads::event(&a.state.store, a.caller.project_id(), id)
         .await?
         .ok_or_else(|| ApiError::not_found("event"))?;
-    Ok(json(StatusCode::OK, &views::event(&state.registry, &e)))
+    Ok(json(StatusCode::OK, &views::event(&a.state.registry, &e)))
 }

@@ -271,23 +271,30 @@ pub async fn begin(
     })))
 }
 
+/// The store job of a mutation: it writes, and answers its status, its body in form `A`
+/// ([`AnswerForm`]) and `T`, what the handler needs after the commit (cache updates).
+pub trait Job<A, T>:
+    for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, A, T), ApiError> + Send + 'static
+{
+}
+
+impl<A, T, F> Job<A, T> for F where
+    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, A, T), ApiError>
+        + Send
+        + 'static
+{
+}
+
 /// An idempotent `POST`: replays the stored first answer for a known `Idempotency-Key`
 /// (optional), otherwise runs `f` through [`commit`].
-pub async fn mutate<A, T, F>(
+pub async fn mutate<A: AnswerForm, T: Send + 'static>(
     state: &AppState,
     caller: &Caller,
     key: &IdempotencyKey,
     path: &str,
     fingerprint: &Fingerprint,
-    f: F,
-) -> Result<(Response, Option<T>), ApiError>
-where
-    A: AnswerForm,
-    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, A, T), ApiError>
-        + Send
-        + 'static,
-    T: Send + 'static,
-{
+    f: impl Job<A, T>,
+) -> Result<(Response, Option<T>), ApiError> {
     match begin(state, caller, &Method::POST, path, key, fingerprint).await? {
         Begin::Replay(r) => Ok((r, None)),
         Begin::Fresh(idem) => commit(state, idem, f).await,
@@ -355,18 +362,11 @@ impl AnswerForm for String {
 /// job answered (what a replay answers too, but for the secrets an [`AnswerForm`] keeps out
 /// of its record). `T` is handed back for post-commit work (cache updates); it is `None` on
 /// a replay.
-pub async fn commit<A, T, F>(
+pub async fn commit<A: AnswerForm, T: Send + 'static>(
     state: &AppState,
     idem: Option<Idem>,
-    f: F,
-) -> Result<(Response, Option<T>), ApiError>
-where
-    A: AnswerForm,
-    F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<(StatusCode, A, T), ApiError>
-        + Send
-        + 'static,
-    T: Send + 'static,
-{
+    f: impl Job<A, T>,
+) -> Result<(Response, Option<T>), ApiError> {
     let rec_key = idem.as_ref().map(Idem::record_key);
     let out = state
         .store

@@ -1,17 +1,16 @@
 //! Invoices (SPEC.md section 4, Invoices; DECISIONS.md sections 5 and 12). `checkout`
 //! keys: `invoices:read` to read, `invoices:write` to create and cancel.
 
-use axum::extract::{Path, State};
-use axum::http::{Method, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 
 use appliance_storage::records::{Invoice, InvoiceStatus, KeyKind, OverpaymentPolicy};
 
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, JsonBody, Params};
+use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
-use crate::api::IdempotencyKey;
-use crate::api::{begin, commit, json, row_by_id, scope, Begin, PageAnswer};
+use crate::api::{commit, json, Begin, PageAnswer};
 use crate::auth::{Access, Caller};
 use crate::services::invoices::{self, NewInvoice};
 use crate::services::reads;
@@ -20,8 +19,10 @@ use crate::views;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(&[KeyKind::Checkout], "invoices:read");
-const WRITE: Access = Access::new(&[KeyKind::Checkout], "invoices:write");
+access_rules! {
+    READ = Access::new(&[KeyKind::Checkout], "invoices:read");
+    WRITE = Access::new(&[KeyKind::Checkout], "invoices:write");
+}
 
 /// Most entries of `accepted_chains` / `accepted_assets`.
 const MAX_ACCEPTED: usize = 64;
@@ -100,13 +101,7 @@ fn redirect(
         (status = 400, description = "`invalid_request`, `unsupported_currency`, `unknown_asset` (named in `param`).", body = schemas::ErrorBody),
         (status = 422, description = "`chain_not_enabled`, `chain_unavailable` (`param: accepted_chains`), `no_payment_options`.", body = schemas::ErrorBody),
     ))]
-async fn create_invoice(
-    State(state): State<AppState>,
-    caller: Caller,
-    key: IdempotencyKey,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
+async fn create_invoice(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let f = &body.fields;
     let price = price_cents(&body)?;
     invoices::check_currency(f.opt_str("price_currency")?.as_deref())?;
@@ -130,28 +125,19 @@ async fn create_invoice(
         title: f.opt_bounded("title", 255)?,
         description: f.opt_bounded("description", 2000)?,
         metadata: f.opt_object("metadata")?,
-        return_url: redirect(f, "return_url", &caller)?,
-        cancel_url: redirect(f, "cancel_url", &caller)?,
+        return_url: redirect(f, "return_url", &a.caller)?,
+        cancel_url: redirect(f, "cancel_url", &a.caller)?,
         expires_in_s,
         overpayment_policy: policy,
         offers: Vec::new(),
     };
-    let idem = match begin(
-        &state,
-        &caller,
-        &Method::POST,
-        "/v1/invoices",
-        &key,
-        &body.fingerprint,
-    )
-    .await?
-    {
+    let idem = match a.begin(&key, "/v1/invoices", &body).await? {
         Begin::Replay(r) => return Ok(r),
         Begin::Fresh(idem) => idem,
     };
-    let s = scope(&state, &caller);
-    let pending = invoices::pending(&state.store, &state.market, &s, req, accepted).await?;
-    let (resp, _) = commit(&state, idem, move |ctx| {
+    let s = a.scope();
+    let pending = invoices::pending(&a.state.store, &a.state.market, &s, req, accepted).await?;
+    let (resp, _) = commit(&a.state, idem, move |ctx| {
         let (inv, answer) = invoices::create(ctx, &s, pending)?;
         // The invoice goes back with the answer, to be dropped on the request's thread
         // rather than the store writer's.
@@ -173,16 +159,11 @@ async fn create_invoice(
         ("status" = Option<schemas::InvoiceStatusIn>, Query, description = "Only invoices in this status."),
     ),
     responses((status = 200, description = "A page of invoices (list items).", body = schemas::InvoiceList)))]
-async fn list_invoices(
-    State(state): State<AppState>,
-    caller: Caller,
-    q: Params,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
+async fn list_invoices(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
-    let p = caller.project_id();
+    let p = a.caller.project_id();
     let status = q.status::<InvoiceStatus>()?;
-    let rows = reads::invoices(&state.store, p, status, page.rows()?).await?;
+    let rows = reads::invoices(&a.state.store, p, status, page.rows()?).await?;
     Ok(rows.answer(views::invoice_item))
 }
 
@@ -191,17 +172,11 @@ async fn list_invoices(
 /// Key: `checkout` kind, scope `invoices:read`.
 #[utoipa::path(get, path = "/v1/invoices/{id}", tag = "invoices", params(schemas::IdPath),
     responses((status = 200, description = "The invoice.", body = crate::views::InvoiceView)))]
-async fn get_invoice(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
-    let inv = row_by_id::<Invoice>(&state, &caller, id, ApiError::not_found("invoice"))?;
+async fn get_invoice(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+    let inv = a.row::<Invoice>(id, ApiError::not_found("invoice"))?;
     Ok(json(
         StatusCode::OK,
-        &views::invoice_view(&state.registry, &inv),
+        &views::invoice_view(&a.state.registry, &inv),
     ))
 }
 
@@ -216,18 +191,11 @@ async fn get_invoice(
         (status = 200, description = "The canceled invoice.", body = crate::views::InvoiceView),
         (status = 409, description = "`invalid_state`: not open, or money was received.", body = schemas::ErrorBody),
     ))]
-async fn cancel_invoice(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
-    let id = path_uuid(&id)?;
-    let s = scope(&state, &caller);
-    let (resp, _) = commit(&state, None, move |ctx| {
+async fn cancel_invoice(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, ApiError> {
+    let s = a.scope();
+    a.write(move |ctx| {
         let inv = invoices::cancel(ctx, &s, id)?;
         Ok((StatusCode::OK, render(&s, &inv), ()))
     })
-    .await?;
-    Ok(resp)
+    .await
 }

@@ -10,10 +10,11 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::api::authed::Authed;
 use crate::api::error::{request_id, ApiError};
 use crate::api::extract::{JsonBody, Params, Public};
 use crate::api::json;
-use crate::auth::Caller;
+use crate::api::test_mode::TestMode;
 use crate::market::{format_usd, positive_price, PriceEntry};
 use crate::state::AppState;
 
@@ -263,11 +264,9 @@ async fn status(State(state): State<AppState>, _public: Public) -> Result<Respon
         (status = 400, description = "`unknown_asset` (`param: symbol`), `invalid_request` for a stablecoin (`param: symbol`) or a `usd` that is not a decimal above zero (`param: usd`).", body = crate::api::schemas::ErrorBody),
     ))]
 async fn set_test_price(
-    State(state): State<AppState>,
-    caller: Caller,
+    Authed { state, .. }: Authed<TestMode>,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    crate::api::test_mode::check(&caller)?;
     let f = &body.fields;
     let symbol = f.req_str("symbol")?;
     let usd_raw = f.req_str("usd")?;

@@ -1,6 +1,7 @@
 //! The `/v1` HTTP API: one file per resource, each with its own `router()`.
 
 pub mod api_keys;
+pub mod authed;
 pub mod balances;
 pub mod billing;
 pub mod chains;
@@ -45,7 +46,6 @@ use crate::api::error::ApiError;
 use crate::auth::Caller;
 use crate::sealing::DataKey;
 use crate::services::error::Fault;
-use crate::services::reads;
 use crate::services::Scope;
 use crate::state::AppState;
 
@@ -171,6 +171,19 @@ fn raw_json(status: StatusCode, body: impl Into<Body>) -> Response {
     r
 }
 
+/// `body` answered with `headers` (static values), set in the order given.
+pub fn with_headers(
+    body: impl IntoResponse,
+    headers: &[(header::HeaderName, &'static str)],
+) -> Response {
+    let mut resp = body.into_response();
+    let h = resp.headers_mut();
+    for (name, value) in headers {
+        h.insert(name.clone(), HeaderValue::from_static(value));
+    }
+    resp
+}
+
 /// 201 for a new resource, 200 for an existing one returned again.
 pub fn created_or_ok(created: bool) -> StatusCode {
     if created {
@@ -178,40 +191,6 @@ pub fn created_or_ok(created: bool) -> StatusCode {
     } else {
         StatusCode::OK
     }
-}
-
-/// `GET /v1/<resource>/{id}` of a row kept per project: the caller's project's row `id`
-/// answered 200 as `view` renders it, or `missing` (404 `not_found`: another project's row
-/// is not found either, SPEC.md section 7). A view that borrows from the row (the typed
-/// views of [`crate::views`]) goes through [`row_by_id`] and [`json`].
-pub async fn get_by_id<R, V, S>(
-    state: &AppState,
-    caller: &Caller,
-    id: uuid::Uuid,
-    missing: impl Into<ApiError>,
-    view: V,
-) -> Result<Response, ApiError>
-where
-    R: appliance_storage::records::Row + Send + 'static,
-    V: FnOnce(&R) -> S,
-    S: serde::Serialize,
-{
-    let row = row_by_id::<R>(state, caller, id, missing)?;
-    Ok(json(StatusCode::OK, &view(&row)))
-}
-
-/// The caller's project's row `id`, or `missing` (another project's row is not found
-/// either, SPEC.md section 7), read through [`reads::row`].
-pub fn row_by_id<R>(
-    state: &AppState,
-    caller: &Caller,
-    id: uuid::Uuid,
-    missing: impl Into<ApiError>,
-) -> Result<R, ApiError>
-where
-    R: appliance_storage::records::Row,
-{
-    reads::row::<R>(&state.store, caller.project_id(), id)?.ok_or_else(|| missing.into())
 }
 
 /// A page of rows as the list answer (`{object: list, data, has_more, next_cursor}`,

@@ -1,27 +1,31 @@
 //! Payouts (SPEC.md section 4, Payouts; DECISIONS.md sections 4 and 5).
 
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
 use appliance_storage::records::{KeyKind, Payout, PayoutStatus};
 
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, JsonBody, Params};
+use crate::api::extract::Params;
 use crate::api::schemas;
-use crate::api::{commit, json, mutate, row_by_id, scope, IdempotencyKey, PageAnswer};
-use crate::auth::{Access, Caller};
-use crate::services::payouts::{self, NewPayout};
+use crate::api::{json, PageAnswer};
+use crate::auth::Access;
+use crate::services::payouts::{self, NewPayout, PayoutError};
 use crate::services::reads;
+use crate::services::Scope;
 use crate::state::AppState;
 use crate::views;
+use appliance_storage::WriteCtx;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(&[KeyKind::Payout, KeyKind::Wallet], "payouts:read");
-const CREATE: Access = Access::new(&[KeyKind::Payout], "payouts:create").signing();
-const CANCEL: Access = Access::new(&[KeyKind::Payout], "payouts:create");
-const APPROVE: Access = Access::new(&[KeyKind::Payout], "payouts:approve");
+access_rules! {
+    READ = Access::new(&[KeyKind::Payout, KeyKind::Wallet], "payouts:read");
+    CREATE = Access::new(&[KeyKind::Payout], "payouts:create").signing();
+    CANCEL = Access::new(&[KeyKind::Payout], "payouts:create");
+    APPROVE = Access::new(&[KeyKind::Payout], "payouts:approve");
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -46,13 +50,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = schemas::ErrorBody),
         (status = 422, description = "`chain_not_enabled`, `chain_unavailable`, `asset_payouts_disabled`, `invalid_address`, `self_payout_forbidden`.", body = schemas::ErrorBody),
     ))]
-async fn create_payout(
-    State(state): State<AppState>,
-    caller: Caller,
-    key: IdempotencyKey,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    caller.require(CREATE)?;
+async fn create_payout(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     // SPEC.md section 4, Payouts rule 2: a payout must be retryable without paying twice.
     key.require("POST /v1/payouts")?;
     let f = &body.fields;
@@ -68,33 +66,27 @@ async fn create_payout(
         usd_rate: None,
     };
     // The market is read outside the store transaction (it may wait for the provider).
-    if let Some(a) = state
+    if let Some(asset) = a
+        .state
         .registry
         .asset(req.chain.as_str(), req.asset.as_str())
-        .filter(|a| !a.is_stable())
+        .filter(|x| !x.is_stable())
     {
-        req.usd_rate = state
+        req.usd_rate = a
+            .state
             .market
-            .usable_price(&a.symbol, caller.livemode())
+            .usable_price(&asset.symbol, a.caller.livemode())
             .await;
     }
-    let s = scope(&state, &caller);
-    let key_id = caller.key.id;
+    let s = a.scope();
+    let key_id = a.caller.key.id;
     // Hashed here, not on the store writer.
     let facts = payouts::address_facts(&s, &req.to_address);
-    let (resp, _) = mutate(
-        &state,
-        &caller,
-        &key,
-        "/v1/payouts",
-        &body.fingerprint,
-        move |ctx| {
-            let p = payouts::create_with(ctx, &s, key_id, req, facts)?;
-            Ok((StatusCode::ACCEPTED, views::payout(&s.reg, &p), ()))
-        },
-    )
-    .await?;
-    Ok(resp)
+    a.post(&key, "/v1/payouts", &body, move |ctx| {
+        let p = payouts::create_with(ctx, &s, key_id, req, facts)?;
+        Ok((StatusCode::ACCEPTED, views::payout(&s.reg, &p), ()))
+    })
+    .await
 }
 
 /// List payouts, newest first.
@@ -108,14 +100,9 @@ async fn create_payout(
         ("reference" = Option<String>, Query, description = "Only payouts with this reference."),
     ),
     responses((status = 200, description = "A page of payouts.", body = schemas::PayoutList)))]
-async fn list_payouts(
-    State(state): State<AppState>,
-    caller: Caller,
-    q: Params,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
+async fn list_payouts(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
-    let p = caller.project_id();
+    let p = a.caller.project_id();
     let customer = q.uuid("customer_id")?;
     let chain = q.get("chain").map(str::to_string);
     let status = q.status::<PayoutStatus>()?;
@@ -126,8 +113,8 @@ async fn list_payouts(
         status,
         chain,
     };
-    let rows = reads::payouts(&state.store, p, query, page.rows()?).await?;
-    Ok(rows.answer(|x| views::payout_view(&state.registry, x)))
+    let rows = reads::payouts(&a.state.store, p, query, page.rows()?).await?;
+    Ok(rows.answer(|x| views::payout_view(&a.state.registry, x)))
 }
 
 /// Read a payout.
@@ -135,17 +122,11 @@ async fn list_payouts(
 /// Key: `payout` or `wallet` kind, scope `payouts:read`.
 #[utoipa::path(get, path = "/v1/payouts/{id}", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The payout.", body = crate::views::PayoutView)))]
-async fn get_payout(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
-    let x = row_by_id::<Payout>(&state, &caller, id, ApiError::not_found("payout"))?;
+async fn get_payout(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+    let x = a.row::<Payout>(id, ApiError::not_found("payout"))?;
     Ok(json(
         StatusCode::OK,
-        &views::payout_view(&state.registry, &x),
+        &views::payout_view(&a.state.registry, &x),
     ))
 }
 
@@ -155,20 +136,21 @@ async fn get_payout(
 /// Key: `payout` kind, scope `payouts:create`.
 #[utoipa::path(post, path = "/v1/payouts/{id}/cancel", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The canceled payout.", body = crate::views::PayoutView)))]
-async fn cancel_payout(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+async fn cancel_payout(a: Authed<CANCEL>, PathId(id): PathId) -> Result<Response, ApiError> {
+    transition(a, move |ctx, s| payouts::cancel(ctx, s, id)).await
+}
+
+/// A change of a payout's status, answered as the payout (200).
+async fn transition<R>(
+    a: Authed<R>,
+    change: impl FnOnce(&mut WriteCtx<'_>, &Scope) -> Result<Payout, PayoutError> + Send + 'static,
 ) -> Result<Response, ApiError> {
-    caller.require(CANCEL)?;
-    let id = path_uuid(&id)?;
-    let s = scope(&state, &caller);
-    let (resp, _) = commit(&state, None, move |ctx| {
-        let p = payouts::cancel(ctx, &s, id)?;
+    let s = a.scope();
+    a.write(move |ctx| {
+        let p = change(ctx, &s)?;
         Ok((StatusCode::OK, views::payout(&s.reg, &p), ()))
     })
-    .await?;
-    Ok(resp)
+    .await
 }
 
 /// Approve a payout waiting in `pending_approval`, by a key other than the creator's
@@ -177,21 +159,9 @@ async fn cancel_payout(
 /// Key: `payout` kind, scope `payouts:approve`.
 #[utoipa::path(post, path = "/v1/payouts/{id}/approve", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The approved payout.", body = crate::views::PayoutView)))]
-async fn approve_payout(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(APPROVE)?;
-    let id = path_uuid(&id)?;
-    let s = scope(&state, &caller);
-    let key_id = caller.key.id;
-    let (resp, _) = commit(&state, None, move |ctx| {
-        let p = payouts::approve(ctx, &s, key_id, id)?;
-        Ok((StatusCode::OK, views::payout(&s.reg, &p), ()))
-    })
-    .await?;
-    Ok(resp)
+async fn approve_payout(a: Authed<APPROVE>, PathId(id): PathId) -> Result<Response, ApiError> {
+    let key_id = a.caller.key.id;
+    transition(a, move |ctx, s| payouts::approve(ctx, s, key_id, id)).await
 }
 
 /// Reject a payout waiting in `pending_approval`, by a key other than the creator's; reserved
@@ -200,19 +170,7 @@ async fn approve_payout(
 /// Key: `payout` kind, scope `payouts:approve`.
 #[utoipa::path(post, path = "/v1/payouts/{id}/reject", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The rejected payout.", body = crate::views::PayoutView)))]
-async fn reject_payout(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(APPROVE)?;
-    let id = path_uuid(&id)?;
-    let s = scope(&state, &caller);
-    let key_id = caller.key.id;
-    let (resp, _) = commit(&state, None, move |ctx| {
-        let p = payouts::reject(ctx, &s, key_id, id)?;
-        Ok((StatusCode::OK, views::payout(&s.reg, &p), ()))
-    })
-    .await?;
-    Ok(resp)
+async fn reject_payout(a: Authed<APPROVE>, PathId(id): PathId) -> Result<Response, ApiError> {
+    let key_id = a.caller.key.id;
+    transition(a, move |ctx, s| payouts::reject(ctx, s, key_id, id)).await
 }

@@ -1,14 +1,13 @@
 //! `GET /v1/ping`.
 
-use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
 use appliance_chains::ChainStatus;
 
+use crate::api::authed::{Authed, ANY};
 use crate::api::error::ApiError;
 use crate::api::json;
-use crate::auth::{Access, Caller};
 use crate::services::chains::effective;
 use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
@@ -46,35 +45,34 @@ struct Ping<'a> {
 /// Any key kind; no scope.
 #[utoipa::path(get, path = "/v1/ping", tag = "meta",
     responses((status = 200, description = "The caller's key and project.", body = Ping)))]
-async fn ping(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
-    caller.require(Access::any())?;
-    let reg = state.registry.clone();
+async fn ping(a: Authed<ANY>) -> Result<Response, ApiError> {
+    let reg = a.state.registry.clone();
     let enabled: Vec<&str> = reg
         .chains
         .iter()
-        .map(|c| effective(c, &caller.project))
+        .map(|c| effective(c, &a.caller.project))
         .filter(|e| e.listed && e.status == ChainStatus::Live)
         .map(|e| e.chain.id())
         .collect();
-    let blocked = caller.signing_blocked_by();
+    let blocked = a.caller.signing_blocked_by();
     Ok(json(
         StatusCode::OK,
         &Ping {
             enabled_chains: enabled,
-            env: caller.project.mode.as_str(),
-            key_id: &caller.key.key_id,
-            kind: caller.key.kind.as_str(),
-            network: if caller.livemode() {
+            env: a.caller.project.mode.as_str(),
+            key_id: &a.caller.key.key_id,
+            kind: a.caller.key.kind.as_str(),
+            network: if a.caller.livemode() {
                 "mainnet"
             } else {
                 "testnet"
             },
             object: "ping",
-            scopes: &caller.key.scopes,
+            scopes: &a.caller.key.scopes,
             signing_enabled: blocked.is_empty(),
             signing_blocked_by: &blocked,
-            tenant_id: caller.project.id,
-            tenant_slug: &caller.project.name,
+            tenant_id: a.caller.project.id,
+            tenant_slug: &a.caller.project.name,
         },
     ))
 }

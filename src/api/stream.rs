@@ -2,20 +2,22 @@
 
 use std::convert::Infallible;
 
-use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
 
+use crate::api::authed::{access_rules, Authed};
 use crate::api::error::ApiError;
-use crate::auth::{Access, Caller, ANY_KIND};
+use crate::auth::{Access, ANY_KIND};
 use crate::state::AppState;
 use crate::webhooks::{stream, MAX_STREAMS};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(ANY_KIND, "events:read");
+access_rules! {
+    READ = Access::new(ANY_KIND, "events:read");
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(stream_events))
@@ -40,12 +42,7 @@ fn sse_frame(f: stream::Frame) -> SseEvent {
 #[utoipa::path(get, path = "/v1/events/stream", tag = "events",
     params(("Last-Event-ID" = Option<String>, Header, pattern = "^[0-9]{1,19}$", description = "Resume after this frame id (a `sequence`).")),
     responses((status = 200, description = "`text/event-stream`: `ready` once with `{cursor}`, then `event` frames `{id, type, created, livemode, scope, data}` (SSE id = sequence), `ping` every 25 s.", content_type = "text/event-stream", body = crate::api::schemas::StreamFrame)))]
-async fn stream_events(
-    State(state): State<AppState>,
-    caller: Caller,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
+async fn stream_events(a: Authed<READ>, headers: HeaderMap) -> Result<Response, ApiError> {
     let last_id = match headers.get("last-event-id") {
         None => None,
         Some(v) => Some(
@@ -64,8 +61,8 @@ async fn stream_events(
         )
         .flatten(),
     };
-    let project = caller.project_id();
-    let slot = state.webhooks.open_stream(project).ok_or_else(|| {
+    let project = a.caller.project_id();
+    let slot = a.state.webhooks.open_stream(project).ok_or_else(|| {
         ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             "too_many_streams",
@@ -74,16 +71,17 @@ async fn stream_events(
         .retry_after(5)
     })?;
     // Subscribe before reading the start, so no commit falls between the two.
-    let commits = state.store.subscribe();
+    let commits = a.state.store.subscribe();
     let now = appliance_storage::now_us();
-    let start = state
+    let start = a
+        .state
         .store
         .read(move |r| stream::start_point(r, project, last_id, now))
         .await?;
     let (tx, mut rx) = mpsc::channel::<stream::Frame>(64);
     tokio::spawn(stream::produce(
-        state.handles.clone(),
-        state.webhooks.clone(),
+        a.state.handles.clone(),
+        a.state.webhooks.clone(),
         project,
         slot,
         commits,

@@ -1,16 +1,16 @@
 //! Sweeps (SPEC.md section 4, Sweeps).
 
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
 use appliance_storage::records::{KeyKind, Sweep, SweepStatus};
 
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, JsonBody, Params};
+use crate::api::extract::Params;
 use crate::api::schemas;
-use crate::api::{get_by_id, mutate, scope, IdempotencyKey, PageAnswer};
-use crate::auth::{Access, Caller};
+use crate::api::PageAnswer;
+use crate::auth::Access;
 use crate::services::reads;
 use crate::services::{deposits, sweeps};
 use crate::state::AppState;
@@ -18,8 +18,10 @@ use crate::views;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(&[KeyKind::Wallet], "sweeps:read");
-const CREATE: Access = Access::new(&[KeyKind::Wallet], "sweeps:create").signing();
+access_rules! {
+    READ = Access::new(&[KeyKind::Wallet], "sweeps:read");
+    CREATE = Access::new(&[KeyKind::Wallet], "sweeps:create").signing();
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -38,31 +40,17 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 404, description = "`not_found`: no such wallet (`param: wallet_id`).", body = schemas::ErrorBody),
         (status = 422, description = "Refused by the chain or an availability rule.", body = schemas::ErrorBody),
     ))]
-async fn create_sweep(
-    State(state): State<AppState>,
-    caller: Caller,
-    key: IdempotencyKey,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    caller.require(CREATE)?;
+async fn create_sweep(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let wallet_id = body.fields.req_uuid("wallet_id")?;
     let asset = body.fields.opt_asset("asset")?;
-    let s = scope(&state, &caller);
-    let (resp, _) = mutate(
-        &state,
-        &caller,
-        &key,
-        "/v1/sweeps",
-        &body.fingerprint,
-        move |ctx| {
-            let sw = sweeps::request(ctx, &s, wallet_id, asset, |c, chain| {
-                deposits::sim_height(c, chain)
-            })?;
-            Ok((StatusCode::CREATED, views::sweep(&s.reg, &sw), ()))
-        },
-    )
-    .await?;
-    Ok(resp)
+    let s = a.scope();
+    a.post(&key, "/v1/sweeps", &body, move |ctx| {
+        let sw = sweeps::request(ctx, &s, wallet_id, asset, |c, chain| {
+            deposits::sim_height(c, chain)
+        })?;
+        Ok((StatusCode::CREATED, views::sweep(&s.reg, &sw), ()))
+    })
+    .await
 }
 
 /// List sweeps, newest first.
@@ -74,18 +62,13 @@ async fn create_sweep(
         ("status" = Option<schemas::SweepStatusIn>, Query, description = "Only sweeps in this status."),
     ),
     responses((status = 200, description = "A page of sweeps.", body = schemas::SweepList)))]
-async fn list_sweeps(
-    State(state): State<AppState>,
-    caller: Caller,
-    q: Params,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
+async fn list_sweeps(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
-    let p = caller.project_id();
+    let p = a.caller.project_id();
     let wallet = q.uuid("wallet_id")?;
     let status = q.status::<SweepStatus>()?;
-    let rows = reads::sweeps(&state.store, p, wallet, status, page.rows()?).await?;
-    Ok(rows.answer(|s| views::sweep(&state.registry, s)))
+    let rows = reads::sweeps(&a.state.store, p, wallet, status, page.rows()?).await?;
+    Ok(rows.answer(|s| views::sweep(&a.state.registry, s)))
 }
 
 /// Read a sweep.
@@ -93,15 +76,9 @@ async fn list_sweeps(
 /// Key: `wallet` kind, scope `sweeps:read`.
 #[utoipa::path(get, path = "/v1/sweeps/{id}", tag = "sweeps", params(schemas::IdPath),
     responses((status = 200, description = "The sweep.", body = crate::views::SweepView)))]
-async fn get_sweep(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
-    get_by_id::<Sweep, _, _>(&state, &caller, id, ApiError::not_found("sweep"), |s| {
-        views::sweep(&state.registry, s)
+async fn get_sweep(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+    a.get_by_id::<Sweep, _, _>(id, ApiError::not_found("sweep"), |s| {
+        views::sweep(&a.state.registry, s)
     })
     .await
 }

@@ -1,26 +1,24 @@
 //! `/v1/test/*`: the simulated chain (SPEC.md section 4, Test mode). Test wallet keys
 //! only; anything else is 403 `test_mode_only`.
 
-use axum::extract::{Path, State};
-use axum::http::{Method, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::json;
 
 use appliance_storage::records::{Deposit, KeyKind, Mode};
 
+use crate::api::authed::{Authed, PathId, Post, Rule};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, JsonBody};
+use crate::api::extract::JsonBody;
 use crate::api::schemas;
-use crate::api::{
-    begin, commit, json as json_response, mutate, raw_json, run_idempotent, scope, Begin, Idem,
-    IdempotencyKey, RecordKey,
-};
+use crate::api::{json as json_response, raw_json, run_idempotent, Begin, Idem, RecordKey};
 use crate::auth::{Access, Caller};
 use crate::services::deposits::{self, TestDeposit};
-use crate::services::sim_chain;
+use crate::services::sim_chain::{self, SimHandle};
 use crate::services::Scope;
 use crate::state::AppState;
 use crate::views;
+use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -37,14 +35,38 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(drop_tx))
 }
 
-pub(crate) fn check(caller: &Caller) -> Result<(), ApiError> {
-    if caller.project.mode != Mode::Test || caller.key.kind != KeyKind::Wallet {
-        return Err(ApiError::forbidden(
-            "test_mode_only",
-            "Only test-mode wallet keys can use /v1/test endpoints.",
-        ));
+/// The access rule of the `/v1/test` endpoints: a test-mode `wallet` key (else 403
+/// `test_mode_only`) with scope `wallets:create`.
+pub struct TestMode;
+
+impl Rule for TestMode {
+    fn check(caller: &Caller) -> Result<(), ApiError> {
+        if caller.project.mode != Mode::Test || caller.key.kind != KeyKind::Wallet {
+            return Err(ApiError::forbidden(
+                "test_mode_only",
+                "Only test-mode wallet keys can use /v1/test endpoints.",
+            ));
+        }
+        Ok(caller.require(ACCESS)?)
     }
-    Ok(caller.require(ACCESS)?)
+}
+
+impl Authed<TestMode> {
+    /// The caller's project's simulated chain `chain`, opened on first use.
+    pub(crate) async fn sim_chain(&self, chain: &str) -> Result<Arc<SimHandle>, ApiError> {
+        let sim = &self.state.sim;
+        let (store, reg) = (&self.state.store, &self.state.registry);
+        Ok(sim.get(store, reg, self.caller.project.id, chain).await?)
+    }
+
+    /// Drives the chain of `h` (mine, reorg) and answers its new height.
+    pub(crate) async fn drive(
+        &self,
+        h: Arc<SimHandle>,
+        action: sim_chain::DriveAction,
+    ) -> Result<u64, ApiError> {
+        Ok(self.state.sim.drive(h, action).await?)
+    }
 }
 
 /// `POST /v1/test/deposits` — a transfer to the customer's address on the project's
@@ -64,12 +86,9 @@ pub(crate) fn check(caller: &Caller) -> Result<(), ApiError> {
         (status = 422, description = "No deposit address on that chain, or refused by the chain.", body = schemas::ErrorBody),
     ))]
 async fn create_test_deposit(
-    State(state): State<AppState>,
-    caller: Caller,
-    key: IdempotencyKey,
-    body: JsonBody,
+    a: Authed<TestMode>,
+    Post { key, body }: Post,
 ) -> Result<Response, ApiError> {
-    check(&caller)?;
     let f = &body.fields;
     let mut req = TestDeposit {
         customer_id: f.req_uuid("customer_id")?,
@@ -82,47 +101,34 @@ async fn create_test_deposit(
         block_time_us: 0,
         minted: deposits::Minted::fresh(),
     };
-    let s = scope(&state, &caller);
-    let simulated = state.registry.chain(&req.chain).is_some_and(|c| c.is_evm());
+    let s = a.scope();
+    let simulated = a
+        .state
+        .registry
+        .chain(&req.chain)
+        .is_some_and(|c| c.is_evm());
     if !simulated {
         // Keypair chains have no simulated chain yet: the legacy height numbers the block.
-        let (h, now) = deposits::sim_height_now(&state.store, req.chain.to_string()).await?;
+        let (h, now) = deposits::sim_height_now(&a.state.store, req.chain.to_string()).await?;
         req.block_number = h;
         req.block_time_us = now;
-        let (resp, _) = mutate(
-            &state,
-            &caller,
-            &key,
-            "/v1/test/deposits",
-            &body.fingerprint,
-            move |ctx| {
+        let (resp, _) = a
+            .mutate(&key, "/v1/test/deposits", &body, move |ctx| {
                 let d = deposits::create_test(ctx, &s, req)?;
                 Ok((StatusCode::CREATED, views::deposit(&s.reg, &d), ()))
-            },
-        )
-        .await?;
+            })
+            .await?;
         return Ok(resp);
     }
-    let h = state
-        .sim
-        .get(&state.store, &state.registry, caller.project.id, &req.chain)
-        .await?;
-    let idem = match begin(
-        &state,
-        &caller,
-        &Method::POST,
-        "/v1/test/deposits",
-        &key,
-        &body.fingerprint,
-    )
-    .await?
-    {
+    let h = a.sim_chain(&req.chain).await?;
+    let idem = match a.begin(&key, "/v1/test/deposits", &body).await? {
         Begin::Replay(r) => return Ok(r),
         Begin::Fresh(idem) => idem,
     };
     // In a task of its own: a reserved block is settled even if the client goes away.
     let task = tokio::spawn(async move {
-        let out = simulated_deposit(&state, &h, s, req, idem.as_ref().map(Idem::record_key)).await;
+        let out =
+            simulated_deposit(&a.state, &h, s, req, idem.as_ref().map(Idem::record_key)).await;
         drop(idem);
         out
     });
@@ -229,23 +235,21 @@ fn write_test_deposit(
 }
 
 async fn transition(
-    state: AppState,
-    caller: Caller,
-    id: String,
+    a: Authed<TestMode>,
+    id: uuid::Uuid,
     f: fn(
         &mut appliance_storage::WriteCtx<'_>,
         &Scope,
         uuid::Uuid,
     ) -> Result<appliance_storage::records::Deposit, deposits::DepositError>,
 ) -> Result<Response, ApiError> {
-    check(&caller)?;
-    let id = path_uuid(&id)?;
-    let s = scope(&state, &caller);
-    let (resp, _) = commit(&state, None, move |ctx| {
-        let d = f(ctx, &s, id)?;
-        Ok((StatusCode::OK, views::deposit(&s.reg, &d), ()))
-    })
-    .await?;
+    let s = a.scope();
+    let (resp, _) = a
+        .commit(move |ctx| {
+            let d = f(ctx, &s, id)?;
+            Ok((StatusCode::OK, views::deposit(&s.reg, &d), ()))
+        })
+        .await?;
     Ok(resp)
 }
 
@@ -256,11 +260,10 @@ async fn transition(
 #[utoipa::path(post, path = "/v1/test/deposits/{id}/confirm", tag = "test", params(schemas::IdPath),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn confirm_test_deposit(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    a: Authed<TestMode>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    transition(state, caller, id, deposits::confirm).await
+    transition(a, id, deposits::confirm).await
 }
 
 /// `detected` -> `failed` (`deposit.failed`); 409 `invalid_state` from another status.
@@ -268,12 +271,8 @@ async fn confirm_test_deposit(
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/deposits/{id}/fail", tag = "test", params(schemas::IdPath),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
-async fn fail_test_deposit(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    transition(state, caller, id, deposits::fail).await
+async fn fail_test_deposit(a: Authed<TestMode>, PathId(id): PathId) -> Result<Response, ApiError> {
+    transition(a, id, deposits::fail).await
 }
 
 /// `confirmed` -> `orphaned`: the credit is reversed (`deposit.orphaned`); 409
@@ -283,11 +282,10 @@ async fn fail_test_deposit(
 #[utoipa::path(post, path = "/v1/test/deposits/{id}/orphan", tag = "test", params(schemas::IdPath),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn orphan_test_deposit(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    a: Authed<TestMode>,
+    PathId(id): PathId,
 ) -> Result<Response, ApiError> {
-    transition(state, caller, id, deposits::orphan).await
+    transition(a, id, deposits::orphan).await
 }
 
 /// The project's simulated chains a test request names: `chain` (an EVM chain, else 400
@@ -319,12 +317,7 @@ fn sim_chain_ids(state: &AppState, chain: Option<&str>) -> Result<Vec<&'static s
 #[utoipa::path(post, path = "/v1/test/blocks", tag = "test",
     request_body = schemas::MineBlocks,
     responses((status = 200, description = "Heights after mining.", body = schemas::TestBlocks)))]
-async fn mine_blocks(
-    State(state): State<AppState>,
-    caller: Caller,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    check(&caller)?;
+async fn mine_blocks(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
     let count = body.fields.opt_u64("count")?.unwrap_or(1);
     if !(1..=sim_chain::MAX_BLOCKS).contains(&count) {
         return Err(ApiError::invalid(
@@ -333,17 +326,11 @@ async fn mine_blocks(
         ));
     }
     let chain = body.fields.opt_str("chain")?;
-    let ids = sim_chain_ids(&state, chain.as_deref())?;
+    let ids = sim_chain_ids(&a.state, chain.as_deref())?;
     let mut heights = std::collections::BTreeMap::new();
     for id in ids {
-        let h = state
-            .sim
-            .get(&state.store, &state.registry, caller.project.id, id)
-            .await?;
-        let head = state
-            .sim
-            .drive(h, sim_chain::DriveAction::Mine(count))
-            .await?;
+        let h = a.sim_chain(id).await?;
+        let head = a.drive(h, sim_chain::DriveAction::Mine(count)).await?;
         heights.insert(id.to_string(), head);
     }
     Ok(json_response(
@@ -365,29 +352,20 @@ async fn mine_blocks(
         (status = 200, description = "The reorg.", body = schemas::TestReorg),
         (status = 400, description = "`invalid_request` (`param`: `chain` or `depth`).", body = schemas::ErrorBody),
     ))]
-async fn reorg(
-    State(state): State<AppState>,
-    caller: Caller,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    check(&caller)?;
+async fn reorg(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
     let f = &body.fields;
     let chain = f.req_str("chain")?;
     let depth = f.req_u64("depth")?;
     let drop = f.opt_bool("drop")?.unwrap_or(true);
-    let id = sim_chain_ids(&state, Some(&chain))?[0];
+    let id = sim_chain_ids(&a.state, Some(&chain))?[0];
     if !(1..=sim_chain::MAX_REORG_DEPTH).contains(&depth) {
         return Err(ApiError::invalid(
             "depth",
             format!("depth must be from 1 to {}.", sim_chain::MAX_REORG_DEPTH),
         ));
     }
-    let h = state
-        .sim
-        .get(&state.store, &state.registry, caller.project.id, id)
-        .await?;
-    let height = state
-        .sim
+    let h = a.sim_chain(id).await?;
+    let height = a
         .drive(h, sim_chain::DriveAction::Reorg { depth, drop })
         .await?;
     Ok(json_response(
@@ -410,23 +388,15 @@ async fn reorg(
         (status = 400, description = "`invalid_request` (`param`: `chain` or `tx_hash`).", body = schemas::ErrorBody),
         (status = 404, description = "`not_found`: not pending on that chain (`param`: `tx_hash`).", body = schemas::ErrorBody),
     ))]
-async fn drop_tx(
-    State(state): State<AppState>,
-    caller: Caller,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    check(&caller)?;
+async fn drop_tx(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
     let f = &body.fields;
     let chain = f.req_str("chain")?;
     let raw = f.req_str("tx_hash")?;
-    let id = sim_chain_ids(&state, Some(&chain))?[0];
+    let id = sim_chain_ids(&a.state, Some(&chain))?[0];
     let hash = sim_chain::parse_tx_hash(&raw).ok_or_else(|| {
         ApiError::invalid("tx_hash", "tx_hash must be 0x followed by 64 hex digits.")
     })?;
-    let h = state
-        .sim
-        .get(&state.store, &state.registry, caller.project.id, id)
-        .await?;
+    let h = a.sim_chain(id).await?;
     if !h.client.chain_state().lock().await.drop_pending(hash) {
         return Err(ApiError::not_found("pending transaction on this chain").param("tx_hash"));
     }

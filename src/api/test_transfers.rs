@@ -1,20 +1,19 @@
 //! `POST /v1/test/transfers` and `POST /v1/test/clock` (DECISIONS.md section 15): a
 //! transfer to any address the test project custodies, and the test project's clock. Test
-//! wallet keys only (`test_mode::check`).
+//! wallet keys only (`test_mode::TestMode`).
 
-use axum::extract::State;
-use axum::http::{Method, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::json;
 
 use appliance_storage::records::AddressOwner;
 
+use crate::api::authed::{Authed, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::JsonBody;
 use crate::api::schemas;
-use crate::api::test_mode::check;
-use crate::api::{begin, commit, json as json_response, scope, Begin, IdempotencyKey};
-use crate::auth::Caller;
+use crate::api::test_mode::TestMode;
+use crate::api::{commit, json as json_response, Begin};
 use crate::services::test_transfers::{self, NewTestTransfer};
 use crate::services::{clock, invoices, sim_chain};
 use crate::state::AppState;
@@ -47,12 +46,9 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 422, description = "`unknown_address` (`param: to_address`), `chain_not_enabled`.", body = schemas::ErrorBody),
     ))]
 async fn create_test_transfer(
-    State(state): State<AppState>,
-    caller: Caller,
-    key: IdempotencyKey,
-    body: JsonBody,
+    a: Authed<TestMode>,
+    Post { key, body }: Post,
 ) -> Result<Response, ApiError> {
-    check(&caller)?;
     let f = &body.fields;
     let req = NewTestTransfer {
         chain: f.req_chain("chain")?,
@@ -64,7 +60,8 @@ async fn create_test_transfer(
         sender_class: f.opt_str("sender_class")?,
         confirm: f.opt_bool("confirm")?.unwrap_or(true),
     };
-    let Some(chain_id) = state
+    let Some(chain_id) = a
+        .state
         .registry
         .chain(&req.chain)
         .filter(|c| c.is_evm())
@@ -75,32 +72,20 @@ async fn create_test_transfer(
             format!("{:?} is not a simulated chain.", req.chain.as_str()),
         ));
     };
-    let idem = match begin(
-        &state,
-        &caller,
-        &Method::POST,
-        "/v1/test/transfers",
-        &key,
-        &body.fingerprint,
-    )
-    .await?
-    {
+    let idem = match a.begin(&key, "/v1/test/transfers", &body).await? {
         Begin::Replay(r) => return Ok(r),
         Begin::Fresh(idem) => idem,
     };
-    let h = state
-        .sim
-        .get(&state.store, &state.registry, caller.project.id, chain_id)
-        .await?;
-    let s = scope(&state, &caller);
+    let h = a.sim_chain(chain_id).await?;
+    let s = a.scope();
     let confirm = req.confirm;
     let out = {
         // Exclusive (as mining is): test transfers are few; deposits' block reservations
         // wait meanwhile.
-        let mut x = h.exclusive(&state.store).await?;
+        let mut x = h.exclusive(&a.state.store).await?;
         let cursor = h.cursor(&mut x, sim_chain::now_ms());
         let cur = cursor.clone();
-        let r = commit(&state, idem, move |ctx| {
+        let r = commit(&a.state, idem, move |ctx| {
             let planned = test_transfers::plan(ctx, &s, &req, cur.next_block, cur.next_time_ms)?;
             cur.write(ctx, std::slice::from_ref(&planned.op))?;
             if let Some(c) = &req.sender_class {
@@ -153,10 +138,7 @@ async fn create_test_transfer(
         } else {
             0
         };
-        state
-            .sim
-            .drive(h, sim_chain::DriveAction::Mine(blocks))
-            .await?;
+        a.drive(h, sim_chain::DriveAction::Mine(blocks)).await?;
     }
     Ok(resp)
 }
@@ -173,12 +155,7 @@ async fn create_test_transfer(
         (status = 200, description = "The project's clock after the move.", body = schemas::TestClock),
         (status = 400, description = "`invalid_request` (`param: advance_seconds`).", body = schemas::ErrorBody),
     ))]
-async fn advance_clock(
-    State(state): State<AppState>,
-    caller: Caller,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    check(&caller)?;
+async fn advance_clock(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
     let secs = body.fields.req_u64("advance_seconds")?;
     if !(1..=clock::MAX_ADVANCE_S).contains(&secs) {
         return Err(ApiError::invalid(
@@ -189,8 +166,9 @@ async fn advance_clock(
             ),
         ));
     }
-    let s = scope(&state, &caller);
-    let now = state
+    let s = a.scope();
+    let now = a
+        .state
         .store
         .write(move |ctx| {
             let now = clock::advance(ctx, s.project_id(), secs).map_err(ApiError::from)?;

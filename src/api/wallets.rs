@@ -1,16 +1,16 @@
 //! Wallets (deposit addresses): SPEC.md section 4, Wallets and balances; DECISIONS.md 3.
 
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
 use appliance_storage::records::{KeyKind, Wallet};
 
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, JsonBody, Params};
+use crate::api::extract::Params;
 use crate::api::schemas;
-use crate::api::{created_or_ok, json, mutate, row_by_id, scope, IdempotencyKey, PageAnswer};
-use crate::auth::{Access, Caller};
+use crate::api::{created_or_ok, json, PageAnswer};
+use crate::auth::Access;
 use crate::services::reads;
 use crate::services::wallets;
 use crate::state::AppState;
@@ -18,8 +18,10 @@ use crate::views;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const READ: Access = Access::new(&[KeyKind::Wallet], "wallets:read");
-const WRITE: Access = Access::new(&[KeyKind::Wallet], "wallets:create");
+access_rules! {
+    READ = Access::new(&[KeyKind::Wallet], "wallets:read");
+    WRITE = Access::new(&[KeyKind::Wallet], "wallets:create");
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -41,31 +43,17 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = schemas::ErrorBody),
         (status = 422, description = "No new address on this chain now: `account_kind_disabled`, `chain_not_live_yet`, `chain_deposits_disabled`, `chain_unavailable`, `chain_not_enabled`.", body = schemas::ErrorBody),
     ))]
-async fn create_wallet(
-    State(state): State<AppState>,
-    caller: Caller,
-    key: IdempotencyKey,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
+async fn create_wallet(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let customer_id = body.fields.req_uuid("customer_id")?;
     let chain = body.fields.req_chain("chain")?;
-    let s = scope(&state, &caller);
+    let s = a.scope();
     // Derived here, not on the store writer (used only if the wallet is new).
     let address = wallets::new_address(&s, customer_id);
-    let (resp, _) = mutate(
-        &state,
-        &caller,
-        &key,
-        "/v1/wallets",
-        &body.fingerprint,
-        move |ctx| {
-            let (w, created) = wallets::get_or_create_at(ctx, &s, customer_id, &chain, address)?;
-            Ok((created_or_ok(created), views::wallet(&w), ()))
-        },
-    )
-    .await?;
-    Ok(resp)
+    a.post(&key, "/v1/wallets", &body, move |ctx| {
+        let (w, created) = wallets::get_or_create_at(ctx, &s, customer_id, &chain, address)?;
+        Ok((created_or_ok(created), views::wallet(&w), ()))
+    })
+    .await
 }
 
 /// List wallets, newest first.
@@ -77,17 +65,12 @@ async fn create_wallet(
         ("chain" = Option<String>, Query, description = "Only wallets on this chain."),
     ),
     responses((status = 200, description = "A page of wallets.", body = schemas::WalletList)))]
-async fn list_wallets(
-    State(state): State<AppState>,
-    caller: Caller,
-    q: Params,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
+async fn list_wallets(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
-    let p = caller.project_id();
+    let p = a.caller.project_id();
     let customer = q.uuid("customer_id")?;
     let chain = q.get("chain").map(str::to_string);
-    let rows = reads::wallets(&state.store, p, customer, chain, page.rows()?).await?;
+    let rows = reads::wallets(&a.state.store, p, customer, chain, page.rows()?).await?;
     Ok(rows.answer(views::wallet_view))
 }
 
@@ -96,13 +79,7 @@ async fn list_wallets(
 /// Key: `wallet` kind, scope `wallets:read`.
 #[utoipa::path(get, path = "/v1/wallets/{id}", tag = "wallets", params(schemas::IdPath),
     responses((status = 200, description = "The wallet.", body = crate::views::WalletView)))]
-async fn get_wallet(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
-    let w = row_by_id::<Wallet>(&state, &caller, id, ApiError::not_found("wallet"))?;
+async fn get_wallet(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+    let w = a.row::<Wallet>(id, ApiError::not_found("wallet"))?;
     Ok(json(StatusCode::OK, &views::wallet_view(&w)))
 }

@@ -1,6 +1,6 @@
 //! Webhook deliveries: reads and replays (SPEC.md section 4, Webhooks and Events).
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
@@ -8,12 +8,13 @@ use uuid::Uuid;
 
 use appliance_storage::records::{DeliveryStatus, WebhookDelivery};
 
+use crate::api::authed::{access_rules, Authed};
 use crate::api::error::ApiError;
 use crate::api::extract::{list_json, parse_status, JsonBody, Params};
 use crate::api::schemas;
 use crate::api::webhooks::{rate_limited, READ};
-use crate::api::{commit, get_by_id, json, PageAnswer};
-use crate::auth::{Access, Caller, ANY_KIND};
+use crate::api::{json, PageAnswer};
+use crate::auth::{Access, ANY_KIND};
 use crate::services::reads;
 use crate::services::webhook_deliveries::{self as deliveries, BulkReplay, WebhookDeliveryError};
 use crate::state::AppState;
@@ -22,7 +23,9 @@ use crate::webhooks::Poke;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-const REPLAY: Access = Access::new(ANY_KIND, "webhooks:replay");
+access_rules! {
+    REPLAY = Access::new(ANY_KIND, "webhooks:replay");
+}
 /// Most deliveries `GET /v1/events/{id}/deliveries` returns (it is not paginated).
 const EVENT_DELIVERIES_MAX: usize = 1_000;
 
@@ -50,14 +53,9 @@ fn delivery_id(s: &str) -> Result<Uuid, ApiError> {
         ("status" = Option<schemas::DeliveryStatusIn>, Query, description = "Only deliveries in this status."),
     ),
     responses((status = 200, description = "A page of deliveries.", body = schemas::DeliveryList)))]
-async fn list_deliveries(
-    State(state): State<AppState>,
-    caller: Caller,
-    q: Params,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
+async fn list_deliveries(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
-    let p = caller.project_id();
+    let p = a.caller.project_id();
     let endpoint = q.uuid("endpoint_id")?;
     let status = q.status::<DeliveryStatus>()?;
     let query = reads::DeliveryQuery {
@@ -65,7 +63,7 @@ async fn list_deliveries(
         status,
         event_id: q.get("event_id").map(str::to_string),
     };
-    let rows = reads::deliveries(&state.store, p, query, page.rows()?).await?;
+    let rows = reads::deliveries(&a.state.store, p, query, page.rows()?).await?;
     Ok(rows.answer(|d| delivery_json(d, false)))
 }
 
@@ -75,14 +73,9 @@ async fn list_deliveries(
 #[utoipa::path(get, path = "/v1/webhook_deliveries/{id}", tag = "webhooks",
     params(("id" = String, Path, pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$", description = "`whd_` + ULID.")),
     responses((status = 200, description = "The delivery.", body = crate::views::DeliveryView)))]
-async fn get_delivery(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
+async fn get_delivery(a: Authed<READ>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let id = delivery_id(&id)?;
-    get_by_id::<WebhookDelivery, _, _>(&state, &caller, id, WebhookDeliveryError::NotFound, |d| {
+    a.get_by_id::<WebhookDelivery, _, _>(id, WebhookDeliveryError::NotFound, |d| {
         delivery_json(d, true)
     })
     .await
@@ -96,25 +89,21 @@ async fn get_delivery(
 #[utoipa::path(post, path = "/v1/webhook_deliveries/{id}/replay", tag = "webhooks",
     params(("id" = String, Path, pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$", description = "`whd_` + ULID.")),
     responses((status = 201, description = "The new delivery.", body = crate::views::DeliveryView)))]
-async fn replay_delivery(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(REPLAY)?;
+async fn replay_delivery(a: Authed<REPLAY>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let id = delivery_id(&id)?;
-    if let Err(retry) = state.webhooks.check_replay_rate(caller.project_id()) {
+    if let Err(retry) = a.state.webhooks.check_replay_rate(a.caller.project_id()) {
         return Err(rate_limited(retry));
     }
-    let p = caller.project_id();
-    let attempts = state.config.webhooks.max_attempts();
-    let (resp, new_id) = commit(&state, None, move |ctx| {
-        let d = deliveries::replay(ctx, p, id, attempts)?;
-        Ok((StatusCode::CREATED, delivery_json(&d, false), d.id))
-    })
-    .await?;
+    let p = a.caller.project_id();
+    let attempts = a.state.config.webhooks.max_attempts();
+    let (resp, new_id) = a
+        .commit(move |ctx| {
+            let d = deliveries::replay(ctx, p, id, attempts)?;
+            Ok((StatusCode::CREATED, delivery_json(&d, false), d.id))
+        })
+        .await?;
     if let Some(d) = new_id {
-        state.webhooks.poke(Poke::Deliveries(vec![d]));
+        a.state.webhooks.poke(Poke::Deliveries(vec![d]));
     }
     Ok(resp)
 }
@@ -129,12 +118,7 @@ async fn replay_delivery(
         (status = 200, description = "The new deliveries.", body = schemas::ReplayedList),
         (status = 404, description = "`not_found`: no such endpoint (`param: endpoint_id`).", body = schemas::ErrorBody),
     ))]
-async fn bulk_replay(
-    State(state): State<AppState>,
-    caller: Caller,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    caller.require(REPLAY)?;
+async fn bulk_replay(a: Authed<REPLAY>, body: JsonBody) -> Result<Response, ApiError> {
     let f = &body.fields;
     let endpoint_id = f.req_uuid("endpoint_id")?;
     let statuses = match f.opt_str("status")? {
@@ -170,31 +154,32 @@ async fn bulk_replay(
             })
         })
         .transpose()?;
-    if let Err(retry) = state.webhooks.check_replay_rate(caller.project_id()) {
+    if let Err(retry) = a.state.webhooks.check_replay_rate(a.caller.project_id()) {
         return Err(rate_limited(retry));
     }
-    let p = caller.project_id();
+    let p = a.caller.project_id();
     let req = BulkReplay {
         endpoint_id,
         statuses,
         since_us,
         after,
     };
-    let attempts = state.config.webhooks.max_attempts();
-    let (resp, ids) = commit(&state, None, move |ctx| {
-        let (new, has_more, last) = deliveries::bulk_replay(ctx, p, req, attempts)?;
-        let data: Vec<Value> = new.iter().map(|d| delivery_json(d, false)).collect();
-        let next = last.map(delivery_ref);
-        let body = list_json(data, has_more, next);
-        Ok((
-            StatusCode::OK,
-            body,
-            new.iter().map(|d| d.id).collect::<Vec<_>>(),
-        ))
-    })
-    .await?;
+    let attempts = a.state.config.webhooks.max_attempts();
+    let (resp, ids) = a
+        .commit(move |ctx| {
+            let (new, has_more, last) = deliveries::bulk_replay(ctx, p, req, attempts)?;
+            let data: Vec<Value> = new.iter().map(|d| delivery_json(d, false)).collect();
+            let next = last.map(delivery_ref);
+            let body = list_json(data, has_more, next);
+            Ok((
+                StatusCode::OK,
+                body,
+                new.iter().map(|d| d.id).collect::<Vec<_>>(),
+            ))
+        })
+        .await?;
     if let Some(ids) = ids.filter(|v| !v.is_empty()) {
-        state.webhooks.poke(Poke::Deliveries(ids));
+        a.state.webhooks.poke(Poke::Deliveries(ids));
     }
     Ok(resp)
 }
@@ -206,13 +191,11 @@ async fn bulk_replay(
     params(("id" = String, Path, description = "`evt_` + ULID.")),
     responses((status = 200, description = "The event's deliveries.", body = schemas::DeliveryList)))]
 async fn list_event_deliveries(
-    State(state): State<AppState>,
-    caller: Caller,
+    a: Authed<READ>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let p = caller.project_id();
-    let rows = reads::event_deliveries(&state.store, p, id, EVENT_DELIVERIES_MAX)
+    let p = a.caller.project_id();
+    let rows = reads::event_deliveries(&a.state.store, p, id, EVENT_DELIVERIES_MAX)
         .await?
         .ok_or_else(|| ApiError::not_found("event"))?;
     let data = rows.items.iter().map(|d| delivery_json(d, false)).collect();

@@ -1,17 +1,17 @@
 //! Webhook endpoints (SPEC.md section 4, Webhooks; DECISIONS.md section 7).
 
-use axum::extract::{Path, State};
-use axum::http::{Method, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{json, Value};
 
 use appliance_storage::records::{DeliveryMode, WebhookEndpoint};
 
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{path_uuid, Fields, JsonBody};
+use crate::api::extract::{Fields, JsonBody};
 use crate::api::schemas;
-use crate::api::{begin, commit, get_by_id, json, Begin, IdempotencyKey};
-use crate::auth::{Access, Caller, ANY_KIND};
+use crate::api::{commit, json, Begin};
+use crate::auth::{Access, ANY_KIND};
 use crate::services::reads;
 use crate::services::webhook_endpoints::{
     self as endpoints, EndpointPatch, NewEndpoint, RequestedStatus, WebhookEndpointError,
@@ -24,8 +24,10 @@ use crate::webhooks::{dispatcher, guard, Poke};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub(crate) const READ: Access = Access::new(ANY_KIND, "webhooks:read");
-const WRITE: Access = Access::new(ANY_KIND, "webhooks:write");
+access_rules! {
+    pub(crate) READ = Access::new(ANY_KIND, "webhooks:read");
+    WRITE = Access::new(ANY_KIND, "webhooks:write");
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -85,12 +87,8 @@ fn with_secret(ep: &WebhookEndpoint, secret: &str, now: i64) -> Value {
 /// Any key kind; scope `webhooks:read`.
 #[utoipa::path(get, path = "/v1/webhooks", tag = "webhooks",
     responses((status = 200, description = "The endpoints and the event catalogue.", body = schemas::WebhookEndpointList)))]
-async fn list_webhooks(
-    State(state): State<AppState>,
-    caller: Caller,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let eps = reads::webhook_endpoints(&state.store, caller.project_id()).await?;
+async fn list_webhooks(a: Authed<READ>) -> Result<Response, ApiError> {
+    let eps = reads::webhook_endpoints(&a.state.store, a.caller.project_id()).await?;
     let now = appliance_storage::now_us();
     let data: Vec<Value> = eps.iter().map(|e| endpoint_json(e, now)).collect();
     Ok(json(
@@ -114,41 +112,26 @@ async fn list_webhooks(
     params(schemas::IdempotencyHeader),
     request_body(content = schemas::NewWebhookEndpoint),
     responses((status = 201, description = "The endpoint with its secret.", body = schemas::WebhookEndpointWithSecret)))]
-async fn create_webhook(
-    State(state): State<AppState>,
-    caller: Caller,
-    key: IdempotencyKey,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
+async fn create_webhook(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let f = &body.fields;
     let raw_url = f.req_str("url")?;
     let description = f.opt_bounded("description", 255)?;
     let event_types = event_types(f)?.unwrap_or_default();
     let delivery_mode = delivery_mode(f)?.unwrap_or(DeliveryMode::Unordered);
-    let idem = match begin(
-        &state,
-        &caller,
-        &Method::POST,
-        "/v1/webhooks",
-        &key,
-        &body.fingerprint,
-    )
-    .await?
-    {
+    let idem = match a.begin(&key, "/v1/webhooks", &body).await? {
         Begin::Replay(r) => return Ok(r),
         Begin::Fresh(i) => i,
     };
-    let url = checked_url(&state, &raw_url).await?;
-    let p = caller.project_id();
+    let url = checked_url(&a.state, &raw_url).await?;
+    let p = a.caller.project_id();
     let req = NewEndpoint {
         url,
         description,
         event_types,
         delivery_mode,
     };
-    let key = state.data_key.clone();
-    let (resp, _) = commit(&state, idem, move |ctx| {
+    let key = a.state.data_key.clone();
+    let (resp, _) = commit(&a.state, idem, move |ctx| {
         let (ep, secret) = endpoints::create(ctx, p, &key, req)?;
         Ok((
             StatusCode::CREATED,
@@ -165,14 +148,8 @@ async fn create_webhook(
 /// Any key kind; scope `webhooks:read`.
 #[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
     responses((status = 200, description = "The endpoint.", body = crate::views::EndpointView)))]
-async fn get_webhook(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(READ)?;
-    let id = path_uuid(&id)?;
-    get_by_id::<WebhookEndpoint, _, _>(&state, &caller, id, WebhookEndpointError::NotFound, |ep| {
+async fn get_webhook(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+    a.get_by_id::<WebhookEndpoint, _, _>(id, WebhookEndpointError::NotFound, |ep| {
         endpoint_json(ep, appliance_storage::now_us())
     })
     .await
@@ -186,13 +163,10 @@ async fn get_webhook(
     request_body = schemas::WebhookEndpointPatch,
     responses((status = 200, description = "The endpoint.", body = crate::views::EndpointView)))]
 async fn patch_webhook(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    a: Authed<WRITE>,
+    PathId(id): PathId,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
-    let id = path_uuid(&id)?;
     let f = &body.fields;
     let status = f
         .opt_str("status")?
@@ -214,16 +188,17 @@ async fn patch_webhook(
         status,
     };
     if let Some(u) = f.opt_str("url")? {
-        req.url = Some(checked_url(&state, &u).await?);
+        req.url = Some(checked_url(&a.state, &u).await?);
     }
-    let p = caller.project_id();
-    let (resp, resumed) = commit(&state, None, move |ctx| {
-        let (ep, resumed) = endpoints::patch(ctx, p, id, req)?;
-        Ok((StatusCode::OK, endpoint_json(&ep, ctx.now_us()), resumed))
-    })
-    .await?;
+    let p = a.caller.project_id();
+    let (resp, resumed) = a
+        .commit(move |ctx| {
+            let (ep, resumed) = endpoints::patch(ctx, p, id, req)?;
+            Ok((StatusCode::OK, endpoint_json(&ep, ctx.now_us()), resumed))
+        })
+        .await?;
     if resumed == Some(true) {
-        state.webhooks.poke(Poke::Resumed(id));
+        a.state.webhooks.poke(Poke::Resumed(id));
     }
     Ok(resp)
 }
@@ -233,25 +208,20 @@ async fn patch_webhook(
 /// Any key kind; scope `webhooks:write`.
 #[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
     responses((status = 200, description = "`{deleted: true, id}`.", body = schemas::DeletedEndpoint)))]
-async fn delete_webhook(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
-    let id = path_uuid(&id)?;
-    let p = caller.project_id();
-    let (resp, more) = commit(&state, None, move |ctx| {
-        let more = endpoints::delete(ctx, p, id)?;
-        Ok((
-            StatusCode::OK,
-            json!({ "id": id, "object": "webhook_endpoint", "deleted": true }),
-            more,
-        ))
-    })
-    .await?;
+async fn delete_webhook(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, ApiError> {
+    let p = a.caller.project_id();
+    let (resp, more) = a
+        .commit(move |ctx| {
+            let more = endpoints::delete(ctx, p, id)?;
+            Ok((
+                StatusCode::OK,
+                json!({ "id": id, "object": "webhook_endpoint", "deleted": true }),
+                more,
+            ))
+        })
+        .await?;
     if more == Some(true) {
-        dispatcher::purge(&state, p, id).await;
+        dispatcher::purge(&a.state, p, id).await;
     }
     Ok(resp)
 }
@@ -263,13 +233,10 @@ async fn delete_webhook(
     request_body = schemas::RotateSecret,
     responses((status = 200, description = "The endpoint with its new secret.", body = schemas::WebhookEndpointWithSecret)))]
 async fn rotate_secret(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    a: Authed<WRITE>,
+    PathId(id): PathId,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
-    let id = path_uuid(&id)?;
     let hours = body
         .fields
         .opt_u64("overlap_hours")?
@@ -280,14 +247,13 @@ async fn rotate_secret(
             format!("overlap_hours must be 0 to {MAX_OVERLAP_HOURS}."),
         ));
     }
-    let p = caller.project_id();
-    let key = state.data_key.clone();
-    let (resp, _) = commit(&state, None, move |ctx| {
+    let p = a.caller.project_id();
+    let key = a.state.data_key.clone();
+    a.write(move |ctx| {
         let (ep, secret) = endpoints::rotate(ctx, p, &key, id, hours)?;
         Ok((StatusCode::OK, with_secret(&ep, &secret, ctx.now_us()), ()))
     })
-    .await?;
-    Ok(resp)
+    .await
 }
 
 /// Queue one `endpoint.test` event through the real pipeline, to this endpoint only (5 per
@@ -296,20 +262,14 @@ async fn rotate_secret(
 /// Any key kind; scope `webhooks:write`.
 #[utoipa::path(post, path = "/v1/webhooks/{id}/test", tag = "webhooks", params(schemas::IdPath),
     responses((status = 202, description = "`{event_id, delivery_id}`.", body = schemas::WebhookTest)))]
-async fn test_webhook(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require(WRITE)?;
-    let id = path_uuid(&id)?;
-    if let Err(retry) = state.webhooks.check_test_rate(caller.project_id()) {
+async fn test_webhook(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, ApiError> {
+    if let Err(retry) = a.state.webhooks.check_test_rate(a.caller.project_id()) {
         return Err(rate_limited(retry));
     }
-    let project = caller.project.clone();
-    let attempts = state.config.webhooks.max_attempts();
+    let project = a.caller.project.clone();
+    let attempts = a.state.config.webhooks.max_attempts();
     // The event's commit notice brings the delivery to the dispatcher.
-    let (resp, _) = commit(&state, None, move |ctx| {
+    a.write(move |ctx| {
         let (ev, d) = crate::services::webhook_deliveries::send_test(ctx, &project, id, attempts)?;
         let body = json!({
             "object": "webhook_test",
@@ -318,8 +278,7 @@ async fn test_webhook(
         });
         Ok((StatusCode::ACCEPTED, body, ()))
     })
-    .await?;
-    Ok(resp)
+    .await
 }
 
 /// 429 `rate_limited` with `Retry-After`.
