@@ -456,6 +456,15 @@ pub fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, Depo
     Ok(fail_with(ctx, s, d, DepositFailure::SimulatedFailure)?)
 }
 
+/// Takes a deposit that did not stay from its simulated address's on-chain balance (as far
+/// as the balance goes).
+fn unfund_sim_address(ctx: &mut WriteCtx<'_>, d: &Deposit) -> Result<(), StoreError> {
+    let onchain = ctx.sim_balance(&d.chain, &d.to_address, &d.asset)?;
+    let taken = Delta::Sub(onchain.min(d.amount));
+    ctx.sim_balance_add(&d.chain, &d.to_address, &d.asset, taken)?;
+    Ok(())
+}
+
 fn fail_with(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
@@ -463,13 +472,7 @@ fn fail_with(
     reason: DepositFailure,
 ) -> Result<Deposit, Fault> {
     if keeps_sim_balance(&s.reg, &d.chain) {
-        let onchain = ctx.sim_balance(&d.chain, &d.to_address, &d.asset)?;
-        ctx.sim_balance_add(
-            &d.chain,
-            &d.to_address,
-            &d.asset,
-            Delta::Sub(onchain.min(d.amount)),
-        )?;
+        unfund_sim_address(ctx, &d)?;
     }
     mark_failed(ctx, s, d, reason)
 }
@@ -560,13 +563,7 @@ fn orphan_inner(
         sweeps::shrink_open(ctx, d.wallet_id, &d.asset, from_deposits)?;
     }
     if simulated && keeps_sim_balance(&s.reg, &d.chain) {
-        let onchain = ctx.sim_balance(&d.chain, &d.to_address, &d.asset)?;
-        ctx.sim_balance_add(
-            &d.chain,
-            &d.to_address,
-            &d.asset,
-            Delta::Sub(onchain.min(d.amount)),
-        )?;
+        unfund_sim_address(ctx, &d)?;
     }
     d.status = DepositStatus::Orphaned;
     d.reversal_tx_id = Some(e.id);

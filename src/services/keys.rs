@@ -4,7 +4,7 @@ use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{ApiKey, KeyKind, Project};
-use appliance_storage::{ReadOps, WriteCtx};
+use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
 use crate::auth::{self, Pepper};
 use crate::services::error::{fault_from, Fault, Invalid};
@@ -318,15 +318,7 @@ pub fn create(
         use_count: 0,
         created_at: now,
     };
-    ctx.unique_put(
-        &index::unique(
-            IndexTag::UniqueTokenHash,
-            Uuid::nil(),
-            &[key.token_hash.as_bytes()],
-        ),
-        key.id,
-    )?;
-    ctx.put(&key)?;
+    put_new(ctx, &key)?;
     Ok((key, t.token))
 }
 
@@ -432,16 +424,21 @@ pub fn roll(
     let expiry = now + grace_hours as i64 * 3_600_000_000;
     old.expires_at = Some(old.expires_at.map_or(expiry, |e| e.min(expiry)));
     ctx.put(&old)?;
+    put_new(ctx, &new)?;
+    Ok((new, t.token, old))
+}
+
+/// Writes a new key with its token hash's unique index (a token finds its key through it).
+fn put_new(ctx: &mut WriteCtx<'_>, key: &ApiKey) -> Result<(), StoreError> {
     ctx.unique_put(
         &index::unique(
             IndexTag::UniqueTokenHash,
             Uuid::nil(),
-            &[new.token_hash.as_bytes()],
+            &[key.token_hash.as_bytes()],
         ),
-        new.id,
+        key.id,
     )?;
-    ctx.put(&new)?;
-    Ok((new, t.token, old))
+    ctx.put(key)
 }
 
 #[cfg(test)]

@@ -575,37 +575,16 @@ fn usage_fees_in(r: &impl ReadOps, project: Uuid, m: u32) -> Result<i64, Fault> 
 
 /// Onboarding facts `GET /v1/billing` shows besides the account.
 fn onboarding_facts(r: &impl ReadOps, project: Uuid) -> Result<(bool, bool, bool), Fault> {
-    let funded = !r
-        .scan_ids(
-            &index::prefix(
-                IndexTag::BillingEntriesByKind,
-                project,
-                &[EntryKind::Funding.as_str().as_bytes()],
-            ),
-            None,
-            1,
-            |_| Ok(true),
-        )?
-        .items
-        .is_empty();
-    let webhook = !r
-        .scan_ids(
-            &index::prefix(IndexTag::WebhookEndpoints, project, &[]),
-            None,
-            1,
-            |_| Ok(true),
-        )?
-        .items
-        .is_empty();
-    let first_invoice = !r
-        .scan_ids(
-            &index::prefix(IndexTag::Invoices, project, &[]),
-            None,
-            1,
-            |_| Ok(true),
-        )?
-        .items
-        .is_empty();
+    let any = |tag: IndexTag, values: &[&[u8]]| -> Result<bool, Fault> {
+        let first = r.scan_ids(&index::prefix(tag, project, values), None, 1, |_| Ok(true))?;
+        Ok(!first.items.is_empty())
+    };
+    let funded = any(
+        IndexTag::BillingEntriesByKind,
+        &[EntryKind::Funding.as_str().as_bytes()],
+    )?;
+    let webhook = any(IndexTag::WebhookEndpoints, &[])?;
+    let first_invoice = any(IndexTag::Invoices, &[])?;
     Ok((funded, webhook, first_invoice))
 }
 
