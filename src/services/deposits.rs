@@ -17,7 +17,7 @@ use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
 use crate::services::{
-    billing, emit_deposit, invoices, sim_sender_bytes, sim_transfer_hash, sweeps, Scope,
+    billing, emit_row, invoices, sim_sender_bytes, sim_transfer_hash, sweeps, Scope,
 };
 
 /// Why a deposit request (test mode) is refused (statuses and codes: `api::error`).
@@ -168,7 +168,7 @@ pub fn announce(
         Movement::Failed => "deposit.failed",
         Movement::Orphaned => "deposit.orphaned",
     };
-    emit_deposit(ctx, s, event, d)?;
+    emit_row(ctx, s, event, d)?;
     Ok(())
 }
 
@@ -294,7 +294,7 @@ pub fn create_test(
     }
     // Keyed as the chain watcher keys the same transfer, so it is recognised as known.
     ctx.unique_put(&transfer_key(&d.chain, &d.tx_hash, log_index), d.id)?;
-    emit_deposit(ctx, s, "deposit.detected", &d)?;
+    emit_row(ctx, s, "deposit.detected", &d)?;
     // The row is written once, in its final state of this transaction: a second put would
     // rewrite the row and add then remove its `detected` index entries.
     if let Some(reason) = refusal {

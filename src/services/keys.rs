@@ -8,6 +8,7 @@ use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
 use crate::auth::{self, Pepper};
 use crate::services::error::{fault_from, Fault, Invalid};
+use crate::services::set_patched;
 
 /// Why a key request is refused (statuses and codes: `api::error`).
 #[derive(Debug, thiserror::Error)]
@@ -350,18 +351,7 @@ pub fn patch(
         return Err(KeyError::Revoked);
     }
     let before = k.scopes.clone();
-    if let Some(n) = p.name {
-        k.name = n;
-    }
-    if let Some(s) = p.scopes {
-        k.scopes = s;
-    }
-    if let Some(a) = p.ip_allowlist {
-        k.ip_allowlist = a;
-    }
-    if let Some(s) = p.signing_enabled {
-        k.signing_enabled = s;
-    }
+    set_patched!(k, p, [name, scopes, ip_allowlist, signing_enabled]);
     authorize_actor(ctx, actor, KeyPowers::from(&k))?;
     no_approve_granted(actor, k.kind, &k.scopes, &before)?;
     ctx.put(&k)?;

@@ -14,7 +14,7 @@ use appliance_storage::{ReadOps, WriteCtx};
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
-use crate::services::{deposits, emit_payout, wallets, Scope};
+use crate::services::{deposits, emit_row, wallets, Scope};
 
 /// Why a payout request is refused (statuses and codes: `api::error`).
 #[derive(Debug, thiserror::Error)]
@@ -220,7 +220,7 @@ pub fn create_with(
     );
     ctx.post(&e)??;
     ctx.put(&payout)?;
-    emit_payout(ctx, s, "payout.created", &payout)?;
+    emit_row(ctx, s, "payout.created", &payout)?;
     Ok(payout)
 }
 
@@ -350,7 +350,7 @@ pub fn approve(
     p.queued_block = Some(deposits::sim_height(ctx, &p.chain)?);
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
-    emit_payout(ctx, s, "payout.approved", &p)?;
+    emit_row(ctx, s, "payout.approved", &p)?;
     Ok(p)
 }
 
@@ -420,7 +420,7 @@ fn release(
     p.failure_reason = reason;
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
-    emit_payout(ctx, s, event, &p)?;
+    emit_row(ctx, s, event, &p)?;
     crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
     Ok(p)
 }
@@ -452,7 +452,7 @@ fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, Fa
     p.status = PayoutStatus::Confirmed;
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
-    emit_payout(ctx, s, "payout.confirmed", &p)?;
+    emit_row(ctx, s, "payout.confirmed", &p)?;
     crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
     crate::services::billing::charge_payout_fee(ctx, s, p.id, p.reference.as_deref())?;
     Ok(p)
@@ -465,7 +465,7 @@ fn to_signing(ctx: &mut WriteCtx<'_>, s: &Scope, p: &mut Payout) -> Result<(), F
     p.status = PayoutStatus::Signing;
     p.updated_at = ctx.now_us();
     ctx.put(p)?;
-    emit_payout(ctx, s, "payout.signing", p)?;
+    emit_row(ctx, s, "payout.signing", p)?;
     Ok(())
 }
 
@@ -484,7 +484,7 @@ fn to_submitted(
     p.submitted_block = Some(block);
     p.updated_at = ctx.now_us();
     ctx.put(p)?;
-    emit_payout(ctx, s, "payout.submitted", p)?;
+    emit_row(ctx, s, "payout.submitted", p)?;
     crate::services::checkout::refund_payout_moved(ctx, s, p)?;
     Ok(())
 }
@@ -561,7 +561,7 @@ pub fn follow_hash(
             p.updated_at = ctx.now_us();
             ctx.put(&p)?;
             if p.status == PayoutStatus::Submitted {
-                emit_payout(ctx, s, "payout.submitted", &p)?;
+                emit_row(ctx, s, "payout.submitted", &p)?;
             }
         }
     }
@@ -605,7 +605,7 @@ pub fn unsettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> Re
     p.failure_reason = Some(reason.into());
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
-    emit_payout(ctx, s, "payout.failed", &p)?;
+    emit_row(ctx, s, "payout.failed", &p)?;
     crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
     Ok(())
 }
@@ -657,7 +657,7 @@ pub fn resettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, tx_hash: &str) -> R
     p.tx_hash = Some(tx_hash.to_string());
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
-    emit_payout(ctx, s, "payout.confirmed", &p)?;
+    emit_row(ctx, s, "payout.confirmed", &p)?;
     crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
     Ok(())
 }
