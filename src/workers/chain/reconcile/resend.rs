@@ -252,31 +252,39 @@ async fn still_waiting(
 ) -> anyhow::Result<Option<(Uuid, bool)>> {
     Ok(match kind {
         OutKind::Payout => {
-            state
-                .store
-                .read(move |r| {
-                    Ok(r.get::<Payout>(id)?
-                        .filter(|p| {
-                            matches!(p.status, PayoutStatus::Submitted | PayoutStatus::Confirmed)
-                        })
-                        .map(|p| (p.project_id, p.status == PayoutStatus::Confirmed)))
-                })
-                .await?
+            read_row(state, id, |p: Payout| match p.status {
+                PayoutStatus::Submitted => Some((p.project_id, false)),
+                PayoutStatus::Confirmed => Some((p.project_id, true)),
+                _ => None,
+            })
+            .await?
         }
         OutKind::Sweep => {
-            state
-                .store
-                .read(move |r| {
-                    Ok(r.get::<Sweep>(id)?
-                        .filter(|s| {
-                            matches!(s.status, SweepStatus::Submitted | SweepStatus::Confirmed)
-                        })
-                        .map(|s| (s.project_id, s.status == SweepStatus::Confirmed)))
-                })
-                .await?
+            read_row(state, id, |s: Sweep| match s.status {
+                SweepStatus::Submitted => Some((s.project_id, false)),
+                SweepStatus::Confirmed => Some((s.project_id, true)),
+                _ => None,
+            })
+            .await?
         }
         OutKind::Factory | OutKind::Filler | OutKind::Approve | OutKind::Swap => None,
     })
+}
+
+/// What `f` makes of row `id` (`None` when missing).
+async fn read_row<R, T>(
+    state: &Handles,
+    id: Uuid,
+    f: impl FnOnce(R) -> Option<T> + Send + 'static,
+) -> anyhow::Result<Option<T>>
+where
+    R: appliance_storage::records::Row + Send + 'static,
+    T: Send + 'static,
+{
+    Ok(state
+        .store
+        .read(move |r| Ok(r.get::<R>(id)?.and_then(f)))
+        .await?)
 }
 
 /// A send [`replan`] plans again: its stored row (retired in the transaction that writes
