@@ -17,7 +17,7 @@ use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
 use crate::services::{
-    billing, emit_row, invoices, sim_sender_bytes, sim_transfer_hash, sweeps, Scope,
+    billing, emit_row, invoices, journal_entry, sim_sender_bytes, sim_transfer_hash, sweeps, Scope,
 };
 
 /// Why a deposit request (test mode) is refused (statuses and codes: `api::error`).
@@ -330,20 +330,19 @@ fn credited_account(d: &Deposit) -> Account {
 
 /// The journal entry crediting a deposit: Dr deposits / Cr [`credited_account`].
 fn credit_entry(d: &Deposit, now: i64) -> JournalEntry {
-    JournalEntry {
-        id: appliance_storage::sources::new_id(),
-        project_id: d.project_id,
-        kind: JournalKind::DepositCredit,
-        ref_id: d.id,
-        created_at: now,
-        postings: vec![
+    journal_entry(
+        d.project_id,
+        JournalKind::DepositCredit,
+        d.id,
+        now,
+        vec![
             Posting::debit(
                 Account::project(d.project_id, &d.chain, &d.asset, AccountKind::Deposits),
                 d.amount,
             ),
             Posting::credit(credited_account(d), d.amount),
         ],
-    }
+    )
 }
 
 /// After the credit is posted: holdings, status, event, and the sweep that follows.
@@ -549,14 +548,13 @@ fn orphan_inner(
             d.amount - from_deposits,
         ));
     }
-    let e = JournalEntry {
-        id: appliance_storage::sources::new_id(),
-        project_id: p,
-        kind: JournalKind::DepositReversal,
-        ref_id: d.id,
-        created_at: ctx.now_us(),
+    let e = journal_entry(
+        p,
+        JournalKind::DepositReversal,
+        d.id,
+        ctx.now_us(),
         postings,
-    };
+    );
     ctx.post(&e)??;
     if from_deposits > 0 {
         ctx.holding_add(d.wallet_id, &d.asset, Delta::Sub(from_deposits))?;

@@ -251,6 +251,25 @@ compact_event! {
     Customer, "customer.created", append_customer_event, |c, s| c.project_id == s.project.id;
 }
 
+/// A new journal entry (a fresh id) of `kind` about row `ref_id` of `project`, written at
+/// `now` (µs since the Unix epoch).
+pub fn journal_entry(
+    project: Uuid,
+    kind: appliance_storage::ledger::JournalKind,
+    ref_id: Uuid,
+    now: i64,
+    postings: Vec<appliance_storage::ledger::Posting>,
+) -> appliance_storage::ledger::JournalEntry {
+    appliance_storage::ledger::JournalEntry {
+        id: appliance_storage::sources::new_id(),
+        project_id: project,
+        kind,
+        ref_id,
+        created_at: now,
+        postings,
+    }
+}
+
 /// Idempotency records expire after 24 hours (SPEC.md section 8); the API replays within
 /// it and the maintenance worker purges after it.
 pub const IDEMPOTENCY_TTL_US: i64 = 24 * 3_600_000_000;

@@ -14,7 +14,7 @@ use appliance_storage::{ReadOps, WriteCtx};
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
-use crate::services::{deposits, emit_row, wallets, Scope};
+use crate::services::{deposits, emit_row, journal_entry, wallets, Scope};
 
 /// Why a payout request is refused (statuses and codes: `api::error`).
 #[derive(Debug, thiserror::Error)]
@@ -105,13 +105,12 @@ fn lock_entry(
     now: i64,
 ) -> JournalEntry {
     let total = p.amount + p.fee_amount;
-    JournalEntry {
-        id: appliance_storage::sources::new_id(),
-        project_id: p.project_id,
+    journal_entry(
+        p.project_id,
         kind,
-        ref_id: p.id,
-        created_at: now,
-        postings: vec![
+        p.id,
+        now,
+        vec![
             Posting::debit(
                 Account::customer(p.project_id, owner(p), &p.chain, &p.asset, from),
                 total,
@@ -121,7 +120,7 @@ fn lock_entry(
                 total,
             ),
         ],
-    }
+    )
 }
 
 /// What [`create`] checks of `to_address` without the store: whether it parses as an EVM
@@ -431,13 +430,12 @@ fn release(
 fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, Fault> {
     let total = p.amount + p.fee_amount;
     let pid = p.project_id;
-    let e = JournalEntry {
-        id: appliance_storage::sources::new_id(),
-        project_id: pid,
-        kind: JournalKind::PayoutSettle,
-        ref_id: p.id,
-        created_at: ctx.now_us(),
-        postings: vec![
+    let e = journal_entry(
+        pid,
+        JournalKind::PayoutSettle,
+        p.id,
+        ctx.now_us(),
+        vec![
             Posting::debit(
                 Account::customer(pid, owner(&p), &p.chain, &p.asset, AccountKind::Locked),
                 total,
@@ -447,7 +445,7 @@ fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, Fa
                 total,
             ),
         ],
-    };
+    );
     ctx.post(&e)??;
     p.status = PayoutStatus::Confirmed;
     p.updated_at = ctx.now_us();
@@ -583,13 +581,12 @@ pub fn unsettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> Re
     }
     let total = p.amount + p.fee_amount;
     let pid = p.project_id;
-    let e = JournalEntry {
-        id: appliance_storage::sources::new_id(),
-        project_id: pid,
-        kind: JournalKind::PayoutUnsettle,
-        ref_id: p.id,
-        created_at: ctx.now_us(),
-        postings: vec![
+    let e = journal_entry(
+        pid,
+        JournalKind::PayoutUnsettle,
+        p.id,
+        ctx.now_us(),
+        vec![
             Posting::debit(
                 Account::project(pid, &p.chain, &p.asset, AccountKind::Treasury),
                 total,
@@ -599,7 +596,7 @@ pub fn unsettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> Re
                 total,
             ),
         ],
-    };
+    );
     ctx.post(&e)??;
     p.status = PayoutStatus::Failed;
     p.failure_reason = Some(reason.into());
@@ -643,14 +640,13 @@ pub fn resettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, tx_hash: &str) -> R
         Account::project(pid, &p.chain, &p.asset, AccountKind::Treasury),
         total,
     ));
-    let e = JournalEntry {
-        id: appliance_storage::sources::new_id(),
-        project_id: pid,
-        kind: JournalKind::PayoutResettle,
-        ref_id: p.id,
-        created_at: ctx.now_us(),
+    let e = journal_entry(
+        pid,
+        JournalKind::PayoutResettle,
+        p.id,
+        ctx.now_us(),
         postings,
-    };
+    );
     ctx.post(&e)??;
     p.status = PayoutStatus::Confirmed;
     p.failure_reason = None;

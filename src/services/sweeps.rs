@@ -16,7 +16,7 @@ use appliance_storage::{CommitHook, Delta, ReadOps, StoreError, Touched, WriteCt
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
 use crate::services::types::AssetSymbol;
-use crate::services::{emit, Scope};
+use crate::services::{emit, journal_entry, Scope};
 use crate::views;
 
 /// Why a sweep request is refused (statuses and codes: `api::error`).
@@ -270,17 +270,16 @@ fn project_move(
     now: i64,
 ) -> JournalEntry {
     let p = sw.project_id;
-    JournalEntry {
-        id: appliance_storage::sources::new_id(),
-        project_id: p,
+    journal_entry(
+        p,
         kind,
-        ref_id: sw.id,
-        created_at: now,
-        postings: vec![
+        sw.id,
+        now,
+        vec![
             Posting::debit(Account::project(p, &sw.chain, &sw.asset, debit), amount),
             Posting::credit(Account::project(p, &sw.chain, &sw.asset, credit), amount),
         ],
-    }
+    )
 }
 
 /// Wallets on `chain` with an unconfirmed inbound transfer (a `detected` deposit). Their
