@@ -9,7 +9,7 @@ use appliance_chains::ChainStatus;
 use appliance_storage::index::IndexTag;
 use appliance_storage::ledger::{Account, AccountKind, JournalEntry, JournalKind, Posting};
 use appliance_storage::records::{Customer, Payout, PayoutStatus, RefundReference};
-use appliance_storage::{ReadOps, WriteCtx};
+use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
@@ -530,12 +530,9 @@ pub fn submit_sent(
     tx_hash: &str,
     height: u64,
 ) -> Result<Option<Payout>, Fault> {
-    let Some(mut p) = ctx.get::<Payout>(id)? else {
+    let Some(mut p) = payout_in(ctx, id, PayoutStatus::Signing)? else {
         return Ok(None);
     };
-    if p.status != PayoutStatus::Signing {
-        return Ok(None);
-    }
     to_submitted(ctx, s, &mut p, tx_hash.to_string(), height)?;
     Ok(Some(p))
 }
@@ -573,12 +570,9 @@ pub fn follow_hash(
 /// never sent at a second nonce, so it cannot be paid twice; if a later reorg lets its
 /// transaction succeed after all, [`resettle`] takes it back.
 pub fn unsettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> Result<(), Fault> {
-    let Some(mut p) = ctx.get::<Payout>(id)? else {
+    let Some(mut p) = payout_in(ctx, id, PayoutStatus::Confirmed)? else {
         return Ok(());
     };
-    if p.status != PayoutStatus::Confirmed {
-        return Ok(());
-    }
     let total = p.amount + p.fee_amount;
     let pid = p.project_id;
     let e = journal_entry(
@@ -613,12 +607,9 @@ pub fn unsettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> Re
 /// rest posted to the project's `receivable`, as a reorged credit is; the treasury
 /// credited) and `payout.confirmed`.
 pub fn resettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, tx_hash: &str) -> Result<(), Fault> {
-    let Some(mut p) = ctx.get::<Payout>(id)? else {
+    let Some(mut p) = payout_in(ctx, id, PayoutStatus::Failed)? else {
         return Ok(());
     };
-    if p.status != PayoutStatus::Failed {
-        return Ok(());
-    }
     // A refund whose claim held the net again for the buyer gives it back first, so the
     // resettlement takes it from `available` (DECISIONS.md section 5).
     crate::services::checkout::refund_payout_resettling(ctx, &p)?;
@@ -667,12 +658,9 @@ pub fn fail_replanned(
     id: Uuid,
     reason: &str,
 ) -> Result<(), Fault> {
-    let Some(p) = ctx.get::<Payout>(id)? else {
+    let Some(p) = payout_in(ctx, id, PayoutStatus::Submitted)? else {
         return Ok(());
     };
-    if p.status != PayoutStatus::Submitted {
-        return Ok(());
-    }
     fail(ctx, s, p, reason)?;
     Ok(())
 }
@@ -712,4 +700,13 @@ pub fn fail_unsent(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) ->
     }
     fail(ctx, s, p, reason)?;
     Ok(())
+}
+
+/// Payout `id` when it is `status`, else `None` (missing, or moved on by someone else).
+fn payout_in(
+    ctx: &WriteCtx<'_>,
+    id: Uuid,
+    status: PayoutStatus,
+) -> Result<Option<Payout>, StoreError> {
+    Ok(ctx.get::<Payout>(id)?.filter(|r| r.status == status))
 }

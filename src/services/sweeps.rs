@@ -322,12 +322,9 @@ pub fn submit_sent(
     tx_hash: &str,
     height: u64,
 ) -> Result<Option<Sweep>, Fault> {
-    let Some(mut sw) = ctx.get::<Sweep>(id)? else {
+    let Some(mut sw) = sweep_in(ctx, id, SweepStatus::Open)? else {
         return Ok(None);
     };
-    if sw.status != SweepStatus::Open {
-        return Ok(None);
-    }
     let amount = amount_now(ctx, &sw)?;
     if amount == 0 {
         to_skipped(ctx, s, &mut sw)?;
@@ -360,12 +357,9 @@ pub fn settle_sent(
     id: Uuid,
     success: bool,
 ) -> Result<(), Fault> {
-    let Some(mut sw) = ctx.get::<Sweep>(id)? else {
+    let Some(mut sw) = sweep_in(ctx, id, SweepStatus::Submitted)? else {
         return Ok(());
     };
-    if sw.status != SweepStatus::Submitted {
-        return Ok(());
-    }
     to_final(ctx, s, &mut sw, success)
 }
 
@@ -449,6 +443,15 @@ impl ChangeLog {
         self.ids.push_back(id);
         self.end += 1;
     }
+}
+
+/// Sweep `id` when it is `status`, else `None` (missing, or moved on by someone else).
+fn sweep_in(
+    ctx: &WriteCtx<'_>,
+    id: Uuid,
+    status: SweepStatus,
+) -> Result<Option<Sweep>, StoreError> {
+    Ok(ctx.get::<Sweep>(id)?.filter(|r| r.status == status))
 }
 
 #[cfg(test)]

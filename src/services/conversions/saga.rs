@@ -45,7 +45,7 @@ pub fn approve_lost(
     };
     b.approve_tx_hash = None;
     match reverted {
-        true => count_attempt(ctx, s, b, "approve_reverted"),
+        true => count_attempt(ctx, b, "approve_reverted"),
         false => save(ctx, b),
     }
 }
@@ -91,7 +91,7 @@ pub fn swap_refused(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, code: &str) -> 
     if b.swap_tx_hash.is_some() {
         return Ok(());
     }
-    count_attempt(ctx, s, b, code)
+    count_attempt(ctx, b, code)
 }
 
 /// A batch step's transaction was replaced with higher fees: the batch shows the new hash
@@ -162,7 +162,7 @@ pub fn swap_settled(
     let Some(amount_out) = outcome else {
         b.swap_tx_hash = None;
         if b.attempts >= MAX_ATTEMPTS {
-            return fail_batch(ctx, s, b, "slippage");
+            return fail_batch(ctx, b, "slippage");
         }
         b.updated_at = now;
         ctx.put(&b)?;
@@ -224,7 +224,6 @@ pub fn swap_settled(
     Ok(())
 }
 
-/// Fails a batch: its rows are `failed`, their locked amounts return to `available`.
 /// Writes batch `b`, updated now.
 fn save(ctx: &mut WriteCtx<'_>, mut b: ConversionBatch) -> Result<(), Fault> {
     b.updated_at = ctx.now_us();
@@ -233,25 +232,16 @@ fn save(ctx: &mut WriteCtx<'_>, mut b: ConversionBatch) -> Result<(), Fault> {
 }
 
 /// Counts a failed attempt of batch `b`: after [`MAX_ATTEMPTS`] it fails with `code`.
-fn count_attempt(
-    ctx: &mut WriteCtx<'_>,
-    s: &Scope,
-    mut b: ConversionBatch,
-    code: &str,
-) -> Result<(), Fault> {
+fn count_attempt(ctx: &mut WriteCtx<'_>, mut b: ConversionBatch, code: &str) -> Result<(), Fault> {
     b.attempts += 1;
     if b.attempts >= MAX_ATTEMPTS {
-        return fail_batch(ctx, s, b, code);
+        return fail_batch(ctx, b, code);
     }
     save(ctx, b)
 }
 
-fn fail_batch(
-    ctx: &mut WriteCtx<'_>,
-    _s: &Scope,
-    mut b: ConversionBatch,
-    code: &str,
-) -> Result<(), Fault> {
+/// Fails a batch: its rows are `failed`, their locked amounts return to `available`.
+fn fail_batch(ctx: &mut WriteCtx<'_>, mut b: ConversionBatch, code: &str) -> Result<(), Fault> {
     let now = ctx.now_us();
     let rows = rows_of(ctx, &b)?;
     let legs = rows
@@ -295,7 +285,7 @@ pub fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, code: &str) -> Result<(
     else {
         return Ok(());
     };
-    fail_batch(ctx, s, b, code)
+    fail_batch(ctx, b, code)
 }
 
 // ---------------------------------------------------------------------------------------
