@@ -7,6 +7,7 @@
 use std::ops::Deref;
 use std::sync::Arc;
 
+use appliance_storage::records::Project;
 use appliance_storage::Store;
 
 use crate::auth::KeyCache;
@@ -16,6 +17,7 @@ use crate::registry::Registry;
 use crate::sealing::DataKey;
 use crate::services::sim_chain::SimChains;
 use crate::services::sweeps::SweepChanges;
+use crate::services::Scope;
 
 /// Cheap-to-clone handle to the shared parts ([`Shared`]).
 #[derive(Clone)]
@@ -43,6 +45,16 @@ pub struct Shared {
 impl Handles {
     pub fn new(shared: Shared) -> Handles {
         Handles(Arc::new(shared))
+    }
+
+    /// The scope a worker runs a service of `project` in: this appliance's registry and
+    /// webhook attempts.
+    pub fn scope(&self, project: Project) -> Scope {
+        Scope {
+            reg: self.registry.clone(),
+            project: Arc::new(project),
+            delivery_attempts: self.config.webhooks.max_attempts(),
+        }
     }
 }
 

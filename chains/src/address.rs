@@ -15,7 +15,7 @@ pub fn keccak256(data: &[u8]) -> [u8; 32] {
 
 /// The deterministic deployment proxy present at the same address on most EVM chains
 /// (CHAINS.md); the factory is deployed through it so it has one address everywhere.
-pub const DEPLOYMENT_PROXY: [u8; 20] = hex20("4e59b44847b379578588920ca78fbf26c0b4956c");
+pub const DEPLOYMENT_PROXY: [u8; 20] = hex_array("4e59b44847b379578588920ca78fbf26c0b4956c");
 
 /// Salt under which the factory is deployed through [`DEPLOYMENT_PROXY`].
 pub const FACTORY_SALT: [u8; 32] = [0u8; 32];
@@ -66,7 +66,7 @@ pub const TEST_MODE_MNEMONIC: &str = "test test test test test test test test te
 /// under the factory of this treasury, and the simulated chains' genesis funds it with
 /// native coin for gas.
 pub fn test_treasury() -> [u8; 20] {
-    hex20("f39fd6e51aad88f6f4ce6ab8827279cfffb92266")
+    hex_array("f39fd6e51aad88f6f4ce6ab8827279cfffb92266")
 }
 
 /// keccak256 of the factory's creation code for `treasury`. Together with [`FACTORY_SALT`]
@@ -83,11 +83,13 @@ pub fn forwarder_init_code_hash() -> [u8; 32] {
     *H.get_or_init(|| keccak256(forwarder_init_code()))
 }
 
-const fn hex20(s: &str) -> [u8; 20] {
+/// The `N` bytes of the hex string `s` (no `0x`), at compile time; panics on a character
+/// that is not a hex digit.
+pub(crate) const fn hex_array<const N: usize>(s: &str) -> [u8; N] {
     let b = s.as_bytes();
-    let mut out = [0u8; 20];
+    let mut out = [0u8; N];
     let mut i = 0;
-    while i < 20 {
+    while i < N {
         out[i] = (hexval(b[2 * i]) << 4) | hexval(b[2 * i + 1]);
         i += 1;
     }

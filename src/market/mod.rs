@@ -825,24 +825,20 @@ mod tests {
 
     #[test]
     fn freshness_follows_ttl_and_max_age() {
-        let ttl = Duration::from_secs(60);
-        assert_eq!(
-            freshness(Duration::from_secs(10), 10, ttl, 3600),
-            Freshness::Fresh
-        );
-        assert_eq!(
-            freshness(Duration::from_secs(61), 61, ttl, 3600),
-            Freshness::Stale
-        );
-        assert_eq!(
-            freshness(Duration::from_secs(61), 3601, ttl, 3600),
-            Freshness::Expired
-        );
+        // Fetched `fetched` s ago, of a round updated `updated` s ago; ttl 60 s, max age 1 h.
+        let at = |fetched, updated| {
+            freshness(
+                Duration::from_secs(fetched),
+                updated,
+                Duration::from_secs(60),
+                3600,
+            )
+        };
+        assert_eq!(at(10, 10), Freshness::Fresh);
+        assert_eq!(at(61, 61), Freshness::Stale);
+        assert_eq!(at(61, 3601), Freshness::Expired);
         // A feed round fetched now but updated long ago is expired all the same.
-        assert_eq!(
-            freshness(Duration::from_secs(0), 4000, ttl, 3600),
-            Freshness::Expired
-        );
+        assert_eq!(at(0, 4000), Freshness::Expired);
     }
 
     #[tokio::test]

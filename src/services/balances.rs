@@ -417,11 +417,9 @@ pub async fn onchain(
     chain: &str,
     address: &str,
 ) -> Result<BTreeMap<String, u128>, OnchainError> {
-    let c = reg
+    let client = reg
         .chain(chain)
-        .ok_or_else(|| OnchainError::NoNode(chain.to_string()))?;
-    let client = c
-        .client()
+        .and_then(|c| c.client())
         .ok_or_else(|| OnchainError::NoNode(chain.to_string()))?;
     onchain_via(client.as_ref(), reg, chain, address).await
 }

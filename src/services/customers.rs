@@ -9,7 +9,8 @@ use appliance_storage::{ReadOps, WriteCtx};
 
 use crate::services::error::{fault_from, Fault};
 use crate::services::metadata::{self, MetadataError};
-use crate::services::{emit, emit_customer_created, Scope};
+use crate::services::set_patched;
+use crate::services::{emit, emit_row, Scope};
 use crate::views;
 
 /// Why a customer request is refused (statuses and codes: `api::error`).
@@ -70,7 +71,7 @@ pub fn create(
         )?;
     }
     ctx.put(&c)?;
-    emit_customer_created(ctx, s, &c)?;
+    emit_row(ctx, s, "customer.created", &c)?;
     Ok((c, true))
 }
 
@@ -131,15 +132,10 @@ pub fn patch(
         }
         c.reference_id = r;
     }
-    if let Some(e) = req.email {
-        c.email = e;
-    }
     if let Some(m) = metadata {
         c.metadata = m;
     }
-    if let Some(st) = req.status {
-        c.status = st;
-    }
+    set_patched!(c, req, [email, status]);
     ctx.put(&c)?;
     emit(ctx, s, "customer.updated", c.id, views::customer(&c))?;
     Ok(c)

@@ -17,7 +17,7 @@ use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
 use crate::services::{
-    billing, emit_deposit, invoices, sim_sender_bytes, sim_transfer_hash, sweeps, Scope,
+    billing, emit_row, invoices, journal_entry, sim_sender_bytes, sim_transfer_hash, sweeps, Scope,
 };
 
 /// Why a deposit request (test mode) is refused (statuses and codes: `api::error`).
@@ -168,7 +168,7 @@ pub fn announce(
         Movement::Failed => "deposit.failed",
         Movement::Orphaned => "deposit.orphaned",
     };
-    emit_deposit(ctx, s, event, d)?;
+    emit_row(ctx, s, event, d)?;
     Ok(())
 }
 
@@ -294,7 +294,7 @@ pub fn create_test(
     }
     // Keyed as the chain watcher keys the same transfer, so it is recognised as known.
     ctx.unique_put(&transfer_key(&d.chain, &d.tx_hash, log_index), d.id)?;
-    emit_deposit(ctx, s, "deposit.detected", &d)?;
+    emit_row(ctx, s, "deposit.detected", &d)?;
     // The row is written once, in its final state of this transaction: a second put would
     // rewrite the row and add then remove its `detected` index entries.
     if let Some(reason) = refusal {
@@ -330,20 +330,19 @@ fn credited_account(d: &Deposit) -> Account {
 
 /// The journal entry crediting a deposit: Dr deposits / Cr [`credited_account`].
 fn credit_entry(d: &Deposit, now: i64) -> JournalEntry {
-    JournalEntry {
-        id: appliance_storage::sources::new_id(),
-        project_id: d.project_id,
-        kind: JournalKind::DepositCredit,
-        ref_id: d.id,
-        created_at: now,
-        postings: vec![
+    journal_entry(
+        d.project_id,
+        JournalKind::DepositCredit,
+        d.id,
+        now,
+        vec![
             Posting::debit(
                 Account::project(d.project_id, &d.chain, &d.asset, AccountKind::Deposits),
                 d.amount,
             ),
             Posting::credit(credited_account(d), d.amount),
         ],
-    }
+    )
 }
 
 /// After the credit is posted: holdings, status, event, and the sweep that follows.
@@ -456,6 +455,15 @@ pub fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, Depo
     Ok(fail_with(ctx, s, d, DepositFailure::SimulatedFailure)?)
 }
 
+/// Takes a deposit that did not stay from its simulated address's on-chain balance (as far
+/// as the balance goes).
+fn unfund_sim_address(ctx: &mut WriteCtx<'_>, d: &Deposit) -> Result<(), StoreError> {
+    let onchain = ctx.sim_balance(&d.chain, &d.to_address, &d.asset)?;
+    let taken = Delta::Sub(onchain.min(d.amount));
+    ctx.sim_balance_add(&d.chain, &d.to_address, &d.asset, taken)?;
+    Ok(())
+}
+
 fn fail_with(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
@@ -463,13 +471,7 @@ fn fail_with(
     reason: DepositFailure,
 ) -> Result<Deposit, Fault> {
     if keeps_sim_balance(&s.reg, &d.chain) {
-        let onchain = ctx.sim_balance(&d.chain, &d.to_address, &d.asset)?;
-        ctx.sim_balance_add(
-            &d.chain,
-            &d.to_address,
-            &d.asset,
-            Delta::Sub(onchain.min(d.amount)),
-        )?;
+        unfund_sim_address(ctx, &d)?;
     }
     mark_failed(ctx, s, d, reason)
 }
@@ -546,27 +548,20 @@ fn orphan_inner(
             d.amount - from_deposits,
         ));
     }
-    let e = JournalEntry {
-        id: appliance_storage::sources::new_id(),
-        project_id: p,
-        kind: JournalKind::DepositReversal,
-        ref_id: d.id,
-        created_at: ctx.now_us(),
+    let e = journal_entry(
+        p,
+        JournalKind::DepositReversal,
+        d.id,
+        ctx.now_us(),
         postings,
-    };
+    );
     ctx.post(&e)??;
     if from_deposits > 0 {
         ctx.holding_add(d.wallet_id, &d.asset, Delta::Sub(from_deposits))?;
         sweeps::shrink_open(ctx, d.wallet_id, &d.asset, from_deposits)?;
     }
     if simulated && keeps_sim_balance(&s.reg, &d.chain) {
-        let onchain = ctx.sim_balance(&d.chain, &d.to_address, &d.asset)?;
-        ctx.sim_balance_add(
-            &d.chain,
-            &d.to_address,
-            &d.asset,
-            Delta::Sub(onchain.min(d.amount)),
-        )?;
+        unfund_sim_address(ctx, &d)?;
     }
     d.status = DepositStatus::Orphaned;
     d.reversal_tx_id = Some(e.id);

@@ -4,10 +4,11 @@ use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{ApiKey, KeyKind, Project};
-use appliance_storage::{ReadOps, WriteCtx};
+use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
 use crate::auth::{self, Pepper};
 use crate::services::error::{fault_from, Fault, Invalid};
+use crate::services::set_patched;
 
 /// Why a key request is refused (statuses and codes: `api::error`).
 #[derive(Debug, thiserror::Error)]
@@ -318,15 +319,7 @@ pub fn create(
         use_count: 0,
         created_at: now,
     };
-    ctx.unique_put(
-        &index::unique(
-            IndexTag::UniqueTokenHash,
-            Uuid::nil(),
-            &[key.token_hash.as_bytes()],
-        ),
-        key.id,
-    )?;
-    ctx.put(&key)?;
+    put_new(ctx, &key)?;
     Ok((key, t.token))
 }
 
@@ -358,18 +351,7 @@ pub fn patch(
         return Err(KeyError::Revoked);
     }
     let before = k.scopes.clone();
-    if let Some(n) = p.name {
-        k.name = n;
-    }
-    if let Some(s) = p.scopes {
-        k.scopes = s;
-    }
-    if let Some(a) = p.ip_allowlist {
-        k.ip_allowlist = a;
-    }
-    if let Some(s) = p.signing_enabled {
-        k.signing_enabled = s;
-    }
+    set_patched!(k, p, [name, scopes, ip_allowlist, signing_enabled]);
     authorize_actor(ctx, actor, KeyPowers::from(&k))?;
     no_approve_granted(actor, k.kind, &k.scopes, &before)?;
     ctx.put(&k)?;
@@ -432,16 +414,21 @@ pub fn roll(
     let expiry = now + grace_hours as i64 * 3_600_000_000;
     old.expires_at = Some(old.expires_at.map_or(expiry, |e| e.min(expiry)));
     ctx.put(&old)?;
+    put_new(ctx, &new)?;
+    Ok((new, t.token, old))
+}
+
+/// Writes a new key with its token hash's unique index (a token finds its key through it).
+fn put_new(ctx: &mut WriteCtx<'_>, key: &ApiKey) -> Result<(), StoreError> {
     ctx.unique_put(
         &index::unique(
             IndexTag::UniqueTokenHash,
             Uuid::nil(),
-            &[new.token_hash.as_bytes()],
+            &[key.token_hash.as_bytes()],
         ),
-        new.id,
+        key.id,
     )?;
-    ctx.put(&new)?;
-    Ok((new, t.token, old))
+    ctx.put(key)
 }
 
 #[cfg(test)]

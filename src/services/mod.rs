@@ -51,6 +51,18 @@ pub mod wallets;
 pub mod webhook_deliveries;
 pub mod webhook_endpoints;
 
+/// Sets each listed field of the row `$row` that the patch `$patch` carries (`Some`), by
+/// the same name: a PATCH changes only the fields its body names. Checks of the new values
+/// come before it.
+macro_rules! set_patched {
+    ($row:ident, $patch:ident, [$($field:ident),+ $(,)?]) => {
+        $(if let Some(v) = $patch.$field {
+            $row.$field = v;
+        })+
+    };
+}
+pub(crate) use set_patched;
+
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -165,70 +177,97 @@ pub fn emit_data(
     })
 }
 
-/// [`emit`] of an event of a customer's deposit (`deposit.*`) in its compact stored form
-/// (schema 6): the event keeps the deposit's changing fields as they are in `d`,
-/// and its `data` is rendered from the deposit's row with those applied
-/// (`records::Event::deposit`, [`crate::views::event_data`]). `d` must be the deposit as
-/// this transaction leaves its row, apart from those changing fields.
-pub fn emit_deposit(
+/// [`emit`] of an event about `row` in its compact stored form: the event refers to the
+/// row (and keeps its changing fields, for a deposit or a payout), and its `data` is
+/// rendered from the row when the outbox sends it ([`crate::views::event_data`]), as the
+/// resource's `GET` renders it. `row` must be as this transaction leaves it. The outbox
+/// keeps a reference to the event (`webhook_deliveries::EventRef`: project, id, sequence,
+/// type): the row is not cloned onto the appended event.
+pub fn emit_row<R: CompactEvent>(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
     event_type: &str,
-    d: &appliance_storage::records::Deposit,
+    row: &R,
 ) -> Result<(), StoreError> {
-    debug_assert!(d.project_id == s.project.id && d.invoice_id.is_none() && !d.funding);
-    // The outbox keeps a reference to the event (`webhook_deliveries::EventRef`: project,
-    // id, sequence, type) and renders its data when it sends, from the store: the deposit's
-    // row is not cloned onto the appended event.
+    debug_assert!(row.emitted_by(s) && event_type.starts_with(R::TYPE_PREFIX));
     emit_with(ctx, s, event_type, |ctx, _, livemode| {
-        ctx.append_deposit_event(livemode, event_type, d)
+        row.append(ctx, livemode, event_type)
     })
 }
 
-/// [`emit`] of a payout event (`payout.*`) in its compact stored form (schema 10, issue
-/// 16): the event keeps the payout's changing fields as they are in `p`, and its `data` is
-/// rendered from the payout's row with those applied (`records::ResourceState::Payout`,
-/// [`crate::views::event_data`]), as `GET /v1/payouts/{id}` renders it. `p` must be the
-/// payout as this transaction leaves its row.
-pub fn emit_payout(
-    ctx: &mut WriteCtx<'_>,
-    s: &Scope,
-    event_type: &str,
-    p: &appliance_storage::records::Payout,
-) -> Result<(), StoreError> {
-    debug_assert!(p.project_id == s.project.id && event_type.starts_with("payout."));
-    emit_with(ctx, s, event_type, |ctx, _, livemode| {
-        ctx.append_payout_event(livemode, event_type, p)
-    })
+/// A row whose events are stored in the compact form ([`emit_row`]).
+pub trait CompactEvent {
+    /// What the row's event types begin with (`payout.`).
+    const TYPE_PREFIX: &'static str;
+    /// Whether the row is the scope's project's and emits its own events.
+    fn emitted_by(&self, s: &Scope) -> bool;
+    /// Appends the event of type `event_type` about the row.
+    fn append(
+        &self,
+        ctx: &mut WriteCtx<'_>,
+        livemode: bool,
+        event_type: &str,
+    ) -> Result<appliance_storage::records::Event, StoreError>;
 }
 
-/// [`emit`] of `wallet.created` in its compact stored form (schema 10): no data
-/// stored, the wallet's row (never rewritten) renders it (`records::ResourceState::Wallet`).
-/// `w` must be the row this transaction writes.
-pub fn emit_wallet_created(
-    ctx: &mut WriteCtx<'_>,
-    s: &Scope,
-    w: &appliance_storage::records::Wallet,
-) -> Result<(), StoreError> {
-    debug_assert!(w.project_id == s.project.id);
-    emit_with(ctx, s, "wallet.created", |ctx, _, livemode| {
-        ctx.append_wallet_event(livemode, "wallet.created", w)
-    })
+/// The [`CompactEvent`] impl of a row type: its event type prefix, the store's append of
+/// its compact event, and which of its rows emit events.
+macro_rules! compact_event {
+    ($($(#[$doc:meta])* $ty:ident, $prefix:literal, $append:ident, |$row:ident, $s:ident| $emits:expr;)+) => {$(
+        $(#[$doc])*
+        impl CompactEvent for appliance_storage::records::$ty {
+            const TYPE_PREFIX: &'static str = $prefix;
+            fn emitted_by(&self, $s: &Scope) -> bool {
+                let $row = self;
+                $emits
+            }
+            fn append(
+                &self,
+                ctx: &mut WriteCtx<'_>,
+                livemode: bool,
+                event_type: &str,
+            ) -> Result<appliance_storage::records::Event, StoreError> {
+                ctx.$append(livemode, event_type, self)
+            }
+        }
+    )+};
 }
 
-/// [`emit`] of `customer.created` in its compact stored form (schema 13): no data
-/// stored, the customer's row renders it, and the store keeps the event exact when the row
-/// later changes (`records::ResourceState::Customer`). `c` must be the row this
-/// transaction writes.
-pub fn emit_customer_created(
-    ctx: &mut WriteCtx<'_>,
-    s: &Scope,
-    c: &appliance_storage::records::Customer,
-) -> Result<(), StoreError> {
-    debug_assert!(c.project_id == s.project.id);
-    emit_with(ctx, s, "customer.created", |ctx, _, livemode| {
-        ctx.append_customer_event(livemode, "customer.created", c)
-    })
+compact_event! {
+    /// A customer's deposit (`deposit.*`, schema 6): the event keeps the deposit's changing
+    /// fields (`records::Event::deposit`). An invoice payment or a funding transfer emits
+    /// no deposit events.
+    Deposit, "deposit.", append_deposit_event,
+        |d, s| d.project_id == s.project.id && d.invoice_id.is_none() && !d.funding;
+    /// A payout (`payout.*`, schema 10): the event keeps the payout's changing fields
+    /// (`records::ResourceState::Payout`).
+    Payout, "payout.", append_payout_event, |p, s| p.project_id == s.project.id;
+    /// A wallet (`wallet.created`, schema 10): no data stored, the wallet's row (never
+    /// rewritten) renders it (`records::ResourceState::Wallet`).
+    Wallet, "wallet.created", append_wallet_event, |w, s| w.project_id == s.project.id;
+    /// A customer (`customer.created`, schema 13): no data stored, the customer's row
+    /// renders it, and the store keeps the event exact when the row later changes
+    /// (`records::ResourceState::Customer`).
+    Customer, "customer.created", append_customer_event, |c, s| c.project_id == s.project.id;
+}
+
+/// A new journal entry (a fresh id) of `kind` about row `ref_id` of `project`, written at
+/// `now` (µs since the Unix epoch).
+pub fn journal_entry(
+    project: Uuid,
+    kind: appliance_storage::ledger::JournalKind,
+    ref_id: Uuid,
+    now: i64,
+    postings: Vec<appliance_storage::ledger::Posting>,
+) -> appliance_storage::ledger::JournalEntry {
+    appliance_storage::ledger::JournalEntry {
+        id: appliance_storage::sources::new_id(),
+        project_id: project,
+        kind,
+        ref_id,
+        created_at: now,
+        postings,
+    }
 }
 
 /// Idempotency records expire after 24 hours (SPEC.md section 8); the API replays within

@@ -9,12 +9,12 @@ use appliance_chains::ChainStatus;
 use appliance_storage::index::IndexTag;
 use appliance_storage::ledger::{Account, AccountKind, JournalEntry, JournalKind, Posting};
 use appliance_storage::records::{Customer, Payout, PayoutStatus, RefundReference};
-use appliance_storage::{ReadOps, WriteCtx};
+use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
-use crate::services::{deposits, emit_payout, wallets, Scope};
+use crate::services::{deposits, emit_row, journal_entry, wallets, Scope};
 
 /// Why a payout request is refused (statuses and codes: `api::error`).
 #[derive(Debug, thiserror::Error)]
@@ -105,13 +105,12 @@ fn lock_entry(
     now: i64,
 ) -> JournalEntry {
     let total = p.amount + p.fee_amount;
-    JournalEntry {
-        id: appliance_storage::sources::new_id(),
-        project_id: p.project_id,
+    journal_entry(
+        p.project_id,
         kind,
-        ref_id: p.id,
-        created_at: now,
-        postings: vec![
+        p.id,
+        now,
+        vec![
             Posting::debit(
                 Account::customer(p.project_id, owner(p), &p.chain, &p.asset, from),
                 total,
@@ -121,7 +120,7 @@ fn lock_entry(
                 total,
             ),
         ],
-    }
+    )
 }
 
 /// What [`create`] checks of `to_address` without the store: whether it parses as an EVM
@@ -220,7 +219,7 @@ pub fn create_with(
     );
     ctx.post(&e)??;
     ctx.put(&payout)?;
-    emit_payout(ctx, s, "payout.created", &payout)?;
+    emit_row(ctx, s, "payout.created", &payout)?;
     Ok(payout)
 }
 
@@ -350,7 +349,7 @@ pub fn approve(
     p.queued_block = Some(deposits::sim_height(ctx, &p.chain)?);
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
-    emit_payout(ctx, s, "payout.approved", &p)?;
+    emit_row(ctx, s, "payout.approved", &p)?;
     Ok(p)
 }
 
@@ -420,7 +419,7 @@ fn release(
     p.failure_reason = reason;
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
-    emit_payout(ctx, s, event, &p)?;
+    emit_row(ctx, s, event, &p)?;
     crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
     Ok(p)
 }
@@ -431,13 +430,12 @@ fn release(
 fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, Fault> {
     let total = p.amount + p.fee_amount;
     let pid = p.project_id;
-    let e = JournalEntry {
-        id: appliance_storage::sources::new_id(),
-        project_id: pid,
-        kind: JournalKind::PayoutSettle,
-        ref_id: p.id,
-        created_at: ctx.now_us(),
-        postings: vec![
+    let e = journal_entry(
+        pid,
+        JournalKind::PayoutSettle,
+        p.id,
+        ctx.now_us(),
+        vec![
             Posting::debit(
                 Account::customer(pid, owner(&p), &p.chain, &p.asset, AccountKind::Locked),
                 total,
@@ -447,12 +445,12 @@ fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, Fa
                 total,
             ),
         ],
-    };
+    );
     ctx.post(&e)??;
     p.status = PayoutStatus::Confirmed;
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
-    emit_payout(ctx, s, "payout.confirmed", &p)?;
+    emit_row(ctx, s, "payout.confirmed", &p)?;
     crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
     crate::services::billing::charge_payout_fee(ctx, s, p.id, p.reference.as_deref())?;
     Ok(p)
@@ -465,7 +463,7 @@ fn to_signing(ctx: &mut WriteCtx<'_>, s: &Scope, p: &mut Payout) -> Result<(), F
     p.status = PayoutStatus::Signing;
     p.updated_at = ctx.now_us();
     ctx.put(p)?;
-    emit_payout(ctx, s, "payout.signing", p)?;
+    emit_row(ctx, s, "payout.signing", p)?;
     Ok(())
 }
 
@@ -484,7 +482,7 @@ fn to_submitted(
     p.submitted_block = Some(block);
     p.updated_at = ctx.now_us();
     ctx.put(p)?;
-    emit_payout(ctx, s, "payout.submitted", p)?;
+    emit_row(ctx, s, "payout.submitted", p)?;
     crate::services::checkout::refund_payout_moved(ctx, s, p)?;
     Ok(())
 }
@@ -532,12 +530,9 @@ pub fn submit_sent(
     tx_hash: &str,
     height: u64,
 ) -> Result<Option<Payout>, Fault> {
-    let Some(mut p) = ctx.get::<Payout>(id)? else {
+    let Some(mut p) = payout_in(ctx, id, PayoutStatus::Signing)? else {
         return Ok(None);
     };
-    if p.status != PayoutStatus::Signing {
-        return Ok(None);
-    }
     to_submitted(ctx, s, &mut p, tx_hash.to_string(), height)?;
     Ok(Some(p))
 }
@@ -561,7 +556,7 @@ pub fn follow_hash(
             p.updated_at = ctx.now_us();
             ctx.put(&p)?;
             if p.status == PayoutStatus::Submitted {
-                emit_payout(ctx, s, "payout.submitted", &p)?;
+                emit_row(ctx, s, "payout.submitted", &p)?;
             }
         }
     }
@@ -575,21 +570,17 @@ pub fn follow_hash(
 /// never sent at a second nonce, so it cannot be paid twice; if a later reorg lets its
 /// transaction succeed after all, [`resettle`] takes it back.
 pub fn unsettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> Result<(), Fault> {
-    let Some(mut p) = ctx.get::<Payout>(id)? else {
+    let Some(mut p) = payout_in(ctx, id, PayoutStatus::Confirmed)? else {
         return Ok(());
     };
-    if p.status != PayoutStatus::Confirmed {
-        return Ok(());
-    }
     let total = p.amount + p.fee_amount;
     let pid = p.project_id;
-    let e = JournalEntry {
-        id: appliance_storage::sources::new_id(),
-        project_id: pid,
-        kind: JournalKind::PayoutUnsettle,
-        ref_id: p.id,
-        created_at: ctx.now_us(),
-        postings: vec![
+    let e = journal_entry(
+        pid,
+        JournalKind::PayoutUnsettle,
+        p.id,
+        ctx.now_us(),
+        vec![
             Posting::debit(
                 Account::project(pid, &p.chain, &p.asset, AccountKind::Treasury),
                 total,
@@ -599,13 +590,13 @@ pub fn unsettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> Re
                 total,
             ),
         ],
-    };
+    );
     ctx.post(&e)??;
     p.status = PayoutStatus::Failed;
     p.failure_reason = Some(reason.into());
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
-    emit_payout(ctx, s, "payout.failed", &p)?;
+    emit_row(ctx, s, "payout.failed", &p)?;
     crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
     Ok(())
 }
@@ -616,12 +607,9 @@ pub fn unsettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> Re
 /// rest posted to the project's `receivable`, as a reorged credit is; the treasury
 /// credited) and `payout.confirmed`.
 pub fn resettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, tx_hash: &str) -> Result<(), Fault> {
-    let Some(mut p) = ctx.get::<Payout>(id)? else {
+    let Some(mut p) = payout_in(ctx, id, PayoutStatus::Failed)? else {
         return Ok(());
     };
-    if p.status != PayoutStatus::Failed {
-        return Ok(());
-    }
     // A refund whose claim held the net again for the buyer gives it back first, so the
     // resettlement takes it from `available` (DECISIONS.md section 5).
     crate::services::checkout::refund_payout_resettling(ctx, &p)?;
@@ -643,21 +631,20 @@ pub fn resettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, tx_hash: &str) -> R
         Account::project(pid, &p.chain, &p.asset, AccountKind::Treasury),
         total,
     ));
-    let e = JournalEntry {
-        id: appliance_storage::sources::new_id(),
-        project_id: pid,
-        kind: JournalKind::PayoutResettle,
-        ref_id: p.id,
-        created_at: ctx.now_us(),
+    let e = journal_entry(
+        pid,
+        JournalKind::PayoutResettle,
+        p.id,
+        ctx.now_us(),
         postings,
-    };
+    );
     ctx.post(&e)??;
     p.status = PayoutStatus::Confirmed;
     p.failure_reason = None;
     p.tx_hash = Some(tx_hash.to_string());
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
-    emit_payout(ctx, s, "payout.confirmed", &p)?;
+    emit_row(ctx, s, "payout.confirmed", &p)?;
     crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
     Ok(())
 }
@@ -671,12 +658,9 @@ pub fn fail_replanned(
     id: Uuid,
     reason: &str,
 ) -> Result<(), Fault> {
-    let Some(p) = ctx.get::<Payout>(id)? else {
+    let Some(p) = payout_in(ctx, id, PayoutStatus::Submitted)? else {
         return Ok(());
     };
-    if p.status != PayoutStatus::Submitted {
-        return Ok(());
-    }
     fail(ctx, s, p, reason)?;
     Ok(())
 }
@@ -716,4 +700,13 @@ pub fn fail_unsent(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) ->
     }
     fail(ctx, s, p, reason)?;
     Ok(())
+}
+
+/// Payout `id` when it is `status`, else `None` (missing, or moved on by someone else).
+fn payout_in(
+    ctx: &WriteCtx<'_>,
+    id: Uuid,
+    status: PayoutStatus,
+) -> Result<Option<Payout>, StoreError> {
+    Ok(ctx.get::<Payout>(id)?.filter(|r| r.status == status))
 }

@@ -16,7 +16,7 @@ use appliance_storage::{CommitHook, Delta, ReadOps, StoreError, Touched, WriteCt
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
 use crate::services::types::AssetSymbol;
-use crate::services::{emit, Scope};
+use crate::services::{emit, journal_entry, Scope};
 use crate::views;
 
 /// Why a sweep request is refused (statuses and codes: `api::error`).
@@ -270,17 +270,16 @@ fn project_move(
     now: i64,
 ) -> JournalEntry {
     let p = sw.project_id;
-    JournalEntry {
-        id: appliance_storage::sources::new_id(),
-        project_id: p,
+    journal_entry(
+        p,
         kind,
-        ref_id: sw.id,
-        created_at: now,
-        postings: vec![
+        sw.id,
+        now,
+        vec![
             Posting::debit(Account::project(p, &sw.chain, &sw.asset, debit), amount),
             Posting::credit(Account::project(p, &sw.chain, &sw.asset, credit), amount),
         ],
-    }
+    )
 }
 
 /// Wallets on `chain` with an unconfirmed inbound transfer (a `detected` deposit). Their
@@ -323,12 +322,9 @@ pub fn submit_sent(
     tx_hash: &str,
     height: u64,
 ) -> Result<Option<Sweep>, Fault> {
-    let Some(mut sw) = ctx.get::<Sweep>(id)? else {
+    let Some(mut sw) = sweep_in(ctx, id, SweepStatus::Open)? else {
         return Ok(None);
     };
-    if sw.status != SweepStatus::Open {
-        return Ok(None);
-    }
     let amount = amount_now(ctx, &sw)?;
     if amount == 0 {
         to_skipped(ctx, s, &mut sw)?;
@@ -361,12 +357,9 @@ pub fn settle_sent(
     id: Uuid,
     success: bool,
 ) -> Result<(), Fault> {
-    let Some(mut sw) = ctx.get::<Sweep>(id)? else {
+    let Some(mut sw) = sweep_in(ctx, id, SweepStatus::Submitted)? else {
         return Ok(());
     };
-    if sw.status != SweepStatus::Submitted {
-        return Ok(());
-    }
     to_final(ctx, s, &mut sw, success)
 }
 
@@ -450,6 +443,15 @@ impl ChangeLog {
         self.ids.push_back(id);
         self.end += 1;
     }
+}
+
+/// Sweep `id` when it is `status`, else `None` (missing, or moved on by someone else).
+fn sweep_in(
+    ctx: &WriteCtx<'_>,
+    id: Uuid,
+    status: SweepStatus,
+) -> Result<Option<Sweep>, StoreError> {
+    Ok(ctx.get::<Sweep>(id)?.filter(|r| r.status == status))
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use appliance_storage::{ReadOps, WriteCtx};
 use crate::registry::Registry;
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
-use crate::services::{emit_wallet_created, utc_day, Scope};
+use crate::services::{emit_row, utc_day, Scope};
 
 /// Why a new deposit address is refused (statuses and codes: `api::error`). Every variant
 /// but `CustomerNotFound`, `Chain`, `QuotaExceeded` and `Fault` is a 422 naming `chain`.
@@ -169,7 +169,7 @@ pub fn get_or_create_at(
     ctx.unique_put(&ukey, w.id)?;
     ctx.unique_put(&address_key(chain_id, &address), w.id)?;
     ctx.put(&w)?;
-    emit_wallet_created(ctx, s, &w)?;
+    emit_row(ctx, s, "wallet.created", &w)?;
     crate::services::billing::charge_address_fee(ctx, s, w.id, chain_id)?;
     Ok((w, true))
 }

@@ -19,6 +19,7 @@ use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
 use crate::sealing::DataKey;
 use crate::services::error::{fault_from, Fault, Invalid};
+use crate::services::set_patched;
 use crate::services::EVENT_CATALOG;
 
 /// Most endpoints per project (SPEC.md section 8).
@@ -213,18 +214,7 @@ pub fn patch(
         Some(s) => set_status(&mut ep, s)?,
         None => false,
     };
-    if let Some(u) = req.url {
-        ep.url = u;
-    }
-    if let Some(d) = req.description {
-        ep.description = d;
-    }
-    if let Some(t) = req.event_types {
-        ep.event_types = t;
-    }
-    if let Some(m) = req.delivery_mode {
-        ep.delivery_mode = m;
-    }
+    set_patched!(ep, req, [url, description, event_types, delivery_mode]);
     ep.updated_at = ctx.now_us();
     ctx.put(&ep)?;
     Ok((ep, resumed))

@@ -160,6 +160,16 @@ impl Node {
         }
     }
 
+    /// A `POST` of `body` with `key`, no idempotency key ([`Node::call`]).
+    pub async fn post(
+        &self,
+        path: &str,
+        key: &str,
+        body: Option<&Value>,
+    ) -> anyhow::Result<Answer> {
+        self.call(Method::POST, path, Some(key), body, None).await
+    }
+
     /// One API request as a client sends it: `key` as the bearer token, `body` as JSON, an
     /// `Idempotency-Key` when given.
     pub async fn call(

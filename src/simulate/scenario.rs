@@ -63,12 +63,7 @@ impl Sim {
                 step: self.step,
             });
             // Mined, confirmed and credited, then swept.
-            let credited = self
-                .blocks_until(
-                    |s| s.deposit_status(hash).as_deref() == Some("confirmed"),
-                    20,
-                )
-                .await?;
+            let credited = self.deposit_within(hash, "confirmed", 20).await?;
             if !credited {
                 self.fail(format!(
                     "round {round}: the deposit was not credited in 20 blocks"
@@ -106,12 +101,7 @@ impl Sim {
             self.note(format!(
                 "round {round}: deposit mined in {mined}, reorg of {done} at head {head}, node {faults:?}"
             ));
-            let orphaned = self
-                .blocks_until(
-                    |s| s.deposit_status(hash).as_deref() == Some("orphaned"),
-                    30,
-                )
-                .await?;
+            let orphaned = self.deposit_within(hash, "orphaned", 30).await?;
             *self.world.chains[CHAIN].faults.lock().expect("lock") = NodeFaults::default();
             if !orphaned {
                 self.fail(format!(
@@ -145,6 +135,17 @@ impl Sim {
 
     /// Mines one block at a time, each followed by a worker step and the checks, until
     /// `done` holds (`true`) or `most` blocks were mined (`false`).
+    /// [`Sim::blocks_until`] the deposit of transfer `hash` is `status`.
+    async fn deposit_within(
+        &mut self,
+        hash: B256,
+        status: &str,
+        most: u64,
+    ) -> anyhow::Result<bool> {
+        self.blocks_until(|s| s.deposit_status(hash).as_deref() == Some(status), most)
+            .await
+    }
+
     async fn blocks_until(
         &mut self,
         done: impl Fn(&Sim) -> bool,

@@ -29,6 +29,20 @@ pub struct AttemptResult {
     pub body: Option<String>,
 }
 
+impl AttemptResult {
+    /// The attempt as the store records it, sent to `url`.
+    pub fn report(self, url: String) -> crate::services::webhook_deliveries::AttemptReport {
+        crate::services::webhook_deliveries::AttemptReport {
+            url,
+            status: self.status,
+            resolved_ip: self.resolved_ip.map(|ip| ip.to_string()),
+            duration_ms: self.duration_ms,
+            error: self.error,
+            body: self.body,
+        }
+    }
+}
+
 /// A shared client for every send.
 #[derive(Clone)]
 pub struct Sender {

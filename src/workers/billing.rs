@@ -6,14 +6,13 @@
 //! It also credits confirmed funding transfers that found no usable spot price at their
 //! confirmation (`services::billing::funding_confirmed`), once the market has one.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use appliance_storage::records::{BillingAccount, Project};
 use appliance_storage::{ReadOps, ScanOps};
 
 use crate::handles::Handles;
-use crate::services::{billing, Scope};
+use crate::services::billing;
 
 /// How often the worker looks for months to settle.
 pub const PASS_INTERVAL: Duration = Duration::from_secs(2);
@@ -47,11 +46,7 @@ pub async fn pass(state: &Handles) -> anyhow::Result<usize> {
         let Some(p) = state.store.read(move |r| r.get::<Project>(project)).await? else {
             continue;
         };
-        let s = Scope {
-            reg: state.registry.clone(),
-            project: Arc::new(p),
-            delivery_attempts: state.config.webhooks.max_attempts(),
-        };
+        let s = state.scope(p);
         let n = state
             .store
             .write(move |ctx| {
@@ -100,11 +95,7 @@ pub async fn credit_awaiting(state: &Handles) -> anyhow::Result<usize> {
         let Some((rate, source)) = state.market.usable_quote(&d.asset, livemode).await else {
             continue;
         };
-        let s = Scope {
-            reg: state.registry.clone(),
-            project: Arc::new(p),
-            delivery_attempts: state.config.webhooks.max_attempts(),
-        };
+        let s = state.scope(p);
         let done = state
             .store
             .write(move |ctx| billing::credit_awaiting_price(ctx, &s, id, rate, source))

@@ -225,31 +225,27 @@ impl Dex {
             Coin::Token(_) => U256::ZERO,
         };
         let data: Vec<u8> = match self.kind {
-            DexKind::UniswapV2 => match (from, to) {
-                (Coin::Native, _) => IUniswapV2Router02::swapExactETHForTokensCall {
-                    amountOutMin: min_out,
-                    path: vec![a, b],
-                    to: recipient,
-                    deadline,
+            DexKind::UniswapV2 => {
+                // The router's three swaps take the same arguments; a native input travels
+                // as value, not as `amountIn`.
+                macro_rules! v2_swap {
+                    ($call:ident $(, $amount_in:ident: $v:expr)?) => {
+                        IUniswapV2Router02::$call {
+                            $($amount_in: $v,)?
+                            amountOutMin: min_out,
+                            path: vec![a, b],
+                            to: recipient,
+                            deadline,
+                        }
+                        .abi_encode()
+                    };
                 }
-                .abi_encode(),
-                (_, Coin::Native) => IUniswapV2Router02::swapExactTokensForETHCall {
-                    amountIn: amount_in,
-                    amountOutMin: min_out,
-                    path: vec![a, b],
-                    to: recipient,
-                    deadline,
+                match (from, to) {
+                    (Coin::Native, _) => v2_swap!(swapExactETHForTokensCall),
+                    (_, Coin::Native) => v2_swap!(swapExactTokensForETHCall, amountIn: amount_in),
+                    _ => v2_swap!(swapExactTokensForTokensCall, amountIn: amount_in),
                 }
-                .abi_encode(),
-                _ => IUniswapV2Router02::swapExactTokensForTokensCall {
-                    amountIn: amount_in,
-                    amountOutMin: min_out,
-                    path: vec![a, b],
-                    to: recipient,
-                    deadline,
-                }
-                .abi_encode(),
-            },
+            }
             DexKind::UniswapV3 => {
                 let native_out = to == Coin::Native;
                 let swap = ISwapRouter::exactInputSingleCall {
@@ -369,6 +365,12 @@ fn fee24(fee: u32) -> alloy::primitives::Uint<24, 1> {
 mod tests {
     use super::*;
 
+    /// The swap of 5 of `from` for at least 4 of `to`, to 0x09.., until 100.
+    fn swap(dex: &Dex, from: Coin, to: Coin) -> TxCall {
+        let (recipient, deadline) = (Address::repeat_byte(9), 100);
+        dex.swap_call(from, to, U256::from(5), U256::from(4), recipient, deadline)
+    }
+
     fn v2() -> Dex {
         Dex {
             kind: DexKind::UniswapV2,
@@ -390,14 +392,7 @@ mod tests {
         assert_eq!(to, Address::repeat_byte(1));
         assert_eq!(&d[..4], &[0xd0, 0x6c, 0xa6, 0x1f]);
         // swapExactETHForTokens = 0x7ff36ab5, carries the value.
-        let s = v2().swap_call(
-            Coin::Native,
-            Coin::Token(Address::repeat_byte(3)),
-            U256::from(5),
-            U256::from(4),
-            Address::repeat_byte(9),
-            100,
-        );
+        let s = swap(&v2(), Coin::Native, Coin::Token(Address::repeat_byte(3)));
         assert_eq!(&s.data[..4], &[0x7f, 0xf3, 0x6a, 0xb5]);
         assert_eq!(s.value, U256::from(5));
         // QuoterV2 quoteExactInputSingle((address,address,uint256,uint24,uint160)) = 0xc6a5026a.
@@ -415,13 +410,10 @@ mod tests {
         assert_eq!(to, Address::repeat_byte(4));
         assert_eq!(&d[..4], &[0xc6, 0xa5, 0x02, 0x6a]);
         // SwapRouter exactInputSingle = 0x414bf389; a token input sends no value.
-        let s = v3.swap_call(
+        let s = swap(
+            &v3,
             Coin::Token(Address::repeat_byte(3)),
             Coin::Token(Address::repeat_byte(5)),
-            U256::from(5),
-            U256::from(4),
-            Address::repeat_byte(9),
-            100,
         );
         assert_eq!(&s.data[..4], &[0x41, 0x4b, 0xf3, 0x89]);
         assert_eq!(s.value, U256::ZERO);

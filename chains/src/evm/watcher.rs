@@ -22,28 +22,9 @@ use super::rpc::{BlockInfo, EvmRpc, LogInfo, NativeTx, RpcError};
 use crate::client::WatchSet;
 
 /// `keccak256("Transfer(address,address,uint256)")`.
-pub const TRANSFER_TOPIC: B256 = B256::new(hex_literal(
+pub const TRANSFER_TOPIC: B256 = B256::new(crate::address::hex_array(
     "ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef",
 ));
-
-const fn hex_literal(s: &str) -> [u8; 32] {
-    let b = s.as_bytes();
-    let mut out = [0u8; 32];
-    let mut i = 0;
-    while i < 32 {
-        out[i] = (nib(b[2 * i]) << 4) | nib(b[2 * i + 1]);
-        i += 1;
-    }
-    out
-}
-
-const fn nib(c: u8) -> u8 {
-    match c {
-        b'0'..=b'9' => c - b'0',
-        b'a'..=b'f' => c - b'a' + 10,
-        _ => panic!("hex"),
-    }
-}
 
 /// A transfer into some address, native or token: the seam's own type.
 pub use crate::client::Transfer;

@@ -145,30 +145,28 @@ impl SimChain {
                 continue; // a second flush finds nothing left
             }
             seen.push(t);
-            if t.is_zero() {
-                let v = self.state.native(fwd);
-                if !v.is_zero() {
-                    gas += 9_000;
-                    effects.push(Effect::Native {
-                        from: fwd,
-                        to: treasury,
-                        value: v,
-                    });
-                }
+            // The zero address stands for the native coin.
+            let native = t.is_zero();
+            if !native && self.state.code.get(&t) != Some(&Code::Token) {
+                return Err(revert("forwarder: token call failed"));
+            }
+            let (value, cost) = if native {
+                (self.state.native(fwd), 9_000)
             } else {
-                if self.state.code.get(&t) != Some(&Code::Token) {
-                    return Err(revert("forwarder: token call failed"));
-                }
-                let v = self.state.token(t, fwd);
-                if !v.is_zero() {
-                    gas += 30_000;
-                    effects.push(Effect::Token {
+                (self.state.token(t, fwd), 30_000)
+            };
+            if !value.is_zero() {
+                gas += cost;
+                let (from, to) = (fwd, treasury);
+                effects.push(match native {
+                    true => Effect::Native { from, to, value },
+                    false => Effect::Token {
                         token: t,
-                        from: fwd,
-                        to: treasury,
-                        value: v,
-                    });
-                }
+                        from,
+                        to,
+                        value,
+                    },
+                });
             }
         }
         Ok((gas, effects))

@@ -241,10 +241,8 @@ pub fn funding_confirmed(ctx: &mut WriteCtx<'_>, s: &Scope, d: &mut Deposit) -> 
             "a transfer to a funding address is of a coin funding does not credit; recorded, not credited"
         );
         let note = format!(
-            "{} {} received on the {} funding address, not credited: {} is not a funding asset there (GET /v1/billing/funding lists them); ask the operator",
-            appliance_chains::format_decimal(d.amount, s.reg.decimals(&d.chain, &d.asset)),
-            d.asset,
-            d.chain,
+            "{}, not credited: {} is not a funding asset there (GET /v1/billing/funding lists them); ask the operator",
+            received(d, s.reg.decimals(&d.chain, &d.asset)),
             d.asset
         );
         record_uncredited(ctx, s, d, "confirmed", note)?;
@@ -292,10 +290,8 @@ pub(super) fn credit_funding(
             "a funding transfer is too large to credit automatically; recorded, not credited"
         );
         let note = format!(
-            "{} {} received on the {} funding address is worth more than {} USD at {} USD (or too much to value exactly): not credited automatically; ask the operator",
-            appliance_chains::format_decimal(d.amount, asset.decimals),
-            d.asset,
-            d.chain,
+            "{} is worth more than {} USD at {} USD (or too much to value exactly): not credited automatically; ask the operator",
+            received(d, asset.decimals),
             MAX_FUNDING_CREDIT_CENTS / 100,
             crate::market::format_usd(rate)
         );
@@ -303,10 +299,8 @@ pub(super) fn credit_funding(
     }
     let Some(cents) = cents.filter(|c| *c > 0) else {
         let note = format!(
-            "{} {} received on the {} funding address is worth less than a cent at {} USD: not credited",
-            appliance_chains::format_decimal(d.amount, asset.decimals),
-            d.asset,
-            d.chain,
+            "{} is worth less than a cent at {} USD: not credited",
+            received(d, asset.decimals),
             crate::market::format_usd(rate)
         );
         return record_uncredited(ctx, s, d, "confirmed", note);
@@ -321,6 +315,17 @@ pub(super) fn credit_funding(
 
 /// A 0-cent `adjustment` recording a transfer to a funding address that credits nothing
 /// (once per deposit).
+/// "`amount` `asset` received on the `chain` funding address", how a note on a transfer
+/// begins; `amount` in whole units of `decimals`.
+fn received(d: &Deposit, decimals: u8) -> String {
+    format!(
+        "{} {} received on the {} funding address",
+        appliance_chains::format_decimal(d.amount, decimals),
+        d.asset,
+        d.chain
+    )
+}
+
 pub(super) fn record_uncredited(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
@@ -348,10 +353,8 @@ pub fn funding_failed(ctx: &mut WriteCtx<'_>, s: &Scope, d: &mut Deposit) -> Res
         "a transfer to a funding address was refused; recorded, not credited"
     );
     let note = format!(
-        "{} {} received on the {} funding address, not credited: {reason}",
-        appliance_chains::format_decimal(d.amount, s.reg.decimals(&d.chain, &d.asset)),
-        d.asset,
-        d.chain
+        "{}, not credited: {reason}",
+        received(d, s.reg.decimals(&d.chain, &d.asset))
     );
     record_uncredited(ctx, s, d, "failed", note)?;
     Ok(())
@@ -421,10 +424,8 @@ pub fn credit_awaiting_price(
         }
         None => {
             let note = format!(
-                "{} {} received on the {} funding address, not credited: {} is no longer a funding asset there",
-                appliance_chains::format_decimal(d.amount, s.reg.decimals(&d.chain, &d.asset)),
-                d.asset,
-                d.chain,
+                "{}, not credited: {} is no longer a funding asset there",
+                received(&d, s.reg.decimals(&d.chain, &d.asset)),
                 d.asset
             );
             record_uncredited(ctx, s, &d, "confirmed", note)?;

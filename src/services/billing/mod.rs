@@ -575,37 +575,16 @@ fn usage_fees_in(r: &impl ReadOps, project: Uuid, m: u32) -> Result<i64, Fault> 
 
 /// Onboarding facts `GET /v1/billing` shows besides the account.
 fn onboarding_facts(r: &impl ReadOps, project: Uuid) -> Result<(bool, bool, bool), Fault> {
-    let funded = !r
-        .scan_ids(
-            &index::prefix(
-                IndexTag::BillingEntriesByKind,
-                project,
-                &[EntryKind::Funding.as_str().as_bytes()],
-            ),
-            None,
-            1,
-            |_| Ok(true),
-        )?
-        .items
-        .is_empty();
-    let webhook = !r
-        .scan_ids(
-            &index::prefix(IndexTag::WebhookEndpoints, project, &[]),
-            None,
-            1,
-            |_| Ok(true),
-        )?
-        .items
-        .is_empty();
-    let first_invoice = !r
-        .scan_ids(
-            &index::prefix(IndexTag::Invoices, project, &[]),
-            None,
-            1,
-            |_| Ok(true),
-        )?
-        .items
-        .is_empty();
+    let any = |tag: IndexTag, values: &[&[u8]]| -> Result<bool, Fault> {
+        let first = r.scan_ids(&index::prefix(tag, project, values), None, 1, |_| Ok(true))?;
+        Ok(!first.items.is_empty())
+    };
+    let funded = any(
+        IndexTag::BillingEntriesByKind,
+        &[EntryKind::Funding.as_str().as_bytes()],
+    )?;
+    let webhook = any(IndexTag::WebhookEndpoints, &[])?;
+    let first_invoice = any(IndexTag::Invoices, &[])?;
     Ok((funded, webhook, first_invoice))
 }
 
@@ -657,18 +636,7 @@ pub fn billing_json(r: &impl ReadOps, s: &Scope, acct: &BillingAccount) -> Resul
         }
         None => Value::Null,
     };
-    let fees = match plan {
-        Some(p) => json!({
-            "rate_bps": p.rate_bps,
-            "fixed_cents": p.fixed_cents.to_string(),
-            "cap_cents": p.cap_cents.to_string(),
-            "address_fee_cents": p.address_fee_cents.to_string(),
-            "payout_fee_cents": p.payout_fee_cents.to_string(),
-            "swap_rate_bps": p.swap_rate_bps,
-            "min_monthly_cents": p.min_monthly_cents.to_string(),
-        }),
-        None => Value::Null,
-    };
+    let fees = plan.map_or(Value::Null, fees_json);
     let plans: Vec<Value> = cfg.plans.iter().map(plan_json).collect();
     let requested = acct.requested_plan.as_deref();
     Ok(json!({
@@ -695,23 +663,34 @@ pub fn billing_json(r: &impl ReadOps, s: &Scope, acct: &BillingAccount) -> Resul
     }))
 }
 
-/// One item of `plans[]`.
-pub fn plan_json(p: &PlanConfig) -> Value {
+/// A plan's fees: the Billing object's `fees`, and part of each item of `plans[]`.
+fn fees_json(p: &PlanConfig) -> Value {
     json!({
-        "key": p.key,
-        "name": p.name,
-        "onboarding_fee_cents": p.onboarding_fee_cents.to_string(),
-        "min_monthly_cents": p.min_monthly_cents.to_string(),
-        "operational_balance_cents": p.operational_balance_cents.to_string(),
         "rate_bps": p.rate_bps,
         "fixed_cents": p.fixed_cents.to_string(),
         "cap_cents": p.cap_cents.to_string(),
         "address_fee_cents": p.address_fee_cents.to_string(),
         "payout_fee_cents": p.payout_fee_cents.to_string(),
         "swap_rate_bps": p.swap_rate_bps,
+        "min_monthly_cents": p.min_monthly_cents.to_string(),
+    })
+}
+
+/// One item of `plans[]`: the plan's fees ([`fees_json`]) and what else it is.
+pub fn plan_json(p: &PlanConfig) -> Value {
+    let mut item = fees_json(p);
+    let more = json!({
+        "key": p.key,
+        "name": p.name,
+        "onboarding_fee_cents": p.onboarding_fee_cents.to_string(),
+        "operational_balance_cents": p.operational_balance_cents.to_string(),
         "negotiated": p.negotiated,
         "self_selectable": p.self_selectable,
-    })
+    });
+    if let (Value::Object(item), Value::Object(more)) = (&mut item, more) {
+        item.extend(more);
+    }
+    item
 }
 
 #[cfg(test)]

@@ -40,7 +40,7 @@ use appliance_storage::{ReadOps, StoreError, WriteCtx};
 use crate::registry::Registry;
 use crate::services::error::{fault_from, Fault, Invalid};
 use crate::services::invoices::{self, value_scaled};
-use crate::services::{clock, deposits, emit_payout, emit_view, wallets, Scope};
+use crate::services::{clock, deposits, emit_row, emit_view, wallets, Scope};
 use crate::views::{self, ts};
 
 /// Requests per minute one checkout token may make to the public checkout endpoints and

@@ -297,7 +297,7 @@ pub fn request_refund(
         JournalKind::InvoiceRefundFee,
     )?;
     ctx.put(&payout)?;
-    emit_payout(ctx, s, "payout.created", &payout)?;
+    emit_row(ctx, s, "payout.created", &payout)?;
     let c = &mut inv.refunds[i];
     c.status = RefundStatus::Pending;
     c.to_address = Some(to);

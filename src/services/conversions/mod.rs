@@ -38,7 +38,7 @@ use crate::registry::{Chain, Registry};
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault, Invalid};
 use crate::services::types::{Amount, AssetSymbol, ChainId};
-use crate::services::{emit, Scope};
+use crate::services::{emit, journal_entry, Scope};
 use crate::views::ts;
 
 /// Swap attempts of a batch: a reverted swap is retried with a fresh quote until this many
@@ -164,14 +164,7 @@ fn move_entry(
         postings.push(Posting::debit(from, amount));
         postings.push(Posting::credit(to, amount));
     }
-    JournalEntry {
-        id: appliance_storage::sources::new_id(),
-        project_id: project,
-        kind,
-        ref_id,
-        created_at: now,
-        postings,
-    }
+    journal_entry(project, kind, ref_id, now, postings)
 }
 
 fn owner(c: &Conversion) -> Uuid {

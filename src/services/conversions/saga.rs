@@ -18,8 +18,7 @@ pub fn approve_recorded(
         return Ok(false);
     }
     b.approve_tx_hash = Some(hash.to_string());
-    b.updated_at = ctx.now_us();
-    ctx.put(&b)?;
+    save(ctx, b)?;
     Ok(true)
 }
 
@@ -30,9 +29,7 @@ pub fn approved(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<(), Fault
         return Ok(());
     };
     b.status = BatchStatus::Swapping;
-    b.updated_at = ctx.now_us();
-    ctx.put(&b)?;
-    Ok(())
+    save(ctx, b)
 }
 
 /// The approval was mined and reverted, or dropped for good: the batch asks again
@@ -47,15 +44,10 @@ pub fn approve_lost(
         return Ok(());
     };
     b.approve_tx_hash = None;
-    if reverted {
-        b.attempts += 1;
-        if b.attempts >= MAX_ATTEMPTS {
-            return fail_batch(ctx, s, b, "approve_reverted");
-        }
+    match reverted {
+        true => count_attempt(ctx, b, "approve_reverted"),
+        false => save(ctx, b),
     }
-    b.updated_at = ctx.now_us();
-    ctx.put(&b)?;
-    Ok(())
 }
 
 /// The swap of a `swapping` batch was recorded with a fresh quote: `false` when the batch
@@ -93,19 +85,13 @@ pub fn swap_recorded(
 /// A swap that would revert (refused by the node's estimate, without spending a nonce)
 /// counts as an attempt; after [`MAX_ATTEMPTS`] the batch fails with `code`.
 pub fn swap_refused(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, code: &str) -> Result<(), Fault> {
-    let Some(mut b) = open_batch(ctx, s, id, BatchStatus::Swapping)? else {
+    let Some(b) = open_batch(ctx, s, id, BatchStatus::Swapping)? else {
         return Ok(());
     };
     if b.swap_tx_hash.is_some() {
         return Ok(());
     }
-    b.attempts += 1;
-    if b.attempts >= MAX_ATTEMPTS {
-        return fail_batch(ctx, s, b, code);
-    }
-    b.updated_at = ctx.now_us();
-    ctx.put(&b)?;
-    Ok(())
+    count_attempt(ctx, b, code)
 }
 
 /// A batch step's transaction was replaced with higher fees: the batch shows the new hash
@@ -150,9 +136,7 @@ pub fn swap_dropped(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<(), F
     }
     b.swap_tx_hash = None;
     b.attempts = b.attempts.saturating_sub(1);
-    b.updated_at = ctx.now_us();
-    ctx.put(&b)?;
-    Ok(())
+    save(ctx, b)
 }
 
 /// The swap `hash` has the chain's confirmations. Success with its executed output
@@ -178,7 +162,7 @@ pub fn swap_settled(
     let Some(amount_out) = outcome else {
         b.swap_tx_hash = None;
         if b.attempts >= MAX_ATTEMPTS {
-            return fail_batch(ctx, s, b, "slippage");
+            return fail_batch(ctx, b, "slippage");
         }
         b.updated_at = now;
         ctx.put(&b)?;
@@ -240,13 +224,24 @@ pub fn swap_settled(
     Ok(())
 }
 
+/// Writes batch `b`, updated now.
+fn save(ctx: &mut WriteCtx<'_>, mut b: ConversionBatch) -> Result<(), Fault> {
+    b.updated_at = ctx.now_us();
+    ctx.put(&b)?;
+    Ok(())
+}
+
+/// Counts a failed attempt of batch `b`: after [`MAX_ATTEMPTS`] it fails with `code`.
+fn count_attempt(ctx: &mut WriteCtx<'_>, mut b: ConversionBatch, code: &str) -> Result<(), Fault> {
+    b.attempts += 1;
+    if b.attempts >= MAX_ATTEMPTS {
+        return fail_batch(ctx, b, code);
+    }
+    save(ctx, b)
+}
+
 /// Fails a batch: its rows are `failed`, their locked amounts return to `available`.
-fn fail_batch(
-    ctx: &mut WriteCtx<'_>,
-    _s: &Scope,
-    mut b: ConversionBatch,
-    code: &str,
-) -> Result<(), Fault> {
+fn fail_batch(ctx: &mut WriteCtx<'_>, mut b: ConversionBatch, code: &str) -> Result<(), Fault> {
     let now = ctx.now_us();
     let rows = rows_of(ctx, &b)?;
     let legs = rows
@@ -290,7 +285,7 @@ pub fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, code: &str) -> Result<(
     else {
         return Ok(());
     };
-    fail_batch(ctx, s, b, code)
+    fail_batch(ctx, b, code)
 }
 
 // ---------------------------------------------------------------------------------------

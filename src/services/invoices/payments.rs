@@ -2,6 +2,7 @@
 //! underpaid, overpaid, late; the excess held under the `refund` policy), failed, orphaned.
 
 use super::*;
+use crate::services::journal_entry;
 
 pub(super) fn load_for(ctx: &WriteCtx<'_>, d: &Deposit) -> Result<Option<Invoice>, Fault> {
     let Some(id) = d.invoice_id else {
@@ -250,17 +251,16 @@ pub fn refund_hold_entry(
     } else {
         (AccountKind::Locked, AccountKind::Available)
     };
-    JournalEntry {
-        id: appliance_storage::sources::new_id(),
-        project_id: p,
+    journal_entry(
+        p,
         kind,
-        ref_id: inv.id,
-        created_at: now_us,
-        postings: vec![
+        inv.id,
+        now_us,
+        vec![
             Posting::debit(Account::project(p, chain, asset, from), amount),
             Posting::credit(Account::project(p, chain, asset, to), amount),
         ],
-    }
+    )
 }
 
 /// A seen payment turned out not to be money (reverted, reorged before finality, an

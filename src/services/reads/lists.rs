@@ -31,15 +31,14 @@ pub async fn customers(
         reference_id,
         status,
     } = q;
-    let prefix = match (&reference_id, &status) {
-        (Some(r), _) => index::prefix(IndexTag::CustomersByRef, project, &[r.as_bytes()]),
-        (None, Some(s)) => index::prefix(
-            IndexTag::CustomersByStatus,
-            project,
-            &[s.as_str().as_bytes()],
-        ),
-        (None, None) => index::prefix(IndexTag::Customers, project, &[]),
-    };
+    let prefix = first_index(
+        project,
+        &[
+            (IndexTag::CustomersByRef, &[text(&reference_id)]),
+            (IndexTag::CustomersByStatus, &[name(status)]),
+        ],
+        IndexTag::Customers,
+    );
     page_of(store, prefix, page, move |c: &Customer| {
         status.is_none_or(|s| c.status == s)
     })
@@ -69,14 +68,11 @@ pub async fn billing_entries(
     kind: Option<EntryKind>,
     page: PageReq,
 ) -> Result<Page<BillingEntry>, StoreError> {
-    let prefix = match kind {
-        Some(k) => index::prefix(
-            IndexTag::BillingEntriesByKind,
-            project,
-            &[k.as_str().as_bytes()],
-        ),
-        None => index::prefix(IndexTag::BillingEntries, project, &[]),
-    };
+    let prefix = first_index(
+        project,
+        &[(IndexTag::BillingEntriesByKind, &[name(kind)])],
+        IndexTag::BillingEntries,
+    );
     page_of(store, prefix, page, move |e: &BillingEntry| {
         kind.is_none_or(|k| e.kind == k)
     })
@@ -103,16 +99,15 @@ pub async fn conversions(
         chain,
         kind,
     } = q;
-    let p = project;
-    let prefix = if let Some(s) = status {
-        index::prefix(IndexTag::ConversionsByStatus, p, &[s.as_str().as_bytes()])
-    } else if let Some(c) = &chain {
-        index::prefix(IndexTag::ConversionsByChain, p, &[c.as_bytes()])
-    } else if let Some(k) = kind {
-        index::prefix(IndexTag::ConversionsByKind, p, &[k.as_str().as_bytes()])
-    } else {
-        index::prefix(IndexTag::Conversions, p, &[])
-    };
+    let prefix = first_index(
+        project,
+        &[
+            (IndexTag::ConversionsByStatus, &[name(status)]),
+            (IndexTag::ConversionsByChain, &[text(&chain)]),
+            (IndexTag::ConversionsByKind, &[name(kind)]),
+        ],
+        IndexTag::Conversions,
+    );
     page_of(store, prefix, page, move |x: &Conversion| {
         status.is_none_or(|s| x.status == s)
             && chain.as_ref().is_none_or(|c| &x.chain == c)
@@ -158,14 +153,16 @@ pub async fn deposits(
         },
         None => None,
     };
-    let prefix = if let Some(c) = wallet_owner.or(customer) {
-        index::deposits_of_customer(p, c)
-    } else if let Some(s) = status {
-        index::prefix(IndexTag::DepositsByStatus, p, &[s.as_str().as_bytes()])
-    } else if let Some(c) = &chain {
-        index::prefix(IndexTag::DepositsByChain, p, &[c.as_bytes()])
-    } else {
-        index::prefix(IndexTag::Deposits, p, &[])
+    let prefix = match wallet_owner.or(customer) {
+        Some(c) => index::deposits_of_customer(p, c),
+        None => first_index(
+            p,
+            &[
+                (IndexTag::DepositsByStatus, &[name(status)]),
+                (IndexTag::DepositsByChain, &[text(&chain)]),
+            ],
+            IndexTag::Deposits,
+        ),
     };
     page_of(store, prefix, page, move |d: &Deposit| {
         customer.is_none_or(|c| d.customer_id == c)
@@ -207,17 +204,16 @@ pub async fn payouts(
         status,
         chain,
     } = q;
-    let prefix = if let Some(r) = &reference {
-        index::prefix(IndexTag::PayoutsByReference, p, &[r.as_bytes()])
-    } else if let Some(c) = customer {
-        index::prefix(IndexTag::PayoutsByCustomer, p, &[c.as_bytes()])
-    } else if let Some(s) = status {
-        index::prefix(IndexTag::PayoutsByStatus, p, &[s.as_str().as_bytes()])
-    } else if let Some(c) = &chain {
-        index::prefix(IndexTag::PayoutsByChain, p, &[c.as_bytes()])
-    } else {
-        index::prefix(IndexTag::Payouts, p, &[])
-    };
+    let prefix = first_index(
+        p,
+        &[
+            (IndexTag::PayoutsByReference, &[text(&reference)]),
+            (IndexTag::PayoutsByCustomer, &[id(&customer)]),
+            (IndexTag::PayoutsByStatus, &[name(status)]),
+            (IndexTag::PayoutsByChain, &[text(&chain)]),
+        ],
+        IndexTag::Payouts,
+    );
     page_of(store, prefix, page, move |x: &Payout| {
         customer.is_none_or(|c| x.customer_id == Some(c))
             && chain.as_ref().is_none_or(|c| &x.chain == c)
@@ -237,13 +233,16 @@ pub async fn sweeps(
     page: PageReq,
 ) -> Result<Page<Sweep>, StoreError> {
     let p = project;
-    let prefix = match (wallet, status) {
-        (Some(w), _) => match row::<Wallet>(store, p, w)? {
+    let prefix = match wallet {
+        Some(w) => match row::<Wallet>(store, p, w)? {
             Some(row) => index::sweeps_of_wallet(p, row.customer_id, w),
             None => return Ok(empty()),
         },
-        (None, Some(s)) => index::prefix(IndexTag::SweepsByStatus, p, &[s.as_str().as_bytes()]),
-        (None, None) => index::prefix(IndexTag::Sweeps, p, &[]),
+        None => first_index(
+            p,
+            &[(IndexTag::SweepsByStatus, &[name(status)])],
+            IndexTag::Sweeps,
+        ),
     };
     page_of(store, prefix, page, move |s: &Sweep| {
         status.is_none_or(|st| s.status == st)
@@ -260,12 +259,14 @@ pub async fn wallets(
     chain: Option<String>,
     page: PageReq,
 ) -> Result<Page<Wallet>, StoreError> {
-    let p = project;
-    let prefix = match (customer, &chain) {
-        (Some(c), _) => index::prefix(IndexTag::WalletsByCustomer, p, &[c.as_bytes()]),
-        (None, Some(ch)) => index::prefix(IndexTag::WalletsByChain, p, &[ch.as_bytes()]),
-        (None, None) => index::prefix(IndexTag::Wallets, p, &[]),
-    };
+    let prefix = first_index(
+        project,
+        &[
+            (IndexTag::WalletsByCustomer, &[id(&customer)]),
+            (IndexTag::WalletsByChain, &[text(&chain)]),
+        ],
+        IndexTag::Wallets,
+    );
     page_of(store, prefix, page, move |w: &Wallet| {
         chain.as_ref().is_none_or(|c| &w.chain == c)
     })
@@ -279,14 +280,11 @@ pub async fn invoices(
     status: Option<InvoiceStatus>,
     page: PageReq,
 ) -> Result<Page<Invoice>, StoreError> {
-    let prefix = match status {
-        Some(s) => index::prefix(
-            IndexTag::InvoicesByStatus,
-            project,
-            &[s.as_str().as_bytes()],
-        ),
-        None => index::prefix(IndexTag::Invoices, project, &[]),
-    };
+    let prefix = first_index(
+        project,
+        &[(IndexTag::InvoicesByStatus, &[name(status)])],
+        IndexTag::Invoices,
+    );
     page_of(store, prefix, page, move |i: &Invoice| {
         status.is_none_or(|s| i.status == s)
     })
@@ -322,25 +320,21 @@ pub async fn deliveries(
             None => return Ok(empty()),
         },
     };
-    let prefix = match (endpoint, status, event) {
-        (_, _, Some(seq)) => {
-            index::prefix(IndexTag::WebhookDeliveriesByEvent, p, &[&seq.to_be_bytes()])
-        }
-        (Some(e), Some(s), None) => index::prefix(
-            IndexTag::WebhookDeliveriesByEndpointStatus,
-            p,
-            &[e.as_bytes(), s.as_str().as_bytes()],
-        ),
-        (Some(e), None, None) => {
-            index::prefix(IndexTag::WebhookDeliveriesByEndpoint, p, &[e.as_bytes()])
-        }
-        (None, Some(s), None) => index::prefix(
-            IndexTag::WebhookDeliveriesByStatus,
-            p,
-            &[s.as_str().as_bytes()],
-        ),
-        (None, None, None) => index::prefix(IndexTag::WebhookDeliveries, p, &[]),
-    };
+    let sequence = event.map(u64::to_be_bytes);
+    let sequence = sequence.as_ref().map(<[u8; 8]>::as_slice);
+    let prefix = first_index(
+        p,
+        &[
+            (IndexTag::WebhookDeliveriesByEvent, &[sequence]),
+            (
+                IndexTag::WebhookDeliveriesByEndpointStatus,
+                &[id(&endpoint), name(status)],
+            ),
+            (IndexTag::WebhookDeliveriesByEndpoint, &[id(&endpoint)]),
+            (IndexTag::WebhookDeliveriesByStatus, &[name(status)]),
+        ],
+        IndexTag::WebhookDeliveries,
+    );
     page_of(store, prefix, page, move |d: &WebhookDelivery| {
         endpoint.is_none_or(|e| d.endpoint_id == e)
             && status.is_none_or(|s| d.status == s)
@@ -372,6 +366,60 @@ pub async fn event_deliveries(
         })
         .await
 }
+
+/// The prefix of the first index in `choices` whose every key value is set (a list reads
+/// the index of its most selective filter, in the order the choices give), else of `all`,
+/// the project's every row of the resource.
+fn first_index(project: Uuid, choices: &[(IndexTag, &[Option<&[u8]>])], all: IndexTag) -> Vec<u8> {
+    choices
+        .iter()
+        .find_map(|(tag, values)| {
+            let values = values.iter().copied().collect::<Option<Vec<&[u8]>>>()?;
+            Some(index::prefix(*tag, project, &values))
+        })
+        .unwrap_or_else(|| index::prefix(all, project, &[]))
+}
+
+/// An index key value from a stored name (a status or kind, as `as_str` spells it).
+fn name<N: StoredName>(value: Option<N>) -> Option<&'static [u8]> {
+    value.map(|v| v.stored_name().as_bytes())
+}
+
+/// An index key value from a text filter (a chain, a reference).
+fn text(value: &Option<String>) -> Option<&[u8]> {
+    value.as_deref().map(str::as_bytes)
+}
+
+/// An index key value from an id filter.
+fn id(value: &Option<Uuid>) -> Option<&[u8]> {
+    value.as_ref().map(|v| v.as_bytes().as_slice())
+}
+
+/// The enums a list's index is keyed by, by their stored name.
+trait StoredName: Copy {
+    fn stored_name(self) -> &'static str;
+}
+
+macro_rules! stored_name {
+    ($($ty:ty),+) => {$(
+        impl StoredName for $ty {
+            fn stored_name(self) -> &'static str {
+                self.as_str()
+            }
+        }
+    )+};
+}
+stored_name!(
+    CustomerStatus,
+    EntryKind,
+    ConversionStatus,
+    ConversionKind,
+    DepositStatus,
+    PayoutStatus,
+    SweepStatus,
+    InvoiceStatus,
+    DeliveryStatus
+);
 
 fn empty<R>() -> Page<R> {
     Page {

@@ -243,17 +243,8 @@ impl SimHandle {
         let cursor = self.cursor(&mut x, 0);
         let c = &mut *x.chain;
         let snap = self.plan_snapshot(c, &cursor, &ops);
-        let (cur, written, planned) = (cursor.clone(), ops.clone(), snap.clone());
         let since = std::time::Instant::now();
-        let wrote = store
-            .write(move |ctx| {
-                cur.write(ctx, &written)?;
-                if let Some(s) = &planned {
-                    s.write(ctx)?;
-                }
-                Ok(())
-            })
-            .await;
+        let wrote = write_ops(store, &cursor, ops.clone(), snap.clone()).await;
         match wrote {
             Ok(()) => {
                 match &snap {
@@ -290,17 +281,8 @@ impl SimHandle {
         }
         let cursor = self.cursor(&mut x, 0);
         let snap = self.plan_snapshot(&x.chain, &cursor, &[]);
-        let (cur, planned) = (cursor.clone(), snap.clone());
         let since = std::time::Instant::now();
-        let wrote = store
-            .write(move |ctx| {
-                cur.write(ctx, &[])?;
-                if let Some(s) = &planned {
-                    s.write(ctx)?;
-                }
-                Ok(())
-            })
-            .await;
+        let wrote = write_ops(store, &cursor, Vec::new(), snap.clone()).await;
         match wrote {
             Ok(()) => {
                 if let Some(s) = &snap {
@@ -315,4 +297,24 @@ impl SimHandle {
             }
         }
     }
+}
+
+/// Writes `cursor`'s deferred operations, then `ops`, and the snapshot `snap` when one is
+/// due, in one store transaction.
+async fn write_ops(
+    store: &Store,
+    cursor: &SimCursor,
+    ops: Vec<Op>,
+    snap: Option<PlannedSnapshot>,
+) -> Result<(), WriteError<StoreError>> {
+    let cursor = cursor.clone();
+    store
+        .write(move |ctx| {
+            cursor.write(ctx, &ops)?;
+            if let Some(s) = &snap {
+                s.write(ctx)?;
+            }
+            Ok(())
+        })
+        .await
 }

@@ -590,18 +590,7 @@ impl Sim {
         let rows = self
             .node()
             .store()
-            .read(move |r| {
-                let next = crate::workers::chain::store::stored_nonce(r, &key)?;
-                let mut out = Vec::new();
-                for n in 0..next {
-                    if let Some(t) = crate::workers::chain::store::out_tx(r, &key, n)? {
-                        if t.ref_id == id {
-                            out.push(t);
-                        }
-                    }
-                }
-                Ok(out)
-            })
+            .read(move |r| crate::workers::chain::store::out_txs_where(r, &key, |t| t.ref_id == id))
             .await
             .unwrap_or_default();
         let c = self.world.chains[chain].sim.chain_state().lock().await;

@@ -112,12 +112,10 @@ impl Sim {
                 }
                 let ans = self
                     .node()
-                    .call(
-                        axum::http::Method::POST,
+                    .post(
                         "/v1/sweeps",
-                        Some(&key),
+                        &key,
                         Some(&serde_json::json!({"wallet_id": wid, "asset": asset})),
-                        None,
                     )
                     .await?;
                 if ans.status >= 300 {
@@ -262,15 +260,12 @@ impl Sim {
             .node()
             .store()
             .read(move |r| {
-                let next = crate::workers::chain::store::stored_nonce(r, &key)?;
-                let mut out = Vec::new();
-                for n in 0..next {
-                    if let Some(t) = crate::workers::chain::store::out_tx(r, &key, n)? {
-                        if t.kind == crate::workers::chain::store::OutKind::Sweep {
-                            out.push((t.ref_id, t.hashes.clone()));
-                        }
-                    }
-                }
+                use crate::workers::chain::store::{out_txs_where, OutKind};
+                let out: Vec<(Uuid, Vec<String>)> =
+                    out_txs_where(r, &key, |t| t.kind == OutKind::Sweep)?
+                        .into_iter()
+                        .map(|t| (t.ref_id, t.hashes))
+                        .collect();
                 let mut sweeps = BTreeMap::new();
                 for (id, _) in &out {
                     if let Some(s) = r.get::<Sweep>(*id)? {

@@ -1,6 +1,7 @@
 //! Webhook endpoints and the dispatcher, key rolls, conversion requests.
 
 use crate::simulate::model::{EndpointM, Receiver};
+use crate::simulate::node::Answer;
 use crate::simulate::rng;
 use crate::simulate::Sim;
 use appliance_storage::sources;
@@ -56,6 +57,22 @@ impl Sim {
         Ok(format!("endpoint {url} ({receiver:?}): {}", a.status))
     }
 
+    /// `method` on endpoint `e` of tenant `t` (`/v1/webhooks/{id}`, then `path`) with the
+    /// tenant's wallet key: the endpoint's id and the answer.
+    async fn endpoint_call(
+        &self,
+        (t, e): (usize, usize),
+        method: Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> anyhow::Result<(Uuid, Answer)> {
+        let tenant = &self.model.tenants[t];
+        let id = tenant.endpoints[e].id;
+        let uri = format!("/v1/webhooks/{id}{path}");
+        let key = Some(tenant.wallet_key.as_str());
+        Ok((id, self.node().call(method, &uri, key, body, None).await?))
+    }
+
     /// An endpoint of some tenant that is not deleted: (tenant index, endpoint index).
     pub(in crate::simulate) fn pick_endpoint(&self) -> Option<(usize, usize)> {
         let all: Vec<(usize, usize)> = self
@@ -80,19 +97,9 @@ impl Sim {
             return Ok("no endpoint".into());
         };
         let status = if rng::chance(500) { "paused" } else { "active" };
-        let (id, key) = (
-            self.model.tenants[t].endpoints[e].id,
-            self.model.tenants[t].wallet_key.clone(),
-        );
-        let a = self
-            .node()
-            .call(
-                Method::PATCH,
-                &format!("/v1/webhooks/{id}"),
-                Some(&key),
-                Some(&json!({"status": status})),
-                None,
-            )
+        let body = json!({"status": status});
+        let (id, a) = self
+            .endpoint_call((t, e), Method::PATCH, "", Some(&body))
             .await?;
         // A disabled endpoint (its receiver answered 410, or failed too often) cannot be
         // paused, only re-enabled.
@@ -117,19 +124,9 @@ impl Sim {
         } else {
             rng::between(1, 48)
         };
-        let (id, key) = (
-            self.model.tenants[t].endpoints[e].id,
-            self.model.tenants[t].wallet_key.clone(),
-        );
-        let a = self
-            .node()
-            .call(
-                Method::POST,
-                &format!("/v1/webhooks/{id}/rotate_secret"),
-                Some(&key),
-                Some(&json!({"overlap_hours": overlap})),
-                None,
-            )
+        let body = json!({"overlap_hours": overlap});
+        let (id, a) = self
+            .endpoint_call((t, e), Method::POST, "/rotate_secret", Some(&body))
             .await?;
         match a.str("secret") {
             Some(secret) if a.status == 200 => {
@@ -153,20 +150,7 @@ impl Sim {
         let Some((t, e)) = self.pick_endpoint() else {
             return Ok("no endpoint".into());
         };
-        let (id, key) = (
-            self.model.tenants[t].endpoints[e].id,
-            self.model.tenants[t].wallet_key.clone(),
-        );
-        let a = self
-            .node()
-            .call(
-                Method::DELETE,
-                &format!("/v1/webhooks/{id}"),
-                Some(&key),
-                None,
-                None,
-            )
-            .await?;
+        let (id, a) = self.endpoint_call((t, e), Method::DELETE, "", None).await?;
         if a.status != 200 {
             self.fail(format!("DELETE /v1/webhooks/{id}: {} {}", a.status, a.body));
         }
@@ -312,12 +296,10 @@ impl Sim {
         );
         let a = self
             .node()
-            .call(
-                Method::POST,
+            .post(
                 &format!("/v1/api_keys/{id}/roll"),
-                Some(&key),
+                &key,
                 Some(&json!({"grace_hours": grace})),
-                None,
             )
             .await?;
         match (

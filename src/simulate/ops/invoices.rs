@@ -187,11 +187,9 @@ impl Sim {
         let t = self.model.tenant(inv.project).expect("tenant").clone();
         let a = self
             .node()
-            .call(
-                Method::POST,
+            .post(
                 &format!("/v1/invoices/{}/cancel", inv.id),
-                Some(&t.checkout_key),
-                None,
+                &t.checkout_key,
                 None,
             )
             .await?;

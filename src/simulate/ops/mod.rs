@@ -16,6 +16,7 @@ use appliance_chains::sim::Inject;
 use appliance_storage::sources;
 
 use super::model::{CustomerM, PayoutM, Tenant, TransferM, WalletM};
+use super::node::Answer;
 use super::rng;
 use super::world::NodeFaults;
 use super::{Sim, CHAINS};
@@ -434,13 +435,7 @@ impl Sim {
         let key = self.model.tenants[t].wallet_key.clone();
         let a = self
             .node()
-            .call(
-                Method::POST,
-                "/v1/customers",
-                Some(&key),
-                Some(&json!({"reference_id": reference, "email": format!("{reference}@example.com")})),
-                None,
-            )
+            .post("/v1/customers", &key, Some(&json!({"reference_id": reference, "email": format!("{reference}@example.com")})))
             .await?;
         let id: Option<Uuid> = a.str("id").and_then(|s| s.parse().ok());
         let known = self.model.tenants[t]
@@ -483,12 +478,10 @@ impl Sim {
         let key = self.model.tenants[t].wallet_key.clone();
         let a = self
             .node()
-            .call(
-                Method::POST,
+            .post(
                 "/v1/wallets",
-                Some(&key),
+                &key,
                 Some(&json!({"customer_id": cid, "chain": chain})),
-                None,
             )
             .await?;
         let id: Option<Uuid> = a.str("id").and_then(|s| s.parse().ok());
@@ -604,40 +597,26 @@ impl Sim {
         } else {
             (free / u128::from(rng::between(1, 4) as u32)).max(1)
         };
-        let to = fresh_address();
-        let key = format!("payout-{}", self.model.next());
-        let t = self.model.tenant(project).expect("tenant").clone();
-        let decimals = self.node().state.registry.decimals(chain, &asset);
-        let body = json!({"customer_id": customer, "chain": chain, "asset": asset,
-            "decimals": decimals, "amount": amount.to_string(), "to_address": to.to_checksum(None)});
-        let a = self
-            .node()
-            .call(
-                Method::POST,
-                "/v1/payouts",
-                Some(&t.payout_key),
-                Some(&body),
-                Some(&key),
-            )
-            .await?;
+        let mut p = PayoutM {
+            id: Uuid::nil(),
+            project,
+            customer,
+            chain,
+            asset: asset.clone(),
+            amount,
+            to: fresh_address(),
+            idempotency_key: format!("payout-{}", self.model.next()),
+            asked_us: 0,
+            status: String::new(),
+        };
+        let a = self.post_payout(&p).await?;
         let id: Option<Uuid> = a.str("id").and_then(|s| s.parse().ok());
         match (a.status, id) {
             (202, Some(id)) => {
-                self.model.add_payout(
-                    PayoutM {
-                        id,
-                        project,
-                        customer,
-                        chain,
-                        asset: asset.clone(),
-                        amount,
-                        to,
-                        idempotency_key: key,
-                        asked_us: sources::now_us(),
-                        status: a.str("status").unwrap_or_default(),
-                    },
-                    self.step,
-                );
+                p.id = id;
+                p.asked_us = sources::now_us();
+                p.status = a.str("status").unwrap_or_default();
+                self.model.add_payout(p, self.step);
             }
             (402, _) if amount > free => {}
             // Not issuing payouts now (its node unreached since start), or the pending cap.
@@ -652,6 +631,28 @@ impl Sim {
             a.status,
             a.str("status").unwrap_or_default()
         ))
+    }
+
+    /// `POST /v1/payouts` of `p`'s amount to its address, with its tenant's payout key and
+    /// its idempotency key.
+    async fn post_payout(&self, p: &PayoutM) -> anyhow::Result<Answer> {
+        let t = self.model.tenant(p.project).expect("tenant");
+        let decimals = self.node().state.registry.decimals(p.chain, &p.asset);
+        let body = json!({"customer_id": p.customer, "chain": p.chain, "asset": p.asset,
+            "decimals": decimals, "amount": p.amount.to_string(), "to_address": p.to.to_checksum(None)});
+        let (key, idempotency_key) = (
+            Some(t.payout_key.as_str()),
+            Some(p.idempotency_key.as_str()),
+        );
+        self.node()
+            .call(
+                Method::POST,
+                "/v1/payouts",
+                key,
+                Some(&body),
+                idempotency_key,
+            )
+            .await
     }
 
     /// The same payout request again, with its idempotency key, while the key replays (a
@@ -670,20 +671,7 @@ impl Sim {
         let Some(p) = rng::pick(&all).cloned() else {
             return Ok("no payout yet".into());
         };
-        let t = self.model.tenant(p.project).expect("tenant").clone();
-        let decimals = self.node().state.registry.decimals(p.chain, &p.asset);
-        let body = json!({"customer_id": p.customer, "chain": p.chain, "asset": p.asset,
-            "decimals": decimals, "amount": p.amount.to_string(), "to_address": p.to.to_checksum(None)});
-        let a = self
-            .node()
-            .call(
-                Method::POST,
-                "/v1/payouts",
-                Some(&t.payout_key),
-                Some(&body),
-                Some(&p.idempotency_key),
-            )
-            .await?;
+        let a = self.post_payout(&p).await?;
         let same = a.str("id").and_then(|s| s.parse::<Uuid>().ok()) == Some(p.id);
         if !(a.status == 202 && same) {
             self.fail(format!(
@@ -709,11 +697,9 @@ impl Sim {
         let verb = if approve { "approve" } else { "reject" };
         let a = self
             .node()
-            .call(
-                Method::POST,
+            .post(
                 &format!("/v1/payouts/{}/{verb}", p.id),
-                Some(&t.approver_key),
-                None,
+                &t.approver_key,
                 None,
             )
             .await?;
@@ -737,13 +723,7 @@ impl Sim {
         let t = self.model.tenant(p.project).expect("tenant").clone();
         let a = self
             .node()
-            .call(
-                Method::POST,
-                &format!("/v1/payouts/{}/cancel", p.id),
-                Some(&t.payout_key),
-                None,
-                None,
-            )
+            .post(&format!("/v1/payouts/{}/cancel", p.id), &t.payout_key, None)
             .await?;
         let ok = match a.status {
             200 => a.str("status").as_deref() == Some("canceled"),
@@ -774,12 +754,10 @@ impl Sim {
         let t = self.model.tenant(project).expect("tenant").clone();
         let a = self
             .node()
-            .call(
-                Method::POST,
+            .post(
                 "/v1/sweeps",
-                Some(&t.wallet_key),
+                &t.wallet_key,
                 Some(&json!({"wallet_id": w.id})),
-                None,
             )
             .await?;
         if a.status >= 500 {

@@ -544,14 +544,7 @@ pub async fn deliver_due(
                     body.as_bytes(),
                 );
                 let result = send(&job.url, &body, &header);
-                let report = crate::services::webhook_deliveries::AttemptReport {
-                    url: job.url,
-                    status: result.status,
-                    resolved_ip: result.resolved_ip.map(|ip| ip.to_string()),
-                    duration_ms: result.duration_ms,
-                    error: result.error,
-                    body: result.body,
-                };
+                let report = result.report(job.url);
                 recordings.push(Recording {
                     id: job.id,
                     attempt: job.attempt,

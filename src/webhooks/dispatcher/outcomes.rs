@@ -8,10 +8,10 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use appliance_storage::now_us;
+use appliance_storage::{now_us, WriteCtx};
 
 use crate::handles::Handles;
-use crate::services::webhook_deliveries::{self, AttemptReport, OutcomeKind};
+use crate::services::webhook_deliveries::{self, OutcomeKind};
 use crate::services::webhook_endpoints;
 use crate::views::delivery_ref;
 use crate::webhooks::sender::Sender;
@@ -55,14 +55,7 @@ pub(super) async fn attempt(sender: &Sender, job: Job) -> Outcome {
     let t = now_us() / 1_000_000;
     let header = signature::header(job.secrets.iter().map(|s| s.as_str()), t, body.as_bytes());
     let result = sender.send(&job.url, body, header).await;
-    let report = AttemptReport {
-        url: job.url,
-        status: result.status,
-        resolved_ip: result.resolved_ip.map(|ip| ip.to_string()),
-        duration_ms: result.duration_ms,
-        error: result.error,
-        body: result.body,
-    };
+    let report = result.report(job.url);
     crate::ops::metrics::webhook_attempt(report.succeeded(), report.status);
     Outcome {
         endpoint: job.endpoint,
@@ -154,16 +147,26 @@ pub(super) fn retry_delay_us(schedule: &[u64], attempts_made: u32) -> i64 {
 
 /// Cancels the rest of a disabled endpoint's open deliveries, a chunk per transaction.
 pub(super) async fn cancel_rest(state: Handles, project: Uuid, endpoint: Uuid) {
+    let failed = "canceling a disabled endpoint's deliveries failed";
+    in_chunks(&state, failed, move |ctx| {
+        webhook_deliveries::cancel_open(ctx, project, endpoint)
+    })
+    .await
+}
+
+/// Runs `chunk` in a transaction of its own until it reports nothing left (`false`). A
+/// failure is logged as `failed` and ends the run (the next start resumes it).
+async fn in_chunks<E: std::fmt::Debug + Send + 'static>(
+    state: &Handles,
+    failed: &str,
+    chunk: impl Fn(&mut WriteCtx<'_>) -> Result<bool, E> + Clone + Send + 'static,
+) {
     loop {
-        match state
-            .store
-            .write(move |ctx| webhook_deliveries::cancel_open(ctx, project, endpoint))
-            .await
-        {
+        match state.store.write(chunk.clone()).await {
             Ok(true) => continue,
             Ok(false) => return,
             Err(e) => {
-                tracing::error!(error = ?e, "canceling a disabled endpoint's deliveries failed");
+                tracing::error!(error = ?e, "{failed}");
                 return;
             }
         }
@@ -186,18 +189,9 @@ pub(super) async fn finish_purges(state: Handles) {
 
 /// Removes a deleted endpoint's deliveries, a chunk per transaction.
 pub async fn purge(state: &Handles, project: Uuid, endpoint: Uuid) {
-    loop {
-        match state
-            .store
-            .write(move |ctx| webhook_endpoints::purge_chunk(ctx, project, endpoint))
-            .await
-        {
-            Ok(true) => continue,
-            Ok(false) => return,
-            Err(e) => {
-                tracing::error!(error = ?e, "removing a deleted endpoint's deliveries failed");
-                return;
-            }
-        }
-    }
+    let failed = "removing a deleted endpoint's deliveries failed";
+    in_chunks(state, failed, move |ctx| {
+        webhook_endpoints::purge_chunk(ctx, project, endpoint)
+    })
+    .await
 }

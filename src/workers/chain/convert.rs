@@ -236,11 +236,7 @@ async fn next_step(
 ) -> anyhow::Result<Option<Step>> {
     let (reg, id) = (&state.registry, batch.id);
     let pol = policy(state, &project, true);
-    let scope = Scope {
-        reg: reg.clone(),
-        project: Arc::new(project),
-        delivery_attempts: state.config.webhooks.max_attempts(),
-    };
+    let scope = state.scope(project);
     let (Some(from), Some(to)) = (
         reg.asset(c.chain, &batch.from_asset).cloned(),
         reg.asset(c.chain, &batch.to_asset).cloned(),

@@ -142,6 +142,20 @@ pub fn pending_nonces(r: &impl ChainStateOps, chain: &str) -> Result<Vec<u64>, S
     r.evm_pending(chain)
 }
 
+/// The sender's rows on `chain` that `keep` accepts, by nonce (for a report: every nonce
+/// the sender has used is read).
+pub fn out_txs_where(
+    r: &impl ChainStateOps,
+    chain: &str,
+    keep: impl Fn(&OutTx) -> bool,
+) -> Result<Vec<OutTx>, StoreError> {
+    let mut out = Vec::new();
+    for n in 0..stored_nonce(r, chain)? {
+        out.extend(out_tx(r, chain, n)?.filter(|t| keep(t)));
+    }
+    Ok(out)
+}
+
 /// A recorded outgoing transaction (`None` when absent or unreadable).
 pub fn out_tx(
     r: &impl ChainStateOps,

@@ -4,6 +4,7 @@ use std::future::IntoFuture;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use alloy::eips::BlockId;
 use alloy::primitives::{Address, Bytes, TxKind, B256, U256, U64};
 use alloy::providers::{Provider, RootProvider};
 use alloy::rpc::types::{Filter, TransactionRequest};
@@ -508,31 +509,11 @@ impl EvmRpc {
     ) -> Result<Vec<Option<BlockInfo>>, RpcError> {
         const M: &str = "eth_getBlockByNumber";
         self.run(|p| async move {
-            let fut = async {
-                let mut batch = alloy::rpc::client::BatchRequest::new(p.client());
-                let mut out = Vec::with_capacity((to + 1 - from) as usize);
-                if full {
-                    let mut waiters = Vec::new();
-                    for n in from..=to {
-                        waiters.push(batch.add_call::<_, Option<RawBlock>>(M, &(qty(n), true))?);
-                    }
-                    batch.send().await?;
-                    for w in waiters {
-                        out.push(w.await?.map(BlockInfo::from));
-                    }
-                } else {
-                    let mut waiters = Vec::new();
-                    for n in from..=to {
-                        waiters.push(batch.add_call::<_, Option<RawHeader>>(M, &(qty(n), false))?);
-                    }
-                    batch.send().await?;
-                    for w in waiters {
-                        out.push(w.await?.map(BlockInfo::from));
-                    }
-                }
-                Ok::<_, alloy::transports::TransportError>(out)
-            };
-            bounded(M, fut).await
+            if full {
+                bounded(M, batch_blocks::<RawBlock>(&p, from, to, true)).await
+            } else {
+                bounded(M, batch_blocks::<RawHeader>(&p, from, to, false)).await
+            }
         })
         .await
     }
@@ -611,22 +592,20 @@ impl EvmRpc {
 
     /// Nonce including pending transactions.
     pub async fn pending_nonce(&self, a: Address) -> Result<u64, RpcError> {
-        self.run(|p| async move {
-            bounded(
-                "eth_getTransactionCount",
-                p.get_transaction_count(a).pending().into_future(),
-            )
-            .await
-        })
-        .await
+        self.nonce_at(a, BlockId::pending()).await
     }
 
     /// Nonce counting only mined transactions (the `latest` block).
     pub async fn latest_nonce(&self, a: Address) -> Result<u64, RpcError> {
+        self.nonce_at(a, BlockId::latest()).await
+    }
+
+    /// `eth_getTransactionCount` of `a` at block `at`.
+    async fn nonce_at(&self, a: Address, at: BlockId) -> Result<u64, RpcError> {
         self.run(|p| async move {
             bounded(
                 "eth_getTransactionCount",
-                p.get_transaction_count(a).latest().into_future(),
+                p.get_transaction_count(a).block_id(at).into_future(),
             )
             .await
         })
@@ -781,6 +760,31 @@ fn receipt_info(v: &Value) -> Result<Option<ReceiptInfo>, RpcError> {
         block_hash: parse(v, M, "blockHash")?,
         gas_used: hex_u64(v, M, "gasUsed").unwrap_or(0),
     }))
+}
+
+/// `eth_getBlockByNumber` of every block `from..=to` (with its transactions when `full`)
+/// in one batch request, read as `R`, in order; `None` for a block past the head.
+async fn batch_blocks<R>(
+    p: &RootProvider,
+    from: u64,
+    to: u64,
+    full: bool,
+) -> Result<Vec<Option<BlockInfo>>, alloy::transports::TransportError>
+where
+    R: serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + Unpin + 'static,
+    BlockInfo: From<R>,
+{
+    let mut batch = alloy::rpc::client::BatchRequest::new(p.client());
+    let mut waiters = Vec::with_capacity((to + 1 - from) as usize);
+    for n in from..=to {
+        waiters.push(batch.add_call::<_, Option<R>>("eth_getBlockByNumber", &(qty(n), full))?);
+    }
+    batch.send().await?;
+    let mut out = Vec::with_capacity(waiters.len());
+    for w in waiters {
+        out.push(w.await?.map(BlockInfo::from));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

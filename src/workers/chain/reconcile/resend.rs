@@ -2,6 +2,7 @@
 //! a fee bump of a stuck send, a resource planned again at a new nonce, the nonce gaps.
 
 use super::*;
+use appliance_signer::{SignError, SignedEvmTx};
 
 /// The signing policy of the sender's own housekeeping transactions (fillers, the factory).
 fn service_policy(state: &Handles) -> SigningPolicy {
@@ -19,6 +20,60 @@ fn stored_fees(tx: &OutTx) -> (u128, u128) {
     )
 }
 
+/// Fees above every stored version of `tx` (by at least 12.5%) and the node's current ones.
+async fn bumped_fees(c: &ChainWorker, tx: &OutTx) -> anyhow::Result<(u128, u128)> {
+    let f = c.client.fees().await?;
+    let node = (f.max_fee_per_gas, f.max_priority_fee_per_gas);
+    Ok(sender::bumped_fees(stored_fees(tx), node))
+}
+
+/// The filler at `nonce` signed under `pol`: a zero-value self-transfer of the master
+/// wallet at `fees`.
+fn sign_filler(
+    c: &ChainWorker,
+    m: &Master,
+    pol: SigningPolicy,
+    nonce: u64,
+    fees: (u128, u128),
+) -> Result<SignedEvmTx, SignError> {
+    let (to, data) = (m.treasury, Default::default());
+    let unsigned = sender::eip1559(c.chain_id, nonce, to, U256::ZERO, data, FILLER_GAS, fees);
+    m.signer.sign_evm(pol, unsigned)
+}
+
+/// [`sign_filler`] under the service's policy; `None` (logged) when it cannot be signed.
+fn signed_filler(
+    state: &Handles,
+    c: &ChainWorker,
+    m: &Master,
+    nonce: u64,
+    fees: (u128, u128),
+) -> Option<SignedEvmTx> {
+    match sign_filler(c, m, service_policy(state), nonce, fees) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(chain = c.chain, nonce, error = %clean(&e), "cannot sign a filler");
+            None
+        }
+    }
+}
+
+/// Adds `signed` to `tx` as its newest version (a filler, or the call again) at `fees`,
+/// signed now. Returns its hash.
+fn add_version(tx: &mut OutTx, signed: &SignedEvmTx, filler: bool, fees: (u128, u128)) -> String {
+    let hash = hex32(&B256::from(signed.hash));
+    let (raws, hashes) = match filler {
+        true => (&mut tx.filler_raws, &mut tx.filler_hashes),
+        false => (&mut tx.raws, &mut tx.hashes),
+    };
+    raws.push(hex::encode(&signed.raw));
+    hashes.push(hash.clone());
+    tx.max_fee_per_gas = fees.0.to_string();
+    tx.max_priority_fee_per_gas = fees.1.to_string();
+    tx.sent_at = appliance_storage::now_us();
+    hash
+}
+
 /// Signs a zero-value self-transfer at `tx`'s nonce with fees above every stored version
 /// (so it replaces any copy of the call still in a pool), records it, then broadcasts it.
 pub(super) async fn fill(
@@ -27,32 +82,11 @@ pub(super) async fn fill(
     m: &Master,
     mut tx: OutTx,
 ) -> anyhow::Result<()> {
-    let f = c.client.fees().await?;
-    let (max_fee, tip) = sender::bumped_fees(
-        stored_fees(&tx),
-        (f.max_fee_per_gas, f.max_priority_fee_per_gas),
-    );
-    let unsigned = sender::eip1559(
-        c.chain_id,
-        tx.nonce,
-        m.treasury,
-        U256::ZERO,
-        Default::default(),
-        FILLER_GAS,
-        (max_fee, tip),
-    );
-    let signed = match m.signer.sign_evm(service_policy(state), unsigned) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!(chain = c.chain, nonce = tx.nonce, error = %clean(&e), "cannot sign a filler");
-            return Ok(());
-        }
+    let fees = bumped_fees(c, &tx).await?;
+    let Some(signed) = signed_filler(state, c, m, tx.nonce, fees) else {
+        return Ok(());
     };
-    tx.filler_raws.push(hex::encode(&signed.raw));
-    tx.filler_hashes.push(hex32(&B256::from(signed.hash)));
-    tx.max_fee_per_gas = max_fee.to_string();
-    tx.max_priority_fee_per_gas = tip.to_string();
-    tx.sent_at = appliance_storage::now_us();
+    add_version(&mut tx, &signed, true, fees);
     let nonce = tx.nonce;
     save(state, c, tx).await?;
     if let Err(e) = c.client.broadcast(&signed.raw).await {
@@ -69,11 +103,7 @@ pub(super) async fn replace(
     m: &Master,
     mut tx: OutTx,
 ) -> anyhow::Result<()> {
-    let f = c.client.fees().await?;
-    let (max_fee, tip) = sender::bumped_fees(
-        stored_fees(&tx),
-        (f.max_fee_per_gas, f.max_priority_fee_per_gas),
-    );
+    let fees = bumped_fees(c, &tx).await?;
     let filler = !tx.filler_hashes.is_empty();
     let project_id = tx.project_id;
     let project = state
@@ -85,18 +115,10 @@ pub(super) async fn replace(
         project: filler || project.as_ref().is_none_or(|p| p.settings.signing_enabled),
         key: true,
     };
-    let unsigned = if filler {
-        sender::eip1559(
-            c.chain_id,
-            tx.nonce,
-            m.treasury,
-            U256::ZERO,
-            Default::default(),
-            FILLER_GAS,
-            (max_fee, tip),
-        )
+    let signed = if filler {
+        sign_filler(c, m, pol, tx.nonce, fees)
     } else {
-        sender::eip1559(
+        let unsigned = sender::eip1559(
             c.chain_id,
             tx.nonce,
             tx.to,
@@ -106,27 +128,18 @@ pub(super) async fn replace(
                 .map_err(|_| anyhow!("bad stored value {:?} of nonce {}", tx.value, tx.nonce))?,
             hex::decode(&tx.data)?.into(),
             tx.gas_limit,
-            (max_fee, tip),
-        )
+            fees,
+        );
+        m.signer.sign_evm(pol, unsigned)
     };
-    let signed = match m.signer.sign_evm(pol, unsigned) {
+    let signed = match signed {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(chain = c.chain, nonce = tx.nonce, error = %clean(&e), "cannot replace a stuck transaction");
             return Ok(());
         }
     };
-    let hash = hex32(&B256::from(signed.hash));
-    if filler {
-        tx.filler_raws.push(hex::encode(&signed.raw));
-        tx.filler_hashes.push(hash.clone());
-    } else {
-        tx.raws.push(hex::encode(&signed.raw));
-        tx.hashes.push(hash.clone());
-    }
-    tx.max_fee_per_gas = max_fee.to_string();
-    tx.max_priority_fee_per_gas = tip.to_string();
-    tx.sent_at = appliance_storage::now_us();
+    let hash = add_version(&mut tx, &signed, filler, fees);
     let key = c.key.clone();
     let reg = state.registry.clone();
     let attempts = state.config.webhooks.max_attempts();
@@ -151,8 +164,8 @@ pub(super) async fn replace(
     tracing::info!(
         chain = c.chain,
         nonce = tx.nonce,
-        max_fee,
-        tip,
+        max_fee = fees.0,
+        tip = fees.1,
         filler,
         "replaced a stuck transaction"
     );
@@ -252,31 +265,39 @@ async fn still_waiting(
 ) -> anyhow::Result<Option<(Uuid, bool)>> {
     Ok(match kind {
         OutKind::Payout => {
-            state
-                .store
-                .read(move |r| {
-                    Ok(r.get::<Payout>(id)?
-                        .filter(|p| {
-                            matches!(p.status, PayoutStatus::Submitted | PayoutStatus::Confirmed)
-                        })
-                        .map(|p| (p.project_id, p.status == PayoutStatus::Confirmed)))
-                })
-                .await?
+            read_row(state, id, |p: Payout| match p.status {
+                PayoutStatus::Submitted => Some((p.project_id, false)),
+                PayoutStatus::Confirmed => Some((p.project_id, true)),
+                _ => None,
+            })
+            .await?
         }
         OutKind::Sweep => {
-            state
-                .store
-                .read(move |r| {
-                    Ok(r.get::<Sweep>(id)?
-                        .filter(|s| {
-                            matches!(s.status, SweepStatus::Submitted | SweepStatus::Confirmed)
-                        })
-                        .map(|s| (s.project_id, s.status == SweepStatus::Confirmed)))
-                })
-                .await?
+            read_row(state, id, |s: Sweep| match s.status {
+                SweepStatus::Submitted => Some((s.project_id, false)),
+                SweepStatus::Confirmed => Some((s.project_id, true)),
+                _ => None,
+            })
+            .await?
         }
         OutKind::Factory | OutKind::Filler | OutKind::Approve | OutKind::Swap => None,
     })
+}
+
+/// What `f` makes of row `id` (`None` when missing).
+async fn read_row<R, T>(
+    state: &Handles,
+    id: Uuid,
+    f: impl FnOnce(R) -> Option<T> + Send + 'static,
+) -> anyhow::Result<Option<T>>
+where
+    R: appliance_storage::records::Row + Send + 'static,
+    T: Send + 'static,
+{
+    Ok(state
+        .store
+        .read(move |r| Ok(r.get::<R>(id)?.and_then(f)))
+        .await?)
 }
 
 /// A send [`replan`] plans again: its stored row (retired in the transaction that writes
@@ -454,21 +475,9 @@ pub(super) async fn repair_gap(
                     ),
                 }
                 let f = c.client.fees().await?;
-                let unsigned = sender::eip1559(
-                    c.chain_id,
-                    n,
-                    m.treasury,
-                    U256::ZERO,
-                    Default::default(),
-                    FILLER_GAS,
-                    (f.max_fee_per_gas, f.max_priority_fee_per_gas),
-                );
-                let signed = match m.signer.sign_evm(service_policy(state), unsigned) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        tracing::warn!(chain = c.chain, nonce = n, error = %clean(&e), "cannot sign a filler");
-                        return Ok(());
-                    }
+                let fees = (f.max_fee_per_gas, f.max_priority_fee_per_gas);
+                let Some(signed) = signed_filler(state, c, m, n, fees) else {
+                    return Ok(());
                 };
                 let raw = hex::encode(&signed.raw);
                 let hash = hex32(&B256::from(signed.hash));

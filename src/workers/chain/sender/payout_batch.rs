@@ -127,11 +127,7 @@ impl PayoutPass<'_> {
             None => p.created_by_key.is_nil(),
         };
         let pol = policy(state, &project, key_signs);
-        let scope = Scope {
-            reg: state.registry.clone(),
-            project: Arc::new(project),
-            delivery_attempts: state.config.webhooks.max_attempts(),
-        };
+        let scope = state.scope(project);
         if !pol.blocked_by().is_empty() {
             let reason = format!("signing_disabled: {}", pol.blocked_by().join(","));
             fail_signing(state, &scope, id, reason).await?;

@@ -263,11 +263,7 @@ impl SweepPass<'_> {
         let (state, c, m) = (self.state, self.c, self.m);
         let (chain, id) = (c.chain, sw.id);
         let pol = policy(state, &project, true);
-        let scope = Scope {
-            reg: state.registry.clone(),
-            project: Arc::new(project),
-            delivery_attempts: state.config.webhooks.max_attempts(),
-        };
+        let scope = state.scope(project);
         if amount == 0 {
             write(state, move |ctx| {
                 sweeps::skip_if_empty(ctx, &scope, id).map(|_| ())
