@@ -258,40 +258,12 @@ pub trait ReadOps: Reader {
         project: Uuid,
         customer: Uuid,
     ) -> Result<Vec<(Account, Balance)>, StoreError> {
-        let t = self.open(ACCOUNTS)?;
-        let prefix = Account::customer_prefix(project, customer);
-        let end = index::prefix_end(&prefix);
-        let mut out = Vec::new();
-        for e in t.range::<&[u8]>(prefix.as_slice()..end.as_slice())? {
-            let (k, v) = e?;
-            if ledger::parse_holding_key(k.value()).is_some() {
-                continue;
-            }
-            let a = Account::from_key(k.value())
-                .ok_or_else(|| StoreError::Corrupt("bad account key".into()))?;
-            let (debits, credits) = v.value();
-            out.push((a, Balance { debits, credits }));
-        }
-        Ok(out)
+        accounts_under(self, Account::customer_prefix(project, customer))
     }
 
     /// Every ledger account of a project, its customers' and its own (holdings left out).
     fn project_accounts(&self, project: Uuid) -> Result<Vec<(Account, Balance)>, StoreError> {
-        let t = self.open(ACCOUNTS)?;
-        let prefix = project.as_bytes().to_vec();
-        let end = index::prefix_end(&prefix);
-        let mut out = Vec::new();
-        for e in t.range::<&[u8]>(prefix.as_slice()..end.as_slice())? {
-            let (k, v) = e?;
-            if ledger::parse_holding_key(k.value()).is_some() {
-                continue;
-            }
-            let a = Account::from_key(k.value())
-                .ok_or_else(|| StoreError::Corrupt("bad account key".into()))?;
-            let (debits, credits) = v.value();
-            out.push((a, Balance { debits, credits }));
-        }
-        Ok(out)
+        accounts_under(self, project.as_bytes().to_vec())
     }
 
     /// A journal entry by id.
@@ -645,6 +617,27 @@ pub trait ReadOps: Reader {
         let v = t.get((project.as_u128(), day))?;
         Ok(v.map(|g| g.value()).unwrap_or(0))
     }
+}
+
+/// Every ledger account whose key starts with `prefix` (holdings left out).
+fn accounts_under(
+    r: &(impl Reader + ?Sized),
+    prefix: Vec<u8>,
+) -> Result<Vec<(Account, Balance)>, StoreError> {
+    let t = r.open(ACCOUNTS)?;
+    let end = index::prefix_end(&prefix);
+    let mut out = Vec::new();
+    for e in t.range::<&[u8]>(prefix.as_slice()..end.as_slice())? {
+        let (k, v) = e?;
+        if ledger::parse_holding_key(k.value()).is_some() {
+            continue;
+        }
+        let a = Account::from_key(k.value())
+            .ok_or_else(|| StoreError::Corrupt("bad account key".into()))?;
+        let (debits, credits) = v.value();
+        out.push((a, Balance { debits, credits }));
+    }
+    Ok(out)
 }
 
 /// Typed values of any table of `K -> &[u8]` through [`crate::codec`], for tables that are
