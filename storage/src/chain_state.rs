@@ -175,11 +175,7 @@ impl WriteCtx<'_> {
         nonce: u64,
         json: &[u8],
     ) -> Result<(), StoreError> {
-        let r = (|| {
-            self.table(EVM_OUT_TXS)?.insert((chain, nonce), json)?;
-            Ok(())
-        })();
-        self.track(r)
+        self.insert_tracked(EVM_OUT_TXS, (chain, nonce), json)
     }
 
     /// Marks outgoing transaction `nonce` of `chain` pending (`true`) or final (`false`).
@@ -203,20 +199,12 @@ impl WriteCtx<'_> {
 
     /// Sets the next nonce the sender hands out on `chain`.
     pub fn evm_next_nonce_put(&mut self, chain: &str, next: u64) -> Result<(), StoreError> {
-        let r = (|| {
-            self.table(EVM_NONCES)?.insert(chain, next)?;
-            Ok(())
-        })();
-        self.track(r)
+        self.insert_tracked(EVM_NONCES, chain, next)
     }
 
     /// Sets the watcher's state of `chain`.
     pub fn evm_watch_put(&mut self, chain: &str, json: &[u8]) -> Result<(), StoreError> {
-        let r = (|| {
-            self.table(EVM_WATCH)?.insert(chain, json)?;
-            Ok(())
-        })();
-        self.track(r)
+        self.insert_tracked(EVM_WATCH, chain, json)
     }
 
     /// Remembers that deposit `id` was found in block `block` of `chain`.
@@ -342,11 +330,7 @@ impl WriteCtx<'_> {
 
     /// Sets the simulated block height of `chain`.
     pub fn sim_height_put(&mut self, chain: &str, height: u64) -> Result<(), StoreError> {
-        let r = (|| {
-            self.table(SIM_HEIGHTS)?.insert(chain, height)?;
-            Ok(())
-        })();
-        self.track(r)
+        self.insert_tracked(SIM_HEIGHTS, chain, height)
     }
 }
 

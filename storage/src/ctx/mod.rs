@@ -4,6 +4,7 @@
 //! [`WriteCtx`]; each marks the running job dirty so the writer can tell a clean refusal from
 //! a half-done change.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use redb::{
@@ -736,6 +737,21 @@ impl<'t> WriteCtx<'t> {
             self.storage_failed = true;
         }
         r
+    }
+
+    /// Inserts `key -> value` into `def` as one tracked write of the job
+    /// ([`WriteCtx::track`]).
+    pub(crate) fn insert_tracked<'k, 'v, K: Key + 'static, V: Value + 'static>(
+        &mut self,
+        def: TableDefinition<K, V>,
+        key: impl Borrow<K::SelfType<'k>>,
+        value: impl Borrow<V::SelfType<'v>>,
+    ) -> Result<(), StoreError> {
+        let r = (|| {
+            self.table(def)?.insert(key, value)?;
+            Ok(())
+        })();
+        self.track(r)
     }
 }
 
