@@ -2,7 +2,7 @@
 
 use crate::{codec, index, ledger, records, schema, StoreError};
 
-use super::rekey::rekey;
+use super::rekey::{rekey, KeyChunks};
 
 /// Schema 8 -> 9: every [`index::IndexTag::DepositsByCustomer`] key of `index` becomes its
 /// [`index::deposit_by_customer_key`]; every [`index::IndexTag::SweepsByWallet`] key is
@@ -69,24 +69,17 @@ pub(super) fn migrate_to_9(txn: &redb::WriteTransaction) -> Result<codec::Migrat
 /// all in the opening transaction, so a crash leaves schema 7 whole.
 pub(super) fn migrate_to_8(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
     use redb::ReadableTable;
-    const CHUNK: usize = 4096;
     let tag = index::IndexTag::UniqueOpenSweep as u8;
-    let end = [tag + 1];
     let mut unique = txn.open_table(schema::UNIQUE)?;
     let wallets = txn.open_table(schema::WALLETS)?;
     let mut accounts = txn.open_table(schema::ACCOUNTS)?;
     let mut total = codec::Migrated::default();
-    let mut from = vec![tag];
+    let mut chunks = KeyChunks::new(&[tag], Some(&[tag + 1]));
     loop {
-        let chunk: Vec<(Vec<u8>, u128)> = unique
-            .range::<&[u8]>(from.as_slice()..end.as_slice())?
-            .take(CHUNK)
-            .map(|e| e.map(|(k, v)| (k.value().to_vec(), v.value())))
-            .collect::<Result<_, _>>()?;
-        let Some((last, _)) = chunk.last() else {
+        let chunk = chunks.next(&unique)?;
+        if chunk.is_empty() {
             break;
-        };
-        from = [last.as_slice(), &[0]].concat();
+        }
         for (k, sweep) in chunk {
             let Some((wallet, asset)) = parse_open_sweep_key(&k) else {
                 total.left += 1;
@@ -143,8 +136,6 @@ pub(super) fn parse_open_sweep_key(k: &[u8]) -> Option<(uuid::Uuid, String)> {
 /// does not have its tag's shape stays in `index` (counted in `left`) and `appliance
 /// verify` reports it.
 pub(super) fn migrate_to_7(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
-    use redb::ReadableTable;
-    const CHUNK: usize = 4096;
     let mut total = codec::Migrated::default();
     let event_tags = [
         index::IndexTag::EventsByType as u8,
@@ -152,21 +143,16 @@ pub(super) fn migrate_to_7(txn: &redb::WriteTransaction) -> Result<codec::Migrat
     ];
     let split_tags = schema::SPLIT_INDEXES.iter().map(|(t, _)| *t as u8);
     for tag in split_tags.chain(event_tags) {
-        let end = [tag + 1];
-        let mut from = vec![tag];
+        let mut chunks = KeyChunks::new(&[tag], Some(&[tag + 1]));
         loop {
-            let chunk: Vec<Vec<u8>> = {
-                let idx = txn.open_table(schema::INDEX)?;
-                idx.range::<&[u8]>(from.as_slice()..end.as_slice())?
-                    .take(CHUNK)
-                    .map(|e| e.map(|(k, _)| k.value().to_vec()))
-                    .collect::<Result<_, _>>()?
-            };
-            let Some(last) = chunk.last() else {
+            let chunk: Vec<Vec<u8>> = chunks
+                .next(&txn.open_table(schema::INDEX)?)?
+                .into_iter()
+                .map(|(k, ())| k)
+                .collect();
+            if chunk.is_empty() {
                 break;
-            };
-            // Resume after the last key seen (a key left in place is not read again).
-            from = [last.as_slice(), &[0]].concat();
+            }
             let mut moved: Vec<&[u8]> = Vec::with_capacity(chunk.len());
             if event_tags.contains(&tag) {
                 let mut by_type = txn.open_table(schema::EVENTS_BY_TYPE)?;
