@@ -134,7 +134,8 @@ pub(super) fn parse_open_sweep_key(k: &[u8]) -> Option<(uuid::Uuid, String)> {
 /// ([`index::event_key_from_legacy`]). In chunks of 4096 keys, so memory stays bounded on a
 /// large store; all in the opening transaction, so a crash leaves schema 6 whole. A key that
 /// does not have its tag's shape stays in `index` (counted in `left`) and `appliance
-/// verify` reports it.
+/// verify` reports it. Every [`index::IndexTag::UniqueDepositTx`] key of `unique` becomes its
+/// [`index::transfer_key`] as well.
 pub(super) fn migrate_to_7(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
     let mut total = codec::Migrated::default();
     let event_tags = [
@@ -184,40 +185,16 @@ pub(super) fn migrate_to_7(txn: &redb::WriteTransaction) -> Result<codec::Migrat
             }
         }
     }
-    let m = migrate_transfer_keys(txn)?;
-    total.rows += m.rows;
-    total.left += m.left;
-    Ok(total)
-}
-
-/// Schema 6 -> 7: every [`index::IndexTag::UniqueDepositTx`] key of `unique` becomes its
-/// [`index::transfer_key`] with the same deposit id (the current layout: schema 16's, not
-/// the 32 bytes of hash schema 7 wrote); one that does not have the old shape stays and is
-/// counted in `left` (`verify` names it).
-pub(super) fn migrate_transfer_keys(
-    txn: &redb::WriteTransaction,
-) -> Result<codec::Migrated, StoreError> {
-    rekey(
+    // Every `UniqueDepositTx` key of `unique` becomes its transfer key, with the same
+    // deposit id, in the current layout (schema 16's, not the 32 bytes of hash schema 7
+    // wrote); one without the old shape stays, counted in `left` (`verify` names it).
+    total += rekey(
         txn,
         schema::UNIQUE,
         index::IndexTag::UniqueDepositTx,
         index::transfer_key_from_legacy,
-    )
-}
-
-/// Schema 4 -> 5: every [`index::IndexTag::UniqueAddress`] key (chain ‖ address) of
-/// `unique` becomes its [`index::address_key`] (the current layout: schema 16's digest,
-/// not the address ‖ chain schema 5 wrote) with the same wallet id. A key that does not
-/// have the old shape stays where it is (counted in `left`).
-pub(super) fn migrate_address_keys(
-    txn: &redb::WriteTransaction,
-) -> Result<codec::Migrated, StoreError> {
-    rekey(
-        txn,
-        schema::UNIQUE,
-        index::IndexTag::UniqueAddress,
-        index::address_key_from_legacy,
-    )
+    )?;
+    Ok(total)
 }
 
 /// Schema 5 -> 6: the index entries of deposits by wallet are removed (a wallet's deposits
@@ -242,9 +219,7 @@ pub(super) fn migrate_to_4(txn: &redb::WriteTransaction) -> Result<codec::Migrat
     let mut total = codec::Migrated::default();
     macro_rules! migrate {
         ($def:ident, $ty:ty) => {{
-            let m = codec::migrate_table::<_, $ty>(txn, schema::$def)?;
-            total.rows += m.rows;
-            total.left += m.left;
+            total += codec::migrate_table::<_, $ty>(txn, schema::$def)?;
         }};
     }
     schema::for_each_record_table!(migrate);
