@@ -473,23 +473,32 @@ impl KeyText for &[u8] {
     }
 }
 
-/// Calls `f` with every row of `R`'s table that decodes, counted in `rows_checked`; a row
-/// that does not decode is left to `check_decodable`, which reports it.
+/// Calls `f` with every row of `R`'s table that decodes; a row that does not is left to
+/// `check_decodable`, which reports it.
+fn decoded_rows<R: Row>(
+    ctx: &ReadCtx,
+    mut f: impl FnMut(R) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let t = ctx.open(R::TABLE)?;
+    for e in t.iter()? {
+        let (k, v) = e?;
+        if let Ok(row) = decode_keyed::<R>(k.value(), v.value()) {
+            f(row)?;
+        }
+    }
+    Ok(())
+}
+
+/// [`decoded_rows`], each row counted in `rows_checked`.
 fn each_row<R: Row>(
     ctx: &ReadCtx,
     rep: &mut Report,
     mut f: impl FnMut(&mut Report, R) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
-    let t = ctx.open(R::TABLE)?;
-    for e in t.iter()? {
-        let (k, v) = e?;
-        let Ok(row) = decode_keyed::<R>(k.value(), v.value()) else {
-            continue;
-        };
+    decoded_rows(ctx, |row| {
         rep.rows_checked += 1;
-        f(rep, row)?;
-    }
-    Ok(())
+        f(rep, row)
+    })
 }
 
 fn check_indexed<R: Row>(ctx: &ReadCtx, row: &R, rep: &mut Report) -> Result<(), StoreError> {
