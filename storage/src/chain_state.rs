@@ -175,11 +175,7 @@ impl WriteCtx<'_> {
         nonce: u64,
         json: &[u8],
     ) -> Result<(), StoreError> {
-        let r = (|| {
-            self.table(EVM_OUT_TXS)?.insert((chain, nonce), json)?;
-            Ok(())
-        })();
-        self.track(r)
+        self.insert_tracked(EVM_OUT_TXS, (chain, nonce), json)
     }
 
     /// Marks outgoing transaction `nonce` of `chain` pending (`true`) or final (`false`).
@@ -203,20 +199,12 @@ impl WriteCtx<'_> {
 
     /// Sets the next nonce the sender hands out on `chain`.
     pub fn evm_next_nonce_put(&mut self, chain: &str, next: u64) -> Result<(), StoreError> {
-        let r = (|| {
-            self.table(EVM_NONCES)?.insert(chain, next)?;
-            Ok(())
-        })();
-        self.track(r)
+        self.insert_tracked(EVM_NONCES, chain, next)
     }
 
     /// Sets the watcher's state of `chain`.
     pub fn evm_watch_put(&mut self, chain: &str, json: &[u8]) -> Result<(), StoreError> {
-        let r = (|| {
-            self.table(EVM_WATCH)?.insert(chain, json)?;
-            Ok(())
-        })();
-        self.track(r)
+        self.insert_tracked(EVM_WATCH, chain, json)
     }
 
     /// Remembers that deposit `id` was found in block `block` of `chain`.
@@ -342,11 +330,7 @@ impl WriteCtx<'_> {
 
     /// Sets the simulated block height of `chain`.
     pub fn sim_height_put(&mut self, chain: &str, height: u64) -> Result<(), StoreError> {
-        let r = (|| {
-            self.table(SIM_HEIGHTS)?.insert(chain, height)?;
-            Ok(())
-        })();
-        self.track(r)
+        self.insert_tracked(SIM_HEIGHTS, chain, height)
     }
 }
 
@@ -596,6 +580,45 @@ fn be_u64(b: &[u8]) -> Option<u64> {
     <[u8; 8]>::try_from(b).ok().map(u64::from_be_bytes)
 }
 
+/// A legacy chain-state row of `meta` (see [`migrate_meta`]), parsed from its key and
+/// value; the row's value is kept as it is where its table stores it whole.
+enum LegacyRow<'k> {
+    OutTx(&'k str, u64),
+    Pending(&'k str, Vec<u64>),
+    Nonce(&'k str, u64),
+    Watch(&'k str),
+    Block(&'k str, u64, Vec<Uuid>),
+    SweepRequest(Uuid),
+    SimHeight(&'k str, u64),
+}
+
+impl<'k> LegacyRow<'k> {
+    /// The row of key `k` and value `v`; `None` when either does not parse.
+    fn parse(k: &'k str, v: &[u8]) -> Option<Self> {
+        let (prefix, rest) = k.split_once(':')?;
+        let chain_and_number = || {
+            let (c, n) = rest.rsplit_once(':')?;
+            Some((c, n.parse::<u64>().ok()?))
+        };
+        Some(match prefix {
+            "evm_tx" => {
+                let (chain, nonce) = chain_and_number()?;
+                LegacyRow::OutTx(chain, nonce)
+            }
+            "evm_txs" => LegacyRow::Pending(rest, serde_json::from_slice(v).ok()?),
+            "evm_nonce" => LegacyRow::Nonce(rest, be_u64(v)?),
+            "evm_watch" => LegacyRow::Watch(rest),
+            "evm_block" => {
+                let (chain, n) = chain_and_number()?;
+                LegacyRow::Block(chain, n, serde_json::from_slice(v).ok()?)
+            }
+            "sweep_requested" => LegacyRow::SweepRequest(Uuid::parse_str(rest).ok()?),
+            "sim_height" => LegacyRow::SimHeight(rest, be_u64(v)?),
+            _ => return None,
+        })
+    }
+}
+
 /// Schema 1 or 2 -> 3: moves the chain-adapter rows (and the sweep request flags) of `meta`
 /// into their tables, in the opening transaction. Legacy layouts:
 ///
@@ -630,78 +653,30 @@ pub fn migrate_meta(txn: &WriteTransaction) -> Result<Migrated, StoreError> {
     let mut heights = txn.open_table(SIM_HEIGHTS)?;
     let mut requests = txn.open_table(SWEEP_REQUESTS)?;
     for (k, v) in legacy {
-        let moved = if let Some(rest) = k.strip_prefix("evm_tx:") {
-            match rest
-                .rsplit_once(':')
-                .and_then(|(c, n)| Some((c, n.parse::<u64>().ok()?)))
-            {
-                Some((chain, nonce)) => {
-                    txs.insert((chain, nonce), v.as_slice())?;
-                    true
-                }
-                None => false,
-            }
-        } else if let Some(chain) = k.strip_prefix("evm_txs:") {
-            match serde_json::from_slice::<Vec<u64>>(&v) {
-                Ok(list) => {
-                    for n in list {
-                        pending.insert((chain, n), ())?;
-                    }
-                    true
-                }
-                Err(_) => false,
-            }
-        } else if let Some(chain) = k.strip_prefix("evm_nonce:") {
-            match be_u64(&v) {
-                Some(n) => {
-                    nonces.insert(chain, n)?;
-                    true
-                }
-                None => false,
-            }
-        } else if let Some(chain) = k.strip_prefix("evm_watch:") {
-            watch.insert(chain, v.as_slice())?;
-            true
-        } else if let Some(rest) = k.strip_prefix("evm_block:") {
-            let parsed = rest
-                .rsplit_once(':')
-                .and_then(|(c, n)| Some((c, n.parse::<u64>().ok()?)))
-                .and_then(|(c, n)| Some((c, n, serde_json::from_slice::<Vec<Uuid>>(&v).ok()?)));
-            match parsed {
-                Some((chain, n, ids)) => {
-                    for id in ids {
-                        blocks.insert((chain, n, id.as_u128()), ())?;
-                    }
-                    true
-                }
-                None => false,
-            }
-        } else if let Some(id) = k.strip_prefix("sweep_requested:") {
-            match Uuid::parse_str(id) {
-                Ok(id) => {
-                    requests.insert(id.as_u128(), ())?;
-                    true
-                }
-                Err(_) => false,
-            }
-        } else if let Some(chain) = k.strip_prefix("sim_height:") {
-            match be_u64(&v) {
-                Some(h) => {
-                    heights.insert(chain, h)?;
-                    true
-                }
-                None => false,
-            }
-        } else {
-            false
-        };
-        if moved {
-            meta.remove(k.as_str())?;
-            out.rows += 1;
-        } else {
+        let Some(row) = LegacyRow::parse(&k, &v) else {
             tracing::warn!(key = %k, "a legacy chain-state row does not parse; left in meta");
             out.left += 1;
+            continue;
+        };
+        match row {
+            LegacyRow::OutTx(chain, nonce) => _ = txs.insert((chain, nonce), v.as_slice())?,
+            LegacyRow::Pending(chain, list) => {
+                for n in list {
+                    pending.insert((chain, n), ())?;
+                }
+            }
+            LegacyRow::Nonce(chain, n) => _ = nonces.insert(chain, n)?,
+            LegacyRow::Watch(chain) => _ = watch.insert(chain, v.as_slice())?,
+            LegacyRow::Block(chain, n, ids) => {
+                for id in ids {
+                    blocks.insert((chain, n, id.as_u128()), ())?;
+                }
+            }
+            LegacyRow::SweepRequest(id) => _ = requests.insert(id.as_u128(), ())?,
+            LegacyRow::SimHeight(chain, h) => _ = heights.insert(chain, h)?,
         }
+        meta.remove(k.as_str())?;
+        out.rows += 1;
     }
     Ok(out)
 }
@@ -734,34 +709,15 @@ mod tests {
     use crate::records::DepositStatus;
     use crate::{ReadOps, Store, StoreOptions};
 
+    /// A deposit on `chain` seen in block 7 and not yet confirmed.
     fn deposit(chain: &str) -> Deposit {
         Deposit {
-            id: Uuid::now_v7(),
-            project_id: Uuid::now_v7(),
-            customer_id: Uuid::now_v7(),
-            invoice_id: None,
-            late: false,
-            funding: false,
-            awaiting_price: false,
-            wallet_id: Uuid::now_v7(),
             chain: chain.into(),
-            asset: "USDT".into(),
-            amount: 5,
-            tx_hash: format!("0x{}", "ab".repeat(32)),
-            log_index: 1,
-            from_address: "0x0000000000000000000000000000000000000001".into(),
-            to_address: "0x0000000000000000000000000000000000000002".into(),
             block_number: 7,
-            block_time: 0,
             confirmations: 0,
-            required_confirmations: 12,
             status: DepositStatus::Detected,
-            failure_reason: None,
             ledger_tx_id: None,
-            reversal_tx_id: None,
-            manual: false,
-            created_at: 0,
-            updated_at: 0,
+            ..crate::codec::tests::deposit()
         }
     }
 

@@ -258,42 +258,29 @@ impl WriteCtx<'_> {
     ) -> Result<u128, StoreError> {
         let cur = self.sim_balance(chain, address, asset)?;
         let next = apply_delta(cur, delta)?;
-        let r = (|| {
-            let mut t = self.table(SIM_BALANCES)?;
-            t.insert(sim_key(chain, address, asset).as_slice(), next)?;
-            Ok(next)
-        })();
-        self.track(r)
+        self.insert_tracked(
+            SIM_BALANCES,
+            sim_key(chain, address, asset).as_slice(),
+            next,
+        )?;
+        Ok(next)
     }
 
     /// Sets a value of the `meta` table.
     pub fn meta_put(&mut self, key: &str, value: &[u8]) -> Result<(), StoreError> {
-        let r = (|| {
-            let mut t = self.table(META)?;
-            t.insert(key, value)?;
-            Ok(())
-        })();
-        self.track(r)
+        self.insert_tracked(META, key, value)
     }
 
     /// Marks the live sweep `sweep` requested through `POST /v1/sweeps`.
     pub fn sweep_request_put(&mut self, sweep: Uuid) -> Result<(), StoreError> {
-        let r = (|| {
-            self.table(SWEEP_REQUESTS)?.insert(sweep.as_u128(), ())?;
-            Ok(())
-        })();
-        self.track(r)
+        self.insert_tracked(SWEEP_REQUESTS, sweep.as_u128(), ())
     }
 
     /// Counts one more new address for (project, day); returns the new count.
     pub fn addresses_issued_incr(&mut self, project: Uuid, day: u32) -> Result<u32, StoreError> {
         let n = self.addresses_issued(project, day)? + 1;
-        let r = (|| {
-            let mut t = self.table(ADDRESS_QUOTA)?;
-            t.insert((project.as_u128(), day), n)?;
-            Ok(n)
-        })();
-        self.track(r)
+        self.insert_tracked(ADDRESS_QUOTA, (project.as_u128(), day), n)?;
+        Ok(n)
     }
 
     /// Records the sender class a test transfer claimed for `from` on `chain`.
@@ -304,24 +291,14 @@ impl WriteCtx<'_> {
         class: &str,
     ) -> Result<(), StoreError> {
         let key = format!("{chain}/{}", from.to_ascii_lowercase());
-        let r = (|| {
-            let mut t = self.table(TEST_SENDERS)?;
-            t.insert(key.as_str(), class)?;
-            Ok(())
-        })();
-        self.track(r)
+        self.insert_tracked(TEST_SENDERS, key.as_str(), class)
     }
 
     /// Sets a test project's clock offset (microseconds ahead of real time, DECISIONS.md
     /// section 15).
     pub fn test_clock_set(&mut self, project: Uuid, offset_us: i64) -> Result<(), StoreError> {
         self.touch(crate::Touched::test_clock(project));
-        let r = (|| {
-            let mut t = self.table(TEST_CLOCKS)?;
-            t.insert(project.as_u128(), offset_us)?;
-            Ok(())
-        })();
-        self.track(r)
+        self.insert_tracked(TEST_CLOCKS, project.as_u128(), offset_us)
     }
 }
 

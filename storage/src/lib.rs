@@ -298,8 +298,7 @@ impl Store {
         E: Send + 'static,
     {
         let rx = self.submit(f).await?;
-        rx.await
-            .unwrap_or_else(|_| Err(WriteError::Store(Arc::new(StoreError::WriterGone))))
+        rx.await.unwrap_or_else(|_| Err(writer_gone()))
     }
 
     /// Blocking twin of [`Store::write`] for threads outside the async runtime (CLI).
@@ -309,15 +308,9 @@ impl Store {
         T: Send + 'static,
         E: Send + 'static,
     {
-        if self.is_halted() {
-            return Err(WriteError::Store(Arc::new(StoreError::WriterGone)));
-        }
-        let (job, rx) = make_job(f);
-        self.jobs
-            .blocking_send(job)
-            .map_err(|_| WriteError::Store(Arc::new(StoreError::WriterGone)))?;
-        rx.blocking_recv()
-            .unwrap_or_else(|_| Err(WriteError::Store(Arc::new(StoreError::WriterGone))))
+        let (job, rx) = self.job(f)?;
+        self.jobs.blocking_send(job).map_err(|_| writer_gone())?;
+        rx.blocking_recv().unwrap_or_else(|_| Err(writer_gone()))
     }
 
     /// Queues `f` for the writer and returns once it is queued, with a future of its
@@ -334,30 +327,31 @@ impl Store {
         E: Send + 'static,
     {
         let rx = self.submit(f).await?;
-        Ok(async move {
-            rx.await
-                .unwrap_or_else(|_| Err(WriteError::Store(Arc::new(StoreError::WriterGone))))
-        })
+        Ok(async move { rx.await.unwrap_or_else(|_| Err(writer_gone())) })
     }
 
-    async fn submit<T, E, F>(
-        &self,
-        f: F,
-    ) -> Result<oneshot::Receiver<Result<T, WriteError<E>>>, WriteError<E>>
+    async fn submit<T, E, F>(&self, f: F) -> Result<Reply<T, E>, WriteError<E>>
+    where
+        F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        let (job, rx) = self.job(f)?;
+        self.jobs.send(job).await.map_err(|_| writer_gone())?;
+        Ok(rx)
+    }
+
+    /// The job of `f` for the writer; refused once the store is halted.
+    fn job<T, E, F>(&self, f: F) -> Result<(Job, Reply<T, E>), WriteError<E>>
     where
         F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<T, E> + Send + 'static,
         T: Send + 'static,
         E: Send + 'static,
     {
         if self.is_halted() {
-            return Err(WriteError::Store(Arc::new(StoreError::WriterGone)));
+            return Err(writer_gone());
         }
-        let (job, rx) = make_job(f);
-        self.jobs
-            .send(job)
-            .await
-            .map_err(|_| WriteError::Store(Arc::new(StoreError::WriterGone)))?;
-        Ok(rx)
+        Ok(make_job(f))
     }
 
     /// Runs `f` on a read snapshot, off the async runtime.
@@ -411,7 +405,15 @@ impl Store {
     }
 }
 
-fn make_job<T, E, F>(f: F) -> (Job, oneshot::Receiver<Result<T, WriteError<E>>>)
+/// Where the writer sends a job's outcome.
+type Reply<T, E> = oneshot::Receiver<Result<T, WriteError<E>>>;
+
+/// A write refused or lost because the writer is gone (halted or shut down).
+fn writer_gone<E>() -> WriteError<E> {
+    WriteError::Store(Arc::new(StoreError::WriterGone))
+}
+
+fn make_job<T, E, F>(f: F) -> (Job, Reply<T, E>)
 where
     F: for<'a, 'b> FnOnce(&'a mut WriteCtx<'b>) -> Result<T, E> + Send + 'static,
     T: Send + 'static,

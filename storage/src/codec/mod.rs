@@ -417,6 +417,14 @@ pub struct Migrated {
     pub left: u64,
 }
 
+/// The sum of two steps' counts.
+impl std::ops::AddAssign for Migrated {
+    fn add_assign(&mut self, m: Migrated) {
+        self.rows += m.rows;
+        self.left += m.left;
+    }
+}
+
 /// Rows rewritten per pass of [`migrate_table`], so the migration of a large store holds
 /// a bounded number of rows in memory.
 const MIGRATE_CHUNK: usize = 4096;

@@ -4,6 +4,7 @@
 //! [`WriteCtx`]; each marks the running job dirty so the writer can tell a clean refusal from
 //! a half-done change.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use redb::{
@@ -258,40 +259,12 @@ pub trait ReadOps: Reader {
         project: Uuid,
         customer: Uuid,
     ) -> Result<Vec<(Account, Balance)>, StoreError> {
-        let t = self.open(ACCOUNTS)?;
-        let prefix = Account::customer_prefix(project, customer);
-        let end = index::prefix_end(&prefix);
-        let mut out = Vec::new();
-        for e in t.range::<&[u8]>(prefix.as_slice()..end.as_slice())? {
-            let (k, v) = e?;
-            if ledger::parse_holding_key(k.value()).is_some() {
-                continue;
-            }
-            let a = Account::from_key(k.value())
-                .ok_or_else(|| StoreError::Corrupt("bad account key".into()))?;
-            let (debits, credits) = v.value();
-            out.push((a, Balance { debits, credits }));
-        }
-        Ok(out)
+        accounts_under(self, Account::customer_prefix(project, customer))
     }
 
     /// Every ledger account of a project, its customers' and its own (holdings left out).
     fn project_accounts(&self, project: Uuid) -> Result<Vec<(Account, Balance)>, StoreError> {
-        let t = self.open(ACCOUNTS)?;
-        let prefix = project.as_bytes().to_vec();
-        let end = index::prefix_end(&prefix);
-        let mut out = Vec::new();
-        for e in t.range::<&[u8]>(prefix.as_slice()..end.as_slice())? {
-            let (k, v) = e?;
-            if ledger::parse_holding_key(k.value()).is_some() {
-                continue;
-            }
-            let a = Account::from_key(k.value())
-                .ok_or_else(|| StoreError::Corrupt("bad account key".into()))?;
-            let (debits, credits) = v.value();
-            out.push((a, Balance { debits, credits }));
-        }
-        Ok(out)
+        accounts_under(self, project.as_bytes().to_vec())
     }
 
     /// A journal entry by id.
@@ -647,6 +620,27 @@ pub trait ReadOps: Reader {
     }
 }
 
+/// Every ledger account whose key starts with `prefix` (holdings left out).
+fn accounts_under(
+    r: &(impl Reader + ?Sized),
+    prefix: Vec<u8>,
+) -> Result<Vec<(Account, Balance)>, StoreError> {
+    let t = r.open(ACCOUNTS)?;
+    let end = index::prefix_end(&prefix);
+    let mut out = Vec::new();
+    for e in t.range::<&[u8]>(prefix.as_slice()..end.as_slice())? {
+        let (k, v) = e?;
+        if ledger::parse_holding_key(k.value()).is_some() {
+            continue;
+        }
+        let a = Account::from_key(k.value())
+            .ok_or_else(|| StoreError::Corrupt("bad account key".into()))?;
+        let (debits, credits) = v.value();
+        out.push((a, Balance { debits, credits }));
+    }
+    Ok(out)
+}
+
 /// Typed values of any table of `K -> &[u8]` through [`crate::codec`], for tables that are
 /// not [`Row`]s (chain-adapter state, queues, documents keyed by something other than an
 /// id): a table added later stores its values with [`WriteCtx::value_put`] and reads them
@@ -743,6 +737,21 @@ impl<'t> WriteCtx<'t> {
             self.storage_failed = true;
         }
         r
+    }
+
+    /// Inserts `key -> value` into `def` as one tracked write of the job
+    /// ([`WriteCtx::track`]).
+    pub(crate) fn insert_tracked<'k, 'v, K: Key + 'static, V: Value + 'static>(
+        &mut self,
+        def: TableDefinition<K, V>,
+        key: impl Borrow<K::SelfType<'k>>,
+        value: impl Borrow<V::SelfType<'v>>,
+    ) -> Result<(), StoreError> {
+        let r = (|| {
+            self.table(def)?.insert(key, value)?;
+            Ok(())
+        })();
+        self.track(r)
     }
 }
 

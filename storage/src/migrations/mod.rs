@@ -45,7 +45,17 @@ const LADDER: &[Step] = &[
     Step {
         to: 5,
         what: "address keys laid out address first",
-        run: rows::migrate_address_keys,
+        // Every `UniqueAddress` key (chain ‖ address) of `unique` becomes its address key
+        // with the same wallet id, in the current layout (schema 16's digest, not the
+        // address ‖ chain schema 5 wrote); one without the old shape stays (in `left`).
+        run: |txn| {
+            rekey::rekey(
+                txn,
+                schema::UNIQUE,
+                crate::index::IndexTag::UniqueAddress,
+                crate::index::address_key_from_legacy,
+            )
+        },
     },
     Step {
         to: 6,

@@ -38,25 +38,15 @@ pub(super) fn rekey_range<V>(
 where
     V: for<'a> redb::Value<SelfType<'a> = V> + 'static,
 {
-    use redb::ReadableTable;
-    use std::ops::Bound;
-    const CHUNK: usize = 4096;
     let mut t = txn.open_table(table)?;
     let mut total = codec::Migrated::default();
-    let mut from = start.to_vec();
+    let mut chunks = KeyChunks::new(start, end);
     let mut next_report = REKEY_PROGRESS_EVERY;
     loop {
-        let upper = end.map_or(Bound::Unbounded, Bound::Excluded);
-        let chunk: Vec<(Vec<u8>, V)> = t
-            .range::<&[u8]>((Bound::Included(from.as_slice()), upper))?
-            .take(CHUNK)
-            .map(|e| e.map(|(k, v)| (k.value().to_vec(), v.value())))
-            .collect::<Result<_, _>>()?;
-        let Some((last, _)) = chunk.last() else {
+        let chunk = chunks.next(&t)?;
+        if chunk.is_empty() {
             break;
-        };
-        // Resume after the last key seen (a key left in place is not read again).
-        from = [last.as_slice(), &[0]].concat();
+        }
         for (k, v) in chunk {
             match convert(&k) {
                 Some(new) if new == k => {}
@@ -75,4 +65,47 @@ where
         }
     }
     Ok(total)
+}
+
+/// The keys of a range of a table of byte keys with their values, read in chunks of 4096
+/// keys so memory stays bounded on a large store. Each chunk resumes after the last key
+/// of the one before, so a key left in place is not read again.
+pub(super) struct KeyChunks {
+    from: Vec<u8>,
+    end: Option<Vec<u8>>,
+}
+
+impl KeyChunks {
+    /// The keys from `start` up to `end` (excluded), or to the table's end.
+    pub(super) fn new(start: &[u8], end: Option<&[u8]>) -> Self {
+        KeyChunks {
+            from: start.to_vec(),
+            end: end.map(<[u8]>::to_vec),
+        }
+    }
+
+    /// The next chunk of `t`'s keys and values; empty once the range is read.
+    pub(super) fn next<V>(
+        &mut self,
+        t: &impl redb::ReadableTable<&'static [u8], V>,
+    ) -> Result<Vec<(Vec<u8>, V)>, StoreError>
+    where
+        V: for<'a> redb::Value<SelfType<'a> = V> + 'static,
+    {
+        use std::ops::Bound;
+        const CHUNK: usize = 4096;
+        let upper = self
+            .end
+            .as_deref()
+            .map_or(Bound::Unbounded, Bound::Excluded);
+        let chunk: Vec<(Vec<u8>, V)> = t
+            .range::<&[u8]>((Bound::Included(self.from.as_slice()), upper))?
+            .take(CHUNK)
+            .map(|e| e.map(|(k, v)| (k.value().to_vec(), v.value())))
+            .collect::<Result<_, _>>()?;
+        if let Some((last, _)) = chunk.last() {
+            self.from = [last.as_slice(), &[0]].concat();
+        }
+        Ok(chunk)
+    }
 }

@@ -2,7 +2,7 @@
 
 use crate::{codec, index, ledger, records, schema, StoreError};
 
-use super::rekey::rekey;
+use super::rekey::{rekey, KeyChunks};
 
 /// Schema 8 -> 9: every [`index::IndexTag::DepositsByCustomer`] key of `index` becomes its
 /// [`index::deposit_by_customer_key`]; every [`index::IndexTag::SweepsByWallet`] key is
@@ -69,24 +69,17 @@ pub(super) fn migrate_to_9(txn: &redb::WriteTransaction) -> Result<codec::Migrat
 /// all in the opening transaction, so a crash leaves schema 7 whole.
 pub(super) fn migrate_to_8(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
     use redb::ReadableTable;
-    const CHUNK: usize = 4096;
     let tag = index::IndexTag::UniqueOpenSweep as u8;
-    let end = [tag + 1];
     let mut unique = txn.open_table(schema::UNIQUE)?;
     let wallets = txn.open_table(schema::WALLETS)?;
     let mut accounts = txn.open_table(schema::ACCOUNTS)?;
     let mut total = codec::Migrated::default();
-    let mut from = vec![tag];
+    let mut chunks = KeyChunks::new(&[tag], Some(&[tag + 1]));
     loop {
-        let chunk: Vec<(Vec<u8>, u128)> = unique
-            .range::<&[u8]>(from.as_slice()..end.as_slice())?
-            .take(CHUNK)
-            .map(|e| e.map(|(k, v)| (k.value().to_vec(), v.value())))
-            .collect::<Result<_, _>>()?;
-        let Some((last, _)) = chunk.last() else {
+        let chunk = chunks.next(&unique)?;
+        if chunk.is_empty() {
             break;
-        };
-        from = [last.as_slice(), &[0]].concat();
+        }
         for (k, sweep) in chunk {
             let Some((wallet, asset)) = parse_open_sweep_key(&k) else {
                 total.left += 1;
@@ -141,10 +134,9 @@ pub(super) fn parse_open_sweep_key(k: &[u8]) -> Option<(uuid::Uuid, String)> {
 /// ([`index::event_key_from_legacy`]). In chunks of 4096 keys, so memory stays bounded on a
 /// large store; all in the opening transaction, so a crash leaves schema 6 whole. A key that
 /// does not have its tag's shape stays in `index` (counted in `left`) and `appliance
-/// verify` reports it.
+/// verify` reports it. Every [`index::IndexTag::UniqueDepositTx`] key of `unique` becomes its
+/// [`index::transfer_key`] as well.
 pub(super) fn migrate_to_7(txn: &redb::WriteTransaction) -> Result<codec::Migrated, StoreError> {
-    use redb::ReadableTable;
-    const CHUNK: usize = 4096;
     let mut total = codec::Migrated::default();
     let event_tags = [
         index::IndexTag::EventsByType as u8,
@@ -152,21 +144,16 @@ pub(super) fn migrate_to_7(txn: &redb::WriteTransaction) -> Result<codec::Migrat
     ];
     let split_tags = schema::SPLIT_INDEXES.iter().map(|(t, _)| *t as u8);
     for tag in split_tags.chain(event_tags) {
-        let end = [tag + 1];
-        let mut from = vec![tag];
+        let mut chunks = KeyChunks::new(&[tag], Some(&[tag + 1]));
         loop {
-            let chunk: Vec<Vec<u8>> = {
-                let idx = txn.open_table(schema::INDEX)?;
-                idx.range::<&[u8]>(from.as_slice()..end.as_slice())?
-                    .take(CHUNK)
-                    .map(|e| e.map(|(k, _)| k.value().to_vec()))
-                    .collect::<Result<_, _>>()?
-            };
-            let Some(last) = chunk.last() else {
+            let chunk: Vec<Vec<u8>> = chunks
+                .next(&txn.open_table(schema::INDEX)?)?
+                .into_iter()
+                .map(|(k, ())| k)
+                .collect();
+            if chunk.is_empty() {
                 break;
-            };
-            // Resume after the last key seen (a key left in place is not read again).
-            from = [last.as_slice(), &[0]].concat();
+            }
             let mut moved: Vec<&[u8]> = Vec::with_capacity(chunk.len());
             if event_tags.contains(&tag) {
                 let mut by_type = txn.open_table(schema::EVENTS_BY_TYPE)?;
@@ -198,40 +185,16 @@ pub(super) fn migrate_to_7(txn: &redb::WriteTransaction) -> Result<codec::Migrat
             }
         }
     }
-    let m = migrate_transfer_keys(txn)?;
-    total.rows += m.rows;
-    total.left += m.left;
-    Ok(total)
-}
-
-/// Schema 6 -> 7: every [`index::IndexTag::UniqueDepositTx`] key of `unique` becomes its
-/// [`index::transfer_key`] with the same deposit id (the current layout: schema 16's, not
-/// the 32 bytes of hash schema 7 wrote); one that does not have the old shape stays and is
-/// counted in `left` (`verify` names it).
-pub(super) fn migrate_transfer_keys(
-    txn: &redb::WriteTransaction,
-) -> Result<codec::Migrated, StoreError> {
-    rekey(
+    // Every `UniqueDepositTx` key of `unique` becomes its transfer key, with the same
+    // deposit id, in the current layout (schema 16's, not the 32 bytes of hash schema 7
+    // wrote); one without the old shape stays, counted in `left` (`verify` names it).
+    total += rekey(
         txn,
         schema::UNIQUE,
         index::IndexTag::UniqueDepositTx,
         index::transfer_key_from_legacy,
-    )
-}
-
-/// Schema 4 -> 5: every [`index::IndexTag::UniqueAddress`] key (chain ‖ address) of
-/// `unique` becomes its [`index::address_key`] (the current layout: schema 16's digest,
-/// not the address ‖ chain schema 5 wrote) with the same wallet id. A key that does not
-/// have the old shape stays where it is (counted in `left`).
-pub(super) fn migrate_address_keys(
-    txn: &redb::WriteTransaction,
-) -> Result<codec::Migrated, StoreError> {
-    rekey(
-        txn,
-        schema::UNIQUE,
-        index::IndexTag::UniqueAddress,
-        index::address_key_from_legacy,
-    )
+    )?;
+    Ok(total)
 }
 
 /// Schema 5 -> 6: the index entries of deposits by wallet are removed (a wallet's deposits
@@ -256,9 +219,7 @@ pub(super) fn migrate_to_4(txn: &redb::WriteTransaction) -> Result<codec::Migrat
     let mut total = codec::Migrated::default();
     macro_rules! migrate {
         ($def:ident, $ty:ty) => {{
-            let m = codec::migrate_table::<_, $ty>(txn, schema::$def)?;
-            total.rows += m.rows;
-            total.left += m.left;
+            total += codec::migrate_table::<_, $ty>(txn, schema::$def)?;
         }};
     }
     schema::for_each_record_table!(migrate);

@@ -121,9 +121,7 @@ pub(super) fn migrate_to_16(txn: &redb::WriteTransaction) -> Result<codec::Migra
         ),
         (IndexTag::UniqueAddressChain, index::address_key_from_legacy),
     ] {
-        let m = rekey(txn, schema::UNIQUE, tag, convert)?;
-        total.rows += m.rows;
-        total.left += m.left;
+        total += rekey(txn, schema::UNIQUE, tag, convert)?;
     }
     Ok(total)
 }

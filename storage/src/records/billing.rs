@@ -12,63 +12,38 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::Row;
-use crate::index::{self, IndexTag};
+use crate::index::IndexTag;
 use crate::schema;
 
-/// What a billing entry is for (SPEC.md section 2, Billing entry `kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EntryKind {
-    /// A confirmed transfer to a funding address (credit).
-    Funding,
-    /// A plan's onboarding fee, or an upgrade's difference (charge).
-    OnboardingFee,
-    /// An invoice's fee, once, at its first credit (charge).
-    PaymentFee,
-    /// A new customer deposit address (charge).
-    AddressFee,
-    /// A confirmed payout (charge).
-    PayoutFee,
-    /// Reserved by SPEC.md; no rule writes it yet.
-    WithdrawalFee,
-    /// The shortfall of a UTC month's fees below the plan's minimum (charge).
-    MonthlyMinimum,
-    /// Balance paid back to the merchant (charge).
-    Refund,
-    /// An operator's correction, either sign.
-    Adjustment,
-    /// A settled conversion (charge).
-    ConversionFee,
+str_enum! {
+    /// What a billing entry is for (SPEC.md section 2, Billing entry `kind`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum EntryKind {
+        /// A confirmed transfer to a funding address (credit).
+        Funding => "funding",
+        /// A plan's onboarding fee, or an upgrade's difference (charge).
+        OnboardingFee => "onboarding_fee",
+        /// An invoice's fee, once, at its first credit (charge).
+        PaymentFee => "payment_fee",
+        /// A new customer deposit address (charge).
+        AddressFee => "address_fee",
+        /// A confirmed payout (charge).
+        PayoutFee => "payout_fee",
+        /// Reserved by SPEC.md; no rule writes it yet.
+        WithdrawalFee => "withdrawal_fee",
+        /// The shortfall of a UTC month's fees below the plan's minimum (charge).
+        MonthlyMinimum => "monthly_minimum",
+        /// Balance paid back to the merchant (charge).
+        Refund => "refund",
+        /// An operator's correction, either sign.
+        Adjustment => "adjustment",
+        /// A settled conversion (charge).
+        ConversionFee => "conversion_fee",
+    }
 }
 
-str_enum!(EntryKind {
-    Funding => "funding",
-    OnboardingFee => "onboarding_fee",
-    PaymentFee => "payment_fee",
-    AddressFee => "address_fee",
-    PayoutFee => "payout_fee",
-    WithdrawalFee => "withdrawal_fee",
-    MonthlyMinimum => "monthly_minimum",
-    Refund => "refund",
-    Adjustment => "adjustment",
-    ConversionFee => "conversion_fee",
-});
-
 impl EntryKind {
-    /// Every kind, in SPEC.md's order.
-    pub const ALL: [EntryKind; 10] = [
-        EntryKind::Funding,
-        EntryKind::OnboardingFee,
-        EntryKind::PaymentFee,
-        EntryKind::AddressFee,
-        EntryKind::PayoutFee,
-        EntryKind::WithdrawalFee,
-        EntryKind::MonthlyMinimum,
-        EntryKind::Refund,
-        EntryKind::Adjustment,
-        EntryKind::ConversionFee,
-    ];
-
     /// Fees earned by use, which count toward the plan's monthly minimum.
     pub fn is_usage_fee(self) -> bool {
         matches!(
@@ -172,26 +147,10 @@ pub struct BillingEntry {
     pub created_at: i64,
 }
 
-impl Row for BillingEntry {
-    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::BILLING_ENTRIES;
-    fn id(&self) -> Uuid {
-        self.id
-    }
-    fn project_id(&self) -> Uuid {
-        self.project_id
-    }
-    fn index_keys(&self) -> Vec<Vec<u8>> {
-        vec![
-            index::key(IndexTag::BillingEntries, self.project_id, &[], self.id),
-            index::key(
-                IndexTag::BillingEntriesByKind,
-                self.project_id,
-                &[self.kind.as_str().as_bytes()],
-                self.id,
-            ),
-        ]
-    }
-}
+row!(BillingEntry, BILLING_ENTRIES, |e, k| {
+    k.list(IndexTag::BillingEntries)
+        .by(IndexTag::BillingEntriesByKind, e.kind.as_str());
+});
 
 /// A project's funding address on one chain (SPEC.md section 2, Funding address): created
 /// on the first `GET /v1/billing/funding`, never changed.
@@ -205,20 +164,6 @@ pub struct FundingAddress {
     pub created_at: i64,
 }
 
-impl Row for FundingAddress {
-    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::FUNDING_ADDRESSES;
-    fn id(&self) -> Uuid {
-        self.id
-    }
-    fn project_id(&self) -> Uuid {
-        self.project_id
-    }
-    fn index_keys(&self) -> Vec<Vec<u8>> {
-        vec![index::key(
-            IndexTag::FundingAddresses,
-            self.project_id,
-            &[],
-            self.id,
-        )]
-    }
-}
+row!(FundingAddress, FUNDING_ADDRESSES, |_, k| {
+    k.list(IndexTag::FundingAddresses);
+});

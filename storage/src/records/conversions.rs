@@ -1,13 +1,10 @@
 //! Conversions: rules, rows and batches (SPEC.md sections 2 and 3, Conversion rule,
 //! Conversion, Conversion batch; DECISIONS.md section 14).
 
-use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::Row;
-use crate::index::{self, IndexTag};
-use crate::schema;
+use crate::index::IndexTag;
 
 /// A project's conversion rule of one chain (SPEC.md section 2, Conversion rule); one per
 /// (project, chain), found through the unique key `UniqueConversionRule`.
@@ -24,55 +21,32 @@ pub struct ConversionRule {
     pub updated_at: i64,
 }
 
-impl Row for ConversionRule {
-    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::CONVERSION_RULES;
-    fn id(&self) -> Uuid {
-        self.id
-    }
-    fn project_id(&self) -> Uuid {
-        self.project_id
-    }
-    fn index_keys(&self) -> Vec<Vec<u8>> {
-        vec![index::key(
-            IndexTag::ConversionRules,
-            self.project_id,
-            &[],
-            self.id,
-        )]
-    }
-}
-
-/// `auto` (an invoice payment) or `manual` (`POST /v1/conversions`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ConversionKind {
-    Auto,
-    Manual,
-}
-
-str_enum!(ConversionKind {
-    Auto => "auto",
-    Manual => "manual",
+row!(ConversionRule, CONVERSION_RULES, |_, k| {
+    k.list(IndexTag::ConversionRules);
 });
 
-/// Conversion row statuses (SPEC.md section 3, Conversion row).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ConversionStatus {
-    Queued,
-    Converting,
-    Converted,
-    Skipped,
-    Failed,
+str_enum! {
+    /// `auto` (an invoice payment) or `manual` (`POST /v1/conversions`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum ConversionKind {
+        Auto => "auto",
+        Manual => "manual",
+    }
 }
 
-str_enum!(ConversionStatus {
-    Queued => "queued",
-    Converting => "converting",
-    Converted => "converted",
-    Skipped => "skipped",
-    Failed => "failed",
-});
+str_enum! {
+    /// Conversion row statuses (SPEC.md section 3, Conversion row).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum ConversionStatus {
+        Queued => "queued",
+        Converting => "converting",
+        Converted => "converted",
+        Skipped => "skipped",
+        Failed => "failed",
+    }
+}
 
 /// One conversion row (SPEC.md section 2, Conversion): one per invoice payment, or one per
 /// customer balance a manual conversion draws on.
@@ -104,73 +78,30 @@ pub struct Conversion {
     pub settled_at: Option<i64>,
 }
 
-impl Row for Conversion {
-    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::CONVERSIONS;
-    fn id(&self) -> Uuid {
-        self.id
+row!(Conversion, CONVERSIONS, |c, k| {
+    k.list(IndexTag::Conversions)
+        .by(IndexTag::ConversionsByStatus, c.status.as_str())
+        .by(IndexTag::ConversionsByChain, &c.chain)
+        .by(IndexTag::ConversionsByKind, c.kind.as_str());
+    if c.status == ConversionStatus::Queued {
+        k.global(IndexTag::ConversionsQueued);
     }
-    fn project_id(&self) -> Uuid {
-        self.project_id
+    if let Some(b) = c.batch_id {
+        k.by(IndexTag::ConversionsByBatch, b);
     }
-    fn index_keys(&self) -> Vec<Vec<u8>> {
-        let p = self.project_id;
-        let mut k = vec![
-            index::key(IndexTag::Conversions, p, &[], self.id),
-            index::key(
-                IndexTag::ConversionsByStatus,
-                p,
-                &[self.status.as_str().as_bytes()],
-                self.id,
-            ),
-            index::key(
-                IndexTag::ConversionsByChain,
-                p,
-                &[self.chain.as_bytes()],
-                self.id,
-            ),
-            index::key(
-                IndexTag::ConversionsByKind,
-                p,
-                &[self.kind.as_str().as_bytes()],
-                self.id,
-            ),
-        ];
-        if self.status == ConversionStatus::Queued {
-            k.push(index::key(
-                IndexTag::ConversionsQueued,
-                Uuid::nil(),
-                &[],
-                self.id,
-            ));
-        }
-        if let Some(b) = self.batch_id {
-            k.push(index::key(
-                IndexTag::ConversionsByBatch,
-                p,
-                &[b.as_bytes()],
-                self.id,
-            ));
-        }
-        k
-    }
-}
-
-/// Conversion batch statuses (DECISIONS.md section 5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BatchStatus {
-    Approving,
-    Swapping,
-    Settled,
-    Failed,
-}
-
-str_enum!(BatchStatus {
-    Approving => "approving",
-    Swapping => "swapping",
-    Settled => "settled",
-    Failed => "failed",
 });
+
+str_enum! {
+    /// Conversion batch statuses (DECISIONS.md section 5).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum BatchStatus {
+        Approving => "approving",
+        Swapping => "swapping",
+        Settled => "settled",
+        Failed => "failed",
+    }
+}
 
 impl BatchStatus {
     /// Still waiting for a chain step.
@@ -217,29 +148,9 @@ pub struct ConversionBatch {
     pub settled_at: Option<i64>,
 }
 
-impl Row for ConversionBatch {
-    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::CONVERSION_BATCHES;
-    fn id(&self) -> Uuid {
-        self.id
+row!(ConversionBatch, CONVERSION_BATCHES, |b, k| {
+    k.list(IndexTag::ConversionBatches);
+    if b.status.is_open() {
+        k.global(IndexTag::ConversionBatchesWork);
     }
-    fn project_id(&self) -> Uuid {
-        self.project_id
-    }
-    fn index_keys(&self) -> Vec<Vec<u8>> {
-        let mut k = vec![index::key(
-            IndexTag::ConversionBatches,
-            self.project_id,
-            &[],
-            self.id,
-        )];
-        if self.status.is_open() {
-            k.push(index::key(
-                IndexTag::ConversionBatchesWork,
-                Uuid::nil(),
-                &[],
-                self.id,
-            ));
-        }
-        k
-    }
-}
+});

@@ -1,25 +1,19 @@
 //! Customers and their wallets (SPEC.md section 2).
 
-use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::Row;
-use crate::index::{self, IndexTag};
-use crate::schema;
+use crate::index::IndexTag;
 
-/// A customer's status (SPEC.md section 4, Customers). Stored and sent as its name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CustomerStatus {
-    Active,
-    Disabled,
+str_enum! {
+    /// A customer's status (SPEC.md section 4, Customers). Stored and sent as its name.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum CustomerStatus {
+        Active => "active",
+        Disabled => "disabled",
+    }
 }
-
-str_enum!(CustomerStatus {
-    Active => "active",
-    Disabled => "disabled",
-});
 
 /// A customer of a project (SPEC.md section 2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,35 +27,13 @@ pub struct Customer {
     pub created_at: i64,
 }
 
-impl Row for Customer {
-    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::CUSTOMERS;
-    fn id(&self) -> Uuid {
-        self.id
+row!(Customer, CUSTOMERS, |c, k| {
+    k.list(IndexTag::Customers)
+        .by(IndexTag::CustomersByStatus, c.status.as_str());
+    if let Some(r) = &c.reference_id {
+        k.by(IndexTag::CustomersByRef, r);
     }
-    fn project_id(&self) -> Uuid {
-        self.project_id
-    }
-    fn index_keys(&self) -> Vec<Vec<u8>> {
-        let mut k = vec![
-            index::key(IndexTag::Customers, self.project_id, &[], self.id),
-            index::key(
-                IndexTag::CustomersByStatus,
-                self.project_id,
-                &[self.status.as_str().as_bytes()],
-                self.id,
-            ),
-        ];
-        if let Some(r) = &self.reference_id {
-            k.push(index::key(
-                IndexTag::CustomersByRef,
-                self.project_id,
-                &[r.as_bytes()],
-                self.id,
-            ));
-        }
-        k
-    }
-}
+});
 
 /// A watched address on one chain: a customer's deposit address (SPEC.md section 2), or an
 /// invoice's payment address (`invoice_id` set, `customer_id` nil, role `invoice`;
@@ -140,35 +112,13 @@ impl Wallet {
     }
 }
 
-impl Row for Wallet {
-    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::WALLETS;
-    fn id(&self) -> Uuid {
-        self.id
+row!(Wallet, WALLETS, |w, k| {
+    if w.invoice_id.is_some() || w.is_funding() {
+        // An invoice's address is shown on the invoice, a funding address under
+        // `GET /v1/billing/funding`: never in the wallet lists.
+        return;
     }
-    fn project_id(&self) -> Uuid {
-        self.project_id
-    }
-    fn index_keys(&self) -> Vec<Vec<u8>> {
-        let p = self.project_id;
-        if self.invoice_id.is_some() || self.is_funding() {
-            // An invoice's address is shown on the invoice, a funding address under
-            // `GET /v1/billing/funding`: never in the wallet lists.
-            return Vec::new();
-        }
-        vec![
-            index::key(IndexTag::Wallets, p, &[], self.id),
-            index::key(
-                IndexTag::WalletsByCustomer,
-                p,
-                &[self.customer_id.as_bytes()],
-                self.id,
-            ),
-            index::key(
-                IndexTag::WalletsByChain,
-                p,
-                &[self.chain.as_bytes()],
-                self.id,
-            ),
-        ]
-    }
-}
+    k.list(IndexTag::Wallets)
+        .by(IndexTag::WalletsByCustomer, w.customer_id)
+        .by(IndexTag::WalletsByChain, &w.chain);
+});

@@ -1,57 +1,37 @@
 //! Deposits and their statuses (SPEC.md section 3, Deposit).
 
-use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::Row;
 use crate::index::{self, IndexTag};
-use crate::schema;
 
-/// Deposit statuses (SPEC.md section 3, Deposit).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DepositStatus {
-    Detected,
-    Confirmed,
-    Failed,
-    Orphaned,
+str_enum! {
+    /// Deposit statuses (SPEC.md section 3, Deposit).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum DepositStatus {
+        Detected => "detected" = 0,
+        Confirmed => "confirmed" = 1,
+        Failed => "failed" = 2,
+        Orphaned => "orphaned" = 3,
+    }
 }
 
-str_enum!(DepositStatus {
-    Detected => "detected",
-    Confirmed => "confirmed",
-    Failed => "failed",
-    Orphaned => "orphaned",
-});
-
-coded_serde!(DepositStatus {
-    Detected = 0,
-    Confirmed = 1,
-    Failed = 2,
-    Orphaned = 3,
-});
-
-/// Why the appliance fails a deposit (its `failure_reason`, SPEC.md section 3, Deposit).
-/// The row keeps the reason as text, so a reason another build wrote still reads and is
-/// shown as it is ([`Deposit::failure`] is `None` for it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DepositFailure {
-    /// Its block left the canonical chain before the deposit was final.
-    Reorg,
-    /// Failed through the test-mode endpoint.
-    SimulatedFailure,
-    /// Crediting it would overflow the address's holding or an account.
-    AmountTooLarge,
-    /// Its coin is archived by the operator: never credited.
-    AssetArchived,
+str_enum! {
+    /// Why the appliance fails a deposit (its `failure_reason`, SPEC.md section 3, Deposit).
+    /// The row keeps the reason as text, so a reason another build wrote still reads and is
+    /// shown as it is ([`Deposit::failure`] is `None` for it).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum DepositFailure {
+        /// Its block left the canonical chain before the deposit was final.
+        Reorg => "reorg",
+        /// Failed through the test-mode endpoint.
+        SimulatedFailure => "simulated_failure",
+        /// Crediting it would overflow the address's holding or an account.
+        AmountTooLarge => "amount_too_large",
+        /// Its coin is archived by the operator: never credited.
+        AssetArchived => "asset_archived",
+    }
 }
-
-str_enum!(DepositFailure {
-    Reorg => "reorg",
-    SimulatedFailure => "simulated_failure",
-    AmountTooLarge => "amount_too_large",
-    AssetArchived => "asset_archived",
-});
 
 /// A transfer received at a watched address (SPEC.md section 2): a customer's deposit, or
 /// an invoice payment (`invoice_id` set, `customer_id` nil; listed only under the invoice).
@@ -123,84 +103,34 @@ impl Deposit {
     }
 }
 
-impl Row for Deposit {
-    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::DEPOSITS;
-    fn id(&self) -> Uuid {
-        self.id
-    }
-    /// The invoice it pays (its checkout document lists it).
-    fn parent_id(&self) -> Option<Uuid> {
-        self.invoice_id
-    }
-    fn project_id(&self) -> Uuid {
-        self.project_id
-    }
-    fn index_keys(&self) -> Vec<Vec<u8>> {
-        let p = self.project_id;
-        if self.funding {
-            let mut k = Vec::new();
-            if self.status == DepositStatus::Detected {
-                k.push(index::key(
-                    IndexTag::DepositsPending,
-                    Uuid::nil(),
-                    &[],
-                    self.id,
-                ));
-            }
-            if self.awaiting_price && self.status == DepositStatus::Confirmed {
-                k.push(index::key(
-                    IndexTag::FundingAwaitingPrice,
-                    Uuid::nil(),
-                    &[],
-                    self.id,
-                ));
-            }
-            return k;
+// The parent is the invoice a deposit pays (its checkout document lists it).
+row!(Deposit, DEPOSITS, parent = invoice_id, |d, k| {
+    let pending = d.status == DepositStatus::Detected;
+    if d.funding {
+        if pending {
+            k.global(IndexTag::DepositsPending);
         }
-        if let Some(inv) = self.invoice_id {
-            let mut k = vec![index::key(
-                IndexTag::DepositsByInvoice,
-                p,
-                &[inv.as_bytes()],
-                self.id,
-            )];
-            if self.status == DepositStatus::Detected {
-                k.push(index::key(
-                    IndexTag::DepositsPending,
-                    Uuid::nil(),
-                    &[],
-                    self.id,
-                ));
-            }
-            return k;
+        if d.awaiting_price && d.status == DepositStatus::Confirmed {
+            k.global(IndexTag::FundingAwaitingPrice);
         }
+        return;
+    }
+    if let Some(inv) = d.invoice_id {
+        k.by(IndexTag::DepositsByInvoice, inv);
+    } else {
         // No entry by wallet (schema 6): a customer has one wallet per chain, so its
         // deposits to a wallet are found under the customer (`GET /v1/deposits?wallet_id=`).
-        let mut k = vec![
-            index::key(IndexTag::Deposits, p, &[], self.id),
-            index::deposit_by_customer_key(p, self.customer_id, self.id),
-            index::key(
-                IndexTag::DepositsByChain,
-                p,
-                &[self.chain.as_bytes()],
-                self.id,
-            ),
-            index::key(
-                IndexTag::DepositsByStatus,
-                p,
-                &[self.status.as_str().as_bytes()],
-                self.id,
-            ),
-        ];
-        if self.status == DepositStatus::Detected {
-            // Global work queue of the confirmation clock (project nil: all projects).
-            k.push(index::key(
-                IndexTag::DepositsPending,
-                Uuid::nil(),
-                &[],
-                self.id,
-            ));
-        }
-        k
+        k.list(IndexTag::Deposits)
+            .push(index::deposit_by_customer_key(
+                d.project_id,
+                d.customer_id,
+                d.id,
+            ))
+            .by(IndexTag::DepositsByChain, &d.chain)
+            .by(IndexTag::DepositsByStatus, d.status.as_str());
     }
-}
+    if pending {
+        // Global work queue of the confirmation clock (project nil: all projects).
+        k.global(IndexTag::DepositsPending);
+    }
+});

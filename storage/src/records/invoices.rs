@@ -13,51 +13,29 @@
 //! - each payment: a [`super::Deposit`] row with `invoice_id` set, listed under
 //!   [`IndexTag::DepositsByInvoice`] and never in the customer deposit lists.
 
-use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::Row;
 use crate::index::{self, IndexTag};
-use crate::schema;
 
-/// Invoice statuses (DECISIONS.md section 5): `open` -> `pending` (seen, not final) ->
-/// `paid` | `underpaid` | `overpaid`; `open`, `pending` and `underpaid` -> `expired`;
-/// `open` -> `canceled`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum InvoiceStatus {
-    Open,
-    Pending,
-    Paid,
-    Underpaid,
-    Overpaid,
-    Expired,
-    Canceled,
+str_enum! {
+    /// Invoice statuses (DECISIONS.md section 5): `open` -> `pending` (seen, not final) ->
+    /// `paid` | `underpaid` | `overpaid`; `open`, `pending` and `underpaid` -> `expired`;
+    /// `open` -> `canceled`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum InvoiceStatus {
+        Open => "open",
+        Pending => "pending",
+        Paid => "paid",
+        Underpaid => "underpaid",
+        Overpaid => "overpaid",
+        Expired => "expired",
+        Canceled => "canceled",
+    }
 }
 
-str_enum!(InvoiceStatus {
-    Open => "open",
-    Pending => "pending",
-    Paid => "paid",
-    Underpaid => "underpaid",
-    Overpaid => "overpaid",
-    Expired => "expired",
-    Canceled => "canceled",
-});
-
 impl InvoiceStatus {
-    /// Every status, in lifecycle order.
-    pub const ALL: [InvoiceStatus; 7] = [
-        InvoiceStatus::Open,
-        InvoiceStatus::Pending,
-        InvoiceStatus::Paid,
-        InvoiceStatus::Underpaid,
-        InvoiceStatus::Overpaid,
-        InvoiceStatus::Expired,
-        InvoiceStatus::Canceled,
-    ];
-
     /// Whether the expiry worker may expire an invoice in this status (it waits for a
     /// `pending` one: a transfer first seen before `expires_at` counts as on time).
     pub fn expires(self) -> bool {
@@ -70,21 +48,18 @@ impl InvoiceStatus {
     }
 }
 
-/// What happens to an overpayment's excess (DECISIONS.md section 5 and 12).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OverpaymentPolicy {
-    /// The merchant keeps it.
-    #[default]
-    Keep,
-    /// It is offered back to the payer on the checkout; locked until refunded or skipped.
-    Refund,
+str_enum! {
+    /// What happens to an overpayment's excess (DECISIONS.md section 5 and 12).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum OverpaymentPolicy {
+        /// The merchant keeps it.
+        #[default]
+        Keep => "keep",
+        /// It is offered back to the payer on the checkout; locked until refunded or skipped.
+        Refund => "refund",
+    }
 }
-
-str_enum!(OverpaymentPolicy {
-    Keep => "keep",
-    Refund => "refund",
-});
 
 /// One payment address of an invoice.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,34 +101,27 @@ pub struct AssetReceived {
     pub pending: u128,
 }
 
-/// A refund claim's status (DECISIONS.md section 5, Checkout refund; the lifecycle is on
-/// [`InvoiceRefund`]). Stored and sent as its name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RefundStatus {
-    /// Waiting for the payer's address; the claim's excess is held in `locked`.
-    AwaitingAddress,
-    /// An address given, the refund payout queued.
-    Pending,
-    /// The refund payout's transaction is submitted.
-    Sent,
-    /// The refund payout confirmed.
-    Confirmed,
-    /// Not sent (`skip_reason` says why); the hold went back to the merchant.
-    Skipped,
-    /// Found only in rows written before a failed refund payout returned its claim to
-    /// `awaiting_address`: the payout failed and the funds went back to `available`.
-    Failed,
+str_enum! {
+    /// A refund claim's status (DECISIONS.md section 5, Checkout refund; the lifecycle is on
+    /// [`InvoiceRefund`]). Stored and sent as its name.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum RefundStatus {
+        /// Waiting for the payer's address; the claim's excess is held in `locked`.
+        AwaitingAddress => "awaiting_address",
+        /// An address given, the refund payout queued.
+        Pending => "pending",
+        /// The refund payout's transaction is submitted.
+        Sent => "sent",
+        /// The refund payout confirmed.
+        Confirmed => "confirmed",
+        /// Not sent (`skip_reason` says why); the hold went back to the merchant.
+        Skipped => "skipped",
+        /// Found only in rows written before a failed refund payout returned its claim to
+        /// `awaiting_address`: the payout failed and the funds went back to `available`.
+        Failed => "failed",
+    }
 }
-
-str_enum!(RefundStatus {
-    AwaitingAddress => "awaiting_address",
-    Pending => "pending",
-    Sent => "sent",
-    Confirmed => "confirmed",
-    Skipped => "skipped",
-    Failed => "failed",
-});
 
 /// One refund claim under the `refund` policy (DECISIONS.md sections 5 and 12): excess of one coin held for the payer. Until the claim is sent or
 /// skipped, [`InvoiceRefund::held_atomic`] of `asset` sits in the project's `locked`
@@ -405,31 +373,13 @@ pub fn invoice_due_key(project: Uuid, expires_at: i64, id: Uuid) -> Vec<u8> {
     index::key(IndexTag::InvoicesDue, project, &[&at], id)
 }
 
-impl Row for Invoice {
-    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::INVOICES;
-    fn id(&self) -> Uuid {
-        self.id
+row!(Invoice, INVOICES, |i, k| {
+    k.list(IndexTag::Invoices)
+        .by(IndexTag::InvoicesByStatus, i.status.as_str());
+    if i.status.expires() {
+        k.push(invoice_due_key(i.project_id, i.expires_at, i.id));
     }
-    fn project_id(&self) -> Uuid {
-        self.project_id
-    }
-    fn index_keys(&self) -> Vec<Vec<u8>> {
-        let p = self.project_id;
-        let mut k = vec![
-            index::key(IndexTag::Invoices, p, &[], self.id),
-            index::key(
-                IndexTag::InvoicesByStatus,
-                p,
-                &[self.status.as_str().as_bytes()],
-                self.id,
-            ),
-        ];
-        if self.status.expires() {
-            k.push(invoice_due_key(p, self.expires_at, self.id));
-        }
-        k
-    }
-}
+});
 
 #[cfg(test)]
 mod tests {

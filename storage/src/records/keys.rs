@@ -1,31 +1,20 @@
 //! API keys (SPEC.md section 5): only the peppered hash of a token is stored.
 
-use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::Row;
-use crate::index::{self, IndexTag};
-use crate::schema;
+use crate::index::IndexTag;
 
-/// Key kinds (SPEC.md section 5 rule 5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum KeyKind {
-    Checkout,
-    Payout,
-    Wallet,
+str_enum! {
+    /// Key kinds (SPEC.md section 5 rule 5).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum KeyKind {
+        Checkout => "checkout",
+        Payout => "payout",
+        Wallet => "wallet",
+    }
 }
-
-impl KeyKind {
-    pub const ALL: [KeyKind; 3] = [KeyKind::Checkout, KeyKind::Payout, KeyKind::Wallet];
-}
-
-str_enum!(KeyKind {
-    Checkout => "checkout",
-    Payout => "payout",
-    Wallet => "wallet",
-});
 
 /// An API key. Only the peppered hash of the token is kept (SPEC.md section 5 rule 10).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -58,15 +47,6 @@ impl ApiKey {
     }
 }
 
-impl Row for ApiKey {
-    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::API_KEYS;
-    fn id(&self) -> Uuid {
-        self.id
-    }
-    fn project_id(&self) -> Uuid {
-        self.project_id
-    }
-    fn index_keys(&self) -> Vec<Vec<u8>> {
-        vec![index::key(IndexTag::ApiKeys, self.project_id, &[], self.id)]
-    }
-}
+row!(ApiKey, API_KEYS, |_, k| {
+    k.list(IndexTag::ApiKeys);
+});

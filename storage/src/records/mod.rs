@@ -19,13 +19,39 @@ use redb::TableDefinition;
 use uuid::Uuid;
 
 use crate::codec::{Layout, Record};
+use crate::index::{self, IndexTag};
 
-/// Implements `as_str` and its inverse `parse` for a unit-variant enum from one list of
-/// (variant, name) pairs, so the two cannot drift apart. The names are the enum's serde
-/// names (`snake_case`), which is how the values are stored and sent.
+/// Defines a unit-variant enum with `as_str`, its inverse `parse` and `ALL` (every value,
+/// in declaration order) from one list of `Variant => "name"` pairs, so they cannot drift
+/// apart. The names are the enum's serde names (`snake_case`), which is how the values are
+/// stored and sent. A list that gives each value its stored number (`Variant => "name" =
+/// 0`) also gets [`coded_serde!`]'s serde forms.
 macro_rules! str_enum {
-    ($ty:ident { $($v:ident => $s:literal),+ $(,)? }) => {
+    (
+        $(#[$m:meta])*
+        pub enum $ty:ident {
+            $($(#[$vm:meta])* $v:ident => $s:literal = $n:literal),+ $(,)?
+        }
+    ) => {
+        str_enum! {
+            $(#[$m])*
+            pub enum $ty { $($(#[$vm])* $v => $s),+ }
+        }
+        coded_serde!($ty { $($v = $n),+ });
+    };
+    (
+        $(#[$m:meta])*
+        pub enum $ty:ident {
+            $($(#[$vm:meta])* $v:ident => $s:literal),+ $(,)?
+        }
+    ) => {
+        $(#[$m])*
+        pub enum $ty {
+            $($(#[$vm])* $v,)+
+        }
         impl $ty {
+            /// Every value, in declaration order.
+            pub const ALL: [$ty; [$($s),+].len()] = [$($ty::$v),+];
             /// The value's name, as stored and sent (its serde name).
             pub fn as_str(self) -> &'static str {
                 match self {
@@ -43,7 +69,7 @@ macro_rules! str_enum {
     };
 }
 
-/// Serializes a unit-variant enum of [`str_enum!`] as its name in human-readable forms
+/// Serializes a unit-variant enum of [`str_enum!`] (through its list of numbers) as its name in human-readable forms
 /// (JSON, query strings) and as a one-byte number in the store's binary encoding (schema 13:
 /// a status in a row or an event state takes 1 byte instead of 6-17); reads
 /// either, so rows written with the name read as before. The numbers are stored: never
@@ -81,6 +107,33 @@ macro_rules! coded_serde {
                     name: $ty::parse,
                     code: $ty::of_code,
                 })
+            }
+        }
+    };
+}
+
+/// Implements [`Row`] for a record of table `schema::$table` keyed by its `id` field and
+/// owned by its `project_id` field; `|row, keys| { ... }` adds the row's index keys to an
+/// [`IndexKeys`]. `parent = field` makes [`Row::parent_id`] that optional id field.
+macro_rules! row {
+    ($ty:ty, $table:ident, $(parent = $parent:ident,)? |$r:pat_param, $k:ident| $body:block) => {
+        impl $crate::records::Row for $ty {
+            const TABLE: redb::TableDefinition<'static, u128, &'static [u8]> =
+                $crate::schema::$table;
+            fn id(&self) -> uuid::Uuid {
+                self.id
+            }
+            fn project_id(&self) -> uuid::Uuid {
+                self.project_id
+            }
+            $(fn parent_id(&self) -> Option<uuid::Uuid> {
+                self.$parent
+            })?
+            fn index_keys(&self) -> Vec<Vec<u8>> {
+                fn add($r: &$ty, $k: &mut $crate::records::IndexKeys) $body
+                let mut keys = $crate::records::IndexKeys::new(self.project_id, self.id);
+                add(self, &mut keys);
+                keys.keys
             }
         }
     };
@@ -171,6 +224,51 @@ pub trait Row: Record {
     /// so a cache of the parent's view can drop it exactly.
     fn parent_id(&self) -> Option<Uuid> {
         None
+    }
+}
+
+/// The index keys of one row ([`Row::index_keys`]), in the layout of [`index::key`]: the
+/// row's project and id around each entry's tag and values.
+pub struct IndexKeys {
+    project: Uuid,
+    id: Uuid,
+    keys: Vec<Vec<u8>>,
+}
+
+impl IndexKeys {
+    fn new(project: Uuid, id: Uuid) -> Self {
+        IndexKeys {
+            project,
+            id,
+            keys: Vec::new(),
+        }
+    }
+
+    /// The row in its project's list of `tag`.
+    pub fn list(&mut self, tag: IndexTag) -> &mut Self {
+        self.by_all(tag, &[])
+    }
+
+    /// The row under one value (a status, chain, reference, parent id...) of `tag`.
+    pub fn by(&mut self, tag: IndexTag, value: impl AsRef<[u8]>) -> &mut Self {
+        self.by_all(tag, &[value.as_ref()])
+    }
+
+    /// The row under the values of `tag`, in order.
+    pub fn by_all(&mut self, tag: IndexTag, values: &[&[u8]]) -> &mut Self {
+        self.push(index::key(tag, self.project, values, self.id))
+    }
+
+    /// The row in the global (project nil) list of `tag`: a worker's queue over every
+    /// project.
+    pub fn global(&mut self, tag: IndexTag) -> &mut Self {
+        self.push(index::key(tag, Uuid::nil(), &[], self.id))
+    }
+
+    /// A key of another layout, built by its own function of [`index`].
+    pub fn push(&mut self, key: Vec<u8>) -> &mut Self {
+        self.keys.push(key);
+        self
     }
 }
 

@@ -1,47 +1,24 @@
 //! Payouts and their statuses (DECISIONS.md section 5).
 
-use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::Row;
-use crate::index::{self, IndexTag};
-use crate::schema;
+use crate::index::IndexTag;
 
-/// Payout statuses (DECISIONS.md section 5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PayoutStatus {
-    PendingApproval,
-    Queued,
-    Signing,
-    Submitted,
-    Confirmed,
-    Failed,
-    Canceled,
-    Rejected,
+str_enum! {
+    /// Payout statuses (DECISIONS.md section 5).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum PayoutStatus {
+        PendingApproval => "pending_approval" = 0,
+        Queued => "queued" = 1,
+        Signing => "signing" = 2,
+        Submitted => "submitted" = 3,
+        Confirmed => "confirmed" = 4,
+        Failed => "failed" = 5,
+        Canceled => "canceled" = 6,
+        Rejected => "rejected" = 7,
+    }
 }
-
-str_enum!(PayoutStatus {
-    PendingApproval => "pending_approval",
-    Queued => "queued",
-    Signing => "signing",
-    Submitted => "submitted",
-    Confirmed => "confirmed",
-    Failed => "failed",
-    Canceled => "canceled",
-    Rejected => "rejected",
-});
-
-coded_serde!(PayoutStatus {
-    PendingApproval = 0,
-    Queued = 1,
-    Signing = 2,
-    Submitted = 3,
-    Confirmed = 4,
-    Failed = 5,
-    Canceled = 6,
-    Rejected = 7,
-});
 
 impl PayoutStatus {
     /// In flight: funds are locked and the payout counts against the pending ceiling.
@@ -156,59 +133,26 @@ impl Payout {
     }
 }
 
-impl Row for Payout {
-    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::PAYOUTS;
-    fn id(&self) -> Uuid {
-        self.id
+row!(Payout, PAYOUTS, |p, k| {
+    k.list(IndexTag::Payouts)
+        .by(IndexTag::PayoutsByChain, &p.chain)
+        .by(IndexTag::PayoutsByStatus, p.status.as_str());
+    if let Some(c) = p.customer_id {
+        k.by(IndexTag::PayoutsByCustomer, c);
     }
-    fn project_id(&self) -> Uuid {
-        self.project_id
+    if let Some(r) = &p.reference {
+        k.by(IndexTag::PayoutsByReference, r);
     }
-    fn index_keys(&self) -> Vec<Vec<u8>> {
-        let p = self.project_id;
-        let mut k = vec![
-            index::key(IndexTag::Payouts, p, &[], self.id),
-            index::key(
-                IndexTag::PayoutsByChain,
-                p,
-                &[self.chain.as_bytes()],
-                self.id,
-            ),
-            index::key(
-                IndexTag::PayoutsByStatus,
-                p,
-                &[self.status.as_str().as_bytes()],
-                self.id,
-            ),
-        ];
-        if let Some(c) = self.customer_id {
-            k.push(index::key(
-                IndexTag::PayoutsByCustomer,
-                p,
-                &[c.as_bytes()],
-                self.id,
-            ));
-        }
-        if let Some(r) = &self.reference {
-            k.push(index::key(
-                IndexTag::PayoutsByReference,
-                p,
-                &[r.as_bytes()],
-                self.id,
-            ));
-        }
-        if self.status.is_open() {
-            k.push(index::key(IndexTag::PayoutsOpen, p, &[], self.id));
-        }
-        if matches!(
-            self.status,
-            PayoutStatus::Queued | PayoutStatus::Signing | PayoutStatus::Submitted
-        ) {
-            k.push(index::key(IndexTag::PayoutsWork, Uuid::nil(), &[], self.id));
-        }
-        k
+    if p.status.is_open() {
+        k.list(IndexTag::PayoutsOpen);
     }
-}
+    if matches!(
+        p.status,
+        PayoutStatus::Queued | PayoutStatus::Signing | PayoutStatus::Submitted
+    ) {
+        k.global(IndexTag::PayoutsWork);
+    }
+});
 
 #[cfg(test)]
 mod tests {

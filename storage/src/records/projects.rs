@@ -9,20 +9,13 @@ use super::Row;
 use crate::index::{self, IndexTag};
 use crate::schema;
 
-/// Project (tenant) mode: the key's environment follows it (SPEC.md section 4, API keys).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    Live,
-    Test,
-}
-
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Live => "live",
-            Mode::Test => "test",
-        }
+str_enum! {
+    /// Project (tenant) mode: the key's environment follows it (SPEC.md section 4, API keys).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Mode {
+        Live => "live",
+        Test => "test",
     }
 }
 
@@ -112,6 +105,7 @@ pub struct Project {
     pub created_at: i64,
 }
 
+/// A project is its own project; every project is in the one global list.
 impl Row for Project {
     const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::PROJECTS;
     fn id(&self) -> Uuid {

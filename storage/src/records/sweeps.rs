@@ -1,38 +1,21 @@
 //! Sweeps and their statuses (DECISIONS.md section 5).
 
-use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::Row;
 use crate::index::{self, IndexTag};
-use crate::schema;
 
-/// Sweep statuses (DECISIONS.md section 5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SweepStatus {
-    Open,
-    Submitted,
-    Confirmed,
-    Failed,
-    Skipped,
+str_enum! {
+    /// Sweep statuses (DECISIONS.md section 5).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum SweepStatus {
+        Open => "open" = 0,
+        Submitted => "submitted" = 1,
+        Confirmed => "confirmed" = 2,
+        Failed => "failed" = 3,
+        Skipped => "skipped" = 4,
+    }
 }
-
-str_enum!(SweepStatus {
-    Open => "open",
-    Submitted => "submitted",
-    Confirmed => "confirmed",
-    Failed => "failed",
-    Skipped => "skipped",
-});
-
-coded_serde!(SweepStatus {
-    Open = 0,
-    Submitted = 1,
-    Confirmed = 2,
-    Failed = 3,
-    Skipped = 4,
-});
 
 /// A transfer of a wallet's funds to the treasury (SPEC.md section 2).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -67,29 +50,16 @@ pub struct Sweep {
     pub customer_id: Uuid,
 }
 
-impl Row for Sweep {
-    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::SWEEPS;
-    fn id(&self) -> Uuid {
-        self.id
+row!(Sweep, SWEEPS, |s, k| {
+    k.list(IndexTag::Sweeps)
+        .push(index::sweep_by_wallet_key(
+            s.project_id,
+            s.customer_id,
+            s.wallet_id,
+            s.id,
+        ))
+        .by(IndexTag::SweepsByStatus, s.status.as_str());
+    if matches!(s.status, SweepStatus::Open | SweepStatus::Submitted) {
+        k.global(IndexTag::SweepsWork);
     }
-    fn project_id(&self) -> Uuid {
-        self.project_id
-    }
-    fn index_keys(&self) -> Vec<Vec<u8>> {
-        let p = self.project_id;
-        let mut k = vec![
-            index::key(IndexTag::Sweeps, p, &[], self.id),
-            index::sweep_by_wallet_key(p, self.customer_id, self.wallet_id, self.id),
-            index::key(
-                IndexTag::SweepsByStatus,
-                p,
-                &[self.status.as_str().as_bytes()],
-                self.id,
-            ),
-        ];
-        if matches!(self.status, SweepStatus::Open | SweepStatus::Submitted) {
-            k.push(index::key(IndexTag::SweepsWork, Uuid::nil(), &[], self.id));
-        }
-        k
-    }
-}
+});

@@ -1,46 +1,32 @@
 //! Webhook endpoints and deliveries (SPEC.md sections 2 and 3; DECISIONS.md section 7), with
 //! the dispatcher's due index key.
 
-use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::Row;
 use crate::index::{self, IndexTag};
-use crate::schema;
 
-/// Webhook endpoint statuses (SPEC.md section 3, Webhook endpoint).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EndpointStatus {
-    Active,
-    Paused,
-    Disabled,
-}
-
-impl EndpointStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EndpointStatus::Active => "active",
-            EndpointStatus::Paused => "paused",
-            EndpointStatus::Disabled => "disabled",
-        }
+str_enum! {
+    /// Webhook endpoint statuses (SPEC.md section 3, Webhook endpoint).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum EndpointStatus {
+        Active => "active",
+        Paused => "paused",
+        Disabled => "disabled",
     }
 }
 
-/// `delivery_mode` of an endpoint (DECISIONS.md section 7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DeliveryMode {
-    Unordered,
-    /// One delivery in flight per endpoint, in creation (= event sequence) order.
-    Ordered,
+str_enum! {
+    /// `delivery_mode` of an endpoint (DECISIONS.md section 7).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum DeliveryMode {
+        Unordered => "unordered",
+        /// One delivery in flight per endpoint, in creation (= event sequence) order.
+        Ordered => "ordered",
+    }
 }
-
-str_enum!(DeliveryMode {
-    Unordered => "unordered",
-    Ordered => "ordered",
-});
 
 /// A signing secret replaced by a rotation, still signing until `valid_until_us`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,59 +92,30 @@ impl WebhookEndpoint {
     }
 }
 
-impl Row for WebhookEndpoint {
-    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::WEBHOOK_ENDPOINTS;
-    fn id(&self) -> Uuid {
-        self.id
-    }
-    fn project_id(&self) -> Uuid {
-        self.project_id
-    }
-    fn index_keys(&self) -> Vec<Vec<u8>> {
-        vec![index::key(
-            IndexTag::WebhookEndpoints,
-            self.project_id,
-            &[],
-            self.id,
-        )]
-    }
-}
-
-/// Webhook delivery statuses (SPEC.md section 3, Webhook delivery).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DeliveryStatus {
-    /// Not yet attempted.
-    Pending,
-    Succeeded,
-    /// The last attempt failed and another is scheduled at `next_attempt_at`.
-    Failed,
-    /// Every attempt failed (or the receiver answered 410).
-    Exhausted,
-    /// Recorded while the endpoint was paused or disabled; never sent.
-    Skipped,
-    /// Was open when its endpoint was disabled.
-    Canceled,
-}
-
-str_enum!(DeliveryStatus {
-    Pending => "pending",
-    Succeeded => "succeeded",
-    Failed => "failed",
-    Exhausted => "exhausted",
-    Skipped => "skipped",
-    Canceled => "canceled",
+row!(WebhookEndpoint, WEBHOOK_ENDPOINTS, |_, k| {
+    k.list(IndexTag::WebhookEndpoints);
 });
 
+str_enum! {
+    /// Webhook delivery statuses (SPEC.md section 3, Webhook delivery).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum DeliveryStatus {
+        /// Not yet attempted.
+        Pending => "pending",
+        Succeeded => "succeeded",
+        /// The last attempt failed and another is scheduled at `next_attempt_at`.
+        Failed => "failed",
+        /// Every attempt failed (or the receiver answered 410).
+        Exhausted => "exhausted",
+        /// Recorded while the endpoint was paused or disabled; never sent.
+        Skipped => "skipped",
+        /// Was open when its endpoint was disabled.
+        Canceled => "canceled",
+    }
+}
+
 impl DeliveryStatus {
-    pub const ALL: [DeliveryStatus; 6] = [
-        DeliveryStatus::Pending,
-        DeliveryStatus::Succeeded,
-        DeliveryStatus::Failed,
-        DeliveryStatus::Exhausted,
-        DeliveryStatus::Skipped,
-        DeliveryStatus::Canceled,
-    ];
     /// Still to be sent (now or at `next_attempt_at`).
     pub fn is_open(self) -> bool {
         matches!(self, DeliveryStatus::Pending | DeliveryStatus::Failed)
@@ -223,38 +180,18 @@ impl WebhookDelivery {
     }
 }
 
-impl Row for WebhookDelivery {
-    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::WEBHOOK_DELIVERIES;
-    fn id(&self) -> Uuid {
-        self.id
+row!(WebhookDelivery, WEBHOOK_DELIVERIES, |d, k| {
+    let status = d.status.as_str().as_bytes();
+    let ep = d.endpoint_id.as_bytes();
+    k.list(IndexTag::WebhookDeliveries)
+        .by(IndexTag::WebhookDeliveriesByEndpoint, ep)
+        .by(
+            IndexTag::WebhookDeliveriesByEvent,
+            d.event_sequence.to_be_bytes(),
+        )
+        .by(IndexTag::WebhookDeliveriesByStatus, status)
+        .by_all(IndexTag::WebhookDeliveriesByEndpointStatus, &[ep, status]);
+    if let (true, Some(at)) = (d.status.is_open(), d.next_attempt_at) {
+        k.push(WebhookDelivery::due_key(at, d.id));
     }
-    fn project_id(&self) -> Uuid {
-        self.project_id
-    }
-    fn index_keys(&self) -> Vec<Vec<u8>> {
-        let p = self.project_id;
-        let status = self.status.as_str().as_bytes();
-        let ep = self.endpoint_id.as_bytes();
-        let mut k = vec![
-            index::key(IndexTag::WebhookDeliveries, p, &[], self.id),
-            index::key(IndexTag::WebhookDeliveriesByEndpoint, p, &[ep], self.id),
-            index::key(
-                IndexTag::WebhookDeliveriesByEvent,
-                p,
-                &[&self.event_sequence.to_be_bytes()],
-                self.id,
-            ),
-            index::key(IndexTag::WebhookDeliveriesByStatus, p, &[status], self.id),
-            index::key(
-                IndexTag::WebhookDeliveriesByEndpointStatus,
-                p,
-                &[ep, status],
-                self.id,
-            ),
-        ];
-        if let (true, Some(at)) = (self.status.is_open(), self.next_attempt_at) {
-            k.push(Self::due_key(at, self.id));
-        }
-        k
-    }
-}
+});

@@ -10,15 +10,9 @@ use super::*;
 /// until a reorg undid it) and carries
 /// no other fee of that kind; each entry's billing line is on the log at its sequence.
 pub(super) fn check_billing(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
-    let entries = ctx.open(BILLING_ENTRIES)?;
     // Per project: (sum, count, running sum ok).
     let mut totals: BTreeMap<Uuid, (i128, u64)> = BTreeMap::new();
-    for e in entries.iter()? {
-        let (_, v) = e?;
-        let Ok(e) = decode::<BillingEntry>(v.value()) else {
-            continue;
-        };
-        rep.rows_checked += 1;
+    each_row(ctx, rep, |rep, e: BillingEntry| {
         check_indexed(ctx, &e, rep)?;
         let t = totals.entry(e.project_id).or_default();
         t.0 += i128::from(e.amount_cents);
@@ -56,14 +50,9 @@ pub(super) fn check_billing(ctx: &ReadCtx, rep: &mut Report) -> Result<(), Store
         }
         check_fee_source(ctx, &e, rep)?;
         check_funding(ctx, &e, rep)?;
-    }
-    let accounts = ctx.open(BILLING_ACCOUNTS)?;
-    for a in accounts.iter()? {
-        let (_, v) = a?;
-        let Ok(a) = decode::<BillingAccount>(v.value()) else {
-            continue;
-        };
-        rep.rows_checked += 1;
+        Ok(())
+    })?;
+    each_row(ctx, rep, |rep, a: BillingAccount| {
         let (sum, n) = totals.remove(&a.project_id).unwrap_or_default();
         if i128::from(a.balance_cents) != sum || a.entries != n {
             rep.violations.push(format!(
@@ -72,7 +61,8 @@ pub(super) fn check_billing(ctx: &ReadCtx, rep: &mut Report) -> Result<(), Store
                 a.project_id, a.balance_cents, a.entries
             ));
         }
-    }
+        Ok(())
+    })?;
     for (p, (sum, n)) in totals {
         rep.violations.push(format!(
             "project {p} has {n} billing entries summing to {sum} but no billing account"

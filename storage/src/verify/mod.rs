@@ -72,13 +72,7 @@ pub fn verify(ctx: &ReadCtx) -> Result<Report, StoreError> {
 /// Confirmed (and orphaned) deposits carry a journal entry that exists; deposits are
 /// indexed.
 fn check_deposits(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
-    let deposits = ctx.open(DEPOSITS)?;
-    for e in deposits.iter()? {
-        let (k, v) = e?;
-        let Ok(d) = decode_keyed::<Deposit>(k.value(), v.value()) else {
-            continue;
-        };
-        rep.rows_checked += 1;
+    each_row(ctx, rep, |rep, d: Deposit| {
         if matches!(d.status, DepositStatus::Confirmed | DepositStatus::Orphaned) {
             match d.ledger_tx_id {
                 Some(id) if ctx.journal_entry(id).is_ok_and(|e| e.is_some()) => {}
@@ -88,36 +82,23 @@ fn check_deposits(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
                 )),
             }
         }
-        check_indexed(ctx, &d, rep)?;
-    }
-    Ok(())
+        check_indexed(ctx, &d, rep)
+    })
 }
 
 /// Webhooks: rows are indexed; a delivery's endpoint exists (or is being purged after a
 /// delete); open deliveries are scheduled.
 fn check_webhooks(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
-    let endpoints = ctx.open(WEBHOOK_ENDPOINTS)?;
-    for e in endpoints.iter()? {
-        let (_, v) = e?;
-        let Ok(ep) = decode::<WebhookEndpoint>(v.value()) else {
-            continue;
-        };
-        rep.rows_checked += 1;
-        check_indexed(ctx, &ep, rep)?;
-    }
+    each_row(ctx, rep, |rep, ep: WebhookEndpoint| {
+        check_indexed(ctx, &ep, rep)
+    })?;
     let purge = crate::index::prefix(crate::index::IndexTag::WebhookPurge, Uuid::nil(), &[]);
     let purging: Vec<Uuid> = ctx
         .index_range(&purge, &crate::index::prefix_end(&purge), usize::MAX, false)?
         .iter()
         .map(|k| crate::index::id_of(k))
         .collect();
-    let deliveries = ctx.open(WEBHOOK_DELIVERIES)?;
-    for e in deliveries.iter()? {
-        let (_, v) = e?;
-        let Ok(d) = decode::<WebhookDelivery>(v.value()) else {
-            continue;
-        };
-        rep.rows_checked += 1;
+    each_row(ctx, rep, |rep, d: WebhookDelivery| {
         check_indexed(ctx, &d, rep)?;
         let endpoint_present = match ctx.get::<WebhookEndpoint>(d.endpoint_id) {
             Ok(e) => e.is_some(),
@@ -137,7 +118,8 @@ fn check_webhooks(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
                 d.id
             ));
         }
-    }
+        Ok(())
+    })?;
     Ok(())
 }
 
@@ -489,6 +471,34 @@ impl KeyText for &[u8] {
     fn text(k: &[u8]) -> String {
         hex::encode(k)
     }
+}
+
+/// Calls `f` with every row of `R`'s table that decodes; a row that does not is left to
+/// `check_decodable`, which reports it.
+fn decoded_rows<R: Row>(
+    ctx: &ReadCtx,
+    mut f: impl FnMut(R) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let t = ctx.open(R::TABLE)?;
+    for e in t.iter()? {
+        let (k, v) = e?;
+        if let Ok(row) = decode_keyed::<R>(k.value(), v.value()) {
+            f(row)?;
+        }
+    }
+    Ok(())
+}
+
+/// [`decoded_rows`], each row counted in `rows_checked`.
+fn each_row<R: Row>(
+    ctx: &ReadCtx,
+    rep: &mut Report,
+    mut f: impl FnMut(&mut Report, R) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    decoded_rows(ctx, |row| {
+        rep.rows_checked += 1;
+        f(rep, row)
+    })
 }
 
 fn check_indexed<R: Row>(ctx: &ReadCtx, row: &R, rep: &mut Report) -> Result<(), StoreError> {

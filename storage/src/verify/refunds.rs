@@ -32,12 +32,7 @@ pub(super) fn check_refund_holds(
             .or_default();
         *e = e.saturating_add(v);
     };
-    let payouts = ctx.open(PAYOUTS)?;
-    for e in payouts.iter()? {
-        let (k, v) = e?;
-        let Ok(p) = decode_keyed::<Payout>(k.value(), v.value()) else {
-            continue;
-        };
+    decoded_rows(ctx, |p: Payout| {
         if p.customer_id.is_none() && p.status.is_open() {
             add(
                 p.project_id,
@@ -46,15 +41,11 @@ pub(super) fn check_refund_holds(
                 p.amount.saturating_add(p.fee_amount),
             );
         }
-    }
-    let batches = ctx.open(CONVERSION_BATCHES)?;
-    for e in batches.iter()? {
-        let (_, v) = e?;
-        let Ok(b) = decode::<ConversionBatch>(v.value()) else {
-            continue;
-        };
+        Ok(())
+    })?;
+    decoded_rows(ctx, |b: ConversionBatch| {
         if !matches!(b.status, BatchStatus::Approving | BatchStatus::Swapping) {
-            continue;
+            return Ok(());
         }
         for entry in conv_entries.get(&b.id).into_iter().flatten() {
             if entry.kind != JournalKind::ConversionLock {
@@ -72,18 +63,15 @@ pub(super) fn check_refund_holds(
                 }
             }
         }
-    }
-    let invoices = ctx.open(INVOICES)?;
-    for e in invoices.iter()? {
-        let (_, v) = e?;
-        let Ok(inv) = decode::<Invoice>(v.value()) else {
-            continue;
-        };
+        Ok(())
+    })?;
+    decoded_rows(ctx, |inv: Invoice| {
         for (i, c) in inv.refunds.iter().enumerate() {
             add(inv.project_id, &c.chain, &c.asset, c.held_atomic());
             check_claim(ctx, &inv, i, c, rep)?;
         }
-    }
+        Ok(())
+    })?;
     let mut keys: BTreeMap<(Uuid, String, String), u128> = BTreeMap::new();
     for (a, b) in stored {
         if a.kind == AccountKind::Locked && a.customer_id.is_nil() {
