@@ -159,7 +159,10 @@ pub fn page_html(lang: &str) -> String {
 </body>
 </html>
 "#,
-        head = document_head(&format!(r#"lang="{lang}" data-server-lang="{lang}""#), &title),
+        head = document_head(
+            &format!(r#"lang="{lang}" data-server-lang="{lang}""#),
+            &title
+        ),
         strings = strings_data_block(),
     )
 }
