@@ -191,43 +191,29 @@ pub fn emit_row<R: CompactEvent>(
 ) -> Result<(), StoreError> {
     debug_assert!(row.emitted_by(s) && event_type.starts_with(R::TYPE_PREFIX));
     emit_with(ctx, s, event_type, |ctx, _, livemode| {
-        row.append(ctx, livemode, event_type)
+        ctx.append_row_event(livemode, event_type, row)
     })
 }
 
-/// A row whose events are stored in the compact form ([`emit_row`]).
-pub trait CompactEvent {
+/// A row whose events are stored in the compact form ([`emit_row`], the store's
+/// [`appliance_storage::CompactRow`]).
+pub trait CompactEvent: appliance_storage::CompactRow {
     /// What the row's event types begin with (`payout.`).
     const TYPE_PREFIX: &'static str;
     /// Whether the row is the scope's project's and emits its own events.
     fn emitted_by(&self, s: &Scope) -> bool;
-    /// Appends the event of type `event_type` about the row.
-    fn append(
-        &self,
-        ctx: &mut WriteCtx<'_>,
-        livemode: bool,
-        event_type: &str,
-    ) -> Result<appliance_storage::records::Event, StoreError>;
 }
 
-/// The [`CompactEvent`] impl of a row type: its event type prefix, the store's append of
-/// its compact event, and which of its rows emit events.
+/// The [`CompactEvent`] impl of a row type: its event type prefix and which of its rows
+/// emit events.
 macro_rules! compact_event {
-    ($($(#[$doc:meta])* $ty:ident, $prefix:literal, $append:ident, |$row:ident, $s:ident| $emits:expr;)+) => {$(
+    ($($(#[$doc:meta])* $ty:ident, $prefix:literal, |$row:ident, $s:ident| $emits:expr;)+) => {$(
         $(#[$doc])*
         impl CompactEvent for appliance_storage::records::$ty {
             const TYPE_PREFIX: &'static str = $prefix;
             fn emitted_by(&self, $s: &Scope) -> bool {
                 let $row = self;
                 $emits
-            }
-            fn append(
-                &self,
-                ctx: &mut WriteCtx<'_>,
-                livemode: bool,
-                event_type: &str,
-            ) -> Result<appliance_storage::records::Event, StoreError> {
-                ctx.$append(livemode, event_type, self)
             }
         }
     )+};
@@ -237,18 +223,18 @@ compact_event! {
     /// A customer's deposit (`deposit.*`, schema 6): the event keeps the deposit's changing
     /// fields (`records::Event::deposit`). An invoice payment or a funding transfer emits
     /// no deposit events.
-    Deposit, "deposit.", append_deposit_event,
+    Deposit, "deposit.",
         |d, s| d.project_id == s.project.id && d.invoice_id.is_none() && !d.funding;
     /// A payout (`payout.*`, schema 10): the event keeps the payout's changing fields
     /// (`records::ResourceState::Payout`).
-    Payout, "payout.", append_payout_event, |p, s| p.project_id == s.project.id;
+    Payout, "payout.", |p, s| p.project_id == s.project.id;
     /// A wallet (`wallet.created`, schema 10): no data stored, the wallet's row (never
     /// rewritten) renders it (`records::ResourceState::Wallet`).
-    Wallet, "wallet.created", append_wallet_event, |w, s| w.project_id == s.project.id;
+    Wallet, "wallet.created", |w, s| w.project_id == s.project.id;
     /// A customer (`customer.created`, schema 13): no data stored, the customer's row
     /// renders it, and the store keeps the event exact when the row later changes
     /// (`records::ResourceState::Customer`).
-    Customer, "customer.created", append_customer_event, |c, s| c.project_id == s.project.id;
+    Customer, "customer.created", |c, s| c.project_id == s.project.id;
 }
 
 /// A new journal entry (a fresh id) of `kind` about row `ref_id` of `project`, written at

@@ -462,7 +462,7 @@ fn a_batchs_events_are_listed_in_the_batch_and_written_by_its_commit() {
     jobs.push(Box::new(move |ctx| {
         ctx.put(&c2).map_err(|_| "put")?;
         let ev = ctx
-            .append_customer_event(false, "customer.created", &c2)
+            .append_row_event(false, "customer.created", &c2)
             .map_err(|_| "event")?;
         let mut changed = c2.clone();
         changed.email = Some("changed@x.co".into());

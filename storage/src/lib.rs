@@ -51,7 +51,10 @@ use redb::{Database, Durability, ReadableDatabase};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 pub use chain_state::ChainStateOps;
-pub use ctx::{EncodedRow, LogFilter, Page, ReadCtx, ReadOps, Reader, ScanOps, ValueOps, WriteCtx};
+pub use ctx::{
+    Compact, CompactRow, EncodedRow, LogFilter, Page, ReadCtx, ReadOps, Reader, ScanOps, ValueOps,
+    WriteCtx,
+};
 pub use ctx_state::Delta;
 
 /// Errors of the store itself (never a business rule).

@@ -794,7 +794,7 @@ fn a_schema_5_store_migrates_to_6_and_its_old_events_still_read() {
             then.status = DepositStatus::Detected;
             then.confirmations = 0;
             then.ledger_tx_id = None;
-            ctx.append_deposit_event(false, "deposit.detected", &then)
+            ctx.append_row_event(false, "deposit.detected", &then)
                 .map(|e| e.sequence)
         })
         .unwrap();
@@ -852,7 +852,7 @@ fn a_deposit_event_without_its_row_reads_and_is_reported() {
     let gid = ghost.id;
     let seq = store
         .write_blocking(move |ctx| {
-            ctx.append_deposit_event(false, "deposit.confirmed", &ghost)
+            ctx.append_row_event(false, "deposit.confirmed", &ghost)
                 .map(|e| e.sequence)
         })
         .unwrap();
@@ -919,9 +919,7 @@ fn payout_and_wallet_events_read_their_rows_as_they_were() {
     let (created, submitted, wallet_ev) = store
         .write_blocking(move |ctx| {
             ctx.put(&q)?;
-            let created = ctx
-                .append_payout_event(false, "payout.created", &q)?
-                .sequence;
+            let created = ctx.append_row_event(false, "payout.created", &q)?.sequence;
             let sub = Payout {
                 status: PayoutStatus::Submitted,
                 tx_hash: Some(format!("0x{}", "ab".repeat(32))),
@@ -930,11 +928,9 @@ fn payout_and_wallet_events_read_their_rows_as_they_were() {
             };
             ctx.put(&sub)?;
             let submitted = ctx
-                .append_payout_event(false, "payout.submitted", &sub)?
+                .append_row_event(false, "payout.submitted", &sub)?
                 .sequence;
-            let wallet_ev = ctx
-                .append_wallet_event(false, "wallet.created", &w2)?
-                .sequence;
+            let wallet_ev = ctx.append_row_event(false, "wallet.created", &w2)?.sequence;
             Ok::<_, StoreError>((created, submitted, wallet_ev))
         })
         .unwrap();
@@ -973,7 +969,7 @@ fn payout_and_wallet_events_read_their_rows_as_they_were() {
     let gid = ghost.id;
     let seq = store
         .write_blocking(move |ctx| {
-            ctx.append_payout_event(false, "payout.created", &ghost)
+            ctx.append_row_event(false, "payout.created", &ghost)
                 .map(|e| e.sequence)
         })
         .unwrap();
@@ -1073,7 +1069,7 @@ fn a_named_store_takes_positional_rows_and_reads_both() {
     let d2w = d2.clone();
     let (dev, tev) = store
         .write_blocking(move |ctx| {
-            let dev = ctx.append_deposit_event(false, "deposit.confirmed", &d2w)?;
+            let dev = ctx.append_row_event(false, "deposit.confirmed", &d2w)?;
             let data = crate::codec::EventData::encode(&serde_json::json!({"k": "v", "n": 3}));
             let tev = ctx.append_event_data(p2, false, "customer.updated", "r", &data)?;
             Ok::<_, StoreError>((dev, tev))

@@ -16,84 +16,24 @@ impl WriteCtx<'_> {
         self.append(project, livemode, event_type, resource_id, Body::Data(data))
     }
 
-    /// Appends an event of a customer's deposit (`deposit.*`) in its compact form (schema
-    /// 6, [`Event::deposit`]): the deposit's changing fields as they are in `d`, which must
-    /// be the row as this transaction writes it (before or after this call). The returned
-    /// event leaves [`Event::deposit_row`] empty: the caller has the row at hand, and the
-    /// outbox keeps only the event's reference (`services::emit_deposit`), so the writer
-    /// does not clone the deposit per event. A reader of the stored event gets
-    /// the row.
-    pub fn append_deposit_event(
+    /// Appends an event about `row` in its compact form ([`CompactRow`]): what the event
+    /// keeps of the row is as it is in `row`, which must be the row as this transaction
+    /// writes it (before or after this call). The returned event's [`Event::row`] (and
+    /// [`Event::deposit_row`]) is empty: the caller has the row at hand, and the outbox
+    /// keeps only the event's reference, so the writer does not clone the row per event.
+    /// A reader of the stored event gets the row.
+    pub fn append_row_event<R: CompactRow>(
         &mut self,
         livemode: bool,
         event_type: &str,
-        d: &crate::records::Deposit,
+        row: &R,
     ) -> Result<Event, StoreError> {
-        self.append(
-            d.project_id,
-            livemode,
-            event_type,
-            &d.id.to_string(),
-            Body::Deposit(crate::records::DepositState::of(d)),
-        )
-    }
-
-    /// Appends a payout event (`payout.*`) in its compact form (schema 10,
-    /// [`crate::records::ResourceState::Payout`]): the payout's changing fields as they are
-    /// in `p`, which must be the row as this transaction writes it. Like
-    /// [`WriteCtx::append_deposit_event`], the returned event's [`Event::row`] is empty.
-    pub fn append_payout_event(
-        &mut self,
-        livemode: bool,
-        event_type: &str,
-        p: &crate::records::Payout,
-    ) -> Result<Event, StoreError> {
-        self.append(
-            p.project_id,
-            livemode,
-            event_type,
-            &p.id.to_string(),
-            Body::State(crate::records::ResourceState::Payout(
-                crate::records::PayoutState::of(p),
-            )),
-        )
-    }
-
-    /// Appends `wallet.created` for `w` in its compact form (schema 10,
-    /// [`crate::records::ResourceState::Wallet`]): no data, the wallet's row (never
-    /// rewritten) renders it. `w` must be the row this transaction writes.
-    pub fn append_wallet_event(
-        &mut self,
-        livemode: bool,
-        event_type: &str,
-        w: &crate::records::Wallet,
-    ) -> Result<Event, StoreError> {
-        self.append(
-            w.project_id,
-            livemode,
-            event_type,
-            &w.id.to_string(),
-            Body::State(crate::records::ResourceState::Wallet),
-        )
-    }
-
-    /// Appends `customer.created` for `c` in its compact form (schema 13,
-    /// [`crate::records::ResourceState::Customer`]): no data, the customer's row renders it
-    /// until the row changes ([`WriteCtx::put`] keeps the event exact then). `c` must be the
-    /// row this transaction writes.
-    pub fn append_customer_event(
-        &mut self,
-        livemode: bool,
-        event_type: &str,
-        c: &crate::records::Customer,
-    ) -> Result<Event, StoreError> {
-        self.append(
-            c.project_id,
-            livemode,
-            event_type,
-            &c.id.to_string(),
-            Body::State(crate::records::ResourceState::Customer),
-        )
+        let (project, id) = row.event_ids();
+        let body = match row.compact() {
+            Compact::Deposit(st) => Body::Deposit(st),
+            Compact::State(st) => Body::State(st),
+        };
+        self.append(project, livemode, event_type, &id.to_string(), body)
     }
 
     /// Before customer `old`'s row is rewritten or removed: its `customer.created` event,
@@ -339,6 +279,54 @@ pub(super) fn event_ulid_of(id: &str) -> Option<u128> {
 pub(super) fn event_ulid_sequence(ulid: u128) -> Option<u64> {
     let seq = (ulid >> EVENT_RANDOM_BITS) & ((1u128 << EVENT_SEQ_BITS) - 1);
     u64::try_from(seq).ok().filter(|s| *s != 0)
+}
+
+/// What a compact event keeps of its row.
+pub enum Compact {
+    /// A deposit's changing fields ([`Event::deposit`], schema 6).
+    Deposit(crate::records::DepositState),
+    /// A payout's changing fields, or nothing for a row that renders the event itself
+    /// ([`Event::state`], schema 10).
+    State(crate::records::ResourceState),
+}
+
+/// A row whose events are stored in the compact form ([`WriteCtx::append_row_event`]):
+/// the event keeps only what changes, and the row renders the rest.
+pub trait CompactRow {
+    /// The row's project and id.
+    fn event_ids(&self) -> (Uuid, Uuid);
+    /// What the event keeps of the row.
+    fn compact(&self) -> Compact;
+}
+
+/// The [`CompactRow`] impl of each row type: what its events keep.
+macro_rules! compact_rows {
+    ($($(#[$doc:meta])* $ty:ident($row:ident) => $compact:expr;)+) => {$(
+        $(#[$doc])*
+        impl CompactRow for crate::records::$ty {
+            fn event_ids(&self) -> (Uuid, Uuid) {
+                (self.project_id, self.id)
+            }
+            fn compact(&self) -> Compact {
+                let $row = self;
+                $compact
+            }
+        }
+    )+};
+}
+
+compact_rows! {
+    /// `deposit.*` (schema 6): the deposit's changing fields.
+    Deposit(d) => Compact::Deposit(crate::records::DepositState::of(d));
+    /// `payout.*` (schema 10): the payout's changing fields.
+    Payout(p) => Compact::State(crate::records::ResourceState::Payout(
+        crate::records::PayoutState::of(p),
+    ));
+    /// `wallet.created` (schema 10): nothing; the wallet's row (never rewritten) renders it.
+    Wallet(_w) => Compact::State(crate::records::ResourceState::Wallet);
+    /// `customer.created` (schema 13): nothing; the customer's row renders it until the row
+    /// changes ([`WriteCtx::put`] keeps the event exact then).
+    Customer(_c) => Compact::State(crate::records::ResourceState::Customer);
 }
 
 /// What an appended event stores of its resource (one of [`Event`]'s stored forms).

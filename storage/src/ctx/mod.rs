@@ -773,6 +773,7 @@ impl<R: Row> EncodedRow<R> {
 }
 
 mod events;
+pub use events::{Compact, CompactRow};
 mod rows;
 mod scan;
 
@@ -1032,7 +1033,7 @@ mod event_id_tests {
         let ev = store
             .write_blocking(move |ctx| {
                 ctx.put(&dw)?;
-                ctx.append_deposit_event(false, "deposit.confirmed", &dw)
+                ctx.append_row_event(false, "deposit.confirmed", &dw)
             })
             .unwrap();
         let seq = ev.sequence;
@@ -1144,9 +1145,9 @@ mod customer_event_tests {
         let (ea, eb) = store
             .write_blocking(move |ctx| {
                 ctx.put(&a2)?;
-                let ea = ctx.append_customer_event(false, "customer.created", &a2)?;
+                let ea = ctx.append_row_event(false, "customer.created", &a2)?;
                 ctx.put(&b2)?;
-                let eb = ctx.append_customer_event(false, "customer.created", &b2)?;
+                let eb = ctx.append_row_event(false, "customer.created", &b2)?;
                 Ok::<_, StoreError>((ea.id, eb.id))
             })
             .unwrap();
