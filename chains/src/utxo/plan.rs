@@ -209,17 +209,20 @@ fn tx_weight<'a>(
 ) -> u64 {
     let (mut w, mut n_in, mut segwit) = (TX_FIXED_WEIGHT, 0usize, false);
     for c in inputs {
-        w += c.kind.input_weight().unwrap_or(u64::MAX / 4);
+        // Plans hold only coins the appliance can spend; any other weighs "too much", and
+        // the sums saturate so it can never wrap into a small fee.
+        w = w.saturating_add(c.kind.input_weight().unwrap_or(u64::MAX / 4));
         n_in += 1;
         segwit |= c.kind.is_segwit();
     }
     let mut n_out = 0usize;
     for k in outputs {
-        w += k.output_weight();
+        w = w.saturating_add(k.output_weight());
         n_out += 1;
     }
     let grow = |n: usize| if n >= VARINT_STEP { 2 * 4 } else { 0 };
-    w + grow(n_in) + grow(n_out) + if segwit { SEGWIT_HEADER_WEIGHT } else { 0 }
+    let segwit = if segwit { SEGWIT_HEADER_WEIGHT } else { 0 };
+    w.saturating_add(grow(n_in) + grow(n_out) + segwit)
 }
 
 /// Why a sweep is not sent now.

@@ -249,7 +249,13 @@ impl SimUtxoChain {
         }
         self.verify(&tx, &prevouts)?;
         let value_in: u64 = prevouts.iter().map(|(v, _)| *v).sum();
-        let value_out: u64 = tx.output.iter().map(|o| o.value.to_sat()).sum();
+        // Output values come from the broadcast bytes: summed with a check, so a total past
+        // `u64::MAX` is refused instead of wrapping into a small one.
+        let value_out = tx
+            .output
+            .iter()
+            .try_fold(0u64, |sum, o| sum.checked_add(o.value.to_sat()))
+            .ok_or_else(|| refused("bad-txns-txouttotal-toolarge"))?;
         let fee = value_in
             .checked_sub(value_out)
             .ok_or_else(|| refused("bad-txns-in-belowout"))?;
@@ -311,6 +317,10 @@ impl SimUtxoChain {
         for (n, (input, (value, script))) in tx.input.iter().zip(prevouts).enumerate() {
             let script = ScriptBuf::from_bytes(script.clone());
             let (sig, key, digest) = if script.is_p2wpkh() {
+                // A witness program is unlocked by its witness alone (BIP141).
+                if !input.script_sig.is_empty() {
+                    return Err(refused("non-empty script_sig for a witness program"));
+                }
                 let w: Vec<&[u8]> = input.witness.iter().collect();
                 let [sig, key] = w[..] else {
                     return Err(refused("bad witness"));
@@ -326,6 +336,9 @@ impl SimUtxoChain {
                     .to_byte_array();
                 (sig.to_vec(), key.to_vec(), digest)
             } else if script.is_p2pkh() {
+                if !input.witness.is_empty() {
+                    return Err(refused("witness for a legacy input"));
+                }
                 let pushes: Vec<Vec<u8>> = input
                     .script_sig
                     .instructions()

@@ -216,6 +216,30 @@ async fn broadcasts_a_node_would_refuse_are_refused() {
             &[(master.clone(), 990_000)],
             true,
         );
+        // Outputs whose total passes u64::MAX are refused, not wrapped.
+        let wrap = w.spend(
+            &[(coin.clone(), 1_000_000, (CUSTOMER_ACCOUNT, 1))],
+            &[(master.clone(), u64::MAX), (master.clone(), 2)],
+            true,
+        );
+        match w.send(&wrap).await {
+            Err(ClientError::Refused { detail, .. }) => {
+                assert!(detail.contains("toolarge"), "{detail}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // An unlock in the wrong place (a script_sig on a witness input, a witness on a
+        // legacy one) is refused.
+        let mut tx: Transaction = deserialize(&good).unwrap();
+        if tx.input[0].witness.is_empty() {
+            tx.input[0].witness.push([1u8]);
+        } else {
+            tx.input[0].script_sig = ScriptBuf::from_bytes(vec![0x51]);
+        }
+        assert!(matches!(
+            w.send(&bitcoin::consensus::serialize(&tx)).await,
+            Err(ClientError::Refused { .. })
+        ));
         let mut tx: Transaction = deserialize(&good).unwrap();
         tx.output[0].value = Amount::from_sat(989_999);
         let forged = bitcoin::consensus::serialize(&tx);
