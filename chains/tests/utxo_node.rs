@@ -85,6 +85,39 @@ async fn start() -> Node {
     node
 }
 
+/// Every signing switch on.
+const SIGNING_ON: appliance_signer::SigningPolicy = appliance_signer::SigningPolicy {
+    service: true,
+    project: true,
+    key: true,
+};
+
+/// A node with a wallet holding mature coins (101 blocks mined to it), and the address
+/// they were mined to.
+async fn funded() -> (Node, Value) {
+    let node = start().await;
+    node.cli("createwallet", json!(["w"])).await;
+    let miner = node.cli("getnewaddress", json!(["", "bech32"])).await;
+    node.cli("generatetoaddress", json!([101, miner])).await;
+    (node, miner)
+}
+
+/// Litecoin's regtest encodings (hrp `rltc`, P2PKH 111, P2SH 58): bitcoin's P2WPKH form
+/// and dogecoin's P2PKH form, as the node reads them.
+fn litecoin_networks() -> [appliance_signer::utxo::UtxoNetwork; 2] {
+    use appliance_signer::utxo::UtxoNetwork;
+    [
+        UtxoNetwork::bitcoin("regtest")
+            .unwrap()
+            .with_overrides(Some("rltc"), Some(111), Some(58))
+            .unwrap(),
+        UtxoNetwork::dogecoin("regtest")
+            .unwrap()
+            .with_overrides(None, Some(111), Some(58))
+            .unwrap(),
+    ]
+}
+
 impl Node {
     async fn cli(&self, method: &'static str, params: Value) -> Value {
         self.rpc.call(method, params).await.unwrap()
@@ -190,29 +223,13 @@ async fn blocks_transactions_mempool_and_refusals_read_through_the_client() {
 /// the node's version byte 111), each mined with its exact outputs.
 #[tokio::test]
 async fn signed_p2wpkh_and_p2pkh_spends_are_mined() {
-    use appliance_signer::utxo::{UtxoNetwork, CUSTOMER_ACCOUNT, MASTER_ACCOUNT};
+    use appliance_signer::utxo::{CUSTOMER_ACCOUNT, MASTER_ACCOUNT};
     use appliance_signer::utxo_tx::{UtxoInput, UtxoOutput};
-    use appliance_signer::{Signer, SigningPolicy};
 
-    let node = start().await;
-    node.cli("createwallet", json!(["w"])).await;
-    let miner = node.cli("getnewaddress", json!(["", "bech32"])).await;
-    node.cli("generatetoaddress", json!([101, miner])).await;
-    let signer = Signer::test_mode();
-    let on = SigningPolicy {
-        service: true,
-        project: true,
-        key: true,
-    };
-    // Litecoin's regtest encodings (hrp `rltc`, P2PKH 111, P2SH 58).
-    let segwit = UtxoNetwork::bitcoin("regtest")
-        .unwrap()
-        .with_overrides(Some("rltc"), Some(111), Some(58))
-        .unwrap();
-    let legacy = UtxoNetwork::dogecoin("regtest")
-        .unwrap()
-        .with_overrides(None, Some(111), Some(58))
-        .unwrap();
+    let (node, miner) = funded().await;
+    let signer = appliance_signer::Signer::test_mode();
+    let on = SIGNING_ON;
+    let [segwit, legacy] = litecoin_networks();
     for net in [segwit, legacy] {
         let deposit = signer.utxo_account(&net, CUSTOMER_ACCOUNT).unwrap();
         let master = signer.utxo_account(&net, MASTER_ACCOUNT).unwrap();
@@ -282,20 +299,12 @@ async fn a_planned_payout_and_its_replacement_are_accepted_and_one_is_mined() {
         plan_payout, plan_replacement, vsize, Coin, Dust, FeePolicy, Payment, Plan, Replaced,
         ScriptKind,
     };
-    use appliance_signer::utxo::{UtxoNetwork, MASTER_ACCOUNT};
+    use appliance_signer::utxo::MASTER_ACCOUNT;
     use appliance_signer::utxo_tx::{UtxoInput, UtxoOutput};
-    use appliance_signer::{Signer, SigningPolicy};
 
-    let node = start().await;
-    node.cli("createwallet", json!(["w"])).await;
-    let miner = node.cli("getnewaddress", json!(["", "bech32"])).await;
-    node.cli("generatetoaddress", json!([101, miner])).await;
-    let signer = Signer::test_mode();
-    let on = SigningPolicy {
-        service: true,
-        project: true,
-        key: true,
-    };
+    let (node, miner) = funded().await;
+    let signer = appliance_signer::Signer::test_mode();
+    let on = SIGNING_ON;
     // Litecoin's relay rules are ten times bitcoin's (0.0001 LTC/kvB minimum and
     // increment); the policy says so, as an operator's config would.
     let policy = FeePolicy {
@@ -304,14 +313,7 @@ async fn a_planned_payout_and_its_replacement_are_accepted_and_one_is_mined() {
         incremental_kvb: 10_000,
         dust: Dust::Relay { rate_kvb: 30_000 },
     };
-    let segwit = UtxoNetwork::bitcoin("regtest")
-        .unwrap()
-        .with_overrides(Some("rltc"), Some(111), Some(58))
-        .unwrap();
-    let legacy = UtxoNetwork::dogecoin("regtest")
-        .unwrap()
-        .with_overrides(None, Some(111), Some(58))
-        .unwrap();
+    let [segwit, legacy] = litecoin_networks();
     for (net, kind, dest_type) in [
         (segwit, ScriptKind::P2wpkh, "bech32"),
         (legacy, ScriptKind::P2pkh, "legacy"),
