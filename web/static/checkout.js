@@ -1,4 +1,4 @@
-// The hosted checkout page (DECISIONS.md section 12; issue 13). No framework, no third-party
+// The hosted checkout page (DECISIONS.md section 12). No framework, no third-party
 // code: it reads the public checkout document `GET /v1/checkout/{token}` and keeps the page in
 // step with it, updating in place. Every text comes from strings.json (embedded in the page as
 // a JSON data block), every value from the document is written with textContent, never HTML.
