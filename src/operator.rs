@@ -22,6 +22,7 @@ use crate::auth::Pepper;
 use crate::services::error::Fault;
 use crate::services::payouts::PayoutError;
 use crate::services::{billing, keys, projects};
+use crate::services::types::ApiKeyId;
 use crate::views;
 
 /// An operator command.
@@ -407,9 +408,9 @@ fn decide_payout(
                 delivery_attempts: attempts,
             };
             let p = if approve {
-                crate::services::payouts::approve(ctx, &scope, Uuid::nil(), id)?
+                crate::services::payouts::approve(ctx, &scope, ApiKeyId::nil(), id.into())?
             } else {
-                crate::services::payouts::reject(ctx, &scope, Uuid::nil(), id)?
+                crate::services::payouts::reject(ctx, &scope, ApiKeyId::nil(), id.into())?
             };
             Ok::<_, PayoutError>(views::payout(&scope.reg, &p))
         })

@@ -198,10 +198,11 @@ impl FromRequest<AppState> for Post {
 }
 
 /// A `{id}` path segment that must be a UUID: 400 `invalid_request`, `param: id`, otherwise
-/// ([`path_uuid`]).
-pub struct PathId(pub Uuid);
+/// ([`path_uuid`]). `I` is the id's type (`PathId<PayoutId>`), so the handler hands the
+/// service the id of the resource its route names.
+pub struct PathId<I>(pub I);
 
-impl<S: Send + Sync> FromRequestParts<S> for PathId {
+impl<S: Send + Sync, I: From<Uuid>> FromRequestParts<S> for PathId<I> {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
@@ -209,7 +210,7 @@ impl<S: Send + Sync> FromRequestParts<S> for PathId {
             .await
             .map_err(IntoResponse::into_response)?;
         path_uuid(&s)
-            .map(PathId)
+            .map(|id| PathId(I::from(id)))
             .map_err(IntoResponse::into_response)
     }
 }

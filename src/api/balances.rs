@@ -36,7 +36,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Key: `wallet` or `payout` kind, scope `balances:read`.
 #[utoipa::path(get, path = "/v1/customers/{id}/balances", tag = "wallets", params(schemas::IdPath),
     responses((status = 200, description = "The customer's balances.", body = balances::CustomerBalances)))]
-async fn customer_balances(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn customer_balances(a: Authed<READ>, PathId(id): PathId<uuid::Uuid>) -> Result<Response, ApiError> {
     let v = balances::customer_by_id(&a.state.store, &a.state.registry, a.caller.project_id(), id)?;
     Ok(json(StatusCode::OK, &v))
 }
@@ -56,7 +56,7 @@ async fn customer_balances(a: Authed<READ>, PathId(id): PathId) -> Result<Respon
     ))]
 async fn wallet_balances(
     a: Authed<READ>,
-    PathId(id): PathId,
+    PathId(id): PathId<uuid::Uuid>,
     q: Params,
 ) -> Result<Response, ApiError> {
     let source = q

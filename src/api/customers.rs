@@ -79,7 +79,7 @@ async fn list_customers(a: Authed<READ>, q: Params) -> Result<Response, ApiError
 /// Key: `wallet` kind, scope `customers:read`.
 #[utoipa::path(get, path = "/v1/customers/{id}", tag = "customers", params(schemas::IdPath),
     responses((status = 200, description = "The customer.", body = crate::views::CustomerView)))]
-async fn get_customer(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn get_customer(a: Authed<READ>, PathId(id): PathId<uuid::Uuid>) -> Result<Response, ApiError> {
     let c = a.row::<Customer>(id, ApiError::not_found("customer"))?;
     Ok(json(StatusCode::OK, &views::customer_view(&c)))
 }
@@ -93,7 +93,7 @@ async fn get_customer(a: Authed<READ>, PathId(id): PathId) -> Result<Response, A
     responses((status = 200, description = "The updated customer.", body = crate::views::CustomerView)))]
 async fn patch_customer(
     a: Authed<WRITE>,
-    PathId(id): PathId,
+    PathId(id): PathId<uuid::Uuid>,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     let f = &body.fields;

@@ -172,7 +172,7 @@ async fn list_invoices(a: Authed<READ>, q: Params) -> Result<Response, ApiError>
 /// Key: `checkout` kind, scope `invoices:read`.
 #[utoipa::path(get, path = "/v1/invoices/{id}", tag = "invoices", params(schemas::IdPath),
     responses((status = 200, description = "The invoice.", body = crate::views::InvoiceView)))]
-async fn get_invoice(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn get_invoice(a: Authed<READ>, PathId(id): PathId<uuid::Uuid>) -> Result<Response, ApiError> {
     let inv = a.row::<Invoice>(id, ApiError::not_found("invoice"))?;
     Ok(json(
         StatusCode::OK,
@@ -191,7 +191,7 @@ async fn get_invoice(a: Authed<READ>, PathId(id): PathId) -> Result<Response, Ap
         (status = 200, description = "The canceled invoice.", body = crate::views::InvoiceView),
         (status = 409, description = "`invalid_state`: not open, or money was received.", body = schemas::ErrorBody),
     ))]
-async fn cancel_invoice(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn cancel_invoice(a: Authed<WRITE>, PathId(id): PathId<uuid::Uuid>) -> Result<Response, ApiError> {
     let s = a.scope();
     a.write(move |ctx| {
         let inv = invoices::cancel(ctx, &s, id)?;

@@ -76,7 +76,7 @@ async fn list_sweeps(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
 /// Key: `wallet` kind, scope `sweeps:read`.
 #[utoipa::path(get, path = "/v1/sweeps/{id}", tag = "sweeps", params(schemas::IdPath),
     responses((status = 200, description = "The sweep.", body = crate::views::SweepView)))]
-async fn get_sweep(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn get_sweep(a: Authed<READ>, PathId(id): PathId<uuid::Uuid>) -> Result<Response, ApiError> {
     a.get_by_id::<Sweep, _, _>(id, ApiError::not_found("sweep"), |s| {
         views::sweep(&a.state.registry, s)
     })

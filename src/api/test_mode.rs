@@ -261,7 +261,7 @@ async fn transition(
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn confirm_test_deposit(
     a: Authed<TestMode>,
-    PathId(id): PathId,
+    PathId(id): PathId<uuid::Uuid>,
 ) -> Result<Response, ApiError> {
     transition(a, id, deposits::confirm).await
 }
@@ -271,7 +271,7 @@ async fn confirm_test_deposit(
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/deposits/{id}/fail", tag = "test", params(schemas::IdPath),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
-async fn fail_test_deposit(a: Authed<TestMode>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn fail_test_deposit(a: Authed<TestMode>, PathId(id): PathId<uuid::Uuid>) -> Result<Response, ApiError> {
     transition(a, id, deposits::fail).await
 }
 
@@ -283,7 +283,7 @@ async fn fail_test_deposit(a: Authed<TestMode>, PathId(id): PathId) -> Result<Re
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn orphan_test_deposit(
     a: Authed<TestMode>,
-    PathId(id): PathId,
+    PathId(id): PathId<uuid::Uuid>,
 ) -> Result<Response, ApiError> {
     transition(a, id, deposits::orphan).await
 }

@@ -79,7 +79,7 @@ async fn list_wallets(a: Authed<READ>, q: Params) -> Result<Response, ApiError> 
 /// Key: `wallet` kind, scope `wallets:read`.
 #[utoipa::path(get, path = "/v1/wallets/{id}", tag = "wallets", params(schemas::IdPath),
     responses((status = 200, description = "The wallet.", body = crate::views::WalletView)))]
-async fn get_wallet(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn get_wallet(a: Authed<READ>, PathId(id): PathId<uuid::Uuid>) -> Result<Response, ApiError> {
     let w = a.row::<Wallet>(id, ApiError::not_found("wallet"))?;
     Ok(json(StatusCode::OK, &views::wallet_view(&w)))
 }

@@ -148,7 +148,7 @@ async fn create_webhook(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Re
 /// Any key kind; scope `webhooks:read`.
 #[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
     responses((status = 200, description = "The endpoint.", body = crate::views::EndpointView)))]
-async fn get_webhook(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn get_webhook(a: Authed<READ>, PathId(id): PathId<uuid::Uuid>) -> Result<Response, ApiError> {
     a.get_by_id::<WebhookEndpoint, _, _>(id, WebhookEndpointError::NotFound, |ep| {
         endpoint_json(ep, appliance_storage::now_us())
     })
@@ -164,7 +164,7 @@ async fn get_webhook(a: Authed<READ>, PathId(id): PathId) -> Result<Response, Ap
     responses((status = 200, description = "The endpoint.", body = crate::views::EndpointView)))]
 async fn patch_webhook(
     a: Authed<WRITE>,
-    PathId(id): PathId,
+    PathId(id): PathId<uuid::Uuid>,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     let f = &body.fields;
@@ -208,7 +208,7 @@ async fn patch_webhook(
 /// Any key kind; scope `webhooks:write`.
 #[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
     responses((status = 200, description = "`{deleted: true, id}`.", body = schemas::DeletedEndpoint)))]
-async fn delete_webhook(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn delete_webhook(a: Authed<WRITE>, PathId(id): PathId<uuid::Uuid>) -> Result<Response, ApiError> {
     let p = a.caller.project_id();
     let (resp, more) = a
         .commit(move |ctx| {
@@ -234,7 +234,7 @@ async fn delete_webhook(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response
     responses((status = 200, description = "The endpoint with its new secret.", body = schemas::WebhookEndpointWithSecret)))]
 async fn rotate_secret(
     a: Authed<WRITE>,
-    PathId(id): PathId,
+    PathId(id): PathId<uuid::Uuid>,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     let hours = body
@@ -262,7 +262,7 @@ async fn rotate_secret(
 /// Any key kind; scope `webhooks:write`.
 #[utoipa::path(post, path = "/v1/webhooks/{id}/test", tag = "webhooks", params(schemas::IdPath),
     responses((status = 202, description = "`{event_id, delivery_id}`.", body = schemas::WebhookTest)))]
-async fn test_webhook(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn test_webhook(a: Authed<WRITE>, PathId(id): PathId<uuid::Uuid>) -> Result<Response, ApiError> {
     if let Err(retry) = a.state.webhooks.check_test_rate(a.caller.project_id()) {
         return Err(rate_limited(retry));
     }

@@ -164,17 +164,17 @@ fn mine(f: &Fixture, count: u64) {
                     let sub = p.submitted_block.unwrap_or(0);
                     match p.status {
                         PayoutStatus::Queued => {
-                            payouts::begin_signing(ctx, &s, id)?;
-                            payouts::submit_sent(ctx, &s, id, &hash, h)?;
+                            payouts::begin_signing(ctx, &s, id.into())?;
+                            payouts::submit_sent(ctx, &s, id.into(), &hash, h)?;
                         }
                         PayoutStatus::Signing => {
-                            payouts::submit_sent(ctx, &s, id, &hash, h)?;
+                            payouts::submit_sent(ctx, &s, id.into(), &hash, h)?;
                         }
                         PayoutStatus::Submitted if p.to_address.ends_with("fa11") && h > sub => {
-                            payouts::settle_sent(ctx, &s, id, &hash, false)?;
+                            payouts::settle_sent(ctx, &s, id.into(), &hash, false)?;
                         }
                         PayoutStatus::Submitted if h >= sub + required => {
-                            payouts::settle_sent(ctx, &s, id, &hash, true)?;
+                            payouts::settle_sent(ctx, &s, id.into(), &hash, true)?;
                         }
                         _ => {}
                     }
@@ -199,9 +199,9 @@ fn new_payout(f: &Fixture, amount: u128, to: &str) -> Result<Payout, PayoutError
         payouts::create(
             ctx,
             s,
-            Uuid::now_v7(),
+            Uuid::now_v7().into(),
             payouts::NewPayout {
-                customer_id: Some(c),
+                customer_id: Some(c.into()),
                 chain: "ethereum".into(),
                 asset: "USDT".into(),
                 decimals: 6,
@@ -266,38 +266,38 @@ fn a_sent_payout_follows_new_hashes_confirms_once_and_never_moves_back() {
     let f = fixture();
     deposit(&f, 5_000_000, true);
     let id = new_payout(&f, 2_000_000, DEST).unwrap().id;
-    write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id)).unwrap();
+    write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id.into())).unwrap();
     let p = write(&f, move |ctx, s| {
-        payouts::submit_sent(ctx, s, id, "0xaa", 1)
+        payouts::submit_sent(ctx, s, id.into(), "0xaa", 1)
     })
     .unwrap();
     assert_eq!(p.unwrap().status, PayoutStatus::Submitted);
     assert_eq!(events_of(&f, "payout.submitted", id), 1);
     // A re-planned send: new hash, payout.submitted again; the same hash again is no event.
-    write(&f, move |ctx, s| payouts::follow_hash(ctx, s, id, "0xbb")).unwrap();
-    write(&f, move |ctx, s| payouts::follow_hash(ctx, s, id, "0xbb")).unwrap();
+    write(&f, move |ctx, s| payouts::follow_hash(ctx, s, id.into(), "0xbb")).unwrap();
+    write(&f, move |ctx, s| payouts::follow_hash(ctx, s, id.into(), "0xbb")).unwrap();
     assert_eq!(events_of(&f, "payout.submitted", id), 2);
     assert_eq!(get::<Payout>(&f, id).tx_hash.as_deref(), Some("0xbb"));
     write(&f, move |ctx, s| {
-        payouts::settle_sent(ctx, s, id, "0xbb", true)
+        payouts::settle_sent(ctx, s, id.into(), "0xbb", true)
     })
     .unwrap();
     assert_eq!(get::<Payout>(&f, id).status, PayoutStatus::Confirmed);
     // Whatever comes later (a reorg re-mined it, a revert, a re-plan), it stays confirmed.
     write(&f, move |ctx, s| {
-        payouts::settle_sent(ctx, s, id, "0xbb", true)
+        payouts::settle_sent(ctx, s, id.into(), "0xbb", true)
     })
     .unwrap();
     write(&f, move |ctx, s| {
-        payouts::settle_sent(ctx, s, id, "0xbb", false)
+        payouts::settle_sent(ctx, s, id.into(), "0xbb", false)
     })
     .unwrap();
-    write(&f, move |ctx, s| payouts::fail_replanned(ctx, s, id, "x")).unwrap();
-    write(&f, move |ctx, s| payouts::fail_unsent(ctx, s, id, "x")).unwrap();
-    assert!(write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id))
+    write(&f, move |ctx, s| payouts::fail_replanned(ctx, s, id.into(), "x")).unwrap();
+    write(&f, move |ctx, s| payouts::fail_unsent(ctx, s, id.into(), "x")).unwrap();
+    assert!(write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id.into()))
         .unwrap()
         .is_none());
-    write(&f, move |ctx, s| payouts::follow_hash(ctx, s, id, "0xcc")).unwrap();
+    write(&f, move |ctx, s| payouts::follow_hash(ctx, s, id.into(), "0xcc")).unwrap();
     let p: Payout = get(&f, id);
     assert_eq!(p.status, PayoutStatus::Confirmed);
     assert_eq!(p.tx_hash.as_deref(), Some("0xcc"), "the hash that paid");
@@ -316,19 +316,19 @@ fn a_replanned_payout_that_cannot_succeed_fails_and_unlocks() {
     let f = fixture();
     deposit(&f, 5_000_000, true);
     let id = new_payout(&f, 2_000_000, DEST).unwrap().id;
-    write(&f, move |ctx, s| payouts::fail_replanned(ctx, s, id, "x")).unwrap();
+    write(&f, move |ctx, s| payouts::fail_replanned(ctx, s, id.into(), "x")).unwrap();
     assert_eq!(
         get::<Payout>(&f, id).status,
         PayoutStatus::Queued,
         "not sent yet"
     );
-    write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id)).unwrap();
+    write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id.into())).unwrap();
     write(&f, move |ctx, s| {
-        payouts::submit_sent(ctx, s, id, "0xaa", 1)
+        payouts::submit_sent(ctx, s, id.into(), "0xaa", 1)
     })
     .unwrap();
     write(&f, move |ctx, s| {
-        payouts::fail_replanned(ctx, s, id, "execution reverted: insufficient funds")
+        payouts::fail_replanned(ctx, s, id.into(), "execution reverted: insufficient funds")
     })
     .unwrap();
     let p: Payout = get(&f, id);
@@ -385,13 +385,13 @@ fn cancel_only_before_signing() {
     deposit(&f, 1_000_000, true);
     let a = new_payout(&f, 400_000, DEST).unwrap();
     let id = a.id;
-    let c = write(&f, move |ctx, s| payouts::cancel(ctx, s, id)).unwrap();
+    let c = write(&f, move |ctx, s| payouts::cancel(ctx, s, id.into())).unwrap();
     assert_eq!(c.status, PayoutStatus::Canceled);
     assert_eq!(balance(&f, f.customer, AccountKind::Available), 1_000_000);
     let b = new_payout(&f, 400_000, DEST).unwrap();
     mine(&f, 1);
     let id = b.id;
-    let err = write(&f, move |ctx, s| payouts::cancel(ctx, s, id)).unwrap_err();
+    let err = write(&f, move |ctx, s| payouts::cancel(ctx, s, id.into())).unwrap_err();
     assert!(matches!(err, PayoutError::NotCancelable { .. }), "{err:?}");
     assert_eq!(ApiError::from(err).code, "payout_not_cancelable");
     verify_clean(&f);
@@ -674,7 +674,7 @@ proptest::proptest! {
                 }
                 Step::Cancel(i) => {
                     if let Some(id) = payouts_made.get(i).copied() {
-                        let _ = write(&f, move |ctx, sc| payouts::cancel(ctx, sc, id));
+                        let _ = write(&f, move |ctx, sc| payouts::cancel(ctx, sc, id.into()));
                     }
                 }
                 Step::Mine(n) => mine(&f, n as u64),
@@ -973,7 +973,7 @@ fn a_refund_whose_payout_does_not_pay_awaits_an_address_again() {
     assert_eq!(balance(&f, nil, AccountKind::Available), 40_000_000 + 1_000);
     assert_eq!(balance(&f, nil, AccountKind::Locked), net);
     verify_clean(&f);
-    write(&f, move |ctx, s| payouts::cancel(ctx, s, first)).unwrap();
+    write(&f, move |ctx, s| payouts::cancel(ctx, s, first.into())).unwrap();
     let c = invoice_of(&f, inv).refunds[0].clone();
     assert_eq!(c.status.as_str(), "awaiting_address");
     assert_eq!((c.payout_id, c.to_address.as_deref()), (None, None));
@@ -1018,7 +1018,7 @@ fn a_refund_whose_payout_does_not_pay_awaits_an_address_again() {
     // A reorg undoes the confirmed refund: the claim awaits an address again, its net
     // held (not left in the merchant's `available`).
     write(&f, move |ctx, s| {
-        payouts::unsettle(ctx, s, third, "reorged")
+        payouts::unsettle(ctx, s, third.into(), "reorged")
     })
     .unwrap();
     let c = invoice_of(&f, inv).refunds[0].clone();
@@ -1029,7 +1029,7 @@ fn a_refund_whose_payout_does_not_pay_awaits_an_address_again() {
     verify_clean(&f);
     // A later reorg lets it succeed after all: the claim follows it again, confirmed, its
     // hold paying the resettlement (nothing left owing in `receivable`).
-    write(&f, move |ctx, s| payouts::resettle(ctx, s, third, "0xdd")).unwrap();
+    write(&f, move |ctx, s| payouts::resettle(ctx, s, third.into(), "0xdd")).unwrap();
     let c = invoice_of(&f, inv).refunds[0].clone();
     assert_eq!(c.status.as_str(), "confirmed");
     assert_eq!(c.payout_id, Some(third));

@@ -596,8 +596,8 @@ async fn payout_outcome(
         let mut scopes = Scopes::new(reg, scope, attempts);
         if let Some(s) = scopes.of(ctx, tx.project_id)? {
             match &turn {
-                PayoutTurn::Unpaid => payouts::unsettle(ctx, &s, tx.ref_id, Payout::REORG_UNDONE)?,
-                PayoutTurn::Paid(hash) => payouts::resettle(ctx, &s, tx.ref_id, hash)?,
+                PayoutTurn::Unpaid => payouts::unsettle(ctx, &s, tx.ref_id.into(), Payout::REORG_UNDONE)?,
+                PayoutTurn::Paid(hash) => payouts::resettle(ctx, &s, tx.ref_id.into(), hash)?,
             }
         }
         put_row(ctx, &key, &tx)
@@ -624,7 +624,7 @@ fn settle_in(
         }
         OutKind::Payout => {
             if let Some(s) = scopes.of(ctx, tx.project_id)? {
-                payouts::settle_sent(ctx, &s, tx.ref_id, hash, success)?;
+                payouts::settle_sent(ctx, &s, tx.ref_id.into(), hash, success)?;
             }
         }
         OutKind::Approve => {

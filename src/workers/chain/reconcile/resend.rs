@@ -151,7 +151,7 @@ pub(super) async fn replace(
             let mut scopes = Scopes::new(reg, scope, attempts);
             if let Some(s) = scopes.of(ctx, t2.project_id)? {
                 match t2.kind {
-                    OutKind::Payout => payouts::follow_hash(ctx, &s, t2.ref_id, &hash)?,
+                    OutKind::Payout => payouts::follow_hash(ctx, &s, t2.ref_id.into(), &hash)?,
                     kind => {
                         conversions::follow_hash(ctx, &s, t2.ref_id, kind == OutKind::Swap, &hash)?
                     }
@@ -384,7 +384,7 @@ impl Replan {
             }
             if let Some(s) = self.scope_of(ctx, project_id)? {
                 match self.kind {
-                    OutKind::Payout => payouts::fail_replanned(ctx, &s, self.id, reason)?,
+                    OutKind::Payout => payouts::fail_replanned(ctx, &s, self.id.into(), reason)?,
                     OutKind::Sweep => sweeps::settle_sent(ctx, &s, self.id, false)?,
                     _ => {}
                 }
@@ -409,7 +409,7 @@ impl Replan {
             return Ok(true);
         };
         match self.kind {
-            OutKind::Payout => payouts::follow_hash(ctx, &s, self.id, hash)?,
+            OutKind::Payout => payouts::follow_hash(ctx, &s, self.id.into(), hash)?,
             OutKind::Sweep => sweeps::follow_hash(ctx, &s, self.id, hash)?,
             _ => {}
         }
