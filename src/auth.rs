@@ -11,6 +11,7 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
+use crate::services::types::ProjectId;
 use appliance_storage::records::{ApiKey, KeyKind, Mode, Project};
 
 /// Token prefix of live keys (DECISIONS.md section 2).
@@ -311,8 +312,8 @@ pub struct Caller {
 }
 
 impl Caller {
-    pub fn project_id(&self) -> Uuid {
-        self.project.id
+    pub fn project_id(&self) -> ProjectId {
+        ProjectId::of(&self.project)
     }
 
     pub fn livemode(&self) -> bool {

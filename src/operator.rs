@@ -21,8 +21,8 @@ use appliance_storage::{ReadOps, ScanOps, Store, WriteError};
 use crate::auth::Pepper;
 use crate::services::error::Fault;
 use crate::services::payouts::PayoutError;
-use crate::services::{billing, keys, projects};
 use crate::services::types::ApiKeyId;
+use crate::services::{billing, keys, projects};
 use crate::views;
 
 /// An operator command.
@@ -279,7 +279,7 @@ fn key_revoke(store: &Store, key: &str) -> Result<(Value, bool), String> {
                 .get::<Project>(k.project_id)?
                 .ok_or(keys::KeyError::NotFound)?;
             Ok::<_, keys::KeyError>((
-                keys::revoke(ctx, k.project_id, keys::Actor::Operator, id)?,
+                keys::revoke(ctx, k.project_id.into(), keys::Actor::Operator, id.into())?,
                 p.mode,
             ))
         })
@@ -446,7 +446,7 @@ fn billing_show(
                 Err(e) => return Ok(Err(e.to_string())),
             };
             let entries = r.list::<appliance_storage::records::BillingEntry>(
-                &index::prefix(IndexTag::BillingEntries, s.project_id(), &[]),
+                &index::prefix(IndexTag::BillingEntries, s.project.id, &[]),
                 None,
                 20,
                 |_| true,

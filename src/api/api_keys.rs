@@ -14,6 +14,7 @@ use crate::api::schemas;
 use crate::auth::{default_scopes, Access, Caller, ANY_KIND};
 use crate::services::keys::{self, Actor, KeyPatch, KeyPowers, NewKey, LIMIT_PER_KIND};
 use crate::services::reads;
+use crate::services::types::ApiKeyId;
 use crate::state::AppState;
 use crate::views;
 use utoipa_axum::router::OpenApiRouter;
@@ -146,7 +147,7 @@ async fn create_key(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Respon
 /// Any key kind; scope `api_keys:read`.
 #[utoipa::path(get, path = "/v1/api_keys/{id}", tag = "api_keys", params(schemas::IdPath),
     responses((status = 200, description = "The key.", body = crate::views::ApiKeyView)))]
-async fn get_key(a: Authed<READ>, PathId(id): PathId<uuid::Uuid>) -> Result<Response, ApiError> {
+async fn get_key(a: Authed<READ>, PathId(id): PathId<ApiKeyId>) -> Result<Response, ApiError> {
     a.get_by_id::<ApiKey, _, _>(id, ApiError::not_found("API key"), |k| {
         view(&a.state, &a.caller, k)
     })
@@ -162,7 +163,7 @@ async fn get_key(a: Authed<READ>, PathId(id): PathId<uuid::Uuid>) -> Result<Resp
     responses((status = 200, description = "The key.", body = crate::views::ApiKeyView)))]
 async fn patch_key(
     a: Authed<WRITE>,
-    PathId(id): PathId<uuid::Uuid>,
+    PathId(id): PathId<ApiKeyId>,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     let f = &body.fields;
@@ -199,7 +200,7 @@ async fn patch_key(
 /// Any key kind; scope `api_keys:write`.
 #[utoipa::path(delete, path = "/v1/api_keys/{id}", tag = "api_keys", params(schemas::IdPath),
     responses((status = 200, description = "The key with `revoked_at`.", body = crate::views::ApiKeyView)))]
-async fn revoke_key(a: Authed<WRITE>, PathId(id): PathId<uuid::Uuid>) -> Result<Response, ApiError> {
+async fn revoke_key(a: Authed<WRITE>, PathId(id): PathId<ApiKeyId>) -> Result<Response, ApiError> {
     let p = a.caller.project_id();
     let env = a.caller.project.mode.as_str();
     let granter = a.caller.key.clone();
@@ -225,7 +226,7 @@ async fn revoke_key(a: Authed<WRITE>, PathId(id): PathId<uuid::Uuid>) -> Result<
     responses((status = 201, description = "The new key with its token and `old_key_expires_at`.", body = schemas::ApiKeyWithToken)))]
 async fn roll_key(
     a: Authed<WRITE>,
-    PathId(id): PathId<uuid::Uuid>,
+    PathId(id): PathId<ApiKeyId>,
     Post { key, body }: Post,
 ) -> Result<Response, ApiError> {
     let grace = body.fields.opt_u64("grace_hours")?.unwrap_or(24);

@@ -24,6 +24,7 @@ use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody};
 use crate::api::{begin, commit, json, mutate, scope, AnswerForm, Begin, IdempotencyKey, Job};
 use crate::auth::{Access, Caller};
+use crate::services::types::{Id, ProjectId};
 use crate::services::{reads, Scope};
 use crate::state::AppState;
 
@@ -93,13 +94,13 @@ impl<R> Authed<R> {
         scope(&self.state, &self.caller)
     }
 
-    pub fn project_id(&self) -> Uuid {
+    pub fn project_id(&self) -> ProjectId {
         self.caller.project_id()
     }
 
     /// The caller's project's row `id`, or `missing` (another project's row is not found
     /// either, SPEC.md section 7), read through [`reads::row`].
-    pub fn row<T: Row>(&self, id: Uuid, missing: impl Into<ApiError>) -> Result<T, ApiError> {
+    pub fn row<T: Row>(&self, id: Id<T>, missing: impl Into<ApiError>) -> Result<T, ApiError> {
         reads::row::<T>(&self.state.store, self.caller.project_id(), id)?
             .ok_or_else(|| missing.into())
     }
@@ -109,7 +110,7 @@ impl<R> Authed<R> {
     /// [`crate::views`]) goes through [`Authed::row`] and [`json`].
     pub async fn get_by_id<T, V, S>(
         &self,
-        id: Uuid,
+        id: Id<T>,
         missing: impl Into<ApiError>,
         view: V,
     ) -> Result<Response, ApiError>

@@ -12,6 +12,7 @@ use crate::api::json;
 use crate::api::schemas;
 use crate::auth::Access;
 use crate::services::balances::{self, BalanceReader, BalanceSource};
+use crate::services::types::{CustomerId, WalletId};
 use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -36,7 +37,10 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Key: `wallet` or `payout` kind, scope `balances:read`.
 #[utoipa::path(get, path = "/v1/customers/{id}/balances", tag = "wallets", params(schemas::IdPath),
     responses((status = 200, description = "The customer's balances.", body = balances::CustomerBalances)))]
-async fn customer_balances(a: Authed<READ>, PathId(id): PathId<uuid::Uuid>) -> Result<Response, ApiError> {
+async fn customer_balances(
+    a: Authed<READ>,
+    PathId(id): PathId<CustomerId>,
+) -> Result<Response, ApiError> {
     let v = balances::customer_by_id(&a.state.store, &a.state.registry, a.caller.project_id(), id)?;
     Ok(json(StatusCode::OK, &v))
 }
@@ -56,7 +60,7 @@ async fn customer_balances(a: Authed<READ>, PathId(id): PathId<uuid::Uuid>) -> R
     ))]
 async fn wallet_balances(
     a: Authed<READ>,
-    PathId(id): PathId<uuid::Uuid>,
+    PathId(id): PathId<WalletId>,
     q: Params,
 ) -> Result<Response, ApiError> {
     let source = q

@@ -13,6 +13,7 @@ use crate::api::{created_or_ok, json, PageAnswer};
 use crate::auth::Access;
 use crate::services::customers::{self, CustomerPatch, NewCustomer};
 use crate::services::reads;
+use crate::services::types::CustomerId;
 use crate::state::AppState;
 use crate::views;
 use utoipa_axum::router::OpenApiRouter;
@@ -79,7 +80,10 @@ async fn list_customers(a: Authed<READ>, q: Params) -> Result<Response, ApiError
 /// Key: `wallet` kind, scope `customers:read`.
 #[utoipa::path(get, path = "/v1/customers/{id}", tag = "customers", params(schemas::IdPath),
     responses((status = 200, description = "The customer.", body = crate::views::CustomerView)))]
-async fn get_customer(a: Authed<READ>, PathId(id): PathId<uuid::Uuid>) -> Result<Response, ApiError> {
+async fn get_customer(
+    a: Authed<READ>,
+    PathId(id): PathId<CustomerId>,
+) -> Result<Response, ApiError> {
     let c = a.row::<Customer>(id, ApiError::not_found("customer"))?;
     Ok(json(StatusCode::OK, &views::customer_view(&c)))
 }
@@ -93,7 +97,7 @@ async fn get_customer(a: Authed<READ>, PathId(id): PathId<uuid::Uuid>) -> Result
     responses((status = 200, description = "The updated customer.", body = crate::views::CustomerView)))]
 async fn patch_customer(
     a: Authed<WRITE>,
-    PathId(id): PathId<uuid::Uuid>,
+    PathId(id): PathId<CustomerId>,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     let f = &body.fields;

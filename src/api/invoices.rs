@@ -14,6 +14,7 @@ use crate::api::{commit, json, Begin, PageAnswer};
 use crate::auth::{Access, Caller};
 use crate::services::invoices::{self, NewInvoice};
 use crate::services::reads;
+use crate::services::types::InvoiceId;
 use crate::state::AppState;
 use crate::views;
 use utoipa_axum::router::OpenApiRouter;
@@ -172,7 +173,7 @@ async fn list_invoices(a: Authed<READ>, q: Params) -> Result<Response, ApiError>
 /// Key: `checkout` kind, scope `invoices:read`.
 #[utoipa::path(get, path = "/v1/invoices/{id}", tag = "invoices", params(schemas::IdPath),
     responses((status = 200, description = "The invoice.", body = crate::views::InvoiceView)))]
-async fn get_invoice(a: Authed<READ>, PathId(id): PathId<uuid::Uuid>) -> Result<Response, ApiError> {
+async fn get_invoice(a: Authed<READ>, PathId(id): PathId<InvoiceId>) -> Result<Response, ApiError> {
     let inv = a.row::<Invoice>(id, ApiError::not_found("invoice"))?;
     Ok(json(
         StatusCode::OK,
@@ -191,7 +192,10 @@ async fn get_invoice(a: Authed<READ>, PathId(id): PathId<uuid::Uuid>) -> Result<
         (status = 200, description = "The canceled invoice.", body = crate::views::InvoiceView),
         (status = 409, description = "`invalid_state`: not open, or money was received.", body = schemas::ErrorBody),
     ))]
-async fn cancel_invoice(a: Authed<WRITE>, PathId(id): PathId<uuid::Uuid>) -> Result<Response, ApiError> {
+async fn cancel_invoice(
+    a: Authed<WRITE>,
+    PathId(id): PathId<InvoiceId>,
+) -> Result<Response, ApiError> {
     let s = a.scope();
     a.write(move |ctx| {
         let inv = invoices::cancel(ctx, &s, id)?;

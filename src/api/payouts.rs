@@ -12,8 +12,8 @@ use crate::api::schemas;
 use crate::api::{json, PageAnswer};
 use crate::auth::Access;
 use crate::services::payouts::{self, NewPayout, PayoutError};
-use crate::services::types::{ApiKeyId, CustomerId, PayoutId};
 use crate::services::reads;
+use crate::services::types::{ApiKeyId, CustomerId, PayoutId};
 use crate::services::Scope;
 use crate::state::AppState;
 use crate::views;
@@ -104,7 +104,7 @@ async fn create_payout(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Re
 async fn list_payouts(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let p = a.caller.project_id();
-    let customer = q.uuid("customer_id")?;
+    let customer = q.uuid("customer_id")?.map(CustomerId::from);
     let chain = q.get("chain").map(str::to_string);
     let status = q.status::<PayoutStatus>()?;
     let reference = q.get("reference").map(str::to_string);
@@ -124,7 +124,7 @@ async fn list_payouts(a: Authed<READ>, q: Params) -> Result<Response, ApiError> 
 #[utoipa::path(get, path = "/v1/payouts/{id}", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The payout.", body = crate::views::PayoutView)))]
 async fn get_payout(a: Authed<READ>, PathId(id): PathId<PayoutId>) -> Result<Response, ApiError> {
-    let x = a.row::<Payout>(id.uuid(), ApiError::not_found("payout"))?;
+    let x = a.row::<Payout>(id, ApiError::not_found("payout"))?;
     Ok(json(
         StatusCode::OK,
         &views::payout_view(&a.state.registry, &x),
@@ -137,7 +137,10 @@ async fn get_payout(a: Authed<READ>, PathId(id): PathId<PayoutId>) -> Result<Res
 /// Key: `payout` kind, scope `payouts:create`.
 #[utoipa::path(post, path = "/v1/payouts/{id}/cancel", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The canceled payout.", body = crate::views::PayoutView)))]
-async fn cancel_payout(a: Authed<CANCEL>, PathId(id): PathId<PayoutId>) -> Result<Response, ApiError> {
+async fn cancel_payout(
+    a: Authed<CANCEL>,
+    PathId(id): PathId<PayoutId>,
+) -> Result<Response, ApiError> {
     transition(a, move |ctx, s| payouts::cancel(ctx, s, id)).await
 }
 
@@ -160,7 +163,10 @@ async fn transition<R>(
 /// Key: `payout` kind, scope `payouts:approve`.
 #[utoipa::path(post, path = "/v1/payouts/{id}/approve", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The approved payout.", body = crate::views::PayoutView)))]
-async fn approve_payout(a: Authed<APPROVE>, PathId(id): PathId<PayoutId>) -> Result<Response, ApiError> {
+async fn approve_payout(
+    a: Authed<APPROVE>,
+    PathId(id): PathId<PayoutId>,
+) -> Result<Response, ApiError> {
     let key_id = ApiKeyId::of(&a.caller.key);
     transition(a, move |ctx, s| payouts::approve(ctx, s, key_id, id)).await
 }
@@ -171,7 +177,10 @@ async fn approve_payout(a: Authed<APPROVE>, PathId(id): PathId<PayoutId>) -> Res
 /// Key: `payout` kind, scope `payouts:approve`.
 #[utoipa::path(post, path = "/v1/payouts/{id}/reject", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The rejected payout.", body = crate::views::PayoutView)))]
-async fn reject_payout(a: Authed<APPROVE>, PathId(id): PathId<PayoutId>) -> Result<Response, ApiError> {
+async fn reject_payout(
+    a: Authed<APPROVE>,
+    PathId(id): PathId<PayoutId>,
+) -> Result<Response, ApiError> {
     let key_id = ApiKeyId::of(&a.caller.key);
     transition(a, move |ctx, s| payouts::reject(ctx, s, key_id, id)).await
 }

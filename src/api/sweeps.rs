@@ -12,6 +12,7 @@ use crate::api::schemas;
 use crate::api::PageAnswer;
 use crate::auth::Access;
 use crate::services::reads;
+use crate::services::types::{SweepId, WalletId};
 use crate::services::{deposits, sweeps};
 use crate::state::AppState;
 use crate::views;
@@ -65,7 +66,7 @@ async fn create_sweep(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Res
 async fn list_sweeps(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let p = a.caller.project_id();
-    let wallet = q.uuid("wallet_id")?;
+    let wallet = q.uuid("wallet_id")?.map(WalletId::from);
     let status = q.status::<SweepStatus>()?;
     let rows = reads::sweeps(&a.state.store, p, wallet, status, page.rows()?).await?;
     Ok(rows.answer(|s| views::sweep(&a.state.registry, s)))
@@ -76,7 +77,7 @@ async fn list_sweeps(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
 /// Key: `wallet` kind, scope `sweeps:read`.
 #[utoipa::path(get, path = "/v1/sweeps/{id}", tag = "sweeps", params(schemas::IdPath),
     responses((status = 200, description = "The sweep.", body = crate::views::SweepView)))]
-async fn get_sweep(a: Authed<READ>, PathId(id): PathId<uuid::Uuid>) -> Result<Response, ApiError> {
+async fn get_sweep(a: Authed<READ>, PathId(id): PathId<SweepId>) -> Result<Response, ApiError> {
     a.get_by_id::<Sweep, _, _>(id, ApiError::not_found("sweep"), |s| {
         views::sweep(&a.state.registry, s)
     })

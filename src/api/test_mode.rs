@@ -15,6 +15,7 @@ use crate::api::{json as json_response, raw_json, run_idempotent, Begin, Idem, R
 use crate::auth::{Access, Caller};
 use crate::services::deposits::{self, TestDeposit};
 use crate::services::sim_chain::{self, SimHandle};
+use crate::services::types::DepositId;
 use crate::services::Scope;
 use crate::state::AppState;
 use crate::views;
@@ -236,11 +237,11 @@ fn write_test_deposit(
 
 async fn transition(
     a: Authed<TestMode>,
-    id: uuid::Uuid,
+    id: DepositId,
     f: fn(
         &mut appliance_storage::WriteCtx<'_>,
         &Scope,
-        uuid::Uuid,
+        DepositId,
     ) -> Result<appliance_storage::records::Deposit, deposits::DepositError>,
 ) -> Result<Response, ApiError> {
     let s = a.scope();
@@ -261,7 +262,7 @@ async fn transition(
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn confirm_test_deposit(
     a: Authed<TestMode>,
-    PathId(id): PathId<uuid::Uuid>,
+    PathId(id): PathId<DepositId>,
 ) -> Result<Response, ApiError> {
     transition(a, id, deposits::confirm).await
 }
@@ -271,7 +272,10 @@ async fn confirm_test_deposit(
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/deposits/{id}/fail", tag = "test", params(schemas::IdPath),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
-async fn fail_test_deposit(a: Authed<TestMode>, PathId(id): PathId<uuid::Uuid>) -> Result<Response, ApiError> {
+async fn fail_test_deposit(
+    a: Authed<TestMode>,
+    PathId(id): PathId<DepositId>,
+) -> Result<Response, ApiError> {
     transition(a, id, deposits::fail).await
 }
 
@@ -283,7 +287,7 @@ async fn fail_test_deposit(a: Authed<TestMode>, PathId(id): PathId<uuid::Uuid>) 
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn orphan_test_deposit(
     a: Authed<TestMode>,
-    PathId(id): PathId<uuid::Uuid>,
+    PathId(id): PathId<DepositId>,
 ) -> Result<Response, ApiError> {
     transition(a, id, deposits::orphan).await
 }

@@ -139,7 +139,7 @@ pub fn address_facts(s: &Scope, to_address: &str) -> AddressFacts {
         evm: appliance_chains::address::parse_evm_address(to_address)
             .map(|_| ())
             .map_err(|e| e.to_string()),
-        own: to_address.eq_ignore_ascii_case(&wallets::master_address(s.project_id()))
+        own: to_address.eq_ignore_ascii_case(&wallets::master_address(s.project.id))
             || wallets::is_live_treasury(&s.reg, to_address),
     }
 }
@@ -170,7 +170,7 @@ pub fn create_with(
     req: NewPayout,
     facts: AddressFacts,
 ) -> Result<Payout, PayoutError> {
-    let p = s.project_id();
+    let p = s.project.id;
     let (decimals, stable) = check_allowed(ctx, s, &req, facts)?;
     // Stablecoins at par; other coins at the usable market rate the caller read (`None`:
     // no usable price, so no dollar value and never auto-approved; docs/decisions.md,
@@ -234,7 +234,7 @@ fn check_allowed(
     req: &NewPayout,
     facts: AddressFacts,
 ) -> Result<(u8, bool), PayoutError> {
-    let p = s.project_id();
+    let p = s.project.id;
     if req
         .reference
         .as_deref()
@@ -509,7 +509,11 @@ fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, p: Payout, reason: &str) -> Result<Pa
 // `failed` in one transaction.
 
 /// `queued` -> `signing` (`payout.signing`). `None` when the payout is no longer queued.
-pub fn begin_signing(ctx: &mut WriteCtx<'_>, s: &Scope, id: PayoutId) -> Result<Option<Payout>, Fault> {
+pub fn begin_signing(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: PayoutId,
+) -> Result<Option<Payout>, Fault> {
     let Some(mut p) = ctx.get::<Payout>(id.uuid())? else {
         return Ok(None);
     };
@@ -569,7 +573,12 @@ pub fn follow_hash(
 /// debited, the owner's `available` credited) and `payout.failed`. A payout is
 /// never sent at a second nonce, so it cannot be paid twice; if a later reorg lets its
 /// transaction succeed after all, [`resettle`] takes it back.
-pub fn unsettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: PayoutId, reason: &str) -> Result<(), Fault> {
+pub fn unsettle(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: PayoutId,
+    reason: &str,
+) -> Result<(), Fault> {
     let Some(mut p) = payout_in(ctx, id, PayoutStatus::Confirmed)? else {
         return Ok(());
     };
@@ -606,7 +615,12 @@ pub fn unsettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: PayoutId, reason: &str) -
 /// (`payout_resettle`: the amount out of the owner's `available` as far as it goes, the
 /// rest posted to the project's `receivable`, as a reorged credit is; the treasury
 /// credited) and `payout.confirmed`.
-pub fn resettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: PayoutId, tx_hash: &str) -> Result<(), Fault> {
+pub fn resettle(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: PayoutId,
+    tx_hash: &str,
+) -> Result<(), Fault> {
     let Some(mut p) = payout_in(ctx, id, PayoutStatus::Failed)? else {
         return Ok(());
     };
@@ -691,7 +705,12 @@ pub fn settle_sent(
 
 /// A payout that cannot be sent (signing switched off, the node refuses it in simulation):
 /// `failed` with `reason`, funds back in `available`.
-pub fn fail_unsent(ctx: &mut WriteCtx<'_>, s: &Scope, id: PayoutId, reason: &str) -> Result<(), Fault> {
+pub fn fail_unsent(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: PayoutId,
+    reason: &str,
+) -> Result<(), Fault> {
     let Some(p) = ctx.get::<Payout>(id.uuid())? else {
         return Ok(());
     };

@@ -105,7 +105,7 @@ pub fn request(
     asset: Option<AssetSymbol>,
     height: impl Fn(&WriteCtx<'_>, &str) -> Result<u64, StoreError>,
 ) -> Result<Sweep, SweepError> {
-    let p = s.project_id();
+    let p = s.project.id;
     let w = ctx
         .get_in::<Wallet>(p, wallet_id)?
         .ok_or(SweepError::WalletNotFound)?;

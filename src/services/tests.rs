@@ -104,7 +104,7 @@ fn deposit(f: &Fixture, amount: u128, confirm: bool) -> Deposit {
 }
 
 fn balance(f: &Fixture, customer: Uuid, kind: AccountKind) -> u128 {
-    let p = f.scope.project_id();
+    let p = f.scope.project.id;
     f.store
         .read_blocking(move |r| {
             r.balance(&Account::customer(p, customer, "ethereum", "USDT", kind))
@@ -250,7 +250,7 @@ fn payout_walks_to_confirmed_and_settles_the_lock() {
 }
 
 fn events_of(f: &Fixture, ty: &str, id: Uuid) -> usize {
-    let (p, ty) = (f.scope.project_id(), ty.to_string());
+    let (p, ty) = (f.scope.project.id, ty.to_string());
     f.store
         .read_blocking(move |r| r.list_events(p, &[ty], Some(&id.to_string()), None, 100, true))
         .unwrap()
@@ -274,8 +274,14 @@ fn a_sent_payout_follows_new_hashes_confirms_once_and_never_moves_back() {
     assert_eq!(p.unwrap().status, PayoutStatus::Submitted);
     assert_eq!(events_of(&f, "payout.submitted", id), 1);
     // A re-planned send: new hash, payout.submitted again; the same hash again is no event.
-    write(&f, move |ctx, s| payouts::follow_hash(ctx, s, id.into(), "0xbb")).unwrap();
-    write(&f, move |ctx, s| payouts::follow_hash(ctx, s, id.into(), "0xbb")).unwrap();
+    write(&f, move |ctx, s| {
+        payouts::follow_hash(ctx, s, id.into(), "0xbb")
+    })
+    .unwrap();
+    write(&f, move |ctx, s| {
+        payouts::follow_hash(ctx, s, id.into(), "0xbb")
+    })
+    .unwrap();
     assert_eq!(events_of(&f, "payout.submitted", id), 2);
     assert_eq!(get::<Payout>(&f, id).tx_hash.as_deref(), Some("0xbb"));
     write(&f, move |ctx, s| {
@@ -292,12 +298,23 @@ fn a_sent_payout_follows_new_hashes_confirms_once_and_never_moves_back() {
         payouts::settle_sent(ctx, s, id.into(), "0xbb", false)
     })
     .unwrap();
-    write(&f, move |ctx, s| payouts::fail_replanned(ctx, s, id.into(), "x")).unwrap();
-    write(&f, move |ctx, s| payouts::fail_unsent(ctx, s, id.into(), "x")).unwrap();
-    assert!(write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id.into()))
-        .unwrap()
-        .is_none());
-    write(&f, move |ctx, s| payouts::follow_hash(ctx, s, id.into(), "0xcc")).unwrap();
+    write(&f, move |ctx, s| {
+        payouts::fail_replanned(ctx, s, id.into(), "x")
+    })
+    .unwrap();
+    write(&f, move |ctx, s| {
+        payouts::fail_unsent(ctx, s, id.into(), "x")
+    })
+    .unwrap();
+    assert!(
+        write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id.into()))
+            .unwrap()
+            .is_none()
+    );
+    write(&f, move |ctx, s| {
+        payouts::follow_hash(ctx, s, id.into(), "0xcc")
+    })
+    .unwrap();
     let p: Payout = get(&f, id);
     assert_eq!(p.status, PayoutStatus::Confirmed);
     assert_eq!(p.tx_hash.as_deref(), Some("0xcc"), "the hash that paid");
@@ -316,7 +333,10 @@ fn a_replanned_payout_that_cannot_succeed_fails_and_unlocks() {
     let f = fixture();
     deposit(&f, 5_000_000, true);
     let id = new_payout(&f, 2_000_000, DEST).unwrap().id;
-    write(&f, move |ctx, s| payouts::fail_replanned(ctx, s, id.into(), "x")).unwrap();
+    write(&f, move |ctx, s| {
+        payouts::fail_replanned(ctx, s, id.into(), "x")
+    })
+    .unwrap();
     assert_eq!(
         get::<Payout>(&f, id).status,
         PayoutStatus::Queued,
@@ -360,7 +380,7 @@ fn a_wallet_receiving_an_unconfirmed_transfer_is_held_from_sweeping() {
     );
     assert!(receiving(&f, "bsc").is_empty(), "per chain");
     let id = pending.id;
-    write(&f, move |ctx, s| deposits::confirm(ctx, s, id)).unwrap();
+    write(&f, move |ctx, s| deposits::confirm(ctx, s, id.into())).unwrap();
     assert!(receiving(&f, "ethereum").is_empty());
 }
 
@@ -433,11 +453,11 @@ fn orphan_after_spend_posts_the_shortfall_to_receivable() {
     let d = deposit(&f, 1_000, true);
     new_payout(&f, 600, DEST).unwrap();
     let id = d.id;
-    let o = write(&f, move |ctx, s| deposits::orphan(ctx, s, id)).unwrap();
+    let o = write(&f, move |ctx, s| deposits::orphan(ctx, s, id.into())).unwrap();
     assert_eq!(o.status, DepositStatus::Orphaned);
     assert_eq!(balance(&f, f.customer, AccountKind::Available), 0);
     assert_eq!(balance(&f, f.customer, AccountKind::Locked), 600);
-    let p = f.scope.project_id();
+    let p = f.scope.project.id;
     let recv = f
         .store
         .read_blocking(move |r| {
@@ -455,7 +475,7 @@ fn orphan_after_spend_posts_the_shortfall_to_receivable() {
 
 /// The project's sweeps, newest first (at most 10).
 fn sweeps_of(f: &Fixture) -> Vec<Sweep> {
-    let p = f.scope.project_id();
+    let p = f.scope.project.id;
     f.store
         .read_blocking(move |r| {
             r.list::<Sweep>(
@@ -478,7 +498,7 @@ fn sweep_moves_deposits_to_treasury_without_touching_customers() {
     let f = fixture();
     deposit(&f, 7_000, true);
     deposit(&f, 3_000, true);
-    let p = f.scope.project_id();
+    let p = f.scope.project.id;
     let proj = |kind| {
         let b = f
             .store
@@ -550,7 +570,7 @@ fn a_wallets_open_sweep_is_named_by_its_holding_row_until_it_leaves() {
     assert_eq!((h.amount, h.open_sweep), (5_000, Some(second.id)));
     verify_clean(&f);
     let id = d.id;
-    write(&f, move |ctx, s| deposits::orphan(ctx, s, id)).unwrap();
+    write(&f, move |ctx, s| deposits::orphan(ctx, s, id.into())).unwrap();
     assert_eq!(get::<Sweep>(&f, second.id).amount, 0);
     assert_eq!(holding_row(&f).open_sweep, Some(second.id));
     verify_clean(&f);
@@ -569,9 +589,9 @@ fn manual_deposit_waits_for_confirm_and_fail_leaves_no_credit() {
     assert_eq!(get::<Deposit>(&f, d.id).status, DepositStatus::Detected);
     assert_eq!(balance(&f, f.customer, AccountKind::Available), 0);
     let id = d.id;
-    let failed = write(&f, move |ctx, s| deposits::fail(ctx, s, id)).unwrap();
+    let failed = write(&f, move |ctx, s| deposits::fail(ctx, s, id.into())).unwrap();
     assert_eq!(failed.status, DepositStatus::Failed);
-    let err = write(&f, move |ctx, s| deposits::confirm(ctx, s, id)).unwrap_err();
+    let err = write(&f, move |ctx, s| deposits::confirm(ctx, s, id.into())).unwrap_err();
     assert!(matches!(err, DepositError::InvalidState { .. }), "{err:?}");
     assert_eq!(ApiError::from(err).code, "invalid_state");
     verify_clean(&f);
@@ -660,9 +680,9 @@ proptest::proptest! {
                 Step::Confirm(i) | Step::Fail(i) | Step::Orphan(i) => {
                     if let Some(id) = deposits_made.get(i).copied() {
                         let _ = write(&f, move |ctx, sc| match s {
-                            Step::Confirm(_) => deposits::confirm(ctx, sc, id),
-                            Step::Fail(_) => deposits::fail(ctx, sc, id),
-                            _ => deposits::orphan(ctx, sc, id),
+                            Step::Confirm(_) => deposits::confirm(ctx, sc, id.into()),
+                            Step::Fail(_) => deposits::fail(ctx, sc, id.into()),
+                            _ => deposits::orphan(ctx, sc, id.into()),
                         });
                     }
                 }
@@ -694,7 +714,7 @@ fn a_funding_transfer_without_a_price_waits_for_one_and_is_credited_once() {
     use appliance_storage::records::{BillingEntry, EntryKind, Wallet};
     use appliance_storage::ScanOps;
     let f = fixture();
-    let p = f.scope.project_id();
+    let p = f.scope.project.id;
     let wallet = write(&f, |ctx, s| {
         billing::ensure_funding_addresses(ctx, s)?;
         let fa = billing::funding_addresses(ctx, s)?
@@ -847,7 +867,7 @@ fn overpaid_invoice(f: &Fixture, excess: u128) -> Uuid {
         Invoice, InvoiceQuote, InvoiceRefund, InvoiceStatus, OverpaymentPolicy,
     };
     write(f, move |ctx, s| {
-        let p = s.project_id();
+        let p = s.project.id;
         let now = ctx.now_us();
         let id = Uuid::now_v7();
         let acct = |k| Account::project(p, "ethereum", "USDT", k);
@@ -1029,7 +1049,10 @@ fn a_refund_whose_payout_does_not_pay_awaits_an_address_again() {
     verify_clean(&f);
     // A later reorg lets it succeed after all: the claim follows it again, confirmed, its
     // hold paying the resettlement (nothing left owing in `receivable`).
-    write(&f, move |ctx, s| payouts::resettle(ctx, s, third.into(), "0xdd")).unwrap();
+    write(&f, move |ctx, s| {
+        payouts::resettle(ctx, s, third.into(), "0xdd")
+    })
+    .unwrap();
     let c = invoice_of(&f, inv).refunds[0].clone();
     assert_eq!(c.status.as_str(), "confirmed");
     assert_eq!(c.payout_id, Some(third));
@@ -1038,7 +1061,7 @@ fn a_refund_whose_payout_does_not_pay_awaits_an_address_again() {
     assert_eq!(balance(&f, nil, AccountKind::Locked), 0);
     assert_eq!(balance(&f, nil, AccountKind::Available), 40_000_000 + 1_000);
     let receivable = Account::project(
-        f.scope.project_id(),
+        f.scope.project.id,
         "ethereum",
         "USDT",
         AccountKind::Receivable,
@@ -1060,7 +1083,7 @@ fn verify_reports_a_refund_hold_that_is_not_locked() {
     let inv = overpaid_invoice(&f, 20_000_000);
     verify_clean(&f);
     write(&f, move |ctx, s| {
-        let p = s.project_id();
+        let p = s.project.id;
         ctx.post(&JournalEntry {
             id: Uuid::now_v7(),
             project_id: p,

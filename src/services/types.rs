@@ -59,6 +59,10 @@ impl<R> Id<R> {
     pub const fn uuid(self) -> Uuid {
         self.0
     }
+    /// The UUID, borrowed (an index key's bytes).
+    pub const fn as_uuid(&self) -> &Uuid {
+        &self.0
+    }
 }
 
 impl<R: appliance_storage::records::Row> Id<R> {

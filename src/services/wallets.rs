@@ -76,7 +76,7 @@ pub fn new_address(s: &Scope, customer_id: Uuid) -> Option<String> {
     let factory = s.reg.factory_for(&s.project)?;
     Some(appliance_chains::address::deposit_address_under(
         &factory,
-        s.project_id(),
+        s.project.id,
         customer_id,
     ))
 }
@@ -90,7 +90,7 @@ pub fn get_or_create_at(
     chain_id: &str,
     address: Option<String>,
 ) -> Result<(Wallet, bool), WalletError> {
-    let p = s.project_id();
+    let p = s.project.id;
     let customer = ctx
         .get_in::<Customer>(p, customer_id)?
         .ok_or(WalletError::CustomerNotFound)?;

@@ -50,7 +50,7 @@ pub(super) fn funding_chain_key(project: Uuid, chain: &str) -> Vec<u8> {
 
 /// The project's funding addresses that exist, in the registry's chain order.
 pub fn funding_addresses(r: &impl ReadOps, s: &Scope) -> Result<Vec<FundingAddress>, Fault> {
-    let p = s.project_id();
+    let p = s.project.id;
     let mut out = Vec::new();
     for c in &s.reg.chains {
         if let Some(id) = r.unique_get(&funding_chain_key(p, c.id()))? {
@@ -65,7 +65,7 @@ pub fn funding_addresses(r: &impl ReadOps, s: &Scope) -> Result<Vec<FundingAddre
 
 /// Chains the project should have a funding address on and has none yet.
 pub fn missing_funding_chains(r: &impl ReadOps, s: &Scope) -> Result<Vec<String>, Fault> {
-    let p = s.project_id();
+    let p = s.project.id;
     let mut out = Vec::new();
     for c in &s.reg.chains {
         let eff = chains::effective(c, &s.project);
@@ -91,7 +91,7 @@ pub fn ensure_funding_addresses(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
 ) -> Result<Vec<FundingAddress>, BillingError> {
-    let p = s.project_id();
+    let p = s.project.id;
     let missing = missing_funding_chains(ctx, s)?;
     if !missing.is_empty() {
         let factory = s
@@ -371,7 +371,7 @@ pub fn funding_orphaned(ctx: &mut WriteCtx<'_>, s: &Scope, d: &mut Deposit) -> R
         d.awaiting_price = false;
         ctx.put(d)?;
     }
-    let p = s.project_id();
+    let p = s.project.id;
     let Some(id) = ctx.unique_get(&once_key(p, EntryKind::Funding, &d.id.to_string()))? else {
         return Ok(());
     };
@@ -410,7 +410,7 @@ pub fn credit_awaiting_price(
     rate: Decimal,
     source: &str,
 ) -> Result<bool, Fault> {
-    let Some(mut d) = ctx.get_in::<Deposit>(s.project_id(), deposit)? else {
+    let Some(mut d) = ctx.get_in::<Deposit>(s.project.id, deposit)? else {
         return Ok(false);
     };
     if !d.funding || !d.awaiting_price || d.status != DepositStatus::Confirmed {

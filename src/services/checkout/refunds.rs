@@ -250,7 +250,7 @@ pub fn request_refund(
         }
     })?;
     let to = format!("0x{}", hex::encode(parsed));
-    let p = s.project_id();
+    let p = s.project.id;
     if ctx
         .unique_get(&wallets::address_key(&r.chain, &to))?
         .is_some()

@@ -256,7 +256,7 @@ pub fn create_manual(
         return Err(ConversionError::TestMode);
     }
     let (_, from, to) = resolve_pair(&s.reg, s, req)?;
-    let p = s.project_id();
+    let p = s.project.id;
     let amount = req.amount.get();
     let (free, mut holders) = holdings(ctx, p, &req.chain, &from.symbol)?;
     // Manual conversions draw on customers' balances only (the project's own funds convert
@@ -368,12 +368,12 @@ pub fn queue_payment(
             "payment on unknown chain {chain}"
         )));
     };
-    let rule = stored_rule(ctx, s.project_id(), chain)?;
+    let rule = stored_rule(ctx, s.project.id, chain)?;
     let reason = skip_reason(s, c, asset, rule.as_ref());
     let now = ctx.now_us();
     let row = Conversion {
         id: appliance_storage::sources::new_id(),
-        project_id: s.project_id(),
+        project_id: s.project.id,
         kind: ConversionKind::Auto,
         payment_id: Some(payment_id),
         receipt_no,
@@ -406,7 +406,7 @@ pub fn queue_payment(
 /// A credited payment was reversed (a reorg): its row, while still `queued`, is
 /// `skipped` (`payment_reversed`).
 pub fn payment_reversed(ctx: &mut WriteCtx<'_>, s: &Scope, payment_id: Uuid) -> Result<(), Fault> {
-    let p = s.project_id();
+    let p = s.project.id;
     let page = ctx.list::<Conversion>(
         &index::prefix(IndexTag::ConversionsByStatus, p, &[b"queued"]),
         None,
@@ -451,7 +451,7 @@ pub fn plan_auto(
     quoted_in: u128,
     q: &Priced,
 ) -> Result<Option<ConversionBatch>, Fault> {
-    let p = s.project_id();
+    let p = s.project.id;
     let mut rows = Vec::new();
     for id in ids.iter().take(MAX_BATCH_ROWS) {
         if let Some(r) = ctx
@@ -539,7 +539,7 @@ fn open_batch(
     status: BatchStatus,
 ) -> Result<Option<ConversionBatch>, Fault> {
     Ok(ctx
-        .get_in::<ConversionBatch>(s.project_id(), id)?
+        .get_in::<ConversionBatch>(s.project.id, id)?
         .filter(|b| b.status == status))
 }
 

@@ -104,7 +104,7 @@ pub fn follow_hash(
     hash: &str,
 ) -> Result<(), Fault> {
     let Some(mut b) = ctx
-        .get_in::<ConversionBatch>(s.project_id(), id)?
+        .get_in::<ConversionBatch>(s.project.id, id)?
         .filter(|b| b.status.is_open())
     else {
         return Ok(());
@@ -280,7 +280,7 @@ fn fail_batch(ctx: &mut WriteCtx<'_>, mut b: ConversionBatch, code: &str) -> Res
 /// registry no longer lists): the money stays in its arrival coin.
 pub fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, code: &str) -> Result<(), Fault> {
     let Some(b) = ctx
-        .get_in::<ConversionBatch>(s.project_id(), id)?
+        .get_in::<ConversionBatch>(s.project.id, id)?
         .filter(|b| b.status.is_open())
     else {
         return Ok(());

@@ -35,6 +35,7 @@ use crate::registry::Registry;
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault, Invalid};
 use crate::services::metadata::{self, MetadataError};
+use crate::services::types::InvoiceId;
 use crate::services::{clock, conversions, emit_data, emit_view, wallets, Scope};
 use crate::views;
 
@@ -475,7 +476,7 @@ pub fn prepare(
     offset_us: i64,
     now_us: i64,
 ) -> Result<Prepared, InvoiceError> {
-    let p = s.project_id();
+    let p = s.project.id;
     let md = metadata::for_create(req.metadata.unwrap_or_default())?;
     let quotes = quotes_of(req.price_cents, &req.offers);
     if quotes.is_empty() {
@@ -698,7 +699,7 @@ pub fn existing_by_reference(
     let Some(r) = reference_id else {
         return Ok(None);
     };
-    let Some(id) = ctx.unique_get(&reference_key(s.project_id(), r))? else {
+    let Some(id) = ctx.unique_get(&reference_key(s.project.id, r))? else {
         return Ok(None);
     };
     let inv = ctx
@@ -710,9 +711,9 @@ pub fn existing_by_reference(
 /// `open` -> `canceled` (SPEC.md section 4, Invoices rule 5): refused (409 `invalid_state`)
 /// once anything was received or seen, or from any other status; a canceled invoice is
 /// answered again as it is. The payment addresses stay watched; emits `invoice.canceled`.
-pub fn cancel(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Invoice, InvoiceError> {
+pub fn cancel(ctx: &mut WriteCtx<'_>, s: &Scope, id: InvoiceId) -> Result<Invoice, InvoiceError> {
     let mut inv = ctx
-        .get_in::<Invoice>(s.project_id(), id)?
+        .get_in::<Invoice>(s.project.id, id.uuid())?
         .ok_or(InvoiceError::NotFound)?;
     if inv.status == InvoiceStatus::Canceled {
         return Ok(inv);
@@ -734,7 +735,7 @@ pub fn cancel(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Invoice, In
         ctx,
         s,
         "invoice.canceled",
-        id,
+        inv.id,
         &views::invoice_event_view(&s.reg, &inv),
     )?;
     Ok(inv)
@@ -770,7 +771,7 @@ pub fn expire_if_due(
 /// (the expiry worker's step; the `InvoicesDue` index holds only open and underpaid
 /// invoices, oldest deadline first). Returns how many were due (expired or not).
 pub fn expire_due(ctx: &mut WriteCtx<'_>, s: &Scope, limit: usize) -> Result<usize, Fault> {
-    let p = s.project_id();
+    let p = s.project.id;
     let now_p = clock::now(ctx, &s.project)?;
     let from = index::prefix(IndexTag::InvoicesDue, p, &[]);
     let to = appliance_storage::records::invoice_due_key(p, now_p.saturating_add(1), Uuid::nil());

@@ -596,7 +596,9 @@ async fn payout_outcome(
         let mut scopes = Scopes::new(reg, scope, attempts);
         if let Some(s) = scopes.of(ctx, tx.project_id)? {
             match &turn {
-                PayoutTurn::Unpaid => payouts::unsettle(ctx, &s, tx.ref_id.into(), Payout::REORG_UNDONE)?,
+                PayoutTurn::Unpaid => {
+                    payouts::unsettle(ctx, &s, tx.ref_id.into(), Payout::REORG_UNDONE)?
+                }
                 PayoutTurn::Paid(hash) => payouts::resettle(ctx, &s, tx.ref_id.into(), hash)?,
             }
         }
