@@ -42,7 +42,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 422, description = "Refused by the chain or an availability rule.", body = schemas::ErrorBody),
     ))]
 async fn create_sweep(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Response, ApiError> {
-    let wallet_id = body.fields.req_uuid("wallet_id")?;
+    let wallet_id = WalletId::from(body.fields.req_uuid("wallet_id")?);
     let asset = body.fields.opt_asset("asset")?;
     let s = a.scope();
     a.post(&key, "/v1/sweeps", &body, move |ctx| {

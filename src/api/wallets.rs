@@ -45,7 +45,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 422, description = "No new address on this chain now: `account_kind_disabled`, `chain_not_live_yet`, `chain_deposits_disabled`, `chain_unavailable`, `chain_not_enabled`.", body = schemas::ErrorBody),
     ))]
 async fn create_wallet(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
-    let customer_id = body.fields.req_uuid("customer_id")?;
+    let customer_id = CustomerId::from(body.fields.req_uuid("customer_id")?);
     let chain = body.fields.req_chain("chain")?;
     let s = a.scope();
     // Derived here, not on the store writer (used only if the wallet is new).

@@ -614,7 +614,7 @@ pub fn detect(
     t: &ChainTransfer,
     required_confirmations: u32,
     height: u64,
-) -> Result<Option<Uuid>, Fault> {
+) -> Result<Option<DepositId>, Fault> {
     let key = transfer_key(&t.chain, &t.tx_hash, t.log_index);
     if ctx.unique_get(&key)?.is_some() {
         return Ok(None);
@@ -659,7 +659,7 @@ pub fn detect(
     // threshold): not put as detected and then again in the same transaction.
     let id = d.id;
     count_at(ctx, s, d, height, Known::New(wallet))?;
-    Ok(Some(id))
+    Ok(Some(id.into()))
 }
 
 /// Updates a detected live deposit's confirmation count at processed height `height` and

@@ -415,13 +415,27 @@ fn release(
         ctx.now_us(),
     );
     ctx.post(&e)??;
-    p.status = to;
     p.failure_reason = reason;
-    p.updated_at = ctx.now_us();
-    ctx.put(&p)?;
-    emit_row(ctx, s, event, &p)?;
-    crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
+    store_moved(ctx, s, &mut p, to, event)?;
     Ok(p)
+}
+
+/// Stores payout `p` moved to `to`, emits `event` about it and lets the invoice refund it
+/// carries follow it (`checkout::refund_payout_moved`): how every transition past
+/// `signing` ends, after its journal entry and the fields it sets.
+fn store_moved(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    p: &mut Payout,
+    to: PayoutStatus,
+    event: &str,
+) -> Result<(), Fault> {
+    p.status = to;
+    p.updated_at = ctx.now_us();
+    ctx.put(p)?;
+    emit_row(ctx, s, event, p)?;
+    crate::services::checkout::refund_payout_moved(ctx, s, p)?;
+    Ok(())
 }
 
 /// `submitted` -> `confirmed`: the locked amount leaves against the treasury
@@ -447,12 +461,8 @@ fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, Fa
         ],
     );
     ctx.post(&e)??;
-    p.status = PayoutStatus::Confirmed;
-    p.updated_at = ctx.now_us();
-    ctx.put(&p)?;
-    emit_row(ctx, s, "payout.confirmed", &p)?;
-    crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
-    crate::services::billing::charge_payout_fee(ctx, s, p.id, p.reference.as_deref())?;
+    store_moved(ctx, s, &mut p, PayoutStatus::Confirmed, "payout.confirmed")?;
+    crate::services::billing::charge_payout_fee(ctx, s, PayoutId::of(&p), p.reference.as_deref())?;
     Ok(p)
 }
 
@@ -477,14 +487,9 @@ fn to_submitted(
     tx_hash: String,
     block: u64,
 ) -> Result<(), Fault> {
-    p.status = PayoutStatus::Submitted;
     p.tx_hash = Some(tx_hash);
     p.submitted_block = Some(block);
-    p.updated_at = ctx.now_us();
-    ctx.put(p)?;
-    emit_row(ctx, s, "payout.submitted", p)?;
-    crate::services::checkout::refund_payout_moved(ctx, s, p)?;
-    Ok(())
+    store_moved(ctx, s, p, PayoutStatus::Submitted, "payout.submitted")
 }
 
 /// -> `failed` with `reason` (`payout.failed`), the locked funds back in `available`: a
@@ -601,13 +606,8 @@ pub fn unsettle(
         ],
     );
     ctx.post(&e)??;
-    p.status = PayoutStatus::Failed;
     p.failure_reason = Some(reason.into());
-    p.updated_at = ctx.now_us();
-    ctx.put(&p)?;
-    emit_row(ctx, s, "payout.failed", &p)?;
-    crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
-    Ok(())
+    store_moved(ctx, s, &mut p, PayoutStatus::Failed, "payout.failed")
 }
 
 /// A `failed` payout whose transaction a reorg let succeed after all (its one nonce now
@@ -653,14 +653,9 @@ pub fn resettle(
         postings,
     );
     ctx.post(&e)??;
-    p.status = PayoutStatus::Confirmed;
     p.failure_reason = None;
     p.tx_hash = Some(tx_hash.to_string());
-    p.updated_at = ctx.now_us();
-    ctx.put(&p)?;
-    emit_row(ctx, s, "payout.confirmed", &p)?;
-    crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
-    Ok(())
+    store_moved(ctx, s, &mut p, PayoutStatus::Confirmed, "payout.confirmed")
 }
 
 /// A `submitted` payout whose transaction can never be mined (a filler holds its nonce with

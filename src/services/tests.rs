@@ -68,7 +68,7 @@ fn fixture() -> Fixture {
                     metadata: None,
                 },
             )?;
-            wallets::get_or_create(ctx, &s, c.id, "ethereum")?;
+            wallets::get_or_create(ctx, &s, c.id.into(), "ethereum")?;
             Ok::<_, ApiError>(c.id)
         })
         .unwrap();
@@ -146,12 +146,12 @@ fn mine(f: &Fixture, count: u64) {
                     let hash = crate::services::sim_tx_hash("sweep", id);
                     match sw.status {
                         SweepStatus::Open => {
-                            sweeps::submit_sent(ctx, &s, id, &hash, h)?;
+                            sweeps::submit_sent(ctx, &s, id.into(), &hash, h)?;
                         }
                         SweepStatus::Submitted
                             if h >= sw.submitted_block.unwrap_or(0) + required =>
                         {
-                            sweeps::settle_sent(ctx, &s, id, true)?;
+                            sweeps::settle_sent(ctx, &s, id.into(), true)?;
                         }
                         _ => {}
                     }
@@ -529,7 +529,7 @@ fn sweep_moves_deposits_to_treasury_without_touching_customers() {
 fn holding_row(f: &Fixture) -> appliance_storage::ledger::Holding {
     let c = f.customer;
     write(f, move |ctx, s| {
-        let (w, _) = wallets::get_or_create(ctx, s, c, "ethereum")?;
+        let (w, _) = wallets::get_or_create(ctx, s, c.into(), "ethereum")?;
         Ok::<_, ApiError>(ctx.holding_of(&w, "USDT")?)
     })
     .unwrap()
@@ -602,12 +602,12 @@ fn explicit_sweep_of_an_empty_address_is_skipped() {
     let f = fixture();
     let c = f.customer;
     let w = write(&f, move |ctx, s| {
-        wallets::get_or_create(ctx, s, c, "ethereum")
+        wallets::get_or_create(ctx, s, c.into(), "ethereum")
     })
     .unwrap()
     .0;
     let sw = write(&f, move |ctx, s| {
-        sweeps::request(ctx, s, w.id, None, |c, chain| {
+        sweeps::request(ctx, s, w.id.into(), None, |c, chain| {
             deposits::sim_height(c, chain)
         })
     })
@@ -626,7 +626,7 @@ fn a_sweep_read_as_empty_is_not_skipped_once_its_address_holds_funds() {
     assert_eq!(open.len(), 1);
     assert_eq!(open[0].status, SweepStatus::Open);
     let id = open[0].id;
-    let skipped = write(&f, move |ctx, s| sweeps::skip_if_empty(ctx, s, id)).unwrap();
+    let skipped = write(&f, move |ctx, s| sweeps::skip_if_empty(ctx, s, id.into())).unwrap();
     assert!(skipped.is_none(), "{skipped:?}");
     let sw = get::<Sweep>(&f, id);
     assert_eq!(sw.status, SweepStatus::Open);
@@ -752,7 +752,7 @@ fn a_funding_transfer_without_a_price_waits_for_one_and_is_credited_once() {
     };
     let stored = f
         .store
-        .read_blocking(move |r| r.get::<Deposit>(d_id))
+        .read_blocking(move |r| r.get::<Deposit>(d_id.uuid()))
         .unwrap()
         .unwrap();
     assert!(stored.funding && stored.awaiting_price, "{stored:?}");
@@ -965,7 +965,7 @@ fn request_refund(
 ) -> Result<(), crate::services::checkout::CheckoutError> {
     let to = to.to_string();
     write(f, move |ctx, s| {
-        crate::services::checkout::request_refund(ctx, s, id, &to)
+        crate::services::checkout::request_refund(ctx, s, id.into(), &to)
     })
 }
 

@@ -305,12 +305,12 @@ fn disable(ep: &mut WebhookEndpoint, reason: &str, now: i64) {
 
 // ---- Deletion ----
 
-fn purge_marker(project: Uuid, endpoint: Uuid) -> Vec<u8> {
+fn purge_marker(project: ProjectId, endpoint: WebhookEndpointId) -> Vec<u8> {
     index::key(
         IndexTag::WebhookPurge,
         Uuid::nil(),
-        &[project.as_bytes()],
-        endpoint,
+        &[project.as_uuid().as_bytes()],
+        endpoint.uuid(),
     )
 }
 
@@ -319,8 +319,7 @@ fn purge_marker(project: Uuid, endpoint: Uuid) -> Vec<u8> {
 /// remain.
 pub fn delete(ctx: &mut WriteCtx<'_>, project: ProjectId, id: WebhookEndpointId) -> Result<bool> {
     get(ctx, project, id)?;
-    let (project, id) = (project.uuid(), id.uuid());
-    ctx.delete::<WebhookEndpoint>(id)?;
+    ctx.delete::<WebhookEndpoint>(id.uuid())?;
     let more = purge_some(ctx, project, id)?;
     if more {
         ctx.index_insert(&purge_marker(project, id))?;
@@ -328,11 +327,15 @@ pub fn delete(ctx: &mut WriteCtx<'_>, project: ProjectId, id: WebhookEndpointId)
     Ok(more)
 }
 
-fn purge_some(ctx: &mut WriteCtx<'_>, project: Uuid, endpoint: Uuid) -> Result<bool, StoreError> {
+fn purge_some(
+    ctx: &mut WriteCtx<'_>,
+    project: ProjectId,
+    endpoint: WebhookEndpointId,
+) -> Result<bool, StoreError> {
     let prefix = index::prefix(
         IndexTag::WebhookDeliveriesByEndpoint,
-        project,
-        &[endpoint.as_bytes()],
+        project.uuid(),
+        &[endpoint.as_uuid().as_bytes()],
     );
     let end = index::prefix_end(&prefix);
     let keys = ctx.index_range(&prefix, &end, PURGE_CHUNK + 1, false)?;
@@ -349,7 +352,6 @@ pub fn purge_chunk(
     project: ProjectId,
     endpoint: WebhookEndpointId,
 ) -> Result<bool, StoreError> {
-    let (project, endpoint) = (project.uuid(), endpoint.uuid());
     let more = purge_some(ctx, project, endpoint)?;
     if !more {
         ctx.index_remove(&purge_marker(project, endpoint))?;

@@ -2,6 +2,7 @@
 //! address, per confirmed payout, per credited invoice payment, per settled conversion.
 
 use super::*;
+use crate::services::types::{ConversionBatchId, InvoiceId, PayoutId, WalletId};
 use appliance_storage::records::RefundReference;
 
 /// Charges a usage fee of the active plan, once per (`kind`, `ref_id`). `cents` of 0 writes
@@ -29,7 +30,7 @@ pub(super) fn charge(
 pub fn charge_address_fee(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    wallet: Uuid,
+    wallet: WalletId,
     chain: &str,
 ) -> Result<(), Fault> {
     let acct = account(ctx, s.project_id())?;
@@ -42,7 +43,7 @@ pub fn charge_address_fee(
         s,
         EntryKind::AddressFee,
         "wallet",
-        wallet,
+        wallet.uuid(),
         cents,
         Some(format!("new {chain} address")),
     )?;
@@ -54,7 +55,7 @@ pub fn charge_address_fee(
 pub fn charge_payout_fee(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    payout: Uuid,
+    payout: PayoutId,
     reference: Option<&str>,
 ) -> Result<(), Fault> {
     if reference.is_some_and(RefundReference::has_prefix) {
@@ -65,7 +66,15 @@ pub fn charge_payout_fee(
         return Ok(());
     };
     let cents = plan.payout_fee_cents;
-    charge(ctx, s, EntryKind::PayoutFee, "payout", payout, cents, None)?;
+    charge(
+        ctx,
+        s,
+        EntryKind::PayoutFee,
+        "payout",
+        payout.uuid(),
+        cents,
+        None,
+    )?;
     Ok(())
 }
 
@@ -76,7 +85,7 @@ pub fn charge_payout_fee(
 pub fn charge_payment_fee(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    invoice: Uuid,
+    invoice: InvoiceId,
     price_cents: u64,
     terms: FeeTerms,
 ) -> Result<(), Fault> {
@@ -86,7 +95,7 @@ pub fn charge_payment_fee(
         s,
         EntryKind::PaymentFee,
         "invoice",
-        invoice,
+        invoice.uuid(),
         cents,
         None,
     )?;
@@ -113,7 +122,7 @@ pub fn swap_rate_bps(r: &impl ReadOps, s: &Scope) -> Result<u32, Fault> {
 pub fn charge_conversion_fee(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    batch: Uuid,
+    batch: ConversionBatchId,
     usd_cents: u64,
 ) -> Result<u64, Fault> {
     let rate = swap_rate_bps(ctx, s)?;
@@ -123,7 +132,7 @@ pub fn charge_conversion_fee(
         s,
         EntryKind::ConversionFee,
         "conversion_batch",
-        batch,
+        batch.uuid(),
         cents,
         None,
     )?;

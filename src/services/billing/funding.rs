@@ -3,6 +3,7 @@
 //! that arrive on them.
 
 use super::*;
+use crate::services::types::DepositId;
 use appliance_storage::records::DepositFailure;
 
 /// One coin a funding address credits (`assets[]` of a Funding address): USDT and USDC at
@@ -406,11 +407,11 @@ pub fn orphan_ref(deposit: Uuid) -> String {
 pub fn credit_awaiting_price(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    deposit: Uuid,
+    deposit: DepositId,
     rate: Decimal,
     source: &str,
 ) -> Result<bool, Fault> {
-    let Some(mut d) = ctx.get_in::<Deposit>(s.project.id, deposit)? else {
+    let Some(mut d) = ctx.get_in::<Deposit>(s.project.id, deposit.uuid())? else {
         return Ok(false);
     };
     if !d.funding || !d.awaiting_price || d.status != DepositStatus::Confirmed {
@@ -435,12 +436,12 @@ pub fn credit_awaiting_price(
 }
 
 /// Ids of confirmed funding transfers awaiting a price (any project), oldest first.
-pub fn awaiting_price(r: &impl ReadOps, limit: usize) -> Result<Vec<Uuid>, Fault> {
+pub fn awaiting_price(r: &impl ReadOps, limit: usize) -> Result<Vec<DepositId>, Fault> {
     let page = r.scan_ids(
         &index::prefix(IndexTag::FundingAwaitingPrice, Uuid::nil(), &[]),
         None,
         limit,
         |_| Ok(true),
     )?;
-    Ok(page.items)
+    Ok(page.items.into_iter().map(DepositId::from).collect())
 }

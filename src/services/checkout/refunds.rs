@@ -110,17 +110,19 @@ pub async fn classify(
 /// classified or moved on meanwhile.
 pub fn apply_classification(
     ctx: &mut WriteCtx<'_>,
-    invoice_id: Uuid,
+    invoice_id: InvoiceId,
     claim: usize,
-    payment_id: Uuid,
+    payment_id: DepositId,
     c: &Classification,
 ) -> Result<(), Fault> {
-    let Some(mut inv) = ctx.get::<Invoice>(invoice_id)? else {
+    let Some(mut inv) = ctx.get::<Invoice>(invoice_id.uuid())? else {
         return Ok(());
     };
     let rate = match inv.refunds.get(claim) {
         Some(r)
-            if r.payment_id == payment_id && r.awaiting_address() && r.sender_class.is_none() =>
+            if r.payment_id == payment_id.uuid()
+                && r.awaiting_address()
+                && r.sender_class.is_none() =>
         {
             inv.quote(&r.chain, &r.asset)
                 .map(|q| (q.decimals, q.rate.clone()))
@@ -192,18 +194,16 @@ fn release_hold(
 pub fn request_refund(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    invoice_id: Uuid,
+    invoice_id: InvoiceId,
     address: &str,
 ) -> Result<(), CheckoutError> {
     let mut inv = ctx
-        .get::<Invoice>(invoice_id)?
+        .get::<Invoice>(invoice_id.uuid())?
         .ok_or(CheckoutError::NotFound)?;
     let Some(i) = inv.open_refund() else {
         return Err(match inv.overpayment_policy {
             OverpaymentPolicy::Refund => CheckoutError::RefundNotReady,
-            OverpaymentPolicy::Keep => CheckoutError::RefundClosed {
-                status: "not offered (the merchant keeps any excess)".into(),
-            },
+            OverpaymentPolicy::Keep => CheckoutError::RefundClosed { status: None },
         });
     };
     let r = inv.refunds[i].clone();
@@ -228,7 +228,7 @@ pub fn request_refund(
         }
         other => {
             return Err(CheckoutError::RefundClosed {
-                status: other.as_str().to_string(),
+                status: Some(other),
             })
         }
     }

@@ -37,7 +37,9 @@ use crate::market::Market;
 use crate::registry::{Chain, Registry};
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault, Invalid};
-use crate::services::types::{Amount, AssetSymbol, ChainId};
+use crate::services::types::{
+    Amount, AssetSymbol, ChainId, ConversionBatchId, ConversionId, DepositId,
+};
 use crate::services::{emit, journal_entry, Scope};
 use crate::views::ts;
 
@@ -357,7 +359,7 @@ fn skip_reason(
 pub fn queue_payment(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    payment_id: Uuid,
+    payment_id: DepositId,
     receipt_no: Option<String>,
     chain: &str,
     asset: &str,
@@ -375,7 +377,7 @@ pub fn queue_payment(
         id: appliance_storage::sources::new_id(),
         project_id: s.project.id,
         kind: ConversionKind::Auto,
-        payment_id: Some(payment_id),
+        payment_id: Some(payment_id.uuid()),
         receipt_no,
         customer_id: None,
         chain: chain.to_string(),
@@ -405,13 +407,17 @@ pub fn queue_payment(
 
 /// A credited payment was reversed (a reorg): its row, while still `queued`, is
 /// `skipped` (`payment_reversed`).
-pub fn payment_reversed(ctx: &mut WriteCtx<'_>, s: &Scope, payment_id: Uuid) -> Result<(), Fault> {
+pub fn payment_reversed(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    payment_id: DepositId,
+) -> Result<(), Fault> {
     let p = s.project.id;
     let page = ctx.list::<Conversion>(
         &index::prefix(IndexTag::ConversionsByStatus, p, &[b"queued"]),
         None,
         MAX_BATCH_ROWS * 10,
-        move |r: &Conversion| r.payment_id == Some(payment_id),
+        move |r: &Conversion| r.payment_id == Some(payment_id.uuid()),
     )?;
     let now = ctx.now_us();
     for mut r in page.items {
@@ -447,7 +453,7 @@ pub fn batch_due(
 pub fn plan_auto(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    ids: &[Uuid],
+    ids: &[ConversionId],
     quoted_in: u128,
     q: &Priced,
 ) -> Result<Option<ConversionBatch>, Fault> {
@@ -455,7 +461,7 @@ pub fn plan_auto(
     let mut rows = Vec::new();
     for id in ids.iter().take(MAX_BATCH_ROWS) {
         if let Some(r) = ctx
-            .get_in::<Conversion>(p, *id)?
+            .get_in::<Conversion>(p, id.uuid())?
             .filter(|r| r.status == ConversionStatus::Queued)
         {
             rows.push(r);
@@ -535,11 +541,11 @@ pub fn plan_auto(
 fn open_batch(
     ctx: &WriteCtx<'_>,
     s: &Scope,
-    id: Uuid,
+    id: ConversionBatchId,
     status: BatchStatus,
 ) -> Result<Option<ConversionBatch>, Fault> {
     Ok(ctx
-        .get_in::<ConversionBatch>(s.project.id, id)?
+        .get_in::<ConversionBatch>(s.project.id, id.uuid())?
         .filter(|b| b.status == status))
 }
 

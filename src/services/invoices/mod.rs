@@ -35,7 +35,7 @@ use crate::registry::Registry;
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault, Invalid};
 use crate::services::metadata::{self, MetadataError};
-use crate::services::types::InvoiceId;
+use crate::services::types::{DepositId, InvoiceId};
 use crate::services::{clock, conversions, emit_data, emit_view, wallets, Scope};
 use crate::views;
 

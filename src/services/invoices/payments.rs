@@ -83,7 +83,7 @@ pub fn payment_credited(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
     crate::services::billing::charge_payment_fee(
         ctx,
         s,
-        inv.id,
+        InvoiceId::of(&inv),
         inv.price_cents,
         crate::services::billing::FeeTerms {
             rate_bps: inv.fee_bps,
@@ -107,7 +107,7 @@ pub fn payment_credited(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
             inv.id,
             &views::invoice_event_view(&s.reg, &inv),
         )?;
-        conversions::queue_payment(ctx, s, d.id, None, &d.chain, &d.asset, d.amount)?;
+        conversions::queue_payment(ctx, s, DepositId::of(d), None, &d.chain, &d.asset, d.amount)?;
         return Ok(());
     }
     let event = match (judge(v, inv.price_cents), inv.status) {
@@ -153,7 +153,15 @@ pub fn payment_credited(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
     // 14), except the excess held for the payer.
     let convertible = d.amount.saturating_sub(held);
     if convertible > 0 {
-        conversions::queue_payment(ctx, s, d.id, None, &d.chain, &d.asset, convertible)?;
+        conversions::queue_payment(
+            ctx,
+            s,
+            DepositId::of(d),
+            None,
+            &d.chain,
+            &d.asset,
+            convertible,
+        )?;
     }
     Ok(())
 }
@@ -295,7 +303,7 @@ pub fn payment_orphaned(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
     refresh_amounts(&mut inv);
     inv.updated_at = ctx.now_us();
     ctx.put(&inv)?;
-    conversions::payment_reversed(ctx, s, d.id)?;
+    conversions::payment_reversed(ctx, s, DepositId::of(d))?;
     emit_view(
         ctx,
         s,

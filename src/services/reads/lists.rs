@@ -1,8 +1,6 @@
 //! The list queries of the API: for each resource, which index serves which filter, and
 //! what the rows are checked against. One place knows the store's index layout for reads.
 
-use uuid::Uuid;
-
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{
     ApiKey, BillingEntry, Conversion, ConversionKind, ConversionStatus, Customer, CustomerStatus,
@@ -29,7 +27,6 @@ pub async fn customers(
     q: CustomerQuery,
     page: PageReq,
 ) -> Result<Page<Customer>, StoreError> {
-    let project = project.uuid();
     let CustomerQuery {
         reference_id,
         status,
@@ -56,8 +53,7 @@ pub async fn api_keys(
     include_revoked: bool,
     page: PageReq,
 ) -> Result<Page<ApiKey>, StoreError> {
-    let project = project.uuid();
-    let prefix = index::prefix(IndexTag::ApiKeys, project, &[]);
+    let prefix = index::prefix(IndexTag::ApiKeys, project.uuid(), &[]);
     page_of(store, prefix, page, move |k: &ApiKey| {
         include_revoked || k.revoked_at.is_none()
     })
@@ -72,7 +68,6 @@ pub async fn billing_entries(
     kind: Option<EntryKind>,
     page: PageReq,
 ) -> Result<Page<BillingEntry>, StoreError> {
-    let project = project.uuid();
     let prefix = first_index(
         project,
         &[(IndexTag::BillingEntriesByKind, &[name(kind)])],
@@ -99,7 +94,6 @@ pub async fn conversions(
     q: ConversionQuery,
     page: PageReq,
 ) -> Result<Page<Conversion>, StoreError> {
-    let project = project.uuid();
     let ConversionQuery {
         status,
         chain,
@@ -140,7 +134,6 @@ pub async fn deposits(
     q: DepositQuery,
     page: PageReq,
 ) -> Result<Page<Deposit>, StoreError> {
-    let p = project.uuid();
     let DepositQuery {
         customer,
         wallet,
@@ -160,9 +153,9 @@ pub async fn deposits(
         None => None,
     };
     let prefix = match wallet_owner.or(customer.map(Id::uuid)) {
-        Some(c) => index::deposits_of_customer(p, c),
+        Some(c) => index::deposits_of_customer(project.uuid(), c),
         None => first_index(
-            p,
+            project,
             &[
                 (IndexTag::DepositsByStatus, &[name(status)]),
                 (IndexTag::DepositsByChain, &[text(&chain)]),
@@ -207,7 +200,6 @@ pub async fn payouts(
     q: PayoutQuery,
     page: PageReq,
 ) -> Result<Page<Payout>, StoreError> {
-    let p = project.uuid();
     let PayoutQuery {
         reference,
         customer,
@@ -215,7 +207,7 @@ pub async fn payouts(
         chain,
     } = q;
     let prefix = first_index(
-        p,
+        project,
         &[
             (IndexTag::PayoutsByReference, &[text(&reference)]),
             (IndexTag::PayoutsByCustomer, &[id(&customer)]),
@@ -242,14 +234,13 @@ pub async fn sweeps(
     status: Option<SweepStatus>,
     page: PageReq,
 ) -> Result<Page<Sweep>, StoreError> {
-    let p = project.uuid();
     let prefix = match wallet {
         Some(w) => match row::<Wallet>(store, project, w)? {
-            Some(row) => index::sweeps_of_wallet(p, row.customer_id, w.uuid()),
+            Some(row) => index::sweeps_of_wallet(project.uuid(), row.customer_id, w.uuid()),
             None => return Ok(empty()),
         },
         None => first_index(
-            p,
+            project,
             &[(IndexTag::SweepsByStatus, &[name(status)])],
             IndexTag::Sweeps,
         ),
@@ -269,7 +260,6 @@ pub async fn wallets(
     chain: Option<String>,
     page: PageReq,
 ) -> Result<Page<Wallet>, StoreError> {
-    let project = project.uuid();
     let prefix = first_index(
         project,
         &[
@@ -291,7 +281,6 @@ pub async fn invoices(
     status: Option<InvoiceStatus>,
     page: PageReq,
 ) -> Result<Page<Invoice>, StoreError> {
-    let project = project.uuid();
     let prefix = first_index(
         project,
         &[(IndexTag::InvoicesByStatus, &[name(status)])],
@@ -319,7 +308,6 @@ pub async fn deliveries(
     q: DeliveryQuery,
     page: PageReq,
 ) -> Result<Page<WebhookDelivery>, StoreError> {
-    let p = project.uuid();
     let DeliveryQuery {
         endpoint,
         status,
@@ -327,7 +315,7 @@ pub async fn deliveries(
     } = q;
     let event = match event_id {
         None => None,
-        Some(e) => match store.read(move |r| r.event(p, &e)).await? {
+        Some(e) => match store.read(move |r| r.event(project.uuid(), &e)).await? {
             Some(ev) => Some(ev.sequence),
             None => return Ok(empty()),
         },
@@ -335,7 +323,7 @@ pub async fn deliveries(
     let sequence = event.map(u64::to_be_bytes);
     let sequence = sequence.as_ref().map(<[u8; 8]>::as_slice);
     let prefix = first_index(
-        p,
+        project,
         &[
             (IndexTag::WebhookDeliveriesByEvent, &[sequence]),
             (
@@ -383,7 +371,12 @@ pub async fn event_deliveries(
 /// The prefix of the first index in `choices` whose every key value is set (a list reads
 /// the index of its most selective filter, in the order the choices give), else of `all`,
 /// the project's every row of the resource.
-fn first_index(project: Uuid, choices: &[(IndexTag, &[Option<&[u8]>])], all: IndexTag) -> Vec<u8> {
+fn first_index(
+    project: ProjectId,
+    choices: &[(IndexTag, &[Option<&[u8]>])],
+    all: IndexTag,
+) -> Vec<u8> {
+    let project = project.uuid();
     choices
         .iter()
         .find_map(|(tag, values)| {

@@ -81,11 +81,10 @@ pub async fn events(
     q: EventQuery,
     limit: usize,
 ) -> Result<Page<Event>, StoreError> {
-    let project = project.uuid();
     store
         .read(move |r| {
             r.list_events(
-                project,
+                project.uuid(),
                 &q.types,
                 q.resource.as_deref(),
                 q.after,
@@ -102,8 +101,7 @@ pub async fn event(
     project: ProjectId,
     id: String,
 ) -> Result<Option<Event>, StoreError> {
-    let project = project.uuid();
-    store.read(move |r| r.event(project, &id)).await
+    store.read(move |r| r.event(project.uuid(), &id)).await
 }
 
 /// Every webhook endpoint of the project, newest first (`GET /v1/webhooks` is never

@@ -621,7 +621,7 @@ fn settle_in(
     match tx.kind {
         OutKind::Sweep => {
             if let Some(s) = scopes.of(ctx, tx.project_id)? {
-                sweeps::settle_sent(ctx, &s, tx.ref_id, success)?;
+                sweeps::settle_sent(ctx, &s, tx.ref_id.into(), success)?;
             }
         }
         OutKind::Payout => {
@@ -632,15 +632,15 @@ fn settle_in(
         OutKind::Approve => {
             if let Some(s) = scopes.of(ctx, tx.project_id)? {
                 match success {
-                    true => conversions::approved(ctx, &s, tx.ref_id)?,
-                    false => conversions::approve_lost(ctx, &s, tx.ref_id, true)?,
+                    true => conversions::approved(ctx, &s, tx.ref_id.into())?,
+                    false => conversions::approve_lost(ctx, &s, tx.ref_id.into(), true)?,
                 }
             }
         }
         OutKind::Swap => {
             if let Some(s) = scopes.of(ctx, tx.project_id)? {
                 let out = if success { swap_out } else { None };
-                conversions::swap_settled(ctx, &s, tx.ref_id, hash, out)?;
+                conversions::swap_settled(ctx, &s, tx.ref_id.into(), hash, out)?;
             }
         }
         OutKind::Factory | OutKind::Filler => {}
