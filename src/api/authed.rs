@@ -16,7 +16,6 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use uuid::Uuid;
 
 use appliance_storage::records::Row;
 
@@ -198,12 +197,10 @@ impl FromRequest<AppState> for Post {
     }
 }
 
-/// A `{id}` path segment that must be a UUID: 400 `invalid_request`, `param: id`, otherwise
-/// ([`path_uuid`]). `I` is the id's type (`PathId<PayoutId>`), so the handler hands the
-/// service the id of the resource its route names.
-pub struct PathId<I>(pub I);
-
-impl<S: Send + Sync, I: From<Uuid>> FromRequestParts<S> for PathId<I> {
+/// A resource id from the `{id}` path segment: a handler takes the id of the resource its
+/// route names, typed (`id: PayoutId`), and hands the service that resource's id. Not a
+/// UUID: 400 `invalid_request`, `param: id` ([`path_uuid`]).
+impl<S: Send + Sync, R> FromRequestParts<S> for Id<R> {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
@@ -211,7 +208,7 @@ impl<S: Send + Sync, I: From<Uuid>> FromRequestParts<S> for PathId<I> {
             .await
             .map_err(IntoResponse::into_response)?;
         path_uuid(&s)
-            .map(|id| PathId(I::from(id)))
+            .map(Id::from)
             .map_err(IntoResponse::into_response)
     }
 }

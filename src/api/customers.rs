@@ -5,7 +5,7 @@ use axum::response::Response;
 
 use appliance_storage::records::{Customer, CustomerStatus, KeyKind};
 
-use crate::api::authed::{access_rules, Authed, PathId, Post};
+use crate::api::authed::{access_rules, Authed, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
@@ -80,10 +80,7 @@ async fn list_customers(a: Authed<READ>, q: Params) -> Result<Response, ApiError
 /// Key: `wallet` kind, scope `customers:read`.
 #[utoipa::path(get, path = "/v1/customers/{id}", tag = "customers", params(schemas::IdPath),
     responses((status = 200, description = "The customer.", body = crate::views::CustomerView)))]
-async fn get_customer(
-    a: Authed<READ>,
-    PathId(id): PathId<CustomerId>,
-) -> Result<Response, ApiError> {
+async fn get_customer(a: Authed<READ>, id: CustomerId) -> Result<Response, ApiError> {
     let c = a.row::<Customer>(id, ApiError::not_found("customer"))?;
     Ok(json(StatusCode::OK, &views::customer_view(&c)))
 }
@@ -97,7 +94,7 @@ async fn get_customer(
     responses((status = 200, description = "The updated customer.", body = crate::views::CustomerView)))]
 async fn patch_customer(
     a: Authed<WRITE>,
-    PathId(id): PathId<CustomerId>,
+    id: CustomerId,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     let f = &body.fields;

@@ -5,7 +5,7 @@ use chrono::DateTime;
 
 use appliance_storage::records::{DepositStatus, KeyKind};
 
-use crate::api::authed::{access_rules, Authed, PathId};
+use crate::api::authed::{access_rules, Authed};
 use crate::api::error::ApiError;
 use crate::api::extract::Params;
 use crate::api::schemas;
@@ -71,7 +71,7 @@ async fn list_deposits(a: Authed<READ>, q: Params) -> Result<Response, ApiError>
 /// Key: `wallet` kind, scope `deposits:read`.
 #[utoipa::path(get, path = "/v1/deposits/{id}", tag = "deposits", params(schemas::IdPath),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
-async fn get_deposit(a: Authed<READ>, PathId(id): PathId<DepositId>) -> Result<Response, ApiError> {
+async fn get_deposit(a: Authed<READ>, id: DepositId) -> Result<Response, ApiError> {
     match reads::deposit(&a.state.store, a.caller.project_id(), id)? {
         Some(d) => Ok(crate::api::json(
             axum::http::StatusCode::OK,

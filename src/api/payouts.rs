@@ -5,7 +5,7 @@ use axum::response::Response;
 
 use appliance_storage::records::{KeyKind, Payout, PayoutStatus};
 
-use crate::api::authed::{access_rules, Authed, PathId, Post};
+use crate::api::authed::{access_rules, Authed, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::Params;
 use crate::api::schemas;
@@ -123,7 +123,7 @@ async fn list_payouts(a: Authed<READ>, q: Params) -> Result<Response, ApiError> 
 /// Key: `payout` or `wallet` kind, scope `payouts:read`.
 #[utoipa::path(get, path = "/v1/payouts/{id}", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The payout.", body = crate::views::PayoutView)))]
-async fn get_payout(a: Authed<READ>, PathId(id): PathId<PayoutId>) -> Result<Response, ApiError> {
+async fn get_payout(a: Authed<READ>, id: PayoutId) -> Result<Response, ApiError> {
     let x = a.row::<Payout>(id, ApiError::not_found("payout"))?;
     Ok(json(
         StatusCode::OK,
@@ -137,10 +137,7 @@ async fn get_payout(a: Authed<READ>, PathId(id): PathId<PayoutId>) -> Result<Res
 /// Key: `payout` kind, scope `payouts:create`.
 #[utoipa::path(post, path = "/v1/payouts/{id}/cancel", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The canceled payout.", body = crate::views::PayoutView)))]
-async fn cancel_payout(
-    a: Authed<CANCEL>,
-    PathId(id): PathId<PayoutId>,
-) -> Result<Response, ApiError> {
+async fn cancel_payout(a: Authed<CANCEL>, id: PayoutId) -> Result<Response, ApiError> {
     transition(a, move |ctx, s| payouts::cancel(ctx, s, id)).await
 }
 
@@ -163,10 +160,7 @@ async fn transition<R>(
 /// Key: `payout` kind, scope `payouts:approve`.
 #[utoipa::path(post, path = "/v1/payouts/{id}/approve", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The approved payout.", body = crate::views::PayoutView)))]
-async fn approve_payout(
-    a: Authed<APPROVE>,
-    PathId(id): PathId<PayoutId>,
-) -> Result<Response, ApiError> {
+async fn approve_payout(a: Authed<APPROVE>, id: PayoutId) -> Result<Response, ApiError> {
     let key_id = ApiKeyId::of(&a.caller.key);
     transition(a, move |ctx, s| payouts::approve(ctx, s, key_id, id)).await
 }
@@ -177,10 +171,7 @@ async fn approve_payout(
 /// Key: `payout` kind, scope `payouts:approve`.
 #[utoipa::path(post, path = "/v1/payouts/{id}/reject", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The rejected payout.", body = crate::views::PayoutView)))]
-async fn reject_payout(
-    a: Authed<APPROVE>,
-    PathId(id): PathId<PayoutId>,
-) -> Result<Response, ApiError> {
+async fn reject_payout(a: Authed<APPROVE>, id: PayoutId) -> Result<Response, ApiError> {
     let key_id = ApiKeyId::of(&a.caller.key);
     transition(a, move |ctx, s| payouts::reject(ctx, s, key_id, id)).await
 }

@@ -5,7 +5,7 @@ use axum::response::Response;
 
 use appliance_storage::records::{KeyKind, Sweep, SweepStatus};
 
-use crate::api::authed::{access_rules, Authed, PathId, Post};
+use crate::api::authed::{access_rules, Authed, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::Params;
 use crate::api::schemas;
@@ -77,7 +77,7 @@ async fn list_sweeps(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
 /// Key: `wallet` kind, scope `sweeps:read`.
 #[utoipa::path(get, path = "/v1/sweeps/{id}", tag = "sweeps", params(schemas::IdPath),
     responses((status = 200, description = "The sweep.", body = crate::views::SweepView)))]
-async fn get_sweep(a: Authed<READ>, PathId(id): PathId<SweepId>) -> Result<Response, ApiError> {
+async fn get_sweep(a: Authed<READ>, id: SweepId) -> Result<Response, ApiError> {
     a.get_by_id::<Sweep, _, _>(id, ApiError::not_found("sweep"), |s| {
         views::sweep(&a.state.registry, s)
     })

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use appliance_storage::records::{Deposit, KeyKind, Mode};
 
-use crate::api::authed::{Authed, PathId, Post, Rule};
+use crate::api::authed::{Authed, Post, Rule};
 use crate::api::error::ApiError;
 use crate::api::extract::JsonBody;
 use crate::api::schemas;
@@ -260,10 +260,7 @@ async fn transition(
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/deposits/{id}/confirm", tag = "test", params(schemas::IdPath),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
-async fn confirm_test_deposit(
-    a: Authed<TestMode>,
-    PathId(id): PathId<DepositId>,
-) -> Result<Response, ApiError> {
+async fn confirm_test_deposit(a: Authed<TestMode>, id: DepositId) -> Result<Response, ApiError> {
     transition(a, id, deposits::confirm).await
 }
 
@@ -272,10 +269,7 @@ async fn confirm_test_deposit(
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/deposits/{id}/fail", tag = "test", params(schemas::IdPath),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
-async fn fail_test_deposit(
-    a: Authed<TestMode>,
-    PathId(id): PathId<DepositId>,
-) -> Result<Response, ApiError> {
+async fn fail_test_deposit(a: Authed<TestMode>, id: DepositId) -> Result<Response, ApiError> {
     transition(a, id, deposits::fail).await
 }
 
@@ -285,10 +279,7 @@ async fn fail_test_deposit(
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/deposits/{id}/orphan", tag = "test", params(schemas::IdPath),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
-async fn orphan_test_deposit(
-    a: Authed<TestMode>,
-    PathId(id): PathId<DepositId>,
-) -> Result<Response, ApiError> {
+async fn orphan_test_deposit(a: Authed<TestMode>, id: DepositId) -> Result<Response, ApiError> {
     transition(a, id, deposits::orphan).await
 }
 

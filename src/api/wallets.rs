@@ -5,7 +5,7 @@ use axum::response::Response;
 
 use appliance_storage::records::{KeyKind, Wallet};
 
-use crate::api::authed::{access_rules, Authed, PathId, Post};
+use crate::api::authed::{access_rules, Authed, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::Params;
 use crate::api::schemas;
@@ -80,7 +80,7 @@ async fn list_wallets(a: Authed<READ>, q: Params) -> Result<Response, ApiError> 
 /// Key: `wallet` kind, scope `wallets:read`.
 #[utoipa::path(get, path = "/v1/wallets/{id}", tag = "wallets", params(schemas::IdPath),
     responses((status = 200, description = "The wallet.", body = crate::views::WalletView)))]
-async fn get_wallet(a: Authed<READ>, PathId(id): PathId<WalletId>) -> Result<Response, ApiError> {
+async fn get_wallet(a: Authed<READ>, id: WalletId) -> Result<Response, ApiError> {
     let w = a.row::<Wallet>(id, ApiError::not_found("wallet"))?;
     Ok(json(StatusCode::OK, &views::wallet_view(&w)))
 }

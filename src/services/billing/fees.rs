@@ -33,11 +33,7 @@ pub fn charge_address_fee(
     wallet: WalletId,
     chain: &str,
 ) -> Result<(), Fault> {
-    let acct = account(ctx, s.project_id())?;
-    let Some(plan) = active_plan(&s.reg.billing, &acct) else {
-        return Ok(());
-    };
-    let cents = plan.address_fee_cents;
+    let cents = plan_fee(ctx, s, |p| p.address_fee_cents)?;
     charge(
         ctx,
         s,
@@ -61,11 +57,7 @@ pub fn charge_payout_fee(
     if reference.is_some_and(RefundReference::has_prefix) {
         return Ok(());
     }
-    let acct = account(ctx, s.project_id())?;
-    let Some(plan) = active_plan(&s.reg.billing, &acct) else {
-        return Ok(());
-    };
-    let cents = plan.payout_fee_cents;
+    let cents = plan_fee(ctx, s, |p| p.payout_fee_cents)?;
     charge(
         ctx,
         s,
@@ -110,10 +102,20 @@ pub fn bps_of(cents: u64, bps: u32) -> u64 {
 
 /// The active plan's `swap_rate_bps` (0 without a plan).
 pub fn swap_rate_bps(r: &impl ReadOps, s: &Scope) -> Result<u32, Fault> {
+    plan_fee(r, s, |p| p.swap_rate_bps)
+}
+
+/// What `fee` reads from the project's active plan; 0 without one (a fee of 0 charges
+/// nothing).
+fn plan_fee<T: Default>(
+    r: &impl ReadOps,
+    s: &Scope,
+    fee: impl FnOnce(&PlanConfig) -> T,
+) -> Result<T, Fault> {
     let acct = account(r, s.project_id())?;
     Ok(active_plan(&s.reg.billing, &acct)
-        .map(|p| p.swap_rate_bps)
-        .unwrap_or(0))
+        .map(fee)
+        .unwrap_or_default())
 }
 
 /// `conversion_fee` of a settled conversion batch worth `usd_cents` (DECISIONS.md section
