@@ -15,7 +15,7 @@ use crate::api::{json as json_response, raw_json, run_idempotent, Begin, Idem, R
 use crate::auth::{Access, Caller};
 use crate::services::deposits::{self, TestDeposit};
 use crate::services::sim_chain::{self, SimHandle};
-use crate::services::types::DepositId;
+use crate::services::types::{CustomerId, DepositId};
 use crate::services::Scope;
 use crate::state::AppState;
 use crate::views;
@@ -92,7 +92,7 @@ async fn create_test_deposit(
 ) -> Result<Response, ApiError> {
     let f = &body.fields;
     let mut req = TestDeposit {
-        customer_id: f.req_uuid("customer_id")?,
+        customer_id: CustomerId::from(f.req_uuid("customer_id")?),
         chain: f.req_chain("chain")?,
         asset: f.req_asset("asset")?,
         decimals: f.req_u64("decimals")?,

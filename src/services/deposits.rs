@@ -15,7 +15,7 @@ use appliance_storage::{ChainStateOps, Delta, ReadOps, StoreError, WriteCtx};
 use crate::registry::Registry;
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
-use crate::services::types::{Amount, AssetSymbol, ChainId, DepositId};
+use crate::services::types::{Amount, AssetSymbol, ChainId, CustomerId, DepositId};
 use crate::services::{
     billing, emit_row, invoices, journal_entry, sim_sender_bytes, sim_transfer_hash, sweeps, Scope,
 };
@@ -52,7 +52,7 @@ fault_from!(DepositError);
 
 /// A simulated transfer (`POST /v1/test/deposits`).
 pub struct TestDeposit {
-    pub customer_id: Uuid,
+    pub customer_id: CustomerId,
     pub chain: ChainId,
     pub asset: AssetSymbol,
     pub decimals: u64,
@@ -206,14 +206,14 @@ pub fn create_test(
     let ukey = index::unique(
         IndexTag::UniqueWallet,
         p,
-        &[req.customer_id.as_bytes(), req.chain.as_bytes()],
+        &[req.customer_id.as_uuid().as_bytes(), req.chain.as_bytes()],
     );
     let wallet_id = ctx.unique_get(&ukey)?;
     // A wallet key of (project, customer) exists only for a customer of the project
     // (customers are never deleted), so the customer's row is read only without one: same
     // answers in the same order, one row read and decoded less per deposit.
     if wallet_id.is_none() {
-        ctx.get_in::<Customer>(p, req.customer_id)?
+        ctx.get_in::<Customer>(p, req.customer_id.uuid())?
             .ok_or(DepositError::CustomerNotFound)?;
     }
     let eff = chains::resolve(&s.reg, &s.project, &req.chain, "chain")?;
@@ -254,7 +254,7 @@ pub fn create_test(
     let mut d = Deposit {
         id,
         project_id: p,
-        customer_id: req.customer_id,
+        customer_id: req.customer_id.uuid(),
         invoice_id: None,
         late: false,
         funding: false,

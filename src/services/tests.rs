@@ -88,7 +88,7 @@ fn deposit(f: &Fixture, amount: u128, confirm: bool) -> Deposit {
             ctx,
             s,
             deposits::TestDeposit {
-                customer_id: c,
+                customer_id: c.into(),
                 chain: "ethereum".into(),
                 asset: "USDT".into(),
                 decimals: 6,

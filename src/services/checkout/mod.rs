@@ -41,8 +41,8 @@ use crate::registry::Registry;
 use crate::services::error::{fault_from, Fault, Invalid};
 use crate::services::invoices::{self, value_scaled};
 use crate::services::types::{DepositId, InvoiceId};
-use crate::services::{clock, deposits, emit_row, emit_view, wallets, Scope};
-use crate::views::{self, ts};
+use crate::services::{clock, deposits, emit_row, wallets, Scope};
+use crate::views::ts;
 
 /// Requests per minute one checkout token may make to the public checkout endpoints and
 /// the hosted page (DECISIONS.md section 12); not under the per-IP unauthenticated budget.

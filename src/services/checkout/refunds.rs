@@ -367,13 +367,7 @@ pub fn refund_payout_moved(ctx: &mut WriteCtx<'_>, s: &Scope, p: &Payout) -> Res
     inv.updated_at = now;
     ctx.put(&inv)?;
     if to == RefundStatus::Confirmed {
-        emit_view(
-            ctx,
-            s,
-            "invoice.refunded",
-            inv.id,
-            &views::invoice_event_view(&s.reg, &inv),
-        )?;
+        crate::services::invoices::emit_invoice(ctx, s, "invoice.refunded", &inv)?;
     }
     Ok(())
 }

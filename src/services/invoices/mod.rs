@@ -708,6 +708,23 @@ pub fn existing_by_reference(
     Ok(Some(inv))
 }
 
+/// Emits `event` about invoice `inv` as this transaction leaves it, its data the invoice's
+/// event view ([`views::invoice_event_view`]).
+pub fn emit_invoice(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    event: &str,
+    inv: &Invoice,
+) -> Result<(), StoreError> {
+    emit_view(
+        ctx,
+        s,
+        event,
+        inv.id,
+        &views::invoice_event_view(&s.reg, inv),
+    )
+}
+
 /// `open` -> `canceled` (SPEC.md section 4, Invoices rule 5): refused (409 `invalid_state`)
 /// once anything was received or seen, or from any other status; a canceled invoice is
 /// answered again as it is. The payment addresses stay watched; emits `invoice.canceled`.
@@ -731,13 +748,7 @@ pub fn cancel(ctx: &mut WriteCtx<'_>, s: &Scope, id: InvoiceId) -> Result<Invoic
     inv.canceled_at = Some(now);
     inv.updated_at = now;
     ctx.put(&inv)?;
-    emit_view(
-        ctx,
-        s,
-        "invoice.canceled",
-        inv.id,
-        &views::invoice_event_view(&s.reg, &inv),
-    )?;
+    emit_invoice(ctx, s, "invoice.canceled", &inv)?;
     Ok(inv)
 }
 
@@ -757,13 +768,7 @@ pub fn expire_if_due(
     inv.expired_at = Some(ctx.now_us());
     inv.updated_at = ctx.now_us();
     ctx.put(inv)?;
-    emit_view(
-        ctx,
-        s,
-        "invoice.expired",
-        inv.id,
-        &views::invoice_event_view(&s.reg, inv),
-    )?;
+    emit_invoice(ctx, s, "invoice.expired", inv)?;
     Ok(true)
 }
 
