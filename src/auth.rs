@@ -11,8 +11,9 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
-use crate::services::types::ProjectId;
 use appliance_storage::records::{ApiKey, KeyKind, Mode, Project};
+
+use crate::services::types::ProjectId;
 
 /// Token prefix of live keys (DECISIONS.md section 2).
 pub const LIVE_PREFIX: &str = "apk";

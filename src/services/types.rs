@@ -18,7 +18,8 @@ use crate::services::error::Invalid;
 /// The id of one resource, typed by the record it names (`Id<records::Payout>`), so that a
 /// customer id passed where a payout id belongs does not compile. The services take and
 /// return these; the store keeps bare `Uuid`s, converted at the service's edge
-/// ([`Id::uuid`], `From<Uuid>`). Serialized, displayed and ordered as the UUID it wraps.
+/// ([`Id::uuid`], `From<Uuid>`). Serialized, displayed and ordered as the UUID it wraps;
+/// its traits are written out below, as a derive would ask them of `R` too.
 #[repr(transparent)]
 pub struct Id<R>(Uuid, PhantomData<fn() -> R>);
 
@@ -65,7 +66,7 @@ impl<R> Id<R> {
     }
 }
 
-impl<R: appliance_storage::records::Row> Id<R> {
+impl<R: records::Row> Id<R> {
     /// The id of a stored row.
     pub fn of(row: &R) -> Self {
         Id::new(row.id())
