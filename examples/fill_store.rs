@@ -42,7 +42,7 @@ use appliance::registry::Registry;
 use appliance::services::customers::{self, NewCustomer};
 use appliance::services::deposits::{self, TestDeposit};
 use appliance::services::sim_chain::{self, Reservation, SimChains};
-use appliance::services::types::{Amount, AssetSymbol, ChainId};
+use appliance::services::types::{Amount, AssetSymbol, ChainId, CustomerId};
 use appliance::services::{wallets, Scope};
 use appliance_storage::records::{Mode, Project};
 use appliance_storage::ScanOps;
@@ -183,7 +183,7 @@ async fn run(a: Args) -> Result<()> {
                         },
                     )
                     .map_err(|e| format!("customer: {e}"))?;
-                    wallets::get_or_create(ctx, &s, c.id, &chain_id)
+                    wallets::get_or_create(ctx, &s, CustomerId::of(&c), &chain_id)
                         .map_err(|e| format!("wallet: {e}"))?;
                     ids.push(c.id);
                 }
@@ -242,7 +242,7 @@ async fn run(a: Args) -> Result<()> {
                     }
                     let i = done + k as u64;
                     let req = TestDeposit {
-                        customer_id: customers[(i % customers.len() as u64) as usize],
+                        customer_id: customers[(i % customers.len() as u64) as usize].into(),
                         chain: ChainId::new(chain_id.clone()),
                         asset: AssetSymbol::new(asset.clone()),
                         decimals,

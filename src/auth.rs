@@ -13,6 +13,8 @@ use uuid::Uuid;
 
 use appliance_storage::records::{ApiKey, KeyKind, Mode, Project};
 
+use crate::services::types::ProjectId;
+
 /// Token prefix of live keys (DECISIONS.md section 2).
 pub const LIVE_PREFIX: &str = "apk";
 /// Token prefix of test keys: the live prefix followed by `test`.
@@ -311,8 +313,8 @@ pub struct Caller {
 }
 
 impl Caller {
-    pub fn project_id(&self) -> Uuid {
-        self.project.id
+    pub fn project_id(&self) -> ProjectId {
+        ProjectId::of(&self.project)
     }
 
     pub fn livemode(&self) -> bool {

@@ -21,6 +21,7 @@ use appliance_storage::{ReadOps, ScanOps, Store, WriteError};
 use crate::auth::Pepper;
 use crate::services::error::Fault;
 use crate::services::payouts::PayoutError;
+use crate::services::types::ApiKeyId;
 use crate::services::{billing, keys, projects};
 use crate::views;
 
@@ -278,7 +279,7 @@ fn key_revoke(store: &Store, key: &str) -> Result<(Value, bool), String> {
                 .get::<Project>(k.project_id)?
                 .ok_or(keys::KeyError::NotFound)?;
             Ok::<_, keys::KeyError>((
-                keys::revoke(ctx, k.project_id, keys::Actor::Operator, id)?,
+                keys::revoke(ctx, k.project_id.into(), keys::Actor::Operator, id.into())?,
                 p.mode,
             ))
         })
@@ -407,9 +408,9 @@ fn decide_payout(
                 delivery_attempts: attempts,
             };
             let p = if approve {
-                crate::services::payouts::approve(ctx, &scope, Uuid::nil(), id)?
+                crate::services::payouts::approve(ctx, &scope, ApiKeyId::nil(), id.into())?
             } else {
-                crate::services::payouts::reject(ctx, &scope, Uuid::nil(), id)?
+                crate::services::payouts::reject(ctx, &scope, ApiKeyId::nil(), id.into())?
             };
             Ok::<_, PayoutError>(views::payout(&scope.reg, &p))
         })
@@ -445,7 +446,7 @@ fn billing_show(
                 Err(e) => return Ok(Err(e.to_string())),
             };
             let entries = r.list::<appliance_storage::records::BillingEntry>(
-                &index::prefix(IndexTag::BillingEntries, s.project_id(), &[]),
+                &index::prefix(IndexTag::BillingEntries, s.project.id, &[]),
                 None,
                 20,
                 |_| true,

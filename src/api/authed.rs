@@ -16,7 +16,6 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use uuid::Uuid;
 
 use appliance_storage::records::Row;
 
@@ -24,6 +23,7 @@ use crate::api::error::ApiError;
 use crate::api::extract::{path_uuid, JsonBody};
 use crate::api::{begin, commit, json, mutate, scope, AnswerForm, Begin, IdempotencyKey, Job};
 use crate::auth::{Access, Caller};
+use crate::services::types::{Id, ProjectId};
 use crate::services::{reads, Scope};
 use crate::state::AppState;
 
@@ -93,13 +93,13 @@ impl<R> Authed<R> {
         scope(&self.state, &self.caller)
     }
 
-    pub fn project_id(&self) -> Uuid {
+    pub fn project_id(&self) -> ProjectId {
         self.caller.project_id()
     }
 
     /// The caller's project's row `id`, or `missing` (another project's row is not found
     /// either, SPEC.md section 7), read through [`reads::row`].
-    pub fn row<T: Row>(&self, id: Uuid, missing: impl Into<ApiError>) -> Result<T, ApiError> {
+    pub fn row<T: Row>(&self, id: Id<T>, missing: impl Into<ApiError>) -> Result<T, ApiError> {
         reads::row::<T>(&self.state.store, self.caller.project_id(), id)?
             .ok_or_else(|| missing.into())
     }
@@ -109,7 +109,7 @@ impl<R> Authed<R> {
     /// [`crate::views`]) goes through [`Authed::row`] and [`json`].
     pub async fn get_by_id<T, V, S>(
         &self,
-        id: Uuid,
+        id: Id<T>,
         missing: impl Into<ApiError>,
         view: V,
     ) -> Result<Response, ApiError>
@@ -197,11 +197,10 @@ impl FromRequest<AppState> for Post {
     }
 }
 
-/// A `{id}` path segment that must be a UUID: 400 `invalid_request`, `param: id`, otherwise
-/// ([`path_uuid`]).
-pub struct PathId(pub Uuid);
-
-impl<S: Send + Sync> FromRequestParts<S> for PathId {
+/// A resource id from the `{id}` path segment: a handler takes the id of the resource its
+/// route names, typed (`id: PayoutId`), and hands the service that resource's id. Not a
+/// UUID: 400 `invalid_request`, `param: id` ([`path_uuid`]).
+impl<S: Send + Sync, R> FromRequestParts<S> for Id<R> {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
@@ -209,7 +208,7 @@ impl<S: Send + Sync> FromRequestParts<S> for PathId {
             .await
             .map_err(IntoResponse::into_response)?;
         path_uuid(&s)
-            .map(PathId)
+            .map(Id::from)
             .map_err(IntoResponse::into_response)
     }
 }

@@ -5,13 +5,14 @@ use axum::response::Response;
 
 use appliance_storage::records::KeyKind;
 
-use crate::api::authed::{access_rules, Authed, PathId, ANY};
+use crate::api::authed::{access_rules, Authed, ANY};
 use crate::api::error::ApiError;
 use crate::api::extract::Params;
 use crate::api::json;
 use crate::api::schemas;
 use crate::auth::Access;
 use crate::services::balances::{self, BalanceReader, BalanceSource};
+use crate::services::types::{CustomerId, WalletId};
 use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -36,7 +37,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Key: `wallet` or `payout` kind, scope `balances:read`.
 #[utoipa::path(get, path = "/v1/customers/{id}/balances", tag = "wallets", params(schemas::IdPath),
     responses((status = 200, description = "The customer's balances.", body = balances::CustomerBalances)))]
-async fn customer_balances(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn customer_balances(a: Authed<READ>, id: CustomerId) -> Result<Response, ApiError> {
     let v = balances::customer_by_id(&a.state.store, &a.state.registry, a.caller.project_id(), id)?;
     Ok(json(StatusCode::OK, &v))
 }
@@ -54,11 +55,7 @@ async fn customer_balances(a: Authed<READ>, PathId(id): PathId) -> Result<Respon
         (status = 200, description = "The wallet's balances.", body = balances::WalletBalances),
         (status = 503, description = "`chain_unavailable_now`: the node cannot be reached; retry later.", body = schemas::ErrorBody),
     ))]
-async fn wallet_balances(
-    a: Authed<READ>,
-    PathId(id): PathId,
-    q: Params,
-) -> Result<Response, ApiError> {
+async fn wallet_balances(a: Authed<READ>, id: WalletId, q: Params) -> Result<Response, ApiError> {
     let source = q
         .one_of("source", &["ledger", "chain", "both"])?
         .and_then(|s| BalanceSource::parse(&s))

@@ -31,6 +31,7 @@ use crate::api::with_headers;
 use crate::services::checkout::{self, CheckoutError, Loaded};
 use crate::services::checkout_cache::Cached;
 use crate::services::invoices;
+use crate::services::types::InvoiceId;
 use crate::services::Scope;
 use crate::state::AppState;
 
@@ -446,7 +447,7 @@ async fn refund_checkout(
         l
     };
     let s = scope(&state, &l);
-    let id = l.invoice.id;
+    let id = InvoiceId::of(&l.invoice);
     state
         .store
         .write(move |ctx| checkout::request_refund(ctx, &s, id, &address))

@@ -9,7 +9,7 @@ use appliance_storage::records::{
     ConversionBatch, ConversionKind, ConversionStatus, KeyKind, Mode,
 };
 
-use crate::api::authed::{access_rules, Authed, PathId, Post};
+use crate::api::authed::{access_rules, Authed, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::{Fields, JsonBody, Params};
 use crate::api::schemas;
@@ -20,7 +20,7 @@ use crate::services::conversions::{
     MAX_SLIPPAGE_BPS,
 };
 use crate::services::reads;
-use crate::services::types::ChainId;
+use crate::services::types::{ChainId, ConversionBatchId, ConversionId};
 use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -221,7 +221,7 @@ async fn list_conversions(a: Authed<READ>, q: Params) -> Result<Response, ApiErr
 /// Key: `payout` kind, scope `conversions:read`.
 #[utoipa::path(get, path = "/v1/conversions/batches/{id}", tag = "conversions", params(schemas::IdPath),
     responses((status = 200, description = "The batch.", body = schemas::ConversionBatch)))]
-async fn get_batch(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn get_batch(a: Authed<READ>, id: ConversionBatchId) -> Result<Response, ApiError> {
     a.get_by_id::<ConversionBatch, _, _>(id, ConversionError::BatchNotFound, |x| {
         conversions::batch_json(&a.state.registry, x)
     })
@@ -233,7 +233,7 @@ async fn get_batch(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiE
 /// Key: `payout` kind, scope `conversions:read`.
 #[utoipa::path(get, path = "/v1/conversions/{id}", tag = "conversions", params(schemas::IdPath),
     responses((status = 200, description = "The conversion.", body = schemas::Conversion)))]
-async fn get_conversion(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn get_conversion(a: Authed<READ>, id: ConversionId) -> Result<Response, ApiError> {
     a.get_by_id::<Conversion, _, _>(id, ConversionError::NotFound, |x| {
         conversions::conversion_json(&a.state.registry, x)
     })

@@ -5,7 +5,7 @@ use axum::response::Response;
 
 use appliance_storage::records::{Customer, CustomerStatus, KeyKind};
 
-use crate::api::authed::{access_rules, Authed, PathId, Post};
+use crate::api::authed::{access_rules, Authed, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
@@ -13,6 +13,7 @@ use crate::api::{created_or_ok, json, PageAnswer};
 use crate::auth::Access;
 use crate::services::customers::{self, CustomerPatch, NewCustomer};
 use crate::services::reads;
+use crate::services::types::CustomerId;
 use crate::state::AppState;
 use crate::views;
 use utoipa_axum::router::OpenApiRouter;
@@ -79,7 +80,7 @@ async fn list_customers(a: Authed<READ>, q: Params) -> Result<Response, ApiError
 /// Key: `wallet` kind, scope `customers:read`.
 #[utoipa::path(get, path = "/v1/customers/{id}", tag = "customers", params(schemas::IdPath),
     responses((status = 200, description = "The customer.", body = crate::views::CustomerView)))]
-async fn get_customer(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn get_customer(a: Authed<READ>, id: CustomerId) -> Result<Response, ApiError> {
     let c = a.row::<Customer>(id, ApiError::not_found("customer"))?;
     Ok(json(StatusCode::OK, &views::customer_view(&c)))
 }
@@ -93,7 +94,7 @@ async fn get_customer(a: Authed<READ>, PathId(id): PathId) -> Result<Response, A
     responses((status = 200, description = "The updated customer.", body = crate::views::CustomerView)))]
 async fn patch_customer(
     a: Authed<WRITE>,
-    PathId(id): PathId,
+    id: CustomerId,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     let f = &body.fields;

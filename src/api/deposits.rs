@@ -5,13 +5,14 @@ use chrono::DateTime;
 
 use appliance_storage::records::{DepositStatus, KeyKind};
 
-use crate::api::authed::{access_rules, Authed, PathId};
+use crate::api::authed::{access_rules, Authed};
 use crate::api::error::ApiError;
 use crate::api::extract::Params;
 use crate::api::schemas;
 use crate::api::PageAnswer;
 use crate::auth::Access;
 use crate::services::reads;
+use crate::services::types::{CustomerId, DepositId, WalletId};
 use crate::state::AppState;
 use crate::views;
 use utoipa_axum::router::OpenApiRouter;
@@ -42,8 +43,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 async fn list_deposits(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let p = a.caller.project_id();
-    let customer = q.uuid("customer_id")?;
-    let wallet = q.uuid("wallet_id")?;
+    let customer = q.uuid("customer_id")?.map(CustomerId::from);
+    let wallet = q.uuid("wallet_id")?.map(WalletId::from);
     let chain = q.get("chain").map(str::to_string);
     let status = q.status::<DepositStatus>()?;
     let since = q
@@ -70,7 +71,7 @@ async fn list_deposits(a: Authed<READ>, q: Params) -> Result<Response, ApiError>
 /// Key: `wallet` kind, scope `deposits:read`.
 #[utoipa::path(get, path = "/v1/deposits/{id}", tag = "deposits", params(schemas::IdPath),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
-async fn get_deposit(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn get_deposit(a: Authed<READ>, id: DepositId) -> Result<Response, ApiError> {
     match reads::deposit(&a.state.store, a.caller.project_id(), id)? {
         Some(d) => Ok(crate::api::json(
             axum::http::StatusCode::OK,

@@ -151,7 +151,7 @@ impl Drop for Idem {
 fn record_keys(caller: &Caller, method: &Method, path: &str, key: &str) -> (Vec<u8>, Vec<u8>) {
     use appliance_storage::index::{self, IndexTag};
     use sha2::Digest;
-    let project = caller.project_id();
+    let project = caller.project.id;
     let legacy = index::unique(
         IndexTag::Projects,
         project,

@@ -6,7 +6,7 @@ use axum::response::Response;
 
 use appliance_storage::records::{Invoice, InvoiceStatus, KeyKind, OverpaymentPolicy};
 
-use crate::api::authed::{access_rules, Authed, PathId, Post};
+use crate::api::authed::{access_rules, Authed, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
@@ -14,6 +14,7 @@ use crate::api::{commit, json, Begin, PageAnswer};
 use crate::auth::{Access, Caller};
 use crate::services::invoices::{self, NewInvoice};
 use crate::services::reads;
+use crate::services::types::InvoiceId;
 use crate::state::AppState;
 use crate::views;
 use utoipa_axum::router::OpenApiRouter;
@@ -172,7 +173,7 @@ async fn list_invoices(a: Authed<READ>, q: Params) -> Result<Response, ApiError>
 /// Key: `checkout` kind, scope `invoices:read`.
 #[utoipa::path(get, path = "/v1/invoices/{id}", tag = "invoices", params(schemas::IdPath),
     responses((status = 200, description = "The invoice.", body = crate::views::InvoiceView)))]
-async fn get_invoice(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn get_invoice(a: Authed<READ>, id: InvoiceId) -> Result<Response, ApiError> {
     let inv = a.row::<Invoice>(id, ApiError::not_found("invoice"))?;
     Ok(json(
         StatusCode::OK,
@@ -191,7 +192,7 @@ async fn get_invoice(a: Authed<READ>, PathId(id): PathId) -> Result<Response, Ap
         (status = 200, description = "The canceled invoice.", body = crate::views::InvoiceView),
         (status = 409, description = "`invalid_state`: not open, or money was received.", body = schemas::ErrorBody),
     ))]
-async fn cancel_invoice(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn cancel_invoice(a: Authed<WRITE>, id: InvoiceId) -> Result<Response, ApiError> {
     let s = a.scope();
     a.write(move |ctx| {
         let inv = invoices::cancel(ctx, &s, id)?;

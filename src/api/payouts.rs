@@ -5,7 +5,7 @@ use axum::response::Response;
 
 use appliance_storage::records::{KeyKind, Payout, PayoutStatus};
 
-use crate::api::authed::{access_rules, Authed, PathId, Post};
+use crate::api::authed::{access_rules, Authed, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::Params;
 use crate::api::schemas;
@@ -13,6 +13,7 @@ use crate::api::{json, PageAnswer};
 use crate::auth::Access;
 use crate::services::payouts::{self, NewPayout, PayoutError};
 use crate::services::reads;
+use crate::services::types::{ApiKeyId, CustomerId, PayoutId};
 use crate::services::Scope;
 use crate::state::AppState;
 use crate::views;
@@ -55,7 +56,7 @@ async fn create_payout(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Re
     key.require("POST /v1/payouts")?;
     let f = &body.fields;
     let mut req = NewPayout {
-        customer_id: f.opt_uuid("customer_id")?,
+        customer_id: f.opt_uuid("customer_id")?.map(CustomerId::from),
         chain: f.req_chain("chain")?,
         asset: f.req_asset("asset")?,
         decimals: f.req_u64("decimals")?,
@@ -79,7 +80,7 @@ async fn create_payout(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Re
             .await;
     }
     let s = a.scope();
-    let key_id = a.caller.key.id;
+    let key_id = ApiKeyId::of(&a.caller.key);
     // Hashed here, not on the store writer.
     let facts = payouts::address_facts(&s, &req.to_address);
     a.post(&key, "/v1/payouts", &body, move |ctx| {
@@ -103,7 +104,7 @@ async fn create_payout(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Re
 async fn list_payouts(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let p = a.caller.project_id();
-    let customer = q.uuid("customer_id")?;
+    let customer = q.uuid("customer_id")?.map(CustomerId::from);
     let chain = q.get("chain").map(str::to_string);
     let status = q.status::<PayoutStatus>()?;
     let reference = q.get("reference").map(str::to_string);
@@ -122,7 +123,7 @@ async fn list_payouts(a: Authed<READ>, q: Params) -> Result<Response, ApiError> 
 /// Key: `payout` or `wallet` kind, scope `payouts:read`.
 #[utoipa::path(get, path = "/v1/payouts/{id}", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The payout.", body = crate::views::PayoutView)))]
-async fn get_payout(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn get_payout(a: Authed<READ>, id: PayoutId) -> Result<Response, ApiError> {
     let x = a.row::<Payout>(id, ApiError::not_found("payout"))?;
     Ok(json(
         StatusCode::OK,
@@ -136,7 +137,7 @@ async fn get_payout(a: Authed<READ>, PathId(id): PathId) -> Result<Response, Api
 /// Key: `payout` kind, scope `payouts:create`.
 #[utoipa::path(post, path = "/v1/payouts/{id}/cancel", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The canceled payout.", body = crate::views::PayoutView)))]
-async fn cancel_payout(a: Authed<CANCEL>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn cancel_payout(a: Authed<CANCEL>, id: PayoutId) -> Result<Response, ApiError> {
     transition(a, move |ctx, s| payouts::cancel(ctx, s, id)).await
 }
 
@@ -159,8 +160,8 @@ async fn transition<R>(
 /// Key: `payout` kind, scope `payouts:approve`.
 #[utoipa::path(post, path = "/v1/payouts/{id}/approve", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The approved payout.", body = crate::views::PayoutView)))]
-async fn approve_payout(a: Authed<APPROVE>, PathId(id): PathId) -> Result<Response, ApiError> {
-    let key_id = a.caller.key.id;
+async fn approve_payout(a: Authed<APPROVE>, id: PayoutId) -> Result<Response, ApiError> {
+    let key_id = ApiKeyId::of(&a.caller.key);
     transition(a, move |ctx, s| payouts::approve(ctx, s, key_id, id)).await
 }
 
@@ -170,7 +171,7 @@ async fn approve_payout(a: Authed<APPROVE>, PathId(id): PathId) -> Result<Respon
 /// Key: `payout` kind, scope `payouts:approve`.
 #[utoipa::path(post, path = "/v1/payouts/{id}/reject", tag = "payouts", params(schemas::IdPath),
     responses((status = 200, description = "The rejected payout.", body = crate::views::PayoutView)))]
-async fn reject_payout(a: Authed<APPROVE>, PathId(id): PathId) -> Result<Response, ApiError> {
-    let key_id = a.caller.key.id;
+async fn reject_payout(a: Authed<APPROVE>, id: PayoutId) -> Result<Response, ApiError> {
+    let key_id = ApiKeyId::of(&a.caller.key);
     transition(a, move |ctx, s| payouts::reject(ctx, s, key_id, id)).await
 }

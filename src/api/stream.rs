@@ -61,7 +61,7 @@ async fn stream_events(a: Authed<READ>, headers: HeaderMap) -> Result<Response, 
         )
         .flatten(),
     };
-    let project = a.caller.project_id();
+    let project = a.caller.project.id;
     let slot = a.state.webhooks.open_stream(project).ok_or_else(|| {
         ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,

@@ -5,13 +5,14 @@ use axum::response::Response;
 
 use appliance_storage::records::{KeyKind, Sweep, SweepStatus};
 
-use crate::api::authed::{access_rules, Authed, PathId, Post};
+use crate::api::authed::{access_rules, Authed, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::Params;
 use crate::api::schemas;
 use crate::api::PageAnswer;
 use crate::auth::Access;
 use crate::services::reads;
+use crate::services::types::{SweepId, WalletId};
 use crate::services::{deposits, sweeps};
 use crate::state::AppState;
 use crate::views;
@@ -41,7 +42,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 422, description = "Refused by the chain or an availability rule.", body = schemas::ErrorBody),
     ))]
 async fn create_sweep(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Response, ApiError> {
-    let wallet_id = body.fields.req_uuid("wallet_id")?;
+    let wallet_id = WalletId::from(body.fields.req_uuid("wallet_id")?);
     let asset = body.fields.opt_asset("asset")?;
     let s = a.scope();
     a.post(&key, "/v1/sweeps", &body, move |ctx| {
@@ -65,7 +66,7 @@ async fn create_sweep(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Res
 async fn list_sweeps(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let p = a.caller.project_id();
-    let wallet = q.uuid("wallet_id")?;
+    let wallet = q.uuid("wallet_id")?.map(WalletId::from);
     let status = q.status::<SweepStatus>()?;
     let rows = reads::sweeps(&a.state.store, p, wallet, status, page.rows()?).await?;
     Ok(rows.answer(|s| views::sweep(&a.state.registry, s)))
@@ -76,7 +77,7 @@ async fn list_sweeps(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
 /// Key: `wallet` kind, scope `sweeps:read`.
 #[utoipa::path(get, path = "/v1/sweeps/{id}", tag = "sweeps", params(schemas::IdPath),
     responses((status = 200, description = "The sweep.", body = crate::views::SweepView)))]
-async fn get_sweep(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn get_sweep(a: Authed<READ>, id: SweepId) -> Result<Response, ApiError> {
     a.get_by_id::<Sweep, _, _>(id, ApiError::not_found("sweep"), |s| {
         views::sweep(&a.state.registry, s)
     })

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use appliance_storage::records::{Deposit, KeyKind, Mode};
 
-use crate::api::authed::{Authed, PathId, Post, Rule};
+use crate::api::authed::{Authed, Post, Rule};
 use crate::api::error::ApiError;
 use crate::api::extract::JsonBody;
 use crate::api::schemas;
@@ -15,6 +15,7 @@ use crate::api::{json as json_response, raw_json, run_idempotent, Begin, Idem, R
 use crate::auth::{Access, Caller};
 use crate::services::deposits::{self, TestDeposit};
 use crate::services::sim_chain::{self, SimHandle};
+use crate::services::types::{CustomerId, DepositId};
 use crate::services::Scope;
 use crate::state::AppState;
 use crate::views;
@@ -91,7 +92,7 @@ async fn create_test_deposit(
 ) -> Result<Response, ApiError> {
     let f = &body.fields;
     let mut req = TestDeposit {
-        customer_id: f.req_uuid("customer_id")?,
+        customer_id: CustomerId::from(f.req_uuid("customer_id")?),
         chain: f.req_chain("chain")?,
         asset: f.req_asset("asset")?,
         decimals: f.req_u64("decimals")?,
@@ -236,11 +237,11 @@ fn write_test_deposit(
 
 async fn transition(
     a: Authed<TestMode>,
-    id: uuid::Uuid,
+    id: DepositId,
     f: fn(
         &mut appliance_storage::WriteCtx<'_>,
         &Scope,
-        uuid::Uuid,
+        DepositId,
     ) -> Result<appliance_storage::records::Deposit, deposits::DepositError>,
 ) -> Result<Response, ApiError> {
     let s = a.scope();
@@ -259,10 +260,7 @@ async fn transition(
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/deposits/{id}/confirm", tag = "test", params(schemas::IdPath),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
-async fn confirm_test_deposit(
-    a: Authed<TestMode>,
-    PathId(id): PathId,
-) -> Result<Response, ApiError> {
+async fn confirm_test_deposit(a: Authed<TestMode>, id: DepositId) -> Result<Response, ApiError> {
     transition(a, id, deposits::confirm).await
 }
 
@@ -271,7 +269,7 @@ async fn confirm_test_deposit(
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/deposits/{id}/fail", tag = "test", params(schemas::IdPath),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
-async fn fail_test_deposit(a: Authed<TestMode>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn fail_test_deposit(a: Authed<TestMode>, id: DepositId) -> Result<Response, ApiError> {
     transition(a, id, deposits::fail).await
 }
 
@@ -281,10 +279,7 @@ async fn fail_test_deposit(a: Authed<TestMode>, PathId(id): PathId) -> Result<Re
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/deposits/{id}/orphan", tag = "test", params(schemas::IdPath),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
-async fn orphan_test_deposit(
-    a: Authed<TestMode>,
-    PathId(id): PathId,
-) -> Result<Response, ApiError> {
+async fn orphan_test_deposit(a: Authed<TestMode>, id: DepositId) -> Result<Response, ApiError> {
     transition(a, id, deposits::orphan).await
 }
 

@@ -5,13 +5,14 @@ use axum::response::Response;
 
 use appliance_storage::records::{KeyKind, Wallet};
 
-use crate::api::authed::{access_rules, Authed, PathId, Post};
+use crate::api::authed::{access_rules, Authed, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::Params;
 use crate::api::schemas;
 use crate::api::{created_or_ok, json, PageAnswer};
 use crate::auth::Access;
 use crate::services::reads;
+use crate::services::types::{CustomerId, WalletId};
 use crate::services::wallets;
 use crate::state::AppState;
 use crate::views;
@@ -44,7 +45,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 422, description = "No new address on this chain now: `account_kind_disabled`, `chain_not_live_yet`, `chain_deposits_disabled`, `chain_unavailable`, `chain_not_enabled`.", body = schemas::ErrorBody),
     ))]
 async fn create_wallet(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
-    let customer_id = body.fields.req_uuid("customer_id")?;
+    let customer_id = CustomerId::from(body.fields.req_uuid("customer_id")?);
     let chain = body.fields.req_chain("chain")?;
     let s = a.scope();
     // Derived here, not on the store writer (used only if the wallet is new).
@@ -68,7 +69,7 @@ async fn create_wallet(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Res
 async fn list_wallets(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let p = a.caller.project_id();
-    let customer = q.uuid("customer_id")?;
+    let customer = q.uuid("customer_id")?.map(CustomerId::from);
     let chain = q.get("chain").map(str::to_string);
     let rows = reads::wallets(&a.state.store, p, customer, chain, page.rows()?).await?;
     Ok(rows.answer(views::wallet_view))
@@ -79,7 +80,7 @@ async fn list_wallets(a: Authed<READ>, q: Params) -> Result<Response, ApiError> 
 /// Key: `wallet` kind, scope `wallets:read`.
 #[utoipa::path(get, path = "/v1/wallets/{id}", tag = "wallets", params(schemas::IdPath),
     responses((status = 200, description = "The wallet.", body = crate::views::WalletView)))]
-async fn get_wallet(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn get_wallet(a: Authed<READ>, id: WalletId) -> Result<Response, ApiError> {
     let w = a.row::<Wallet>(id, ApiError::not_found("wallet"))?;
     Ok(json(StatusCode::OK, &views::wallet_view(&w)))
 }

@@ -4,7 +4,6 @@ use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
-use uuid::Uuid;
 
 use appliance_storage::records::{DeliveryStatus, WebhookDelivery};
 
@@ -16,6 +15,7 @@ use crate::api::webhooks::{rate_limited, READ};
 use crate::api::{json, PageAnswer};
 use crate::auth::{Access, ANY_KIND};
 use crate::services::reads;
+use crate::services::types::{WebhookDeliveryId, WebhookEndpointId};
 use crate::services::webhook_deliveries::{self as deliveries, BulkReplay, WebhookDeliveryError};
 use crate::state::AppState;
 use crate::views::{delivery_json, delivery_ref, parse_delivery_ref};
@@ -38,8 +38,9 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_event_deliveries))
 }
 
-fn delivery_id(s: &str) -> Result<Uuid, ApiError> {
+fn delivery_id(s: &str) -> Result<WebhookDeliveryId, ApiError> {
     parse_delivery_ref(s)
+        .map(WebhookDeliveryId::from)
         .ok_or_else(|| ApiError::invalid("id", format!("{s:?} is not a delivery id (whd_...).")))
 }
 
@@ -56,7 +57,7 @@ fn delivery_id(s: &str) -> Result<Uuid, ApiError> {
 async fn list_deliveries(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let p = a.caller.project_id();
-    let endpoint = q.uuid("endpoint_id")?;
+    let endpoint = q.uuid("endpoint_id")?.map(WebhookEndpointId::from);
     let status = q.status::<DeliveryStatus>()?;
     let query = reads::DeliveryQuery {
         endpoint,
@@ -91,7 +92,7 @@ async fn get_delivery(a: Authed<READ>, Path(id): Path<String>) -> Result<Respons
     responses((status = 201, description = "The new delivery.", body = crate::views::DeliveryView)))]
 async fn replay_delivery(a: Authed<REPLAY>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let id = delivery_id(&id)?;
-    if let Err(retry) = a.state.webhooks.check_replay_rate(a.caller.project_id()) {
+    if let Err(retry) = a.state.webhooks.check_replay_rate(a.caller.project.id) {
         return Err(rate_limited(retry));
     }
     let p = a.caller.project_id();
@@ -120,7 +121,7 @@ async fn replay_delivery(a: Authed<REPLAY>, Path(id): Path<String>) -> Result<Re
     ))]
 async fn bulk_replay(a: Authed<REPLAY>, body: JsonBody) -> Result<Response, ApiError> {
     let f = &body.fields;
-    let endpoint_id = f.req_uuid("endpoint_id")?;
+    let endpoint_id = WebhookEndpointId::from(f.req_uuid("endpoint_id")?);
     let statuses = match f.opt_str("status")? {
         None => vec![
             DeliveryStatus::Failed,
@@ -154,7 +155,7 @@ async fn bulk_replay(a: Authed<REPLAY>, body: JsonBody) -> Result<Response, ApiE
             })
         })
         .transpose()?;
-    if let Err(retry) = a.state.webhooks.check_replay_rate(a.caller.project_id()) {
+    if let Err(retry) = a.state.webhooks.check_replay_rate(a.caller.project.id) {
         return Err(rate_limited(retry));
     }
     let p = a.caller.project_id();

@@ -6,13 +6,14 @@ use serde_json::{json, Value};
 
 use appliance_storage::records::{DeliveryMode, WebhookEndpoint};
 
-use crate::api::authed::{access_rules, Authed, PathId, Post};
+use crate::api::authed::{access_rules, Authed, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::{Fields, JsonBody};
 use crate::api::schemas;
 use crate::api::{commit, json, Begin};
 use crate::auth::{Access, ANY_KIND};
 use crate::services::reads;
+use crate::services::types::WebhookEndpointId;
 use crate::services::webhook_endpoints::{
     self as endpoints, EndpointPatch, NewEndpoint, RequestedStatus, WebhookEndpointError,
     DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS,
@@ -148,7 +149,7 @@ async fn create_webhook(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Re
 /// Any key kind; scope `webhooks:read`.
 #[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
     responses((status = 200, description = "The endpoint.", body = crate::views::EndpointView)))]
-async fn get_webhook(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn get_webhook(a: Authed<READ>, id: WebhookEndpointId) -> Result<Response, ApiError> {
     a.get_by_id::<WebhookEndpoint, _, _>(id, WebhookEndpointError::NotFound, |ep| {
         endpoint_json(ep, appliance_storage::now_us())
     })
@@ -164,7 +165,7 @@ async fn get_webhook(a: Authed<READ>, PathId(id): PathId) -> Result<Response, Ap
     responses((status = 200, description = "The endpoint.", body = crate::views::EndpointView)))]
 async fn patch_webhook(
     a: Authed<WRITE>,
-    PathId(id): PathId,
+    id: WebhookEndpointId,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     let f = &body.fields;
@@ -198,7 +199,7 @@ async fn patch_webhook(
         })
         .await?;
     if resumed == Some(true) {
-        a.state.webhooks.poke(Poke::Resumed(id));
+        a.state.webhooks.poke(Poke::Resumed(id.uuid()));
     }
     Ok(resp)
 }
@@ -208,7 +209,7 @@ async fn patch_webhook(
 /// Any key kind; scope `webhooks:write`.
 #[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
     responses((status = 200, description = "`{deleted: true, id}`.", body = schemas::DeletedEndpoint)))]
-async fn delete_webhook(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, ApiError> {
+async fn delete_webhook(a: Authed<WRITE>, id: WebhookEndpointId) -> Result<Response, ApiError> {
     let p = a.caller.project_id();
     let (resp, more) = a
         .commit(move |ctx| {
@@ -234,7 +235,7 @@ async fn delete_webhook(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response
     responses((status = 200, description = "The endpoint with its new secret.", body = schemas::WebhookEndpointWithSecret)))]
 async fn rotate_secret(
     a: Authed<WRITE>,
-    PathId(id): PathId,
+    id: WebhookEndpointId,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     let hours = body
@@ -262,8 +263,8 @@ async fn rotate_secret(
 /// Any key kind; scope `webhooks:write`.
 #[utoipa::path(post, path = "/v1/webhooks/{id}/test", tag = "webhooks", params(schemas::IdPath),
     responses((status = 202, description = "`{event_id, delivery_id}`.", body = schemas::WebhookTest)))]
-async fn test_webhook(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, ApiError> {
-    if let Err(retry) = a.state.webhooks.check_test_rate(a.caller.project_id()) {
+async fn test_webhook(a: Authed<WRITE>, id: WebhookEndpointId) -> Result<Response, ApiError> {
+    if let Err(retry) = a.state.webhooks.check_test_rate(a.caller.project.id) {
         return Err(rate_limited(retry));
     }
     let project = a.caller.project.clone();

@@ -18,6 +18,7 @@ use appliance_storage::{ReadOps, Store, StoreError};
 use crate::registry::Registry;
 use crate::services::error::{fault_from, Fault};
 use crate::services::sim_chain::SimChains;
+use crate::services::types::{CustomerId, ProjectId, WalletId};
 use crate::views::{Atomic, Decimal};
 
 #[derive(Default, Clone, Copy)]
@@ -232,9 +233,10 @@ impl BalanceSource {
 pub fn customer_by_id(
     store: &Store,
     reg: &Registry,
-    project: Uuid,
-    id: Uuid,
+    project: ProjectId,
+    id: CustomerId,
 ) -> Result<CustomerBalances, BalanceError> {
+    let (project, id) = (project.uuid(), id.uuid());
     store
         .read_now(|r| {
             if r.get_in::<Customer>(project, id)?.is_none() {
@@ -259,11 +261,12 @@ impl BalanceReader<'_> {
     /// outside the store snapshot, then reported against the ledger.
     pub async fn wallet(
         &self,
-        project: Uuid,
+        project: ProjectId,
         livemode: bool,
-        id: Uuid,
+        id: WalletId,
         source: BalanceSource,
     ) -> Result<WalletBalances, BalanceError> {
+        let (project, id) = (project.uuid(), id.uuid());
         let live = if source == BalanceSource::Ledger {
             None
         } else {
@@ -324,14 +327,15 @@ impl BalanceReader<'_> {
 pub async fn treasury_of(
     store: &Store,
     reg: &Arc<Registry>,
-    project: Uuid,
+    project: ProjectId,
 ) -> Result<Value, StoreError> {
     let reg = reg.clone();
     store.read(move |r| treasury(r, &reg, project)).await
 }
 
 /// `GET /v1/balances`: the project's treasury report per (chain, asset).
-pub fn treasury(r: &impl ReadOps, reg: &Registry, project: Uuid) -> Result<Value, StoreError> {
+pub fn treasury(r: &impl ReadOps, reg: &Registry, project: ProjectId) -> Result<Value, StoreError> {
+    let project = project.uuid();
     let mut m: BTreeMap<(String, String), BTreeMap<AccountKind, Balance>> = BTreeMap::new();
     for (a, b) in r.accounts_of(project, Uuid::nil())? {
         m.entry((a.chain.clone(), a.asset.clone()))

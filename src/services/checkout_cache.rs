@@ -281,7 +281,7 @@ impl CheckoutCache {
         };
         let read = store.read_now(|r| {
             let loaded = match guard.by_id {
-                Some((id, _)) => checkout::load_id(r, id, real_now_us)?,
+                Some((id, _)) => checkout::load_id(r, id.into(), real_now_us)?,
                 None => checkout::load(r, token, real_now_us)?,
             };
             Ok(loaded.map(|l| {

@@ -3,10 +3,10 @@
 //! deadline with "now" for a project (invoice expiry, underpaid windows; billing's monthly
 //! minimums) reads it here.
 
-use uuid::Uuid;
-
 use appliance_storage::records::{Mode, Project};
 use appliance_storage::{ReadOps, StoreError, WriteCtx};
+
+use crate::services::types::ProjectId;
 
 /// Most a test clock may run ahead of real time: 10 years, in microseconds.
 pub const MAX_OFFSET_US: i64 = 10 * 366 * 86_400_000_000;
@@ -47,7 +47,12 @@ pub fn now_at(r: &impl ReadOps, project: &Project, real_now_us: i64) -> Result<i
 }
 
 /// Moves test project `project`'s clock `seconds` ahead; returns its new now (Unix µs).
-pub fn advance(ctx: &mut WriteCtx<'_>, project: Uuid, seconds: u64) -> Result<i64, ClockError> {
+pub fn advance(
+    ctx: &mut WriteCtx<'_>,
+    project: ProjectId,
+    seconds: u64,
+) -> Result<i64, ClockError> {
+    let project = project.uuid();
     let cur = ctx.test_clock_offset(project)?;
     let add = i64::try_from(seconds)
         .ok()

@@ -1,7 +1,6 @@
 //! Customers (SPEC.md section 4, Customers).
 
 use serde_json::{Map, Value};
-use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{Customer, CustomerStatus};
@@ -10,6 +9,7 @@ use appliance_storage::{ReadOps, WriteCtx};
 use crate::services::error::{fault_from, Fault};
 use crate::services::metadata::{self, MetadataError};
 use crate::services::set_patched;
+use crate::services::types::CustomerId;
 use crate::services::{emit, emit_row, Scope};
 use crate::views;
 
@@ -44,7 +44,7 @@ pub fn create(
     s: &Scope,
     req: NewCustomer,
 ) -> Result<(Customer, bool), CustomerError> {
-    let p = s.project_id();
+    let p = s.project.id;
     let md = metadata::for_create(req.metadata.unwrap_or_default())?;
     if let Some(r) = &req.reference_id {
         let key = index::unique(IndexTag::UniqueCustomerRef, p, &[r.as_bytes()]);
@@ -88,12 +88,12 @@ pub struct CustomerPatch {
 pub fn patch(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    id: Uuid,
+    id: CustomerId,
     req: CustomerPatch,
 ) -> Result<Customer, CustomerError> {
-    let p = s.project_id();
+    let p = s.project.id;
     let mut c = ctx
-        .get_in::<Customer>(p, id)?
+        .get_in::<Customer>(p, id.uuid())?
         .ok_or(CustomerError::NotFound)?;
     // Every check before the first write: an error after writing aborts the whole store
     // batch (`Store::write`), failing other requests committed with this one.

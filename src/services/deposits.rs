@@ -15,7 +15,7 @@ use appliance_storage::{ChainStateOps, Delta, ReadOps, StoreError, WriteCtx};
 use crate::registry::Registry;
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
-use crate::services::types::{Amount, AssetSymbol, ChainId};
+use crate::services::types::{Amount, AssetSymbol, ChainId, CustomerId, DepositId};
 use crate::services::{
     billing, emit_row, invoices, journal_entry, sim_sender_bytes, sim_transfer_hash, sweeps, Scope,
 };
@@ -52,7 +52,7 @@ fault_from!(DepositError);
 
 /// A simulated transfer (`POST /v1/test/deposits`).
 pub struct TestDeposit {
-    pub customer_id: Uuid,
+    pub customer_id: CustomerId,
     pub chain: ChainId,
     pub asset: AssetSymbol,
     pub decimals: u64,
@@ -202,18 +202,18 @@ pub fn create_test(
     s: &Scope,
     req: TestDeposit,
 ) -> Result<Deposit, DepositError> {
-    let p = s.project_id();
+    let p = s.project.id;
     let ukey = index::unique(
         IndexTag::UniqueWallet,
         p,
-        &[req.customer_id.as_bytes(), req.chain.as_bytes()],
+        &[req.customer_id.as_uuid().as_bytes(), req.chain.as_bytes()],
     );
     let wallet_id = ctx.unique_get(&ukey)?;
     // A wallet key of (project, customer) exists only for a customer of the project
     // (customers are never deleted), so the customer's row is read only without one: same
     // answers in the same order, one row read and decoded less per deposit.
     if wallet_id.is_none() {
-        ctx.get_in::<Customer>(p, req.customer_id)?
+        ctx.get_in::<Customer>(p, req.customer_id.uuid())?
             .ok_or(DepositError::CustomerNotFound)?;
     }
     let eff = chains::resolve(&s.reg, &s.project, &req.chain, "chain")?;
@@ -254,7 +254,7 @@ pub fn create_test(
     let mut d = Deposit {
         id,
         project_id: p,
-        customer_id: req.customer_id,
+        customer_id: req.customer_id.uuid(),
         invoice_id: None,
         late: false,
         funding: false,
@@ -413,13 +413,13 @@ fn holding_of(ctx: &WriteCtx<'_>, d: &Deposit, known: Known<'_>) -> Result<Holdi
 fn load_detected(
     ctx: &WriteCtx<'_>,
     s: &Scope,
-    id: Uuid,
+    id: DepositId,
     action: &'static str,
 ) -> Result<Deposit, DepositError> {
     // Invoice payments are the invoice's, funding transfers billing's: not driven through
     // the test deposit endpoints.
     let d = ctx
-        .get_in::<Deposit>(s.project_id(), id)?
+        .get_in::<Deposit>(s.project.id, id.uuid())?
         .filter(|d| d.invoice_id.is_none() && !d.funding)
         .ok_or(DepositError::NotFound)?;
     if d.status != DepositStatus::Detected {
@@ -433,7 +433,7 @@ fn load_detected(
 }
 
 /// `detected` -> `confirmed`, crediting the ledger (archived coins fail instead).
-pub fn confirm(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, DepositError> {
+pub fn confirm(ctx: &mut WriteCtx<'_>, s: &Scope, id: DepositId) -> Result<Deposit, DepositError> {
     let mut d = load_detected(ctx, s, id, "confirmed")?;
     if let Some(reason) = credit_refusal(&s.reg, &s.project, &d.chain, &d.asset) {
         return Ok(fail_with(ctx, s, d, reason)?);
@@ -450,7 +450,7 @@ pub fn confirm(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, D
 }
 
 /// `detected` -> `failed`: the transfer was not money.
-pub fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, DepositError> {
+pub fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, id: DepositId) -> Result<Deposit, DepositError> {
     let d = load_detected(ctx, s, id, "failed")?;
     Ok(fail_with(ctx, s, d, DepositFailure::SimulatedFailure)?)
 }
@@ -495,10 +495,10 @@ fn mark_failed(
 
 /// `confirmed` -> `orphaned`: the credit is reversed. What the customer already spent is
 /// posted to the project's `receivable`; what was already swept comes out of the treasury.
-pub fn orphan(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Deposit, DepositError> {
-    let p = s.project_id();
+pub fn orphan(ctx: &mut WriteCtx<'_>, s: &Scope, id: DepositId) -> Result<Deposit, DepositError> {
+    let p = s.project.id;
     let d = ctx
-        .get_in::<Deposit>(p, id)?
+        .get_in::<Deposit>(p, id.uuid())?
         .filter(|d| d.invoice_id.is_none() && !d.funding)
         .ok_or(DepositError::NotFound)?;
     if d.status != DepositStatus::Confirmed {
@@ -614,7 +614,7 @@ pub fn detect(
     t: &ChainTransfer,
     required_confirmations: u32,
     height: u64,
-) -> Result<Option<Uuid>, Fault> {
+) -> Result<Option<DepositId>, Fault> {
     let key = transfer_key(&t.chain, &t.tx_hash, t.log_index);
     if ctx.unique_get(&key)?.is_some() {
         return Ok(None);
@@ -659,7 +659,7 @@ pub fn detect(
     // threshold): not put as detected and then again in the same transaction.
     let id = d.id;
     count_at(ctx, s, d, height, Known::New(wallet))?;
-    Ok(Some(id))
+    Ok(Some(id.into()))
 }
 
 /// Updates a detected live deposit's confirmation count at processed height `height` and

@@ -9,6 +9,7 @@ use appliance_storage::{ReadOps, StoreError, WriteCtx};
 use crate::auth::{self, Pepper};
 use crate::services::error::{fault_from, Fault, Invalid};
 use crate::services::set_patched;
+use crate::services::types::{ApiKeyId, ProjectId};
 
 /// Why a key request is refused (statuses and codes: `api::error`).
 #[derive(Debug, thiserror::Error)]
@@ -332,17 +333,19 @@ pub struct KeyPatch {
     pub signing_enabled: Option<bool>,
 }
 
-pub fn load(ctx: &WriteCtx<'_>, project: Uuid, id: Uuid) -> Result<ApiKey, KeyError> {
-    ctx.get_in::<ApiKey>(project, id)?.ok_or(KeyError::NotFound)
+/// The project's key `id` (404 `not_found` otherwise).
+pub fn load(ctx: &WriteCtx<'_>, project: ProjectId, id: ApiKeyId) -> Result<ApiKey, KeyError> {
+    ctx.get_in::<ApiKey>(project.uuid(), id.uuid())?
+        .ok_or(KeyError::NotFound)
 }
 
 /// Applies a patch for `actor`: [`authorize`] must accept the key both as it is and as it
 /// would be after the patch.
 pub fn patch(
     ctx: &mut WriteCtx<'_>,
-    project: Uuid,
+    project: ProjectId,
     actor: Actor<'_>,
-    id: Uuid,
+    id: ApiKeyId,
     p: KeyPatch,
 ) -> Result<ApiKey, KeyError> {
     let mut k = load(ctx, project, id)?;
@@ -362,9 +365,9 @@ pub fn patch(
 /// unchanged (idempotent).
 pub fn revoke(
     ctx: &mut WriteCtx<'_>,
-    project: Uuid,
+    project: ProjectId,
     actor: Actor<'_>,
-    id: Uuid,
+    id: ApiKeyId,
 ) -> Result<ApiKey, KeyError> {
     let mut k = load(ctx, project, id)?;
     authorize_actor(ctx, actor, KeyPowers::from(&k))?;
@@ -383,11 +386,11 @@ pub fn roll(
     pepper: &Pepper,
     project: &Project,
     actor: Actor<'_>,
-    id: Uuid,
+    id: ApiKeyId,
     grace_hours: u64,
 ) -> Result<(ApiKey, String, ApiKey), KeyError> {
     let now = ctx.now_us();
-    let mut old = load(ctx, project.id, id)?;
+    let mut old = load(ctx, ProjectId::of(project), id)?;
     authorize_actor(ctx, actor, KeyPowers::from(&old))?;
     if !old.is_enabled(now) {
         return Err(KeyError::NotRollable);

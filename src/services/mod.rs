@@ -73,6 +73,7 @@ use appliance_storage::records::{Mode, Project};
 use appliance_storage::{StoreError, WriteCtx};
 
 use crate::registry::Registry;
+use crate::services::types::ProjectId;
 
 /// Every event type the appliance emits or SPEC.md section 6 lists (`invoice.*` and
 /// `conversion.completed` included, so an endpoint can subscribe to them ahead of use),
@@ -95,8 +96,8 @@ pub struct Scope {
 }
 
 impl Scope {
-    pub fn project_id(&self) -> Uuid {
-        self.project.id
+    pub fn project_id(&self) -> ProjectId {
+        ProjectId::of(&self.project)
     }
     pub fn livemode(&self) -> bool {
         self.project.mode == Mode::Live

@@ -13,7 +13,7 @@ use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
-use crate::services::types::{Amount, AssetSymbol, ChainId};
+use crate::services::types::{Amount, ApiKeyId, AssetSymbol, ChainId, CustomerId, Id, PayoutId};
 use crate::services::{deposits, emit_row, journal_entry, wallets, Scope};
 
 /// Why a payout request is refused (statuses and codes: `api::error`).
@@ -79,7 +79,7 @@ fault_from!(PayoutError);
 
 /// A parsed `POST /v1/payouts` body.
 pub struct NewPayout {
-    pub customer_id: Option<Uuid>,
+    pub customer_id: Option<CustomerId>,
     pub chain: ChainId,
     pub asset: AssetSymbol,
     pub decimals: u64,
@@ -139,7 +139,7 @@ pub fn address_facts(s: &Scope, to_address: &str) -> AddressFacts {
         evm: appliance_chains::address::parse_evm_address(to_address)
             .map(|_| ())
             .map_err(|e| e.to_string()),
-        own: to_address.eq_ignore_ascii_case(&wallets::master_address(s.project_id()))
+        own: to_address.eq_ignore_ascii_case(&wallets::master_address(s.project.id))
             || wallets::is_live_treasury(&s.reg, to_address),
     }
 }
@@ -154,7 +154,7 @@ pub fn address_facts(s: &Scope, to_address: &str) -> AddressFacts {
 pub fn create(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    key_id: Uuid,
+    key_id: ApiKeyId,
     req: NewPayout,
 ) -> Result<Payout, PayoutError> {
     let facts = address_facts(s, &req.to_address);
@@ -166,11 +166,11 @@ pub fn create(
 pub fn create_with(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    key_id: Uuid,
+    key_id: ApiKeyId,
     req: NewPayout,
     facts: AddressFacts,
 ) -> Result<Payout, PayoutError> {
-    let p = s.project_id();
+    let p = s.project.id;
     let (decimals, stable) = check_allowed(ctx, s, &req, facts)?;
     // Stablecoins at par; other coins at the usable market rate the caller read (`None`:
     // no usable price, so no dollar value and never auto-approved; docs/decisions.md,
@@ -186,7 +186,7 @@ pub fn create_with(
     let payout = Payout {
         id: appliance_storage::sources::new_id(),
         project_id: p,
-        customer_id: req.customer_id,
+        customer_id: req.customer_id.map(Id::uuid),
         chain: req.chain.into_string(),
         asset: req.asset.into_string(),
         amount: req.amount.get(),
@@ -198,7 +198,7 @@ pub fn create_with(
         tx_hash: None,
         failure_reason: None,
         amount_usd_cents: usd_cents,
-        created_by_key: key_id,
+        created_by_key: key_id.uuid(),
         approved_by_key: None,
         queued_block: None,
         submitted_block: None,
@@ -234,7 +234,7 @@ fn check_allowed(
     req: &NewPayout,
     facts: AddressFacts,
 ) -> Result<(u8, bool), PayoutError> {
-    let p = s.project_id();
+    let p = s.project.id;
     if req
         .reference
         .as_deref()
@@ -243,7 +243,7 @@ fn check_allowed(
         return Err(PayoutError::ReservedReference);
     }
     if let Some(c) = req.customer_id {
-        ctx.get_in::<Customer>(p, c)?
+        ctx.get_in::<Customer>(p, c.uuid())?
             .ok_or(PayoutError::CustomerNotFound)?;
     }
     let eff = chains::resolve(&s.reg, &s.project, &req.chain, "chain")?;
@@ -322,8 +322,8 @@ fn check_funds(ctx: &WriteCtx<'_>, payout: &Payout, decimals: u8) -> Result<(), 
     Ok(())
 }
 
-fn load(ctx: &WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Payout, PayoutError> {
-    ctx.get_in::<Payout>(s.project_id(), id)?
+fn load(ctx: &WriteCtx<'_>, s: &Scope, id: PayoutId) -> Result<Payout, PayoutError> {
+    ctx.get_in::<Payout>(s.project.id, id.uuid())?
         .ok_or(PayoutError::NotFound)
 }
 
@@ -331,8 +331,8 @@ fn load(ctx: &WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Payout, PayoutError> 
 pub fn approve(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    key_id: Uuid,
-    id: Uuid,
+    key_id: ApiKeyId,
+    id: PayoutId,
 ) -> Result<Payout, PayoutError> {
     let mut p = load(ctx, s, id)?;
     if p.status != PayoutStatus::PendingApproval {
@@ -341,11 +341,11 @@ pub fn approve(
             status: p.status,
         });
     }
-    if p.created_by_key == key_id {
+    if p.created_by_key == key_id.uuid() {
         return Err(PayoutError::ApproverMustDiffer { action: "approved" });
     }
     p.status = PayoutStatus::Queued;
-    p.approved_by_key = Some(key_id);
+    p.approved_by_key = Some(key_id.uuid());
     p.queued_block = Some(deposits::sim_height(ctx, &p.chain)?);
     p.updated_at = ctx.now_us();
     ctx.put(&p)?;
@@ -357,8 +357,8 @@ pub fn approve(
 pub fn reject(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    key_id: Uuid,
-    id: Uuid,
+    key_id: ApiKeyId,
+    id: PayoutId,
 ) -> Result<Payout, PayoutError> {
     let p = load(ctx, s, id)?;
     if p.status != PayoutStatus::PendingApproval {
@@ -367,7 +367,7 @@ pub fn reject(
             status: p.status,
         });
     }
-    if p.created_by_key == key_id {
+    if p.created_by_key == key_id.uuid() {
         return Err(PayoutError::ApproverMustDiffer { action: "rejected" });
     }
     Ok(release(
@@ -381,7 +381,7 @@ pub fn reject(
 }
 
 /// `pending_approval` or `queued` -> `canceled`; otherwise 409 `payout_not_cancelable`.
-pub fn cancel(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Payout, PayoutError> {
+pub fn cancel(ctx: &mut WriteCtx<'_>, s: &Scope, id: PayoutId) -> Result<Payout, PayoutError> {
     let p = load(ctx, s, id)?;
     if !matches!(
         p.status,
@@ -415,13 +415,27 @@ fn release(
         ctx.now_us(),
     );
     ctx.post(&e)??;
-    p.status = to;
     p.failure_reason = reason;
-    p.updated_at = ctx.now_us();
-    ctx.put(&p)?;
-    emit_row(ctx, s, event, &p)?;
-    crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
+    store_moved(ctx, s, &mut p, to, event)?;
     Ok(p)
+}
+
+/// Stores payout `p` moved to `to`, emits `event` about it and lets the invoice refund it
+/// carries follow it (`checkout::refund_payout_moved`): how every transition past
+/// `signing` ends, after its journal entry and the fields it sets.
+fn store_moved(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    p: &mut Payout,
+    to: PayoutStatus,
+    event: &str,
+) -> Result<(), Fault> {
+    p.status = to;
+    p.updated_at = ctx.now_us();
+    ctx.put(p)?;
+    emit_row(ctx, s, event, p)?;
+    crate::services::checkout::refund_payout_moved(ctx, s, p)?;
+    Ok(())
 }
 
 /// `submitted` -> `confirmed`: the locked amount leaves against the treasury
@@ -447,12 +461,8 @@ fn settle(ctx: &mut WriteCtx<'_>, s: &Scope, mut p: Payout) -> Result<Payout, Fa
         ],
     );
     ctx.post(&e)??;
-    p.status = PayoutStatus::Confirmed;
-    p.updated_at = ctx.now_us();
-    ctx.put(&p)?;
-    emit_row(ctx, s, "payout.confirmed", &p)?;
-    crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
-    crate::services::billing::charge_payout_fee(ctx, s, p.id, p.reference.as_deref())?;
+    store_moved(ctx, s, &mut p, PayoutStatus::Confirmed, "payout.confirmed")?;
+    crate::services::billing::charge_payout_fee(ctx, s, PayoutId::of(&p), p.reference.as_deref())?;
     Ok(p)
 }
 
@@ -477,14 +487,9 @@ fn to_submitted(
     tx_hash: String,
     block: u64,
 ) -> Result<(), Fault> {
-    p.status = PayoutStatus::Submitted;
     p.tx_hash = Some(tx_hash);
     p.submitted_block = Some(block);
-    p.updated_at = ctx.now_us();
-    ctx.put(p)?;
-    emit_row(ctx, s, "payout.submitted", p)?;
-    crate::services::checkout::refund_payout_moved(ctx, s, p)?;
-    Ok(())
+    store_moved(ctx, s, p, PayoutStatus::Submitted, "payout.submitted")
 }
 
 /// -> `failed` with `reason` (`payout.failed`), the locked funds back in `available`: a
@@ -509,8 +514,12 @@ fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, p: Payout, reason: &str) -> Result<Pa
 // `failed` in one transaction.
 
 /// `queued` -> `signing` (`payout.signing`). `None` when the payout is no longer queued.
-pub fn begin_signing(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Option<Payout>, Fault> {
-    let Some(mut p) = ctx.get::<Payout>(id)? else {
+pub fn begin_signing(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: PayoutId,
+) -> Result<Option<Payout>, Fault> {
+    let Some(mut p) = ctx.get::<Payout>(id.uuid())? else {
         return Ok(None);
     };
     match p.status {
@@ -526,7 +535,7 @@ pub fn begin_signing(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Opti
 pub fn submit_sent(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    id: Uuid,
+    id: PayoutId,
     tx_hash: &str,
     height: u64,
 ) -> Result<Option<Payout>, Fault> {
@@ -545,10 +554,10 @@ pub fn submit_sent(
 pub fn follow_hash(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    id: Uuid,
+    id: PayoutId,
     tx_hash: &str,
 ) -> Result<(), Fault> {
-    if let Some(mut p) = ctx.get::<Payout>(id)? {
+    if let Some(mut p) = ctx.get::<Payout>(id.uuid())? {
         if matches!(p.status, PayoutStatus::Submitted | PayoutStatus::Confirmed)
             && p.tx_hash.as_deref() != Some(tx_hash)
         {
@@ -569,7 +578,12 @@ pub fn follow_hash(
 /// debited, the owner's `available` credited) and `payout.failed`. A payout is
 /// never sent at a second nonce, so it cannot be paid twice; if a later reorg lets its
 /// transaction succeed after all, [`resettle`] takes it back.
-pub fn unsettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> Result<(), Fault> {
+pub fn unsettle(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: PayoutId,
+    reason: &str,
+) -> Result<(), Fault> {
     let Some(mut p) = payout_in(ctx, id, PayoutStatus::Confirmed)? else {
         return Ok(());
     };
@@ -592,13 +606,8 @@ pub fn unsettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> Re
         ],
     );
     ctx.post(&e)??;
-    p.status = PayoutStatus::Failed;
     p.failure_reason = Some(reason.into());
-    p.updated_at = ctx.now_us();
-    ctx.put(&p)?;
-    emit_row(ctx, s, "payout.failed", &p)?;
-    crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
-    Ok(())
+    store_moved(ctx, s, &mut p, PayoutStatus::Failed, "payout.failed")
 }
 
 /// A `failed` payout whose transaction a reorg let succeed after all (its one nonce now
@@ -606,7 +615,12 @@ pub fn unsettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> Re
 /// (`payout_resettle`: the amount out of the owner's `available` as far as it goes, the
 /// rest posted to the project's `receivable`, as a reorged credit is; the treasury
 /// credited) and `payout.confirmed`.
-pub fn resettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, tx_hash: &str) -> Result<(), Fault> {
+pub fn resettle(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: PayoutId,
+    tx_hash: &str,
+) -> Result<(), Fault> {
     let Some(mut p) = payout_in(ctx, id, PayoutStatus::Failed)? else {
         return Ok(());
     };
@@ -639,14 +653,9 @@ pub fn resettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, tx_hash: &str) -> R
         postings,
     );
     ctx.post(&e)??;
-    p.status = PayoutStatus::Confirmed;
     p.failure_reason = None;
     p.tx_hash = Some(tx_hash.to_string());
-    p.updated_at = ctx.now_us();
-    ctx.put(&p)?;
-    emit_row(ctx, s, "payout.confirmed", &p)?;
-    crate::services::checkout::refund_payout_moved(ctx, s, &p)?;
-    Ok(())
+    store_moved(ctx, s, &mut p, PayoutStatus::Confirmed, "payout.confirmed")
 }
 
 /// A `submitted` payout whose transaction can never be mined (a filler holds its nonce with
@@ -655,7 +664,7 @@ pub fn resettle(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, tx_hash: &str) -> R
 pub fn fail_replanned(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    id: Uuid,
+    id: PayoutId,
     reason: &str,
 ) -> Result<(), Fault> {
     let Some(p) = payout_in(ctx, id, PayoutStatus::Submitted)? else {
@@ -670,11 +679,11 @@ pub fn fail_replanned(
 pub fn settle_sent(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    id: Uuid,
+    id: PayoutId,
     tx_hash: &str,
     success: bool,
 ) -> Result<(), Fault> {
-    let Some(mut p) = ctx.get::<Payout>(id)? else {
+    let Some(mut p) = ctx.get::<Payout>(id.uuid())? else {
         return Ok(());
     };
     if !matches!(p.status, PayoutStatus::Submitted | PayoutStatus::Signing) {
@@ -691,8 +700,13 @@ pub fn settle_sent(
 
 /// A payout that cannot be sent (signing switched off, the node refuses it in simulation):
 /// `failed` with `reason`, funds back in `available`.
-pub fn fail_unsent(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) -> Result<(), Fault> {
-    let Some(p) = ctx.get::<Payout>(id)? else {
+pub fn fail_unsent(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: PayoutId,
+    reason: &str,
+) -> Result<(), Fault> {
+    let Some(p) = ctx.get::<Payout>(id.uuid())? else {
         return Ok(());
     };
     if !matches!(p.status, PayoutStatus::Queued | PayoutStatus::Signing) {
@@ -705,8 +719,8 @@ pub fn fail_unsent(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, reason: &str) ->
 /// Payout `id` when it is `status`, else `None` (missing, or moved on by someone else).
 fn payout_in(
     ctx: &WriteCtx<'_>,
-    id: Uuid,
+    id: PayoutId,
     status: PayoutStatus,
 ) -> Result<Option<Payout>, StoreError> {
-    Ok(ctx.get::<Payout>(id)?.filter(|r| r.status == status))
+    Ok(ctx.get::<Payout>(id.uuid())?.filter(|r| r.status == status))
 }

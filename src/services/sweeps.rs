@@ -15,7 +15,7 @@ use appliance_storage::{CommitHook, Delta, ReadOps, StoreError, Touched, WriteCt
 
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
-use crate::services::types::AssetSymbol;
+use crate::services::types::{AssetSymbol, SweepId, WalletId};
 use crate::services::{emit, journal_entry, Scope};
 use crate::views;
 
@@ -101,13 +101,13 @@ pub fn shrink_open(
 pub fn request(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    wallet_id: Uuid,
+    wallet_id: WalletId,
     asset: Option<AssetSymbol>,
     height: impl Fn(&WriteCtx<'_>, &str) -> Result<u64, StoreError>,
 ) -> Result<Sweep, SweepError> {
-    let p = s.project_id();
+    let p = s.project.id;
     let w = ctx
-        .get_in::<Wallet>(p, wallet_id)?
+        .get_in::<Wallet>(p, wallet_id.uuid())?
         .ok_or(SweepError::WalletNotFound)?;
     let eff = chains::resolve(&s.reg, &s.project, &w.chain, "wallet_id")?;
     if let Some(a) = &asset {
@@ -176,11 +176,23 @@ pub fn request(
 /// more. The one transition of both chains.
 fn to_skipped(ctx: &mut WriteCtx<'_>, s: &Scope, sw: &mut Sweep) -> Result<(), Fault> {
     ctx.open_sweep_close(sw.wallet_id, &sw.asset, sw.id)?;
-    sw.status = SweepStatus::Skipped;
     sw.skip_reason = Some("nothing_to_sweep".into());
+    store_moved(ctx, s, sw, SweepStatus::Skipped, "sweep.skipped")
+}
+
+/// Stores sweep `sw` moved to `to` and emits `event` about it: how every transition ends,
+/// after its journal entry and the fields it sets.
+fn store_moved(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    sw: &mut Sweep,
+    to: SweepStatus,
+    event: &str,
+) -> Result<(), Fault> {
+    sw.status = to;
     sw.updated_at = ctx.now_us();
     ctx.put(sw)?;
-    emit(ctx, s, "sweep.skipped", sw.id, views::sweep(&s.reg, sw))?;
+    emit(ctx, s, event, sw.id, views::sweep(&s.reg, sw))?;
     Ok(())
 }
 
@@ -209,13 +221,9 @@ fn to_submitted(
     ctx.holding_add(sw.wallet_id, &sw.asset, Delta::Sub(amount))?;
     ctx.open_sweep_close(sw.wallet_id, &sw.asset, sw.id)?;
     sw.amount = amount;
-    sw.status = SweepStatus::Submitted;
     sw.tx_hash = Some(tx_hash);
     sw.submitted_block = Some(block);
-    sw.updated_at = now;
-    ctx.put(sw)?;
-    emit(ctx, s, "sweep.submitted", sw.id, views::sweep(&s.reg, sw))?;
-    Ok(())
+    store_moved(ctx, s, sw, SweepStatus::Submitted, "sweep.submitted")
 }
 
 /// `submitted` -> `confirmed` (in_transit -> treasury, `sweep.confirmed`) when the
@@ -250,11 +258,7 @@ fn to_final(ctx: &mut WriteCtx<'_>, s: &Scope, sw: &mut Sweep, success: bool) ->
         ctx.holding_add(sw.wallet_id, &sw.asset, Delta::Add(sw.amount))?;
         sw.skip_reason = Some("execution reverted".into());
     }
-    sw.status = status;
-    sw.updated_at = now;
-    ctx.put(sw)?;
-    emit(ctx, s, event, sw.id, views::sweep(&s.reg, sw))?;
-    Ok(())
+    store_moved(ctx, s, sw, status, event)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -318,7 +322,7 @@ pub fn amount_now(ctx: &impl ReadOps, sw: &Sweep) -> Result<u128, StoreError> {
 pub fn submit_sent(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    id: Uuid,
+    id: SweepId,
     tx_hash: &str,
     height: u64,
 ) -> Result<Option<Sweep>, Fault> {
@@ -338,8 +342,12 @@ pub fn submit_sent(
 /// this transaction. The sender calls it for a sweep it read as empty outside the
 /// transaction: a deposit credited in between leaves the sweep `open` (returns `None`) for
 /// the next pass to sign, instead of marking it `submitted` with no transaction behind it.
-pub fn skip_if_empty(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Option<Sweep>, Fault> {
-    let Some(mut sw) = ctx.get::<Sweep>(id)? else {
+pub fn skip_if_empty(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: SweepId,
+) -> Result<Option<Sweep>, Fault> {
+    let Some(mut sw) = ctx.get::<Sweep>(id.uuid())? else {
         return Ok(None);
     };
     if sw.status != SweepStatus::Open || amount_now(ctx, &sw)? != 0 {
@@ -354,7 +362,7 @@ pub fn skip_if_empty(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Opti
 pub fn settle_sent(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    id: Uuid,
+    id: SweepId,
     success: bool,
 ) -> Result<(), Fault> {
     let Some(mut sw) = sweep_in(ctx, id, SweepStatus::Submitted)? else {
@@ -369,10 +377,10 @@ pub fn settle_sent(
 pub fn follow_hash(
     ctx: &mut WriteCtx<'_>,
     _s: &Scope,
-    id: Uuid,
+    id: SweepId,
     tx_hash: &str,
 ) -> Result<(), Fault> {
-    if let Some(mut sw) = ctx.get::<Sweep>(id)? {
+    if let Some(mut sw) = ctx.get::<Sweep>(id.uuid())? {
         if matches!(sw.status, SweepStatus::Submitted | SweepStatus::Confirmed) {
             sw.tx_hash = Some(tx_hash.to_string());
             sw.updated_at = ctx.now_us();
@@ -448,10 +456,10 @@ impl ChangeLog {
 /// Sweep `id` when it is `status`, else `None` (missing, or moved on by someone else).
 fn sweep_in(
     ctx: &WriteCtx<'_>,
-    id: Uuid,
+    id: SweepId,
     status: SweepStatus,
 ) -> Result<Option<Sweep>, StoreError> {
-    Ok(ctx.get::<Sweep>(id)?.filter(|r| r.status == status))
+    Ok(ctx.get::<Sweep>(id.uuid())?.filter(|r| r.status == status))
 }
 
 #[cfg(test)]

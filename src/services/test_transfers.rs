@@ -106,7 +106,7 @@ pub fn plan(
         .ok_or_else(unknown)?;
     let w = r
         .get::<Wallet>(wid)?
-        .filter(|w| w.project_id == s.project_id())
+        .filter(|w| w.project_id == s.project.id)
         .ok_or_else(unknown)?;
     let id = appliance_storage::sources::new_id();
     let from = match &req.from_address {

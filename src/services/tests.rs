@@ -68,7 +68,7 @@ fn fixture() -> Fixture {
                     metadata: None,
                 },
             )?;
-            wallets::get_or_create(ctx, &s, c.id, "ethereum")?;
+            wallets::get_or_create(ctx, &s, c.id.into(), "ethereum")?;
             Ok::<_, ApiError>(c.id)
         })
         .unwrap();
@@ -88,7 +88,7 @@ fn deposit(f: &Fixture, amount: u128, confirm: bool) -> Deposit {
             ctx,
             s,
             deposits::TestDeposit {
-                customer_id: c,
+                customer_id: c.into(),
                 chain: "ethereum".into(),
                 asset: "USDT".into(),
                 decimals: 6,
@@ -104,7 +104,7 @@ fn deposit(f: &Fixture, amount: u128, confirm: bool) -> Deposit {
 }
 
 fn balance(f: &Fixture, customer: Uuid, kind: AccountKind) -> u128 {
-    let p = f.scope.project_id();
+    let p = f.scope.project.id;
     f.store
         .read_blocking(move |r| {
             r.balance(&Account::customer(p, customer, "ethereum", "USDT", kind))
@@ -146,12 +146,12 @@ fn mine(f: &Fixture, count: u64) {
                     let hash = crate::services::sim_tx_hash("sweep", id);
                     match sw.status {
                         SweepStatus::Open => {
-                            sweeps::submit_sent(ctx, &s, id, &hash, h)?;
+                            sweeps::submit_sent(ctx, &s, id.into(), &hash, h)?;
                         }
                         SweepStatus::Submitted
                             if h >= sw.submitted_block.unwrap_or(0) + required =>
                         {
-                            sweeps::settle_sent(ctx, &s, id, true)?;
+                            sweeps::settle_sent(ctx, &s, id.into(), true)?;
                         }
                         _ => {}
                     }
@@ -164,17 +164,17 @@ fn mine(f: &Fixture, count: u64) {
                     let sub = p.submitted_block.unwrap_or(0);
                     match p.status {
                         PayoutStatus::Queued => {
-                            payouts::begin_signing(ctx, &s, id)?;
-                            payouts::submit_sent(ctx, &s, id, &hash, h)?;
+                            payouts::begin_signing(ctx, &s, id.into())?;
+                            payouts::submit_sent(ctx, &s, id.into(), &hash, h)?;
                         }
                         PayoutStatus::Signing => {
-                            payouts::submit_sent(ctx, &s, id, &hash, h)?;
+                            payouts::submit_sent(ctx, &s, id.into(), &hash, h)?;
                         }
                         PayoutStatus::Submitted if p.to_address.ends_with("fa11") && h > sub => {
-                            payouts::settle_sent(ctx, &s, id, &hash, false)?;
+                            payouts::settle_sent(ctx, &s, id.into(), &hash, false)?;
                         }
                         PayoutStatus::Submitted if h >= sub + required => {
-                            payouts::settle_sent(ctx, &s, id, &hash, true)?;
+                            payouts::settle_sent(ctx, &s, id.into(), &hash, true)?;
                         }
                         _ => {}
                     }
@@ -199,9 +199,9 @@ fn new_payout(f: &Fixture, amount: u128, to: &str) -> Result<Payout, PayoutError
         payouts::create(
             ctx,
             s,
-            Uuid::now_v7(),
+            Uuid::now_v7().into(),
             payouts::NewPayout {
-                customer_id: Some(c),
+                customer_id: Some(c.into()),
                 chain: "ethereum".into(),
                 asset: "USDT".into(),
                 decimals: 6,
@@ -250,7 +250,7 @@ fn payout_walks_to_confirmed_and_settles_the_lock() {
 }
 
 fn events_of(f: &Fixture, ty: &str, id: Uuid) -> usize {
-    let (p, ty) = (f.scope.project_id(), ty.to_string());
+    let (p, ty) = (f.scope.project.id, ty.to_string());
     f.store
         .read_blocking(move |r| r.list_events(p, &[ty], Some(&id.to_string()), None, 100, true))
         .unwrap()
@@ -266,38 +266,55 @@ fn a_sent_payout_follows_new_hashes_confirms_once_and_never_moves_back() {
     let f = fixture();
     deposit(&f, 5_000_000, true);
     let id = new_payout(&f, 2_000_000, DEST).unwrap().id;
-    write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id)).unwrap();
+    write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id.into())).unwrap();
     let p = write(&f, move |ctx, s| {
-        payouts::submit_sent(ctx, s, id, "0xaa", 1)
+        payouts::submit_sent(ctx, s, id.into(), "0xaa", 1)
     })
     .unwrap();
     assert_eq!(p.unwrap().status, PayoutStatus::Submitted);
     assert_eq!(events_of(&f, "payout.submitted", id), 1);
     // A re-planned send: new hash, payout.submitted again; the same hash again is no event.
-    write(&f, move |ctx, s| payouts::follow_hash(ctx, s, id, "0xbb")).unwrap();
-    write(&f, move |ctx, s| payouts::follow_hash(ctx, s, id, "0xbb")).unwrap();
+    write(&f, move |ctx, s| {
+        payouts::follow_hash(ctx, s, id.into(), "0xbb")
+    })
+    .unwrap();
+    write(&f, move |ctx, s| {
+        payouts::follow_hash(ctx, s, id.into(), "0xbb")
+    })
+    .unwrap();
     assert_eq!(events_of(&f, "payout.submitted", id), 2);
     assert_eq!(get::<Payout>(&f, id).tx_hash.as_deref(), Some("0xbb"));
     write(&f, move |ctx, s| {
-        payouts::settle_sent(ctx, s, id, "0xbb", true)
+        payouts::settle_sent(ctx, s, id.into(), "0xbb", true)
     })
     .unwrap();
     assert_eq!(get::<Payout>(&f, id).status, PayoutStatus::Confirmed);
     // Whatever comes later (a reorg re-mined it, a revert, a re-plan), it stays confirmed.
     write(&f, move |ctx, s| {
-        payouts::settle_sent(ctx, s, id, "0xbb", true)
+        payouts::settle_sent(ctx, s, id.into(), "0xbb", true)
     })
     .unwrap();
     write(&f, move |ctx, s| {
-        payouts::settle_sent(ctx, s, id, "0xbb", false)
+        payouts::settle_sent(ctx, s, id.into(), "0xbb", false)
     })
     .unwrap();
-    write(&f, move |ctx, s| payouts::fail_replanned(ctx, s, id, "x")).unwrap();
-    write(&f, move |ctx, s| payouts::fail_unsent(ctx, s, id, "x")).unwrap();
-    assert!(write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id))
-        .unwrap()
-        .is_none());
-    write(&f, move |ctx, s| payouts::follow_hash(ctx, s, id, "0xcc")).unwrap();
+    write(&f, move |ctx, s| {
+        payouts::fail_replanned(ctx, s, id.into(), "x")
+    })
+    .unwrap();
+    write(&f, move |ctx, s| {
+        payouts::fail_unsent(ctx, s, id.into(), "x")
+    })
+    .unwrap();
+    assert!(
+        write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id.into()))
+            .unwrap()
+            .is_none()
+    );
+    write(&f, move |ctx, s| {
+        payouts::follow_hash(ctx, s, id.into(), "0xcc")
+    })
+    .unwrap();
     let p: Payout = get(&f, id);
     assert_eq!(p.status, PayoutStatus::Confirmed);
     assert_eq!(p.tx_hash.as_deref(), Some("0xcc"), "the hash that paid");
@@ -316,19 +333,22 @@ fn a_replanned_payout_that_cannot_succeed_fails_and_unlocks() {
     let f = fixture();
     deposit(&f, 5_000_000, true);
     let id = new_payout(&f, 2_000_000, DEST).unwrap().id;
-    write(&f, move |ctx, s| payouts::fail_replanned(ctx, s, id, "x")).unwrap();
+    write(&f, move |ctx, s| {
+        payouts::fail_replanned(ctx, s, id.into(), "x")
+    })
+    .unwrap();
     assert_eq!(
         get::<Payout>(&f, id).status,
         PayoutStatus::Queued,
         "not sent yet"
     );
-    write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id)).unwrap();
+    write(&f, move |ctx, s| payouts::begin_signing(ctx, s, id.into())).unwrap();
     write(&f, move |ctx, s| {
-        payouts::submit_sent(ctx, s, id, "0xaa", 1)
+        payouts::submit_sent(ctx, s, id.into(), "0xaa", 1)
     })
     .unwrap();
     write(&f, move |ctx, s| {
-        payouts::fail_replanned(ctx, s, id, "execution reverted: insufficient funds")
+        payouts::fail_replanned(ctx, s, id.into(), "execution reverted: insufficient funds")
     })
     .unwrap();
     let p: Payout = get(&f, id);
@@ -360,7 +380,7 @@ fn a_wallet_receiving_an_unconfirmed_transfer_is_held_from_sweeping() {
     );
     assert!(receiving(&f, "bsc").is_empty(), "per chain");
     let id = pending.id;
-    write(&f, move |ctx, s| deposits::confirm(ctx, s, id)).unwrap();
+    write(&f, move |ctx, s| deposits::confirm(ctx, s, id.into())).unwrap();
     assert!(receiving(&f, "ethereum").is_empty());
 }
 
@@ -385,13 +405,13 @@ fn cancel_only_before_signing() {
     deposit(&f, 1_000_000, true);
     let a = new_payout(&f, 400_000, DEST).unwrap();
     let id = a.id;
-    let c = write(&f, move |ctx, s| payouts::cancel(ctx, s, id)).unwrap();
+    let c = write(&f, move |ctx, s| payouts::cancel(ctx, s, id.into())).unwrap();
     assert_eq!(c.status, PayoutStatus::Canceled);
     assert_eq!(balance(&f, f.customer, AccountKind::Available), 1_000_000);
     let b = new_payout(&f, 400_000, DEST).unwrap();
     mine(&f, 1);
     let id = b.id;
-    let err = write(&f, move |ctx, s| payouts::cancel(ctx, s, id)).unwrap_err();
+    let err = write(&f, move |ctx, s| payouts::cancel(ctx, s, id.into())).unwrap_err();
     assert!(matches!(err, PayoutError::NotCancelable { .. }), "{err:?}");
     assert_eq!(ApiError::from(err).code, "payout_not_cancelable");
     verify_clean(&f);
@@ -433,11 +453,11 @@ fn orphan_after_spend_posts_the_shortfall_to_receivable() {
     let d = deposit(&f, 1_000, true);
     new_payout(&f, 600, DEST).unwrap();
     let id = d.id;
-    let o = write(&f, move |ctx, s| deposits::orphan(ctx, s, id)).unwrap();
+    let o = write(&f, move |ctx, s| deposits::orphan(ctx, s, id.into())).unwrap();
     assert_eq!(o.status, DepositStatus::Orphaned);
     assert_eq!(balance(&f, f.customer, AccountKind::Available), 0);
     assert_eq!(balance(&f, f.customer, AccountKind::Locked), 600);
-    let p = f.scope.project_id();
+    let p = f.scope.project.id;
     let recv = f
         .store
         .read_blocking(move |r| {
@@ -455,7 +475,7 @@ fn orphan_after_spend_posts_the_shortfall_to_receivable() {
 
 /// The project's sweeps, newest first (at most 10).
 fn sweeps_of(f: &Fixture) -> Vec<Sweep> {
-    let p = f.scope.project_id();
+    let p = f.scope.project.id;
     f.store
         .read_blocking(move |r| {
             r.list::<Sweep>(
@@ -478,7 +498,7 @@ fn sweep_moves_deposits_to_treasury_without_touching_customers() {
     let f = fixture();
     deposit(&f, 7_000, true);
     deposit(&f, 3_000, true);
-    let p = f.scope.project_id();
+    let p = f.scope.project.id;
     let proj = |kind| {
         let b = f
             .store
@@ -509,7 +529,7 @@ fn sweep_moves_deposits_to_treasury_without_touching_customers() {
 fn holding_row(f: &Fixture) -> appliance_storage::ledger::Holding {
     let c = f.customer;
     write(f, move |ctx, s| {
-        let (w, _) = wallets::get_or_create(ctx, s, c, "ethereum")?;
+        let (w, _) = wallets::get_or_create(ctx, s, c.into(), "ethereum")?;
         Ok::<_, ApiError>(ctx.holding_of(&w, "USDT")?)
     })
     .unwrap()
@@ -550,7 +570,7 @@ fn a_wallets_open_sweep_is_named_by_its_holding_row_until_it_leaves() {
     assert_eq!((h.amount, h.open_sweep), (5_000, Some(second.id)));
     verify_clean(&f);
     let id = d.id;
-    write(&f, move |ctx, s| deposits::orphan(ctx, s, id)).unwrap();
+    write(&f, move |ctx, s| deposits::orphan(ctx, s, id.into())).unwrap();
     assert_eq!(get::<Sweep>(&f, second.id).amount, 0);
     assert_eq!(holding_row(&f).open_sweep, Some(second.id));
     verify_clean(&f);
@@ -569,9 +589,9 @@ fn manual_deposit_waits_for_confirm_and_fail_leaves_no_credit() {
     assert_eq!(get::<Deposit>(&f, d.id).status, DepositStatus::Detected);
     assert_eq!(balance(&f, f.customer, AccountKind::Available), 0);
     let id = d.id;
-    let failed = write(&f, move |ctx, s| deposits::fail(ctx, s, id)).unwrap();
+    let failed = write(&f, move |ctx, s| deposits::fail(ctx, s, id.into())).unwrap();
     assert_eq!(failed.status, DepositStatus::Failed);
-    let err = write(&f, move |ctx, s| deposits::confirm(ctx, s, id)).unwrap_err();
+    let err = write(&f, move |ctx, s| deposits::confirm(ctx, s, id.into())).unwrap_err();
     assert!(matches!(err, DepositError::InvalidState { .. }), "{err:?}");
     assert_eq!(ApiError::from(err).code, "invalid_state");
     verify_clean(&f);
@@ -582,12 +602,12 @@ fn explicit_sweep_of_an_empty_address_is_skipped() {
     let f = fixture();
     let c = f.customer;
     let w = write(&f, move |ctx, s| {
-        wallets::get_or_create(ctx, s, c, "ethereum")
+        wallets::get_or_create(ctx, s, c.into(), "ethereum")
     })
     .unwrap()
     .0;
     let sw = write(&f, move |ctx, s| {
-        sweeps::request(ctx, s, w.id, None, |c, chain| {
+        sweeps::request(ctx, s, w.id.into(), None, |c, chain| {
             deposits::sim_height(c, chain)
         })
     })
@@ -606,7 +626,7 @@ fn a_sweep_read_as_empty_is_not_skipped_once_its_address_holds_funds() {
     assert_eq!(open.len(), 1);
     assert_eq!(open[0].status, SweepStatus::Open);
     let id = open[0].id;
-    let skipped = write(&f, move |ctx, s| sweeps::skip_if_empty(ctx, s, id)).unwrap();
+    let skipped = write(&f, move |ctx, s| sweeps::skip_if_empty(ctx, s, id.into())).unwrap();
     assert!(skipped.is_none(), "{skipped:?}");
     let sw = get::<Sweep>(&f, id);
     assert_eq!(sw.status, SweepStatus::Open);
@@ -660,9 +680,9 @@ proptest::proptest! {
                 Step::Confirm(i) | Step::Fail(i) | Step::Orphan(i) => {
                     if let Some(id) = deposits_made.get(i).copied() {
                         let _ = write(&f, move |ctx, sc| match s {
-                            Step::Confirm(_) => deposits::confirm(ctx, sc, id),
-                            Step::Fail(_) => deposits::fail(ctx, sc, id),
-                            _ => deposits::orphan(ctx, sc, id),
+                            Step::Confirm(_) => deposits::confirm(ctx, sc, id.into()),
+                            Step::Fail(_) => deposits::fail(ctx, sc, id.into()),
+                            _ => deposits::orphan(ctx, sc, id.into()),
                         });
                     }
                 }
@@ -674,7 +694,7 @@ proptest::proptest! {
                 }
                 Step::Cancel(i) => {
                     if let Some(id) = payouts_made.get(i).copied() {
-                        let _ = write(&f, move |ctx, sc| payouts::cancel(ctx, sc, id));
+                        let _ = write(&f, move |ctx, sc| payouts::cancel(ctx, sc, id.into()));
                     }
                 }
                 Step::Mine(n) => mine(&f, n as u64),
@@ -694,7 +714,7 @@ fn a_funding_transfer_without_a_price_waits_for_one_and_is_credited_once() {
     use appliance_storage::records::{BillingEntry, EntryKind, Wallet};
     use appliance_storage::ScanOps;
     let f = fixture();
-    let p = f.scope.project_id();
+    let p = f.scope.project.id;
     let wallet = write(&f, |ctx, s| {
         billing::ensure_funding_addresses(ctx, s)?;
         let fa = billing::funding_addresses(ctx, s)?
@@ -732,7 +752,7 @@ fn a_funding_transfer_without_a_price_waits_for_one_and_is_credited_once() {
     };
     let stored = f
         .store
-        .read_blocking(move |r| r.get::<Deposit>(d_id))
+        .read_blocking(move |r| r.get::<Deposit>(d_id.uuid()))
         .unwrap()
         .unwrap();
     assert!(stored.funding && stored.awaiting_price, "{stored:?}");
@@ -847,7 +867,7 @@ fn overpaid_invoice(f: &Fixture, excess: u128) -> Uuid {
         Invoice, InvoiceQuote, InvoiceRefund, InvoiceStatus, OverpaymentPolicy,
     };
     write(f, move |ctx, s| {
-        let p = s.project_id();
+        let p = s.project.id;
         let now = ctx.now_us();
         let id = Uuid::now_v7();
         let acct = |k| Account::project(p, "ethereum", "USDT", k);
@@ -945,7 +965,7 @@ fn request_refund(
 ) -> Result<(), crate::services::checkout::CheckoutError> {
     let to = to.to_string();
     write(f, move |ctx, s| {
-        crate::services::checkout::request_refund(ctx, s, id, &to)
+        crate::services::checkout::request_refund(ctx, s, id.into(), &to)
     })
 }
 
@@ -973,7 +993,7 @@ fn a_refund_whose_payout_does_not_pay_awaits_an_address_again() {
     assert_eq!(balance(&f, nil, AccountKind::Available), 40_000_000 + 1_000);
     assert_eq!(balance(&f, nil, AccountKind::Locked), net);
     verify_clean(&f);
-    write(&f, move |ctx, s| payouts::cancel(ctx, s, first)).unwrap();
+    write(&f, move |ctx, s| payouts::cancel(ctx, s, first.into())).unwrap();
     let c = invoice_of(&f, inv).refunds[0].clone();
     assert_eq!(c.status.as_str(), "awaiting_address");
     assert_eq!((c.payout_id, c.to_address.as_deref()), (None, None));
@@ -1018,7 +1038,7 @@ fn a_refund_whose_payout_does_not_pay_awaits_an_address_again() {
     // A reorg undoes the confirmed refund: the claim awaits an address again, its net
     // held (not left in the merchant's `available`).
     write(&f, move |ctx, s| {
-        payouts::unsettle(ctx, s, third, "reorged")
+        payouts::unsettle(ctx, s, third.into(), "reorged")
     })
     .unwrap();
     let c = invoice_of(&f, inv).refunds[0].clone();
@@ -1029,7 +1049,10 @@ fn a_refund_whose_payout_does_not_pay_awaits_an_address_again() {
     verify_clean(&f);
     // A later reorg lets it succeed after all: the claim follows it again, confirmed, its
     // hold paying the resettlement (nothing left owing in `receivable`).
-    write(&f, move |ctx, s| payouts::resettle(ctx, s, third, "0xdd")).unwrap();
+    write(&f, move |ctx, s| {
+        payouts::resettle(ctx, s, third.into(), "0xdd")
+    })
+    .unwrap();
     let c = invoice_of(&f, inv).refunds[0].clone();
     assert_eq!(c.status.as_str(), "confirmed");
     assert_eq!(c.payout_id, Some(third));
@@ -1038,7 +1061,7 @@ fn a_refund_whose_payout_does_not_pay_awaits_an_address_again() {
     assert_eq!(balance(&f, nil, AccountKind::Locked), 0);
     assert_eq!(balance(&f, nil, AccountKind::Available), 40_000_000 + 1_000);
     let receivable = Account::project(
-        f.scope.project_id(),
+        f.scope.project.id,
         "ethereum",
         "USDT",
         AccountKind::Receivable,
@@ -1060,7 +1083,7 @@ fn verify_reports_a_refund_hold_that_is_not_locked() {
     let inv = overpaid_invoice(&f, 20_000_000);
     verify_clean(&f);
     write(&f, move |ctx, s| {
-        let p = s.project_id();
+        let p = s.project.id;
         ctx.post(&JournalEntry {
             id: Uuid::now_v7(),
             project_id: p,

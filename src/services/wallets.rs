@@ -10,6 +10,7 @@ use appliance_storage::{ReadOps, WriteCtx};
 use crate::registry::Registry;
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault};
+use crate::services::types::{CustomerId, WalletId};
 use crate::services::{emit_row, utc_day, Scope};
 
 /// Why a new deposit address is refused (statuses and codes: `api::error`). Every variant
@@ -60,7 +61,7 @@ fault_from!(WalletError);
 pub fn get_or_create(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    customer_id: Uuid,
+    customer_id: CustomerId,
     chain_id: &str,
 ) -> Result<(Wallet, bool), WalletError> {
     let address = new_address(s, customer_id);
@@ -72,12 +73,12 @@ pub fn get_or_create(
 /// unlocked for a live project. A pure function of the scope and the id: the handler
 /// derives it on the request's thread, before the store job, so the store writer does not
 /// hash (three keccak-256 per address, with the EIP-55 checksum).
-pub fn new_address(s: &Scope, customer_id: Uuid) -> Option<String> {
+pub fn new_address(s: &Scope, customer_id: CustomerId) -> Option<String> {
     let factory = s.reg.factory_for(&s.project)?;
     Some(appliance_chains::address::deposit_address_under(
         &factory,
-        s.project_id(),
-        customer_id,
+        s.project.id,
+        customer_id.uuid(),
     ))
 }
 
@@ -86,13 +87,13 @@ pub fn new_address(s: &Scope, customer_id: Uuid) -> Option<String> {
 pub fn get_or_create_at(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    customer_id: Uuid,
+    customer_id: CustomerId,
     chain_id: &str,
     address: Option<String>,
 ) -> Result<(Wallet, bool), WalletError> {
-    let p = s.project_id();
+    let p = s.project.id;
     let customer = ctx
-        .get_in::<Customer>(p, customer_id)?
+        .get_in::<Customer>(p, customer_id.uuid())?
         .ok_or(WalletError::CustomerNotFound)?;
     if s.reg.chain(chain_id).is_none() {
         return Err(ChainError::Unknown {
@@ -170,7 +171,7 @@ pub fn get_or_create_at(
     ctx.unique_put(&address_key(chain_id, &address), w.id)?;
     ctx.put(&w)?;
     emit_row(ctx, s, "wallet.created", &w)?;
-    crate::services::billing::charge_address_fee(ctx, s, w.id, chain_id)?;
+    crate::services::billing::charge_address_fee(ctx, s, WalletId::of(&w), chain_id)?;
     Ok((w, true))
 }
 

@@ -23,6 +23,7 @@ use appliance_storage::records::{
 use appliance_storage::{ReadOps, StoreError, WriteCtx};
 
 use crate::services::error::{fault_from, Fault};
+use crate::services::types::{ProjectId, WebhookDeliveryId, WebhookEndpointId};
 use crate::services::webhook_endpoints;
 use crate::views;
 
@@ -148,7 +149,7 @@ pub fn enqueue_with(
     if !ctx.index_has_any(IndexTag::WebhookEndpoints, event.project_id)? {
         return Ok(());
     }
-    let endpoints = webhook_endpoints::list(ctx, event.project_id)?;
+    let endpoints = webhook_endpoints::list(ctx, event.project_id.into())?;
     let now = ctx.now_us();
     let ev = EventRef::from(event);
     for ep in endpoints
@@ -309,7 +310,7 @@ pub struct Recorded {
     pub retry_at: Vec<Option<i64>>,
     /// Endpoints disabled in this batch whose open deliveries are not all canceled yet:
     /// (project, endpoint), for [`cancel_open`] in later transactions.
-    pub cancel_more: Vec<(Uuid, Uuid)>,
+    pub cancel_more: Vec<(ProjectId, WebhookEndpointId)>,
 }
 
 /// Records a batch of outcomes in one transaction. An outcome counts only while its delivery
@@ -324,7 +325,7 @@ pub fn record_outcomes(
     let now = ctx.now_us();
     let mut endpoints: HashMap<Uuid, Option<WebhookEndpoint>> = HashMap::new();
     let mut dirty: Vec<Uuid> = Vec::new();
-    let mut disabled: Vec<(Uuid, Uuid)> = Vec::new();
+    let mut disabled: Vec<(ProjectId, WebhookEndpointId)> = Vec::new();
     let mut retry_at = Vec::with_capacity(batch.len());
     for o in batch {
         retry_at.push(None);
@@ -362,7 +363,7 @@ pub fn record_outcomes(
                 };
                 let effect = apply_attempt(&mut d, ep, report, now, &retry_delay_us);
                 if effect.disabled {
-                    disabled.push((ep.project_id, ep.id));
+                    disabled.push((ep.project_id.into(), WebhookEndpointId::of(ep)));
                 }
                 *retry_at.last_mut().expect("pushed") = effect.retry_at;
                 if !dirty.contains(&d.endpoint_id) {
@@ -393,9 +394,10 @@ pub fn record_outcomes(
 /// remain. Does nothing once the endpoint is enabled again (or gone).
 pub fn cancel_open(
     ctx: &mut WriteCtx<'_>,
-    project: Uuid,
-    endpoint: Uuid,
+    project: ProjectId,
+    endpoint: WebhookEndpointId,
 ) -> Result<bool, StoreError> {
+    let (project, endpoint) = (project.uuid(), endpoint.uuid());
     let still_disabled = ctx
         .get::<WebhookEndpoint>(endpoint)?
         .is_some_and(|e| e.status == EndpointStatus::Disabled);
@@ -429,8 +431,8 @@ pub fn cancel_open(
 // ---- Replays ----
 
 /// One delivery of the project.
-pub fn get(r: &impl ReadOps, project: Uuid, id: Uuid) -> Result<WebhookDelivery> {
-    r.get_in::<WebhookDelivery>(project, id)?
+pub fn get(r: &impl ReadOps, project: ProjectId, id: WebhookDeliveryId) -> Result<WebhookDelivery> {
+    r.get_in::<WebhookDelivery>(project.uuid(), id.uuid())?
         .ok_or(WebhookDeliveryError::NotFound)
 }
 
@@ -454,11 +456,12 @@ fn active_endpoint(
 /// replay gets `max_attempts` attempts.
 pub fn replay(
     ctx: &mut WriteCtx<'_>,
-    project: Uuid,
-    id: Uuid,
+    project: ProjectId,
+    id: WebhookDeliveryId,
     max_attempts: u32,
 ) -> Result<WebhookDelivery> {
     let orig = get(ctx, project, id)?;
+    let project = project.uuid();
     if !orig.status.is_replayable() {
         return Err(WebhookDeliveryError::NotReplayable(orig.status));
     }
@@ -485,7 +488,7 @@ fn replay_of(
 
 /// Which deliveries a bulk replay re-sends.
 pub struct BulkReplay {
-    pub endpoint_id: Uuid,
+    pub endpoint_id: WebhookEndpointId,
     /// Replayable statuses only (the handler checks).
     pub statuses: Vec<DeliveryStatus>,
     /// Only deliveries created at or after this time (Unix µs).
@@ -498,11 +501,12 @@ pub struct BulkReplay {
 /// Returns the new deliveries, whether more originals match, and the last original taken.
 pub fn bulk_replay(
     ctx: &mut WriteCtx<'_>,
-    project: Uuid,
+    project: ProjectId,
     req: BulkReplay,
     max_attempts: u32,
 ) -> Result<(Vec<WebhookDelivery>, bool, Option<Uuid>)> {
-    let ep = active_endpoint(ctx, project, req.endpoint_id, Some("endpoint_id"))?;
+    let project = project.uuid();
+    let ep = active_endpoint(ctx, project, req.endpoint_id.uuid(), Some("endpoint_id"))?;
     // Delivery ids are ULIDs: the top 48 bits are the creation time in milliseconds.
     let since_id = req
         .since_us
@@ -555,10 +559,10 @@ pub fn bulk_replay(
 pub fn send_test(
     ctx: &mut WriteCtx<'_>,
     project: &Project,
-    id: Uuid,
+    id: WebhookEndpointId,
     max_attempts: u32,
 ) -> Result<(Event, WebhookDelivery), webhook_endpoints::WebhookEndpointError> {
-    let ep = webhook_endpoints::get(ctx, project.id, id)?;
+    let ep = webhook_endpoints::get(ctx, ProjectId::of(project), id)?;
     let now = ctx.now_us();
     let ev = ctx.append_event(
         project.id,

@@ -9,6 +9,8 @@
 
 use base64::Engine;
 use uuid::Uuid;
+
+use crate::services::types::{ProjectId, WebhookEndpointId};
 use zeroize::Zeroizing;
 
 use appliance_storage::index::{self, IndexTag};
@@ -89,7 +91,8 @@ pub fn parse_event_types(types: Vec<String>) -> Result<Vec<String>> {
 }
 
 /// The project's endpoints, oldest first.
-pub fn list(r: &impl ReadOps, project: Uuid) -> Result<Vec<WebhookEndpoint>, StoreError> {
+pub fn list(r: &impl ReadOps, project: ProjectId) -> Result<Vec<WebhookEndpoint>, StoreError> {
+    let project = project.uuid();
     let prefix = index::prefix(IndexTag::WebhookEndpoints, project, &[]);
     let mut page = r.list::<WebhookEndpoint>(&prefix, None, usize::MAX, |_| true)?;
     page.items.reverse();
@@ -97,8 +100,8 @@ pub fn list(r: &impl ReadOps, project: Uuid) -> Result<Vec<WebhookEndpoint>, Sto
 }
 
 /// One endpoint of the project.
-pub fn get(r: &impl ReadOps, project: Uuid, id: Uuid) -> Result<WebhookEndpoint> {
-    r.get_in::<WebhookEndpoint>(project, id)?
+pub fn get(r: &impl ReadOps, project: ProjectId, id: WebhookEndpointId) -> Result<WebhookEndpoint> {
+    r.get_in::<WebhookEndpoint>(project.uuid(), id.uuid())?
         .ok_or(WebhookEndpointError::NotFound)
 }
 
@@ -115,10 +118,11 @@ pub struct NewEndpoint {
 /// its secret in clear, for the creation answer only.
 pub fn create(
     ctx: &mut WriteCtx<'_>,
-    project: Uuid,
+    project: ProjectId,
     key: &DataKey,
     req: NewEndpoint,
 ) -> Result<(WebhookEndpoint, Zeroizing<String>)> {
+    let project = project.uuid();
     let prefix = index::prefix(IndexTag::WebhookEndpoints, project, &[]);
     if ctx.count_prefix(&prefix, MAX_ENDPOINTS)? >= MAX_ENDPOINTS {
         return Err(WebhookEndpointError::LimitReached);
@@ -205,8 +209,8 @@ pub fn set_status(ep: &mut WebhookEndpoint, to: RequestedStatus) -> Result<bool>
 /// to `active` (its open deliveries may go again).
 pub fn patch(
     ctx: &mut WriteCtx<'_>,
-    project: Uuid,
-    id: Uuid,
+    project: ProjectId,
+    id: WebhookEndpointId,
     req: EndpointPatch,
 ) -> Result<(WebhookEndpoint, bool)> {
     let mut ep = get(ctx, project, id)?;
@@ -226,9 +230,9 @@ pub fn patch(
 /// secret in clear, for the rotation answer only.
 pub fn rotate(
     ctx: &mut WriteCtx<'_>,
-    project: Uuid,
+    project: ProjectId,
     key: &DataKey,
-    id: Uuid,
+    id: WebhookEndpointId,
     overlap_hours: u64,
 ) -> Result<(WebhookEndpoint, Zeroizing<String>)> {
     let mut ep = get(ctx, project, id)?;
@@ -301,21 +305,21 @@ fn disable(ep: &mut WebhookEndpoint, reason: &str, now: i64) {
 
 // ---- Deletion ----
 
-fn purge_marker(project: Uuid, endpoint: Uuid) -> Vec<u8> {
+fn purge_marker(project: ProjectId, endpoint: WebhookEndpointId) -> Vec<u8> {
     index::key(
         IndexTag::WebhookPurge,
         Uuid::nil(),
-        &[project.as_bytes()],
-        endpoint,
+        &[project.as_uuid().as_bytes()],
+        endpoint.uuid(),
     )
 }
 
 /// Deletes an endpoint and the first chunk of its deliveries (events stay). When more remain,
 /// a purge marker records the work and [`purge_chunk`] finishes it. Returns whether more
 /// remain.
-pub fn delete(ctx: &mut WriteCtx<'_>, project: Uuid, id: Uuid) -> Result<bool> {
+pub fn delete(ctx: &mut WriteCtx<'_>, project: ProjectId, id: WebhookEndpointId) -> Result<bool> {
     get(ctx, project, id)?;
-    ctx.delete::<WebhookEndpoint>(id)?;
+    ctx.delete::<WebhookEndpoint>(id.uuid())?;
     let more = purge_some(ctx, project, id)?;
     if more {
         ctx.index_insert(&purge_marker(project, id))?;
@@ -323,11 +327,15 @@ pub fn delete(ctx: &mut WriteCtx<'_>, project: Uuid, id: Uuid) -> Result<bool> {
     Ok(more)
 }
 
-fn purge_some(ctx: &mut WriteCtx<'_>, project: Uuid, endpoint: Uuid) -> Result<bool, StoreError> {
+fn purge_some(
+    ctx: &mut WriteCtx<'_>,
+    project: ProjectId,
+    endpoint: WebhookEndpointId,
+) -> Result<bool, StoreError> {
     let prefix = index::prefix(
         IndexTag::WebhookDeliveriesByEndpoint,
-        project,
-        &[endpoint.as_bytes()],
+        project.uuid(),
+        &[endpoint.as_uuid().as_bytes()],
     );
     let end = index::prefix_end(&prefix);
     let keys = ctx.index_range(&prefix, &end, PURGE_CHUNK + 1, false)?;
@@ -341,8 +349,8 @@ fn purge_some(ctx: &mut WriteCtx<'_>, project: Uuid, endpoint: Uuid) -> Result<b
 /// Returns whether more remain.
 pub fn purge_chunk(
     ctx: &mut WriteCtx<'_>,
-    project: Uuid,
-    endpoint: Uuid,
+    project: ProjectId,
+    endpoint: WebhookEndpointId,
 ) -> Result<bool, StoreError> {
     let more = purge_some(ctx, project, endpoint)?;
     if !more {
@@ -352,7 +360,7 @@ pub fn purge_chunk(
 }
 
 /// Deleted endpoints whose deliveries are still being removed: (project, endpoint).
-pub fn pending_purges(r: &impl ReadOps) -> Result<Vec<(Uuid, Uuid)>, StoreError> {
+pub fn pending_purges(r: &impl ReadOps) -> Result<Vec<(ProjectId, WebhookEndpointId)>, StoreError> {
     let prefix = index::prefix(IndexTag::WebhookPurge, Uuid::nil(), &[]);
     let end = index::prefix_end(&prefix);
     let mut out = Vec::new();
@@ -360,7 +368,7 @@ pub fn pending_purges(r: &impl ReadOps) -> Result<Vec<(Uuid, Uuid)>, StoreError>
         // tag (1) ‖ nil (16) ‖ len (2) ‖ project (16) ‖ endpoint (16)
         if k.len() == 51 {
             let project = Uuid::from_slice(&k[19..35]).unwrap_or_default();
-            out.push((project, index::id_of(&k)));
+            out.push((project.into(), index::id_of(&k).into()));
         }
     }
     Ok(out)

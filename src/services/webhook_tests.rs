@@ -57,12 +57,12 @@ impl Fixture {
 
     fn endpoint(&self) -> WebhookEndpoint {
         let (p, e) = (self.project, self.endpoint);
-        self.write(move |ctx| endpoints::get(ctx, p, e))
+        self.write(move |ctx| endpoints::get(ctx, p.into(), e.into()))
     }
 
     fn delivery(&self, id: Uuid) -> WebhookDelivery {
         let p = self.project;
-        self.write(move |ctx| deliveries::get(ctx, p, id))
+        self.write(move |ctx| deliveries::get(ctx, p.into(), id.into()))
     }
 
     /// Writes `n` events the endpoint subscribes to; returns their deliveries, oldest first.
@@ -141,7 +141,7 @@ impl Fixture {
             status: Some(to),
             ..EndpointPatch::default()
         };
-        self.try_write(move |ctx| endpoints::patch(ctx, p, e, req).map(|(_, r)| r))
+        self.try_write(move |ctx| endpoints::patch(ctx, p.into(), e.into(), req).map(|(_, r)| r))
     }
 }
 
@@ -157,7 +157,7 @@ fn fixture() -> Fixture {
                 event_types: Vec::new(),
                 delivery_mode: DeliveryMode::Unordered,
             };
-            endpoints::create(ctx, project, &test_key(), req).map(|(e, _)| e.id)
+            endpoints::create(ctx, project.into(), &test_key(), req).map(|(e, _)| e.id)
         })
         .unwrap();
     Fixture {
@@ -363,13 +363,13 @@ fn replays_only_closed_deliveries_to_an_active_endpoint() {
     let p = f.project;
     let pending = ds[0].id;
     assert!(matches!(
-        f.try_write(move |ctx| deliveries::replay(ctx, p, pending, 8)),
+        f.try_write(move |ctx| deliveries::replay(ctx, p.into(), pending.into(), 8)),
         Err(WebhookDeliveryError::NotReplayable(DeliveryStatus::Pending))
     ));
     f.answer(ds[0].id, Some(200));
     let done = ds[0].id;
     assert!(matches!(
-        f.try_write(move |ctx| deliveries::replay(ctx, p, done, 8)),
+        f.try_write(move |ctx| deliveries::replay(ctx, p.into(), done.into(), 8)),
         Err(WebhookDeliveryError::NotReplayable(
             DeliveryStatus::Succeeded
         ))
@@ -378,19 +378,19 @@ fn replays_only_closed_deliveries_to_an_active_endpoint() {
     f.set_status(RequestedStatus::Paused).unwrap();
     let exhausted = ds[1].id;
     assert!(matches!(
-        f.try_write(move |ctx| deliveries::replay(ctx, p, exhausted, 8)),
+        f.try_write(move |ctx| deliveries::replay(ctx, p.into(), exhausted.into(), 8)),
         Err(WebhookDeliveryError::EndpointNotActive(
             EndpointStatus::Paused
         ))
     ));
     f.set_status(RequestedStatus::Active).unwrap();
-    let r = f.write(move |ctx| deliveries::replay(ctx, p, exhausted, 8));
+    let r = f.write(move |ctx| deliveries::replay(ctx, p.into(), exhausted.into(), 8));
     assert_eq!(r.status, DeliveryStatus::Pending);
     assert_eq!(r.replay_of, Some(exhausted));
     assert_eq!(r.attempt, 0);
     assert_eq!(r.event_id, ds[1].event_id);
     assert!(matches!(
-        f.try_write(move |ctx| deliveries::replay(ctx, p, Uuid::now_v7(), 8)),
+        f.try_write(move |ctx| deliveries::replay(ctx, p.into(), Uuid::now_v7().into(), 8)),
         Err(WebhookDeliveryError::NotFound)
     ));
 }
@@ -424,7 +424,7 @@ fn outbox_cost() {
                         event_types: Vec::new(),
                         delivery_mode: DeliveryMode::Unordered,
                     };
-                    endpoints::create(ctx, p, &test_key(), req)?;
+                    endpoints::create(ctx, p.into(), &test_key(), req)?;
                 }
                 Ok::<_, WebhookEndpointError>(())
             })

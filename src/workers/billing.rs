@@ -81,7 +81,7 @@ pub async fn credit_awaiting(state: &Handles) -> anyhow::Result<usize> {
         let row = state
             .store
             .read(move |r| {
-                let Some(d) = r.get::<appliance_storage::records::Deposit>(id)? else {
+                let Some(d) = r.get::<appliance_storage::records::Deposit>(id.uuid())? else {
                     return Ok(None);
                 };
                 let p = r.get::<Project>(d.project_id)?;

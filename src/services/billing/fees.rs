@@ -2,6 +2,7 @@
 //! address, per confirmed payout, per credited invoice payment, per settled conversion.
 
 use super::*;
+use crate::services::types::{ConversionBatchId, InvoiceId, PayoutId, WalletId};
 use appliance_storage::records::RefundReference;
 
 /// Charges a usage fee of the active plan, once per (`kind`, `ref_id`). `cents` of 0 writes
@@ -29,20 +30,16 @@ pub(super) fn charge(
 pub fn charge_address_fee(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    wallet: Uuid,
+    wallet: WalletId,
     chain: &str,
 ) -> Result<(), Fault> {
-    let acct = account(ctx, s.project_id())?;
-    let Some(plan) = active_plan(&s.reg.billing, &acct) else {
-        return Ok(());
-    };
-    let cents = plan.address_fee_cents;
+    let cents = plan_fee(ctx, s, |p| p.address_fee_cents)?;
     charge(
         ctx,
         s,
         EntryKind::AddressFee,
         "wallet",
-        wallet,
+        wallet.uuid(),
         cents,
         Some(format!("new {chain} address")),
     )?;
@@ -54,18 +51,22 @@ pub fn charge_address_fee(
 pub fn charge_payout_fee(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    payout: Uuid,
+    payout: PayoutId,
     reference: Option<&str>,
 ) -> Result<(), Fault> {
     if reference.is_some_and(RefundReference::has_prefix) {
         return Ok(());
     }
-    let acct = account(ctx, s.project_id())?;
-    let Some(plan) = active_plan(&s.reg.billing, &acct) else {
-        return Ok(());
-    };
-    let cents = plan.payout_fee_cents;
-    charge(ctx, s, EntryKind::PayoutFee, "payout", payout, cents, None)?;
+    let cents = plan_fee(ctx, s, |p| p.payout_fee_cents)?;
+    charge(
+        ctx,
+        s,
+        EntryKind::PayoutFee,
+        "payout",
+        payout.uuid(),
+        cents,
+        None,
+    )?;
     Ok(())
 }
 
@@ -76,7 +77,7 @@ pub fn charge_payout_fee(
 pub fn charge_payment_fee(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    invoice: Uuid,
+    invoice: InvoiceId,
     price_cents: u64,
     terms: FeeTerms,
 ) -> Result<(), Fault> {
@@ -86,7 +87,7 @@ pub fn charge_payment_fee(
         s,
         EntryKind::PaymentFee,
         "invoice",
-        invoice,
+        invoice.uuid(),
         cents,
         None,
     )?;
@@ -101,10 +102,20 @@ pub fn bps_of(cents: u64, bps: u32) -> u64 {
 
 /// The active plan's `swap_rate_bps` (0 without a plan).
 pub fn swap_rate_bps(r: &impl ReadOps, s: &Scope) -> Result<u32, Fault> {
+    plan_fee(r, s, |p| p.swap_rate_bps)
+}
+
+/// What `fee` reads from the project's active plan; 0 without one (a fee of 0 charges
+/// nothing).
+fn plan_fee<T: Default>(
+    r: &impl ReadOps,
+    s: &Scope,
+    fee: impl FnOnce(&PlanConfig) -> T,
+) -> Result<T, Fault> {
     let acct = account(r, s.project_id())?;
     Ok(active_plan(&s.reg.billing, &acct)
-        .map(|p| p.swap_rate_bps)
-        .unwrap_or(0))
+        .map(fee)
+        .unwrap_or_default())
 }
 
 /// `conversion_fee` of a settled conversion batch worth `usd_cents` (DECISIONS.md section
@@ -113,7 +124,7 @@ pub fn swap_rate_bps(r: &impl ReadOps, s: &Scope) -> Result<u32, Fault> {
 pub fn charge_conversion_fee(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    batch: Uuid,
+    batch: ConversionBatchId,
     usd_cents: u64,
 ) -> Result<u64, Fault> {
     let rate = swap_rate_bps(ctx, s)?;
@@ -123,7 +134,7 @@ pub fn charge_conversion_fee(
         s,
         EntryKind::ConversionFee,
         "conversion_batch",
-        batch,
+        batch.uuid(),
         cents,
         None,
     )?;

@@ -3,6 +3,7 @@
 //! that arrive on them.
 
 use super::*;
+use crate::services::types::DepositId;
 use appliance_storage::records::DepositFailure;
 
 /// One coin a funding address credits (`assets[]` of a Funding address): USDT and USDC at
@@ -50,7 +51,7 @@ pub(super) fn funding_chain_key(project: Uuid, chain: &str) -> Vec<u8> {
 
 /// The project's funding addresses that exist, in the registry's chain order.
 pub fn funding_addresses(r: &impl ReadOps, s: &Scope) -> Result<Vec<FundingAddress>, Fault> {
-    let p = s.project_id();
+    let p = s.project.id;
     let mut out = Vec::new();
     for c in &s.reg.chains {
         if let Some(id) = r.unique_get(&funding_chain_key(p, c.id()))? {
@@ -65,7 +66,7 @@ pub fn funding_addresses(r: &impl ReadOps, s: &Scope) -> Result<Vec<FundingAddre
 
 /// Chains the project should have a funding address on and has none yet.
 pub fn missing_funding_chains(r: &impl ReadOps, s: &Scope) -> Result<Vec<String>, Fault> {
-    let p = s.project_id();
+    let p = s.project.id;
     let mut out = Vec::new();
     for c in &s.reg.chains {
         let eff = chains::effective(c, &s.project);
@@ -91,7 +92,7 @@ pub fn ensure_funding_addresses(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
 ) -> Result<Vec<FundingAddress>, BillingError> {
-    let p = s.project_id();
+    let p = s.project.id;
     let missing = missing_funding_chains(ctx, s)?;
     if !missing.is_empty() {
         let factory = s
@@ -371,7 +372,7 @@ pub fn funding_orphaned(ctx: &mut WriteCtx<'_>, s: &Scope, d: &mut Deposit) -> R
         d.awaiting_price = false;
         ctx.put(d)?;
     }
-    let p = s.project_id();
+    let p = s.project.id;
     let Some(id) = ctx.unique_get(&once_key(p, EntryKind::Funding, &d.id.to_string()))? else {
         return Ok(());
     };
@@ -406,11 +407,11 @@ pub fn orphan_ref(deposit: Uuid) -> String {
 pub fn credit_awaiting_price(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    deposit: Uuid,
+    deposit: DepositId,
     rate: Decimal,
     source: &str,
 ) -> Result<bool, Fault> {
-    let Some(mut d) = ctx.get_in::<Deposit>(s.project_id(), deposit)? else {
+    let Some(mut d) = ctx.get_in::<Deposit>(s.project.id, deposit.uuid())? else {
         return Ok(false);
     };
     if !d.funding || !d.awaiting_price || d.status != DepositStatus::Confirmed {
@@ -435,12 +436,12 @@ pub fn credit_awaiting_price(
 }
 
 /// Ids of confirmed funding transfers awaiting a price (any project), oldest first.
-pub fn awaiting_price(r: &impl ReadOps, limit: usize) -> Result<Vec<Uuid>, Fault> {
+pub fn awaiting_price(r: &impl ReadOps, limit: usize) -> Result<Vec<DepositId>, Fault> {
     let page = r.scan_ids(
         &index::prefix(IndexTag::FundingAwaitingPrice, Uuid::nil(), &[]),
         None,
         limit,
         |_| Ok(true),
     )?;
-    Ok(page.items)
+    Ok(page.items.into_iter().map(DepositId::from).collect())
 }

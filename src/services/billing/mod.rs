@@ -29,6 +29,7 @@ use crate::config::{BillingConfig, PlanConfig};
 use crate::registry::Registry;
 use crate::services::chains::{self, EffChain};
 use crate::services::error::{fault_from, Fault};
+use crate::services::types::ProjectId;
 use crate::services::{emit, Scope};
 use crate::views::ts;
 
@@ -107,7 +108,8 @@ impl NewEntry {
 }
 
 /// The project's billing state (a default one before its first billing write).
-pub fn account(r: &impl ReadOps, project: Uuid) -> Result<BillingAccount, Fault> {
+pub fn account(r: &impl ReadOps, project: ProjectId) -> Result<BillingAccount, Fault> {
+    let project = project.uuid();
     Ok(r.get::<BillingAccount>(project)?.unwrap_or(BillingAccount {
         project_id: project,
         ..BillingAccount::default()
@@ -237,7 +239,7 @@ pub fn post(
     entry: NewEntry,
     once: Option<&str>,
 ) -> Result<Option<BillingEntry>, Fault> {
-    let p = s.project_id();
+    let p = s.project.id;
     let okey = once.map(|r| once_key(p, entry.kind, r));
     if let Some(k) = &okey {
         if ctx.unique_get(k)?.is_some() {
@@ -264,8 +266,8 @@ fn write_entry(
     entry: NewEntry,
     now: i64,
 ) -> Result<BillingEntry, Fault> {
-    let p = s.project_id();
-    let mut acct = account(ctx, p)?;
+    let p = s.project.id;
+    let mut acct = account(ctx, s.project_id())?;
     let balance = acct
         .balance_cents
         .checked_add(entry.amount_cents)
@@ -329,9 +331,9 @@ fn activate_requested(ctx: &mut WriteCtx<'_>, s: &Scope) -> Result<(), Fault> {
 /// line, written even when nothing is due, so every activation has its line), clears the
 /// request, and emits `billing.plan_activated`.
 fn activate(ctx: &mut WriteCtx<'_>, s: &Scope, plan: &PlanConfig) -> Result<(), Fault> {
-    let p = s.project_id();
+    let p = s.project.id;
     let now = clock(ctx, &s.project);
-    let acct = account(ctx, p)?;
+    let acct = account(ctx, s.project_id())?;
     let due = onboarding_due(&acct, plan);
     let mut e = NewEntry::new(
         EntryKind::OnboardingFee,
@@ -344,7 +346,7 @@ fn activate(ctx: &mut WriteCtx<'_>, s: &Scope, plan: &PlanConfig) -> Result<(), 
         None => format!("plan {} activated", plan.key),
     });
     write_entry(ctx, s, e, now)?;
-    let mut acct = account(ctx, p)?;
+    let mut acct = account(ctx, s.project_id())?;
     if acct.plan.is_none() {
         // The activation month is the first whose minimum is settled (pro rata).
         acct.minimum_settled_month = Some(month_of(now).saturating_sub(1));
@@ -384,10 +386,9 @@ pub fn request_plan(
 /// Puts the project on `plan` (any plan: the operator may assign one that is not
 /// self-selectable), under the activation rule of [`request_plan`].
 pub fn assign_plan(ctx: &mut WriteCtx<'_>, s: &Scope, plan: &PlanConfig) -> Result<(), Fault> {
-    let p = s.project_id();
     let now = clock(ctx, &s.project);
     settle_minimums(ctx, s, now)?;
-    let mut acct = account(ctx, p)?;
+    let mut acct = account(ctx, s.project_id())?;
     if acct.plan.as_deref() == Some(plan.key.as_str()) {
         if acct.requested_plan.is_some() {
             acct.requested_plan = None;
@@ -487,10 +488,10 @@ pub fn settle_minimums(
     s: &Scope,
     now: i64,
 ) -> Result<Vec<BillingEntry>, Fault> {
-    let p = s.project_id();
+    let p = s.project.id;
     let current = month_of(now);
     let mut out = Vec::new();
-    let mut acct = account(ctx, p)?;
+    let mut acct = account(ctx, s.project_id())?;
     let Some(mut settled) = acct.minimum_settled_month else {
         return Ok(out);
     };
@@ -521,7 +522,7 @@ pub fn settle_minimums(
             out.push(write_entry(ctx, s, e, at)?);
         }
         settled = m;
-        acct = account(ctx, p)?;
+        acct = account(ctx, s.project_id())?;
     }
     Ok(out)
 }
@@ -591,7 +592,7 @@ fn onboarding_facts(r: &impl ReadOps, project: Uuid) -> Result<(bool, bool, bool
 /// The Billing object (SPEC.md section 2, Billing) of the scope's project.
 pub fn billing_json(r: &impl ReadOps, s: &Scope, acct: &BillingAccount) -> Result<Value, Fault> {
     let cfg = &s.reg.billing;
-    let (funded, webhook, first_invoice) = onboarding_facts(r, s.project_id())?;
+    let (funded, webhook, first_invoice) = onboarding_facts(r, s.project.id)?;
     let plan = active_plan(cfg, acct);
     let live_reason = if s.project.mode == Mode::Test {
         None

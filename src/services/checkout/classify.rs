@@ -15,6 +15,7 @@ use crate::market::Market;
 use crate::registry::Registry;
 use crate::services::reads;
 use crate::services::sim_chain::SimChains;
+use crate::services::types::InvoiceId;
 
 use super::Loaded;
 
@@ -99,7 +100,7 @@ impl RefundClassifier<'_> {
             claimed.as_deref(),
         )
         .await?;
-        let (id, payment) = (l.invoice.id, refund.payment_id);
+        let (id, payment) = (InvoiceId::of(&l.invoice), refund.payment_id.into());
         self.store
             .write(move |ctx| super::apply_classification(ctx, id, claim, payment, &c))
             .await

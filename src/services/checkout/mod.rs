@@ -40,8 +40,9 @@ use appliance_storage::{ReadOps, StoreError, WriteCtx};
 use crate::registry::Registry;
 use crate::services::error::{fault_from, Fault, Invalid};
 use crate::services::invoices::{self, value_scaled};
-use crate::services::{clock, deposits, emit_row, emit_view, wallets, Scope};
-use crate::views::{self, ts};
+use crate::services::types::{DepositId, InvoiceId};
+use crate::services::{clock, deposits, emit_row, wallets, Scope};
+use crate::views::ts;
 
 /// Requests per minute one checkout token may make to the public checkout endpoints and
 /// the hosted page (DECISIONS.md section 12); not under the per-IP unauthenticated budget.
@@ -83,8 +84,12 @@ pub enum CheckoutError {
     RefundNotReady,
     /// The refund cannot take an address (the policy is `keep`, or it was skipped or
     /// failed): 409 `invalid_state`.
-    #[error("This checkout's refund cannot take an address: it is {status}.")]
-    RefundClosed { status: String },
+    /// `status` is the refund's, `None` when none is offered (the policy is `keep`).
+    #[error(
+        "This checkout's refund cannot take an address: it is {}.",
+        .status.map_or("not offered (the merchant keeps any excess)", RefundStatus::as_str)
+    )]
+    RefundClosed { status: Option<RefundStatus> },
     /// A refund to another address was already requested: 409 `refund_address_mismatch`
     /// on `address` (SPEC.md section 4: a DIFFERENT address is refused).
     #[error("A refund to another address was already requested.")]
@@ -124,8 +129,12 @@ pub fn load(r: &impl ReadOps, token: &str, real_now_us: i64) -> Result<Option<Lo
 
 /// [`load`] of invoice `id`, known to be the one a token opens (a token never moves: the
 /// caller learnt `id` from [`load`] of the same token); `None` when it is gone.
-pub fn load_id(r: &impl ReadOps, id: Uuid, real_now_us: i64) -> Result<Option<Loaded>, StoreError> {
-    match r.get::<Invoice>(id)? {
+pub fn load_id(
+    r: &impl ReadOps,
+    id: InvoiceId,
+    real_now_us: i64,
+) -> Result<Option<Loaded>, StoreError> {
+    match r.get::<Invoice>(id.uuid())? {
         Some(inv) => load_invoice(r, inv, real_now_us),
         None => Ok(None),
     }

@@ -110,17 +110,19 @@ pub async fn classify(
 /// classified or moved on meanwhile.
 pub fn apply_classification(
     ctx: &mut WriteCtx<'_>,
-    invoice_id: Uuid,
+    invoice_id: InvoiceId,
     claim: usize,
-    payment_id: Uuid,
+    payment_id: DepositId,
     c: &Classification,
 ) -> Result<(), Fault> {
-    let Some(mut inv) = ctx.get::<Invoice>(invoice_id)? else {
+    let Some(mut inv) = ctx.get::<Invoice>(invoice_id.uuid())? else {
         return Ok(());
     };
     let rate = match inv.refunds.get(claim) {
         Some(r)
-            if r.payment_id == payment_id && r.awaiting_address() && r.sender_class.is_none() =>
+            if r.payment_id == payment_id.uuid()
+                && r.awaiting_address()
+                && r.sender_class.is_none() =>
         {
             inv.quote(&r.chain, &r.asset)
                 .map(|q| (q.decimals, q.rate.clone()))
@@ -192,18 +194,16 @@ fn release_hold(
 pub fn request_refund(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    invoice_id: Uuid,
+    invoice_id: InvoiceId,
     address: &str,
 ) -> Result<(), CheckoutError> {
     let mut inv = ctx
-        .get::<Invoice>(invoice_id)?
+        .get::<Invoice>(invoice_id.uuid())?
         .ok_or(CheckoutError::NotFound)?;
     let Some(i) = inv.open_refund() else {
         return Err(match inv.overpayment_policy {
             OverpaymentPolicy::Refund => CheckoutError::RefundNotReady,
-            OverpaymentPolicy::Keep => CheckoutError::RefundClosed {
-                status: "not offered (the merchant keeps any excess)".into(),
-            },
+            OverpaymentPolicy::Keep => CheckoutError::RefundClosed { status: None },
         });
     };
     let r = inv.refunds[i].clone();
@@ -228,7 +228,7 @@ pub fn request_refund(
         }
         other => {
             return Err(CheckoutError::RefundClosed {
-                status: other.as_str().to_string(),
+                status: Some(other),
             })
         }
     }
@@ -250,7 +250,7 @@ pub fn request_refund(
         }
     })?;
     let to = format!("0x{}", hex::encode(parsed));
-    let p = s.project_id();
+    let p = s.project.id;
     if ctx
         .unique_get(&wallets::address_key(&r.chain, &to))?
         .is_some()
@@ -367,13 +367,7 @@ pub fn refund_payout_moved(ctx: &mut WriteCtx<'_>, s: &Scope, p: &Payout) -> Res
     inv.updated_at = now;
     ctx.put(&inv)?;
     if to == RefundStatus::Confirmed {
-        emit_view(
-            ctx,
-            s,
-            "invoice.refunded",
-            inv.id,
-            &views::invoice_event_view(&s.reg, &inv),
-        )?;
+        crate::services::invoices::emit_invoice(ctx, s, "invoice.refunded", &inv)?;
     }
     Ok(())
 }

@@ -37,7 +37,9 @@ use crate::market::Market;
 use crate::registry::{Chain, Registry};
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault, Invalid};
-use crate::services::types::{Amount, AssetSymbol, ChainId};
+use crate::services::types::{
+    Amount, AssetSymbol, ChainId, ConversionBatchId, ConversionId, DepositId,
+};
 use crate::services::{emit, journal_entry, Scope};
 use crate::views::ts;
 
@@ -256,7 +258,7 @@ pub fn create_manual(
         return Err(ConversionError::TestMode);
     }
     let (_, from, to) = resolve_pair(&s.reg, s, req)?;
-    let p = s.project_id();
+    let p = s.project.id;
     let amount = req.amount.get();
     let (free, mut holders) = holdings(ctx, p, &req.chain, &from.symbol)?;
     // Manual conversions draw on customers' balances only (the project's own funds convert
@@ -357,7 +359,7 @@ fn skip_reason(
 pub fn queue_payment(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    payment_id: Uuid,
+    payment_id: DepositId,
     receipt_no: Option<String>,
     chain: &str,
     asset: &str,
@@ -368,14 +370,14 @@ pub fn queue_payment(
             "payment on unknown chain {chain}"
         )));
     };
-    let rule = stored_rule(ctx, s.project_id(), chain)?;
+    let rule = stored_rule(ctx, s.project.id, chain)?;
     let reason = skip_reason(s, c, asset, rule.as_ref());
     let now = ctx.now_us();
     let row = Conversion {
         id: appliance_storage::sources::new_id(),
-        project_id: s.project_id(),
+        project_id: s.project.id,
         kind: ConversionKind::Auto,
-        payment_id: Some(payment_id),
+        payment_id: Some(payment_id.uuid()),
         receipt_no,
         customer_id: None,
         chain: chain.to_string(),
@@ -405,13 +407,17 @@ pub fn queue_payment(
 
 /// A credited payment was reversed (a reorg): its row, while still `queued`, is
 /// `skipped` (`payment_reversed`).
-pub fn payment_reversed(ctx: &mut WriteCtx<'_>, s: &Scope, payment_id: Uuid) -> Result<(), Fault> {
-    let p = s.project_id();
+pub fn payment_reversed(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    payment_id: DepositId,
+) -> Result<(), Fault> {
+    let p = s.project.id;
     let page = ctx.list::<Conversion>(
         &index::prefix(IndexTag::ConversionsByStatus, p, &[b"queued"]),
         None,
         MAX_BATCH_ROWS * 10,
-        move |r: &Conversion| r.payment_id == Some(payment_id),
+        move |r: &Conversion| r.payment_id == Some(payment_id.uuid()),
     )?;
     let now = ctx.now_us();
     for mut r in page.items {
@@ -447,15 +453,15 @@ pub fn batch_due(
 pub fn plan_auto(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    ids: &[Uuid],
+    ids: &[ConversionId],
     quoted_in: u128,
     q: &Priced,
 ) -> Result<Option<ConversionBatch>, Fault> {
-    let p = s.project_id();
+    let p = s.project.id;
     let mut rows = Vec::new();
     for id in ids.iter().take(MAX_BATCH_ROWS) {
         if let Some(r) = ctx
-            .get_in::<Conversion>(p, *id)?
+            .get_in::<Conversion>(p, id.uuid())?
             .filter(|r| r.status == ConversionStatus::Queued)
         {
             rows.push(r);
@@ -535,11 +541,11 @@ pub fn plan_auto(
 fn open_batch(
     ctx: &WriteCtx<'_>,
     s: &Scope,
-    id: Uuid,
+    id: ConversionBatchId,
     status: BatchStatus,
 ) -> Result<Option<ConversionBatch>, Fault> {
     Ok(ctx
-        .get_in::<ConversionBatch>(s.project_id(), id)?
+        .get_in::<ConversionBatch>(s.project.id, id.uuid())?
         .filter(|b| b.status == status))
 }
 

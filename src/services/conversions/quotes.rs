@@ -299,7 +299,7 @@ pub async fn quote(
 ) -> Result<Value, ConversionError> {
     let q = price(reg, market, s, req).await?;
     let (p, chain, asset) = (
-        s.project_id(),
+        s.project.id,
         req.chain.to_string(),
         req.from_asset.to_string(),
     );

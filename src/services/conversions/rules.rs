@@ -87,7 +87,7 @@ pub fn rules(r: &impl ReadOps, s: &Scope) -> Result<Value, StoreError> {
         if !eff.listed {
             continue;
         }
-        let rule = stored_rule(r, s.project_id(), c.id())?;
+        let rule = stored_rule(r, s.project.id, c.id())?;
         data.push(rule_json(c, s.project.mode, rule.as_ref()));
     }
     Ok(json!({"object": "list", "data": data, "has_more": false, "next_cursor": null}))
@@ -138,7 +138,7 @@ pub fn put_rule(
             keep.push(k);
         }
     }
-    let p = s.project_id();
+    let p = s.project.id;
     let now = ctx.now_us();
     let rule = match stored_rule(ctx, p, chain)? {
         Some(mut r) => {

@@ -8,7 +8,7 @@ use super::*;
 pub fn approve_recorded(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    id: Uuid,
+    id: ConversionBatchId,
     hash: &str,
 ) -> Result<bool, Fault> {
     let Some(mut b) = open_batch(ctx, s, id, BatchStatus::Approving)? else {
@@ -24,7 +24,7 @@ pub fn approve_recorded(
 
 /// The router may take the batch's input: `approving` -> `swapping` (the approval has the
 /// chain's confirmations, or the allowance already sufficed).
-pub fn approved(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<(), Fault> {
+pub fn approved(ctx: &mut WriteCtx<'_>, s: &Scope, id: ConversionBatchId) -> Result<(), Fault> {
     let Some(mut b) = open_batch(ctx, s, id, BatchStatus::Approving)? else {
         return Ok(());
     };
@@ -37,7 +37,7 @@ pub fn approved(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<(), Fault
 pub fn approve_lost(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    id: Uuid,
+    id: ConversionBatchId,
     reverted: bool,
 ) -> Result<(), Fault> {
     let Some(mut b) = open_batch(ctx, s, id, BatchStatus::Approving)? else {
@@ -55,7 +55,7 @@ pub fn approve_lost(
 pub fn swap_recorded(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    id: Uuid,
+    id: ConversionBatchId,
     hash: &str,
     expected_out: u128,
     min_out: u128,
@@ -84,7 +84,12 @@ pub fn swap_recorded(
 
 /// A swap that would revert (refused by the node's estimate, without spending a nonce)
 /// counts as an attempt; after [`MAX_ATTEMPTS`] the batch fails with `code`.
-pub fn swap_refused(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, code: &str) -> Result<(), Fault> {
+pub fn swap_refused(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: ConversionBatchId,
+    code: &str,
+) -> Result<(), Fault> {
     let Some(b) = open_batch(ctx, s, id, BatchStatus::Swapping)? else {
         return Ok(());
     };
@@ -99,12 +104,12 @@ pub fn swap_refused(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, code: &str) -> 
 pub fn follow_hash(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    id: Uuid,
+    id: ConversionBatchId,
     swap: bool,
     hash: &str,
 ) -> Result<(), Fault> {
     let Some(mut b) = ctx
-        .get_in::<ConversionBatch>(s.project_id(), id)?
+        .get_in::<ConversionBatch>(s.project.id, id.uuid())?
         .filter(|b| b.status.is_open())
     else {
         return Ok(());
@@ -127,7 +132,7 @@ pub fn follow_hash(
 
 /// A recorded swap will never be mined (a filler holds its nonce): the batch quotes and
 /// sends again (not an attempt: nothing ran).
-pub fn swap_dropped(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<(), Fault> {
+pub fn swap_dropped(ctx: &mut WriteCtx<'_>, s: &Scope, id: ConversionBatchId) -> Result<(), Fault> {
     let Some(mut b) = open_batch(ctx, s, id, BatchStatus::Swapping)? else {
         return Ok(());
     };
@@ -146,7 +151,7 @@ pub fn swap_dropped(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<(), F
 pub fn swap_settled(
     ctx: &mut WriteCtx<'_>,
     s: &Scope,
-    id: Uuid,
+    id: ConversionBatchId,
     hash: &str,
     outcome: Option<u128>,
 ) -> Result<(), Fault> {
@@ -204,7 +209,12 @@ pub fn swap_settled(
     b.updated_at = now;
     // The plan's swap rate, charged on settlement (SPEC.md section 4, Conversions rule 4).
     if let Some(usd) = b.amount_usd_cents {
-        b.fee_cents = crate::services::billing::charge_conversion_fee(ctx, s, b.id, usd)?;
+        b.fee_cents = crate::services::billing::charge_conversion_fee(
+            ctx,
+            s,
+            ConversionBatchId::of(&b),
+            usd,
+        )?;
     }
     ctx.put(&b)?;
     for mut r in rows {
@@ -278,9 +288,14 @@ fn fail_batch(ctx: &mut WriteCtx<'_>, mut b: ConversionBatch, code: &str) -> Res
 
 /// Fails an open batch from outside the chain steps (signing switched off, a coin the
 /// registry no longer lists): the money stays in its arrival coin.
-pub fn fail(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid, code: &str) -> Result<(), Fault> {
+pub fn fail(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    id: ConversionBatchId,
+    code: &str,
+) -> Result<(), Fault> {
     let Some(b) = ctx
-        .get_in::<ConversionBatch>(s.project_id(), id)?
+        .get_in::<ConversionBatch>(s.project.id, id.uuid())?
         .filter(|b| b.status.is_open())
     else {
         return Ok(());

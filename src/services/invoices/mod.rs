@@ -35,6 +35,7 @@ use crate::registry::Registry;
 use crate::services::chains::{self, ChainError};
 use crate::services::error::{fault_from, Fault, Invalid};
 use crate::services::metadata::{self, MetadataError};
+use crate::services::types::{DepositId, InvoiceId};
 use crate::services::{clock, conversions, emit_data, emit_view, wallets, Scope};
 use crate::views;
 
@@ -475,7 +476,7 @@ pub fn prepare(
     offset_us: i64,
     now_us: i64,
 ) -> Result<Prepared, InvoiceError> {
-    let p = s.project_id();
+    let p = s.project.id;
     let md = metadata::for_create(req.metadata.unwrap_or_default())?;
     let quotes = quotes_of(req.price_cents, &req.offers);
     if quotes.is_empty() {
@@ -698,7 +699,7 @@ pub fn existing_by_reference(
     let Some(r) = reference_id else {
         return Ok(None);
     };
-    let Some(id) = ctx.unique_get(&reference_key(s.project_id(), r))? else {
+    let Some(id) = ctx.unique_get(&reference_key(s.project.id, r))? else {
         return Ok(None);
     };
     let inv = ctx
@@ -707,12 +708,29 @@ pub fn existing_by_reference(
     Ok(Some(inv))
 }
 
+/// Emits `event` about invoice `inv` as this transaction leaves it, its data the invoice's
+/// event view ([`views::invoice_event_view`]).
+pub fn emit_invoice(
+    ctx: &mut WriteCtx<'_>,
+    s: &Scope,
+    event: &str,
+    inv: &Invoice,
+) -> Result<(), StoreError> {
+    emit_view(
+        ctx,
+        s,
+        event,
+        inv.id,
+        &views::invoice_event_view(&s.reg, inv),
+    )
+}
+
 /// `open` -> `canceled` (SPEC.md section 4, Invoices rule 5): refused (409 `invalid_state`)
 /// once anything was received or seen, or from any other status; a canceled invoice is
 /// answered again as it is. The payment addresses stay watched; emits `invoice.canceled`.
-pub fn cancel(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Invoice, InvoiceError> {
+pub fn cancel(ctx: &mut WriteCtx<'_>, s: &Scope, id: InvoiceId) -> Result<Invoice, InvoiceError> {
     let mut inv = ctx
-        .get_in::<Invoice>(s.project_id(), id)?
+        .get_in::<Invoice>(s.project.id, id.uuid())?
         .ok_or(InvoiceError::NotFound)?;
     if inv.status == InvoiceStatus::Canceled {
         return Ok(inv);
@@ -730,13 +748,7 @@ pub fn cancel(ctx: &mut WriteCtx<'_>, s: &Scope, id: Uuid) -> Result<Invoice, In
     inv.canceled_at = Some(now);
     inv.updated_at = now;
     ctx.put(&inv)?;
-    emit_view(
-        ctx,
-        s,
-        "invoice.canceled",
-        id,
-        &views::invoice_event_view(&s.reg, &inv),
-    )?;
+    emit_invoice(ctx, s, "invoice.canceled", &inv)?;
     Ok(inv)
 }
 
@@ -756,13 +768,7 @@ pub fn expire_if_due(
     inv.expired_at = Some(ctx.now_us());
     inv.updated_at = ctx.now_us();
     ctx.put(inv)?;
-    emit_view(
-        ctx,
-        s,
-        "invoice.expired",
-        inv.id,
-        &views::invoice_event_view(&s.reg, inv),
-    )?;
+    emit_invoice(ctx, s, "invoice.expired", inv)?;
     Ok(true)
 }
 
@@ -770,7 +776,7 @@ pub fn expire_if_due(
 /// (the expiry worker's step; the `InvoicesDue` index holds only open and underpaid
 /// invoices, oldest deadline first). Returns how many were due (expired or not).
 pub fn expire_due(ctx: &mut WriteCtx<'_>, s: &Scope, limit: usize) -> Result<usize, Fault> {
-    let p = s.project_id();
+    let p = s.project.id;
     let now_p = clock::now(ctx, &s.project)?;
     let from = index::prefix(IndexTag::InvoicesDue, p, &[]);
     let to = appliance_storage::records::invoice_due_key(p, now_p.saturating_add(1), Uuid::nil());

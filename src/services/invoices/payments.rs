@@ -39,13 +39,7 @@ pub fn payment_seen(ctx: &mut WriteCtx<'_>, s: &Scope, d: &mut Deposit) -> Resul
     inv.updated_at = ctx.now_us();
     ctx.put(&inv)?;
     if announce {
-        emit_view(
-            ctx,
-            s,
-            "invoice.pending",
-            inv.id,
-            &views::invoice_event_view(&s.reg, &inv),
-        )?;
+        emit_invoice(ctx, s, "invoice.pending", &inv)?;
     }
     Ok(())
 }
@@ -83,7 +77,7 @@ pub fn payment_credited(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
     crate::services::billing::charge_payment_fee(
         ctx,
         s,
-        inv.id,
+        InvoiceId::of(&inv),
         inv.price_cents,
         crate::services::billing::FeeTerms {
             rate_bps: inv.fee_bps,
@@ -100,14 +94,8 @@ pub fn payment_credited(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
     inv.updated_at = now;
     if d.late || matches!(inv.status, InvoiceStatus::Expired | InvoiceStatus::Canceled) {
         ctx.put(&inv)?;
-        emit_view(
-            ctx,
-            s,
-            "invoice.late_payment",
-            inv.id,
-            &views::invoice_event_view(&s.reg, &inv),
-        )?;
-        conversions::queue_payment(ctx, s, d.id, None, &d.chain, &d.asset, d.amount)?;
+        emit_invoice(ctx, s, "invoice.late_payment", &inv)?;
+        conversions::queue_payment(ctx, s, DepositId::of(d), None, &d.chain, &d.asset, d.amount)?;
         return Ok(());
     }
     let event = match (judge(v, inv.price_cents), inv.status) {
@@ -147,13 +135,21 @@ pub fn payment_credited(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
     }
     ctx.put(&inv)?;
     if let Some(e) = event {
-        emit_view(ctx, s, e, inv.id, &views::invoice_event_view(&s.reg, &inv))?;
+        emit_invoice(ctx, s, e, &inv)?;
     }
     // Merchant money converts automatically by the project's rule (DECISIONS.md section
     // 14), except the excess held for the payer.
     let convertible = d.amount.saturating_sub(held);
     if convertible > 0 {
-        conversions::queue_payment(ctx, s, d.id, None, &d.chain, &d.asset, convertible)?;
+        conversions::queue_payment(
+            ctx,
+            s,
+            DepositId::of(d),
+            None,
+            &d.chain,
+            &d.asset,
+            convertible,
+        )?;
     }
     Ok(())
 }
@@ -295,13 +291,7 @@ pub fn payment_orphaned(ctx: &mut WriteCtx<'_>, s: &Scope, d: &Deposit) -> Resul
     refresh_amounts(&mut inv);
     inv.updated_at = ctx.now_us();
     ctx.put(&inv)?;
-    conversions::payment_reversed(ctx, s, d.id)?;
-    emit_view(
-        ctx,
-        s,
-        "invoice.payment_orphaned",
-        inv.id,
-        &views::invoice_event_view(&s.reg, &inv),
-    )?;
+    conversions::payment_reversed(ctx, s, DepositId::of(d))?;
+    emit_invoice(ctx, s, "invoice.payment_orphaned", &inv)?;
     Ok(())
 }

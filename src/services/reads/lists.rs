@@ -1,8 +1,6 @@
 //! The list queries of the API: for each resource, which index serves which filter, and
 //! what the rows are checked against. One place knows the store's index layout for reads.
 
-use uuid::Uuid;
-
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::{
     ApiKey, BillingEntry, Conversion, ConversionKind, ConversionStatus, Customer, CustomerStatus,
@@ -12,6 +10,8 @@ use appliance_storage::records::{
 use appliance_storage::{Page, ReadOps, Store, StoreError};
 
 use super::{page as page_of, row, PageReq};
+
+use crate::services::types::{CustomerId, DepositId, Id, ProjectId, WalletId, WebhookEndpointId};
 
 /// Which customers `GET /v1/customers` lists: by `reference_id` (at most one), else by
 /// `status` (`active` | `disabled`), else all.
@@ -23,7 +23,7 @@ pub struct CustomerQuery {
 /// A page of the project's customers, newest first, as `q` selects.
 pub async fn customers(
     store: &Store,
-    project: Uuid,
+    project: ProjectId,
     q: CustomerQuery,
     page: PageReq,
 ) -> Result<Page<Customer>, StoreError> {
@@ -49,11 +49,11 @@ pub async fn customers(
 /// `include_revoked` (`GET /v1/api_keys`).
 pub async fn api_keys(
     store: &Store,
-    project: Uuid,
+    project: ProjectId,
     include_revoked: bool,
     page: PageReq,
 ) -> Result<Page<ApiKey>, StoreError> {
-    let prefix = index::prefix(IndexTag::ApiKeys, project, &[]);
+    let prefix = index::prefix(IndexTag::ApiKeys, project.uuid(), &[]);
     page_of(store, prefix, page, move |k: &ApiKey| {
         include_revoked || k.revoked_at.is_none()
     })
@@ -64,7 +64,7 @@ pub async fn api_keys(
 /// (`GET /v1/billing/entries`).
 pub async fn billing_entries(
     store: &Store,
-    project: Uuid,
+    project: ProjectId,
     kind: Option<EntryKind>,
     page: PageReq,
 ) -> Result<Page<BillingEntry>, StoreError> {
@@ -90,7 +90,7 @@ pub struct ConversionQuery {
 /// A page of the project's conversions, newest first, as `q` selects.
 pub async fn conversions(
     store: &Store,
-    project: Uuid,
+    project: ProjectId,
     q: ConversionQuery,
     page: PageReq,
 ) -> Result<Page<Conversion>, StoreError> {
@@ -119,8 +119,8 @@ pub async fn conversions(
 /// Which deposits `GET /v1/deposits` lists. The index follows the first filter set
 /// (customer or wallet, then status, then chain); every filter also checks the rows.
 pub struct DepositQuery {
-    pub customer: Option<Uuid>,
-    pub wallet: Option<Uuid>,
+    pub customer: Option<CustomerId>,
+    pub wallet: Option<WalletId>,
     pub chain: Option<String>,
     pub status: Option<DepositStatus>,
     /// Created at or after this time (µs since the Unix epoch).
@@ -130,11 +130,10 @@ pub struct DepositQuery {
 /// A page of the project's deposits, newest first, as `q` selects.
 pub async fn deposits(
     store: &Store,
-    project: Uuid,
+    project: ProjectId,
     q: DepositQuery,
     page: PageReq,
 ) -> Result<Page<Deposit>, StoreError> {
-    let p = project;
     let DepositQuery {
         customer,
         wallet,
@@ -147,16 +146,16 @@ pub async fn deposits(
     // customer, read first, then the `wallet_id` filter. A wallet of another project, or
     // none, lists nothing.
     let wallet_owner = match wallet {
-        Some(w) => match row::<Wallet>(store, p, w)? {
+        Some(w) => match row::<Wallet>(store, project, w)? {
             Some(row) => Some(row.customer_id),
             None => return Ok(empty()),
         },
         None => None,
     };
-    let prefix = match wallet_owner.or(customer) {
-        Some(c) => index::deposits_of_customer(p, c),
+    let prefix = match wallet_owner.or(customer.map(Id::uuid)) {
+        Some(c) => index::deposits_of_customer(project.uuid(), c),
         None => first_index(
-            p,
+            project,
             &[
                 (IndexTag::DepositsByStatus, &[name(status)]),
                 (IndexTag::DepositsByChain, &[text(&chain)]),
@@ -165,8 +164,8 @@ pub async fn deposits(
         ),
     };
     page_of(store, prefix, page, move |d: &Deposit| {
-        customer.is_none_or(|c| d.customer_id == c)
-            && wallet.is_none_or(|w| d.wallet_id == w)
+        customer.is_none_or(|c| d.customer_id == c.uuid())
+            && wallet.is_none_or(|w| d.wallet_id == w.uuid())
             && chain.as_ref().is_none_or(|c| &d.chain == c)
             && status.is_none_or(|s| d.status == s)
             && since.is_none_or(|t| d.created_at >= t)
@@ -177,7 +176,11 @@ pub async fn deposits(
 /// The project's deposit `id` as `GET /v1/deposits/{id}` shows it: an invoice payment is
 /// the invoice's (docs/decisions.md, Invoices), a funding transfer billing's
 /// (docs/decisions.md, Billing), so neither is a deposit here.
-pub fn deposit(store: &Store, project: Uuid, id: Uuid) -> Result<Option<Deposit>, StoreError> {
+pub fn deposit(
+    store: &Store,
+    project: ProjectId,
+    id: DepositId,
+) -> Result<Option<Deposit>, StoreError> {
     Ok(row::<Deposit>(store, project, id)?.filter(|d| d.invoice_id.is_none() && !d.funding))
 }
 
@@ -185,7 +188,7 @@ pub fn deposit(store: &Store, project: Uuid, id: Uuid) -> Result<Option<Deposit>
 /// (reference, customer, status, chain); the others filter the rows.
 pub struct PayoutQuery {
     pub reference: Option<String>,
-    pub customer: Option<Uuid>,
+    pub customer: Option<CustomerId>,
     pub status: Option<PayoutStatus>,
     pub chain: Option<String>,
 }
@@ -193,11 +196,10 @@ pub struct PayoutQuery {
 /// A page of the project's payouts, newest first, as `q` selects.
 pub async fn payouts(
     store: &Store,
-    project: Uuid,
+    project: ProjectId,
     q: PayoutQuery,
     page: PageReq,
 ) -> Result<Page<Payout>, StoreError> {
-    let p = project;
     let PayoutQuery {
         reference,
         customer,
@@ -205,7 +207,7 @@ pub async fn payouts(
         chain,
     } = q;
     let prefix = first_index(
-        p,
+        project,
         &[
             (IndexTag::PayoutsByReference, &[text(&reference)]),
             (IndexTag::PayoutsByCustomer, &[id(&customer)]),
@@ -215,7 +217,7 @@ pub async fn payouts(
         IndexTag::Payouts,
     );
     page_of(store, prefix, page, move |x: &Payout| {
-        customer.is_none_or(|c| x.customer_id == Some(c))
+        customer.is_none_or(|c| x.customer_id == Some(c.uuid()))
             && chain.as_ref().is_none_or(|c| &x.chain == c)
             && status.is_none_or(|s| x.status == s)
     })
@@ -227,19 +229,18 @@ pub async fn payouts(
 /// another project, or none, lists nothing.
 pub async fn sweeps(
     store: &Store,
-    project: Uuid,
-    wallet: Option<Uuid>,
+    project: ProjectId,
+    wallet: Option<WalletId>,
     status: Option<SweepStatus>,
     page: PageReq,
 ) -> Result<Page<Sweep>, StoreError> {
-    let p = project;
     let prefix = match wallet {
-        Some(w) => match row::<Wallet>(store, p, w)? {
-            Some(row) => index::sweeps_of_wallet(p, row.customer_id, w),
+        Some(w) => match row::<Wallet>(store, project, w)? {
+            Some(row) => index::sweeps_of_wallet(project.uuid(), row.customer_id, w.uuid()),
             None => return Ok(empty()),
         },
         None => first_index(
-            p,
+            project,
             &[(IndexTag::SweepsByStatus, &[name(status)])],
             IndexTag::Sweeps,
         ),
@@ -254,8 +255,8 @@ pub async fn sweeps(
 /// all (`chain` also filters a customer's).
 pub async fn wallets(
     store: &Store,
-    project: Uuid,
-    customer: Option<Uuid>,
+    project: ProjectId,
+    customer: Option<CustomerId>,
     chain: Option<String>,
     page: PageReq,
 ) -> Result<Page<Wallet>, StoreError> {
@@ -276,7 +277,7 @@ pub async fn wallets(
 /// A page of the project's invoices, newest first, in one status or all.
 pub async fn invoices(
     store: &Store,
-    project: Uuid,
+    project: ProjectId,
     status: Option<InvoiceStatus>,
     page: PageReq,
 ) -> Result<Page<Invoice>, StoreError> {
@@ -294,7 +295,7 @@ pub async fn invoices(
 /// Which webhook deliveries `GET /v1/webhook_deliveries` lists. An event id the project
 /// does not have lists nothing.
 pub struct DeliveryQuery {
-    pub endpoint: Option<Uuid>,
+    pub endpoint: Option<WebhookEndpointId>,
     pub status: Option<DeliveryStatus>,
     /// `evt_...`.
     pub event_id: Option<String>,
@@ -303,11 +304,10 @@ pub struct DeliveryQuery {
 /// A page of the project's webhook deliveries, newest first, as `q` selects.
 pub async fn deliveries(
     store: &Store,
-    project: Uuid,
+    project: ProjectId,
     q: DeliveryQuery,
     page: PageReq,
 ) -> Result<Page<WebhookDelivery>, StoreError> {
-    let p = project;
     let DeliveryQuery {
         endpoint,
         status,
@@ -315,7 +315,7 @@ pub async fn deliveries(
     } = q;
     let event = match event_id {
         None => None,
-        Some(e) => match store.read(move |r| r.event(p, &e)).await? {
+        Some(e) => match store.read(move |r| r.event(project.uuid(), &e)).await? {
             Some(ev) => Some(ev.sequence),
             None => return Ok(empty()),
         },
@@ -323,7 +323,7 @@ pub async fn deliveries(
     let sequence = event.map(u64::to_be_bytes);
     let sequence = sequence.as_ref().map(<[u8; 8]>::as_slice);
     let prefix = first_index(
-        p,
+        project,
         &[
             (IndexTag::WebhookDeliveriesByEvent, &[sequence]),
             (
@@ -336,7 +336,7 @@ pub async fn deliveries(
         IndexTag::WebhookDeliveries,
     );
     page_of(store, prefix, page, move |d: &WebhookDelivery| {
-        endpoint.is_none_or(|e| d.endpoint_id == e)
+        endpoint.is_none_or(|e| d.endpoint_id == e.uuid())
             && status.is_none_or(|s| d.status == s)
             && event.is_none_or(|q| d.event_sequence == q)
     })
@@ -347,10 +347,11 @@ pub async fn deliveries(
 /// `max`; `None` when the project has no such event.
 pub async fn event_deliveries(
     store: &Store,
-    project: Uuid,
+    project: ProjectId,
     event_id: String,
     max: usize,
 ) -> Result<Option<Page<WebhookDelivery>>, StoreError> {
+    let project = project.uuid();
     store
         .read(move |r| {
             let Some(ev) = r.event(project, &event_id)? else {
@@ -370,7 +371,12 @@ pub async fn event_deliveries(
 /// The prefix of the first index in `choices` whose every key value is set (a list reads
 /// the index of its most selective filter, in the order the choices give), else of `all`,
 /// the project's every row of the resource.
-fn first_index(project: Uuid, choices: &[(IndexTag, &[Option<&[u8]>])], all: IndexTag) -> Vec<u8> {
+fn first_index(
+    project: ProjectId,
+    choices: &[(IndexTag, &[Option<&[u8]>])],
+    all: IndexTag,
+) -> Vec<u8> {
+    let project = project.uuid();
     choices
         .iter()
         .find_map(|(tag, values)| {
@@ -391,8 +397,8 @@ fn text(value: &Option<String>) -> Option<&[u8]> {
 }
 
 /// An index key value from an id filter.
-fn id(value: &Option<Uuid>) -> Option<&[u8]> {
-    value.as_ref().map(|v| v.as_bytes().as_slice())
+fn id<R>(value: &Option<Id<R>>) -> Option<&[u8]> {
+    value.as_ref().map(|v| v.as_uuid().as_bytes().as_slice())
 }
 
 /// The enums a list's index is keyed by, by their stored name.

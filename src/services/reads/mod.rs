@@ -14,6 +14,8 @@ use uuid::Uuid;
 use appliance_storage::records::{Event, Row, WebhookEndpoint};
 use appliance_storage::{Page, ReadOps, Store, StoreError};
 
+use crate::services::types::{Id, ProjectId};
+
 /// Index entries a list may pass over on the request's own thread (`Store::read_now`);
 /// a page whose filter skips more than this many is read again on the blocking pool
 /// (`Store::read`). A page of 100 that its filter does not thin runs inline.
@@ -30,8 +32,8 @@ pub struct PageReq {
 
 /// The project's row `id` of type `R`, or `None` (missing, or another project's). A short
 /// read on the caller's thread (`Store::read_now`): one key lookup.
-pub fn row<R: Row>(store: &Store, project: Uuid, id: Uuid) -> Result<Option<R>, StoreError> {
-    store.read_now(move |r| r.get_in::<R>(project, id))
+pub fn row<R: Row>(store: &Store, project: ProjectId, id: Id<R>) -> Result<Option<R>, StoreError> {
+    store.read_now(move |r| r.get_in::<R>(project.uuid(), id.uuid()))
 }
 
 /// A page of rows under an index prefix (`appliance_storage::index::prefix`), newest first,
@@ -75,14 +77,14 @@ pub struct EventQuery {
 /// A page of the project's events of at most `limit`, as `q` selects.
 pub async fn events(
     store: &Store,
-    project: Uuid,
+    project: ProjectId,
     q: EventQuery,
     limit: usize,
 ) -> Result<Page<Event>, StoreError> {
     store
         .read(move |r| {
             r.list_events(
-                project,
+                project.uuid(),
                 &q.types,
                 q.resource.as_deref(),
                 q.after,
@@ -94,15 +96,19 @@ pub async fn events(
 }
 
 /// The project's event `id` (`evt_...`), or `None`.
-pub async fn event(store: &Store, project: Uuid, id: String) -> Result<Option<Event>, StoreError> {
-    store.read(move |r| r.event(project, &id)).await
+pub async fn event(
+    store: &Store,
+    project: ProjectId,
+    id: String,
+) -> Result<Option<Event>, StoreError> {
+    store.read(move |r| r.event(project.uuid(), &id)).await
 }
 
 /// Every webhook endpoint of the project, newest first (`GET /v1/webhooks` is never
 /// paginated: a project has at most a few).
 pub async fn webhook_endpoints(
     store: &Store,
-    project: Uuid,
+    project: ProjectId,
 ) -> Result<Vec<WebhookEndpoint>, StoreError> {
     let mut eps = store
         .read(move |r| crate::services::webhook_endpoints::list(r, project))

@@ -6,6 +6,7 @@ use super::*;
 use crate::simulate::{Sim, CHAINS};
 use appliance_chains::evm::B256;
 use appliance_storage::ledger::{Account, AccountKind};
+use appliance_storage::records::SweepStatus;
 use appliance_storage::{ReadOps, ScanOps};
 use std::collections::{BTreeMap, BTreeSet};
 use uuid::Uuid;
@@ -160,8 +161,8 @@ impl Sim {
         if sweeps {
             let rows = self.node().store().read(|r| r.all::<Sweep>()).await?;
             for sw in rows {
-                let open = sw.status.as_str() == "open" && sw.amount > 0;
-                if open || sw.status.as_str() == "submitted" {
+                let open = sw.status == SweepStatus::Open && sw.amount > 0;
+                if open || sw.status == SweepStatus::Submitted {
                     out.push(format!(
                         "sweep {} {} {}",
                         sw.id,
@@ -300,7 +301,7 @@ impl Sim {
             if s.asset != asset {
                 continue;
             }
-            let ledger = if s.status.as_str() == "confirmed" {
+            let ledger = if s.status == SweepStatus::Confirmed {
                 s.amount
             } else {
                 0

@@ -11,6 +11,7 @@ use uuid::Uuid;
 use appliance_storage::{now_us, WriteCtx};
 
 use crate::handles::Handles;
+use crate::services::types::{ProjectId, WebhookEndpointId};
 use crate::services::webhook_deliveries::{self, OutcomeKind};
 use crate::services::webhook_endpoints;
 use crate::views::delivery_ref;
@@ -36,7 +37,7 @@ pub(super) struct Outcome {
 pub(super) struct Committed {
     pub items: Vec<Done>,
     /// Endpoints disabled in this batch whose open deliveries are not all canceled yet.
-    pub cancel_more: Vec<(Uuid, Uuid)>,
+    pub cancel_more: Vec<(ProjectId, WebhookEndpointId)>,
 }
 
 pub(super) struct Done {
@@ -146,7 +147,7 @@ pub(super) fn retry_delay_us(schedule: &[u64], attempts_made: u32) -> i64 {
 }
 
 /// Cancels the rest of a disabled endpoint's open deliveries, a chunk per transaction.
-pub(super) async fn cancel_rest(state: Handles, project: Uuid, endpoint: Uuid) {
+pub(super) async fn cancel_rest(state: Handles, project: ProjectId, endpoint: WebhookEndpointId) {
     let failed = "canceling a disabled endpoint's deliveries failed";
     in_chunks(&state, failed, move |ctx| {
         webhook_deliveries::cancel_open(ctx, project, endpoint)
@@ -188,7 +189,7 @@ pub(super) async fn finish_purges(state: Handles) {
 }
 
 /// Removes a deleted endpoint's deliveries, a chunk per transaction.
-pub async fn purge(state: &Handles, project: Uuid, endpoint: Uuid) {
+pub async fn purge(state: &Handles, project: ProjectId, endpoint: WebhookEndpointId) {
     let failed = "removing a deleted endpoint's deliveries failed";
     in_chunks(state, failed, move |ctx| {
         webhook_endpoints::purge_chunk(ctx, project, endpoint)

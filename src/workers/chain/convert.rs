@@ -34,7 +34,7 @@ use super::store::{pending_txs, OutKind};
 use super::{clean, write, ChainWorker, Master};
 use crate::handles::Handles;
 use crate::services::conversions::{self, coin, ConversionRequest};
-use crate::services::types::{Amount, AssetSymbol, ChainId};
+use crate::services::types::{Amount, AssetSymbol, ChainId, ConversionId};
 use crate::services::Scope;
 
 /// Most batches one pass advances.
@@ -150,7 +150,7 @@ async fn plan_queued(state: &Handles, c: &ChainWorker) -> anyhow::Result<()> {
                 continue;
             }
         };
-        let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+        let ids: Vec<ConversionId> = rows.iter().map(ConversionId::of).collect();
         let planned = write(state, move |ctx| {
             conversions::plan_auto(ctx, &scope, &ids, total, &q)
         })
@@ -242,7 +242,7 @@ async fn next_step(
         reg.asset(c.chain, &batch.to_asset).cloned(),
     ) else {
         write(state, move |ctx| {
-            conversions::fail(ctx, &scope, id, "asset_unlisted")
+            conversions::fail(ctx, &scope, id.into(), "asset_unlisted")
         })
         .await?;
         return Ok(None);
@@ -253,7 +253,7 @@ async fn next_step(
         coin(&to),
     ) else {
         write(state, move |ctx| {
-            conversions::fail(ctx, &scope, id, "no_dex_configured")
+            conversions::fail(ctx, &scope, id.into(), "no_dex_configured")
         })
         .await?;
         return Ok(None);
@@ -287,7 +287,10 @@ async fn approve(state: &Handles, c: &ChainWorker, m: &Master, step: Step) -> an
         return Ok(()); // the approval is followed by the reconciler
     }
     let Some(token) = dex.approval_token(from) else {
-        write(state, move |ctx| conversions::approved(ctx, &scope, id)).await?;
+        write(state, move |ctx| {
+            conversions::approved(ctx, &scope, id.into())
+        })
+        .await?;
         return Ok(());
     };
     if in_flight(state, c, OutKind::Approve, id).await? {
@@ -295,7 +298,10 @@ async fn approve(state: &Handles, c: &ChainWorker, m: &Master, step: Step) -> an
     }
     let allowance = dex.allowance(c.client.as_ref(), token, m.treasury).await?;
     if allowance >= U256::from(b.amount_in) {
-        write(state, move |ctx| conversions::approved(ctx, &scope, id)).await?;
+        write(state, move |ctx| {
+            conversions::approved(ctx, &scope, id.into())
+        })
+        .await?;
         return Ok(());
     }
     let call = dex.approve_call(token, U256::MAX);
@@ -304,7 +310,7 @@ async fn approve(state: &Handles, c: &ChainWorker, m: &Master, step: Step) -> an
         Err(e) => {
             tracing::warn!(chain, batch = %id, error = %clean(&e), "approval would revert");
             write(state, move |ctx| {
-                conversions::approve_lost(ctx, &scope, id, true)
+                conversions::approve_lost(ctx, &scope, id.into(), true)
             })
             .await?;
             return Ok(());
@@ -312,7 +318,7 @@ async fn approve(state: &Handles, c: &ChainWorker, m: &Master, step: Step) -> an
     };
     let out = out_call(OutKind::Approve, &b, call, gas);
     let r = send_new(state, c, m, pol, out, move |ctx, hash| {
-        conversions::approve_recorded(ctx, &scope, id, hash)
+        conversions::approve_recorded(ctx, &scope, id.into(), hash)
     })
     .await?;
     if let Err(e) = r {
@@ -355,7 +361,7 @@ async fn swap(state: &Handles, c: &ChainWorker, m: &Master, step: Step) -> anyho
         Err(e) => {
             tracing::warn!(chain, batch = %id, error = %clean(&e), "swap would revert; counted as an attempt");
             write(state, move |ctx| {
-                conversions::swap_refused(ctx, &scope, id, "slippage")
+                conversions::swap_refused(ctx, &scope, id.into(), "slippage")
             })
             .await?;
             return Ok(());
@@ -363,7 +369,7 @@ async fn swap(state: &Handles, c: &ChainWorker, m: &Master, step: Step) -> anyho
     };
     let out = out_call(OutKind::Swap, &b, call, gas);
     let r = send_new(state, c, m, pol, out, move |ctx, hash| {
-        conversions::swap_recorded(ctx, &scope, id, hash, expected, min)
+        conversions::swap_recorded(ctx, &scope, id.into(), hash, expected, min)
     })
     .await?;
     if let Err(e) = r {

@@ -596,8 +596,10 @@ async fn payout_outcome(
         let mut scopes = Scopes::new(reg, scope, attempts);
         if let Some(s) = scopes.of(ctx, tx.project_id)? {
             match &turn {
-                PayoutTurn::Unpaid => payouts::unsettle(ctx, &s, tx.ref_id, Payout::REORG_UNDONE)?,
-                PayoutTurn::Paid(hash) => payouts::resettle(ctx, &s, tx.ref_id, hash)?,
+                PayoutTurn::Unpaid => {
+                    payouts::unsettle(ctx, &s, tx.ref_id.into(), Payout::REORG_UNDONE)?
+                }
+                PayoutTurn::Paid(hash) => payouts::resettle(ctx, &s, tx.ref_id.into(), hash)?,
             }
         }
         put_row(ctx, &key, &tx)
@@ -619,26 +621,26 @@ fn settle_in(
     match tx.kind {
         OutKind::Sweep => {
             if let Some(s) = scopes.of(ctx, tx.project_id)? {
-                sweeps::settle_sent(ctx, &s, tx.ref_id, success)?;
+                sweeps::settle_sent(ctx, &s, tx.ref_id.into(), success)?;
             }
         }
         OutKind::Payout => {
             if let Some(s) = scopes.of(ctx, tx.project_id)? {
-                payouts::settle_sent(ctx, &s, tx.ref_id, hash, success)?;
+                payouts::settle_sent(ctx, &s, tx.ref_id.into(), hash, success)?;
             }
         }
         OutKind::Approve => {
             if let Some(s) = scopes.of(ctx, tx.project_id)? {
                 match success {
-                    true => conversions::approved(ctx, &s, tx.ref_id)?,
-                    false => conversions::approve_lost(ctx, &s, tx.ref_id, true)?,
+                    true => conversions::approved(ctx, &s, tx.ref_id.into())?,
+                    false => conversions::approve_lost(ctx, &s, tx.ref_id.into(), true)?,
                 }
             }
         }
         OutKind::Swap => {
             if let Some(s) = scopes.of(ctx, tx.project_id)? {
                 let out = if success { swap_out } else { None };
-                conversions::swap_settled(ctx, &s, tx.ref_id, hash, out)?;
+                conversions::swap_settled(ctx, &s, tx.ref_id.into(), hash, out)?;
             }
         }
         OutKind::Factory | OutKind::Filler => {}

@@ -151,10 +151,14 @@ pub(super) async fn replace(
             let mut scopes = Scopes::new(reg, scope, attempts);
             if let Some(s) = scopes.of(ctx, t2.project_id)? {
                 match t2.kind {
-                    OutKind::Payout => payouts::follow_hash(ctx, &s, t2.ref_id, &hash)?,
-                    kind => {
-                        conversions::follow_hash(ctx, &s, t2.ref_id, kind == OutKind::Swap, &hash)?
-                    }
+                    OutKind::Payout => payouts::follow_hash(ctx, &s, t2.ref_id.into(), &hash)?,
+                    kind => conversions::follow_hash(
+                        ctx,
+                        &s,
+                        t2.ref_id.into(),
+                        kind == OutKind::Swap,
+                        &hash,
+                    )?,
                 }
             }
         }
@@ -364,8 +368,8 @@ impl Replan {
             }
             if let Some(s) = self.scope_of(ctx, self.project_id)? {
                 match self.kind {
-                    OutKind::Swap => conversions::swap_dropped(ctx, &s, self.id)?,
-                    _ => conversions::approve_lost(ctx, &s, self.id, false)?,
+                    OutKind::Swap => conversions::swap_dropped(ctx, &s, self.id.into())?,
+                    _ => conversions::approve_lost(ctx, &s, self.id.into(), false)?,
                 }
             }
             Ok(())
@@ -384,8 +388,8 @@ impl Replan {
             }
             if let Some(s) = self.scope_of(ctx, project_id)? {
                 match self.kind {
-                    OutKind::Payout => payouts::fail_replanned(ctx, &s, self.id, reason)?,
-                    OutKind::Sweep => sweeps::settle_sent(ctx, &s, self.id, false)?,
+                    OutKind::Payout => payouts::fail_replanned(ctx, &s, self.id.into(), reason)?,
+                    OutKind::Sweep => sweeps::settle_sent(ctx, &s, self.id.into(), false)?,
                     _ => {}
                 }
             }
@@ -409,8 +413,8 @@ impl Replan {
             return Ok(true);
         };
         match self.kind {
-            OutKind::Payout => payouts::follow_hash(ctx, &s, self.id, hash)?,
-            OutKind::Sweep => sweeps::follow_hash(ctx, &s, self.id, hash)?,
+            OutKind::Payout => payouts::follow_hash(ctx, &s, self.id.into(), hash)?,
+            OutKind::Sweep => sweeps::follow_hash(ctx, &s, self.id.into(), hash)?,
             _ => {}
         }
         Ok(true)

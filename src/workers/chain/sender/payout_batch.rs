@@ -40,10 +40,10 @@ async fn fail_signing(
 ) -> anyhow::Result<()> {
     let s2 = scope.clone();
     write(state, move |ctx| {
-        if payouts::begin_signing(ctx, &s2, id)?.is_none() {
+        if payouts::begin_signing(ctx, &s2, id.into())?.is_none() {
             return Ok(());
         }
-        payouts::fail_unsent(ctx, &s2, id, &reason)
+        payouts::fail_unsent(ctx, &s2, id.into(), &reason)
     })
     .await
 }
@@ -204,10 +204,10 @@ impl PayoutPass<'_> {
         }
         let b = batch.as_mut().expect("begun above");
         let record: Record = Box::new(move |ctx, hash| {
-            if payouts::begin_signing(ctx, &s2, id)?.is_none() {
+            if payouts::begin_signing(ctx, &s2, id.into())?.is_none() {
                 return Ok(false);
             }
-            Ok(payouts::submit_sent(ctx, &s2, id, hash, head)?.is_some())
+            Ok(payouts::submit_sent(ctx, &s2, id.into(), hash, head)?.is_some())
         });
         match b.sign(c, m, pol, call, record).await? {
             // Counted as committed from now on; a send the batch drops (its payout moved

@@ -266,7 +266,7 @@ impl SweepPass<'_> {
         let scope = state.scope(project);
         if amount == 0 {
             write(state, move |ctx| {
-                sweeps::skip_if_empty(ctx, &scope, id).map(|_| ())
+                sweeps::skip_if_empty(ctx, &scope, id.into()).map(|_| ())
             })
             .await?;
             return Ok(true);
@@ -315,7 +315,7 @@ impl SweepPass<'_> {
                 pol,
                 call,
                 Box::new(move |ctx, hash| {
-                    Ok(sweeps::submit_sent(ctx, &scope, id, hash, head)?
+                    Ok(sweeps::submit_sent(ctx, &scope, id.into(), hash, head)?
                         .is_some_and(|s| s.status == SweepStatus::Submitted))
                 }),
             )

@@ -667,7 +667,7 @@ async fn commit_slice(
             if let Some(id) =
                 deposits::detect(ctx, &s, &wallet, ct, lw.required_confirmations, height)?
             {
-                by_block.entry(ct.block_number).or_default().push(id);
+                by_block.entry(ct.block_number).or_default().push(id.uuid());
             }
         }
         for (n, ids) in &by_block {
