@@ -13,6 +13,7 @@ use crate::api::schemas;
 use crate::auth::Access;
 use crate::services::balances::{self, BalanceReader, BalanceSource};
 use crate::state::AppState;
+use crate::views::Sorted;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -95,8 +96,8 @@ async fn wallet_balances(
 ///
 /// Any key kind; no scope.
 #[utoipa::path(get, path = "/v1/balances", tag = "wallets",
-    responses((status = 200, description = "The treasury.", body = schemas::Treasury)))]
+    responses((status = 200, description = "The treasury.", body = crate::views::TreasuryView)))]
 async fn treasury(a: Authed<ANY>) -> Result<Response, ApiError> {
     let v = balances::treasury_of(&a.state.store, &a.state.registry, a.caller.project_id()).await?;
-    Ok(json(StatusCode::OK, &v))
+    Ok(json(StatusCode::OK, &Sorted(v)))
 }

@@ -3,7 +3,6 @@
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::json;
 
 use appliance_storage::records::{Deposit, KeyKind, Mode};
 
@@ -17,7 +16,7 @@ use crate::services::deposits::{self, TestDeposit};
 use crate::services::sim_chain::{self, SimHandle};
 use crate::services::Scope;
 use crate::state::AppState;
-use crate::views;
+use crate::views::{self, Sorted};
 use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -316,7 +315,7 @@ fn sim_chain_ids(state: &AppState, chain: Option<&str>) -> Result<Vec<&'static s
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/blocks", tag = "test",
     request_body = schemas::MineBlocks,
-    responses((status = 200, description = "Heights after mining.", body = schemas::TestBlocks)))]
+    responses((status = 200, description = "Heights after mining.", body = views::TestBlocksView)))]
 async fn mine_blocks(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
     let count = body.fields.opt_u64("count")?.unwrap_or(1);
     if !(1..=sim_chain::MAX_BLOCKS).contains(&count) {
@@ -335,7 +334,11 @@ async fn mine_blocks(a: Authed<TestMode>, body: JsonBody) -> Result<Response, Ap
     }
     Ok(json_response(
         StatusCode::OK,
-        &json!({"object": "test_blocks", "mined": count, "heights": heights}),
+        &Sorted(views::TestBlocksView {
+            object: "test_blocks",
+            mined: count,
+            heights,
+        }),
     ))
 }
 
@@ -349,7 +352,7 @@ async fn mine_blocks(a: Authed<TestMode>, body: JsonBody) -> Result<Response, Ap
 #[utoipa::path(post, path = "/v1/test/reorg", tag = "test",
     request_body = schemas::ReorgRequest,
     responses(
-        (status = 200, description = "The reorg.", body = schemas::TestReorg),
+        (status = 200, description = "The reorg.", body = views::TestReorgView),
         (status = 400, description = "`invalid_request` (`param`: `chain` or `depth`).", body = schemas::ErrorBody),
     ))]
 async fn reorg(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
@@ -370,8 +373,13 @@ async fn reorg(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError
         .await?;
     Ok(json_response(
         StatusCode::OK,
-        &json!({"object": "test_reorg", "chain": id, "depth": depth, "drop": drop,
-                "height": height}),
+        &Sorted(views::TestReorgView {
+            object: "test_reorg",
+            chain: id,
+            depth,
+            drop,
+            height,
+        }),
     ))
 }
 
@@ -384,7 +392,7 @@ async fn reorg(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError
 #[utoipa::path(post, path = "/v1/test/drop_tx", tag = "test",
     request_body = schemas::DropTxRequest,
     responses(
-        (status = 200, description = "The dropped transaction.", body = schemas::TestDroppedTx),
+        (status = 200, description = "The dropped transaction.", body = views::TestDroppedTxView),
         (status = 400, description = "`invalid_request` (`param`: `chain` or `tx_hash`).", body = schemas::ErrorBody),
         (status = 404, description = "`not_found`: not pending on that chain (`param`: `tx_hash`).", body = schemas::ErrorBody),
     ))]
@@ -402,6 +410,10 @@ async fn drop_tx(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiErr
     }
     Ok(json_response(
         StatusCode::OK,
-        &json!({"object": "test_dropped_tx", "chain": id, "tx_hash": format!("{hash:#x}")}),
+        &Sorted(views::TestDroppedTxView {
+            object: "test_dropped_tx",
+            chain: id,
+            tx_hash: format!("{hash:#x}"),
+        }),
     ))
 }

@@ -4,7 +4,6 @@
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::json;
 
 use appliance_storage::records::AddressOwner;
 
@@ -41,7 +40,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     params(schemas::IdempotencyHeader),
     request_body(content = schemas::NewTestTransfer),
     responses(
-        (status = 201, description = "The transfer, mined.", body = schemas::TestTransfer),
+        (status = 201, description = "The transfer, mined.", body = views::TestTransferView),
         (status = 400, description = "`invalid_request`, `decimals_mismatch`, `unknown_asset` (named in `param`).", body = schemas::ErrorBody),
         (status = 422, description = "`unknown_address` (`param: to_address`), `chain_not_enabled`.", body = schemas::ErrorBody),
     ))]
@@ -96,18 +95,18 @@ async fn create_test_transfer(
                 AddressOwner::Invoice(i) => ("invoice", i),
                 AddressOwner::Funding(p) => ("funding", p),
             };
-            let v = json!({
-                "object": "test_transfer",
-                "chain": req.chain.as_str(),
-                "asset": req.asset.as_str(),
-                "amount": req.amount.get().to_string(),
-                "tx_hash": planned.tx_hash,
-                "from_address": planned.from_address,
-                "to_address": planned.to_address,
-                "block_number": planned.block_number,
-                "owner": owner,
-                "owner_id": owner_id,
-                "confirm": req.confirm,
+            let v = views::to_value(&views::TestTransferView {
+                object: "test_transfer",
+                chain: req.chain.as_str(),
+                asset: req.asset.as_str(),
+                amount: req.amount.get().to_string(),
+                tx_hash: &planned.tx_hash,
+                from_address: &planned.from_address,
+                to_address: &planned.to_address,
+                block_number: planned.block_number,
+                owner,
+                owner_id,
+                confirm: req.confirm,
             });
             Ok((StatusCode::CREATED, v, planned))
         })
@@ -152,7 +151,7 @@ async fn create_test_transfer(
 #[utoipa::path(post, path = "/v1/test/clock", tag = "test",
     request_body(content = schemas::AdvanceClock),
     responses(
-        (status = 200, description = "The project's clock after the move.", body = schemas::TestClock),
+        (status = 200, description = "The project's clock after the move.", body = views::TestClockView),
         (status = 400, description = "`invalid_request` (`param: advance_seconds`).", body = schemas::ErrorBody),
     ))]
 async fn advance_clock(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
@@ -179,6 +178,9 @@ async fn advance_clock(a: Authed<TestMode>, body: JsonBody) -> Result<Response, 
         .await?;
     Ok(json_response(
         StatusCode::OK,
-        &json!({"object": "test_clock", "now": views::ts(now)}),
+        &views::Sorted(views::TestClockView {
+            object: "test_clock",
+            now: views::ts(now),
+        }),
     ))
 }

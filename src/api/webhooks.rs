@@ -19,7 +19,9 @@ use crate::services::webhook_endpoints::{
 };
 use crate::services::EVENT_CATALOG;
 use crate::state::AppState;
-use crate::views::{delivery_ref, endpoint_json};
+use crate::views::{
+    delivery_ref, endpoint_json, to_value, DeletedEndpointView, WebhookTestView,
+};
 use crate::webhooks::{dispatcher, guard, Poke};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -207,7 +209,7 @@ async fn patch_webhook(
 ///
 /// Any key kind; scope `webhooks:write`.
 #[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
-    responses((status = 200, description = "`{deleted: true, id}`.", body = schemas::DeletedEndpoint)))]
+    responses((status = 200, description = "`{deleted: true, id}`.", body = DeletedEndpointView)))]
 async fn delete_webhook(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, ApiError> {
     let p = a.caller.project_id();
     let (resp, more) = a
@@ -215,7 +217,11 @@ async fn delete_webhook(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response
             let more = endpoints::delete(ctx, p, id)?;
             Ok((
                 StatusCode::OK,
-                json!({ "id": id, "object": "webhook_endpoint", "deleted": true }),
+                to_value(&DeletedEndpointView {
+                    id,
+                    object: "webhook_endpoint",
+                    deleted: true,
+                }),
                 more,
             ))
         })
@@ -261,7 +267,7 @@ async fn rotate_secret(
 ///
 /// Any key kind; scope `webhooks:write`.
 #[utoipa::path(post, path = "/v1/webhooks/{id}/test", tag = "webhooks", params(schemas::IdPath),
-    responses((status = 202, description = "`{event_id, delivery_id}`.", body = schemas::WebhookTest)))]
+    responses((status = 202, description = "`{event_id, delivery_id}`.", body = WebhookTestView)))]
 async fn test_webhook(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, ApiError> {
     if let Err(retry) = a.state.webhooks.check_test_rate(a.caller.project_id()) {
         return Err(rate_limited(retry));
@@ -271,10 +277,10 @@ async fn test_webhook(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, 
     // The event's commit notice brings the delivery to the dispatcher.
     a.write(move |ctx| {
         let (ev, d) = crate::services::webhook_deliveries::send_test(ctx, &project, id, attempts)?;
-        let body = json!({
-            "object": "webhook_test",
-            "event_id": ev.id,
-            "delivery_id": delivery_ref(d.id),
+        let body = to_value(&WebhookTestView {
+            object: "webhook_test",
+            event_id: ev.id,
+            delivery_id: delivery_ref(d.id),
         });
         Ok((StatusCode::ACCEPTED, body, ()))
     })

@@ -195,8 +195,22 @@ pub fn payout(reg: &Registry, p: &Payout) -> Value {
 // byte order of their names: `serde_json` keeps a `Value` object's keys sorted, so the
 // bytes written from a struct equal those of its `Value` (checked in the tests below).
 
-fn to_value(v: &impl Serialize) -> Value {
+/// A view as a JSON value (event data, idempotent answers).
+pub fn to_value(v: &impl Serialize) -> Value {
     serde_json::to_value(v).expect("a view serializes")
+}
+
+/// A view whose fields are declared in the order its OpenAPI schema lists them, written
+/// with its keys in byte order like every other answer (through a `Value`, which keeps an
+/// object's keys sorted), so the wire bytes do not depend on the declaration order.
+pub struct Sorted<T>(pub T);
+
+impl<T: Serialize> Serialize for Sorted<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serde_json::to_value(&self.0)
+            .map_err(serde::ser::Error::custom)?
+            .serialize(s)
+    }
 }
 
 /// A timestamp field, Unix microseconds written as [`ts`] writes them (RFC 3339 UTC with
@@ -428,9 +442,11 @@ pub struct PayoutView<'a> {
 
 mod accounts;
 mod invoices;
+mod meta;
 mod webhooks;
 pub use accounts::*;
 pub use invoices::*;
+pub use meta::*;
 pub use webhooks::*;
 
 #[cfg(test)]

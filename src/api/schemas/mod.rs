@@ -457,6 +457,7 @@ pub type WebhookEndpoint = crate::views::EndpointView<'static>;
 pub type WebhookDelivery = crate::views::DeliveryView<'static>;
 pub type Event = crate::views::EventView<'static>;
 pub type BillingEntry = crate::views::BillingEntryView<'static>;
+pub type Chain = crate::views::ChainView<'static>;
 
 mod billing;
 mod conversions;
