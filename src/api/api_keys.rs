@@ -2,20 +2,19 @@
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::{json, Map, Value};
 
 use appliance_storage::records::{ApiKey, KeyKind};
 
 use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{cursor_of, list_json, JsonBody, Params};
+use crate::api::extract::{cursor_of, JsonBody, Params};
 use crate::api::json;
 use crate::api::schemas;
 use crate::auth::{default_scopes, Access, Caller, ANY_KIND};
 use crate::services::keys::{self, Actor, KeyPatch, KeyPowers, NewKey, LIMIT_PER_KIND};
 use crate::services::reads;
 use crate::state::AppState;
-use crate::views;
+use crate::views::{self, ApiKeyList, ApiKeyView, ApiKeyWithToken, OptTs, Sorted};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -31,8 +30,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(roll_key))
 }
 
-fn view(state: &AppState, caller: &Caller, k: &ApiKey) -> Value {
-    views::api_key(
+fn view<'a>(state: &AppState, caller: &'a Caller, k: &'a ApiKey) -> ApiKeyView<'a> {
+    views::api_key_view(
         k,
         caller.project.mode.as_str(),
         state.keys.pending_usage(k.id),
@@ -46,7 +45,7 @@ fn view(state: &AppState, caller: &Caller, k: &ApiKey) -> Value {
     params(schemas::PageParams,
         ("include_revoked" = Option<schemas::IncludeRevoked>, Query, description = "`1` adds revoked keys (default `0`)."),
     ),
-    responses((status = 200, description = "A page of keys.", body = schemas::ApiKeyList)))]
+    responses((status = 200, description = "A page of keys.", body = ApiKeyList)))]
 async fn list_keys(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let include_revoked = q
@@ -60,19 +59,24 @@ async fn list_keys(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     )
     .await?;
     let next = rows.items.last().map(|k| cursor_of(k.id.as_bytes()));
-    let data = rows
-        .items
-        .iter()
-        .map(|k| view(&a.state, &a.caller, k))
-        .collect();
-    let mut v = list_json(data, rows.has_more, next);
-    let defaults: Map<String, Value> = KeyKind::ALL
-        .iter()
-        .map(|k| (k.as_str().to_string(), json!(default_scopes(*k))))
-        .collect();
-    v["limit_per_kind"] = json!(LIMIT_PER_KIND);
-    v["default_scopes"] = Value::Object(defaults);
-    Ok(json(StatusCode::OK, &v))
+    Ok(json(
+        StatusCode::OK,
+        &Sorted(ApiKeyList {
+            object: "list",
+            data: rows
+                .items
+                .iter()
+                .map(|k| view(&a.state, &a.caller, k))
+                .collect(),
+            has_more: rows.has_more,
+            next_cursor: next.filter(|_| rows.has_more),
+            limit_per_kind: LIMIT_PER_KIND,
+            default_scopes: KeyKind::ALL
+                .iter()
+                .map(|k| (k.as_str(), default_scopes(*k)))
+                .collect(),
+        }),
+    ))
 }
 
 /// Mint a key of the project's mode; the token is in this answer only. A key can mint only
@@ -85,7 +89,7 @@ async fn list_keys(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
 #[utoipa::path(post, path = "/v1/api_keys", tag = "api_keys",
     params(schemas::IdempotencyHeader),
     request_body(content = schemas::NewApiKey),
-    responses((status = 201, description = "The key with its token.", body = schemas::ApiKeyWithToken)))]
+    responses((status = 201, description = "The key with its token.", body = ApiKeyWithToken)))]
 async fn create_key(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let f = &body.fields;
     let name = f
@@ -130,8 +134,11 @@ async fn create_key(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Respon
                     created_by: "merchant".into(),
                 },
             )?;
-            let mut v = views::api_key(&k, env, None);
-            v["token"] = json!(token);
+            let v = views::to_value(&ApiKeyWithToken {
+                key: views::api_key_view(&k, env, None),
+                token: &token,
+                old_key_expires_at: None,
+            });
             Ok((StatusCode::CREATED, v, k))
         })
         .await?;
@@ -148,7 +155,7 @@ async fn create_key(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Respon
     responses((status = 200, description = "The key.", body = crate::views::ApiKeyView)))]
 async fn get_key(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
     a.get_by_id::<ApiKey, _, _>(id, ApiError::not_found("API key"), |k| {
-        view(&a.state, &a.caller, k)
+        views::to_value(&view(&a.state, &a.caller, k))
     })
     .await
 }
@@ -222,7 +229,7 @@ async fn revoke_key(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, Ap
 #[utoipa::path(post, path = "/v1/api_keys/{id}/roll", tag = "api_keys",
     params(schemas::IdPath, schemas::IdempotencyHeader),
     request_body = schemas::RollApiKey,
-    responses((status = 201, description = "The new key with its token and `old_key_expires_at`.", body = schemas::ApiKeyWithToken)))]
+    responses((status = 201, description = "The new key with its token and `old_key_expires_at`.", body = ApiKeyWithToken)))]
 async fn roll_key(
     a: Authed<WRITE>,
     PathId(id): PathId,
@@ -247,9 +254,11 @@ async fn roll_key(
         .mutate(&key, &path, &body, move |ctx| {
             let (new, token, old) =
                 keys::roll(ctx, &pepper, &project, Actor::Key(&granter), id, grace)?;
-            let mut v = views::api_key(&new, env, None);
-            v["token"] = json!(token);
-            v["old_key_expires_at"] = json!(old.expires_at.map(views::ts));
+            let v = views::to_value(&ApiKeyWithToken {
+                key: views::api_key_view(&new, env, None),
+                token: &token,
+                old_key_expires_at: Some(OptTs(old.expires_at)),
+            });
             Ok((StatusCode::CREATED, v, (new, old)))
         })
         .await?;

@@ -39,7 +39,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 ///
 /// Any key kind; scope `billing:read`.
 #[utoipa::path(get, path = "/v1/billing", tag = "billing",
-    responses((status = 200, description = "The project's billing.", body = schemas::Billing)))]
+    responses((status = 200, description = "The project's billing.", body = crate::views::BillingView)))]
 async fn get_billing(a: Authed<READ>) -> Result<Response, ApiError> {
     let s = a.scope();
     let v = billing::read_billing(&a.state.store, s).await?;
@@ -57,7 +57,7 @@ async fn get_billing(a: Authed<READ>) -> Result<Response, ApiError> {
     params(schemas::IdempotencyHeader),
     request_body(content = schemas::PlanChoice),
     responses(
-        (status = 200, description = "The project's billing after the choice.", body = schemas::Billing),
+        (status = 200, description = "The project's billing after the choice.", body = crate::views::BillingView),
         (status = 400, description = "`invalid_request`: `plan` missing or not a string.", body = schemas::ErrorBody),
         (status = 403, description = "`plan_not_self_selectable`: the plan is arranged with the operator.", body = schemas::ErrorBody),
         (status = 422, description = "`unknown_plan`: no plan of that key is on offer (`param: plan`).", body = schemas::ErrorBody),
@@ -82,7 +82,7 @@ async fn choose_plan(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Respo
 /// Any key kind; scope `billing:write`.
 #[utoipa::path(post, path = "/v1/billing/onboarding/skip", tag = "billing",
     responses(
-        (status = 200, description = "The project's billing.", body = schemas::Billing),
+        (status = 200, description = "The project's billing.", body = crate::views::BillingView),
         (status = 402, description = "`plan_not_active`: no plan is active yet.", body = schemas::ErrorBody),
     ))]
 async fn skip_onboarding(a: Authed<WRITE>) -> Result<Response, ApiError> {

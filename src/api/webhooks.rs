@@ -2,7 +2,7 @@
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use appliance_storage::records::{DeliveryMode, WebhookEndpoint};
 
@@ -20,7 +20,8 @@ use crate::services::webhook_endpoints::{
 use crate::services::EVENT_CATALOG;
 use crate::state::AppState;
 use crate::views::{
-    delivery_ref, endpoint_json, to_value, DeletedEndpointView, WebhookTestView,
+    delivery_ref, endpoint_json, endpoint_view, to_value, DeletedEndpointView, EndpointList,
+    EndpointWithSecret, OptTs, Sorted, WebhookTestView,
 };
 use crate::webhooks::{dispatcher, guard, Poke};
 use utoipa_axum::router::OpenApiRouter;
@@ -77,10 +78,11 @@ fn delivery_mode(f: &Fields) -> Result<Option<DeliveryMode>, ApiError> {
 /// The endpoint with its secret (in clear) and overlap end (creation and rotation answers
 /// only; an idempotent replay answers it with `secret` null, DECISIONS.md section 16).
 fn with_secret(ep: &WebhookEndpoint, secret: &str, now: i64) -> Value {
-    let mut v = endpoint_json(ep, now);
-    v["secret"] = json!(secret);
-    v["overlap_until"] = v["secret_overlap_until"].clone();
-    v
+    to_value(&EndpointWithSecret {
+        endpoint: endpoint_view(ep, now),
+        secret,
+        overlap_until: OptTs(ep.overlap_until(now)),
+    })
 }
 
 /// Every webhook endpoint of the project, newest first (never paginated), and
@@ -88,19 +90,18 @@ fn with_secret(ep: &WebhookEndpoint, secret: &str, now: i64) -> Value {
 ///
 /// Any key kind; scope `webhooks:read`.
 #[utoipa::path(get, path = "/v1/webhooks", tag = "webhooks",
-    responses((status = 200, description = "The endpoints and the event catalogue.", body = schemas::WebhookEndpointList)))]
+    responses((status = 200, description = "The endpoints and the event catalogue.", body = EndpointList)))]
 async fn list_webhooks(a: Authed<READ>) -> Result<Response, ApiError> {
     let eps = reads::webhook_endpoints(&a.state.store, a.caller.project_id()).await?;
     let now = appliance_storage::now_us();
-    let data: Vec<Value> = eps.iter().map(|e| endpoint_json(e, now)).collect();
     Ok(json(
         StatusCode::OK,
-        &json!({
-            "object": "list",
-            "data": data,
-            "has_more": false,
-            "next_cursor": null,
-            "event_catalog": EVENT_CATALOG,
+        &Sorted(EndpointList {
+            object: "list",
+            data: eps.iter().map(|e| endpoint_view(e, now)).collect(),
+            has_more: false,
+            next_cursor: None,
+            event_catalog: EVENT_CATALOG,
         }),
     ))
 }
@@ -113,7 +114,7 @@ async fn list_webhooks(a: Authed<READ>) -> Result<Response, ApiError> {
 #[utoipa::path(post, path = "/v1/webhooks", tag = "webhooks",
     params(schemas::IdempotencyHeader),
     request_body(content = schemas::NewWebhookEndpoint),
-    responses((status = 201, description = "The endpoint with its secret.", body = schemas::WebhookEndpointWithSecret)))]
+    responses((status = 201, description = "The endpoint with its secret.", body = EndpointWithSecret)))]
 async fn create_webhook(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let f = &body.fields;
     let raw_url = f.req_str("url")?;
@@ -237,7 +238,7 @@ async fn delete_webhook(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response
 /// Any key kind; scope `webhooks:write`.
 #[utoipa::path(post, path = "/v1/webhooks/{id}/rotate_secret", tag = "webhooks", params(schemas::IdPath),
     request_body = schemas::RotateSecret,
-    responses((status = 200, description = "The endpoint with its new secret.", body = schemas::WebhookEndpointWithSecret)))]
+    responses((status = 200, description = "The endpoint with its new secret.", body = EndpointWithSecret)))]
 async fn rotate_secret(
     a: Authed<WRITE>,
     PathId(id): PathId,

@@ -135,7 +135,7 @@ impl Serialize for Hyphenated {
 }
 
 /// An optional timestamp: [`Ts`], or null.
-pub(crate) struct OptTs(pub(crate) Option<i64>);
+pub struct OptTs(pub Option<i64>);
 
 impl Serialize for OptTs {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -441,10 +441,12 @@ pub struct PayoutView<'a> {
 }
 
 mod accounts;
+mod billing;
 mod invoices;
 mod meta;
 mod webhooks;
 pub use accounts::*;
+pub use billing::*;
 pub use invoices::*;
 pub use meta::*;
 pub use webhooks::*;

@@ -462,8 +462,6 @@ pub type Chain = crate::views::ChainView<'static>;
 mod billing;
 mod conversions;
 mod requests;
-mod resources;
 pub use billing::*;
 pub use conversions::*;
 pub use requests::*;
-pub use resources::*;
