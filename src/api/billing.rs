@@ -8,7 +8,7 @@ use appliance_storage::records::EntryKind;
 
 use crate::api::authed::{access_rules, Authed, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::Params;
+use crate::api::extract::{ListPage, Params};
 use crate::api::schemas;
 use crate::api::{json, PageAnswer};
 use crate::auth::{Access, ANY_KIND};
@@ -123,8 +123,8 @@ fn funding_list(
     s: &crate::services::Scope,
     list: &[appliance_storage::records::FundingAddress],
 ) -> serde_json::Value {
-    let data: Vec<serde_json::Value> = list.iter().map(|fa| billing::funding_json(s, fa)).collect();
-    serde_json::json!({"object": "list", "data": data, "has_more": false, "next_cursor": null})
+    let data: Vec<_> = list.iter().map(|fa| billing::funding_view(s, fa)).collect();
+    crate::views::to_value(&ListPage::new(&data, false, None))
 }
 
 /// `GET /v1/billing/entries` — the operational balance's journal, newest first; `kind`

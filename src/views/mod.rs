@@ -442,11 +442,13 @@ pub struct PayoutView<'a> {
 
 mod accounts;
 mod billing;
+mod conversions;
 mod invoices;
 mod meta;
 mod webhooks;
 pub use accounts::*;
 pub use billing::*;
+pub use conversions::*;
 pub use invoices::*;
 pub use meta::*;
 pub use webhooks::*;

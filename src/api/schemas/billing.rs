@@ -26,29 +26,6 @@ list_schema! {
     FundingAddressList => FundingAddress;
 }
 
-/// A coin a funding address credits.
-#[derive(ToSchema)]
-pub struct FundingAsset {
-    pub symbol: String,
-    pub decimals: u8,
-    /// Credited at par (USDT, USDC); otherwise at the cached spot price (the native coin).
-    pub par: bool,
-}
-
-/// A project's funding address on one chain (`object: funding_address`): created on the
-/// first `GET /v1/billing/funding`, never changed. Only the coins of `assets` are credited.
-#[derive(ToSchema)]
-pub struct FundingAddress {
-    #[schema(pattern = "^funding_address$")]
-    pub object: String,
-    pub chain: String,
-    pub address: String,
-    pub memo: Option<String>,
-    /// `contract` (EVM forwarder) or `eoa`.
-    pub account_kind: Option<String>,
-    pub assets: Vec<FundingAsset>,
-}
-
 /// A billing entry kind filter.
 #[derive(ToSchema)]
 #[schema(rename_all = "snake_case")]

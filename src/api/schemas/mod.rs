@@ -458,6 +458,9 @@ pub type WebhookDelivery = crate::views::DeliveryView<'static>;
 pub type Event = crate::views::EventView<'static>;
 pub type BillingEntry = crate::views::BillingEntryView<'static>;
 pub type Chain = crate::views::ChainView<'static>;
+pub type Conversion = crate::views::ConversionView;
+pub type ConversionRule = crate::views::ConversionRuleView;
+pub type FundingAddress = crate::services::billing::FundingAddressView<'static>;
 
 mod billing;
 mod conversions;
