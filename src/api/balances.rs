@@ -53,7 +53,7 @@ async fn customer_balances(a: Authed<READ>, PathId(id): PathId) -> Result<Respon
     ),
     responses(
         (status = 200, description = "The wallet's balances.", body = balances::WalletBalances),
-        (status = 503, description = "`chain_unavailable_now`: the node cannot be reached; retry later.", body = schemas::ErrorBody),
+        (status = 503, description = "`chain_unavailable_now`: the node cannot be reached; retry later.", body = crate::api::error::ErrorBody),
     ))]
 async fn wallet_balances(
     a: Authed<READ>,

@@ -58,9 +58,9 @@ async fn get_billing(a: Authed<READ>) -> Result<Response, ApiError> {
     request_body(content = schemas::PlanChoice),
     responses(
         (status = 200, description = "The project's billing after the choice.", body = crate::views::BillingView),
-        (status = 400, description = "`invalid_request`: `plan` missing or not a string.", body = schemas::ErrorBody),
-        (status = 403, description = "`plan_not_self_selectable`: the plan is arranged with the operator.", body = schemas::ErrorBody),
-        (status = 422, description = "`unknown_plan`: no plan of that key is on offer (`param: plan`).", body = schemas::ErrorBody),
+        (status = 400, description = "`invalid_request`: `plan` missing or not a string.", body = crate::api::error::ErrorBody),
+        (status = 403, description = "`plan_not_self_selectable`: the plan is arranged with the operator.", body = crate::api::error::ErrorBody),
+        (status = 422, description = "`unknown_plan`: no plan of that key is on offer (`param: plan`).", body = crate::api::error::ErrorBody),
     ))]
 async fn choose_plan(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let plan = body.fields.req_str("plan")?;
@@ -83,7 +83,7 @@ async fn choose_plan(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Respo
 #[utoipa::path(post, path = "/v1/billing/onboarding/skip", tag = "billing",
     responses(
         (status = 200, description = "The project's billing.", body = crate::views::BillingView),
-        (status = 402, description = "`plan_not_active`: no plan is active yet.", body = schemas::ErrorBody),
+        (status = 402, description = "`plan_not_active`: no plan is active yet.", body = crate::api::error::ErrorBody),
     ))]
 async fn skip_onboarding(a: Authed<WRITE>) -> Result<Response, ApiError> {
     let s = a.scope();
@@ -104,7 +104,7 @@ async fn skip_onboarding(a: Authed<WRITE>) -> Result<Response, ApiError> {
 #[utoipa::path(get, path = "/v1/billing/funding", tag = "billing",
     responses(
         (status = 200, description = "The funding addresses.", body = schemas::FundingAddressList),
-        (status = 422, description = "`chain_deposits_disabled`: a live project's address cannot be issued before a master key is unlocked.", body = schemas::ErrorBody),
+        (status = 422, description = "`chain_deposits_disabled`: a live project's address cannot be issued before a master key is unlocked.", body = crate::api::error::ErrorBody),
     ))]
 async fn list_funding(a: Authed<READ>) -> Result<Response, ApiError> {
     let s = a.scope();

@@ -63,8 +63,8 @@ async fn list_rules(a: Authed<READ>) -> Result<Response, ApiError> {
     request_body(content = schemas::ConversionRuleUpdate),
     responses(
         (status = 200, description = "The rule.", body = views::ConversionRuleView),
-        (status = 400, description = "`invalid_request`, `invalid_target`, `invalid_keep_asset`.", body = schemas::ErrorBody),
-        (status = 422, description = "`chain_not_enabled`, `conversion_unsupported_chain` (switching a rule on where no DEX is configured).", body = schemas::ErrorBody),
+        (status = 400, description = "`invalid_request`, `invalid_target`, `invalid_keep_asset`.", body = crate::api::error::ErrorBody),
+        (status = 422, description = "`chain_not_enabled`, `conversion_unsupported_chain` (switching a rule on where no DEX is configured).", body = crate::api::error::ErrorBody),
     ))]
 async fn put_rule(
     a: Authed<WRITE>,
@@ -133,9 +133,9 @@ fn request(f: &Fields) -> Result<ConversionRequest, ApiError> {
     request_body(content = schemas::ConversionQuoteRequest),
     responses(
         (status = 200, description = "The quote.", body = views::ConversionQuoteView),
-        (status = 400, description = "`invalid_request`, `unknown_asset`.", body = schemas::ErrorBody),
-        (status = 422, description = "`chain_not_enabled`, `conversion_unsupported_chain`.", body = schemas::ErrorBody),
-        (status = 503, description = "`conversion_unavailable`: the DEX or its node cannot quote now.", body = schemas::ErrorBody),
+        (status = 400, description = "`invalid_request`, `unknown_asset`.", body = crate::api::error::ErrorBody),
+        (status = 422, description = "`chain_not_enabled`, `conversion_unsupported_chain`.", body = crate::api::error::ErrorBody),
+        (status = 503, description = "`conversion_unavailable`: the DEX or its node cannot quote now.", body = crate::api::error::ErrorBody),
     ))]
 async fn quote_conversion(a: Authed<READ>, body: JsonBody) -> Result<Response, ApiError> {
     let req = request(&body.fields)?;
@@ -156,10 +156,10 @@ async fn quote_conversion(a: Authed<READ>, body: JsonBody) -> Result<Response, A
     request_body(content = schemas::ConversionQuoteRequest),
     responses(
         (status = 202, description = "Planned: the rows and their batch.", body = views::ConversionRequestView),
-        (status = 400, description = "`invalid_request`, `unknown_asset`, `idempotency_key_required`.", body = schemas::ErrorBody),
-        (status = 402, description = "`insufficient_funds`: the free treasury or the customers' balances lack the amount.", body = schemas::ErrorBody),
-        (status = 422, description = "`chain_not_enabled`, `conversion_unsupported_chain`, `conversion_test_mode`.", body = schemas::ErrorBody),
-        (status = 503, description = "`conversion_unavailable`: the DEX or its node cannot quote now.", body = schemas::ErrorBody),
+        (status = 400, description = "`invalid_request`, `unknown_asset`, `idempotency_key_required`.", body = crate::api::error::ErrorBody),
+        (status = 402, description = "`insufficient_funds`: the free treasury or the customers' balances lack the amount.", body = crate::api::error::ErrorBody),
+        (status = 422, description = "`chain_not_enabled`, `conversion_unsupported_chain`, `conversion_test_mode`.", body = crate::api::error::ErrorBody),
+        (status = 503, description = "`conversion_unavailable`: the DEX or its node cannot quote now.", body = crate::api::error::ErrorBody),
     ))]
 async fn create_conversion(
     a: Authed<CONVERT>,

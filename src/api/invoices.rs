@@ -98,8 +98,8 @@ fn redirect(
     responses(
         (status = 201, description = "Created.", body = crate::views::InvoiceView),
         (status = 200, description = "An invoice with this `reference_id` exists: the first one.", body = crate::views::InvoiceView),
-        (status = 400, description = "`invalid_request`, `unsupported_currency`, `unknown_asset` (named in `param`).", body = schemas::ErrorBody),
-        (status = 422, description = "`chain_not_enabled`, `chain_unavailable` (`param: accepted_chains`), `no_payment_options`.", body = schemas::ErrorBody),
+        (status = 400, description = "`invalid_request`, `unsupported_currency`, `unknown_asset` (named in `param`).", body = crate::api::error::ErrorBody),
+        (status = 422, description = "`chain_not_enabled`, `chain_unavailable` (`param: accepted_chains`), `no_payment_options`.", body = crate::api::error::ErrorBody),
     ))]
 async fn create_invoice(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let f = &body.fields;
@@ -189,7 +189,7 @@ async fn get_invoice(a: Authed<READ>, PathId(id): PathId) -> Result<Response, Ap
 #[utoipa::path(post, path = "/v1/invoices/{id}/cancel", tag = "invoices", params(schemas::IdPath),
     responses(
         (status = 200, description = "The canceled invoice.", body = crate::views::InvoiceView),
-        (status = 409, description = "`invalid_state`: not open, or money was received.", body = schemas::ErrorBody),
+        (status = 409, description = "`invalid_state`: not open, or money was received.", body = crate::api::error::ErrorBody),
     ))]
 async fn cancel_invoice(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, ApiError> {
     let s = a.scope();

@@ -45,10 +45,10 @@ pub fn router() -> OpenApiRouter<AppState> {
     request_body(content = schemas::NewPayout),
     responses(
         (status = 202, description = "Accepted (not sent).", body = crate::views::PayoutView),
-        (status = 400, description = "`invalid_request`, `decimals_mismatch` (both values reported), `unknown_asset`, `idempotency_key_required`.", body = schemas::ErrorBody),
-        (status = 402, description = "`insufficient_funds`: available is below amount plus fee.", body = schemas::ErrorBody),
-        (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = schemas::ErrorBody),
-        (status = 422, description = "`chain_not_enabled`, `chain_unavailable`, `asset_payouts_disabled`, `invalid_address`, `self_payout_forbidden`.", body = schemas::ErrorBody),
+        (status = 400, description = "`invalid_request`, `decimals_mismatch` (both values reported), `unknown_asset`, `idempotency_key_required`.", body = crate::api::error::ErrorBody),
+        (status = 402, description = "`insufficient_funds`: available is below amount plus fee.", body = crate::api::error::ErrorBody),
+        (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = crate::api::error::ErrorBody),
+        (status = 422, description = "`chain_not_enabled`, `chain_unavailable`, `asset_payouts_disabled`, `invalid_address`, `self_payout_forbidden`.", body = crate::api::error::ErrorBody),
     ))]
 async fn create_payout(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     // SPEC.md section 4, Payouts rule 2: a payout must be retryable without paying twice.

@@ -37,8 +37,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     request_body = schemas::NewSweep,
     responses(
         (status = 201, description = "The sweep (possibly `skipped` with `skip_reason`).", body = crate::views::SweepView),
-        (status = 404, description = "`not_found`: no such wallet (`param: wallet_id`).", body = schemas::ErrorBody),
-        (status = 422, description = "Refused by the chain or an availability rule.", body = schemas::ErrorBody),
+        (status = 404, description = "`not_found`: no such wallet (`param: wallet_id`).", body = crate::api::error::ErrorBody),
+        (status = 422, description = "Refused by the chain or an availability rule.", body = crate::api::error::ErrorBody),
     ))]
 async fn create_sweep(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let wallet_id = body.fields.req_uuid("wallet_id")?;

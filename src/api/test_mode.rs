@@ -80,9 +80,9 @@ impl Authed<TestMode> {
     request_body(content = schemas::NewTestDeposit),
     responses(
         (status = 201, description = "The deposit.", body = crate::views::DepositView),
-        (status = 400, description = "`invalid_request`, `decimals_mismatch`, `unknown_asset`.", body = schemas::ErrorBody),
-        (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = schemas::ErrorBody),
-        (status = 422, description = "No deposit address on that chain, or refused by the chain.", body = schemas::ErrorBody),
+        (status = 400, description = "`invalid_request`, `decimals_mismatch`, `unknown_asset`.", body = crate::api::error::ErrorBody),
+        (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = crate::api::error::ErrorBody),
+        (status = 422, description = "No deposit address on that chain, or refused by the chain.", body = crate::api::error::ErrorBody),
     ))]
 async fn create_test_deposit(
     a: Authed<TestMode>,
@@ -353,7 +353,7 @@ async fn mine_blocks(a: Authed<TestMode>, body: JsonBody) -> Result<Response, Ap
     request_body = schemas::ReorgRequest,
     responses(
         (status = 200, description = "The reorg.", body = views::TestReorgView),
-        (status = 400, description = "`invalid_request` (`param`: `chain` or `depth`).", body = schemas::ErrorBody),
+        (status = 400, description = "`invalid_request` (`param`: `chain` or `depth`).", body = crate::api::error::ErrorBody),
     ))]
 async fn reorg(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
     let f = &body.fields;
@@ -393,8 +393,8 @@ async fn reorg(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError
     request_body = schemas::DropTxRequest,
     responses(
         (status = 200, description = "The dropped transaction.", body = views::TestDroppedTxView),
-        (status = 400, description = "`invalid_request` (`param`: `chain` or `tx_hash`).", body = schemas::ErrorBody),
-        (status = 404, description = "`not_found`: not pending on that chain (`param`: `tx_hash`).", body = schemas::ErrorBody),
+        (status = 400, description = "`invalid_request` (`param`: `chain` or `tx_hash`).", body = crate::api::error::ErrorBody),
+        (status = 404, description = "`not_found`: not pending on that chain (`param`: `tx_hash`).", body = crate::api::error::ErrorBody),
     ))]
 async fn drop_tx(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
     let f = &body.fields;

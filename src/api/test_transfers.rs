@@ -41,8 +41,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     request_body(content = schemas::NewTestTransfer),
     responses(
         (status = 201, description = "The transfer, mined.", body = views::TestTransferView),
-        (status = 400, description = "`invalid_request`, `decimals_mismatch`, `unknown_asset` (named in `param`).", body = schemas::ErrorBody),
-        (status = 422, description = "`unknown_address` (`param: to_address`), `chain_not_enabled`.", body = schemas::ErrorBody),
+        (status = 400, description = "`invalid_request`, `decimals_mismatch`, `unknown_asset` (named in `param`).", body = crate::api::error::ErrorBody),
+        (status = 422, description = "`unknown_address` (`param: to_address`), `chain_not_enabled`.", body = crate::api::error::ErrorBody),
     ))]
 async fn create_test_transfer(
     a: Authed<TestMode>,
@@ -152,7 +152,7 @@ async fn create_test_transfer(
     request_body(content = schemas::AdvanceClock),
     responses(
         (status = 200, description = "The project's clock after the move.", body = views::TestClockView),
-        (status = 400, description = "`invalid_request` (`param: advance_seconds`).", body = schemas::ErrorBody),
+        (status = 400, description = "`invalid_request` (`param: advance_seconds`).", body = crate::api::error::ErrorBody),
     ))]
 async fn advance_clock(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
     let secs = body.fields.req_u64("advance_seconds")?;

@@ -40,8 +40,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     responses(
         (status = 201, description = "A new address.", body = crate::views::WalletView),
         (status = 200, description = "The customer's existing address on that chain.", body = crate::views::WalletView),
-        (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = schemas::ErrorBody),
-        (status = 422, description = "No new address on this chain now: `account_kind_disabled`, `chain_not_live_yet`, `chain_deposits_disabled`, `chain_unavailable`, `chain_not_enabled`.", body = schemas::ErrorBody),
+        (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = crate::api::error::ErrorBody),
+        (status = 422, description = "No new address on this chain now: `account_kind_disabled`, `chain_not_live_yet`, `chain_deposits_disabled`, `chain_unavailable`, `chain_not_enabled`.", body = crate::api::error::ErrorBody),
     ))]
 async fn create_wallet(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let customer_id = body.fields.req_uuid("customer_id")?;

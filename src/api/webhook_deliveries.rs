@@ -116,7 +116,7 @@ async fn replay_delivery(a: Authed<REPLAY>, Path(id): Path<String>) -> Result<Re
     request_body(content = schemas::BulkReplay),
     responses(
         (status = 200, description = "The new deliveries.", body = schemas::ReplayedList),
-        (status = 404, description = "`not_found`: no such endpoint (`param: endpoint_id`).", body = schemas::ErrorBody),
+        (status = 404, description = "`not_found`: no such endpoint (`param: endpoint_id`).", body = crate::api::error::ErrorBody),
     ))]
 async fn bulk_replay(a: Authed<REPLAY>, body: JsonBody) -> Result<Response, ApiError> {
     let f = &body.fields;

@@ -40,33 +40,6 @@ pub const DELIVERY_ID: &str = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$";
 pub const IDEMPOTENCY_KEY: &str = "^[!-~]([ -~]{0,253}[!-~])?$";
 
 // ---------------------------------------------------------------------------------------
-// Errors
-
-/// The error envelope of every failure (SPEC.md section 7). Clients branch on `code`; new
-/// codes can appear.
-#[derive(ToSchema)]
-#[schema(as = Error)]
-pub struct ErrorBody {
-    /// Repeats `code`.
-    pub error: String,
-    /// Machine-readable reason, e.g. `invalid_request`, `invalid_api_key`, `wrong_key_kind`,
-    /// `missing_scope`, `signing_disabled`, `test_mode_only`, `not_found`,
-    /// `insufficient_funds`, `decimals_mismatch`, `idempotency_key_required`,
-    /// `idempotency_key_reuse`, `idempotency_in_progress`, `rate_limited`, `internal_error`.
-    pub code: String,
-    /// `invalid_request_error` (400, 402, 404, 422), `authentication_error` (401, 403),
-    /// `idempotency_error` (409), `rate_limit_error` (429), `api_error` (5xx).
-    #[schema(rename = "type")]
-    pub kind: String,
-    /// Human-readable explanation; not for branching.
-    pub message: String,
-    /// The request field, query parameter or header at fault, when one is.
-    pub param: Option<String>,
-    /// `req_` + ULID, also sent as the `Request-Id` header.
-    pub request_id: String,
-}
-
-// ---------------------------------------------------------------------------------------
 // Shared parameters
 
 /// Cursor pagination of a list (SPEC.md section 8): newest first.
