@@ -7,14 +7,15 @@ use appliance_storage::records::{ApiKey, KeyKind};
 
 use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{cursor_of, JsonBody, Params};
+use crate::api::extract::{cursor_of, Fields, JsonBody, Params, ReadBody};
 use crate::api::json;
-use crate::api::schemas;
+use crate::api::schemas::{self, AllowEntryIn, KeyKindIn, ScopeIn};
 use crate::auth::{default_scopes, Access, Caller, ANY_KIND};
 use crate::services::keys::{self, Actor, KeyPatch, KeyPowers, NewKey, LIMIT_PER_KIND};
 use crate::services::reads;
 use crate::state::AppState;
 use crate::views::{self, ApiKeyList, ApiKeyView, ApiKeyWithToken, OptTs, Sorted};
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -36,6 +37,81 @@ fn view<'a>(state: &AppState, caller: &'a Caller, k: &'a ApiKey) -> ApiKeyView<'
         caller.project.mode.as_str(),
         state.keys.pending_usage(k.id),
     )
+}
+
+// `scopes` is read as the kind's default when omitted; both lists are checked as they are
+// read, before the key's own powers are.
+/// `POST /v1/api_keys`.
+#[derive(ToSchema)]
+pub struct NewApiKey {
+    #[schema(max_length = 100)]
+    pub name: String,
+    #[schema(value_type = KeyKindIn)]
+    pub kind: KeyKind,
+    /// Default: the kind's read and write scopes (never `payouts:create`).
+    #[schema(value_type = Option<Vec<ScopeIn>>)]
+    pub scopes: Vec<String>,
+    /// Exact IPs or CIDR blocks, IPv4 or IPv6, at most 32; empty means any source.
+    #[schema(value_type = Option<Vec<AllowEntryIn>>, max_items = 32)]
+    pub ip_allowlist: Vec<String>,
+    #[schema(value_type = Option<bool>)]
+    pub signing_enabled: bool,
+}
+
+impl ReadBody for NewApiKey {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        let name = f
+            .opt_bounded("name", 100)?
+            .ok_or_else(|| ApiError::invalid("name", "name is required."))?;
+        let kind_s = f.req_str("kind")?;
+        let kind = KeyKind::parse(&kind_s).ok_or_else(|| {
+            ApiError::invalid("kind", "kind must be checkout, payout or wallet.")
+        })?;
+        let scopes = f
+            .opt_str_list("scopes")?
+            .unwrap_or_else(|| default_scopes(kind));
+        keys::check_scopes(&scopes)?;
+        let ip_allowlist =
+            keys::check_allowlist(&f.opt_str_list("ip_allowlist")?.unwrap_or_default())?;
+        Ok(NewApiKey {
+            name,
+            kind,
+            scopes,
+            ip_allowlist,
+            signing_enabled: f.opt_bool("signing_enabled")?.unwrap_or(false),
+        })
+    }
+}
+
+/// `PATCH /v1/api_keys/{id}`.
+#[derive(ToSchema)]
+pub struct ApiKeyPatch {
+    #[schema(max_length = 100)]
+    pub name: Option<String>,
+    #[schema(value_type = Option<Vec<ScopeIn>>)]
+    pub scopes: Option<Vec<String>>,
+    /// Empty clears the restriction.
+    #[schema(value_type = Option<Vec<AllowEntryIn>>, max_items = 32)]
+    pub ip_allowlist: Option<Vec<String>>,
+    pub signing_enabled: Option<bool>,
+}
+
+impl ReadBody for ApiKeyPatch {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        let scopes = f.opt_str_list("scopes")?;
+        if let Some(s) = &scopes {
+            keys::check_scopes(s)?;
+        }
+        Ok(ApiKeyPatch {
+            name: f.opt_bounded("name", 100)?,
+            scopes,
+            ip_allowlist: f
+                .opt_str_list("ip_allowlist")?
+                .map(|l| keys::check_allowlist(&l))
+                .transpose()?,
+            signing_enabled: f.opt_bool("signing_enabled")?,
+        })
+    }
 }
 
 /// List the project's API keys, with `limit_per_kind` and `default_scopes`.
@@ -88,21 +164,16 @@ async fn list_keys(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
 /// Any key kind; scope `api_keys:write`.
 #[utoipa::path(post, path = "/v1/api_keys", tag = "api_keys",
     params(schemas::IdempotencyHeader),
-    request_body(content = schemas::NewApiKey),
+    request_body(content = NewApiKey),
     responses((status = 201, description = "The key with its token.", body = ApiKeyWithToken)))]
 async fn create_key(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
-    let f = &body.fields;
-    let name = f
-        .opt_bounded("name", 100)?
-        .ok_or_else(|| ApiError::invalid("name", "name is required."))?;
-    let kind_s = f.req_str("kind")?;
-    let kind = KeyKind::parse(&kind_s)
-        .ok_or_else(|| ApiError::invalid("kind", "kind must be checkout, payout or wallet."))?;
-    let scopes = f.opt_str_list("scopes")?;
-    let effective = scopes.clone().unwrap_or_else(|| default_scopes(kind));
-    keys::check_scopes(&effective)?;
-    let ip_allowlist = keys::check_allowlist(&f.opt_str_list("ip_allowlist")?.unwrap_or_default())?;
-    let signing_enabled = f.opt_bool("signing_enabled")?.unwrap_or(false);
+    let NewApiKey {
+        name,
+        kind,
+        scopes: effective,
+        ip_allowlist,
+        signing_enabled,
+    } = body.read()?;
     // Checked before an idempotent replay too, so a key that could not mint this key cannot
     // read another key's first answer either (the transaction checks again).
     keys::authorize(
@@ -165,26 +236,24 @@ async fn get_key(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiErr
 ///
 /// Any key kind; scope `api_keys:write`.
 #[utoipa::path(patch, path = "/v1/api_keys/{id}", tag = "api_keys", params(schemas::IdPath),
-    request_body = schemas::ApiKeyPatch,
+    request_body = ApiKeyPatch,
     responses((status = 200, description = "The key.", body = crate::views::ApiKeyView)))]
 async fn patch_key(
     a: Authed<WRITE>,
     PathId(id): PathId,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    let f = &body.fields;
-    let scopes = f.opt_str_list("scopes")?;
-    if let Some(s) = &scopes {
-        keys::check_scopes(s)?;
-    }
-    let patch = KeyPatch {
-        name: f.opt_bounded("name", 100)?,
+    let ApiKeyPatch {
+        name,
         scopes,
-        ip_allowlist: f
-            .opt_str_list("ip_allowlist")?
-            .map(|l| keys::check_allowlist(&l))
-            .transpose()?,
-        signing_enabled: f.opt_bool("signing_enabled")?,
+        ip_allowlist,
+        signing_enabled,
+    } = body.read()?;
+    let patch = KeyPatch {
+        name,
+        scopes,
+        ip_allowlist,
+        signing_enabled,
     };
     let p = a.caller.project_id();
     let env = a.caller.project.mode.as_str();
@@ -222,26 +291,41 @@ async fn revoke_key(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, Ap
     Ok(resp)
 }
 
+/// `POST /v1/api_keys/{id}/roll`.
+#[derive(ToSchema)]
+pub struct RollApiKey {
+    /// Hours the old key keeps working (default 24).
+    #[schema(value_type = Option<u64>, minimum = 0, maximum = 168)]
+    pub grace_hours: u64,
+}
+
+impl ReadBody for RollApiKey {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        let grace = f.opt_u64("grace_hours")?.unwrap_or(24);
+        if grace > 168 {
+            return Err(ApiError::invalid(
+                "grace_hours",
+                "grace_hours must be from 0 to 168.",
+            ));
+        }
+        Ok(RollApiKey { grace_hours: grace })
+    }
+}
+
 /// Roll a key: a new key; the old one expires after `grace_hours`. A replay of the same
 /// `Idempotency-Key` answers the new key with `token` null.
 ///
 /// Any key kind; scope `api_keys:write`.
 #[utoipa::path(post, path = "/v1/api_keys/{id}/roll", tag = "api_keys",
     params(schemas::IdPath, schemas::IdempotencyHeader),
-    request_body = schemas::RollApiKey,
+    request_body = RollApiKey,
     responses((status = 201, description = "The new key with its token and `old_key_expires_at`.", body = ApiKeyWithToken)))]
 async fn roll_key(
     a: Authed<WRITE>,
     PathId(id): PathId,
     Post { key, body }: Post,
 ) -> Result<Response, ApiError> {
-    let grace = body.fields.opt_u64("grace_hours")?.unwrap_or(24);
-    if grace > 168 {
-        return Err(ApiError::invalid(
-            "grace_hours",
-            "grace_hours must be from 0 to 168.",
-        ));
-    }
+    let RollApiKey { grace_hours: grace } = body.read()?;
     // Checked before an idempotent replay too (the transaction checks again).
     let target = a.row::<ApiKey>(id, ApiError::not_found("API key"))?;
     keys::authorize(&a.caller.key, KeyPowers::from(&target))?;

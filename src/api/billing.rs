@@ -8,7 +8,7 @@ use appliance_storage::records::EntryKind;
 
 use crate::api::authed::{access_rules, Authed, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{ListPage, Params};
+use crate::api::extract::{Fields, ListPage, Params, ReadBody};
 use crate::api::schemas;
 use crate::api::{json, PageAnswer};
 use crate::auth::{Access, ANY_KIND};
@@ -16,6 +16,7 @@ use crate::services::billing;
 use crate::services::reads;
 use crate::state::AppState;
 use crate::views;
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -46,6 +47,24 @@ async fn get_billing(a: Authed<READ>) -> Result<Response, ApiError> {
     Ok(json(StatusCode::OK, &v))
 }
 
+/// The body of `POST /v1/billing/plan`.
+#[derive(ToSchema)]
+pub struct PlanChoice {
+    /// A plan key from `plans[]` (`drift` is one); an enterprise plan cannot be self-selected.
+    #[schema(min_length = 1, max_length = 64)]
+    pub plan: String,
+}
+
+impl ReadBody for PlanChoice {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        let plan = f.req_str("plan")?;
+        if plan.len() > 64 {
+            return Err(ApiError::invalid("plan", "plan is at most 64 characters."));
+        }
+        Ok(PlanChoice { plan })
+    }
+}
+
 /// `POST /v1/billing/plan` — choose a plan (SPEC.md section 3, Billing plan): it activates at
 /// once when the balance covers its onboarding fee (an upgrade pays only the difference) plus
 /// its operational balance, emitting `billing.plan_activated`; otherwise it is recorded as
@@ -55,7 +74,7 @@ async fn get_billing(a: Authed<READ>) -> Result<Response, ApiError> {
 /// Any key kind; scope `billing:write`.
 #[utoipa::path(post, path = "/v1/billing/plan", tag = "billing",
     params(schemas::IdempotencyHeader),
-    request_body(content = schemas::PlanChoice),
+    request_body(content = PlanChoice),
     responses(
         (status = 200, description = "The project's billing after the choice.", body = crate::views::BillingView),
         (status = 400, description = "`invalid_request`: `plan` missing or not a string.", body = crate::api::error::ErrorBody),
@@ -63,10 +82,7 @@ async fn get_billing(a: Authed<READ>) -> Result<Response, ApiError> {
         (status = 422, description = "`unknown_plan`: no plan of that key is on offer (`param: plan`).", body = crate::api::error::ErrorBody),
     ))]
 async fn choose_plan(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
-    let plan = body.fields.req_str("plan")?;
-    if plan.len() > 64 {
-        return Err(ApiError::invalid("plan", "plan is at most 64 characters."));
-    }
+    let PlanChoice { plan } = body.read()?;
     let s = a.scope();
     a.post(&key, "/v1/billing/plan", &body, move |ctx| {
         let acct = billing::request_plan(ctx, &s, &plan)?;

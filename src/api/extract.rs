@@ -252,6 +252,19 @@ impl FromRequest<AppState> for JsonBody {
 /// Typed readers over a JSON object; every failure names its field in `param`.
 pub struct Fields(pub Map<String, Value>);
 
+/// A request body read from its [`Fields`] (each reader's rules, messages and `param`) into
+/// the struct that also describes the body in the OpenAPI document (`ToSchema`).
+pub trait ReadBody: Sized {
+    fn read(f: &Fields) -> Result<Self, ApiError>;
+}
+
+impl JsonBody {
+    /// The body as the request struct `T`.
+    pub fn read<T: ReadBody>(&self) -> Result<T, ApiError> {
+        T::read(&self.fields)
+    }
+}
+
 impl Fields {
     fn present(&self, name: &str) -> Option<&Value> {
         self.0.get(name).filter(|v| !v.is_null())

@@ -7,14 +7,17 @@ use appliance_storage::records::{KeyKind, Sweep, SweepStatus};
 
 use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::Params;
+use crate::api::extract::{Fields, Params, ReadBody};
 use crate::api::schemas;
 use crate::api::PageAnswer;
 use crate::auth::Access;
 use crate::services::reads;
 use crate::services::{deposits, sweeps};
 use crate::state::AppState;
+use crate::services::types::AssetSymbol;
 use crate::views;
+use utoipa::ToSchema;
+use uuid::Uuid;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -29,20 +32,37 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_sweep))
 }
 
+/// `POST /v1/sweeps`.
+#[derive(ToSchema)]
+pub struct NewSweep {
+    pub wallet_id: Uuid,
+    /// Sweep only this asset (default: every asset with a balance).
+    #[schema(value_type = Option<String>, min_length = 1)]
+    pub asset: Option<AssetSymbol>,
+}
+
+impl ReadBody for NewSweep {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        Ok(NewSweep {
+            wallet_id: f.req_uuid("wallet_id")?,
+            asset: f.opt_asset("asset")?,
+        })
+    }
+}
+
 /// Sweep a deposit address into the master wallet now. Customer balances do not change.
 ///
 /// Key: `wallet` kind, scope `sweeps:create`, signing enabled for the service, project and key.
 #[utoipa::path(post, path = "/v1/sweeps", tag = "sweeps",
     params(schemas::IdempotencyHeader),
-    request_body = schemas::NewSweep,
+    request_body = NewSweep,
     responses(
         (status = 201, description = "The sweep (possibly `skipped` with `skip_reason`).", body = crate::views::SweepView),
         (status = 404, description = "`not_found`: no such wallet (`param: wallet_id`).", body = crate::api::error::ErrorBody),
         (status = 422, description = "Refused by the chain or an availability rule.", body = crate::api::error::ErrorBody),
     ))]
 async fn create_sweep(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Response, ApiError> {
-    let wallet_id = body.fields.req_uuid("wallet_id")?;
-    let asset = body.fields.opt_asset("asset")?;
+    let NewSweep { wallet_id, asset } = body.read()?;
     let s = a.scope();
     a.post(&key, "/v1/sweeps", &body, move |ctx| {
         let sw = sweeps::request(ctx, &s, wallet_id, asset, |c, chain| {

@@ -9,7 +9,7 @@ use appliance_storage::records::AddressOwner;
 
 use crate::api::authed::{Authed, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::JsonBody;
+use crate::api::extract::{Fields, JsonBody, ReadBody};
 use crate::api::schemas;
 use crate::api::test_mode::TestMode;
 use crate::api::{commit, json as json_response, Begin};
@@ -17,6 +17,7 @@ use crate::services::test_transfers::{self, NewTestTransfer};
 use crate::services::{clock, invoices, sim_chain};
 use crate::state::AppState;
 use crate::views;
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -142,6 +143,32 @@ async fn create_test_transfer(
     Ok(resp)
 }
 
+/// `POST /v1/test/clock`.
+#[derive(ToSchema)]
+pub struct AdvanceClock {
+    /// Seconds to move the test project's clock forward, 1 to 31,622,400.
+    #[schema(minimum = 1, maximum = 31622400)]
+    pub advance_seconds: u64,
+}
+
+impl ReadBody for AdvanceClock {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        let secs = f.req_u64("advance_seconds")?;
+        if !(1..=clock::MAX_ADVANCE_S).contains(&secs) {
+            return Err(ApiError::invalid(
+                "advance_seconds",
+                format!(
+                    "advance_seconds must be from 1 to {}.",
+                    clock::MAX_ADVANCE_S
+                ),
+            ));
+        }
+        Ok(AdvanceClock {
+            advance_seconds: secs,
+        })
+    }
+}
+
 /// `POST /v1/test/clock` — `{advance_seconds}` (1 to 31,622,400): moves the test project's
 /// clock forward (invoice expiry, underpaid windows; at most 10 years ahead in all) and
 /// expires what became due at once (the expiry worker does the rest within a second).
@@ -149,22 +176,15 @@ async fn create_test_transfer(
 ///
 /// Key: test-mode `wallet` kind (else 403 `test_mode_only`), scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/clock", tag = "test",
-    request_body(content = schemas::AdvanceClock),
+    request_body(content = AdvanceClock),
     responses(
         (status = 200, description = "The project's clock after the move.", body = views::TestClockView),
         (status = 400, description = "`invalid_request` (`param: advance_seconds`).", body = crate::api::error::ErrorBody),
     ))]
 async fn advance_clock(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
-    let secs = body.fields.req_u64("advance_seconds")?;
-    if !(1..=clock::MAX_ADVANCE_S).contains(&secs) {
-        return Err(ApiError::invalid(
-            "advance_seconds",
-            format!(
-                "advance_seconds must be from 1 to {}.",
-                clock::MAX_ADVANCE_S
-            ),
-        ));
-    }
+    let AdvanceClock {
+        advance_seconds: secs,
+    } = body.read()?;
     let s = a.scope();
     let now = a
         .state

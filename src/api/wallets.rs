@@ -7,14 +7,17 @@ use appliance_storage::records::{KeyKind, Wallet};
 
 use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::Params;
-use crate::api::schemas;
+use crate::api::extract::{Fields, Params, ReadBody};
+use crate::api::schemas::{self, ChainIdIn};
 use crate::api::{created_or_ok, json, PageAnswer};
 use crate::auth::Access;
 use crate::services::reads;
 use crate::services::wallets;
 use crate::state::AppState;
+use crate::services::types::ChainId;
 use crate::views;
+use utoipa::ToSchema;
+use uuid::Uuid;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -29,6 +32,23 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_wallet))
 }
 
+/// `POST /v1/wallets`.
+#[derive(ToSchema)]
+pub struct NewWallet {
+    pub customer_id: Uuid,
+    #[schema(value_type = ChainIdIn)]
+    pub chain: ChainId,
+}
+
+impl ReadBody for NewWallet {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        Ok(NewWallet {
+            customer_id: f.req_uuid("customer_id")?,
+            chain: f.req_chain("chain")?,
+        })
+    }
+}
+
 /// The customer's deposit address on a chain: 201 when new, 200 with the existing wallet on
 /// repeat (SPEC.md section 4, Wallets). A NEW address on a chain that is not issuing is 422
 /// (`account_kind_disabled`, `chain_not_live_yet`, `chain_deposits_disabled`).
@@ -36,7 +56,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Key: `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/wallets", tag = "wallets",
     params(schemas::IdempotencyHeader),
-    request_body = schemas::NewWallet,
+    request_body = NewWallet,
     responses(
         (status = 201, description = "A new address.", body = crate::views::WalletView),
         (status = 200, description = "The customer's existing address on that chain.", body = crate::views::WalletView),
@@ -44,8 +64,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 422, description = "No new address on this chain now: `account_kind_disabled`, `chain_not_live_yet`, `chain_deposits_disabled`, `chain_unavailable`, `chain_not_enabled`.", body = crate::api::error::ErrorBody),
     ))]
 async fn create_wallet(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
-    let customer_id = body.fields.req_uuid("customer_id")?;
-    let chain = body.fields.req_chain("chain")?;
+    let NewWallet { customer_id, chain } = body.read()?;
     let s = a.scope();
     // Derived here, not on the store writer (used only if the wallet is new).
     let address = wallets::new_address(&s, customer_id);

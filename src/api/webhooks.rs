@@ -8,8 +8,8 @@ use appliance_storage::records::{DeliveryMode, WebhookEndpoint};
 
 use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{Fields, JsonBody};
-use crate::api::schemas;
+use crate::api::extract::{Fields, JsonBody, ReadBody};
+use crate::api::schemas::{self, DeliveryModeIn, EndpointStatusIn, WebhookUrlIn};
 use crate::api::{commit, json, Begin};
 use crate::auth::{Access, ANY_KIND};
 use crate::services::reads;
@@ -24,6 +24,7 @@ use crate::views::{
     EndpointWithSecret, OptTs, Sorted, WebhookTestView,
 };
 use crate::webhooks::{dispatcher, guard, Poke};
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -75,6 +76,75 @@ fn delivery_mode(f: &Fields) -> Result<Option<DeliveryMode>, ApiError> {
         .transpose()
 }
 
+/// `POST /v1/webhooks`.
+#[derive(ToSchema)]
+pub struct NewWebhookEndpoint {
+    /// https, port 443 or 8443, no credentials, resolving to public addresses only.
+    #[schema(value_type = WebhookUrlIn)]
+    pub url: String,
+    #[schema(max_length = 255)]
+    pub description: Option<String>,
+    /// Empty or omitted: every event type, including types added later.
+    #[schema(value_type = Option<Vec<String>>)]
+    pub event_types: Vec<String>,
+    #[schema(value_type = Option<DeliveryModeIn>)]
+    pub delivery_mode: DeliveryMode,
+}
+
+impl ReadBody for NewWebhookEndpoint {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        Ok(NewWebhookEndpoint {
+            url: f.req_str("url")?,
+            description: f.opt_bounded("description", 255)?,
+            event_types: event_types(f)?.unwrap_or_default(),
+            delivery_mode: delivery_mode(f)?.unwrap_or(DeliveryMode::Unordered),
+        })
+    }
+}
+
+// `description` is `Some(None)` when the body clears it with null; the URL is checked by the
+// handler (the guard resolves it).
+/// `PATCH /v1/webhooks/{id}`.
+#[derive(ToSchema)]
+pub struct WebhookEndpointPatch {
+    /// `active` also re-enables a disabled endpoint and resets `consecutive_failures`.
+    #[schema(value_type = Option<EndpointStatusIn>)]
+    pub status: Option<RequestedStatus>,
+    #[schema(value_type = Option<WebhookUrlIn>)]
+    pub url: Option<String>,
+    #[schema(value_type = Option<String>, max_length = 255)]
+    pub description: Option<Option<String>>,
+    pub event_types: Option<Vec<String>>,
+    #[schema(value_type = Option<DeliveryModeIn>)]
+    pub delivery_mode: Option<DeliveryMode>,
+}
+
+impl ReadBody for WebhookEndpointPatch {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        let status = f
+            .opt_str("status")?
+            .map(|s| {
+                RequestedStatus::parse(&s)
+                    .ok_or_else(|| ApiError::invalid("status", "status must be active or paused."))
+            })
+            .transpose()?;
+        let description = if f.has("description") {
+            Some(f.opt_bounded("description", 255)?)
+        } else {
+            None
+        };
+        let event_types = event_types(f)?;
+        let delivery_mode = delivery_mode(f)?;
+        Ok(WebhookEndpointPatch {
+            status,
+            url: f.opt_str("url")?,
+            description,
+            event_types,
+            delivery_mode,
+        })
+    }
+}
+
 /// The endpoint with its secret (in clear) and overlap end (creation and rotation answers
 /// only; an idempotent replay answers it with `secret` null, DECISIONS.md section 16).
 fn with_secret(ep: &WebhookEndpoint, secret: &str, now: i64) -> Value {
@@ -113,14 +183,15 @@ async fn list_webhooks(a: Authed<READ>) -> Result<Response, ApiError> {
 /// Any key kind; scope `webhooks:write`.
 #[utoipa::path(post, path = "/v1/webhooks", tag = "webhooks",
     params(schemas::IdempotencyHeader),
-    request_body(content = schemas::NewWebhookEndpoint),
+    request_body(content = NewWebhookEndpoint),
     responses((status = 201, description = "The endpoint with its secret.", body = EndpointWithSecret)))]
 async fn create_webhook(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
-    let f = &body.fields;
-    let raw_url = f.req_str("url")?;
-    let description = f.opt_bounded("description", 255)?;
-    let event_types = event_types(f)?.unwrap_or_default();
-    let delivery_mode = delivery_mode(f)?.unwrap_or(DeliveryMode::Unordered);
+    let NewWebhookEndpoint {
+        url: raw_url,
+        description,
+        event_types,
+        delivery_mode,
+    } = body.read()?;
     let idem = match a.begin(&key, "/v1/webhooks", &body).await? {
         Begin::Replay(r) => return Ok(r),
         Begin::Fresh(i) => i,
@@ -163,34 +234,28 @@ async fn get_webhook(a: Authed<READ>, PathId(id): PathId) -> Result<Response, Ap
 ///
 /// Any key kind; scope `webhooks:write`.
 #[utoipa::path(patch, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
-    request_body = schemas::WebhookEndpointPatch,
+    request_body = WebhookEndpointPatch,
     responses((status = 200, description = "The endpoint.", body = crate::views::EndpointView)))]
 async fn patch_webhook(
     a: Authed<WRITE>,
     PathId(id): PathId,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    let f = &body.fields;
-    let status = f
-        .opt_str("status")?
-        .map(|s| {
-            RequestedStatus::parse(&s)
-                .ok_or_else(|| ApiError::invalid("status", "status must be active or paused."))
-        })
-        .transpose()?;
-    let description = if f.has("description") {
-        Some(f.opt_bounded("description", 255)?)
-    } else {
-        None
-    };
+    let WebhookEndpointPatch {
+        status,
+        url,
+        description,
+        event_types,
+        delivery_mode,
+    } = body.read()?;
     let mut req = EndpointPatch {
         url: None,
         description,
-        event_types: event_types(f)?,
-        delivery_mode: delivery_mode(f)?,
+        event_types,
+        delivery_mode,
         status,
     };
-    if let Some(u) = f.opt_str("url")? {
+    if let Some(u) = url {
         req.url = Some(checked_url(&a.state, &u).await?);
     }
     let p = a.caller.project_id();
@@ -233,27 +298,45 @@ async fn delete_webhook(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response
     Ok(resp)
 }
 
+/// `POST /v1/webhooks/{id}/rotate_secret`.
+#[derive(ToSchema)]
+pub struct RotateSecret {
+    /// Hours the old secret keeps signing (default 24; 0 for a leaked secret).
+    #[schema(value_type = Option<u64>, minimum = 0, maximum = 168)]
+    pub overlap_hours: u64,
+}
+
+impl ReadBody for RotateSecret {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        let hours = f
+            .opt_u64("overlap_hours")?
+            .unwrap_or(DEFAULT_OVERLAP_HOURS);
+        if hours > MAX_OVERLAP_HOURS {
+            return Err(ApiError::invalid(
+                "overlap_hours",
+                format!("overlap_hours must be 0 to {MAX_OVERLAP_HOURS}."),
+            ));
+        }
+        Ok(RotateSecret {
+            overlap_hours: hours,
+        })
+    }
+}
+
 /// A new signing secret; the old one also signs until `overlap_until`.
 ///
 /// Any key kind; scope `webhooks:write`.
 #[utoipa::path(post, path = "/v1/webhooks/{id}/rotate_secret", tag = "webhooks", params(schemas::IdPath),
-    request_body = schemas::RotateSecret,
+    request_body = RotateSecret,
     responses((status = 200, description = "The endpoint with its new secret.", body = EndpointWithSecret)))]
 async fn rotate_secret(
     a: Authed<WRITE>,
     PathId(id): PathId,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    let hours = body
-        .fields
-        .opt_u64("overlap_hours")?
-        .unwrap_or(DEFAULT_OVERLAP_HOURS);
-    if hours > MAX_OVERLAP_HOURS {
-        return Err(ApiError::invalid(
-            "overlap_hours",
-            format!("overlap_hours must be 0 to {MAX_OVERLAP_HOURS}."),
-        ));
-    }
+    let RotateSecret {
+        overlap_hours: hours,
+    } = body.read()?;
     let p = a.caller.project_id();
     let key = a.state.data_key.clone();
     a.write(move |ctx| {

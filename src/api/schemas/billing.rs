@@ -13,14 +13,6 @@ pub const SIGNED_CENTS: &str = "^-?(0|[1-9][0-9]*)$";
 /// USD cents, not negative.
 pub const CENTS: &str = "^(0|[1-9][0-9]*)$";
 
-/// The body of `POST /v1/billing/plan`.
-#[derive(ToSchema)]
-pub struct PlanChoice {
-    /// A plan key from `plans[]` (`drift` is one); an enterprise plan cannot be self-selected.
-    #[schema(min_length = 1, max_length = 64)]
-    pub plan: String,
-}
-
 list_schema! {
     BillingEntryList => BillingEntry;
     FundingAddressList => FundingAddress;
