@@ -7,7 +7,7 @@ use appliance_storage::records::{ApiKey, KeyKind};
 
 use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{cursor_of, Fields, JsonBody, Params, ReadBody};
+use crate::api::extract::{cursor_of, read_body, Fields, JsonBody, Params, ReadBody};
 use crate::api::json;
 use crate::api::schemas::{self, AllowEntryIn, KeyKindIn, ScopeIn};
 use crate::auth::{default_scopes, Access, Caller, ANY_KIND};
@@ -118,7 +118,7 @@ impl ReadBody for ApiKeyPatch {
 ///
 /// Any key kind; scope `api_keys:read`.
 #[utoipa::path(get, path = "/v1/api_keys", tag = "api_keys",
-    params(schemas::PageParams,
+    params(crate::api::extract::PageParams,
         ("include_revoked" = Option<schemas::IncludeRevoked>, Query, description = "`1` adds revoked keys (default `0`)."),
     ),
     responses((status = 200, description = "A page of keys.", body = ApiKeyList)))]
@@ -163,7 +163,7 @@ async fn list_keys(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
 ///
 /// Any key kind; scope `api_keys:write`.
 #[utoipa::path(post, path = "/v1/api_keys", tag = "api_keys",
-    params(schemas::IdempotencyHeader),
+    params(crate::api::IdempotencyHeader),
     request_body(content = NewApiKey),
     responses((status = 201, description = "The key with its token.", body = ApiKeyWithToken)))]
 async fn create_key(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
@@ -222,7 +222,7 @@ async fn create_key(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Respon
 /// Read an API key.
 ///
 /// Any key kind; scope `api_keys:read`.
-#[utoipa::path(get, path = "/v1/api_keys/{id}", tag = "api_keys", params(schemas::IdPath),
+#[utoipa::path(get, path = "/v1/api_keys/{id}", tag = "api_keys", params(PathId),
     responses((status = 200, description = "The key.", body = crate::views::ApiKeyView)))]
 async fn get_key(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
     a.get_by_id::<ApiKey, _, _>(id, ApiError::not_found("API key"), |k| {
@@ -235,7 +235,7 @@ async fn get_key(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiErr
 /// effective immediately.
 ///
 /// Any key kind; scope `api_keys:write`.
-#[utoipa::path(patch, path = "/v1/api_keys/{id}", tag = "api_keys", params(schemas::IdPath),
+#[utoipa::path(patch, path = "/v1/api_keys/{id}", tag = "api_keys", params(PathId),
     request_body = ApiKeyPatch,
     responses((status = 200, description = "The key.", body = crate::views::ApiKeyView)))]
 async fn patch_key(
@@ -273,7 +273,7 @@ async fn patch_key(
 /// Revoke a key now; idempotent.
 ///
 /// Any key kind; scope `api_keys:write`.
-#[utoipa::path(delete, path = "/v1/api_keys/{id}", tag = "api_keys", params(schemas::IdPath),
+#[utoipa::path(delete, path = "/v1/api_keys/{id}", tag = "api_keys", params(PathId),
     responses((status = 200, description = "The key with `revoked_at`.", body = crate::views::ApiKeyView)))]
 async fn revoke_key(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, ApiError> {
     let p = a.caller.project_id();
@@ -299,25 +299,16 @@ pub struct RollApiKey {
     pub grace_hours: u64,
 }
 
-impl ReadBody for RollApiKey {
-    fn read(f: &Fields) -> Result<Self, ApiError> {
-        let grace = f.opt_u64("grace_hours")?.unwrap_or(24);
-        if grace > 168 {
-            return Err(ApiError::invalid(
-                "grace_hours",
-                "grace_hours must be from 0 to 168.",
-            ));
-        }
-        Ok(RollApiKey { grace_hours: grace })
-    }
-}
+read_body!(RollApiKey {
+    grace_hours: u64_within(Some(24), 0..=168, "grace_hours must be from 0 to 168."),
+});
 
 /// Roll a key: a new key; the old one expires after `grace_hours`. A replay of the same
 /// `Idempotency-Key` answers the new key with `token` null.
 ///
 /// Any key kind; scope `api_keys:write`.
 #[utoipa::path(post, path = "/v1/api_keys/{id}/roll", tag = "api_keys",
-    params(schemas::IdPath, schemas::IdempotencyHeader),
+    params(PathId, crate::api::IdempotencyHeader),
     request_body = RollApiKey,
     responses((status = 201, description = "The new key with its token and `old_key_expires_at`.", body = ApiKeyWithToken)))]
 async fn roll_key(

@@ -198,8 +198,13 @@ impl FromRequest<AppState> for Post {
 }
 
 /// A `{id}` path segment that must be a UUID: 400 `invalid_request`, `param: id`, otherwise
-/// ([`path_uuid`]).
-pub struct PathId(pub Uuid);
+/// ([`path_uuid`]). It describes itself as the path parameter `id`.
+#[derive(utoipa::IntoParams)]
+#[into_params(names("id"), parameter_in = Path)]
+pub struct PathId(
+    /// The resource's id (UUID).
+    pub Uuid,
+);
 
 impl<S: Send + Sync> FromRequestParts<S> for PathId {
     type Rejection = Response;

@@ -35,7 +35,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// A customer's balances: available, locked and total per (chain, asset).
 ///
 /// Key: `wallet` or `payout` kind, scope `balances:read`.
-#[utoipa::path(get, path = "/v1/customers/{id}/balances", tag = "wallets", params(schemas::IdPath),
+#[utoipa::path(get, path = "/v1/customers/{id}/balances", tag = "wallets", params(PathId),
     responses((status = 200, description = "The customer's balances.", body = balances::CustomerBalances)))]
 async fn customer_balances(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
     let v = balances::customer_by_id(&a.state.store, &a.state.registry, a.caller.project_id(), id)?;
@@ -48,7 +48,7 @@ async fn customer_balances(a: Authed<READ>, PathId(id): PathId) -> Result<Respon
 ///
 /// Key: `wallet` or `payout` kind, scope `balances:read`.
 #[utoipa::path(get, path = "/v1/wallets/{id}/balances", tag = "wallets",
-    params(schemas::IdPath,
+    params(PathId,
         ("source" = Option<schemas::BalanceSource>, Query, description = "`ledger` (default), `chain` or `both`."),
     ),
     responses(

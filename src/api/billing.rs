@@ -73,7 +73,7 @@ impl ReadBody for PlanChoice {
 ///
 /// Any key kind; scope `billing:write`.
 #[utoipa::path(post, path = "/v1/billing/plan", tag = "billing",
-    params(schemas::IdempotencyHeader),
+    params(crate::api::IdempotencyHeader),
     request_body(content = PlanChoice),
     responses(
         (status = 200, description = "The project's billing after the choice.", body = crate::views::BillingView),
@@ -148,7 +148,7 @@ fn funding_list(
 ///
 /// Any key kind; scope `billing:read`.
 #[utoipa::path(get, path = "/v1/billing/entries", tag = "billing",
-    params(schemas::PageParams,
+    params(crate::api::extract::PageParams,
         ("kind" = Option<schemas::BillingEntryKindIn>, Query, description = "Only entries of this kind."),
     ),
     responses((status = 200, description = "A page of billing entries.", body = schemas::BillingEntryList)))]

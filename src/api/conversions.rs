@@ -152,7 +152,7 @@ async fn quote_conversion(a: Authed<READ>, body: JsonBody) -> Result<Response, A
 ///
 /// Key: `payout` kind, scope `conversions:write`, signing enabled.
 #[utoipa::path(post, path = "/v1/conversions", tag = "conversions",
-    params(schemas::RequiredIdempotencyHeader),
+    params(crate::api::RequiredIdempotencyHeader),
     request_body(content = schemas::ConversionQuoteRequest),
     responses(
         (status = 202, description = "Planned: the rows and their batch.", body = views::ConversionRequestView),
@@ -193,7 +193,7 @@ async fn create_conversion(
 ///
 /// Key: `payout` kind, scope `conversions:read`.
 #[utoipa::path(get, path = "/v1/conversions", tag = "conversions",
-    params(schemas::PageParams,
+    params(crate::api::extract::PageParams,
         ("status" = Option<schemas::ConversionStatusIn>, Query, description = "Only rows in this status."),
         ("chain" = Option<String>, Query, description = "Only rows on this chain."),
         ("kind" = Option<schemas::ConversionKindIn>, Query, description = "Only `auto` or `manual` rows."),
@@ -220,7 +220,7 @@ async fn list_conversions(a: Authed<READ>, q: Params) -> Result<Response, ApiErr
 /// Read a conversion batch.
 ///
 /// Key: `payout` kind, scope `conversions:read`.
-#[utoipa::path(get, path = "/v1/conversions/batches/{id}", tag = "conversions", params(schemas::IdPath),
+#[utoipa::path(get, path = "/v1/conversions/batches/{id}", tag = "conversions", params(PathId),
     responses((status = 200, description = "The batch.", body = views::ConversionBatchView)))]
 async fn get_batch(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
     a.get_by_id::<ConversionBatch, _, _>(id, ConversionError::BatchNotFound, |x| {
@@ -232,7 +232,7 @@ async fn get_batch(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiE
 /// Read a conversion row.
 ///
 /// Key: `payout` kind, scope `conversions:read`.
-#[utoipa::path(get, path = "/v1/conversions/{id}", tag = "conversions", params(schemas::IdPath),
+#[utoipa::path(get, path = "/v1/conversions/{id}", tag = "conversions", params(PathId),
     responses((status = 200, description = "The conversion.", body = views::ConversionView)))]
 async fn get_conversion(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
     a.get_by_id::<Conversion, _, _>(id, ConversionError::NotFound, |x| {

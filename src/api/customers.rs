@@ -34,7 +34,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 ///
 /// Key: `wallet` kind, scope `customers:write`.
 #[utoipa::path(post, path = "/v1/customers", tag = "customers",
-    params(schemas::IdempotencyHeader),
+    params(crate::api::IdempotencyHeader),
     request_body(content = schemas::NewCustomer, description = "Every field optional; `{}` is accepted."),
     responses(
         (status = 201, description = "Created.", body = crate::views::CustomerView),
@@ -59,7 +59,7 @@ async fn create_customer(a: Authed<WRITE>, Post { key, body }: Post) -> Result<R
 ///
 /// Key: `wallet` kind, scope `customers:read`.
 #[utoipa::path(get, path = "/v1/customers", tag = "customers",
-    params(schemas::PageParams,
+    params(crate::api::extract::PageParams,
         ("reference_id" = Option<String>, Query, description = "Only the customer with this reference id."),
         ("status" = Option<schemas::CustomerStatusIn>, Query, description = "Only customers in this status."),
     ),
@@ -77,7 +77,7 @@ async fn list_customers(a: Authed<READ>, q: Params) -> Result<Response, ApiError
 /// Read a customer.
 ///
 /// Key: `wallet` kind, scope `customers:read`.
-#[utoipa::path(get, path = "/v1/customers/{id}", tag = "customers", params(schemas::IdPath),
+#[utoipa::path(get, path = "/v1/customers/{id}", tag = "customers", params(PathId),
     responses((status = 200, description = "The customer.", body = crate::views::CustomerView)))]
 async fn get_customer(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
     let c = a.row::<Customer>(id, ApiError::not_found("customer"))?;
@@ -88,7 +88,7 @@ async fn get_customer(a: Authed<READ>, PathId(id): PathId) -> Result<Response, A
 /// `reference_id`, `status` (`active` | `disabled`).
 ///
 /// Key: `wallet` kind, scope `customers:write`.
-#[utoipa::path(patch, path = "/v1/customers/{id}", tag = "customers", params(schemas::IdPath),
+#[utoipa::path(patch, path = "/v1/customers/{id}", tag = "customers", params(PathId),
     request_body = schemas::CustomerPatch,
     responses((status = 200, description = "The updated customer.", body = crate::views::CustomerView)))]
 async fn patch_customer(

@@ -258,6 +258,24 @@ pub trait ReadBody: Sized {
     fn read(f: &Fields) -> Result<Self, ApiError>;
 }
 
+/// `impl ReadBody` for a body whose fields are each read by one [`Fields`] reader under the
+/// field's own name, in declaration order: `field: reader`, `field: reader(args)` (the
+/// reader's arguments after the name), with `or default` for an optional field's default.
+macro_rules! read_body {
+    ($ty:ident { $($field:ident: $reader:ident $(($($arg:expr),*))? $(or $default:expr)?),* $(,)? }) => {
+        impl $crate::api::extract::ReadBody for $ty {
+            fn read(
+                f: &$crate::api::extract::Fields,
+            ) -> Result<Self, $crate::api::error::ApiError> {
+                Ok($ty {
+                    $($field: f.$reader(stringify!($field) $($(, $arg)*)?)? $(.unwrap_or($default))?,)*
+                })
+            }
+        }
+    };
+}
+pub(crate) use read_body;
+
 impl JsonBody {
     /// The body as the request struct `T`.
     pub fn read<T: ReadBody>(&self) -> Result<T, ApiError> {
@@ -334,6 +352,25 @@ impl Fields {
 
     pub fn req_u64(&self, name: &str) -> Result<u64, ApiError> {
         self.opt_u64(name)?.ok_or_else(|| missing(name))
+    }
+
+    /// A whole number in `range`: required without a `default`; outside the range, 400 with
+    /// `message`.
+    pub fn u64_within(
+        &self,
+        name: &str,
+        default: Option<u64>,
+        range: std::ops::RangeInclusive<u64>,
+        message: &str,
+    ) -> Result<u64, ApiError> {
+        let v = match default {
+            Some(d) => self.opt_u64(name)?.unwrap_or(d),
+            None => self.req_u64(name)?,
+        };
+        if !range.contains(&v) {
+            return Err(ApiError::invalid(name, message));
+        }
+        Ok(v)
     }
 
     pub fn req_uuid(&self, name: &str) -> Result<Uuid, ApiError> {
@@ -614,6 +651,18 @@ impl<'a, T: serde::Serialize> ListPage<'a, T> {
             object: "list",
         }
     }
+}
+
+/// Cursor pagination of a list (SPEC.md section 8): newest first.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageParams {
+    /// Page size, 1-100 (default 25).
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<u32>,
+    /// The previous page's `next_cursor` (empty: the first page).
+    #[param(pattern = "^([A-Za-z0-9_-]{21}[AQgw])?$")]
+    pub cursor: Option<String>,
 }
 
 /// A list answer: `{object:list, data, has_more, next_cursor}`.

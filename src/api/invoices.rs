@@ -93,7 +93,7 @@ fn redirect(
 ///
 /// Key: `checkout` kind, scope `invoices:write`.
 #[utoipa::path(post, path = "/v1/invoices", tag = "invoices",
-    params(schemas::IdempotencyHeader),
+    params(crate::api::IdempotencyHeader),
     request_body(content = schemas::NewInvoice),
     responses(
         (status = 201, description = "Created.", body = crate::views::InvoiceView),
@@ -155,7 +155,7 @@ async fn create_invoice(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Re
 ///
 /// Key: `checkout` kind, scope `invoices:read`.
 #[utoipa::path(get, path = "/v1/invoices", tag = "invoices",
-    params(schemas::PageParams,
+    params(crate::api::extract::PageParams,
         ("status" = Option<schemas::InvoiceStatusIn>, Query, description = "Only invoices in this status."),
     ),
     responses((status = 200, description = "A page of invoices (list items).", body = schemas::InvoiceList)))]
@@ -170,7 +170,7 @@ async fn list_invoices(a: Authed<READ>, q: Params) -> Result<Response, ApiError>
 /// `GET /v1/invoices/{id}` — read an invoice (full form).
 ///
 /// Key: `checkout` kind, scope `invoices:read`.
-#[utoipa::path(get, path = "/v1/invoices/{id}", tag = "invoices", params(schemas::IdPath),
+#[utoipa::path(get, path = "/v1/invoices/{id}", tag = "invoices", params(PathId),
     responses((status = 200, description = "The invoice.", body = crate::views::InvoiceView)))]
 async fn get_invoice(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
     let inv = a.row::<Invoice>(id, ApiError::not_found("invoice"))?;
@@ -186,7 +186,7 @@ async fn get_invoice(a: Authed<READ>, PathId(id): PathId) -> Result<Response, Ap
 /// section 4, Invoices rule 5).
 ///
 /// Key: `checkout` kind, scope `invoices:write`.
-#[utoipa::path(post, path = "/v1/invoices/{id}/cancel", tag = "invoices", params(schemas::IdPath),
+#[utoipa::path(post, path = "/v1/invoices/{id}/cancel", tag = "invoices", params(PathId),
     responses(
         (status = 200, description = "The canceled invoice.", body = crate::views::InvoiceView),
         (status = 409, description = "`invalid_state`: not open, or money was received.", body = crate::api::error::ErrorBody),

@@ -41,7 +41,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 ///
 /// Key: `payout` kind, scope `payouts:create`, signing enabled for the service, project and key.
 #[utoipa::path(post, path = "/v1/payouts", tag = "payouts",
-    params(schemas::RequiredIdempotencyHeader),
+    params(crate::api::RequiredIdempotencyHeader),
     request_body(content = schemas::NewPayout),
     responses(
         (status = 202, description = "Accepted (not sent).", body = crate::views::PayoutView),
@@ -93,7 +93,7 @@ async fn create_payout(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Re
 ///
 /// Key: `payout` or `wallet` kind, scope `payouts:read`.
 #[utoipa::path(get, path = "/v1/payouts", tag = "payouts",
-    params(schemas::PageParams,
+    params(crate::api::extract::PageParams,
         ("customer_id" = Option<uuid::Uuid>, Query, description = "Only this customer's payouts."),
         ("chain" = Option<String>, Query, description = "Only payouts on this chain."),
         ("status" = Option<schemas::PayoutStatusIn>, Query, description = "Only payouts in this status."),
@@ -120,7 +120,7 @@ async fn list_payouts(a: Authed<READ>, q: Params) -> Result<Response, ApiError> 
 /// Read a payout.
 ///
 /// Key: `payout` or `wallet` kind, scope `payouts:read`.
-#[utoipa::path(get, path = "/v1/payouts/{id}", tag = "payouts", params(schemas::IdPath),
+#[utoipa::path(get, path = "/v1/payouts/{id}", tag = "payouts", params(PathId),
     responses((status = 200, description = "The payout.", body = crate::views::PayoutView)))]
 async fn get_payout(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
     let x = a.row::<Payout>(id, ApiError::not_found("payout"))?;
@@ -134,7 +134,7 @@ async fn get_payout(a: Authed<READ>, PathId(id): PathId) -> Result<Response, Api
 /// `available`. Later: 409 `payout_not_cancelable`.
 ///
 /// Key: `payout` kind, scope `payouts:create`.
-#[utoipa::path(post, path = "/v1/payouts/{id}/cancel", tag = "payouts", params(schemas::IdPath),
+#[utoipa::path(post, path = "/v1/payouts/{id}/cancel", tag = "payouts", params(PathId),
     responses((status = 200, description = "The canceled payout.", body = crate::views::PayoutView)))]
 async fn cancel_payout(a: Authed<CANCEL>, PathId(id): PathId) -> Result<Response, ApiError> {
     transition(a, move |ctx, s| payouts::cancel(ctx, s, id)).await
@@ -157,7 +157,7 @@ async fn transition<R>(
 /// (403 `approver_must_differ`); 409 `invalid_state` otherwise.
 ///
 /// Key: `payout` kind, scope `payouts:approve`.
-#[utoipa::path(post, path = "/v1/payouts/{id}/approve", tag = "payouts", params(schemas::IdPath),
+#[utoipa::path(post, path = "/v1/payouts/{id}/approve", tag = "payouts", params(PathId),
     responses((status = 200, description = "The approved payout.", body = crate::views::PayoutView)))]
 async fn approve_payout(a: Authed<APPROVE>, PathId(id): PathId) -> Result<Response, ApiError> {
     let key_id = a.caller.key.id;
@@ -168,7 +168,7 @@ async fn approve_payout(a: Authed<APPROVE>, PathId(id): PathId) -> Result<Respon
 /// funds return to `available`.
 ///
 /// Key: `payout` kind, scope `payouts:approve`.
-#[utoipa::path(post, path = "/v1/payouts/{id}/reject", tag = "payouts", params(schemas::IdPath),
+#[utoipa::path(post, path = "/v1/payouts/{id}/reject", tag = "payouts", params(PathId),
     responses((status = 200, description = "The rejected payout.", body = crate::views::PayoutView)))]
 async fn reject_payout(a: Authed<APPROVE>, PathId(id): PathId) -> Result<Response, ApiError> {
     let key_id = a.caller.key.id;

@@ -7,7 +7,7 @@ use appliance_storage::records::{KeyKind, Sweep, SweepStatus};
 
 use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{Fields, Params, ReadBody};
+use crate::api::extract::{read_body, Params};
 use crate::api::schemas;
 use crate::api::PageAnswer;
 use crate::auth::Access;
@@ -41,20 +41,16 @@ pub struct NewSweep {
     pub asset: Option<AssetSymbol>,
 }
 
-impl ReadBody for NewSweep {
-    fn read(f: &Fields) -> Result<Self, ApiError> {
-        Ok(NewSweep {
-            wallet_id: f.req_uuid("wallet_id")?,
-            asset: f.opt_asset("asset")?,
-        })
-    }
-}
+read_body!(NewSweep {
+    wallet_id: req_uuid,
+    asset: opt_asset,
+});
 
 /// Sweep a deposit address into the master wallet now. Customer balances do not change.
 ///
 /// Key: `wallet` kind, scope `sweeps:create`, signing enabled for the service, project and key.
 #[utoipa::path(post, path = "/v1/sweeps", tag = "sweeps",
-    params(schemas::IdempotencyHeader),
+    params(crate::api::IdempotencyHeader),
     request_body = NewSweep,
     responses(
         (status = 201, description = "The sweep (possibly `skipped` with `skip_reason`).", body = crate::views::SweepView),
@@ -77,7 +73,7 @@ async fn create_sweep(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Res
 ///
 /// Key: `wallet` kind, scope `sweeps:read`.
 #[utoipa::path(get, path = "/v1/sweeps", tag = "sweeps",
-    params(schemas::PageParams,
+    params(crate::api::extract::PageParams,
         ("wallet_id" = Option<uuid::Uuid>, Query, description = "Only sweeps of this wallet."),
         ("status" = Option<schemas::SweepStatusIn>, Query, description = "Only sweeps in this status."),
     ),
@@ -94,7 +90,7 @@ async fn list_sweeps(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
 /// Read a sweep.
 ///
 /// Key: `wallet` kind, scope `sweeps:read`.
-#[utoipa::path(get, path = "/v1/sweeps/{id}", tag = "sweeps", params(schemas::IdPath),
+#[utoipa::path(get, path = "/v1/sweeps/{id}", tag = "sweeps", params(PathId),
     responses((status = 200, description = "The sweep.", body = crate::views::SweepView)))]
 async fn get_sweep(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
     a.get_by_id::<Sweep, _, _>(id, ApiError::not_found("sweep"), |s| {

@@ -8,7 +8,7 @@ use appliance_storage::records::{Deposit, KeyKind, Mode};
 
 use crate::api::authed::{Authed, PathId, Post, Rule};
 use crate::api::error::ApiError;
-use crate::api::extract::{Fields, JsonBody, ReadBody};
+use crate::api::extract::{read_body, JsonBody};
 use crate::api::schemas::{self, EvmChainIn};
 use crate::api::{json as json_response, raw_json, run_idempotent, Begin, Idem, RecordKey};
 use crate::auth::{Access, Caller};
@@ -77,7 +77,7 @@ impl Authed<TestMode> {
 ///
 /// Key: test-mode `wallet` kind (else 403 `test_mode_only`), scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/deposits", tag = "test",
-    params(schemas::IdempotencyHeader),
+    params(crate::api::IdempotencyHeader),
     request_body(content = schemas::NewTestDeposit),
     responses(
         (status = 201, description = "The deposit.", body = crate::views::DepositView),
@@ -257,7 +257,7 @@ async fn transition(
 /// `invalid_state` from another status.
 ///
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
-#[utoipa::path(post, path = "/v1/test/deposits/{id}/confirm", tag = "test", params(schemas::IdPath),
+#[utoipa::path(post, path = "/v1/test/deposits/{id}/confirm", tag = "test", params(PathId),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn confirm_test_deposit(
     a: Authed<TestMode>,
@@ -269,7 +269,7 @@ async fn confirm_test_deposit(
 /// `detected` -> `failed` (`deposit.failed`); 409 `invalid_state` from another status.
 ///
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
-#[utoipa::path(post, path = "/v1/test/deposits/{id}/fail", tag = "test", params(schemas::IdPath),
+#[utoipa::path(post, path = "/v1/test/deposits/{id}/fail", tag = "test", params(PathId),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn fail_test_deposit(a: Authed<TestMode>, PathId(id): PathId) -> Result<Response, ApiError> {
     transition(a, id, deposits::fail).await
@@ -279,7 +279,7 @@ async fn fail_test_deposit(a: Authed<TestMode>, PathId(id): PathId) -> Result<Re
 /// `invalid_state` from another status.
 ///
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
-#[utoipa::path(post, path = "/v1/test/deposits/{id}/orphan", tag = "test", params(schemas::IdPath),
+#[utoipa::path(post, path = "/v1/test/deposits/{id}/orphan", tag = "test", params(PathId),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn orphan_test_deposit(
     a: Authed<TestMode>,
@@ -320,19 +320,14 @@ pub struct MineBlocks {
     pub chain: Option<String>,
 }
 
-impl ReadBody for MineBlocks {
-    fn read(f: &Fields) -> Result<Self, ApiError> {
-        let count = f.opt_u64("count")?.unwrap_or(1);
-        if !(1..=sim_chain::MAX_BLOCKS).contains(&count) {
-            return Err(ApiError::invalid(
-                "count",
-                format!("count must be from 1 to {}.", sim_chain::MAX_BLOCKS),
-            ));
-        }
-        let chain = f.opt_str("chain")?;
-        Ok(MineBlocks { count, chain })
-    }
-}
+read_body!(MineBlocks {
+    count: u64_within(
+        Some(1),
+        1..=sim_chain::MAX_BLOCKS,
+        &format!("count must be from 1 to {}.", sim_chain::MAX_BLOCKS)
+    ),
+    chain: opt_str,
+});
 
 /// `POST /v1/test/reorg`.
 #[derive(ToSchema)]
@@ -350,15 +345,11 @@ pub struct ReorgRequest {
     pub drop: bool,
 }
 
-impl ReadBody for ReorgRequest {
-    fn read(f: &Fields) -> Result<Self, ApiError> {
-        Ok(ReorgRequest {
-            chain: f.req_str("chain")?,
-            depth: f.req_u64("depth")?,
-            drop: f.opt_bool("drop")?.unwrap_or(true),
-        })
-    }
-}
+read_body!(ReorgRequest {
+    chain: req_str,
+    depth: req_u64,
+    drop: opt_bool or true,
+});
 
 /// `POST /v1/test/drop_tx`.
 #[derive(ToSchema)]
@@ -371,14 +362,10 @@ pub struct DropTxRequest {
     pub tx_hash: String,
 }
 
-impl ReadBody for DropTxRequest {
-    fn read(f: &Fields) -> Result<Self, ApiError> {
-        Ok(DropTxRequest {
-            chain: f.req_str("chain")?,
-            tx_hash: f.req_str("tx_hash")?,
-        })
-    }
-}
+read_body!(DropTxRequest {
+    chain: req_str,
+    tx_hash: req_str,
+});
 
 /// `POST /v1/test/blocks` — mine `count` (1-10,000, default 1) blocks on the project's
 /// simulated `chain` (default: every EVM chain of the project), and advance sweeps and

@@ -9,7 +9,7 @@ use appliance_storage::records::AddressOwner;
 
 use crate::api::authed::{Authed, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{Fields, JsonBody, ReadBody};
+use crate::api::extract::{read_body, JsonBody};
 use crate::api::schemas;
 use crate::api::test_mode::TestMode;
 use crate::api::{commit, json as json_response, Begin};
@@ -38,7 +38,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 ///
 /// Key: test-mode `wallet` kind (else 403 `test_mode_only`), scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/transfers", tag = "test",
-    params(schemas::IdempotencyHeader),
+    params(crate::api::IdempotencyHeader),
     request_body(content = schemas::NewTestTransfer),
     responses(
         (status = 201, description = "The transfer, mined.", body = views::TestTransferView),
@@ -151,23 +151,13 @@ pub struct AdvanceClock {
     pub advance_seconds: u64,
 }
 
-impl ReadBody for AdvanceClock {
-    fn read(f: &Fields) -> Result<Self, ApiError> {
-        let secs = f.req_u64("advance_seconds")?;
-        if !(1..=clock::MAX_ADVANCE_S).contains(&secs) {
-            return Err(ApiError::invalid(
-                "advance_seconds",
-                format!(
-                    "advance_seconds must be from 1 to {}.",
-                    clock::MAX_ADVANCE_S
-                ),
-            ));
-        }
-        Ok(AdvanceClock {
-            advance_seconds: secs,
-        })
-    }
-}
+read_body!(AdvanceClock {
+    advance_seconds: u64_within(
+        None,
+        1..=clock::MAX_ADVANCE_S,
+        &format!("advance_seconds must be from 1 to {}.", clock::MAX_ADVANCE_S)
+    ),
+});
 
 /// `POST /v1/test/clock` — `{advance_seconds}` (1 to 31,622,400): moves the test project's
 /// clock forward (invoice expiry, underpaid windows; at most 10 years ahead in all) and

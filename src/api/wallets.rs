@@ -7,7 +7,7 @@ use appliance_storage::records::{KeyKind, Wallet};
 
 use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{Fields, Params, ReadBody};
+use crate::api::extract::{read_body, Params};
 use crate::api::schemas::{self, ChainIdIn};
 use crate::api::{created_or_ok, json, PageAnswer};
 use crate::auth::Access;
@@ -40,14 +40,10 @@ pub struct NewWallet {
     pub chain: ChainId,
 }
 
-impl ReadBody for NewWallet {
-    fn read(f: &Fields) -> Result<Self, ApiError> {
-        Ok(NewWallet {
-            customer_id: f.req_uuid("customer_id")?,
-            chain: f.req_chain("chain")?,
-        })
-    }
-}
+read_body!(NewWallet {
+    customer_id: req_uuid,
+    chain: req_chain,
+});
 
 /// The customer's deposit address on a chain: 201 when new, 200 with the existing wallet on
 /// repeat (SPEC.md section 4, Wallets). A NEW address on a chain that is not issuing is 422
@@ -55,7 +51,7 @@ impl ReadBody for NewWallet {
 ///
 /// Key: `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/wallets", tag = "wallets",
-    params(schemas::IdempotencyHeader),
+    params(crate::api::IdempotencyHeader),
     request_body = NewWallet,
     responses(
         (status = 201, description = "A new address.", body = crate::views::WalletView),
@@ -79,7 +75,7 @@ async fn create_wallet(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Res
 ///
 /// Key: `wallet` kind, scope `wallets:read`.
 #[utoipa::path(get, path = "/v1/wallets", tag = "wallets",
-    params(schemas::PageParams,
+    params(crate::api::extract::PageParams,
         ("customer_id" = Option<uuid::Uuid>, Query, description = "Only this customer's wallets."),
         ("chain" = Option<String>, Query, description = "Only wallets on this chain."),
     ),
@@ -96,7 +92,7 @@ async fn list_wallets(a: Authed<READ>, q: Params) -> Result<Response, ApiError> 
 /// Read a wallet.
 ///
 /// Key: `wallet` kind, scope `wallets:read`.
-#[utoipa::path(get, path = "/v1/wallets/{id}", tag = "wallets", params(schemas::IdPath),
+#[utoipa::path(get, path = "/v1/wallets/{id}", tag = "wallets", params(PathId),
     responses((status = 200, description = "The wallet.", body = crate::views::WalletView)))]
 async fn get_wallet(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
     let w = a.row::<Wallet>(id, ApiError::not_found("wallet"))?;

@@ -47,7 +47,7 @@ fn delivery_id(s: &str) -> Result<Uuid, ApiError> {
 ///
 /// Any key kind; scope `webhooks:read`.
 #[utoipa::path(get, path = "/v1/webhook_deliveries", tag = "webhooks",
-    params(schemas::PageParams,
+    params(crate::api::extract::PageParams,
         ("endpoint_id" = Option<uuid::Uuid>, Query, description = "Only deliveries to this endpoint."),
         ("event_id" = Option<String>, Query, description = "Only deliveries of this event (`evt_...`)."),
         ("status" = Option<schemas::DeliveryStatusIn>, Query, description = "Only deliveries in this status."),

@@ -8,8 +8,8 @@ use appliance_storage::records::{DeliveryMode, WebhookEndpoint};
 
 use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{Fields, JsonBody, ReadBody};
-use crate::api::schemas::{self, DeliveryModeIn, EndpointStatusIn, WebhookUrlIn};
+use crate::api::extract::{read_body, Fields, JsonBody, ReadBody};
+use crate::api::schemas::{DeliveryModeIn, EndpointStatusIn, WebhookUrlIn};
 use crate::api::{commit, json, Begin};
 use crate::auth::{Access, ANY_KIND};
 use crate::services::reads;
@@ -182,7 +182,7 @@ async fn list_webhooks(a: Authed<READ>) -> Result<Response, ApiError> {
 ///
 /// Any key kind; scope `webhooks:write`.
 #[utoipa::path(post, path = "/v1/webhooks", tag = "webhooks",
-    params(schemas::IdempotencyHeader),
+    params(crate::api::IdempotencyHeader),
     request_body(content = NewWebhookEndpoint),
     responses((status = 201, description = "The endpoint with its secret.", body = EndpointWithSecret)))]
 async fn create_webhook(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
@@ -220,7 +220,7 @@ async fn create_webhook(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Re
 /// Read a webhook endpoint.
 ///
 /// Any key kind; scope `webhooks:read`.
-#[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
+#[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "webhooks", params(PathId),
     responses((status = 200, description = "The endpoint.", body = crate::views::EndpointView)))]
 async fn get_webhook(a: Authed<READ>, PathId(id): PathId) -> Result<Response, ApiError> {
     a.get_by_id::<WebhookEndpoint, _, _>(id, WebhookEndpointError::NotFound, |ep| {
@@ -233,7 +233,7 @@ async fn get_webhook(a: Authed<READ>, PathId(id): PathId) -> Result<Response, Ap
 /// resets `consecutive_failures`), `url`, `description`, `event_types`, `delivery_mode`.
 ///
 /// Any key kind; scope `webhooks:write`.
-#[utoipa::path(patch, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
+#[utoipa::path(patch, path = "/v1/webhooks/{id}", tag = "webhooks", params(PathId),
     request_body = WebhookEndpointPatch,
     responses((status = 200, description = "The endpoint.", body = crate::views::EndpointView)))]
 async fn patch_webhook(
@@ -274,7 +274,7 @@ async fn patch_webhook(
 /// Remove an endpoint and all its deliveries; events stay.
 ///
 /// Any key kind; scope `webhooks:write`.
-#[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
+#[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", params(PathId),
     responses((status = 200, description = "`{deleted: true, id}`.", body = DeletedEndpointView)))]
 async fn delete_webhook(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, ApiError> {
     let p = a.caller.project_id();
@@ -306,27 +306,18 @@ pub struct RotateSecret {
     pub overlap_hours: u64,
 }
 
-impl ReadBody for RotateSecret {
-    fn read(f: &Fields) -> Result<Self, ApiError> {
-        let hours = f
-            .opt_u64("overlap_hours")?
-            .unwrap_or(DEFAULT_OVERLAP_HOURS);
-        if hours > MAX_OVERLAP_HOURS {
-            return Err(ApiError::invalid(
-                "overlap_hours",
-                format!("overlap_hours must be 0 to {MAX_OVERLAP_HOURS}."),
-            ));
-        }
-        Ok(RotateSecret {
-            overlap_hours: hours,
-        })
-    }
-}
+read_body!(RotateSecret {
+    overlap_hours: u64_within(
+        Some(DEFAULT_OVERLAP_HOURS),
+        0..=MAX_OVERLAP_HOURS,
+        &format!("overlap_hours must be 0 to {MAX_OVERLAP_HOURS}.")
+    ),
+});
 
 /// A new signing secret; the old one also signs until `overlap_until`.
 ///
 /// Any key kind; scope `webhooks:write`.
-#[utoipa::path(post, path = "/v1/webhooks/{id}/rotate_secret", tag = "webhooks", params(schemas::IdPath),
+#[utoipa::path(post, path = "/v1/webhooks/{id}/rotate_secret", tag = "webhooks", params(PathId),
     request_body = RotateSecret,
     responses((status = 200, description = "The endpoint with its new secret.", body = EndpointWithSecret)))]
 async fn rotate_secret(
@@ -350,7 +341,7 @@ async fn rotate_secret(
 /// minute per project).
 ///
 /// Any key kind; scope `webhooks:write`.
-#[utoipa::path(post, path = "/v1/webhooks/{id}/test", tag = "webhooks", params(schemas::IdPath),
+#[utoipa::path(post, path = "/v1/webhooks/{id}/test", tag = "webhooks", params(PathId),
     responses((status = 202, description = "`{event_id, delivery_id}`.", body = WebhookTestView)))]
 async fn test_webhook(a: Authed<WRITE>, PathId(id): PathId) -> Result<Response, ApiError> {
     if let Err(retry) = a.state.webhooks.check_test_rate(a.caller.project_id()) {

@@ -17,7 +17,7 @@
 
 use serde_json::{json, Value};
 use utoipa::openapi::{RefOr, Schema};
-use utoipa::{IntoParams, PartialSchema, ToSchema};
+use utoipa::{PartialSchema, ToSchema};
 use uuid::Uuid;
 
 /// An atomic (smallest-unit) amount: an integer string.
@@ -32,64 +32,10 @@ pub const DECIMAL: &str = r"^-?[0-9]+(\.[0-9]+)?$";
 pub const ROW_CURSOR: &str = "^([A-Za-z0-9_-]{21}[AQgw])?$";
 /// An event cursor as this API returns it (base64url of an 8-byte sequence).
 pub const SEQ_CURSOR: &str = "^([A-Za-z0-9_-]{10}[AEIMQUYcgkosw048])?$";
-/// An event id: `evt_` + ULID.
-pub const EVENT_ID: &str = "^evt_[0-9A-HJKMNP-TV-Z]{26}$";
 /// A webhook delivery id: `whd_` + ULID.
 pub const DELIVERY_ID: &str = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$";
 /// An `Idempotency-Key`: 1 to 255 printable ASCII characters, no surrounding spaces.
 pub const IDEMPOTENCY_KEY: &str = "^[!-~]([ -~]{0,253}[!-~])?$";
-
-// ---------------------------------------------------------------------------------------
-// Shared parameters
-
-/// Cursor pagination of a list (SPEC.md section 8): newest first.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct PageParams {
-    /// Page size, 1-100 (default 25).
-    #[param(minimum = 1, maximum = 100)]
-    pub limit: Option<u32>,
-    /// The previous page's `next_cursor` (empty: the first page).
-    #[param(pattern = "^([A-Za-z0-9_-]{21}[AQgw])?$")]
-    pub cursor: Option<String>,
-}
-
-/// A resource id in the path.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-pub struct IdPath {
-    /// The resource's id (UUID).
-    pub id: Uuid,
-}
-
-/// The optional `Idempotency-Key` header of a creating `POST` (SPEC.md section 4): a retry
-/// with the same key and body replays the first answer; another body is 409
-/// `idempotency_key_reuse`. Kept 24 hours.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Header)]
-pub struct IdempotencyHeader {
-    #[param(
-        rename = "Idempotency-Key",
-        required = false,
-        min_length = 1,
-        max_length = 255,
-        pattern = "^[!-~]([ -~]{0,253}[!-~])?$"
-    )]
-    pub idempotency_key: String,
-}
-
-/// The REQUIRED `Idempotency-Key` header (payouts): missing is 400 `idempotency_key_required`.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Header)]
-pub struct RequiredIdempotencyHeader {
-    #[param(
-        rename = "Idempotency-Key",
-        min_length = 1,
-        max_length = 255,
-        pattern = "^[!-~]([ -~]{0,253}[!-~])?$"
-    )]
-    pub idempotency_key: String,
-}
 
 // ---------------------------------------------------------------------------------------
 // Lists
@@ -319,61 +265,6 @@ impl PartialSchema for SymbolIn {
     }
 }
 impl ToSchema for SymbolIn {}
-
-/// One frame of `GET /v1/events/stream` (`text/event-stream`, DECISIONS.md section 7): the
-/// SSE fields `event` (the frame's kind), `id` (the event's `sequence`, for
-/// `Last-Event-ID`) and `data` (one line of JSON), by kind.
-pub struct StreamFrame;
-
-impl PartialSchema for StreamFrame {
-    fn schema() -> RefOr<Schema> {
-        let frame = |event: &str, id: bool, data: Value, what: &str| {
-            let mut props = json!({
-                "event": {"type": "string", "enum": [event]},
-                "data": data,
-            });
-            let mut required = vec!["event", "data"];
-            if id {
-                props["id"] = json!({"type": "string", "pattern": "^[0-9]{1,19}$", "description": "The event's `sequence`."});
-                required.push("id");
-            }
-            json!({"type": "object", "title": event, "description": what, "properties": props, "required": required})
-        };
-        let ts = json!({"type": "string", "format": "date-time"});
-        from_json(json!({
-            "description": "A frame of the event stream: `ready` once, then `event` and `billing` frames as they happen, `ping` every 25 s. New frame kinds and fields can appear.",
-            "oneOf": [
-                frame("ready", false, json!({
-                    "type": "object",
-                    "properties": {
-                        "cursor": {"type": "integer", "minimum": 0, "description": "The newest sequence when the stream opened."},
-                        "replay_truncated": {"type": "boolean", "description": "`Last-Event-ID` asked for more than the 10 minutes kept."},
-                    },
-                    "required": ["cursor", "replay_truncated"],
-                }), "The first frame."),
-                frame("event", true, json!({
-                    "type": "object",
-                    "properties": {
-                        "id": {"type": "string", "pattern": EVENT_ID},
-                        "type": {"type": "string", "description": "The event type, e.g. `deposit.confirmed`; new types can appear."},
-                        "created": ts,
-                        "livemode": {"type": "boolean"},
-                        "scope": {"type": "string", "description": "`account`."},
-                        "data": {"type": "object", "description": "The resource as its REST read returns it."},
-                    },
-                    "required": ["id", "type", "created", "livemode", "scope", "data"],
-                }), "An event of the project."),
-                frame("billing", true, json!({"type": "object", "description": "A line of the operational balance's journal."}), "A billing line."),
-                frame("ping", false, json!({
-                    "type": "object",
-                    "properties": {"time": ts},
-                    "required": ["time"],
-                }), "Keeps the connection open."),
-            ],
-        }))
-    }
-}
-impl ToSchema for StreamFrame {}
 
 fn metadata_schema(patch: bool) -> Value {
     let values = vec![
