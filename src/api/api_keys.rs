@@ -64,9 +64,8 @@ impl ReadBody for NewApiKey {
             .opt_bounded("name", 100)?
             .ok_or_else(|| ApiError::invalid("name", "name is required."))?;
         let kind_s = f.req_str("kind")?;
-        let kind = KeyKind::parse(&kind_s).ok_or_else(|| {
-            ApiError::invalid("kind", "kind must be checkout, payout or wallet.")
-        })?;
+        let kind = KeyKind::parse(&kind_s)
+            .ok_or_else(|| ApiError::invalid("kind", "kind must be checkout, payout or wallet."))?;
         let scopes = f
             .opt_str_list("scopes")?
             .unwrap_or_else(|| default_scopes(kind));

@@ -15,9 +15,9 @@ use axum::response::{IntoResponse, Response};
 use appliance_storage::{StoreError, WriteError};
 
 use crate::services::billing::BillingError;
-use crate::services::conversions::ConversionError;
 use crate::services::chains::ChainError;
 use crate::services::clock::ClockError;
+use crate::services::conversions::ConversionError;
 use crate::services::customers::CustomerError;
 use crate::services::deposits::DepositError;
 use crate::services::error::{Fault, Invalid};
@@ -352,6 +352,22 @@ from_service_errors! {
             ApiError::new(NOT_FOUND, "not_found", m).param("wallet_id")
         }
     }
+    WalletError => |m| {
+        Chain(c) => c.into(),
+        Fault(f) => f.into(),
+        CustomerNotFound => ApiError::new(NOT_FOUND, "not_found", m).param("customer_id"),
+        AccountKindDisabled { .. } => not_issuing("account_kind_disabled", m),
+        NotLiveYet { .. } => not_issuing("chain_not_live_yet", m),
+        Unavailable { .. } => not_issuing("chain_unavailable", m),
+        Paused { .. } | DepositsDisabled { .. } | NoMasterKey => {
+            not_issuing("chain_deposits_disabled", m)
+        }
+        AssetDepositsDisabled { .. } => not_issuing("asset_deposits_disabled", m),
+        QuotaExceeded { retry_after_s, .. } => {
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "quota_exceeded", m)
+                .retry_after(retry_after_s)
+        }
+    }
     InvoiceError => |m| {
         Fault(f) => f.into(),
         Billing(b) => b.into(),
@@ -462,39 +478,10 @@ from_service_errors! {
     }
 }
 
-
-
-
-
-impl From<WalletError> for ApiError {
-    fn from(e: WalletError) -> Self {
-        use WalletError::*;
-        let m = e.to_string();
-        let off = |code| ApiError::new(UNPROCESSABLE, code, m.clone()).param("chain");
-        match e {
-            Chain(c) => c.into(),
-            Fault(f) => f.into(),
-            CustomerNotFound => ApiError::new(NOT_FOUND, "not_found", m).param("customer_id"),
-            AccountKindDisabled { .. } => off("account_kind_disabled"),
-            NotLiveYet { .. } => off("chain_not_live_yet"),
-            Unavailable { .. } => off("chain_unavailable"),
-            Paused { .. } | DepositsDisabled { .. } | NoMasterKey => off("chain_deposits_disabled"),
-            AssetDepositsDisabled { .. } => off("asset_deposits_disabled"),
-            QuotaExceeded { retry_after_s, .. } => {
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "quota_exceeded", m)
-                    .retry_after(retry_after_s)
-            }
-        }
-    }
+/// 422 for a chain that issues no new address now (`param: chain`).
+fn not_issuing(code: &'static str, m: String) -> ApiError {
+    ApiError::new(UNPROCESSABLE, code, m).param("chain")
 }
-
-
-
-
-
-
-
-
 
 /// The error envelope of every failure (SPEC.md section 7). Clients branch on `code`; new
 /// codes can appear.
@@ -549,4 +536,3 @@ impl IntoResponse for ApiError {
         resp
     }
 }
-

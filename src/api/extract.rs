@@ -316,6 +316,15 @@ impl Fields {
         Ok(v)
     }
 
+    /// A string a patch may set, clear or leave: `None` when absent, `Some(None)` for null,
+    /// else a string of at most `max` characters.
+    pub fn opt_nullable(&self, name: &str, max: usize) -> Result<Option<Option<String>>, ApiError> {
+        if !self.has(name) {
+            return Ok(None);
+        }
+        Ok(Some(self.opt_bounded(name, max)?))
+    }
+
     pub fn opt_bool(&self, name: &str) -> Result<Option<bool>, ApiError> {
         match self.present(name) {
             None => Ok(None),

@@ -12,14 +12,14 @@ use crate::api::schemas;
 use crate::api::PageAnswer;
 use crate::auth::Access;
 use crate::services::reads;
+use crate::services::types::AssetSymbol;
 use crate::services::{deposits, sweeps};
 use crate::state::AppState;
-use crate::services::types::AssetSymbol;
 use crate::views;
 use utoipa::ToSchema;
-use uuid::Uuid;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+use uuid::Uuid;
 
 access_rules! {
     READ = Access::new(&[KeyKind::Wallet], "sweeps:read");

@@ -446,7 +446,10 @@ async fn reorg(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError
         (status = 404, description = "`not_found`: not pending on that chain (`param`: `tx_hash`).", body = crate::api::error::ErrorBody),
     ))]
 async fn drop_tx(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
-    let DropTxRequest { chain, tx_hash: raw } = body.read()?;
+    let DropTxRequest {
+        chain,
+        tx_hash: raw,
+    } = body.read()?;
     let id = sim_chain_ids(&a.state, Some(&chain))?[0];
     let hash = sim_chain::parse_tx_hash(&raw).ok_or_else(|| {
         ApiError::invalid("tx_hash", "tx_hash must be 0x followed by 64 hex digits.")

@@ -155,7 +155,10 @@ read_body!(AdvanceClock {
     advance_seconds: u64_within(
         None,
         1..=clock::MAX_ADVANCE_S,
-        &format!("advance_seconds must be from 1 to {}.", clock::MAX_ADVANCE_S)
+        &format!(
+            "advance_seconds must be from 1 to {}.",
+            clock::MAX_ADVANCE_S
+        )
     ),
 });
 

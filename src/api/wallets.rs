@@ -12,14 +12,14 @@ use crate::api::schemas::{self, ChainIdIn};
 use crate::api::{created_or_ok, json, PageAnswer};
 use crate::auth::Access;
 use crate::services::reads;
+use crate::services::types::ChainId;
 use crate::services::wallets;
 use crate::state::AppState;
-use crate::services::types::ChainId;
 use crate::views;
 use utoipa::ToSchema;
-use uuid::Uuid;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+use uuid::Uuid;
 
 access_rules! {
     READ = Access::new(&[KeyKind::Wallet], "wallets:read");

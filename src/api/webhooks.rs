@@ -128,11 +128,7 @@ impl ReadBody for WebhookEndpointPatch {
                     .ok_or_else(|| ApiError::invalid("status", "status must be active or paused."))
             })
             .transpose()?;
-        let description = if f.has("description") {
-            Some(f.opt_bounded("description", 255)?)
-        } else {
-            None
-        };
+        let description = f.opt_nullable("description", 255)?;
         let event_types = event_types(f)?;
         let delivery_mode = delivery_mode(f)?;
         Ok(WebhookEndpointPatch {

@@ -6,7 +6,9 @@
 //!
 //! Fields are declared in byte order of their names: `serde_json` keeps a `Value` object's
 //! keys sorted, so a view written straight to the wire and its `Value` form give the same
-//! bytes.
+//! bytes. The views whose schema lists its properties in another order (chains, treasury,
+//! billing, conversions, the test mode's answers) declare them in that order and are written
+//! through [`Sorted`] or their `Value` form.
 
 use chrono::{Datelike, SecondsFormat, TimeZone, Timelike, Utc};
 use serde::{Serialize, Serializer};

@@ -1,9 +1,11 @@
-//! Schema types of the OpenAPI document: the JSON shapes `src/views.rs` and the
-//! handlers write, and the bodies and query parameters the handlers read, described for
-//! `GET /v1/openapi.json`. They describe; they are not used to serialize or parse (the
-//! handlers' own readers in `api/extract.rs` stay the one place input is checked). Schemathesis
-//! (`scripts/schemathesis.sh`) checks every answer against them, so a shape that drifts from
-//! its view fails the test script.
+//! What the OpenAPI document says about input that no parsing type states itself: the
+//! closed enumerations a request or query may carry, the schemas built from the server's own
+//! tables (chains, scopes) and rules (metadata, webhook URLs, allow-list entries), the list
+//! envelopes (written by `api::extract::ListPage`), and the bodies whose handlers fill a
+//! service's request struct field by field (the `Fields` readers in `api/extract.rs` check
+//! them). Answers are described by the views that write them (`src/views/`), request bodies
+//! read through `ReadBody` by their own structs. Schemathesis (`scripts/schemathesis.sh`)
+//! checks every answer against the document.
 //!
 //! Conventions (docs/decisions.md, "OpenAPI document"):
 //! - amounts are strings with a digits pattern ([`ATOMIC`], [`SIGNED_ATOMIC`], [`DECIMAL`]);

@@ -7,29 +7,6 @@ use super::*;
 // ---------------------------------------------------------------------------------------
 // Request bodies
 
-/// `POST /v1/customers`: every field optional; `{}` is accepted.
-#[derive(ToSchema)]
-pub struct NewCustomer {
-    /// The merchant's own user id; re-posting an existing one answers 200 with that customer.
-    #[schema(max_length = 255)]
-    pub reference_id: Option<String>,
-    #[schema(max_length = 320)]
-    pub email: Option<String>,
-    pub metadata: Option<MetadataIn>,
-}
-
-/// `PATCH /v1/customers/{id}`: only the fields present change; `null` clears `email` and
-/// `reference_id`; `metadata` is merged (a `null` value removes a key).
-#[derive(ToSchema)]
-pub struct CustomerPatch {
-    #[schema(max_length = 255)]
-    pub reference_id: Option<String>,
-    #[schema(max_length = 320)]
-    pub email: Option<String>,
-    pub metadata: Option<MetadataPatchIn>,
-    pub status: Option<CustomerStatusIn>,
-}
-
 /// `POST /v1/invoices`.
 #[derive(ToSchema)]
 pub struct NewInvoice {

@@ -652,9 +652,7 @@ pub fn billing_view<'a>(
         plan_status: if plan.is_some() { "active" } else { "pending" },
         plan_activated_at: OptTs(acct.plan_activated_at.filter(|_| plan.is_some())),
         requested_plan: requested,
-        requested_plan_name: requested
-            .and_then(|k| cfg.plan(k))
-            .map(|p| p.name.as_str()),
+        requested_plan_name: requested.and_then(|k| cfg.plan(k)).map(|p| p.name.as_str()),
         balance_cents: acct.balance_cents.to_string(),
         onboarding_paid_cents: acct.onboarding_paid_cents.to_string(),
         live: LiveStatusView {

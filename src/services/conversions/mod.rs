@@ -610,7 +610,11 @@ pub fn batch_view(reg: &Registry, b: &ConversionBatch) -> ConversionBatchView {
         h.as_ref()
             .and_then(|h| reg.chain(&b.chain).map(|x| x.info.tx_url(h)))
     };
-    let out = if settled { b.amount_out } else { b.expected_out };
+    let out = if settled {
+        b.amount_out
+    } else {
+        b.expected_out
+    };
     ConversionBatchView {
         id: b.id,
         object: "conversion_batch",
