@@ -629,7 +629,7 @@ pub fn batch_view(reg: &Registry, b: &ConversionBatch) -> ConversionBatchView {
         expected_out_decimal: format_decimal(b.expected_out, td),
         min_out: b.min_out.to_string(),
         min_out_decimal: format_decimal(b.min_out, td),
-        slippage_bps: b.slippage_bps.into(),
+        slippage_bps: b.slippage_bps,
         rate: rate_string(b.amount_in, fd, out, td),
         amount_usd: b.amount_usd_cents.map(|c| format_decimal(c as u128, 2)),
         fee_cents: b.fee_cents,

@@ -143,7 +143,7 @@ pub fn quote_view(
         expected_out_decimal: format_decimal(q.expected_out, td),
         min_out: q.min_out.to_string(),
         min_out_decimal: format_decimal(q.min_out, td),
-        slippage_bps: q.slippage_bps.into(),
+        slippage_bps: q.slippage_bps,
         rate: rate_string(amount, fd, q.expected_out, td),
         amount_usd: q.amount_usd.map(usd_string),
         gas_usd: q.gas_usd.map(usd_string),
