@@ -2,21 +2,21 @@
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::{json, Map, Value};
 
 use appliance_storage::records::{ApiKey, KeyKind};
 
-use crate::api::authed::{access_rules, Authed, Post};
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{cursor_of, list_json, JsonBody, Params};
+use crate::api::extract::{cursor_of, read_body, Fields, JsonBody, Params, ReadBody};
 use crate::api::json;
-use crate::api::schemas;
+use crate::api::schemas::{self, AllowEntryIn, KeyKindIn, ScopeIn};
 use crate::auth::{default_scopes, Access, Caller, ANY_KIND};
 use crate::services::keys::{self, Actor, KeyPatch, KeyPowers, NewKey, LIMIT_PER_KIND};
 use crate::services::reads;
 use crate::services::types::ApiKeyId;
 use crate::state::AppState;
-use crate::views;
+use crate::views::{self, ApiKeyList, ApiKeyView, ApiKeyWithToken, OptTs, Sorted};
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -32,22 +32,96 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(roll_key))
 }
 
-fn view(state: &AppState, caller: &Caller, k: &ApiKey) -> Value {
-    views::api_key(
+fn view<'a>(state: &AppState, caller: &'a Caller, k: &'a ApiKey) -> ApiKeyView<'a> {
+    views::api_key_view(
         k,
         caller.project.mode.as_str(),
         state.keys.pending_usage(k.id),
     )
 }
 
+// `scopes` is read as the kind's default when omitted; both lists are checked as they are
+// read, before the key's own powers are.
+/// `POST /v1/api_keys`.
+#[derive(ToSchema)]
+pub struct NewApiKey {
+    #[schema(max_length = 100)]
+    pub name: String,
+    #[schema(value_type = KeyKindIn)]
+    pub kind: KeyKind,
+    /// Default: the kind's read and write scopes (never `payouts:create`).
+    #[schema(value_type = Option<Vec<ScopeIn>>)]
+    pub scopes: Vec<String>,
+    /// Exact IPs or CIDR blocks, IPv4 or IPv6, at most 32; empty means any source.
+    #[schema(value_type = Option<Vec<AllowEntryIn>>, max_items = 32)]
+    pub ip_allowlist: Vec<String>,
+    #[schema(value_type = Option<bool>)]
+    pub signing_enabled: bool,
+}
+
+impl ReadBody for NewApiKey {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        let name = f
+            .opt_bounded("name", 100)?
+            .ok_or_else(|| ApiError::invalid("name", "name is required."))?;
+        let kind_s = f.req_str("kind")?;
+        let kind = KeyKind::parse(&kind_s)
+            .ok_or_else(|| ApiError::invalid("kind", "kind must be checkout, payout or wallet."))?;
+        let scopes = f
+            .opt_str_list("scopes")?
+            .unwrap_or_else(|| default_scopes(kind));
+        keys::check_scopes(&scopes)?;
+        let ip_allowlist =
+            keys::check_allowlist(&f.opt_str_list("ip_allowlist")?.unwrap_or_default())?;
+        Ok(NewApiKey {
+            name,
+            kind,
+            scopes,
+            ip_allowlist,
+            signing_enabled: f.opt_bool("signing_enabled")?.unwrap_or(false),
+        })
+    }
+}
+
+/// `PATCH /v1/api_keys/{id}`.
+#[derive(ToSchema)]
+pub struct ApiKeyPatch {
+    #[schema(max_length = 100)]
+    pub name: Option<String>,
+    #[schema(value_type = Option<Vec<ScopeIn>>)]
+    pub scopes: Option<Vec<String>>,
+    /// Empty clears the restriction.
+    #[schema(value_type = Option<Vec<AllowEntryIn>>, max_items = 32)]
+    pub ip_allowlist: Option<Vec<String>>,
+    pub signing_enabled: Option<bool>,
+}
+
+impl ReadBody for ApiKeyPatch {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        let scopes = f.opt_str_list("scopes")?;
+        if let Some(s) = &scopes {
+            keys::check_scopes(s)?;
+        }
+        Ok(ApiKeyPatch {
+            name: f.opt_bounded("name", 100)?,
+            scopes,
+            ip_allowlist: f
+                .opt_str_list("ip_allowlist")?
+                .map(|l| keys::check_allowlist(&l))
+                .transpose()?,
+            signing_enabled: f.opt_bool("signing_enabled")?,
+        })
+    }
+}
+
 /// List the project's API keys, with `limit_per_kind` and `default_scopes`.
 ///
 /// Any key kind; scope `api_keys:read`.
 #[utoipa::path(get, path = "/v1/api_keys", tag = "api_keys",
-    params(schemas::PageParams,
+    params(crate::api::extract::PageParams,
         ("include_revoked" = Option<schemas::IncludeRevoked>, Query, description = "`1` adds revoked keys (default `0`)."),
     ),
-    responses((status = 200, description = "A page of keys.", body = schemas::ApiKeyList)))]
+    responses((status = 200, description = "A page of keys.", body = ApiKeyList)))]
 async fn list_keys(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let include_revoked = q
@@ -61,19 +135,24 @@ async fn list_keys(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     )
     .await?;
     let next = rows.items.last().map(|k| cursor_of(k.id.as_bytes()));
-    let data = rows
-        .items
-        .iter()
-        .map(|k| view(&a.state, &a.caller, k))
-        .collect();
-    let mut v = list_json(data, rows.has_more, next);
-    let defaults: Map<String, Value> = KeyKind::ALL
-        .iter()
-        .map(|k| (k.as_str().to_string(), json!(default_scopes(*k))))
-        .collect();
-    v["limit_per_kind"] = json!(LIMIT_PER_KIND);
-    v["default_scopes"] = Value::Object(defaults);
-    Ok(json(StatusCode::OK, &v))
+    Ok(json(
+        StatusCode::OK,
+        &Sorted(ApiKeyList {
+            object: "list",
+            data: rows
+                .items
+                .iter()
+                .map(|k| view(&a.state, &a.caller, k))
+                .collect(),
+            has_more: rows.has_more,
+            next_cursor: next.filter(|_| rows.has_more),
+            limit_per_kind: LIMIT_PER_KIND,
+            default_scopes: KeyKind::ALL
+                .iter()
+                .map(|k| (k.as_str(), default_scopes(*k)))
+                .collect(),
+        }),
+    ))
 }
 
 /// Mint a key of the project's mode; the token is in this answer only. A key can mint only
@@ -84,22 +163,17 @@ async fn list_keys(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
 ///
 /// Any key kind; scope `api_keys:write`.
 #[utoipa::path(post, path = "/v1/api_keys", tag = "api_keys",
-    params(schemas::IdempotencyHeader),
-    request_body(content = schemas::NewApiKey),
-    responses((status = 201, description = "The key with its token.", body = schemas::ApiKeyWithToken)))]
+    params(crate::api::IdempotencyHeader),
+    request_body(content = NewApiKey),
+    responses((status = 201, description = "The key with its token.", body = ApiKeyWithToken)))]
 async fn create_key(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
-    let f = &body.fields;
-    let name = f
-        .opt_bounded("name", 100)?
-        .ok_or_else(|| ApiError::invalid("name", "name is required."))?;
-    let kind_s = f.req_str("kind")?;
-    let kind = KeyKind::parse(&kind_s)
-        .ok_or_else(|| ApiError::invalid("kind", "kind must be checkout, payout or wallet."))?;
-    let scopes = f.opt_str_list("scopes")?;
-    let effective = scopes.clone().unwrap_or_else(|| default_scopes(kind));
-    keys::check_scopes(&effective)?;
-    let ip_allowlist = keys::check_allowlist(&f.opt_str_list("ip_allowlist")?.unwrap_or_default())?;
-    let signing_enabled = f.opt_bool("signing_enabled")?.unwrap_or(false);
+    let NewApiKey {
+        name,
+        kind,
+        scopes: effective,
+        ip_allowlist,
+        signing_enabled,
+    } = body.read()?;
     // Checked before an idempotent replay too, so a key that could not mint this key cannot
     // read another key's first answer either (the transaction checks again).
     keys::authorize(
@@ -131,8 +205,11 @@ async fn create_key(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Respon
                     created_by: "merchant".into(),
                 },
             )?;
-            let mut v = views::api_key(&k, env, None);
-            v["token"] = json!(token);
+            let v = views::to_value(&ApiKeyWithToken {
+                key: views::api_key_view(&k, env, None),
+                token: &token,
+                old_key_expires_at: None,
+            });
             Ok((StatusCode::CREATED, v, k))
         })
         .await?;
@@ -145,11 +222,11 @@ async fn create_key(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Respon
 /// Read an API key.
 ///
 /// Any key kind; scope `api_keys:read`.
-#[utoipa::path(get, path = "/v1/api_keys/{id}", tag = "api_keys", params(schemas::IdPath),
+#[utoipa::path(get, path = "/v1/api_keys/{id}", tag = "api_keys", params(PathId),
     responses((status = 200, description = "The key.", body = crate::views::ApiKeyView)))]
 async fn get_key(a: Authed<READ>, id: ApiKeyId) -> Result<Response, ApiError> {
     a.get_by_id::<ApiKey, _, _>(id, ApiError::not_found("API key"), |k| {
-        view(&a.state, &a.caller, k)
+        views::to_value(&view(&a.state, &a.caller, k))
     })
     .await
 }
@@ -158,23 +235,21 @@ async fn get_key(a: Authed<READ>, id: ApiKeyId) -> Result<Response, ApiError> {
 /// effective immediately.
 ///
 /// Any key kind; scope `api_keys:write`.
-#[utoipa::path(patch, path = "/v1/api_keys/{id}", tag = "api_keys", params(schemas::IdPath),
-    request_body = schemas::ApiKeyPatch,
+#[utoipa::path(patch, path = "/v1/api_keys/{id}", tag = "api_keys", params(PathId),
+    request_body = ApiKeyPatch,
     responses((status = 200, description = "The key.", body = crate::views::ApiKeyView)))]
 async fn patch_key(a: Authed<WRITE>, id: ApiKeyId, body: JsonBody) -> Result<Response, ApiError> {
-    let f = &body.fields;
-    let scopes = f.opt_str_list("scopes")?;
-    if let Some(s) = &scopes {
-        keys::check_scopes(s)?;
-    }
-    let patch = KeyPatch {
-        name: f.opt_bounded("name", 100)?,
+    let ApiKeyPatch {
+        name,
         scopes,
-        ip_allowlist: f
-            .opt_str_list("ip_allowlist")?
-            .map(|l| keys::check_allowlist(&l))
-            .transpose()?,
-        signing_enabled: f.opt_bool("signing_enabled")?,
+        ip_allowlist,
+        signing_enabled,
+    } = body.read()?;
+    let patch = KeyPatch {
+        name,
+        scopes,
+        ip_allowlist,
+        signing_enabled,
     };
     let p = a.caller.project_id();
     let env = a.caller.project.mode.as_str();
@@ -194,7 +269,7 @@ async fn patch_key(a: Authed<WRITE>, id: ApiKeyId, body: JsonBody) -> Result<Res
 /// Revoke a key now; idempotent.
 ///
 /// Any key kind; scope `api_keys:write`.
-#[utoipa::path(delete, path = "/v1/api_keys/{id}", tag = "api_keys", params(schemas::IdPath),
+#[utoipa::path(delete, path = "/v1/api_keys/{id}", tag = "api_keys", params(PathId),
     responses((status = 200, description = "The key with `revoked_at`.", body = crate::views::ApiKeyView)))]
 async fn revoke_key(a: Authed<WRITE>, id: ApiKeyId) -> Result<Response, ApiError> {
     let p = a.caller.project_id();
@@ -212,26 +287,32 @@ async fn revoke_key(a: Authed<WRITE>, id: ApiKeyId) -> Result<Response, ApiError
     Ok(resp)
 }
 
+/// `POST /v1/api_keys/{id}/roll`.
+#[derive(ToSchema)]
+pub struct RollApiKey {
+    /// Hours the old key keeps working (default 24).
+    #[schema(value_type = Option<u64>, minimum = 0, maximum = 168)]
+    pub grace_hours: u64,
+}
+
+read_body!(RollApiKey {
+    grace_hours: u64_within(Some(24), 0..=168, "grace_hours must be from 0 to 168."),
+});
+
 /// Roll a key: a new key; the old one expires after `grace_hours`. A replay of the same
 /// `Idempotency-Key` answers the new key with `token` null.
 ///
 /// Any key kind; scope `api_keys:write`.
 #[utoipa::path(post, path = "/v1/api_keys/{id}/roll", tag = "api_keys",
-    params(schemas::IdPath, schemas::IdempotencyHeader),
-    request_body = schemas::RollApiKey,
-    responses((status = 201, description = "The new key with its token and `old_key_expires_at`.", body = schemas::ApiKeyWithToken)))]
+    params(PathId, crate::api::IdempotencyHeader),
+    request_body = RollApiKey,
+    responses((status = 201, description = "The new key with its token and `old_key_expires_at`.", body = ApiKeyWithToken)))]
 async fn roll_key(
     a: Authed<WRITE>,
     id: ApiKeyId,
     Post { key, body }: Post,
 ) -> Result<Response, ApiError> {
-    let grace = body.fields.opt_u64("grace_hours")?.unwrap_or(24);
-    if grace > 168 {
-        return Err(ApiError::invalid(
-            "grace_hours",
-            "grace_hours must be from 0 to 168.",
-        ));
-    }
+    let RollApiKey { grace_hours: grace } = body.read()?;
     // Checked before an idempotent replay too (the transaction checks again).
     let target = a.row::<ApiKey>(id, ApiError::not_found("API key"))?;
     keys::authorize(&a.caller.key, KeyPowers::from(&target))?;
@@ -244,9 +325,11 @@ async fn roll_key(
         .mutate(&key, &path, &body, move |ctx| {
             let (new, token, old) =
                 keys::roll(ctx, &pepper, &project, Actor::Key(&granter), id, grace)?;
-            let mut v = views::api_key(&new, env, None);
-            v["token"] = json!(token);
-            v["old_key_expires_at"] = json!(old.expires_at.map(views::ts));
+            let v = views::to_value(&ApiKeyWithToken {
+                key: views::api_key_view(&new, env, None),
+                token: &token,
+                old_key_expires_at: Some(OptTs(old.expires_at)),
+            });
             Ok((StatusCode::CREATED, v, (new, old)))
         })
         .await?;

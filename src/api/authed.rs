@@ -26,6 +26,7 @@ use crate::auth::{Access, Caller};
 use crate::services::types::{Id, ProjectId};
 use crate::services::{reads, Scope};
 use crate::state::AppState;
+use uuid::Uuid;
 
 /// An operation's access rule, carried by a marker type (see [`access_rules!`]).
 pub trait Rule {
@@ -196,6 +197,15 @@ impl FromRequest<AppState> for Post {
         Ok(Post { key, body })
     }
 }
+
+/// The `{id}` path parameter as the OpenAPI document describes it: a UUID. The handlers
+/// read it typed, as the resource's own id ([`Id`]'s extractor below).
+#[derive(utoipa::IntoParams)]
+#[into_params(names("id"), parameter_in = Path)]
+pub struct PathId(
+    /// The resource's id (UUID).
+    pub Uuid,
+);
 
 /// A resource id from the `{id}` path segment: a handler takes the id of the resource its
 /// route names, typed (`id: PayoutId`), and hands the service that resource's id. Not a

@@ -5,7 +5,7 @@ use axum::response::Response;
 
 use appliance_storage::records::KeyKind;
 
-use crate::api::authed::{access_rules, Authed, ANY};
+use crate::api::authed::{access_rules, Authed, PathId, ANY};
 use crate::api::error::ApiError;
 use crate::api::extract::Params;
 use crate::api::json;
@@ -14,6 +14,7 @@ use crate::auth::Access;
 use crate::services::balances::{self, BalanceReader, BalanceSource};
 use crate::services::types::{CustomerId, WalletId};
 use crate::state::AppState;
+use crate::views::Sorted;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -35,7 +36,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// A customer's balances: available, locked and total per (chain, asset).
 ///
 /// Key: `wallet` or `payout` kind, scope `balances:read`.
-#[utoipa::path(get, path = "/v1/customers/{id}/balances", tag = "wallets", params(schemas::IdPath),
+#[utoipa::path(get, path = "/v1/customers/{id}/balances", tag = "wallets", params(PathId),
     responses((status = 200, description = "The customer's balances.", body = balances::CustomerBalances)))]
 async fn customer_balances(a: Authed<READ>, id: CustomerId) -> Result<Response, ApiError> {
     let v = balances::customer_by_id(&a.state.store, &a.state.registry, a.caller.project_id(), id)?;
@@ -48,12 +49,12 @@ async fn customer_balances(a: Authed<READ>, id: CustomerId) -> Result<Response, 
 ///
 /// Key: `wallet` or `payout` kind, scope `balances:read`.
 #[utoipa::path(get, path = "/v1/wallets/{id}/balances", tag = "wallets",
-    params(schemas::IdPath,
+    params(PathId,
         ("source" = Option<schemas::BalanceSource>, Query, description = "`ledger` (default), `chain` or `both`."),
     ),
     responses(
         (status = 200, description = "The wallet's balances.", body = balances::WalletBalances),
-        (status = 503, description = "`chain_unavailable_now`: the node cannot be reached; retry later.", body = schemas::ErrorBody),
+        (status = 503, description = "`chain_unavailable_now`: the node cannot be reached; retry later.", body = crate::api::error::ErrorBody),
     ))]
 async fn wallet_balances(a: Authed<READ>, id: WalletId, q: Params) -> Result<Response, ApiError> {
     let source = q
@@ -92,8 +93,8 @@ async fn wallet_balances(a: Authed<READ>, id: WalletId, q: Params) -> Result<Res
 ///
 /// Any key kind; no scope.
 #[utoipa::path(get, path = "/v1/balances", tag = "wallets",
-    responses((status = 200, description = "The treasury.", body = schemas::Treasury)))]
+    responses((status = 200, description = "The treasury.", body = crate::views::TreasuryView)))]
 async fn treasury(a: Authed<ANY>) -> Result<Response, ApiError> {
     let v = balances::treasury_of(&a.state.store, &a.state.registry, a.caller.project_id()).await?;
-    Ok(json(StatusCode::OK, &v))
+    Ok(json(StatusCode::OK, &Sorted(v)))
 }

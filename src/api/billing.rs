@@ -8,7 +8,7 @@ use appliance_storage::records::EntryKind;
 
 use crate::api::authed::{access_rules, Authed, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::Params;
+use crate::api::extract::{Fields, ListPage, Params, ReadBody};
 use crate::api::schemas;
 use crate::api::{json, PageAnswer};
 use crate::auth::{Access, ANY_KIND};
@@ -16,6 +16,7 @@ use crate::services::billing;
 use crate::services::reads;
 use crate::state::AppState;
 use crate::views;
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -39,11 +40,29 @@ pub fn router() -> OpenApiRouter<AppState> {
 ///
 /// Any key kind; scope `billing:read`.
 #[utoipa::path(get, path = "/v1/billing", tag = "billing",
-    responses((status = 200, description = "The project's billing.", body = schemas::Billing)))]
+    responses((status = 200, description = "The project's billing.", body = crate::views::BillingView)))]
 async fn get_billing(a: Authed<READ>) -> Result<Response, ApiError> {
     let s = a.scope();
     let v = billing::read_billing(&a.state.store, s).await?;
     Ok(json(StatusCode::OK, &v))
+}
+
+/// The body of `POST /v1/billing/plan`.
+#[derive(ToSchema)]
+pub struct PlanChoice {
+    /// A plan key from `plans[]` (`drift` is one); an enterprise plan cannot be self-selected.
+    #[schema(min_length = 1, max_length = 64)]
+    pub plan: String,
+}
+
+impl ReadBody for PlanChoice {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        let plan = f.req_str("plan")?;
+        if plan.len() > 64 {
+            return Err(ApiError::invalid("plan", "plan is at most 64 characters."));
+        }
+        Ok(PlanChoice { plan })
+    }
 }
 
 /// `POST /v1/billing/plan` — choose a plan (SPEC.md section 3, Billing plan): it activates at
@@ -54,19 +73,16 @@ async fn get_billing(a: Authed<READ>) -> Result<Response, ApiError> {
 ///
 /// Any key kind; scope `billing:write`.
 #[utoipa::path(post, path = "/v1/billing/plan", tag = "billing",
-    params(schemas::IdempotencyHeader),
-    request_body(content = schemas::PlanChoice),
+    params(crate::api::IdempotencyHeader),
+    request_body(content = PlanChoice),
     responses(
-        (status = 200, description = "The project's billing after the choice.", body = schemas::Billing),
-        (status = 400, description = "`invalid_request`: `plan` missing or not a string.", body = schemas::ErrorBody),
-        (status = 403, description = "`plan_not_self_selectable`: the plan is arranged with the operator.", body = schemas::ErrorBody),
-        (status = 422, description = "`unknown_plan`: no plan of that key is on offer (`param: plan`).", body = schemas::ErrorBody),
+        (status = 200, description = "The project's billing after the choice.", body = crate::views::BillingView),
+        (status = 400, description = "`invalid_request`: `plan` missing or not a string.", body = crate::api::error::ErrorBody),
+        (status = 403, description = "`plan_not_self_selectable`: the plan is arranged with the operator.", body = crate::api::error::ErrorBody),
+        (status = 422, description = "`unknown_plan`: no plan of that key is on offer (`param: plan`).", body = crate::api::error::ErrorBody),
     ))]
 async fn choose_plan(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
-    let plan = body.fields.req_str("plan")?;
-    if plan.len() > 64 {
-        return Err(ApiError::invalid("plan", "plan is at most 64 characters."));
-    }
+    let PlanChoice { plan } = body.read()?;
     let s = a.scope();
     a.post(&key, "/v1/billing/plan", &body, move |ctx| {
         let acct = billing::request_plan(ctx, &s, &plan)?;
@@ -82,8 +98,8 @@ async fn choose_plan(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Respo
 /// Any key kind; scope `billing:write`.
 #[utoipa::path(post, path = "/v1/billing/onboarding/skip", tag = "billing",
     responses(
-        (status = 200, description = "The project's billing.", body = schemas::Billing),
-        (status = 402, description = "`plan_not_active`: no plan is active yet.", body = schemas::ErrorBody),
+        (status = 200, description = "The project's billing.", body = crate::views::BillingView),
+        (status = 402, description = "`plan_not_active`: no plan is active yet.", body = crate::api::error::ErrorBody),
     ))]
 async fn skip_onboarding(a: Authed<WRITE>) -> Result<Response, ApiError> {
     let s = a.scope();
@@ -104,7 +120,7 @@ async fn skip_onboarding(a: Authed<WRITE>) -> Result<Response, ApiError> {
 #[utoipa::path(get, path = "/v1/billing/funding", tag = "billing",
     responses(
         (status = 200, description = "The funding addresses.", body = schemas::FundingAddressList),
-        (status = 422, description = "`chain_deposits_disabled`: a live project's address cannot be issued before a master key is unlocked.", body = schemas::ErrorBody),
+        (status = 422, description = "`chain_deposits_disabled`: a live project's address cannot be issued before a master key is unlocked.", body = crate::api::error::ErrorBody),
     ))]
 async fn list_funding(a: Authed<READ>) -> Result<Response, ApiError> {
     let s = a.scope();
@@ -123,8 +139,8 @@ fn funding_list(
     s: &crate::services::Scope,
     list: &[appliance_storage::records::FundingAddress],
 ) -> serde_json::Value {
-    let data: Vec<serde_json::Value> = list.iter().map(|fa| billing::funding_json(s, fa)).collect();
-    serde_json::json!({"object": "list", "data": data, "has_more": false, "next_cursor": null})
+    let data: Vec<_> = list.iter().map(|fa| billing::funding_view(s, fa)).collect();
+    crate::views::to_value(&ListPage::new(&data, false, None))
 }
 
 /// `GET /v1/billing/entries` — the operational balance's journal, newest first; `kind`
@@ -132,7 +148,7 @@ fn funding_list(
 ///
 /// Any key kind; scope `billing:read`.
 #[utoipa::path(get, path = "/v1/billing/entries", tag = "billing",
-    params(schemas::PageParams,
+    params(crate::api::extract::PageParams,
         ("kind" = Option<schemas::BillingEntryKindIn>, Query, description = "Only entries of this kind."),
     ),
     responses((status = 200, description = "A page of billing entries.", body = schemas::BillingEntryList)))]

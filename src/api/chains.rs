@@ -5,11 +5,12 @@ use axum::response::Response;
 
 use crate::api::authed::{Authed, ANY};
 use crate::api::error::ApiError;
-use crate::api::extract::list_json;
+use crate::api::extract::ListPage;
 use crate::api::json;
 use crate::api::schemas;
-use crate::services::chains::{chain_json, effective};
+use crate::services::chains::{chain_view, effective};
 use crate::state::AppState;
+use crate::views::Sorted;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -25,12 +26,12 @@ pub fn router() -> OpenApiRouter<AppState> {
     responses((status = 200, description = "Every chain listed for the project.", body = schemas::ChainList)))]
 async fn list_chains(a: Authed<ANY>) -> Result<Response, ApiError> {
     let reg = a.state.registry.clone();
-    let data = reg
+    let chains: Vec<_> = reg
         .chains
         .iter()
         .map(|c| effective(c, &a.caller.project))
         .filter(|e| e.listed)
-        .map(|e| chain_json(&e))
         .collect();
-    Ok(json(StatusCode::OK, &list_json(data, false, None)))
+    let data: Vec<_> = chains.iter().map(|e| Sorted(chain_view(e))).collect();
+    Ok(json(StatusCode::OK, &ListPage::new(&data, false, None)))
 }

@@ -418,7 +418,7 @@ async fn select_checkout(
     request_body(content = CheckoutRefundIn),
     responses(
         (status = 200, description = "The checkout document, the refund `pending` (or further).", body = CheckoutDoc),
-        (status = 422, description = "`invalid_address`, `self_payout_forbidden` (`param: address`).", body = crate::api::schemas::ErrorBody),
+        (status = 422, description = "`invalid_address`, `self_payout_forbidden` (`param: address`).", body = crate::api::error::ErrorBody),
     ))]
 async fn refund_checkout(
     State(state): State<AppState>,

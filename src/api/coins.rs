@@ -198,7 +198,7 @@ pub fn parse_query(q: &Params) -> Result<CoinQuery, ApiError> {
     params(CoinParams),
     responses(
         (status = 200, description = "The catalogue.", body = CoinList),
-        (status = 400, description = "`invalid_request`: a bad `status`, `chain`, `group_by` or `limit` (named in `param`).", body = crate::api::schemas::ErrorBody),
+        (status = 400, description = "`invalid_request`: a bad `status`, `chain`, `group_by` or `limit` (named in `param`).", body = crate::api::error::ErrorBody),
     ))]
 async fn list_coins(a: Authed<ANY>, q: Params) -> Result<Response, ApiError> {
     let query = parse_query(&q)?;

@@ -9,7 +9,7 @@ use appliance_storage::records::{
     ConversionBatch, ConversionKind, ConversionStatus, KeyKind, Mode,
 };
 
-use crate::api::authed::{access_rules, Authed, Post};
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::{Fields, JsonBody, Params};
 use crate::api::schemas;
@@ -22,6 +22,7 @@ use crate::services::conversions::{
 use crate::services::reads;
 use crate::services::types::{ChainId, ConversionBatchId, ConversionId};
 use crate::state::AppState;
+use crate::views::{self, Sorted};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -61,9 +62,9 @@ async fn list_rules(a: Authed<READ>) -> Result<Response, ApiError> {
     params(("chain" = String, Path, description = "Chain identifier.")),
     request_body(content = schemas::ConversionRuleUpdate),
     responses(
-        (status = 200, description = "The rule.", body = schemas::ConversionRule),
-        (status = 400, description = "`invalid_request`, `invalid_target`, `invalid_keep_asset`.", body = schemas::ErrorBody),
-        (status = 422, description = "`chain_not_enabled`, `conversion_unsupported_chain` (switching a rule on where no DEX is configured).", body = schemas::ErrorBody),
+        (status = 200, description = "The rule.", body = views::ConversionRuleView),
+        (status = 400, description = "`invalid_request`, `invalid_target`, `invalid_keep_asset`.", body = crate::api::error::ErrorBody),
+        (status = 422, description = "`chain_not_enabled`, `conversion_unsupported_chain` (switching a rule on where no DEX is configured).", body = crate::api::error::ErrorBody),
     ))]
 async fn put_rule(
     a: Authed<WRITE>,
@@ -131,17 +132,17 @@ fn request(f: &Fields) -> Result<ConversionRequest, ApiError> {
 #[utoipa::path(post, path = "/v1/conversions/quote", tag = "conversions",
     request_body(content = schemas::ConversionQuoteRequest),
     responses(
-        (status = 200, description = "The quote.", body = schemas::ConversionQuote),
-        (status = 400, description = "`invalid_request`, `unknown_asset`.", body = schemas::ErrorBody),
-        (status = 422, description = "`chain_not_enabled`, `conversion_unsupported_chain`.", body = schemas::ErrorBody),
-        (status = 503, description = "`conversion_unavailable`: the DEX or its node cannot quote now.", body = schemas::ErrorBody),
+        (status = 200, description = "The quote.", body = views::ConversionQuoteView),
+        (status = 400, description = "`invalid_request`, `unknown_asset`.", body = crate::api::error::ErrorBody),
+        (status = 422, description = "`chain_not_enabled`, `conversion_unsupported_chain`.", body = crate::api::error::ErrorBody),
+        (status = 503, description = "`conversion_unavailable`: the DEX or its node cannot quote now.", body = crate::api::error::ErrorBody),
     ))]
 async fn quote_conversion(a: Authed<READ>, body: JsonBody) -> Result<Response, ApiError> {
     let req = request(&body.fields)?;
     let s = a.scope();
     let v =
         conversions::quote(&a.state.store, &a.state.registry, &a.state.market, &s, &req).await?;
-    Ok(json(StatusCode::OK, &v))
+    Ok(json(StatusCode::OK, &Sorted(v)))
 }
 
 /// Convert coins the customers hold (SPEC.md section 4, Conversions rule 2): drawn on the
@@ -151,14 +152,14 @@ async fn quote_conversion(a: Authed<READ>, body: JsonBody) -> Result<Response, A
 ///
 /// Key: `payout` kind, scope `conversions:write`, signing enabled.
 #[utoipa::path(post, path = "/v1/conversions", tag = "conversions",
-    params(schemas::RequiredIdempotencyHeader),
+    params(crate::api::RequiredIdempotencyHeader),
     request_body(content = schemas::ConversionQuoteRequest),
     responses(
-        (status = 202, description = "Planned: the rows and their batch.", body = schemas::ConversionRequestAnswer),
-        (status = 400, description = "`invalid_request`, `unknown_asset`, `idempotency_key_required`.", body = schemas::ErrorBody),
-        (status = 402, description = "`insufficient_funds`: the free treasury or the customers' balances lack the amount.", body = schemas::ErrorBody),
-        (status = 422, description = "`chain_not_enabled`, `conversion_unsupported_chain`, `conversion_test_mode`.", body = schemas::ErrorBody),
-        (status = 503, description = "`conversion_unavailable`: the DEX or its node cannot quote now.", body = schemas::ErrorBody),
+        (status = 202, description = "Planned: the rows and their batch.", body = views::ConversionRequestView),
+        (status = 400, description = "`invalid_request`, `unknown_asset`, `idempotency_key_required`.", body = crate::api::error::ErrorBody),
+        (status = 402, description = "`insufficient_funds`: the free treasury or the customers' balances lack the amount.", body = crate::api::error::ErrorBody),
+        (status = 422, description = "`chain_not_enabled`, `conversion_unsupported_chain`, `conversion_test_mode`.", body = crate::api::error::ErrorBody),
+        (status = 503, description = "`conversion_unavailable`: the DEX or its node cannot quote now.", body = crate::api::error::ErrorBody),
     ))]
 async fn create_conversion(
     a: Authed<CONVERT>,
@@ -192,7 +193,7 @@ async fn create_conversion(
 ///
 /// Key: `payout` kind, scope `conversions:read`.
 #[utoipa::path(get, path = "/v1/conversions", tag = "conversions",
-    params(schemas::PageParams,
+    params(crate::api::extract::PageParams,
         ("status" = Option<schemas::ConversionStatusIn>, Query, description = "Only rows in this status."),
         ("chain" = Option<String>, Query, description = "Only rows on this chain."),
         ("kind" = Option<schemas::ConversionKindIn>, Query, description = "Only `auto` or `manual` rows."),
@@ -213,17 +214,17 @@ async fn list_conversions(a: Authed<READ>, q: Params) -> Result<Response, ApiErr
         kind,
     };
     let rows = reads::conversions(&a.state.store, p, query, page.rows()?).await?;
-    Ok(rows.answer(|x| conversions::conversion_json(&a.state.registry, x)))
+    Ok(rows.answer(|x| Sorted(conversions::conversion_view(&a.state.registry, x))))
 }
 
 /// Read a conversion batch.
 ///
 /// Key: `payout` kind, scope `conversions:read`.
-#[utoipa::path(get, path = "/v1/conversions/batches/{id}", tag = "conversions", params(schemas::IdPath),
-    responses((status = 200, description = "The batch.", body = schemas::ConversionBatch)))]
+#[utoipa::path(get, path = "/v1/conversions/batches/{id}", tag = "conversions", params(PathId),
+    responses((status = 200, description = "The batch.", body = views::ConversionBatchView)))]
 async fn get_batch(a: Authed<READ>, id: ConversionBatchId) -> Result<Response, ApiError> {
     a.get_by_id::<ConversionBatch, _, _>(id, ConversionError::BatchNotFound, |x| {
-        conversions::batch_json(&a.state.registry, x)
+        Sorted(conversions::batch_view(&a.state.registry, x))
     })
     .await
 }
@@ -231,11 +232,11 @@ async fn get_batch(a: Authed<READ>, id: ConversionBatchId) -> Result<Response, A
 /// Read a conversion row.
 ///
 /// Key: `payout` kind, scope `conversions:read`.
-#[utoipa::path(get, path = "/v1/conversions/{id}", tag = "conversions", params(schemas::IdPath),
-    responses((status = 200, description = "The conversion.", body = schemas::Conversion)))]
+#[utoipa::path(get, path = "/v1/conversions/{id}", tag = "conversions", params(PathId),
+    responses((status = 200, description = "The conversion.", body = views::ConversionView)))]
 async fn get_conversion(a: Authed<READ>, id: ConversionId) -> Result<Response, ApiError> {
     a.get_by_id::<Conversion, _, _>(id, ConversionError::NotFound, |x| {
-        conversions::conversion_json(&a.state.registry, x)
+        Sorted(conversions::conversion_view(&a.state.registry, x))
     })
     .await
 }

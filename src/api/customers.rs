@@ -5,10 +5,10 @@ use axum::response::Response;
 
 use appliance_storage::records::{Customer, CustomerStatus, KeyKind};
 
-use crate::api::authed::{access_rules, Authed, Post};
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{JsonBody, Params};
-use crate::api::schemas;
+use crate::api::extract::{read_body, Fields, JsonBody, Params, ReadBody};
+use crate::api::schemas::{self, CustomerStatusIn, MetadataIn, MetadataPatchIn};
 use crate::api::{created_or_ok, json, PageAnswer};
 use crate::auth::Access;
 use crate::services::customers::{self, CustomerPatch, NewCustomer};
@@ -16,6 +16,8 @@ use crate::services::reads;
 use crate::services::types::CustomerId;
 use crate::state::AppState;
 use crate::views;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -30,23 +32,82 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_customer, patch_customer))
 }
 
+/// `POST /v1/customers`: every field optional; `{}` is accepted.
+#[derive(ToSchema)]
+#[schema(as = NewCustomer)]
+pub struct NewCustomerBody {
+    /// The merchant's own user id; re-posting an existing one answers 200 with that customer.
+    #[schema(max_length = 255)]
+    pub reference_id: Option<String>,
+    #[schema(max_length = 320)]
+    pub email: Option<String>,
+    #[schema(value_type = Option<MetadataIn>)]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+read_body!(NewCustomerBody {
+    reference_id: opt_bounded(255),
+    email: opt_bounded(320),
+    metadata: opt_object,
+});
+
+/// `PATCH /v1/customers/{id}`: only the fields present change; `null` clears `email` and
+/// `reference_id`; `metadata` is merged (a `null` value removes a key).
+#[derive(ToSchema)]
+#[schema(as = CustomerPatch)]
+pub struct CustomerPatchBody {
+    #[schema(value_type = Option<String>, max_length = 255)]
+    pub reference_id: Option<Option<String>>,
+    #[schema(value_type = Option<String>, max_length = 320)]
+    pub email: Option<Option<String>>,
+    #[schema(value_type = Option<MetadataPatchIn>)]
+    pub metadata: Option<Map<String, Value>>,
+    #[schema(value_type = Option<CustomerStatusIn>)]
+    pub status: Option<CustomerStatus>,
+}
+
+impl ReadBody for CustomerPatchBody {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        let status = f
+            .opt_str("status")?
+            .map(|s| {
+                CustomerStatus::parse(&s).ok_or_else(|| {
+                    ApiError::invalid("status", "status must be active or disabled.")
+                })
+            })
+            .transpose()?;
+        let email = f.opt_nullable("email", 320)?;
+        let reference_id = f.opt_nullable("reference_id", 255)?;
+        Ok(CustomerPatchBody {
+            reference_id,
+            email,
+            metadata: f.opt_object("metadata")?,
+            status,
+        })
+    }
+}
+
 /// Create a customer; an existing `reference_id` answers 200 with the existing customer
 /// (SPEC.md section 4, Customers).
 ///
 /// Key: `wallet` kind, scope `customers:write`.
 #[utoipa::path(post, path = "/v1/customers", tag = "customers",
-    params(schemas::IdempotencyHeader),
-    request_body(content = schemas::NewCustomer, description = "Every field optional; `{}` is accepted."),
+    params(crate::api::IdempotencyHeader),
+    request_body(content = NewCustomerBody, description = "Every field optional; `{}` is accepted."),
     responses(
         (status = 201, description = "Created.", body = crate::views::CustomerView),
         (status = 200, description = "A customer with this `reference_id` exists: that customer.", body = crate::views::CustomerView),
     ))]
 async fn create_customer(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
-    let f = &body.fields;
+    let NewCustomerBody {
+        reference_id,
+        email,
+        metadata,
+    } = body.read()?;
     let req = NewCustomer {
-        reference_id: f.opt_bounded("reference_id", 255)?,
-        email: f.opt_bounded("email", 320)?,
-        metadata: f.opt_object("metadata")?,
+        reference_id,
+        email,
+        metadata,
     };
     let s = a.scope();
     a.post(&key, "/v1/customers", &body, move |ctx| {
@@ -60,7 +121,7 @@ async fn create_customer(a: Authed<WRITE>, Post { key, body }: Post) -> Result<R
 ///
 /// Key: `wallet` kind, scope `customers:read`.
 #[utoipa::path(get, path = "/v1/customers", tag = "customers",
-    params(schemas::PageParams,
+    params(crate::api::extract::PageParams,
         ("reference_id" = Option<String>, Query, description = "Only the customer with this reference id."),
         ("status" = Option<schemas::CustomerStatusIn>, Query, description = "Only customers in this status."),
     ),
@@ -78,7 +139,7 @@ async fn list_customers(a: Authed<READ>, q: Params) -> Result<Response, ApiError
 /// Read a customer.
 ///
 /// Key: `wallet` kind, scope `customers:read`.
-#[utoipa::path(get, path = "/v1/customers/{id}", tag = "customers", params(schemas::IdPath),
+#[utoipa::path(get, path = "/v1/customers/{id}", tag = "customers", params(PathId),
     responses((status = 200, description = "The customer.", body = crate::views::CustomerView)))]
 async fn get_customer(a: Authed<READ>, id: CustomerId) -> Result<Response, ApiError> {
     let c = a.row::<Customer>(id, ApiError::not_found("customer"))?;
@@ -89,32 +150,24 @@ async fn get_customer(a: Authed<READ>, id: CustomerId) -> Result<Response, ApiEr
 /// `reference_id`, `status` (`active` | `disabled`).
 ///
 /// Key: `wallet` kind, scope `customers:write`.
-#[utoipa::path(patch, path = "/v1/customers/{id}", tag = "customers", params(schemas::IdPath),
-    request_body = schemas::CustomerPatch,
+#[utoipa::path(patch, path = "/v1/customers/{id}", tag = "customers", params(PathId),
+    request_body = CustomerPatchBody,
     responses((status = 200, description = "The updated customer.", body = crate::views::CustomerView)))]
 async fn patch_customer(
     a: Authed<WRITE>,
     id: CustomerId,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    let f = &body.fields;
-    let nullable = |name: &str, max: usize| -> Result<Option<Option<String>>, ApiError> {
-        if !f.has(name) {
-            return Ok(None);
-        }
-        Ok(Some(f.opt_bounded(name, max)?))
-    };
-    let status = match f.opt_str("status")? {
-        Some(s) => Some(
-            CustomerStatus::parse(&s)
-                .ok_or_else(|| ApiError::invalid("status", "status must be active or disabled."))?,
-        ),
-        None => None,
-    };
+    let CustomerPatchBody {
+        reference_id,
+        email,
+        metadata,
+        status,
+    } = body.read()?;
     let req = CustomerPatch {
-        email: nullable("email", 320)?,
-        reference_id: nullable("reference_id", 255)?,
-        metadata: f.opt_object("metadata")?,
+        email,
+        metadata,
+        reference_id,
         status,
     };
     let s = a.scope();

@@ -5,7 +5,7 @@ use chrono::DateTime;
 
 use appliance_storage::records::{DepositStatus, KeyKind};
 
-use crate::api::authed::{access_rules, Authed};
+use crate::api::authed::{access_rules, Authed, PathId};
 use crate::api::error::ApiError;
 use crate::api::extract::Params;
 use crate::api::schemas;
@@ -32,7 +32,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 ///
 /// Key: `wallet` kind, scope `deposits:read`.
 #[utoipa::path(get, path = "/v1/deposits", tag = "deposits",
-    params(schemas::PageParams,
+    params(crate::api::extract::PageParams,
         ("customer_id" = Option<uuid::Uuid>, Query, description = "Only this customer's deposits."),
         ("wallet_id" = Option<uuid::Uuid>, Query, description = "Only deposits to this wallet."),
         ("chain" = Option<String>, Query, description = "Only deposits on this chain."),
@@ -69,7 +69,7 @@ async fn list_deposits(a: Authed<READ>, q: Params) -> Result<Response, ApiError>
 /// Read a deposit.
 ///
 /// Key: `wallet` kind, scope `deposits:read`.
-#[utoipa::path(get, path = "/v1/deposits/{id}", tag = "deposits", params(schemas::IdPath),
+#[utoipa::path(get, path = "/v1/deposits/{id}", tag = "deposits", params(PathId),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn get_deposit(a: Authed<READ>, id: DepositId) -> Result<Response, ApiError> {
     match reads::deposit(&a.state.store, a.caller.project_id(), id)? {

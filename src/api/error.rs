@@ -11,13 +11,13 @@ use std::sync::Arc;
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
 use appliance_storage::{StoreError, WriteError};
 
 use crate::services::billing::BillingError;
 use crate::services::chains::ChainError;
 use crate::services::clock::ClockError;
+use crate::services::conversions::ConversionError;
 use crate::services::customers::CustomerError;
 use crate::services::deposits::DepositError;
 use crate::services::error::{Fault, Invalid};
@@ -31,6 +31,7 @@ use crate::services::test_transfers::TestTransferError;
 use crate::services::wallets::WalletError;
 use crate::services::webhook_deliveries::WebhookDeliveryError;
 use crate::services::webhook_endpoints::WebhookEndpointError;
+use crate::views::Sorted;
 
 tokio::task_local! {
     /// Id of the request being served (`req_` + ULID), for error bodies and logs.
@@ -249,288 +250,262 @@ impl From<Invalid> for ApiError {
     }
 }
 
-impl From<ChainError> for ApiError {
-    fn from(e: ChainError) -> Self {
-        let m = e.to_string();
-        match e {
-            ChainError::Unknown { param, .. } => {
-                ApiError::new(BAD_REQUEST, "invalid_request", m).param(param)
-            }
-            ChainError::NotEnabled { param, .. } => {
-                ApiError::new(UNPROCESSABLE, "chain_not_enabled", m).param(param)
-            }
-            ChainError::UnknownAsset { param, .. } => {
-                ApiError::new(BAD_REQUEST, "unknown_asset", m).param(param)
-            }
-            ChainError::DecimalsMismatch { .. } => {
-                ApiError::new(BAD_REQUEST, "decimals_mismatch", m).param("decimals")
+/// `From<$err> for ApiError` for each service error: `m` is the variant's `Display` (the
+/// client-facing message), taken before the match; the arms name the variants unqualified.
+macro_rules! from_service_errors {
+    ($($(#[$doc:meta])* $err:ident => |$m:ident| { $($arm:tt)* })*) => {$(
+        $(#[$doc])*
+        impl From<$err> for ApiError {
+            fn from(e: $err) -> Self {
+                use $err::*;
+                let $m = e.to_string();
+                match e { $($arm)* }
             }
         }
+    )*};
+}
+
+from_service_errors! {
+    ChainError => |m| {
+        Unknown { param, .. } => {
+            ApiError::new(BAD_REQUEST, "invalid_request", m).param(param)
+        }
+        NotEnabled { param, .. } => {
+            ApiError::new(UNPROCESSABLE, "chain_not_enabled", m).param(param)
+        }
+        UnknownAsset { param, .. } => {
+            ApiError::new(BAD_REQUEST, "unknown_asset", m).param(param)
+        }
+        DecimalsMismatch { .. } => {
+            ApiError::new(BAD_REQUEST, "decimals_mismatch", m).param("decimals")
+        }
+    }
+    PayoutError => |m| {
+        Chain(c) => c.into(),
+        Fault(f) => f.into(),
+        NotFound => ApiError::new(NOT_FOUND, "not_found", m),
+        CustomerNotFound => ApiError::new(NOT_FOUND, "not_found", m).param("customer_id"),
+        ChainUnavailable { .. } => {
+            ApiError::new(UNPROCESSABLE, "chain_unavailable", m).param("chain")
+        }
+        AssetPayoutsDisabled { .. } => {
+            ApiError::new(UNPROCESSABLE, "asset_payouts_disabled", m).param("asset")
+        }
+        InvalidAddress { .. } => {
+            ApiError::new(UNPROCESSABLE, "invalid_address", m).param("to_address")
+        }
+        SelfPayout => {
+            ApiError::new(UNPROCESSABLE, "self_payout_forbidden", m).param("to_address")
+        }
+        ReservedReference => ApiError::invalid("reference", m),
+        TooManyPending { .. } => {
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_pending_payouts", m)
+                .retry_after(60)
+        }
+        InsufficientFunds { .. } => {
+            ApiError::new(StatusCode::PAYMENT_REQUIRED, "insufficient_funds", m).param("amount")
+        }
+        NotPendingApproval { .. } => ApiError::new(CONFLICT, "invalid_state", m),
+        ApproverMustDiffer { .. } => {
+            ApiError::new(StatusCode::FORBIDDEN, "approver_must_differ", m)
+        }
+        NotCancelable { .. } => ApiError::new(CONFLICT, "payout_not_cancelable", m),
+    }
+    DepositError => |m| {
+        Chain(c) => c.into(),
+        Fault(f) => f.into(),
+        NotFound => ApiError::new(NOT_FOUND, "not_found", m),
+        CustomerNotFound => ApiError::new(NOT_FOUND, "not_found", m).param("customer_id"),
+        NoDepositAddress { .. } => {
+            ApiError::new(UNPROCESSABLE, "no_deposit_address", m).param("customer_id")
+        }
+        AmountTooLarge => ApiError::new(UNPROCESSABLE, "amount_too_large", m).param("amount"),
+        InvalidState { .. } => ApiError::new(CONFLICT, "invalid_state", m),
+    }
+    ConversionError => |m| {
+        Chain(c) => c.into(),
+        Fault(f) => f.into(),
+        Invalid(i) => i.into(),
+        NotFound | BatchNotFound => ApiError::new(NOT_FOUND, "not_found", m),
+        UnsupportedChain { .. } => {
+            ApiError::new(UNPROCESSABLE, "conversion_unsupported_chain", m).param("chain")
+        }
+        InvalidTarget { .. } => {
+            ApiError::new(BAD_REQUEST, "invalid_target", m).param("target_asset")
+        }
+        InvalidKeepAsset { .. } => {
+            ApiError::new(BAD_REQUEST, "invalid_keep_asset", m).param("keep_assets")
+        }
+        TestMode => ApiError::new(UNPROCESSABLE, "conversion_test_mode", m),
+        Unavailable { .. } => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "conversion_unavailable", m)
+                .retry_after(30)
+        }
+        InsufficientFunds { .. } => {
+            ApiError::new(StatusCode::PAYMENT_REQUIRED, "insufficient_funds", m).param("amount")
+        }
+    }
+    SweepError => |m| {
+        Chain(c) => c.into(),
+        Fault(f) => f.into(),
+        WalletNotFound => {
+            ApiError::new(NOT_FOUND, "not_found", m).param("wallet_id")
+        }
+    }
+    WalletError => |m| {
+        Chain(c) => c.into(),
+        Fault(f) => f.into(),
+        CustomerNotFound => ApiError::new(NOT_FOUND, "not_found", m).param("customer_id"),
+        AccountKindDisabled { .. } => not_issuing("account_kind_disabled", m),
+        NotLiveYet { .. } => not_issuing("chain_not_live_yet", m),
+        Unavailable { .. } => not_issuing("chain_unavailable", m),
+        Paused { .. } | DepositsDisabled { .. } | NoMasterKey => {
+            not_issuing("chain_deposits_disabled", m)
+        }
+        AssetDepositsDisabled { .. } => not_issuing("asset_deposits_disabled", m),
+        QuotaExceeded { retry_after_s, .. } => {
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "quota_exceeded", m)
+                .retry_after(retry_after_s)
+        }
+    }
+    InvoiceError => |m| {
+        Fault(f) => f.into(),
+        Billing(b) => b.into(),
+        Invalid(i) => i.into(),
+        Metadata(e) => e.into(),
+        Chain(c) => c.into(),
+        NotFound => ApiError::new(NOT_FOUND, "not_found", m),
+        UnsupportedCurrency => {
+            ApiError::new(StatusCode::BAD_REQUEST, "unsupported_currency", m)
+                .param("price_currency")
+        }
+        ChainUnavailable { .. } => {
+            ApiError::new(UNPROCESSABLE, "chain_unavailable", m).param("accepted_chains")
+        }
+        NoPaymentOptions => ApiError::new(UNPROCESSABLE, "no_payment_options", m),
+        NoMasterKey => ApiError::new(UNPROCESSABLE, "chain_deposits_disabled", m),
+        NotCancelable { .. } => ApiError::invalid_state(m),
+    }
+    TestTransferError => |m| {
+        Chain(c) => c.into(),
+        Invalid(i) => i.into(),
+        Fault(f) => f.into(),
+        UnknownAddress { .. } => {
+            ApiError::new(UNPROCESSABLE, "unknown_address", m).param("to_address")
+        }
+    }
+    ClockError => |m| {
+        Fault(f) => f.into(),
+        TooFar => ApiError::invalid("advance_seconds", m),
+    }
+    CustomerError => |m| {
+        Fault(f) => f.into(),
+        NotFound => ApiError::new(NOT_FOUND, "not_found", m),
+        ReferenceTaken => {
+            ApiError::new(CONFLICT, "reference_id_taken", m).param("reference_id")
+        }
+        Metadata(e) => e.into(),
+    }
+    KeyError => |m| {
+        Invalid(i) => i.into(),
+        Fault(f) => f.into(),
+        // DECISIONS.md section 16: SPEC.md's own 403 codes for the same facts.
+        WrongKind { .. } => {
+            ApiError::new(StatusCode::FORBIDDEN, "wrong_key_kind", m).param("kind")
+        }
+        MissingScope { .. } | ApproveNotGrantable { .. } => {
+            ApiError::new(StatusCode::FORBIDDEN, "scope_not_grantable", m).param("scopes")
+        }
+        SigningNotHeld => {
+            ApiError::new(StatusCode::FORBIDDEN, "signing_disabled", m).param("signing_enabled")
+        }
+        AllowlistWider => {
+            ApiError::new(StatusCode::FORBIDDEN, "ip_not_allowed", m).param("ip_allowlist")
+        }
+        LimitReached { .. } => {
+            ApiError::new(CONFLICT, "key_limit_reached", m).param("kind")
+        }
+        NotFound => ApiError::new(NOT_FOUND, "not_found", m),
+        NotRollable | Revoked => {
+            ApiError::new(CONFLICT, "invalid_state", m)
+        }
+    }
+    ProjectError => |m| {
+        Invalid(i) => i.into(),
+        Key(k) => k.into(),
+        Fault(f) => f.into(),
+        NameTaken { .. } => {
+            ApiError::new(CONFLICT, "name_taken", m).param("name")
+        }
+    }
+    /// SPEC.md section 7 for each refusal of the endpoint rules.
+    WebhookEndpointError => |m| {
+        NotFound => ApiError::not_found("webhook endpoint"),
+        LimitReached => {
+            ApiError::new(StatusCode::CONFLICT, "endpoint_limit_reached", m)
+        }
+        CannotPauseDisabled => ApiError::invalid_state(m),
+        Invalid(i) => i.into(),
+        Fault(f) => f.into(),
+    }
+    /// SPEC.md section 7 for each refusal of the delivery rules.
+    WebhookDeliveryError => |m| {
+        NotFound => ApiError::not_found("webhook delivery"),
+        EndpointNotFound { param } => {
+            let e = ApiError::not_found("webhook endpoint");
+            match param {
+                Some(p) => e.param(p),
+                None => e,
+            }
+        }
+        NotReplayable(_) | EndpointNotActive(_) => {
+            ApiError::invalid_state(m)
+        }
+        Fault(f) => f.into(),
+    }
+    BillingError => |m| {
+        UnknownPlan { .. } => {
+            ApiError::new(UNPROCESSABLE, "unknown_plan", m).param("plan")
+        }
+        NotSelfSelectable { .. } => {
+            ApiError::new(StatusCode::FORBIDDEN, "plan_not_self_selectable", m).param("plan")
+        }
+        PlanNotActive | BalanceNegative { .. } => {
+            ApiError::new(StatusCode::PAYMENT_REQUIRED, "plan_not_active", m)
+        }
+        NoMasterKey => ApiError::new(UNPROCESSABLE, "chain_deposits_disabled", m),
+        Fault(f) => f.into(),
     }
 }
 
-impl From<PayoutError> for ApiError {
-    fn from(e: PayoutError) -> Self {
-        use PayoutError::*;
-        let m = e.to_string();
-        match e {
-            Chain(c) => c.into(),
-            Fault(f) => f.into(),
-            NotFound => ApiError::new(NOT_FOUND, "not_found", m),
-            CustomerNotFound => ApiError::new(NOT_FOUND, "not_found", m).param("customer_id"),
-            ChainUnavailable { .. } => {
-                ApiError::new(UNPROCESSABLE, "chain_unavailable", m).param("chain")
-            }
-            AssetPayoutsDisabled { .. } => {
-                ApiError::new(UNPROCESSABLE, "asset_payouts_disabled", m).param("asset")
-            }
-            InvalidAddress { .. } => {
-                ApiError::new(UNPROCESSABLE, "invalid_address", m).param("to_address")
-            }
-            SelfPayout => {
-                ApiError::new(UNPROCESSABLE, "self_payout_forbidden", m).param("to_address")
-            }
-            ReservedReference => ApiError::invalid("reference", m),
-            TooManyPending { .. } => {
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_pending_payouts", m)
-                    .retry_after(60)
-            }
-            InsufficientFunds { .. } => {
-                ApiError::new(StatusCode::PAYMENT_REQUIRED, "insufficient_funds", m).param("amount")
-            }
-            NotPendingApproval { .. } => ApiError::new(CONFLICT, "invalid_state", m),
-            ApproverMustDiffer { .. } => {
-                ApiError::new(StatusCode::FORBIDDEN, "approver_must_differ", m)
-            }
-            NotCancelable { .. } => ApiError::new(CONFLICT, "payout_not_cancelable", m),
-        }
-    }
+/// 422 for a chain that issues no new address now (`param: chain`).
+fn not_issuing(code: &'static str, m: String) -> ApiError {
+    ApiError::new(UNPROCESSABLE, code, m).param("chain")
 }
 
-impl From<DepositError> for ApiError {
-    fn from(e: DepositError) -> Self {
-        use DepositError::*;
-        let m = e.to_string();
-        match e {
-            Chain(c) => c.into(),
-            Fault(f) => f.into(),
-            NotFound => ApiError::new(NOT_FOUND, "not_found", m),
-            CustomerNotFound => ApiError::new(NOT_FOUND, "not_found", m).param("customer_id"),
-            NoDepositAddress { .. } => {
-                ApiError::new(UNPROCESSABLE, "no_deposit_address", m).param("customer_id")
-            }
-            AmountTooLarge => ApiError::new(UNPROCESSABLE, "amount_too_large", m).param("amount"),
-            InvalidState { .. } => ApiError::new(CONFLICT, "invalid_state", m),
-        }
-    }
-}
-
-impl From<crate::services::conversions::ConversionError> for ApiError {
-    fn from(e: crate::services::conversions::ConversionError) -> Self {
-        use crate::services::conversions::ConversionError::*;
-        let m = e.to_string();
-        match e {
-            Chain(c) => c.into(),
-            Fault(f) => f.into(),
-            Invalid(i) => i.into(),
-            NotFound | BatchNotFound => ApiError::new(NOT_FOUND, "not_found", m),
-            UnsupportedChain { .. } => {
-                ApiError::new(UNPROCESSABLE, "conversion_unsupported_chain", m).param("chain")
-            }
-            InvalidTarget { .. } => {
-                ApiError::new(BAD_REQUEST, "invalid_target", m).param("target_asset")
-            }
-            InvalidKeepAsset { .. } => {
-                ApiError::new(BAD_REQUEST, "invalid_keep_asset", m).param("keep_assets")
-            }
-            TestMode => ApiError::new(UNPROCESSABLE, "conversion_test_mode", m),
-            Unavailable { .. } => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "conversion_unavailable", m)
-                    .retry_after(30)
-            }
-            InsufficientFunds { .. } => {
-                ApiError::new(StatusCode::PAYMENT_REQUIRED, "insufficient_funds", m).param("amount")
-            }
-        }
-    }
-}
-
-impl From<SweepError> for ApiError {
-    fn from(e: SweepError) -> Self {
-        let m = e.to_string();
-        match e {
-            SweepError::Chain(c) => c.into(),
-            SweepError::Fault(f) => f.into(),
-            SweepError::WalletNotFound => {
-                ApiError::new(NOT_FOUND, "not_found", m).param("wallet_id")
-            }
-        }
-    }
-}
-
-impl From<WalletError> for ApiError {
-    fn from(e: WalletError) -> Self {
-        use WalletError::*;
-        let m = e.to_string();
-        let off = |code| ApiError::new(UNPROCESSABLE, code, m.clone()).param("chain");
-        match e {
-            Chain(c) => c.into(),
-            Fault(f) => f.into(),
-            CustomerNotFound => ApiError::new(NOT_FOUND, "not_found", m).param("customer_id"),
-            AccountKindDisabled { .. } => off("account_kind_disabled"),
-            NotLiveYet { .. } => off("chain_not_live_yet"),
-            Unavailable { .. } => off("chain_unavailable"),
-            Paused { .. } | DepositsDisabled { .. } | NoMasterKey => off("chain_deposits_disabled"),
-            AssetDepositsDisabled { .. } => off("asset_deposits_disabled"),
-            QuotaExceeded { retry_after_s, .. } => {
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "quota_exceeded", m)
-                    .retry_after(retry_after_s)
-            }
-        }
-    }
-}
-
-impl From<InvoiceError> for ApiError {
-    fn from(e: InvoiceError) -> Self {
-        use InvoiceError::*;
-        let m = e.to_string();
-        match e {
-            Fault(f) => f.into(),
-            Billing(b) => b.into(),
-            Invalid(i) => i.into(),
-            Metadata(e) => e.into(),
-            Chain(c) => c.into(),
-            NotFound => ApiError::new(NOT_FOUND, "not_found", m),
-            UnsupportedCurrency => {
-                ApiError::new(StatusCode::BAD_REQUEST, "unsupported_currency", m)
-                    .param("price_currency")
-            }
-            ChainUnavailable { .. } => {
-                ApiError::new(UNPROCESSABLE, "chain_unavailable", m).param("accepted_chains")
-            }
-            NoPaymentOptions => ApiError::new(UNPROCESSABLE, "no_payment_options", m),
-            NoMasterKey => ApiError::new(UNPROCESSABLE, "chain_deposits_disabled", m),
-            NotCancelable { .. } => ApiError::invalid_state(m),
-        }
-    }
-}
-
-impl From<TestTransferError> for ApiError {
-    fn from(e: TestTransferError) -> Self {
-        let m = e.to_string();
-        match e {
-            TestTransferError::Chain(c) => c.into(),
-            TestTransferError::Invalid(i) => i.into(),
-            TestTransferError::Fault(f) => f.into(),
-            TestTransferError::UnknownAddress { .. } => {
-                ApiError::new(UNPROCESSABLE, "unknown_address", m).param("to_address")
-            }
-        }
-    }
-}
-
-impl From<ClockError> for ApiError {
-    fn from(e: ClockError) -> Self {
-        match e {
-            ClockError::Fault(f) => f.into(),
-            ClockError::TooFar => ApiError::invalid("advance_seconds", e.to_string()),
-        }
-    }
-}
-
-impl From<CustomerError> for ApiError {
-    fn from(e: CustomerError) -> Self {
-        let m = e.to_string();
-        match e {
-            CustomerError::Fault(f) => f.into(),
-            CustomerError::NotFound => ApiError::new(NOT_FOUND, "not_found", m),
-            CustomerError::ReferenceTaken => {
-                ApiError::new(CONFLICT, "reference_id_taken", m).param("reference_id")
-            }
-            CustomerError::Metadata(e) => e.into(),
-        }
-    }
-}
-
-impl From<KeyError> for ApiError {
-    fn from(e: KeyError) -> Self {
-        let m = e.to_string();
-        match e {
-            KeyError::Invalid(i) => i.into(),
-            KeyError::Fault(f) => f.into(),
-            // DECISIONS.md section 16: SPEC.md's own 403 codes for the same facts.
-            KeyError::WrongKind { .. } => {
-                ApiError::new(StatusCode::FORBIDDEN, "wrong_key_kind", m).param("kind")
-            }
-            KeyError::MissingScope { .. } | KeyError::ApproveNotGrantable { .. } => {
-                ApiError::new(StatusCode::FORBIDDEN, "scope_not_grantable", m).param("scopes")
-            }
-            KeyError::SigningNotHeld => {
-                ApiError::new(StatusCode::FORBIDDEN, "signing_disabled", m).param("signing_enabled")
-            }
-            KeyError::AllowlistWider => {
-                ApiError::new(StatusCode::FORBIDDEN, "ip_not_allowed", m).param("ip_allowlist")
-            }
-            KeyError::LimitReached { .. } => {
-                ApiError::new(CONFLICT, "key_limit_reached", m).param("kind")
-            }
-            KeyError::NotFound => ApiError::new(NOT_FOUND, "not_found", m),
-            KeyError::NotRollable | KeyError::Revoked => {
-                ApiError::new(CONFLICT, "invalid_state", m)
-            }
-        }
-    }
-}
-
-impl From<ProjectError> for ApiError {
-    fn from(e: ProjectError) -> Self {
-        let m = e.to_string();
-        match e {
-            ProjectError::Invalid(i) => i.into(),
-            ProjectError::Key(k) => k.into(),
-            ProjectError::Fault(f) => f.into(),
-            ProjectError::NameTaken { .. } => {
-                ApiError::new(CONFLICT, "name_taken", m).param("name")
-            }
-        }
-    }
-}
-
-/// SPEC.md section 7 for each refusal of the endpoint rules.
-impl From<WebhookEndpointError> for ApiError {
-    fn from(e: WebhookEndpointError) -> Self {
-        let message = e.to_string();
-        match e {
-            WebhookEndpointError::NotFound => ApiError::not_found("webhook endpoint"),
-            WebhookEndpointError::LimitReached => {
-                ApiError::new(StatusCode::CONFLICT, "endpoint_limit_reached", message)
-            }
-            WebhookEndpointError::CannotPauseDisabled => ApiError::invalid_state(message),
-            WebhookEndpointError::Invalid(i) => i.into(),
-            WebhookEndpointError::Fault(f) => f.into(),
-        }
-    }
-}
-
-/// SPEC.md section 7 for each refusal of the delivery rules.
-impl From<WebhookDeliveryError> for ApiError {
-    fn from(e: WebhookDeliveryError) -> Self {
-        let message = e.to_string();
-        match e {
-            WebhookDeliveryError::NotFound => ApiError::not_found("webhook delivery"),
-            WebhookDeliveryError::EndpointNotFound { param } => {
-                let e = ApiError::not_found("webhook endpoint");
-                match param {
-                    Some(p) => e.param(p),
-                    None => e,
-                }
-            }
-            WebhookDeliveryError::NotReplayable(_) | WebhookDeliveryError::EndpointNotActive(_) => {
-                ApiError::invalid_state(message)
-            }
-            WebhookDeliveryError::Fault(f) => f.into(),
-        }
-    }
+/// The error envelope of every failure (SPEC.md section 7). Clients branch on `code`; new
+/// codes can appear.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorBody<'a> {
+    /// Repeats `code`.
+    pub error: &'a str,
+    /// Machine-readable reason, e.g. `invalid_request`, `invalid_api_key`, `wrong_key_kind`,
+    /// `missing_scope`, `signing_disabled`, `test_mode_only`, `not_found`,
+    /// `insufficient_funds`, `decimals_mismatch`, `idempotency_key_required`,
+    /// `idempotency_key_reuse`, `idempotency_in_progress`, `rate_limited`, `internal_error`.
+    pub code: &'a str,
+    /// `invalid_request_error` (400, 402, 404, 422), `authentication_error` (401, 403),
+    /// `idempotency_error` (409), `rate_limit_error` (429), `api_error` (5xx).
+    #[serde(rename = "type")]
+    pub kind: &'a str,
+    /// Human-readable explanation; not for branching.
+    pub message: &'a str,
+    /// The request field, query parameter or header at fault, when one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub param: Option<&'a str>,
+    /// `req_` + ULID, also sent as the `Request-Id` header.
+    pub request_id: String,
 }
 
 /// The current request id, or a fresh one outside a request.
@@ -545,40 +520,19 @@ impl IntoResponse for ApiError {
         if self.status.is_client_error() {
             tracing::debug!(code = self.code, message = %self.message, "request refused");
         }
-        let mut body = json!({
-            "error": self.code,
-            "code": self.code,
-            "type": self.error_type(),
-            "message": self.message,
-            "request_id": request_id(),
-        });
-        if let Some(p) = &self.param {
-            body["param"] = json!(p);
-        }
-        let mut resp = (self.status, axum::Json(body)).into_response();
+        let body = ErrorBody {
+            error: self.code,
+            code: self.code,
+            kind: self.error_type(),
+            message: &self.message,
+            param: self.param.as_deref(),
+            request_id: request_id(),
+        };
+        let mut resp = (self.status, axum::Json(Sorted(body))).into_response();
         if let Some(s) = self.retry_after_s {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
         resp
-    }
-}
-
-impl From<BillingError> for ApiError {
-    fn from(e: BillingError) -> Self {
-        let m = e.to_string();
-        match e {
-            BillingError::UnknownPlan { .. } => {
-                ApiError::new(UNPROCESSABLE, "unknown_plan", m).param("plan")
-            }
-            BillingError::NotSelfSelectable { .. } => {
-                ApiError::new(StatusCode::FORBIDDEN, "plan_not_self_selectable", m).param("plan")
-            }
-            BillingError::PlanNotActive | BillingError::BalanceNegative { .. } => {
-                ApiError::new(StatusCode::PAYMENT_REQUIRED, "plan_not_active", m)
-            }
-            BillingError::NoMasterKey => ApiError::new(UNPROCESSABLE, "chain_deposits_disabled", m),
-            BillingError::Fault(f) => f.into(),
-        }
     }
 }

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use crate::api::error::ApiError;
 use crate::api::idempotency::Fingerprint;
 use crate::auth::{parse_token, Caller};
-use crate::services::types::{Amount, AssetSymbol, ChainId};
+use crate::services::types::{Amount, AssetSymbol, ChainId, Id};
 use crate::state::AppState;
 
 /// The time a key's expiry is judged at: real time, or for a key that expires (a rolled
@@ -252,6 +252,37 @@ impl FromRequest<AppState> for JsonBody {
 /// Typed readers over a JSON object; every failure names its field in `param`.
 pub struct Fields(pub Map<String, Value>);
 
+/// A request body read from its [`Fields`] (each reader's rules, messages and `param`) into
+/// the struct that also describes the body in the OpenAPI document (`ToSchema`).
+pub trait ReadBody: Sized {
+    fn read(f: &Fields) -> Result<Self, ApiError>;
+}
+
+/// `impl ReadBody` for a body whose fields are each read by one [`Fields`] reader under the
+/// field's own name, in declaration order: `field: reader`, `field: reader(args)` (the
+/// reader's arguments after the name), with `or default` for an optional field's default.
+macro_rules! read_body {
+    ($ty:ident { $($field:ident: $reader:ident $(($($arg:expr),*))? $(or $default:expr)?),* $(,)? }) => {
+        impl $crate::api::extract::ReadBody for $ty {
+            fn read(
+                f: &$crate::api::extract::Fields,
+            ) -> Result<Self, $crate::api::error::ApiError> {
+                Ok($ty {
+                    $($field: f.$reader(stringify!($field) $($(, $arg)*)?)? $(.unwrap_or($default))?,)*
+                })
+            }
+        }
+    };
+}
+pub(crate) use read_body;
+
+impl JsonBody {
+    /// The body as the request struct `T`.
+    pub fn read<T: ReadBody>(&self) -> Result<T, ApiError> {
+        T::read(&self.fields)
+    }
+}
+
 impl Fields {
     fn present(&self, name: &str) -> Option<&Value> {
         self.0.get(name).filter(|v| !v.is_null())
@@ -283,6 +314,15 @@ impl Fields {
             ));
         }
         Ok(v)
+    }
+
+    /// A string a patch may set, clear or leave: `None` when absent, `Some(None)` for null,
+    /// else a string of at most `max` characters.
+    pub fn opt_nullable(&self, name: &str, max: usize) -> Result<Option<Option<String>>, ApiError> {
+        if !self.has(name) {
+            return Ok(None);
+        }
+        Ok(Some(self.opt_bounded(name, max)?))
     }
 
     pub fn opt_bool(&self, name: &str) -> Result<Option<bool>, ApiError> {
@@ -323,9 +363,33 @@ impl Fields {
         self.opt_u64(name)?.ok_or_else(|| missing(name))
     }
 
+    /// A whole number in `range`: required without a `default`; outside the range, 400 with
+    /// `message`.
+    pub fn u64_within(
+        &self,
+        name: &str,
+        default: Option<u64>,
+        range: std::ops::RangeInclusive<u64>,
+        message: &str,
+    ) -> Result<u64, ApiError> {
+        let v = match default {
+            Some(d) => self.opt_u64(name)?.unwrap_or(d),
+            None => self.req_u64(name)?,
+        };
+        if !range.contains(&v) {
+            return Err(ApiError::invalid(name, message));
+        }
+        Ok(v)
+    }
+
     pub fn req_uuid(&self, name: &str) -> Result<Uuid, ApiError> {
         let s = self.req_str(name)?;
         Uuid::parse_str(&s).map_err(|_| ApiError::invalid(name, format!("{name} must be a UUID.")))
+    }
+
+    /// A required resource id, typed (`WalletId`, `CustomerId`, ...): a UUID string.
+    pub fn req_id<R>(&self, name: &str) -> Result<Id<R>, ApiError> {
+        self.req_uuid(name).map(Id::from)
     }
 
     pub fn opt_uuid(&self, name: &str) -> Result<Option<Uuid>, ApiError> {
@@ -601,6 +665,18 @@ impl<'a, T: serde::Serialize> ListPage<'a, T> {
             object: "list",
         }
     }
+}
+
+/// Cursor pagination of a list (SPEC.md section 8): newest first.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageParams {
+    /// Page size, 1-100 (default 25).
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<u32>,
+    /// The previous page's `next_cursor` (empty: the first page).
+    #[param(pattern = "^([A-Za-z0-9_-]{21}[AQgw])?$")]
+    pub cursor: Option<String>,
 }
 
 /// A list answer: `{object:list, data, has_more, next_cursor}`.

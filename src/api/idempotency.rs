@@ -20,6 +20,35 @@ pub const MAX_IDEMPOTENCY_KEY: usize = 255;
 /// scope and body checks.
 pub struct IdempotencyKey(Result<Option<String>, ApiError>);
 
+/// The optional `Idempotency-Key` header of a creating `POST` (SPEC.md section 4): a retry
+/// with the same key and body replays the first answer; another body is 409
+/// `idempotency_key_reuse`. Kept 24 hours.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct IdempotencyHeader {
+    #[param(
+        rename = "Idempotency-Key",
+        required = false,
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[!-~]([ -~]{0,253}[!-~])?$"
+    )]
+    pub idempotency_key: String,
+}
+
+/// The REQUIRED `Idempotency-Key` header (payouts): missing is 400 `idempotency_key_required`.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct RequiredIdempotencyHeader {
+    #[param(
+        rename = "Idempotency-Key",
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[!-~]([ -~]{0,253}[!-~])?$"
+    )]
+    pub idempotency_key: String,
+}
+
 impl IdempotencyKey {
     /// Parses the header value, if any.
     pub fn parse(v: Option<&axum::http::HeaderValue>) -> Self {

@@ -6,7 +6,7 @@ use axum::response::Response;
 
 use appliance_storage::records::{Invoice, InvoiceStatus, KeyKind, OverpaymentPolicy};
 
-use crate::api::authed::{access_rules, Authed, Post};
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::{JsonBody, Params};
 use crate::api::schemas;
@@ -94,13 +94,13 @@ fn redirect(
 ///
 /// Key: `checkout` kind, scope `invoices:write`.
 #[utoipa::path(post, path = "/v1/invoices", tag = "invoices",
-    params(schemas::IdempotencyHeader),
+    params(crate::api::IdempotencyHeader),
     request_body(content = schemas::NewInvoice),
     responses(
         (status = 201, description = "Created.", body = crate::views::InvoiceView),
         (status = 200, description = "An invoice with this `reference_id` exists: the first one.", body = crate::views::InvoiceView),
-        (status = 400, description = "`invalid_request`, `unsupported_currency`, `unknown_asset` (named in `param`).", body = schemas::ErrorBody),
-        (status = 422, description = "`chain_not_enabled`, `chain_unavailable` (`param: accepted_chains`), `no_payment_options`.", body = schemas::ErrorBody),
+        (status = 400, description = "`invalid_request`, `unsupported_currency`, `unknown_asset` (named in `param`).", body = crate::api::error::ErrorBody),
+        (status = 422, description = "`chain_not_enabled`, `chain_unavailable` (`param: accepted_chains`), `no_payment_options`.", body = crate::api::error::ErrorBody),
     ))]
 async fn create_invoice(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     let f = &body.fields;
@@ -156,7 +156,7 @@ async fn create_invoice(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Re
 ///
 /// Key: `checkout` kind, scope `invoices:read`.
 #[utoipa::path(get, path = "/v1/invoices", tag = "invoices",
-    params(schemas::PageParams,
+    params(crate::api::extract::PageParams,
         ("status" = Option<schemas::InvoiceStatusIn>, Query, description = "Only invoices in this status."),
     ),
     responses((status = 200, description = "A page of invoices (list items).", body = schemas::InvoiceList)))]
@@ -171,7 +171,7 @@ async fn list_invoices(a: Authed<READ>, q: Params) -> Result<Response, ApiError>
 /// `GET /v1/invoices/{id}` — read an invoice (full form).
 ///
 /// Key: `checkout` kind, scope `invoices:read`.
-#[utoipa::path(get, path = "/v1/invoices/{id}", tag = "invoices", params(schemas::IdPath),
+#[utoipa::path(get, path = "/v1/invoices/{id}", tag = "invoices", params(PathId),
     responses((status = 200, description = "The invoice.", body = crate::views::InvoiceView)))]
 async fn get_invoice(a: Authed<READ>, id: InvoiceId) -> Result<Response, ApiError> {
     let inv = a.row::<Invoice>(id, ApiError::not_found("invoice"))?;
@@ -187,10 +187,10 @@ async fn get_invoice(a: Authed<READ>, id: InvoiceId) -> Result<Response, ApiErro
 /// section 4, Invoices rule 5).
 ///
 /// Key: `checkout` kind, scope `invoices:write`.
-#[utoipa::path(post, path = "/v1/invoices/{id}/cancel", tag = "invoices", params(schemas::IdPath),
+#[utoipa::path(post, path = "/v1/invoices/{id}/cancel", tag = "invoices", params(PathId),
     responses(
         (status = 200, description = "The canceled invoice.", body = crate::views::InvoiceView),
-        (status = 409, description = "`invalid_state`: not open, or money was received.", body = schemas::ErrorBody),
+        (status = 409, description = "`invalid_state`: not open, or money was received.", body = crate::api::error::ErrorBody),
     ))]
 async fn cancel_invoice(a: Authed<WRITE>, id: InvoiceId) -> Result<Response, ApiError> {
     let s = a.scope();

@@ -190,7 +190,7 @@ fn entry_json(e: &PriceEntry) -> Value {
     params(PriceParams),
     responses(
         (status = 200, description = "The price list.", body = PriceList),
-        (status = 400, description = "`invalid_request` (`param: symbols`).", body = crate::api::schemas::ErrorBody),
+        (status = 400, description = "`invalid_request` (`param: symbols`).", body = crate::api::error::ErrorBody),
         (status = 503, description = "`market_not_configured`: no price source in live mode.", body = PriceListUnconfigured),
     ))]
 async fn prices(
@@ -261,7 +261,7 @@ async fn status(State(state): State<AppState>, _public: Public) -> Result<Respon
     request_body(content = NewTestPrice),
     responses(
         (status = 200, description = "The price as set.", body = TestPrice),
-        (status = 400, description = "`unknown_asset` (`param: symbol`), `invalid_request` for a stablecoin (`param: symbol`) or a `usd` that is not a decimal above zero (`param: usd`).", body = crate::api::schemas::ErrorBody),
+        (status = 400, description = "`unknown_asset` (`param: symbol`), `invalid_request` for a stablecoin (`param: symbol`) or a `usd` that is not a decimal above zero (`param: usd`).", body = crate::api::error::ErrorBody),
     ))]
 async fn set_test_price(
     Authed { state, .. }: Authed<TestMode>,

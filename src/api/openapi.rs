@@ -68,7 +68,7 @@ a version (SPEC.md section 9). A resource of another project answers 404, never 
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
     components(schemas(
-        schemas::ErrorBody, schemas::Event, schemas::BalanceSource, schemas::DepositStatusIn,
+        crate::api::error::ErrorBody, schemas::Event, schemas::BalanceSource, schemas::DepositStatusIn,
         schemas::SweepStatusIn, schemas::PayoutStatusIn, schemas::DeliveryStatusIn,
         schemas::EventOrder, schemas::IncludeRevoked, schemas::CustomerStatusIn,
         schemas::ConversionStatusIn, schemas::ConversionKindIn,

@@ -5,7 +5,7 @@ use axum::response::Response;
 
 use appliance_storage::records::{KeyKind, Payout, PayoutStatus};
 
-use crate::api::authed::{access_rules, Authed, Post};
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::Params;
 use crate::api::schemas;
@@ -42,14 +42,14 @@ pub fn router() -> OpenApiRouter<AppState> {
 ///
 /// Key: `payout` kind, scope `payouts:create`, signing enabled for the service, project and key.
 #[utoipa::path(post, path = "/v1/payouts", tag = "payouts",
-    params(schemas::RequiredIdempotencyHeader),
+    params(crate::api::RequiredIdempotencyHeader),
     request_body(content = schemas::NewPayout),
     responses(
         (status = 202, description = "Accepted (not sent).", body = crate::views::PayoutView),
-        (status = 400, description = "`invalid_request`, `decimals_mismatch` (both values reported), `unknown_asset`, `idempotency_key_required`.", body = schemas::ErrorBody),
-        (status = 402, description = "`insufficient_funds`: available is below amount plus fee.", body = schemas::ErrorBody),
-        (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = schemas::ErrorBody),
-        (status = 422, description = "`chain_not_enabled`, `chain_unavailable`, `asset_payouts_disabled`, `invalid_address`, `self_payout_forbidden`.", body = schemas::ErrorBody),
+        (status = 400, description = "`invalid_request`, `decimals_mismatch` (both values reported), `unknown_asset`, `idempotency_key_required`.", body = crate::api::error::ErrorBody),
+        (status = 402, description = "`insufficient_funds`: available is below amount plus fee.", body = crate::api::error::ErrorBody),
+        (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = crate::api::error::ErrorBody),
+        (status = 422, description = "`chain_not_enabled`, `chain_unavailable`, `asset_payouts_disabled`, `invalid_address`, `self_payout_forbidden`.", body = crate::api::error::ErrorBody),
     ))]
 async fn create_payout(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     // SPEC.md section 4, Payouts rule 2: a payout must be retryable without paying twice.
@@ -94,7 +94,7 @@ async fn create_payout(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Re
 ///
 /// Key: `payout` or `wallet` kind, scope `payouts:read`.
 #[utoipa::path(get, path = "/v1/payouts", tag = "payouts",
-    params(schemas::PageParams,
+    params(crate::api::extract::PageParams,
         ("customer_id" = Option<uuid::Uuid>, Query, description = "Only this customer's payouts."),
         ("chain" = Option<String>, Query, description = "Only payouts on this chain."),
         ("status" = Option<schemas::PayoutStatusIn>, Query, description = "Only payouts in this status."),
@@ -121,7 +121,7 @@ async fn list_payouts(a: Authed<READ>, q: Params) -> Result<Response, ApiError> 
 /// Read a payout.
 ///
 /// Key: `payout` or `wallet` kind, scope `payouts:read`.
-#[utoipa::path(get, path = "/v1/payouts/{id}", tag = "payouts", params(schemas::IdPath),
+#[utoipa::path(get, path = "/v1/payouts/{id}", tag = "payouts", params(PathId),
     responses((status = 200, description = "The payout.", body = crate::views::PayoutView)))]
 async fn get_payout(a: Authed<READ>, id: PayoutId) -> Result<Response, ApiError> {
     let x = a.row::<Payout>(id, ApiError::not_found("payout"))?;
@@ -135,7 +135,7 @@ async fn get_payout(a: Authed<READ>, id: PayoutId) -> Result<Response, ApiError>
 /// `available`. Later: 409 `payout_not_cancelable`.
 ///
 /// Key: `payout` kind, scope `payouts:create`.
-#[utoipa::path(post, path = "/v1/payouts/{id}/cancel", tag = "payouts", params(schemas::IdPath),
+#[utoipa::path(post, path = "/v1/payouts/{id}/cancel", tag = "payouts", params(PathId),
     responses((status = 200, description = "The canceled payout.", body = crate::views::PayoutView)))]
 async fn cancel_payout(a: Authed<CANCEL>, id: PayoutId) -> Result<Response, ApiError> {
     transition(a, move |ctx, s| payouts::cancel(ctx, s, id)).await
@@ -158,7 +158,7 @@ async fn transition<R>(
 /// (403 `approver_must_differ`); 409 `invalid_state` otherwise.
 ///
 /// Key: `payout` kind, scope `payouts:approve`.
-#[utoipa::path(post, path = "/v1/payouts/{id}/approve", tag = "payouts", params(schemas::IdPath),
+#[utoipa::path(post, path = "/v1/payouts/{id}/approve", tag = "payouts", params(PathId),
     responses((status = 200, description = "The approved payout.", body = crate::views::PayoutView)))]
 async fn approve_payout(a: Authed<APPROVE>, id: PayoutId) -> Result<Response, ApiError> {
     let key_id = ApiKeyId::of(&a.caller.key);
@@ -169,7 +169,7 @@ async fn approve_payout(a: Authed<APPROVE>, id: PayoutId) -> Result<Response, Ap
 /// funds return to `available`.
 ///
 /// Key: `payout` kind, scope `payouts:approve`.
-#[utoipa::path(post, path = "/v1/payouts/{id}/reject", tag = "payouts", params(schemas::IdPath),
+#[utoipa::path(post, path = "/v1/payouts/{id}/reject", tag = "payouts", params(PathId),
     responses((status = 200, description = "The rejected payout.", body = crate::views::PayoutView)))]
 async fn reject_payout(a: Authed<APPROVE>, id: PayoutId) -> Result<Response, ApiError> {
     let key_id = ApiKeyId::of(&a.caller.key);

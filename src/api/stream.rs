@@ -5,7 +5,10 @@ use std::convert::Infallible;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
 use tokio::sync::mpsc;
+use utoipa::openapi::{RefOr, Schema};
+use utoipa::{PartialSchema, ToSchema};
 
 use crate::api::authed::{access_rules, Authed};
 use crate::api::error::ApiError;
@@ -41,7 +44,7 @@ fn sse_frame(f: stream::Frame) -> SseEvent {
 /// Any key kind; scope `events:read`.
 #[utoipa::path(get, path = "/v1/events/stream", tag = "events",
     params(("Last-Event-ID" = Option<String>, Header, pattern = "^[0-9]{1,19}$", description = "Resume after this frame id (a `sequence`).")),
-    responses((status = 200, description = "`text/event-stream`: `ready` once with `{cursor}`, then `event` frames `{id, type, created, livemode, scope, data}` (SSE id = sequence), `ping` every 25 s.", content_type = "text/event-stream", body = crate::api::schemas::StreamFrame)))]
+    responses((status = 200, description = "`text/event-stream`: `ready` once with `{cursor}`, then `event` frames `{id, type, created, livemode, scope, data}` (SSE id = sequence), `ping` every 25 s.", content_type = "text/event-stream", body = StreamFrame)))]
 async fn stream_events(a: Authed<READ>, headers: HeaderMap) -> Result<Response, ApiError> {
     let last_id = match headers.get("last-event-id") {
         None => None,
@@ -97,3 +100,62 @@ async fn stream_events(a: Authed<READ>, headers: HeaderMap) -> Result<Response, 
         .insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(resp)
 }
+
+/// An event id: `evt_` + ULID.
+pub const EVENT_ID: &str = "^evt_[0-9A-HJKMNP-TV-Z]{26}$";
+
+/// One frame of `GET /v1/events/stream` (`text/event-stream`, DECISIONS.md section 7): the
+/// SSE fields `event` (the frame's kind), `id` (the event's `sequence`, for
+/// `Last-Event-ID`) and `data` (one line of JSON), by kind.
+pub struct StreamFrame;
+
+impl PartialSchema for StreamFrame {
+    fn schema() -> RefOr<Schema> {
+        let frame = |event: &str, id: bool, data: Value, what: &str| {
+            let mut props = json!({
+                "event": {"type": "string", "enum": [event]},
+                "data": data,
+            });
+            let mut required = vec!["event", "data"];
+            if id {
+                props["id"] = json!({"type": "string", "pattern": "^[0-9]{1,19}$", "description": "The event's `sequence`."});
+                required.push("id");
+            }
+            json!({"type": "object", "title": event, "description": what, "properties": props, "required": required})
+        };
+        let ts = json!({"type": "string", "format": "date-time"});
+        RefOr::T(serde_json::from_value(json!({
+            "description": "A frame of the event stream: `ready` once, then `event` and `billing` frames as they happen, `ping` every 25 s. New frame kinds and fields can appear.",
+            "oneOf": [
+                frame("ready", false, json!({
+                    "type": "object",
+                    "properties": {
+                        "cursor": {"type": "integer", "minimum": 0, "description": "The newest sequence when the stream opened."},
+                        "replay_truncated": {"type": "boolean", "description": "`Last-Event-ID` asked for more than the 10 minutes kept."},
+                    },
+                    "required": ["cursor", "replay_truncated"],
+                }), "The first frame."),
+                frame("event", true, json!({
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string", "pattern": EVENT_ID},
+                        "type": {"type": "string", "description": "The event type, e.g. `deposit.confirmed`; new types can appear."},
+                        "created": ts,
+                        "livemode": {"type": "boolean"},
+                        "scope": {"type": "string", "description": "`account`."},
+                        "data": {"type": "object", "description": "The resource as its REST read returns it."},
+                    },
+                    "required": ["id", "type", "created", "livemode", "scope", "data"],
+                }), "An event of the project."),
+                frame("billing", true, json!({"type": "object", "description": "A line of the operational balance's journal."}), "A billing line."),
+                frame("ping", false, json!({
+                    "type": "object",
+                    "properties": {"time": ts},
+                    "required": ["time"],
+                }), "Keeps the connection open."),
+            ],
+        }))
+        .expect("a valid schema"))
+    }
+}
+impl ToSchema for StreamFrame {}

@@ -3,14 +3,13 @@
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::json;
 
 use appliance_storage::records::{Deposit, KeyKind, Mode};
 
-use crate::api::authed::{Authed, Post, Rule};
+use crate::api::authed::{Authed, PathId, Post, Rule};
 use crate::api::error::ApiError;
-use crate::api::extract::JsonBody;
-use crate::api::schemas;
+use crate::api::extract::{read_body, JsonBody};
+use crate::api::schemas::{self, EvmChainIn};
 use crate::api::{json as json_response, raw_json, run_idempotent, Begin, Idem, RecordKey};
 use crate::auth::{Access, Caller};
 use crate::services::deposits::{self, TestDeposit};
@@ -18,8 +17,9 @@ use crate::services::sim_chain::{self, SimHandle};
 use crate::services::types::{CustomerId, DepositId};
 use crate::services::Scope;
 use crate::state::AppState;
-use crate::views;
+use crate::views::{self, Sorted};
 use std::sync::Arc;
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -78,13 +78,13 @@ impl Authed<TestMode> {
 ///
 /// Key: test-mode `wallet` kind (else 403 `test_mode_only`), scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/deposits", tag = "test",
-    params(schemas::IdempotencyHeader),
+    params(crate::api::IdempotencyHeader),
     request_body(content = schemas::NewTestDeposit),
     responses(
         (status = 201, description = "The deposit.", body = crate::views::DepositView),
-        (status = 400, description = "`invalid_request`, `decimals_mismatch`, `unknown_asset`.", body = schemas::ErrorBody),
-        (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = schemas::ErrorBody),
-        (status = 422, description = "No deposit address on that chain, or refused by the chain.", body = schemas::ErrorBody),
+        (status = 400, description = "`invalid_request`, `decimals_mismatch`, `unknown_asset`.", body = crate::api::error::ErrorBody),
+        (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = crate::api::error::ErrorBody),
+        (status = 422, description = "No deposit address on that chain, or refused by the chain.", body = crate::api::error::ErrorBody),
     ))]
 async fn create_test_deposit(
     a: Authed<TestMode>,
@@ -258,7 +258,7 @@ async fn transition(
 /// `invalid_state` from another status.
 ///
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
-#[utoipa::path(post, path = "/v1/test/deposits/{id}/confirm", tag = "test", params(schemas::IdPath),
+#[utoipa::path(post, path = "/v1/test/deposits/{id}/confirm", tag = "test", params(PathId),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn confirm_test_deposit(a: Authed<TestMode>, id: DepositId) -> Result<Response, ApiError> {
     transition(a, id, deposits::confirm).await
@@ -267,7 +267,7 @@ async fn confirm_test_deposit(a: Authed<TestMode>, id: DepositId) -> Result<Resp
 /// `detected` -> `failed` (`deposit.failed`); 409 `invalid_state` from another status.
 ///
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
-#[utoipa::path(post, path = "/v1/test/deposits/{id}/fail", tag = "test", params(schemas::IdPath),
+#[utoipa::path(post, path = "/v1/test/deposits/{id}/fail", tag = "test", params(PathId),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn fail_test_deposit(a: Authed<TestMode>, id: DepositId) -> Result<Response, ApiError> {
     transition(a, id, deposits::fail).await
@@ -277,7 +277,7 @@ async fn fail_test_deposit(a: Authed<TestMode>, id: DepositId) -> Result<Respons
 /// `invalid_state` from another status.
 ///
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
-#[utoipa::path(post, path = "/v1/test/deposits/{id}/orphan", tag = "test", params(schemas::IdPath),
+#[utoipa::path(post, path = "/v1/test/deposits/{id}/orphan", tag = "test", params(PathId),
     responses((status = 200, description = "The deposit.", body = crate::views::DepositView)))]
 async fn orphan_test_deposit(a: Authed<TestMode>, id: DepositId) -> Result<Response, ApiError> {
     transition(a, id, deposits::orphan).await
@@ -304,23 +304,74 @@ fn sim_chain_ids(state: &AppState, chain: Option<&str>) -> Result<Vec<&'static s
     }
 }
 
+/// `POST /v1/test/blocks`.
+#[derive(ToSchema)]
+pub struct MineBlocks {
+    /// Blocks to mine (default 1).
+    #[schema(value_type = Option<u64>, minimum = 1, maximum = 10000)]
+    pub count: u64,
+    /// One simulated chain (default: every one).
+    #[schema(value_type = Option<EvmChainIn>)]
+    pub chain: Option<String>,
+}
+
+read_body!(MineBlocks {
+    count: u64_within(
+        Some(1),
+        1..=sim_chain::MAX_BLOCKS,
+        &format!("count must be from 1 to {}.", sim_chain::MAX_BLOCKS)
+    ),
+    chain: opt_str,
+});
+
+/// `POST /v1/test/reorg`.
+#[derive(ToSchema)]
+pub struct ReorgRequest {
+    /// A simulated EVM chain of the project.
+    #[schema(value_type = EvmChainIn)]
+    pub chain: String,
+    /// Blocks replaced (1 to the blocks the chain holds: its height, or fewer once it
+    /// pruned older blocks; at most 1000).
+    #[schema(minimum = 1, maximum = 1000)]
+    pub depth: u64,
+    /// Drop the removed transactions (default true, as Anvil does); false returns them to the
+    /// mempool.
+    #[schema(value_type = Option<bool>)]
+    pub drop: bool,
+}
+
+read_body!(ReorgRequest {
+    chain: req_str,
+    depth: req_u64,
+    drop: opt_bool or true,
+});
+
+/// `POST /v1/test/drop_tx`.
+#[derive(ToSchema)]
+pub struct DropTxRequest {
+    /// A simulated EVM chain of the project.
+    #[schema(value_type = EvmChainIn)]
+    pub chain: String,
+    /// A pending transaction's hash.
+    #[schema(pattern = "^0x[0-9a-fA-F]{64}$")]
+    pub tx_hash: String,
+}
+
+read_body!(DropTxRequest {
+    chain: req_str,
+    tx_hash: req_str,
+});
+
 /// `POST /v1/test/blocks` — mine `count` (1-10,000, default 1) blocks on the project's
 /// simulated `chain` (default: every EVM chain of the project), and advance sweeps and
 /// payouts accordingly. Answers the project's chain heights.
 ///
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/blocks", tag = "test",
-    request_body = schemas::MineBlocks,
-    responses((status = 200, description = "Heights after mining.", body = schemas::TestBlocks)))]
+    request_body = MineBlocks,
+    responses((status = 200, description = "Heights after mining.", body = views::TestBlocksView)))]
 async fn mine_blocks(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
-    let count = body.fields.opt_u64("count")?.unwrap_or(1);
-    if !(1..=sim_chain::MAX_BLOCKS).contains(&count) {
-        return Err(ApiError::invalid(
-            "count",
-            format!("count must be from 1 to {}.", sim_chain::MAX_BLOCKS),
-        ));
-    }
-    let chain = body.fields.opt_str("chain")?;
+    let MineBlocks { count, chain } = body.read()?;
     let ids = sim_chain_ids(&a.state, chain.as_deref())?;
     let mut heights = std::collections::BTreeMap::new();
     for id in ids {
@@ -330,7 +381,11 @@ async fn mine_blocks(a: Authed<TestMode>, body: JsonBody) -> Result<Response, Ap
     }
     Ok(json_response(
         StatusCode::OK,
-        &json!({"object": "test_blocks", "mined": count, "heights": heights}),
+        &Sorted(views::TestBlocksView {
+            object: "test_blocks",
+            mined: count,
+            heights,
+        }),
     ))
 }
 
@@ -342,16 +397,13 @@ async fn mine_blocks(a: Authed<TestMode>, body: JsonBody) -> Result<Response, Ap
 ///
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/reorg", tag = "test",
-    request_body = schemas::ReorgRequest,
+    request_body = ReorgRequest,
     responses(
-        (status = 200, description = "The reorg.", body = schemas::TestReorg),
-        (status = 400, description = "`invalid_request` (`param`: `chain` or `depth`).", body = schemas::ErrorBody),
+        (status = 200, description = "The reorg.", body = views::TestReorgView),
+        (status = 400, description = "`invalid_request` (`param`: `chain` or `depth`).", body = crate::api::error::ErrorBody),
     ))]
 async fn reorg(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
-    let f = &body.fields;
-    let chain = f.req_str("chain")?;
-    let depth = f.req_u64("depth")?;
-    let drop = f.opt_bool("drop")?.unwrap_or(true);
+    let ReorgRequest { chain, depth, drop } = body.read()?;
     let id = sim_chain_ids(&a.state, Some(&chain))?[0];
     if !(1..=sim_chain::MAX_REORG_DEPTH).contains(&depth) {
         return Err(ApiError::invalid(
@@ -365,8 +417,13 @@ async fn reorg(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError
         .await?;
     Ok(json_response(
         StatusCode::OK,
-        &json!({"object": "test_reorg", "chain": id, "depth": depth, "drop": drop,
-                "height": height}),
+        &Sorted(views::TestReorgView {
+            object: "test_reorg",
+            chain: id,
+            depth,
+            drop,
+            height,
+        }),
     ))
 }
 
@@ -377,16 +434,17 @@ async fn reorg(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError
 ///
 /// Key: test-mode `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/drop_tx", tag = "test",
-    request_body = schemas::DropTxRequest,
+    request_body = DropTxRequest,
     responses(
-        (status = 200, description = "The dropped transaction.", body = schemas::TestDroppedTx),
-        (status = 400, description = "`invalid_request` (`param`: `chain` or `tx_hash`).", body = schemas::ErrorBody),
-        (status = 404, description = "`not_found`: not pending on that chain (`param`: `tx_hash`).", body = schemas::ErrorBody),
+        (status = 200, description = "The dropped transaction.", body = views::TestDroppedTxView),
+        (status = 400, description = "`invalid_request` (`param`: `chain` or `tx_hash`).", body = crate::api::error::ErrorBody),
+        (status = 404, description = "`not_found`: not pending on that chain (`param`: `tx_hash`).", body = crate::api::error::ErrorBody),
     ))]
 async fn drop_tx(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
-    let f = &body.fields;
-    let chain = f.req_str("chain")?;
-    let raw = f.req_str("tx_hash")?;
+    let DropTxRequest {
+        chain,
+        tx_hash: raw,
+    } = body.read()?;
     let id = sim_chain_ids(&a.state, Some(&chain))?[0];
     let hash = sim_chain::parse_tx_hash(&raw).ok_or_else(|| {
         ApiError::invalid("tx_hash", "tx_hash must be 0x followed by 64 hex digits.")
@@ -397,6 +455,10 @@ async fn drop_tx(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiErr
     }
     Ok(json_response(
         StatusCode::OK,
-        &json!({"object": "test_dropped_tx", "chain": id, "tx_hash": format!("{hash:#x}")}),
+        &Sorted(views::TestDroppedTxView {
+            object: "test_dropped_tx",
+            chain: id,
+            tx_hash: format!("{hash:#x}"),
+        }),
     ))
 }

@@ -4,13 +4,12 @@
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::json;
 
 use appliance_storage::records::AddressOwner;
 
 use crate::api::authed::{Authed, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::JsonBody;
+use crate::api::extract::{read_body, JsonBody};
 use crate::api::schemas;
 use crate::api::test_mode::TestMode;
 use crate::api::{commit, json as json_response, Begin};
@@ -18,6 +17,7 @@ use crate::services::test_transfers::{self, NewTestTransfer};
 use crate::services::{clock, invoices, sim_chain};
 use crate::state::AppState;
 use crate::views;
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -38,12 +38,12 @@ pub fn router() -> OpenApiRouter<AppState> {
 ///
 /// Key: test-mode `wallet` kind (else 403 `test_mode_only`), scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/transfers", tag = "test",
-    params(schemas::IdempotencyHeader),
+    params(crate::api::IdempotencyHeader),
     request_body(content = schemas::NewTestTransfer),
     responses(
-        (status = 201, description = "The transfer, mined.", body = schemas::TestTransfer),
-        (status = 400, description = "`invalid_request`, `decimals_mismatch`, `unknown_asset` (named in `param`).", body = schemas::ErrorBody),
-        (status = 422, description = "`unknown_address` (`param: to_address`), `chain_not_enabled`.", body = schemas::ErrorBody),
+        (status = 201, description = "The transfer, mined.", body = views::TestTransferView),
+        (status = 400, description = "`invalid_request`, `decimals_mismatch`, `unknown_asset` (named in `param`).", body = crate::api::error::ErrorBody),
+        (status = 422, description = "`unknown_address` (`param: to_address`), `chain_not_enabled`.", body = crate::api::error::ErrorBody),
     ))]
 async fn create_test_transfer(
     a: Authed<TestMode>,
@@ -96,18 +96,18 @@ async fn create_test_transfer(
                 AddressOwner::Invoice(i) => ("invoice", i),
                 AddressOwner::Funding(p) => ("funding", p),
             };
-            let v = json!({
-                "object": "test_transfer",
-                "chain": req.chain.as_str(),
-                "asset": req.asset.as_str(),
-                "amount": req.amount.get().to_string(),
-                "tx_hash": planned.tx_hash,
-                "from_address": planned.from_address,
-                "to_address": planned.to_address,
-                "block_number": planned.block_number,
-                "owner": owner,
-                "owner_id": owner_id,
-                "confirm": req.confirm,
+            let v = views::to_value(&views::TestTransferView {
+                object: "test_transfer",
+                chain: req.chain.as_str(),
+                asset: req.asset.as_str(),
+                amount: req.amount.get().to_string(),
+                tx_hash: &planned.tx_hash,
+                from_address: &planned.from_address,
+                to_address: &planned.to_address,
+                block_number: planned.block_number,
+                owner,
+                owner_id,
+                confirm: req.confirm,
             });
             Ok((StatusCode::CREATED, v, planned))
         })
@@ -143,6 +143,25 @@ async fn create_test_transfer(
     Ok(resp)
 }
 
+/// `POST /v1/test/clock`.
+#[derive(ToSchema)]
+pub struct AdvanceClock {
+    /// Seconds to move the test project's clock forward, 1 to 31,622,400.
+    #[schema(minimum = 1, maximum = 31622400)]
+    pub advance_seconds: u64,
+}
+
+read_body!(AdvanceClock {
+    advance_seconds: u64_within(
+        None,
+        1..=clock::MAX_ADVANCE_S,
+        &format!(
+            "advance_seconds must be from 1 to {}.",
+            clock::MAX_ADVANCE_S
+        )
+    ),
+});
+
 /// `POST /v1/test/clock` — `{advance_seconds}` (1 to 31,622,400): moves the test project's
 /// clock forward (invoice expiry, underpaid windows; at most 10 years ahead in all) and
 /// expires what became due at once (the expiry worker does the rest within a second).
@@ -150,22 +169,15 @@ async fn create_test_transfer(
 ///
 /// Key: test-mode `wallet` kind (else 403 `test_mode_only`), scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/clock", tag = "test",
-    request_body(content = schemas::AdvanceClock),
+    request_body(content = AdvanceClock),
     responses(
-        (status = 200, description = "The project's clock after the move.", body = schemas::TestClock),
-        (status = 400, description = "`invalid_request` (`param: advance_seconds`).", body = schemas::ErrorBody),
+        (status = 200, description = "The project's clock after the move.", body = views::TestClockView),
+        (status = 400, description = "`invalid_request` (`param: advance_seconds`).", body = crate::api::error::ErrorBody),
     ))]
 async fn advance_clock(a: Authed<TestMode>, body: JsonBody) -> Result<Response, ApiError> {
-    let secs = body.fields.req_u64("advance_seconds")?;
-    if !(1..=clock::MAX_ADVANCE_S).contains(&secs) {
-        return Err(ApiError::invalid(
-            "advance_seconds",
-            format!(
-                "advance_seconds must be from 1 to {}.",
-                clock::MAX_ADVANCE_S
-            ),
-        ));
-    }
+    let AdvanceClock {
+        advance_seconds: secs,
+    } = body.read()?;
     let s = a.scope();
     let now = a
         .state
@@ -179,6 +191,9 @@ async fn advance_clock(a: Authed<TestMode>, body: JsonBody) -> Result<Response, 
         .await?;
     Ok(json_response(
         StatusCode::OK,
-        &json!({"object": "test_clock", "now": views::ts(now)}),
+        &views::Sorted(views::TestClockView {
+            object: "test_clock",
+            now: views::ts(now),
+        }),
     ))
 }

@@ -5,17 +5,18 @@ use axum::response::Response;
 
 use appliance_storage::records::{KeyKind, Wallet};
 
-use crate::api::authed::{access_rules, Authed, Post};
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::Params;
-use crate::api::schemas;
+use crate::api::extract::{read_body, Params};
+use crate::api::schemas::{self, ChainIdIn};
 use crate::api::{created_or_ok, json, PageAnswer};
 use crate::auth::Access;
 use crate::services::reads;
-use crate::services::types::{CustomerId, WalletId};
+use crate::services::types::{ChainId, CustomerId, WalletId};
 use crate::services::wallets;
 use crate::state::AppState;
 use crate::views;
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -30,23 +31,36 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_wallet))
 }
 
+/// `POST /v1/wallets`.
+#[derive(ToSchema)]
+pub struct NewWallet {
+    #[schema(value_type = Uuid)]
+    pub customer_id: CustomerId,
+    #[schema(value_type = ChainIdIn)]
+    pub chain: ChainId,
+}
+
+read_body!(NewWallet {
+    customer_id: req_id,
+    chain: req_chain,
+});
+
 /// The customer's deposit address on a chain: 201 when new, 200 with the existing wallet on
 /// repeat (SPEC.md section 4, Wallets). A NEW address on a chain that is not issuing is 422
 /// (`account_kind_disabled`, `chain_not_live_yet`, `chain_deposits_disabled`).
 ///
 /// Key: `wallet` kind, scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/wallets", tag = "wallets",
-    params(schemas::IdempotencyHeader),
-    request_body = schemas::NewWallet,
+    params(crate::api::IdempotencyHeader),
+    request_body = NewWallet,
     responses(
         (status = 201, description = "A new address.", body = crate::views::WalletView),
         (status = 200, description = "The customer's existing address on that chain.", body = crate::views::WalletView),
-        (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = schemas::ErrorBody),
-        (status = 422, description = "No new address on this chain now: `account_kind_disabled`, `chain_not_live_yet`, `chain_deposits_disabled`, `chain_unavailable`, `chain_not_enabled`.", body = schemas::ErrorBody),
+        (status = 404, description = "`not_found`: no such customer (`param: customer_id`).", body = crate::api::error::ErrorBody),
+        (status = 422, description = "No new address on this chain now: `account_kind_disabled`, `chain_not_live_yet`, `chain_deposits_disabled`, `chain_unavailable`, `chain_not_enabled`.", body = crate::api::error::ErrorBody),
     ))]
 async fn create_wallet(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
-    let customer_id = CustomerId::from(body.fields.req_uuid("customer_id")?);
-    let chain = body.fields.req_chain("chain")?;
+    let NewWallet { customer_id, chain } = body.read()?;
     let s = a.scope();
     // Derived here, not on the store writer (used only if the wallet is new).
     let address = wallets::new_address(&s, customer_id);
@@ -61,7 +75,7 @@ async fn create_wallet(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Res
 ///
 /// Key: `wallet` kind, scope `wallets:read`.
 #[utoipa::path(get, path = "/v1/wallets", tag = "wallets",
-    params(schemas::PageParams,
+    params(crate::api::extract::PageParams,
         ("customer_id" = Option<uuid::Uuid>, Query, description = "Only this customer's wallets."),
         ("chain" = Option<String>, Query, description = "Only wallets on this chain."),
     ),
@@ -78,7 +92,7 @@ async fn list_wallets(a: Authed<READ>, q: Params) -> Result<Response, ApiError> 
 /// Read a wallet.
 ///
 /// Key: `wallet` kind, scope `wallets:read`.
-#[utoipa::path(get, path = "/v1/wallets/{id}", tag = "wallets", params(schemas::IdPath),
+#[utoipa::path(get, path = "/v1/wallets/{id}", tag = "wallets", params(PathId),
     responses((status = 200, description = "The wallet.", body = crate::views::WalletView)))]
 async fn get_wallet(a: Authed<READ>, id: WalletId) -> Result<Response, ApiError> {
     let w = a.row::<Wallet>(id, ApiError::not_found("wallet"))?;

@@ -48,7 +48,7 @@ fn delivery_id(s: &str) -> Result<WebhookDeliveryId, ApiError> {
 ///
 /// Any key kind; scope `webhooks:read`.
 #[utoipa::path(get, path = "/v1/webhook_deliveries", tag = "webhooks",
-    params(schemas::PageParams,
+    params(crate::api::extract::PageParams,
         ("endpoint_id" = Option<uuid::Uuid>, Query, description = "Only deliveries to this endpoint."),
         ("event_id" = Option<String>, Query, description = "Only deliveries of this event (`evt_...`)."),
         ("status" = Option<schemas::DeliveryStatusIn>, Query, description = "Only deliveries in this status."),
@@ -117,7 +117,7 @@ async fn replay_delivery(a: Authed<REPLAY>, Path(id): Path<String>) -> Result<Re
     request_body(content = schemas::BulkReplay),
     responses(
         (status = 200, description = "The new deliveries.", body = schemas::ReplayedList),
-        (status = 404, description = "`not_found`: no such endpoint (`param: endpoint_id`).", body = schemas::ErrorBody),
+        (status = 404, description = "`not_found`: no such endpoint (`param: endpoint_id`).", body = crate::api::error::ErrorBody),
     ))]
 async fn bulk_replay(a: Authed<REPLAY>, body: JsonBody) -> Result<Response, ApiError> {
     let f = &body.fields;

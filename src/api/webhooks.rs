@@ -2,14 +2,14 @@
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use appliance_storage::records::{DeliveryMode, WebhookEndpoint};
 
-use crate::api::authed::{access_rules, Authed, Post};
+use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{Fields, JsonBody};
-use crate::api::schemas;
+use crate::api::extract::{read_body, Fields, JsonBody, ReadBody};
+use crate::api::schemas::{DeliveryModeIn, EndpointStatusIn, WebhookUrlIn};
 use crate::api::{commit, json, Begin};
 use crate::auth::{Access, ANY_KIND};
 use crate::services::reads;
@@ -20,8 +20,12 @@ use crate::services::webhook_endpoints::{
 };
 use crate::services::EVENT_CATALOG;
 use crate::state::AppState;
-use crate::views::{delivery_ref, endpoint_json};
+use crate::views::{
+    delivery_ref, endpoint_json, endpoint_view, to_value, DeletedEndpointView, EndpointList,
+    EndpointWithSecret, OptTs, Sorted, WebhookTestView,
+};
 use crate::webhooks::{dispatcher, guard, Poke};
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -73,13 +77,79 @@ fn delivery_mode(f: &Fields) -> Result<Option<DeliveryMode>, ApiError> {
         .transpose()
 }
 
+/// `POST /v1/webhooks`.
+#[derive(ToSchema)]
+pub struct NewWebhookEndpoint {
+    /// https, port 443 or 8443, no credentials, resolving to public addresses only.
+    #[schema(value_type = WebhookUrlIn)]
+    pub url: String,
+    #[schema(max_length = 255)]
+    pub description: Option<String>,
+    /// Empty or omitted: every event type, including types added later.
+    #[schema(value_type = Option<Vec<String>>)]
+    pub event_types: Vec<String>,
+    #[schema(value_type = Option<DeliveryModeIn>)]
+    pub delivery_mode: DeliveryMode,
+}
+
+impl ReadBody for NewWebhookEndpoint {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        Ok(NewWebhookEndpoint {
+            url: f.req_str("url")?,
+            description: f.opt_bounded("description", 255)?,
+            event_types: event_types(f)?.unwrap_or_default(),
+            delivery_mode: delivery_mode(f)?.unwrap_or(DeliveryMode::Unordered),
+        })
+    }
+}
+
+// `description` is `Some(None)` when the body clears it with null; the URL is checked by the
+// handler (the guard resolves it).
+/// `PATCH /v1/webhooks/{id}`.
+#[derive(ToSchema)]
+pub struct WebhookEndpointPatch {
+    /// `active` also re-enables a disabled endpoint and resets `consecutive_failures`.
+    #[schema(value_type = Option<EndpointStatusIn>)]
+    pub status: Option<RequestedStatus>,
+    #[schema(value_type = Option<WebhookUrlIn>)]
+    pub url: Option<String>,
+    #[schema(value_type = Option<String>, max_length = 255)]
+    pub description: Option<Option<String>>,
+    pub event_types: Option<Vec<String>>,
+    #[schema(value_type = Option<DeliveryModeIn>)]
+    pub delivery_mode: Option<DeliveryMode>,
+}
+
+impl ReadBody for WebhookEndpointPatch {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        let status = f
+            .opt_str("status")?
+            .map(|s| {
+                RequestedStatus::parse(&s)
+                    .ok_or_else(|| ApiError::invalid("status", "status must be active or paused."))
+            })
+            .transpose()?;
+        let description = f.opt_nullable("description", 255)?;
+        let event_types = event_types(f)?;
+        let delivery_mode = delivery_mode(f)?;
+        Ok(WebhookEndpointPatch {
+            status,
+            url: f.opt_str("url")?,
+            description,
+            event_types,
+            delivery_mode,
+        })
+    }
+}
+
 /// The endpoint with its secret (in clear) and overlap end (creation and rotation answers
 /// only; an idempotent replay answers it with `secret` null, DECISIONS.md section 16).
 fn with_secret(ep: &WebhookEndpoint, secret: &str, now: i64) -> Value {
-    let mut v = endpoint_json(ep, now);
-    v["secret"] = json!(secret);
-    v["overlap_until"] = v["secret_overlap_until"].clone();
-    v
+    to_value(&EndpointWithSecret {
+        endpoint: endpoint_view(ep, now),
+        secret,
+        overlap_until: OptTs(ep.overlap_until(now)),
+    })
 }
 
 /// Every webhook endpoint of the project, newest first (never paginated), and
@@ -87,19 +157,18 @@ fn with_secret(ep: &WebhookEndpoint, secret: &str, now: i64) -> Value {
 ///
 /// Any key kind; scope `webhooks:read`.
 #[utoipa::path(get, path = "/v1/webhooks", tag = "webhooks",
-    responses((status = 200, description = "The endpoints and the event catalogue.", body = schemas::WebhookEndpointList)))]
+    responses((status = 200, description = "The endpoints and the event catalogue.", body = EndpointList)))]
 async fn list_webhooks(a: Authed<READ>) -> Result<Response, ApiError> {
     let eps = reads::webhook_endpoints(&a.state.store, a.caller.project_id()).await?;
     let now = appliance_storage::now_us();
-    let data: Vec<Value> = eps.iter().map(|e| endpoint_json(e, now)).collect();
     Ok(json(
         StatusCode::OK,
-        &json!({
-            "object": "list",
-            "data": data,
-            "has_more": false,
-            "next_cursor": null,
-            "event_catalog": EVENT_CATALOG,
+        &Sorted(EndpointList {
+            object: "list",
+            data: eps.iter().map(|e| endpoint_view(e, now)).collect(),
+            has_more: false,
+            next_cursor: None,
+            event_catalog: EVENT_CATALOG,
         }),
     ))
 }
@@ -110,15 +179,16 @@ async fn list_webhooks(a: Authed<READ>) -> Result<Response, ApiError> {
 ///
 /// Any key kind; scope `webhooks:write`.
 #[utoipa::path(post, path = "/v1/webhooks", tag = "webhooks",
-    params(schemas::IdempotencyHeader),
-    request_body(content = schemas::NewWebhookEndpoint),
-    responses((status = 201, description = "The endpoint with its secret.", body = schemas::WebhookEndpointWithSecret)))]
+    params(crate::api::IdempotencyHeader),
+    request_body(content = NewWebhookEndpoint),
+    responses((status = 201, description = "The endpoint with its secret.", body = EndpointWithSecret)))]
 async fn create_webhook(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Response, ApiError> {
-    let f = &body.fields;
-    let raw_url = f.req_str("url")?;
-    let description = f.opt_bounded("description", 255)?;
-    let event_types = event_types(f)?.unwrap_or_default();
-    let delivery_mode = delivery_mode(f)?.unwrap_or(DeliveryMode::Unordered);
+    let NewWebhookEndpoint {
+        url: raw_url,
+        description,
+        event_types,
+        delivery_mode,
+    } = body.read()?;
     let idem = match a.begin(&key, "/v1/webhooks", &body).await? {
         Begin::Replay(r) => return Ok(r),
         Begin::Fresh(i) => i,
@@ -147,7 +217,7 @@ async fn create_webhook(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Re
 /// Read a webhook endpoint.
 ///
 /// Any key kind; scope `webhooks:read`.
-#[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
+#[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "webhooks", params(PathId),
     responses((status = 200, description = "The endpoint.", body = crate::views::EndpointView)))]
 async fn get_webhook(a: Authed<READ>, id: WebhookEndpointId) -> Result<Response, ApiError> {
     a.get_by_id::<WebhookEndpoint, _, _>(id, WebhookEndpointError::NotFound, |ep| {
@@ -160,35 +230,29 @@ async fn get_webhook(a: Authed<READ>, id: WebhookEndpointId) -> Result<Response,
 /// resets `consecutive_failures`), `url`, `description`, `event_types`, `delivery_mode`.
 ///
 /// Any key kind; scope `webhooks:write`.
-#[utoipa::path(patch, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
-    request_body = schemas::WebhookEndpointPatch,
+#[utoipa::path(patch, path = "/v1/webhooks/{id}", tag = "webhooks", params(PathId),
+    request_body = WebhookEndpointPatch,
     responses((status = 200, description = "The endpoint.", body = crate::views::EndpointView)))]
 async fn patch_webhook(
     a: Authed<WRITE>,
     id: WebhookEndpointId,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    let f = &body.fields;
-    let status = f
-        .opt_str("status")?
-        .map(|s| {
-            RequestedStatus::parse(&s)
-                .ok_or_else(|| ApiError::invalid("status", "status must be active or paused."))
-        })
-        .transpose()?;
-    let description = if f.has("description") {
-        Some(f.opt_bounded("description", 255)?)
-    } else {
-        None
-    };
+    let WebhookEndpointPatch {
+        status,
+        url,
+        description,
+        event_types,
+        delivery_mode,
+    } = body.read()?;
     let mut req = EndpointPatch {
         url: None,
         description,
-        event_types: event_types(f)?,
-        delivery_mode: delivery_mode(f)?,
+        event_types,
+        delivery_mode,
         status,
     };
-    if let Some(u) = f.opt_str("url")? {
+    if let Some(u) = url {
         req.url = Some(checked_url(&a.state, &u).await?);
     }
     let p = a.caller.project_id();
@@ -207,8 +271,8 @@ async fn patch_webhook(
 /// Remove an endpoint and all its deliveries; events stay.
 ///
 /// Any key kind; scope `webhooks:write`.
-#[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", params(schemas::IdPath),
-    responses((status = 200, description = "`{deleted: true, id}`.", body = schemas::DeletedEndpoint)))]
+#[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", params(PathId),
+    responses((status = 200, description = "`{deleted: true, id}`.", body = DeletedEndpointView)))]
 async fn delete_webhook(a: Authed<WRITE>, id: WebhookEndpointId) -> Result<Response, ApiError> {
     let p = a.caller.project_id();
     let (resp, more) = a
@@ -216,7 +280,11 @@ async fn delete_webhook(a: Authed<WRITE>, id: WebhookEndpointId) -> Result<Respo
             let more = endpoints::delete(ctx, p, id)?;
             Ok((
                 StatusCode::OK,
-                json!({ "id": id, "object": "webhook_endpoint", "deleted": true }),
+                to_value(&DeletedEndpointView {
+                    id: id.uuid(),
+                    object: "webhook_endpoint",
+                    deleted: true,
+                }),
                 more,
             ))
         })
@@ -227,27 +295,36 @@ async fn delete_webhook(a: Authed<WRITE>, id: WebhookEndpointId) -> Result<Respo
     Ok(resp)
 }
 
+/// `POST /v1/webhooks/{id}/rotate_secret`.
+#[derive(ToSchema)]
+pub struct RotateSecret {
+    /// Hours the old secret keeps signing (default 24; 0 for a leaked secret).
+    #[schema(value_type = Option<u64>, minimum = 0, maximum = 168)]
+    pub overlap_hours: u64,
+}
+
+read_body!(RotateSecret {
+    overlap_hours: u64_within(
+        Some(DEFAULT_OVERLAP_HOURS),
+        0..=MAX_OVERLAP_HOURS,
+        &format!("overlap_hours must be 0 to {MAX_OVERLAP_HOURS}.")
+    ),
+});
+
 /// A new signing secret; the old one also signs until `overlap_until`.
 ///
 /// Any key kind; scope `webhooks:write`.
-#[utoipa::path(post, path = "/v1/webhooks/{id}/rotate_secret", tag = "webhooks", params(schemas::IdPath),
-    request_body = schemas::RotateSecret,
-    responses((status = 200, description = "The endpoint with its new secret.", body = schemas::WebhookEndpointWithSecret)))]
+#[utoipa::path(post, path = "/v1/webhooks/{id}/rotate_secret", tag = "webhooks", params(PathId),
+    request_body = RotateSecret,
+    responses((status = 200, description = "The endpoint with its new secret.", body = EndpointWithSecret)))]
 async fn rotate_secret(
     a: Authed<WRITE>,
     id: WebhookEndpointId,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    let hours = body
-        .fields
-        .opt_u64("overlap_hours")?
-        .unwrap_or(DEFAULT_OVERLAP_HOURS);
-    if hours > MAX_OVERLAP_HOURS {
-        return Err(ApiError::invalid(
-            "overlap_hours",
-            format!("overlap_hours must be 0 to {MAX_OVERLAP_HOURS}."),
-        ));
-    }
+    let RotateSecret {
+        overlap_hours: hours,
+    } = body.read()?;
     let p = a.caller.project_id();
     let key = a.state.data_key.clone();
     a.write(move |ctx| {
@@ -261,8 +338,8 @@ async fn rotate_secret(
 /// minute per project).
 ///
 /// Any key kind; scope `webhooks:write`.
-#[utoipa::path(post, path = "/v1/webhooks/{id}/test", tag = "webhooks", params(schemas::IdPath),
-    responses((status = 202, description = "`{event_id, delivery_id}`.", body = schemas::WebhookTest)))]
+#[utoipa::path(post, path = "/v1/webhooks/{id}/test", tag = "webhooks", params(PathId),
+    responses((status = 202, description = "`{event_id, delivery_id}`.", body = WebhookTestView)))]
 async fn test_webhook(a: Authed<WRITE>, id: WebhookEndpointId) -> Result<Response, ApiError> {
     if let Err(retry) = a.state.webhooks.check_test_rate(a.caller.project.id) {
         return Err(rate_limited(retry));
@@ -272,10 +349,10 @@ async fn test_webhook(a: Authed<WRITE>, id: WebhookEndpointId) -> Result<Respons
     // The event's commit notice brings the delivery to the dispatcher.
     a.write(move |ctx| {
         let (ev, d) = crate::services::webhook_deliveries::send_test(ctx, &project, id, attempts)?;
-        let body = json!({
-            "object": "webhook_test",
-            "event_id": ev.id,
-            "delivery_id": delivery_ref(d.id),
+        let body = to_value(&WebhookTestView {
+            object: "webhook_test",
+            event_id: ev.id,
+            delivery_id: delivery_ref(d.id),
         });
         Ok((StatusCode::ACCEPTED, body, ()))
     })

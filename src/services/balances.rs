@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use serde_json::{json, Value};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -19,7 +18,7 @@ use crate::registry::Registry;
 use crate::services::error::{fault_from, Fault};
 use crate::services::sim_chain::SimChains;
 use crate::services::types::{CustomerId, ProjectId, WalletId};
-use crate::views::{Atomic, Decimal};
+use crate::views::{Atomic, Decimal, TreasuryLineView, TreasuryView};
 
 #[derive(Default, Clone, Copy)]
 struct Pair {
@@ -328,13 +327,17 @@ pub async fn treasury_of(
     store: &Store,
     reg: &Arc<Registry>,
     project: ProjectId,
-) -> Result<Value, StoreError> {
+) -> Result<TreasuryView, StoreError> {
     let reg = reg.clone();
     store.read(move |r| treasury(r, &reg, project)).await
 }
 
 /// `GET /v1/balances`: the project's treasury report per (chain, asset).
-pub fn treasury(r: &impl ReadOps, reg: &Registry, project: ProjectId) -> Result<Value, StoreError> {
+pub fn treasury(
+    r: &impl ReadOps,
+    reg: &Registry,
+    project: ProjectId,
+) -> Result<TreasuryView, StoreError> {
     let project = project.uuid();
     let mut m: BTreeMap<(String, String), BTreeMap<AccountKind, Balance>> = BTreeMap::new();
     for (a, b) in r.accounts_of(project, Uuid::nil())? {
@@ -342,7 +345,7 @@ pub fn treasury(r: &impl ReadOps, reg: &Registry, project: ProjectId) -> Result<
             .or_default()
             .insert(a.kind, b);
     }
-    let data: Vec<Value> = m
+    let data = m
         .into_iter()
         .map(|((chain, asset), k)| {
             let get = |kind| k.get(&kind).copied().unwrap_or_default();
@@ -370,33 +373,36 @@ pub fn treasury(r: &impl ReadOps, reg: &Registry, project: ProjectId) -> Result<
             let liability = signed_string(liab_d, liab_c);
             let surplus =
                 signed_string(held_d.saturating_add(liab_c), held_c.saturating_add(liab_d));
-            let mut v = json!({
-                "chain": chain,
-                "asset": asset,
-                "decimals": d,
-                "deposits": dep.debit_balance_string(),
-                "in_transit": transit.debit_balance_string(),
-                "treasury": treas.debit_balance_string(),
-                "held": held,
-                "liability": liability,
-                "surplus": surplus,
-            });
+            let (deposits, in_transit, treasury) = (
+                dep.debit_balance_string(),
+                transit.debit_balance_string(),
+                treas.debit_balance_string(),
+            );
             // SPEC.md section 1, convention 3: every atomic amount has a `_decimal` twin.
-            for k in [
-                "deposits",
-                "in_transit",
-                "treasury",
-                "held",
-                "liability",
-                "surplus",
-            ] {
-                let twin = signed_decimal(v[k].as_str().unwrap_or("0"), d);
-                v[format!("{k}_decimal")] = json!(twin);
+            let twin = |atomic: &str| signed_decimal(atomic, d);
+            TreasuryLineView {
+                decimals: d.into(),
+                deposits_decimal: twin(&deposits),
+                in_transit_decimal: twin(&in_transit),
+                treasury_decimal: twin(&treasury),
+                held_decimal: twin(&held),
+                liability_decimal: twin(&liability),
+                surplus_decimal: twin(&surplus),
+                chain,
+                asset,
+                deposits,
+                in_transit,
+                treasury,
+                held,
+                liability,
+                surplus,
             }
-            v
         })
         .collect();
-    Ok(json!({"object": "treasury", "data": data}))
+    Ok(TreasuryView {
+        object: "treasury",
+        data,
+    })
 }
 
 /// Why an on-chain balance could not be read.
@@ -490,6 +496,7 @@ mod tests {
     #[test]
     fn items_match_the_reference_tree() {
         use super::*;
+        use serde_json::json;
         let reg = Registry::from_config(&crate::config::Config::default());
         for (chain, asset) in [("ethereum", "USDT"), ("ethereum", "ETH"), ("x", "Y")] {
             for onchain in [None, Some((5u128, 7u128)), Some((u128::MAX, 0))] {

@@ -3,9 +3,9 @@
 
 use appliance_chains::{AccountKind, ChainStatus};
 use appliance_storage::records::{Mode, Project};
-use serde_json::{json, Value};
 
 use crate::registry::{Asset, Chain, Registry};
+use crate::views::{ChainAssetView, ChainView, NativeCurrencyView};
 
 /// Why a chain or asset named in a request cannot be used (mapped in `api::error`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -214,37 +214,44 @@ pub fn check_decimals(asset: &Asset, echoed: u64) -> Result<(), ChainError> {
 }
 
 /// One item of `GET /v1/chains`.
-pub fn chain_json(e: &EffChain<'_>) -> Value {
+pub fn chain_view<'a>(e: &'a EffChain<'_>) -> ChainView<'a> {
     let c = e.chain;
-    json!({
-        "chain": c.id(),
-        "name": c.info.name,
-        "network_type": c.info.network_type,
-        "chain_id": c.info.chain_id,
-        "native_currency": {
-            "name": c.info.native.name,
-            "symbol": c.info.native.symbol,
-            "decimals": c.info.native.decimals,
+    ChainView {
+        chain: c.id(),
+        name: c.info.name,
+        network_type: c.info.network_type,
+        chain_id: c.info.chain_id,
+        native_currency: NativeCurrencyView {
+            name: c.info.native.name,
+            symbol: c.info.native.symbol,
+            decimals: c.info.native.decimals.into(),
         },
-        "required_confirmations": c.required_confirmations,
-        "explorer_url": c.info.explorer_url,
-        "enabled_for_tenant": e.listed,
-        "account_kind": match c.info.account_kind { AccountKind::Contract => "contract", AccountKind::Eoa => "eoa" },
-        "status": e.status.as_str(),
-        "status_note": e.status_note,
+        required_confirmations: c.required_confirmations.into(),
+        explorer_url: c.info.explorer_url,
+        enabled_for_tenant: e.listed,
+        account_kind: match c.info.account_kind {
+            AccountKind::Contract => "contract",
+            AccountKind::Eoa => "eoa",
+        },
+        status: e.status.as_str(),
+        status_note: &e.status_note,
         // A chain that cannot issue an address does not claim deposits.
-        "deposits_enabled": e.issues_addresses(),
-        "payouts_enabled": e.payouts_enabled,
-        "supports_memo": c.info.supports_memo,
-        "assets": e.assets.iter().map(|a| json!({
-            "symbol": a.asset.symbol,
-            "name": a.asset.name,
-            "decimals": a.asset.decimals,
-            "contract": a.asset.contract,
-            "is_native": a.asset.is_native,
-            "deposits_enabled": a.deposits_enabled && !a.archived,
-            "payouts_enabled": a.payouts_enabled && !a.archived,
-            "decimals_differ_from_default": a.asset.decimals_differ_from_default(),
-        })).collect::<Vec<_>>(),
-    })
+        deposits_enabled: e.issues_addresses(),
+        payouts_enabled: e.payouts_enabled,
+        supports_memo: c.info.supports_memo,
+        assets: e
+            .assets
+            .iter()
+            .map(|a| ChainAssetView {
+                symbol: &a.asset.symbol,
+                name: &a.asset.name,
+                decimals: a.asset.decimals.into(),
+                contract: &a.asset.contract,
+                is_native: a.asset.is_native,
+                deposits_enabled: a.deposits_enabled && !a.archived,
+                payouts_enabled: a.payouts_enabled && !a.archived,
+                decimals_differ_from_default: a.asset.decimals_differ_from_default(),
+            })
+            .collect(),
+    }
 }

@@ -103,13 +103,17 @@ pub struct ApiKeyView<'a> {
     use_count: Atomic,
 }
 
-/// An API key as a JSON value; `pending` adds uses counted in memory but not yet flushed.
-pub fn api_key(k: &ApiKey, env: &str, pending: Option<(i64, u64)>) -> Value {
+/// An API key's view; `pending` adds uses counted in memory but not yet flushed.
+pub fn api_key_view<'a>(
+    k: &'a ApiKey,
+    env: &'a str,
+    pending: Option<(i64, u64)>,
+) -> ApiKeyView<'a> {
     let (last_used, count) = match pending {
         Some((at, n)) => (Some(at), k.use_count + n),
         None => (k.last_used_at, k.use_count),
     };
-    to_value(&ApiKeyView {
+    ApiKeyView {
         created_at: Ts(k.created_at),
         created_by: &k.created_by,
         env,
@@ -127,7 +131,45 @@ pub fn api_key(k: &ApiKey, env: &str, pending: Option<(i64, u64)>) -> Value {
         scopes: &k.scopes,
         signing_enabled: k.signing_enabled,
         use_count: Atomic(u128::from(count)),
-    })
+    }
+}
+
+/// [`api_key_view`] as a JSON value.
+pub fn api_key(k: &ApiKey, env: &str, pending: Option<(i64, u64)>) -> Value {
+    to_value(&api_key_view(k, env, pending))
+}
+
+/// An API key with its token, shown once (creation and roll answers). An idempotent replay
+/// answers `token: null`.
+#[derive(Serialize, ToSchema)]
+#[schema(as = ApiKeyWithToken)]
+pub struct ApiKeyWithToken<'a> {
+    #[serde(flatten)]
+    pub key: ApiKeyView<'a>,
+    /// The full key: prefix + 64 lowercase hex. Null in an idempotent replay.
+    #[schema(value_type = Option<String>, pattern = "^[0-9a-z]+$")]
+    pub token: &'a str,
+    /// Roll answers only: when the rolled key stops working.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub old_key_expires_at: Option<OptTs>,
+}
+
+/// A page of API keys plus the per-kind limit and default scopes.
+#[derive(Serialize, ToSchema)]
+#[schema(as = ApiKeyList)]
+pub struct ApiKeyList<'a> {
+    #[schema(pattern = "^list$")]
+    pub object: &'static str,
+    pub data: Vec<ApiKeyView<'a>>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+    /// Enabled keys allowed per kind.
+    #[schema(value_type = u32)]
+    pub limit_per_kind: usize,
+    /// Scopes a new key of each kind gets when `scopes` is omitted.
+    #[schema(value_type = Object)]
+    pub default_scopes: std::collections::BTreeMap<&'static str, Vec<String>>,
 }
 
 /// The on-chain transfer behind a funding entry.

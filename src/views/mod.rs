@@ -6,7 +6,9 @@
 //!
 //! Fields are declared in byte order of their names: `serde_json` keeps a `Value` object's
 //! keys sorted, so a view written straight to the wire and its `Value` form give the same
-//! bytes.
+//! bytes. The views whose schema lists its properties in another order (chains, treasury,
+//! billing, conversions, the test mode's answers) declare them in that order and are written
+//! through [`Sorted`] or their `Value` form.
 
 use chrono::{Datelike, SecondsFormat, TimeZone, Timelike, Utc};
 use serde::{Serialize, Serializer};
@@ -135,7 +137,7 @@ impl Serialize for Hyphenated {
 }
 
 /// An optional timestamp: [`Ts`], or null.
-pub(crate) struct OptTs(pub(crate) Option<i64>);
+pub struct OptTs(pub Option<i64>);
 
 impl Serialize for OptTs {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -195,8 +197,22 @@ pub fn payout(reg: &Registry, p: &Payout) -> Value {
 // byte order of their names: `serde_json` keeps a `Value` object's keys sorted, so the
 // bytes written from a struct equal those of its `Value` (checked in the tests below).
 
-fn to_value(v: &impl Serialize) -> Value {
+/// A view as a JSON value (event data, idempotent answers).
+pub fn to_value(v: &impl Serialize) -> Value {
     serde_json::to_value(v).expect("a view serializes")
+}
+
+/// A view whose fields are declared in the order its OpenAPI schema lists them, written
+/// with its keys in byte order like every other answer (through a `Value`, which keeps an
+/// object's keys sorted), so the wire bytes do not depend on the declaration order.
+pub struct Sorted<T>(pub T);
+
+impl<T: Serialize> Serialize for Sorted<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serde_json::to_value(&self.0)
+            .map_err(serde::ser::Error::custom)?
+            .serialize(s)
+    }
 }
 
 /// A timestamp field, Unix microseconds written as [`ts`] writes them (RFC 3339 UTC with
@@ -427,10 +443,16 @@ pub struct PayoutView<'a> {
 }
 
 mod accounts;
+mod billing;
+mod conversions;
 mod invoices;
+mod meta;
 mod webhooks;
 pub use accounts::*;
+pub use billing::*;
+pub use conversions::*;
 pub use invoices::*;
+pub use meta::*;
 pub use webhooks::*;
 
 #[cfg(test)]

@@ -154,10 +154,10 @@ pub struct EndpointView<'a> {
     url: &'a str,
 }
 
-/// `object: webhook_endpoint` (SPEC.md section 2) as a JSON value, without secrets; `now`
-/// decides whether a rotation overlap is running.
-pub fn endpoint_json(e: &WebhookEndpoint, now: i64) -> Value {
-    to_value(&EndpointView {
+/// `object: webhook_endpoint` (SPEC.md section 2), without secrets; `now` decides whether
+/// a rotation overlap is running.
+pub fn endpoint_view(e: &WebhookEndpoint, now: i64) -> EndpointView<'_> {
+    EndpointView {
         consecutive_failures: e.consecutive_failures,
         created_at: Ts(e.created_at),
         delivery_mode: e.delivery_mode.as_str(),
@@ -173,7 +173,39 @@ pub fn endpoint_json(e: &WebhookEndpoint, now: i64) -> Value {
         status: e.status.as_str(),
         tenant_id: e.project_id,
         url: &e.url,
-    })
+    }
+}
+
+/// [`endpoint_view`] as a JSON value.
+pub fn endpoint_json(e: &WebhookEndpoint, now: i64) -> Value {
+    to_value(&endpoint_view(e, now))
+}
+
+/// A webhook endpoint with its signing secret, shown once (creation and rotation answers).
+#[derive(Serialize, ToSchema)]
+#[schema(as = WebhookEndpointWithSecret)]
+pub struct EndpointWithSecret<'a> {
+    #[serde(flatten)]
+    pub endpoint: EndpointView<'a>,
+    /// `whsec_` + 43 base64url characters. Null in an idempotent replay.
+    #[schema(value_type = Option<String>, pattern = "^whsec_[A-Za-z0-9_-]{43}$")]
+    pub secret: &'a str,
+    /// Until when the previous secret also signs.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub overlap_until: OptTs,
+}
+
+/// Every endpoint of the project (never paginated) and the event catalogue.
+#[derive(Serialize, ToSchema)]
+#[schema(as = WebhookEndpointList)]
+pub struct EndpointList<'a> {
+    #[schema(pattern = "^list$")]
+    pub object: &'static str,
+    pub data: Vec<EndpointView<'a>>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+    /// Every event type.
+    pub event_catalog: &'static [&'static str],
 }
 
 /// A webhook delivery (`object: webhook_delivery`); the single read adds `response_body`.

@@ -1,9 +1,11 @@
-//! Schema types of the OpenAPI document: the JSON shapes `src/views.rs` and the
-//! handlers write, and the bodies and query parameters the handlers read, described for
-//! `GET /v1/openapi.json`. They describe; they are not used to serialize or parse (the
-//! handlers' own readers in `api/extract.rs` stay the one place input is checked). Schemathesis
-//! (`scripts/schemathesis.sh`) checks every answer against them, so a shape that drifts from
-//! its view fails the test script.
+//! What the OpenAPI document says about input that no parsing type states itself: the
+//! closed enumerations a request or query may carry, the schemas built from the server's own
+//! tables (chains, scopes) and rules (metadata, webhook URLs, allow-list entries), the list
+//! envelopes (written by `api::extract::ListPage`), and the bodies whose handlers fill a
+//! service's request struct field by field (the `Fields` readers in `api/extract.rs` check
+//! them). Answers are described by the views that write them (`src/views/`), request bodies
+//! read through `ReadBody` by their own structs. Schemathesis (`scripts/schemathesis.sh`)
+//! checks every answer against the document.
 //!
 //! Conventions (docs/decisions.md, "OpenAPI document"):
 //! - amounts are strings with a digits pattern ([`ATOMIC`], [`SIGNED_ATOMIC`], [`DECIMAL`]);
@@ -17,7 +19,7 @@
 
 use serde_json::{json, Value};
 use utoipa::openapi::{RefOr, Schema};
-use utoipa::{IntoParams, PartialSchema, ToSchema};
+use utoipa::{PartialSchema, ToSchema};
 use uuid::Uuid;
 
 /// An atomic (smallest-unit) amount: an integer string.
@@ -32,91 +34,10 @@ pub const DECIMAL: &str = r"^-?[0-9]+(\.[0-9]+)?$";
 pub const ROW_CURSOR: &str = "^([A-Za-z0-9_-]{21}[AQgw])?$";
 /// An event cursor as this API returns it (base64url of an 8-byte sequence).
 pub const SEQ_CURSOR: &str = "^([A-Za-z0-9_-]{10}[AEIMQUYcgkosw048])?$";
-/// An event id: `evt_` + ULID.
-pub const EVENT_ID: &str = "^evt_[0-9A-HJKMNP-TV-Z]{26}$";
 /// A webhook delivery id: `whd_` + ULID.
 pub const DELIVERY_ID: &str = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$";
 /// An `Idempotency-Key`: 1 to 255 printable ASCII characters, no surrounding spaces.
 pub const IDEMPOTENCY_KEY: &str = "^[!-~]([ -~]{0,253}[!-~])?$";
-
-// ---------------------------------------------------------------------------------------
-// Errors
-
-/// The error envelope of every failure (SPEC.md section 7). Clients branch on `code`; new
-/// codes can appear.
-#[derive(ToSchema)]
-#[schema(as = Error)]
-pub struct ErrorBody {
-    /// Repeats `code`.
-    pub error: String,
-    /// Machine-readable reason, e.g. `invalid_request`, `invalid_api_key`, `wrong_key_kind`,
-    /// `missing_scope`, `signing_disabled`, `test_mode_only`, `not_found`,
-    /// `insufficient_funds`, `decimals_mismatch`, `idempotency_key_required`,
-    /// `idempotency_key_reuse`, `idempotency_in_progress`, `rate_limited`, `internal_error`.
-    pub code: String,
-    /// `invalid_request_error` (400, 402, 404, 422), `authentication_error` (401, 403),
-    /// `idempotency_error` (409), `rate_limit_error` (429), `api_error` (5xx).
-    #[schema(rename = "type")]
-    pub kind: String,
-    /// Human-readable explanation; not for branching.
-    pub message: String,
-    /// The request field, query parameter or header at fault, when one is.
-    pub param: Option<String>,
-    /// `req_` + ULID, also sent as the `Request-Id` header.
-    pub request_id: String,
-}
-
-// ---------------------------------------------------------------------------------------
-// Shared parameters
-
-/// Cursor pagination of a list (SPEC.md section 8): newest first.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct PageParams {
-    /// Page size, 1-100 (default 25).
-    #[param(minimum = 1, maximum = 100)]
-    pub limit: Option<u32>,
-    /// The previous page's `next_cursor` (empty: the first page).
-    #[param(pattern = "^([A-Za-z0-9_-]{21}[AQgw])?$")]
-    pub cursor: Option<String>,
-}
-
-/// A resource id in the path.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-pub struct IdPath {
-    /// The resource's id (UUID).
-    pub id: Uuid,
-}
-
-/// The optional `Idempotency-Key` header of a creating `POST` (SPEC.md section 4): a retry
-/// with the same key and body replays the first answer; another body is 409
-/// `idempotency_key_reuse`. Kept 24 hours.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Header)]
-pub struct IdempotencyHeader {
-    #[param(
-        rename = "Idempotency-Key",
-        required = false,
-        min_length = 1,
-        max_length = 255,
-        pattern = "^[!-~]([ -~]{0,253}[!-~])?$"
-    )]
-    pub idempotency_key: String,
-}
-
-/// The REQUIRED `Idempotency-Key` header (payouts): missing is 400 `idempotency_key_required`.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Header)]
-pub struct RequiredIdempotencyHeader {
-    #[param(
-        rename = "Idempotency-Key",
-        min_length = 1,
-        max_length = 255,
-        pattern = "^[!-~]([ -~]{0,253}[!-~])?$"
-    )]
-    pub idempotency_key: String,
-}
 
 // ---------------------------------------------------------------------------------------
 // Lists
@@ -347,61 +268,6 @@ impl PartialSchema for SymbolIn {
 }
 impl ToSchema for SymbolIn {}
 
-/// One frame of `GET /v1/events/stream` (`text/event-stream`, DECISIONS.md section 7): the
-/// SSE fields `event` (the frame's kind), `id` (the event's `sequence`, for
-/// `Last-Event-ID`) and `data` (one line of JSON), by kind.
-pub struct StreamFrame;
-
-impl PartialSchema for StreamFrame {
-    fn schema() -> RefOr<Schema> {
-        let frame = |event: &str, id: bool, data: Value, what: &str| {
-            let mut props = json!({
-                "event": {"type": "string", "enum": [event]},
-                "data": data,
-            });
-            let mut required = vec!["event", "data"];
-            if id {
-                props["id"] = json!({"type": "string", "pattern": "^[0-9]{1,19}$", "description": "The event's `sequence`."});
-                required.push("id");
-            }
-            json!({"type": "object", "title": event, "description": what, "properties": props, "required": required})
-        };
-        let ts = json!({"type": "string", "format": "date-time"});
-        from_json(json!({
-            "description": "A frame of the event stream: `ready` once, then `event` and `billing` frames as they happen, `ping` every 25 s. New frame kinds and fields can appear.",
-            "oneOf": [
-                frame("ready", false, json!({
-                    "type": "object",
-                    "properties": {
-                        "cursor": {"type": "integer", "minimum": 0, "description": "The newest sequence when the stream opened."},
-                        "replay_truncated": {"type": "boolean", "description": "`Last-Event-ID` asked for more than the 10 minutes kept."},
-                    },
-                    "required": ["cursor", "replay_truncated"],
-                }), "The first frame."),
-                frame("event", true, json!({
-                    "type": "object",
-                    "properties": {
-                        "id": {"type": "string", "pattern": EVENT_ID},
-                        "type": {"type": "string", "description": "The event type, e.g. `deposit.confirmed`; new types can appear."},
-                        "created": ts,
-                        "livemode": {"type": "boolean"},
-                        "scope": {"type": "string", "description": "`account`."},
-                        "data": {"type": "object", "description": "The resource as its REST read returns it."},
-                    },
-                    "required": ["id", "type", "created", "livemode", "scope", "data"],
-                }), "An event of the project."),
-                frame("billing", true, json!({"type": "object", "description": "A line of the operational balance's journal."}), "A billing line."),
-                frame("ping", false, json!({
-                    "type": "object",
-                    "properties": {"time": ts},
-                    "required": ["time"],
-                }), "Keeps the connection open."),
-            ],
-        }))
-    }
-}
-impl ToSchema for StreamFrame {}
-
 fn metadata_schema(patch: bool) -> Value {
     let values = vec![
         json!({"type": "string", "maxLength": crate::services::metadata::MAX_VALUE_CHARS}),
@@ -457,12 +323,14 @@ pub type WebhookEndpoint = crate::views::EndpointView<'static>;
 pub type WebhookDelivery = crate::views::DeliveryView<'static>;
 pub type Event = crate::views::EventView<'static>;
 pub type BillingEntry = crate::views::BillingEntryView<'static>;
+pub type Chain = crate::views::ChainView<'static>;
+pub type Conversion = crate::views::ConversionView;
+pub type ConversionRule = crate::views::ConversionRuleView;
+pub type FundingAddress = crate::services::billing::FundingAddressView<'static>;
 
 mod billing;
 mod conversions;
 mod requests;
-mod resources;
 pub use billing::*;
 pub use conversions::*;
 pub use requests::*;
-pub use resources::*;

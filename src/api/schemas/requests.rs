@@ -7,29 +7,6 @@ use super::*;
 // ---------------------------------------------------------------------------------------
 // Request bodies
 
-/// `POST /v1/customers`: every field optional; `{}` is accepted.
-#[derive(ToSchema)]
-pub struct NewCustomer {
-    /// The merchant's own user id; re-posting an existing one answers 200 with that customer.
-    #[schema(max_length = 255)]
-    pub reference_id: Option<String>,
-    #[schema(max_length = 320)]
-    pub email: Option<String>,
-    pub metadata: Option<MetadataIn>,
-}
-
-/// `PATCH /v1/customers/{id}`: only the fields present change; `null` clears `email` and
-/// `reference_id`; `metadata` is merged (a `null` value removes a key).
-#[derive(ToSchema)]
-pub struct CustomerPatch {
-    #[schema(max_length = 255)]
-    pub reference_id: Option<String>,
-    #[schema(max_length = 320)]
-    pub email: Option<String>,
-    pub metadata: Option<MetadataPatchIn>,
-    pub status: Option<CustomerStatusIn>,
-}
-
 /// `POST /v1/invoices`.
 #[derive(ToSchema)]
 pub struct NewInvoice {
@@ -108,56 +85,12 @@ pub struct NewTestTransfer {
     pub confirm: Option<bool>,
 }
 
-/// A simulated transfer (`object: test_transfer`).
-#[derive(ToSchema)]
-pub struct TestTransfer {
-    #[schema(pattern = "^test_transfer$")]
-    pub object: String,
-    pub chain: String,
-    pub asset: String,
-    #[schema(pattern = "^(0|[1-9][0-9]*)$")]
-    pub amount: String,
-    pub tx_hash: String,
-    pub from_address: String,
-    pub to_address: String,
-    pub block_number: u64,
-    /// `customer` or `invoice` (new values may appear).
-    pub owner: String,
-    /// The customer's or the invoice's id.
-    pub owner_id: Uuid,
-    pub confirm: bool,
-}
-
-/// `POST /v1/test/clock`.
-#[derive(ToSchema)]
-pub struct AdvanceClock {
-    /// Seconds to move the test project's clock forward, 1 to 31,622,400.
-    #[schema(minimum = 1, maximum = 31622400)]
-    pub advance_seconds: u64,
-}
-
-/// A test project's clock (`object: test_clock`).
-#[derive(ToSchema)]
-pub struct TestClock {
-    #[schema(pattern = "^test_clock$")]
-    pub object: String,
-    #[schema(format = DateTime)]
-    pub now: String,
-}
-
 /// A customer status a request may set or filter by.
 #[derive(ToSchema)]
 #[schema(rename_all = "snake_case")]
 pub enum CustomerStatusIn {
     Active,
     Disabled,
-}
-
-/// `POST /v1/wallets`.
-#[derive(ToSchema)]
-pub struct NewWallet {
-    pub customer_id: Uuid,
-    pub chain: ChainIdIn,
 }
 
 /// `POST /v1/payouts`.
@@ -184,29 +117,6 @@ pub struct NewPayout {
     pub memo: Option<String>,
 }
 
-/// `POST /v1/sweeps`.
-#[derive(ToSchema)]
-pub struct NewSweep {
-    pub wallet_id: Uuid,
-    /// Sweep only this asset (default: every asset with a balance).
-    #[schema(min_length = 1)]
-    pub asset: Option<String>,
-}
-
-/// `POST /v1/api_keys`.
-#[derive(ToSchema)]
-pub struct NewApiKey {
-    #[schema(max_length = 100)]
-    pub name: String,
-    pub kind: KeyKindIn,
-    /// Default: the kind's read and write scopes (never `payouts:create`).
-    pub scopes: Option<Vec<ScopeIn>>,
-    /// Exact IPs or CIDR blocks, IPv4 or IPv6, at most 32; empty means any source.
-    #[schema(max_items = 32)]
-    pub ip_allowlist: Option<Vec<AllowEntryIn>>,
-    pub signing_enabled: Option<bool>,
-}
-
 /// A key kind a request may name.
 #[derive(ToSchema)]
 #[schema(rename_all = "snake_case")]
@@ -214,38 +124,6 @@ pub enum KeyKindIn {
     Checkout,
     Payout,
     Wallet,
-}
-
-/// `PATCH /v1/api_keys/{id}`.
-#[derive(ToSchema)]
-pub struct ApiKeyPatch {
-    #[schema(max_length = 100)]
-    pub name: Option<String>,
-    pub scopes: Option<Vec<ScopeIn>>,
-    /// Empty clears the restriction.
-    #[schema(max_items = 32)]
-    pub ip_allowlist: Option<Vec<AllowEntryIn>>,
-    pub signing_enabled: Option<bool>,
-}
-
-/// `POST /v1/api_keys/{id}/roll`.
-#[derive(ToSchema)]
-pub struct RollApiKey {
-    /// Hours the old key keeps working (default 24).
-    #[schema(minimum = 0, maximum = 168)]
-    pub grace_hours: Option<u64>,
-}
-
-/// `POST /v1/webhooks`.
-#[derive(ToSchema)]
-pub struct NewWebhookEndpoint {
-    /// https, port 443 or 8443, no credentials, resolving to public addresses only.
-    pub url: WebhookUrlIn,
-    #[schema(max_length = 255)]
-    pub description: Option<String>,
-    /// Empty or omitted: every event type, including types added later.
-    pub event_types: Option<Vec<String>>,
-    pub delivery_mode: Option<DeliveryModeIn>,
 }
 
 /// A delivery mode a request may set.
@@ -256,32 +134,12 @@ pub enum DeliveryModeIn {
     Ordered,
 }
 
-/// `PATCH /v1/webhooks/{id}`.
-#[derive(ToSchema)]
-pub struct WebhookEndpointPatch {
-    /// `active` also re-enables a disabled endpoint and resets `consecutive_failures`.
-    pub status: Option<EndpointStatusIn>,
-    pub url: Option<WebhookUrlIn>,
-    #[schema(max_length = 255)]
-    pub description: Option<String>,
-    pub event_types: Option<Vec<String>>,
-    pub delivery_mode: Option<DeliveryModeIn>,
-}
-
 /// An endpoint status a request may set.
 #[derive(ToSchema)]
 #[schema(rename_all = "snake_case")]
 pub enum EndpointStatusIn {
     Active,
     Paused,
-}
-
-/// `POST /v1/webhooks/{id}/rotate_secret`.
-#[derive(ToSchema)]
-pub struct RotateSecret {
-    /// Hours the old secret keeps signing (default 24; 0 for a leaked secret).
-    #[schema(minimum = 0, maximum = 168)]
-    pub overlap_hours: Option<u64>,
 }
 
 /// `POST /v1/webhook_deliveries/replay`.
@@ -321,38 +179,4 @@ pub struct NewTestDeposit {
     pub amount: String,
     /// Credit at once (default true); false leaves it `detected`.
     pub confirm: Option<bool>,
-}
-
-/// `POST /v1/test/blocks`.
-#[derive(ToSchema)]
-pub struct MineBlocks {
-    /// Blocks to mine (default 1).
-    #[schema(minimum = 1, maximum = 10000)]
-    pub count: Option<u64>,
-    /// One simulated chain (default: every one).
-    pub chain: Option<EvmChainIn>,
-}
-
-/// `POST /v1/test/reorg`.
-#[derive(ToSchema)]
-pub struct ReorgRequest {
-    /// A simulated EVM chain of the project.
-    pub chain: EvmChainIn,
-    /// Blocks replaced (1 to the blocks the chain holds: its height, or fewer once it
-    /// pruned older blocks; at most 1000).
-    #[schema(minimum = 1, maximum = 1000)]
-    pub depth: u64,
-    /// Drop the removed transactions (default true, as Anvil does); false returns them to the
-    /// mempool.
-    pub drop: Option<bool>,
-}
-
-/// `POST /v1/test/drop_tx`.
-#[derive(ToSchema)]
-pub struct DropTxRequest {
-    /// A simulated EVM chain of the project.
-    pub chain: EvmChainIn,
-    /// A pending transaction's hash.
-    #[schema(pattern = "^0x[0-9a-fA-F]{64}$")]
-    pub tx_hash: String,
 }

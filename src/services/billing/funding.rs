@@ -5,15 +5,33 @@
 use super::*;
 use crate::services::types::DepositId;
 use appliance_storage::records::DepositFailure;
+use serde::Serialize;
+use utoipa::ToSchema;
 
-/// One coin a funding address credits (`assets[]` of a Funding address): USDT and USDC at
-/// par, the chain's native coin at the cached spot price.
-#[derive(Debug, Clone, PartialEq, Eq)]
+// `assets[]` of a Funding address: USDT and USDC at par (1 USD per whole coin), the
+// chain's native coin at the cached spot price.
+/// A coin a funding address credits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct FundingAsset {
     pub symbol: String,
     pub decimals: u8,
-    /// Credited at par (1 USD per whole coin) rather than at spot.
+    /// Credited at par (USDT, USDC); otherwise at the cached spot price (the native coin).
     pub par: bool,
+}
+
+/// A project's funding address on one chain (`object: funding_address`): created on the
+/// first `GET /v1/billing/funding`, never changed. Only the coins of `assets` are credited.
+#[derive(Serialize, ToSchema)]
+#[schema(as = FundingAddress)]
+pub struct FundingAddressView<'a> {
+    #[schema(pattern = "^funding_address$")]
+    pub object: &'static str,
+    pub chain: &'a str,
+    pub address: &'a str,
+    pub memo: Option<&'a str>,
+    /// `contract` (EVM forwarder) or `eoa`.
+    pub account_kind: Option<&'static str>,
+    pub assets: Vec<FundingAsset>,
 }
 
 /// The coins a funding address on `eff`'s chain credits, exactly (SPEC.md section 2:
@@ -137,7 +155,7 @@ pub fn ensure_funding_addresses(
 
 /// A Funding address (SPEC.md section 2): `chain`, `address`, `memo`, `account_kind`,
 /// `assets[]` of `{symbol, decimals, par}`.
-pub fn funding_json(s: &Scope, fa: &FundingAddress) -> Value {
+pub fn funding_view<'a>(s: &Scope, fa: &'a FundingAddress) -> FundingAddressView<'a> {
     let (kind, assets) = match s.reg.chain(&fa.chain) {
         Some(c) => {
             let eff = chains::effective(c, &s.project);
@@ -149,18 +167,14 @@ pub fn funding_json(s: &Scope, fa: &FundingAddress) -> Value {
         }
         None => (None, Vec::new()),
     };
-    let assets: Vec<Value> = assets
-        .iter()
-        .map(|a| json!({"symbol": a.symbol, "decimals": a.decimals, "par": a.par}))
-        .collect();
-    json!({
-        "object": "funding_address",
-        "chain": fa.chain,
-        "address": fa.address,
-        "memo": fa.memo,
-        "account_kind": kind,
-        "assets": assets,
-    })
+    FundingAddressView {
+        object: "funding_address",
+        chain: &fa.chain,
+        address: &fa.address,
+        memo: fa.memo.as_deref(),
+        account_kind: kind,
+        assets,
+    }
 }
 
 /// Whole cents a funding transfer credits: its USD value at `rate`, rounded down (`None`

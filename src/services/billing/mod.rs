@@ -31,7 +31,10 @@ use crate::services::chains::{self, EffChain};
 use crate::services::error::{fault_from, Fault};
 use crate::services::types::ProjectId;
 use crate::services::{emit, Scope};
-use crate::views::ts;
+use crate::views::{
+    ts, ActivationView, BillingView, LiveStatusView, OnboardingStepView, OnboardingView, OptTs,
+    PlanFeesView, PlanView,
+};
 
 /// Why a billing request is refused (statuses and codes: `api::error`).
 #[derive(Debug, thiserror::Error)]
@@ -590,7 +593,11 @@ fn onboarding_facts(r: &impl ReadOps, project: Uuid) -> Result<(bool, bool, bool
 }
 
 /// The Billing object (SPEC.md section 2, Billing) of the scope's project.
-pub fn billing_json(r: &impl ReadOps, s: &Scope, acct: &BillingAccount) -> Result<Value, Fault> {
+pub fn billing_view<'a>(
+    r: &impl ReadOps,
+    s: &'a Scope,
+    acct: &'a BillingAccount,
+) -> Result<BillingView<'a>, Fault> {
     let cfg = &s.reg.billing;
     let (funded, webhook, first_invoice) = onboarding_facts(r, s.project.id)?;
     let plan = active_plan(cfg, acct);
@@ -604,94 +611,71 @@ pub fn billing_json(r: &impl ReadOps, s: &Scope, acct: &BillingAccount) -> Resul
         None
     };
     let skipped = acct.onboarding_skipped_at.is_some();
-    let steps: Vec<(&str, bool)> = vec![
+    let steps = [
         ("plan", plan.is_some()),
         ("funding", funded),
         ("webhook", webhook),
         ("first_invoice", first_invoice),
     ];
-    let bypassed: Vec<&str> = steps
+    let bypassed: Vec<&'static str> = steps
         .iter()
         .filter(|(_, done)| skipped && !done)
         .map(|(k, _)| *k)
         .collect();
     let remaining = steps.iter().filter(|(_, done)| !done).count() - bypassed.len();
-    let steps_json: Vec<Value> = steps
+    let steps = steps
         .iter()
-        .map(|(k, done)| {
-            let by = bypassed.contains(k);
-            json!({ "step": k, "done": done, "bypassed": by, "complete": *done || by })
+        .map(|&(step, done)| {
+            let by = bypassed.contains(&step);
+            OnboardingStepView {
+                step,
+                done,
+                bypassed: by,
+                complete: done || by,
+            }
         })
         .collect();
-    let activation = match acct.requested_plan.as_deref().and_then(|k| cfg.plan(k)) {
-        Some(rp) => {
-            let due = onboarding_due(acct, rp);
-            let required = balance_required(acct, rp);
-            json!({
-                "plan": rp.key,
-                "plan_name": rp.name,
-                "onboarding_due_cents": due.to_string(),
-                "balance_required_cents": required.to_string(),
-                "shortfall_cents": (required - acct.balance_cents).max(0).to_string(),
-            })
-        }
-        None => Value::Null,
-    };
-    let fees = plan.map_or(Value::Null, fees_json);
-    let plans: Vec<Value> = cfg.plans.iter().map(plan_json).collect();
     let requested = acct.requested_plan.as_deref();
-    Ok(json!({
-        "object": "billing",
-        "plan": plan.map(|p| p.key.clone()),
-        "plan_name": plan.map(|p| p.name.clone()),
-        "plan_status": if plan.is_some() { "active" } else { "pending" },
-        "plan_activated_at": acct.plan_activated_at.filter(|_| plan.is_some()).map(ts),
-        "requested_plan": requested,
-        "requested_plan_name": requested.and_then(|k| cfg.plan(k)).map(|p| p.name.clone()),
-        "balance_cents": acct.balance_cents.to_string(),
-        "onboarding_paid_cents": acct.onboarding_paid_cents.to_string(),
-        "live": { "ok": live_reason.is_none(), "reason": live_reason },
-        "onboarding": {
-            "steps": steps_json,
-            "bypassed": bypassed,
-            "skipped_at": acct.onboarding_skipped_at.map(ts),
-            "can_skip": plan.is_some() && !skipped,
-            "remaining": remaining,
+    let activation = requested.and_then(|k| cfg.plan(k)).map(|rp| {
+        let required = balance_required(acct, rp);
+        ActivationView {
+            plan: &rp.key,
+            plan_name: &rp.name,
+            onboarding_due_cents: onboarding_due(acct, rp).to_string(),
+            balance_required_cents: required.to_string(),
+            shortfall_cents: (required - acct.balance_cents).max(0).to_string(),
+        }
+    });
+    Ok(BillingView {
+        object: "billing",
+        plan: plan.map(|p| p.key.as_str()),
+        plan_name: plan.map(|p| p.name.as_str()),
+        plan_status: if plan.is_some() { "active" } else { "pending" },
+        plan_activated_at: OptTs(acct.plan_activated_at.filter(|_| plan.is_some())),
+        requested_plan: requested,
+        requested_plan_name: requested.and_then(|k| cfg.plan(k)).map(|p| p.name.as_str()),
+        balance_cents: acct.balance_cents.to_string(),
+        onboarding_paid_cents: acct.onboarding_paid_cents.to_string(),
+        live: LiveStatusView {
+            ok: live_reason.is_none(),
+            reason: live_reason,
         },
-        "activation": activation,
-        "fees": fees,
-        "plans": plans,
-    }))
-}
-
-/// A plan's fees: the Billing object's `fees`, and part of each item of `plans[]`.
-fn fees_json(p: &PlanConfig) -> Value {
-    json!({
-        "rate_bps": p.rate_bps,
-        "fixed_cents": p.fixed_cents.to_string(),
-        "cap_cents": p.cap_cents.to_string(),
-        "address_fee_cents": p.address_fee_cents.to_string(),
-        "payout_fee_cents": p.payout_fee_cents.to_string(),
-        "swap_rate_bps": p.swap_rate_bps,
-        "min_monthly_cents": p.min_monthly_cents.to_string(),
+        onboarding: OnboardingView {
+            steps,
+            bypassed,
+            skipped_at: OptTs(acct.onboarding_skipped_at),
+            can_skip: plan.is_some() && !skipped,
+            remaining,
+        },
+        activation,
+        fees: plan.map(PlanFeesView::from),
+        plans: cfg.plans.iter().map(PlanView::from).collect(),
     })
 }
 
-/// One item of `plans[]`: the plan's fees ([`fees_json`]) and what else it is.
-pub fn plan_json(p: &PlanConfig) -> Value {
-    let mut item = fees_json(p);
-    let more = json!({
-        "key": p.key,
-        "name": p.name,
-        "onboarding_fee_cents": p.onboarding_fee_cents.to_string(),
-        "operational_balance_cents": p.operational_balance_cents.to_string(),
-        "negotiated": p.negotiated,
-        "self_selectable": p.self_selectable,
-    });
-    if let (Value::Object(item), Value::Object(more)) = (&mut item, more) {
-        item.extend(more);
-    }
-    item
+/// [`billing_view`] as a JSON value.
+pub fn billing_json(r: &impl ReadOps, s: &Scope, acct: &BillingAccount) -> Result<Value, Fault> {
+    Ok(crate::views::to_value(&billing_view(r, s, acct)?))
 }
 
 #[cfg(test)]

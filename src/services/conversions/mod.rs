@@ -41,7 +41,10 @@ use crate::services::types::{
     Amount, AssetSymbol, ChainId, ConversionBatchId, ConversionId, DepositId,
 };
 use crate::services::{emit, journal_entry, Scope};
-use crate::views::ts;
+use crate::views::{
+    ts, ConversionBatchView, ConversionQuoteView, ConversionRequestView, ConversionRuleView,
+    ConversionTargetView, ConversionView,
+};
 
 /// Swap attempts of a batch: a reverted swap is retried with a fresh quote until this many
 /// were made, then the batch fails (DECISIONS.md section 14).
@@ -179,11 +182,11 @@ fn acct(c: &Conversion, asset: &str, kind: AccountKind) -> Account {
 
 /// What `POST /v1/conversions` answers (202 `conversion_request`).
 pub fn request_json(reg: &Registry, rows: &[Conversion], batch: &ConversionBatch) -> Value {
-    json!({
-        "object": "conversion_request",
-        "rows": rows.iter().map(|r| conversion_json(reg, r)).collect::<Vec<_>>(),
-        "batch": batch_json(reg, batch),
-        "pending_reason": null,
+    crate::views::to_value(&ConversionRequestView {
+        object: "conversion_request",
+        rows: rows.iter().map(|r| conversion_view(reg, r)).collect(),
+        batch: Some(batch_view(reg, batch)),
+        pending_reason: None,
     })
 }
 
@@ -563,39 +566,49 @@ fn rows_of(ctx: &WriteCtx<'_>, b: &ConversionBatch) -> Result<Vec<Conversion>, F
 }
 
 /// A conversion row as the API shows it (SPEC.md section 2, Conversion).
-pub fn conversion_json(reg: &Registry, c: &Conversion) -> Value {
+pub fn conversion_view(reg: &Registry, c: &Conversion) -> ConversionView {
     let fd = reg.decimals(&c.chain, &c.from_asset);
     let td = reg.decimals(&c.chain, &c.to_asset);
     let settled = c.status == ConversionStatus::Converted;
-    json!({
-        "id": c.id,
-        "object": "conversion",
-        "kind": c.kind.as_str(),
-        "payment_id": c.payment_id,
-        "receipt_no": c.receipt_no,
-        "customer_id": c.customer_id,
-        "chain": c.chain,
-        "from_asset": c.from_asset,
-        "to_asset": c.to_asset,
-        "amount_in": c.amount_in.to_string(),
-        "amount_in_decimal": format_decimal(c.amount_in, fd),
-        "amount_out": settled.then(|| c.amount_out.to_string()),
-        "amount_out_decimal": settled.then(|| format_decimal(c.amount_out, td)),
-        "rate": if settled { rate_string(c.amount_in, fd, c.amount_out, td) } else { Value::Null },
-        "status": c.status.as_str(),
-        "reason": c.reason,
-        "batch_id": c.batch_id,
-        "tx_hash": c.tx_hash,
-        "explorer_url": c.tx_hash.as_ref().and_then(|h| reg.chain(&c.chain).map(|x| x.info.tx_url(h))),
-        "attempts": c.attempts,
-        "created_at": ts(c.created_at),
-        "updated_at": ts(c.updated_at),
-        "settled_at": c.settled_at.map(ts),
-    })
+    ConversionView {
+        id: c.id,
+        object: "conversion",
+        kind: c.kind.as_str().into(),
+        payment_id: c.payment_id,
+        receipt_no: c.receipt_no.clone(),
+        customer_id: c.customer_id,
+        chain: c.chain.clone(),
+        from_asset: c.from_asset.clone(),
+        to_asset: c.to_asset.clone(),
+        amount_in: c.amount_in.to_string(),
+        amount_in_decimal: format_decimal(c.amount_in, fd),
+        amount_out: settled.then(|| c.amount_out.to_string()),
+        amount_out_decimal: settled.then(|| format_decimal(c.amount_out, td)),
+        rate: settled
+            .then(|| rate_string(c.amount_in, fd, c.amount_out, td))
+            .flatten(),
+        status: c.status.as_str().into(),
+        reason: c.reason.clone(),
+        batch_id: c.batch_id,
+        tx_hash: c.tx_hash.clone(),
+        explorer_url: c
+            .tx_hash
+            .as_ref()
+            .and_then(|h| reg.chain(&c.chain).map(|x| x.info.tx_url(h))),
+        attempts: c.attempts,
+        created_at: ts(c.created_at),
+        updated_at: ts(c.updated_at),
+        settled_at: c.settled_at.map(ts),
+    }
+}
+
+/// [`conversion_view`] as a JSON value (event data).
+pub fn conversion_json(reg: &Registry, c: &Conversion) -> Value {
+    crate::views::to_value(&conversion_view(reg, c))
 }
 
 /// A batch as the API shows it (SPEC.md section 2, Conversion batch).
-pub fn batch_json(reg: &Registry, b: &ConversionBatch) -> Value {
+pub fn batch_view(reg: &Registry, b: &ConversionBatch) -> ConversionBatchView {
     let fd = reg.decimals(&b.chain, &b.from_asset);
     let td = reg.decimals(&b.chain, &b.to_asset);
     let settled = b.status == BatchStatus::Settled;
@@ -603,37 +616,47 @@ pub fn batch_json(reg: &Registry, b: &ConversionBatch) -> Value {
         h.as_ref()
             .and_then(|h| reg.chain(&b.chain).map(|x| x.info.tx_url(h)))
     };
-    json!({
-        "id": b.id,
-        "object": "conversion_batch",
-        "chain": b.chain,
-        "from_asset": b.from_asset,
-        "to_asset": b.to_asset,
-        "amount_in": b.amount_in.to_string(),
-        "amount_in_decimal": format_decimal(b.amount_in, fd),
-        "amount_out": settled.then(|| b.amount_out.to_string()),
-        "amount_out_decimal": settled.then(|| format_decimal(b.amount_out, td)),
-        "expected_out": b.expected_out.to_string(),
-        "expected_out_decimal": format_decimal(b.expected_out, td),
-        "min_out": b.min_out.to_string(),
-        "min_out_decimal": format_decimal(b.min_out, td),
-        "slippage_bps": b.slippage_bps,
-        "rate": rate_string(b.amount_in, fd, if settled { b.amount_out } else { b.expected_out }, td),
-        "amount_usd": b.amount_usd_cents.map(|c| format_decimal(c as u128, 2)),
-        "fee_cents": b.fee_cents,
-        "market": b.market,
-        "status": b.status.as_str(),
-        "error_code": b.error_code,
-        "approve_tx_hash": b.approve_tx_hash,
-        "approve_explorer_url": url(&b.approve_tx_hash),
-        "swap_tx_hash": b.swap_tx_hash,
-        "swap_explorer_url": url(&b.swap_tx_hash),
-        "rows": b.rows.len(),
-        "attempts": b.attempts,
-        "created_at": ts(b.created_at),
-        "updated_at": ts(b.updated_at),
-        "settled_at": b.settled_at.map(ts),
-    })
+    let out = if settled {
+        b.amount_out
+    } else {
+        b.expected_out
+    };
+    ConversionBatchView {
+        id: b.id,
+        object: "conversion_batch",
+        chain: b.chain.clone(),
+        from_asset: b.from_asset.clone(),
+        to_asset: b.to_asset.clone(),
+        amount_in: b.amount_in.to_string(),
+        amount_in_decimal: format_decimal(b.amount_in, fd),
+        amount_out: settled.then(|| b.amount_out.to_string()),
+        amount_out_decimal: settled.then(|| format_decimal(b.amount_out, td)),
+        expected_out: b.expected_out.to_string(),
+        expected_out_decimal: format_decimal(b.expected_out, td),
+        min_out: b.min_out.to_string(),
+        min_out_decimal: format_decimal(b.min_out, td),
+        slippage_bps: b.slippage_bps,
+        rate: rate_string(b.amount_in, fd, out, td),
+        amount_usd: b.amount_usd_cents.map(|c| format_decimal(c as u128, 2)),
+        fee_cents: b.fee_cents,
+        market: b.market.clone(),
+        status: b.status.as_str().into(),
+        error_code: b.error_code.clone(),
+        approve_tx_hash: b.approve_tx_hash.clone(),
+        approve_explorer_url: url(&b.approve_tx_hash),
+        swap_tx_hash: b.swap_tx_hash.clone(),
+        swap_explorer_url: url(&b.swap_tx_hash),
+        rows: b.rows.len() as u64,
+        attempts: b.attempts,
+        created_at: ts(b.created_at),
+        updated_at: ts(b.updated_at),
+        settled_at: b.settled_at.map(ts),
+    }
+}
+
+/// [`batch_view`] as a JSON value (event data).
+pub fn batch_json(reg: &Registry, b: &ConversionBatch) -> Value {
+    crate::views::to_value(&batch_view(reg, b))
 }
 
 mod quotes;

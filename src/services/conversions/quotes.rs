@@ -122,38 +122,37 @@ pub fn holdings(
 }
 
 /// The `conversion_quote` object (SPEC.md section 2, Conversion quote).
-pub fn quote_json(
+pub fn quote_view(
     reg: &Registry,
     req: &ConversionRequest,
     q: &Priced,
     available: u128,
     fee_cents: u64,
-) -> Value {
+) -> ConversionQuoteView {
     let fd = reg.decimals(&req.chain, &req.from_asset);
     let td = reg.decimals(&req.chain, &req.to_asset);
     let amount = req.amount.get();
-    let rate = rate_string(amount, fd, q.expected_out, td);
-    json!({
-        "object": "conversion_quote",
-        "chain": req.chain.as_str(),
-        "from_asset": req.from_asset.as_str(),
-        "to_asset": req.to_asset.as_str(),
-        "amount_in": amount.to_string(),
-        "amount_in_decimal": format_decimal(amount, fd),
-        "expected_out": q.expected_out.to_string(),
-        "expected_out_decimal": format_decimal(q.expected_out, td),
-        "min_out": q.min_out.to_string(),
-        "min_out_decimal": format_decimal(q.min_out, td),
-        "slippage_bps": q.slippage_bps,
-        "rate": rate,
-        "amount_usd": q.amount_usd.map(usd_string),
-        "gas_usd": q.gas_usd.map(usd_string),
-        "fee_cents": fee_cents,
-        "market": q.market,
-        "available": available.to_string(),
-        "available_decimal": format_decimal(available, fd),
-        "needs_approval": q.needs_approval,
-    })
+    ConversionQuoteView {
+        object: "conversion_quote",
+        chain: req.chain.as_str().into(),
+        from_asset: req.from_asset.as_str().into(),
+        to_asset: req.to_asset.as_str().into(),
+        amount_in: amount.to_string(),
+        amount_in_decimal: format_decimal(amount, fd),
+        expected_out: q.expected_out.to_string(),
+        expected_out_decimal: format_decimal(q.expected_out, td),
+        min_out: q.min_out.to_string(),
+        min_out_decimal: format_decimal(q.min_out, td),
+        slippage_bps: q.slippage_bps,
+        rate: rate_string(amount, fd, q.expected_out, td),
+        amount_usd: q.amount_usd.map(usd_string),
+        gas_usd: q.gas_usd.map(usd_string),
+        fee_cents,
+        market: q.market.to_string(),
+        available: available.to_string(),
+        available_decimal: format_decimal(available, fd),
+        needs_approval: q.needs_approval,
+    }
 }
 
 pub(super) fn usd_string(d: Decimal) -> String {
@@ -168,9 +167,9 @@ pub(super) fn rate_string(
     from_decimals: u8,
     amount_out: u128,
     to_decimals: u8,
-) -> Value {
+) -> Option<String> {
     if amount_in == 0 {
-        return Value::Null;
+        return None;
     }
     // out / 10^td / (in / 10^fd) = out * 10^fd / (in * 10^td), to 18 places.
     let ten = U256::from(10u8);
@@ -178,13 +177,8 @@ pub(super) fn rate_string(
         .checked_mul(ten.pow(U256::from(from_decimals as u64 + 18)))
         .and_then(|n| n.checked_div(U256::from(amount_in)))
         .and_then(|n| n.checked_div(ten.pow(U256::from(to_decimals as u64))));
-    match num.and_then(|n| u128::try_from(n).ok()) {
-        Some(n) => {
-            let s = format_decimal(n, 18);
-            Value::String(s)
-        }
-        None => Value::Null,
-    }
+    num.and_then(|n| u128::try_from(n).ok())
+        .map(|n| format_decimal(n, 18))
 }
 
 /// Gas of an ERC-20 approval, for the quote's `gas_usd` estimate.
@@ -296,7 +290,7 @@ pub async fn quote(
     market: &Arc<Market>,
     s: &Scope,
     req: &ConversionRequest,
-) -> Result<Value, ConversionError> {
+) -> Result<ConversionQuoteView, ConversionError> {
     let q = price(reg, market, s, req).await?;
     let (p, chain, asset) = (
         s.project.id,
@@ -318,7 +312,7 @@ pub async fn quote(
         .and_then(crate::market::whole_cents)
         .map(|usd| crate::services::billing::bps_of(usd, fee_rate))
         .unwrap_or(0);
-    Ok(quote_json(reg, req, &q, free, fee))
+    Ok(quote_view(reg, req, &q, free, fee))
 }
 
 // ---------------------------------------------------------------------------------------

@@ -19,17 +19,15 @@ pub fn support(chain: &Chain, mode: Mode) -> Result<(), &'static str> {
 
 /// A chain's coins as conversion targets: stablecoins first, then every other coin, each in
 /// registry order (SPEC.md section 2, Conversion rule).
-fn targets(chain: &Chain) -> Vec<Value> {
+fn targets(chain: &Chain) -> Vec<ConversionTargetView> {
     let mut v: Vec<&crate::registry::Asset> = chain.assets.iter().collect();
     v.sort_by_key(|a| !a.is_stable());
     v.into_iter()
-        .map(|a| {
-            json!({
-                "symbol": a.symbol,
-                "stable": a.is_stable(),
-                "is_native": a.is_native,
-                "contract": a.contract,
-            })
+        .map(|a| ConversionTargetView {
+            symbol: a.symbol.clone(),
+            stable: a.is_stable(),
+            is_native: a.is_native,
+            contract: a.contract.clone(),
         })
         .collect()
 }
@@ -53,25 +51,30 @@ pub fn stored_rule(
 
 /// One `conversion_rule` object: the stored rule, or the default (off, the chain's first
 /// stablecoin as target) when none was set.
-pub fn rule_json(chain: &Chain, mode: Mode, rule: Option<&ConversionRule>) -> Value {
+pub fn rule_view(chain: &Chain, mode: Mode, rule: Option<&ConversionRule>) -> ConversionRuleView {
     let support = support(chain, mode);
     let default_target = chain
         .assets
         .iter()
         .find(|a| a.is_stable())
         .map(|a| a.symbol.clone());
-    json!({
-        "object": "conversion_rule",
-        "chain": chain.id(),
-        "name": chain.info.name,
-        "supported": support.is_ok(),
-        "unsupported_reason": support.err(),
-        "enabled": rule.is_some_and(|r| r.enabled) && support.is_ok(),
-        "target_asset": rule.map(|r| r.target_asset.clone()).or(default_target),
-        "keep_assets": rule.map(|r| r.keep_assets.clone()).unwrap_or_default(),
-        "targets": targets(chain),
-        "updated_at": rule.map(|r| ts(r.updated_at)),
-    })
+    ConversionRuleView {
+        object: "conversion_rule",
+        chain: chain.id().into(),
+        name: chain.info.name.into(),
+        supported: support.is_ok(),
+        unsupported_reason: support.err().map(Into::into),
+        enabled: rule.is_some_and(|r| r.enabled) && support.is_ok(),
+        target_asset: rule.map(|r| r.target_asset.clone()).or(default_target),
+        keep_assets: rule.map(|r| r.keep_assets.clone()).unwrap_or_default(),
+        targets: targets(chain),
+        updated_at: rule.map(|r| ts(r.updated_at)),
+    }
+}
+
+/// [`rule_view`] as a JSON value.
+pub fn rule_json(chain: &Chain, mode: Mode, rule: Option<&ConversionRule>) -> Value {
+    crate::views::to_value(&rule_view(chain, mode, rule))
 }
 
 /// [`rules`] read on the blocking pool.
@@ -88,7 +91,7 @@ pub fn rules(r: &impl ReadOps, s: &Scope) -> Result<Value, StoreError> {
             continue;
         }
         let rule = stored_rule(r, s.project.id, c.id())?;
-        data.push(rule_json(c, s.project.mode, rule.as_ref()));
+        data.push(rule_view(c, s.project.mode, rule.as_ref()));
     }
     Ok(json!({"object": "list", "data": data, "has_more": false, "next_cursor": null}))
 }
