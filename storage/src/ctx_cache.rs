@@ -30,7 +30,7 @@ use crate::open_tables::*;
 use crate::records::{Row, Wallet};
 use crate::schema::*;
 use crate::table_reads;
-use crate::{ReadOps, StoreError, WriteCtx};
+use crate::{KeyRange, ReadOps, StoreError, WriteCtx};
 
 macro_rules! kept {
     ($(#[$doc:meta])* $method:ident, $field:ident, $def:ident, $k:ty, $v:ty) => {
@@ -364,17 +364,8 @@ impl ReadOps for WriteCtx<'_> {
         self.with_counters(|t| table_reads::count_in(&*t, tag, project))
     }
 
-    fn index_range(
-        &self,
-        from: &[u8],
-        to: &[u8],
-        limit: usize,
-        descending: bool,
-    ) -> Result<Vec<Vec<u8>>, StoreError> {
-        debug_assert!(!crate::id_runs::is_run_prefix(from), "a list kept as runs");
-        self.with_index(from, |t| {
-            table_reads::index_keys_in(&*t, from, to, limit, descending)
-        })
+    fn index_keys(&self, range: &KeyRange) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.with_index(range.from, |t| table_reads::index_keys_in(&*t, range))
     }
 
     fn balance(&self, account: &Account) -> Result<Balance, StoreError> {

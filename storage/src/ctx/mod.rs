@@ -99,6 +99,16 @@ pub struct LogFilter<'a> {
     pub lines: bool,
 }
 
+/// Raw index keys in `[from, to)`, ascending unless `descending`, at most `limit` of them
+/// ([`ReadOps::index_range`]).
+#[derive(Debug, Clone, Copy)]
+pub struct KeyRange<'a> {
+    pub from: &'a [u8],
+    pub to: &'a [u8],
+    pub limit: usize,
+    pub descending: bool,
+}
+
 pub trait ReadOps: Reader {
     /// A row by id; `None` when absent.
     fn get<R: Row>(&self, id: Uuid) -> Result<Option<R>, StoreError> {
@@ -219,13 +229,18 @@ pub trait ReadOps: Reader {
         descending: bool,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
         debug_assert!(!crate::id_runs::is_run_prefix(from), "a list kept as runs");
-        index_keys_in(
-            &self.open(index_table_of(from))?,
+        self.index_keys(&KeyRange {
             from,
             to,
             limit,
             descending,
-        )
+        })
+    }
+
+    /// The read behind [`ReadOps::index_range`], once its range is checked: a context
+    /// that keeps table handles open reads through them.
+    fn index_keys(&self, range: &KeyRange) -> Result<Vec<Vec<u8>>, StoreError> {
+        index_keys_in(&self.open(index_table_of(range.from))?, range)
     }
 
     /// Number of keys under an index prefix (bounded by `cap`); not for a list kept as
