@@ -92,28 +92,27 @@ impl OpenTables<'_> {
         if name == INDEX.name() || SPLIT_INDEXES.iter().any(|(_, d)| d.name() == name) {
             self.index_any.clear();
         }
-        if name == EVENT_TYPE_RUNS.name() {
-            self.event_type_runs = None;
-        } else if name == EVENT_RESOURCE_RUNS.name() {
-            self.event_resource_runs = None;
-        } else if name == UNIQUE.name() {
-            self.unique = None;
-        } else if name == ACCOUNTS.name() {
-            self.accounts = None;
-        } else if name == EVENTS.name() {
-            self.events = None;
-            self.last_seq.clear();
-        } else if name == EVENT_IDS.name() {
-            self.event_ids = None;
-        } else if name == COUNTERS.name() {
-            self.counters = None;
-        } else if name == SIM_OPS.name() {
-            self.sim_ops = None;
-            self.sim_seq.clear();
-        } else if name == EVM_BLOCK_DEPOSITS.name() {
-            self.block_deposits = None;
-        } else if name == SIM_HEIGHTS.name() {
-            self.sim_heights = None;
+        // The handles kept one per table, each with what it memoizes of its table.
+        let singles: [(&str, fn(&mut Self)); 10] = [
+            (EVENT_TYPE_RUNS.name(), |o| o.event_type_runs = None),
+            (EVENT_RESOURCE_RUNS.name(), |o| o.event_resource_runs = None),
+            (UNIQUE.name(), |o| o.unique = None),
+            (ACCOUNTS.name(), |o| o.accounts = None),
+            (EVENTS.name(), |o| {
+                o.events = None;
+                o.last_seq.clear();
+            }),
+            (EVENT_IDS.name(), |o| o.event_ids = None),
+            (COUNTERS.name(), |o| o.counters = None),
+            (SIM_OPS.name(), |o| {
+                o.sim_ops = None;
+                o.sim_seq.clear();
+            }),
+            (EVM_BLOCK_DEPOSITS.name(), |o| o.block_deposits = None),
+            (SIM_HEIGHTS.name(), |o| o.sim_heights = None),
+        ];
+        if let Some((_, forget)) = singles.iter().find(|(n, _)| *n == name) {
+            forget(self);
         }
         Ok(())
     }
