@@ -103,18 +103,14 @@ fn readable_row<R: crate::records::Row>(
 /// The event indexes' runs decode (a run that does not is left out of lists).
 pub(super) fn check_event_runs(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
     for (def, what) in [(EVENT_TYPE_RUNS, "type"), (EVENT_RESOURCE_RUNS, "resource")] {
-        let runs = ctx.open(def)?;
-        for e in runs.iter()? {
-            let (k, v) = e?;
-            let decodes = crate::event_runs::split_key(k.value())
-                .and_then(|(_, first)| crate::event_runs::decode(first, v.value()))
-                .is_some();
-            if !decodes {
-                rep.violations.push(format!(
-                    "event {what} index run {} does not decode; its events are left out of lists by {what}",
-                    hex::encode(k.value())
-                ));
-            }
+        for key in undecodable_runs(ctx, def, |k, v| {
+            crate::event_runs::split_key(k)
+                .and_then(|(_, first)| crate::event_runs::decode(first, v))
+                .is_some()
+        })? {
+            rep.violations.push(format!(
+                "event {what} index run {key} does not decode; its events are left out of lists by {what}"
+            ));
         }
     }
     Ok(())
@@ -124,18 +120,31 @@ pub(super) fn check_event_runs(ctx: &ReadCtx, rep: &mut Report) -> Result<(), St
 /// entry).
 pub(super) fn check_list_runs(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
     for def in run_tables() {
-        for e in ctx.open(def)?.iter()? {
-            let (k, v) = e?;
-            let decodes = crate::id_runs::split_key(k.value())
-                .and_then(|(_, first)| crate::id_runs::decode(first, v.value()))
-                .is_some();
-            if !decodes {
-                rep.violations.push(format!(
-                    "list run {} does not decode; its ids are left out of the lists it serves",
-                    hex::encode(k.value())
-                ));
-            }
+        for key in undecodable_runs(ctx, def, |k, v| {
+            crate::id_runs::split_key(k)
+                .and_then(|(_, first)| crate::id_runs::decode(first, v))
+                .is_some()
+        })? {
+            rep.violations.push(format!(
+                "list run {key} does not decode; its ids are left out of the lists it serves"
+            ));
         }
     }
     Ok(())
+}
+
+/// The keys (hex) of the runs of `def` that `decodes` refuses, in key order.
+fn undecodable_runs(
+    ctx: &ReadCtx,
+    def: crate::open_tables::RunsDef,
+    decodes: impl Fn(&[u8], &[u8]) -> bool,
+) -> Result<Vec<String>, StoreError> {
+    let mut bad = Vec::new();
+    for e in ctx.open(def)?.iter()? {
+        let (k, v) = e?;
+        if !decodes(k.value(), v.value()) {
+            bad.push(hex::encode(k.value()));
+        }
+    }
+    Ok(bad)
 }
