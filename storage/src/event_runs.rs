@@ -50,18 +50,13 @@ pub fn type_prefix(project: Uuid, event_type: &str) -> [u8; 20] {
 
 /// Key of the run of `prefix` that starts at `first`: `prefix` ‖ `first` (8, big-endian).
 pub fn key(prefix: &[u8], first: u64) -> Vec<u8> {
-    let mut k = Vec::with_capacity(prefix.len() + 8);
-    k.extend_from_slice(prefix);
-    k.extend_from_slice(&first.to_be_bytes());
-    k
+    crate::index::run_key(prefix, first)
 }
 
 /// (prefix, first sequence) of a run's key: its last 8 bytes are the sequence; `None` for a
 /// key too short to hold a prefix and one.
 pub fn split_key(k: &[u8]) -> Option<(&[u8], u64)> {
-    let at = k.len().checked_sub(8).filter(|at| *at > 0)?;
-    let first: [u8; 8] = k[at..].try_into().ok()?;
-    Some((&k[..at], u64::from_be_bytes(first)))
+    crate::index::split_run_key(k)
 }
 
 /// Appends `seq` to the run whose value is `value` and whose last sequence is `last`

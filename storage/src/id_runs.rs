@@ -61,18 +61,13 @@ pub fn run_of(key_or_prefix: &[u8]) -> Option<&'static RunIndex> {
 
 /// Key of the run of `prefix` that starts at `first`.
 pub fn key(prefix: &[u8], first: u128) -> Vec<u8> {
-    let mut k = Vec::with_capacity(prefix.len() + 16);
-    k.extend_from_slice(prefix);
-    k.extend_from_slice(&first.to_be_bytes());
-    k
+    crate::index::run_key(prefix, first)
 }
 
 /// (prefix, id) of an index key or run key: its last 16 bytes are the id; `None` for a key
 /// too short to hold a prefix and one.
 pub fn split_key(k: &[u8]) -> Option<(&[u8], u128)> {
-    let at = k.len().checked_sub(16).filter(|at| *at > 0)?;
-    let id: [u8; 16] = k[at..].try_into().ok()?;
-    Some((&k[..at], u128::from_be_bytes(id)))
+    crate::index::split_run_key(k)
 }
 
 /// The ids of the run that starts at `first` with `value`, ascending; `None` when the
