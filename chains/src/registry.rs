@@ -145,7 +145,7 @@ const fn token(symbol: &'static str, decimals: u8, contract: &'static str) -> As
     }
 }
 
-/// What a chain of [`CHAINS`] states; [`chain`] adds what its family decides.
+/// What a chain of [`CHAINS`] states; [`listed`] adds what its family decides.
 struct ChainSpec {
     id: &'static str,
     name: &'static str,
@@ -162,7 +162,7 @@ struct ChainSpec {
 /// A chain of the registry. EVM chains take contract (forwarder) accounts; the other
 /// families keypair accounts held by the signer. Of them all only TON's transfers carry a
 /// memo.
-const fn chain(c: ChainSpec) -> ChainInfo {
+const fn listed(c: ChainSpec) -> ChainInfo {
     ChainInfo {
         id: c.id,
         name: c.name,
@@ -184,7 +184,7 @@ const fn chain(c: ChainSpec) -> ChainInfo {
 
 /// Every chain identifier of SPEC.md section 2, in listing order.
 pub static CHAINS: &[ChainInfo] = &[
-    chain(ChainSpec {
+    listed(ChainSpec {
         id: "ethereum",
         name: "Ethereum",
         network_type: "ERC20",
@@ -199,7 +199,7 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://etherscan.io",
         default_status: ChainStatus::Live,
     }),
-    chain(ChainSpec {
+    listed(ChainSpec {
         id: "bsc",
         name: "BNB Smart Chain",
         network_type: "BEP20",
@@ -214,7 +214,7 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://bscscan.com",
         default_status: ChainStatus::Live,
     }),
-    chain(ChainSpec {
+    listed(ChainSpec {
         id: "polygon",
         name: "Polygon PoS",
         network_type: "Polygon",
@@ -229,7 +229,7 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://polygonscan.com",
         default_status: ChainStatus::Live,
     }),
-    chain(ChainSpec {
+    listed(ChainSpec {
         id: "arbitrum",
         name: "Arbitrum One",
         network_type: "Arbitrum",
@@ -244,7 +244,7 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://arbiscan.io",
         default_status: ChainStatus::Live,
     }),
-    chain(ChainSpec {
+    listed(ChainSpec {
         id: "base",
         name: "Base",
         network_type: "Base",
@@ -260,7 +260,7 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://basescan.org",
         default_status: ChainStatus::Live,
     }),
-    chain(ChainSpec {
+    listed(ChainSpec {
         id: "avalanche",
         name: "Avalanche C-Chain",
         network_type: "AVAX C-Chain",
@@ -275,7 +275,7 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://snowtrace.io",
         default_status: ChainStatus::Live,
     }),
-    chain(ChainSpec {
+    listed(ChainSpec {
         id: "optimism",
         name: "OP Mainnet",
         network_type: "Optimism",
@@ -290,7 +290,7 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://optimistic.etherscan.io",
         default_status: ChainStatus::Live,
     }),
-    chain(ChainSpec {
+    listed(ChainSpec {
         id: "linea",
         name: "Linea",
         network_type: "Linea",
@@ -305,7 +305,7 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://lineascan.build",
         default_status: ChainStatus::Live,
     }),
-    chain(ChainSpec {
+    listed(ChainSpec {
         id: "scroll",
         name: "Scroll",
         network_type: "Scroll",
@@ -321,7 +321,7 @@ pub static CHAINS: &[ChainInfo] = &[
         default_status: ChainStatus::Live,
     }),
     // DECISIONS.md section 9: zkSync uses a different CREATE2 rule; listed until handled.
-    chain(ChainSpec {
+    listed(ChainSpec {
         id: "zksync",
         name: "zkSync Era",
         network_type: "zkSync",
@@ -336,7 +336,7 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://explorer.zksync.io",
         default_status: ChainStatus::ComingSoon,
     }),
-    chain(ChainSpec {
+    listed(ChainSpec {
         id: "tron",
         name: "Tron",
         network_type: "TRC20",
@@ -351,7 +351,7 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://tronscan.org/#",
         default_status: ChainStatus::Paused,
     }),
-    chain(ChainSpec {
+    listed(ChainSpec {
         id: "solana",
         name: "Solana",
         network_type: "SPL",
@@ -366,7 +366,7 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://solscan.io",
         default_status: ChainStatus::Paused,
     }),
-    chain(ChainSpec {
+    listed(ChainSpec {
         id: "ton",
         name: "TON",
         network_type: "Jetton",
@@ -382,7 +382,7 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://tonviewer.com",
         default_status: ChainStatus::Paused,
     }),
-    chain(ChainSpec {
+    listed(ChainSpec {
         id: "bitcoin",
         name: "Bitcoin",
         network_type: "BTC",
@@ -394,7 +394,7 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://mempool.space",
         default_status: ChainStatus::Paused,
     }),
-    chain(ChainSpec {
+    listed(ChainSpec {
         id: "dogecoin",
         name: "Dogecoin",
         network_type: "DOGE",

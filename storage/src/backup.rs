@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use redb::{
-    Database, Durability, Key, ReadTransaction, ReadableTable, TableDefinition, TableError,
-    TableHandle, Value, WriteTransaction,
+    Database, Durability, Key, ReadOnlyTable, ReadTransaction, ReadableTable, TableDefinition,
+    TableError, TableHandle, Value, WriteTransaction,
 };
 
 use crate::schema::*;
@@ -23,12 +23,13 @@ pub struct BackupReport {
     pub rows: u64,
 }
 
-/// Something done to every table of a snapshot, in a fixed order ([`visit_tables`]).
+/// Something done to every table of a snapshot, in a fixed order ([`visit_tables`]): to
+/// `t`, the snapshot's table `def` (a table the snapshot does not hold is passed over).
 trait TableVisitor {
     fn visit<K: Key + 'static, V: Value + 'static>(
         &mut self,
-        src: &ReadTransaction,
         def: TableDefinition<K, V>,
+        t: ReadOnlyTable<K, V>,
     ) -> Result<(), StoreError>;
 }
 
@@ -44,7 +45,11 @@ fn visit_tables(src: &ReadTransaction, v: &mut impl TableVisitor) -> Result<(), 
         ($def:expr) => {{
             let def = $def;
             one(def.name());
-            v.visit(src, def)?;
+            match src.open_table(def) {
+                Ok(t) => v.visit(def, t)?,
+                Err(TableError::TableDoesNotExist(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
         }};
     }
     visit!(META);
@@ -115,14 +120,9 @@ struct Copy<'a> {
 impl TableVisitor for Copy<'_> {
     fn visit<K: Key + 'static, V: Value + 'static>(
         &mut self,
-        src: &ReadTransaction,
         def: TableDefinition<K, V>,
+        from: ReadOnlyTable<K, V>,
     ) -> Result<(), StoreError> {
-        let from = match src.open_table(def) {
-            Ok(t) => t,
-            Err(TableError::TableDoesNotExist(_)) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
         let mut to = self.dst.open_table(def)?;
         for e in from.iter()? {
             let (k, v) = e?;
@@ -171,15 +171,10 @@ struct Digest {
 impl TableVisitor for Digest {
     fn visit<K: Key + 'static, V: Value + 'static>(
         &mut self,
-        src: &ReadTransaction,
         def: TableDefinition<K, V>,
+        t: ReadOnlyTable<K, V>,
     ) -> Result<(), StoreError> {
         use sha2::Digest as _;
-        let t = match src.open_table(def) {
-            Ok(t) => t,
-            Err(TableError::TableDoesNotExist(_)) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
         let name = def.name().as_bytes();
         self.hash.update((name.len() as u64).to_be_bytes());
         self.hash.update(name);

@@ -301,6 +301,10 @@ pub struct Seqs<'a> {
     done: bool,
 }
 
+/// What the log says of a run [`Seqs`] passes over.
+const UNDECODABLE: &str =
+    "undecodable run of an event index; its events are left out of the lists it serves";
+
 impl Iterator for Seqs<'_> {
     type Item = Result<u64, StoreError>;
 
@@ -317,19 +321,10 @@ impl Iterator for Seqs<'_> {
             } else {
                 self.range.next_back()
             };
-            let (k, v) = match entry? {
-                Ok(e) => e,
-                Err(e) => return Some(Err(e.into())),
-            };
-            let Some((_, first)) = split_key(k.value()) else {
-                continue;
-            };
-            let Some(mut seqs) = decode(first, v.value()) else {
-                tracing::error!(
-                    key = %hex::encode(k.value()),
-                    "undecodable run of an event index; its events are left out of the lists it serves"
-                );
-                continue;
+            let (first, mut seqs) = match crate::index::read_run(entry?, decode, UNDECODABLE) {
+                Some(Ok(run)) => run,
+                Some(Err(e)) => return Some(Err(e)),
+                None => continue,
             };
             if !self.ascending && first < self.lo {
                 self.done = true;

@@ -361,6 +361,10 @@ pub struct IdsDesc<'a> {
     before: Option<u128>,
 }
 
+/// What the log says of a run [`IdsDesc`] passes over.
+const UNDECODABLE: &str =
+    "undecodable run of a customer's index; its ids are left out of the lists it serves";
+
 impl Iterator for IdsDesc<'_> {
     type Item = Result<u128, StoreError>;
 
@@ -369,19 +373,11 @@ impl Iterator for IdsDesc<'_> {
             if let Some(id) = self.buffered.pop() {
                 return Some(Ok(id));
             }
-            let (k, v) = match self.range.next_back()? {
-                Ok(e) => e,
-                Err(e) => return Some(Err(e.into())),
-            };
-            let Some((_, first)) = split_key(k.value()) else {
-                continue;
-            };
-            let Some(mut ids) = decode(first, v.value()) else {
-                tracing::error!(
-                    key = %hex::encode(k.value()),
-                    "undecodable run of a customer's index; its ids are left out of the lists it serves"
-                );
-                continue;
+            let row = self.range.next_back()?;
+            let (_, mut ids) = match crate::index::read_run(row, decode, UNDECODABLE) {
+                Some(Ok(run)) => run,
+                Some(Err(e)) => return Some(Err(e)),
+                None => continue,
             };
             if let Some(b) = self.before {
                 ids.retain(|i| *i < b);

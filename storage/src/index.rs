@@ -610,6 +610,34 @@ pub fn split_run_key<T: RunStart>(k: &[u8]) -> Option<(&[u8], T)> {
     Some((&k[..at], T::read(&k[at..])?))
 }
 
+/// A row of a runs table read by a list's walk: (first, what `decode` makes of the run).
+/// `None` for a run that does not decode, logged with `what` (the walk passes over it);
+/// `Some(Err)` when the row cannot be read.
+pub(crate) fn read_run<T: RunStart, X>(
+    row: Result<RunRow<'_>, redb::StorageError>,
+    decode: impl Fn(T, &[u8]) -> Option<X>,
+    what: &str,
+) -> Option<Result<(T, X), crate::StoreError>> {
+    let (k, v) = match row {
+        Ok(row) => row,
+        Err(e) => return Some(Err(e.into())),
+    };
+    let (_, first) = split_run_key(k.value())?;
+    match decode(first, v.value()) {
+        Some(run) => Some(Ok((first, run))),
+        None => {
+            tracing::error!(key = %hex::encode(k.value()), "{what}");
+            None
+        }
+    }
+}
+
+/// A row of a runs table: its key and value.
+pub(crate) type RunRow<'a> = (
+    redb::AccessGuard<'a, &'static [u8]>,
+    redb::AccessGuard<'a, &'static [u8]>,
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -173,15 +173,7 @@ impl Sim {
 
     /// Cancels an invoice: refused once it has received money.
     pub(in crate::simulate) async fn cancel_invoice(&mut self) -> anyhow::Result<String> {
-        let all: Vec<InvoiceM> = self
-            .model
-            .invoices
-            .values()
-            .rev()
-            .take(300)
-            .cloned()
-            .collect();
-        let Some(inv) = rng::pick(&all).cloned() else {
+        let Some(inv) = rng::pick_cloned(self.model.invoices.values().rev().take(300)) else {
             return Ok("no invoice yet".into());
         };
         let t = self.model.tenant(inv.project).expect("tenant").clone();

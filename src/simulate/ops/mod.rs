@@ -659,16 +659,14 @@ impl Sim {
     /// day, less an hour): the first answer's payout.
     pub(in crate::simulate) async fn payout_retry(&mut self) -> anyhow::Result<String> {
         let fresh_from = sources::now_us() - (crate::services::IDEMPOTENCY_TTL_US - 3_600_000_000);
-        let all: Vec<PayoutM> = self
-            .model
-            .payouts
-            .values()
-            .rev()
-            .take(500)
-            .filter(|p| p.asked_us >= fresh_from && !p.idempotency_key.is_empty())
-            .cloned()
-            .collect();
-        let Some(p) = rng::pick(&all).cloned() else {
+        let Some(p) = rng::pick_cloned(
+            self.model
+                .payouts
+                .values()
+                .rev()
+                .take(500)
+                .filter(|p| p.asked_us >= fresh_from && !p.idempotency_key.is_empty()),
+        ) else {
             return Ok("no payout yet".into());
         };
         let a = self.post_payout(&p).await?;
@@ -684,13 +682,11 @@ impl Sim {
 
     /// Approves (or rejects) a payout waiting for approval, with the tenant's approver key.
     pub(in crate::simulate) async fn decide(&mut self, approve: bool) -> anyhow::Result<String> {
-        let waiting: Vec<PayoutM> = self
-            .model
-            .open_payouts()
-            .filter(|p| p.status == "pending_approval")
-            .cloned()
-            .collect();
-        let Some(p) = rng::pick(&waiting).cloned() else {
+        let Some(p) = rng::pick_cloned(
+            self.model
+                .open_payouts()
+                .filter(|p| p.status == "pending_approval"),
+        ) else {
             return Ok("nothing waits for approval".into());
         };
         let t = self.model.tenant(p.project).expect("tenant").clone();
@@ -711,13 +707,11 @@ impl Sim {
 
     /// Cancels an open payout (refused once signing has begun).
     pub(in crate::simulate) async fn cancel(&mut self) -> anyhow::Result<String> {
-        let open: Vec<PayoutM> = self
-            .model
-            .open_payouts()
-            .filter(|p| p.is_open() && !p.customer.is_nil())
-            .cloned()
-            .collect();
-        let Some(p) = rng::pick(&open).cloned() else {
+        let Some(p) = rng::pick_cloned(
+            self.model
+                .open_payouts()
+                .filter(|p| p.is_open() && !p.customer.is_nil()),
+        ) else {
             return Ok("no open payout".into());
         };
         let t = self.model.tenant(p.project).expect("tenant").clone();
