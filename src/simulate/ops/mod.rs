@@ -198,6 +198,18 @@ fn fresh_address() -> Address {
 }
 
 impl Sim {
+    /// Posts `body` to `path` with the key `key` picks of the tenant of `project`.
+    pub(in crate::simulate) async fn post_as(
+        &self,
+        project: Uuid,
+        key: fn(&Tenant) -> &String,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> anyhow::Result<Answer> {
+        let key = key(self.model.tenant(project).expect("tenant"));
+        self.node().post(path, key, body).await
+    }
+
     /// Creates the tenants: two or three live projects, each with signing on, a prepaid
     /// plan, a wallet key, a payout key and an approver key; some with an auto-approve
     /// threshold so that payouts wait for approval.
@@ -689,15 +701,10 @@ impl Sim {
         ) else {
             return Ok("nothing waits for approval".into());
         };
-        let t = self.model.tenant(p.project).expect("tenant").clone();
         let verb = if approve { "approve" } else { "reject" };
+        let path = format!("/v1/payouts/{}/{verb}", p.id);
         let a = self
-            .node()
-            .post(
-                &format!("/v1/payouts/{}/{verb}", p.id),
-                &t.approver_key,
-                None,
-            )
+            .post_as(p.project, |t| &t.approver_key, &path, None)
             .await?;
         if a.status != 200 {
             self.fail(format!("{verb} payout {}: {} {}", p.id, a.status, a.body));
@@ -714,10 +721,9 @@ impl Sim {
         ) else {
             return Ok("no open payout".into());
         };
-        let t = self.model.tenant(p.project).expect("tenant").clone();
+        let path = format!("/v1/payouts/{}/cancel", p.id);
         let a = self
-            .node()
-            .post(&format!("/v1/payouts/{}/cancel", p.id), &t.payout_key, None)
+            .post_as(p.project, |t| &t.payout_key, &path, None)
             .await?;
         let ok = match a.status {
             200 => a.str("status").as_deref() == Some("canceled"),
@@ -745,14 +751,9 @@ impl Sim {
         let Some((project, _, chain, w)) = rng::pick(&wallets).cloned() else {
             return Ok("no wallet yet".into());
         };
-        let t = self.model.tenant(project).expect("tenant").clone();
+        let body = json!({"wallet_id": w.id});
         let a = self
-            .node()
-            .post(
-                "/v1/sweeps",
-                &t.wallet_key,
-                Some(&json!({"wallet_id": w.id})),
-            )
+            .post_as(project, |t| &t.wallet_key, "/v1/sweeps", Some(&body))
             .await?;
         if a.status >= 500 {
             self.fail(format!("POST /v1/sweeps {}: {} {}", w.id, a.status, a.body));
