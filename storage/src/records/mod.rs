@@ -150,6 +150,24 @@ macro_rules! row {
     };
 }
 
+/// The element of `items` that `is` picks, pushed first (made by `new`) when none does: the
+/// per-key entries a record keeps in a list (an invoice's amounts received per asset, a
+/// project's overrides per chain and asset).
+pub fn entry<'a, T>(
+    items: &'a mut Vec<T>,
+    is: impl Fn(&T) -> bool,
+    new: impl FnOnce() -> T,
+) -> &'a mut T {
+    let i = match items.iter().position(is) {
+        Some(i) => i,
+        None => {
+            items.push(new());
+            items.len() - 1
+        }
+    };
+    &mut items[i]
+}
+
 pub mod billing;
 pub mod conversions;
 pub mod customers;
