@@ -153,11 +153,7 @@ macro_rules! row {
 /// The element of `items` that `is` picks, pushed first (made by `new`) when none does: the
 /// per-key entries a record keeps in a list (an invoice's amounts received per asset, a
 /// project's overrides per chain and asset).
-pub fn entry<'a, T>(
-    items: &'a mut Vec<T>,
-    is: impl Fn(&T) -> bool,
-    new: impl FnOnce() -> T,
-) -> &'a mut T {
+pub fn entry<T>(items: &mut Vec<T>, is: impl Fn(&T) -> bool, new: impl FnOnce() -> T) -> &mut T {
     let i = match items.iter().position(is) {
         Some(i) => i,
         None => {
