@@ -28,6 +28,7 @@ pub mod sealing;
 pub mod server;
 pub mod services;
 pub mod simulate;
+pub mod slots;
 pub mod state;
 pub mod transport;
 pub mod views;

@@ -15,7 +15,9 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use appliance_storage::index::{self, IndexTag};
-use appliance_storage::records::{ApiKey, AssetOverride, ChainOverride, KeyKind, Mode, Project};
+use appliance_storage::records::{
+    entry, ApiKey, AssetOverride, ChainOverride, KeyKind, Mode, Project,
+};
 use appliance_storage::{ReadOps, ScanOps, Store, WriteError};
 
 use crate::auth::Pepper;
@@ -571,16 +573,14 @@ fn apply_set(p: &mut Project, s: ProjectSet) -> Result<(), String> {
                 .ok_or("--chain-status must be live, paused or coming_soon")?;
         }
         if chain_fields {
-            let o = match st.chains.iter_mut().find(|o| o.chain == chain) {
-                Some(o) => o,
-                None => {
-                    st.chains.push(ChainOverride {
-                        chain: chain.clone(),
-                        ..Default::default()
-                    });
-                    st.chains.last_mut().expect("pushed")
-                }
-            };
+            let o = entry(
+                &mut st.chains,
+                |o| o.chain == chain,
+                || ChainOverride {
+                    chain: chain.clone(),
+                    ..Default::default()
+                },
+            );
             o.status = s.chain_status.or(o.status.take());
             o.status_note = s.chain_status_note.or(o.status_note.take());
             o.deposits_enabled = s.chain_deposits.or(o.deposits_enabled);
@@ -591,21 +591,12 @@ fn apply_set(p: &mut Project, s: ProjectSet) -> Result<(), String> {
             if c.asset(&asset).is_none() {
                 return Err(format!("{asset:?} is not an asset on {chain}"));
             }
-            let o = match st
-                .assets
-                .iter_mut()
-                .find(|o| o.chain == chain && o.symbol == asset)
-            {
-                Some(o) => o,
-                None => {
-                    st.assets.push(AssetOverride {
-                        chain: chain.clone(),
-                        symbol: asset.clone(),
-                        ..Default::default()
-                    });
-                    st.assets.last_mut().expect("pushed")
-                }
-            };
+            let is = |o: &AssetOverride| o.chain == chain && o.symbol == asset;
+            let o = entry(&mut st.assets, is, || AssetOverride {
+                chain: chain.clone(),
+                symbol: asset.clone(),
+                ..Default::default()
+            });
             o.deposits_enabled = s.asset_deposits.or(o.deposits_enabled);
             o.payouts_enabled = s.asset_payouts.or(o.payouts_enabled);
             o.archived = s.asset_archived.or(o.archived);

@@ -128,7 +128,7 @@ impl AppState {
                 unauthenticated: RateLimiter::keyed(Quota::per_minute(unauth)),
                 checkout: Mutex::new(HashMap::new()),
                 refund: Mutex::new(HashMap::new()),
-                public_bodies: Arc::default(),
+                public_bodies: Default::default(),
             },
             handles,
             pepper,
@@ -149,7 +149,7 @@ pub struct Limits {
     /// Checkout refund requests per token (SPEC.md section 8).
     refund: Mutex<HashMap<Uuid, (u32, Arc<DefaultDirectRateLimiter>)>>,
     /// Keyless requests of each source address whose bodies are being read now.
-    public_bodies: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    public_bodies: crate::slots::Slots<IpAddr>,
 }
 
 /// Most keyless requests of one source address reading their bodies at once: a
@@ -158,22 +158,7 @@ pub struct Limits {
 pub const PUBLIC_BODIES_PER_IP: usize = 4;
 
 /// One keyless body being read ([`Limits::public_body`]); released when dropped.
-pub struct PublicBodySlot {
-    map: Arc<Mutex<HashMap<IpAddr, usize>>>,
-    ip: IpAddr,
-}
-
-impl Drop for PublicBodySlot {
-    fn drop(&mut self) {
-        let mut m = self.map.lock().expect("lock");
-        if let Some(n) = m.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                m.remove(&self.ip);
-            }
-        }
-    }
-}
+pub type PublicBodySlot = crate::slots::Slot<IpAddr>;
 
 /// Most per-token limiters kept; past it, the ones whose budget is full again (idle for a
 /// minute or more) are dropped, so a flood of tokens cannot grow memory without bound.
@@ -254,16 +239,7 @@ impl Limits {
     /// A slot to read one keyless request's body from `ip`; `None` when
     /// [`PUBLIC_BODIES_PER_IP`] are being read already.
     pub fn public_body(&self, ip: IpAddr) -> Option<PublicBodySlot> {
-        let mut m = self.public_bodies.lock().expect("lock");
-        let n = m.entry(ip).or_insert(0);
-        if *n >= PUBLIC_BODIES_PER_IP {
-            return None;
-        }
-        *n += 1;
-        Some(PublicBodySlot {
-            map: self.public_bodies.clone(),
-            ip,
-        })
+        self.public_bodies.take(ip, PUBLIC_BODIES_PER_IP)
     }
 
     /// Counts one unauthenticated request from `ip`.

@@ -28,6 +28,7 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::{header, HeaderValue, Request, Response, StatusCode};
 use axum::Router;
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -375,11 +376,13 @@ async fn run_conn<I>(
                 Ok(r) => r,
                 Err(e) => match e {},
             };
+            // The closure owns the guard: the request stays counted as in flight until
+            // its response body is done (dropped).
             Ok(resp.map(|b| {
-                Body::new(GuardedBody {
-                    inner: b,
-                    _guard: guard,
-                })
+                Body::new(b.map_frame(move |frame| {
+                    let _in_flight = &guard;
+                    frame
+                }))
             }))
         }
     });
@@ -470,32 +473,6 @@ impl hyper::body::Body for DeadlineBody {
             return Poll::Ready(Some(Err(axum::Error::new(BodyTimeout))));
         }
         Poll::Pending
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-/// A response body that keeps its request counted as in flight until it is done.
-struct GuardedBody {
-    inner: Body,
-    _guard: ActiveGuard,
-}
-
-impl hyper::body::Body for GuardedBody {
-    type Data = axum::body::Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {

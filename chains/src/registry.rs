@@ -145,12 +145,13 @@ const fn token(symbol: &'static str, decimals: u8, contract: &'static str) -> As
     }
 }
 
-/// What an EVM chain of [`CHAINS`] states; [`evm`] adds what every EVM chain shares.
-struct EvmChain {
+/// What a chain of [`CHAINS`] states; [`listed`] adds what its family decides.
+struct ChainSpec {
     id: &'static str,
     name: &'static str,
     network_type: &'static str,
     chain_id: u64,
+    family: Family,
     native: AssetInfo,
     tokens: &'static [AssetInfo],
     required_confirmations: u32,
@@ -158,31 +159,37 @@ struct EvmChain {
     default_status: ChainStatus,
 }
 
-/// An EVM chain: the EVM family, contract (forwarder) accounts, no memos.
-const fn evm(c: EvmChain) -> ChainInfo {
+/// A chain of the registry. EVM chains take contract (forwarder) accounts; the other
+/// families keypair accounts held by the signer. Of them all only TON's transfers carry a
+/// memo.
+const fn listed(c: ChainSpec) -> ChainInfo {
     ChainInfo {
         id: c.id,
         name: c.name,
         network_type: c.network_type,
         chain_id: c.chain_id,
-        family: Family::Evm,
+        family: c.family,
         native: c.native,
         tokens: c.tokens,
         required_confirmations: c.required_confirmations,
         explorer_url: c.explorer_url,
-        account_kind: AccountKind::Contract,
+        account_kind: match c.family {
+            Family::Evm => AccountKind::Contract,
+            _ => AccountKind::Eoa,
+        },
         default_status: c.default_status,
-        supports_memo: false,
+        supports_memo: matches!(c.family, Family::Ton),
     }
 }
 
 /// Every chain identifier of SPEC.md section 2, in listing order.
 pub static CHAINS: &[ChainInfo] = &[
-    evm(EvmChain {
+    listed(ChainSpec {
         id: "ethereum",
         name: "Ethereum",
         network_type: "ERC20",
         chain_id: 1,
+        family: Family::Evm,
         native: native("ETH", "Ether", 18),
         tokens: &[
             token("USDT", 6, "0xdAC17F958D2ee523a2206206994597C13D831ec7"),
@@ -192,11 +199,12 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://etherscan.io",
         default_status: ChainStatus::Live,
     }),
-    evm(EvmChain {
+    listed(ChainSpec {
         id: "bsc",
         name: "BNB Smart Chain",
         network_type: "BEP20",
         chain_id: 56,
+        family: Family::Evm,
         native: native("BNB", "BNB", 18),
         tokens: &[
             token("USDT", 18, "0x55d398326f99059fF775485246999027B3197955"),
@@ -206,11 +214,12 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://bscscan.com",
         default_status: ChainStatus::Live,
     }),
-    evm(EvmChain {
+    listed(ChainSpec {
         id: "polygon",
         name: "Polygon PoS",
         network_type: "Polygon",
         chain_id: 137,
+        family: Family::Evm,
         native: native("POL", "Polygon Ecosystem Token", 18),
         tokens: &[
             token("USDT", 6, "0xc2132D05D31c914a87C6611C10748AEb04B58e8F"),
@@ -220,11 +229,12 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://polygonscan.com",
         default_status: ChainStatus::Live,
     }),
-    evm(EvmChain {
+    listed(ChainSpec {
         id: "arbitrum",
         name: "Arbitrum One",
         network_type: "Arbitrum",
         chain_id: 42161,
+        family: Family::Evm,
         native: native("ETH", "Ether", 18),
         tokens: &[
             token("USDT", 6, "0xFd086bC7CD5C481DCC9C85ebE478A1C0b69FCbb9"),
@@ -234,11 +244,12 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://arbiscan.io",
         default_status: ChainStatus::Live,
     }),
-    evm(EvmChain {
+    listed(ChainSpec {
         id: "base",
         name: "Base",
         network_type: "Base",
         chain_id: 8453,
+        family: Family::Evm,
         native: native("ETH", "Ether", 18),
         tokens: &[token(
             "USDC",
@@ -249,11 +260,12 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://basescan.org",
         default_status: ChainStatus::Live,
     }),
-    evm(EvmChain {
+    listed(ChainSpec {
         id: "avalanche",
         name: "Avalanche C-Chain",
         network_type: "AVAX C-Chain",
         chain_id: 43114,
+        family: Family::Evm,
         native: native("AVAX", "Avalanche", 18),
         tokens: &[
             token("USDT", 6, "0x9702230A8Ea53601f5cD2dc00fDBc13d4dF4A8c7"),
@@ -263,11 +275,12 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://snowtrace.io",
         default_status: ChainStatus::Live,
     }),
-    evm(EvmChain {
+    listed(ChainSpec {
         id: "optimism",
         name: "OP Mainnet",
         network_type: "Optimism",
         chain_id: 10,
+        family: Family::Evm,
         native: native("ETH", "Ether", 18),
         tokens: &[
             token("USDT", 6, "0x94b008aA00579c1307B0EF2c499aD98a8ce58e58"),
@@ -277,11 +290,12 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://optimistic.etherscan.io",
         default_status: ChainStatus::Live,
     }),
-    evm(EvmChain {
+    listed(ChainSpec {
         id: "linea",
         name: "Linea",
         network_type: "Linea",
         chain_id: 59144,
+        family: Family::Evm,
         native: native("ETH", "Ether", 18),
         tokens: &[
             token("USDT", 6, "0xA219439258ca9da29E9Cc4cE5596924745e12B93"),
@@ -291,11 +305,12 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://lineascan.build",
         default_status: ChainStatus::Live,
     }),
-    evm(EvmChain {
+    listed(ChainSpec {
         id: "scroll",
         name: "Scroll",
         network_type: "Scroll",
         chain_id: 534352,
+        family: Family::Evm,
         native: native("ETH", "Ether", 18),
         tokens: &[
             token("USDT", 6, "0xf55BEC9cafDbE8730f096Aa55dad6D22d44099Df"),
@@ -306,11 +321,12 @@ pub static CHAINS: &[ChainInfo] = &[
         default_status: ChainStatus::Live,
     }),
     // DECISIONS.md section 9: zkSync uses a different CREATE2 rule; listed until handled.
-    evm(EvmChain {
+    listed(ChainSpec {
         id: "zksync",
         name: "zkSync Era",
         network_type: "zkSync",
         chain_id: 324,
+        family: Family::Evm,
         native: native("ETH", "Ether", 18),
         tokens: &[
             token("USDT", 6, "0x493257fD37EDB34451f62EDf8D2a0C418852bA4C"),
@@ -320,7 +336,7 @@ pub static CHAINS: &[ChainInfo] = &[
         explorer_url: "https://explorer.zksync.io",
         default_status: ChainStatus::ComingSoon,
     }),
-    ChainInfo {
+    listed(ChainSpec {
         id: "tron",
         name: "Tron",
         network_type: "TRC20",
@@ -333,11 +349,9 @@ pub static CHAINS: &[ChainInfo] = &[
         ],
         required_confirmations: 19,
         explorer_url: "https://tronscan.org/#",
-        account_kind: AccountKind::Eoa,
         default_status: ChainStatus::Paused,
-        supports_memo: false,
-    },
-    ChainInfo {
+    }),
+    listed(ChainSpec {
         id: "solana",
         name: "Solana",
         network_type: "SPL",
@@ -350,11 +364,9 @@ pub static CHAINS: &[ChainInfo] = &[
         ],
         required_confirmations: 32,
         explorer_url: "https://solscan.io",
-        account_kind: AccountKind::Eoa,
         default_status: ChainStatus::Paused,
-        supports_memo: false,
-    },
-    ChainInfo {
+    }),
+    listed(ChainSpec {
         id: "ton",
         name: "TON",
         network_type: "Jetton",
@@ -368,11 +380,9 @@ pub static CHAINS: &[ChainInfo] = &[
         )],
         required_confirmations: 1,
         explorer_url: "https://tonviewer.com",
-        account_kind: AccountKind::Eoa,
         default_status: ChainStatus::Paused,
-        supports_memo: true,
-    },
-    ChainInfo {
+    }),
+    listed(ChainSpec {
         id: "bitcoin",
         name: "Bitcoin",
         network_type: "BTC",
@@ -382,11 +392,9 @@ pub static CHAINS: &[ChainInfo] = &[
         tokens: &[],
         required_confirmations: 3,
         explorer_url: "https://mempool.space",
-        account_kind: AccountKind::Eoa,
         default_status: ChainStatus::Paused,
-        supports_memo: false,
-    },
-    ChainInfo {
+    }),
+    listed(ChainSpec {
         id: "dogecoin",
         name: "Dogecoin",
         network_type: "DOGE",
@@ -396,10 +404,8 @@ pub static CHAINS: &[ChainInfo] = &[
         tokens: &[],
         required_confirmations: 40,
         explorer_url: "https://dogechain.info",
-        account_kind: AccountKind::Eoa,
         default_status: ChainStatus::Paused,
-        supports_memo: false,
-    },
+    }),
 ];
 
 /// Market rank of every symbol the registry lists (1 = the largest market capitalisation),

@@ -270,8 +270,7 @@ impl UtxoRoot {
         network: &UtxoNetwork,
         account: u32,
     ) -> Result<UtxoAccount, DeriveError> {
-        let secp = Secp256k1::new();
-        let xpriv = self.account_xpriv(&secp, network, account)?;
+        let SigningAccount { xpriv, secp } = self.signing_account(network, account)?;
         Ok(UtxoAccount {
             xpub: Xpub::from_priv(&secp, &xpriv),
             network: network.clone(),

@@ -39,7 +39,13 @@ pub(super) fn restore(cfg: &Config, from: &Path) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let outcome = restore_locked(cfg, from, &manifest, current.as_ref());
+    let outcome = Restore {
+        cfg,
+        from,
+        manifest: &manifest,
+        current: current.as_ref(),
+    }
+    .swap();
     if let Some(s) = current {
         close_store(s);
     }
@@ -139,37 +145,123 @@ fn sha256_file(path: &Path) -> anyhow::Result<String> {
     Ok(hex::encode(h.finalize()))
 }
 
-/// Copies the backup into the data dir as `<name>.restoring`, checks the copies, then swaps.
-fn restore_locked(
-    cfg: &Config,
-    from: &Path,
-    manifest: &Manifest,
-    current: Option<&appliance_storage::Store>,
-) -> anyhow::Result<()> {
-    crate::data_dir::prepare(&cfg.data_dir)?;
-    let staged = |name: &str| staged_path(cfg, name);
-    let result = stage_files(from, manifest, &staged)
-        .and_then(|()| check_staged(cfg, from, manifest, current));
-    if let Err(e) = result {
-        for name in &manifest.files {
-            let _ = std::fs::remove_file(staged(name));
+/// A checked backup being restored into `cfg`'s data dir (under the current store's lock
+/// when there is one).
+struct Restore<'a> {
+    cfg: &'a Config,
+    from: &'a Path,
+    manifest: &'a Manifest,
+    current: Option<&'a appliance_storage::Store>,
+}
+
+impl Restore<'_> {
+    /// Copies the backup into the data dir as `<name>.restoring`, checks the copies, then swaps.
+    fn swap(&self) -> anyhow::Result<()> {
+        crate::data_dir::prepare(&self.cfg.data_dir)?;
+        let staged = |name: &str| staged_path(self.cfg, name);
+        let result =
+            stage_files(self.from, self.manifest, &staged).and_then(|()| self.check_staged());
+        if let Err(e) = result {
+            for name in &self.manifest.files {
+                let _ = std::fs::remove_file(staged(name));
+            }
+            return Err(e);
         }
-        return Err(e);
+        let stamp = chrono::Utc::now().timestamp();
+        for name in std::iter::once("appliance.redb").chain(operator::BACKUP_FILES.iter().copied())
+        {
+            let target = self.cfg.data_dir.join(name);
+            if target.exists() {
+                std::fs::rename(
+                    &target,
+                    self.cfg
+                        .data_dir
+                        .join(format!("{name}.before-restore-{stamp}")),
+                )?;
+            }
+            if self.manifest.files.iter().any(|f| f == name) {
+                std::fs::rename(staged(name), &target)?;
+            }
+        }
+        Ok(())
     }
-    let stamp = chrono::Utc::now().timestamp();
-    for name in std::iter::once("appliance.redb").chain(operator::BACKUP_FILES.iter().copied()) {
-        let target = cfg.data_dir.join(name);
-        if target.exists() {
-            std::fs::rename(
-                &target,
-                cfg.data_dir.join(format!("{name}.before-restore-{stamp}")),
-            )?;
+
+    /// Checks the staged copies: the pepper parses, the store opens and passes `verify`, the
+    /// backup's data key opens the secrets its store holds sealed, and a test-mode backup is
+    /// not put in a live data dir.
+    fn check_staged(&self) -> anyhow::Result<()> {
+        // The pepper the server will load (a wrong one would only show at the next start).
+        let pepper = std::fs::read_to_string(staged_path(self.cfg, "pepper"))?;
+        crate::auth::Pepper::parse(&pepper).map_err(|e| {
+            anyhow::anyhow!(
+                "{}/pepper is not a pepper: {e}; nothing was restored",
+                self.from.display()
+            )
+        })?;
+        // Verify the copy that will be put in place (the backup itself stays untouched).
+        let b = appliance_storage::Store::open(
+            &staged_path(self.cfg, "appliance.redb"),
+            appliance_storage::StoreOptions::default(),
+        )
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{}/appliance.redb is not a readable store: {e}",
+                self.from.display()
+            )
+        })?;
+        // The backup's data key (checksum-equal to its staged copy) must open the secrets
+        // its store holds sealed.
+        let key = crate::sealing::DataKey::load(self.from);
+        let checked = b.read_blocking(|r| {
+            Ok::<_, appliance_storage::StoreError>((
+                appliance_storage::verify::verify(r)?,
+                crate::server::recorded_mode(r)?,
+                key.as_ref()
+                    .map_err(|e| format!("{}: {e}", crate::sealing::DATA_KEY_FILE))
+                    .and_then(|k| {
+                        crate::sealing::check_webhook_secrets(r, k.as_ref())?;
+                        crate::sealing::check_checkout_tokens(r, k.as_ref())
+                    }),
+            ))
+        });
+        close_store(b);
+        let (rep, backup_mode, secrets) = checked?;
+        if !rep.violations.is_empty() {
+            anyhow::bail!(
+                "the backup fails verify ({} violations); nothing was restored",
+                rep.violations.len()
+            );
         }
-        if manifest.files.iter().any(|f| f == name) {
-            std::fs::rename(staged(name), &target)?;
+        if let Err(e) = secrets {
+            anyhow::bail!(
+                "{} is not a complete backup: {e}; nothing was restored",
+                self.from.display()
+            );
         }
+        // A backup that does not record its mode is live when it carries a seed.
+        let backup_live = match backup_mode {
+            Some(mode) => mode == "live",
+            None => self
+                .manifest
+                .files
+                .iter()
+                .any(|f| f == appliance_signer::SEED_FILE),
+        };
+        let target_mode = match self.current {
+            Some(s) => s.read_blocking(crate::server::recorded_mode)?,
+            None => None,
+        };
+        let target_live = target_mode.as_deref() == Some("live")
+            || self.cfg.data_dir.join(appliance_signer::SEED_FILE).exists();
+        if target_live && !backup_live {
+            anyhow::bail!(
+                "{} is a test-mode backup and {} is a live data dir; refusing to restore it there",
+                self.from.display(),
+                self.cfg.data_dir.display()
+            );
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Where file `name` of a backup is staged in the data dir.
@@ -210,87 +302,6 @@ fn stage_files(
                 from.display()
             );
         }
-    }
-    Ok(())
-}
-
-/// Checks the staged copies: the pepper parses, the store opens and passes `verify`, the
-/// backup's data key opens the secrets its store holds sealed, and a test-mode backup is
-/// not put in a live data dir.
-fn check_staged(
-    cfg: &Config,
-    from: &Path,
-    manifest: &Manifest,
-    current: Option<&appliance_storage::Store>,
-) -> anyhow::Result<()> {
-    // The pepper the server will load (a wrong one would only show at the next start).
-    let pepper = std::fs::read_to_string(staged_path(cfg, "pepper"))?;
-    crate::auth::Pepper::parse(&pepper).map_err(|e| {
-        anyhow::anyhow!(
-            "{}/pepper is not a pepper: {e}; nothing was restored",
-            from.display()
-        )
-    })?;
-    // Verify the copy that will be put in place (the backup itself stays untouched).
-    let b = appliance_storage::Store::open(
-        &staged_path(cfg, "appliance.redb"),
-        appliance_storage::StoreOptions::default(),
-    )
-    .map_err(|e| {
-        anyhow::anyhow!(
-            "{}/appliance.redb is not a readable store: {e}",
-            from.display()
-        )
-    })?;
-    // The backup's data key (checksum-equal to its staged copy) must open the secrets
-    // its store holds sealed.
-    let key = crate::sealing::DataKey::load(from);
-    let checked = b.read_blocking(|r| {
-        Ok::<_, appliance_storage::StoreError>((
-            appliance_storage::verify::verify(r)?,
-            crate::server::recorded_mode(r)?,
-            key.as_ref()
-                .map_err(|e| format!("{}: {e}", crate::sealing::DATA_KEY_FILE))
-                .and_then(|k| {
-                    crate::sealing::check_webhook_secrets(r, k.as_ref())?;
-                    crate::sealing::check_checkout_tokens(r, k.as_ref())
-                }),
-        ))
-    });
-    close_store(b);
-    let (rep, backup_mode, secrets) = checked?;
-    if !rep.violations.is_empty() {
-        anyhow::bail!(
-            "the backup fails verify ({} violations); nothing was restored",
-            rep.violations.len()
-        );
-    }
-    if let Err(e) = secrets {
-        anyhow::bail!(
-            "{} is not a complete backup: {e}; nothing was restored",
-            from.display()
-        );
-    }
-    // A backup that does not record its mode is live when it carries a seed.
-    let backup_live = match backup_mode {
-        Some(mode) => mode == "live",
-        None => manifest
-            .files
-            .iter()
-            .any(|f| f == appliance_signer::SEED_FILE),
-    };
-    let target_mode = match current {
-        Some(s) => s.read_blocking(crate::server::recorded_mode)?,
-        None => None,
-    };
-    let target_live = target_mode.as_deref() == Some("live")
-        || cfg.data_dir.join(appliance_signer::SEED_FILE).exists();
-    if target_live && !backup_live {
-        anyhow::bail!(
-            "{} is a test-mode backup and {} is a live data dir; refusing to restore it there",
-            from.display(),
-            cfg.data_dir.display()
-        );
     }
     Ok(())
 }

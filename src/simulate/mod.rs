@@ -269,6 +269,16 @@ impl Sim {
         self.node.as_ref().expect("the node runs between steps")
     }
 
+    /// Runs `f` on a read snapshot of the node's store.
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&appliance_storage::ReadCtx) -> Result<T, appliance_storage::StoreError>
+            + Send
+            + 'static,
+    ) -> Result<T, appliance_storage::StoreError> {
+        self.node().store().read(f).await
+    }
+
     fn node_mut(&mut self) -> &mut Node {
         self.node.as_mut().expect("the node runs between steps")
     }
@@ -367,15 +377,11 @@ impl Sim {
     /// SHA-256 of the store's content digest and every chain's head block hash and
     /// treasury balances.
     async fn digest(&self) -> anyhow::Result<String> {
-        let (store_digest, _) = self
-            .node()
-            .store()
-            .read(appliance_storage::backup::content_digest)
-            .await?;
+        let (store_digest, _) = self.read(appliance_storage::backup::content_digest).await?;
         let mut h = sha2::Sha256::new();
         h.update(store_digest);
         for (id, c) in &self.world.chains {
-            let chain = c.sim.chain_state().lock().await;
+            let chain = c.state().await;
             h.update(id.as_bytes());
             h.update(chain.head().to_be_bytes());
             if let Some(b) = chain.block(chain.head()) {

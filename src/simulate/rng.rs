@@ -37,6 +37,13 @@ pub fn pick<T>(items: &[T]) -> Option<&T> {
     }
 }
 
+/// A copy of one of `items` (`None` when there are none): [`pick`] over what an iterator
+/// yields.
+pub fn pick_cloned<'a, T: Clone + 'a>(items: impl IntoIterator<Item = &'a T>) -> Option<T> {
+    let all: Vec<&T> = items.into_iter().collect();
+    pick(&all).map(|t| (*t).clone())
+}
+
 /// 32 random bytes.
 pub fn bytes32() -> [u8; 32] {
     let mut b = [0u8; 32];

@@ -72,9 +72,7 @@ impl Sim {
             }
             self.blocks_until(|_| false, 2).await?;
             let mined = self.world.chains[CHAIN]
-                .sim
-                .chain_state()
-                .lock()
+                .state()
                 .await
                 .receipt(hash)
                 .map(|r| r.block_number)

@@ -137,10 +137,15 @@ impl Default for World {
 }
 
 impl WorldChain {
+    /// The simulated chain itself, locked.
+    pub async fn state(&self) -> tokio::sync::MutexGuard<'_, SimChain> {
+        self.sim.chain_state().lock().await
+    }
+
     /// Mines one block with what the mempool holds, at the simulation's clock.
     pub async fn mine(&self, n: u64) {
         let now_ms = u64::try_from(sources::now_us() / 1000).unwrap_or(0);
-        let mut c = self.sim.chain_state().lock().await;
+        let mut c = self.state().await;
         c.mine(n, now_ms, 1_000);
         c.hold_from(None);
     }
@@ -149,18 +154,18 @@ impl WorldChain {
     /// dropped or go back to the mempool. Returns the depth done (0: none).
     pub async fn reorg(&self, depth: u64, drop: bool) -> u64 {
         let now_ms = u64::try_from(sources::now_us() / 1000).unwrap_or(0);
-        let mut c = self.sim.chain_state().lock().await;
+        let mut c = self.state().await;
         reorg_locked(&mut c, depth, drop, now_ms, &self.stale)
     }
 
     /// Puts a payer's transfer into the mempool.
     pub async fn inject(&self, t: Inject) {
-        self.sim.chain_state().lock().await.inject_pending(t);
+        self.state().await.inject_pending(t);
     }
 
     /// Drops one pending transaction (the `pick`-th, wrapping); its hash, if any.
     pub async fn drop_pending(&self, pick: u64) -> Option<B256> {
-        let mut c = self.sim.chain_state().lock().await;
+        let mut c = self.state().await;
         let p = c.pending();
         if p.is_empty() {
             return None;
@@ -170,7 +175,7 @@ impl WorldChain {
     }
 
     pub async fn head(&self) -> u64 {
-        self.sim.chain_state().lock().await.head()
+        self.state().await.head()
     }
 }
 

@@ -20,10 +20,9 @@ pub mod sender;
 pub mod signature;
 pub mod stream;
 
-use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
@@ -56,7 +55,7 @@ pub struct Webhooks {
     /// Set when a poke could not be queued: the dispatcher rescans its due index.
     pub(crate) rescan: AtomicBool,
     pub(crate) rescan_wake: Notify,
-    streams: Arc<Mutex<HashMap<Uuid, usize>>>,
+    streams: crate::slots::Slots<Uuid>,
     test_limit: DefaultKeyedRateLimiter<Uuid>,
     replay_limit: DefaultKeyedRateLimiter<Uuid>,
     shutdown: watch::Sender<bool>,
@@ -72,7 +71,7 @@ impl Webhooks {
             pokes_rx: Mutex::new(Some(rx)),
             rescan: AtomicBool::new(false),
             rescan_wake: Notify::new(),
-            streams: Arc::new(Mutex::new(HashMap::new())),
+            streams: Default::default(),
             test_limit: RateLimiter::keyed(per_minute(TEST_PER_MINUTE)),
             replay_limit: RateLimiter::keyed(per_minute(REPLAY_PER_MINUTE)),
             shutdown: watch::channel(false).0,
@@ -105,16 +104,7 @@ impl Webhooks {
 
     /// Takes one of the project's stream slots, or `None` when all are in use.
     pub fn open_stream(&self, project: Uuid) -> Option<StreamSlot> {
-        let mut m = self.streams.lock().expect("lock");
-        let n = m.entry(project).or_insert(0);
-        if *n >= MAX_STREAMS {
-            return None;
-        }
-        *n += 1;
-        Some(StreamSlot {
-            counts: self.streams.clone(),
-            project,
-        })
+        self.streams.take(project, MAX_STREAMS)
     }
 
     /// Tells open streams the server is stopping.
@@ -144,22 +134,7 @@ fn check(limiter: &DefaultKeyedRateLimiter<Uuid>, project: Uuid) -> Result<(), u
 }
 
 /// One open event stream of a project; gives its slot back when dropped.
-pub struct StreamSlot {
-    counts: Arc<Mutex<HashMap<Uuid, usize>>>,
-    project: Uuid,
-}
-
-impl Drop for StreamSlot {
-    fn drop(&mut self) {
-        let mut m = self.counts.lock().expect("lock");
-        if let Some(n) = m.get_mut(&self.project) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                m.remove(&self.project);
-            }
-        }
-    }
-}
+pub type StreamSlot = crate::slots::Slot<Uuid>;
 
 /// The body of one attempt: the event as `GET /v1/events/{id}` shows it (`event_json`, a JSON
 /// object) with `attempt` and `delivery_id` added (SPEC.md section 6, Envelope).

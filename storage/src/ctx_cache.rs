@@ -20,7 +20,7 @@
 //! prefix, and in any case before the commit ([`WriteCtx::write_held_runs`]; a failure
 //! there fails the batch). An aborted batch drops them with its transaction.
 
-use redb::{Key, ReadableTable, Table, TableDefinition, TableHandle, Value};
+use redb::{Key, ReadableTable, Table, TableDefinition, TableHandle, Value, WriteTransaction};
 use uuid::Uuid;
 
 use crate::held::RunsTable;
@@ -30,7 +30,7 @@ use crate::open_tables::*;
 use crate::records::{Row, Wallet};
 use crate::schema::*;
 use crate::table_reads;
-use crate::{ReadOps, StoreError, WriteCtx};
+use crate::{KeyRange, ReadOps, StoreError, WriteCtx};
 
 macro_rules! kept {
     ($(#[$doc:meta])* $method:ident, $field:ident, $def:ident, $k:ty, $v:ty) => {
@@ -46,6 +46,23 @@ macro_rules! kept {
             f(open.$field.as_mut().expect("opened above"))
         }
     };
+}
+
+/// The kept handle of table `def` in `handles`, opened in `txn` and kept first when none
+/// is.
+fn kept<'h, 't, K: Key + 'static, V: Value + 'static>(
+    handles: &'h mut Kept<'t, K, V>,
+    txn: &'t WriteTransaction,
+    def: TableDefinition<'static, K, V>,
+) -> Result<&'h mut Table<'t, K, V>, StoreError> {
+    let i = match handles.iter().position(|(d, _)| d.name() == def.name()) {
+        Some(i) => i,
+        None => {
+            handles.push((def, txn.open_table(def)?));
+            handles.len() - 1
+        }
+    };
+    Ok(&mut handles[i].1)
 }
 
 impl<'t> WriteCtx<'t> {
@@ -66,17 +83,7 @@ impl<'t> WriteCtx<'t> {
         def: TableDefinition<'static, u128, &'static [u8]>,
         f: impl FnOnce(&mut RowTable<'t>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let mut open = self.open.borrow_mut();
-        let name = def.name();
-        let i = match open.rows.iter().position(|(n, _)| n == name) {
-            Some(i) => i,
-            None => {
-                let t = self.txn.open_table(def)?;
-                open.rows.push((name.to_string(), t));
-                open.rows.len() - 1
-            }
-        };
-        f(&mut open.rows[i].1)
+        f(kept(&mut self.open.borrow_mut().rows, self.txn, def)?)
     }
 
     /// Runs `f` on the kept handle of the index table that holds `key` (`index` or one of
@@ -87,17 +94,11 @@ impl<'t> WriteCtx<'t> {
         key: &[u8],
         f: impl FnOnce(&mut IndexTable<'t>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let def = index_table_of(key);
-        let mut open = self.open.borrow_mut();
-        let i = match open.index.iter().position(|(d, _)| d.name() == def.name()) {
-            Some(i) => i,
-            None => {
-                let t = self.txn.open_table(def)?;
-                open.index.push((def, t));
-                open.index.len() - 1
-            }
-        };
-        f(&mut open.index[i].1)
+        f(kept(
+            &mut self.open.borrow_mut().index,
+            self.txn,
+            index_table_of(key),
+        )?)
     }
     /// [`WriteCtx::with_index`] for a write of `key` (an insert or a removal): first
     /// forgets what [`WriteCtx::index_has_any`] knew of `key`'s (tag, project) prefix.
@@ -131,18 +132,10 @@ impl<'t> WriteCtx<'t> {
         f: impl FnOnce(&mut RunsTable<'t>, &mut crate::id_runs::Tails) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let mut open = self.open.borrow_mut();
-        let i = match open.runs.iter().position(|(d, _)| d.name() == table.name()) {
-            Some(i) => i,
-            None => {
-                let t = self.txn.open_table(table)?;
-                open.runs.push((table, t));
-                open.runs.len() - 1
-            }
-        };
         let OpenTables {
             runs, run_tails, ..
         } = &mut *open;
-        f(&mut runs[i].1, run_tails)
+        f(kept(runs, self.txn, table)?, run_tails)
     }
 
     /// Writes the batch's run tails into their tables: before the commit (a failure fails
@@ -364,17 +357,8 @@ impl ReadOps for WriteCtx<'_> {
         self.with_counters(|t| table_reads::count_in(&*t, tag, project))
     }
 
-    fn index_range(
-        &self,
-        from: &[u8],
-        to: &[u8],
-        limit: usize,
-        descending: bool,
-    ) -> Result<Vec<Vec<u8>>, StoreError> {
-        debug_assert!(!crate::id_runs::is_run_prefix(from), "a list kept as runs");
-        self.with_index(from, |t| {
-            table_reads::index_keys_in(&*t, from, to, limit, descending)
-        })
+    fn index_keys(&self, range: &KeyRange) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.with_index(range.from, |t| table_reads::index_keys_in(&*t, range))
     }
 
     fn balance(&self, account: &Account) -> Result<Balance, StoreError> {

@@ -571,6 +571,73 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     vec![0xff; prefix.len() + 1]
 }
 
+/// What ends a run's key after its prefix, big-endian: the run's first event sequence
+/// (`u64`, [`crate::event_runs`]) or first id (`u128`, [`crate::id_runs`]).
+pub trait RunStart: Copy {
+    /// Bytes of the big-endian form.
+    const LEN: usize;
+    fn put(self, out: &mut Vec<u8>);
+    fn read(bytes: &[u8]) -> Option<Self>;
+}
+
+macro_rules! run_start {
+    ($($t:ty),*) => {$(
+        impl RunStart for $t {
+            const LEN: usize = std::mem::size_of::<$t>();
+            fn put(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_be_bytes());
+            }
+            fn read(bytes: &[u8]) -> Option<Self> {
+                Some(<$t>::from_be_bytes(bytes.try_into().ok()?))
+            }
+        }
+    )*};
+}
+run_start!(u64, u128);
+
+/// Key of the run of `prefix` that starts at `first`: `prefix` ‖ `first`.
+pub fn run_key<T: RunStart>(prefix: &[u8], first: T) -> Vec<u8> {
+    let mut k = Vec::with_capacity(prefix.len() + T::LEN);
+    k.extend_from_slice(prefix);
+    first.put(&mut k);
+    k
+}
+
+/// (prefix, start) of a key [`run_key`] makes; `None` for a key too short to hold a prefix
+/// and a start.
+pub fn split_run_key<T: RunStart>(k: &[u8]) -> Option<(&[u8], T)> {
+    let at = k.len().checked_sub(T::LEN).filter(|at| *at > 0)?;
+    Some((&k[..at], T::read(&k[at..])?))
+}
+
+/// A row of a runs table read by a list's walk: (first, what `decode` makes of the run).
+/// `None` for a run that does not decode, logged with `what` (the walk passes over it);
+/// `Some(Err)` when the row cannot be read.
+pub(crate) fn read_run<T: RunStart, X>(
+    row: Result<RunRow<'_>, redb::StorageError>,
+    decode: impl Fn(T, &[u8]) -> Option<X>,
+    what: &str,
+) -> Option<Result<(T, X), crate::StoreError>> {
+    let (k, v) = match row {
+        Ok(row) => row,
+        Err(e) => return Some(Err(e.into())),
+    };
+    let (_, first) = split_run_key(k.value())?;
+    match decode(first, v.value()) {
+        Some(run) => Some(Ok((first, run))),
+        None => {
+            tracing::error!(key = %hex::encode(k.value()), "{what}");
+            None
+        }
+    }
+}
+
+/// A row of a runs table: its key and value.
+pub(crate) type RunRow<'a> = (
+    redb::AccessGuard<'a, &'static [u8]>,
+    redb::AccessGuard<'a, &'static [u8]>,
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -52,8 +52,8 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 pub use chain_state::ChainStateOps;
 pub use ctx::{
-    Compact, CompactRow, EncodedRow, LogFilter, Page, ReadCtx, ReadOps, Reader, ScanOps, ValueOps,
-    WriteCtx,
+    Compact, CompactRow, EncodedRow, KeyRange, LogFilter, Page, ReadCtx, ReadOps, Reader, ScanOps,
+    ValueOps, WriteCtx,
 };
 pub use ctx_state::Delta;
 

@@ -8,10 +8,14 @@ use crate::held::RunsTable;
 use crate::schema::*;
 use crate::StoreError;
 
+pub(crate) type RowDef = TableDefinition<'static, u128, &'static [u8]>;
+/// Handles kept open of tables of one key and value type, each with its definition.
+pub(crate) type Kept<'t, K, V> = Vec<(TableDefinition<'static, K, V>, Table<'t, K, V>)>;
 pub(crate) type RowTable<'t> = Table<'t, u128, &'static [u8]>;
 pub(crate) type IndexTable<'t> = Table<'t, &'static [u8], ()>;
-pub(crate) type IndexDef = TableDefinition<'static, &'static [u8], ()>;
 pub(crate) type RunsDef = TableDefinition<'static, &'static [u8], &'static [u8]>;
+/// What closing a kept handle forgets of it ([`OpenTables::close`]).
+type Forget<T> = fn(&mut T);
 /// Key of `sim_ops`: (test project, chain, sequence).
 pub(crate) type SimOpKey = (u128, &'static str, u64);
 
@@ -19,7 +23,7 @@ pub(crate) type SimOpKey = (u128, &'static str, u64);
 #[derive(Default)]
 pub(crate) struct OpenTables<'t> {
     /// Tables of `u128 -> &[u8]` (every [`Row`] table, `journal`), by name.
-    pub(crate) rows: Vec<(String, RowTable<'t>)>,
+    pub(crate) rows: Vec<(RowDef, RowTable<'t>)>,
     /// `index` and the tables of [`SPLIT_INDEXES`], by name.
     pub(crate) index: Vec<(IndexDef, IndexTable<'t>)>,
     pub(crate) event_type_runs: Option<Table<'t, &'static [u8], &'static [u8]>>,
@@ -86,34 +90,33 @@ impl OpenTables<'_> {
             self.held_write_failed = true;
         }
         written?;
-        self.rows.retain(|(n, _)| n != name);
+        self.rows.retain(|(d, _)| d.name() != name);
         self.index.retain(|(d, _)| d.name() != name);
         self.runs.retain(|(d, _)| d.name() != name);
         if name == INDEX.name() || SPLIT_INDEXES.iter().any(|(_, d)| d.name() == name) {
             self.index_any.clear();
         }
-        if name == EVENT_TYPE_RUNS.name() {
-            self.event_type_runs = None;
-        } else if name == EVENT_RESOURCE_RUNS.name() {
-            self.event_resource_runs = None;
-        } else if name == UNIQUE.name() {
-            self.unique = None;
-        } else if name == ACCOUNTS.name() {
-            self.accounts = None;
-        } else if name == EVENTS.name() {
-            self.events = None;
-            self.last_seq.clear();
-        } else if name == EVENT_IDS.name() {
-            self.event_ids = None;
-        } else if name == COUNTERS.name() {
-            self.counters = None;
-        } else if name == SIM_OPS.name() {
-            self.sim_ops = None;
-            self.sim_seq.clear();
-        } else if name == EVM_BLOCK_DEPOSITS.name() {
-            self.block_deposits = None;
-        } else if name == SIM_HEIGHTS.name() {
-            self.sim_heights = None;
+        // The handles kept one per table, each with what it memoizes of its table.
+        let singles: [(&str, Forget<Self>); 10] = [
+            (EVENT_TYPE_RUNS.name(), |o| o.event_type_runs = None),
+            (EVENT_RESOURCE_RUNS.name(), |o| o.event_resource_runs = None),
+            (UNIQUE.name(), |o| o.unique = None),
+            (ACCOUNTS.name(), |o| o.accounts = None),
+            (EVENTS.name(), |o| {
+                o.events = None;
+                o.last_seq.clear();
+            }),
+            (EVENT_IDS.name(), |o| o.event_ids = None),
+            (COUNTERS.name(), |o| o.counters = None),
+            (SIM_OPS.name(), |o| {
+                o.sim_ops = None;
+                o.sim_seq.clear();
+            }),
+            (EVM_BLOCK_DEPOSITS.name(), |o| o.block_deposits = None),
+            (SIM_HEIGHTS.name(), |o| o.sim_heights = None),
+        ];
+        if let Some((_, forget)) = singles.iter().find(|(n, _)| *n == name) {
+            forget(self);
         }
         Ok(())
     }

@@ -100,58 +100,33 @@ pub const INDEX: TableDefinition<&[u8], ()> = TableDefinition::new("index");
 /// its own is appended at its rightmost leaf, which redb leaves packed instead of splitting
 /// it in halves (docs/performance.md, "Why pages, not rows, are the cost"). The tags left in [`INDEX`] are
 /// cold or random (a customer's, a wallet's, a reference's) and share its pages.
-pub const SPLIT_INDEXES: [(IndexTag, TableDefinition<'static, &'static [u8], ()>); 17] = [
-    (IndexTag::Customers, TableDefinition::new("index_customers")),
-    (IndexTag::Wallets, TableDefinition::new("index_wallets")),
-    (
-        IndexTag::WalletsByChain,
-        TableDefinition::new("index_wallets_by_chain"),
-    ),
-    (IndexTag::Deposits, TableDefinition::new("index_deposits")),
-    (
-        IndexTag::DepositsByChain,
-        TableDefinition::new("index_deposits_by_chain"),
-    ),
-    (
-        IndexTag::DepositsByStatus,
-        TableDefinition::new("index_deposits_by_status"),
-    ),
-    (
-        IndexTag::DepositsPending,
-        TableDefinition::new("index_deposits_pending"),
-    ),
-    (IndexTag::Payouts, TableDefinition::new("index_payouts")),
-    (
-        IndexTag::PayoutsByChain,
-        TableDefinition::new("index_payouts_by_chain"),
-    ),
-    (
-        IndexTag::PayoutsByStatus,
-        TableDefinition::new("index_payouts_by_status"),
-    ),
-    (
-        IndexTag::PayoutsOpen,
-        TableDefinition::new("index_payouts_open"),
-    ),
-    (
-        IndexTag::PayoutsWork,
-        TableDefinition::new("index_payouts_work"),
-    ),
-    (IndexTag::Sweeps, TableDefinition::new("index_sweeps")),
-    (
-        IndexTag::SweepsByStatus,
-        TableDefinition::new("index_sweeps_by_status"),
-    ),
-    (
-        IndexTag::SweepsWork,
-        TableDefinition::new("index_sweeps_work"),
-    ),
-    (IndexTag::Invoices, TableDefinition::new("index_invoices")),
-    (
-        IndexTag::InvoicesByStatus,
-        TableDefinition::new("index_invoices_by_status"),
-    ),
+pub const SPLIT_INDEXES: [(IndexTag, IndexDef); 17] = [
+    split(IndexTag::Customers, "index_customers"),
+    split(IndexTag::Wallets, "index_wallets"),
+    split(IndexTag::WalletsByChain, "index_wallets_by_chain"),
+    split(IndexTag::Deposits, "index_deposits"),
+    split(IndexTag::DepositsByChain, "index_deposits_by_chain"),
+    split(IndexTag::DepositsByStatus, "index_deposits_by_status"),
+    split(IndexTag::DepositsPending, "index_deposits_pending"),
+    split(IndexTag::Payouts, "index_payouts"),
+    split(IndexTag::PayoutsByChain, "index_payouts_by_chain"),
+    split(IndexTag::PayoutsByStatus, "index_payouts_by_status"),
+    split(IndexTag::PayoutsOpen, "index_payouts_open"),
+    split(IndexTag::PayoutsWork, "index_payouts_work"),
+    split(IndexTag::Sweeps, "index_sweeps"),
+    split(IndexTag::SweepsByStatus, "index_sweeps_by_status"),
+    split(IndexTag::SweepsWork, "index_sweeps_work"),
+    split(IndexTag::Invoices, "index_invoices"),
+    split(IndexTag::InvoicesByStatus, "index_invoices_by_status"),
 ];
+
+/// The definition of an index table ([`INDEX`] or one of [`SPLIT_INDEXES`]).
+pub type IndexDef = TableDefinition<'static, &'static [u8], ()>;
+
+/// An entry of [`SPLIT_INDEXES`]: `tag`'s keys in table `name`.
+const fn split(tag: IndexTag, name: &'static str) -> (IndexTag, IndexDef) {
+    (tag, TableDefinition::new(name))
+}
 
 /// The table holding index keys that start with tag byte `tag`: its own table when the
 /// tag is one of [`SPLIT_INDEXES`], else [`INDEX`]. Every reader and writer of index keys

@@ -10,7 +10,7 @@ use crate::codec::{decode_keyed, raw_project_id};
 use crate::index::{self, IndexTag};
 use crate::ledger::{Account, Balance};
 use crate::records::Row;
-use crate::StoreError;
+use crate::{KeyRange, StoreError};
 
 /// [`crate::ReadOps::get`] on `t`, a [`Row`] table.
 pub(crate) fn row_of<R: Row>(
@@ -51,11 +51,14 @@ pub(crate) fn count_in(
 /// [`crate::ReadOps::index_range`] on `t`, the `index` table.
 pub(crate) fn index_keys_in(
     t: &impl ReadableTable<&'static [u8], ()>,
-    from: &[u8],
-    to: &[u8],
-    limit: usize,
-    descending: bool,
+    range: &KeyRange,
 ) -> Result<Vec<Vec<u8>>, StoreError> {
+    let KeyRange {
+        from,
+        to,
+        limit,
+        descending,
+    } = *range;
     let range = t.range::<&[u8]>(from..to)?;
     let iter: Box<dyn Iterator<Item = _>> = if descending {
         Box::new(range.rev())

@@ -292,6 +292,19 @@ fn atomic(dec: &str, decimals: u32) -> u128 {
     w.parse::<u128>().unwrap() * 10u128.pow(decimals) + f.parse::<u128>().unwrap_or(0)
 }
 
+/// One overpaid invoice of [`overpay_and_refund`].
+struct Overpay<'a> {
+    asset: &'a str,
+    price_cents: u64,
+    /// Atomic units of `asset`.
+    paid: u128,
+    /// The `excess_amount` expected, cents.
+    excess_cents: &'a str,
+    /// The refund address.
+    dest: &'a str,
+    early: bool,
+}
+
 /// One overpaid invoice refunded on chain: pays `paid` (atomic) of `asset` for a price of
 /// `price_cents`, checks `overpaid` and its `excess_amount`, gives the refund address,
 /// follows the payout to `confirmed` and returns (gross, fee, net) from the checkout
@@ -302,19 +315,21 @@ fn atomic(dec: &str, decimals: u32) -> u128 {
 /// sweep waits a block time or more), so the master wallet does not hold the refund yet.
 /// Otherwise the address is given once the sweep is mined. Either way no block is mined
 /// between the fee read here and the classification.
-#[allow(clippy::too_many_arguments)]
 async fn overpay_and_refund(
     live: &Live,
     eth: &Anvil,
     key: &str,
     usdt: &str,
-    asset: &str,
-    price_cents: u64,
-    paid: u128,
-    excess_cents: &str,
-    dest: &str,
-    early: bool,
+    o: Overpay<'_>,
 ) -> (u128, u128, u128) {
+    let Overpay {
+        asset,
+        price_cents,
+        paid,
+        excess_cents,
+        dest,
+        early,
+    } = o;
     let native = asset == "ETH";
     let decimals = if native { 18 } else { 6 };
     let inv = create(
@@ -540,7 +555,18 @@ async fn an_overpaid_invoice_is_refunded_on_chain_in_usdt_and_in_eth() {
     // 40.00 USD paid with 50 USDT: 10.00 over.
     let dest_usdt = external(12_001);
     let (gross, fee, net) = overpay_and_refund(
-        &live, &eth, &key, &usdt, "USDT", 4000, 50_000_000, "1000", &dest_usdt, false,
+        &live,
+        &eth,
+        &key,
+        &usdt,
+        Overpay {
+            asset: "USDT",
+            price_cents: 4000,
+            paid: 50_000_000,
+            excess_cents: "1000",
+            dest: &dest_usdt,
+            early: false,
+        },
     )
     .await;
     assert_eq!(gross, 10_000_000);
@@ -553,12 +579,14 @@ async fn an_overpaid_invoice_is_refunded_on_chain_in_usdt_and_in_eth() {
         &eth,
         &key,
         &usdt,
-        "ETH",
-        3000,
-        2 * 10u128.pow(16),
-        "3000",
-        &dest_eth,
-        false,
+        Overpay {
+            asset: "ETH",
+            price_cents: 3000,
+            paid: 2 * 10u128.pow(16),
+            excess_cents: "3000",
+            dest: &dest_eth,
+            early: false,
+        },
     )
     .await;
     assert_eq!(gross, 10u128.pow(16));
@@ -572,12 +600,14 @@ async fn an_overpaid_invoice_is_refunded_on_chain_in_usdt_and_in_eth() {
         &eth,
         &key,
         &usdt,
-        "USDT",
-        2500,
-        40_000_000,
-        "1500",
-        &dest_early,
-        true,
+        Overpay {
+            asset: "USDT",
+            price_cents: 2500,
+            paid: 40_000_000,
+            excess_cents: "1500",
+            dest: &dest_early,
+            early: true,
+        },
     )
     .await;
     assert_eq!(gross, 15_000_000);

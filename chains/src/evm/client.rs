@@ -151,17 +151,11 @@ impl ChainClient for EvmClient {
     }
 
     async fn estimate_gas(&self, c: &CallRequest) -> Result<u64, ClientError> {
-        Ok(self
-            .rpc
-            .estimate_gas(c.from, c.to, c.value, c.data.clone())
-            .await?)
+        Ok(self.rpc.estimate_gas(c).await?)
     }
 
     async fn estimate_gas_latest(&self, c: &CallRequest) -> Result<u64, ClientError> {
-        Ok(self
-            .rpc
-            .estimate_gas_latest(c.from, c.to, c.value, c.data.clone())
-            .await?)
+        Ok(self.rpc.estimate_gas_latest(c).await?)
     }
 
     async fn call(&self, to: Address, data: Bytes) -> Result<Bytes, ClientError> {

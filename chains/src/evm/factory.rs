@@ -36,7 +36,12 @@ pub async fn deployment(rpc: &EvmRpc, treasury: Address) -> Result<Deployment, R
     let to = Address::from(crate::address::DEPLOYMENT_PROXY);
     let data = sweeper::factory_deploy_calldata(&treasury);
     let gas = rpc
-        .estimate_gas(treasury, to, U256::ZERO, data.clone())
+        .estimate_gas(&crate::client::CallRequest {
+            from: treasury,
+            to,
+            value: U256::ZERO,
+            data: data.clone(),
+        })
         .await?;
     Ok(Deployment {
         to,

@@ -84,11 +84,7 @@ impl Sim {
                 self.model.tenants[ti].last_sequence,
             );
             loop {
-                let page = self
-                    .node()
-                    .store()
-                    .read(move |r| r.log_after(project, last, 500))
-                    .await?;
+                let page = self.read(move |r| r.log_after(project, last, 500)).await?;
                 let n = page.items.len();
                 let mut events = Vec::new();
                 for ev in page.items {
@@ -192,8 +188,6 @@ impl Sim {
             return Ok(Default::default());
         }
         let (ds, ps) = self
-            .node()
-            .store()
             .read(move |r| {
                 let mut ds = BTreeMap::new();
                 for id in deposits {
@@ -257,7 +251,7 @@ impl Sim {
         let mut stale: BTreeSet<Uuid> = BTreeSet::new();
         let recent = self.model.recent_transfers(self.step, false);
         for (id, c) in &self.world.chains {
-            let chain = c.sim.chain_state().lock().await;
+            let chain = c.state().await;
             for t in recent.iter().filter(|t| t.chain == *id) {
                 let Some(i) = t.invoice else { continue };
                 let mined = chain.receipt(t.hash).map(|r| r.block_number);
@@ -275,8 +269,6 @@ impl Sim {
             return Ok(());
         }
         let rows = self
-            .node()
-            .store()
             .read(move |r| {
                 let mut out = Vec::new();
                 for (p, i) in invoices {
@@ -315,18 +307,12 @@ impl Sim {
         chain: &'static str,
     ) -> anyhow::Result<Option<u64>> {
         let key = chain.to_string();
-        let ws = self
-            .node()
-            .store()
-            .read(move |r| load_watch(r, &key))
-            .await?;
+        let ws = self.read(move |r| load_watch(r, &key)).await?;
         let Some(h) = ws.cursor.height else {
             return Ok(None);
         };
         let canonical = self.world.chains[chain]
-            .sim
-            .chain_state()
-            .lock()
+            .state()
             .await
             .block(h)
             .map(|b| b.hash);
@@ -351,7 +337,7 @@ impl Sim {
         let conf = u64::from(self.confirmations(chain));
         let mut bad = Vec::new();
         {
-            let c = self.world.chains[chain].sim.chain_state().lock().await;
+            let c = self.world.chains[chain].state().await;
             for t in self
                 .model
                 .recent_transfers(self.step, all)
@@ -402,8 +388,6 @@ impl Sim {
     pub(in crate::simulate) async fn check_ledger(&mut self) -> anyhow::Result<()> {
         let projects: Vec<Uuid> = self.model.tenants.iter().map(|t| t.id).collect();
         let accounts = self
-            .node()
-            .store()
             .read(move |r| {
                 let mut all = Vec::new();
                 for p in projects {
@@ -524,7 +508,7 @@ impl Sim {
     ) -> u128 {
         let wc = &self.world.chains[chain];
         let token = wc.tokens.get(asset).copied();
-        let c = wc.sim.chain_state().lock().await;
+        let c = wc.state().await;
         let v: U256 = c.balance(owner, token);
         u128::try_from(v).unwrap_or(u128::MAX)
     }
@@ -546,7 +530,7 @@ impl Sim {
         // What each payout's own address holds, read with one lock of each chain.
         let mut paid: BTreeMap<Uuid, u128> = BTreeMap::new();
         for (id, wc) in &self.world.chains {
-            let c = wc.sim.chain_state().lock().await;
+            let c = wc.state().await;
             for p in payouts.iter().filter(|p| p.chain == *id) {
                 let token = wc.tokens.get(&p.asset).copied();
                 paid.insert(
@@ -588,12 +572,10 @@ impl Sim {
     pub(in crate::simulate) async fn send_history(&self, chain: &'static str, id: Uuid) -> String {
         let key = chain.to_string();
         let rows = self
-            .node()
-            .store()
             .read(move |r| crate::workers::chain::store::out_txs_where(r, &key, |t| t.ref_id == id))
             .await
             .unwrap_or_default();
-        let c = self.world.chains[chain].sim.chain_state().lock().await;
+        let c = self.world.chains[chain].state().await;
         let mut s = Vec::new();
         for t in rows {
             let versions: Vec<String> = t
@@ -627,15 +609,11 @@ impl Sim {
     /// `verify` of the whole store, and a full read of the tenants' deposits: a customer's
     /// deposit must be as its events announced it (an invoice's payments are taken as read).
     pub(super) async fn verify(&mut self) -> anyhow::Result<()> {
-        let rep = self
-            .node()
-            .store()
-            .read(appliance_storage::verify::verify)
-            .await?;
+        let rep = self.read(appliance_storage::verify::verify).await?;
         for v in rep.violations.iter().take(5) {
             self.fail(format!("verify: {v}"));
         }
-        let rows = self.node().store().read(|r| r.all::<Deposit>()).await?;
+        let rows = self.read(|r| r.all::<Deposit>()).await?;
         let mut bad = Vec::new();
         for d in rows {
             if d.invoice_id.is_some() || d.funding {
@@ -680,8 +658,6 @@ impl Sim {
             .map(|t| (t.id, t.last_sequence))
             .collect();
         let bad = self
-            .node()
-            .store()
             .read(move |r| {
                 let mut bad = Vec::new();
                 for (c, ws) in customers {

@@ -103,11 +103,7 @@ impl Sim {
                 .clone();
             for asset in assets {
                 let a = asset.clone();
-                let held = self
-                    .node()
-                    .store()
-                    .read(move |r| r.holding(wid, &a))
-                    .await?;
+                let held = self.read(move |r| r.holding(wid, &a)).await?;
                 if held == 0 {
                     continue;
                 }
@@ -145,7 +141,7 @@ impl Sim {
         use appliance_storage::records::Sweep;
         let mut out = Vec::new();
         for (id, c) in &self.world.chains {
-            let n = c.sim.chain_state().lock().await.pending().len();
+            let n = c.state().await.pending().len();
             if n > 0 {
                 out.push(format!("{id}: {n} pending"));
             }
@@ -159,7 +155,7 @@ impl Sim {
             out.push(format!("deposit {d} detected"));
         }
         if sweeps {
-            let rows = self.node().store().read(|r| r.all::<Sweep>()).await?;
+            let rows = self.read(|r| r.all::<Sweep>()).await?;
             for sw in rows {
                 let open = sw.status == SweepStatus::Open && sw.amount > 0;
                 if open || sw.status == SweepStatus::Submitted {
@@ -205,7 +201,7 @@ impl Sim {
             assets.extend(wc.tokens.keys().cloned());
             for asset in assets {
                 let (id, a) = (w.id, asset.clone());
-                let ledger = self.node().store().read(move |r| r.holding(id, &a)).await?;
+                let ledger = self.read(move |r| r.holding(id, &a)).await?;
                 let onchain = self.chain_balance(chain, w.address, &asset).await;
                 if ledger != onchain {
                     bad.push(format!(
@@ -221,8 +217,6 @@ impl Sim {
                 let projects: Vec<Uuid> = self.model.tenants.iter().map(|t| t.id).collect();
                 let (c, a) = (chain.to_string(), asset.clone());
                 let treasury = self
-                    .node()
-                    .store()
                     .read(move |r| {
                         let mut sum = 0i128;
                         for p in projects {
@@ -258,8 +252,6 @@ impl Sim {
         use appliance_storage::records::Sweep;
         let key = chain.to_string();
         let rows = self
-            .node()
-            .store()
             .read(move |r| {
                 use crate::workers::chain::store::{out_txs_where, OutKind};
                 let out: Vec<(Uuid, Vec<String>)> =
@@ -284,7 +276,7 @@ impl Sim {
         let master = self.signer.evm_master_address();
         let mut moved: BTreeMap<Uuid, u128> = BTreeMap::new();
         {
-            let c = self.world.chains[chain].sim.chain_state().lock().await;
+            let c = self.world.chains[chain].state().await;
             for (id, hashes) in &rows {
                 for h in hashes {
                     let Ok(h) = h.parse::<B256>() else { continue };

@@ -173,25 +173,12 @@ impl Sim {
 
     /// Cancels an invoice: refused once it has received money.
     pub(in crate::simulate) async fn cancel_invoice(&mut self) -> anyhow::Result<String> {
-        let all: Vec<InvoiceM> = self
-            .model
-            .invoices
-            .values()
-            .rev()
-            .take(300)
-            .cloned()
-            .collect();
-        let Some(inv) = rng::pick(&all).cloned() else {
+        let Some(inv) = rng::pick_cloned(self.model.invoices.values().rev().take(300)) else {
             return Ok("no invoice yet".into());
         };
-        let t = self.model.tenant(inv.project).expect("tenant").clone();
+        let path = format!("/v1/invoices/{}/cancel", inv.id);
         let a = self
-            .node()
-            .post(
-                &format!("/v1/invoices/{}/cancel", inv.id),
-                &t.checkout_key,
-                None,
-            )
+            .post_as(inv.project, |t| &t.checkout_key, &path, None)
             .await?;
         if a.status >= 500 || !matches!(a.status, 200 | 409 | 422) {
             self.fail(format!(

@@ -198,6 +198,18 @@ fn fresh_address() -> Address {
 }
 
 impl Sim {
+    /// Posts `body` to `path` with the key `key` picks of the tenant of `project`.
+    pub(in crate::simulate) async fn post_as(
+        &self,
+        project: Uuid,
+        key: fn(&Tenant) -> &String,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> anyhow::Result<Answer> {
+        let key = key(self.model.tenant(project).expect("tenant"));
+        self.node().post(path, key, body).await
+    }
+
     /// Creates the tenants: two or three live projects, each with signing on, a prepaid
     /// plan, a wallet key, a payout key and an approver key; some with an auto-approve
     /// threshold so that payouts wait for approval.
@@ -659,16 +671,14 @@ impl Sim {
     /// day, less an hour): the first answer's payout.
     pub(in crate::simulate) async fn payout_retry(&mut self) -> anyhow::Result<String> {
         let fresh_from = sources::now_us() - (crate::services::IDEMPOTENCY_TTL_US - 3_600_000_000);
-        let all: Vec<PayoutM> = self
-            .model
-            .payouts
-            .values()
-            .rev()
-            .take(500)
-            .filter(|p| p.asked_us >= fresh_from && !p.idempotency_key.is_empty())
-            .cloned()
-            .collect();
-        let Some(p) = rng::pick(&all).cloned() else {
+        let Some(p) = rng::pick_cloned(
+            self.model
+                .payouts
+                .values()
+                .rev()
+                .take(500)
+                .filter(|p| p.asked_us >= fresh_from && !p.idempotency_key.is_empty()),
+        ) else {
             return Ok("no payout yet".into());
         };
         let a = self.post_payout(&p).await?;
@@ -684,24 +694,17 @@ impl Sim {
 
     /// Approves (or rejects) a payout waiting for approval, with the tenant's approver key.
     pub(in crate::simulate) async fn decide(&mut self, approve: bool) -> anyhow::Result<String> {
-        let waiting: Vec<PayoutM> = self
-            .model
-            .open_payouts()
-            .filter(|p| p.status == "pending_approval")
-            .cloned()
-            .collect();
-        let Some(p) = rng::pick(&waiting).cloned() else {
+        let Some(p) = rng::pick_cloned(
+            self.model
+                .open_payouts()
+                .filter(|p| p.status == "pending_approval"),
+        ) else {
             return Ok("nothing waits for approval".into());
         };
-        let t = self.model.tenant(p.project).expect("tenant").clone();
         let verb = if approve { "approve" } else { "reject" };
+        let path = format!("/v1/payouts/{}/{verb}", p.id);
         let a = self
-            .node()
-            .post(
-                &format!("/v1/payouts/{}/{verb}", p.id),
-                &t.approver_key,
-                None,
-            )
+            .post_as(p.project, |t| &t.approver_key, &path, None)
             .await?;
         if a.status != 200 {
             self.fail(format!("{verb} payout {}: {} {}", p.id, a.status, a.body));
@@ -711,19 +714,16 @@ impl Sim {
 
     /// Cancels an open payout (refused once signing has begun).
     pub(in crate::simulate) async fn cancel(&mut self) -> anyhow::Result<String> {
-        let open: Vec<PayoutM> = self
-            .model
-            .open_payouts()
-            .filter(|p| p.is_open() && !p.customer.is_nil())
-            .cloned()
-            .collect();
-        let Some(p) = rng::pick(&open).cloned() else {
+        let Some(p) = rng::pick_cloned(
+            self.model
+                .open_payouts()
+                .filter(|p| p.is_open() && !p.customer.is_nil()),
+        ) else {
             return Ok("no open payout".into());
         };
-        let t = self.model.tenant(p.project).expect("tenant").clone();
+        let path = format!("/v1/payouts/{}/cancel", p.id);
         let a = self
-            .node()
-            .post(&format!("/v1/payouts/{}/cancel", p.id), &t.payout_key, None)
+            .post_as(p.project, |t| &t.payout_key, &path, None)
             .await?;
         let ok = match a.status {
             200 => a.str("status").as_deref() == Some("canceled"),
@@ -751,14 +751,9 @@ impl Sim {
         let Some((project, _, chain, w)) = rng::pick(&wallets).cloned() else {
             return Ok("no wallet yet".into());
         };
-        let t = self.model.tenant(project).expect("tenant").clone();
+        let body = json!({"wallet_id": w.id});
         let a = self
-            .node()
-            .post(
-                "/v1/sweeps",
-                &t.wallet_key,
-                Some(&json!({"wallet_id": w.id})),
-            )
+            .post_as(project, |t| &t.wallet_key, "/v1/sweeps", Some(&body))
             .await?;
         if a.status >= 500 {
             self.fail(format!("POST /v1/sweeps {}: {} {}", w.id, a.status, a.body));

@@ -5,7 +5,7 @@
 //! the debug builds' crash points.
 
 use appliance_chains::evm::{sender, Address, B256, U256};
-use appliance_signer::{SignError, SigningPolicy};
+use appliance_signer::{SignError, SignedEvmTx, SigningPolicy};
 use appliance_storage::index::{self, IndexTag};
 use appliance_storage::records::Project;
 use appliance_storage::{ReadOps, StoreError, WriteCtx};
@@ -35,6 +35,33 @@ pub(super) struct OutCall {
     pub(super) value: U256,
     pub(super) data: appliance_chains::evm::Bytes,
     pub(super) gas_limit: u64,
+}
+
+impl OutCall {
+    /// The stored row of this call as `signed` at `nonce` with `fees` (max fee and tip, wei
+    /// per gas): its one version, sent now, neither mined nor done.
+    pub(super) fn row(&self, nonce: u64, fees: (u128, u128), signed: &SignedEvmTx) -> OutTx {
+        OutTx {
+            nonce,
+            kind: self.kind,
+            ref_id: self.ref_id,
+            project_id: self.project_id,
+            to: self.to,
+            value: self.value.to_string(),
+            data: hex::encode(&self.data),
+            gas_limit: self.gas_limit,
+            max_fee_per_gas: fees.0.to_string(),
+            max_priority_fee_per_gas: fees.1.to_string(),
+            raws: vec![hex::encode(&signed.raw)],
+            hashes: vec![hex32(&B256::from(signed.hash))],
+            sent_at: appliance_storage::now_us(),
+            done: false,
+            mined: None,
+            settled: None,
+            filler_raws: vec![],
+            filler_hashes: vec![],
+        }
+    }
 }
 
 /// Signs, records (with the saga step `record`) and broadcasts one transaction.
@@ -94,50 +121,22 @@ pub(super) async fn sign_out(
     nonce: u64,
     call: OutCall,
 ) -> anyhow::Result<Result<SignedOut, SignError>> {
-    let OutCall {
-        kind,
-        ref_id,
-        project_id,
-        to,
-        value,
-        data,
-        gas_limit,
-    } = call;
     let f = c.client.fees().await?;
     let (max_fee, tip) = (f.max_fee_per_gas, f.max_priority_fee_per_gas);
     let tx = sender::eip1559(
         c.chain_id,
         nonce,
-        to,
-        value,
-        data.clone(),
-        gas_limit,
+        call.to,
+        call.value,
+        call.data.clone(),
+        call.gas_limit,
         (max_fee, tip),
     );
     let signed = match m.signer.sign_evm(pol, tx) {
         Ok(s) => s,
         Err(e) => return Ok(Err(e)),
     };
-    let out = OutTx {
-        nonce,
-        kind,
-        ref_id,
-        project_id,
-        to,
-        value: value.to_string(),
-        data: hex::encode(&data),
-        gas_limit,
-        max_fee_per_gas: max_fee.to_string(),
-        max_priority_fee_per_gas: tip.to_string(),
-        raws: vec![hex::encode(&signed.raw)],
-        hashes: vec![hex32(&B256::from(signed.hash))],
-        sent_at: appliance_storage::now_us(),
-        done: false,
-        mined: None,
-        settled: None,
-        filler_raws: vec![],
-        filler_hashes: vec![],
-    };
+    let out = call.row(nonce, (max_fee, tip), &signed);
     Ok(Ok(SignedOut {
         out,
         raw: signed.raw.to_vec(),

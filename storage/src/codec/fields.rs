@@ -1,4 +1,4 @@
-//! The field codecs the records name in `#[serde(serialize_with, deserialize_with)]`: each
+//! The field codecs the records name in `#[serde(with)]` (or `serialize_with`): each
 //! stores one kind of field more compactly than its text (amounts, event ids and types,
 //! journal kinds, deflated answers and outgoing transactions, UUID and hex texts, request
 //! fingerprints) and reads back every form stored before.
@@ -16,10 +16,9 @@ pub fn amount<S: serde::Serializer>(v: &u128, s: S) -> Result<S::Ok, S::Error> {
     }
 }
 
-/// `#[serde(serialize_with = "crate::codec::event_id", deserialize_with =
-/// "crate::codec::read_event_id")]` for an event's id: in the store's binary encoding an id
-/// `evt_` + ULID in its canonical form is the ULID's 16 bytes (18 bytes written instead of
-/// 31); any other string, and every human-readable form, is the string.
+/// `#[serde(with = "crate::codec::event_id_field")]` for an event's id: in the store's binary
+/// encoding an id `evt_` + ULID in its canonical form is the ULID's 16 bytes (18 bytes written
+/// instead of 31); any other string, and every human-readable form, is the string.
 pub fn event_id<S: serde::Serializer, T: AsRef<str>>(id: &T, s: S) -> Result<S::Ok, S::Error> {
     let id = id.as_ref();
     if !s.is_human_readable() {
@@ -143,9 +142,8 @@ pub const EVENT_TYPE_CODES: &[&str] = &[
     "endpoint.test",
 ];
 
-/// `#[serde(serialize_with = "crate::codec::event_type", deserialize_with =
-/// "crate::codec::read_event_type")]` for an event's type: in the store's binary encoding a
-/// type of [`EVENT_TYPE_CODES`] is its position there (one byte); any other type, and
+/// `#[serde(with = "crate::codec::event_type_field")]` for an event's type: in the store's binary
+/// encoding a type of [`EVENT_TYPE_CODES`] is its position there (one byte); any other type, and
 /// every human-readable form, is its text.
 pub fn event_type<S: serde::Serializer, T: AsRef<str>>(t: &T, s: S) -> Result<S::Ok, S::Error> {
     listed_text(EVENT_TYPE_CODES, t.as_ref(), s)
@@ -343,12 +341,11 @@ fn inflate(stored: &[u8]) -> Option<Vec<u8>> {
     (out.len() <= DOC_MAX).then_some(out)
 }
 
-/// `#[serde(serialize_with = "crate::codec::answer_body", deserialize_with =
-/// "crate::codec::read_answer_body")]` for the JSON body of a stored idempotent answer
-/// (schema 12): in the store's binary encoding, [`ANSWER_DEFLATE_1`] ‖ the body
-/// as raw deflate with the preset dictionary [`ANSWER_DICT_1`] when that is shorter (a
-/// payout's answer: about 560 bytes to about 120), else the string; every human-readable
-/// form is the string. A replay answers exactly the bytes first sent.
+/// `#[serde(with = "crate::codec::answer_body_field")]` for the JSON body of a stored idempotent
+/// answer (schema 12): in the store's binary encoding, [`ANSWER_DEFLATE_1`] ‖ the body as raw
+/// deflate with the preset dictionary [`ANSWER_DICT_1`] when that is shorter (a payout's answer:
+/// about 560 bytes to about 120), else the string; every human-readable form is the string. A
+/// replay answers exactly the bytes first sent.
 pub fn answer_body<S: serde::Serializer>(v: &str, s: S) -> Result<S::Ok, S::Error> {
     if !s.is_human_readable() {
         if let Some(z) = deflate_doc(ANSWER_DEFLATE_1, v.as_bytes()) {
@@ -388,11 +385,10 @@ pub(super) fn inflate_answer(stored: &[u8]) -> Option<String> {
     String::from_utf8(inflate(stored)?).ok()
 }
 
-/// `#[serde(serialize_with = "crate::codec::uuid_text", deserialize_with =
-/// "crate::codec::read_uuid_text")]` for a text field that usually holds a UUID (an event's
-/// `resource_id`): in the store's binary encoding a UUID in its canonical form (lower-case,
-/// hyphenated) is its 16 bytes (18 bytes written instead of 38); any other string, and every
-/// human-readable form, is the string.
+/// `#[serde(with = "crate::codec::uuid_text_field")]` for a text field that usually holds a UUID
+/// (an event's `resource_id`): in the store's binary encoding a UUID in its canonical form
+/// (lower-case, hyphenated) is its 16 bytes (18 bytes written instead of 38); any other string, and
+/// every human-readable form, is the string.
 pub fn uuid_text<S: serde::Serializer, T: AsRef<str>>(v: &T, s: S) -> Result<S::Ok, S::Error> {
     let v = v.as_ref();
     if !s.is_human_readable() {
@@ -444,8 +440,7 @@ impl serde::de::Visitor<'_> for StrOrBytes {
 /// `api::extract::Fingerprint`: `v2:` and the hex SHA-256 of the canonical body).
 const FINGERPRINT_V2: &str = "v2:";
 
-/// `#[serde(serialize_with = "crate::codec::fingerprint_text", deserialize_with =
-/// "crate::codec::read_fingerprint_text")]` for an idempotency record's request
+/// `#[serde(with = "crate::codec::fingerprint_field")]` for an idempotency record's request
 /// fingerprint (schema 15): in the store's binary encoding `v2:` and 64 lower-case
 /// hex digits are written as the 32 bytes they spell (34 bytes instead of 69); any other
 /// string (an older record's bare hex), and every human-readable form, is the string.
@@ -611,4 +606,27 @@ impl serde::de::Visitor<'_> for StrOrHex {
     fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<String, E> {
         hex_text_of(v).ok_or_else(|| E::invalid_value(serde::de::Unexpected::Bytes(v), &self))
     }
+}
+
+/// Each field codec above whose field reads back through its pair, as the module
+/// `#[serde(with = "crate::codec::…")]` names: one attribute on the field, not two paths.
+macro_rules! with_modules {
+    ($($module:ident => $ser:ident, $de:ident;)*) => {
+        $(
+            #[doc = concat!("[`", stringify!($ser), "`] and [`", stringify!($de), "`].")]
+            pub mod $module {
+                pub use super::{$de as deserialize, $ser as serialize};
+            }
+        )*
+    };
+}
+
+with_modules! {
+    event_id_field => event_id, read_event_id;
+    event_type_field => event_type, read_event_type;
+    answer_body_field => answer_body, read_answer_body;
+    uuid_text_field => uuid_text, read_uuid_text;
+    fingerprint_field => fingerprint_text, read_fingerprint_text;
+    hex_field => hex_text, read_hex_text;
+    hex_opt_field => hex_text_opt, read_hex_text_opt;
 }

@@ -7,13 +7,10 @@
 //! is the sum of a project's entries. Entries are never edited or removed; a correction is
 //! a new `adjustment` or `refund` entry.
 
-use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::Row;
 use crate::index::IndexTag;
-use crate::schema;
 
 str_enum! {
     /// What a billing entry is for (SPEC.md section 2, Billing entry `kind`).
@@ -83,18 +80,13 @@ pub struct BillingAccount {
     pub minimum_settled_month: Option<u32>,
 }
 
-impl Row for BillingAccount {
-    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::BILLING_ACCOUNTS;
-    fn id(&self) -> Uuid {
-        self.project_id
-    }
-    fn project_id(&self) -> Uuid {
-        self.project_id
-    }
-    fn index_keys(&self) -> Vec<Vec<u8>> {
-        Vec::new()
-    }
-}
+row!(
+    BillingAccount,
+    BILLING_ACCOUNTS,
+    key = project_id,
+    project = project_id,
+    |_, _no_keys| {}
+);
 
 /// The on-chain transfer behind a `funding` entry.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -51,10 +51,7 @@ pub struct Wallet {
     pub chain: String,
     pub role: String,
     pub status: String,
-    #[serde(
-        serialize_with = "crate::codec::hex_text",
-        deserialize_with = "crate::codec::read_hex_text"
-    )]
+    #[serde(with = "crate::codec::hex_field")]
     pub address: String,
     pub memo: Option<String>,
     pub created_at: i64,

@@ -62,21 +62,12 @@ pub struct Deposit {
     pub asset: String,
     #[serde(serialize_with = "crate::codec::amount")]
     pub amount: u128,
-    #[serde(
-        serialize_with = "crate::codec::hex_text",
-        deserialize_with = "crate::codec::read_hex_text"
-    )]
+    #[serde(with = "crate::codec::hex_field")]
     pub tx_hash: String,
     pub log_index: u32,
-    #[serde(
-        serialize_with = "crate::codec::hex_text",
-        deserialize_with = "crate::codec::read_hex_text"
-    )]
+    #[serde(with = "crate::codec::hex_field")]
     pub from_address: String,
-    #[serde(
-        serialize_with = "crate::codec::hex_text",
-        deserialize_with = "crate::codec::read_hex_text"
-    )]
+    #[serde(with = "crate::codec::hex_field")]
     pub to_address: String,
     pub block_number: u64,
     pub block_time: i64,

@@ -26,27 +26,17 @@ use super::{Customer, Deposit, DepositStatus, Payout, PayoutStatus, Wallet};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Event {
     /// `evt_` + ULID (stored as the ULID's 16 bytes, [`crate::codec::event_id`]).
-    #[serde(
-        serialize_with = "crate::codec::event_id",
-        deserialize_with = "crate::codec::read_event_id"
-    )]
+    #[serde(with = "crate::codec::event_id_field")]
     pub id: String,
     #[serde(skip)]
     pub project_id: Uuid,
     #[serde(skip)]
     pub sequence: u64,
     /// The event type (stored as its number when it has one, [`crate::codec::event_type`]).
-    #[serde(
-        rename = "type",
-        serialize_with = "crate::codec::event_type",
-        deserialize_with = "crate::codec::read_event_type"
-    )]
+    #[serde(rename = "type", with = "crate::codec::event_type_field")]
     pub event_type: String,
     /// The resource's id (a UUID is stored as its 16 bytes, [`crate::codec::uuid_text`]).
-    #[serde(
-        serialize_with = "crate::codec::uuid_text",
-        deserialize_with = "crate::codec::read_uuid_text"
-    )]
+    #[serde(with = "crate::codec::uuid_text_field")]
     pub resource_id: String,
     pub created_at: i64,
     pub livemode: bool,
@@ -194,10 +184,7 @@ impl DepositState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PayoutState {
     pub status: PayoutStatus,
-    #[serde(
-        serialize_with = "crate::codec::hex_text_opt",
-        deserialize_with = "crate::codec::read_hex_text_opt"
-    )]
+    #[serde(with = "crate::codec::hex_opt_field")]
     pub tx_hash: Option<String>,
     pub failure_reason: Option<String>,
     /// Microseconds since the Unix epoch.
@@ -243,18 +230,12 @@ impl Event {
 pub struct IdempotencyRecord {
     /// SHA-256 of the request body, hex: a different body under the same key is a reuse.
     /// Stored as its 32 bytes in the `v2:` form (schema 15, [`crate::codec::fingerprint_text`]).
-    #[serde(
-        serialize_with = "crate::codec::fingerprint_text",
-        deserialize_with = "crate::codec::read_fingerprint_text"
-    )]
+    #[serde(with = "crate::codec::fingerprint_field")]
     pub request_hash: String,
     pub status: u16,
     /// The answer's JSON body, exactly as first sent (stored deflated when that is shorter,
     /// schema 12: [`crate::codec::answer_body`]).
-    #[serde(
-        serialize_with = "crate::codec::answer_body",
-        deserialize_with = "crate::codec::read_answer_body"
-    )]
+    #[serde(with = "crate::codec::answer_body_field")]
     pub body: String,
     pub created_at: i64,
 }

@@ -347,22 +347,12 @@ impl Invoice {
 
     /// The received entry of (chain, asset), created empty when absent.
     pub fn received_mut(&mut self, chain: &str, asset: &str) -> &mut AssetReceived {
-        let i = match self
-            .received
-            .iter()
-            .position(|r| r.chain == chain && r.asset == asset)
-        {
-            Some(i) => i,
-            None => {
-                self.received.push(AssetReceived {
-                    chain: chain.to_string(),
-                    asset: asset.to_string(),
-                    ..Default::default()
-                });
-                self.received.len() - 1
-            }
-        };
-        &mut self.received[i]
+        let is = |r: &AssetReceived| r.chain == chain && r.asset == asset;
+        super::entry(&mut self.received, is, || AssetReceived {
+            chain: chain.to_string(),
+            asset: asset.to_string(),
+            ..Default::default()
+        })
     }
 }
 

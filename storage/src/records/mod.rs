@@ -113,30 +113,55 @@ macro_rules! coded_serde {
 }
 
 /// Implements [`Row`] for a record of table `schema::$table` keyed by its `id` field and
-/// owned by its `project_id` field; `|row, keys| { ... }` adds the row's index keys to an
-/// [`IndexKeys`]. `parent = field` makes [`Row::parent_id`] that optional id field.
+/// owned by its `project_id` field (`key = field, project = field` name others); `|row,
+/// keys| { ... }` adds the row's index keys to an [`IndexKeys`]. `parent = field` makes
+/// [`Row::parent_id`] that optional id field.
 macro_rules! row {
     ($ty:ty, $table:ident, $(parent = $parent:ident,)? |$r:pat_param, $k:ident| $body:block) => {
+        row!($ty, $table, key = id, project = project_id, $(parent = $parent,)? |$r, $k| $body);
+    };
+    (
+        $ty:ty,
+        $table:ident,
+        key = $id:ident,
+        project = $project:ident,
+        $(parent = $parent:ident,)?
+        |$r:pat_param, $k:ident| $body:block
+    ) => {
         impl $crate::records::Row for $ty {
             const TABLE: redb::TableDefinition<'static, u128, &'static [u8]> =
                 $crate::schema::$table;
             fn id(&self) -> uuid::Uuid {
-                self.id
+                self.$id
             }
             fn project_id(&self) -> uuid::Uuid {
-                self.project_id
+                self.$project
             }
             $(fn parent_id(&self) -> Option<uuid::Uuid> {
                 self.$parent
             })?
             fn index_keys(&self) -> Vec<Vec<u8>> {
                 fn add($r: &$ty, $k: &mut $crate::records::IndexKeys) $body
-                let mut keys = $crate::records::IndexKeys::new(self.project_id, self.id);
+                let mut keys = $crate::records::IndexKeys::new(self.$project, self.$id);
                 add(self, &mut keys);
                 keys.keys
             }
         }
     };
+}
+
+/// The element of `items` that `is` picks, pushed first (made by `new`) when none does: the
+/// per-key entries a record keeps in a list (an invoice's amounts received per asset, a
+/// project's overrides per chain and asset).
+pub fn entry<T>(items: &mut Vec<T>, is: impl Fn(&T) -> bool, new: impl FnOnce() -> T) -> &mut T {
+    let i = match items.iter().position(is) {
+        Some(i) => i,
+        None => {
+            items.push(new());
+            items.len() - 1
+        }
+    };
+    &mut items[i]
 }
 
 pub mod billing;

@@ -84,19 +84,12 @@ pub struct Payout {
     pub amount: u128,
     #[serde(serialize_with = "crate::codec::amount")]
     pub fee_amount: u128,
-    #[serde(
-        serialize_with = "crate::codec::hex_text",
-        deserialize_with = "crate::codec::read_hex_text"
-    )]
+    #[serde(with = "crate::codec::hex_field")]
     pub to_address: String,
     pub memo: Option<String>,
     pub status: PayoutStatus,
     pub reference: Option<String>,
-    #[serde(
-        serialize_with = "crate::codec::hex_text_opt",
-        deserialize_with = "crate::codec::read_hex_text_opt",
-        default
-    )]
+    #[serde(with = "crate::codec::hex_opt_field", default)]
     pub tx_hash: Option<String>,
     pub failure_reason: Option<String>,
     /// Value in US cents at creation (stablecoins at par); `None` when no price is known.

@@ -1,13 +1,10 @@
 //! Projects (tenants): their mode and the operator's per-chain and per-asset switches
 //! (DECISIONS.md section 8).
 
-use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::Row;
-use crate::index::{self, IndexTag};
-use crate::schema;
+use crate::index::IndexTag;
 
 str_enum! {
     /// Project (tenant) mode: the key's environment follows it (SPEC.md section 4, API keys).
@@ -105,16 +102,7 @@ pub struct Project {
     pub created_at: i64,
 }
 
-/// A project is its own project; every project is in the one global list.
-impl Row for Project {
-    const TABLE: TableDefinition<'static, u128, &'static [u8]> = schema::PROJECTS;
-    fn id(&self) -> Uuid {
-        self.id
-    }
-    fn project_id(&self) -> Uuid {
-        self.id
-    }
-    fn index_keys(&self) -> Vec<Vec<u8>> {
-        vec![index::key(IndexTag::Projects, Uuid::nil(), &[], self.id)]
-    }
-}
+// A project is its own project; every project is in the one global list.
+row!(Project, PROJECTS, key = id, project = id, |_, k| {
+    k.global(IndexTag::Projects);
+});

@@ -29,11 +29,7 @@ pub struct Sweep {
     pub amount: u128,
     pub status: SweepStatus,
     pub skip_reason: Option<String>,
-    #[serde(
-        serialize_with = "crate::codec::hex_text_opt",
-        deserialize_with = "crate::codec::read_hex_text_opt",
-        default
-    )]
+    #[serde(with = "crate::codec::hex_opt_field", default)]
     pub tx_hash: Option<String>,
     /// Block height when the sweep was opened.
     #[serde(default)]

@@ -103,19 +103,13 @@ fn readable_row<R: crate::records::Row>(
 /// The event indexes' runs decode (a run that does not is left out of lists).
 pub(super) fn check_event_runs(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
     for (def, what) in [(EVENT_TYPE_RUNS, "type"), (EVENT_RESOURCE_RUNS, "resource")] {
-        let runs = ctx.open(def)?;
-        for e in runs.iter()? {
-            let (k, v) = e?;
-            let decodes = crate::event_runs::split_key(k.value())
-                .and_then(|(_, first)| crate::event_runs::decode(first, v.value()))
-                .is_some();
-            if !decodes {
-                rep.violations.push(format!(
-                    "event {what} index run {} does not decode; its events are left out of lists by {what}",
-                    hex::encode(k.value())
-                ));
-            }
-        }
+        let decodes = |k: &[u8], v: &[u8]| {
+            crate::event_runs::split_key(k)
+                .and_then(|(_, first)| crate::event_runs::decode(first, v))
+        };
+        check_runs(ctx, rep, def, decodes, |key| {
+            format!("event {what} index run {key} does not decode; its events are left out of lists by {what}")
+        })?;
     }
     Ok(())
 }
@@ -123,18 +117,29 @@ pub(super) fn check_event_runs(ctx: &ReadCtx, rep: &mut Report) -> Result<(), St
 /// The lists' runs decode (the rows of a run that does not are reported as missing an index
 /// entry).
 pub(super) fn check_list_runs(ctx: &ReadCtx, rep: &mut Report) -> Result<(), StoreError> {
+    let decodes = |k: &[u8], v: &[u8]| {
+        crate::id_runs::split_key(k).and_then(|(_, first)| crate::id_runs::decode(first, v))
+    };
     for def in run_tables() {
-        for e in ctx.open(def)?.iter()? {
-            let (k, v) = e?;
-            let decodes = crate::id_runs::split_key(k.value())
-                .and_then(|(_, first)| crate::id_runs::decode(first, v.value()))
-                .is_some();
-            if !decodes {
-                rep.violations.push(format!(
-                    "list run {} does not decode; its ids are left out of the lists it serves",
-                    hex::encode(k.value())
-                ));
-            }
+        check_runs(ctx, rep, def, decodes, |key| {
+            format!("list run {key} does not decode; its ids are left out of the lists it serves")
+        })?;
+    }
+    Ok(())
+}
+
+/// Reports each run of `def` that `decode` refuses, named by its key (hex).
+fn check_runs<T>(
+    ctx: &ReadCtx,
+    rep: &mut Report,
+    def: crate::open_tables::RunsDef,
+    decode: impl Fn(&[u8], &[u8]) -> Option<T>,
+    violation: impl Fn(&str) -> String,
+) -> Result<(), StoreError> {
+    for e in ctx.open(def)?.iter()? {
+        let (k, v) = e?;
+        if decode(k.value(), v.value()).is_none() {
+            rep.violations.push(violation(&hex::encode(k.value())));
         }
     }
     Ok(())

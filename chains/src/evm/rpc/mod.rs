@@ -11,6 +11,7 @@ use alloy::rpc::types::{Filter, TransactionRequest};
 use serde_json::Value;
 
 use super::nodes::{Change, NodeChoice, Skip};
+use crate::client::CallRequest;
 
 /// Most time one RPC call may take.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(15);
@@ -613,41 +614,31 @@ impl EvmRpc {
     }
 
     /// Gas a call would use, simulated at the node's default block.
-    pub async fn estimate_gas(
-        &self,
-        from: Address,
-        to: Address,
-        value: U256,
-        data: Bytes,
-    ) -> Result<u64, RpcError> {
-        self.estimate_gas_at(from, to, value, data, None).await
+    pub async fn estimate_gas(&self, call: &CallRequest) -> Result<u64, RpcError> {
+        self.estimate_gas_at(call, None).await
     }
 
     /// Gas a call would use, simulated against the `latest` (mined) block, whatever the
     /// node's default (Anvil simulates against its pending block, geth and most providers
     /// against `latest`): the payout sender checks the master wallet's funds at the same
     /// state (docs/decisions.md, Payouts).
-    pub async fn estimate_gas_latest(
-        &self,
-        from: Address,
-        to: Address,
-        value: U256,
-        data: Bytes,
-    ) -> Result<u64, RpcError> {
-        self.estimate_gas_at(from, to, value, data, Some(alloy::eips::BlockId::latest()))
-            .await
+    pub async fn estimate_gas_latest(&self, call: &CallRequest) -> Result<u64, RpcError> {
+        self.estimate_gas_at(call, Some(BlockId::latest())).await
     }
 
     /// `eth_estimateGas` for a call, at `block` or, when `None`, with no block given (the
     /// node's default).
     async fn estimate_gas_at(
         &self,
-        from: Address,
-        to: Address,
-        value: U256,
-        data: Bytes,
-        block: Option<alloy::eips::BlockId>,
+        call: &CallRequest,
+        block: Option<BlockId>,
     ) -> Result<u64, RpcError> {
+        let CallRequest {
+            from,
+            to,
+            value,
+            data,
+        } = call.clone();
         self.run(|p| {
             let req = TransactionRequest {
                 from: Some(from),

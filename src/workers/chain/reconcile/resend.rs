@@ -483,28 +483,16 @@ pub(super) async fn repair_gap(
                 let Some(signed) = signed_filler(state, c, m, n, fees) else {
                     return Ok(());
                 };
-                let raw = hex::encode(&signed.raw);
-                let hash = hex32(&B256::from(signed.hash));
-                let row = OutTx {
-                    nonce: n,
+                let filler = OutCall {
                     kind: OutKind::Filler,
                     ref_id: Uuid::nil(),
                     project_id: Uuid::nil(),
                     to: m.treasury,
-                    value: "0".into(),
-                    data: String::new(),
+                    value: U256::ZERO,
+                    data: Default::default(),
                     gas_limit: FILLER_GAS,
-                    max_fee_per_gas: f.max_fee_per_gas.to_string(),
-                    max_priority_fee_per_gas: f.max_priority_fee_per_gas.to_string(),
-                    raws: vec![raw],
-                    hashes: vec![hash],
-                    sent_at: appliance_storage::now_us(),
-                    done: false,
-                    mined: None,
-                    settled: None,
-                    filler_raws: vec![],
-                    filler_hashes: vec![],
                 };
+                let row = filler.row(n, fees, &signed);
                 let key = c.key.clone();
                 // Stored before it is broadcast, and only over what was read above (a row
                 // written meanwhile is followed by the next pass instead).
