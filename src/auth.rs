@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use appliance_storage::records::{ApiKey, KeyKind, Mode, Project};
 
-use crate::services::types::ProjectId;
+use crate::ids::ProjectId;
 
 /// Token prefix of live keys (DECISIONS.md section 2).
 pub const LIVE_PREFIX: &str = "apk";

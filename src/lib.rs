@@ -20,6 +20,7 @@ pub mod cli;
 pub mod config;
 pub mod data_dir;
 pub mod handles;
+pub mod ids;
 pub mod market;
 pub mod operator;
 pub mod ops;
