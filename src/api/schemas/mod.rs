@@ -171,39 +171,11 @@ pub const RFC3339: &str = "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt
 // ---------------------------------------------------------------------------------------
 // Schemas built from the server's own tables (chains, scopes) and rules (metadata).
 
+pub use crate::services::types::{ChainIdIn, EvmChainIn, SymbolIn};
+
 fn from_json(v: Value) -> RefOr<Schema> {
     RefOr::T(serde_json::from_value(v).expect("a valid schema"))
 }
-
-/// A chain identifier a request may name (SPEC.md section 2: the enumerated chains). Whether
-/// the project may use it now is answered with 422 (`chain_not_enabled`, ...).
-pub struct ChainIdIn;
-
-impl PartialSchema for ChainIdIn {
-    fn schema() -> RefOr<Schema> {
-        let ids: Vec<&str> = appliance_chains::registry::CHAINS
-            .iter()
-            .map(|c| c.id)
-            .collect();
-        from_json(json!({"type": "string", "enum": ids, "description": "A chain identifier."}))
-    }
-}
-impl ToSchema for ChainIdIn {}
-
-/// A chain the test mode simulates (the EVM chains).
-pub struct EvmChainIn;
-
-impl PartialSchema for EvmChainIn {
-    fn schema() -> RefOr<Schema> {
-        let ids: Vec<&str> = appliance_chains::registry::CHAINS
-            .iter()
-            .filter(|c| c.account_kind == appliance_chains::AccountKind::Contract)
-            .map(|c| c.id)
-            .collect();
-        from_json(json!({"type": "string", "enum": ids, "description": "A simulated (EVM) chain."}))
-    }
-}
-impl ToSchema for EvmChainIn {}
 
 /// A scope a key may hold: a known scope, `*`, or `<group>:*`.
 pub struct ScopeIn;
@@ -256,17 +228,6 @@ impl PartialSchema for WebhookUrlIn {
     }
 }
 impl ToSchema for WebhookUrlIn {}
-
-/// An asset symbol a request names: never empty (whether the chain lists it is a rule of
-/// the operation).
-pub struct SymbolIn;
-
-impl PartialSchema for SymbolIn {
-    fn schema() -> RefOr<Schema> {
-        from_json(json!({"type": "string", "minLength": 1}))
-    }
-}
-impl ToSchema for SymbolIn {}
 
 fn metadata_schema(patch: bool) -> Value {
     let values = vec![

@@ -67,54 +67,12 @@ pub enum InvoiceStatusIn {
     Canceled,
 }
 
-/// `POST /v1/test/transfers` (DECISIONS.md section 15).
-#[derive(ToSchema)]
-pub struct NewTestTransfer {
-    pub chain: EvmChainIn,
-    #[schema(min_length = 1)]
-    pub asset: String,
-    /// Must equal the asset's decimals (as for payouts).
-    pub decimals: u64,
-    #[schema(pattern = "^[1-9][0-9]{0,37}$")]
-    pub amount: String,
-    /// An address the project custodies (a customer's or an invoice's).
-    pub to_address: String,
-    /// The sender (default: a synthetic one).
-    pub from_address: Option<String>,
-    /// Default true: the transfer is mined and confirmed before the answer.
-    pub confirm: Option<bool>,
-}
-
 /// A customer status a request may set or filter by.
 #[derive(ToSchema)]
 #[schema(rename_all = "snake_case")]
 pub enum CustomerStatusIn {
     Active,
     Disabled,
-}
-
-/// `POST /v1/payouts`.
-#[derive(ToSchema)]
-pub struct NewPayout {
-    pub chain: ChainIdIn,
-    /// Asset symbol as listed by `GET /v1/chains`, e.g. `USDT`.
-    #[schema(min_length = 1)]
-    pub asset: String,
-    /// Must equal the asset's decimals (400 `decimals_mismatch` otherwise).
-    #[schema(minimum = 0)]
-    pub decimals: u64,
-    /// Atomic units.
-    #[schema(pattern = "^[1-9][0-9]{0,37}$")]
-    pub amount: String,
-    pub to_address: String,
-    /// The customer whose balance pays; omitted for the project's own funds.
-    pub customer_id: Option<Uuid>,
-    /// Free text; `refund:` at its start is reserved for the appliance's invoice refunds
-    /// (400 `invalid_request`).
-    #[schema(max_length = 255, pattern = "^(?!refund:)")]
-    pub reference: Option<String>,
-    #[schema(max_length = 255)]
-    pub memo: Option<String>,
 }
 
 /// A key kind a request may name.
