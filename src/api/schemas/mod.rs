@@ -20,7 +20,6 @@
 use serde_json::{json, Value};
 use utoipa::openapi::{RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
-use uuid::Uuid;
 
 /// An atomic (smallest-unit) amount: an integer string.
 pub const ATOMIC: &str = "^(0|[1-9][0-9]*)$";
