@@ -11,7 +11,7 @@ use appliance_storage::records::{
 
 use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::{Fields, JsonBody, Params};
+use crate::api::extract::{Fields, JsonBody, Params, ReadBody};
 use crate::api::schemas;
 use crate::api::{commit, json, Begin, PageAnswer};
 use crate::auth::Access;
@@ -60,7 +60,7 @@ async fn list_rules(a: Authed<READ>) -> Result<Response, ApiError> {
 /// Key: `payout` kind, scope `conversions:write`.
 #[utoipa::path(put, path = "/v1/conversion/rules/{chain}", tag = "conversions",
     params(("chain" = String, Path, description = "Chain identifier.")),
-    request_body(content = schemas::ConversionRuleUpdate),
+    request_body = RuleUpdate,
     responses(
         (status = 200, description = "The rule.", body = views::ConversionRuleView),
         (status = 400, description = "`invalid_request`, `invalid_target`, `invalid_keep_asset`.", body = crate::api::error::ErrorBody),
@@ -71,57 +71,61 @@ async fn put_rule(
     Path(chain): Path<String>,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    let f = &body.fields;
-    let enabled = f
-        .opt_bool("enabled")?
-        .ok_or_else(|| ApiError::invalid("enabled", "enabled is required."))?;
-    let target_asset = f.req_str("target_asset")?;
-    let keep_assets = f.opt_str_list("keep_assets")?.unwrap_or_default();
-    if keep_assets.len() > MAX_KEEP_ASSETS {
-        return Err(ApiError::invalid(
-            "keep_assets",
-            format!("keep_assets lists at most {MAX_KEEP_ASSETS} coins."),
-        ));
-    }
+    let update: RuleUpdate = body.read()?;
     if chain.len() > 32 {
         return Err(ApiError::invalid("chain", "Unknown chain."));
     }
     let s = a.scope();
     let chain = ChainId::new(chain);
     a.write(move |ctx| {
-        let v = conversions::put_rule(
-            ctx,
-            &s,
-            &chain,
-            RuleUpdate {
-                enabled,
-                target_asset,
-                keep_assets,
-            },
-        )?;
+        let v = conversions::put_rule(ctx, &s, &chain, update)?;
         Ok((StatusCode::OK, v, ()))
     })
     .await
 }
 
-fn request(f: &Fields) -> Result<ConversionRequest, ApiError> {
-    let slippage_bps = match f.opt_u64("slippage_bps")? {
-        None => DEFAULT_SLIPPAGE_BPS,
-        Some(v) if v <= MAX_SLIPPAGE_BPS as u64 => v as u32,
-        Some(_) => {
+impl ReadBody for RuleUpdate {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        let enabled = f
+            .opt_bool("enabled")?
+            .ok_or_else(|| ApiError::invalid("enabled", "enabled is required."))?;
+        let target_asset = f.req_str("target_asset")?;
+        let keep_assets = f.opt_str_list("keep_assets")?.unwrap_or_default();
+        if keep_assets.len() > MAX_KEEP_ASSETS {
             return Err(ApiError::invalid(
-                "slippage_bps",
-                format!("slippage_bps must be from 0 to {MAX_SLIPPAGE_BPS}."),
-            ))
+                "keep_assets",
+                format!("keep_assets lists at most {MAX_KEEP_ASSETS} coins."),
+            ));
         }
-    };
-    Ok(ConversionRequest {
-        chain: f.req_chain("chain")?,
-        from_asset: f.req_asset("from_asset")?,
-        to_asset: f.req_asset("to_asset")?,
-        amount: f.req_amount("amount")?,
-        slippage_bps,
-    })
+        Ok(RuleUpdate {
+            enabled,
+            target_asset,
+            keep_assets,
+        })
+    }
+}
+
+// `slippage_bps` is read first: its refusal comes before the other fields'.
+impl ReadBody for ConversionRequest {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        let slippage_bps = match f.opt_u64("slippage_bps")? {
+            None => DEFAULT_SLIPPAGE_BPS,
+            Some(v) if v <= MAX_SLIPPAGE_BPS as u64 => v as u32,
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    "slippage_bps",
+                    format!("slippage_bps must be from 0 to {MAX_SLIPPAGE_BPS}."),
+                ))
+            }
+        };
+        Ok(ConversionRequest {
+            chain: f.req_chain("chain")?,
+            from_asset: f.req_asset("from_asset")?,
+            to_asset: f.req_asset("to_asset")?,
+            amount: f.req_amount("amount")?,
+            slippage_bps,
+        })
+    }
 }
 
 /// Quote a conversion (read-only; quotes are not held): live projects from the chain's
@@ -130,7 +134,7 @@ fn request(f: &Fields) -> Result<ConversionRequest, ApiError> {
 ///
 /// Key: `payout` kind, scope `conversions:read`.
 #[utoipa::path(post, path = "/v1/conversions/quote", tag = "conversions",
-    request_body(content = schemas::ConversionQuoteRequest),
+    request_body = ConversionRequest,
     responses(
         (status = 200, description = "The quote.", body = views::ConversionQuoteView),
         (status = 400, description = "`invalid_request`, `unknown_asset`.", body = crate::api::error::ErrorBody),
@@ -138,7 +142,7 @@ fn request(f: &Fields) -> Result<ConversionRequest, ApiError> {
         (status = 503, description = "`conversion_unavailable`: the DEX or its node cannot quote now.", body = crate::api::error::ErrorBody),
     ))]
 async fn quote_conversion(a: Authed<READ>, body: JsonBody) -> Result<Response, ApiError> {
-    let req = request(&body.fields)?;
+    let req: ConversionRequest = body.read()?;
     let s = a.scope();
     let v =
         conversions::quote(&a.state.store, &a.state.registry, &a.state.market, &s, &req).await?;
@@ -153,7 +157,7 @@ async fn quote_conversion(a: Authed<READ>, body: JsonBody) -> Result<Response, A
 /// Key: `payout` kind, scope `conversions:write`, signing enabled.
 #[utoipa::path(post, path = "/v1/conversions", tag = "conversions",
     params(crate::api::RequiredIdempotencyHeader),
-    request_body(content = schemas::ConversionQuoteRequest),
+    request_body = ConversionRequest,
     responses(
         (status = 202, description = "Planned: the rows and their batch.", body = views::ConversionRequestView),
         (status = 400, description = "`invalid_request`, `unknown_asset`, `idempotency_key_required`.", body = crate::api::error::ErrorBody),
@@ -166,7 +170,7 @@ async fn create_conversion(
     Post { key, body }: Post,
 ) -> Result<Response, ApiError> {
     key.require("POST /v1/conversions")?;
-    let req = request(&body.fields)?;
+    let req: ConversionRequest = body.read()?;
     if a.caller.project.mode == Mode::Test {
         return Err(ConversionError::TestMode.into());
     }

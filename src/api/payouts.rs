@@ -7,7 +7,7 @@ use appliance_storage::records::{KeyKind, Payout, PayoutStatus};
 
 use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
-use crate::api::extract::Params;
+use crate::api::extract::{Fields, Params, ReadBody};
 use crate::api::schemas;
 use crate::api::{json, PageAnswer};
 use crate::auth::Access;
@@ -37,13 +37,30 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(reject_payout))
 }
 
+// `customer_id` is read first: its refusal comes before the other fields'.
+impl ReadBody for NewPayout {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        Ok(NewPayout {
+            customer_id: f.opt_uuid("customer_id")?.map(CustomerId::from),
+            chain: f.req_chain("chain")?,
+            asset: f.req_asset("asset")?,
+            decimals: f.req_u64("decimals")?,
+            amount: f.req_amount("amount")?,
+            to_address: f.req_str("to_address")?,
+            reference: f.opt_bounded("reference", 255)?,
+            memo: f.opt_bounded("memo", 255)?,
+            usd_rate: None,
+        })
+    }
+}
+
 /// Request a payout: 202, accepted but not yet sent (SPEC.md section 4, Payouts rules 1-6).
 /// Above the project's auto-approve threshold it waits in `pending_approval`.
 ///
 /// Key: `payout` kind, scope `payouts:create`, signing enabled for the service, project and key.
 #[utoipa::path(post, path = "/v1/payouts", tag = "payouts",
     params(crate::api::RequiredIdempotencyHeader),
-    request_body(content = schemas::NewPayout),
+    request_body = NewPayout,
     responses(
         (status = 202, description = "Accepted (not sent).", body = crate::views::PayoutView),
         (status = 400, description = "`invalid_request`, `decimals_mismatch` (both values reported), `unknown_asset`, `idempotency_key_required`.", body = crate::api::error::ErrorBody),
@@ -54,18 +71,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 async fn create_payout(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Response, ApiError> {
     // SPEC.md section 4, Payouts rule 2: a payout must be retryable without paying twice.
     key.require("POST /v1/payouts")?;
-    let f = &body.fields;
-    let mut req = NewPayout {
-        customer_id: f.opt_uuid("customer_id")?.map(CustomerId::from),
-        chain: f.req_chain("chain")?,
-        asset: f.req_asset("asset")?,
-        decimals: f.req_u64("decimals")?,
-        amount: f.req_amount("amount")?,
-        to_address: f.req_str("to_address")?,
-        reference: f.opt_bounded("reference", 255)?,
-        memo: f.opt_bounded("memo", 255)?,
-        usd_rate: None,
-    };
+    let mut req: NewPayout = body.read()?;
     // The market is read outside the store transaction (it may wait for the provider).
     if let Some(asset) = a
         .state

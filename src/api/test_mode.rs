@@ -8,12 +8,12 @@ use appliance_storage::records::{Deposit, KeyKind, Mode};
 
 use crate::api::authed::{Authed, PathId, Post, Rule};
 use crate::api::error::ApiError;
-use crate::api::extract::{read_body, JsonBody};
-use crate::api::schemas::{self, EvmChainIn};
+use crate::api::extract::{read_body, Fields, JsonBody, ReadBody};
 use crate::api::{json as json_response, raw_json, run_idempotent, Begin, Idem, RecordKey};
 use crate::auth::{Access, Caller};
 use crate::services::deposits::{self, TestDeposit};
 use crate::services::sim_chain::{self, SimHandle};
+use crate::services::types::EvmChainIn;
 use crate::services::types::{CustomerId, DepositId};
 use crate::services::Scope;
 use crate::state::AppState;
@@ -70,6 +70,23 @@ impl Authed<TestMode> {
     }
 }
 
+// The block and the transfer's hash are filled in when the block is reserved.
+impl ReadBody for TestDeposit {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        Ok(TestDeposit {
+            customer_id: CustomerId::from(f.req_uuid("customer_id")?),
+            chain: f.req_chain("chain")?,
+            asset: f.req_asset("asset")?,
+            decimals: f.req_u64("decimals")?,
+            amount: f.req_amount("amount")?,
+            confirm: f.opt_bool("confirm")?.unwrap_or(true),
+            block_number: 0,
+            block_time_us: 0,
+            minted: deposits::Minted::fresh(),
+        })
+    }
+}
+
 /// `POST /v1/test/deposits` — a transfer to the customer's address on the project's
 /// simulated chain, mined in a new block in the same store transaction as the deposit;
 /// with `confirm` (default true) it is credited at once (DECISIONS.md
@@ -79,7 +96,7 @@ impl Authed<TestMode> {
 /// Key: test-mode `wallet` kind (else 403 `test_mode_only`), scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/deposits", tag = "test",
     params(crate::api::IdempotencyHeader),
-    request_body(content = schemas::NewTestDeposit),
+    request_body = TestDeposit,
     responses(
         (status = 201, description = "The deposit.", body = crate::views::DepositView),
         (status = 400, description = "`invalid_request`, `decimals_mismatch`, `unknown_asset`.", body = crate::api::error::ErrorBody),
@@ -90,18 +107,7 @@ async fn create_test_deposit(
     a: Authed<TestMode>,
     Post { key, body }: Post,
 ) -> Result<Response, ApiError> {
-    let f = &body.fields;
-    let mut req = TestDeposit {
-        customer_id: CustomerId::from(f.req_uuid("customer_id")?),
-        chain: f.req_chain("chain")?,
-        asset: f.req_asset("asset")?,
-        decimals: f.req_u64("decimals")?,
-        amount: f.req_amount("amount")?,
-        confirm: f.opt_bool("confirm")?.unwrap_or(true),
-        block_number: 0,
-        block_time_us: 0,
-        minted: deposits::Minted::fresh(),
-    };
+    let mut req: TestDeposit = body.read()?;
     let s = a.scope();
     let simulated = a
         .state

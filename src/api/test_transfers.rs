@@ -10,7 +10,6 @@ use appliance_storage::records::AddressOwner;
 use crate::api::authed::{Authed, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::{read_body, JsonBody};
-use crate::api::schemas;
 use crate::api::test_mode::TestMode;
 use crate::api::{commit, json as json_response, Begin};
 use crate::services::test_transfers::{self, NewTestTransfer};
@@ -27,6 +26,17 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(advance_clock))
 }
 
+read_body!(NewTestTransfer {
+    chain: req_chain,
+    asset: req_asset,
+    decimals: req_u64,
+    amount: req_amount,
+    to_address: req_str,
+    from_address: opt_str,
+    sender_class: opt_str,
+    confirm: opt_bool or true,
+});
+
 /// `POST /v1/test/transfers` — an external transfer on the project's simulated `chain` to
 /// `to_address`, any address the project custodies (a customer's deposit address, an
 /// invoice's payment address); the appliance reacts exactly as to a real transfer there (a
@@ -39,7 +49,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Key: test-mode `wallet` kind (else 403 `test_mode_only`), scope `wallets:create`.
 #[utoipa::path(post, path = "/v1/test/transfers", tag = "test",
     params(crate::api::IdempotencyHeader),
-    request_body(content = schemas::NewTestTransfer),
+    request_body = NewTestTransfer,
     responses(
         (status = 201, description = "The transfer, mined.", body = views::TestTransferView),
         (status = 400, description = "`invalid_request`, `decimals_mismatch`, `unknown_asset` (named in `param`).", body = crate::api::error::ErrorBody),
@@ -49,17 +59,7 @@ async fn create_test_transfer(
     a: Authed<TestMode>,
     Post { key, body }: Post,
 ) -> Result<Response, ApiError> {
-    let f = &body.fields;
-    let req = NewTestTransfer {
-        chain: f.req_chain("chain")?,
-        asset: f.req_asset("asset")?,
-        decimals: f.req_u64("decimals")?,
-        amount: f.req_amount("amount")?,
-        to_address: f.req_str("to_address")?,
-        from_address: f.opt_str("from_address")?,
-        sender_class: f.opt_str("sender_class")?,
-        confirm: f.opt_bool("confirm")?.unwrap_or(true),
-    };
+    let req: NewTestTransfer = body.read()?;
     let Some(chain_id) = a
         .state
         .registry

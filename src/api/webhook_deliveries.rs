@@ -9,7 +9,7 @@ use appliance_storage::records::{DeliveryStatus, WebhookDelivery};
 
 use crate::api::authed::{access_rules, Authed};
 use crate::api::error::ApiError;
-use crate::api::extract::{list_json, parse_status, JsonBody, Params};
+use crate::api::extract::{list_json, parse_status, Fields, JsonBody, Params, ReadBody};
 use crate::api::schemas;
 use crate::api::webhooks::{rate_limited, READ};
 use crate::api::{json, PageAnswer};
@@ -109,62 +109,67 @@ async fn replay_delivery(a: Authed<REPLAY>, Path(id): Path<String>) -> Result<Re
     Ok(resp)
 }
 
+impl ReadBody for BulkReplay {
+    fn read(f: &Fields) -> Result<Self, ApiError> {
+        let endpoint_id = WebhookEndpointId::from(f.req_uuid("endpoint_id")?);
+        let statuses = match f.opt_str("status")? {
+            None => vec![
+                DeliveryStatus::Failed,
+                DeliveryStatus::Exhausted,
+                DeliveryStatus::Skipped,
+            ],
+            Some(s) => {
+                let st: DeliveryStatus = parse_status("status", &s)?;
+                if !st.is_replayable() {
+                    return Err(ApiError::invalid(
+                        "status",
+                        "Only failed, exhausted and skipped deliveries can be replayed.",
+                    ));
+                }
+                vec![st]
+            }
+        };
+        let since_us = f
+            .opt_str("since")?
+            .map(|s| {
+                chrono::DateTime::parse_from_rfc3339(&s)
+                    .map(|t| t.timestamp_micros())
+                    .map_err(|_| ApiError::invalid("since", "since must be an RFC 3339 timestamp."))
+            })
+            .transpose()?;
+        let after = f
+            .opt_str("cursor")?
+            .map(|c| {
+                parse_delivery_ref(&c).ok_or_else(|| {
+                    ApiError::invalid("cursor", "cursor is not a cursor this API returned.")
+                })
+            })
+            .transpose()?;
+        Ok(BulkReplay {
+            endpoint_id,
+            statuses,
+            since_us,
+            after,
+        })
+    }
+}
+
 /// Replay up to 100 failed, exhausted or skipped deliveries of one endpoint, oldest first,
 /// each as a new delivery of the same event. Answers the new deliveries as a list.
 ///
 /// Any key kind; scope `webhooks:replay`.
 #[utoipa::path(post, path = "/v1/webhook_deliveries/replay", tag = "webhooks",
-    request_body(content = schemas::BulkReplay),
+    request_body = BulkReplay,
     responses(
         (status = 200, description = "The new deliveries.", body = schemas::ReplayedList),
         (status = 404, description = "`not_found`: no such endpoint (`param: endpoint_id`).", body = crate::api::error::ErrorBody),
     ))]
 async fn bulk_replay(a: Authed<REPLAY>, body: JsonBody) -> Result<Response, ApiError> {
-    let f = &body.fields;
-    let endpoint_id = WebhookEndpointId::from(f.req_uuid("endpoint_id")?);
-    let statuses = match f.opt_str("status")? {
-        None => vec![
-            DeliveryStatus::Failed,
-            DeliveryStatus::Exhausted,
-            DeliveryStatus::Skipped,
-        ],
-        Some(s) => {
-            let st: DeliveryStatus = parse_status("status", &s)?;
-            if !st.is_replayable() {
-                return Err(ApiError::invalid(
-                    "status",
-                    "Only failed, exhausted and skipped deliveries can be replayed.",
-                ));
-            }
-            vec![st]
-        }
-    };
-    let since_us = f
-        .opt_str("since")?
-        .map(|s| {
-            chrono::DateTime::parse_from_rfc3339(&s)
-                .map(|t| t.timestamp_micros())
-                .map_err(|_| ApiError::invalid("since", "since must be an RFC 3339 timestamp."))
-        })
-        .transpose()?;
-    let after = f
-        .opt_str("cursor")?
-        .map(|c| {
-            parse_delivery_ref(&c).ok_or_else(|| {
-                ApiError::invalid("cursor", "cursor is not a cursor this API returned.")
-            })
-        })
-        .transpose()?;
+    let req: BulkReplay = body.read()?;
     if let Err(retry) = a.state.webhooks.check_replay_rate(a.caller.project.id) {
         return Err(rate_limited(retry));
     }
     let p = a.caller.project_id();
-    let req = BulkReplay {
-        endpoint_id,
-        statuses,
-        since_us,
-        after,
-    };
     let attempts = a.state.config.webhooks.max_attempts();
     let (resp, ids) = a
         .commit(move |ctx| {

@@ -8,6 +8,9 @@ use utoipa::openapi::{OpenApi as Document, Paths, RefOr, Schema};
 
 use crate::services::EVENT_CATALOG;
 
+/// A webhook delivery id: `whd_` + ULID.
+const DELIVERY_ID: &str = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$";
+
 /// The schema component of the resource an event type carries in `data`, when the document
 /// describes it; other types carry an object described by their REST read.
 fn data_schema(event_type: &str) -> Option<&'static str> {
@@ -48,7 +51,7 @@ pub fn add_event_schemas(doc: &mut Document) {
                     "required": ["attempt", "delivery_id"],
                     "properties": {
                         "attempt": {"type": "integer", "minimum": 1, "description": "Delivery attempt number."},
-                        "delivery_id": {"type": "string", "pattern": crate::api::schemas::DELIVERY_ID}
+                        "delivery_id": {"type": "string", "pattern": DELIVERY_ID}
                     }
                 }
             ]

@@ -50,20 +50,33 @@ pub enum DepositError {
 }
 fault_from!(DepositError);
 
-/// A simulated transfer (`POST /v1/test/deposits`).
+/// `POST /v1/test/deposits`.
+#[derive(utoipa::ToSchema)]
+#[schema(as = NewTestDeposit)]
 pub struct TestDeposit {
+    #[schema(value_type = Uuid)]
     pub customer_id: CustomerId,
+    #[schema(value_type = crate::services::types::ChainIdIn)]
     pub chain: ChainId,
+    #[schema(value_type = String, min_length = 1)]
     pub asset: AssetSymbol,
+    /// Must equal the asset's decimals, as for payouts.
+    #[schema(minimum = 0)]
     pub decimals: u64,
+    #[schema(value_type = String, pattern = "^[1-9][0-9]{0,37}$")]
     pub amount: Amount,
+    /// Credit at once (default true); false leaves it `detected`.
+    #[schema(value_type = Option<bool>)]
     pub confirm: bool,
     /// The simulated chain's block that holds the transfer (the caller mines it in the
     /// same transaction, `services::sim_chain`).
+    #[schema(ignore)]
     pub block_number: u64,
     /// That block's timestamp, Unix microseconds.
+    #[schema(ignore)]
     pub block_time_us: i64,
     /// The simulated transfer's hash and sender ([`Minted::fresh`]).
+    #[schema(ignore)]
     pub minted: Minted,
 }
 

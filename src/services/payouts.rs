@@ -77,19 +77,34 @@ pub enum PayoutError {
 }
 fault_from!(PayoutError);
 
-/// A parsed `POST /v1/payouts` body.
+/// `POST /v1/payouts`.
+#[derive(utoipa::ToSchema)]
 pub struct NewPayout {
-    pub customer_id: Option<CustomerId>,
+    #[schema(value_type = crate::services::types::ChainIdIn)]
     pub chain: ChainId,
+    /// Asset symbol as listed by `GET /v1/chains`, e.g. `USDT`.
+    #[schema(value_type = String, min_length = 1)]
     pub asset: AssetSymbol,
+    /// Must equal the asset's decimals (400 `decimals_mismatch` otherwise).
+    #[schema(minimum = 0)]
     pub decimals: u64,
+    /// Atomic units.
+    #[schema(value_type = String, pattern = "^[1-9][0-9]{0,37}$")]
     pub amount: Amount,
     pub to_address: String,
+    /// The customer whose balance pays; omitted for the project's own funds.
+    #[schema(value_type = Option<Uuid>)]
+    pub customer_id: Option<CustomerId>,
+    /// Free text; `refund:` at its start is reserved for the appliance's invoice refunds
+    /// (400 `invalid_request`).
+    #[schema(max_length = 255, pattern = "^(?!refund:)")]
     pub reference: Option<String>,
+    #[schema(max_length = 255)]
     pub memo: Option<String>,
     /// USD per whole unit of a non-stable asset, from a usable market price
     /// (`Market::usable_price`, read before the store transaction); `None` without one.
     /// Ignored for stablecoins (par).
+    #[schema(ignore)]
     pub usd_rate: Option<rust_decimal::Decimal>,
 }
 

@@ -37,15 +37,27 @@ pub enum TestTransferError {
 }
 fault_from!(TestTransferError);
 
-/// A test transfer, parsed.
+/// `POST /v1/test/transfers` (DECISIONS.md section 15).
+#[derive(utoipa::ToSchema)]
 pub struct NewTestTransfer {
+    #[schema(value_type = crate::services::types::EvmChainIn)]
     pub chain: ChainId,
+    #[schema(value_type = String, min_length = 1)]
     pub asset: AssetSymbol,
+    /// Must equal the asset's decimals (as for payouts).
     pub decimals: u64,
+    #[schema(value_type = String, pattern = "^[1-9][0-9]{0,37}$")]
     pub amount: Amount,
+    /// An address the project custodies (a customer's or an invoice's).
     pub to_address: String,
+    /// The sender (default: a synthetic one).
     pub from_address: Option<String>,
+    /// The class the sender claims (one of [`SENDER_CLASSES`]); the OpenAPI document
+    /// leaves it out.
+    #[schema(ignore)]
     pub sender_class: Option<String>,
+    /// Default true: the transfer is mined and confirmed before the answer.
+    #[schema(value_type = Option<bool>)]
     pub confirm: bool,
 }
 

@@ -6,6 +6,9 @@
 use std::fmt;
 use std::ops::Deref;
 
+use utoipa::openapi::{RefOr, Schema};
+use utoipa::{PartialSchema, ToSchema};
+
 use crate::services::error::Invalid;
 
 /// Typed resource ids (`crate::ids`, below the key model, which names a project by one);
@@ -122,6 +125,59 @@ impl fmt::Display for Amount {
         write!(f, "{}", self.0)
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// How a request names these, for the OpenAPI document (the service request structs that
+// are also request bodies describe their fields with them).
+
+fn schema_of(v: serde_json::Value) -> RefOr<Schema> {
+    RefOr::T(serde_json::from_value(v).expect("a valid schema"))
+}
+
+/// A chain identifier a request may name (SPEC.md section 2: the enumerated chains). Whether
+/// the project may use it now is answered with 422 (`chain_not_enabled`, ...).
+pub struct ChainIdIn;
+
+impl PartialSchema for ChainIdIn {
+    fn schema() -> RefOr<Schema> {
+        let ids: Vec<&str> = appliance_chains::registry::CHAINS
+            .iter()
+            .map(|c| c.id)
+            .collect();
+        schema_of(
+            serde_json::json!({"type": "string", "enum": ids, "description": "A chain identifier."}),
+        )
+    }
+}
+impl ToSchema for ChainIdIn {}
+
+/// A chain the test mode simulates (the EVM chains).
+pub struct EvmChainIn;
+
+impl PartialSchema for EvmChainIn {
+    fn schema() -> RefOr<Schema> {
+        let ids: Vec<&str> = appliance_chains::registry::CHAINS
+            .iter()
+            .filter(|c| c.account_kind == appliance_chains::AccountKind::Contract)
+            .map(|c| c.id)
+            .collect();
+        schema_of(
+            serde_json::json!({"type": "string", "enum": ids, "description": "A simulated (EVM) chain."}),
+        )
+    }
+}
+impl ToSchema for EvmChainIn {}
+
+/// An asset symbol a request names: never empty (whether the chain lists it is a rule of
+/// the operation).
+pub struct SymbolIn;
+
+impl PartialSchema for SymbolIn {
+    fn schema() -> RefOr<Schema> {
+        schema_of(serde_json::json!({"type": "string", "minLength": 1}))
+    }
+}
+impl ToSchema for SymbolIn {}
 
 #[cfg(test)]
 mod tests {

@@ -486,15 +486,32 @@ fn replay_of(
     new_delivery(now, ep, &ev, Some(orig.id), max_attempts)
 }
 
-/// Which deliveries a bulk replay re-sends.
+/// `POST /v1/webhook_deliveries/replay`.
+#[derive(utoipa::ToSchema)]
 pub struct BulkReplay {
+    #[schema(value_type = Uuid)]
     pub endpoint_id: WebhookEndpointId,
-    /// Replayable statuses only (the handler checks).
+    // Replayable statuses only (the handler checks): the one the body names, else all three.
+    /// Default: all three replayable statuses.
+    #[schema(rename = "status", value_type = Option<ReplayableStatus>)]
     pub statuses: Vec<DeliveryStatus>,
-    /// Only deliveries created at or after this time (Unix µs).
+    // Unix µs.
+    /// Only deliveries created at or after this time (RFC 3339).
+    #[schema(rename = "since", value_type = Option<String>, format = DateTime, pattern = "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$")]
     pub since_us: Option<i64>,
-    /// Continue after this original (the previous call's `next_cursor`).
+    // Continue after this original.
+    /// The previous answer's `next_cursor`.
+    #[schema(rename = "cursor", value_type = Option<String>, pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     pub after: Option<Uuid>,
+}
+
+/// A delivery status that can be replayed.
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum ReplayableStatus {
+    Failed,
+    Exhausted,
+    Skipped,
 }
 
 /// Replays up to [`BULK_REPLAY_MAX`] matching deliveries of one endpoint, oldest first.

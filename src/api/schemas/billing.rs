@@ -8,11 +8,6 @@ use super::*;
 // Billing (SPEC.md section 2, Billing, Funding address, Billing entry; DECISIONS.md
 // section 13)
 
-/// USD cents, signed (a balance can fall below zero; charges are negative).
-pub const SIGNED_CENTS: &str = "^-?(0|[1-9][0-9]*)$";
-/// USD cents, not negative.
-pub const CENTS: &str = "^(0|[1-9][0-9]*)$";
-
 list_schema! {
     BillingEntryList => BillingEntry;
     FundingAddressList => FundingAddress;

@@ -1,14 +1,16 @@
 //! What the OpenAPI document says about input that no parsing type states itself: the
 //! closed enumerations a request or query may carry, the schemas built from the server's own
-//! tables (chains, scopes) and rules (metadata, webhook URLs, allow-list entries), the list
-//! envelopes (written by `api::extract::ListPage`), and the bodies whose handlers fill a
-//! service's request struct field by field (the `Fields` readers in `api/extract.rs` check
-//! them). Answers are described by the views that write them (`src/views/`), request bodies
-//! read through `ReadBody` by their own structs. Schemathesis (`scripts/schemathesis.sh`)
-//! checks every answer against the document.
+//! tables (scopes) and rules (metadata, webhook URLs, allow-list entries), the list
+//! envelopes (written by `api::extract::ListPage`), and the invoice body, whose handler
+//! fills the service's request field by field (its redirect URLs depend on the caller's
+//! mode). Answers are described by the views that write them (`src/views/`), request bodies
+//! read through `ReadBody` by the structs that take them, the services' request structs
+//! included. Schemathesis (`scripts/schemathesis.sh`) checks every answer against the
+//! document.
 //!
 //! Conventions (docs/decisions.md, "OpenAPI document"):
-//! - amounts are strings with a digits pattern ([`ATOMIC`], [`SIGNED_ATOMIC`], [`DECIMAL`]);
+//! - amounts are strings with a digits pattern (atomic `^(0|[1-9][0-9]*)$`, signed
+//!   `^-?(0|[1-9][0-9]*)$`, decimal `^-?[0-9]+(\.[0-9]+)?$`);
 //! - enumerated values in ANSWERS are strings with the current values in the description,
 //!   never a closed `enum` (SPEC.md section 1 rule 7: new values can appear); enumerations a
 //!   REQUEST may carry are closed enums (the server refuses anything else);
@@ -20,24 +22,6 @@
 use serde_json::{json, Value};
 use utoipa::openapi::{RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
-use uuid::Uuid;
-
-/// An atomic (smallest-unit) amount: an integer string.
-pub const ATOMIC: &str = "^(0|[1-9][0-9]*)$";
-/// An atomic amount in a request: a positive integer string of at most 38 digits.
-pub const ATOMIC_IN: &str = "^[1-9][0-9]{0,37}$";
-/// A signed atomic amount (drift, surplus): an integer string, negative when short.
-pub const SIGNED_ATOMIC: &str = "^-?(0|[1-9][0-9]*)$";
-/// A decimal twin of an atomic amount, in whole coins (`"1.5"`).
-pub const DECIMAL: &str = r"^-?[0-9]+(\.[0-9]+)?$";
-/// A row cursor as this API returns it (base64url of a 16-byte id).
-pub const ROW_CURSOR: &str = "^([A-Za-z0-9_-]{21}[AQgw])?$";
-/// An event cursor as this API returns it (base64url of an 8-byte sequence).
-pub const SEQ_CURSOR: &str = "^([A-Za-z0-9_-]{10}[AEIMQUYcgkosw048])?$";
-/// A webhook delivery id: `whd_` + ULID.
-pub const DELIVERY_ID: &str = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$";
-/// An `Idempotency-Key`: 1 to 255 printable ASCII characters, no surrounding spaces.
-pub const IDEMPOTENCY_KEY: &str = "^[!-~]([ -~]{0,253}[!-~])?$";
 
 // ---------------------------------------------------------------------------------------
 // Lists
@@ -165,45 +149,14 @@ pub struct ReplayedList {
     pub next_cursor: Option<String>,
 }
 
-/// An RFC 3339 timestamp, as the server parses it.
-pub const RFC3339: &str = "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$";
-
 // ---------------------------------------------------------------------------------------
 // Schemas built from the server's own tables (chains, scopes) and rules (metadata).
+
+pub use crate::services::types::{ChainIdIn, EvmChainIn, SymbolIn};
 
 fn from_json(v: Value) -> RefOr<Schema> {
     RefOr::T(serde_json::from_value(v).expect("a valid schema"))
 }
-
-/// A chain identifier a request may name (SPEC.md section 2: the enumerated chains). Whether
-/// the project may use it now is answered with 422 (`chain_not_enabled`, ...).
-pub struct ChainIdIn;
-
-impl PartialSchema for ChainIdIn {
-    fn schema() -> RefOr<Schema> {
-        let ids: Vec<&str> = appliance_chains::registry::CHAINS
-            .iter()
-            .map(|c| c.id)
-            .collect();
-        from_json(json!({"type": "string", "enum": ids, "description": "A chain identifier."}))
-    }
-}
-impl ToSchema for ChainIdIn {}
-
-/// A chain the test mode simulates (the EVM chains).
-pub struct EvmChainIn;
-
-impl PartialSchema for EvmChainIn {
-    fn schema() -> RefOr<Schema> {
-        let ids: Vec<&str> = appliance_chains::registry::CHAINS
-            .iter()
-            .filter(|c| c.account_kind == appliance_chains::AccountKind::Contract)
-            .map(|c| c.id)
-            .collect();
-        from_json(json!({"type": "string", "enum": ids, "description": "A simulated (EVM) chain."}))
-    }
-}
-impl ToSchema for EvmChainIn {}
 
 /// A scope a key may hold: a known scope, `*`, or `<group>:*`.
 pub struct ScopeIn;
@@ -256,17 +209,6 @@ impl PartialSchema for WebhookUrlIn {
     }
 }
 impl ToSchema for WebhookUrlIn {}
-
-/// An asset symbol a request names: never empty (whether the chain lists it is a rule of
-/// the operation).
-pub struct SymbolIn;
-
-impl PartialSchema for SymbolIn {
-    fn schema() -> RefOr<Schema> {
-        from_json(json!({"type": "string", "minLength": 1}))
-    }
-}
-impl ToSchema for SymbolIn {}
 
 fn metadata_schema(patch: bool) -> Value {
     let values = vec![

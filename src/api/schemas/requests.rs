@@ -67,54 +67,12 @@ pub enum InvoiceStatusIn {
     Canceled,
 }
 
-/// `POST /v1/test/transfers` (DECISIONS.md section 15).
-#[derive(ToSchema)]
-pub struct NewTestTransfer {
-    pub chain: EvmChainIn,
-    #[schema(min_length = 1)]
-    pub asset: String,
-    /// Must equal the asset's decimals (as for payouts).
-    pub decimals: u64,
-    #[schema(pattern = "^[1-9][0-9]{0,37}$")]
-    pub amount: String,
-    /// An address the project custodies (a customer's or an invoice's).
-    pub to_address: String,
-    /// The sender (default: a synthetic one).
-    pub from_address: Option<String>,
-    /// Default true: the transfer is mined and confirmed before the answer.
-    pub confirm: Option<bool>,
-}
-
 /// A customer status a request may set or filter by.
 #[derive(ToSchema)]
 #[schema(rename_all = "snake_case")]
 pub enum CustomerStatusIn {
     Active,
     Disabled,
-}
-
-/// `POST /v1/payouts`.
-#[derive(ToSchema)]
-pub struct NewPayout {
-    pub chain: ChainIdIn,
-    /// Asset symbol as listed by `GET /v1/chains`, e.g. `USDT`.
-    #[schema(min_length = 1)]
-    pub asset: String,
-    /// Must equal the asset's decimals (400 `decimals_mismatch` otherwise).
-    #[schema(minimum = 0)]
-    pub decimals: u64,
-    /// Atomic units.
-    #[schema(pattern = "^[1-9][0-9]{0,37}$")]
-    pub amount: String,
-    pub to_address: String,
-    /// The customer whose balance pays; omitted for the project's own funds.
-    pub customer_id: Option<Uuid>,
-    /// Free text; `refund:` at its start is reserved for the appliance's invoice refunds
-    /// (400 `invalid_request`).
-    #[schema(max_length = 255, pattern = "^(?!refund:)")]
-    pub reference: Option<String>,
-    #[schema(max_length = 255)]
-    pub memo: Option<String>,
 }
 
 /// A key kind a request may name.
@@ -140,43 +98,4 @@ pub enum DeliveryModeIn {
 pub enum EndpointStatusIn {
     Active,
     Paused,
-}
-
-/// `POST /v1/webhook_deliveries/replay`.
-#[derive(ToSchema)]
-pub struct BulkReplay {
-    pub endpoint_id: Uuid,
-    /// Default: all three replayable statuses.
-    pub status: Option<ReplayableStatus>,
-    /// Only deliveries created at or after this time (RFC 3339).
-    #[schema(format = DateTime, pattern = "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$")]
-    pub since: Option<String>,
-    /// The previous answer's `next_cursor`.
-    #[schema(pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
-    pub cursor: Option<String>,
-}
-
-/// A delivery status that can be replayed.
-#[derive(ToSchema)]
-#[schema(rename_all = "snake_case")]
-pub enum ReplayableStatus {
-    Failed,
-    Exhausted,
-    Skipped,
-}
-
-/// `POST /v1/test/deposits`.
-#[derive(ToSchema)]
-pub struct NewTestDeposit {
-    pub customer_id: Uuid,
-    pub chain: ChainIdIn,
-    #[schema(min_length = 1)]
-    pub asset: String,
-    /// Must equal the asset's decimals, as for payouts.
-    #[schema(minimum = 0)]
-    pub decimals: u64,
-    #[schema(pattern = "^[1-9][0-9]{0,37}$")]
-    pub amount: String,
-    /// Credit at once (default true); false leaves it `detected`.
-    pub confirm: Option<bool>,
 }

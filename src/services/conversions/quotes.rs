@@ -3,13 +3,21 @@
 
 use super::*;
 
-/// A parsed `POST /v1/conversions/quote` or `POST /v1/conversions` body.
-#[derive(Debug, Clone)]
+/// `POST /v1/conversions/quote` and `POST /v1/conversions`.
+#[derive(Debug, Clone, utoipa::ToSchema)]
+#[schema(as = ConversionQuoteRequest)]
 pub struct ConversionRequest {
+    #[schema(value_type = crate::services::types::ChainIdIn)]
     pub chain: ChainId,
+    #[schema(value_type = String, min_length = 1)]
     pub from_asset: AssetSymbol,
+    #[schema(value_type = String, min_length = 1)]
     pub to_asset: AssetSymbol,
+    /// Atomic units of `from_asset`.
+    #[schema(value_type = String, pattern = "^[1-9][0-9]{0,37}$")]
     pub amount: Amount,
+    /// Default 50 (0.5%).
+    #[schema(value_type = Option<u32>, minimum = 0, maximum = 5000)]
     pub slippage_bps: u32,
 }
 

@@ -96,10 +96,16 @@ pub fn rules(r: &impl ReadOps, s: &Scope) -> Result<Value, StoreError> {
     Ok(json!({"object": "list", "data": data, "has_more": false, "next_cursor": null}))
 }
 
-/// A parsed `PUT /v1/conversion/rules/{chain}` body.
+/// `PUT /v1/conversion/rules/{chain}`.
+#[derive(utoipa::ToSchema)]
+#[schema(as = ConversionRuleUpdate)]
 pub struct RuleUpdate {
     pub enabled: bool,
+    /// A coin of the chain (400 `invalid_target` otherwise).
+    #[schema(min_length = 1)]
     pub target_asset: String,
+    /// Coins of the chain never converted (400 `invalid_keep_asset` for another).
+    #[schema(value_type = Option<Vec<crate::services::types::SymbolIn>>, max_items = 64)]
     pub keep_assets: Vec<String>,
 }
 
