@@ -9,13 +9,15 @@ use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::{cursor_of, read_body, Fields, JsonBody, Params, ReadBody};
 use crate::api::json;
-use crate::api::schemas::{self, AllowEntryIn, KeyKindIn, ScopeIn};
 use crate::auth::{default_scopes, Access, Caller, ANY_KIND};
 use crate::services::keys::{self, Actor, KeyPatch, KeyPowers, NewKey, LIMIT_PER_KIND};
 use crate::services::reads;
 use crate::services::types::ApiKeyId;
 use crate::state::AppState;
 use crate::views::{self, ApiKeyList, ApiKeyView, ApiKeyWithToken, OptTs, Sorted};
+use serde_json::json;
+use utoipa::openapi::{RefOr, Schema};
+use utoipa::PartialSchema;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -119,7 +121,7 @@ impl ReadBody for ApiKeyPatch {
 /// Any key kind; scope `api_keys:read`.
 #[utoipa::path(get, path = "/v1/api_keys", tag = "api_keys",
     params(crate::api::extract::PageParams,
-        ("include_revoked" = Option<schemas::IncludeRevoked>, Query, description = "`1` adds revoked keys (default `0`)."),
+        ("include_revoked" = Option<IncludeRevoked>, Query, description = "`1` adds revoked keys (default `0`)."),
     ),
     responses((status = 200, description = "A page of keys.", body = ApiKeyList)))]
 async fn list_keys(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
@@ -339,3 +341,62 @@ async fn roll_key(
     }
     Ok(resp)
 }
+
+/// `include_revoked` of `GET /v1/api_keys`.
+#[derive(ToSchema)]
+pub enum IncludeRevoked {
+    #[schema(rename = "0")]
+    No,
+    #[schema(rename = "1")]
+    Yes,
+    #[schema(rename = "false")]
+    False,
+    #[schema(rename = "true")]
+    True,
+}
+
+/// A key kind a request may name.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum KeyKindIn {
+    Checkout,
+    Payout,
+    Wallet,
+}
+
+/// A scope a key may hold: a known scope, `*`, or `<group>:*`.
+pub struct ScopeIn;
+
+impl PartialSchema for ScopeIn {
+    fn schema() -> RefOr<Schema> {
+        let mut all: Vec<String> = vec!["*".into()];
+        let mut groups: Vec<&str> = Vec::new();
+        for s in crate::auth::ALL_SCOPES {
+            all.push((*s).to_string());
+            let g = s.split(':').next().unwrap_or(s);
+            if !groups.contains(&g) {
+                groups.push(g);
+            }
+        }
+        all.extend(groups.iter().map(|g| format!("{g}:*")));
+        crate::api::openapi::from_json(
+            json!({"type": "string", "enum": all, "description": "A scope (SPEC.md section 5 rule 6, DECISIONS.md section 4)."}),
+        )
+    }
+}
+impl ToSchema for ScopeIn {}
+
+/// An `ip_allowlist` entry: an exact IP or a CIDR block ([`crate::auth::ALLOW_ENTRY_PATTERN`]).
+pub struct AllowEntryIn;
+
+impl PartialSchema for AllowEntryIn {
+    fn schema() -> RefOr<Schema> {
+        crate::api::openapi::from_json(json!({
+            "type": "string",
+            "description": "An IPv4 or IPv6 address, or a CIDR block (`203.0.113.0/24`, `2001:db8::/32`).",
+            "minLength": 1,
+            "pattern": crate::auth::ALLOW_ENTRY_PATTERN,
+        }))
+    }
+}
+impl ToSchema for AllowEntryIn {}

@@ -9,12 +9,12 @@ use crate::api::authed::{access_rules, Authed, PathId, ANY};
 use crate::api::error::ApiError;
 use crate::api::extract::Params;
 use crate::api::json;
-use crate::api::schemas;
 use crate::auth::Access;
 use crate::services::balances::{self, BalanceReader, BalanceSource};
 use crate::services::types::{CustomerId, WalletId};
 use crate::state::AppState;
 use crate::views::Sorted;
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -50,7 +50,7 @@ async fn customer_balances(a: Authed<READ>, id: CustomerId) -> Result<Response, 
 /// Key: `wallet` or `payout` kind, scope `balances:read`.
 #[utoipa::path(get, path = "/v1/wallets/{id}/balances", tag = "wallets",
     params(PathId,
-        ("source" = Option<schemas::BalanceSource>, Query, description = "`ledger` (default), `chain` or `both`."),
+        ("source" = Option<BalanceSourceIn>, Query, description = "`ledger` (default), `chain` or `both`."),
     ),
     responses(
         (status = 200, description = "The wallet's balances.", body = balances::WalletBalances),
@@ -97,4 +97,13 @@ async fn wallet_balances(a: Authed<READ>, id: WalletId, q: Params) -> Result<Res
 async fn treasury(a: Authed<ANY>) -> Result<Response, ApiError> {
     let v = balances::treasury_of(&a.state.store, &a.state.registry, a.caller.project_id()).await?;
     Ok(json(StatusCode::OK, &Sorted(v)))
+}
+
+/// Which balances `GET /v1/wallets/{id}/balances` reports.
+#[derive(ToSchema)]
+#[schema(as = BalanceSource, rename_all = "snake_case")]
+pub enum BalanceSourceIn {
+    Ledger,
+    Chain,
+    Both,
 }

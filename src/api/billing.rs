@@ -8,8 +8,8 @@ use appliance_storage::records::EntryKind;
 
 use crate::api::authed::{access_rules, Authed, Post};
 use crate::api::error::ApiError;
+use crate::api::extract::list_schema;
 use crate::api::extract::{Fields, ListPage, Params, ReadBody};
-use crate::api::schemas;
 use crate::api::{json, PageAnswer};
 use crate::auth::{Access, ANY_KIND};
 use crate::services::billing;
@@ -119,7 +119,7 @@ async fn skip_onboarding(a: Authed<WRITE>) -> Result<Response, ApiError> {
 /// Any key kind; scope `billing:read`.
 #[utoipa::path(get, path = "/v1/billing/funding", tag = "billing",
     responses(
-        (status = 200, description = "The funding addresses.", body = schemas::FundingAddressList),
+        (status = 200, description = "The funding addresses.", body = FundingAddressList),
         (status = 422, description = "`chain_deposits_disabled`: a live project's address cannot be issued before a master key is unlocked.", body = crate::api::error::ErrorBody),
     ))]
 async fn list_funding(a: Authed<READ>) -> Result<Response, ApiError> {
@@ -149,9 +149,9 @@ fn funding_list(
 /// Any key kind; scope `billing:read`.
 #[utoipa::path(get, path = "/v1/billing/entries", tag = "billing",
     params(crate::api::extract::PageParams,
-        ("kind" = Option<schemas::BillingEntryKindIn>, Query, description = "Only entries of this kind."),
+        ("kind" = Option<BillingEntryKindIn>, Query, description = "Only entries of this kind."),
     ),
-    responses((status = 200, description = "A page of billing entries.", body = schemas::BillingEntryList)))]
+    responses((status = 200, description = "A page of billing entries.", body = BillingEntryList)))]
 async fn list_entries(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let p = a.caller.project_id();
@@ -171,4 +171,25 @@ async fn list_entries(a: Authed<READ>, q: Params) -> Result<Response, ApiError> 
         .transpose()?;
     let rows = reads::billing_entries(&a.state.store, p, kind, page.rows()?).await?;
     Ok(rows.answer(|e| views::billing_entry(&a.state.registry, e)))
+}
+
+list_schema! {
+    BillingEntryList => crate::views::BillingEntryView<'static>;
+    FundingAddressList => crate::services::billing::FundingAddressView<'static>;
+}
+
+/// A billing entry kind filter.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum BillingEntryKindIn {
+    Funding,
+    OnboardingFee,
+    PaymentFee,
+    AddressFee,
+    PayoutFee,
+    WithdrawalFee,
+    MonthlyMinimum,
+    Refund,
+    Adjustment,
+    ConversionFee,
 }

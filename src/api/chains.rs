@@ -5,9 +5,9 @@ use axum::response::Response;
 
 use crate::api::authed::{Authed, ANY};
 use crate::api::error::ApiError;
+use crate::api::extract::list_schema;
 use crate::api::extract::ListPage;
 use crate::api::json;
-use crate::api::schemas;
 use crate::services::chains::{chain_view, effective};
 use crate::state::AppState;
 use crate::views::Sorted;
@@ -23,7 +23,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 ///
 /// Any key kind; no scope.
 #[utoipa::path(get, path = "/v1/chains", tag = "meta",
-    responses((status = 200, description = "Every chain listed for the project.", body = schemas::ChainList)))]
+    responses((status = 200, description = "Every chain listed for the project.", body = ChainList)))]
 async fn list_chains(a: Authed<ANY>) -> Result<Response, ApiError> {
     let reg = a.state.registry.clone();
     let chains: Vec<_> = reg
@@ -34,4 +34,8 @@ async fn list_chains(a: Authed<ANY>) -> Result<Response, ApiError> {
         .collect();
     let data: Vec<_> = chains.iter().map(|e| Sorted(chain_view(e))).collect();
     Ok(json(StatusCode::OK, &ListPage::new(&data, false, None)))
+}
+
+list_schema! {
+    ChainList => crate::views::ChainView<'static>;
 }

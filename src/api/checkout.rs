@@ -311,7 +311,7 @@ pub struct CheckoutRefund {
 /// `POST /v1/checkout/{token}/select` body.
 #[derive(ToSchema)]
 pub struct CheckoutSelectIn {
-    pub chain: crate::api::schemas::ChainIdIn,
+    pub chain: crate::services::types::ChainIdIn,
     /// An asset symbol the checkout offers on `chain`.
     #[schema(pattern = "^[A-Za-z0-9]{1,16}$")]
     pub asset: String,

@@ -72,7 +72,7 @@ pub struct CoinParams {
     pub status: Option<CoinStatusIn>,
     /// Only the coins of this chain.
     #[param(inline)]
-    pub chain: Option<crate::api::schemas::ChainIdIn>,
+    pub chain: Option<crate::services::types::ChainIdIn>,
     /// `symbol` (default: one entry per symbol) or `contract` (one per chain and coin).
     #[param(inline)]
     pub group_by: Option<CoinGroupByIn>,

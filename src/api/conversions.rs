@@ -11,8 +11,8 @@ use appliance_storage::records::{
 
 use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
+use crate::api::extract::list_schema;
 use crate::api::extract::{Fields, JsonBody, Params, ReadBody};
-use crate::api::schemas;
 use crate::api::{commit, json, Begin, PageAnswer};
 use crate::auth::Access;
 use crate::services::conversions::{
@@ -23,6 +23,7 @@ use crate::services::reads;
 use crate::services::types::{ChainId, ConversionBatchId, ConversionId};
 use crate::state::AppState;
 use crate::views::{self, Sorted};
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -47,7 +48,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 ///
 /// Key: `payout` kind, scope `conversions:read`.
 #[utoipa::path(get, path = "/v1/conversion/rules", tag = "conversions",
-    responses((status = 200, description = "The rules.", body = schemas::ConversionRuleList)))]
+    responses((status = 200, description = "The rules.", body = ConversionRuleList)))]
 async fn list_rules(a: Authed<READ>) -> Result<Response, ApiError> {
     let s = a.scope();
     let v = conversions::rules_of(&a.state.store, s).await?;
@@ -198,11 +199,11 @@ async fn create_conversion(
 /// Key: `payout` kind, scope `conversions:read`.
 #[utoipa::path(get, path = "/v1/conversions", tag = "conversions",
     params(crate::api::extract::PageParams,
-        ("status" = Option<schemas::ConversionStatusIn>, Query, description = "Only rows in this status."),
+        ("status" = Option<ConversionStatusIn>, Query, description = "Only rows in this status."),
         ("chain" = Option<String>, Query, description = "Only rows on this chain."),
-        ("kind" = Option<schemas::ConversionKindIn>, Query, description = "Only `auto` or `manual` rows."),
+        ("kind" = Option<ConversionKindIn>, Query, description = "Only `auto` or `manual` rows."),
     ),
-    responses((status = 200, description = "A page of conversions.", body = schemas::ConversionList)))]
+    responses((status = 200, description = "A page of conversions.", body = ConversionList)))]
 async fn list_conversions(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let p = a.caller.project_id();
@@ -243,4 +244,28 @@ async fn get_conversion(a: Authed<READ>, id: ConversionId) -> Result<Response, A
         Sorted(conversions::conversion_view(&a.state.registry, x))
     })
     .await
+}
+
+list_schema! {
+    ConversionRuleList => crate::views::ConversionRuleView;
+    ConversionList => crate::views::ConversionView;
+}
+
+/// A conversion row status filter.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum ConversionStatusIn {
+    Queued,
+    Converting,
+    Converted,
+    Skipped,
+    Failed,
+}
+
+/// A conversion kind filter.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum ConversionKindIn {
+    Auto,
+    Manual,
 }

@@ -7,8 +7,8 @@ use appliance_storage::records::{Customer, CustomerStatus, KeyKind};
 
 use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
+use crate::api::extract::list_schema;
 use crate::api::extract::{read_body, Fields, JsonBody, Params, ReadBody};
-use crate::api::schemas::{self, CustomerStatusIn, MetadataIn, MetadataPatchIn};
 use crate::api::{created_or_ok, json, PageAnswer};
 use crate::auth::Access;
 use crate::services::customers::{self, CustomerPatch, NewCustomer};
@@ -16,7 +16,10 @@ use crate::services::reads;
 use crate::services::types::CustomerId;
 use crate::state::AppState;
 use crate::views;
+use serde_json::json;
 use serde_json::{Map, Value};
+use utoipa::openapi::{RefOr, Schema};
+use utoipa::PartialSchema;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -123,9 +126,9 @@ async fn create_customer(a: Authed<WRITE>, Post { key, body }: Post) -> Result<R
 #[utoipa::path(get, path = "/v1/customers", tag = "customers",
     params(crate::api::extract::PageParams,
         ("reference_id" = Option<String>, Query, description = "Only the customer with this reference id."),
-        ("status" = Option<schemas::CustomerStatusIn>, Query, description = "Only customers in this status."),
+        ("status" = Option<CustomerStatusIn>, Query, description = "Only customers in this status."),
     ),
-    responses((status = 200, description = "A page of customers.", body = schemas::CustomerList)))]
+    responses((status = 200, description = "A page of customers.", body = CustomerList)))]
 async fn list_customers(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?.rows()?;
     let query = reads::CustomerQuery {
@@ -177,3 +180,57 @@ async fn patch_customer(
     })
     .await
 }
+
+list_schema! {
+    CustomerList => crate::views::CustomerView<'static>;
+}
+
+/// A customer status a request may set or filter by.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum CustomerStatusIn {
+    Active,
+    Disabled,
+}
+
+fn metadata_schema(patch: bool) -> Value {
+    let values = vec![
+        json!({"type": "string", "maxLength": crate::services::metadata::MAX_VALUE_CHARS}),
+        json!({"type": "number"}),
+        json!({"type": "boolean"}),
+        json!({"type": "null"}),
+    ];
+    let description = if patch {
+        "Merged into the customer's metadata; a key set to null is removed; the result holds at most 50 keys."
+    } else {
+        "The merchant's key-value data; null values are left out."
+    };
+    json!({
+        "type": "object",
+        "description": format!("{description} At most {} keys of 1-{} characters; each value a string of at most {} characters, a number or a boolean.",
+            crate::services::metadata::MAX_KEYS, crate::services::metadata::MAX_KEY_CHARS, crate::services::metadata::MAX_VALUE_CHARS),
+        "maxProperties": crate::services::metadata::MAX_KEYS,
+        "propertyNames": {"type": "string", "minLength": 1, "maxLength": crate::services::metadata::MAX_KEY_CHARS},
+        "additionalProperties": {"anyOf": values},
+    })
+}
+
+/// `metadata` of a request that sets it whole.
+pub struct MetadataIn;
+
+impl PartialSchema for MetadataIn {
+    fn schema() -> RefOr<Schema> {
+        crate::api::openapi::from_json(metadata_schema(false))
+    }
+}
+impl ToSchema for MetadataIn {}
+
+/// `metadata` of a patch: merged, null removes a key.
+pub struct MetadataPatchIn;
+
+impl PartialSchema for MetadataPatchIn {
+    fn schema() -> RefOr<Schema> {
+        crate::api::openapi::from_json(metadata_schema(true))
+    }
+}
+impl ToSchema for MetadataPatchIn {}

@@ -7,14 +7,15 @@ use appliance_storage::records::{DepositStatus, KeyKind};
 
 use crate::api::authed::{access_rules, Authed, PathId};
 use crate::api::error::ApiError;
+use crate::api::extract::list_schema;
 use crate::api::extract::Params;
-use crate::api::schemas;
 use crate::api::PageAnswer;
 use crate::auth::Access;
 use crate::services::reads;
 use crate::services::types::{CustomerId, DepositId, WalletId};
 use crate::state::AppState;
 use crate::views;
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -36,10 +37,10 @@ pub fn router() -> OpenApiRouter<AppState> {
         ("customer_id" = Option<uuid::Uuid>, Query, description = "Only this customer's deposits."),
         ("wallet_id" = Option<uuid::Uuid>, Query, description = "Only deposits to this wallet."),
         ("chain" = Option<String>, Query, description = "Only deposits on this chain."),
-        ("status" = Option<schemas::DepositStatusIn>, Query, description = "Only deposits in this status."),
+        ("status" = Option<DepositStatusIn>, Query, description = "Only deposits in this status."),
         ("since" = Option<String>, Query, format = DateTime, description = "Only deposits created at or after this time (RFC 3339)."),
     ),
-    responses((status = 200, description = "A page of deposits.", body = schemas::DepositList)))]
+    responses((status = 200, description = "A page of deposits.", body = DepositList)))]
 async fn list_deposits(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let p = a.caller.project_id();
@@ -79,4 +80,18 @@ async fn get_deposit(a: Authed<READ>, id: DepositId) -> Result<Response, ApiErro
         )),
         None => Err(ApiError::not_found("deposit")),
     }
+}
+
+list_schema! {
+    DepositList => crate::views::DepositView<'static>;
+}
+
+/// A deposit status filter.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum DepositStatusIn {
+    Detected,
+    Confirmed,
+    Failed,
+    Orphaned,
 }

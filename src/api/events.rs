@@ -6,13 +6,14 @@ use axum::response::Response;
 
 use crate::api::authed::{access_rules, Authed};
 use crate::api::error::ApiError;
+use crate::api::extract::list_schema;
 use crate::api::extract::{cursor_of, list_json, Params};
 use crate::api::json;
-use crate::api::schemas;
 use crate::auth::{Access, ANY_KIND};
 use crate::services::reads;
 use crate::state::AppState;
 use crate::views;
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -35,9 +36,9 @@ pub fn router() -> OpenApiRouter<AppState> {
         ("cursor" = Option<String>, Query, pattern = "^([A-Za-z0-9_-]{10}[AEIMQUYcgkosw048])?$", description = "The previous page's `next_cursor`."),
         ("type" = Option<Vec<String>>, Query, explode = true, description = "Only events of these types (repeatable)."),
         ("resource_id" = Option<String>, Query, description = "Only events about this resource."),
-        ("order" = Option<schemas::EventOrder>, Query, description = "`desc` (default) or `asc`."),
+        ("order" = Option<EventOrder>, Query, description = "`desc` (default) or `asc`."),
     ),
-    responses((status = 200, description = "A page of events.", body = schemas::EventList)))]
+    responses((status = 200, description = "A page of events.", body = EventList)))]
 async fn list_events(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let cursor = page.cursor_seq()?;
@@ -71,4 +72,16 @@ async fn get_event(a: Authed<READ>, Path(id): Path<String>) -> Result<Response, 
         .await?
         .ok_or_else(|| ApiError::not_found("event"))?;
     Ok(json(StatusCode::OK, &views::event(&a.state.registry, &e)))
+}
+
+list_schema! {
+    EventList => crate::views::EventView<'static>;
+}
+
+/// Order of `GET /v1/events`.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum EventOrder {
+    Asc,
+    Desc,
 }

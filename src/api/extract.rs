@@ -258,6 +258,26 @@ pub trait ReadBody: Sized {
     fn read(f: &Fields) -> Result<Self, ApiError>;
 }
 
+/// Describes a page of a resource for the OpenAPI document (`object: list`, newest first):
+/// the envelope [`ListPage`] writes, under the list's component name.
+macro_rules! list_schema {
+    ($($name:ident => $item:ty;)*) => {$(
+        #[doc = concat!("A page of `", stringify!($item), "` (`object: list`), newest first.")]
+        #[derive(utoipa::ToSchema)]
+        pub struct $name {
+            /// Always `list`.
+            #[schema(pattern = "^list$")]
+            pub object: String,
+            pub data: Vec<$item>,
+            /// More items follow; pass `next_cursor` as `cursor`.
+            pub has_more: bool,
+            /// The cursor of the next page; null at the end.
+            pub next_cursor: Option<String>,
+        }
+    )*};
+}
+pub(crate) use list_schema;
+
 /// `impl ReadBody` for a body whose fields are each read by one [`Fields`] reader under the
 /// field's own name, in declaration order: `field: reader`, `field: reader(args)` (the
 /// reader's arguments after the name), with `or default` for an optional field's default.

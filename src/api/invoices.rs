@@ -7,16 +7,19 @@ use axum::response::Response;
 use appliance_storage::records::{Invoice, InvoiceStatus, KeyKind, OverpaymentPolicy};
 
 use crate::api::authed::{access_rules, Authed, PathId, Post};
+use crate::api::customers::MetadataIn;
 use crate::api::error::ApiError;
+use crate::api::extract::list_schema;
 use crate::api::extract::{JsonBody, Params};
-use crate::api::schemas;
 use crate::api::{commit, json, Begin, PageAnswer};
 use crate::auth::{Access, Caller};
 use crate::services::invoices::{self, NewInvoice};
 use crate::services::reads;
 use crate::services::types::InvoiceId;
+use crate::services::types::{ChainIdIn, SymbolIn};
 use crate::state::AppState;
 use crate::views;
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -95,7 +98,7 @@ fn redirect(
 /// Key: `checkout` kind, scope `invoices:write`.
 #[utoipa::path(post, path = "/v1/invoices", tag = "invoices",
     params(crate::api::IdempotencyHeader),
-    request_body(content = schemas::NewInvoice),
+    request_body(content = NewInvoiceBody),
     responses(
         (status = 201, description = "Created.", body = crate::views::InvoiceView),
         (status = 200, description = "An invoice with this `reference_id` exists: the first one.", body = crate::views::InvoiceView),
@@ -157,9 +160,9 @@ async fn create_invoice(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Re
 /// Key: `checkout` kind, scope `invoices:read`.
 #[utoipa::path(get, path = "/v1/invoices", tag = "invoices",
     params(crate::api::extract::PageParams,
-        ("status" = Option<schemas::InvoiceStatusIn>, Query, description = "Only invoices in this status."),
+        ("status" = Option<InvoiceStatusIn>, Query, description = "Only invoices in this status."),
     ),
-    responses((status = 200, description = "A page of invoices (list items).", body = schemas::InvoiceList)))]
+    responses((status = 200, description = "A page of invoices (list items).", body = InvoiceList)))]
 async fn list_invoices(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let p = a.caller.project_id();
@@ -199,4 +202,69 @@ async fn cancel_invoice(a: Authed<WRITE>, id: InvoiceId) -> Result<Response, Api
         Ok((StatusCode::OK, render(&s, &inv), ()))
     })
     .await
+}
+
+list_schema! {
+    InvoiceList => crate::views::InvoiceItemView<'static>;
+}
+
+/// `POST /v1/invoices`.
+#[derive(ToSchema)]
+#[schema(as = NewInvoice)]
+pub struct NewInvoiceBody {
+    /// Integer cents, 1 to 10^12.
+    #[schema(pattern = "^([1-9][0-9]{0,11}|1000000000000)$")]
+    pub price_amount: String,
+    /// Only `USD` is priced (anything else: 400 `unsupported_currency`).
+    pub price_currency: Option<PriceCurrencyIn>,
+    /// Makes creation idempotent: a retry returns the FIRST invoice with this reference.
+    #[schema(max_length = 255)]
+    pub reference_id: Option<String>,
+    #[schema(max_length = 255)]
+    pub title: Option<String>,
+    #[schema(max_length = 2000)]
+    pub description: Option<String>,
+    pub metadata: Option<MetadataIn>,
+    #[schema(max_length = 2048)]
+    pub return_url: Option<String>,
+    #[schema(max_length = 2048)]
+    pub cancel_url: Option<String>,
+    /// Seconds until expiry, 300-604800 (default 3600).
+    #[schema(minimum = 300, maximum = 604800)]
+    pub expires_in: Option<u64>,
+    /// Only these chains (default: every chain taking payments now).
+    #[schema(max_items = 32)]
+    pub accepted_chains: Option<Vec<ChainIdIn>>,
+    /// Only these asset symbols (default: every asset taking deposits).
+    #[schema(max_items = 64)]
+    pub accepted_assets: Option<Vec<SymbolIn>>,
+    /// `keep` or `refund` (default: the project's).
+    pub overpayment_policy: Option<OverpaymentPolicyIn>,
+}
+
+/// The currency of a price: only USD is priced.
+#[derive(ToSchema)]
+pub enum PriceCurrencyIn {
+    USD,
+}
+
+/// What happens to an overpayment's excess.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum OverpaymentPolicyIn {
+    Keep,
+    Refund,
+}
+
+/// An invoice status a list may be filtered by.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum InvoiceStatusIn {
+    Open,
+    Pending,
+    Paid,
+    Underpaid,
+    Overpaid,
+    Expired,
+    Canceled,
 }

@@ -21,7 +21,6 @@ pub mod openapi;
 pub mod ops;
 pub mod payouts;
 pub mod ping;
-pub mod schemas;
 pub mod stream;
 pub mod sweeps;
 pub mod test_mode;

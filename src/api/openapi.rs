@@ -1,5 +1,5 @@
 //! The OpenAPI 3.1 document of the API, generated from the handlers' `#[utoipa::path]`
-//! annotations and the schema types in [`crate::api::schemas`], and served at
+//! annotations and the types that write the answers and read the bodies, and served at
 //! `GET /v1/openapi.json` (public).
 //!
 //! How it is assembled: every resource module's `router()` is a `utoipa_axum` router whose
@@ -26,7 +26,6 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::schemas;
 use crate::state::AppState;
 use crate::views::API_VERSION;
 
@@ -68,12 +67,13 @@ a version (SPEC.md section 9). A resource of another project answers 404, never 
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
     components(schemas(
-        crate::api::error::ErrorBody, schemas::Event, schemas::BalanceSource, schemas::DepositStatusIn,
-        schemas::SweepStatusIn, schemas::PayoutStatusIn, schemas::DeliveryStatusIn,
-        schemas::EventOrder, schemas::IncludeRevoked, schemas::CustomerStatusIn,
-        schemas::ConversionStatusIn, schemas::ConversionKindIn,
-        schemas::InvoiceStatusIn,
-        schemas::BillingEntryKindIn,
+        crate::api::error::ErrorBody, crate::views::EventView<'static>,
+        crate::api::balances::BalanceSourceIn, crate::api::deposits::DepositStatusIn,
+        crate::api::sweeps::SweepStatusIn, crate::api::payouts::PayoutStatusIn,
+        crate::api::webhook_deliveries::DeliveryStatusIn, crate::api::events::EventOrder,
+        crate::api::api_keys::IncludeRevoked, crate::api::customers::CustomerStatusIn,
+        crate::api::conversions::ConversionStatusIn, crate::api::conversions::ConversionKindIn,
+        crate::api::invoices::InvoiceStatusIn, crate::api::billing::BillingEntryKindIn,
     )),
     tags(
         (name = "meta", description = "Who am I, chains, this document."),
@@ -586,6 +586,12 @@ fn add_links(doc: &mut Document) {
             ),
         );
     }
+}
+
+/// A schema written as JSON (those built from the server's tables and rules: scopes,
+/// metadata, URLs, allow-list entries).
+pub(crate) fn from_json(v: serde_json::Value) -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+    utoipa::openapi::RefOr::T(serde_json::from_value(v).expect("a valid schema"))
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@ use appliance_storage::records::{KeyKind, Payout, PayoutStatus};
 
 use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
+use crate::api::extract::list_schema;
 use crate::api::extract::{Fields, Params, ReadBody};
-use crate::api::schemas;
 use crate::api::{json, PageAnswer};
 use crate::auth::Access;
 use crate::services::payouts::{self, NewPayout, PayoutError};
@@ -18,6 +18,7 @@ use crate::services::Scope;
 use crate::state::AppState;
 use crate::views;
 use appliance_storage::WriteCtx;
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -103,10 +104,10 @@ async fn create_payout(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Re
     params(crate::api::extract::PageParams,
         ("customer_id" = Option<uuid::Uuid>, Query, description = "Only this customer's payouts."),
         ("chain" = Option<String>, Query, description = "Only payouts on this chain."),
-        ("status" = Option<schemas::PayoutStatusIn>, Query, description = "Only payouts in this status."),
+        ("status" = Option<PayoutStatusIn>, Query, description = "Only payouts in this status."),
         ("reference" = Option<String>, Query, description = "Only payouts with this reference."),
     ),
-    responses((status = 200, description = "A page of payouts.", body = schemas::PayoutList)))]
+    responses((status = 200, description = "A page of payouts.", body = PayoutList)))]
 async fn list_payouts(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let p = a.caller.project_id();
@@ -180,4 +181,22 @@ async fn approve_payout(a: Authed<APPROVE>, id: PayoutId) -> Result<Response, Ap
 async fn reject_payout(a: Authed<APPROVE>, id: PayoutId) -> Result<Response, ApiError> {
     let key_id = ApiKeyId::of(&a.caller.key);
     transition(a, move |ctx, s| payouts::reject(ctx, s, key_id, id)).await
+}
+
+list_schema! {
+    PayoutList => crate::views::PayoutView<'static>;
+}
+
+/// A payout status filter.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum PayoutStatusIn {
+    PendingApproval,
+    Queued,
+    Signing,
+    Submitted,
+    Confirmed,
+    Failed,
+    Canceled,
+    Rejected,
 }

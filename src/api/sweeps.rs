@@ -7,8 +7,8 @@ use appliance_storage::records::{KeyKind, Sweep, SweepStatus};
 
 use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
+use crate::api::extract::list_schema;
 use crate::api::extract::{read_body, Params};
-use crate::api::schemas;
 use crate::api::PageAnswer;
 use crate::auth::Access;
 use crate::services::reads;
@@ -75,9 +75,9 @@ async fn create_sweep(a: Authed<CREATE>, Post { key, body }: Post) -> Result<Res
 #[utoipa::path(get, path = "/v1/sweeps", tag = "sweeps",
     params(crate::api::extract::PageParams,
         ("wallet_id" = Option<uuid::Uuid>, Query, description = "Only sweeps of this wallet."),
-        ("status" = Option<schemas::SweepStatusIn>, Query, description = "Only sweeps in this status."),
+        ("status" = Option<SweepStatusIn>, Query, description = "Only sweeps in this status."),
     ),
-    responses((status = 200, description = "A page of sweeps.", body = schemas::SweepList)))]
+    responses((status = 200, description = "A page of sweeps.", body = SweepList)))]
 async fn list_sweeps(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let p = a.caller.project_id();
@@ -97,4 +97,19 @@ async fn get_sweep(a: Authed<READ>, id: SweepId) -> Result<Response, ApiError> {
         views::sweep(&a.state.registry, s)
     })
     .await
+}
+
+list_schema! {
+    SweepList => crate::views::SweepView<'static>;
+}
+
+/// A sweep status filter.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum SweepStatusIn {
+    Open,
+    Submitted,
+    Confirmed,
+    Failed,
+    Skipped,
 }

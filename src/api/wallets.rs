@@ -7,11 +7,12 @@ use appliance_storage::records::{KeyKind, Wallet};
 
 use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
+use crate::api::extract::list_schema;
 use crate::api::extract::{read_body, Params};
-use crate::api::schemas::{self, ChainIdIn};
 use crate::api::{created_or_ok, json, PageAnswer};
 use crate::auth::Access;
 use crate::services::reads;
+use crate::services::types::ChainIdIn;
 use crate::services::types::{ChainId, CustomerId, WalletId};
 use crate::services::wallets;
 use crate::state::AppState;
@@ -79,7 +80,7 @@ async fn create_wallet(a: Authed<WRITE>, Post { key, body }: Post) -> Result<Res
         ("customer_id" = Option<uuid::Uuid>, Query, description = "Only this customer's wallets."),
         ("chain" = Option<String>, Query, description = "Only wallets on this chain."),
     ),
-    responses((status = 200, description = "A page of wallets.", body = schemas::WalletList)))]
+    responses((status = 200, description = "A page of wallets.", body = WalletList)))]
 async fn list_wallets(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let p = a.caller.project_id();
@@ -97,4 +98,8 @@ async fn list_wallets(a: Authed<READ>, q: Params) -> Result<Response, ApiError> 
 async fn get_wallet(a: Authed<READ>, id: WalletId) -> Result<Response, ApiError> {
     let w = a.row::<Wallet>(id, ApiError::not_found("wallet"))?;
     Ok(json(StatusCode::OK, &views::wallet_view(&w)))
+}
+
+list_schema! {
+    WalletList => crate::views::WalletView<'static>;
 }

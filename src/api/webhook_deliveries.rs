@@ -9,8 +9,8 @@ use appliance_storage::records::{DeliveryStatus, WebhookDelivery};
 
 use crate::api::authed::{access_rules, Authed};
 use crate::api::error::ApiError;
+use crate::api::extract::list_schema;
 use crate::api::extract::{list_json, parse_status, Fields, JsonBody, Params, ReadBody};
-use crate::api::schemas;
 use crate::api::webhooks::{rate_limited, READ};
 use crate::api::{json, PageAnswer};
 use crate::auth::{Access, ANY_KIND};
@@ -20,6 +20,7 @@ use crate::services::webhook_deliveries::{self as deliveries, BulkReplay, Webhoo
 use crate::state::AppState;
 use crate::views::{delivery_json, delivery_ref, parse_delivery_ref};
 use crate::webhooks::Poke;
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -51,9 +52,9 @@ fn delivery_id(s: &str) -> Result<WebhookDeliveryId, ApiError> {
     params(crate::api::extract::PageParams,
         ("endpoint_id" = Option<uuid::Uuid>, Query, description = "Only deliveries to this endpoint."),
         ("event_id" = Option<String>, Query, description = "Only deliveries of this event (`evt_...`)."),
-        ("status" = Option<schemas::DeliveryStatusIn>, Query, description = "Only deliveries in this status."),
+        ("status" = Option<DeliveryStatusIn>, Query, description = "Only deliveries in this status."),
     ),
-    responses((status = 200, description = "A page of deliveries.", body = schemas::DeliveryList)))]
+    responses((status = 200, description = "A page of deliveries.", body = DeliveryList)))]
 async fn list_deliveries(a: Authed<READ>, q: Params) -> Result<Response, ApiError> {
     let page = q.page()?;
     let p = a.caller.project_id();
@@ -161,7 +162,7 @@ impl ReadBody for BulkReplay {
 #[utoipa::path(post, path = "/v1/webhook_deliveries/replay", tag = "webhooks",
     request_body = BulkReplay,
     responses(
-        (status = 200, description = "The new deliveries.", body = schemas::ReplayedList),
+        (status = 200, description = "The new deliveries.", body = ReplayedList),
         (status = 404, description = "`not_found`: no such endpoint (`param: endpoint_id`).", body = crate::api::error::ErrorBody),
     ))]
 async fn bulk_replay(a: Authed<REPLAY>, body: JsonBody) -> Result<Response, ApiError> {
@@ -195,7 +196,7 @@ async fn bulk_replay(a: Authed<REPLAY>, body: JsonBody) -> Result<Response, ApiE
 /// Any key kind; scope `webhooks:read`.
 #[utoipa::path(get, path = "/v1/events/{id}/deliveries", tag = "events",
     params(("id" = String, Path, description = "`evt_` + ULID.")),
-    responses((status = 200, description = "The event's deliveries.", body = schemas::DeliveryList)))]
+    responses((status = 200, description = "The event's deliveries.", body = DeliveryList)))]
 async fn list_event_deliveries(
     a: Authed<READ>,
     Path(id): Path<String>,
@@ -206,4 +207,32 @@ async fn list_event_deliveries(
         .ok_or_else(|| ApiError::not_found("event"))?;
     let data = rows.items.iter().map(|d| delivery_json(d, false)).collect();
     Ok(json(StatusCode::OK, &list_json(data, false, None)))
+}
+
+list_schema! {
+    DeliveryList => crate::views::DeliveryView<'static>;
+}
+
+/// A webhook delivery status filter.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum DeliveryStatusIn {
+    Pending,
+    Succeeded,
+    Failed,
+    Exhausted,
+    Skipped,
+    Canceled,
+}
+
+/// A page of webhook deliveries as `POST /v1/webhook_deliveries/replay` answers it: the new
+/// deliveries, oldest first; `next_cursor` continues the replay.
+#[derive(ToSchema)]
+pub struct ReplayedList {
+    #[schema(pattern = "^list$")]
+    pub object: String,
+    pub data: Vec<crate::views::DeliveryView<'static>>,
+    pub has_more: bool,
+    #[schema(pattern = "^whd_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
+    pub next_cursor: Option<String>,
 }

@@ -9,7 +9,6 @@ use appliance_storage::records::{DeliveryMode, WebhookEndpoint};
 use crate::api::authed::{access_rules, Authed, PathId, Post};
 use crate::api::error::ApiError;
 use crate::api::extract::{read_body, Fields, JsonBody, ReadBody};
-use crate::api::schemas::{DeliveryModeIn, EndpointStatusIn, WebhookUrlIn};
 use crate::api::{commit, json, Begin};
 use crate::auth::{Access, ANY_KIND};
 use crate::services::reads;
@@ -25,6 +24,9 @@ use crate::views::{
     EndpointWithSecret, OptTs, Sorted, WebhookTestView,
 };
 use crate::webhooks::{dispatcher, guard, Poke};
+use serde_json::json;
+use utoipa::openapi::{RefOr, Schema};
+use utoipa::PartialSchema;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -367,4 +369,35 @@ pub(crate) fn rate_limited(retry_after_s: u64) -> ApiError {
         "Too many requests of this kind; retry later.",
     )
     .retry_after(retry_after_s)
+}
+
+/// A webhook target URL ([`crate::webhooks::guard::URL_PATTERN`]).
+pub struct WebhookUrlIn;
+
+impl PartialSchema for WebhookUrlIn {
+    fn schema() -> RefOr<Schema> {
+        crate::api::openapi::from_json(json!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": crate::webhooks::guard::MAX_URL_LEN,
+            "pattern": crate::webhooks::guard::URL_PATTERN,
+        }))
+    }
+}
+impl ToSchema for WebhookUrlIn {}
+
+/// A delivery mode a request may set.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum DeliveryModeIn {
+    Unordered,
+    Ordered,
+}
+
+/// An endpoint status a request may set.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum EndpointStatusIn {
+    Active,
+    Paused,
 }
