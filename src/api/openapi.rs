@@ -588,12 +588,6 @@ fn add_links(doc: &mut Document) {
     }
 }
 
-/// A schema written as JSON (those built from the server's tables and rules: scopes,
-/// metadata, URLs, allow-list entries).
-pub(crate) fn from_json(v: serde_json::Value) -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
-    utoipa::openapi::RefOr::T(serde_json::from_value(v).expect("a valid schema"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
