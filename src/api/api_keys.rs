@@ -379,7 +379,7 @@ impl PartialSchema for ScopeIn {
             }
         }
         all.extend(groups.iter().map(|g| format!("{g}:*")));
-        crate::api::extract::from_json(
+        crate::services::types::schema_from_json(
             json!({"type": "string", "enum": all, "description": "A scope (SPEC.md section 5 rule 6, DECISIONS.md section 4)."}),
         )
     }
@@ -391,7 +391,7 @@ pub struct AllowEntryIn;
 
 impl PartialSchema for AllowEntryIn {
     fn schema() -> RefOr<Schema> {
-        crate::api::extract::from_json(json!({
+        crate::services::types::schema_from_json(json!({
             "type": "string",
             "description": "An IPv4 or IPv6 address, or a CIDR block (`203.0.113.0/24`, `2001:db8::/32`).",
             "minLength": 1,

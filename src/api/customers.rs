@@ -220,7 +220,7 @@ pub struct MetadataIn;
 
 impl PartialSchema for MetadataIn {
     fn schema() -> RefOr<Schema> {
-        crate::api::extract::from_json(metadata_schema(false))
+        crate::services::types::schema_from_json(metadata_schema(false))
     }
 }
 impl ToSchema for MetadataIn {}
@@ -230,7 +230,7 @@ pub struct MetadataPatchIn;
 
 impl PartialSchema for MetadataPatchIn {
     fn schema() -> RefOr<Schema> {
-        crate::api::extract::from_json(metadata_schema(true))
+        crate::services::types::schema_from_json(metadata_schema(true))
     }
 }
 impl ToSchema for MetadataPatchIn {}

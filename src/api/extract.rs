@@ -278,12 +278,6 @@ macro_rules! list_schema {
 }
 pub(crate) use list_schema;
 
-/// A schema written as JSON (those built from the server's tables and rules: scopes,
-/// metadata, URLs, allow-list entries).
-pub(crate) fn from_json(v: serde_json::Value) -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
-    utoipa::openapi::RefOr::T(serde_json::from_value(v).expect("a valid schema"))
-}
-
 /// `impl ReadBody` for a body whose fields are each read by one [`Fields`] reader under the
 /// field's own name, in declaration order: `field: reader`, `field: reader(args)` (the
 /// reader's arguments after the name), with `or default` for an optional field's default.

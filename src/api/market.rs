@@ -58,7 +58,7 @@ impl utoipa::PartialSchema for PricedSymbolIn {
             }
         }
         let v = json!({"type": "string", "enum": ids, "description": "A listed coin that is not a stablecoin (upper case, as listed)."});
-        utoipa::openapi::RefOr::T(serde_json::from_value(v).expect("a valid schema"))
+        crate::services::types::schema_from_json(v)
     }
 }
 impl ToSchema for PricedSymbolIn {}

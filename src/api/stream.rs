@@ -13,6 +13,7 @@ use utoipa::{PartialSchema, ToSchema};
 use crate::api::authed::{access_rules, Authed};
 use crate::api::error::ApiError;
 use crate::auth::{Access, ANY_KIND};
+use crate::services::types::schema_from_json;
 use crate::state::AppState;
 use crate::webhooks::{stream, MAX_STREAMS};
 use utoipa_axum::router::OpenApiRouter;
@@ -124,7 +125,7 @@ impl PartialSchema for StreamFrame {
             json!({"type": "object", "title": event, "description": what, "properties": props, "required": required})
         };
         let ts = json!({"type": "string", "format": "date-time"});
-        RefOr::T(serde_json::from_value(json!({
+        schema_from_json(json!({
             "description": "A frame of the event stream: `ready` once, then `event` and `billing` frames as they happen, `ping` every 25 s. New frame kinds and fields can appear.",
             "oneOf": [
                 frame("ready", false, json!({
@@ -155,7 +156,6 @@ impl PartialSchema for StreamFrame {
                 }), "Keeps the connection open."),
             ],
         }))
-        .expect("a valid schema"))
     }
 }
 impl ToSchema for StreamFrame {}

@@ -376,7 +376,7 @@ pub struct WebhookUrlIn;
 
 impl PartialSchema for WebhookUrlIn {
     fn schema() -> RefOr<Schema> {
-        crate::api::extract::from_json(json!({
+        crate::services::types::schema_from_json(json!({
             "type": "string",
             "minLength": 1,
             "maxLength": crate::webhooks::guard::MAX_URL_LEN,

@@ -130,7 +130,9 @@ impl fmt::Display for Amount {
 // How a request names these, for the OpenAPI document (the service request structs that
 // are also request bodies describe their fields with them).
 
-fn schema_of(v: serde_json::Value) -> RefOr<Schema> {
+/// A schema written as JSON (those built from the server's tables and rules: chains,
+/// symbols, scopes, metadata, URLs, allow-list entries), for the OpenAPI document.
+pub fn schema_from_json(v: serde_json::Value) -> RefOr<Schema> {
     RefOr::T(serde_json::from_value(v).expect("a valid schema"))
 }
 
@@ -144,7 +146,7 @@ impl PartialSchema for ChainIdIn {
             .iter()
             .map(|c| c.id)
             .collect();
-        schema_of(
+        schema_from_json(
             serde_json::json!({"type": "string", "enum": ids, "description": "A chain identifier."}),
         )
     }
@@ -161,7 +163,7 @@ impl PartialSchema for EvmChainIn {
             .filter(|c| c.account_kind == appliance_chains::AccountKind::Contract)
             .map(|c| c.id)
             .collect();
-        schema_of(
+        schema_from_json(
             serde_json::json!({"type": "string", "enum": ids, "description": "A simulated (EVM) chain."}),
         )
     }
@@ -174,7 +176,7 @@ pub struct SymbolIn;
 
 impl PartialSchema for SymbolIn {
     fn schema() -> RefOr<Schema> {
-        schema_of(serde_json::json!({"type": "string", "minLength": 1}))
+        schema_from_json(serde_json::json!({"type": "string", "minLength": 1}))
     }
 }
 impl ToSchema for SymbolIn {}
