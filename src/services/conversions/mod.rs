@@ -602,11 +602,6 @@ pub fn conversion_view(reg: &Registry, c: &Conversion) -> ConversionView {
     }
 }
 
-/// [`conversion_view`] as a JSON value (event data).
-pub fn conversion_json(reg: &Registry, c: &Conversion) -> Value {
-    crate::views::to_value(&conversion_view(reg, c))
-}
-
 /// A batch as the API shows it (SPEC.md section 2, Conversion batch).
 pub fn batch_view(reg: &Registry, b: &ConversionBatch) -> ConversionBatchView {
     let fd = reg.decimals(&b.chain, &b.from_asset);
@@ -652,11 +647,6 @@ pub fn batch_view(reg: &Registry, b: &ConversionBatch) -> ConversionBatchView {
         updated_at: ts(b.updated_at),
         settled_at: b.settled_at.map(ts),
     }
-}
-
-/// [`batch_view`] as a JSON value (event data).
-pub fn batch_json(reg: &Registry, b: &ConversionBatch) -> Value {
-    crate::views::to_value(&batch_view(reg, b))
 }
 
 mod quotes;

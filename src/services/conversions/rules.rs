@@ -72,11 +72,6 @@ pub fn rule_view(chain: &Chain, mode: Mode, rule: Option<&ConversionRule>) -> Co
     }
 }
 
-/// [`rule_view`] as a JSON value.
-pub fn rule_json(chain: &Chain, mode: Mode, rule: Option<&ConversionRule>) -> Value {
-    crate::views::to_value(&rule_view(chain, mode, rule))
-}
-
 /// [`rules`] read on the blocking pool.
 pub async fn rules_of(store: &appliance_storage::Store, s: Scope) -> Result<Value, StoreError> {
     store.read(move |r| rules(r, &s)).await
@@ -172,7 +167,11 @@ pub fn put_rule(
         }
     };
     ctx.put(&rule)?;
-    Ok(rule_json(c, s.project.mode, Some(&rule)))
+    Ok(crate::views::to_value(&rule_view(
+        c,
+        s.project.mode,
+        Some(&rule),
+    )))
 }
 
 // ---------------------------------------------------------------------------------------

@@ -228,7 +228,7 @@ pub fn swap_settled(
             s,
             "conversion.completed",
             r.id,
-            conversion_json(&s.reg, &r),
+            crate::views::to_value(&conversion_view(&s.reg, &r)),
         )?;
     }
     Ok(())
