@@ -663,11 +663,12 @@ async fn the_monthly_minimum_is_charged_once_across_a_restart() {
     let mut app = spawn_app().await;
     operator(&app, "credit", 7000, "prepaid");
     choose(&app, "drift").await.expect(200);
-    // Past the start of the next UTC month on the project's clock.
+    // One day past the start of the next UTC month on the project's clock, and short of the
+    // month after (a fixed 32 days crosses two month starts when run on a month's last day).
     app.post(
         &app.wallet_key,
         "/v1/test/clock",
-        json!({ "advance_seconds": 32 * 86_400 }),
+        json!({ "advance_seconds": to_next_month_s() + 86_400 }),
     )
     .await
     .expect(200);
@@ -1092,4 +1093,20 @@ async fn a_funding_credit_orphaned_by_a_reorg_is_reversed_and_the_plan_stays() {
         "reversed once"
     );
     verify_clean(&app);
+}
+
+/// Seconds from now to the start of the next UTC month.
+fn to_next_month_s() -> i64 {
+    use chrono::{Datelike, TimeZone, Utc};
+    let now = Utc::now();
+    let (y, m) = if now.month() == 12 {
+        (now.year() + 1, 1)
+    } else {
+        (now.year(), now.month() + 1)
+    };
+    let start = Utc
+        .with_ymd_and_hms(y, m, 1, 0, 0, 0)
+        .single()
+        .expect("a valid date");
+    (start - now).num_seconds()
 }
